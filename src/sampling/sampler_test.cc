@@ -1,0 +1,63 @@
+#include "folio/sampling/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace folio::sampling {
+namespace {
+
+TEST(SelectToken, GreedyTakesLowestIdOnTiesAndDrawsNothing) {
+  const std::vector<double> logits = {0.1, 0.7, 0.7, -3};
+  SplitMix64 rng(5);
+  EXPECT_EQ(*SelectToken<double>(logits, {}, rng), 1);
+  EXPECT_EQ(rng.state(), 5u);
+}
+
+TEST(SelectToken, TopOneIsGreedyButDrawsOnce) {
+  const std::vector<float> logits = {0.1f, 0.2f, 0.9f, 0.3f};
+  SplitMix64 rng(5);
+  EXPECT_EQ(*SelectToken<float>(logits, {0.8, 1}, rng), 2);
+  EXPECT_NE(rng.state(), 5u);
+}
+
+TEST(SelectToken, TopKNeverPicksOutsideTheTopK) {
+  const std::vector<double> logits = {3, 2.5, 2.9, -1, 0, 2.8};
+  SplitMix64 rng(11);
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t t = *SelectToken<double>(logits, {5.0, 3}, rng);
+    ASSERT_TRUE(t == 0 || t == 2 || t == 5) << t;
+  }
+}
+
+// With a huge temperature all candidates are nearly equally likely; the
+// frequencies over 30000 draws stay within 5 standard deviations of 1/4.
+TEST(SelectToken, HighTemperatureIsNearlyUniform) {
+  const std::vector<double> logits = {0, 1, 2, 3};
+  SplitMix64 rng(3);
+  std::vector<int> counts(4, 0);
+  const int draws = 30000;
+  for (int i = 0; i < draws; ++i) ++counts[static_cast<size_t>(*SelectToken<double>(logits, {1e9, 0}, rng))];
+  const double sd = std::sqrt(draws * 0.25 * 0.75);
+  for (int c : counts) EXPECT_NEAR(c, draws / 4.0, 5 * sd);
+}
+
+TEST(SelectToken, SameSeedSameTokens) {
+  const std::vector<double> logits = {0.5, 0.4, 0.3, 0.2, 0.1};
+  SplitMix64 a(99), b(99);
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(*SelectToken<double>(logits, {0.7, 4}, a), *SelectToken<double>(logits, {0.7, 4}, b));
+  }
+}
+
+TEST(SelectToken, RejectsBadInput) {
+  SplitMix64 rng(1);
+  EXPECT_FALSE(SelectToken<double>(std::vector<double>{}, {}, rng).ok());
+  EXPECT_FALSE(SelectToken<double>(std::vector<double>{1, NAN}, {}, rng).ok());
+  EXPECT_FALSE(SelectToken<double>(std::vector<double>{1}, {-1.0, 0}, rng).ok());
+  EXPECT_FALSE(SelectToken<double>(std::vector<double>{1}, {INFINITY, 0}, rng).ok());
+}
+
+}  // namespace
+}  // namespace folio::sampling
