@@ -1,0 +1,276 @@
+// build/bin/folio: the command-line front end.
+//   folio layout    the worked-example report (JSON)
+//   folio generate  stream a continuation from the built-in or a saved model
+//   folio save-model  write the built-in model as config.json + safetensors
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "cli/layout_report.h"
+#include "folio/engine/generate.h"
+#include "folio/kv/page_table.h"
+#include "folio/model/byte_tokenizer.h"
+#include "folio/model/decoder.h"
+#include "folio/model/model.h"
+
+#ifndef FOLIO_SOURCE_DIR
+#define FOLIO_SOURCE_DIR "."
+#endif
+
+namespace folio::cli {
+namespace {
+
+int Fail(const Status& s) {
+  std::cerr << "folio: " << s.ToString() << "\n";
+  return 1;
+}
+
+Result<std::vector<uint64_t>> ParseTable(const std::string& text) {
+  std::vector<uint64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    unsigned long long v = 0;
+    bool ok = !item.empty() && item[0] != '-';
+    if (ok) {
+      try {
+        v = std::stoull(item, &used);
+      } catch (const std::exception&) {
+        ok = false;
+      }
+    }
+    if (!ok || used != item.size()) {
+      return Status::InvalidArgument("--page-table entry '" + item +
+                                     "' is not a non-negative integer");
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+void PrintSummary(const nlohmann::json& r, const std::string& path) {
+  const auto& layer = r["per_layer_payloads"]["layers"][0];
+  const auto& c = r["model_comparison"];
+  const auto& g = r["generation"];
+  std::vector<uint64_t> indices;
+  for (const auto& m : r["mappings"]) indices.push_back(m["key_scalar_index"]);
+  std::cout << "worked example, page table " << r["config"]["cache"]["page_table"].dump()
+            << ", page size " << r["config"]["cache"]["page_size"] << "\n"
+            << "  positions 0.." << indices.size() - 1 << " at K/V scalar indices "
+            << nlohmann::json(indices).dump() << "\n"
+            << "  per layer: " << layer["allocated_payload_bytes"] << " B allocated, "
+            << layer["live_payload_bytes"] << " B live, "
+            << layer["active_page_tail_payload_bytes"] << " B partial-page tail, "
+            << layer["inactive_page_payload_bytes"] << " B inactive pages\n"
+            << "  " << c["logits_compared"] << " logits: paged == contiguous bit for bit: "
+            << c["same_cached_bits"] << "; within " << c["tolerance"].get<double>()
+            << " of the full forward: " << c["within_tolerance"] << "\n"
+            << "  greedy from " << g["prompt"].dump() << ": " << g["generated_ids"].dump()
+            << " (" << g["stop_reason"].get<std::string>() << ", cache length "
+            << g["final_cache_length"] << ", same in both layouts: " << g["same_steps"]
+            << ")\n"
+            << "  full report: " << path << "\n";
+}
+
+// Printable ASCII as is; every other byte as \xNN, so an untrained model's
+// output stays readable on a terminal.
+std::string Printable(std::string_view bytes) {
+  std::string out;
+  for (char ch : bytes) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x20 && u < 0x7f) {
+      out += ch;
+    } else {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+struct LayoutFlags {
+  std::string config_path = std::string(FOLIO_SOURCE_DIR) + "/configs/worked_example.toml";
+  std::string output;
+  bool summary = false;
+  std::optional<uint64_t> hidden_size, num_heads, num_kv_heads, ffn_size, num_layers,
+      window, seed, capacity, page_size, batch, prompt_tokens, max_new_tokens, top_k,
+      sampling_seed, rounding_capacity, rounding_page_size;
+  std::optional<double> temperature;
+  std::optional<std::string> page_table, kv_dtype, compute, document;
+};
+
+void AddLayoutFlags(CLI::App& app, LayoutFlags& f) {
+  app.add_option("--config", f.config_path, "TOML config (default: the worked example)");
+  app.add_option("--output,-o", f.output, "write the JSON here instead of stdout");
+  app.add_flag("--summary", f.summary, "with --output: print a short human summary");
+  app.add_option("--hidden-size", f.hidden_size);
+  app.add_option("--num-heads", f.num_heads);
+  app.add_option("--num-kv-heads", f.num_kv_heads);
+  app.add_option("--ffn-size", f.ffn_size);
+  app.add_option("--num-layers", f.num_layers);
+  app.add_option("--window", f.window, "sliding window, 0 = none");
+  app.add_option("--seed", f.seed, "initialisation seed");
+  app.add_option("--capacity", f.capacity, "cache capacity = max positions");
+  app.add_option("--page-size", f.page_size);
+  app.add_option("--page-table", f.page_table, "logical->physical pages, e.g. 2,0,3,1");
+  app.add_option("--batch", f.batch);
+  app.add_option("--kv-dtype", f.kv_dtype, "f64, f32, bf16 or f16");
+  app.add_option("--compute", f.compute, "f64 or f32");
+  app.add_option("--document", f.document);
+  app.add_option("--prompt-tokens", f.prompt_tokens);
+  app.add_option("--max-new-tokens", f.max_new_tokens);
+  app.add_option("--temperature", f.temperature);
+  app.add_option("--top-k", f.top_k);
+  app.add_option("--sampling-seed", f.sampling_seed);
+  app.add_option("--rounding-capacity", f.rounding_capacity);
+  app.add_option("--rounding-page-size", f.rounding_page_size);
+}
+
+int RunLayout(const LayoutFlags& f) {
+  Result<LayoutRunConfig> loaded = LoadLayoutConfig(f.config_path);
+  if (!loaded) return Fail(loaded.error());
+  LayoutRunConfig c = *loaded;
+  auto set = [](auto& dst, const auto& src) {
+    if (src) dst = *src;
+  };
+  set(c.model.hidden_size, f.hidden_size);
+  set(c.model.num_heads, f.num_heads);
+  set(c.model.num_kv_heads, f.num_kv_heads);
+  set(c.model.ffn_size, f.ffn_size);
+  set(c.model.num_layers, f.num_layers);
+  set(c.model.window, f.window);
+  set(c.seed, f.seed);
+  set(c.model.max_positions, f.capacity);
+  set(c.page_size, f.page_size);
+  set(c.batch, f.batch);
+  set(c.document, f.document);
+  set(c.prompt_tokens, f.prompt_tokens);
+  set(c.max_new_tokens, f.max_new_tokens);
+  set(c.temperature, f.temperature);
+  set(c.top_k, f.top_k);
+  set(c.sampling_seed, f.sampling_seed);
+  set(c.rounding_capacity, f.rounding_capacity);
+  set(c.rounding_page_size, f.rounding_page_size);
+  if (f.page_table) {
+    Result<std::vector<uint64_t>> t = ParseTable(*f.page_table);
+    if (!t) return Fail(t.error());
+    c.page_table = *t;
+  }
+  for (auto [flag, dst] : {std::pair{&f.kv_dtype, &c.kv_dtype}, std::pair{&f.compute, &c.compute}}) {
+    if (!*flag) continue;
+    Result<DType> d = ParseDType(**flag);
+    if (!d) return Fail(d.error());
+    *dst = *d;
+  }
+  Result<nlohmann::json> report = BuildLayoutReport(c);
+  if (!report) return Fail(report.error());
+  const std::string text = report->dump(2) + "\n";
+  if (f.output.empty()) {
+    std::cout << text;
+    return 0;
+  }
+  std::ofstream out(f.output, std::ios::trunc);
+  out << text;
+  if (!out) return Fail(Status::IoError("cannot write " + f.output));
+  if (f.summary) PrintSummary(*report, f.output);
+  return 0;
+}
+
+struct GenerateFlags {
+  std::string model_dir;  // empty = built-in worked example
+  std::string prompt = "a";
+  uint64_t max_tokens = 8;
+  double temperature = 0.0;
+  uint64_t top_k = 0;
+  uint64_t seed = 20;
+  uint64_t page_size = 3;
+  std::string kv_dtype = "f32";
+  bool raw = false;
+};
+
+int RunGenerate(const GenerateFlags& f) {
+  Result<model::Model> m = f.model_dir.empty()
+                               ? model::Model::FromSeed(model::WorkedExampleConfig(), 20)
+                               : model::LoadModel(f.model_dir);
+  if (!m) return Fail(m.error());
+  if (m->config().vocab_size != model::ByteTokenizer::kVocabSize) {
+    return Fail(Status::Unimplemented("only byte-level (vocab 258) models have a tokenizer yet"));
+  }
+  Result<DType> kv_dtype = ParseDType(f.kv_dtype);
+  if (!kv_dtype) return Fail(kv_dtype.error());
+  Result<kv::PageTableLayout> layout =
+      kv::PageTableLayout::Identity(m->config().max_positions, f.page_size);
+  if (!layout) return Fail(layout.error());
+  Result<model::DecoderCache> cache = model::DecoderCache::Create(*m, *layout, 1, *kv_dtype);
+  if (!cache) return Fail(cache.error());
+  const std::vector<int32_t> prompt = model::ByteTokenizer::Encode(f.prompt, true, false);
+  engine::GenerationParams params;
+  params.max_new_tokens = f.max_tokens;
+  params.sampling = {f.temperature, f.top_k};
+  SplitMix64 rng(f.seed);
+  const model::Decoder<float> decoder(*m);
+  Result<engine::GenerationResult> r = engine::Generate<float>(decoder, *cache, prompt, params, rng);
+  if (!r) return Fail(r.error());
+  // The byte tokenizer maps every id to at most one byte, so each token can
+  // be streamed as soon as it is known.
+  std::cout << Printable(f.prompt);
+  for (int32_t t : r->tokens) {
+    const std::string piece = *model::ByteTokenizer::Decode(std::span<const int32_t>(&t, 1));
+    std::cout << (f.raw ? piece : Printable(piece)) << std::flush;
+  }
+  std::cout << "\n";
+  std::cerr << "[" << r->tokens.size() << " tokens, stop: "
+            << engine::StopReasonName(r->stop_reason) << ", ids:";
+  for (int32_t t : r->tokens) std::cerr << " " << t;
+  std::cerr << "]\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace folio::cli
+
+int main(int argc, char** argv) {
+  using namespace folio::cli;
+  CLI::App app{"folio: an LLM inference engine built around a paged KV cache"};
+  app.require_subcommand(1);
+
+  LayoutFlags layout;
+  CLI::App* layout_cmd = app.add_subcommand("layout", "the page-table worked example as JSON");
+  AddLayoutFlags(*layout_cmd, layout);
+
+  GenerateFlags gen;
+  CLI::App* gen_cmd = app.add_subcommand("generate", "stream a continuation of a prompt");
+  gen_cmd->add_option("--model", gen.model_dir, "saved model folder (default: built-in)");
+  gen_cmd->add_option("--prompt", gen.prompt);
+  gen_cmd->add_option("--max-tokens", gen.max_tokens);
+  gen_cmd->add_option("--temperature", gen.temperature, "0 = greedy");
+  gen_cmd->add_option("--top-k", gen.top_k, "0 = all");
+  gen_cmd->add_option("--seed", gen.seed, "sampling seed");
+  gen_cmd->add_option("--page-size", gen.page_size);
+  gen_cmd->add_option("--kv-dtype", gen.kv_dtype, "f64, f32, bf16 or f16");
+  gen_cmd->add_flag("--raw", gen.raw, "write bytes as generated (default escapes non-ASCII)");
+
+  std::string save_dir;
+  uint64_t save_seed = 20;
+  CLI::App* save_cmd = app.add_subcommand("save-model", "write the built-in model to a folder");
+  save_cmd->add_option("dir", save_dir)->required();
+  save_cmd->add_option("--seed", save_seed);
+
+  CLI11_PARSE(app, argc, argv);
+  if (*layout_cmd) return RunLayout(layout);
+  if (*gen_cmd) return RunGenerate(gen);
+  if (*save_cmd) {
+    auto m = folio::model::Model::FromSeed(folio::model::WorkedExampleConfig(), save_seed);
+    if (!m) return Fail(m.error());
+    folio::Status s = folio::model::SaveModel(*m, save_dir);
+    if (!s.ok()) return Fail(s);
+    std::cout << "saved model " << m->id() << " to " << save_dir << "\n";
+    return 0;
+  }
+  return 0;
+}

@@ -1,0 +1,131 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "folio/model/decoder.h"
+#include "folio/model/model.h"
+#include "folio/model/safetensors.h"
+
+namespace folio::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelIoTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("folio_model_io_" + std::string(::testing::UnitTest::GetInstance()
+                                                ->current_test_info()->name()));
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  nlohmann::json ReadConfig() {
+    std::ifstream in(dir_ / "config.json");
+    return nlohmann::json::parse(in);
+  }
+  void WriteConfig(const nlohmann::json& j) {
+    std::ofstream out(dir_ / "config.json");
+    out << j.dump();
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(ModelIoTest, RoundTripPreservesIdAndLogits) {
+  ModelConfig c = WorkedExampleConfig();
+  c.tie_embeddings = false;
+  c.window = 5;
+  auto model = *Model::FromSeed(c, 20);
+  ASSERT_TRUE(SaveModel(model, dir_).ok());
+  auto loaded = LoadModel(dir_);
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().ToString();
+  EXPECT_EQ(loaded->id(), model.id());
+  EXPECT_EQ(loaded->config(), model.config());
+  const std::vector<int32_t> tokens = {0, 99, 100, 101};
+  EXPECT_EQ(*Decoder<double>(*loaded).Forward(tokens, 1),
+            *Decoder<double>(model).Forward(tokens, 1));
+}
+
+TEST_F(ModelIoTest, WritesHuggingFaceNamesAndShapes) {
+  auto model = *Model::FromSeed(WorkedExampleConfig(), 20);
+  ASSERT_TRUE(SaveModel(model, dir_).ok());
+  auto file = *SafetensorsFile::Open(dir_ / "model.safetensors");
+  const TensorInfo* q = file.Find("model.layers.1.self_attn.q_proj.weight");
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(q->shape, (std::vector<uint64_t>{8, 8}));
+  EXPECT_EQ(file.Find("model.layers.0.mlp.down_proj.weight")->shape,
+            (std::vector<uint64_t>{8, 12}));
+  EXPECT_EQ(file.Find("lm_head.weight"), nullptr);  // tied
+  EXPECT_EQ(file.metadata().at("folio_model_id"), model.id());
+  EXPECT_EQ(ReadConfig()["num_key_value_heads"], 2);
+}
+
+TEST_F(ModelIoTest, MissingTensorIsNamed) {
+  auto model = *Model::FromSeed(WorkedExampleConfig(), 20);
+  ASSERT_TRUE(SaveModel(model, dir_).ok());
+  auto cfg = ReadConfig();
+  cfg["tie_word_embeddings"] = false;  // now lm_head.weight is required
+  WriteConfig(cfg);
+  auto r = LoadModel(dir_);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.error().message().find("missing tensor lm_head.weight"), std::string::npos);
+}
+
+TEST_F(ModelIoTest, UnexpectedTensorIsNamed) {
+  ModelConfig c = WorkedExampleConfig();
+  c.tie_embeddings = false;
+  ASSERT_TRUE(SaveModel(*Model::FromSeed(c, 20), dir_).ok());
+  auto cfg = ReadConfig();
+  cfg["tie_word_embeddings"] = true;
+  WriteConfig(cfg);
+  auto r = LoadModel(dir_);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("unexpected tensor lm_head.weight"), std::string::npos);
+}
+
+TEST_F(ModelIoTest, WrongShapeIsNamed) {
+  ASSERT_TRUE(SaveModel(*Model::FromSeed(WorkedExampleConfig(), 20), dir_).ok());
+  auto cfg = ReadConfig();
+  cfg["intermediate_size"] = 16;
+  WriteConfig(cfg);
+  auto r = LoadModel(dir_);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("gate_proj.weight has shape [12,8,]"), std::string::npos);
+}
+
+TEST_F(ModelIoTest, BadConfigValuesAreNamed) {
+  ASSERT_TRUE(SaveModel(*Model::FromSeed(WorkedExampleConfig(), 20), dir_).ok());
+  const auto good = ReadConfig();
+  auto cfg = good;
+  cfg["hidden_size"] = -8;
+  WriteConfig(cfg);
+  auto r = LoadModel(dir_);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("\"hidden_size\" must be a non-negative integer"),
+            std::string::npos);
+  cfg = good;
+  cfg.erase("rope_theta");
+  WriteConfig(cfg);
+  EXPECT_NE(LoadModel(dir_).error().message().find("missing key \"rope_theta\""),
+            std::string::npos);
+  cfg = good;
+  cfg["architectures"] = {"LlamaForCausalLM"};
+  WriteConfig(cfg);
+  EXPECT_EQ(LoadModel(dir_).error().code(), StatusCode::kUnimplemented);
+  std::ofstream(dir_ / "config.json") << "{not json";
+  EXPECT_EQ(LoadModel(dir_).error().code(), StatusCode::kCorruption);
+}
+
+TEST_F(ModelIoTest, MissingFolderIsNotFound) {
+  auto r = LoadModel(dir_ / "nowhere");
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace folio::model

@@ -1,0 +1,122 @@
+#include "folio/model/model.h"
+
+#include <gtest/gtest.h>
+
+#include <openssl/evp.h>
+
+#include <bit>
+#include <cmath>
+
+namespace folio::model {
+namespace {
+
+// ../shared/reference/course-fixture.md, "Initialisation".
+TEST(InitializeWeights, ReproducesCourseStream) {
+  const ModelConfig c = WorkedExampleConfig();
+  SplitMix64 rng(20);
+  const ModelWeights<double> w = InitializeWeights(c, rng);
+  EXPECT_EQ(rng.state(), 0xef4ddf2f9fd9b824ULL);  // after 3024 draws
+  EXPECT_EQ(c.ParameterCount(), 3064u);
+  EXPECT_EQ(w.embedding[0 * 8 + 0], -0.08666991401775771);
+  EXPECT_EQ(w.embedding[257 * 8 + 7], 0.06196705142080968);
+  // Stored [out, in]: query[in=0][out=0], key[7][3] is wk[3 * 8 + 7].
+  EXPECT_EQ(w.layers[0].wq[0], 0.07292608385746767);
+  EXPECT_EQ(w.layers[0].wk[0], -0.26631366389626404);
+  EXPECT_EQ(w.layers[0].wk[3 * 8 + 7], -0.5015157807107713);
+  // ffn down [in=12, out=8]: [11][7] is w_down[7 * 12 + 11].
+  EXPECT_EQ(w.layers[1].w_down[7 * 12 + 11], -0.4413944345852733);
+}
+
+// The fixture's digest of all parameters as float64 little-endian in
+// declaration order (embedding; per layer attention norm, q, k, v, o in
+// [in, out] order, ffn norm, gate, up, down; final norm).
+TEST(InitializeWeights, ParameterDigestMatchesFixture) {
+  const ModelConfig c = WorkedExampleConfig();
+  SplitMix64 rng(20);
+  const ModelWeights<double> w = InitializeWeights(c, rng);
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  ASSERT_EQ(EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr), 1);
+  auto put = [&](const std::vector<double>& t) {
+    for (double x : t) EVP_DigestUpdate(ctx, &x, 8);
+  };
+  auto put_transposed = [&](const std::vector<double>& t, uint64_t out, uint64_t in) {
+    for (uint64_t i = 0; i < in; ++i)
+      for (uint64_t o = 0; o < out; ++o) EVP_DigestUpdate(ctx, &t[o * in + i], 8);
+  };
+  put(w.embedding);
+  for (const auto& l : w.layers) {
+    put(l.attn_norm);
+    put_transposed(l.wq, 8, 8);
+    put_transposed(l.wk, 4, 8);
+    put_transposed(l.wv, 4, 8);
+    put_transposed(l.wo, 8, 8);
+    put(l.ffn_norm);
+    put_transposed(l.w_gate, 12, 8);
+    put_transposed(l.w_up, 12, 8);
+    put_transposed(l.w_down, 8, 12);
+  }
+  put(w.final_norm);
+  unsigned char md[32];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx, md, &len);
+  EVP_MD_CTX_free(ctx);
+  std::string hex;
+  for (unsigned char ch : md) {
+    static const char* digits = "0123456789abcdef";
+    hex += digits[ch >> 4];
+    hex += digits[ch & 15];
+  }
+  EXPECT_EQ(hex, "183498fa4d3b25b789527b0f6800f2a445c7276f3ba77757a668248396da0948");
+}
+
+TEST(Model, IdIsStableAndSensitive) {
+  const ModelConfig c = WorkedExampleConfig();
+  auto a = *Model::FromSeed(c, 20);
+  auto b = *Model::FromSeed(c, 20);
+  auto other = *Model::FromSeed(c, 21);
+  EXPECT_EQ(a.id().size(), 64u);
+  EXPECT_EQ(a.id(), b.id());
+  EXPECT_NE(a.id(), other.id());
+  ModelConfig windowed = c;
+  windowed.window = 4;
+  EXPECT_NE(Model::FromSeed(windowed, 20)->id(), a.id());
+}
+
+TEST(Model, RejectsNonFiniteParameter) {
+  const ModelConfig c = WorkedExampleConfig();
+  SplitMix64 rng(20);
+  auto w = InitializeWeights(c, rng);
+  w.layers[1].wv[5] = std::nan("");
+  auto m = Model::Create(c, std::move(w));
+  ASSERT_FALSE(m.has_value());
+  EXPECT_NE(m.error().message().find("model.layers.1.self_attn.v_proj.weight value 5"),
+            std::string::npos);
+}
+
+TEST(Model, RejectsWrongTensorSize) {
+  const ModelConfig c = WorkedExampleConfig();
+  SplitMix64 rng(20);
+  auto w = InitializeWeights(c, rng);
+  w.layers[0].w_up.pop_back();
+  auto m = Model::Create(c, std::move(w));
+  ASSERT_FALSE(m.has_value());
+  EXPECT_NE(m.error().message().find("mlp.up_proj"), std::string::npos);
+}
+
+TEST(ModelConfig, RejectsInvalidShapes) {
+  ModelConfig c = WorkedExampleConfig();
+  c.num_kv_heads = 3;
+  EXPECT_NE(c.Validate().message().find("not a multiple of num_kv_heads 3"), std::string::npos);
+  c = WorkedExampleConfig();
+  c.hidden_size = 12;  // head_dim 3: odd
+  EXPECT_NE(c.Validate().message().find("even"), std::string::npos);
+  c = WorkedExampleConfig();
+  c.rope_theta = -1;
+  EXPECT_FALSE(c.Validate().ok());
+  c = WorkedExampleConfig();
+  c.vocab_size = 0;
+  EXPECT_NE(c.Validate().message().find("vocab_size"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace folio::model

@@ -1,0 +1,2 @@
+set(FOLIO_SAFETENSORS_SOURCES safetensors.cc)
+set(FOLIO_SAFETENSORS_TESTS safetensors_test.cc)
