@@ -60,6 +60,11 @@ struct Case {
   uint64_t batch, q_heads, kv_heads, head_dim, context, query_len, page_size, window;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << "b" << c.batch << "_hq" << c.q_heads << "_hkv" << c.kv_heads << "_d" << c.head_dim
+      << "_n" << c.context << "_l" << c.query_len << "_p" << c.page_size << "_w" << c.window;
+}
+
 class AttendReferenceSweep : public ::testing::TestWithParam<Case> {};
 
 TEST_P(AttendReferenceSweep, MatchesDenseDefinitionAndIsLayoutInvariant) {

@@ -160,6 +160,7 @@ KvArrayView LayerCache::View(KvRole role) const {
   return KvArrayView{role == KvRole::kKey ? keys_.data() : values_.data(),
                      dtype_,
                      layout_.table().data(),
+                     layout_.num_pages(),
                      layout_.page_size(),
                      shape_,
                      length_ + pending_};

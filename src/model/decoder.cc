@@ -5,7 +5,9 @@
 #include <string>
 #include <utility>
 
+#include "folio/attention/paged_attention.h"
 #include "folio/attention/reference.h"
+#include "folio/core/checked_math.h"
 #include "folio/ops/ops.h"
 
 namespace folio::model {
@@ -47,6 +49,50 @@ std::span<T> Row(std::vector<T>& v, uint64_t row, uint64_t width) {
   return std::span<T>(v).subspan(row * width, width);
 }
 
+// One layer's attention; q and out are token-major [batch * n, num_heads *
+// head_dim]. float compute over f32/bf16/f16 K/V runs the paged SIMD kernel;
+// everything else (the float64 worked example, f64 K/V) the scalar reference.
+// Both read K/V only through the cache's table, so results never depend on
+// page placement.
+template <typename T>
+Status Attend(const attention::AttentionParams& ap, uint64_t batch,
+              std::span<const T> q, const KvArrayView& k, const KvArrayView& v,
+              std::span<T> out, ThreadPool* pool) {
+  const uint64_t n = ap.query_len, hd = k.shape.head_dim;
+  if constexpr (std::is_same_v<T, float>) {
+    if (k.dtype != DType::kF64) {
+      // The fixed layout [N, B, H_kv, P, d] is a pool of N * B pages shaped
+      // [H_kv, P, d]: lane b's logical page lp is pool page table[lp] * B + b.
+      const uint64_t pages = CeilDiv(k.visible_length, k.page_size);
+      if (k.num_pages * batch > INT32_MAX) {
+        return Status::OutOfRange("cache has more than 2^31 pages across lanes");
+      }
+      std::vector<int32_t> block_table(batch * pages);
+      std::vector<int32_t> context(batch, static_cast<int32_t>(k.visible_length));
+      std::vector<int32_t> indptr(batch + 1);
+      for (uint64_t b = 0; b < batch; ++b) {
+        for (uint64_t lp = 0; lp < pages; ++lp) {
+          block_table[b * pages + lp] = static_cast<int32_t>(k.table[lp] * batch + b);
+        }
+        indptr[b + 1] = static_cast<int32_t>((b + 1) * n);
+      }
+      attention::PagedAttentionParams p;
+      p.num_q_heads = ap.num_q_heads;
+      p.scale = ap.scale;
+      p.window = ap.window;
+      const kv::PagedKvView pool_view{k.data, v.data, k.dtype, k.num_pages * batch,
+                                      k.shape.num_kv_heads, k.page_size, hd};
+      return attention::PagedAttention(p, q, pool_view, {block_table, pages, context, indptr},
+                                       out, pool);
+    }
+  }
+  std::vector<T> qh(q.size()), attn(q.size());
+  SwapTokenAndHeadAxes<T>(q, qh, batch, n, ap.num_q_heads, hd, false);
+  FOLIO_RETURN_IF_ERROR(attention::AttendReference<T>(ap, qh, k, v, attn));
+  SwapTokenAndHeadAxes<T>(attn, out, batch, n, ap.num_q_heads, hd, true);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<DecoderCache> DecoderCache::Create(const Model& model,
@@ -74,8 +120,9 @@ void DecoderCache::Reset() {
 }
 
 template <typename T>
-Decoder<T>::Decoder(const Model& model)
-    : config_(model.config()),
+Decoder<T>::Decoder(const Model& model, ThreadPool* pool)
+    : pool_(pool),
+      config_(model.config()),
       model_id_(model.id()),
       weights_(ConvertWeights<T>(model.config(), model.weights())) {}
 
@@ -111,7 +158,7 @@ Result<std::vector<T>> Decoder<T>::Run(std::span<const int32_t> tokens,
                 x.begin() + static_cast<ptrdiff_t>(r * d));
   }
   std::vector<T> h(d), q(rows * c.q_size()), k(rows * c.kv_size()), v(rows * c.kv_size());
-  std::vector<T> qh(q.size()), kh(k.size()), vh(v.size()), attn(q.size()), attn_rows(q.size());
+  std::vector<T> kh(k.size()), vh(v.size()), attn_rows(q.size());
   std::vector<T> gate(c.ffn_size), up(c.ffn_size), delta(d);
   attention::AttentionParams ap{c.num_heads, s.n, 1.0 / std::sqrt(static_cast<double>(hd)),
                                 c.window};
@@ -126,14 +173,12 @@ Result<std::vector<T>> Decoder<T>::Run(std::span<const int32_t> tokens,
       ops::RopeInterleaved<T>(Row(q, r, c.q_size()), hd, pos, c.rope_theta);
       ops::RopeInterleaved<T>(Row(k, r, c.kv_size()), hd, pos, c.rope_theta);
     }
-    SwapTokenAndHeadAxes<T>(q, qh, s.batch, s.n, c.num_heads, hd, false);
     SwapTokenAndHeadAxes<T>(k, kh, s.batch, s.n, c.num_kv_heads, hd, false);
     SwapTokenAndHeadAxes<T>(v, vh, s.batch, s.n, c.num_kv_heads, hd, false);
     FOLIO_ASSIGN_OR_RETURN(auto views, store(layer, std::span<const T>(kh),
                                              std::span<const T>(vh)));
-    FOLIO_RETURN_IF_ERROR(attention::AttendReference<T>(ap, qh, views.first,
-                                                        views.second, attn));
-    SwapTokenAndHeadAxes<T>(attn, attn_rows, s.batch, s.n, c.num_heads, hd, true);
+    FOLIO_RETURN_IF_ERROR(Attend<T>(ap, s.batch, q, views.first, views.second, attn_rows,
+                                    pool_));
     for (uint64_t r = 0; r < rows; ++r) {
       auto xr = Row(x, r, d);
       ops::MatVec<T>(w.wo, Row(attn_rows, r, c.q_size()), delta);
@@ -225,7 +270,7 @@ Result<std::vector<T>> Decoder<T>::Forward(std::span<const int32_t> tokens,
     values.assign(v.begin(), v.end());
     auto view = [&](const std::vector<T>& a) {
       return KvArrayView{reinterpret_cast<const std::byte*>(a.data()), DTypeOf<T>(), table,
-                         s.n, lanes, s.n};
+                         1, s.n, lanes, s.n};
     };
     return std::pair{view(keys), view(values)};
   };

@@ -34,6 +34,7 @@ struct KvArrayView {
   const std::byte* data;
   DType dtype;
   const uint64_t* table;  // [num_pages] logical -> physical
+  uint64_t num_pages;
   uint64_t page_size;
   LaneShape shape;
   uint64_t visible_length;

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "folio/core/dtype.h"
+#include "folio/core/thread_pool.h"
 #include "folio/core/status.h"
 #include "folio/kv/layer_cache.h"
 #include "folio/kv/page_table.h"
@@ -55,11 +56,13 @@ class DecoderCache {
 };
 
 // Computes in T (double for the worked example, float in production) with
-// the model's weights rounded once to T.
+// the model's weights rounded once to T. With T = float and f32/bf16/f16 K/V,
+// attention is the paged SIMD kernel (attention/paged_attention.h), spread
+// over `pool` when given; results do not depend on the pool's size.
 template <typename T>
 class Decoder {
  public:
-  explicit Decoder(const Model& model);
+  explicit Decoder(const Model& model, ThreadPool* pool = nullptr);
 
   const ModelConfig& config() const { return config_; }
   const std::string& model_id() const { return model_id_; }
@@ -93,6 +96,7 @@ class Decoder {
   Result<std::vector<T>> Run(std::span<const int32_t> tokens, StepShape shape,
                              StoreFn&& store) const;
 
+  ThreadPool* pool_;
   ModelConfig config_;
   std::string model_id_;
   ModelWeights<T> weights_;

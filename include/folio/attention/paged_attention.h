@@ -1,0 +1,88 @@
+// Attention that reads K/V straight from pages through a block table.
+//
+//   out = softmax(scale * Q K^T + mask) V   per (sequence, query head, row)
+//
+// Query rows come in one of two layouts:
+//   kTokenMajor  query [num_rows, num_q_heads, head_dim], ragged: sequence b
+//                owns rows [query_indptr[b], query_indptr[b + 1]);
+//   kHeadMajor   query [batch, num_q_heads, L, head_dim] with one L for all
+//                sequences (query_indptr must then be 0, L, 2L, ...).
+// out has the query's shape and layout.
+//
+// Sequence b has context n = context_lens[b] keys (its new rows included),
+// read in increasing logical order through block_table row b: logical key j
+// lives in page block_table[b * max_pages + j / page_size], slot
+// j % page_size. With L query rows, row i sits at logical position
+// n - L + i. Causal: it sees keys j <= its position; with window w > 0 also
+// only position - j < w. Without the causal mask every row sees all n keys
+// (and window must be 0). Query head h reads K/V head
+// h / (num_q_heads / num_kv_heads). A sequence with n = 0 outputs zeros.
+//
+// Determinism (../shared/ARCHITECTURE.md, contract 3): a row's keys are cut
+// into chunks of kChunkKeys at fixed logical positions and each chunk into
+// tiles of kTileKeys; a row only ever touches its own visible keys; chunk
+// states fold left to right. So an output row's bits depend only on its own
+// query, its sequence's K/V content and the CPU's SIMD target — never on
+// page size or placement, the batch it is in, how many rows the call holds,
+// or the thread count.
+//
+// Every argument is validated before any K/V byte is read; a bad one is an
+// InvalidArgument naming the field, the sequence and the value.
+#ifndef FOLIO_ATTENTION_PAGED_ATTENTION_H_
+#define FOLIO_ATTENTION_PAGED_ATTENTION_H_
+
+#include <cstdint>
+#include <span>
+
+#include "folio/core/status.h"
+#include "folio/core/thread_pool.h"
+#include "folio/kv/paged_view.h"
+
+namespace folio::attention {
+
+inline constexpr uint64_t kTileKeys = 16;    // keys per softmax rescale
+inline constexpr uint64_t kChunkKeys = 256;  // keys per split-K chunk
+
+enum class QueryLayout : uint8_t { kTokenMajor, kHeadMajor };
+
+// How the kernel spreads work. kAuto splits a sequence's keys over threads
+// only when there are too few (sequence, K/V head, row block) items to keep
+// every thread busy. The result bits are the same for every choice.
+enum class SplitK : uint8_t { kAuto, kAlways, kNever };
+
+struct PagedAttentionParams {
+  uint64_t num_q_heads = 1;
+  double scale = 1.0;  // finite, >= 0; usually 1 / sqrt(head_dim)
+  bool causal = true;
+  uint64_t window = 0;  // 0 = unlimited
+  QueryLayout layout = QueryLayout::kTokenMajor;
+  SplitK split_k = SplitK::kAuto;
+};
+
+// Checks every shape, index and length; no K/V memory is touched.
+Status ValidatePagedAttention(const PagedAttentionParams& params,
+                              size_t query_size, size_t out_size,
+                              const kv::PagedKvView& kv,
+                              const kv::PagedBatchView& batch);
+
+// The optimised kernel: Highway SIMD (the best target this CPU has, chosen at
+// run time), online softmax, GQA groups loaded once, split-K over the pool's
+// threads. K/V dtype f32, bf16 or f16; compute in f32. pool may be null
+// (single-threaded).
+Status PagedAttention(const PagedAttentionParams& params,
+                      std::span<const float> query, const kv::PagedKvView& kv,
+                      const kv::PagedBatchView& batch, std::span<float> out,
+                      ThreadPool* pool = nullptr);
+
+// The scalar reference: per row, a two-pass softmax over the visible keys
+// in float64, read through the same addressing. K/V dtype f64, f32, bf16 or
+// f16. For tests and for checking the kernel, not for speed.
+Status PagedAttentionReference(const PagedAttentionParams& params,
+                               std::span<const float> query,
+                               const kv::PagedKvView& kv,
+                               const kv::PagedBatchView& batch,
+                               std::span<float> out);
+
+}  // namespace folio::attention
+
+#endif  // FOLIO_ATTENTION_PAGED_ATTENTION_H_

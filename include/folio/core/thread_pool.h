@@ -1,0 +1,52 @@
+// A fixed pool of worker threads for data-parallel loops.
+//
+// ParallelFor(n, fn) runs fn(0..n-1) and returns when all have finished.
+// Which thread runs which index is unspecified, so callers make every
+// index write its own output: results then never depend on the thread count
+// (../shared/ARCHITECTURE.md, contract 3). The calling thread takes part, so
+// a pool of 1 thread runs everything inline.
+#ifndef FOLIO_CORE_THREAD_POOL_H_
+#define FOLIO_CORE_THREAD_POOL_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace folio {
+
+class ThreadPool {
+ public:
+  // num_threads >= 1 counts the caller; 0 means std::thread::hardware_concurrency().
+  explicit ThreadPool(size_t num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  size_t num_threads() const { return workers_.size() + 1; }
+
+  // Not reentrant: fn must not call ParallelFor on the same pool.
+  void ParallelFor(size_t n, const std::function<void(size_t)>& fn);
+
+ private:
+  void WorkerLoop();
+  void RunTasks();
+
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable start_cv_;
+  std::condition_variable done_cv_;
+  uint64_t generation_ = 0;  // bumped per ParallelFor; guarded by mu_
+  size_t busy_workers_ = 0;  // guarded by mu_
+  bool stop_ = false;        // guarded by mu_
+  const std::function<void(size_t)>* fn_ = nullptr;
+  size_t num_tasks_ = 0;
+  std::atomic<size_t> next_{0};
+};
+
+}  // namespace folio
+
+#endif  // FOLIO_CORE_THREAD_POOL_H_

@@ -1,0 +1,383 @@
+#include "folio/attention/paged_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "folio/core/splitmix64.h"
+
+namespace folio::attention {
+namespace {
+
+// A batch of sequences placed in a page pool. Every sequence's logical K/V
+// content comes from its own seed, so the same content can be placed with
+// different page sizes and permutations. Every slot no sequence owns is NaN.
+struct PagedBatch {
+  uint64_t num_kv_heads = 0, head_dim = 0, page_size = 0, num_pages = 0;
+  DType dtype = DType::kF32;
+  std::vector<std::byte> keys, values;  // [num_pages, H_kv, P, D]
+  uint64_t max_pages = 0;
+  std::vector<int32_t> block_table, context_lens, query_indptr;
+
+  kv::PagedKvView kv() const {
+    return {keys.data(), values.data(), dtype, num_pages, num_kv_heads, page_size, head_dim};
+  }
+  kv::PagedBatchView batch() const {
+    return {block_table, max_pages, context_lens, query_indptr};
+  }
+};
+
+struct SeqSpec {
+  uint64_t context;
+  uint64_t query_len;
+  uint64_t seed;
+};
+
+// Value of (sequence seed, position, head, feature) in [-1, 1).
+float Content(uint64_t seed, uint64_t pos, uint64_t h, uint64_t f, uint64_t role) {
+  SplitMix64 rng(seed * 0x9e37 + ((pos * 64 + h) * 1024 + f) * 2 + role);
+  return static_cast<float>(2 * rng.NextUnit() - 1);
+}
+
+PagedBatch Place(const std::vector<SeqSpec>& seqs, uint64_t kv_heads, uint64_t head_dim,
+                 uint64_t page_size, DType dtype, uint64_t placement_seed,
+                 uint64_t spare_pages = 3) {
+  PagedBatch b;
+  b.num_kv_heads = kv_heads;
+  b.head_dim = head_dim;
+  b.page_size = page_size;
+  b.dtype = dtype;
+  uint64_t total = spare_pages;
+  for (const auto& s : seqs) {
+    const uint64_t pages = (s.context + page_size - 1) / page_size;
+    b.max_pages = std::max(b.max_pages, pages);
+    total += pages;
+  }
+  b.num_pages = total;
+  // Shuffled physical pages.
+  std::vector<int32_t> ids(total);
+  std::iota(ids.begin(), ids.end(), 0);
+  SplitMix64 rng(placement_seed);
+  for (size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng.NextU64() % i]);
+  const size_t esize = DTypeSize(dtype);
+  const uint64_t slots = total * kv_heads * page_size * head_dim;
+  b.keys.resize(slots * esize);
+  b.values.resize(slots * esize);
+  for (uint64_t i = 0; i < slots; ++i) {
+    StoreElement(dtype, b.keys.data(), i, std::numeric_limits<float>::quiet_NaN());
+    StoreElement(dtype, b.values.data(), i, std::numeric_limits<float>::quiet_NaN());
+  }
+  const kv::LaneShape shape{1, kv_heads, head_dim};
+  size_t next = 0;
+  b.query_indptr.push_back(0);
+  for (const auto& s : seqs) {
+    const uint64_t pages = (s.context + page_size - 1) / page_size;
+    std::vector<int32_t> row(b.max_pages, -1);
+    for (uint64_t p = 0; p < pages; ++p) row[p] = ids[next++];
+    for (uint64_t pos = 0; pos < s.context; ++pos) {
+      const auto phys = static_cast<uint64_t>(row[pos / page_size]);
+      for (uint64_t h = 0; h < kv_heads; ++h) {
+        for (uint64_t f = 0; f < head_dim; ++f) {
+          const uint64_t i = kv::ScalarIndex(shape, page_size, phys, pos % page_size, 0, h, f);
+          StoreElement(dtype, b.keys.data(), i, Content(s.seed, pos, h, f, 0));
+          StoreElement(dtype, b.values.data(), i, Content(s.seed, pos, h, f, 1));
+        }
+      }
+    }
+    b.block_table.insert(b.block_table.end(), row.begin(), row.end());
+    b.context_lens.push_back(static_cast<int32_t>(s.context));
+    b.query_indptr.push_back(b.query_indptr.back() + static_cast<int32_t>(s.query_len));
+  }
+  return b;
+}
+
+// Token-major queries [rows, H_q, D], from each sequence's seed.
+std::vector<float> Queries(const std::vector<SeqSpec>& seqs, uint64_t q_heads,
+                           uint64_t head_dim) {
+  std::vector<float> q;
+  for (const auto& s : seqs)
+    for (uint64_t i = 0; i < s.query_len; ++i)
+      for (uint64_t h = 0; h < q_heads; ++h)
+        for (uint64_t f = 0; f < head_dim; ++f)
+          q.push_back(Content(s.seed + 1000, s.context - s.query_len + i, h, f, 2));
+  return q;
+}
+
+std::vector<float> RunKernel(const PagedAttentionParams& p, const std::vector<float>& q,
+                       const PagedBatch& b, ThreadPool* pool = nullptr) {
+  std::vector<float> out(q.size(), -7.0f);
+  const Status s = PagedAttention(p, q, b.kv(), b.batch(), out, pool);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return out;
+}
+
+struct GridCase {
+  uint64_t page_size, context, query_len, q_heads, kv_heads, head_dim, window;
+  DType dtype;
+};
+
+void PrintTo(const GridCase& c, std::ostream* os) {
+  *os << "p" << c.page_size << "_n" << c.context << "_l" << c.query_len << "_hq" << c.q_heads
+      << "_hkv" << c.kv_heads << "_d" << c.head_dim << "_w" << c.window << "_"
+      << DTypeName(c.dtype);
+}
+
+class PagedAttentionGrid : public ::testing::TestWithParam<GridCase> {};
+
+// The kernel against the float64 reference, on fresh random content with
+// shuffled pages and NaN in every slot no sequence owns.
+TEST_P(PagedAttentionGrid, MatchesReference) {
+  const GridCase c = GetParam();
+  const std::vector<SeqSpec> seqs = {{c.context, c.query_len, 11},
+                                     {c.context + 1, std::min(c.query_len, c.context + 1), 12},
+                                     {1, 1, 13}};
+  const PagedBatch b = Place(seqs, c.kv_heads, c.head_dim, c.page_size, c.dtype, 99);
+  const auto q = Queries(seqs, c.q_heads, c.head_dim);
+  PagedAttentionParams p;
+  p.num_q_heads = c.q_heads;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+  p.window = c.window;
+  const auto out = RunKernel(p, q, b);
+  std::vector<float> ref(q.size());
+  ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
+  // With |q|, |k|, |v| <= 1 a score's f32 error is at most ~D * eps * D *
+  // scale; the output, a convex combination of values, moves by at most
+  // twice that, plus one rounding per accumulated key.
+  const double eps = 0x1.0p-24;
+  const double d = static_cast<double>(c.head_dim);
+  const double tol = eps * (2.0 * d * d * p.scale + 2.0 * static_cast<double>(c.context) + 16);
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_FALSE(std::isnan(out[i])) << i;
+    ASSERT_NEAR(out[i], ref[i], tol) << "element " << i;
+  }
+}
+
+std::vector<GridCase> Grid() {
+  std::vector<GridCase> cases;
+  // Contexts around page boundaries, GQA ratios, head dims and dtypes.
+  for (uint64_t page : {1, 3, 16, 128})
+    for (uint64_t n : {page - (page > 1 ? 1 : 0), page, page + 1})
+      cases.push_back({page, std::max<uint64_t>(n, 1), 1, 8, 2, 64, 0, DType::kF32});
+  for (uint64_t ratio : {1, 2, 4, 8})
+    cases.push_back({16, 100, 1, 2 * ratio, 2, 128, 0, DType::kBF16});
+  cases.push_back({16, 300, 1, 4, 1, 37, 0, DType::kF16});       // odd head dim
+  cases.push_back({3, 40, 40, 4, 2, 64, 0, DType::kF32});        // whole prefill
+  cases.push_back({16, 530, 37, 8, 2, 64, 0, DType::kBF16});     // chunked prefill over chunks
+  cases.push_back({16, 530, 37, 8, 2, 64, 100, DType::kF32});    // windowed prefill
+  cases.push_back({5, 700, 1, 4, 4, 16, 64, DType::kF16});       // windowed decode
+  cases.push_back({128, 129, 9, 16, 2, 128, 0, DType::kF32});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sweep, PagedAttentionGrid, ::testing::ValuesIn(Grid()));
+
+// ---- determinism: bits, not tolerances ---------------------------------------
+
+PagedAttentionParams Gqa(uint64_t q_heads, uint64_t head_dim, uint64_t window = 0) {
+  PagedAttentionParams p;
+  p.num_q_heads = q_heads;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  p.window = window;
+  return p;
+}
+
+// Rows of sequence `s` from a token-major output.
+std::vector<float> RowsOf(const std::vector<float>& out, const PagedBatch& b, size_t s,
+                          uint64_t width) {
+  return {out.begin() + b.query_indptr[s] * static_cast<int64_t>(width),
+          out.begin() + b.query_indptr[s + 1] * static_cast<int64_t>(width)};
+}
+
+TEST(PagedAttentionDeterminism, PagePlacementAndPageSizeDoNotChangeBits) {
+  const std::vector<SeqSpec> seqs = {{700, 3, 5}};
+  const auto q = Queries(seqs, 8, 64);
+  const auto want = RunKernel(Gqa(8, 64), q, Place(seqs, 2, 64, 16, DType::kBF16, 1));
+  for (uint64_t page : {1, 7, 16, 256, 700}) {
+    for (uint64_t seed : {2, 3}) {
+      EXPECT_EQ(RunKernel(Gqa(8, 64), q, Place(seqs, 2, 64, page, DType::kBF16, seed)), want)
+          << "page " << page << " seed " << seed;
+    }
+  }
+}
+
+TEST(PagedAttentionDeterminism, BatchCompositionDoesNotChangeBits) {
+  const SeqSpec me{600, 2, 21};
+  const auto alone_q = Queries({me}, 4, 32);
+  const auto alone = RunKernel(Gqa(4, 32), alone_q, Place({me}, 2, 32, 16, DType::kF32, 4));
+  const std::vector<SeqSpec> crowd = {{33, 33, 22}, me, {1000, 1, 23}, {5, 2, 24}};
+  const PagedBatch b = Place(crowd, 2, 32, 16, DType::kF32, 5);
+  const auto out = RunKernel(Gqa(4, 32), Queries(crowd, 4, 32), b);
+  EXPECT_EQ(RowsOf(out, b, 1, 4 * 32), alone);
+}
+
+// A decode row equals the same position computed as the last row of a
+// prefill over the same context, and as a middle row of a longer prefill.
+TEST(PagedAttentionDeterminism, DecodeRowEqualsPrefillRow) {
+  for (uint64_t window : {0, 50}) {
+    const uint64_t n = 530;
+    const auto decode_q = Queries({{n, 1, 8}}, 8, 64);
+    const auto decode =
+        RunKernel(Gqa(8, 64, window), decode_q, Place({{n, 1, 8}}, 2, 64, 16, DType::kF16, 1));
+    const auto prefill_q = Queries({{n, 40, 8}}, 8, 64);
+    const auto prefill =
+        RunKernel(Gqa(8, 64, window), prefill_q, Place({{n, 40, 8}}, 2, 64, 3, DType::kF16, 2));
+    const std::vector<float> last(prefill.end() - 8 * 64, prefill.end());
+    EXPECT_EQ(last, decode) << "window " << window;
+  }
+}
+
+TEST(PagedAttentionDeterminism, ThreadCountAndSplitDoNotChangeBits) {
+  const std::vector<SeqSpec> seqs = {{1500, 1, 31}, {300, 1, 32}};
+  const PagedBatch b = Place(seqs, 2, 64, 16, DType::kBF16, 6);
+  const auto q = Queries(seqs, 8, 64);
+  auto p = Gqa(8, 64);
+  p.split_k = SplitK::kNever;
+  const auto want = RunKernel(p, q, b);
+  for (size_t threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (SplitK split : {SplitK::kNever, SplitK::kAlways, SplitK::kAuto}) {
+      p.split_k = split;
+      EXPECT_EQ(RunKernel(p, q, b, &pool), want) << threads << " threads";
+    }
+  }
+}
+
+TEST(PagedAttentionDeterminism, HeadMajorLayoutSameBits) {
+  const std::vector<SeqSpec> seqs = {{50, 4, 41}, {80, 4, 42}};
+  const PagedBatch b = Place(seqs, 2, 16, 8, DType::kF32, 7);
+  const auto q = Queries(seqs, 4, 16);  // [rows, H, D]
+  const auto token_major = RunKernel(Gqa(4, 16), q, b);
+  // Rearrange to [B, H, L, D] and back.
+  auto to_head_major = [&](const std::vector<float>& x) {
+    std::vector<float> y(x.size());
+    for (size_t s = 0; s < 2; ++s)
+      for (size_t i = 0; i < 4; ++i)
+        for (size_t h = 0; h < 4; ++h)
+          std::copy_n(x.begin() + static_cast<long>(((s * 4 + i) * 4 + h) * 16), 16,
+                      y.begin() + static_cast<long>(((s * 4 + h) * 4 + i) * 16));
+    return y;
+  };
+  auto p = Gqa(4, 16);
+  p.layout = QueryLayout::kHeadMajor;
+  EXPECT_EQ(RunKernel(p, to_head_major(q), b), to_head_major(token_major));
+}
+
+TEST(PagedAttention, EmptyContextOutputsZeros) {
+  const std::vector<SeqSpec> seqs = {{0, 2, 1}, {4, 1, 2}};
+  PagedBatch b = Place(seqs, 1, 8, 4, DType::kF32, 1);
+  std::vector<float> q(3 * 2 * 8, 0.5f);
+  const auto out = RunKernel(Gqa(2, 8), q, b);
+  for (size_t i = 0; i < 2 * 2 * 8; ++i) EXPECT_EQ(out[i], 0.0f);
+  EXPECT_FALSE(std::isnan(out.back()));
+}
+
+TEST(PagedAttention, NonCausalRowsSeeEveryKey) {
+  const std::vector<SeqSpec> seqs = {{20, 5, 3}};
+  const PagedBatch b = Place(seqs, 1, 8, 6, DType::kF32, 2);
+  const auto q = Queries(seqs, 1, 8);
+  auto p = Gqa(1, 8);
+  p.causal = false;
+  const auto out = RunKernel(p, q, b);
+  std::vector<float> ref(q.size());
+  ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], ref[i], 1e-5);
+  // Row 0 differs from its causal version (which sees keys 0..15 only).
+  p.causal = true;
+  EXPECT_NE(RunKernel(p, q, b), out);
+}
+
+// ---- bad input: refused before any K/V byte is read ----------------------------
+
+class PagedAttentionErrors : public ::testing::Test {
+ protected:
+  PagedAttentionErrors() : b_(Place({{10, 2, 1}, {5, 1, 2}}, 2, 8, 4, DType::kF32, 3)) {
+    q_.assign(3 * 4 * 8, 0.1f);
+    out_.assign(q_.size(), 0.0f);
+    p_ = Gqa(4, 8);
+  }
+  Status Call() { return PagedAttention(p_, q_, b_.kv(), b_.batch(), out_); }
+  void ExpectError(const std::string& fragment) {
+    const Status s = Call();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(fragment), std::string::npos) << s.message();
+  }
+  PagedBatch b_;
+  std::vector<float> q_, out_;
+  PagedAttentionParams p_;
+};
+
+TEST_F(PagedAttentionErrors, ValidCallSucceeds) { EXPECT_TRUE(Call().ok()); }
+
+TEST_F(PagedAttentionErrors, QueryHeadsNotAMultiple) {
+  p_.num_q_heads = 3;
+  ExpectError("not a positive multiple of num_kv_heads 2");
+}
+
+TEST_F(PagedAttentionErrors, MismatchedQueryShape) {
+  q_.pop_back();
+  ExpectError("query and out must hold");
+}
+
+TEST_F(PagedAttentionErrors, ContextBeyondPages) {
+  b_.context_lens[1] = 9;  // needs 3 pages; the row has max_pages 3 but only 2 live
+  ExpectError("sequence 1: block_table entry 2 is page -1");
+  b_.context_lens[1] = 13;
+  ExpectError("needs 4 pages; the table row has 3");
+}
+
+TEST_F(PagedAttentionErrors, PageIdOutOfRange) {
+  b_.block_table[1] = static_cast<int32_t>(b_.num_pages);
+  ExpectError("outside [0, ");
+}
+
+TEST_F(PagedAttentionErrors, RepeatedPageInOneRow) {
+  b_.block_table[1] = b_.block_table[0];
+  ExpectError("appears twice in one block-table row");
+}
+
+TEST_F(PagedAttentionErrors, SharedPageAcrossRowsIsValid) {
+  b_.block_table[3] = b_.block_table[0];  // sequence 1's first page = sequence 0's
+  EXPECT_TRUE(Call().ok());
+}
+
+TEST_F(PagedAttentionErrors, PaddingMustBeMinusOne) {
+  b_.block_table[5] = 0;  // sequence 1, entry 2 is padding
+  ExpectError("past the live pages must be -1");
+}
+
+TEST_F(PagedAttentionErrors, NegativeOrNonFiniteScale) {
+  p_.scale = -0.5;
+  ExpectError("scale");
+  p_.scale = std::numeric_limits<double>::infinity();
+  ExpectError("scale");
+}
+
+TEST_F(PagedAttentionErrors, ContextShorterThanQuery) {
+  b_.context_lens[0] = 1;
+  ExpectError("shorter than its 2 query rows");
+}
+
+TEST_F(PagedAttentionErrors, NegativeContext) {
+  b_.context_lens[0] = -1;
+  ExpectError("negative");
+}
+
+TEST_F(PagedAttentionErrors, QueryIndptrMismatch) {
+  b_.query_indptr.pop_back();
+  ExpectError("query_indptr has 2 entries");
+}
+
+TEST_F(PagedAttentionErrors, UnsupportedKernelDtype) {
+  b_.dtype = DType::kF64;
+  b_.keys.resize(b_.keys.size() * 2);
+  b_.values.resize(b_.values.size() * 2);
+  EXPECT_EQ(Call().code(), StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace folio::attention
