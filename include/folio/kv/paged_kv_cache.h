@@ -1,0 +1,239 @@
+// PagedKvCache: the engine's K/V storage. Per-layer page pools, a BlockPool
+// that owns the pages, and sequences that own block tables into them.
+//
+// Storage. For every layer and role (K, V) one contiguous, 64-byte aligned
+// buffer
+//
+//   [num_pages, num_kv_heads, page_size, head_dim]   in the cache's dtype
+//
+// addressed by kv::ScalarIndex with one batch lane (paged_view.h). A page id
+// names the same page in every layer, so a sequence has one block table for
+// the whole model. Every slot starts as NaN, so a kernel that reads a slot
+// no token was written to produces NaN. Pages are not re-poisoned when they
+// are reused: a reallocated page holds its previous owner's rows until they
+// are overwritten, and kernels must bound reads by context_lens (they do).
+//
+// Sequences. A sequence is a length and a block table: logical position p
+// lives at slot p % page_size of page table[p / page_size]. Outside a step,
+// table.size() == ceil(length / page_size): a page is allocated only when a
+// token does not fit in the tail page. Fork shares every page (refcount + 1);
+// a shared page is never written: appending to a sequence whose partially
+// filled tail is shared first copies that tail (copy-on-write). Release
+// returns each page reference the sequence holds exactly once.
+//
+// Steps are atomic (../../../shared/ARCHITECTURE.md, contract 4):
+//
+//   auto plan = cache.PrepareAppend({{a, 1}, {b, 7}});   // plan, reserve
+//   if (!plan.ok())  -> bad request, nothing changed
+//   if (!*plan)      -> pool too small for the whole step, nothing changed
+//   meta = cache.BuildBatchMetadata(seqs, &**plan);      // once per step
+//   for each layer: cache.WriteRows(layer, meta.slot_mapping, k, v); attend
+//   cache.Commit(**plan)  or, on any failure, cache.Abort(std::move(**plan))
+//
+// At most one plan is pending at a time. While it is, Fork, Release and
+// PrepareAppend fail with kFailedPrecondition; AddSequence, WriteRows, the
+// readers and BuildBatchMetadata work. That rule is what makes Abort exact:
+// nothing but the plan has touched the pool or a table since Prepare.
+//
+// Abort's mechanism: the plan records, per request, the table size before
+// Prepare and, if it copied the tail, the shared page it replaced. Abort
+// walks the requests in reverse and undoes each one in reverse: release the
+// pages appended (last first), then release the copy and re-retain the
+// shared page. Because the free list is a LIFO stack, releasing in reverse
+// allocation order pushes the pages back exactly where they were popped, so
+// tables, refcounts and the free list order are restored exactly. The pool's
+// history counters (peak_used, total_allocations) still record the aborted
+// allocations. Rows already written to the plan's slots stay in the pages
+// but are never live: only Commit advances lengths.
+#ifndef FOLIO_KV_PAGED_KV_CACHE_H_
+#define FOLIO_KV_PAGED_KV_CACHE_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "folio/core/aligned_buffer.h"
+#include "folio/core/dtype.h"
+#include "folio/core/status.h"
+#include "folio/kv/block_pool.h"
+#include "folio/kv/layer_cache.h"
+#include "folio/kv/paged_view.h"
+
+namespace folio::kv {
+
+struct PagedKvCacheConfig {
+  uint64_t num_layers = 1;
+  uint64_t num_kv_heads = 1;
+  uint64_t head_dim = 1;
+  uint64_t page_size = 16;  // token slots per page
+  uint64_t num_pages = 1;   // pages in the pool, shared by all sequences
+  DType dtype = DType::kF32;  // f32, bf16, f16 (f64 for reference use)
+};
+
+// Sequence ids count up from 0 and are never reused, so a stale id can only
+// ever be "unknown", never someone else's sequence.
+using SeqId = uint64_t;
+
+// What one step appends, and how to undo it. Produced by PrepareAppend and
+// consumed by exactly one Commit or Abort; callers only read it.
+class AppendPlan {
+ public:
+  // Request order, as passed to PrepareAppend.
+  std::span<const SeqId> seqs() const { return seqs_; }
+  std::span<const uint64_t> num_new_tokens() const { return num_new_tokens_; }
+  // [sum of num_new_tokens]: the physical slot (page * page_size + offset)
+  // of every new token, request by request, in logical order within each.
+  std::span<const int64_t> slot_mapping() const { return slot_mapping_; }
+
+ private:
+  friend class PagedKvCache;
+  // How to undo one request (Abort).
+  struct Undo {
+    uint64_t old_num_pages;  // table size before Prepare
+    PageId cow_source;       // the shared tail it replaced, or -1
+  };
+  uint64_t id_ = 0;  // 0 is never a live plan
+  std::vector<SeqId> seqs_;                // [num_requests]
+  std::vector<uint64_t> num_new_tokens_;   // [num_requests]
+  std::vector<int64_t> slot_mapping_;      // [sum of num_new_tokens]
+  std::vector<Undo> undo_;                 // [num_requests]
+};
+
+// Pool-wide accounting. Byte counts cover every layer, K and V together.
+struct PoolStats {
+  uint64_t pages_total = 0;
+  uint64_t pages_used = 0;
+  uint64_t pages_free = 0;
+  uint64_t peak_pages_used = 0;
+  // Internal fragmentation: slots in used pages that hold no committed
+  // token, pages_used * page_size - (distinct slots some sequence has
+  // committed). Counted per physical page, so a tail shared by forks counts
+  // its empty slots once, not once per sharer. Outside a step this is the
+  // unwritten part of the tail pages; while a plan is pending, the pages it
+  // reserved count as unwritten too (they are, until Commit).
+  uint64_t tail_slots_unwritten = 0;
+  uint64_t kv_bytes_total = 0;  // the whole pool
+  uint64_t kv_bytes_used = 0;   // pages_used pages
+};
+
+class PagedKvCache {
+ public:
+  // Errors: a zero dimension, page_size or num_pages; num_pages > INT32_MAX
+  // (page ids are int32); page_size > INT32_MAX; num_pages * page_size >
+  // INT64_MAX (slots are int64); i8 dtype (needs a quantization scheme); the
+  // total byte size overflowing.
+  static Result<PagedKvCache> Create(PagedKvCacheConfig config);
+
+  PagedKvCache(PagedKvCache&&) noexcept = default;
+  PagedKvCache& operator=(PagedKvCache&&) noexcept = default;
+
+  const PagedKvCacheConfig& config() const { return config_; }
+  const BlockPool& pool() const { return pool_; }
+  // The pools of one layer, for kernels. layer < num_layers (checked).
+  PagedKvView View(uint64_t layer) const;
+
+  // A new, empty sequence (no pages yet).
+  SeqId AddSequence();
+  // A new sequence with seq's length and block table, sharing every page.
+  // Errors: NotFound, or FailedPrecondition while a plan is pending.
+  Result<SeqId> Fork(SeqId seq);
+  // Forgets seq and releases each page reference it holds once (last page
+  // first, so its first page is the next one handed out). Errors: NotFound,
+  // or FailedPrecondition while a plan is pending.
+  Status Release(SeqId seq);
+
+  bool Contains(SeqId seq) const { return seqs_.count(seq) != 0; }
+  uint64_t num_sequences() const { return seqs_.size(); }
+  // Committed tokens. seq must exist (checked).
+  uint64_t length(SeqId seq) const;
+  // Logical page -> physical page; includes a pending plan's new pages.
+  // seq must exist (checked).
+  std::span<const PageId> block_table(SeqId seq) const;
+
+  // Plans one step: requests are (sequence, number of new tokens). For each
+  // request with tokens, in order: if the tail page is partially filled and
+  // shared (refcount > 1) it is copied to a fresh page in every layer and
+  // role and the sequence's reference moves to the copy; then pages are
+  // appended until the new tokens fit. Requests are decided in order, so
+  // when two sequences of one step share a tail, the earlier ones copy and
+  // the last remaining sharer writes in place.
+  // Returns the plan (lengths not yet advanced; the plan is now pending), or
+  // nullopt when the free pages cannot hold the whole step, in which case
+  // nothing at all changed. Errors (nothing changed): a plan already
+  // pending (FailedPrecondition), an unknown sequence (NotFound), a sequence
+  // listed twice (InvalidArgument), a length beyond INT32_MAX (OutOfRange).
+  Result<std::optional<AppendPlan>> PrepareAppend(
+      std::span<const std::pair<SeqId, uint64_t>> requests);
+  // Advances every planned sequence's length. plan must be the pending one
+  // (checked).
+  void Commit(const AppendPlan& plan);
+  // Undoes the plan exactly (see the top of this file). plan must be the
+  // pending one (checked).
+  void Abort(AppendPlan&& plan);
+
+  // keys and values [num_tokens, num_kv_heads, head_dim] (num_tokens =
+  // slot_mapping.size()) go to slot_mapping's slots of `layer`, converted to
+  // the storage dtype (round to nearest even). Everything is validated
+  // before the first byte is written. Errors: layer out of range, sizes,
+  // a non-finite value (InvalidArgument); a slot outside the pool
+  // (OutOfRange); a slot in a page that is free or shared, whose rows
+  // belong to no one or to someone else (FailedPrecondition).
+  Status WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
+                   std::span<const float> keys, std::span<const float> values);
+
+  // Reads head_dim values of (layer, role, head) at committed position pos
+  // of seq into out. Every argument must be in range (checked).
+  void ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos,
+               uint64_t head, float* out) const;
+
+  // Metadata for one step of the listed sequences, in that order, for every
+  // layer. context_lens include the plan's new tokens; block_table is padded
+  // with -1 to max_pages = the longest row; CSR indptr / indices /
+  // last_page_len; query_indptr counts each sequence's new tokens (all zero
+  // without a plan) and slot_mapping lists their slots in the same order.
+  // Errors: an unknown or repeated sequence; plan not the pending one; a
+  // planned sequence missing from seqs (its rows would have no query row);
+  // counts beyond int32.
+  Result<BatchMetadata> BuildBatchMetadata(std::span<const SeqId> seqs,
+                                           const AppendPlan* plan) const;
+
+  PoolStats Stats() const;
+
+ private:
+  struct Sequence {
+    uint64_t length = 0;        // committed tokens
+    std::vector<PageId> table;  // [num_pages] logical -> physical page
+  };
+  // What Prepare decided for one request, before anything changes.
+  struct Decision {
+    Sequence* seq;
+    bool copy_tail;
+    uint64_t new_pages;
+  };
+
+  PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes);
+  Result<std::vector<Decision>> Decide(
+      std::span<const std::pair<SeqId, uint64_t>> requests);
+  void CopyPage(PageId from, PageId to);
+  Status CheckNoPlan(const std::string& op) const;
+  void CheckPending(const AppendPlan& plan) const;
+  const Sequence& Find(SeqId seq) const;
+
+  PagedKvCacheConfig config_;
+  uint64_t page_bytes_;  // one page of one layer and role
+  BlockPool pool_;
+  std::vector<AlignedBuffer> keys_;    // [num_layers] of [N, H_kv, P, d]
+  std::vector<AlignedBuffer> values_;  // [num_layers] of [N, H_kv, P, d]
+  std::unordered_map<SeqId, Sequence> seqs_;
+  SeqId next_seq_id_ = 0;
+  uint64_t next_plan_id_ = 1;
+  uint64_t pending_plan_ = 0;  // id of the pending plan, 0 if none
+};
+
+}  // namespace folio::kv
+
+#endif  // FOLIO_KV_PAGED_KV_CACHE_H_

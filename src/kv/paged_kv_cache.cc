@@ -1,0 +1,438 @@
+#include "folio/kv/paged_kv_cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <unordered_set>
+
+#include "folio/core/checked_math.h"
+
+namespace folio::kv {
+namespace {
+
+constexpr uint64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+constexpr uint64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
+
+void CheckOk(const Status& s) { FOLIO_CHECK(s.ok(), s.ToString()); }
+
+std::string Str(uint64_t v) { return std::to_string(v); }
+
+Status UnknownSeq(const char* op, SeqId seq) {
+  return Status::NotFound(std::string(op) + ": unknown sequence " + Str(seq));
+}
+
+// Every element NaN: one element written, then doubled by copying the
+// filled prefix, so even a multi-GiB pool fills at memcpy speed.
+void FillNaN(AlignedBuffer& buf, DType dtype) {
+  std::byte* data = buf.data();
+  const size_t size = buf.size();
+  StoreElement(dtype, data, 0, std::numeric_limits<float>::quiet_NaN());
+  for (size_t done = DTypeSize(dtype); done < size;) {
+    const size_t n = std::min(done, size - done);
+    std::memcpy(data + done, data, n);
+    done += n;
+  }
+}
+
+// head_dim floats to consecutive elements of `base` from element `dst`.
+void StoreRow(DType dtype, std::byte* base, uint64_t dst, const float* src,
+              uint64_t head_dim) {
+  if (dtype == DType::kF32) {
+    std::memcpy(base + dst * sizeof(float), src, head_dim * sizeof(float));
+    return;
+  }
+  for (uint64_t f = 0; f < head_dim; ++f) StoreElement(dtype, base, dst + f, src[f]);
+}
+
+}  // namespace
+
+Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
+  if (c.num_layers == 0 || c.num_kv_heads == 0 || c.head_dim == 0 ||
+      c.page_size == 0 || c.num_pages == 0) {
+    return Status::InvalidArgument(
+        "num_layers, num_kv_heads, head_dim, page_size and num_pages must be "
+        "> 0 (got " + Str(c.num_layers) + ", " + Str(c.num_kv_heads) + ", " +
+        Str(c.head_dim) + ", " + Str(c.page_size) + ", " + Str(c.num_pages) + ")");
+  }
+  if (c.dtype == DType::kI8) {
+    return Status::Unimplemented("KV dtype i8 needs a quantization scheme");
+  }
+  if (c.num_pages > kMaxInt32 || c.page_size > kMaxInt32) {
+    return Status::OutOfRange("num_pages " + Str(c.num_pages) + " and page_size " +
+                              Str(c.page_size) + " must be <= INT32_MAX (page "
+                              "ids and last_page_len are int32)");
+  }
+  const auto slots = CheckedMul(c.num_pages, c.page_size);
+  if (!slots || *slots > kMaxInt64) {
+    return Status::OutOfRange("num_pages * page_size overflows int64 slot ids");
+  }
+  const auto page_bytes =
+      CheckedProduct({c.num_kv_heads, c.page_size, c.head_dim, DTypeSize(c.dtype)});
+  const auto total =
+      page_bytes ? CheckedProduct({*page_bytes, c.num_pages, c.num_layers, 2})
+                 : std::nullopt;
+  if (!total || *total > std::numeric_limits<size_t>::max() / 2) {
+    return Status::OutOfRange("KV pool size overflows: " + Str(c.num_layers) +
+                              " layers x 2 x " + Str(c.num_pages) +
+                              " pages x [" + Str(c.num_kv_heads) + ", " +
+                              Str(c.page_size) + ", " + Str(c.head_dim) + "]");
+  }
+  return PagedKvCache(c, *page_bytes);
+}
+
+PagedKvCache::PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes)
+    : config_(config), page_bytes_(page_bytes), pool_(config.num_pages) {
+  for (uint64_t l = 0; l < config_.num_layers; ++l) {
+    for (auto* role : {&keys_, &values_}) {
+      role->emplace_back(config_.num_pages * page_bytes_);
+      FillNaN(role->back(), config_.dtype);
+    }
+  }
+}
+
+PagedKvView PagedKvCache::View(uint64_t layer) const {
+  FOLIO_CHECK(layer < config_.num_layers, "layer=", layer);
+  return {keys_[layer].data(),   values_[layer].data(), config_.dtype,
+          config_.num_pages,     config_.num_kv_heads,  config_.page_size,
+          config_.head_dim};
+}
+
+SeqId PagedKvCache::AddSequence() {
+  seqs_.emplace(next_seq_id_, Sequence{});
+  return next_seq_id_++;
+}
+
+Result<SeqId> PagedKvCache::Fork(SeqId seq) {
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("fork of sequence " + Str(seq)));
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return UnknownSeq("fork", seq);
+  Sequence child = it->second;
+  for (const PageId page : child.table) CheckOk(pool_.Retain(page));
+  seqs_.emplace(next_seq_id_, std::move(child));
+  return next_seq_id_++;
+}
+
+Status PagedKvCache::Release(SeqId seq) {
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("release of sequence " + Str(seq)));
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return UnknownSeq("release", seq);
+  const std::vector<PageId>& table = it->second.table;
+  for (auto page = table.rbegin(); page != table.rend(); ++page) {
+    CheckOk(pool_.Release(*page));
+  }
+  seqs_.erase(it);
+  return Status::Ok();
+}
+
+const PagedKvCache::Sequence& PagedKvCache::Find(SeqId seq) const {
+  const auto it = seqs_.find(seq);
+  FOLIO_CHECK(it != seqs_.end(), "unknown sequence ", seq);
+  return it->second;
+}
+
+uint64_t PagedKvCache::length(SeqId seq) const { return Find(seq).length; }
+
+std::span<const PageId> PagedKvCache::block_table(SeqId seq) const {
+  return Find(seq).table;
+}
+
+Result<std::vector<PagedKvCache::Decision>> PagedKvCache::Decide(
+    std::span<const std::pair<SeqId, uint64_t>> requests) {
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("PrepareAppend"));
+  const uint64_t page_size = config_.page_size;
+  std::vector<Decision> decisions;
+  decisions.reserve(requests.size());
+  std::unordered_set<SeqId> seen;
+  // References that earlier requests of this step move off a shared tail:
+  // once all other sharers have copied, the last one may write in place.
+  std::unordered_map<PageId, uint32_t> moved_off;
+  for (const auto& [id, n] : requests) {
+    const auto it = seqs_.find(id);
+    if (it == seqs_.end()) return UnknownSeq("PrepareAppend", id);
+    if (!seen.insert(id).second) {
+      return Status::InvalidArgument("PrepareAppend: sequence " + Str(id) +
+                                     " is listed twice in one step");
+    }
+    Sequence& seq = it->second;
+    if (n > kMaxInt32 - seq.length) {
+      return Status::OutOfRange("PrepareAppend: sequence " + Str(id) +
+                                " of length " + Str(seq.length) + " plus " +
+                                Str(n) + " tokens exceeds INT32_MAX");
+    }
+    Decision d{&seq, false, 0};
+    if (n > 0) {
+      const uint64_t used = seq.length % page_size;
+      uint64_t room = 0;
+      if (used != 0) {
+        const PageId tail = seq.table.back();
+        uint32_t& moved = moved_off[tail];
+        d.copy_tail = pool_.refcount(tail) - moved > 1;
+        if (d.copy_tail) ++moved;
+        room = page_size - used;
+      }
+      d.new_pages = n > room ? CeilDiv(n - room, page_size) : 0;
+    }
+    decisions.push_back(d);
+  }
+  return decisions;
+}
+
+Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
+    std::span<const std::pair<SeqId, uint64_t>> requests) {
+  FOLIO_ASSIGN_OR_RETURN(const std::vector<Decision> decisions, Decide(requests));
+  uint64_t needed = 0;
+  for (const Decision& d : decisions) needed += d.new_pages + (d.copy_tail ? 1 : 0);
+  if (!pool_.CanAllocate(needed)) return std::optional<AppendPlan>();
+
+  // From here on nothing can fail: every page is known to be available.
+  const uint64_t page_size = config_.page_size;
+  AppendPlan plan;
+  plan.id_ = next_plan_id_++;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const auto [id, n] = requests[i];
+    const Decision& d = decisions[i];
+    Sequence& seq = *d.seq;
+    AppendPlan::Undo undo{seq.table.size(), -1};
+    if (d.copy_tail) {
+      const PageId shared = seq.table.back();
+      const PageId copy = *pool_.TryAllocate();
+      CopyPage(shared, copy);
+      CheckOk(pool_.Release(shared));
+      seq.table.back() = copy;
+      undo.cow_source = shared;
+    }
+    for (uint64_t k = 0; k < d.new_pages; ++k) seq.table.push_back(*pool_.TryAllocate());
+    for (uint64_t pos = seq.length; pos < seq.length + n; ++pos) {
+      const auto page = static_cast<uint64_t>(seq.table[pos / page_size]);
+      plan.slot_mapping_.push_back(static_cast<int64_t>(page * page_size + pos % page_size));
+    }
+    plan.seqs_.push_back(id);
+    plan.num_new_tokens_.push_back(n);
+    plan.undo_.push_back(undo);
+  }
+  pending_plan_ = plan.id_;
+  return std::optional<AppendPlan>(std::move(plan));
+}
+
+void PagedKvCache::CopyPage(PageId from, PageId to) {
+  const uint64_t src = static_cast<uint64_t>(from) * page_bytes_;
+  const uint64_t dst = static_cast<uint64_t>(to) * page_bytes_;
+  for (uint64_t l = 0; l < config_.num_layers; ++l) {
+    std::memcpy(keys_[l].data() + dst, keys_[l].data() + src, page_bytes_);
+    std::memcpy(values_[l].data() + dst, values_[l].data() + src, page_bytes_);
+  }
+}
+
+Status PagedKvCache::CheckNoPlan(const std::string& op) const {
+  if (pending_plan_ == 0) return Status::Ok();
+  return Status::FailedPrecondition(op + " while plan " + Str(pending_plan_) +
+                                    " is pending (Commit or Abort it first)");
+}
+
+void PagedKvCache::CheckPending(const AppendPlan& plan) const {
+  FOLIO_CHECK(plan.id_ != 0 && plan.id_ == pending_plan_, "plan ", plan.id_,
+              " is not the pending plan ", pending_plan_);
+}
+
+void PagedKvCache::Commit(const AppendPlan& plan) {
+  CheckPending(plan);
+  for (size_t i = 0; i < plan.seqs_.size(); ++i) {
+    seqs_.find(plan.seqs_[i])->second.length += plan.num_new_tokens_[i];
+  }
+  pending_plan_ = 0;
+}
+
+void PagedKvCache::Abort(AppendPlan&& plan) {
+  CheckPending(plan);
+  // Exact reverse of PrepareAppend, so the LIFO free list gets every page
+  // back in the slot it was popped from.
+  for (size_t i = plan.seqs_.size(); i-- > 0;) {
+    std::vector<PageId>& table = seqs_.find(plan.seqs_[i])->second.table;
+    const AppendPlan::Undo& undo = plan.undo_[i];
+    for (; table.size() > undo.old_num_pages; table.pop_back()) {
+      CheckOk(pool_.Release(table.back()));
+    }
+    if (undo.cow_source >= 0) {
+      CheckOk(pool_.Release(table.back()));
+      CheckOk(pool_.Retain(undo.cow_source));
+      table.back() = undo.cow_source;
+    }
+  }
+  pending_plan_ = 0;
+  plan = AppendPlan();
+}
+
+Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
+                               std::span<const float> keys,
+                               std::span<const float> values) {
+  const uint64_t heads = config_.num_kv_heads;
+  const uint64_t head_dim = config_.head_dim;
+  const uint64_t page_size = config_.page_size;
+  if (layer >= config_.num_layers) {
+    return Status::InvalidArgument("WriteRows: layer " + Str(layer) +
+                                   " >= num_layers " + Str(config_.num_layers));
+  }
+  const auto expected = CheckedProduct({slot_mapping.size(), heads, head_dim});
+  if (!expected || keys.size() != *expected || values.size() != *expected) {
+    return Status::InvalidArgument(
+        "WriteRows: keys and values must be [num_tokens=" +
+        Str(slot_mapping.size()) + ", num_kv_heads=" + Str(heads) +
+        ", head_dim=" + Str(head_dim) + "] floats (got keys " +
+        Str(keys.size()) + ", values " + Str(values.size()) + ")");
+  }
+  const uint64_t num_slots = config_.num_pages * page_size;
+  for (size_t t = 0; t < slot_mapping.size(); ++t) {
+    const int64_t slot = slot_mapping[t];
+    auto where = [&] {
+      return "WriteRows: slot_mapping[" + Str(t) + "] = " + std::to_string(slot);
+    };
+    if (slot < 0 || static_cast<uint64_t>(slot) >= num_slots) {
+      return Status::OutOfRange(where() + " is outside the pool's " +
+                                Str(num_slots) + " slots");
+    }
+    const auto page = static_cast<PageId>(static_cast<uint64_t>(slot) / page_size);
+    const uint32_t refs = pool_.refcount(page);
+    if (refs != 1) {
+      return Status::FailedPrecondition(
+          where() + " is in page " + std::to_string(page) +
+          (refs == 0 ? ", which is free"
+                     : ", which " + Str(refs) + " sequences share"));
+    }
+  }
+  for (const auto* rows : {&keys, &values}) {
+    const auto bad = std::find_if(rows->begin(), rows->end(),
+                                  [](float x) { return !std::isfinite(x); });
+    if (bad != rows->end()) {
+      return Status::InvalidArgument(
+          std::string("WriteRows: ") + (rows == &keys ? "key" : "value") +
+          " element " + Str(static_cast<uint64_t>(bad - rows->begin())) +
+          " is not finite");
+    }
+  }
+  const LaneShape lane{1, heads, head_dim};
+  for (size_t t = 0; t < slot_mapping.size(); ++t) {
+    const auto slot = static_cast<uint64_t>(slot_mapping[t]);
+    for (uint64_t h = 0; h < heads; ++h) {
+      const uint64_t dst = ScalarIndex(lane, page_size, slot / page_size,
+                                       slot % page_size, 0, h, 0);
+      const uint64_t src = (t * heads + h) * head_dim;
+      StoreRow(config_.dtype, keys_[layer].data(), dst, keys.data() + src, head_dim);
+      StoreRow(config_.dtype, values_[layer].data(), dst, values.data() + src, head_dim);
+    }
+  }
+  return Status::Ok();
+}
+
+void PagedKvCache::ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos,
+                           uint64_t head, float* out) const {
+  const Sequence& s = Find(seq);
+  FOLIO_CHECK(layer < config_.num_layers && head < config_.num_kv_heads,
+              "layer=", layer, " head=", head);
+  FOLIO_CHECK(pos < s.length, "pos=", pos, " length=", s.length);
+  const uint64_t page_size = config_.page_size;
+  const auto page = static_cast<uint64_t>(s.table[pos / page_size]);
+  const uint64_t row =
+      ScalarIndex({1, config_.num_kv_heads, config_.head_dim}, page_size, page,
+                  pos % page_size, 0, head, 0);
+  const std::byte* base =
+      role == KvRole::kKey ? keys_[layer].data() : values_[layer].data();
+  for (uint64_t f = 0; f < config_.head_dim; ++f) {
+    out[f] = LoadElement<float>(config_.dtype, base, row + f);
+  }
+}
+
+Result<BatchMetadata> PagedKvCache::BuildBatchMetadata(
+    std::span<const SeqId> seqs, const AppendPlan* plan) const {
+  // The plan's requests by sequence: (new tokens, first slot_mapping row).
+  std::unordered_map<SeqId, std::pair<uint64_t, uint64_t>> planned;
+  if (plan != nullptr) {
+    if (plan->id_ == 0 || plan->id_ != pending_plan_) {
+      return Status::FailedPrecondition(
+          "BuildBatchMetadata: the plan is not pending (committed or aborted)");
+    }
+    for (size_t i = 0, first = 0; i < plan->seqs_.size(); ++i) {
+      planned[plan->seqs_[i]] = {plan->num_new_tokens_[i], first};
+      first += plan->num_new_tokens_[i];
+    }
+  }
+  const uint64_t page_size = config_.page_size;
+  BatchMetadata m;
+  m.batch = seqs.size();
+  m.indptr.push_back(0);
+  m.query_indptr.push_back(0);
+  std::unordered_set<SeqId> seen;
+  for (const SeqId id : seqs) {
+    const auto it = seqs_.find(id);
+    if (it == seqs_.end()) return UnknownSeq("BuildBatchMetadata", id);
+    if (!seen.insert(id).second) {
+      return Status::InvalidArgument("BuildBatchMetadata: sequence " + Str(id) +
+                                     " is listed twice");
+    }
+    const auto p = planned.find(id);
+    const auto [n, first] =
+        p == planned.end() ? std::pair<uint64_t, uint64_t>{0, 0} : p->second;
+    const Sequence& seq = it->second;
+    // context <= INT32_MAX: PrepareAppend refuses longer sequences.
+    const uint64_t context = seq.length + n;
+    const uint64_t pages = CeilDiv(context, page_size);
+    if (m.indices.size() + pages > kMaxInt32 || m.slot_mapping.size() + n > kMaxInt32) {
+      return Status::OutOfRange("BuildBatchMetadata: the batch's pages or new "
+                                "tokens exceed the int32 indptr range");
+    }
+    m.max_pages = std::max(m.max_pages, pages);
+    m.indices.insert(m.indices.end(), seq.table.begin(),
+                     seq.table.begin() + static_cast<std::ptrdiff_t>(pages));
+    m.indptr.push_back(static_cast<int32_t>(m.indices.size()));
+    m.context_lens.push_back(static_cast<int32_t>(context));
+    m.last_page_len.push_back(
+        static_cast<int32_t>(context == 0 ? 0 : (context - 1) % page_size + 1));
+    const auto slots = plan == nullptr ? std::span<const int64_t>()
+                                       : plan->slot_mapping().subspan(first, n);
+    m.slot_mapping.insert(m.slot_mapping.end(), slots.begin(), slots.end());
+    m.query_indptr.push_back(static_cast<int32_t>(m.slot_mapping.size()));
+  }
+  for (const SeqId id : plan == nullptr ? std::span<const SeqId>() : plan->seqs()) {
+    if (seen.count(id) == 0) {
+      return Status::InvalidArgument("BuildBatchMetadata: the plan appends to "
+                                     "sequence " + Str(id) + ", which is not listed");
+    }
+  }
+  // The padded form of the same rows.
+  m.block_table.assign(m.batch * m.max_pages, -1);
+  for (size_t b = 0; b < m.batch; ++b) {
+    std::copy(m.indices.begin() + m.indptr[b], m.indices.begin() + m.indptr[b + 1],
+              m.block_table.begin() + static_cast<std::ptrdiff_t>(b * m.max_pages));
+  }
+  return m;
+}
+
+PoolStats PagedKvCache::Stats() const {
+  const uint64_t page_size = config_.page_size;
+  PoolStats st;
+  st.pages_total = pool_.num_pages();
+  st.pages_used = pool_.num_used();
+  st.pages_free = pool_.num_free();
+  st.peak_pages_used = pool_.peak_used();
+  // Committed slots per physical page: the most any referencing sequence
+  // has filled, so a page shared by forks is counted once.
+  std::vector<uint64_t> filled(pool_.num_pages(), 0);
+  for (const auto& [id, seq] : seqs_) {
+    for (uint64_t lp = 0; lp < seq.table.size(); ++lp) {
+      const uint64_t start = lp * page_size;
+      const uint64_t n = seq.length > start ? std::min(page_size, seq.length - start) : 0;
+      uint64_t& f = filled[static_cast<size_t>(seq.table[lp])];
+      f = std::max(f, n);
+    }
+  }
+  uint64_t committed = 0;
+  for (const uint64_t f : filled) committed += f;
+  st.tail_slots_unwritten = st.pages_used * page_size - committed;
+  const uint64_t bytes_per_page = page_bytes_ * config_.num_layers * 2;
+  st.kv_bytes_total = bytes_per_page * st.pages_total;
+  st.kv_bytes_used = bytes_per_page * st.pages_used;
+  return st;
+}
+
+}  // namespace folio::kv

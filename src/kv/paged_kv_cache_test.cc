@@ -1,0 +1,547 @@
+#include "folio/kv/paged_kv_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "folio/core/checked_math.h"
+#include "folio/core/splitmix64.h"
+
+namespace folio::kv {
+namespace {
+
+constexpr uint64_t kLayers = 2, kHeads = 2, kDim = 3;
+using Requests = std::vector<std::pair<SeqId, uint64_t>>;
+
+PagedKvCache Make(uint64_t page_size, uint64_t num_pages, DType dtype = DType::kF32) {
+  return *PagedKvCache::Create({kLayers, kHeads, kDim, page_size, num_pages, dtype});
+}
+
+AppendPlan Prepare(PagedKvCache& c, const Requests& reqs) {
+  auto r = c.PrepareAppend(reqs);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->has_value()) << "pool exhausted";
+  return std::move(**r);
+}
+
+// Row content that names its sequence tag, position, layer, role and head,
+// exact in f32.
+float Val(float tag, uint64_t pos, uint64_t layer, KvRole role, uint64_t h, uint64_t f) {
+  return tag * 1000 + static_cast<float>(pos) + 0.5f * layer + 0.25f * h + f / 8.0f +
+         (role == KvRole::kValue ? 500 : 0);
+}
+
+// One step: every new token of `seq` gets Val(tag, ...) in every layer.
+void Append(PagedKvCache& c, SeqId seq, uint64_t n, float tag) {
+  AppendPlan plan = Prepare(c, {{seq, n}});
+  for (uint64_t l = 0; l < kLayers; ++l) {
+    std::vector<float> k, v;
+    for (uint64_t pos = c.length(seq); pos < c.length(seq) + n; ++pos)
+      for (uint64_t h = 0; h < kHeads; ++h)
+        for (uint64_t f = 0; f < kDim; ++f) {
+          k.push_back(Val(tag, pos, l, KvRole::kKey, h, f));
+          v.push_back(Val(tag, pos, l, KvRole::kValue, h, f));
+        }
+    ASSERT_TRUE(c.WriteRows(l, plan.slot_mapping(), k, v).ok());
+  }
+  c.Commit(plan);
+}
+
+void ExpectRows(const PagedKvCache& c, SeqId seq, uint64_t begin, uint64_t end, float tag) {
+  float row[kDim];
+  for (uint64_t pos = begin; pos < end; ++pos)
+    for (uint64_t l = 0; l < kLayers; ++l)
+      for (KvRole role : {KvRole::kKey, KvRole::kValue})
+        for (uint64_t h = 0; h < kHeads; ++h) {
+          c.ReadRow(l, role, seq, pos, h, row);
+          for (uint64_t f = 0; f < kDim; ++f) ASSERT_EQ(row[f], Val(tag, pos, l, role, h, f));
+        }
+}
+
+// Everything PrepareAppend / Abort may touch.
+struct State {
+  std::vector<uint64_t> lengths;
+  std::vector<std::vector<PageId>> tables;
+  std::vector<uint32_t> refcounts;
+  std::vector<PageId> free_list;
+  bool operator==(const State&) const = default;
+};
+
+State Capture(const PagedKvCache& c, const std::vector<SeqId>& seqs) {
+  State s;
+  for (SeqId id : seqs) {
+    s.lengths.push_back(c.length(id));
+    s.tables.emplace_back(c.block_table(id).begin(), c.block_table(id).end());
+  }
+  for (uint64_t p = 0; p < c.pool().num_pages(); ++p) s.refcounts.push_back(c.pool().refcount(p));
+  s.free_list.assign(c.pool().free_list().begin(), c.pool().free_list().end());
+  return s;
+}
+
+using Table = std::vector<PageId>;
+Table TableOf(const PagedKvCache& c, SeqId s) { return {c.block_table(s).begin(), c.block_table(s).end()}; }
+
+TEST(PagedKvCache, CreateRejectsAZeroDimension) {
+  EXPECT_EQ(PagedKvCache::Create({2, 0, 4, 16, 8, DType::kF32}).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(PagedKvCache, CreateRejectsMorePagesThanInt32Ids) {
+  EXPECT_EQ(PagedKvCache::Create({1, 1, 1, 1, 1ull << 31, DType::kF32}).status().code(),
+            StatusCode::kOutOfRange);
+}
+
+TEST(PagedKvCache, CreateRejectsAnOverflowingSize) {
+  EXPECT_EQ(PagedKvCache::Create({1ull << 40, 1ull << 20, 64, 16, 8, DType::kF32}).status().code(),
+            StatusCode::kOutOfRange);
+}
+
+TEST(PagedKvCache, CreateRejectsI8) {
+  EXPECT_EQ(PagedKvCache::Create({1, 1, 1, 1, 1, DType::kI8}).status().code(),
+            StatusCode::kUnimplemented);
+}
+
+TEST(PagedKvCache, UnwrittenSlotsStartAsNaN) {
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16, DType::kF64}) {
+    auto c = Make(4, 3, dtype);
+    const PagedKvView v = c.View(1);
+    for (size_t i = 0; i < 3 * kHeads * 4 * kDim; ++i) {
+      ASSERT_TRUE(std::isnan(LoadElement<float>(dtype, v.key_pages, i)));
+      ASSERT_TRUE(std::isnan(LoadElement<float>(dtype, v.value_pages, i)));
+    }
+  }
+}
+
+TEST(PagedKvCache, AllocatesAPageOnlyWhenTheTailIsFull) {
+  auto c = Make(4, 8);
+  const SeqId s = c.AddSequence();
+  std::vector<size_t> pages;
+  for (int i = 0; i < 9; ++i) {
+    Append(c, s, 1, 1);
+    pages.push_back(c.block_table(s).size());
+  }
+  EXPECT_EQ(pages, (std::vector<size_t>{1, 1, 1, 1, 2, 2, 2, 2, 3}));
+  EXPECT_EQ(TableOf(c, s), (Table{0, 1, 2}));
+  EXPECT_EQ(c.pool().total_allocations(), 3u);
+}
+
+TEST(PagedKvCache, PrepareDoesNotAdvanceLengthsUntilCommit) {
+  auto c = Make(4, 8);
+  const SeqId s = c.AddSequence();
+  AppendPlan plan = Prepare(c, {{s, 5}});
+  EXPECT_EQ(c.length(s), 0u);
+  EXPECT_EQ(c.block_table(s).size(), 2u);
+  EXPECT_EQ(std::vector<int64_t>(plan.slot_mapping().begin(), plan.slot_mapping().end()),
+            (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  c.Commit(plan);
+  EXPECT_EQ(c.length(s), 5u);
+}
+
+TEST(PagedKvCache, ForkSharesEveryPage) {
+  auto c = Make(4, 8);
+  const SeqId a = c.AddSequence();
+  Append(c, a, 6, 1);
+  const SeqId b = *c.Fork(a);
+  EXPECT_EQ(TableOf(c, b), TableOf(c, a));
+  EXPECT_EQ(c.length(b), 6u);
+  EXPECT_EQ(c.pool().refcount(0), 2u);
+  EXPECT_EQ(c.pool().refcount(1), 2u);
+  EXPECT_EQ(c.pool().num_used(), 2u);
+  ExpectRows(c, b, 0, 6, 1);
+}
+
+TEST(PagedKvCache, AppendingToAForkCopiesItsSharedPartialTail) {
+  auto c = Make(4, 8);
+  const SeqId a = c.AddSequence();
+  Append(c, a, 6, 1);
+  const SeqId b = *c.Fork(a);
+  Append(c, b, 1, 2);
+  EXPECT_EQ(TableOf(c, a), (Table{0, 1}));
+  EXPECT_EQ(TableOf(c, b), (Table{0, 2}));
+  EXPECT_EQ(c.pool().refcount(0), 2u);
+  EXPECT_EQ(c.pool().refcount(1), 1u);
+  EXPECT_EQ(c.pool().refcount(2), 1u);
+  ExpectRows(c, a, 0, 6, 1);
+  ExpectRows(c, b, 0, 6, 1);  // copied in every layer and role
+  ExpectRows(c, b, 6, 7, 2);
+  // The parent's page never saw the fork's token: its slot 2 is still NaN.
+  for (uint64_t l = 0; l < kLayers; ++l) {
+    const PagedKvView v = c.View(l);
+    const uint64_t i = ScalarIndex(v.lane_shape(), 4, 1, 2, 0, 0, 0);
+    EXPECT_TRUE(std::isnan(LoadElement<float>(v.dtype, v.key_pages, i)));
+  }
+}
+
+TEST(PagedKvCache, AppendingToAForkWithAFullSharedTailAllocatesWithoutCopying) {
+  auto c = Make(4, 8);
+  const SeqId a = c.AddSequence();
+  Append(c, a, 4, 1);
+  const SeqId b = *c.Fork(a);
+  Append(c, b, 1, 2);
+  EXPECT_EQ(TableOf(c, a), (Table{0}));
+  EXPECT_EQ(TableOf(c, b), (Table{0, 1}));
+  EXPECT_EQ(c.pool().refcount(0), 2u);
+  EXPECT_EQ(c.pool().total_allocations(), 2u);
+}
+
+TEST(PagedKvCache, TheLastSharerOfATailInOneStepWritesInPlace) {
+  auto c = Make(4, 8);
+  const SeqId a = c.AddSequence();
+  Append(c, a, 2, 1);
+  const SeqId b = *c.Fork(a);
+  AppendPlan plan = Prepare(c, {{a, 1}, {b, 1}});
+  EXPECT_EQ(TableOf(c, a), (Table{1}));  // a copied
+  EXPECT_EQ(TableOf(c, b), (Table{0}));  // b is then the only holder
+  EXPECT_EQ(std::vector<int64_t>(plan.slot_mapping().begin(), plan.slot_mapping().end()),
+            (std::vector<int64_t>{6, 2}));
+  EXPECT_EQ(c.pool().num_used(), 2u);
+  c.Commit(plan);
+}
+
+TEST(PagedKvCache, ExhaustionChangesNothing) {
+  auto c = Make(4, 3);
+  const SeqId a = c.AddSequence();
+  Append(c, a, 6, 1);
+  const SeqId b = *c.Fork(a);
+  const State before = Capture(c, {a, b});
+  // a copies its shared tail (1 page); b then owns page 1 and needs 1 more.
+  auto r = c.PrepareAppend(Requests{{a, 1}, {b, 3}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->has_value());
+  EXPECT_EQ(Capture(c, {a, b}), before);
+  EXPECT_EQ(c.pool().total_allocations(), 2u);
+  EXPECT_TRUE(c.PrepareAppend(Requests{{a, 1}})->has_value());  // no plan was left pending
+}
+
+TEST(PagedKvCache, AbortRestoresTablesRefcountsAndFreeListExactly) {
+  auto c = Make(4, 12);
+  const SeqId a = c.AddSequence(), tmp = c.AddSequence();
+  Append(c, tmp, 8, 9);
+  Append(c, a, 6, 1);
+  ASSERT_TRUE(c.Release(tmp).ok());  // free list is no longer 0, 1, 2, ...
+  const SeqId b = *c.Fork(a);
+  const State before = Capture(c, {a, b});
+  AppendPlan plan = Prepare(c, {{b, 7}, {a, 3}});  // b copies, both grow
+  const std::vector<int64_t> slots(plan.slot_mapping().begin(), plan.slot_mapping().end());
+  ASSERT_NE(Capture(c, {a, b}), before);
+  c.Abort(std::move(plan));
+  EXPECT_EQ(Capture(c, {a, b}), before);
+  EXPECT_TRUE(c.pool().CheckInvariants().ok());
+  ExpectRows(c, a, 0, 6, 1);
+  // Deterministic: the same request gets the same slots again.
+  AppendPlan again = Prepare(c, {{b, 7}, {a, 3}});
+  EXPECT_EQ(std::vector<int64_t>(again.slot_mapping().begin(), again.slot_mapping().end()), slots);
+  c.Abort(std::move(again));
+}
+
+TEST(PagedKvCache, APendingPlanBlocksForkReleaseAndPrepare) {
+  auto c = Make(4, 8);
+  const SeqId a = c.AddSequence();
+  AppendPlan plan = Prepare(c, {{a, 1}});
+  EXPECT_EQ(c.Fork(a).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.Release(a).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.PrepareAppend(Requests{{a, 1}}).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.AddSequence(), a + 1);
+  c.Commit(plan);
+}
+
+TEST(PagedKvCache, UnknownOrRepeatedSequenceInPrepareIsAnError) {
+  auto c = Make(4, 8);
+  const SeqId a = c.AddSequence();
+  EXPECT_EQ(c.PrepareAppend(Requests{{a, 1}, {a + 7, 1}}).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(c.PrepareAppend(Requests{{a, 1}, {a, 2}}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.pool().num_used(), 0u);
+  EXPECT_TRUE(c.PrepareAppend(Requests{{a, 1}})->has_value());
+}
+
+TEST(PagedKvCache, ReleaseReturnsEveryPageExactlyOnce) {
+  auto c = Make(4, 8);
+  const SeqId a = c.AddSequence();
+  Append(c, a, 9, 1);  // pages 0, 1, 2
+  const SeqId b = *c.Fork(a);
+  Append(c, b, 1, 2);  // b copies page 2 to 3
+  ASSERT_TRUE(c.Release(a).ok());
+  EXPECT_EQ(c.pool().num_used(), 3u);  // 0 and 1 held by b, 2 freed
+  EXPECT_EQ(c.pool().refcount(2), 0u);
+  ExpectRows(c, b, 0, 9, 1);
+  ASSERT_TRUE(c.Release(b).ok());
+  EXPECT_EQ(c.pool().num_free(), c.pool().num_pages());
+  EXPECT_TRUE(c.pool().CheckInvariants().ok());
+  EXPECT_EQ(c.Release(b).code(), StatusCode::kNotFound);
+}
+
+TEST(PagedKvCache, BatchMetadataOnAHandWorkedExample) {
+  auto c = Make(4, 16);
+  const SeqId a = c.AddSequence(), b = c.AddSequence(), s = c.AddSequence();
+  Append(c, a, 5, 1);  // pages 0, 1
+  Append(c, s, 3, 2);  // page 2
+  AppendPlan plan = Prepare(c, {{s, 2}, {a, 1}});  // s grows into page 3
+  auto m = *c.BuildBatchMetadata(std::vector<SeqId>{a, b, s}, &plan);
+  EXPECT_EQ(m.batch, 3u);
+  EXPECT_EQ(m.max_pages, 2u);
+  EXPECT_EQ(m.block_table, (std::vector<int32_t>{0, 1, -1, -1, 2, 3}));
+  EXPECT_EQ(m.context_lens, (std::vector<int32_t>{6, 0, 5}));
+  EXPECT_EQ(m.indptr, (std::vector<int32_t>{0, 2, 2, 4}));
+  EXPECT_EQ(m.indices, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(m.last_page_len, (std::vector<int32_t>{2, 0, 1}));
+  EXPECT_EQ(m.query_indptr, (std::vector<int32_t>{0, 1, 1, 3}));
+  EXPECT_EQ(m.slot_mapping, (std::vector<int64_t>{5, 11, 12}));  // listed order
+
+  auto before = *c.BuildBatchMetadata(std::vector<SeqId>{a, b, s}, nullptr);
+  EXPECT_EQ(before.block_table, (std::vector<int32_t>{0, 1, -1, -1, 2, -1}));
+  EXPECT_EQ(before.context_lens, (std::vector<int32_t>{5, 0, 3}));
+  EXPECT_EQ(before.indptr, (std::vector<int32_t>{0, 2, 2, 3}));
+  EXPECT_EQ(before.last_page_len, (std::vector<int32_t>{1, 0, 3}));
+  EXPECT_EQ(before.query_indptr, (std::vector<int32_t>{0, 0, 0, 0}));
+  EXPECT_TRUE(before.slot_mapping.empty());
+  c.Commit(plan);
+}
+
+TEST(PagedKvCache, BatchMetadataRejectsAPlannedSequenceThatIsNotListed) {
+  auto c = Make(4, 8);
+  const SeqId a = c.AddSequence(), b = c.AddSequence();
+  AppendPlan plan = Prepare(c, {{a, 1}, {b, 1}});
+  EXPECT_EQ(c.BuildBatchMetadata(std::vector<SeqId>{a}, &plan).status().code(),
+            StatusCode::kInvalidArgument);
+  c.Commit(plan);
+  EXPECT_EQ(c.BuildBatchMetadata(std::vector<SeqId>{a, b}, &plan).status().code(),
+            StatusCode::kFailedPrecondition);  // stale plan
+}
+
+// Writes random rows to a fresh sequence and reads them back; `stored` is
+// the value the dtype keeps of x.
+template <typename Fn>
+void RoundTrip(DType dtype, Fn stored) {
+  auto c = Make(4, 8, dtype);
+  const SeqId s = c.AddSequence();
+  AppendPlan plan = Prepare(c, {{s, 6}});
+  SplitMix64 rng(42);
+  std::vector<std::vector<float>> k(kLayers), v(kLayers);
+  for (uint64_t l = 0; l < kLayers; ++l) {
+    for (size_t i = 0; i < 6 * kHeads * kDim; ++i) {
+      k[l].push_back(static_cast<float>(rng.NextUnit() * 4 - 2));
+      v[l].push_back(static_cast<float>(rng.NextUnit() * 4 - 2));
+    }
+    ASSERT_TRUE(c.WriteRows(l, plan.slot_mapping(), k[l], v[l]).ok());
+  }
+  c.Commit(plan);
+  float row[kDim];
+  for (uint64_t l = 0; l < kLayers; ++l)
+    for (uint64_t pos = 0; pos < 6; ++pos)
+      for (uint64_t h = 0; h < kHeads; ++h) {
+        const size_t src = (pos * kHeads + h) * kDim;
+        c.ReadRow(l, KvRole::kKey, s, pos, h, row);
+        for (uint64_t f = 0; f < kDim; ++f) ASSERT_EQ(row[f], stored(k[l][src + f]));
+        c.ReadRow(l, KvRole::kValue, s, pos, h, row);
+        for (uint64_t f = 0; f < kDim; ++f) ASSERT_EQ(row[f], stored(v[l][src + f]));
+      }
+}
+
+TEST(PagedKvCache, WriteRowsRoundTripsF32Exactly) {
+  RoundTrip(DType::kF32, [](float x) { return x; });
+}
+
+TEST(PagedKvCache, WriteRowsRoundsBF16ToNearestEven) {
+  RoundTrip(DType::kBF16, [](float x) { return BF16BitsToF32(F32ToBF16Bits(x)); });
+}
+
+TEST(PagedKvCache, WriteRowsRoundsF16ToNearestEven) {
+  RoundTrip(DType::kF16, [](float x) { return F16BitsToF32(F32ToF16Bits(x)); });
+}
+
+TEST(PagedKvCache, WriteRowsRejectsTheWrongRowCount) {
+  auto c = Make(4, 8);
+  AppendPlan plan = Prepare(c, {{c.AddSequence(), 2}});
+  std::vector<float> rows(2 * kHeads * kDim - 1, 0.f);
+  EXPECT_EQ(c.WriteRows(0, plan.slot_mapping(), rows, rows).code(), StatusCode::kInvalidArgument);
+  c.Commit(plan);
+}
+
+TEST(PagedKvCache, WriteRowsRejectsASlotOutsideThePool) {
+  auto c = Make(4, 8);
+  std::vector<float> rows(kHeads * kDim, 0.f);
+  EXPECT_EQ(c.WriteRows(0, std::vector<int64_t>{32}, rows, rows).code(), StatusCode::kOutOfRange);
+}
+
+TEST(PagedKvCache, WriteRowsRefusesFreeAndSharedPages) {
+  auto c = Make(4, 8);
+  const SeqId a = c.AddSequence();
+  Append(c, a, 2, 1);
+  ASSERT_TRUE(c.Fork(a).ok());
+  std::vector<float> rows(kHeads * kDim, 0.f);
+  EXPECT_EQ(c.WriteRows(0, std::vector<int64_t>{2}, rows, rows).code(),
+            StatusCode::kFailedPrecondition);  // page 0, shared
+  EXPECT_EQ(c.WriteRows(0, std::vector<int64_t>{4}, rows, rows).code(),
+            StatusCode::kFailedPrecondition);  // page 1, free
+  ExpectRows(c, a, 0, 2, 1);
+}
+
+TEST(PagedKvCache, WriteRowsRejectsNonFiniteValuesAndWritesNothing) {
+  auto c = Make(4, 8);
+  const SeqId s = c.AddSequence();
+  AppendPlan plan = Prepare(c, {{s, 2}});
+  std::vector<float> k(2 * kHeads * kDim, 1.f), v = k;
+  v.back() = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(c.WriteRows(0, plan.slot_mapping(), k, v).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(std::isnan(LoadElement<float>(DType::kF32, c.View(0).key_pages, 0)));
+  c.Abort(std::move(plan));
+}
+
+TEST(PagedKvCache, StatsCountASharedTailOnce) {
+  auto c = Make(4, 8);
+  const SeqId a = c.AddSequence();
+  Append(c, a, 6, 1);
+  const SeqId b = *c.Fork(a);
+  EXPECT_EQ(c.Stats().tail_slots_unwritten, 2u);
+  Append(c, b, 1, 2);  // b's copy has 3 of 4 slots, a's tail still 2 of 4
+  const PoolStats st = c.Stats();
+  EXPECT_EQ(st.tail_slots_unwritten, 3u);
+  EXPECT_EQ(st.pages_used, 3u);
+  EXPECT_EQ(st.pages_free, 5u);
+  EXPECT_EQ(st.peak_pages_used, 3u);
+  const uint64_t page_bytes = kLayers * 2 * kHeads * 4 * kDim * sizeof(float);
+  EXPECT_EQ(st.kv_bytes_total, 8 * page_bytes);
+  EXPECT_EQ(st.kv_bytes_used, 3 * page_bytes);
+}
+
+// --- Property test: random traffic against a plain shadow model. ----------
+
+constexpr uint64_t kRow = kLayers * 2 * kHeads * kDim;  // floats per position
+using Shadow = std::map<SeqId, std::vector<float>>;  // [length, L, 2, H, d]
+
+std::vector<SeqId> Ids(const Shadow& shadow) {
+  std::vector<SeqId> ids;
+  for (const auto& entry : shadow) ids.push_back(entry.first);
+  return ids;
+}
+
+// Conservation, table sizes, refcount = number of table references, and
+// every live row equal to what its sequence wrote.
+void CheckAgainstShadow(const PagedKvCache& c, const Shadow& shadow) {
+  const Status inv = c.pool().CheckInvariants();
+  ASSERT_TRUE(inv.ok()) << inv.ToString();
+  const uint64_t ps = c.config().page_size;
+  std::vector<uint32_t> refs(c.pool().num_pages(), 0);
+  for (const auto& [id, rows] : shadow) {
+    const uint64_t len = rows.size() / kRow;
+    ASSERT_EQ(c.length(id), len);
+    ASSERT_EQ(c.block_table(id).size(), CeilDiv(len, ps));
+    for (PageId p : c.block_table(id)) ++refs[static_cast<size_t>(p)];
+    std::vector<float> got(rows.size());
+    for (uint64_t pos = 0, i = 0; pos < len; ++pos)
+      for (uint64_t l = 0; l < kLayers; ++l)
+        for (KvRole role : {KvRole::kKey, KvRole::kValue})
+          for (uint64_t h = 0; h < kHeads; ++h, i += kDim) c.ReadRow(l, role, id, pos, h, &got[i]);
+    ASSERT_EQ(got, rows) << "sequence " << id;
+  }
+  for (uint64_t p = 0; p < refs.size(); ++p) ASSERT_EQ(c.pool().refcount(p), refs[p]) << p;
+}
+
+void RunRandomTraffic(uint64_t page_size, uint64_t seed, int steps) {
+  auto c = Make(page_size, 40);
+  SplitMix64 rng(seed);
+  auto pick = [&](uint64_t n) { return rng.NextU64() % n; };
+  auto random_id = [&](const Shadow& s) { return std::next(s.begin(), pick(s.size()))->first; };
+  Shadow shadow;
+  int commits = 0, aborts = 0, exhausted = 0, shared_tails = 0;
+  for (int step = 0; step < steps; ++step) {
+    const uint64_t op = pick(10);
+    if (op == 0 || shadow.empty()) {
+      shadow[c.AddSequence()];
+    } else if (op == 1) {
+      const SeqId parent = random_id(shadow);
+      auto child = c.Fork(parent);
+      ASSERT_TRUE(child.ok());
+      shadow[*child] = shadow[parent];
+    } else if (op == 2) {
+      const SeqId id = random_id(shadow);
+      ASSERT_TRUE(c.Release(id).ok());
+      shadow.erase(id);
+    } else {
+      Requests reqs;
+      for (const auto& entry : shadow)
+        if (pick(2) == 0) reqs.push_back({entry.first, 1 + pick(20)});
+      for (size_t i = reqs.size(); i > 1; --i) std::swap(reqs[i - 1], reqs[pick(i)]);
+      for (const auto& [id, n] : reqs) {
+        const auto t = c.block_table(id);
+        shared_tails += c.length(id) % page_size != 0 && c.pool().refcount(t.back()) > 1;
+      }
+      const std::vector<SeqId> ids = Ids(shadow);
+      const State before = Capture(c, ids);
+      auto prepared = c.PrepareAppend(reqs);
+      ASSERT_TRUE(prepared.ok()) << prepared.status().ToString();
+      if (!prepared->has_value()) {
+        ++exhausted;
+        ASSERT_EQ(Capture(c, ids), before);
+        const SeqId victim = random_id(shadow);  // make room, as a scheduler would
+        ASSERT_TRUE(c.Release(victim).ok());
+        shadow.erase(victim);
+      } else {
+        AppendPlan& plan = **prepared;
+        const std::vector<int64_t> slots(plan.slot_mapping().begin(), plan.slot_mapping().end());
+        // No two live writers: each slot is distinct and in a page only its
+        // own sequence holds.
+        ASSERT_EQ(std::set<int64_t>(slots.begin(), slots.end()).size(), slots.size());
+        for (int64_t slot : slots)
+          ASSERT_EQ(c.pool().refcount(static_cast<PageId>(slot / page_size)), 1u);
+        std::vector<SeqId> batch;
+        for (const auto& r : reqs) batch.push_back(r.first);
+        auto meta = c.BuildBatchMetadata(batch, &plan);
+        ASSERT_TRUE(meta.ok());
+        ASSERT_EQ(meta->slot_mapping, slots);
+        std::vector<float> rows(slots.size() * kRow);  // [token, L, 2, H, d]
+        for (float& x : rows) x = static_cast<float>(rng.NextUnit() * 2 - 1);
+        for (uint64_t l = 0; l < kLayers; ++l) {
+          std::vector<float> k, v;
+          for (size_t t = 0; t < slots.size(); ++t) {
+            const float* row = &rows[t * kRow + l * 2 * kHeads * kDim];
+            k.insert(k.end(), row, row + kHeads * kDim);
+            v.insert(v.end(), row + kHeads * kDim, row + 2 * kHeads * kDim);
+          }
+          ASSERT_TRUE(c.WriteRows(l, slots, k, v).ok());
+        }
+        if (pick(5) == 0) {
+          ++aborts;
+          c.Abort(std::move(plan));
+          ASSERT_EQ(Capture(c, ids), before);
+        } else {
+          ++commits;
+          c.Commit(plan);
+          size_t t = 0;
+          for (const auto& [id, n] : reqs) {
+            auto& dst = shadow[id];
+            dst.insert(dst.end(), rows.begin() + t * kRow, rows.begin() + (t + n) * kRow);
+            t += n;
+          }
+        }
+      }
+    }
+    ASSERT_NO_FATAL_FAILURE(CheckAgainstShadow(c, shadow)) << "step " << step;
+  }
+  EXPECT_GT(commits, steps / 3);
+  EXPECT_GT(aborts, steps / 40);
+  EXPECT_GT(exhausted, steps / 100);
+  if (page_size > 1) {
+    EXPECT_GT(shared_tails, steps / 100);
+  }
+  for (const auto& entry : shadow) ASSERT_TRUE(c.Release(entry.first).ok());
+  EXPECT_EQ(c.pool().num_free(), c.pool().num_pages());
+  EXPECT_TRUE(c.pool().CheckInvariants().ok());
+}
+
+TEST(PagedKvCacheProperty, RandomTrafficMatchesAShadowModel) {
+  for (uint64_t page_size : {1, 4, 7}) {
+    SCOPED_TRACE(page_size);
+    RunRandomTraffic(page_size, 1000 + page_size, 2000);
+    if (HasFatalFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace folio::kv
