@@ -1,0 +1,122 @@
+// Unicode pieces the tokenizers need: UTF-8 validation and lossy decoding,
+// general categories (Unicode 16.0), White_Space, NFC as Hugging Face
+// `tokenizers` computes it, and GPT-2's byte <-> character map. The data is
+// in unicode_tables.cc, written by tools/gen_unicode_tables.py.
+#ifndef FOLIO_MODEL_UNICODE_H_
+#define FOLIO_MODEL_UNICODE_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "folio/core/status.h"
+
+namespace folio::model::unicode {
+
+// General categories, in the order tools/gen_unicode_tables.py writes them.
+enum class Category : uint8_t {
+  kLu,
+  kLl,
+  kLt,
+  kLm,
+  kLo,
+  kMn,
+  kMc,
+  kMe,
+  kNd,
+  kNl,
+  kNo,
+  kPc,
+  kPd,
+  kPs,
+  kPe,
+  kPi,
+  kPf,
+  kPo,
+  kSm,
+  kSc,
+  kSk,
+  kSo,
+  kZs,
+  kZl,
+  kZp,
+  kCc,
+  kCf,
+  kCs,
+  kCo,
+  kCn,
+};
+inline constexpr int kNumCategories = 30;
+
+// Generated tables; unicode_tables.cc describes their layout.
+extern const uint32_t kCategoryRuns[];
+extern const size_t kNumCategoryRuns;
+extern const uint32_t kNumericRanges[];
+extern const size_t kNumNumericRanges;
+extern const uint32_t kCombiningClasses[];
+extern const size_t kNumCombiningClasses;
+extern const uint32_t kDecompositions[];
+extern const size_t kNumDecompositions;
+
+Category CategoryOf(char32_t cp);
+
+// A set of categories as a bit mask (bit = the enum value).
+using CategoryMask = uint32_t;
+constexpr CategoryMask MaskOf(Category c) {
+  return CategoryMask{1} << static_cast<int>(c);
+}
+// "L", "Lu", "N", ... (one- or two-letter general category names) -> mask;
+// 0 for a name that is not a general category.
+CategoryMask MaskOfName(std::string_view name);
+
+// Inclusive, sorted, disjoint code point ranges.
+using Ranges = std::vector<std::pair<char32_t, char32_t>>;
+Ranges RangesOf(CategoryMask mask);
+// Unicode's White_Space property (25 code points), what `\s` means in
+// Oniguruma and Rust's char::is_whitespace.
+Ranges WhiteSpaceRanges();
+Ranges Complement(const Ranges& ranges);  // within [0, 0x10FFFF]
+bool IsWhiteSpace(char32_t cp);
+// Rust's char::is_numeric as `tokenizers`' Digits uses it: Nd, Nl or No,
+// from Unicode 17 (a version newer than the categories above).
+bool IsNumeric(char32_t cp);
+// Rust regex's Unicode \w: Alphabetic, marks, Nd, Pc, Join_Control.
+bool IsWordChar(char32_t cp);
+
+// Offset of the first byte that does not start a well-formed UTF-8
+// sequence (overlong forms, surrogates and code points above U+10FFFF are
+// ill-formed), or npos.
+size_t FirstInvalidUtf8(std::string_view s);
+// Decodes the code point at s[i] of a valid string; sets *len to its bytes.
+char32_t DecodeAt(std::string_view s, size_t i, size_t* len);
+// Decodes the code point that ends at s[end] of a valid string.
+char32_t DecodeBefore(std::string_view s, size_t end, size_t* len);
+void AppendUtf8(char32_t cp, std::string* out);
+
+// Appends `bytes` to *out as UTF-8, each maximal ill-formed subpart
+// replaced by U+FFFD (the Unicode / WHATWG practice, which Rust's
+// from_utf8_lossy and Python follow). When `final` is false a trailing
+// sequence that is incomplete but could still become valid is left
+// unconsumed. Returns the number of bytes consumed.
+size_t AppendLossy(std::string_view bytes, bool final, std::string* out);
+
+// Canonical composition (NFC) of valid UTF-8, with the combining classes
+// and decompositions `tokenizers`' normalizer knows: older than Unicode 16
+// (for instance it neither reorders U+07FD nor composes U+11938), so that
+// folio's NFC and Qwen2's tokenizer.json agree on every input.
+std::string Nfc(std::string_view s);
+int CombiningClass(char32_t cp);  // as Nfc uses it
+
+// GPT-2's reversible byte -> character map: printable Latin-1 bytes map to
+// themselves, the other 68 to U+0100.. in byte order.
+const std::array<char32_t, 256>& ByteToChar();
+// The byte a character stands for, or -1.
+int CharToByte(char32_t cp);
+
+}  // namespace folio::model::unicode
+
+#endif  // FOLIO_MODEL_UNICODE_H_
