@@ -217,17 +217,22 @@ TEST(PagedAttentionDeterminism, BatchCompositionDoesNotChangeBits) {
 
 // A decode row equals the same position computed as the last row of a
 // prefill over the same context, and as a middle row of a longer prefill.
+// GQA ratios 1, 2 and 4 group a decode's rows differently from a
+// prefill's (rows of several positions share K loads there).
 TEST(PagedAttentionDeterminism, DecodeRowEqualsPrefillRow) {
-  for (uint64_t window : {0, 50}) {
-    const uint64_t n = 530;
-    const auto decode_q = Queries({{n, 1, 8}}, 8, 64);
-    const auto decode =
-        RunKernel(Gqa(8, 64, window), decode_q, Place({{n, 1, 8}}, 2, 64, 16, DType::kF16, 1));
-    const auto prefill_q = Queries({{n, 40, 8}}, 8, 64);
-    const auto prefill =
-        RunKernel(Gqa(8, 64, window), prefill_q, Place({{n, 40, 8}}, 2, 64, 3, DType::kF16, 2));
-    const std::vector<float> last(prefill.end() - 8 * 64, prefill.end());
-    EXPECT_EQ(last, decode) << "window " << window;
+  for (uint64_t q_heads : {2, 4, 8}) {
+    for (uint64_t window : {0, 50}) {
+      const uint64_t n = 530;
+      const auto decode_q = Queries({{n, 1, 8}}, q_heads, 64);
+      const auto decode = RunKernel(Gqa(q_heads, 64, window), decode_q,
+                                    Place({{n, 1, 8}}, 2, 64, 16, DType::kF16, 1));
+      const auto prefill_q = Queries({{n, 41, 8}}, q_heads, 64);
+      const auto prefill = RunKernel(Gqa(q_heads, 64, window), prefill_q,
+                                     Place({{n, 41, 8}}, 2, 64, 3, DType::kF16, 2));
+      const std::vector<float> last(prefill.end() - static_cast<long>(q_heads * 64),
+                                    prefill.end());
+      EXPECT_EQ(last, decode) << "q_heads " << q_heads << " window " << window;
+    }
   }
 }
 
