@@ -2,6 +2,7 @@
 //   folio layout    the worked-example report (JSON)
 //   folio generate  stream a continuation from the built-in or a saved model
 //   folio save-model  write the built-in model as config.json + safetensors
+//   folio bench attention  paged vs dense attention decode timings (JSON)
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <fstream>
@@ -9,6 +10,7 @@
 #include <optional>
 #include <sstream>
 
+#include "bench/attention_bench.h"
 #include "cli/layout_report.h"
 #include "folio/engine/generate.h"
 #include "folio/kv/page_table.h"
@@ -261,7 +263,16 @@ int main(int argc, char** argv) {
   save_cmd->add_option("dir", save_dir)->required();
   save_cmd->add_option("--seed", save_seed);
 
+  folio::bench::AttentionBenchOptions bench_attention;
+  CLI::App* bench_cmd = app.add_subcommand("bench", "benchmarks that print JSON");
+  bench_cmd->require_subcommand(1);
+  CLI::App* bench_attention_cmd =
+      folio::bench::AddAttentionBenchCommand(*bench_cmd, bench_attention);
+
   CLI11_PARSE(app, argc, argv);
+  if (*bench_attention_cmd) {
+    return folio::bench::RunAttentionBench(bench_attention, folio::bench::CommandLine(argc, argv));
+  }
   if (*layout_cmd) return RunLayout(layout);
   if (*gen_cmd) return RunGenerate(gen);
   if (*save_cmd) {

@@ -1,0 +1,524 @@
+#include "bench/attention_bench.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <tuple>
+
+#include "bench/attention_fixture.h"
+#include "bench/machine_info.h"
+#include "bench/memory_bandwidth.h"
+#include "bench/svg_plot.h"
+#include "bench/timing.h"
+#include "folio/attention/paged_attention.h"
+
+namespace folio::bench {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kModes[] = {"contiguous", "gather", "paged"};
+
+struct Grid {
+  std::vector<uint64_t> contexts, batches;
+  std::vector<DType> dtypes;
+};
+
+Result<Grid> GridOf(const AttentionBenchOptions& o) {
+  Grid g;
+  g.contexts = o.quick ? std::vector<uint64_t>{1024, 16384}
+                       : std::vector<uint64_t>{128, 1024, 4096, 16384};
+  g.batches = o.quick ? std::vector<uint64_t>{1} : std::vector<uint64_t>{1, 8};
+  std::vector<std::string> names =
+      o.quick ? std::vector<std::string>{"bf16"}
+              : std::vector<std::string>{"f32", "bf16"};
+  if (!o.contexts.empty()) g.contexts = o.contexts;
+  if (!o.batches.empty()) g.batches = o.batches;
+  if (!o.kv_dtypes.empty()) names = o.kv_dtypes;
+  for (const std::string& n : names) {
+    Result<DType> d = ParseDType(n);
+    if (!d) return d.error().WithContext("--kv-dtypes");
+    if (*d != DType::kF32 && *d != DType::kBF16 && *d != DType::kF16) {
+      return Status::InvalidArgument(
+          "--kv-dtypes: the kernel reads f32, bf16 or f16 (got " + n + ")");
+    }
+    g.dtypes.push_back(*d);
+  }
+  for (const auto* list : {&g.contexts, &g.batches}) {
+    if (list->empty() ||
+        std::find(list->begin(), list->end(), 0u) != list->end()) {
+      return Status::InvalidArgument(
+          "--contexts and --batches must be non-empty and > 0");
+    }
+  }
+  return g;
+}
+
+std::string MiB(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB",
+                static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string ConfigName(const json& row) {
+  return row["kv_dtype"].get<std::string>() + " batch " +
+         std::to_string(row["batch"].get<uint64_t>()) + " context " +
+         std::to_string(row["context"].get<uint64_t>());
+}
+
+// Median over rounds of a.samples[r] / b.samples[r].
+double PairedRatio(const Timing& a, const Timing& b) {
+  std::vector<double> ratios;
+  for (size_t r = 0; r < a.samples_us.size() && r < b.samples_us.size(); ++r) {
+    ratios.push_back(a.samples_us[r] / b.samples_us[r]);
+  }
+  return Quantile(ratios, 0.5);
+}
+
+// Runs one configuration: the untimed bit-identity check, then the three
+// timed modes. Appends one row per mode.
+Status RunConfig(const AttentionShape& shape, const AttentionBenchOptions& o,
+                 ThreadPool& pool, uint64_t llc_bytes, json& rows,
+                 bool& identical) {
+  FOLIO_ASSIGN_OR_RETURN(
+      AttentionFixture f,
+      AttentionFixture::Create(shape, o.seed, !o.no_shuffle, pool));
+  const attention::PagedAttentionParams params = f.params();
+  const size_t out_size = f.query().size();
+  Status failure;
+  auto kernel = [&](bool paged, std::vector<float>& out) {
+    Status s = attention::PagedAttention(
+        params, f.query(), paged ? f.paged_kv() : f.dense_kv(),
+        paged ? f.paged_batch() : f.dense_batch(), out, &pool);
+    if (!s.ok() && failure.ok()) failure = s;
+  };
+  std::vector<float> outs[3] = {std::vector<float>(out_size, -1.0f),
+                                std::vector<float>(out_size, -2.0f),
+                                std::vector<float>(out_size, -3.0f)};
+  std::vector<float>& scratch = outs[0];
+  uint64_t copied = 0;
+  const std::function<void()> calls[3] = {[&] { kernel(false, scratch); },
+                                          [&] {
+                                            copied = f.Gather(pool);
+                                            kernel(false, scratch);
+                                          },
+                                          [&] { kernel(true, scratch); }};
+
+  // Untimed check: same bits whatever the layout (contract 3). The gather
+  // mode runs on a freshly gathered copy, so a wrong gather shows here too.
+  kernel(false, outs[0]);
+  copied = f.Gather(pool);
+  kernel(false, outs[1]);
+  kernel(true, outs[2]);
+  FOLIO_RETURN_IF_ERROR(failure);
+  const bool same =
+      std::memcmp(outs[0].data(), outs[1].data(), out_size * 4) == 0 &&
+      std::memcmp(outs[0].data(), outs[2].data(), out_size * 4) == 0;
+  const bool finite = std::all_of(outs[0].begin(), outs[0].end(),
+                                  [](float v) { return std::isfinite(v); });
+  identical = identical && same;
+
+  const uint64_t bytes = shape.kv_bytes();
+  const bool in_cache = static_cast<double>(bytes) <=
+                        o.out_of_cache_factor * static_cast<double>(llc_bytes);
+  std::cerr << "  " << DTypeName(shape.kv_dtype) << " batch " << shape.batch
+            << " context " << shape.context << ": K+V " << MiB(bytes)
+            << (in_cache ? " (in cache)" : " (out of cache)")
+            << ", outputs identical: " << (same ? "yes" : "NO")
+            << (finite ? "" : ", NON-FINITE") << "\n   ";
+  TimingOptions timing;
+  timing.repeats = o.repeats;
+  timing.budget_us = 20e6;
+  std::vector<Timing> times;
+  const CpuSnapshot before = TakeCpuSnapshot();
+  if (o.sequential) {
+    for (const auto& call : calls) times.push_back(TimeCalls(call, timing));
+  } else {
+    times = TimeInterleaved({calls[0], calls[1], calls[2]}, timing);
+  }
+  const OtherLoad load = LoadBetween(before, TakeCpuSnapshot());
+  FOLIO_RETURN_IF_ERROR(failure);
+  for (int m = 0; m < 3; ++m) {
+    const Timing& t = times[static_cast<size_t>(m)];
+    json row = {
+        {"mode", kModes[m]},
+        {"context", shape.context},
+        {"batch", shape.batch},
+        {"kv_dtype", std::string(DTypeName(shape.kv_dtype))},
+        {"median_us", t.median_us},
+        {"p10_us", t.p10_us},
+        {"p90_us", t.p90_us},
+        {"min_us", t.min_us},
+        {"repeats", t.repeats},
+        {"calls_per_sample", t.calls_per_sample},
+        {"bytes_read", bytes},
+        {"gbps", static_cast<double>(bytes) / (t.median_us * 1e-6) / 1e9},
+        {"time_vs_contiguous", t.median_us / times[0].median_us},
+        {"in_cache", in_cache},
+        {"outputs_identical", same},
+        {"outputs_finite", finite},
+        {"other_load_cores", load.other_cores},
+        {"steal_cores", load.steal_cores},
+        {"samples_us", t.samples_us}};
+    if (!o.sequential && m > 0) {
+      // Sample r of every mode comes from the same round: the median of
+      // the per-round ratios cancels most of a shared machine's drift.
+      row["paired_time_vs_contiguous"] = PairedRatio(t, times[0]);
+    }
+    if (m == 1) row["gather_bytes_copied"] = copied;
+    if (m == 2 && !o.sequential)
+      row["paired_time_vs_gather"] = PairedRatio(t, times[1]);
+    std::cerr << " " << kModes[m] << " " << Fixed(t.median_us, 1) << " us ("
+              << Fixed(row["gbps"].get<double>(), 1) << " GB/s)";
+    rows.push_back(std::move(row));
+  }
+  std::cerr << "\n    other processes kept " << Fixed(load.other_cores, 2)
+            << " cores busy meanwhile, hypervisor steal "
+            << Fixed(load.steal_cores, 2) << "\n";
+  return Status::Ok();
+}
+
+// One target's verdict: met when every applicable config passes; the worst
+// config is named. No applicable config (e.g. nothing out of cache): met is
+// null.
+class Verdict {
+ public:
+  Verdict(double threshold, bool higher_is_better)
+      : threshold_(threshold), higher_is_better_(higher_is_better) {}
+
+  void Add(double value, const std::string& config) {
+    const bool pass =
+        higher_is_better_ ? value >= threshold_ : value <= threshold_;
+    met_ = met_ && pass;
+    const bool worse = higher_is_better_ ? value < worst_ : value > worst_;
+    if (count_++ == 0 || worse) {
+      worst_ = value;
+      worst_config_ = config;
+    }
+  }
+
+  json ToJson(const char* value_name) const {
+    json j = {{"met", count_ == 0 ? json(nullptr) : json(met_)},
+              {"threshold", threshold_},
+              {"configs", count_}};
+    if (count_ > 0) {
+      j[value_name] = worst_;
+      j["worst_config"] = worst_config_;
+    }
+    return j;
+  }
+
+ private:
+  double threshold_;
+  bool higher_is_better_;
+  bool met_ = true;
+  uint64_t count_ = 0;
+  double worst_ = 0.0;
+  std::string worst_config_;
+};
+
+// The verdicts on the three performance targets (docs/performance.md), from
+// rows that come in (contiguous, gather, paged) triples. Ratios are of
+// medians; with interleaved timing the medians of per-round ratios are
+// given too, as `paired`.
+json Targets(const json& rows) {
+  Verdict within(1.05, false), faster(1.0, false), fraction(0.8, true);
+  Verdict within_paired(1.05, false), faster_paired(1.0, false);
+  for (size_t i = 0; i + 2 < rows.size(); i += 3) {
+    const json& p = rows[i + 2];
+    const std::string name = ConfigName(p);
+    const double paged_us = p["median_us"].get<double>();
+    within.Add(paged_us / rows[i]["median_us"].get<double>(), name);
+    if (p.contains("paired_time_vs_contiguous")) {
+      within_paired.Add(p["paired_time_vs_contiguous"].get<double>(), name);
+    }
+    if (p["context"].get<uint64_t>() >= 1024) {
+      faster.Add(paged_us / rows[i + 1]["median_us"].get<double>(), name);
+      if (p.contains("paired_time_vs_gather")) {
+        faster_paired.Add(p["paired_time_vs_gather"].get<double>(), name);
+      }
+    }
+    if (!p["in_cache"].get<bool>())
+      fraction.Add(p["fraction_of_bandwidth"].get<double>(), name);
+  }
+  json t = {{"paged_within_5pct_of_contiguous",
+             within.ToJson("worst_paged_over_contiguous")},
+            {"paged_faster_than_gather_from_1024",
+             faster.ToJson("worst_paged_over_gather")},
+            {"paged_out_of_cache_at_least_80pct_of_bandwidth",
+             fraction.ToJson("worst_fraction_of_bandwidth")}};
+  if (rows.size() >= 3 && rows[2].contains("paired_time_vs_contiguous")) {
+    t["paged_within_5pct_of_contiguous"]["paired"] =
+        within_paired.ToJson("worst_paged_over_contiguous");
+    t["paged_faster_than_gather_from_1024"]["paired"] =
+        faster_paired.ToJson("worst_paged_over_gather");
+  }
+  return t;
+}
+
+std::string PlotPath(const AttentionBenchOptions& o) {
+  if (!o.plot.empty()) return o.plot;
+  if (o.json_output.empty()) return "attention_bench.svg";
+  const size_t slash = o.json_output.find_last_of('/');
+  const size_t dot = o.json_output.find_last_of('.');
+  const bool has_ext =
+      dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  return (has_ext ? o.json_output.substr(0, dot) : o.json_output) + ".svg";
+}
+
+std::string PlotSvg(const json& report) {
+  LinePlot plot;
+  plot.title = "folio paged attention decode: achieved GB/s against context";
+  plot.subtitle = "32 query / 8 K/V heads x 128, page " +
+                  std::to_string(report["shape"]["page_size"].get<uint64_t>()) +
+                  ", one query row per sequence; " +
+                  std::to_string(report["threads"].get<uint64_t>()) +
+                  " threads on " +
+                  report["machine"]["cpu_model"].get<std::string>();
+  plot.x_label = "context (tokens per sequence, log scale)";
+  plot.y_label = "achieved GB/s (K+V bytes / median time)";
+  plot.log_x = true;
+  const std::pair<const char*, const char*> colors[] = {// batch 1, batch >1
+                                                        {"#6baed6", "#08519c"},
+                                                        {"#fdae6b", "#a63603"},
+                                                        {"#74c476", "#006d2c"}};
+  std::vector<std::tuple<std::string, uint64_t, std::string>> keys;
+  for (const json& row : report["rows"]) {
+    auto key = std::make_tuple(row["mode"].get<std::string>(),
+                               row["batch"].get<uint64_t>(),
+                               row["kv_dtype"].get<std::string>());
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      keys.push_back(key);
+  }
+  std::sort(keys.begin(), keys.end());
+  for (const auto& [mode, batch, dtype] : keys) {
+    PlotSeries s;
+    const int m = mode == "contiguous" ? 0 : mode == "gather" ? 1 : 2;
+    s.label = mode + ", batch " + std::to_string(batch) + ", " + dtype;
+    s.color = batch == 1 ? colors[m].first : colors[m].second;
+    s.dash = dtype == "f32" ? "7 4" : "";
+    s.width = batch == 1 ? 1.8 : 2.8;
+    for (const json& row : report["rows"]) {
+      if (row["mode"] == mode && row["batch"] == batch &&
+          row["kv_dtype"] == dtype) {
+        s.points.emplace_back(row["context"].get<double>(),
+                              row["gbps"].get<double>());
+      }
+    }
+    plot.series.push_back(std::move(s));
+  }
+  const double bw = report["memory_bandwidth_gbps"].get<double>();
+  plot.hlines.push_back({bw,
+                         "measured read bandwidth " + Fixed(bw, 1) + " GB/s",
+                         "#d62728", "10 5"});
+  return RenderSvg(plot);
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Status::IoError("cannot write " + path);
+  return Status::Ok();
+}
+
+// One bandwidth measurement with the other processes' load during it.
+Result<json> MeasureBandwidthJson(const AttentionBenchOptions& o,
+                                  ThreadPool& pool) {
+  const CpuSnapshot before = TakeCpuSnapshot();
+  FOLIO_ASSIGN_OR_RETURN(
+      const BandwidthResult r,
+      MeasureReadBandwidth(o.bandwidth_mib << 20, o.bandwidth_passes, pool));
+  const OtherLoad load = LoadBetween(before, TakeCpuSnapshot());
+  return json{{"best_gbps", r.best_gbps},
+              {"pass_gbps", r.pass_gbps},
+              {"buffer_bytes", r.buffer_bytes},
+              {"other_load_cores", load.other_cores},
+              {"steal_cores", load.steal_cores}};
+}
+
+}  // namespace
+
+std::string CommandLine(int argc, char** argv) {
+  std::string out;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i > 0) out += ' ';
+    out += a.find_first_of(" \t\"'$") == std::string::npos ? a : "'" + a + "'";
+  }
+  return out;
+}
+
+CLI::App* AddAttentionBenchCommand(CLI::App& bench, AttentionBenchOptions& o) {
+  CLI::App* cmd = bench.add_subcommand(
+      "attention",
+      "paged vs contiguous vs gather+dense attention decode, as JSON");
+  cmd->add_option("--threads", o.threads,
+                  "kernel threads (default: all cores)");
+  cmd->add_option("--json-output,-o", o.json_output,
+                  "write the JSON here (default: stdout)");
+  cmd->add_option("--plot", o.plot,
+                  "SVG plot path (default: beside --json-output, "
+                  "else ./attention_bench.svg)");
+  cmd->add_flag("--no-plot", o.no_plot, "skip the SVG");
+  cmd->add_flag("--quick", o.quick, "contexts 1024,16384, batch 1, bf16");
+  cmd->add_option("--contexts", o.contexts, "override the contexts")
+      ->delimiter(',');
+  cmd->add_option("--batches", o.batches, "override the batch sizes")
+      ->delimiter(',');
+  cmd->add_option("--kv-dtypes", o.kv_dtypes,
+                  "override the K/V dtypes (f32, bf16, f16)")
+      ->delimiter(',');
+  cmd->add_option("--repeats", o.repeats, "timed samples per row (>= 5)")
+      ->check(CLI::Range(5, 100000));
+  cmd->add_flag("--sequential", o.sequential,
+                "time each mode in its own block (default: interleave the "
+                "modes' samples)");
+  cmd->add_option("--page-size", o.page_size, "page size of the paged pool")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_flag("--no-shuffle", o.no_shuffle,
+                "deal pages in pool order (default: shuffled across the pool)");
+  cmd->add_option("--seed", o.seed, "K/V, query and shuffle seed");
+  cmd->add_option("--bandwidth-mib", o.bandwidth_mib,
+                  "streaming-read buffer (MiB)")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--bandwidth-passes", o.bandwidth_passes,
+                  "timed passes, best counts")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--out-of-cache-factor", o.out_of_cache_factor,
+                  "K+V above this many LLCs counts as out of cache")
+      ->check(CLI::PositiveNumber);
+  return cmd;
+}
+
+int RunAttentionBench(const AttentionBenchOptions& o,
+                      const std::string& command) {
+  auto fail = [](const Status& s) {
+    std::cerr << "folio bench attention: " << s.ToString() << "\n";
+    return 1;
+  };
+  Result<Grid> grid = GridOf(o);
+  if (!grid) return fail(grid.error());
+  ThreadPool pool(o.threads);
+  const MachineInfo machine = ReadMachineInfo();
+  const std::array<double, 3> load_start = ReadLoadAverage();
+  const CpuSnapshot run_start = TakeCpuSnapshot();
+
+  std::cerr << "measuring read bandwidth: " << o.bandwidth_mib << " MiB, "
+            << pool.num_threads() << " threads, best of " << o.bandwidth_passes
+            << " passes...\n";
+  Result<json> bw_start = MeasureBandwidthJson(o, pool);
+  if (!bw_start) return fail(bw_start.error());
+  std::cerr << "  " << Fixed((*bw_start)["best_gbps"].get<double>(), 2)
+            << " GB/s; LLC " << MiB(machine.llc_bytes) << " ("
+            << machine.llc_source << "), SIMD target " << DispatchedSimdTarget()
+            << "\n";
+
+  json rows = json::array();
+  bool identical = true;
+  size_t done = 0;
+  const size_t total =
+      grid->dtypes.size() * grid->batches.size() * grid->contexts.size();
+  for (DType dtype : grid->dtypes) {
+    for (uint64_t batch : grid->batches) {
+      for (uint64_t context : grid->contexts) {
+        AttentionShape shape;
+        shape.context = context;
+        shape.batch = batch;
+        shape.kv_dtype = dtype;
+        shape.page_size = o.page_size;
+        std::cerr << "[" << ++done << "/" << total << "]";
+        Status s =
+            RunConfig(shape, o, pool, machine.llc_bytes, rows, identical);
+        if (!s.ok()) {
+          return fail(s.WithContext(
+              ConfigName({{"kv_dtype", std::string(DTypeName(dtype))},
+                          {"batch", batch},
+                          {"context", context}})));
+        }
+      }
+    }
+  }
+
+  // Measured again at the end: a large gap between the two says the run
+  // shared the machine. The better one is the reference.
+  Result<json> bw_end = MeasureBandwidthJson(o, pool);
+  if (!bw_end) return fail(bw_end.error());
+  const double bandwidth = std::max((*bw_start)["best_gbps"].get<double>(),
+                                    (*bw_end)["best_gbps"].get<double>());
+  std::cerr << "read bandwidth again: "
+            << Fixed((*bw_end)["best_gbps"].get<double>(), 2) << " GB/s\n";
+  const OtherLoad run_load = LoadBetween(run_start, TakeCpuSnapshot());
+  for (json& row : rows) {
+    row["fraction_of_bandwidth"] = row["gbps"].get<double>() / bandwidth;
+    row["floor_us"] = static_cast<double>(row["bytes_read"].get<uint64_t>()) /
+                      bandwidth / 1e3;
+  }
+
+  json report;
+  report["benchmark"] = "attention";
+  report["command"] = command;
+  report["machine"] = {{"cpu_model", machine.cpu_model},
+                       {"cores", machine.cores},
+                       {"llc_bytes", machine.llc_bytes},
+                       {"llc_source", machine.llc_source},
+                       {"simd_target", DispatchedSimdTarget()},
+                       {"load_average_at_start", load_start},
+                       {"load_average_at_end", ReadLoadAverage()},
+                       {"other_load_cores", run_load.other_cores},
+                       {"steal_cores", run_load.steal_cores}};
+  report["threads"] = pool.num_threads();
+  report["memory_bandwidth_gbps"] = bandwidth;
+  report["memory_bandwidth"] = {
+      {"method",
+       "sum of 64-bit words, SIMD loads, one slice per thread, "
+       "best pass"},
+      {"start", *bw_start},
+      {"end", *bw_end}};
+  const AttentionShape shape;
+  report["shape"] = {{"num_q_heads", shape.num_q_heads},
+                     {"num_kv_heads", shape.num_kv_heads},
+                     {"head_dim", shape.head_dim},
+                     {"page_size", o.page_size},
+                     {"pages_shuffled", !o.no_shuffle},
+                     {"query_rows_per_sequence", 1},
+                     {"seed", o.seed}};
+  report["out_of_cache_threshold_bytes"] = static_cast<uint64_t>(
+      o.out_of_cache_factor * static_cast<double>(machine.llc_bytes));
+  report["outputs_identical"] = identical;
+  report["targets"] = Targets(rows);
+  report["rows"] = rows;
+
+  const std::string text = report.dump(2) + "\n";
+  if (o.json_output.empty()) {
+    std::cout << text;
+  } else if (Status s = WriteFile(o.json_output, text); !s.ok()) {
+    return fail(s);
+  }
+  if (!o.no_plot) {
+    const std::string path = PlotPath(o);
+    if (Status s = WriteFile(path, PlotSvg(report)); !s.ok()) return fail(s);
+    std::cerr << "plot: " << path << "\n";
+  }
+  if (!identical) {
+    std::cerr << "folio bench attention: outputs differ between layouts\n";
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace folio::bench

@@ -1,0 +1,183 @@
+#include "bench/attention_fixture.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+
+#include "folio/core/checked_math.h"
+#include "folio/core/splitmix64.h"
+
+namespace folio::bench {
+namespace {
+
+// Uniform in [-1, 1).
+double Symmetric(SplitMix64& rng) { return 2.0 * rng.NextUnit() - 1.0; }
+
+// Splits [0, n) into about `parts` contiguous ranges and runs fn(begin, end)
+// for each over the pool.
+template <typename Fn>
+void ParallelRanges(ThreadPool& pool, uint64_t n, uint64_t parts,
+                    const Fn& fn) {
+  parts = std::max<uint64_t>(1, std::min(parts, n));
+  const uint64_t step = (n + parts - 1) / parts;
+  pool.ParallelFor((n + step - 1) / step, [&](size_t i) {
+    const uint64_t begin = i * step;
+    fn(begin, std::min(n, begin + step));
+  });
+}
+
+}  // namespace
+
+Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape,
+                                                  uint64_t seed, bool shuffle,
+                                                  ThreadPool& pool) {
+  if (shape.kv_dtype != DType::kF32 && shape.kv_dtype != DType::kBF16 &&
+      shape.kv_dtype != DType::kF16) {
+    return Status::InvalidArgument("kv_dtype must be f32, bf16 or f16 (got " +
+                                   std::string(DTypeName(shape.kv_dtype)) +
+                                   ")");
+  }
+  if (shape.context == 0 || shape.batch == 0 || shape.page_size == 0 ||
+      shape.head_dim == 0 || shape.num_kv_heads == 0 ||
+      shape.num_q_heads % shape.num_kv_heads != 0) {
+    return Status::InvalidArgument(
+        "attention shape needs context, batch, page_size, head_dim "
+        "> 0 and num_q_heads a multiple of num_kv_heads");
+  }
+  const auto num_pages = CheckedMul(shape.batch, shape.pages_per_seq());
+  const auto pool_elems =
+      CheckedProduct({num_pages.value_or(UINT64_MAX), shape.num_kv_heads,
+                      shape.page_size, shape.head_dim});
+  if (!num_pages || *num_pages > INT32_MAX || shape.context > INT32_MAX ||
+      shape.batch > INT32_MAX || !pool_elems || *pool_elems > (1ull << 40)) {
+    return Status::InvalidArgument(
+        "batch " + std::to_string(shape.batch) + " x context " +
+        std::to_string(shape.context) + " is too large");
+  }
+
+  AttentionFixture f;
+  f.shape_ = shape;
+  f.num_pages_ = *num_pages;
+  const size_t es = DTypeSize(shape.kv_dtype);
+  const uint64_t page_elems =
+      shape.num_kv_heads * shape.page_size * shape.head_dim;
+  const uint64_t dense_elems =
+      shape.batch * shape.num_kv_heads * shape.context * shape.head_dim;
+  f.paged_k_ = AlignedBuffer(*pool_elems * es);
+  f.paged_v_ = AlignedBuffer(*pool_elems * es);
+  f.dense_k_ = AlignedBuffer(dense_elems * es);
+  f.dense_v_ = AlignedBuffer(dense_elems * es);
+
+  // Every physical page gets its own stream, so the fill can run in
+  // parallel and still depend only on the seed.
+  ParallelRanges(
+      pool, f.num_pages_, 8 * pool.num_threads(),
+      [&](uint64_t lo, uint64_t hi) {
+        for (uint64_t page = lo; page < hi; ++page) {
+          SplitMix64 rng(seed ^ (0x6b76ull << 48) ^ page);
+          for (uint64_t i = page * page_elems; i < (page + 1) * page_elems;
+               ++i) {
+            StoreElement(shape.kv_dtype, f.paged_k_.data(), i, Symmetric(rng));
+            StoreElement(shape.kv_dtype, f.paged_v_.data(), i, Symmetric(rng));
+          }
+        }
+      });
+
+  // A random permutation of the pool's pages, dealt to (sequence, logical
+  // page) in order: physical order is unrelated to logical order, and
+  // sequences interleave across the pool.
+  std::vector<int32_t> perm(f.num_pages_);
+  std::iota(perm.begin(), perm.end(), 0);
+  f.paged_table_ = perm;
+  SplitMix64 shuffle_rng(seed ^ 0x5348554646ull);
+  while (shuffle && shape.pages_per_seq() > 1 && !f.shuffled()) {
+    for (uint64_t i = perm.size(); i > 1; --i) {
+      std::swap(perm[i - 1], perm[shuffle_rng.NextU64() % i]);
+    }
+    f.paged_table_ = perm;
+  }
+
+  f.dense_table_.resize(shape.batch);
+  std::iota(f.dense_table_.begin(), f.dense_table_.end(), 0);
+  f.context_lens_.assign(shape.batch, static_cast<int32_t>(shape.context));
+  f.query_indptr_.resize(shape.batch + 1);
+  std::iota(f.query_indptr_.begin(), f.query_indptr_.end(), 0);
+
+  SplitMix64 query_rng(seed ^ 0x5155455259ull);
+  f.query_.resize(shape.batch * shape.num_q_heads * shape.head_dim);
+  for (float& q : f.query_) q = static_cast<float>(Symmetric(query_rng));
+
+  f.Gather(pool);
+  return f;
+}
+
+bool AttentionFixture::shuffled() const {
+  const uint64_t per_seq = shape_.pages_per_seq();
+  for (uint64_t i = 0; i < paged_table_.size(); ++i) {
+    if (i % per_seq != 0 && paged_table_[i] != paged_table_[i - 1] + 1)
+      return true;
+  }
+  return false;
+}
+
+attention::PagedAttentionParams AttentionFixture::params() const {
+  attention::PagedAttentionParams p;
+  p.num_q_heads = shape_.num_q_heads;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(shape_.head_dim));
+  p.causal = true;
+  p.layout = attention::QueryLayout::kTokenMajor;
+  return p;
+}
+
+kv::PagedKvView AttentionFixture::paged_kv() const {
+  return {paged_k_.data(),     paged_v_.data(),  shape_.kv_dtype, num_pages_,
+          shape_.num_kv_heads, shape_.page_size, shape_.head_dim};
+}
+
+kv::PagedBatchView AttentionFixture::paged_batch() const {
+  return {paged_table_, shape_.pages_per_seq(), context_lens_, query_indptr_};
+}
+
+kv::PagedKvView AttentionFixture::dense_kv() const {
+  return {dense_k_.data(),     dense_v_.data(), shape_.kv_dtype, shape_.batch,
+          shape_.num_kv_heads, shape_.context,  shape_.head_dim};
+}
+
+kv::PagedBatchView AttentionFixture::dense_batch() const {
+  return {dense_table_, 1, context_lens_, query_indptr_};
+}
+
+uint64_t AttentionFixture::Gather(ThreadPool& pool) {
+  const AttentionShape& s = shape_;
+  const size_t es = DTypeSize(s.kv_dtype);
+  const uint64_t per_seq = s.pages_per_seq();
+  const uint64_t row_bytes = s.head_dim * es;
+  // Each (sequence, logical page) is one task unit: per K/V head it copies
+  // one [page_size, head_dim] block (the live rows of a last partial page).
+  ParallelRanges(
+      pool, s.batch * per_seq, 8 * pool.num_threads(),
+      [&](uint64_t lo, uint64_t hi) {
+        for (uint64_t unit = lo; unit < hi; ++unit) {
+          const uint64_t b = unit / per_seq, logical = unit % per_seq;
+          const auto phys = static_cast<uint64_t>(paged_table_[unit]);
+          const uint64_t rows =
+              std::min(s.page_size, s.context - logical * s.page_size);
+          for (uint64_t h = 0; h < s.num_kv_heads; ++h) {
+            const uint64_t src =
+                ((phys * s.num_kv_heads + h) * s.page_size) * row_bytes;
+            const uint64_t dst =
+                ((b * s.num_kv_heads + h) * s.context + logical * s.page_size) *
+                row_bytes;
+            std::memcpy(dense_k_.data() + dst, paged_k_.data() + src,
+                        rows * row_bytes);
+            std::memcpy(dense_v_.data() + dst, paged_v_.data() + src,
+                        rows * row_bytes);
+          }
+        }
+      });
+  return s.kv_bytes();
+}
+
+}  // namespace folio::bench

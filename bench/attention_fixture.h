@@ -1,0 +1,91 @@
+// The data one attention-benchmark configuration runs on: the same K/V
+// held twice, once in a paged pool with shuffled pages and once densely (one
+// page of `context` slots per sequence), plus the block tables and queries
+// of one decode step (one query row per sequence).
+#ifndef FOLIO_BENCH_ATTENTION_FIXTURE_H_
+#define FOLIO_BENCH_ATTENTION_FIXTURE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "folio/attention/paged_attention.h"
+#include "folio/core/aligned_buffer.h"
+#include "folio/core/dtype.h"
+#include "folio/core/status.h"
+#include "folio/core/thread_pool.h"
+#include "folio/kv/paged_view.h"
+
+namespace folio::bench {
+
+struct AttentionShape {
+  uint64_t num_q_heads = 32;
+  uint64_t num_kv_heads = 8;
+  uint64_t head_dim = 128;
+  uint64_t page_size = 16;
+  uint64_t context = 1024;  // keys per sequence
+  uint64_t batch = 1;       // sequences, one query row each
+  DType kv_dtype = DType::kBF16;
+
+  uint64_t pages_per_seq() const {
+    return (context + page_size - 1) / page_size;
+  }
+  // Bytes of K plus V one decode step reads: batch * context * H_kv * d * 2.
+  uint64_t kv_bytes() const {
+    return batch * context * num_kv_heads * head_dim * 2 * DTypeSize(kv_dtype);
+  }
+};
+
+class AttentionFixture {
+ public:
+  // Fills the paged pool with seeded random K/V in [-1, 1) (SplitMix64 +
+  // StoreElement), shuffles which physical page holds which (sequence,
+  // logical page), gathers once into the dense buffers and draws the f32
+  // queries. Checks the shape fits int32 page ids and the kernel's dtypes.
+  // With shuffle = false the pages are dealt in pool order (sequence 0's
+  // pages first, each in logical order): the paged layout without scatter.
+  static Result<AttentionFixture> Create(const AttentionShape& shape,
+                                         uint64_t seed, bool shuffle,
+                                         ThreadPool& pool);
+
+  const AttentionShape& shape() const { return shape_; }
+
+  // The shuffled paged pool read through its block table.
+  kv::PagedKvView paged_kv() const;
+  kv::PagedBatchView paged_batch() const;
+  // The dense layout: page b is sequence b's whole context.
+  kv::PagedKvView dense_kv() const;
+  kv::PagedBatchView dense_batch() const;
+
+  // Copies every sequence's pages, in logical order, from the paged pool
+  // into the dense buffers, split over the pool's threads. Returns the
+  // bytes copied (K and V).
+  uint64_t Gather(ThreadPool& pool);
+
+  // True when some sequence's next logical page is not the physically next
+  // page (so the paged mode really reads pages out of order).
+  bool shuffled() const;
+
+  // Decode-step parameters: scale 1 / sqrt(head_dim), causal, token-major
+  // queries (with one row per sequence every key is visible).
+  attention::PagedAttentionParams params() const;
+  const std::vector<float>& query() const { return query_; }
+
+ private:
+  AttentionFixture() = default;
+
+  AttentionShape shape_;
+  uint64_t num_pages_ = 0;
+  AlignedBuffer paged_k_,
+      paged_v_;  // [num_pages, num_kv_heads, page_size, head_dim]
+  AlignedBuffer dense_k_, dense_v_;  // [batch, num_kv_heads, context, head_dim]
+  std::vector<int32_t>
+      paged_table_;  // [batch, pages_per_seq], a shuffled permutation
+  std::vector<int32_t> dense_table_;   // [batch, 1] = b
+  std::vector<int32_t> context_lens_;  // [batch] = context
+  std::vector<int32_t> query_indptr_;  // [batch + 1] = 0, 1, ..., batch
+  std::vector<float> query_;           // [batch, num_q_heads, head_dim]
+};
+
+}  // namespace folio::bench
+
+#endif  // FOLIO_BENCH_ATTENTION_FIXTURE_H_

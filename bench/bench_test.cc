@@ -1,0 +1,175 @@
+// The benchmark's own pieces: statistics, the sysfs parser, the SVG helper
+// and the fixture's gather (paged and dense layouts must hold the same K/V).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "bench/attention_fixture.h"
+#include "bench/machine_info.h"
+#include "bench/svg_plot.h"
+#include "bench/timing.h"
+
+namespace folio::bench {
+namespace {
+
+TEST(Quantile, InterpolatesBetweenClosestRanks) {
+  EXPECT_EQ(Quantile({}, 0.5), 0.0);
+  EXPECT_EQ(Quantile({4.0, 1.0, 3.0, 2.0}, 0.5), 2.5);
+  EXPECT_EQ(Quantile({5.0, 1.0, 3.0}, 0.5), 3.0);
+  EXPECT_NEAR(Quantile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0.1), 2.0, 1e-12);
+  EXPECT_NEAR(Quantile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0.9), 10.0, 1e-12);
+}
+
+TEST(ParseCacheSize, ReadsSysfsUnits) {
+  EXPECT_EQ(ParseCacheSize("266240K"), 266240ull << 10);
+  EXPECT_EQ(ParseCacheSize("32M\n"), 32ull << 20);
+  EXPECT_EQ(ParseCacheSize("1024"), 1024u);
+  EXPECT_EQ(ParseCacheSize(""), 0u);
+  EXPECT_EQ(ParseCacheSize("K"), 0u);
+  EXPECT_EQ(ParseCacheSize("12Q"), 0u);
+}
+
+TEST(TimeCalls, TakesAtLeastMinRepeats) {
+  int calls = 0;
+  TimingOptions o;
+  o.repeats = 7;
+  o.min_sample_us = 0.0;
+  const Timing t = TimeCalls([&] { ++calls; }, o);
+  EXPECT_EQ(t.repeats, 7u);
+  EXPECT_EQ(t.samples_us.size(), 7u);
+  EXPECT_LE(t.p10_us, t.median_us);
+  EXPECT_LE(t.median_us, t.p90_us);
+  EXPECT_EQ(static_cast<uint64_t>(calls), 2 + 7 * t.calls_per_sample);
+}
+
+TEST(TimeInterleaved, TakesOneSampleOfEachPerRound) {
+  std::vector<int> order;
+  TimingOptions o;
+  o.repeats = 5;
+  o.min_sample_us = 0.0;
+  const std::vector<Timing> t = TimeInterleaved(
+      {[&] { order.push_back(0); }, [&] { order.push_back(1); }}, o);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].samples_us.size(), 5u);
+  EXPECT_EQ(t[1].samples_us.size(), 5u);
+  // Two warm-up calls each, then rounds alternating which goes first.
+  EXPECT_EQ(order,
+            (std::vector<int>{0, 0, 1, 1, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1}));
+}
+
+TEST(NiceTicks, CoversTheRangeInRoundSteps) {
+  EXPECT_EQ(NiceTicks(10.0, 5), (std::vector<double>{0, 2, 4, 6, 8, 10}));
+  EXPECT_EQ(NiceTicks(0.0, 5), (std::vector<double>{0}));
+  EXPECT_EQ(NiceTicks(87.0, 8), (std::vector<double>{0, 20, 40, 60, 80, 100}));
+  const std::vector<double> small = NiceTicks(0.3, 3);
+  ASSERT_EQ(small.size(), 4u);
+  EXPECT_NEAR(small.back(), 0.3, 1e-12);
+}
+
+TEST(RenderSvg, DrawsEverySeriesAndLine) {
+  LinePlot plot;
+  plot.title = "a < b & c";
+  plot.log_x = true;
+  plot.series.push_back(
+      {"one", "#000", "", 2.0, {{128, 1.0}, {1024, 2.0}, {16384, 3.0}}});
+  plot.series.push_back(
+      {"two", "#111", "4 2", 1.0, {{128, 0.5}, {16384, 0.7}}});
+  plot.hlines.push_back({10.0, "bandwidth"});
+  const std::string svg = RenderSvg(plot);
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find("a &lt; b &amp; c"), std::string::npos);
+  size_t polylines = 0;
+  for (size_t at = svg.find("<polyline"); at != std::string::npos;
+       at = svg.find("<polyline", at + 1)) {
+    ++polylines;
+  }
+  EXPECT_EQ(polylines, 2u);
+  EXPECT_NE(svg.find(">1024<"), std::string::npos);  // a power-of-two tick
+  EXPECT_NE(svg.find("bandwidth"), std::string::npos);
+}
+
+TEST(AttentionFixture, GatherReproducesThePagedContents) {
+  for (DType dtype : {DType::kF32, DType::kBF16}) {
+    AttentionShape shape;
+    shape.num_q_heads = 4;
+    shape.num_kv_heads = 2;
+    shape.head_dim = 8;
+    shape.page_size = 4;
+    shape.context = 13;  // a partial last page
+    shape.batch = 3;
+    shape.kv_dtype = dtype;
+    ThreadPool pool(2);
+    Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, true, pool);
+    ASSERT_TRUE(f.ok()) << f.status().ToString();
+    EXPECT_TRUE(f->shuffled());
+    const kv::PagedKvView paged = f->paged_kv(), dense = f->dense_kv();
+    const kv::PagedBatchView table = f->paged_batch();
+    const size_t es = DTypeSize(dtype);
+    for (uint64_t b = 0; b < shape.batch; ++b) {
+      for (uint64_t h = 0; h < shape.num_kv_heads; ++h) {
+        for (uint64_t pos = 0; pos < shape.context; ++pos) {
+          const auto page = static_cast<uint64_t>(
+              table.block_table[b * table.max_pages + pos / shape.page_size]);
+          const uint64_t src =
+              ((page * shape.num_kv_heads + h) * shape.page_size +
+               pos % shape.page_size) *
+              shape.head_dim * es;
+          const uint64_t dst =
+              ((b * shape.num_kv_heads + h) * shape.context + pos) *
+              shape.head_dim * es;
+          EXPECT_EQ(std::memcmp(paged.key_pages + src, dense.key_pages + dst,
+                                shape.head_dim * es),
+                    0);
+          EXPECT_EQ(std::memcmp(paged.value_pages + src,
+                                dense.value_pages + dst, shape.head_dim * es),
+                    0);
+        }
+      }
+    }
+    // And the kernel agrees bit for bit on both layouts.
+    std::vector<float> a(f->query().size()), c(f->query().size());
+    ASSERT_TRUE(attention::PagedAttention(f->params(), f->query(), paged, table,
+                                          a, &pool)
+                    .ok());
+    ASSERT_TRUE(attention::PagedAttention(f->params(), f->query(), dense,
+                                          f->dense_batch(), c, &pool)
+                    .ok());
+    EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0);
+  }
+}
+
+TEST(AttentionFixture, NoShuffleDealsPagesInPoolOrder) {
+  AttentionShape shape;
+  shape.num_q_heads = 2;
+  shape.num_kv_heads = 1;
+  shape.head_dim = 4;
+  shape.page_size = 2;
+  shape.context = 6;
+  shape.batch = 2;
+  ThreadPool pool(1);
+  Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, false, pool);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_FALSE(f->shuffled());
+  const kv::PagedBatchView table = f->paged_batch();
+  EXPECT_EQ(
+      std::vector<int32_t>(table.block_table.begin(), table.block_table.end()),
+      (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+}
+
+TEST(AttentionFixture, OnePagePerSequenceNeedsNoShuffle) {
+  AttentionShape shape;
+  shape.num_q_heads = 2;
+  shape.num_kv_heads = 1;
+  shape.head_dim = 4;
+  shape.page_size = 8;
+  shape.context = 8;
+  shape.batch = 3;
+  ThreadPool pool(1);
+  Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, true, pool);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_FALSE(f->shuffled());
+}
+
+}  // namespace
+}  // namespace folio::bench
