@@ -1,0 +1,219 @@
+// Validation, work planning and threading for MatMul, and the scalar
+// reference; the SIMD kernel is in matmul_kernel.cc.
+#include "folio/ops/matmul.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "folio/core/checked_math.h"
+#include "folio/core/dtype.h"
+#include "ops/matmul_internal.h"
+
+namespace folio::ops {
+namespace {
+
+// Below this many multiply-adds a call runs on the calling thread: waking
+// the pool costs tens of microseconds, more than such a call takes.
+constexpr uint64_t kMinParallelMacs = uint64_t{1} << 18;
+// Output rows per task are a multiple of the decode tile (8 rows), so no
+// task ends in a partial tile it could have avoided.
+constexpr uint64_t kRowAlign = 8;
+// Tasks per thread. One contiguous block of outputs per thread keeps each
+// thread's weight reads one long stream for the hardware prefetchers; the
+// extra tasks let a thread that loses its core to another process hand
+// work to the others. Either way each output is computed by one thread in
+// the fixed order, so the split never changes a bit.
+constexpr uint64_t kTasksPerThread = 2;
+// Activation rows per task when outputs alone cannot feed every thread.
+constexpr uint64_t kRowBlockAlign = 4;
+
+std::string Str(uint64_t v) { return std::to_string(v); }
+
+bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const auto pa = reinterpret_cast<uintptr_t>(a),
+             pb = reinterpret_cast<uintptr_t>(b);
+  return a_bytes != 0 && b_bytes != 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+Status ValidateCall(const WeightView& w, size_t x_size, uint64_t num_rows,
+                    size_t y_size) {
+  FOLIO_RETURN_IF_ERROR(ValidateWeightView(w));
+  const auto x_expected = CheckedMul(num_rows, w.cols);
+  if (!x_expected || x_size != *x_expected) {
+    return Status::InvalidArgument(
+        "x must hold num_rows * cols = " + Str(num_rows) + " * " + Str(w.cols) +
+        " floats (got " + Str(x_size) + ")");
+  }
+  const auto y_expected = CheckedMul(num_rows, w.rows);
+  if (!y_expected || y_size != *y_expected) {
+    return Status::InvalidArgument(
+        "y must hold num_rows * rows = " + Str(num_rows) + " * " + Str(w.rows) +
+        " floats (got " + Str(y_size) + ")");
+  }
+  return Status::Ok();
+}
+
+float ScalarWeight(const std::byte* row, WeightType type, uint64_t i) {
+  switch (type) {
+    case WeightType::kF32:
+      return LoadElement<float>(DType::kF32, row, i);
+    case WeightType::kF16:
+      return LoadElement<float>(DType::kF16, row, i);
+    case WeightType::kBF16:
+      return LoadElement<float>(DType::kBF16, row, i);
+    case WeightType::kQ8_0: {
+      const std::byte* block = row + i / kQ8_0BlockElems * kQ8_0BlockBytes;
+      uint16_t d_bits;
+      std::memcpy(&d_bits, block, 2);
+      const auto q = static_cast<int8_t>(block[2 + i % kQ8_0BlockElems]);
+      return F16BitsToF32(d_bits) * static_cast<float>(q);
+    }
+  }
+  FOLIO_CHECK(false, "unknown weight type ", static_cast<int>(type));
+  return 0.0f;
+}
+
+}  // namespace
+
+std::string_view WeightTypeName(WeightType type) {
+  switch (type) {
+    case WeightType::kF32:
+      return "f32";
+    case WeightType::kF16:
+      return "f16";
+    case WeightType::kBF16:
+      return "bf16";
+    case WeightType::kQ8_0:
+      return "q8_0";
+  }
+  return "?";
+}
+
+uint64_t WeightRowBytes(WeightType type, uint64_t cols) {
+  std::optional<uint64_t> bytes;
+  switch (type) {
+    case WeightType::kF32:
+      bytes = CheckedMul(cols, 4);
+      break;
+    case WeightType::kF16:
+    case WeightType::kBF16:
+      bytes = CheckedMul(cols, 2);
+      break;
+    case WeightType::kQ8_0:
+      if (cols % kQ8_0BlockElems != 0) return 0;
+      bytes = cols / kQ8_0BlockElems * kQ8_0BlockBytes;
+      break;
+  }
+  return bytes.value_or(0);
+}
+
+Status ValidateWeightView(const WeightView& w) {
+  if (WeightTypeName(w.type) == "?") {
+    return Status::InvalidArgument("unknown weight type " +
+                                   Str(static_cast<uint64_t>(w.type)));
+  }
+  if (w.type == WeightType::kQ8_0 && w.cols % kQ8_0BlockElems != 0) {
+    return Status::InvalidArgument(
+        "q8_0 weights need cols a multiple of 32 (got " + Str(w.cols) + ")");
+  }
+  const uint64_t row_bytes = WeightRowBytes(w.type, w.cols);
+  const auto total = CheckedMul(w.rows, row_bytes);
+  if ((w.cols > 0 && row_bytes == 0) || !total) {
+    return Status::InvalidArgument("a " + Str(w.rows) + " x " + Str(w.cols) +
+                                   " " + std::string(WeightTypeName(w.type)) +
+                                   " matrix overflows 64-bit byte sizes");
+  }
+  if (w.data == nullptr && *total != 0) {
+    return Status::InvalidArgument("weight data is null for a " + Str(w.rows) +
+                                   " x " + Str(w.cols) + " matrix (" +
+                                   Str(*total) + " bytes)");
+  }
+  return Status::Ok();
+}
+
+Status MatMul(const WeightView& w, std::span<const float> x, uint64_t num_rows,
+              std::span<float> y, ThreadPool* pool) {
+  FOLIO_RETURN_IF_ERROR(ValidateCall(w, x.size(), num_rows, y.size()));
+  if (Overlap(x.data(), x.size_bytes(), y.data(), y.size_bytes())) {
+    return Status::InvalidArgument("x and y overlap");
+  }
+  if (y.empty()) return Status::Ok();
+  if (w.cols == 0) {  // empty sums
+    std::fill(y.begin(), y.end(), 0.0f);
+    return Status::Ok();
+  }
+
+  // Outputs in blocks of row_block (a multiple of kRowAlign), activation
+  // rows in blocks of act_block; task i = (output block i / act_blocks,
+  // activation block i % act_blocks). Sizes were validated, so the
+  // products below cannot overflow.
+  const uint64_t threads = pool == nullptr ? 1 : pool->num_threads();
+  const uint64_t macs =
+      CheckedProduct({w.rows, w.cols, num_rows}).value_or(UINT64_MAX);
+  const uint64_t want = macs < kMinParallelMacs ? 1 : threads * kTasksPerThread;
+  const uint64_t row_blocks_max = CeilDiv(w.rows, kRowAlign);
+  uint64_t row_blocks = std::min(want, row_blocks_max);
+  const uint64_t row_block =
+      CeilDiv(CeilDiv(w.rows, row_blocks), kRowAlign) * kRowAlign;
+  row_blocks = CeilDiv(w.rows, row_block);
+  uint64_t act_block = num_rows;
+  if (row_blocks < std::min(want, threads)) {
+    const uint64_t act_blocks = CeilDiv(threads, row_blocks);
+    act_block =
+        CeilDiv(CeilDiv(num_rows, act_blocks), kRowBlockAlign) * kRowBlockAlign;
+  }
+  const uint64_t act_blocks = CeilDiv(num_rows, act_block);
+
+  const auto run = [&](size_t i) {
+    const uint64_t rb = i / act_blocks, ab = i % act_blocks;
+    const uint64_t r0 = ab * act_block;
+    internal::MatMulTask task{w,
+                              x.data() + r0 * w.cols,
+                              std::min(act_block, num_rows - r0),
+                              y.data() + r0 * w.rows,
+                              rb * row_block,
+                              std::min((rb + 1) * row_block, w.rows)};
+    internal::MatMulRows(task);
+  };
+  const uint64_t num_tasks = row_blocks * act_blocks;
+  if (num_tasks == 1 || pool == nullptr) {
+    for (uint64_t i = 0; i < num_tasks; ++i) run(i);
+  } else {
+    pool->ParallelFor(num_tasks, run);
+  }
+  return Status::Ok();
+}
+
+Status MatMulReference(const WeightView& w, std::span<const float> x,
+                       uint64_t num_rows, std::span<float> y) {
+  FOLIO_RETURN_IF_ERROR(ValidateCall(w, x.size(), num_rows, y.size()));
+  const uint64_t row_bytes = WeightRowBytes(w.type, w.cols);
+  for (uint64_t r = 0; r < num_rows; ++r) {
+    for (uint64_t j = 0; j < w.rows; ++j) {
+      const std::byte* row = w.data + j * row_bytes;
+      double acc = 0.0;
+      for (uint64_t i = 0; i < w.cols; ++i) {
+        acc += static_cast<double>(ScalarWeight(row, w.type, i)) *
+               static_cast<double>(x[r * w.cols + i]);
+      }
+      y[r * w.rows + j] = static_cast<float>(acc);
+    }
+  }
+  return Status::Ok();
+}
+
+void WidenRow(const WeightView& w, uint64_t row, std::span<float> out) {
+  const Status valid = ValidateWeightView(w);
+  FOLIO_CHECK(valid.ok(), valid.ToString());
+  FOLIO_CHECK(row < w.rows, "row ", row, " of ", w.rows);
+  FOLIO_CHECK(out.size() == w.cols, "out has ", out.size(), " floats, cols ",
+              w.cols);
+  const std::byte* src = w.data + row * WeightRowBytes(w.type, w.cols);
+  for (uint64_t i = 0; i < w.cols; ++i) out[i] = ScalarWeight(src, w.type, i);
+}
+
+}  // namespace folio::ops

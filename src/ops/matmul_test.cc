@@ -1,0 +1,452 @@
+#include "folio/ops/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <bit>
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "folio/core/aligned_buffer.h"
+#include "folio/core/dtype.h"
+#include "folio/core/splitmix64.h"
+#include "hwy/targets.h"
+#include "ops/matmul_internal.h"
+
+namespace folio::ops {
+namespace {
+
+constexpr WeightType kAllTypes[] = {WeightType::kF32, WeightType::kF16,
+                                    WeightType::kBF16, WeightType::kQ8_0};
+
+// A weight matrix that owns its bytes, filled from a seeded stream.
+struct Matrix {
+  AlignedBuffer bytes;
+  WeightView view;
+};
+
+float Uniform(SplitMix64& rng) {
+  return static_cast<float>(2.0 * rng.NextUnit() - 1.0);
+}
+
+// Elements uniform in [-1, 1) rounded to the type; Q8_0 blocks get a scale
+// in [2^-9, 2^-6) and q uniform in [-127, 127].
+Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols,
+                    uint64_t seed) {
+  SplitMix64 rng(seed);
+  const uint64_t row_bytes = WeightRowBytes(type, cols);
+  Matrix m{AlignedBuffer(rows * row_bytes), {}};
+  m.view = {m.bytes.data(), type, rows, cols};
+  std::byte* p = m.bytes.data();
+  for (uint64_t j = 0; j < rows; ++j) {
+    std::byte* row = p + j * row_bytes;
+    for (uint64_t i = 0; i < cols; ++i) {
+      switch (type) {
+        case WeightType::kF32:
+          StoreElement(DType::kF32, row, i, Uniform(rng));
+          break;
+        case WeightType::kF16:
+          StoreElement(DType::kF16, row, i, Uniform(rng));
+          break;
+        case WeightType::kBF16:
+          StoreElement(DType::kBF16, row, i, Uniform(rng));
+          break;
+        case WeightType::kQ8_0: {
+          std::byte* block = row + i / 32 * kQ8_0BlockBytes;
+          if (i % 32 == 0) {
+            const uint16_t d = F32ToF16Bits(
+                std::ldexp(1.0f + static_cast<float>(rng.NextUnit()),
+                           -9 + static_cast<int>(rng.NextU64() % 3)));
+            std::memcpy(block, &d, 2);
+          }
+          block[2 + i % 32] = static_cast<std::byte>(
+              static_cast<int8_t>(rng.NextU64() % 255) - 127);
+          break;
+        }
+      }
+    }
+  }
+  return m;
+}
+
+std::vector<float> RandomActivations(uint64_t n, uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<float> x(n);
+  for (float& v : x) v = Uniform(rng);
+  return x;
+}
+
+// Runs fn once per SIMD target compiled into folio_ops that this CPU has,
+// with the kernel dispatched to that target.
+void ForEachTarget(const std::function<void()>& fn) {
+  for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    EXPECT_STREQ(internal::MatMulTargetName(), hwy::TargetName(target));
+    fn();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Every f32 result of a sum of n products is within gamma_n * sum |w x| of
+// the exact sum whatever the order (Higham, Accuracy and Stability, 3.1),
+// gamma_n = n u / (1 - n u), u = FLT_EPSILON / 2; the kernel's chains are
+// at most cols + 2 operations deep (Q8_0 adds a scale multiply and its
+// add), and the reference's double sum, rounded once, adds u |y|. The bound
+// doubles gamma for the slack of the double reference.
+TEST(MatMul, MatchesReferenceForEveryTypeAndShape) {
+  constexpr double u = FLT_EPSILON / 2;
+  ForEachTarget([&] {
+    uint64_t seed = 1;
+    for (WeightType type : kAllTypes) {
+      for (uint64_t cols : {32, 96, 4096 + 32}) {
+        for (uint64_t rows : {1, 7, 64}) {
+          const Matrix w = RandomMatrix(type, rows, cols, ++seed);
+          std::vector<float> wide(rows * cols);
+          for (uint64_t j = 0; j < rows; ++j) {
+            WidenRow(w.view, j, std::span(wide).subspan(j * cols, cols));
+          }
+          for (uint64_t num_rows : {1, 3, 17}) {
+            SCOPED_TRACE(testing::Message()
+                         << WeightTypeName(type) << " rows " << rows << " cols "
+                         << cols << " num_rows " << num_rows);
+            const std::vector<float> x =
+                RandomActivations(num_rows * cols, ++seed);
+            std::vector<float> y(num_rows * rows), ref(num_rows * rows);
+            ASSERT_TRUE(MatMul(w.view, x, num_rows, y).ok());
+            ASSERT_TRUE(MatMulReference(w.view, x, num_rows, ref).ok());
+            const double n = static_cast<double>(cols + 2);
+            const double gamma = 2 * n * u / (1 - n * u);
+            for (uint64_t r = 0; r < num_rows; ++r) {
+              for (uint64_t j = 0; j < rows; ++j) {
+                double abs_sum = 0;
+                for (uint64_t i = 0; i < cols; ++i) {
+                  abs_sum += std::abs(static_cast<double>(wide[j * cols + i]) *
+                                      x[r * cols + i]);
+                }
+                const double want = ref[r * rows + j];
+                const double tol = gamma * abs_sum + u * std::abs(want);
+                ASSERT_NEAR(y[r * rows + j], want, tol)
+                    << "r " << r << " j " << j;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// Each row of a 17-row (prefill) call, split over 3 threads, equals a
+// 1-row (decode) call on that row alone, bit for bit. Shapes cover partial
+// tiles (rows not a multiple of 4 or 8) and a scalar tail (cols % 16 != 0).
+TEST(MatMul, PrefillRowEqualsDecodeOfThatRowAlone) {
+  ThreadPool pool(3);
+  ForEachTarget([&] {
+    uint64_t seed = 100;
+    for (WeightType type : kAllTypes) {
+      for (uint64_t rows : {1, 7, 203}) {
+        for (uint64_t cols : {4096 + 32, 4096 + 37}) {
+          if (type == WeightType::kQ8_0 && cols % 32 != 0) continue;
+          SCOPED_TRACE(testing::Message() << WeightTypeName(type) << " rows "
+                                          << rows << " cols " << cols);
+          const uint64_t num_rows = 17;
+          const Matrix w = RandomMatrix(type, rows, cols, ++seed);
+          const std::vector<float> x =
+              RandomActivations(num_rows * cols, ++seed);
+          std::vector<float> batch(num_rows * rows);
+          ASSERT_TRUE(MatMul(w.view, x, num_rows, batch, &pool).ok());
+          for (uint64_t r = 0; r < num_rows; ++r) {
+            std::vector<float> alone(rows);
+            ASSERT_TRUE(
+                MatMul(w.view, std::span(x).subspan(r * cols, cols), 1, alone)
+                    .ok());
+            const std::vector<float> from_batch(
+                batch.begin() + static_cast<ptrdiff_t>(r * rows),
+                batch.begin() + static_cast<ptrdiff_t>((r + 1) * rows));
+            ASSERT_TRUE(SameBits(alone, from_batch)) << "row " << r;
+          }
+        }
+      }
+    }
+  });
+}
+
+// More activation rows than one prefill block holds (64), and columns that
+// are all tail (5 < one vector) or end in one: still each row equals its
+// decode alone.
+TEST(MatMul, LongPrefillAndShortRowsEqualDecode) {
+  ForEachTarget([&] {
+    uint64_t seed = 300;
+    for (WeightType type :
+         {WeightType::kF32, WeightType::kBF16, WeightType::kF16}) {
+      for (uint64_t cols : {5, 1024 + 32 + 5}) {
+        SCOPED_TRACE(testing::Message()
+                     << WeightTypeName(type) << " cols " << cols);
+        const uint64_t rows = 37, num_rows = 70;
+        const Matrix w = RandomMatrix(type, rows, cols, ++seed);
+        const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
+        std::vector<float> batch(num_rows * rows), alone(rows);
+        ASSERT_TRUE(MatMul(w.view, x, num_rows, batch).ok());
+        for (uint64_t r = 0; r < num_rows; ++r) {
+          ASSERT_TRUE(
+              MatMul(w.view, std::span(x).subspan(r * cols, cols), 1, alone)
+                  .ok());
+          ASSERT_EQ(std::memcmp(alone.data(), batch.data() + r * rows,
+                                rows * sizeof(float)),
+                    0)
+              << "row " << r;
+        }
+      }
+    }
+  });
+}
+
+// WeightView data needs no alignment: a copy one byte off gives the same
+// bits, decode and prefill.
+TEST(MatMul, UnalignedWeightsGiveTheSameBits) {
+  ForEachTarget([&] {
+    for (WeightType type : kAllTypes) {
+      SCOPED_TRACE(WeightTypeName(type));
+      const uint64_t rows = 19, cols = 1024 + 64;
+      const Matrix w = RandomMatrix(type, rows, cols, 400);
+      AlignedBuffer shifted(w.bytes.size() + 1);
+      std::memcpy(shifted.data() + 1, w.bytes.data(), w.bytes.size());
+      const WeightView odd{shifted.data() + 1, type, rows, cols};
+      for (uint64_t num_rows : {1, 5}) {
+        const std::vector<float> x = RandomActivations(num_rows * cols, 401);
+        std::vector<float> a(num_rows * rows), b(num_rows * rows);
+        ASSERT_TRUE(MatMul(w.view, x, num_rows, a).ok());
+        ASSERT_TRUE(MatMul(odd, x, num_rows, b).ok());
+        EXPECT_TRUE(SameBits(a, b)) << "num_rows " << num_rows;
+      }
+    }
+  });
+}
+
+// 1, 2 and 3 threads give the same bits, for decode, for prefill, and when
+// few outputs make the planner split the activation rows instead.
+TEST(MatMul, BitsDoNotDependOnThreadCount) {
+  ThreadPool two(2), three(3);
+  ForEachTarget([&] {
+    uint64_t seed = 200;
+    for (WeightType type : kAllTypes) {
+      for (const auto [rows, cols, num_rows] :
+           {std::array<uint64_t, 3>{203, 4096 + 32, 1},
+            {203, 4096 + 32, 17},
+            {7, 1024, 64}}) {
+        SCOPED_TRACE(testing::Message()
+                     << WeightTypeName(type) << " rows " << rows << " cols "
+                     << cols << " num_rows " << num_rows);
+        const Matrix w = RandomMatrix(type, rows, cols, ++seed);
+        const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
+        std::vector<float> y1(num_rows * rows), y2(y1.size()), y3(y1.size());
+        ASSERT_TRUE(MatMul(w.view, x, num_rows, y1).ok());
+        ASSERT_TRUE(MatMul(w.view, x, num_rows, y2, &two).ok());
+        ASSERT_TRUE(MatMul(w.view, x, num_rows, y3, &three).ok());
+        EXPECT_TRUE(SameBits(y1, y2));
+        EXPECT_TRUE(SameBits(y1, y3));
+      }
+    }
+  });
+}
+
+// Identity activations read the weights back: y[r, j] = W[j, r] * 1 plus
+// zeros, exact, so the kernel's widening must equal WidenRow bit for bit —
+// here over every finite f16 value (subnormals included) and random bf16 /
+// Q8_0 values.
+TEST(MatMul, IdentityActivationsReproduceWidenedWeights) {
+  constexpr uint64_t kCols = 32;
+  std::vector<float> eye(kCols * kCols, 0.0f);
+  for (uint64_t i = 0; i < kCols; ++i) eye[i * kCols + i] = 1.0f;
+  ForEachTarget([&] {
+    for (WeightType type : kAllTypes) {
+      SCOPED_TRACE(WeightTypeName(type));
+      Matrix w = RandomMatrix(type, 63488 / kCols, kCols, 7);
+      if (type == WeightType::kF16) {  // every finite f16: exponent field < 31
+        uint64_t k = 0;
+        for (uint32_t bits = 0; bits < 0x10000; ++bits) {
+          if (((bits >> 10) & 0x1f) == 0x1f) continue;
+          const auto h = static_cast<uint16_t>(bits);
+          std::memcpy(w.bytes.data() + 2 * k++, &h, 2);
+        }
+        ASSERT_EQ(k, 63488u);
+      }
+      const uint64_t rows = w.view.rows;
+      std::vector<float> y(kCols * rows), row(kCols);
+      ASSERT_TRUE(MatMul(w.view, eye, kCols, y).ok());
+      for (uint64_t j = 0; j < rows; ++j) {
+        WidenRow(w.view, j, row);
+        for (uint64_t i = 0; i < kCols; ++i) {
+          // == rather than bits: a -0 weight comes back as +0 + -0 = +0.
+          ASSERT_EQ(y[i * rows + j], row[i]) << "row " << j << " col " << i;
+        }
+      }
+    }
+  });
+}
+
+TEST(WidenRow, IsExactForEveryType) {
+  const float f32[] = {1.0f, -0.0f, 3.0e-41f, -65504.5f};
+  std::vector<float> out(4);
+  WidenRow({reinterpret_cast<const std::byte*>(f32), WeightType::kF32, 1, 4}, 0,
+           out);
+  EXPECT_EQ(std::memcmp(out.data(), f32, sizeof(f32)), 0);
+
+  const uint16_t bf16[] = {0x3f80, 0x8000, 0x0001,
+                           0xff7f};  // 1, -0, min subnormal, -max
+  WidenRow({reinterpret_cast<const std::byte*>(bf16), WeightType::kBF16, 1, 4},
+           0, out);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], BF16BitsToF32(bf16[i]));
+  EXPECT_EQ(out[2], 0x1p-133f);
+
+  const uint16_t f16[] = {0x3c00, 0x0001, 0x7bff,
+                          0xfc00};  // 1, 2^-24, 65504, -inf
+  WidenRow({reinterpret_cast<const std::byte*>(f16), WeightType::kF16, 1, 4}, 0,
+           out);
+  EXPECT_EQ(out, (std::vector<float>{1.0f, 0x1p-24f, 65504.0f, -INFINITY}));
+}
+
+// One hand-made Q8_0 row of two blocks: d = 0.5 (f16 0x3800) then
+// d = -2^-10 (0x9400), q = i - 16 in the first block and alternating
+// extremes (127, -128) in the second.
+TEST(Q8_0, DequantizesHandMadeBlock) {
+  std::vector<std::byte> row(2 * kQ8_0BlockBytes);
+  const uint16_t d0 = 0x3800, d1 = 0x9400;
+  std::memcpy(row.data(), &d0, 2);
+  std::memcpy(row.data() + kQ8_0BlockBytes, &d1, 2);
+  for (int i = 0; i < 32; ++i) {
+    row[static_cast<size_t>(2 + i)] =
+        static_cast<std::byte>(static_cast<int8_t>(i - 16));
+    row[static_cast<size_t>(kQ8_0BlockBytes + 2 + i)] =
+        static_cast<std::byte>(static_cast<int8_t>(i % 2 == 0 ? 127 : -128));
+  }
+  const WeightView w{row.data(), WeightType::kQ8_0, 1, 64};
+  EXPECT_EQ(WeightRowBytes(WeightType::kQ8_0, 64), 68u);
+  std::vector<float> wide(64);
+  WidenRow(w, 0, wide);
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_EQ(wide[static_cast<size_t>(i)], 0.5f * static_cast<float>(i - 16));
+    EXPECT_EQ(wide[static_cast<size_t>(32 + i)],
+              i % 2 == 0 ? -127.0f / 1024 : 128.0f / 1024);
+  }
+  // Sums of few small integers times powers of two are exact, so the
+  // kernel must hit them on the nose: ones -> 0.5 * (-16) + (-2^-10) * (-16).
+  const std::vector<float> ones(64, 1.0f);
+  std::vector<float> y(1), ref(1);
+  ForEachTarget([&] {
+    ASSERT_TRUE(MatMul(w, ones, 1, y).ok());
+    EXPECT_EQ(y[0], -8.0f + 16.0f / 1024);
+  });
+  ASSERT_TRUE(MatMulReference(w, ones, 1, ref).ok());
+  EXPECT_EQ(ref[0], -8.0f + 16.0f / 1024);
+}
+
+TEST(MatMul, ZeroColumnsGiveZeros) {
+  const WeightView w{nullptr, WeightType::kBF16, 3, 0};
+  std::vector<float> y(6, NAN);
+  ASSERT_TRUE(MatMul(w, {}, 2, y).ok());
+  EXPECT_EQ(y, std::vector<float>(6, 0.0f));
+}
+
+TEST(WeightType, NamesAndRowBytes) {
+  EXPECT_EQ(WeightTypeName(WeightType::kQ8_0), "q8_0");
+  EXPECT_EQ(WeightTypeName(WeightType::kBF16), "bf16");
+  EXPECT_EQ(WeightRowBytes(WeightType::kF32, 10), 40u);
+  EXPECT_EQ(WeightRowBytes(WeightType::kF16, 10), 20u);
+  EXPECT_EQ(WeightRowBytes(WeightType::kBF16, 10), 20u);
+  EXPECT_EQ(WeightRowBytes(WeightType::kQ8_0, 4096), 4352u);
+  EXPECT_EQ(WeightRowBytes(WeightType::kQ8_0, 33), 0u);
+  EXPECT_EQ(WeightRowBytes(WeightType::kF32, UINT64_MAX / 2), 0u);
+}
+
+// The error matrix: every bad call returns InvalidArgument, naming the
+// problem, and leaves y untouched (nothing is read or written first).
+struct BadCall {
+  const char* name;
+  WeightView w;
+  size_t x_size;
+  uint64_t num_rows;
+  size_t y_size;
+  const char* message_part;
+};
+
+TEST(MatMul, RejectsBadCallsBeforeTouchingMemory) {
+  static const std::byte kSome[64] = {};
+  const std::byte* data = kSome;
+  const BadCall calls[] = {
+      {"x too small", {data, WeightType::kF32, 2, 4}, 7, 2, 4, "x must hold"},
+      {"x too large", {data, WeightType::kF32, 2, 4}, 9, 2, 4, "x must hold"},
+      {"y too small", {data, WeightType::kF32, 2, 4}, 8, 2, 3, "y must hold"},
+      {"num_rows mismatch",
+       {data, WeightType::kF32, 2, 4},
+       8,
+       3,
+       4,
+       "x must hold"},
+      {"q8_0 cols",
+       {data, WeightType::kQ8_0, 1, 48},
+       48,
+       1,
+       1,
+       "multiple of 32"},
+      {"null data", {nullptr, WeightType::kBF16, 2, 4}, 4, 1, 2, "null"},
+      {"unknown type",
+       {data, static_cast<WeightType>(9), 1, 4},
+       4,
+       1,
+       1,
+       "unknown weight type"},
+      {"size overflow",
+       {data, WeightType::kF32, uint64_t{1} << 40, uint64_t{1} << 40},
+       0,
+       0,
+       0,
+       "overflows"},
+      {"x size overflow",
+       {data, WeightType::kF32, 1, uint64_t{1} << 40},
+       0,
+       uint64_t{1} << 40,
+       0,
+       "x must hold"},
+  };
+  for (const BadCall& c : calls) {
+    SCOPED_TRACE(c.name);
+    std::vector<float> x(c.x_size, 1.0f), y(c.y_size, 42.0f);
+    for (const Status& s : {MatMul(c.w, x, c.num_rows, y),
+                            MatMulReference(c.w, x, c.num_rows, y)}) {
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(s.message().find(c.message_part), std::string::npos)
+          << s.message();
+    }
+    EXPECT_EQ(y, std::vector<float>(c.y_size, 42.0f));
+  }
+}
+
+TEST(MatMul, RejectsOverlappingXAndY) {
+  const float w[4] = {1, 2, 3, 4};
+  std::vector<float> buf(4, 1.0f);
+  const WeightView view{reinterpret_cast<const std::byte*>(w), WeightType::kF32,
+                        2, 2};
+  const Status s = MatMul(view, std::span<const float>(buf).first(2), 1,
+                          std::span(buf).subspan(1, 2));
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+}
+
+TEST(MatMul, NullDataIsFineForAnEmptyMatrix) {
+  const WeightView w{nullptr, WeightType::kQ8_0, 0, 64};
+  const std::vector<float> x(64, 1.0f);
+  std::vector<float> y;
+  EXPECT_TRUE(MatMul(w, x, 1, y).ok());
+}
+
+}  // namespace
+}  // namespace folio::ops
