@@ -26,13 +26,15 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Python: Hugging Face `tokenizers`, pinned, for the tokenizer fixture
-# generator (tests/python/make_tokenizer_fixture.py) and
-# tools/gen_unicode_tables.py. The C++ tests read checked-in fixtures and
-# never need it, so a failed install only warns.
-tokenizers_version=0.23.3
-if ! python3 -c "import sys, tokenizers; sys.exit(tokenizers.__version__ != '${tokenizers_version}')" 2>/dev/null; then
-  echo "setup: installing python tokenizers==${tokenizers_version}"
-  python3 -m pip install --quiet "tokenizers==${tokenizers_version}" ||
-    echo "setup: warning: could not install tokenizers (needed only to regenerate tokenizer fixtures)"
+# Python packages for the tests that check folio against implementations it
+# did not write (tests/python). Installed only when an import or the pinned
+# tokenizers version is missing.
+if ! python3 - <<'PY' 2>/dev/null
+import sys
+import numpy, gguf, pytest, tokenizers
+sys.exit(tokenizers.__version__ != "0.23.3")
+PY
+then
+  echo "setup: installing python test packages (tools/requirements-test.txt)"
+  python3 -m pip install --quiet -r "$(dirname "$0")/requirements-test.txt"
 fi

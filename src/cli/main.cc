@@ -4,6 +4,8 @@
 //   folio save-model  write the built-in model as config.json + safetensors
 //   folio bench attention  paged vs dense attention decode timings (JSON)
 #include <CLI/CLI.hpp>
+#include <chrono>
+#include <map>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -17,6 +19,8 @@
 #include "folio/model/byte_tokenizer.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
+#include "folio/model/model_tokenizer.h"
+#include "folio/core/thread_pool.h"
 
 #ifndef FOLIO_SOURCE_DIR
 #define FOLIO_SOURCE_DIR "."
@@ -189,8 +193,11 @@ struct GenerateFlags {
   uint64_t max_tokens = 8;
   double temperature = 0.0;
   uint64_t top_k = 0;
+  double top_p = 1.0;
   uint64_t seed = 20;
-  uint64_t page_size = 3;
+  uint64_t page_size = 16;
+  uint64_t threads = 0;
+  uint64_t max_context = 4096;
   std::string kv_dtype = "f32";
   bool raw = false;
 };
@@ -200,36 +207,156 @@ int RunGenerate(const GenerateFlags& f) {
                                ? model::Model::FromSeed(model::WorkedExampleConfig(), 20)
                                : model::LoadModel(f.model_dir);
   if (!m) return Fail(m.error());
-  if (m->config().vocab_size != model::ByteTokenizer::kVocabSize) {
-    return Fail(Status::Unimplemented("only byte-level (vocab 258) models have a tokenizer yet"));
+  std::optional<model::Tokenizer> tokenizer;
+  if (!f.model_dir.empty()) {
+    Result<std::optional<model::Tokenizer>> t = model::LoadModelTokenizer(f.model_dir);
+    if (!t) return Fail(t.error());
+    tokenizer = std::move(*t);
+  }
+  if (!tokenizer && m->config().vocab_size != model::ByteTokenizer::kVocabSize) {
+    return Fail(Status::NotFound("no tokenizer.json beside the model, and its vocabulary is "
+                                 "not folio's byte-level one"));
   }
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error());
+  const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
   Result<kv::PageTableLayout> layout =
-      kv::PageTableLayout::Identity(m->config().max_positions, f.page_size);
+      kv::PageTableLayout::Identity(capacity, std::min<uint64_t>(f.page_size, capacity));
   if (!layout) return Fail(layout.error());
   Result<model::DecoderCache> cache = model::DecoderCache::Create(*m, *layout, 1, *kv_dtype);
   if (!cache) return Fail(cache.error());
-  const std::vector<int32_t> prompt = model::ByteTokenizer::Encode(f.prompt, true, false);
+
+  std::vector<int32_t> prompt;
   engine::GenerationParams params;
   params.max_new_tokens = f.max_tokens;
-  params.sampling = {f.temperature, f.top_k};
-  SplitMix64 rng(f.seed);
-  const model::Decoder<float> decoder(*m);
-  Result<engine::GenerationResult> r = engine::Generate<float>(decoder, *cache, prompt, params, rng);
-  if (!r) return Fail(r.error());
-  // The byte tokenizer maps every id to at most one byte, so each token can
-  // be streamed as soon as it is known.
-  std::cout << Printable(f.prompt);
-  for (int32_t t : r->tokens) {
-    const std::string piece = *model::ByteTokenizer::Decode(std::span<const int32_t>(&t, 1));
-    std::cout << (f.raw ? piece : Printable(piece)) << std::flush;
+  params.sampling.temperature = f.temperature;
+  params.sampling.top_k = f.top_k;
+  params.sampling.top_p = f.top_p;
+  if (tokenizer) {
+    Result<std::vector<int32_t>> ids = tokenizer->Encode(f.prompt, /*add_special_tokens=*/true);
+    if (!ids) return Fail(ids.error());
+    prompt = std::move(*ids);
+    params.end_token = tokenizer->eos_id();
+  } else {
+    prompt = model::ByteTokenizer::Encode(f.prompt, true, false);
   }
+  ThreadPool pool(f.threads);
+  const model::Decoder<float> decoder(*m, &pool);
+  std::optional<model::StreamingDecoder> stream;
+  if (tokenizer) stream.emplace(*tokenizer);
+  std::cout << (f.raw ? f.prompt : Printable(f.prompt)) << std::flush;
+  auto emit = [&](int32_t t) {
+    if (params.end_token && t == *params.end_token) return;
+    const std::string piece = stream ? stream->Push(t)
+                                     : *model::ByteTokenizer::Decode(std::span<const int32_t>(&t, 1));
+    std::cout << (f.raw || stream ? piece : Printable(piece)) << std::flush;
+  };
+  SplitMix64 rng(f.seed);
+  const auto start = std::chrono::steady_clock::now();
+  Result<engine::GenerationResult> r =
+      engine::Generate<float>(decoder, *cache, prompt, params, rng, emit);
+  if (!r) return Fail(r.error());
+  if (stream) std::cout << stream->Flush();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "\n";
-  std::cerr << "[" << r->tokens.size() << " tokens, stop: "
-            << engine::StopReasonName(r->stop_reason) << ", ids:";
-  for (int32_t t : r->tokens) std::cerr << " " << t;
-  std::cerr << "]\n";
+  std::cerr << "[" << prompt.size() << " prompt + " << r->tokens.size()
+            << " generated tokens in " << seconds << " s, stop: "
+            << engine::StopReasonName(r->stop_reason) << "]\n";
+  return 0;
+}
+
+// `folio logits`: prefill logits of every prompt position and a greedy
+// continuation, as JSON. The checks against independent implementations
+// (tests/python) drive folio through this command.
+struct LogitsFlags {
+  std::string model;
+  std::string tokens;
+  uint64_t greedy = 0;
+  std::string kv_dtype = "f32";
+  uint64_t page_size = 16;
+  uint64_t threads = 1;
+  uint64_t max_context = 4096;
+};
+
+int RunLogits(const LogitsFlags& f) {
+  Result<model::Model> m = model::LoadModel(f.model);
+  if (!m) return Fail(m.error());
+  Result<std::vector<uint64_t>> parsed = ParseTable(f.tokens);
+  if (!parsed) return Fail(parsed.error());
+  std::vector<int32_t> tokens;
+  for (uint64_t t : *parsed) {
+    if (t > INT32_MAX) return Fail(Status::OutOfRange("token id " + std::to_string(t)));
+    tokens.push_back(static_cast<int32_t>(t));
+  }
+  if (tokens.empty()) return Fail(Status::InvalidArgument("--tokens is empty"));
+  Result<DType> kv_dtype = ParseDType(f.kv_dtype);
+  if (!kv_dtype) return Fail(kv_dtype.error());
+  const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
+  Result<kv::PageTableLayout> layout = kv::PageTableLayout::Identity(capacity, f.page_size);
+  if (!layout) return Fail(layout.error());
+  Result<model::DecoderCache> cache = model::DecoderCache::Create(*m, *layout, 1, *kv_dtype);
+  if (!cache) return Fail(cache.error());
+  ThreadPool pool(f.threads);
+  const model::Decoder<float> decoder(*m, &pool);
+  Result<std::vector<float>> logits = decoder.Prefill(*cache, tokens);
+  if (!logits) return Fail(logits.error());
+  const uint64_t vocab = m->config().vocab_size;
+  nlohmann::json rows = nlohmann::json::array();
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    rows.push_back(std::vector<float>(logits->begin() + static_cast<ptrdiff_t>(r * vocab),
+                                      logits->begin() + static_cast<ptrdiff_t>((r + 1) * vocab)));
+  }
+  std::vector<int32_t> greedy;
+  std::vector<float> last(logits->end() - static_cast<ptrdiff_t>(vocab), logits->end());
+  SplitMix64 unused(0);
+  for (uint64_t step = 0; step < f.greedy; ++step) {
+    Result<int32_t> t = sampling::SelectToken<float>(last, {}, unused);
+    if (!t) return Fail(t.error());
+    greedy.push_back(*t);
+    if (step + 1 == f.greedy) break;
+    Result<std::vector<float>> next = decoder.Decode(*cache, std::span<const int32_t>(&*t, 1));
+    if (!next) return Fail(next.error());
+    last = *next;
+  }
+  std::cout << nlohmann::json{{"logits", rows}, {"greedy", greedy}}.dump() << "\n";
+  return 0;
+}
+
+// `folio info MODEL`: what a model is and what it costs to run.
+int RunInfo(const std::string& path) {
+  Result<model::Model> m = model::LoadModel(path);
+  if (!m) return Fail(m.error());
+  const model::ModelConfig& c = m->config();
+  std::map<std::string, uint64_t> bytes_by_type;
+  uint64_t total_bytes = 0;
+  model::ForEachTensor(c, m->weights(), [&](const std::string&, const std::vector<uint64_t>&,
+                                            const model::Tensor& t) {
+    bytes_by_type[std::string(model::TensorTypeName(t.type))] += t.bytes.size();
+    total_bytes += t.bytes.size();
+  });
+  const uint64_t kv_elems_per_token = 2 * c.num_layers * c.num_kv_heads * c.head_dim();
+  nlohmann::json j = {
+      {"path", path},
+      {"architecture", c.architecture},
+      {"layers", c.num_layers},
+      {"hidden_size", c.hidden_size},
+      {"num_heads", c.num_heads},
+      {"num_kv_heads", c.num_kv_heads},
+      {"head_dim", c.head_dim()},
+      {"ffn_size", c.ffn_size},
+      {"vocab_size", c.vocab_size},
+      {"max_positions", c.max_positions},
+      {"rope", {{"theta", c.rope_theta},
+                {"style", c.rope_style == model::RopeStyle::kNeox ? "neox" : "interleaved"}}},
+      {"tie_embeddings", c.tie_embeddings},
+      {"sliding_window", c.window},
+      {"parameters", c.ParameterCount()},
+      {"weight_bytes", total_bytes},
+      {"weight_bytes_by_type", bytes_by_type},
+      {"kv_bytes_per_token", {{"f32", kv_elems_per_token * 4}, {"bf16", kv_elems_per_token * 2}}},
+  };
+  std::cout << j.dump(2) << "\n";
   return 0;
 }
 
@@ -247,13 +374,17 @@ int main(int argc, char** argv) {
 
   GenerateFlags gen;
   CLI::App* gen_cmd = app.add_subcommand("generate", "stream a continuation of a prompt");
-  gen_cmd->add_option("--model", gen.model_dir, "saved model folder (default: built-in)");
+  gen_cmd->add_option("--model", gen.model_dir,
+                      "model folder (Hugging Face or folio) or .gguf file; default: built-in");
   gen_cmd->add_option("--prompt", gen.prompt);
   gen_cmd->add_option("--max-tokens", gen.max_tokens);
   gen_cmd->add_option("--temperature", gen.temperature, "0 = greedy");
   gen_cmd->add_option("--top-k", gen.top_k, "0 = all");
+  gen_cmd->add_option("--top-p", gen.top_p, "nucleus mass in (0, 1]");
   gen_cmd->add_option("--seed", gen.seed, "sampling seed");
   gen_cmd->add_option("--page-size", gen.page_size);
+  gen_cmd->add_option("--threads", gen.threads, "0 = all cores");
+  gen_cmd->add_option("--max-context", gen.max_context, "cache positions");
   gen_cmd->add_option("--kv-dtype", gen.kv_dtype, "f64, f32, bf16 or f16");
   gen_cmd->add_flag("--raw", gen.raw, "write bytes as generated (default escapes non-ASCII)");
 
@@ -262,6 +393,21 @@ int main(int argc, char** argv) {
   CLI::App* save_cmd = app.add_subcommand("save-model", "write the built-in model to a folder");
   save_cmd->add_option("dir", save_dir)->required();
   save_cmd->add_option("--seed", save_seed);
+
+  LogitsFlags logits;
+  CLI::App* logits_cmd =
+      app.add_subcommand("logits", "prefill logits and a greedy continuation, as JSON");
+  logits_cmd->add_option("--model", logits.model, "model folder or .gguf file")->required();
+  logits_cmd->add_option("--tokens", logits.tokens, "prompt ids, e.g. 1,2,3")->required();
+  logits_cmd->add_option("--greedy", logits.greedy, "greedy tokens to generate after");
+  logits_cmd->add_option("--kv-dtype", logits.kv_dtype, "f32, bf16, f16 or f64");
+  logits_cmd->add_option("--page-size", logits.page_size);
+  logits_cmd->add_option("--threads", logits.threads);
+  logits_cmd->add_option("--max-context", logits.max_context, "cache positions");
+
+  std::string info_path;
+  CLI::App* info_cmd = app.add_subcommand("info", "architecture, sizes, dtypes, KV bytes per token");
+  info_cmd->add_option("model", info_path, "model folder or .gguf file")->required();
 
   folio::bench::AttentionBenchOptions bench_attention;
   CLI::App* bench_cmd = app.add_subcommand("bench", "benchmarks that print JSON");
@@ -273,6 +419,8 @@ int main(int argc, char** argv) {
   if (*bench_attention_cmd) {
     return folio::bench::RunAttentionBench(bench_attention, folio::bench::CommandLine(argc, argv));
   }
+  if (*logits_cmd) return RunLogits(logits);
+  if (*info_cmd) return RunInfo(info_path);
   if (*layout_cmd) return RunLayout(layout);
   if (*gen_cmd) return RunGenerate(gen);
   if (*save_cmd) {

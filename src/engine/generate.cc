@@ -17,7 +17,8 @@ template <typename T>
 Result<GenerationResult> Generate(const model::Decoder<T>& decoder,
                                   model::DecoderCache& cache,
                                   std::span<const int32_t> prompt,
-                                  const GenerationParams& params, SplitMix64& rng) {
+                                  const GenerationParams& params, SplitMix64& rng,
+                                  const std::function<void(int32_t)>& on_token) {
   FOLIO_RETURN_IF_ERROR(params.sampling.Validate());
   if (params.max_new_tokens == 0) return Status::InvalidArgument("max_new_tokens must be >= 1");
   if (cache.batch() != 1) {
@@ -32,14 +33,17 @@ Result<GenerationResult> Generate(const model::Decoder<T>& decoder,
 
   GenerationResult result;
   const uint64_t vocab = decoder.config().vocab_size;
-  FOLIO_ASSIGN_OR_RETURN(std::vector<T> logits, decoder.Prefill(cache, prompt));
+  FOLIO_ASSIGN_OR_RETURN(std::vector<T> logits,
+                         decoder.Prefill(cache, prompt, model::LogitRows::kLast));
   result.prefill_tokens = prompt.size();
   uint64_t inputs = prompt.size();
-  std::span<const T> last = std::span<const T>(logits).subspan(logits.size() - vocab);
+  std::span<const T> last = logits;
+  FOLIO_CHECK(last.size() == vocab);
   while (true) {
     FOLIO_ASSIGN_OR_RETURN(int32_t token, sampling::SelectToken<T>(last, params.sampling, rng));
     result.steps.push_back({result.steps.size(), inputs, cache.length(), token,
                             static_cast<double>(last[static_cast<size_t>(token)])});
+    if (on_token) on_token(token);
     if (params.end_token && token == *params.end_token) {
       result.stop_reason = StopReason::kEndToken;
       break;
@@ -64,10 +68,12 @@ Result<GenerationResult> Generate(const model::Decoder<T>& decoder,
 template Result<GenerationResult> Generate<float>(const model::Decoder<float>&,
                                                   model::DecoderCache&,
                                                   std::span<const int32_t>,
-                                                  const GenerationParams&, SplitMix64&);
+                                                  const GenerationParams&, SplitMix64&,
+                                                  const std::function<void(int32_t)>&);
 template Result<GenerationResult> Generate<double>(const model::Decoder<double>&,
                                                    model::DecoderCache&,
                                                    std::span<const int32_t>,
-                                                   const GenerationParams&, SplitMix64&);
+                                                   const GenerationParams&, SplitMix64&,
+                                                  const std::function<void(int32_t)>&);
 
 }  // namespace folio::engine

@@ -23,7 +23,7 @@ Status ModelConfig::Validate() const {
   FOLIO_RETURN_IF_ERROR(Positive("num_layers", num_layers));
   FOLIO_RETURN_IF_ERROR(Positive("max_positions", max_positions));
   FOLIO_RETURN_IF_ERROR(Positive("vocab_size", vocab_size));
-  if (hidden_size % num_heads != 0) {
+  if (explicit_head_dim == 0 && hidden_size % num_heads != 0) {
     return Status::InvalidArgument("hidden_size " + std::to_string(hidden_size) +
                                    " is not divisible by num_heads " +
                                    std::to_string(num_heads));
@@ -45,6 +45,17 @@ Status ModelConfig::Validate() const {
     return Status::InvalidArgument("norm_eps must be finite and > 0 (got " +
                                    std::to_string(norm_eps) + ")");
   }
+  if (rope_scaling.type != RopeScaling::Type::kNone &&
+      (!std::isfinite(rope_scaling.factor) || rope_scaling.factor <= 0)) {
+    return Status::InvalidArgument("rope_scaling factor must be finite and > 0");
+  }
+  if (rope_scaling.type == RopeScaling::Type::kLlama3 &&
+      (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) ||
+       rope_scaling.low_freq_factor <= 0 || rope_scaling.original_max_positions == 0)) {
+    return Status::InvalidArgument(
+        "llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor and "
+        "original_max_position_embeddings > 0");
+  }
   if (vocab_size > INT32_MAX) {
     return Status::OutOfRange("vocab_size " + std::to_string(vocab_size) +
                               " exceeds int32 token ids");
@@ -63,9 +74,40 @@ Status ModelConfig::Validate() const {
 
 uint64_t ModelConfig::ParameterCount() const {
   const uint64_t d = hidden_size;
-  const uint64_t per_layer =
+  uint64_t per_layer =
       2 * d + d * q_size() + 2 * d * kv_size() + q_size() * d + 3 * d * ffn_size;
+  if (attention_bias) per_layer += q_size() + 2 * kv_size();
+  if (qk_norm) per_layer += 2 * head_dim();
   return vocab_size * d * (tie_embeddings ? 1 : 2) + num_layers * per_layer + d;
+}
+
+std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
+  const uint64_t pairs = c.head_dim() / 2;
+  const RopeScaling& s = c.rope_scaling;
+  std::vector<double> inv(pairs);
+  for (uint64_t p = 0; p < pairs; ++p) {
+    double f = std::pow(c.rope_theta, -2.0 * static_cast<double>(p) /
+                                          static_cast<double>(c.head_dim()));
+    if (s.type == RopeScaling::Type::kLinear) {
+      f /= s.factor;
+    } else if (s.type == RopeScaling::Type::kLlama3) {
+      // Hugging Face's _compute_llama3_parameters: long wavelengths are
+      // slowed by `factor`, short ones kept, the band between interpolated.
+      const double old_len = static_cast<double>(s.original_max_positions);
+      const double wavelen = 2.0 * 3.14159265358979323846 / f;
+      const double low_wavelen = old_len / s.low_freq_factor;
+      const double high_wavelen = old_len / s.high_freq_factor;
+      if (wavelen > low_wavelen) {
+        f /= s.factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (old_len / wavelen - s.low_freq_factor) /
+                              (s.high_freq_factor - s.low_freq_factor);
+        f = (1 - smooth) * f / s.factor + smooth * f;
+      }
+    }
+    inv[p] = f;
+  }
+  return inv;
 }
 
 ModelConfig WorkedExampleConfig() { return ModelConfig{}; }

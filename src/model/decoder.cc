@@ -8,6 +8,7 @@
 #include "folio/attention/paged_attention.h"
 #include "folio/attention/reference.h"
 #include "folio/core/checked_math.h"
+#include "folio/ops/matmul.h"
 #include "folio/ops/ops.h"
 
 namespace folio::model {
@@ -49,7 +50,8 @@ std::span<T> Row(std::vector<T>& v, uint64_t row, uint64_t width) {
   return std::span<T>(v).subspan(row * width, width);
 }
 
-// One layer's attention; q and out are token-major [batch * n, num_heads *
+// One layer's attention over a fixed-layout cache view; q and out are
+// token-major [batch * n, num_heads *
 // head_dim]. float compute over f32/bf16/f16 K/V runs the paged SIMD kernel;
 // everything else (the float64 worked example, f64 K/V) the scalar reference.
 // Both read K/V only through the cache's table, so results never depend on
@@ -93,16 +95,93 @@ Status Attend(const attention::AttentionParams& ap, uint64_t batch,
   return Status::Ok();
 }
 
+// A linear layer's weights prepared for compute type T: y = W x per row.
+template <typename T>
+class Linear;
+
+// float64: every weight widened once; the scalar reference matvec.
+template <>
+class Linear<double> {
+ public:
+  explicit Linear(const Tensor& t)
+      : values_(t.ToDoubles()), rows_(t.shape.at(0)), cols_(t.shape.at(1)) {}
+  void Apply(std::span<const double> x, uint64_t num_rows, std::span<double> y,
+             ThreadPool*) const {
+    for (uint64_t r = 0; r < num_rows; ++r) {
+      ops::MatVec<double>(values_, x.subspan(r * cols_, cols_), y.subspan(r * rows_, rows_));
+    }
+  }
+  void Row(uint64_t i, std::span<double> out) const {
+    std::copy_n(values_.begin() + static_cast<ptrdiff_t>(i * cols_), cols_, out.begin());
+  }
+
+ private:
+  std::vector<double> values_;  // [rows, cols]
+  uint64_t rows_, cols_;
+};
+
+// float32: weights stay as stored (f64 is rounded to f32 once) and the SIMD
+// kernel widens them as it reads.
+template <>
+class Linear<float> {
+ public:
+  explicit Linear(const Tensor& t) : owner_(t.owner) {
+    const uint64_t rows = t.shape.at(0), cols = t.shape.at(1);
+    if (t.type == TensorType::kF64) {
+      const std::vector<double> wide = t.ToDoubles();
+      converted_.assign(wide.begin(), wide.end());
+      view_ = {reinterpret_cast<const std::byte*>(converted_.data()), ops::WeightType::kF32,
+               rows, cols};
+      return;
+    }
+    const ops::WeightType type = t.type == TensorType::kF32    ? ops::WeightType::kF32
+                                 : t.type == TensorType::kF16  ? ops::WeightType::kF16
+                                 : t.type == TensorType::kBF16 ? ops::WeightType::kBF16
+                                                               : ops::WeightType::kQ8_0;
+    view_ = {t.bytes.data(), type, rows, cols};
+  }
+  Status Apply(std::span<const float> x, uint64_t num_rows, std::span<float> y,
+               ThreadPool* pool) const {
+    return ops::MatMul(view_, x.first(num_rows * view_.cols), num_rows,
+                       y.first(num_rows * view_.rows), pool);
+  }
+  void Row(uint64_t i, std::span<float> out) const { ops::WidenRow(view_, i, out); }
+
+ private:
+  std::shared_ptr<const void> owner_;  // keeps a mapped file alive
+  std::vector<float> converted_;
+  ops::WeightView view_{};
+};
+
+template <typename T>
+std::vector<T> Values(const Tensor& t) {
+  if (t.empty()) return {};
+  const std::vector<double> wide = t.ToDoubles();
+  return std::vector<T>(wide.begin(), wide.end());
+}
+
+// Status-returning apply for both specialisations.
+template <typename T>
+Status ApplyLinear(const Linear<T>& l, std::span<const T> x, uint64_t rows, std::span<T> y,
+                   ThreadPool* pool) {
+  if constexpr (std::is_same_v<T, double>) {
+    l.Apply(x, rows, y, pool);
+    return Status::Ok();
+  } else {
+    return l.Apply(x, rows, y, pool);
+  }
+}
+
 }  // namespace
 
 Result<DecoderCache> DecoderCache::Create(const Model& model,
                                           const kv::PageTableLayout& layout,
                                           uint64_t batch, DType kv_dtype) {
   const ModelConfig& c = model.config();
-  if (layout.capacity() != c.max_positions) {
+  if (layout.capacity() > c.max_positions) {
     return Status::InvalidArgument(
         "cache layout capacity " + std::to_string(layout.capacity()) +
-        " differs from the model's max_positions " + std::to_string(c.max_positions));
+        " exceeds the model's max_positions " + std::to_string(c.max_positions));
   }
   std::vector<kv::LayerCache> layers;
   layers.reserve(c.num_layers);
@@ -120,11 +199,41 @@ void DecoderCache::Reset() {
 }
 
 template <typename T>
+struct Decoder<T>::Weights {
+  struct Layer {
+    std::vector<T> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+    Linear<T> wq, wk, wv, wo, gate, up, down;
+  };
+  Linear<T> embedding;
+  std::vector<Layer> layers;
+  std::vector<T> final_norm;
+  Linear<T> head;  // the embedding again when tied
+
+  explicit Weights(const Model& m)
+      : embedding(m.weights().embedding),
+        final_norm(Values<T>(m.weights().final_norm)),
+        head(m.config().tie_embeddings ? m.weights().embedding : m.weights().lm_head) {
+    for (const LayerWeights& l : m.weights().layers) {
+      layers.push_back(Layer{Values<T>(l.attn_norm), Values<T>(l.ffn_norm), Values<T>(l.bq),
+                             Values<T>(l.bk), Values<T>(l.bv), Values<T>(l.q_norm),
+                             Values<T>(l.k_norm), Linear<T>(l.wq), Linear<T>(l.wk),
+                             Linear<T>(l.wv), Linear<T>(l.wo), Linear<T>(l.w_gate),
+                             Linear<T>(l.w_up), Linear<T>(l.w_down)});
+    }
+  }
+};
+
+template <typename T>
 Decoder<T>::Decoder(const Model& model, ThreadPool* pool)
     : pool_(pool),
       config_(model.config()),
       model_id_(model.id()),
-      weights_(ConvertWeights<T>(model.config(), model.weights())) {}
+      weights_(std::make_unique<const Weights>(model)) {}
+
+template <typename T>
+Decoder<T>::~Decoder() = default;
+template <typename T>
+Decoder<T>::Decoder(Decoder&&) noexcept = default;
 
 template <typename T>
 Status Decoder<T>::CheckTokens(std::span<const int32_t> tokens,
@@ -145,90 +254,142 @@ Status Decoder<T>::CheckTokens(std::span<const int32_t> tokens,
 }
 
 template <typename T>
-template <typename StoreFn>
-Result<std::vector<T>> Decoder<T>::Run(std::span<const int32_t> tokens,
-                                       StepShape s, StoreFn&& store) const {
+template <typename AttendFn>
+Result<std::vector<T>> Decoder<T>::Run(const RowPlan& plan, AttendFn&& attend) const {
   const ModelConfig& c = config_;
-  const uint64_t d = c.hidden_size, hd = c.head_dim(), rows = s.batch * s.n;
+  const Weights& w = *weights_;
+  const uint64_t d = c.hidden_size, hd = c.head_dim(), half = hd / 2;
+  const uint64_t rows = plan.tokens.size(), qs = c.q_size(), kvs = c.kv_size();
   const T eps = static_cast<T>(c.norm_eps);
-  std::vector<T> x(rows * d);  // residual stream [batch * n, hidden]
+  const bool neox = c.rope_style == RopeStyle::kNeox;
+
+  // RoPE angles per row, shared by every layer. Computed in double and
+  // rounded once, so float and double decoders rotate by the same angles.
+  const std::vector<double> inv_freq = RopeInverseFrequencies(c);
+  std::vector<T> cos(rows * half), sin(rows * half);
   for (uint64_t r = 0; r < rows; ++r) {
-    const auto tok = static_cast<uint64_t>(tokens[r]);
-    std::copy_n(weights_.embedding.begin() + static_cast<ptrdiff_t>(tok * d), d,
-                x.begin() + static_cast<ptrdiff_t>(r * d));
+    for (uint64_t p = 0; p < half; ++p) {
+      const double theta = static_cast<double>(plan.positions[r]) * inv_freq[p];
+      cos[r * half + p] = static_cast<T>(std::cos(theta));
+      sin[r * half + p] = static_cast<T>(std::sin(theta));
+    }
   }
-  std::vector<T> h(d), q(rows * c.q_size()), k(rows * c.kv_size()), v(rows * c.kv_size());
-  std::vector<T> kh(k.size()), vh(v.size()), attn_rows(q.size());
-  std::vector<T> gate(c.ffn_size), up(c.ffn_size), delta(d);
-  attention::AttentionParams ap{c.num_heads, s.n, 1.0 / std::sqrt(static_cast<double>(hd)),
-                                c.window};
+
+  std::vector<T> x(rows * d);  // residual stream [rows, hidden]
+  for (uint64_t r = 0; r < rows; ++r) {
+    w.embedding.Row(static_cast<uint64_t>(plan.tokens[r]), Row(x, r, d));
+  }
+  std::vector<T> h(rows * d), q(rows * qs), k(rows * kvs), v(rows * kvs);
+  std::vector<T> attn(q.size()), delta(rows * d);
+  std::vector<T> gate(rows * c.ffn_size), up(rows * c.ffn_size);
+  auto add_bias = [](std::vector<T>& y, const std::vector<T>& bias) {
+    if (bias.empty()) return;
+    for (uint64_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
+  };
+  auto head_norm = [&](std::vector<T>& y, const std::vector<T>& gain) {
+    if (gain.empty()) return;
+    for (uint64_t off = 0; off < y.size(); off += hd) {
+      const std::span<T> head = std::span<T>(y).subspan(off, hd);
+      ops::RmsNorm<T>(head, gain, eps, head);
+    }
+  };
   for (uint64_t layer = 0; layer < c.num_layers; ++layer) {
-    const LayerWeights<T>& w = weights_.layers[layer];
+    const auto& lw = w.layers[layer];
+    for (uint64_t r = 0; r < rows; ++r) ops::RmsNorm<T>(Row(x, r, d), lw.attn_norm, eps, Row(h, r, d));
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wq, h, rows, q, pool_));
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wk, h, rows, k, pool_));
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wv, h, rows, v, pool_));
+    add_bias(q, lw.bq);
+    add_bias(k, lw.bk);
+    add_bias(v, lw.bv);
+    head_norm(q, lw.q_norm);
+    head_norm(k, lw.k_norm);
     for (uint64_t r = 0; r < rows; ++r) {
-      const uint64_t pos = s.start + r % s.n;
-      ops::RmsNorm<T>(Row(x, r, d), w.attn_norm, eps, h);
-      ops::MatVec<T>(w.wq, h, Row(q, r, c.q_size()));
-      ops::MatVec<T>(w.wk, h, Row(k, r, c.kv_size()));
-      ops::MatVec<T>(w.wv, h, Row(v, r, c.kv_size()));
-      ops::RopeInterleaved<T>(Row(q, r, c.q_size()), hd, pos, c.rope_theta);
-      ops::RopeInterleaved<T>(Row(k, r, c.kv_size()), hd, pos, c.rope_theta);
+      const std::span<const T> rc = std::span<const T>(cos).subspan(r * half, half);
+      const std::span<const T> rs = std::span<const T>(sin).subspan(r * half, half);
+      ops::Rope<T>(Row(q, r, qs), hd, rc, rs, neox);
+      ops::Rope<T>(Row(k, r, kvs), hd, rc, rs, neox);
     }
-    SwapTokenAndHeadAxes<T>(k, kh, s.batch, s.n, c.num_kv_heads, hd, false);
-    SwapTokenAndHeadAxes<T>(v, vh, s.batch, s.n, c.num_kv_heads, hd, false);
-    FOLIO_ASSIGN_OR_RETURN(auto views, store(layer, std::span<const T>(kh),
-                                             std::span<const T>(vh)));
-    FOLIO_RETURN_IF_ERROR(Attend<T>(ap, s.batch, q, views.first, views.second, attn_rows,
-                                    pool_));
-    for (uint64_t r = 0; r < rows; ++r) {
-      auto xr = Row(x, r, d);
-      ops::MatVec<T>(w.wo, Row(attn_rows, r, c.q_size()), delta);
-      for (uint64_t i = 0; i < d; ++i) xr[i] += delta[i];
-      ops::RmsNorm<T>(xr, w.ffn_norm, eps, h);
-      ops::MatVec<T>(w.w_gate, h, gate);
-      ops::MatVec<T>(w.w_up, h, up);
-      ops::SwiGlu<T>(gate, up);
-      ops::MatVec<T>(w.w_down, gate, delta);
-      for (uint64_t i = 0; i < d; ++i) xr[i] += delta[i];
-    }
+    FOLIO_RETURN_IF_ERROR(attend(layer, std::span<const T>(q), std::span<const T>(k),
+                                 std::span<const T>(v), std::span<T>(attn)));
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wo, attn, rows, delta, pool_));
+    for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+    for (uint64_t r = 0; r < rows; ++r) ops::RmsNorm<T>(Row(x, r, d), lw.ffn_norm, eps, Row(h, r, d));
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.gate, h, rows, gate, pool_));
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.up, h, rows, up, pool_));
+    ops::SwiGlu<T>(gate, up);
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.down, gate, rows, delta, pool_));
+    for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
   }
-  const std::vector<T>& head = c.tie_embeddings ? weights_.embedding : weights_.lm_head;
-  std::vector<T> logits(rows * c.vocab_size);
-  for (uint64_t r = 0; r < rows; ++r) {
-    ops::RmsNorm<T>(Row(x, r, d), weights_.final_norm, eps, h);
-    ops::MatVec<T>(head, h, Row(logits, r, c.vocab_size));
-    for (T value : Row(logits, r, c.vocab_size)) {
+  // The output head only for the rows asked for.
+  const uint64_t out_rows = plan.logit_rows.size();
+  std::vector<T> hn(out_rows * d);
+  for (uint64_t o = 0; o < out_rows; ++o) {
+    ops::RmsNorm<T>(Row(x, plan.logit_rows[o], d), w.final_norm, eps, Row(hn, o, d));
+  }
+  std::vector<T> logits(out_rows * c.vocab_size);
+  FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(w.head, hn, out_rows, logits, pool_));
+  for (uint64_t o = 0; o < out_rows; ++o) {
+    for (T value : Row(logits, o, c.vocab_size)) {
       if (!std::isfinite(value)) {
-        return Status::InvalidArgument("non-finite logit at lane " +
-                                       std::to_string(r / s.n) + ", position " +
-                                       std::to_string(s.start + r % s.n));
+        return Status::InvalidArgument("non-finite logit at row " +
+                                       std::to_string(plan.logit_rows[o]) + ", position " +
+                                       std::to_string(plan.positions[plan.logit_rows[o]]));
       }
     }
   }
   return logits;
 }
 
+namespace {
+
+// Rows of `batch` lanes of n tokens each, lane-major, at positions
+// start..start+n-1, with logits for every row or each lane's last.
+struct LanePlan {
+  std::vector<uint64_t> positions, logit_rows;
+  LanePlan(uint64_t batch, uint64_t n, uint64_t start, LogitRows rows) {
+    for (uint64_t b = 0; b < batch; ++b) {
+      for (uint64_t i = 0; i < n; ++i) {
+        positions.push_back(start + i);
+        if (rows == LogitRows::kAll || i == n - 1) logit_rows.push_back(b * n + i);
+      }
+    }
+  }
+};
+
+}  // namespace
+
 template <typename T>
-Result<std::vector<T>> Decoder<T>::Prefill(DecoderCache& cache,
-                                           std::span<const int32_t> tokens) const {
+Result<std::vector<T>> Decoder<T>::Prefill(DecoderCache& cache, std::span<const int32_t> tokens,
+                                           LogitRows rows) const {
   if (cache.model_id() != model_id_) {
     return Status::FailedPrecondition("cache is bound to model " + cache.model_id() +
                                       ", not " + model_id_);
   }
   FOLIO_RETURN_IF_ERROR(CheckTokens(tokens, cache.batch()));
-  const StepShape s{cache.batch(), tokens.size() / cache.batch(), cache.length()};
-  if (s.start + s.n > cache.capacity()) {
-    return Status::ResourceExhausted("step of " + std::to_string(s.n) +
-                                     " positions at length " + std::to_string(s.start) +
-                                     " exceeds cache capacity " +
+  const uint64_t batch = cache.batch(), n = tokens.size() / batch, start = cache.length();
+  if (start + n > cache.capacity()) {
+    return Status::ResourceExhausted("step of " + std::to_string(n) + " positions at length " +
+                                     std::to_string(start) + " exceeds cache capacity " +
                                      std::to_string(cache.capacity()));
   }
-  auto stage = [&](uint64_t layer, std::span<const T> keys, std::span<const T> values)
-      -> Result<std::pair<KvArrayView, KvArrayView>> {
+  const LanePlan lanes(batch, n, start, rows);
+  const attention::AttentionParams ap{config_.num_heads, n,
+                                      1.0 / std::sqrt(static_cast<double>(config_.head_dim())),
+                                      config_.window};
+  const uint64_t hd = config_.head_dim(), kv_heads = config_.num_kv_heads;
+  std::vector<T> kh(batch * n * config_.kv_size()), vh(kh.size());
+  auto attend = [&](uint64_t layer, std::span<const T> q, std::span<const T> k,
+                    std::span<const T> v, std::span<T> out) -> Status {
+    SwapTokenAndHeadAxes<T>(k, kh, batch, n, kv_heads, hd, false);
+    SwapTokenAndHeadAxes<T>(v, vh, batch, n, kv_heads, hd, false);
     kv::LayerCache& lc = cache.layer(layer);
-    FOLIO_RETURN_IF_ERROR(lc.Stage(keys, values, s.n).WithContext("layer " + std::to_string(layer)));
-    return std::pair{lc.View(KvRole::kKey), lc.View(KvRole::kValue)};
+    FOLIO_RETURN_IF_ERROR(lc.Stage(std::span<const T>(kh), std::span<const T>(vh), n)
+                              .WithContext("layer " + std::to_string(layer)));
+    return Attend<T>(ap, batch, q, lc.View(KvRole::kKey), lc.View(KvRole::kValue), out, pool_);
   };
-  Result<std::vector<T>> logits = Run(tokens, s, stage);
+  Result<std::vector<T>> logits =
+      Run(RowPlan{tokens, lanes.positions, lanes.logit_rows}, attend);
   for (size_t l = 0; l < cache.num_layers(); ++l) {
     if (logits.has_value()) {
       cache.layer(l).Commit();
@@ -247,34 +408,91 @@ Result<std::vector<T>> Decoder<T>::Decode(DecoderCache& cache,
                                    std::to_string(cache.batch()) + " (got " +
                                    std::to_string(tokens.size()) + ")");
   }
-  return Prefill(cache, tokens);
+  return Prefill(cache, tokens, LogitRows::kLast);
 }
 
 template <typename T>
 Result<std::vector<T>> Decoder<T>::Forward(std::span<const int32_t> tokens,
                                            uint64_t batch) const {
   FOLIO_RETURN_IF_ERROR(CheckTokens(tokens, batch));
-  const StepShape s{batch, tokens.size() / batch, 0};
-  if (s.n > config_.max_positions) {
-    return Status::OutOfRange(std::to_string(s.n) + " positions exceed max_positions " +
+  const uint64_t n = tokens.size() / batch;
+  if (n > config_.max_positions) {
+    return Status::OutOfRange(std::to_string(n) + " positions exceed max_positions " +
                               std::to_string(config_.max_positions));
   }
+  const LanePlan lanes(batch, n, 0, LogitRows::kAll);
+  const attention::AttentionParams ap{config_.num_heads, n,
+                                      1.0 / std::sqrt(static_cast<double>(config_.head_dim())),
+                                      config_.window};
   // Dense [batch, kv_heads, n, head_dim] K and V of the current layer, seen
   // through a one-page table: no cache object is involved.
-  std::vector<T> keys, values;
+  const uint64_t hd = config_.head_dim(), kv_heads = config_.num_kv_heads;
+  std::vector<T> keys(batch * n * config_.kv_size()), values(keys.size());
   const uint64_t table[1] = {0};
-  const kv::LaneShape lanes{batch, config_.num_kv_heads, config_.head_dim()};
-  auto keep = [&](uint64_t, std::span<const T> k, std::span<const T> v)
-      -> Result<std::pair<KvArrayView, KvArrayView>> {
-    keys.assign(k.begin(), k.end());
-    values.assign(v.begin(), v.end());
+  const kv::LaneShape shape{batch, kv_heads, hd};
+  auto attend = [&](uint64_t, std::span<const T> q, std::span<const T> k, std::span<const T> v,
+                    std::span<T> out) -> Status {
+    SwapTokenAndHeadAxes<T>(k, keys, batch, n, kv_heads, hd, false);
+    SwapTokenAndHeadAxes<T>(v, values, batch, n, kv_heads, hd, false);
     auto view = [&](const std::vector<T>& a) {
       return KvArrayView{reinterpret_cast<const std::byte*>(a.data()), DTypeOf<T>(), table,
-                         1, s.n, lanes, s.n};
+                         1, n, shape, n};
     };
-    return std::pair{view(keys), view(values)};
+    return Attend<T>(ap, batch, q, view(keys), view(values), out, pool_);
   };
-  return Run(tokens, s, keep);
+  return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows}, attend);
+}
+
+template <typename T>
+Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
+                                        std::span<const int32_t> tokens, LogitRows rows) const {
+  if constexpr (!std::is_same_v<T, float>) {
+    return Status::Unimplemented("paged-cache steps run in float32");
+  } else {
+    const kv::PagedKvCacheConfig& kc = cache.config();
+    if (kc.num_layers != config_.num_layers || kc.num_kv_heads != config_.num_kv_heads ||
+        kc.head_dim != config_.head_dim()) {
+      return Status::InvalidArgument("paged cache shape (layers, kv heads, head dim) differs "
+                                     "from the model's");
+    }
+    FOLIO_RETURN_IF_ERROR(CheckTokens(tokens, 1));
+    const uint64_t batch = meta.batch;
+    if (meta.query_indptr.size() != batch + 1 ||
+        static_cast<uint64_t>(meta.query_indptr.back()) != tokens.size() ||
+        meta.slot_mapping.size() != tokens.size()) {
+      return Status::InvalidArgument("tokens, query_indptr and slot_mapping disagree");
+    }
+    std::vector<uint64_t> positions(tokens.size()), logit_rows;
+    for (uint64_t s = 0; s < batch; ++s) {
+      const auto first = static_cast<uint64_t>(meta.query_indptr[s]);
+      const auto last = static_cast<uint64_t>(meta.query_indptr[s + 1]);
+      const auto context = static_cast<uint64_t>(meta.context_lens[s]);
+      if (last - first > context) {
+        return Status::InvalidArgument("sequence " + std::to_string(s) +
+                                       " has more new tokens than context");
+      }
+      if (context > config_.max_positions) {
+        return Status::OutOfRange("sequence " + std::to_string(s) + " context " +
+                                  std::to_string(context) + " exceeds max_positions " +
+                                  std::to_string(config_.max_positions));
+      }
+      for (uint64_t r = first; r < last; ++r) {
+        positions[r] = context - (last - first) + (r - first);
+        if (rows == LogitRows::kAll || r + 1 == last) logit_rows.push_back(r);
+      }
+    }
+    attention::PagedAttentionParams p;
+    p.num_q_heads = config_.num_heads;
+    p.scale = 1.0 / std::sqrt(static_cast<double>(config_.head_dim()));
+    p.window = config_.window;
+    auto attend = [&](uint64_t layer, std::span<const float> q, std::span<const float> k,
+                      std::span<const float> v, std::span<float> out) -> Status {
+      FOLIO_RETURN_IF_ERROR(cache.WriteRows(layer, meta.slot_mapping, k, v)
+                                .WithContext("layer " + std::to_string(layer)));
+      return attention::PagedAttention(p, q, cache.View(layer), kv::ViewOf(meta), out, pool_);
+    };
+    return Run(RowPlan{tokens, positions, logit_rows}, attend);
+  }
 }
 
 template class Decoder<float>;

@@ -120,10 +120,19 @@ TEST(Decoder, ResetThenPrefillMatchesFreshCache) {
   EXPECT_EQ(*dec.Prefill(cache, Document()), first);
 }
 
-TEST(DecoderCache, RejectsCapacityMismatch) {
-  auto r = DecoderCache::Create(WorkedModel(), *PageTableLayout::Identity(10, 3), 1, DType::kF64);
+TEST(DecoderCache, RejectsCapacityBeyondModelPositions) {
+  auto r = DecoderCache::Create(WorkedModel(), *PageTableLayout::Identity(13, 3), 1, DType::kF64);
   ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.error().message().find("capacity 10"), std::string::npos);
+  EXPECT_NE(r.error().message().find("capacity 13 exceeds"), std::string::npos);
+}
+
+TEST(DecoderCache, ShorterCacheGivesSameLogits) {
+  const Decoder<double> dec(WorkedModel());
+  auto full = MakeCache(WorkedModel(), *PageTableLayout::Identity(12, 3));
+  auto short_cache = MakeCache(WorkedModel(), *PageTableLayout::Create(8, 3, {2, 0, 1}));
+  EXPECT_EQ(*dec.Prefill(short_cache, Document()), *dec.Prefill(full, Document()));
+  EXPECT_EQ(dec.Prefill(short_cache, std::vector<int32_t>{4, 5}).error().code(),
+            StatusCode::kResourceExhausted);
 }
 
 TEST(Decoder, RejectsCacheOfAnotherModel) {
@@ -158,8 +167,9 @@ TEST(Decoder, FailureAfterAllRowsPreparedLeavesCacheUnchanged) {
   c.tie_embeddings = false;
   SplitMix64 rng(20);
   auto w = InitializeWeights(c, rng);
-  w.final_norm.assign(8, 1e30);
-  w.lm_head.assign(w.lm_head.size(), 1e30);  // each logit term ~1e60: inf in float32
+  w.final_norm = Tensor::FromDoubles({8}, std::vector<double>(8, 1e30));
+  // Each logit term ~1e60: inf in float32.
+  w.lm_head = Tensor::FromDoubles({258, 8}, std::vector<double>(258 * 8, 1e30));
   auto huge = *Model::Create(c, std::move(w));
   const Decoder<float> dec(huge);
   auto cache = MakeCache(huge, *PageTableLayout::Create(12, 3, {2, 0, 3, 1}), 1, DType::kF32);
@@ -181,8 +191,8 @@ TEST(Decoder, FailureInALaterLayerRollsBackEarlierLayers) {
   ModelConfig c = WorkedExampleConfig();
   SplitMix64 rng(20);
   auto w = InitializeWeights(c, rng);
-  w.layers[1].attn_norm.assign(8, 1e20);
-  w.layers[1].wk.assign(w.layers[1].wk.size(), 1e20);
+  w.layers[1].attn_norm = Tensor::FromDoubles({8}, std::vector<double>(8, 1e20));
+  w.layers[1].wk = Tensor::FromDoubles({4, 8}, std::vector<double>(32, 1e20));
   auto bad = *Model::Create(c, std::move(w));
   const Decoder<float> dec(bad);
   auto cache = MakeCache(bad, *PageTableLayout::Identity(12, 3), 1, DType::kF32);

@@ -11,15 +11,32 @@
 namespace folio::model {
 namespace {
 
-// Fills w ([out, in] row-major) from draws made row-major over [in, out].
-void XavierUniform(SplitMix64& rng, uint64_t fan_in, uint64_t fan_out,
-                   std::vector<double>& w) {
+// [out, in] row-major weights from draws made row-major over [in, out].
+Tensor XavierUniform(SplitMix64& rng, uint64_t fan_in, uint64_t fan_out) {
   const double limit = std::sqrt(6.0 / static_cast<double>(fan_in + fan_out));
+  std::vector<double> w(fan_in * fan_out);
   for (uint64_t i = 0; i < fan_in; ++i) {
     for (uint64_t o = 0; o < fan_out; ++o) {
       w[o * fan_in + i] = limit * (2.0 * rng.NextUnit() - 1.0);
     }
   }
+  return Tensor::FromDoubles({fan_out, fan_in}, std::move(w));
+}
+
+// "[12,8]". Built by appending: g++ 12 misreports `"[" + std::string` as an
+// overlapping memcpy (-Wrestrict) here.
+std::string ShapeString(const std::vector<uint64_t>& shape) {
+  std::string out(1, '[');
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) out.push_back(',');
+    out.append(std::to_string(shape[i]));
+  }
+  out.push_back(']');
+  return out;
+}
+
+Tensor Filled(uint64_t n, double value) {
+  return Tensor::FromDoubles({n}, std::vector<double>(n, value));
 }
 
 class Sha256 {
@@ -62,53 +79,79 @@ class Sha256 {
 
 }  // namespace
 
-ModelWeights<double> InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
-  ModelWeights<double> w = AllocateWeights<double>(c);
+ModelWeights InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
+  ModelWeights w;
   const uint64_t d = c.hidden_size;
   // The embedding is [vocab, hidden] both as drawn and as stored: row t is
   // token t, so it is filled directly rather than through XavierUniform's
   // transpose.
   const double limit = std::sqrt(6.0 / static_cast<double>(c.vocab_size + d));
-  for (double& x : w.embedding) x = limit * (2.0 * rng.NextUnit() - 1.0);
+  std::vector<double> embedding(c.vocab_size * d);
+  for (double& x : embedding) x = limit * (2.0 * rng.NextUnit() - 1.0);
+  w.embedding = Tensor::FromDoubles({c.vocab_size, d}, std::move(embedding));
+  w.layers.resize(c.num_layers);
   for (auto& l : w.layers) {
-    XavierUniform(rng, d, c.q_size(), l.wq);
-    XavierUniform(rng, d, c.kv_size(), l.wk);
-    XavierUniform(rng, d, c.kv_size(), l.wv);
-    XavierUniform(rng, c.q_size(), d, l.wo);
-    XavierUniform(rng, d, c.ffn_size, l.w_gate);
-    XavierUniform(rng, d, c.ffn_size, l.w_up);
-    XavierUniform(rng, c.ffn_size, d, l.w_down);
-    l.attn_norm.assign(d, 1.0);
-    l.ffn_norm.assign(d, 1.0);
+    l.wq = XavierUniform(rng, d, c.q_size());
+    l.wk = XavierUniform(rng, d, c.kv_size());
+    l.wv = XavierUniform(rng, d, c.kv_size());
+    l.wo = XavierUniform(rng, c.q_size(), d);
+    l.w_gate = XavierUniform(rng, d, c.ffn_size);
+    l.w_up = XavierUniform(rng, d, c.ffn_size);
+    l.w_down = XavierUniform(rng, c.ffn_size, d);
+    l.attn_norm = Filled(d, 1.0);
+    l.ffn_norm = Filled(d, 1.0);
+    if (c.attention_bias) {
+      l.bq = Filled(c.q_size(), 0.0);
+      l.bk = Filled(c.kv_size(), 0.0);
+      l.bv = Filled(c.kv_size(), 0.0);
+    }
+    if (c.qk_norm) {
+      l.q_norm = Filled(c.head_dim(), 1.0);
+      l.k_norm = Filled(c.head_dim(), 1.0);
+    }
   }
-  w.final_norm.assign(d, 1.0);
-  if (!c.tie_embeddings) XavierUniform(rng, d, c.vocab_size, w.lm_head);
+  w.final_norm = Filled(d, 1.0);
+  if (!c.tie_embeddings) w.lm_head = XavierUniform(rng, d, c.vocab_size);
   return w;
 }
 
-std::string ComputeModelId(const ModelConfig& c, const ModelWeights<double>& w) {
+std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
   Sha256 h;
-  h.Str("folio-model-id/1");
-  for (uint64_t v : {c.hidden_size, c.num_heads, c.num_kv_heads, c.ffn_size,
+  h.Str("folio-model-id/2");
+  h.Str(c.architecture);
+  for (uint64_t v : {c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(), c.ffn_size,
                      c.num_layers, c.max_positions, c.vocab_size, c.window}) {
     h.U64(v);
   }
   h.U64(c.tie_embeddings ? 1 : 0);
+  h.U64(c.attention_bias ? 1 : 0);
+  h.U64(c.qk_norm ? 1 : 0);
+  h.U64(static_cast<uint64_t>(c.rope_style));
   h.F64(c.rope_theta);
   h.F64(c.norm_eps);
-  ForEachTensor(c, w, [&](const std::string& name, const std::vector<uint64_t>& shape,
-                          const std::vector<double>& t) {
+  h.U64(static_cast<uint64_t>(c.rope_scaling.type));
+  h.F64(c.rope_scaling.factor);
+  h.F64(c.rope_scaling.low_freq_factor);
+  h.F64(c.rope_scaling.high_freq_factor);
+  h.U64(c.rope_scaling.original_max_positions);
+  ForEachTensor(c, w, [&](const std::string& name, const std::vector<uint64_t>&,
+                          const Tensor& t) {
     h.Str(name);
-    h.Str("f64");
-    h.U64(shape.size());
-    for (uint64_t s : shape) h.U64(s);
-    h.U64(t.size());
-    for (double x : t) h.F64(x);
+    h.Str(std::string(TensorTypeName(t.type)));
+    h.U64(t.shape.size());
+    for (uint64_t s : t.shape) h.U64(s);
+    h.U64(t.bytes.size());
+    h.Update(t.bytes.data(), t.bytes.size());
   });
   return h.HexDigest();
 }
 
-Result<Model> Model::Create(ModelConfig config, ModelWeights<double> weights) {
+const std::string& Model::id() const {
+  std::call_once(id_->once, [this] { id_->id = ComputeModelId(config_, weights_); });
+  return id_->id;
+}
+
+Result<Model> Model::Create(ModelConfig config, ModelWeights weights, bool check_finite) {
   FOLIO_RETURN_IF_ERROR(config.Validate());
   if (weights.layers.size() != config.num_layers) {
     return Status::InvalidArgument("weights have " + std::to_string(weights.layers.size()) +
@@ -117,18 +160,31 @@ Result<Model> Model::Create(ModelConfig config, ModelWeights<double> weights) {
   }
   Status status;
   ForEachTensor(config, weights, [&](const std::string& name,
-                                     const std::vector<uint64_t>& shape,
-                                     const std::vector<double>& t) {
+                                     const std::vector<uint64_t>& shape, const Tensor& t) {
     if (!status.ok()) return;
-    uint64_t n = 1;
-    for (uint64_t s : shape) n *= s;
-    if (t.size() != n) {
-      status = Status::InvalidArgument("tensor " + name + " has " + std::to_string(t.size()) +
-                                       " values; expected " + std::to_string(n));
+    if (t.empty()) {
+      status = Status::NotFound("missing tensor " + name);
       return;
     }
-    for (size_t i = 0; i < t.size(); ++i) {
-      if (!std::isfinite(t[i])) {
+    if (t.shape != shape) {
+      std::string m = "tensor ";
+      m.append(name).append(" has shape ").append(ShapeString(t.shape));
+      m.append(", expected ").append(ShapeString(shape));
+      status = Status::InvalidArgument(std::move(m));
+      return;
+    }
+    const auto bytes = TensorBytes(t.type, t.shape);
+    if (!bytes || *bytes != t.bytes.size()) {
+      status = Status::InvalidArgument("tensor " + name + " of type " +
+                                       std::string(TensorTypeName(t.type)) + " has " +
+                                       std::to_string(t.bytes.size()) +
+                                       " bytes, which does not match its shape");
+      return;
+    }
+    if (!check_finite) return;
+    const std::vector<double> values = t.ToDoubles();
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!std::isfinite(values[i])) {
         status = Status::InvalidArgument("tensor " + name + " value " + std::to_string(i) +
                                          " is not finite");
         return;
@@ -139,8 +195,7 @@ Result<Model> Model::Create(ModelConfig config, ModelWeights<double> weights) {
   if (config.tie_embeddings && !weights.lm_head.empty()) {
     return Status::InvalidArgument("tied model must not carry lm_head weights");
   }
-  std::string id = ComputeModelId(config, weights);
-  return Model(config, std::move(weights), std::move(id));
+  return Model(std::move(config), std::move(weights));
 }
 
 Result<Model> Model::FromSeed(const ModelConfig& config, uint64_t seed) {

@@ -1,6 +1,7 @@
-// SaveModel / LoadModel: config.json + model.safetensors.
+// SaveModel and LoadModel for folders: config.json + safetensors (folio's
+// own format and Hugging Face Llama, Mistral, Qwen2 and Qwen3 checkpoints).
+// GGUF files are in gguf_loader.cc.
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -10,91 +11,226 @@
 
 #include "folio/model/model.h"
 #include "folio/model/safetensors.h"
+#include "model/loaders.h"
 
 namespace folio::model {
 namespace {
 
 using nlohmann::json;
 
-constexpr const char* kArchitecture = "FolioForCausalLM";
 constexpr size_t kMaxConfigBytes = 1 << 20;
 
+// Hugging Face architecture names and the folio architecture each maps to.
+const std::map<std::string, std::string>& HfArchitectures() {
+  static const auto* m = new std::map<std::string, std::string>{
+      {"FolioForCausalLM", "folio"},     {"LlamaForCausalLM", "llama"},
+      {"MistralForCausalLM", "mistral"}, {"Qwen2ForCausalLM", "qwen2"},
+      {"Qwen3ForCausalLM", "qwen3"}};
+  return *m;
+}
+
+json RopeScalingJson(const RopeScaling& s) {
+  switch (s.type) {
+    case RopeScaling::Type::kNone: return nullptr;
+    case RopeScaling::Type::kLinear: return {{"rope_type", "linear"}, {"factor", s.factor}};
+    case RopeScaling::Type::kLlama3:
+      return {{"rope_type", "llama3"},
+              {"factor", s.factor},
+              {"low_freq_factor", s.low_freq_factor},
+              {"high_freq_factor", s.high_freq_factor},
+              {"original_max_position_embeddings", s.original_max_positions}};
+  }
+  return nullptr;
+}
+
+// Hugging Face's own class when the config is one it can express (NeoX
+// RoPE, the architecture's fixed bias/norm choices); FolioForCausalLM with
+// every field spelled out otherwise (e.g. a GGUF llama's interleaved RoPE).
 json ConfigToJson(const ModelConfig& c) {
-  return json{
-      {"architectures", {kArchitecture}},
-      {"model_type", "folio"},
-      {"hidden_size", c.hidden_size},
-      {"num_attention_heads", c.num_heads},
-      {"num_key_value_heads", c.num_kv_heads},
-      {"intermediate_size", c.ffn_size},
-      {"num_hidden_layers", c.num_layers},
-      {"max_position_embeddings", c.max_positions},
-      {"vocab_size", c.vocab_size},
-      {"rope_theta", c.rope_theta},
-      {"rope_style", "interleaved"},
-      {"rms_norm_eps", c.norm_eps},
-      {"tie_word_embeddings", c.tie_embeddings},
-      {"sliding_window", c.window == 0 ? json(nullptr) : json(c.window)},
-      {"hidden_act", "silu"},
-      {"bos_token_id", 0},
-      {"eos_token_id", 1},
-      {"torch_dtype", "float64"},
-  };
+  std::string hf = "FolioForCausalLM";
+  const bool neox = c.rope_style == RopeStyle::kNeox;
+  if (neox && c.architecture == "llama" && !c.qk_norm) hf = "LlamaForCausalLM";
+  if (neox && c.architecture == "mistral" && !c.qk_norm && !c.attention_bias) hf = "MistralForCausalLM";
+  if (neox && c.architecture == "qwen2" && c.attention_bias && !c.qk_norm) hf = "Qwen2ForCausalLM";
+  if (neox && c.architecture == "qwen3" && c.qk_norm) hf = "Qwen3ForCausalLM";
+  json j = {{"architectures", {hf}},
+            {"model_type", hf == "FolioForCausalLM" ? "folio" : c.architecture},
+            {"hidden_size", c.hidden_size},
+            {"num_attention_heads", c.num_heads},
+            {"num_key_value_heads", c.num_kv_heads},
+            {"head_dim", c.head_dim()},
+            {"intermediate_size", c.ffn_size},
+            {"num_hidden_layers", c.num_layers},
+            {"max_position_embeddings", c.max_positions},
+            {"vocab_size", c.vocab_size},
+            {"rope_theta", c.rope_theta},
+            {"rope_scaling", RopeScalingJson(c.rope_scaling)},
+            {"rms_norm_eps", c.norm_eps},
+            {"tie_word_embeddings", c.tie_embeddings},
+            {"attention_bias", c.attention_bias},
+            {"sliding_window", c.window == 0 ? json(nullptr) : json(c.window)},
+            {"hidden_act", "silu"}};
+  if (hf == "FolioForCausalLM") {
+    j["folio_architecture"] = c.architecture;
+    j["rope_style"] = neox ? "neox" : "interleaved";
+    j["qk_norm"] = c.qk_norm;
+  }
+  return j;
 }
 
-Status ReadU64(const json& j, const char* key, uint64_t& out) {
-  auto it = j.find(key);
-  if (it == j.end()) return Status::NotFound(std::string("missing key \"") + key + "\"");
-  if (!it->is_number_unsigned()) {
-    return Status::InvalidArgument(std::string("\"") + key +
-                                   "\" must be a non-negative integer (got " + it->dump() + ")");
-  }
-  out = it->get<uint64_t>();
-  return Status::Ok();
-}
+// Typed access to config.json with errors naming the key.
+class ConfigReader {
+ public:
+  explicit ConfigReader(const json& j) : j_(j) {}
 
-Status ReadF64(const json& j, const char* key, double& out) {
-  auto it = j.find(key);
-  if (it == j.end()) return Status::NotFound(std::string("missing key \"") + key + "\"");
-  if (!it->is_number()) {
-    return Status::InvalidArgument(std::string("\"") + key + "\" must be a number (got " +
-                                   it->dump() + ")");
+  Status U64(const char* key, uint64_t& out, bool required = true) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || (!required && it->is_null())) {
+      return required ? Status::NotFound(std::string("missing key \"") + key + "\"")
+                      : Status::Ok();
+    }
+    if (!it->is_number_unsigned()) {
+      return Status::InvalidArgument(std::string("\"") + key +
+                                     "\" must be a non-negative integer (got " + it->dump() + ")");
+    }
+    out = it->get<uint64_t>();
+    return Status::Ok();
   }
-  out = it->get<double>();
-  return Status::Ok();
+  Status F64(const char* key, double& out, bool required = true) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || (!required && it->is_null())) {
+      return required ? Status::NotFound(std::string("missing key \"") + key + "\"")
+                      : Status::Ok();
+    }
+    if (!it->is_number()) {
+      return Status::InvalidArgument(std::string("\"") + key + "\" must be a number (got " +
+                                     it->dump() + ")");
+    }
+    out = it->get<double>();
+    return Status::Ok();
+  }
+  Status Bool(const char* key, bool& out, bool required = true) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || (!required && it->is_null())) {
+      return required ? Status::NotFound(std::string("missing key \"") + key + "\"")
+                      : Status::Ok();
+    }
+    if (!it->is_boolean()) {
+      return Status::InvalidArgument(std::string("\"") + key + "\" must be true or false");
+    }
+    out = it->get<bool>();
+    return Status::Ok();
+  }
+  Status String(const char* key, std::string& out, bool required = true) const {
+    auto it = j_.find(key);
+    if (it == j_.end() || (!required && it->is_null())) {
+      return required ? Status::NotFound(std::string("missing key \"") + key + "\"")
+                      : Status::Ok();
+    }
+    if (!it->is_string()) {
+      return Status::InvalidArgument(std::string("\"") + key + "\" must be a string");
+    }
+    out = it->get<std::string>();
+    return Status::Ok();
+  }
+  bool Has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+ private:
+  const json& j_;
+};
+
+Status ParseRopeScaling(const json& j, RopeScaling& out) {
+  if (!j.is_object()) return Status::InvalidArgument("\"rope_scaling\" must be an object or null");
+  const ConfigReader r(j);
+  std::string type;
+  if (r.Has("rope_type")) {
+    FOLIO_RETURN_IF_ERROR(r.String("rope_type", type));
+  } else {
+    FOLIO_RETURN_IF_ERROR(r.String("type", type));
+  }
+  if (type == "default") return Status::Ok();
+  if (type == "linear") {
+    out.type = RopeScaling::Type::kLinear;
+    return r.F64("factor", out.factor);
+  }
+  if (type == "llama3") {
+    out.type = RopeScaling::Type::kLlama3;
+    FOLIO_RETURN_IF_ERROR(r.F64("factor", out.factor));
+    FOLIO_RETURN_IF_ERROR(r.F64("low_freq_factor", out.low_freq_factor));
+    FOLIO_RETURN_IF_ERROR(r.F64("high_freq_factor", out.high_freq_factor));
+    return r.U64("original_max_position_embeddings", out.original_max_positions);
+  }
+  return Status::Unimplemented("rope_scaling type \"" + type +
+                               "\" (folio supports default, linear and llama3)");
 }
 
 Result<ModelConfig> ConfigFromJson(const json& j) {
   if (!j.is_object()) return Status::InvalidArgument("config is not a JSON object");
   auto arch = j.find("architectures");
-  if (arch == j.end() || !arch->is_array() || arch->size() != 1 ||
-      *arch != json{kArchitecture}) {
-    return Status::Unimplemented("architectures must be [\"" + std::string(kArchitecture) +
-                                 "\"] (got " + (arch == j.end() ? "nothing" : arch->dump()) +
-                                 ")");
+  if (arch == j.end() || !arch->is_array() || arch->size() != 1 || !(*arch)[0].is_string() ||
+      !HfArchitectures().count((*arch)[0].get<std::string>())) {
+    return Status::Unimplemented(
+        "architectures must be one of FolioForCausalLM, LlamaForCausalLM, "
+        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (got " +
+        (arch == j.end() ? std::string("nothing") : arch->dump()) + ")");
   }
-  auto style = j.find("rope_style");
-  if (style == j.end() || *style != "interleaved") {
-    return Status::Unimplemented("rope_style must be \"interleaved\"");
-  }
+  const std::string hf = (*arch)[0].get<std::string>();
+  const ConfigReader r(j);
   ModelConfig c;
-  FOLIO_RETURN_IF_ERROR(ReadU64(j, "hidden_size", c.hidden_size));
-  FOLIO_RETURN_IF_ERROR(ReadU64(j, "num_attention_heads", c.num_heads));
-  FOLIO_RETURN_IF_ERROR(ReadU64(j, "num_key_value_heads", c.num_kv_heads));
-  FOLIO_RETURN_IF_ERROR(ReadU64(j, "intermediate_size", c.ffn_size));
-  FOLIO_RETURN_IF_ERROR(ReadU64(j, "num_hidden_layers", c.num_layers));
-  FOLIO_RETURN_IF_ERROR(ReadU64(j, "max_position_embeddings", c.max_positions));
-  FOLIO_RETURN_IF_ERROR(ReadU64(j, "vocab_size", c.vocab_size));
-  FOLIO_RETURN_IF_ERROR(ReadF64(j, "rope_theta", c.rope_theta));
-  FOLIO_RETURN_IF_ERROR(ReadF64(j, "rms_norm_eps", c.norm_eps));
-  auto tie = j.find("tie_word_embeddings");
-  if (tie == j.end() || !tie->is_boolean()) {
-    return Status::InvalidArgument("\"tie_word_embeddings\" must be true or false");
+  c.architecture = HfArchitectures().at(hf);
+  c.rope_style = RopeStyle::kNeox;
+  c.tie_embeddings = false;  // the default of every supported HF class
+  c.rope_theta = 10000.0;
+  c.norm_eps = 1e-6;
+  FOLIO_RETURN_IF_ERROR(r.U64("hidden_size", c.hidden_size));
+  FOLIO_RETURN_IF_ERROR(r.U64("num_attention_heads", c.num_heads));
+  c.num_kv_heads = c.num_heads;
+  FOLIO_RETURN_IF_ERROR(r.U64("num_key_value_heads", c.num_kv_heads, false));
+  FOLIO_RETURN_IF_ERROR(r.U64("head_dim", c.explicit_head_dim, false));
+  FOLIO_RETURN_IF_ERROR(r.U64("intermediate_size", c.ffn_size));
+  FOLIO_RETURN_IF_ERROR(r.U64("num_hidden_layers", c.num_layers));
+  FOLIO_RETURN_IF_ERROR(r.U64("max_position_embeddings", c.max_positions));
+  FOLIO_RETURN_IF_ERROR(r.U64("vocab_size", c.vocab_size));
+  FOLIO_RETURN_IF_ERROR(r.F64("rope_theta", c.rope_theta, false));
+  FOLIO_RETURN_IF_ERROR(r.F64("rms_norm_eps", c.norm_eps, false));
+  FOLIO_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", c.tie_embeddings, false));
+  FOLIO_RETURN_IF_ERROR(r.Bool("attention_bias", c.attention_bias, false));
+  if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
+    FOLIO_RETURN_IF_ERROR(ParseRopeScaling(j["rope_scaling"], c.rope_scaling));
   }
-  c.tie_embeddings = tie->get<bool>();
-  auto window = j.find("sliding_window");
-  if (window != j.end() && !window->is_null()) {
-    FOLIO_RETURN_IF_ERROR(ReadU64(j, "sliding_window", c.window));
+  std::string act = "silu";
+  FOLIO_RETURN_IF_ERROR(r.String("hidden_act", act, false));
+  if (act != "silu") return Status::Unimplemented("hidden_act \"" + act + "\" (only silu)");
+  bool mlp_bias = false;
+  FOLIO_RETURN_IF_ERROR(r.Bool("mlp_bias", mlp_bias, false));
+  if (mlp_bias) return Status::Unimplemented("mlp_bias true");
+  bool use_sliding = c.architecture == "mistral" || c.architecture == "folio";
+  FOLIO_RETURN_IF_ERROR(r.Bool("use_sliding_window", use_sliding, false));
+  if (use_sliding) {
+    FOLIO_RETURN_IF_ERROR(r.U64("sliding_window", c.window, false));
+    if (c.window != 0 && (c.architecture == "qwen2" || c.architecture == "qwen3")) {
+      return Status::Unimplemented("use_sliding_window with per-layer windows (Qwen)");
+    }
+  }
+  if (c.architecture == "qwen2") c.attention_bias = true;
+  if (c.architecture == "qwen3") c.qk_norm = true;
+  if (hf == "FolioForCausalLM") {
+    std::string style;
+    FOLIO_RETURN_IF_ERROR(r.String("rope_style", style));
+    if (style != "interleaved" && style != "neox") {
+      return Status::InvalidArgument("\"rope_style\" must be \"interleaved\" or \"neox\"");
+    }
+    c.rope_style = style == "neox" ? RopeStyle::kNeox : RopeStyle::kInterleaved;
+    FOLIO_RETURN_IF_ERROR(r.String("folio_architecture", c.architecture, false));
+    FOLIO_RETURN_IF_ERROR(r.Bool("qk_norm", c.qk_norm, false));
+    auto tie = j.find("tie_word_embeddings");
+    if (tie == j.end() || !tie->is_boolean()) {
+      return Status::InvalidArgument("\"tie_word_embeddings\" must be true or false");
+    }
+  }
+  if (c.explicit_head_dim == c.hidden_size / std::max<uint64_t>(c.num_heads, 1) &&
+      c.hidden_size % std::max<uint64_t>(c.num_heads, 1) == 0) {
+    c.explicit_head_dim = 0;  // canonical form: derived
   }
   FOLIO_RETURN_IF_ERROR(c.Validate());
   return c;
@@ -113,88 +249,159 @@ Status WriteFileAtomically(const std::filesystem::path& path, const std::string&
   return Status::Ok();
 }
 
-Result<std::string> ReadSmallFile(const std::filesystem::path& path, size_t limit) {
+Result<json> ReadJsonFile(const std::filesystem::path& path) {
   std::error_code ec;
   const auto size = std::filesystem::file_size(path, ec);
   if (ec) return Status::NotFound("cannot read " + path.string() + ": " + ec.message());
-  if (size > limit) {
+  if (size > kMaxConfigBytes) {
     return Status::InvalidArgument(path.string() + " is " + std::to_string(size) +
-                                   " bytes; the limit is " + std::to_string(limit));
+                                   " bytes; the limit is " + std::to_string(kMaxConfigBytes));
   }
   std::ifstream in(path, std::ios::binary);
   std::ostringstream s;
   s << in.rdbuf();
   if (!in) return Status::IoError("cannot read " + path.string());
-  return s.str();
+  json j = json::parse(s.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return Status::Corruption(path.string() + ": not valid JSON");
+  return j;
+}
+
+Result<TensorType> FromSafetensorsDType(DType d, const std::string& name) {
+  switch (d) {
+    case DType::kF64: return TensorType::kF64;
+    case DType::kF32: return TensorType::kF32;
+    case DType::kF16: return TensorType::kF16;
+    case DType::kBF16: return TensorType::kBF16;
+    case DType::kI8: break;
+  }
+  return Status::Unimplemented("tensor " + name + " is i8; weights must be a float type");
+}
+
+// The safetensors files of a folder: model.safetensors, or the shards named
+// by model.safetensors.index.json.
+Result<std::vector<std::shared_ptr<SafetensorsFile>>> OpenWeights(const std::filesystem::path& dir) {
+  std::vector<std::shared_ptr<SafetensorsFile>> files;
+  const auto index_path = dir / "model.safetensors.index.json";
+  std::vector<std::string> names;
+  if (std::filesystem::exists(index_path)) {
+    FOLIO_ASSIGN_OR_RETURN(json index, ReadJsonFile(index_path));
+    auto map = index.find("weight_map");
+    if (!index.is_object() || map == index.end() || !map->is_object()) {
+      return Status::Corruption(index_path.string() + ": missing object \"weight_map\"");
+    }
+    std::set<std::string> shards;
+    for (const auto& [tensor, file] : map->items()) {
+      if (!file.is_string() || file.get<std::string>().find('/') != std::string::npos ||
+          file.get<std::string>().empty()) {
+        return Status::Corruption(index_path.string() + ": weight_map[\"" + tensor +
+                                  "\"] must be a file name in the folder");
+      }
+      shards.insert(file.get<std::string>());
+    }
+    names.assign(shards.begin(), shards.end());
+  } else {
+    names.push_back("model.safetensors");
+  }
+  for (const std::string& name : names) {
+    FOLIO_ASSIGN_OR_RETURN(SafetensorsFile f, SafetensorsFile::Open(dir / name));
+    files.push_back(std::make_shared<SafetensorsFile>(std::move(f)));
+  }
+  return files;
+}
+
+Result<Model> LoadFolder(const std::filesystem::path& dir) {
+  const auto config_path = dir / "config.json";
+  FOLIO_ASSIGN_OR_RETURN(json j, ReadJsonFile(config_path));
+  Result<ModelConfig> config = ConfigFromJson(j);
+  if (!config) return config.error().WithContext(config_path.string());
+  FOLIO_ASSIGN_OR_RETURN(auto files, OpenWeights(dir));
+
+  // Every tensor by name, with the file that holds it.
+  std::map<std::string, std::pair<const TensorInfo*, std::shared_ptr<SafetensorsFile>>> found;
+  for (const auto& f : files) {
+    for (const TensorInfo& info : f->tensors()) {
+      if (!found.emplace(info.name, std::pair{&info, f}).second) {
+        return Status::Corruption(f->source() + ": tensor " + info.name +
+                                  " appears in more than one shard");
+      }
+    }
+  }
+  ModelWeights weights;
+  weights.layers.resize(config->num_layers);
+  Status status;
+  ForEachTensor(*config, weights, [&](const std::string& name, const std::vector<uint64_t>&,
+                                      Tensor& t) {
+    if (!status.ok()) return;
+    auto it = found.find(name);
+    if (it == found.end()) {
+      status = Status::NotFound(dir.string() + ": missing tensor " + name);
+      return;
+    }
+    const auto& [info, file] = it->second;
+    Result<TensorType> type = FromSafetensorsDType(info->dtype, name);
+    if (!type) {
+      status = type.error().WithContext(file->source());
+      return;
+    }
+    t.type = *type;
+    t.shape = info->shape;
+    t.bytes = file->Data(*info);
+    t.owner = file;
+    found.erase(it);
+  });
+  FOLIO_RETURN_IF_ERROR(status);
+  for (const auto& [name, where] : found) {
+    // Tied checkpoints may still carry the head; old ones carry RoPE tables.
+    const bool ignorable = (config->tie_embeddings && name == "lm_head.weight") ||
+                           name.ends_with("rotary_emb.inv_freq");
+    if (!ignorable) {
+      return Status::InvalidArgument(where.second->source() + ": unexpected tensor " + name);
+    }
+  }
+  Result<Model> model = Model::Create(*config, std::move(weights), /*check_finite=*/false);
+  if (!model) return model.error().WithContext(dir.string());
+  return model;
 }
 
 }  // namespace
+
+Result<ModelConfig> ParseHfConfig(const nlohmann::json& j) { return ConfigFromJson(j); }
 
 Status SaveModel(const Model& model, const std::filesystem::path& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::IoError("cannot create " + dir.string() + ": " + ec.message());
   std::vector<TensorToWrite> tensors;
+  Status status;
   ForEachTensor(model.config(), model.weights(),
-                [&](const std::string& name, const std::vector<uint64_t>& shape,
-                    const std::vector<double>& t) {
-                  tensors.push_back({name, DType::kF64, shape,
-                                     std::as_bytes(std::span<const double>(t))});
+                [&](const std::string& name, const std::vector<uint64_t>&, const Tensor& t) {
+                  DType d = DType::kF64;
+                  switch (t.type) {
+                    case TensorType::kF64: d = DType::kF64; break;
+                    case TensorType::kF32: d = DType::kF32; break;
+                    case TensorType::kF16: d = DType::kF16; break;
+                    case TensorType::kBF16: d = DType::kBF16; break;
+                    case TensorType::kQ8_0:
+                      status = Status::Unimplemented("tensor " + name +
+                                                     " is q8_0, which safetensors cannot hold");
+                      return;
+                  }
+                  tensors.push_back({name, d, t.shape, t.bytes});
                 });
+  FOLIO_RETURN_IF_ERROR(status);
   const std::map<std::string, std::string> metadata = {{"format", "pt"},
                                                        {"folio_model_id", model.id()}};
   FOLIO_RETURN_IF_ERROR(WriteSafetensors(dir / "model.safetensors", tensors, metadata));
   return WriteFileAtomically(dir / "config.json", ConfigToJson(model.config()).dump(2) + "\n");
 }
 
-Result<Model> LoadModel(const std::filesystem::path& dir) {
-  const auto config_path = dir / "config.json";
-  FOLIO_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(config_path, kMaxConfigBytes));
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return Status::Corruption(config_path.string() + ": not valid JSON");
-  Result<ModelConfig> config = ConfigFromJson(j);
-  if (!config) return config.error().WithContext(config_path.string());
-
-  const auto weights_path = dir / "model.safetensors";
-  FOLIO_ASSIGN_OR_RETURN(SafetensorsFile file, SafetensorsFile::Open(weights_path));
-  ModelWeights<double> weights = AllocateWeights<double>(*config);
-  Status status;
-  std::set<std::string> expected;
-  ForEachTensor(*config, weights, [&](const std::string& name,
-                                      const std::vector<uint64_t>& shape,
-                                      std::vector<double>& t) {
-    expected.insert(name);
-    if (!status.ok()) return;
-    const TensorInfo* info = file.Find(name);
-    if (info == nullptr) {
-      status = Status::NotFound(weights_path.string() + ": missing tensor " + name);
-      return;
-    }
-    if (info->shape != shape) {
-      std::string want, got;
-      for (uint64_t s : shape) want += std::to_string(s) + ",";
-      for (uint64_t s : info->shape) got += std::to_string(s) + ",";
-      status = Status::InvalidArgument(weights_path.string() + ": tensor " + name +
-                                       " has shape [" + got + "], expected [" + want + "]");
-      return;
-    }
-    if (info->dtype == DType::kI8) {
-      status = Status::Unimplemented(weights_path.string() + ": tensor " + name +
-                                     " is i8; model weights must be a float type");
-      return;
-    }
-    const std::span<const std::byte> data = file.Data(*info);
-    for (size_t i = 0; i < t.size(); ++i) t[i] = LoadElement<double>(info->dtype, data.data(), i);
-  });
-  FOLIO_RETURN_IF_ERROR(status);
-  for (const TensorInfo& info : file.tensors()) {
-    if (!expected.count(info.name)) {
-      return Status::InvalidArgument(weights_path.string() + ": unexpected tensor " + info.name);
-    }
+Result<Model> LoadModel(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return LoadFolder(path);
+  if (!std::filesystem::exists(path, ec)) {
+    return Status::NotFound("no model at " + path.string());
   }
-  Result<Model> model = Model::Create(*config, std::move(weights));
-  if (!model) return model.error().WithContext(dir.string());
-  return model;
+  return LoadGgufModel(path);
 }
 
 }  // namespace folio::model

@@ -14,17 +14,19 @@ namespace {
 TEST(InitializeWeights, ReproducesCourseStream) {
   const ModelConfig c = WorkedExampleConfig();
   SplitMix64 rng(20);
-  const ModelWeights<double> w = InitializeWeights(c, rng);
+  const ModelWeights w = InitializeWeights(c, rng);
   EXPECT_EQ(rng.state(), 0xef4ddf2f9fd9b824ULL);  // after 3024 draws
   EXPECT_EQ(c.ParameterCount(), 3064u);
-  EXPECT_EQ(w.embedding[0 * 8 + 0], -0.08666991401775771);
-  EXPECT_EQ(w.embedding[257 * 8 + 7], 0.06196705142080968);
+  const auto embedding = w.embedding.ToDoubles();
+  EXPECT_EQ(embedding[0 * 8 + 0], -0.08666991401775771);
+  EXPECT_EQ(embedding[257 * 8 + 7], 0.06196705142080968);
   // Stored [out, in]: query[in=0][out=0], key[7][3] is wk[3 * 8 + 7].
-  EXPECT_EQ(w.layers[0].wq[0], 0.07292608385746767);
-  EXPECT_EQ(w.layers[0].wk[0], -0.26631366389626404);
-  EXPECT_EQ(w.layers[0].wk[3 * 8 + 7], -0.5015157807107713);
+  EXPECT_EQ(w.layers[0].wq.ToDoubles()[0], 0.07292608385746767);
+  EXPECT_EQ(w.layers[0].wk.ToDoubles()[0], -0.26631366389626404);
+  EXPECT_EQ(w.layers[0].wk.ToDoubles()[3 * 8 + 7], -0.5015157807107713);
+  EXPECT_EQ(w.layers[0].wq.shape, (std::vector<uint64_t>{8, 8}));
   // ffn down [in=12, out=8]: [11][7] is w_down[7 * 12 + 11].
-  EXPECT_EQ(w.layers[1].w_down[7 * 12 + 11], -0.4413944345852733);
+  EXPECT_EQ(w.layers[1].w_down.ToDoubles()[7 * 12 + 11], -0.4413944345852733);
 }
 
 // The fixture's digest of all parameters as float64 little-endian in
@@ -33,13 +35,14 @@ TEST(InitializeWeights, ReproducesCourseStream) {
 TEST(InitializeWeights, ParameterDigestMatchesFixture) {
   const ModelConfig c = WorkedExampleConfig();
   SplitMix64 rng(20);
-  const ModelWeights<double> w = InitializeWeights(c, rng);
+  const ModelWeights w = InitializeWeights(c, rng);
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   ASSERT_EQ(EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr), 1);
-  auto put = [&](const std::vector<double>& t) {
-    for (double x : t) EVP_DigestUpdate(ctx, &x, 8);
+  auto put = [&](const Tensor& t) {
+    for (double x : t.ToDoubles()) EVP_DigestUpdate(ctx, &x, 8);
   };
-  auto put_transposed = [&](const std::vector<double>& t, uint64_t out, uint64_t in) {
+  auto put_transposed = [&](const Tensor& tensor, uint64_t out, uint64_t in) {
+    const std::vector<double> t = tensor.ToDoubles();
     for (uint64_t i = 0; i < in; ++i)
       for (uint64_t o = 0; o < out; ++o) EVP_DigestUpdate(ctx, &t[o * in + i], 8);
   };
@@ -86,7 +89,9 @@ TEST(Model, RejectsNonFiniteParameter) {
   const ModelConfig c = WorkedExampleConfig();
   SplitMix64 rng(20);
   auto w = InitializeWeights(c, rng);
-  w.layers[1].wv[5] = std::nan("");
+  auto wv = w.layers[1].wv.ToDoubles();
+  wv[5] = std::nan("");
+  w.layers[1].wv = Tensor::FromDoubles({4, 8}, wv);
   auto m = Model::Create(c, std::move(w));
   ASSERT_FALSE(m.has_value());
   EXPECT_NE(m.error().message().find("model.layers.1.self_attn.v_proj.weight value 5"),
@@ -97,7 +102,9 @@ TEST(Model, RejectsWrongTensorSize) {
   const ModelConfig c = WorkedExampleConfig();
   SplitMix64 rng(20);
   auto w = InitializeWeights(c, rng);
-  w.layers[0].w_up.pop_back();
+  auto up = w.layers[0].w_up.ToDoubles();
+  up.pop_back();
+  w.layers[0].w_up = Tensor::FromDoubles({12, 8}, up);
   auto m = Model::Create(c, std::move(w));
   ASSERT_FALSE(m.has_value());
   EXPECT_NE(m.error().message().find("mlp.up_proj"), std::string::npos);

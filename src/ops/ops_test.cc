@@ -26,15 +26,24 @@ TEST(RmsNorm, UnitRmsTimesGain) {
   EXPECT_NEAR(y[1], 8 / std::sqrt(12.5), 1e-15);
 }
 
-TEST(RopeInterleaved, RotatesPairsByPositionTimesFrequency) {
+TEST(Rope, InterleavedRotatesAdjacentPairs) {
   std::vector<double> x = {1, 0, 1, 0};  // one head, head_dim 4
-  RopeInterleaved<double>(x, 4, 2, 10000.0);
-  EXPECT_NEAR(x[0], std::cos(2.0), 1e-15);
-  EXPECT_NEAR(x[1], std::sin(2.0), 1e-15);
-  EXPECT_NEAR(x[2], std::cos(2.0 / 100.0), 1e-15);  // 10000^(-2/4) = 1/100
-  EXPECT_NEAR(x[3], std::sin(2.0 / 100.0), 1e-15);
+  const std::vector<double> c = {std::cos(2.0), std::cos(0.02)}, s = {std::sin(2.0), std::sin(0.02)};
+  Rope<double>(x, 4, c, s, /*neox=*/false);
+  EXPECT_EQ(x, (std::vector<double>{c[0], s[0], c[1], s[1]}));
+}
+
+TEST(Rope, NeoxRotatesHalves) {
+  std::vector<double> x = {1, 1, 0, 0};  // pairs (0, 2) and (1, 3)
+  const std::vector<double> c = {std::cos(2.0), std::cos(0.02)}, s = {std::sin(2.0), std::sin(0.02)};
+  Rope<double>(x, 4, c, s, /*neox=*/true);
+  EXPECT_EQ(x, (std::vector<double>{c[0], c[1], s[0], s[1]}));
+}
+
+TEST(Rope, ZeroAngleIsIdentity) {
   std::vector<double> y = {0.3, -0.7};
-  RopeInterleaved<double>(y, 2, 0, 10000.0);  // position 0 is the identity
+  const std::vector<double> c = {1.0}, s = {0.0};
+  Rope<double>(y, 2, c, s, false);
   EXPECT_EQ(y, (std::vector<double>{0.3, -0.7}));
 }
 

@@ -13,6 +13,12 @@ Status SamplingParams::Validate() const {
     return Status::InvalidArgument("temperature must be finite and >= 0 (got " +
                                    std::to_string(temperature) + ")");
   }
+  if (!(top_p > 0.0 && top_p <= 1.0)) {
+    return Status::InvalidArgument("top_p must be in (0, 1] (got " + std::to_string(top_p) + ")");
+  }
+  if (!(min_p >= 0.0 && min_p <= 1.0)) {
+    return Status::InvalidArgument("min_p must be in [0, 1] (got " + std::to_string(min_p) + ")");
+  }
   return Status::Ok();
 }
 
@@ -49,13 +55,29 @@ Result<int32_t> SelectToken(std::span<const T> logits,
     weights[i] = std::exp((l - max_logit) / params.temperature);
     total += weights[i];
   }
+  // Nucleus: the shortest prefix reaching top_p of the mass (at least one).
+  size_t keep = k;
+  if (params.top_p < 1.0) {
+    double prefix = 0;
+    for (size_t i = 0; i < k; ++i) {
+      prefix += weights[i];
+      if (prefix >= params.top_p * total) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  // min_p: relative to the top candidate, whose weight is exp(0) = 1.
+  while (keep > 1 && weights[keep - 1] < params.min_p) --keep;
+  total = 0;
+  for (size_t i = 0; i < keep; ++i) total += weights[i];
   const double target = rng.NextUnit() * total;
   double cumulative = 0;
-  for (size_t i = 0; i < k; ++i) {
+  for (size_t i = 0; i < keep; ++i) {
     cumulative += weights[i];
     if (target < cumulative) return ids[i];
   }
-  return ids[k - 1];  // target == total after rounding
+  return ids[keep - 1];  // target == total after rounding
 }
 
 template Result<int32_t> SelectToken<float>(std::span<const float>,

@@ -51,12 +51,47 @@ TEST(SelectToken, SameSeedSameTokens) {
   }
 }
 
+TEST(SelectToken, TinyTopPKeepsOnlyTheBest) {
+  const std::vector<double> logits = {1.0, 3.0, 2.9, 0.5};
+  SplitMix64 rng(8);
+  for (int i = 0; i < 200; ++i) {
+    SamplingParams p{1.0, 0, 0.01, 0.0};
+    ASSERT_EQ(*SelectToken<double>(logits, p, rng), 1);
+  }
+}
+
+TEST(SelectToken, TopPKeepsTheSmallestPrefixReachingTheMass) {
+  // Weights at temperature 1: e^0, e^-0.1, e^-5 ~ 1, 0.905, 0.0067. top_p 0.9
+  // needs the first two; the third never appears.
+  const std::vector<double> logits = {5.0, 4.9, 0.0};
+  SplitMix64 rng(9);
+  bool saw_second = false;
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t t = *SelectToken<double>(logits, {1.0, 0, 0.9, 0.0}, rng);
+    ASSERT_NE(t, 2);
+    saw_second |= t == 1;
+  }
+  EXPECT_TRUE(saw_second);
+}
+
+TEST(SelectToken, MinPDropsUnlikelyTokens) {
+  const std::vector<double> logits = {2.0, 1.9, -3.0, -4.0};
+  SplitMix64 rng(10);
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t t = *SelectToken<double>(logits, {1.0, 0, 1.0, 0.1}, rng);
+    ASSERT_TRUE(t == 0 || t == 1) << t;
+  }
+}
+
 TEST(SelectToken, RejectsBadInput) {
   SplitMix64 rng(1);
   EXPECT_FALSE(SelectToken<double>(std::vector<double>{}, {}, rng).ok());
   EXPECT_FALSE(SelectToken<double>(std::vector<double>{1, NAN}, {}, rng).ok());
   EXPECT_FALSE(SelectToken<double>(std::vector<double>{1}, {-1.0, 0}, rng).ok());
   EXPECT_FALSE(SelectToken<double>(std::vector<double>{1}, {INFINITY, 0}, rng).ok());
+  EXPECT_FALSE(SelectToken<double>(std::vector<double>{1}, {1.0, 0, 0.0, 0.0}, rng).ok());
+  EXPECT_FALSE(SelectToken<double>(std::vector<double>{1}, {1.0, 0, 1.5, 0.0}, rng).ok());
+  EXPECT_FALSE(SelectToken<double>(std::vector<double>{1}, {1.0, 0, 1.0, -0.1}, rng).ok());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #define FOLIO_ENGINE_GENERATE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -50,12 +51,15 @@ struct GenerationResult {
 // Errors: an empty prompt or one beyond the cache's capacity, a non-empty
 // cache, a cache with batch != 1, max_new_tokens == 0, invalid sampling
 // params, and anything Prefill/Decode refuse.
+// on_token, when given, sees every selected token as soon as it is known
+// (an end token included), for streaming.
 template <typename T>
 Result<GenerationResult> Generate(const model::Decoder<T>& decoder,
                                   model::DecoderCache& cache,
                                   std::span<const int32_t> prompt,
                                   const GenerationParams& params,
-                                  SplitMix64& rng);
+                                  SplitMix64& rng,
+                                  const std::function<void(int32_t)>& on_token = {});
 
 }  // namespace folio::engine
 

@@ -9,12 +9,31 @@
 #define FOLIO_MODEL_CONFIG_H_
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "folio/core/status.h"
 
 namespace folio::model {
 
+// How RoPE pairs features inside a head. kInterleaved rotates (2p, 2p+1)
+// (the worked example; GGUF llama files, whose converter permuted Q/K rows
+// to match); kNeox rotates (p, p + head_dim/2) (Hugging Face Llama, Qwen).
+enum class RopeStyle : uint8_t { kInterleaved, kNeox };
+
+// Frequency scaling of RoPE (Hugging Face's rope_scaling).
+struct RopeScaling {
+  enum class Type : uint8_t { kNone, kLinear, kLlama3 };
+  Type type = Type::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;   // llama3
+  double high_freq_factor = 4.0;  // llama3
+  uint64_t original_max_positions = 8192;  // llama3
+  friend bool operator==(const RopeScaling&, const RopeScaling&) = default;
+};
+
 struct ModelConfig {
+  std::string architecture = "folio";  // folio, llama, mistral, qwen2, qwen3
   uint64_t hidden_size = 8;        // model width D
   uint64_t num_heads = 4;          // query heads H_q
   uint64_t num_kv_heads = 2;       // shared K/V heads H_kv
@@ -26,13 +45,21 @@ struct ModelConfig {
   double norm_eps = 1e-6;
   bool tie_embeddings = true;      // output head = embedding table
   uint64_t window = 0;             // sliding window; 0 = full context
+  uint64_t explicit_head_dim = 0;  // 0 = hidden_size / num_heads
+  RopeStyle rope_style = RopeStyle::kInterleaved;
+  RopeScaling rope_scaling;
+  bool attention_bias = false;     // biases on the q, k, v projections (Qwen2)
+  bool qk_norm = false;            // per-head RMSNorm of q and k before RoPE (Qwen3)
 
-  uint64_t head_dim() const { return hidden_size / num_heads; }
+  uint64_t head_dim() const {
+    return explicit_head_dim != 0 ? explicit_head_dim : hidden_size / num_heads;
+  }
   uint64_t q_size() const { return num_heads * head_dim(); }
   uint64_t kv_size() const { return num_kv_heads * head_dim(); }
 
-  // Errors: a zero size; hidden_size not divisible by num_heads; an odd head
-  // dim (RoPE rotates pairs); num_heads not a multiple of num_kv_heads;
+  // Errors: a zero size; hidden_size not divisible by num_heads (without an
+  // explicit head dim); an odd head dim (RoPE rotates pairs); num_heads not a
+  // multiple of num_kv_heads; bad rope scaling parameters;
   // rope_theta or norm_eps not finite and > 0; vocab beyond int32; sizes so
   // large the parameter count overflows.
   Status Validate() const;
@@ -42,6 +69,11 @@ struct ModelConfig {
 
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
+
+// The inverse frequencies of RoPE, one per rotated pair (head_dim / 2),
+// with the config's scaling applied, in double: the angle of pair p at
+// position pos is pos * inv_freq[p].
+std::vector<double> RopeInverseFrequencies(const ModelConfig& config);
 
 // The page-table chapter's worked example (../shared/reference/course-fixture.md):
 // width 8, 4 query heads, 2 K/V heads, ffn 12, 2 layers, 12 positions,

@@ -15,6 +15,7 @@
 #define FOLIO_MODEL_DECODER_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,14 +25,16 @@
 #include "folio/core/status.h"
 #include "folio/kv/layer_cache.h"
 #include "folio/kv/page_table.h"
+#include "folio/kv/paged_kv_cache.h"
 #include "folio/model/model.h"
 
 namespace folio::model {
 
 class DecoderCache {
  public:
-  // Errors: layout capacity != model max_positions; zero batch; invalid KV
-  // dtype.
+  // Errors: layout capacity beyond the model's max_positions (a shorter
+  // cache is fine: real models train for far longer contexts than a run
+  // needs); zero batch; invalid KV dtype.
   static Result<DecoderCache> Create(const Model& model,
                                      const kv::PageTableLayout& layout,
                                      uint64_t batch, DType kv_dtype);
@@ -55,24 +58,34 @@ class DecoderCache {
   std::vector<kv::LayerCache> layers_;
 };
 
-// Computes in T (double for the worked example, float in production) with
-// the model's weights rounded once to T. With T = float and f32/bf16/f16 K/V,
-// attention is the paged SIMD kernel (attention/paged_attention.h), spread
-// over `pool` when given; results do not depend on the pool's size.
+// Which rows' logits a step returns: every new position's, or only each
+// lane's last (what generation needs; skips the output head elsewhere).
+enum class LogitRows : uint8_t { kAll, kLast };
+
+// Computes in T (double for the worked example, float in production).
+// T = double widens every weight to float64 once; T = float keeps f32, f16,
+// bf16 and Q8_0 weights as stored (kernels widen them as they read; f64
+// weights are rounded to f32 once) and runs the SIMD kernels: matmuls
+// (ops/matmul.h) and, for f32/bf16/f16 caches, paged attention
+// (attention/paged_attention.h), spread over `pool` when given. Results
+// never depend on the pool's size.
 template <typename T>
 class Decoder {
  public:
   explicit Decoder(const Model& model, ThreadPool* pool = nullptr);
+  ~Decoder();
+  Decoder(Decoder&&) noexcept;
 
   const ModelConfig& config() const { return config_; }
   const std::string& model_id() const { return model_id_; }
 
-  // Appends tokens [batch, n] (n >= 1) and returns logits [batch, n, vocab].
-  // Errors: a cache bound to another model; tokens.size() not a multiple of
-  // the batch; a token id outside the vocabulary; length + n > capacity;
-  // a non-finite K/V row or logit. The cache is unchanged on any error.
-  Result<std::vector<T>> Prefill(DecoderCache& cache,
-                                 std::span<const int32_t> tokens) const;
+  // Appends tokens [batch, n] (n >= 1) and returns logits [batch, n, vocab]
+  // (kAll) or [batch, vocab] (kLast). Errors: a cache bound to another model;
+  // tokens.size() not a multiple of the batch; a token id outside the
+  // vocabulary; length + n > capacity; a non-finite K/V row or logit. The
+  // cache is unchanged on any error.
+  Result<std::vector<T>> Prefill(DecoderCache& cache, std::span<const int32_t> tokens,
+                                 LogitRows rows = LogitRows::kAll) const;
   // One token per lane, [batch]; returns logits [batch, vocab].
   Result<std::vector<T>> Decode(DecoderCache& cache,
                                 std::span<const int32_t> tokens) const;
@@ -82,24 +95,39 @@ class Decoder {
   Result<std::vector<T>> Forward(std::span<const int32_t> tokens,
                                  uint64_t batch) const;
 
+  // One continuous-batching step over sequences of a PagedKvCache (float
+  // only). `meta` comes from cache.BuildBatchMetadata with the step's plan:
+  // sequence s contributes rows [query_indptr[s], query_indptr[s + 1]) of
+  // `tokens`, at logical positions context_lens[s] - L_s + i. K/V rows are
+  // written through meta.slot_mapping and attention reads the pages through
+  // the block tables, never a dense copy. Returns the logits of each
+  // sequence's last row ([batch, vocab]; kLast) or of every row (kAll).
+  // The caller commits or aborts the cache's plan.
+  Result<std::vector<T>> Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
+                              std::span<const int32_t> tokens,
+                              LogitRows rows = LogitRows::kLast) const;
+
  private:
-  struct StepShape {
-    uint64_t batch;
-    uint64_t n;      // new positions per lane
-    uint64_t start;  // logical position of each lane's first new token
+  struct Weights;  // the model's weights prepared for compute type T
+  // The rows of one forward pass: token ids, their logical positions, and
+  // which rows need logits.
+  struct RowPlan {
+    std::span<const int32_t> tokens;       // [rows]
+    std::span<const uint64_t> positions;   // [rows]
+    std::span<const uint64_t> logit_rows;  // indices into [rows], ascending
   };
   Status CheckTokens(std::span<const int32_t> tokens, uint64_t batch) const;
-  // Runs every layer over x [batch * n, hidden] and returns the logits.
-  // `store(layer, keys, values)` places the layer's new K/V rows
-  // ([batch, kv_heads, n, head_dim]) and returns views of the whole context.
-  template <typename StoreFn>
-  Result<std::vector<T>> Run(std::span<const int32_t> tokens, StepShape shape,
-                             StoreFn&& store) const;
+  // Runs every layer over the plan's rows and returns the logits of
+  // plan.logit_rows, [logit_rows, vocab]. attend(layer, q, k, v, out) stores
+  // the layer's new K/V rows (token-major [rows, kv_heads * head_dim]) and
+  // writes attention of q ([rows, num_heads * head_dim]) into out.
+  template <typename AttendFn>
+  Result<std::vector<T>> Run(const RowPlan& plan, AttendFn&& attend) const;
 
   ThreadPool* pool_;
   ModelConfig config_;
   std::string model_id_;
-  ModelWeights<T> weights_;
+  std::unique_ptr<const Weights> weights_;
 };
 
 extern template class Decoder<float>;

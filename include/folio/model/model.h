@@ -1,14 +1,18 @@
-// A validated decoder model: config, float64 master weights and the model id.
+// A validated decoder model: config, weights in their stored types, and the
+// model id.
 //
 // The id is SHA-256 over a canonical encoding of the config and every
-// tensor's bytes (docs/spec/model-id.md). It names the weights, not any
-// cache: caches bind to it, snapshots record it, and a save/load round trip
-// preserves it.
+// tensor's type, shape and bytes (docs/spec/model-id.md). It names the
+// weights, not any cache: caches bind to it, snapshots record it, and a
+// save/load round trip preserves it. It is computed on first use (hashing a
+// large checkpoint takes a moment) and then cached.
 #ifndef FOLIO_MODEL_MODEL_H_
 #define FOLIO_MODEL_MODEL_H_
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "folio/core/splitmix64.h"
@@ -20,51 +24,66 @@ namespace folio::model {
 
 class Model {
  public:
-  // Errors: an invalid config; a tensor of the wrong size; a non-finite
-  // parameter (named with its tensor and index).
-  static Result<Model> Create(ModelConfig config, ModelWeights<double> weights);
+  // Errors: an invalid config; a missing tensor, or one of the wrong shape,
+  // type or byte size (named); with check_finite, a non-finite parameter
+  // (named with its tensor and index). File loaders validate structure and
+  // leave values to the decoder, which refuses non-finite logits.
+  static Result<Model> Create(ModelConfig config, ModelWeights weights,
+                              bool check_finite = true);
 
   // Deterministic initialisation, exactly as the worked example's course:
   // one SplitMix64 stream from `seed`; Xavier-uniform
   // w = sqrt(6 / (fan_in + fan_out)) * (2u - 1) drawn row-major over
   // [fan_in, fan_out] in the order embedding [vocab, hidden], then per layer
   // q, k, v, o, gate, up, down (each [in, out]), then, untied only, the
-  // output head [hidden, vocab]. Norm gains are 1 and take no draws.
+  // output head [hidden, vocab]. Norm gains are 1 and biases 0, taking no
+  // draws. Tensors are float64.
   static Result<Model> FromSeed(const ModelConfig& config, uint64_t seed);
 
   Model(Model&&) noexcept = default;
   Model& operator=(Model&&) noexcept = default;
 
   const ModelConfig& config() const { return config_; }
-  const ModelWeights<double>& weights() const { return weights_; }
+  const ModelWeights& weights() const { return weights_; }
   // 64 lowercase hex digits.
-  const std::string& id() const { return id_; }
+  const std::string& id() const;
 
  private:
-  Model(ModelConfig config, ModelWeights<double> weights, std::string id)
-      : config_(config), weights_(std::move(weights)), id_(std::move(id)) {}
+  struct IdCache {
+    std::once_flag once;
+    std::string id;
+  };
+  Model(ModelConfig config, ModelWeights weights)
+      : config_(std::move(config)),
+        weights_(std::move(weights)),
+        id_(std::make_shared<IdCache>()) {}
   ModelConfig config_;
-  ModelWeights<double> weights_;
-  std::string id_;
+  ModelWeights weights_;
+  std::shared_ptr<IdCache> id_;
 };
 
 // Draws Xavier-uniform weights from `rng` in the course's order (see
 // Model::FromSeed); exposed so tests can check the stream's final state.
-ModelWeights<double> InitializeWeights(const ModelConfig& config, SplitMix64& rng);
+ModelWeights InitializeWeights(const ModelConfig& config, SplitMix64& rng);
 
 // SHA-256 of the canonical encoding of config and tensors.
-std::string ComputeModelId(const ModelConfig& config,
-                           const ModelWeights<double>& weights);
+std::string ComputeModelId(const ModelConfig& config, const ModelWeights& weights);
 
 // A folder with config.json (Hugging Face style keys) and model.safetensors
-// (float64 tensors with Hugging Face Llama names). Writes atomically per
-// file; the folder is created if missing.
+// (tensors in their stored types with Hugging Face Llama names). Writes
+// atomically per file; the folder is created if missing. Q8_0 tensors have
+// no safetensors dtype and are refused.
 Status SaveModel(const Model& model, const std::filesystem::path& dir);
 
-// Loads what SaveModel writes. Tensors may be F64, F32, BF16 or F16 (widened
-// to float64). Errors name the file and the field or tensor: a missing or
-// unexpected tensor, a wrong shape or dtype, a bad config value.
-Result<Model> LoadModel(const std::filesystem::path& dir);
+// Loads a model from
+//   - a folder with config.json and model.safetensors (or sharded
+//     model-*.safetensors with model.safetensors.index.json): folio's own
+//     FolioForCausalLM, or Hugging Face LlamaForCausalLM,
+//     MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM; tensors
+//     F64, F32, F16 or BF16, memory-mapped;
+//   - a .gguf file (llama, qwen2, qwen3; F32, F16, BF16 and Q8_0 tensors).
+// Errors name the file and the field or tensor.
+Result<Model> LoadModel(const std::filesystem::path& path);
 
 }  // namespace folio::model
 

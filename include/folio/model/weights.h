@@ -1,9 +1,9 @@
-// The decoder's parameters, by value, in one compute type T.
+// The decoder's parameters as stored tensors (model/tensor.h).
 //
 // Matrices are [out, in] row-major — one contiguous row per output, the
-// nn.Linear / Hugging Face convention — so y = W x is a dot product per row.
-// The embedding is [vocab, hidden]: row t is token t, and when tied it is
-// also the output head (logits = E h).
+// nn.Linear / Hugging Face / GGUF convention — so y = W x is a dot product
+// per row. The embedding is [vocab, hidden]: row t is token t, and when tied
+// it is also the output head (logits = E h).
 #ifndef FOLIO_MODEL_WEIGHTS_H_
 #define FOLIO_MODEL_WEIGHTS_H_
 
@@ -12,88 +12,73 @@
 #include <vector>
 
 #include "folio/model/config.h"
+#include "folio/model/tensor.h"
 
 namespace folio::model {
 
-template <typename T>
 struct LayerWeights {
-  std::vector<T> attn_norm;  // [hidden]
-  std::vector<T> wq;         // [num_heads * head_dim, hidden]
-  std::vector<T> wk;         // [num_kv_heads * head_dim, hidden]
-  std::vector<T> wv;         // [num_kv_heads * head_dim, hidden]
-  std::vector<T> wo;         // [hidden, num_heads * head_dim]
-  std::vector<T> ffn_norm;   // [hidden]
-  std::vector<T> w_gate;     // [ffn, hidden]
-  std::vector<T> w_up;       // [ffn, hidden]
-  std::vector<T> w_down;     // [hidden, ffn]
+  Tensor attn_norm;  // [hidden]
+  Tensor wq;         // [num_heads * head_dim, hidden]
+  Tensor wk;         // [num_kv_heads * head_dim, hidden]
+  Tensor wv;         // [num_kv_heads * head_dim, hidden]
+  Tensor bq;         // [num_heads * head_dim]     attention_bias only
+  Tensor bk;         // [num_kv_heads * head_dim]  attention_bias only
+  Tensor bv;         // [num_kv_heads * head_dim]  attention_bias only
+  Tensor q_norm;     // [head_dim]                 qk_norm only
+  Tensor k_norm;     // [head_dim]                 qk_norm only
+  Tensor wo;         // [hidden, num_heads * head_dim]
+  Tensor ffn_norm;   // [hidden]
+  Tensor w_gate;     // [ffn, hidden]
+  Tensor w_up;       // [ffn, hidden]
+  Tensor w_down;     // [hidden, ffn]
 };
 
-template <typename T>
 struct ModelWeights {
-  std::vector<T> embedding;   // [vocab, hidden]
-  std::vector<LayerWeights<T>> layers;
-  std::vector<T> final_norm;  // [hidden]
-  std::vector<T> lm_head;     // [vocab, hidden]; empty when tied
+  Tensor embedding;   // [vocab, hidden]
+  std::vector<LayerWeights> layers;
+  Tensor final_norm;  // [hidden]
+  Tensor lm_head;     // [vocab, hidden]; empty when tied
 };
 
-// Visits every tensor in the canonical order — embedding, then per layer
-// attn_norm, wq, wk, wv, wo, ffn_norm, w_gate, w_up, w_down, then
-// final_norm and (untied only) lm_head — with its Hugging Face Llama name and
-// shape. Save, load, the model id and precision conversion all walk this one
-// list, so they cannot disagree on names, shapes or order.
+// Visits every tensor the config calls for, in the canonical order —
+// embedding, then per layer attn_norm, wq, wk, wv, (bq, bk, bv), (q_norm,
+// k_norm), wo, ffn_norm, w_gate, w_up, w_down, then final_norm and (untied
+// only) lm_head — with its Hugging Face name and expected shape. Save, load,
+// the model id and the decoder all walk this one list, so they cannot
+// disagree on names, shapes or order. W is ModelWeights or const
+// ModelWeights; fn(const std::string& name, const std::vector<uint64_t>&
+// shape, Tensor& or const Tensor&).
 template <typename W, typename Fn>
 void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
+  using Shape = std::vector<uint64_t>;
   const uint64_t d = c.hidden_size;
-  fn(std::string("model.embed_tokens.weight"), std::vector<uint64_t>{c.vocab_size, d},
-     w.embedding);
+  fn(std::string("model.embed_tokens.weight"), Shape{c.vocab_size, d}, w.embedding);
   for (size_t i = 0; i < w.layers.size(); ++i) {
     auto& l = w.layers[i];
     const std::string p = "model.layers." + std::to_string(i) + ".";
-    fn(p + "input_layernorm.weight", std::vector<uint64_t>{d}, l.attn_norm);
-    fn(p + "self_attn.q_proj.weight", std::vector<uint64_t>{c.q_size(), d}, l.wq);
-    fn(p + "self_attn.k_proj.weight", std::vector<uint64_t>{c.kv_size(), d}, l.wk);
-    fn(p + "self_attn.v_proj.weight", std::vector<uint64_t>{c.kv_size(), d}, l.wv);
-    fn(p + "self_attn.o_proj.weight", std::vector<uint64_t>{d, c.q_size()}, l.wo);
-    fn(p + "post_attention_layernorm.weight", std::vector<uint64_t>{d}, l.ffn_norm);
-    fn(p + "mlp.gate_proj.weight", std::vector<uint64_t>{c.ffn_size, d}, l.w_gate);
-    fn(p + "mlp.up_proj.weight", std::vector<uint64_t>{c.ffn_size, d}, l.w_up);
-    fn(p + "mlp.down_proj.weight", std::vector<uint64_t>{d, c.ffn_size}, l.w_down);
+    fn(p + "input_layernorm.weight", Shape{d}, l.attn_norm);
+    fn(p + "self_attn.q_proj.weight", Shape{c.q_size(), d}, l.wq);
+    fn(p + "self_attn.k_proj.weight", Shape{c.kv_size(), d}, l.wk);
+    fn(p + "self_attn.v_proj.weight", Shape{c.kv_size(), d}, l.wv);
+    if (c.attention_bias) {
+      fn(p + "self_attn.q_proj.bias", Shape{c.q_size()}, l.bq);
+      fn(p + "self_attn.k_proj.bias", Shape{c.kv_size()}, l.bk);
+      fn(p + "self_attn.v_proj.bias", Shape{c.kv_size()}, l.bv);
+    }
+    if (c.qk_norm) {
+      fn(p + "self_attn.q_norm.weight", Shape{c.head_dim()}, l.q_norm);
+      fn(p + "self_attn.k_norm.weight", Shape{c.head_dim()}, l.k_norm);
+    }
+    fn(p + "self_attn.o_proj.weight", Shape{d, c.q_size()}, l.wo);
+    fn(p + "post_attention_layernorm.weight", Shape{d}, l.ffn_norm);
+    fn(p + "mlp.gate_proj.weight", Shape{c.ffn_size, d}, l.w_gate);
+    fn(p + "mlp.up_proj.weight", Shape{c.ffn_size, d}, l.w_up);
+    fn(p + "mlp.down_proj.weight", Shape{d, c.ffn_size}, l.w_down);
   }
-  fn(std::string("model.norm.weight"), std::vector<uint64_t>{d}, w.final_norm);
+  fn(std::string("model.norm.weight"), Shape{d}, w.final_norm);
   if (!c.tie_embeddings) {
-    fn(std::string("lm_head.weight"), std::vector<uint64_t>{c.vocab_size, d}, w.lm_head);
+    fn(std::string("lm_head.weight"), Shape{c.vocab_size, d}, w.lm_head);
   }
-}
-
-// Empty weights with every tensor sized for `config` (zeros).
-template <typename T>
-ModelWeights<T> AllocateWeights(const ModelConfig& config) {
-  ModelWeights<T> w;
-  w.layers.resize(config.num_layers);
-  ForEachTensor(config, w, [](const std::string&, const std::vector<uint64_t>& shape,
-                              std::vector<T>& t) {
-    uint64_t n = 1;
-    for (uint64_t s : shape) n *= s;
-    t.assign(n, T(0));
-  });
-  return w;
-}
-
-// Rounds every parameter to T (from double).
-template <typename T>
-ModelWeights<T> ConvertWeights(const ModelConfig& config,
-                               const ModelWeights<double>& from) {
-  ModelWeights<T> to = AllocateWeights<T>(config);
-  std::vector<const std::vector<double>*> sources;
-  ForEachTensor(config, from, [&](const std::string&, const std::vector<uint64_t>&,
-                                  const std::vector<double>& t) { sources.push_back(&t); });
-  size_t i = 0;
-  ForEachTensor(config, to, [&](const std::string&, const std::vector<uint64_t>&,
-                                std::vector<T>& t) {
-    const std::vector<double>& src = *sources[i++];
-    for (size_t j = 0; j < t.size(); ++j) t[j] = static_cast<T>(src[j]);
-  });
-  return to;
 }
 
 }  // namespace folio::model

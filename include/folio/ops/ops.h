@@ -42,24 +42,22 @@ void RmsNorm(std::span<const T> x, std::span<const T> gain, T eps,
   for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * gain[i];
 }
 
-// Rotates interleaved pairs (2p, 2p+1) of every head in x: [num_heads,
-// head_dim] by theta_p = pos * base^(-2p / head_dim). head_dim is even.
+// Rotates every head of x: [num_heads, head_dim] by the angles whose cosines
+// and sines are given per pair (head_dim / 2 of each). Interleaved pairs are
+// (2p, 2p+1); NeoX pairs are (p, p + head_dim/2), Hugging Face's rotate_half.
 template <typename T>
-void RopeInterleaved(std::span<T> x, size_t head_dim, size_t pos, double base) {
-  FOLIO_DCHECK(head_dim % 2 == 0 && x.size() % head_dim == 0);
-  for (size_t p = 0; p < head_dim / 2; ++p) {
-    // The angle is computed in double for both precisions so that float and
-    // double decoders rotate by the same angle, rounded once.
-    const double inv_freq =
-        std::pow(base, -2.0 * static_cast<double>(p) / static_cast<double>(head_dim));
-    const double theta = static_cast<double>(pos) * inv_freq;
-    const T c = static_cast<T>(std::cos(theta));
-    const T s = static_cast<T>(std::sin(theta));
-    for (size_t h = 0; h < x.size(); h += head_dim) {
-      const T a = x[h + 2 * p];
-      const T b = x[h + 2 * p + 1];
-      x[h + 2 * p] = a * c - b * s;
-      x[h + 2 * p + 1] = a * s + b * c;
+void Rope(std::span<T> x, size_t head_dim, std::span<const T> cos, std::span<const T> sin,
+          bool neox) {
+  const size_t half = head_dim / 2;
+  FOLIO_DCHECK(cos.size() == half && sin.size() == half && x.size() % head_dim == 0);
+  for (size_t h = 0; h < x.size(); h += head_dim) {
+    for (size_t p = 0; p < half; ++p) {
+      const size_t i = h + (neox ? p : 2 * p);
+      const size_t j = h + (neox ? p + half : 2 * p + 1);
+      const T a = x[i];
+      const T b = x[j];
+      x[i] = a * cos[p] - b * sin[p];
+      x[j] = a * sin[p] + b * cos[p];
     }
   }
 }

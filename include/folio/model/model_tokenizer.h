@@ -1,0 +1,21 @@
+// The tokenizer that travels with a model file.
+#ifndef FOLIO_MODEL_MODEL_TOKENIZER_H_
+#define FOLIO_MODEL_MODEL_TOKENIZER_H_
+
+#include <filesystem>
+#include <optional>
+
+#include "folio/core/status.h"
+#include "folio/model/tokenizer.h"
+
+namespace folio::model {
+
+// A Hugging Face folder's tokenizer.json, or a GGUF file's tokenizer.ggml.*
+// metadata (gpt2-style BPE or llama SentencePiece). nullopt for a folder
+// without tokenizer.json (folio's byte-level models use ByteTokenizer).
+// Errors name the file and the key.
+Result<std::optional<Tokenizer>> LoadModelTokenizer(const std::filesystem::path& model_path);
+
+}  // namespace folio::model
+
+#endif  // FOLIO_MODEL_MODEL_TOKENIZER_H_

@@ -1,0 +1,165 @@
+// LoadModel for GGUF files: llama, qwen2 and qwen3 architectures with F32,
+// F16, BF16 and Q8_0 tensors, memory-mapped in place.
+#include <map>
+#include <memory>
+
+#include "folio/model/gguf.h"
+#include "model/loaders.h"
+
+namespace folio::model {
+namespace {
+
+// llama.cpp's tensor names for the Hugging Face names ForEachTensor uses.
+std::string GgufName(const std::string& hf) {
+  static const std::vector<std::pair<std::string, std::string>> kLayer = {
+      {"input_layernorm.weight", "attn_norm.weight"},
+      {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},
+      {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.q_proj.bias", "attn_q.bias"},
+      {"self_attn.k_proj.bias", "attn_k.bias"},
+      {"self_attn.v_proj.bias", "attn_v.bias"},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},
+      {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"}};
+  if (hf == "model.embed_tokens.weight") return "token_embd.weight";
+  if (hf == "model.norm.weight") return "output_norm.weight";
+  if (hf == "lm_head.weight") return "output.weight";
+  const std::string prefix = "model.layers.";
+  const size_t dot = hf.find('.', prefix.size());
+  const std::string index = hf.substr(prefix.size(), dot - prefix.size());
+  const std::string rest = hf.substr(dot + 1);
+  for (const auto& [from, to] : kLayer) {
+    if (rest == from) return "blk." + index + "." + to;
+  }
+  return hf;
+}
+
+Result<TensorType> TypeOf(GgmlType t, const std::string& name) {
+  switch (t) {
+    case GgmlType::kF32: return TensorType::kF32;
+    case GgmlType::kF16: return TensorType::kF16;
+    case GgmlType::kBF16: return TensorType::kBF16;
+    case GgmlType::kQ8_0: return TensorType::kQ8_0;
+    case GgmlType::kF64: return TensorType::kF64;
+    default: break;
+  }
+  return Status::Unimplemented("tensor " + name + " has ggml type " +
+                               std::string(GgmlTypeName(t)) +
+                               " (folio loads F32, F16, BF16, F64 and Q8_0)");
+}
+
+Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
+  FOLIO_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
+    return Status::Unimplemented("general.architecture \"" + arch +
+                                 "\" (folio loads llama, qwen2 and qwen3)");
+  }
+  auto key = [&](const char* k) { return arch + "." + k; };
+  ModelConfig c;
+  c.architecture = arch;
+  // llama.cpp's converter permutes llama's Q/K rows so that adjacent pairs
+  // rotate together; Qwen files keep Hugging Face's NeoX halves.
+  c.rope_style = arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kNeox;
+  c.attention_bias = arch == "qwen2";
+  c.qk_norm = arch == "qwen3";
+  FOLIO_ASSIGN_OR_RETURN(c.max_positions, f.GetUint(key("context_length")));
+  FOLIO_ASSIGN_OR_RETURN(c.hidden_size, f.GetUint(key("embedding_length")));
+  FOLIO_ASSIGN_OR_RETURN(c.num_layers, f.GetUint(key("block_count")));
+  FOLIO_ASSIGN_OR_RETURN(c.ffn_size, f.GetUint(key("feed_forward_length")));
+  FOLIO_ASSIGN_OR_RETURN(c.num_heads, f.GetUint(key("attention.head_count")));
+  c.num_kv_heads = c.num_heads;
+  if (f.Has(key("attention.head_count_kv"))) {
+    FOLIO_ASSIGN_OR_RETURN(c.num_kv_heads, f.GetUint(key("attention.head_count_kv")));
+  }
+  FOLIO_ASSIGN_OR_RETURN(c.norm_eps, f.GetFloat(key("attention.layer_norm_rms_epsilon")));
+  c.rope_theta = 10000.0;
+  if (f.Has(key("rope.freq_base"))) {
+    FOLIO_ASSIGN_OR_RETURN(c.rope_theta, f.GetFloat(key("rope.freq_base")));
+  }
+  if (f.Has(key("attention.key_length"))) {
+    FOLIO_ASSIGN_OR_RETURN(c.explicit_head_dim, f.GetUint(key("attention.key_length")));
+    if (c.num_heads != 0 && c.explicit_head_dim * c.num_heads == c.hidden_size) {
+      c.explicit_head_dim = 0;
+    }
+  }
+  if (f.Has(key("rope.dimension_count"))) {
+    FOLIO_ASSIGN_OR_RETURN(uint64_t rot, f.GetUint(key("rope.dimension_count")));
+    if (c.num_heads != 0 && rot != c.head_dim()) {
+      return Status::Unimplemented(key("rope.dimension_count") + " = " + std::to_string(rot) +
+                                   ": partial rotary embeddings");
+    }
+  }
+  if (f.Has(key("rope.scaling.type"))) {
+    FOLIO_ASSIGN_OR_RETURN(std::string type, f.GetString(key("rope.scaling.type")));
+    if (type == "linear") {
+      c.rope_scaling.type = RopeScaling::Type::kLinear;
+      FOLIO_ASSIGN_OR_RETURN(c.rope_scaling.factor, f.GetFloat(key("rope.scaling.factor")));
+    } else if (type != "none") {
+      return Status::Unimplemented(key("rope.scaling.type") + " \"" + type + "\"");
+    }
+  }
+  if (f.Has(key("attention.sliding_window"))) {
+    FOLIO_ASSIGN_OR_RETURN(c.window, f.GetUint(key("attention.sliding_window")));
+  }
+  const GgufFile::TensorInfo* embd = f.Find("token_embd.weight");
+  if (embd == nullptr) return Status::NotFound("missing tensor token_embd.weight");
+  if (embd->dims.size() != 2) return Status::InvalidArgument("token_embd.weight must be 2-D");
+  c.vocab_size = embd->dims[1];
+  c.tie_embeddings = f.Find("output.weight") == nullptr;
+  if (f.Find("rope_freqs.weight") != nullptr) {
+    return Status::Unimplemented("rope_freqs.weight (per-frequency RoPE factors)");
+  }
+  FOLIO_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+}  // namespace
+
+Result<Model> LoadGgufModel(const std::filesystem::path& path) {
+  FOLIO_ASSIGN_OR_RETURN(GgufFile opened, GgufFile::Open(path));
+  auto file = std::make_shared<GgufFile>(std::move(opened));
+  Result<ModelConfig> config = ConfigFromGguf(*file);
+  if (!config) return config.error().WithContext(path.string());
+
+  std::map<std::string, const GgufFile::TensorInfo*> unused;
+  for (const auto& info : file->tensors()) unused.emplace(info.name, &info);
+  ModelWeights weights;
+  weights.layers.resize(config->num_layers);
+  Status status;
+  ForEachTensor(*config, weights, [&](const std::string& hf_name, const std::vector<uint64_t>&,
+                                      Tensor& t) {
+    if (!status.ok()) return;
+    const std::string name = GgufName(hf_name);
+    auto it = unused.find(name);
+    if (it == unused.end()) {
+      status = Status::NotFound(path.string() + ": missing tensor " + name);
+      return;
+    }
+    const GgufFile::TensorInfo& info = *it->second;
+    Result<TensorType> type = TypeOf(info.type, name);
+    if (!type) {
+      status = type.error().WithContext(path.string());
+      return;
+    }
+    t.type = *type;
+    t.shape.assign(info.dims.rbegin(), info.dims.rend());  // ggml lists innermost first
+    t.bytes = file->Data(info);
+    t.owner = file;
+    unused.erase(it);
+  });
+  FOLIO_RETURN_IF_ERROR(status);
+  if (!unused.empty()) {
+    return Status::InvalidArgument(path.string() + ": unexpected tensor " +
+                                   unused.begin()->first);
+  }
+  Result<Model> model = Model::Create(*config, std::move(weights), /*check_finite=*/false);
+  if (!model) return model.error().WithContext(path.string());
+  return model;
+}
+
+}  // namespace folio::model

@@ -1,0 +1,73 @@
+#include "folio/model/model_tokenizer.h"
+
+#include "folio/model/gguf.h"
+
+namespace folio::model {
+namespace {
+
+Result<Tokenizer> FromGguf(const GgufFile& f) {
+  TokenizerSpec spec;
+  FOLIO_ASSIGN_OR_RETURN(std::string kind, f.GetString("tokenizer.ggml.model"));
+  if (kind == "gpt2") {
+    spec.model = TokenizerSpec::Model::kBpe;
+  } else if (kind == "llama") {
+    spec.model = TokenizerSpec::Model::kSentencePiece;
+  } else {
+    return Status::Unimplemented("tokenizer.ggml.model \"" + kind +
+                                 "\" (folio reads gpt2 and llama)");
+  }
+  FOLIO_ASSIGN_OR_RETURN(spec.tokens, f.GetStringArray("tokenizer.ggml.tokens"));
+  if (f.Has("tokenizer.ggml.scores")) {
+    FOLIO_ASSIGN_OR_RETURN(std::vector<double> scores, f.GetFloatArray("tokenizer.ggml.scores"));
+    spec.scores.assign(scores.begin(), scores.end());
+  }
+  if (f.Has("tokenizer.ggml.token_type")) {
+    FOLIO_ASSIGN_OR_RETURN(std::vector<int64_t> types, f.GetIntArray("tokenizer.ggml.token_type"));
+    for (int64_t t : types) spec.token_types.push_back(static_cast<int32_t>(t));
+  }
+  if (f.Has("tokenizer.ggml.merges")) {
+    FOLIO_ASSIGN_OR_RETURN(spec.merges, f.GetStringArray("tokenizer.ggml.merges"));
+  }
+  if (f.Has("tokenizer.ggml.pre")) {
+    FOLIO_ASSIGN_OR_RETURN(spec.pre_tokenizer, f.GetString("tokenizer.ggml.pre"));
+  }
+  auto id = [&](const char* key, std::optional<int32_t>& out) -> Status {
+    if (!f.Has(key)) return Status::Ok();
+    FOLIO_ASSIGN_OR_RETURN(uint64_t v, f.GetUint(key));
+    if (v > INT32_MAX) return Status::OutOfRange(std::string(key) + " " + std::to_string(v));
+    out = static_cast<int32_t>(v);
+    return Status::Ok();
+  };
+  FOLIO_RETURN_IF_ERROR(id("tokenizer.ggml.bos_token_id", spec.bos_id));
+  FOLIO_RETURN_IF_ERROR(id("tokenizer.ggml.eos_token_id", spec.eos_id));
+  FOLIO_RETURN_IF_ERROR(id("tokenizer.ggml.unknown_token_id", spec.unk_id));
+  FOLIO_RETURN_IF_ERROR(id("tokenizer.ggml.padding_token_id", spec.pad_id));
+  auto flag = [&](const char* key, bool& out) -> Status {
+    if (!f.Has(key)) return Status::Ok();
+    FOLIO_ASSIGN_OR_RETURN(out, f.GetBool(key));
+    return Status::Ok();
+  };
+  spec.add_bos = spec.model == TokenizerSpec::Model::kSentencePiece;  // llama.cpp's default
+  FOLIO_RETURN_IF_ERROR(flag("tokenizer.ggml.add_bos_token", spec.add_bos));
+  FOLIO_RETURN_IF_ERROR(flag("tokenizer.ggml.add_eos_token", spec.add_eos));
+  FOLIO_RETURN_IF_ERROR(flag("tokenizer.ggml.add_space_prefix", spec.add_space_prefix));
+  return Tokenizer::FromSpec(std::move(spec));
+}
+
+}  // namespace
+
+Result<std::optional<Tokenizer>> LoadModelTokenizer(const std::filesystem::path& model_path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(model_path, ec)) {
+    const auto path = model_path / "tokenizer.json";
+    if (!std::filesystem::exists(path, ec)) return std::optional<Tokenizer>();
+    FOLIO_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::FromTokenizerJson(path));
+    return std::optional<Tokenizer>(std::move(t));
+  }
+  FOLIO_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(model_path));
+  Result<Tokenizer> t = FromGguf(f);
+  if (!t) return t.error().WithContext(model_path.string());
+  return std::optional<Tokenizer>(std::move(*t));
+}
+
+}  // namespace folio::model

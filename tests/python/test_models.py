@@ -1,0 +1,135 @@
+"""folio's logits and greedy tokens against an independent NumPy forward pass,
+on small random checkpoints written by the `safetensors`-format writer and
+the `gguf` package: several architectures, formats and weight types.
+
+folio computes in float32 and the reference in float64 on the same stored
+weights, so logits agree to float32 accuracy: we allow 1e-4 of the logits'
+scale (max |logit|, at least 1) — two layers of ~100-term float32 dot
+products land near 1e-5 of it. Greedy tokens must match exactly; each
+fixture's seed is the first whose every greedy step wins by ten times the
+tolerance, so the comparison tests folio rather than a coin flip.
+"""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import checkpoints as ck
+
+FOLIO = os.environ.get("FOLIO_BIN", str(Path(__file__).resolve().parents[2] / "build/bin/folio"))
+PROMPT = [5, 17, 250, 3, 99, 42, 7, 181, 64, 2, 11]
+STEPS = 6
+
+
+def run_folio(model: Path, *extra):
+    out = subprocess.run(
+        [FOLIO, "logits", "--model", str(model), "--tokens", ",".join(map(str, PROMPT)),
+         "--greedy", str(STEPS), *extra],
+        capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def gguf_stored(w, dtype):
+    import gguf
+    qtype = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
+             "bf16": gguf.GGMLQuantizationType.BF16,
+             "q8_0": gguf.GGMLQuantizationType.Q8_0}[dtype]
+    out = {}
+    for name, x in w.items():
+        x32 = x.astype(np.float32)
+        if x.ndim == 1 or dtype == "f32":
+            out[name] = x32.astype(np.float64)
+        else:
+            q = gguf.quants.quantize(x32, qtype)
+            out[name] = gguf.quants.dequantize(q, qtype).reshape(x.shape).astype(np.float64)
+    return out
+
+
+def tolerance(logits):
+    return 1e-4 * max(1.0, np.abs(logits).max())
+
+
+def greedy_margins_are_wide(a, w_ref):
+    """Every greedy step of the reference wins by far more than the
+    tolerance, so an exact token comparison tests folio, not a coin flip."""
+    ids = list(PROMPT)
+    tol = tolerance(ck.forward(a, w_ref, PROMPT))
+    for _ in range(STEPS):
+        row = ck.forward(a, w_ref, ids)[-1]
+        top2 = np.sort(row)[-2:]
+        if top2[1] - top2[0] <= 10 * tol:
+            return False
+        ids.append(int(np.argmax(row)))
+    return True
+
+
+def decisive(a, base_seed, stored):
+    """The first seed from base_seed whose stored weights make every greedy
+    step decisive; returns (weights, weights as folio will read them)."""
+    for seed in range(base_seed, base_seed + 50):
+        w = ck.random_weights(a, seed)
+        w_ref = stored(w)
+        if greedy_margins_are_wide(a, w_ref):
+            return w, w_ref
+    raise AssertionError("no decisive fixture in 50 seeds")
+
+
+def check(a, w_ref, result):
+    want = ck.forward(a, w_ref, PROMPT)
+    got = np.array(result["logits"], dtype=np.float64)
+    assert got.shape == want.shape
+    tol = tolerance(want)
+    err = np.abs(got - want).max()
+    assert err <= tol, f"max |folio - numpy| = {err:.3g} > {tol:.3g}"
+    assert result["greedy"] == ck.greedy(a, w_ref, PROMPT, STEPS)
+
+
+HF_CASES = [
+    ("llama", "f32", {}, 1),
+    ("llama", "bf16", {}, 3),  # sharded with an index
+    ("llama", "f32", {"rope_scaling": {"rope_type": "llama3", "factor": 8.0,
+                                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                        "original_max_position_embeddings": 16}}, 1),
+    ("mistral", "f16", {"window": 5}, 1),
+    ("qwen2", "bf16", {"tie": True}, 1),
+    ("qwen3", "f32", {}, 1),
+]
+
+
+@pytest.mark.parametrize("name,dtype,extra,shards", HF_CASES,
+                         ids=[f"{c[0]}-{c[1]}-{i}" for i, c in enumerate(HF_CASES)])
+def test_hugging_face_folder(tmp_path, name, dtype, extra, shards):
+    a = ck.Arch(name=name, **extra)
+    w, w_ref = decisive(a, sum(map(ord, name + dtype)) + shards, lambda w: ck.stored(w, dtype))
+    ck.write_hf(tmp_path / "m", a, w, dtype, shards)
+    check(a, w_ref, run_folio(tmp_path / "m"))
+
+
+GGUF_CASES = [("llama", "q8_0"), ("llama", "f16"), ("qwen2", "f32"), ("qwen3", "bf16"),
+              ("qwen3", "q8_0")]
+
+
+@pytest.mark.parametrize("name,dtype", GGUF_CASES, ids=[f"{n}-{d}" for n, d in GGUF_CASES])
+def test_gguf_file(tmp_path, name, dtype):
+    a = ck.Arch(name=name)
+    w, w_ref = decisive(a, 7 + len(name), lambda w: gguf_stored(w, dtype))
+    ck.write_gguf(tmp_path / "m.gguf", a, w, dtype)
+    check(a, w_ref, run_folio(tmp_path / "m.gguf"))
+
+
+def test_kv_dtypes_and_threads_agree(tmp_path):
+    """bf16 K/V rounds keys and values, so it is close to, not equal to, f32;
+    the thread count never changes a bit."""
+    a = ck.Arch(name="llama")
+    w = ck.random_weights(a, seed=3)
+    ck.write_hf(tmp_path / "m", a, w, "f32")
+    one = run_folio(tmp_path / "m", "--threads", "1")
+    two = run_folio(tmp_path / "m", "--threads", "2")
+    assert one == two
+    bf16 = run_folio(tmp_path / "m", "--kv-dtype", "bf16")
+    got, want = np.array(bf16["logits"]), np.array(one["logits"])
+    assert np.abs(got - want).max() <= 2e-2 * max(1.0, np.abs(want).max())
