@@ -244,7 +244,7 @@ int RunGenerate(const GenerateFlags& f) {
   const model::Decoder<float> decoder(*m, &pool);
   std::optional<model::StreamingDecoder> stream;
   if (tokenizer) stream.emplace(*tokenizer);
-  std::cout << (f.raw ? f.prompt : Printable(f.prompt)) << std::flush;
+  std::cout << (f.raw || stream ? f.prompt : Printable(f.prompt)) << std::flush;
   auto emit = [&](int32_t t) {
     if (params.end_token && t == *params.end_token) return;
     const std::string piece = stream ? stream->Push(t)
