@@ -1,5 +1,5 @@
 // The SIMD paged-attention chunk kernel, compiled once per Highway target
-// (EMU128, AVX2, AVX3) and dispatched at run time to the best the CPU has.
+// (the scalar fallback, AVX2 and AVX3) and dispatched at run time to the best the CPU has.
 //
 // Numeric choices, all fixed so that a row's bits depend only on its own
 // inputs (contract 3):
