@@ -22,6 +22,7 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "attention/paged_attention_kernel.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
 
@@ -120,6 +121,22 @@ void RunChunkT(const ChunkTask& t) {
   const S* vpage = nullptr;
   for (uint64_t t0 = lo - lo % kTileKeys; t0 < hi; t0 += kTileKeys) {
     const uint64_t a0 = std::max(t0, lo), t1 = std::min(t0 + kTileKeys, hi);
+    // Prefetch the next tile's K/V rows, one page run at a time: a short
+    // page is one small block per head, too short for the hardware
+    // prefetcher to ramp up on before the walk jumps to another page.
+    for (uint64_t j = t1, end = std::min(t1 + kTileKeys, hi); j < end;) {
+      const uint64_t run_end = std::min(end, (j / page + 1) * page);
+      const auto phys = static_cast<uint64_t>(t.table[j / page]);
+      const uint64_t at =
+          (phys * t.kv.num_kv_heads + t.kv_head) * page_stride + (j % page) * head_dim;
+      const auto* kb = reinterpret_cast<const char*>(kbase + at);
+      const auto* vb = reinterpret_cast<const char*>(vbase + at);
+      for (uint64_t b = 0; b < (run_end - j) * head_dim * sizeof(S); b += 64) {
+        hwy::Prefetch(kb + b);
+        hwy::Prefetch(vb + b);
+      }
+      j = run_end;
+    }
     for (uint64_t j = a0; j < t1; ++j) {
       const uint64_t logical_page = j / page;
       if (logical_page != cached_page) {  // one table read per page
