@@ -4,8 +4,9 @@
 // Numeric choices, all fixed so that a row's bits depend only on its own
 // inputs (contract 3):
 // - accumulation is f32; K/V of narrower dtypes are widened exactly;
-// - a dot product runs over head_dim with two vector accumulators in
-//   index order, a lane sum, then the scalar tail;
+// - a dot product runs over head_dim with one vector accumulator in index
+//   order, a lane sum, then the scalar tail (rows of a group share each K
+//   load, which also hides the FMA latency);
 // - keys are taken in tiles of kTileKeys at multiples of kTileKeys: per
 //   tile a row rescales its state once (one exp of the max difference) and
 //   adds its visible keys' exp(s - m) in key order;
@@ -15,7 +16,6 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
-#include <vector>
 
 #include "attention/paged_attention_internal.h"
 
@@ -34,56 +34,51 @@ using DF = hn::ScalableTag<float>;
 
 static_assert(kTileKeys % 16 == 0, "a tile must fill whole vectors on every target");
 
-// dst[0, n) = src[0, n) widened to f32.
+// Rows handled together: every K/V vector loaded is used by up to kGroup
+// query rows (a GQA group, or several positions of a prefill).
+constexpr size_t kGroup = 4;
+
+// One vector of S widened to f32, and one scalar.
 template <typename S>
-HWY_INLINE void Widen(const S* HWY_RESTRICT src, float* HWY_RESTRICT dst, size_t n) {
+HWY_INLINE hn::Vec<DF> LoadF(const S* HWY_RESTRICT p) {
   const DF d;
-  const hn::Rebind<S, DF> ds;
-  const size_t lanes = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) hn::StoreU(hn::PromoteTo(d, hn::LoadU(ds, src + i)), d, dst + i);
-  for (; i < n; ++i) {
+  if constexpr (std::is_same_v<S, float>) {
+    return hn::LoadU(d, p);
+  } else {
+    const hn::Rebind<S, DF> ds;
+    return hn::PromoteTo(d, hn::LoadU(ds, p));
+  }
+}
+template <typename S>
+HWY_INLINE float ScalarF(const S* p) {
+  if constexpr (std::is_same_v<S, float>) {
+    return *p;
+  } else {
     uint16_t bits;
-    std::memcpy(&bits, src + i, 2);
-    dst[i] = std::is_same_v<S, hwy::bfloat16_t> ? BF16BitsToF32(bits) : F16BitsToF32(bits);
+    std::memcpy(&bits, p, 2);
+    return std::is_same_v<S, hwy::bfloat16_t> ? BF16BitsToF32(bits) : F16BitsToF32(bits);
   }
 }
 
-HWY_INLINE float Dot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, size_t n) {
+// out[r] = dot(q[r], k) for R rows. Each row's dot runs one accumulator over
+// whole vectors in index order, a lane sum, then the scalar tail in order:
+// the same instructions whatever R is, so a row's bits never depend on
+// which rows share the call.
+template <typename S, size_t R>
+HWY_INLINE void Dots(const float* const* q, const S* HWY_RESTRICT k, size_t n, float* out) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
-  auto s0 = hn::Zero(d);
-  auto s1 = hn::Zero(d);
-  size_t i = 0;
-  for (; i + 2 * lanes <= n; i += 2 * lanes) {
-    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
-    s1 = hn::MulAdd(hn::LoadU(d, a + i + lanes), hn::LoadU(d, b + i + lanes), s1);
-  }
-  if (i + lanes <= n) {
-    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
-    i += lanes;
-  }
-  float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
-  for (; i < n; ++i) sum += a[i] * b[i];
-  return sum;
-}
-
-// acc = acc * corr + sum_{j in [a, b)} p[j] * v[j], per feature, j ascending.
-HWY_INLINE void Accumulate(float* HWY_RESTRICT acc, float corr, const float* p,
-                           const float* const* v, uint64_t a, uint64_t b, size_t n) {
-  const DF d;
-  const size_t lanes = hn::Lanes(d);
-  const auto vcorr = hn::Set(d, corr);
+  hn::Vec<DF> acc[R];
+  for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(d);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    auto x = hn::Mul(hn::LoadU(d, acc + i), vcorr);
-    for (uint64_t j = a; j < b; ++j) x = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, v[j] + i), x);
-    hn::StoreU(x, d, acc + i);
+    const auto kv = LoadF(k + i);
+    for (size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::LoadU(d, q[r] + i), kv, acc[r]);
   }
+  for (size_t r = 0; r < R; ++r) out[r] = hn::GetLane(hn::SumOfLanes(d, acc[r]));
   for (; i < n; ++i) {
-    float x = acc[i] * corr;
-    for (uint64_t j = a; j < b; ++j) x += p[j] * v[j][i];
-    acc[i] = x;
+    const float kf = ScalarF(k + i);
+    for (size_t r = 0; r < R; ++r) out[r] += q[r][i] * kf;
   }
 }
 
@@ -95,17 +90,11 @@ void RunChunkT(const ChunkTask& t) {
   const uint64_t page_stride = page * head_dim;  // one head's block in a page
   const auto* kbase = reinterpret_cast<const S*>(t.kv.key_pages);
   const auto* vbase = reinterpret_cast<const S*>(t.kv.value_pages);
-  constexpr bool kWiden = !std::is_same_v<S, float>;
 
-  thread_local std::vector<float> kbuf, vbuf, scores;
-  if constexpr (kWiden) {
-    kbuf.resize(kTileKeys * head_dim);
-    vbuf.resize(kTileKeys * head_dim);
-  }
-  scores.assign(kTileKeys, 0.0f);
-  const float* krow[kTileKeys];  // this tile's key rows, as f32
-  const float* vrow[kTileKeys];
-  float p[kTileKeys];
+  const S* krow[kTileKeys];  // this tile's key and value rows
+  const S* vrow[kTileKeys];
+  alignas(64) float scores[kGroup][kTileKeys] = {};
+  alignas(64) float p[kGroup][kTileKeys];
 
   uint64_t lo = t.key_end, hi = t.key_begin;  // keys any row sees
   for (uint64_t r = 0; r < t.num_rows; ++r) {
@@ -146,39 +135,84 @@ void RunChunkT(const ChunkTask& t) {
         kpage = kbase + offset;
         vpage = vbase + offset;
       }
-      const uint64_t row = (j % page) * head_dim;
-      const uint64_t slot = j - t0;
-      if constexpr (kWiden) {
-        Widen(kpage + row, kbuf.data() + slot * head_dim, head_dim);
-        Widen(vpage + row, vbuf.data() + slot * head_dim, head_dim);
-        krow[slot] = kbuf.data() + slot * head_dim;
-        vrow[slot] = vbuf.data() + slot * head_dim;
-      } else {
-        krow[slot] = kpage + row;
-        vrow[slot] = vpage + row;
-      }
+      krow[j - t0] = kpage + (j % page) * head_dim;
+      vrow[j - t0] = vpage + (j % page) * head_dim;
     }
-    for (uint64_t r = 0; r < t.num_rows; ++r) {
-      const uint64_t first = std::max(a0, t.lo[r]), last = std::min(t1, t.hi[r]);
-      if (first >= last) continue;
-      const uint64_t a = first - t0, b = last - t0;  // tile slots this row sees
-      float tile_max = -std::numeric_limits<float>::infinity();
-      for (uint64_t j = a; j < b; ++j) {
-        scores[j] = Dot(t.queries[r], krow[j], head_dim) * t.scale;
-        tile_max = std::max(tile_max, scores[j]);
+    for (uint64_t g0 = 0; g0 < t.num_rows; g0 += kGroup) {
+      const size_t rows = static_cast<size_t>(std::min<uint64_t>(kGroup, t.num_rows - g0));
+      // Tile slots [first, last) each row of the group sees.
+      uint64_t first[kGroup], last[kGroup];
+      bool any = false;
+      for (size_t r = 0; r < rows; ++r) {
+        first[r] = std::max(a0, t.lo[g0 + r]) - t0;
+        last[r] = std::max(std::min(t1, t.hi[g0 + r]), t0 + first[r]) - t0;
+        any |= first[r] < last[r];
       }
-      SoftmaxState& st = t.states[r];
-      const float m = std::max(st.max, tile_max);
-      const float corr = std::exp(st.max - m);  // 0 for an empty state
-      const auto vm = hn::Set(d, m);
-      for (size_t j = 0; j < kTileKeys; j += lanes) {
-        hn::StoreU(hn::Exp(d, hn::Sub(hn::LoadU(d, scores.data() + j), vm)), d, p + j);
+      if (!any) continue;
+      // Scores: each key row is loaded once for the whole group.
+      for (uint64_t j = a0 - t0; j < t1 - t0; ++j) {
+        bool all = rows == kGroup;
+        for (size_t r = 0; r < rows; ++r) all &= first[r] <= j && j < last[r];
+        if (all) {
+          float out[kGroup];
+          Dots<S, kGroup>(t.queries + g0, krow[j], head_dim, out);
+          for (size_t r = 0; r < kGroup; ++r) scores[r][j] = out[r] * t.scale;
+          continue;
+        }
+        for (size_t r = 0; r < rows; ++r) {
+          if (first[r] <= j && j < last[r]) {
+            Dots<S, 1>(t.queries + g0 + r, krow[j], head_dim, &scores[r][j]);
+            scores[r][j] *= t.scale;
+          }
+        }
       }
-      float sum = st.sum * corr;
-      for (uint64_t j = a; j < b; ++j) sum += p[j];
-      Accumulate(t.acc + r * head_dim, corr, p, vrow, a, b, head_dim);
-      st.max = m;
-      st.sum = sum;
+      // Online-softmax update: one rescale per row per tile.
+      float corr[kGroup];
+      for (size_t r = 0; r < rows; ++r) {
+        if (first[r] >= last[r]) continue;
+        float tile_max = -std::numeric_limits<float>::infinity();
+        for (uint64_t j = first[r]; j < last[r]; ++j) tile_max = std::max(tile_max, scores[r][j]);
+        SoftmaxState& st = t.states[g0 + r];
+        const float m = std::max(st.max, tile_max);
+        corr[r] = std::exp(st.max - m);  // 0 for an empty state
+        const auto vm = hn::Set(d, m);
+        for (size_t j = 0; j < kTileKeys; j += lanes) {
+          hn::Store(hn::Exp(d, hn::Sub(hn::Load(d, scores[r] + j), vm)), d, p[r] + j);
+        }
+        float sum = st.sum * corr[r];
+        for (uint64_t j = first[r]; j < last[r]; ++j) sum += p[r][j];
+        st.max = m;
+        st.sum = sum;
+      }
+      // acc = acc * corr + sum_j p_j v_j per row, j ascending; each value
+      // vector is loaded once for the group.
+      uint64_t i = 0;
+      for (; i + lanes <= head_dim; i += lanes) {
+        hn::Vec<DF> acc[kGroup];
+        for (size_t r = 0; r < rows; ++r) {
+          if (first[r] < last[r]) {
+            acc[r] = hn::Mul(hn::LoadU(d, t.acc + (g0 + r) * head_dim + i), hn::Set(d, corr[r]));
+          }
+        }
+        for (uint64_t j = a0 - t0; j < t1 - t0; ++j) {
+          const auto vv = LoadF(vrow[j] + i);
+          for (size_t r = 0; r < rows; ++r) {
+            if (first[r] <= j && j < last[r]) acc[r] = hn::MulAdd(hn::Set(d, p[r][j]), vv, acc[r]);
+          }
+        }
+        for (size_t r = 0; r < rows; ++r) {
+          if (first[r] < last[r]) hn::StoreU(acc[r], d, t.acc + (g0 + r) * head_dim + i);
+        }
+      }
+      for (; i < head_dim; ++i) {
+        for (size_t r = 0; r < rows; ++r) {
+          if (first[r] >= last[r]) continue;
+          float* a = t.acc + (g0 + r) * head_dim + i;
+          float x = *a * corr[r];
+          for (uint64_t j = first[r]; j < last[r]; ++j) x += p[r][j] * ScalarF(vrow[j] + i);
+          *a = x;
+        }
+      }
     }
   }
 }
