@@ -5,9 +5,13 @@
 #include <cstring>
 
 #include "bench/attention_fixture.h"
+#include "bench/decode_bench.h"
 #include "bench/machine_info.h"
 #include "bench/svg_plot.h"
 #include "bench/timing.h"
+#include "folio/kv/page_table.h"
+#include "folio/model/decoder.h"
+#include "folio/model/model.h"
 
 namespace folio::bench {
 namespace {
@@ -169,6 +173,58 @@ TEST(AttentionFixture, OnePagePerSequenceNeedsNoShuffle) {
   Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, true, pool);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_FALSE(f->shuffled());
+}
+
+// Worked-example shape: hidden 8, 4 heads, 2 K/V heads (head dim 2), ffn 12,
+// 2 layers, vocab 258. Per layer q 8x8 + k 4x8 + v 4x8 + o 8x8 + gate, up,
+// down 12x8 each = 64 + 32 + 32 + 64 + 3 * 96 = 480 bf16 elements = 960
+// bytes; two layers 1920; the head 258x8 = 2064 elements = 4128 bytes.
+// The embedding lookup (one row) and the f32 norm gains are not counted.
+TEST(DecodeBench, WeightBytesPerTokenIsEveryMatrixOnce) {
+  model::ModelConfig c = model::WorkedExampleConfig();
+  Result<model::ModelWeights> w = SyntheticWeights(c, 3);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->layers[0].wq.type, model::TensorType::kBF16);
+  EXPECT_EQ(w->final_norm.type, model::TensorType::kF32);
+  EXPECT_EQ(WeightBytesPerToken(c, *w), 1920u + 4128u);
+
+  // Untied: the head is lm_head, and the embedding table is still not read
+  // whole: the same count.
+  c.tie_embeddings = false;
+  Result<model::ModelWeights> untied = SyntheticWeights(c, 3);
+  ASSERT_TRUE(untied.ok()) << untied.status().ToString();
+  EXPECT_EQ(WeightBytesPerToken(c, *untied), 1920u + 4128u);
+}
+
+TEST(DecodeBench, SyntheticWeightsMakeAModelThatDecodes) {
+  model::ModelConfig c = model::WorkedExampleConfig();
+  c.rope_style = model::RopeStyle::kNeox;
+  ThreadPool pool(2);
+  Result<model::ModelWeights> w = SyntheticWeights(c, 5, &pool);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Result<model::Model> m = model::Model::Create(c, std::move(*w), true);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  model::Decoder<float> decoder(*m, &pool);
+  Result<kv::PageTableLayout> layout = kv::PageTableLayout::Identity(8, 4);
+  ASSERT_TRUE(layout.ok());
+  Result<model::DecoderCache> cache =
+      model::DecoderCache::Create(*m, *layout, 1, DType::kBF16);
+  ASSERT_TRUE(cache.ok()) << cache.status().ToString();
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  ASSERT_TRUE(decoder.Prefill(*cache, prompt, model::LogitRows::kLast).ok());
+  const int32_t next = 4;
+  Result<std::vector<float>> logits =
+      decoder.Decode(*cache, std::span<const int32_t>(&next, 1));
+  ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+  EXPECT_EQ(logits->size(), c.vocab_size);
+}
+
+TEST(DecodeBench, SyntheticConfigIsAbout1B) {
+  const model::ModelConfig c = SyntheticConfig(16);
+  ASSERT_TRUE(c.Validate().ok());
+  EXPECT_EQ(c.head_dim(), 64u);
+  EXPECT_GT(c.ParameterCount(), 900'000'000u);
+  EXPECT_LT(c.ParameterCount(), 1'200'000'000u);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 //   folio generate  stream a continuation from the built-in or a saved model
 //   folio save-model  write the built-in model as config.json + safetensors
 //   folio bench attention  paged vs dense attention decode timings (JSON)
+//   folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON)
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <map>
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "bench/attention_bench.h"
+#include "bench/decode_bench.h"
 #include "cli/layout_report.h"
 #include "folio/engine/generate.h"
 #include "folio/kv/page_table.h"
@@ -414,10 +416,15 @@ int main(int argc, char** argv) {
   bench_cmd->require_subcommand(1);
   CLI::App* bench_attention_cmd =
       folio::bench::AddAttentionBenchCommand(*bench_cmd, bench_attention);
+  folio::bench::DecodeBenchOptions bench_decode;
+  CLI::App* bench_decode_cmd = folio::bench::AddDecodeBenchCommand(*bench_cmd, bench_decode);
 
   CLI11_PARSE(app, argc, argv);
   if (*bench_attention_cmd) {
     return folio::bench::RunAttentionBench(bench_attention, folio::bench::CommandLine(argc, argv));
+  }
+  if (*bench_decode_cmd) {
+    return folio::bench::RunDecodeBench(bench_decode, folio::bench::CommandLine(argc, argv));
   }
   if (*logits_cmd) return RunLogits(logits);
   if (*info_cmd) return RunInfo(info_path);

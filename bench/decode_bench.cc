@@ -1,0 +1,462 @@
+#include "bench/decode_bench.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "bench/machine_info.h"
+#include "bench/memory_bandwidth.h"
+#include "bench/timing.h"
+#include "folio/core/dtype.h"
+#include "folio/core/splitmix64.h"
+#include "folio/kv/page_table.h"
+#include "folio/model/decoder.h"
+#include "folio/model/model.h"
+#include "folio/ops/matmul.h"
+
+namespace folio::bench {
+
+using nlohmann::json;
+
+model::ModelConfig SyntheticConfig(uint64_t layers) {
+  model::ModelConfig c;
+  c.architecture = "llama";
+  c.hidden_size = 2048;
+  c.num_heads = 32;
+  c.num_kv_heads = 8;
+  c.ffn_size = 8192;
+  c.num_layers = layers;
+  c.max_positions = 4096;
+  c.vocab_size = 32000;
+  c.rope_theta = 10000.0;
+  c.norm_eps = 1e-5;
+  c.tie_embeddings = true;
+  c.rope_style = model::RopeStyle::kNeox;
+  return c;
+}
+
+namespace {
+
+// A bf16 tensor of `shape` filled with uniform [-0.05, 0.05) values: one
+// SplitMix64 draw per four elements, chunks of 1 Mi elements with their own
+// stream (seeded from `seed` and the chunk index) so the fill parallelises.
+model::Tensor RandomBF16(std::vector<uint64_t> shape, uint64_t seed,
+                         ThreadPool* pool) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  auto data = std::make_shared<std::vector<uint16_t>>(n);
+  constexpr uint64_t kChunk = 1 << 20;
+  const uint64_t chunks = (n + kChunk - 1) / kChunk;
+  uint16_t* out = data->data();
+  auto fill = [&](size_t c) {
+    SplitMix64 rng(seed ^ (0x9e3779b97f4a7c15ULL * (c + 1)));
+    const uint64_t begin = c * kChunk, end = std::min(n, begin + kChunk);
+    constexpr float kScale = 0.05f / 32768.0f;
+    for (uint64_t i = begin; i < end; i += 4) {
+      uint64_t r = rng.NextU64();
+      for (uint64_t k = i; k < std::min(end, i + 4); ++k, r >>= 16) {
+        const float v =
+            static_cast<float>(static_cast<int32_t>(r & 0xffff) - 32768) *
+            kScale;
+        out[k] = F32ToBF16Bits(v);
+      }
+    }
+  };
+  if (pool != nullptr) {
+    pool->ParallelFor(chunks, fill);
+  } else {
+    for (size_t c = 0; c < chunks; ++c) fill(c);
+  }
+  model::Tensor t;
+  t.type = model::TensorType::kBF16;
+  t.shape = std::move(shape);
+  t.bytes = std::span<const std::byte>(
+      reinterpret_cast<const std::byte*>(data->data()), n * sizeof(uint16_t));
+  t.owner = std::move(data);
+  return t;
+}
+
+model::Tensor OnesF32(uint64_t n) {
+  auto data = std::make_shared<std::vector<float>>(n, 1.0f);
+  model::Tensor t;
+  t.type = model::TensorType::kF32;
+  t.shape = {n};
+  t.bytes = std::span<const std::byte>(
+      reinterpret_cast<const std::byte*>(data->data()), n * sizeof(float));
+  t.owner = std::move(data);
+  return t;
+}
+
+Status WriteText(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Status::IoError("cannot write " + path);
+  return Status::Ok();
+}
+
+double NowUs() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+ops::WeightType ToWeightType(model::TensorType t) {
+  switch (t) {
+    case model::TensorType::kF16: return ops::WeightType::kF16;
+    case model::TensorType::kBF16: return ops::WeightType::kBF16;
+    case model::TensorType::kQ8_0: return ops::WeightType::kQ8_0;
+    default: return ops::WeightType::kF32;
+  }
+}
+
+// The matrices one decoded token multiplies, in the decoder's order.
+template <typename Fn>
+void ForEachDecodeMatrix(const model::ModelConfig& c,
+                         const model::ModelWeights& w, Fn&& fn) {
+  for (const model::LayerWeights& l : w.layers) {
+    for (const model::Tensor* t :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      fn(*t);
+    }
+  }
+  fn(c.tie_embeddings ? w.embedding : w.lm_head);
+}
+
+// The matmuls of one decoded token alone (no attention, norms, RoPE or
+// cache writes): the same ops::MatMul calls on one activation row, median
+// over `repeats` tokens. f64 weights (which the decoder rounds to f32 once)
+// are skipped: the timing then says so through matmul_ms being absent.
+Result<Timing> TimeMatmulsOnly(const model::ModelConfig& c,
+                               const model::ModelWeights& w, ThreadPool& pool,
+                               uint64_t repeats) {
+  std::vector<ops::WeightView> views;
+  uint64_t widest = 0;
+  bool ok = true;
+  ForEachDecodeMatrix(c, w, [&](const model::Tensor& t) {
+    if (t.type == model::TensorType::kF64 || t.shape.size() != 2) ok = false;
+    views.push_back({t.bytes.data(), ToWeightType(t.type), t.shape[0],
+                     t.shape.size() > 1 ? t.shape[1] : 0});
+    widest = std::max({widest, views.back().rows, views.back().cols});
+  });
+  if (!ok) return Status::Unimplemented("matmul-only timing needs f32/f16/bf16/q8_0 matrices");
+  std::vector<float> x(widest, 0.01f), y(widest);
+  Status failure;
+  auto token = [&] {
+    for (const ops::WeightView& v : views) {
+      Status s = ops::MatMul(v, std::span<const float>(x).first(v.cols), 1,
+                             std::span<float>(y).first(v.rows), &pool);
+      if (!s.ok() && failure.ok()) failure = s;
+    }
+  };
+  TimingOptions o;
+  o.repeats = repeats;
+  o.min_repeats = std::min<uint64_t>(repeats, 5);
+  o.min_sample_us = 0.0;  // one token per sample
+  o.budget_us = 20e6;
+  Timing t = TimeCalls(token, o);
+  FOLIO_RETURN_IF_ERROR(failure);
+  return t;
+}
+
+std::string Fixed(double v, int digits) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+}  // namespace
+
+Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& c,
+                                             uint64_t seed, ThreadPool* pool) {
+  FOLIO_RETURN_IF_ERROR(c.Validate());
+  if (c.attention_bias || c.qk_norm) {
+    return Status::InvalidArgument(
+        "synthetic weights: no biases or q/k norms");
+  }
+  model::ModelWeights w;
+  w.layers.resize(c.num_layers);
+  uint64_t index = 0;
+  model::ForEachTensor(c, w, [&](const std::string&,
+                                 const std::vector<uint64_t>& shape,
+                                 model::Tensor& t) {
+    ++index;
+    t = shape.size() == 1 ? OnesF32(shape[0])
+                          : RandomBF16(shape, seed * 1000003 + index, pool);
+  });
+  return w;
+}
+
+uint64_t WeightBytesPerToken(const model::ModelConfig& c,
+                             const model::ModelWeights& w) {
+  uint64_t bytes = 0;
+  ForEachDecodeMatrix(c, w,
+                      [&](const model::Tensor& t) { bytes += t.bytes.size(); });
+  return bytes;
+}
+
+CLI::App* AddDecodeBenchCommand(CLI::App& bench, DecodeBenchOptions& o) {
+  CLI::App* cmd = bench.add_subcommand(
+      "decode",
+      "prefill and decode tokens/s of the full model vs the weight-bandwidth "
+      "floor, as JSON");
+  cmd->add_option("--model", o.model,
+                  "model folder or .gguf (default: synthetic ~1B bf16)");
+  cmd->add_option("--json-output,-o", o.json_output,
+                  "write the JSON here (default: stdout)");
+  cmd->add_flag("--quick", o.quick,
+                "synthetic with 4 layers, 64 prompt + 16 decode tokens");
+  cmd->add_option("--threads-list", o.threads_list,
+                  "thread counts to run (default 1,2)")
+      ->delimiter(',');
+  cmd->add_option("--prompt-tokens", o.prompt_tokens,
+                  "prefill length (default 128; quick 64)");
+  cmd->add_option("--decode-tokens", o.decode_tokens,
+                  "timed decode steps (default 32; quick 16)");
+  cmd->add_option("--layers", o.layers,
+                  "synthetic layers (default 16; quick 4)");
+  cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache dtype: bf16 or f32");
+  cmd->add_option("--page-size", o.page_size, "KV page size")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--seed", o.seed, "synthetic weights and token seed");
+  cmd->add_option("--bandwidth-mib", o.bandwidth_mib,
+                  "streaming-read buffer (MiB; default 2048, quick 1024)");
+  cmd->add_option("--bandwidth-passes", o.bandwidth_passes,
+                  "timed bandwidth passes, best counts (default 5; quick 3)");
+  cmd->add_flag("--no-matmul-only", o.no_matmul_only,
+                "skip timing one token's matmuls alone");
+  return cmd;
+}
+
+int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
+  auto fail = [](const Status& s) {
+    std::cerr << "folio bench decode: " << s.ToString() << "\n";
+    return 1;
+  };
+  const uint64_t prompt = o.prompt_tokens ? o.prompt_tokens : (o.quick ? 64 : 128);
+  const uint64_t steps = o.decode_tokens ? o.decode_tokens : (o.quick ? 16 : 32);
+  const uint64_t bw_mib = o.bandwidth_mib ? o.bandwidth_mib : (o.quick ? 1024 : 2048);
+  const uint64_t bw_passes =
+      o.bandwidth_passes ? o.bandwidth_passes : (o.quick ? 3 : 5);
+  Result<DType> kv_dtype = ParseDType(o.kv_dtype);
+  if (!kv_dtype) return fail(kv_dtype.error().WithContext("--kv-dtype"));
+  if (o.threads_list.empty() ||
+      std::find(o.threads_list.begin(), o.threads_list.end(), 0u) !=
+          o.threads_list.end()) {
+    return fail(Status::InvalidArgument("--threads-list: counts must be > 0"));
+  }
+  if (steps == 0) return fail(Status::InvalidArgument("--decode-tokens must be > 0"));
+
+  const MachineInfo machine = ReadMachineInfo();
+  const std::array<double, 3> load_start = ReadLoadAverage();
+  const CpuSnapshot run_start = TakeCpuSnapshot();
+
+  // The model: loaded, or synthetic (filled over a pool of all cores).
+  const double t_load = NowUs();
+  std::string model_name;
+  std::unique_ptr<model::Model> m;
+  if (!o.model.empty()) {
+    std::cerr << "loading " << o.model << "...\n";
+    Result<model::Model> r = model::LoadModel(o.model);
+    if (!r) return fail(r.error());
+    m = std::make_unique<model::Model>(std::move(*r));
+    model_name = o.model;
+  } else {
+    const uint64_t layers = o.layers ? o.layers : (o.quick ? 4 : 16);
+    const model::ModelConfig config = SyntheticConfig(layers);
+    std::cerr << "building the synthetic model: " << layers << " layers, "
+              << config.ParameterCount() << " parameters, bf16...\n";
+    ThreadPool fill_pool(0);
+    Result<model::ModelWeights> w = SyntheticWeights(config, o.seed, &fill_pool);
+    if (!w) return fail(w.error());
+    Result<model::Model> r =
+        model::Model::Create(config, std::move(*w), /*check_finite=*/false);
+    if (!r) return fail(r.error());
+    m = std::make_unique<model::Model>(std::move(*r));
+    model_name = layers == 16 ? "synthetic-1b"
+                              : "synthetic-1b-" + std::to_string(layers) + "layers";
+  }
+  const model::ModelConfig& config = m->config();
+  (void)m->id();  // hash once here, not inside a timed region
+  std::cerr << "  ready in " << Fixed((NowUs() - t_load) / 1e6, 1) << " s\n";
+
+  std::string weight_type = "mixed";
+  {
+    bool first = true;
+    ForEachDecodeMatrix(config, m->weights(), [&](const model::Tensor& t) {
+      const std::string name(model::TensorTypeName(t.type));
+      if (first) weight_type = name;
+      else if (weight_type != name) weight_type = "mixed";
+      first = false;
+    });
+  }
+  const uint64_t weight_bytes = WeightBytesPerToken(config, m->weights());
+  const uint64_t parameters = config.ParameterCount();
+  const uint64_t capacity =
+      (prompt + steps + o.page_size - 1) / o.page_size * o.page_size;
+  if (capacity > config.max_positions) {
+    return fail(Status::InvalidArgument(
+        "prompt + decode tokens exceed the model's max_positions"));
+  }
+
+  // Token ids: deterministic, inside the vocabulary.
+  SplitMix64 rng(o.seed ^ 0x70c0ffee);
+  std::vector<int32_t> tokens(prompt + steps);
+  for (int32_t& t : tokens) {
+    t = static_cast<int32_t>(rng.NextU64() % config.vocab_size);
+  }
+  const std::span<const int32_t> prompt_ids(tokens.data(), prompt);
+
+  json runs = json::array();
+  for (uint64_t threads : o.threads_list) {
+    ThreadPool pool(threads);
+    std::cerr << "[threads " << pool.num_threads() << "] bandwidth ("
+              << bw_mib << " MiB, best of " << bw_passes << ")...";
+    const CpuSnapshot before = TakeCpuSnapshot();
+    Result<BandwidthResult> bw =
+        MeasureReadBandwidth(bw_mib << 20, bw_passes, pool);
+    if (!bw) return fail(bw.error());
+    std::cerr << " " << Fixed(bw->best_gbps, 2) << " GB/s\n";
+
+    model::Decoder<float> decoder(*m, &pool);
+    Result<kv::PageTableLayout> layout =
+        kv::PageTableLayout::Identity(capacity, o.page_size);
+    if (!layout) return fail(layout.error());
+    Result<model::DecoderCache> cache =
+        model::DecoderCache::Create(*m, *layout, 1, *kv_dtype);
+    if (!cache) return fail(cache.error());
+
+    // Prefill: a warm-up on a fresh cache, then the timed one.
+    std::cerr << "  prefill " << prompt << " tokens (warm-up + timed)...";
+    for (int pass = 0; pass < 2; ++pass) {
+      cache->Reset();
+      const double t0 = NowUs();
+      Result<std::vector<float>> r =
+          decoder.Prefill(*cache, prompt_ids, model::LogitRows::kLast);
+      const double us = NowUs() - t0;
+      if (!r) return fail(r.error().WithContext("prefill"));
+      if (pass == 1) {
+        json row;
+        row["prefill_ms"] = us / 1e3;
+        row["prefill_tokens_per_second"] = static_cast<double>(prompt) / (us / 1e6);
+        runs.push_back(row);
+      }
+    }
+    json& row = runs.back();
+    std::cerr << " " << Fixed(row["prefill_tokens_per_second"].get<double>(), 1)
+              << " tokens/s\n  decode " << steps << " steps...";
+
+    std::vector<double> step_us;
+    for (uint64_t i = 0; i < steps; ++i) {
+      const int32_t tok = tokens[prompt + i];
+      const double t0 = NowUs();
+      Result<std::vector<float>> r =
+          decoder.Decode(*cache, std::span<const int32_t>(&tok, 1));
+      step_us.push_back(NowUs() - t0);
+      if (!r) return fail(r.error().WithContext("decode step " + std::to_string(i)));
+    }
+    const double median_ms = Quantile(step_us, 0.5) / 1e3;
+    const double decode_tps = 1e3 / median_ms;
+    const double floor_tps = bw->best_gbps * 1e9 / static_cast<double>(weight_bytes);
+    std::cerr << " " << Fixed(decode_tps, 2) << " tokens/s (median "
+              << Fixed(median_ms, 1) << " ms; floor " << Fixed(floor_tps, 2)
+              << " tokens/s => " << Fixed(100 * decode_tps / floor_tps, 1)
+              << "%)\n";
+
+    row["threads"] = pool.num_threads();
+    row["model"] = model_name;
+    row["parameters"] = parameters;
+    row["num_layers"] = config.num_layers;
+    row["weight_type"] = weight_type;
+    row["kv_dtype"] = std::string(DTypeName(*kv_dtype));
+    row["page_size"] = o.page_size;
+    row["prompt_tokens"] = prompt;
+    row["decode_tokens"] = steps;
+    row["weight_bytes_per_token"] = weight_bytes;
+    row["memory_bandwidth_gbps"] = bw->best_gbps;
+    row["memory_bandwidth_passes_gbps"] = bw->pass_gbps;
+    row["decode_tokens_per_second"] = decode_tps;
+    row["decode_ms_median"] = median_ms;
+    row["decode_ms_p10"] = Quantile(step_us, 0.1) / 1e3;
+    row["decode_ms_p90"] = Quantile(step_us, 0.9) / 1e3;
+    json step_ms = json::array();
+    for (double us : step_us) step_ms.push_back(us / 1e3);
+    row["decode_ms_steps"] = step_ms;
+    row["floor_tokens_per_second"] = floor_tps;
+    row["floor_ms_per_token"] = 1e3 / floor_tps;
+    row["fraction_of_floor"] = decode_tps / floor_tps;
+    row["achieved_weight_gbps"] =
+        static_cast<double>(weight_bytes) * decode_tps / 1e9;
+
+    if (!o.no_matmul_only) {
+      std::cerr << "  one token's matmuls alone...";
+      Result<Timing> mm = TimeMatmulsOnly(config, m->weights(), pool, 9);
+      if (mm) {
+        const double mm_ms = mm->median_us / 1e3;
+        row["matmul_only_ms_median"] = mm_ms;
+        row["matmul_only_share_of_decode"] = mm_ms / median_ms;
+        row["matmul_only_fraction_of_floor"] = (1e3 / mm_ms) / floor_tps;
+        std::cerr << " " << Fixed(mm_ms, 1) << " ms ("
+                  << Fixed(100 * mm_ms / median_ms, 1) << "% of a decode step)\n";
+      } else {
+        std::cerr << " skipped: " << mm.error().ToString() << "\n";
+      }
+    }
+    const OtherLoad load = LoadBetween(before, TakeCpuSnapshot());
+    row["other_load_cores"] = load.other_cores;
+    row["steal_cores"] = load.steal_cores;
+  }
+  const OtherLoad run_load = LoadBetween(run_start, TakeCpuSnapshot());
+  json report;
+  report["benchmark"] = "decode";
+  report["command"] = command;
+  report["machine"] = {{"cpu_model", machine.cpu_model},
+                       {"cores", machine.cores},
+                       {"llc_bytes", machine.llc_bytes},
+                       {"llc_source", machine.llc_source},
+                       {"simd_target", DispatchedSimdTarget()},
+                       {"load_average_at_start", load_start},
+                       {"load_average_at_end", ReadLoadAverage()},
+                       {"other_load_cores", run_load.other_cores},
+                       {"steal_cores", run_load.steal_cores}};
+  report["model"] = {{"name", model_name},
+                     {"architecture", config.architecture},
+                     {"hidden_size", config.hidden_size},
+                     {"num_layers", config.num_layers},
+                     {"num_heads", config.num_heads},
+                     {"num_kv_heads", config.num_kv_heads},
+                     {"head_dim", config.head_dim()},
+                     {"ffn_size", config.ffn_size},
+                     {"vocab_size", config.vocab_size},
+                     {"tie_embeddings", config.tie_embeddings},
+                     {"parameters", parameters},
+                     {"weight_type", weight_type},
+                     {"weight_bytes_per_token", weight_bytes}};
+  report["memory_bandwidth"] = {
+      {"method",
+       "sum of 64-bit words, SIMD loads, one slice per thread, best pass, "
+       "measured before each thread count's run with that many threads"},
+      {"buffer_mib", bw_mib},
+      {"passes", bw_passes}};
+  report["floor"] =
+      "decode floor tokens/s = memory_bandwidth_gbps * 1e9 / "
+      "weight_bytes_per_token; fraction_of_floor = decode_tokens_per_second "
+      "/ that";
+  report["runs"] = runs;
+
+  const std::string text = report.dump(2) + "\n";
+  if (o.json_output.empty()) {
+    std::cout << text;
+  } else if (Status s = WriteText(o.json_output, text); !s.ok()) {
+    return fail(s);
+  }
+  return 0;
+}
+
+}  // namespace folio::bench
