@@ -1,13 +1,8 @@
 #include "folio/model/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <iomanip>
 #include <limits>
@@ -51,9 +46,6 @@ std::string Hex(uint32_t v) {
   std::ostringstream out;
   out << "0x" << std::hex << std::setw(8) << std::setfill('0') << v;
   return out.str();
-}
-std::string ErrnoText() {
-  return std::error_code(errno, std::generic_category()).message();
 }
 
 // ggml's type traits (ggml.c's type_traits, ggml-common.h's block structs).
@@ -478,9 +470,6 @@ std::string_view GgmlTypeName(GgmlType t) {
 uint64_t GgmlBlockSize(GgmlType t) { return GgmlTraitsOf(t).block_size; }
 uint64_t GgmlBlockBytes(GgmlType t) { return GgmlTraitsOf(t).block_bytes; }
 
-void GgufFile::Unmapper::operator()(void* addr) const {
-  ::munmap(addr, num_bytes);
-}
 
 Status GgufFile::Init(std::span<const std::byte> image, std::string source) {
   source_ = std::move(source);
@@ -634,42 +623,17 @@ Status GgufFile::CheckTensorLayout(uint64_t file_bytes) const {
 }
 
 Result<GgufFile> GgufFile::Open(const std::filesystem::path& path) {
-  const std::string source = path.string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const bool absent = errno == ENOENT;
-    const std::string what = Cat(source, ": cannot open: ", ErrnoText());
-    return absent ? Status::NotFound(what) : Status::IoError(what);
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::IoError(Cat(source, ": not a readable regular file"));
-  }
-  const auto num_bytes = static_cast<size_t>(st.st_size);
-  void* addr = nullptr;  // mmap rejects length 0; Init reports the short file
-  if (num_bytes > 0) {
-    addr = ::mmap(nullptr, num_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      const std::string what = ErrnoText();
-      ::close(fd);
-      return Status::IoError(
-          Cat(source, ": cannot mmap ", num_bytes, " bytes: ", what));
-    }
-  }
-  ::close(fd);  // the mapping keeps the file open
+  FOLIO_ASSIGN_OR_RETURN(FileBytes bytes, FileBytes::Map(path));
   GgufFile file;
-  file.mapping_ = std::unique_ptr<void, Unmapper>(addr, Unmapper{num_bytes});
-  FOLIO_RETURN_IF_ERROR(
-      file.Init({static_cast<const std::byte*>(addr), num_bytes}, source));
+  file.bytes_ = std::move(bytes);
+  FOLIO_RETURN_IF_ERROR(file.Init(file.bytes_.bytes(), path.string()));
   return file;
 }
 
-Result<GgufFile> GgufFile::FromBytes(std::vector<std::byte> bytes,
-                                     std::string source) {
+Result<GgufFile> GgufFile::FromBytes(std::vector<std::byte> bytes, std::string source) {
   GgufFile file;
-  file.owned_ = std::move(bytes);
-  FOLIO_RETURN_IF_ERROR(file.Init(file.owned_, std::move(source)));
+  file.bytes_ = FileBytes::Own(std::move(bytes));
+  FOLIO_RETURN_IF_ERROR(file.Init(file.bytes_.bytes(), std::move(source)));
   return file;
 }
 

@@ -1,7 +1,6 @@
 #include "folio/model/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -259,9 +258,6 @@ Result<Json> ParseJson(std::string_view text) {
 
 }  // namespace
 
-void SafetensorsFile::Unmapper::operator()(void* addr) const {
-  ::munmap(addr, num_bytes);
-}
 
 Status SafetensorsFile::Init(std::span<const std::byte> image,
                              std::string source) {
@@ -350,44 +346,18 @@ Status SafetensorsFile::Init(std::span<const std::byte> image,
   return Status::Ok();
 }
 
-Result<SafetensorsFile> SafetensorsFile::Open(
-    const std::filesystem::path& path) {
-  const std::string source = path.string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const bool absent = errno == ENOENT;
-    const std::string what = Cat(source, ": cannot open: ", ErrnoText());
-    return absent ? Status::NotFound(what) : Status::IoError(what);
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status::IoError(Cat(source, ": not a readable regular file"));
-  }
-  const auto num_bytes = static_cast<size_t>(st.st_size);
-  void* addr = nullptr;  // mmap rejects length 0; Init reports the short file
-  if (num_bytes > 0) {
-    addr = ::mmap(nullptr, num_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (addr == MAP_FAILED) {
-      const std::string what = ErrnoText();
-      ::close(fd);
-      return Status::IoError(
-          Cat(source, ": cannot mmap ", num_bytes, " bytes: ", what));
-    }
-  }
-  ::close(fd);  // the mapping keeps the file open
+Result<SafetensorsFile> SafetensorsFile::Open(const std::filesystem::path& path) {
+  FOLIO_ASSIGN_OR_RETURN(FileBytes bytes, FileBytes::Map(path));
   SafetensorsFile file;
-  file.mapping_ = std::unique_ptr<void, Unmapper>(addr, Unmapper{num_bytes});
-  FOLIO_RETURN_IF_ERROR(
-      file.Init({static_cast<const std::byte*>(addr), num_bytes}, source));
+  file.bytes_ = std::move(bytes);
+  FOLIO_RETURN_IF_ERROR(file.Init(file.bytes_.bytes(), path.string()));
   return file;
 }
 
-Result<SafetensorsFile> SafetensorsFile::FromBytes(std::vector<std::byte> bytes,
-                                                   std::string source) {
+Result<SafetensorsFile> SafetensorsFile::FromBytes(std::vector<std::byte> bytes, std::string source) {
   SafetensorsFile file;
-  file.owned_ = std::move(bytes);
-  FOLIO_RETURN_IF_ERROR(file.Init(file.owned_, std::move(source)));
+  file.bytes_ = FileBytes::Own(std::move(bytes));
+  FOLIO_RETURN_IF_ERROR(file.Init(file.bytes_.bytes(), std::move(source)));
   return file;
 }
 

@@ -84,6 +84,7 @@
 #include <variant>
 #include <vector>
 
+#include "folio/core/file_bytes.h"
 #include "folio/core/status.h"
 
 namespace folio::model {
@@ -282,10 +283,6 @@ class GgufFile {
   const std::string& source() const { return source_; }
 
  private:
-  struct Unmapper {
-    size_t num_bytes;
-    void operator()(void* addr) const;
-  };
   // One validated key/value; `value` is the encoded value after the type id
   // (for an array: element type, count, elements), inside the image.
   struct Kv {
@@ -318,11 +315,9 @@ class GgufFile {
   std::map<std::string, size_t, std::less<>> kv_index_;  // key -> kvs_ idx
   std::vector<TensorInfo> tensors_;                      // file order
   std::map<std::string, size_t, std::less<>> tensor_index_;
-  // Storage: exactly one of these holds the image (both empty for an empty
-  // mapping). Moving a std::vector or unique_ptr keeps the bytes in place,
-  // so data_ and every Kv::value stay valid across moves.
-  std::vector<std::byte> owned_;
-  std::unique_ptr<void, Unmapper> mapping_;
+  // The image. Moving a FileBytes keeps its bytes in place, so data_ and every Kv::value stay valid
+  // across moves.
+  FileBytes bytes_;  // the mapped file, or an owned buffer
   std::span<const std::byte> data_;  // the data section of the image
 };
 

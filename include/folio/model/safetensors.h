@@ -54,6 +54,7 @@
 #include <vector>
 
 #include "folio/core/dtype.h"
+#include "folio/core/file_bytes.h"
 #include "folio/core/status.h"
 
 namespace folio::model {
@@ -130,11 +131,6 @@ class SafetensorsFile {
   const std::string& source() const { return source_; }
 
  private:
-  struct Unmapper {
-    size_t num_bytes;
-    void operator()(void* addr) const;
-  };
-
   SafetensorsFile() = default;
   // Parses and validates `image` (a whole file that this object keeps
   // alive), filling every member but the storage.
@@ -144,11 +140,9 @@ class SafetensorsFile {
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t, std::less<>> index_;  // name -> tensors_ idx
   std::map<std::string, std::string> metadata_;
-  // Storage: exactly one of these holds the image (both empty for an empty
-  // mapping). Moving a std::vector or unique_ptr keeps the bytes in place,
-  // so data_ stays valid across moves.
-  std::vector<std::byte> owned_;
-  std::unique_ptr<void, Unmapper> mapping_;
+  // The image. Moving a FileBytes keeps its bytes in place, so data_ stays valid
+  // across moves.
+  FileBytes bytes_;  // the mapped file, or an owned buffer
   std::span<const std::byte> data_;  // the data section of the image
 };
 
