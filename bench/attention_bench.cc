@@ -15,6 +15,7 @@
 #include "bench/attention_fixture.h"
 #include "bench/machine_info.h"
 #include "bench/memory_bandwidth.h"
+#include "bench/report.h"
 #include "bench/svg_plot.h"
 #include "bench/timing.h"
 #include "folio/attention/paged_attention.h"
@@ -68,11 +69,6 @@ std::string MiB(uint64_t bytes) {
   return buf;
 }
 
-std::string Fixed(double v, int digits) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
 
 std::string ConfigName(const json& row) {
   return row["kv_dtype"].get<std::string>() + " batch " +
@@ -328,13 +324,6 @@ std::string PlotSvg(const json& report) {
   return RenderSvg(plot);
 }
 
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return Status::IoError("cannot write " + path);
-  return Status::Ok();
-}
 
 // One bandwidth measurement with the other processes' load during it.
 Result<json> MeasureBandwidthJson(const AttentionBenchOptions& o,
@@ -472,15 +461,7 @@ int RunAttentionBench(const AttentionBenchOptions& o,
   json report;
   report["benchmark"] = "attention";
   report["command"] = command;
-  report["machine"] = {{"cpu_model", machine.cpu_model},
-                       {"cores", machine.cores},
-                       {"llc_bytes", machine.llc_bytes},
-                       {"llc_source", machine.llc_source},
-                       {"simd_target", DispatchedSimdTarget()},
-                       {"load_average_at_start", load_start},
-                       {"load_average_at_end", ReadLoadAverage()},
-                       {"other_load_cores", run_load.other_cores},
-                       {"steal_cores", run_load.steal_cores}};
+  report["machine"] = MachineJson(machine, load_start, run_load);
   report["threads"] = pool.num_threads();
   report["memory_bandwidth_gbps"] = bandwidth;
   report["memory_bandwidth"] = {
@@ -506,12 +487,12 @@ int RunAttentionBench(const AttentionBenchOptions& o,
   const std::string text = report.dump(2) + "\n";
   if (o.json_output.empty()) {
     std::cout << text;
-  } else if (Status s = WriteFile(o.json_output, text); !s.ok()) {
+  } else if (Status s = WriteTextFile(o.json_output, text); !s.ok()) {
     return fail(s);
   }
   if (!o.no_plot) {
     const std::string path = PlotPath(o);
-    if (Status s = WriteFile(path, PlotSvg(report)); !s.ok()) return fail(s);
+    if (Status s = WriteTextFile(path, PlotSvg(report)); !s.ok()) return fail(s);
     std::cerr << "plot: " << path << "\n";
   }
   if (!identical) {

@@ -12,6 +12,7 @@
 
 #include "bench/machine_info.h"
 #include "bench/memory_bandwidth.h"
+#include "bench/report.h"
 #include "bench/timing.h"
 #include "folio/core/dtype.h"
 #include "folio/core/splitmix64.h"
@@ -93,13 +94,6 @@ model::Tensor OnesF32(uint64_t n) {
   return t;
 }
 
-Status WriteText(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return Status::IoError("cannot write " + path);
-  return Status::Ok();
-}
 
 double NowUs() {
   return std::chrono::duration<double, std::micro>(
@@ -165,11 +159,6 @@ Result<Timing> TimeMatmulsOnly(const model::ModelConfig& c,
   return t;
 }
 
-std::string Fixed(double v, int digits) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
 
 }  // namespace
 
@@ -416,15 +405,7 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
   json report;
   report["benchmark"] = "decode";
   report["command"] = command;
-  report["machine"] = {{"cpu_model", machine.cpu_model},
-                       {"cores", machine.cores},
-                       {"llc_bytes", machine.llc_bytes},
-                       {"llc_source", machine.llc_source},
-                       {"simd_target", DispatchedSimdTarget()},
-                       {"load_average_at_start", load_start},
-                       {"load_average_at_end", ReadLoadAverage()},
-                       {"other_load_cores", run_load.other_cores},
-                       {"steal_cores", run_load.steal_cores}};
+  report["machine"] = MachineJson(machine, load_start, run_load);
   report["model"] = {{"name", model_name},
                      {"architecture", config.architecture},
                      {"hidden_size", config.hidden_size},
@@ -453,7 +434,7 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
   const std::string text = report.dump(2) + "\n";
   if (o.json_output.empty()) {
     std::cout << text;
-  } else if (Status s = WriteText(o.json_output, text); !s.ok()) {
+  } else if (Status s = WriteTextFile(o.json_output, text); !s.ok()) {
     return fail(s);
   }
   return 0;
