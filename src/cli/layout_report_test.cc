@@ -116,12 +116,17 @@ TEST(LayoutReport, Float32ComputeSameTokens) {
 class LayoutConfigErrors : public ::testing::Test {
  protected:
   Status Load(const std::string& toml) {
-    const auto path = std::filesystem::temp_directory_path() / "folio_layout_config_test.toml";
+    // One file per test: CTest runs tests of this binary in parallel.
+    const auto path = std::filesystem::temp_directory_path() /
+                      (std::string("folio_layout_config_") +
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                       "_" + std::to_string(counter_++) + ".toml");
     std::ofstream(path) << toml;
     auto r = LoadLayoutConfig(path);
     std::filesystem::remove(path);
     return r.status();
   }
+  int counter_ = 0;
 };
 
 TEST_F(LayoutConfigErrors, UnknownKeyIsNamed) {
