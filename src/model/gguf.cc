@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "folio/core/checked_math.h"
+#include "folio/core/str_cat.h"
 #include "folio/core/dtype.h"
 
 namespace folio::model {
@@ -22,26 +23,14 @@ namespace {
 constexpr uint64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
 template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::ostringstream out;
-  (out << ... << args);
-  return out.str();
-}
-template <typename... Args>
 Status Corrupt(const Args&... args) {
-  return Status::Corruption(Cat(args...));
+  return Status::Corruption(StrCat(args...));
 }
 template <typename... Args>
 Status Unsupported(const Args&... args) {
-  return Status::Unimplemented(Cat(args...));
+  return Status::Unimplemented(StrCat(args...));
 }
 
-// Untrusted text (keys, names) is clipped so a message stays short.
-std::string Clip(std::string_view s) {
-  constexpr size_t kMax = 80;
-  return s.size() <= kMax ? std::string(s) : Cat(s.substr(0, kMax), "...");
-}
-std::string Quote(std::string_view s) { return Cat("'", Clip(s), "'"); }
 std::string Hex(uint32_t v) {
   std::ostringstream out;
   out << "0x" << std::hex << std::setw(8) << std::setfill('0') << v;
@@ -197,7 +186,7 @@ class GgufCursor {
     FOLIO_RETURN_IF_ERROR(Read(what, length));
     FOLIO_RETURN_IF_ERROR(Need(what, length));
     if (length > max_bytes) {
-      return {over_limit, Cat(what, " at byte ", pos_, " is ", length,
+      return {over_limit, StrCat(what, " at byte ", pos_, " is ", length,
                               " bytes, above the limit of ", max_bytes)};
     }
     out = std::string_view(reinterpret_cast<const char*>(bytes_.data() + pos_),
@@ -268,7 +257,7 @@ Status SkipArray(GgufCursor& c, int depth) {
     for (uint64_t i = 0; i < count; ++i) {
       uint8_t b = 0;
       FOLIO_RETURN_IF_ERROR(c.Read("bool", b));
-      if (b > 1) return CheckBool(b).WithContext(Cat("element ", i));
+      if (b > 1) return CheckBool(b).WithContext(StrCat("element ", i));
     }
     return Status::Ok();
   }
@@ -277,7 +266,7 @@ Status SkipArray(GgufCursor& c, int depth) {
   }
   for (uint64_t i = 0; i < count; ++i) {
     const Status s = SkipValue(c, type, depth);
-    if (!s.ok()) return s.WithContext(Cat("element ", i));
+    if (!s.ok()) return s.WithContext(StrCat("element ", i));
   }
   return Status::Ok();
 }
@@ -375,10 +364,10 @@ Status ReadTensorInfo(GgufCursor& c, uint64_t idx, uint64_t alignment,
   std::string_view name;
   const Status name_status = c.ReadString("name", kMaxGgufTensorNameBytes,
                                           StatusCode::kCorruption, name);
-  if (!name_status.ok()) return name_status.WithContext(Cat("tensor ", idx));
+  if (!name_status.ok()) return name_status.WithContext(StrCat("tensor ", idx));
   if (name.empty()) return Corrupt("tensor ", idx, ": name is empty");
   t.name = std::string(name);
-  auto where = [idx, name] { return Cat("tensor ", idx, " ", Quote(name)); };
+  auto where = [idx, name] { return StrCat("tensor ", idx, " ", Quote(name)); };
   auto fail = [&where](const auto&... args) {
     return Corrupt(where(), ": ", args...);
   };
@@ -533,10 +522,10 @@ Status GgufFile::ReadKvs(GgufCursor& c, uint64_t kv_count) {
     std::string_view key;
     Status s =
         c.ReadString("key", kMaxGgufKeyBytes, StatusCode::kCorruption, key);
-    if (!s.ok()) return s.WithContext(Cat("metadata entry ", i));
+    if (!s.ok()) return s.WithContext(StrCat("metadata entry ", i));
     if (key.empty()) return Corrupt("metadata entry ", i, ": key is empty");
     auto where = [i, key] {
-      return Cat("metadata entry ", i, " ", Quote(key));
+      return StrCat("metadata entry ", i, " ", Quote(key));
     };
     uint32_t type_id = 0;
     if (s = c.Read("value type", type_id); !s.ok())
@@ -592,7 +581,7 @@ Status GgufFile::ReadTensorInfos(GgufCursor& c, uint64_t tensor_count) {
 
 Status GgufFile::CheckTensorLayout(uint64_t file_bytes) const {
   auto range = [](const TensorInfo& t) {
-    return Cat(Quote(t.name), " [", t.offset, ", ", t.offset + t.num_bytes,
+    return StrCat(Quote(t.name), " [", t.offset, ", ", t.offset + t.num_bytes,
                ")");
   };
   for (const TensorInfo& t : tensors_) {
@@ -654,7 +643,7 @@ Result<const GgufFile::Kv*> GgufFile::Lookup(std::string_view key) const {
   const auto it = kv_index_.find(key);
   if (it == kv_index_.end()) {
     return Status::NotFound(
-        Cat(source_, ": metadata key ", Quote(key), " not found"));
+        StrCat(source_, ": metadata key ", Quote(key), " not found"));
   }
   return &kvs_[it->second];
 }
@@ -664,10 +653,10 @@ Status GgufFile::WrongType(const Kv& kv, std::string_view wanted) const {
   if (kv.type == GgufValueType::kArray) {
     GgufCursor c(kv.value);
     got +=
-        Cat(" of ",
+        StrCat(" of ",
             GgufValueTypeName(static_cast<GgufValueType>(c.Take<uint32_t>())));
   }
-  return Status::InvalidArgument(Cat(source_, ": metadata key ", Quote(kv.key),
+  return Status::InvalidArgument(StrCat(source_, ": metadata key ", Quote(kv.key),
                                      " has type ", got, ", wanted ", wanted));
 }
 
@@ -692,7 +681,7 @@ Result<uint64_t> GgufFile::GetUint(std::string_view key) const {
   GgufCursor c(kv->value);
   const IntValue v = TakeInt(c, kv->type);
   if (const auto u = v.AsUint()) return *u;
-  return Status::OutOfRange(Cat(source_, ": metadata key ", Quote(key), " is ",
+  return Status::OutOfRange(StrCat(source_, ": metadata key ", Quote(key), " is ",
                                 v.ToString(), " (", GgufValueTypeName(kv->type),
                                 "), wanted an unsigned integer"));
 }
@@ -703,7 +692,7 @@ Result<int64_t> GgufFile::GetInt(std::string_view key) const {
   GgufCursor c(kv->value);
   const IntValue v = TakeInt(c, kv->type);
   if (const auto i = v.AsInt()) return *i;
-  return Status::OutOfRange(Cat(source_, ": metadata key ", Quote(key), " is ",
+  return Status::OutOfRange(StrCat(source_, ": metadata key ", Quote(key), " is ",
                                 v.ToString(), " (", GgufValueTypeName(kv->type),
                                 "), above the int64 limit of ", kMaxInt64));
 }
@@ -790,7 +779,7 @@ Result<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key) const {
     const IntValue v = TakeInt(c, type);
     const std::optional<int64_t> value = v.AsInt();
     if (!value) {
-      return Status::OutOfRange(Cat(source_, ": metadata key ", Quote(key),
+      return Status::OutOfRange(StrCat(source_, ": metadata key ", Quote(key),
                                     " element ", i, " is ", v.ToString(), " (",
                                     GgufValueTypeName(type),
                                     "), above the int64 limit of ", kMaxInt64));

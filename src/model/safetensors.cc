@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "folio/core/checked_math.h"
+#include "folio/core/str_cat.h"
 
 namespace folio::model {
 namespace {
@@ -23,26 +24,14 @@ using Json = nlohmann::json;
 constexpr size_t kLengthPrefixBytes = 8;
 
 template <typename... Args>
-std::string Cat(const Args&... args) {
-  std::ostringstream out;
-  (out << ... << args);
-  return out.str();
-}
-template <typename... Args>
 Status Corrupt(const Args&... args) {
-  return Status::Corruption(Cat(args...));
+  return Status::Corruption(StrCat(args...));
 }
 template <typename... Args>
 Status Invalid(const Args&... args) {
-  return Status::InvalidArgument(Cat(args...));
+  return Status::InvalidArgument(StrCat(args...));
 }
 
-// Untrusted text (names, JSON values) is clipped so a message stays short.
-std::string Clip(std::string_view s) {
-  constexpr size_t kMax = 80;
-  return s.size() <= kMax ? std::string(s) : Cat(s.substr(0, kMax), "...");
-}
-std::string Quote(std::string_view s) { return Cat("'", Clip(s), "'"); }
 std::string Show(const Json& v) {
   return Clip(v.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
@@ -129,7 +118,7 @@ Result<DType> ParseDType(const std::string& where, const Json& v) {
   if (std::find(std::begin(kUnsupportedDTypes), std::end(kUnsupportedDTypes),
                 *s) != std::end(kUnsupportedDTypes)) {
     return Status::Unimplemented(
-        Cat(where, "dtype ", Quote(*s),
+        StrCat(where, "dtype ", Quote(*s),
             " is not supported (folio reads F64, F32, BF16, F16, I8)"));
   }
   return Corrupt(where, "unknown dtype ", Quote(*s));
@@ -137,7 +126,7 @@ Result<DType> ParseDType(const std::string& where, const Json& v) {
 
 Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry,
                                uint64_t data_bytes) {
-  const std::string where = Cat("tensor ", Quote(name), ": ");
+  const std::string where = StrCat("tensor ", Quote(name), ": ");
   const auto* fields = entry.get_ptr<const Json::object_t*>();
   if (fields == nullptr) {
     return Corrupt(where, "entry must be a JSON object, got ", Show(entry));
@@ -162,7 +151,7 @@ Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry,
   if (dims == nullptr)
     return Corrupt(where, "'shape' must be an array, got ", Show(*field[1]));
   if (dims->size() > kMaxSafetensorsRank) {
-    return Status::Unimplemented(Cat(where, "rank ", dims->size(),
+    return Status::Unimplemented(StrCat(where, "rank ", dims->size(),
                                      " exceeds the limit of ",
                                      kMaxSafetensorsRank));
   }
@@ -184,7 +173,7 @@ Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry,
                    "'data_offsets' must be two integers in [0, 2^64), got ",
                    Show(*field[2]));
   }
-  const std::string offsets = Cat("data_offsets [", *begin, ", ", *end, "]");
+  const std::string offsets = StrCat("data_offsets [", *begin, ", ", *end, "]");
   if (*begin > *end) return Corrupt(where, offsets, " has begin > end");
   if (*end > data_bytes) {
     return Corrupt(where, offsets, " ends beyond the data section of ",
@@ -194,7 +183,7 @@ Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry,
   t.data_end = *end;
   const std::optional<uint64_t> bytes = ByteSize(t.dtype, t.shape);
   const std::string shape =
-      Cat("shape ", Json(t.shape).dump(), " of ", SafetensorsName(t.dtype));
+      StrCat("shape ", Json(t.shape).dump(), " of ", SafetensorsName(t.dtype));
   if (!bytes) return Corrupt(where, shape, " overflows a 64-bit byte size");
   if (*bytes != *end - *begin) {
     return Corrupt(where, shape, " needs ", *bytes, " bytes but ", offsets,
@@ -322,7 +311,7 @@ Status SafetensorsFile::Init(std::span<const std::byte> image,
                      std::tie(b.data_begin, b.data_end, b.name);
             });
   auto range = [](const TensorInfo& t) {
-    return Cat(Quote(t.name), " [", t.data_begin, ", ", t.data_end, ")");
+    return StrCat(Quote(t.name), " [", t.data_begin, ", ", t.data_end, ")");
   };
   uint64_t covered = 0;              // bytes [0, covered) belong to tensors
   const TensorInfo* last = nullptr;  // the tensor that ends at `covered`
@@ -388,7 +377,7 @@ Result<std::string> EncodePrefix(
   uint64_t offset = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorToWrite& t = tensors[i];
-    const std::string where = Cat("tensor ", i, " ", Quote(t.name), ": ");
+    const std::string where = StrCat("tensor ", i, " ", Quote(t.name), ": ");
     if (t.name.empty() || t.name == "__metadata__" || !IsUtf8(t.name)) {
       return Invalid(where,
                      "name must be non-empty UTF-8 other than '__metadata__'");
@@ -400,7 +389,7 @@ Result<std::string> EncodePrefix(
     }
     const std::optional<uint64_t> bytes = ByteSize(t.dtype, t.shape);
     const std::string shape =
-        Cat("shape ", Json(t.shape).dump(), " of ", DTypeName(t.dtype));
+        StrCat("shape ", Json(t.shape).dump(), " of ", DTypeName(t.dtype));
     if (!bytes) return Invalid(where, shape, " overflows a 64-bit byte size");
     if (*bytes != t.data.size()) {
       return Invalid(where, shape, " needs ", *bytes, " bytes, got ",
@@ -454,7 +443,7 @@ Status WriteSafetensors(const std::filesystem::path& path,
   const int fd =
       ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0)
-    return Status::IoError(Cat(tmp.string(), ": cannot create: ", ErrnoText()));
+    return Status::IoError(StrCat(tmp.string(), ": cannot create: ", ErrnoText()));
   auto write_all = [fd](const void* p, size_t n) {
     const auto* bytes = static_cast<const char*>(p);
     while (n > 0) {
@@ -468,7 +457,7 @@ Status WriteSafetensors(const std::filesystem::path& path,
   };
   std::string error;  // the first step that failed, with its reason
   auto check = [&error](bool ok, const char* step) {
-    if (!ok && error.empty()) error = Cat(step, ": ", ErrnoText());
+    if (!ok && error.empty()) error = StrCat(step, ": ", ErrnoText());
   };
   check(write_all(prefix.data(), prefix.size()), "write");
   for (const TensorToWrite& t : tensors) {
@@ -479,7 +468,7 @@ Status WriteSafetensors(const std::filesystem::path& path,
   if (error.empty()) check(::rename(tmp.c_str(), path.c_str()) == 0, "rename");
   if (error.empty()) return Status::Ok();
   ::unlink(tmp.c_str());
-  return Status::IoError(Cat(tmp.string(), ": cannot ", error));
+  return Status::IoError(StrCat(tmp.string(), ": cannot ", error));
 }
 
 }  // namespace folio::model
