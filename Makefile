@@ -1,14 +1,18 @@
 # folio: the two Quick start targets, plus the builds around them.
 #   make demo   install what is missing, build, run the worked example
 #   make test   install what is missing, build, run every test
-# Other targets: build, asan (ASan+UBSan build and tests), format, clean.
+# Other targets: build, asan (ASan+UBSan build and tests), fuzz (libFuzzer
+# on the GGUF and safetensors readers, FUZZ_SECONDS each), format, clean.
 
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
 JOBS      ?= 2
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build test demo asan clean format
+FUZZ_DIR  ?= build-fuzz
+FUZZ_SECONDS ?= 60
+
+.PHONY: all setup configure build test demo asan fuzz clean format
 
 all: build
 
@@ -34,8 +38,24 @@ asan: setup
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	cd $(ASAN_DIR) && ctest --output-on-failure -j$(JOBS)
 
+# Coverage-guided fuzzing of the file readers with clang's libFuzzer, ASan
+# and UBSan; seeds are small valid files written by tools/fuzz/make_seeds.py.
+FUZZ_CXX = clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc
+fuzz: setup
+	mkdir -p $(FUZZ_DIR)
+	$(FUZZ_CXX) tools/fuzz/fuzz_gguf.cc src/model/gguf.cc src/core/status.cc \
+	  src/core/dtype.cc src/core/file_bytes.cc -o $(FUZZ_DIR)/fuzz_gguf
+	$(FUZZ_CXX) tools/fuzz/fuzz_safetensors.cc src/model/safetensors.cc \
+	  src/core/status.cc src/core/dtype.cc src/core/file_bytes.cc -o $(FUZZ_DIR)/fuzz_safetensors
+	python3 tools/fuzz/make_seeds.py $(FUZZ_DIR)/seeds
+	for t in gguf safetensors; do \
+	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
+	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/seeds/$$t || exit 1; \
+	done
+
 format:
 	find include src -name '*.h' -o -name '*.cc' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)
