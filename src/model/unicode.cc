@@ -118,6 +118,34 @@ bool IsWordChar(char32_t cp) {
          (cp >= 0x1F170 && cp <= 0x1F189);
 }
 
+namespace {
+
+// A UTF-8 lead byte's sequence length (0: it starts no sequence) and the
+// allowed range of the second byte (Unicode Table 3-7), which excludes
+// overlongs, surrogates and code points past U+10FFFF.
+struct LeadByte {
+  size_t len = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+};
+
+LeadByte ClassifyLead(unsigned char c) {
+  LeadByte b;
+  if (c >= 0xC2 && c <= 0xDF) {
+    b.len = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    b.len = 3;
+    if (c == 0xE0) b.lo = 0xA0;
+    if (c == 0xED) b.hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    b.len = 4;
+    if (c == 0xF0) b.lo = 0x90;
+    if (c == 0xF4) b.hi = 0x8F;
+  }
+  return b;
+}
+
+}  // namespace
+
 size_t FirstInvalidUtf8(std::string_view s) {
   size_t i = 0;
   while (i < s.size()) {
@@ -126,24 +154,10 @@ size_t FirstInvalidUtf8(std::string_view s) {
       ++i;
       continue;
     }
-    // Lead byte -> length and the allowed range of the second byte
-    // (Unicode Table 3-7), which excludes overlongs, surrogates and
-    // code points past U+10FFFF.
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return i;
-    }
+    const LeadByte lead = ClassifyLead(c);
+    const size_t len = lead.len;
+    const unsigned char lo = lead.lo, hi = lead.hi;
+    if (len == 0) return i;
     if (s.size() - i < len) return i;
     const auto c1 = static_cast<unsigned char>(s[i + 1]);
     if (c1 < lo || c1 > hi) return i;
@@ -202,19 +216,9 @@ size_t AppendLossy(std::string_view bytes, bool final, std::string* out) {
       ++i;
       continue;
     }
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    }
+    const LeadByte lead = ClassifyLead(c);
+    const size_t len = lead.len;
+    const unsigned char lo = lead.lo, hi = lead.hi;
     if (len == 0) {  // a byte that starts nothing
       out->append(kReplacement);
       ++i;
