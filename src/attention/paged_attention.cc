@@ -106,8 +106,9 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size,
                                    std::to_string(batch) + " * " + std::to_string(b.max_pages));
   }
   if (b.query_indptr[0] != 0) return Status::InvalidArgument("query_indptr[0] must be 0");
-  // Page ids seen in the current row, stamped with the row's index + 1.
-  std::vector<uint32_t> seen(kv.num_pages, 0);
+  // One row's live pages, sorted to find a repeat. Sized by the rows, not
+  // the pool: this runs for every layer of every step.
+  std::vector<int32_t> live;
   uint64_t uniform_rows = 0;
   for (uint64_t s = 0; s < batch; ++s) {
     if (b.query_indptr[s + 1] < b.query_indptr[s]) {
@@ -155,12 +156,13 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size,
                                        " is page " + std::to_string(page) + ", outside [0, " +
                                        std::to_string(kv.num_pages) + ")");
       }
-      auto& stamp = seen[static_cast<size_t>(page)];
-      if (stamp == s + 1) {
-        return Status::InvalidArgument(Seq(s) + "page " + std::to_string(page) +
-                                       " appears twice in one block-table row");
-      }
-      stamp = static_cast<uint32_t>(s + 1);
+    }
+    live.assign(row, row + live_pages);
+    std::sort(live.begin(), live.end());
+    const auto repeat = std::adjacent_find(live.begin(), live.end());
+    if (repeat != live.end()) {
+      return Status::InvalidArgument(Seq(s) + "page " + std::to_string(*repeat) +
+                                     " appears twice in one block-table row");
     }
   }
   const auto rows = static_cast<uint64_t>(b.query_indptr[batch]);
