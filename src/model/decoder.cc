@@ -207,12 +207,14 @@ struct Decoder<T>::Weights {
   Linear<T> embedding;
   std::vector<Layer> layers;
   std::vector<T> final_norm;
-  Linear<T> head;  // the embedding again when tied
+  Linear<T> head;                // the embedding again when tied
+  std::vector<double> inv_freq;  // RoPE, one per rotated pair
 
   explicit Weights(const Model& m)
       : embedding(m.weights().embedding),
         final_norm(Values<T>(m.weights().final_norm)),
-        head(m.config().tie_embeddings ? m.weights().embedding : m.weights().lm_head) {
+        head(m.config().tie_embeddings ? m.weights().embedding : m.weights().lm_head),
+        inv_freq(RopeInverseFrequencies(m.config())) {
     for (const LayerWeights& l : m.weights().layers) {
       layers.push_back(Layer{Values<T>(l.attn_norm), Values<T>(l.ffn_norm), Values<T>(l.bq),
                              Values<T>(l.bk), Values<T>(l.bv), Values<T>(l.q_norm),
@@ -265,7 +267,7 @@ Result<std::vector<T>> Decoder<T>::Run(const RowPlan& plan, AttendFn&& attend) c
 
   // RoPE angles per row, shared by every layer. Computed in double and
   // rounded once, so float and double decoders rotate by the same angles.
-  const std::vector<double> inv_freq = RopeInverseFrequencies(c);
+  const std::vector<double>& inv_freq = w.inv_freq;
   std::vector<T> cos(rows * half), sin(rows * half);
   for (uint64_t r = 0; r < rows; ++r) {
     for (uint64_t p = 0; p < half; ++p) {
