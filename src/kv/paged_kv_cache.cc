@@ -83,7 +83,10 @@ Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
 }
 
 PagedKvCache::PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes)
-    : config_(config), page_bytes_(page_bytes), pool_(config.num_pages) {
+    : config_(config),
+      page_bytes_(page_bytes),
+      pool_(config.num_pages),
+      holds_(config.num_pages, 0) {
   for (uint64_t l = 0; l < config_.num_layers; ++l) {
     for (auto* role : {&keys_, &values_}) {
       role->emplace_back(config_.num_pages * page_bytes_);
@@ -102,6 +105,58 @@ PagedKvView PagedKvCache::View(uint64_t layer) const {
 SeqId PagedKvCache::AddSequence() {
   seqs_.emplace(next_seq_id_, Sequence{});
   return next_seq_id_++;
+}
+
+Result<SeqId> PagedKvCache::AddSequence(std::span<const PageId> prefix) {
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("a sequence over a cached prefix"));
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    const PageId page = prefix[i];
+    if (page < 0 || static_cast<uint64_t>(page) >= config_.num_pages) {
+      return Status::OutOfRange("prefix page " + Str(i) + " has id " + std::to_string(page) +
+                                " outside [0, " + Str(config_.num_pages) + ")");
+    }
+    if (pool_.refcount(page) == 0) {
+      return Status::FailedPrecondition("prefix page " + Str(i) + " (page " +
+                                        std::to_string(page) + ") is free");
+    }
+    if (std::find(prefix.begin(), prefix.begin() + static_cast<std::ptrdiff_t>(i), page) !=
+        prefix.begin() + static_cast<std::ptrdiff_t>(i)) {
+      return Status::FailedPrecondition("prefix lists page " + std::to_string(page) + " twice");
+    }
+  }
+  Sequence s;
+  s.table.assign(prefix.begin(), prefix.end());
+  s.length = prefix.size() * config_.page_size;
+  for (const PageId page : s.table) CheckOk(pool_.Retain(page));
+  seqs_.emplace(next_seq_id_, std::move(s));
+  return next_seq_id_++;
+}
+
+Status PagedKvCache::HoldPage(PageId page) {
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("hold of page " + std::to_string(page)));
+  FOLIO_RETURN_IF_ERROR(pool_.Retain(page));
+  ++holds_[static_cast<size_t>(page)];
+  return Status::Ok();
+}
+
+Status PagedKvCache::DropPage(PageId page) {
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("drop of page " + std::to_string(page)));
+  if (page < 0 || static_cast<uint64_t>(page) >= config_.num_pages) {
+    return Status::OutOfRange("drop of page " + std::to_string(page) + " outside [0, " +
+                              Str(config_.num_pages) + ")");
+  }
+  if (holds_[static_cast<size_t>(page)] == 0) {
+    return Status::FailedPrecondition("drop of page " + std::to_string(page) +
+                                      ", which has no hold");
+  }
+  CheckOk(pool_.Release(page));
+  --holds_[static_cast<size_t>(page)];
+  return Status::Ok();
+}
+
+uint32_t PagedKvCache::holds(PageId page) const {
+  FOLIO_CHECK(page >= 0 && static_cast<uint64_t>(page) < config_.num_pages, "page=", page);
+  return holds_[static_cast<size_t>(page)];
 }
 
 Result<SeqId> PagedKvCache::Fork(SeqId seq) {
@@ -425,6 +480,11 @@ PoolStats PagedKvCache::Stats() const {
       uint64_t& f = filled[static_cast<size_t>(seq.table[lp])];
       f = std::max(f, n);
     }
+  }
+  for (size_t page = 0; page < filled.size(); ++page) {
+    if (holds_[page] == 0) continue;
+    filled[page] = page_size;
+    if (holds_[page] == pool_.refcount(static_cast<PageId>(page))) ++st.pages_held_only;
   }
   uint64_t committed = 0;
   for (const uint64_t f : filled) committed += f;

@@ -114,8 +114,12 @@ struct PoolStats {
   // committed). Counted per physical page, so a tail shared by forks counts
   // its empty slots once, not once per sharer. Outside a step this is the
   // unwritten part of the tail pages; while a plan is pending, the pages it
-  // reserved count as unwritten too (they are, until Commit).
+  // reserved count as unwritten too (they are, until Commit). A page kept
+  // only by HoldPage (a cached prefix page) is full.
   uint64_t tail_slots_unwritten = 0;
+  // Pages referenced only by holds, no sequence: cached, reusable, and
+  // evictable by their holder.
+  uint64_t pages_held_only = 0;
   uint64_t kv_bytes_total = 0;  // the whole pool
   uint64_t kv_bytes_used = 0;   // pages_used pages
 };
@@ -138,6 +142,12 @@ class PagedKvCache {
 
   // A new, empty sequence (no pages yet).
   SeqId AddSequence();
+  // A new sequence that starts as prefix.size() full pages: the pages of
+  // `prefix` in order, each shared (refcount + 1), length prefix.size() *
+  // page_size. This is how a cached prompt prefix is reused without a copy.
+  // Errors (nothing changed): a page id out of range (OutOfRange), a free
+  // page or one listed twice (FailedPrecondition), a plan pending.
+  Result<SeqId> AddSequence(std::span<const PageId> prefix);
   // A new sequence with seq's length and block table, sharing every page.
   // Errors: NotFound, or FailedPrecondition while a plan is pending.
   Result<SeqId> Fork(SeqId seq);
@@ -145,6 +155,18 @@ class PagedKvCache {
   // first, so its first page is the next one handed out). Errors: NotFound,
   // or FailedPrecondition while a plan is pending.
   Status Release(SeqId seq);
+
+  // References held outside any sequence, by the prefix cache. A holder
+  // keeps only full pages (every slot written), so Stats counts a held page
+  // as full. HoldPage shares a page some sequence or holder references;
+  // DropPage gives back one hold, and the page returns to the free list when
+  // nothing else references it. Errors: an id out of range (OutOfRange); a
+  // free page, or DropPage of a page with no hold (FailedPrecondition); a
+  // plan pending.
+  Status HoldPage(PageId page);
+  Status DropPage(PageId page);
+  // Holds on page (0 for most pages). page must be in range (checked).
+  uint32_t holds(PageId page) const;
 
   bool Contains(SeqId seq) const { return seqs_.count(seq) != 0; }
   uint64_t num_sequences() const { return seqs_.size(); }
@@ -229,6 +251,7 @@ class PagedKvCache {
   std::vector<AlignedBuffer> keys_;    // [num_layers] of [N, H_kv, P, d]
   std::vector<AlignedBuffer> values_;  // [num_layers] of [N, H_kv, P, d]
   std::unordered_map<SeqId, Sequence> seqs_;
+  std::vector<uint32_t> holds_;  // [num_pages], HoldPage references
   SeqId next_seq_id_ = 0;
   uint64_t next_plan_id_ = 1;
   uint64_t pending_plan_ = 0;  // id of the pending plan, 0 if none

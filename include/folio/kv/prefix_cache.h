@@ -1,0 +1,144 @@
+// PrefixCache: full K/V pages kept after their sequences finish, found again
+// by the token ids they hold, so a new request whose prompt starts the same
+// way reuses them (a refcount, no copy, no recompute).
+//
+// Keys. Page i of a token stream holds tokens [i * P, (i + 1) * P). Its key
+// is the chained hash
+//
+//   hash_0 = PageHash(kRootHash, tokens of page 0)
+//   hash_i = PageHash(hash_{i-1}, tokens of page i)
+//
+// so equal hashes mean "same tokens from position 0", which is what makes two
+// pages' K/V equal (attention is causal). A hash alone is not trusted: each
+// entry also stores its page's tokens and its parent entry, and a lookup
+// matches only when both are equal, so a 64-bit collision can cost a cache
+// miss but never wrong K/V. Entry ids count up and are never reused, so an
+// entry whose parent was evicted can no longer be reached.
+//
+// References. The cache holds one reference to each cached page
+// (PagedKvCache::HoldPage); sequences that reuse a page add theirs. A page
+// whose only reference is the cache's is evictable: it stays cached until
+// Evict gives it back, least recently used first. Deeper pages of a chain go
+// before their parents when they were used at the same moment, so a prefix
+// stays reachable as long as possible.
+//
+// Determinism: reuse changes no result bits, because a page's K/V rows are
+// a function of the tokens up to it and never of how they were batched or
+// chunked (../../../shared/ARCHITECTURE.md, contract 3). Lookups, inserts
+// and eviction order depend only on the sequence of calls.
+#ifndef FOLIO_KV_PREFIX_CACHE_H_
+#define FOLIO_KV_PREFIX_CACHE_H_
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "folio/core/status.h"
+#include "folio/kv/paged_kv_cache.h"
+
+namespace folio::kv {
+
+class PrefixCache {
+ public:
+  // Identifies one cached page's position in a chain; kRoot is the empty
+  // prefix (the parent of every first page).
+  using EntryId = uint64_t;
+  static constexpr EntryId kRoot = 0;
+  static constexpr uint64_t kRootHash = 0x666f6c696f6b7673ull;  // "foliokvs"
+
+  explicit PrefixCache(uint64_t page_size) : page_size_(page_size) {}
+
+  uint64_t page_size() const { return page_size_; }
+
+  // The chained key of one page: parent's hash and the page's tokens.
+  static uint64_t PageHash(uint64_t parent_hash, std::span<const int32_t> tokens);
+
+  struct Match {
+    std::vector<PageId> pages;  // the cached pages of the prefix, in order
+    EntryId last = kRoot;       // the entry of pages.back(), kRoot if none
+    uint64_t last_hash = kRootHash;
+  };
+  // The longest cached prefix of `tokens` in whole pages, at most max_pages
+  // pages. Marks the matched entries used now (LRU). Does not take
+  // references: the caller shares the pages (PagedKvCache::AddSequence)
+  // before anything can evict them.
+  Match Lookup(std::span<const int32_t> tokens, uint64_t max_pages);
+
+  // Caches one full page of a sequence: `tokens` (page_size ids) following
+  // the prefix that ends at entry `parent` (hash parent_hash). If that key
+  // is cached already (on this page or another) nothing is added; otherwise
+  // the cache holds `page` (cache.HoldPage). Returns the key's entry and
+  // hash either way, for the next page of the chain. Errors: tokens not one
+  // page, a page already cached under another key, HoldPage's errors.
+  struct Inserted {
+    EntryId entry;
+    uint64_t hash;
+    bool added;  // false: the key was cached already
+  };
+  Result<Inserted> Insert(PagedKvCache& cache, EntryId parent, uint64_t parent_hash,
+                          std::span<const int32_t> tokens, PageId page);
+
+  // Marks the cached pages among `pages` used now, so LRU eviction takes
+  // them last; call it when a sequence lets go of its pages.
+  void Touch(std::span<const PageId> pages);
+
+  // Cached pages whose only reference is the cache's.
+  uint64_t NumEvictable(const PagedKvCache& cache) const;
+  // Gives back the least recently used evictable page (cache.DropPage);
+  // false when none is evictable. Errors: DropPage's (a plan pending).
+  Result<bool> EvictOne(PagedKvCache& cache);
+  // Gives back every cached page (entries with sequences still on them
+  // lose only the cache's reference).
+  Status Clear(PagedKvCache& cache);
+
+  uint64_t size() const { return entries_.size(); }
+  bool Contains(PageId page) const { return by_page_.count(page) != 0; }
+  // False once the entry was evicted: a chain through it cannot grow.
+  bool HasEntry(EntryId id) const { return id == kRoot || entries_.count(id) != 0; }
+
+  // Counters since construction.
+  struct Stats {
+    uint64_t lookups = 0;
+    uint64_t query_pages = 0;  // full pages asked for by Lookup
+    uint64_t hit_pages = 0;    // of those, found cached
+    uint64_t inserted = 0;
+    uint64_t evicted = 0;
+  };
+  const Stats& stats() const { return stats_; }
+
+ private:
+  struct Entry {
+    uint64_t hash;
+    EntryId parent;
+    PageId page;
+    uint64_t depth;  // index of the page in its chain
+    uint64_t last_used;
+    std::vector<int32_t> tokens;  // [page_size]
+  };
+  // Eviction order: oldest use first, then deepest first, then entry id.
+  using LruKey = std::tuple<uint64_t, int64_t, EntryId>;
+  static LruKey KeyOf(const Entry& e, EntryId id) {
+    return {e.last_used, -static_cast<int64_t>(e.depth), id};
+  }
+  const Entry* Find(EntryId parent, uint64_t hash, std::span<const int32_t> tokens,
+                    EntryId* id) const;
+  void Use(EntryId id, Entry& e);
+  void Erase(EntryId id);
+
+  uint64_t page_size_;
+  std::unordered_map<EntryId, Entry> entries_;
+  std::unordered_multimap<uint64_t, EntryId> by_hash_;
+  std::unordered_map<PageId, EntryId> by_page_;
+  std::map<LruKey, EntryId> lru_;
+  EntryId next_entry_ = kRoot + 1;
+  uint64_t clock_ = 0;
+  Stats stats_;
+};
+
+}  // namespace folio::kv
+
+#endif  // FOLIO_KV_PREFIX_CACHE_H_
