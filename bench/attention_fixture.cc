@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 #include <string>
 
 #include "folio/core/checked_math.h"
 #include "folio/core/splitmix64.h"
+#include "folio/kv/gather.h"
 
 namespace folio::bench {
 namespace {
@@ -150,34 +150,8 @@ kv::PagedBatchView AttentionFixture::dense_batch() const {
 }
 
 uint64_t AttentionFixture::Gather(ThreadPool& pool) {
-  const AttentionShape& s = shape_;
-  const size_t es = DTypeSize(s.kv_dtype);
-  const uint64_t per_seq = s.pages_per_seq();
-  const uint64_t row_bytes = s.head_dim * es;
-  // Each (sequence, logical page) is one task unit: per K/V head it copies
-  // one [page_size, head_dim] block (the live rows of a last partial page).
-  ParallelRanges(
-      pool, s.batch * per_seq, 8 * pool.num_threads(),
-      [&](uint64_t lo, uint64_t hi) {
-        for (uint64_t unit = lo; unit < hi; ++unit) {
-          const uint64_t b = unit / per_seq, logical = unit % per_seq;
-          const auto phys = static_cast<uint64_t>(paged_table_[unit]);
-          const uint64_t rows =
-              std::min(s.page_size, s.context - logical * s.page_size);
-          for (uint64_t h = 0; h < s.num_kv_heads; ++h) {
-            const uint64_t src =
-                ((phys * s.num_kv_heads + h) * s.page_size) * row_bytes;
-            const uint64_t dst =
-                ((b * s.num_kv_heads + h) * s.context + logical * s.page_size) *
-                row_bytes;
-            std::memcpy(dense_k_.data() + dst, paged_k_.data() + src,
-                        rows * row_bytes);
-            std::memcpy(dense_v_.data() + dst, paged_v_.data() + src,
-                        rows * row_bytes);
-          }
-        }
-      });
-  return s.kv_bytes();
+  return kv::GatherToDense(paged_kv(), paged_batch(), shape_.context,
+                           dense_k_.data(), dense_v_.data(), &pool);
 }
 
 }  // namespace folio::bench

@@ -1,6 +1,7 @@
 #include "folio/engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "folio/core/checked_math.h"
@@ -17,11 +18,16 @@ std::string_view FinishReasonName(FinishReason r) {
   return "unknown";
 }
 
-Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, ThreadPool* pool) {
+Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, ThreadPool* pool,
+                              const model::Tokenizer* tokenizer) {
   if (config.max_num_seqs == 0 || config.max_num_batched_tokens < config.max_num_seqs) {
     return Status::InvalidArgument("need max_num_seqs >= 1 and max_num_batched_tokens >= "
                                    "max_num_seqs (got " + std::to_string(config.max_num_seqs) +
                                    ", " + std::to_string(config.max_num_batched_tokens) + ")");
+  }
+  if (!(config.watermark >= 0.0 && config.watermark < 1.0)) {
+    return Status::InvalidArgument("watermark must be in [0, 1) (got " +
+                                   std::to_string(config.watermark) + ")");
   }
   const model::ModelConfig& c = model.config();
   kv::PagedKvCacheConfig kc;
@@ -32,7 +38,7 @@ Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, Th
   kc.num_pages = config.num_pages;
   kc.dtype = config.kv_dtype;
   FOLIO_ASSIGN_OR_RETURN(kv::PagedKvCache cache, kv::PagedKvCache::Create(kc));
-  return Engine(model::Decoder<float>(model, pool), std::move(cache), config);
+  return Engine(model::Decoder<float>(model, pool), std::move(cache), config, tokenizer);
 }
 
 Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams params) {
@@ -45,6 +51,18 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
       return Status::OutOfRange("prompt token " + std::to_string(i) + " has id " +
                                 std::to_string(prompt[i]) + " outside the vocabulary");
     }
+  }
+  if (!params.stop_strings.empty() && tokenizer_ == nullptr) {
+    return Status::InvalidArgument("stop strings need an engine with a tokenizer");
+  }
+  for (size_t i = 0; i < params.stop_strings.size(); ++i) {
+    if (params.stop_strings[i].empty()) {
+      return Status::InvalidArgument("stop string " + std::to_string(i) + " is empty");
+    }
+  }
+  if (params.top_logprobs > sampling::kMaxTopLogprobs) {
+    return Status::InvalidArgument("top_logprobs " + std::to_string(params.top_logprobs) +
+                                   " exceeds " + std::to_string(sampling::kMaxTopLogprobs));
   }
   // The last selected token is never fed, so a request caches at most
   // prompt + max_tokens - 1 positions.
@@ -61,28 +79,110 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
                                      std::to_string(config_.num_pages));
   }
   const RequestId id = next_id_++;
-  Request r{id, std::move(prompt), params, SplitMix64(params.seed), {}, std::nullopt, 0, 0};
-  requests_.emplace(id, std::move(r));
+  Request& r = requests_[id];
+  r.id = id;
+  r.prompt = std::move(prompt);
+  r.params = std::move(params);
+  r.rng = SplitMix64(r.params.seed);
+  if (tokenizer_ != nullptr) r.detok.emplace(*tokenizer_);
   waiting_.push_back(id);
   return id;
 }
 
-void Engine::Preempt(Request& r) {
+void Engine::ReleaseSequence(Request& r) {
+  if (!r.seq) return;
+  if (config_.prefix_caching) prefix_.Touch(cache_.block_table(*r.seq));
   FOLIO_CHECK(cache_.Release(*r.seq).ok());
   r.seq.reset();
-  r.computed = 0;  // recompute prompt and generated tokens later
+  r.computed = 0;
+  r.pages_cached = 0;
+  r.chain = kv::PrefixCache::kRoot;
+  r.chain_hash = kv::PrefixCache::kRootHash;
+}
+
+Status Engine::Admit(Request& r) {
+  kv::PrefixCache::Match m;
+  if (config_.prefix_caching) {
+    const uint64_t total = r.prompt.size() + r.output.size();
+    std::vector<int32_t> tokens(total);
+    for (uint64_t i = 0; i < total; ++i) tokens[i] = TokenAt(r, i);
+    m = prefix_.Lookup(tokens, (total - 1) / config_.page_size);
+  }
+  FOLIO_ASSIGN_OR_RETURN(kv::SeqId seq, cache_.AddSequence(m.pages));
+  r.seq = seq;
+  r.computed = m.pages.size() * config_.page_size;
+  r.pages_cached = m.pages.size();
+  r.chain = m.last;
+  r.chain_hash = m.last_hash;
+  return Status::Ok();
+}
+
+Status Engine::CachePages(Request& r) {
+  const uint64_t page = config_.page_size;
+  std::vector<int32_t> tokens(page);
+  while ((r.pages_cached + 1) * page <= r.computed && prefix_.HasEntry(r.chain)) {
+    for (uint64_t i = 0; i < page; ++i) tokens[i] = TokenAt(r, r.pages_cached * page + i);
+    const kv::PageId id = cache_.block_table(*r.seq)[r.pages_cached];
+    FOLIO_ASSIGN_OR_RETURN(kv::PrefixCache::Inserted in,
+                           prefix_.Insert(cache_, r.chain, r.chain_hash, tokens, id));
+    r.chain = in.entry;
+    r.chain_hash = in.hash;
+    ++r.pages_cached;
+  }
+  return Status::Ok();
+}
+
+bool Engine::EmitText(Request& r, int32_t token, StepOutput& out) {
+  if (!r.detok) return false;
+  r.text += r.detok->Push(token);
+  // A stop string cannot start before text_sent: whatever might have
+  // started one was held back.
+  size_t stop = std::string::npos;
+  for (const std::string& s : r.params.stop_strings) {
+    stop = std::min(stop, r.text.find(s, r.text_sent));
+  }
+  if (stop != std::string::npos) {
+    r.text.resize(stop);
+    out.text += r.text.substr(r.text_sent);
+    r.text_sent = stop;
+    return true;
+  }
+  // Hold back the longest tail that is the start of some stop string.
+  const std::string_view unsent = std::string_view(r.text).substr(r.text_sent);
+  size_t hold = 0;
+  for (const std::string& s : r.params.stop_strings) {
+    for (size_t len = std::min(s.size() - 1, unsent.size()); len > hold; --len) {
+      if (unsent.substr(unsent.size() - len) == std::string_view(s).substr(0, len)) {
+        hold = len;
+        break;
+      }
+    }
+  }
+  out.text += unsent.substr(0, unsent.size() - hold);
+  r.text_sent = r.text.size() - hold;
+  return false;
+}
+
+void Engine::FlushText(Request& r, StepOutput& out) {
+  if (!r.detok) return;
+  r.text += r.detok->Flush();
+  out.text += r.text.substr(r.text_sent);
+  r.text_sent = r.text.size();
+}
+
+void Engine::Preempt(Request& r) {
+  ReleaseSequence(r);
   running_.erase(std::find(running_.begin(), running_.end(), r.id));
   waiting_.push_front(r.id);
   ++stats_.preemptions;
 }
 
 void Engine::Finish(Request& r, FinishReason why, std::vector<StepOutput>& out) {
-  if (r.seq) FOLIO_CHECK(cache_.Release(*r.seq).ok());
-  r.seq.reset();
+  ReleaseSequence(r);
   running_.erase(std::remove(running_.begin(), running_.end(), r.id), running_.end());
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r.id), waiting_.end());
   auto it = std::find_if(out.begin(), out.end(), [&](const StepOutput& o) { return o.id == r.id; });
-  if (it == out.end()) it = out.insert(out.end(), StepOutput{r.id, {}, FinishReason::kNone});
+  if (it == out.end()) it = out.insert(out.end(), StepOutput{r.id, {}, {}, {}, FinishReason::kNone});
   it->finish = why;
   requests_.erase(r.id);
 }
@@ -95,15 +195,32 @@ Status Engine::Abort(RequestId id) {
   return Status::Ok();
 }
 
+Status Engine::ClearPrefixCache() {
+  const uint64_t before = prefix_.stats().evicted;
+  FOLIO_RETURN_IF_ERROR(prefix_.Clear(cache_));
+  stats_.prefix_evictions += prefix_.stats().evicted - before;
+  return Status::Ok();
+}
+
 Result<std::vector<StepOutput>> Engine::Step() {
   std::vector<StepOutput> out;
   if (!HasUnfinished()) return out;
+  const uint64_t page = config_.page_size;
+  // Pages this step may take: free ones and cached ones no sequence reads.
+  uint64_t available = cache_.pool().num_free() +
+                       (config_.prefix_caching ? prefix_.NumEvictable(cache_) : 0);
+  uint64_t needed = 0;
+  auto pages_for = [&](const Request& r, uint64_t n) {
+    return CeilDiv(r.computed + n, page) - cache_.block_table(*r.seq).size();
+  };
   // Candidates in priority order: running sequences (decodes, then the
   // rest of partially prefilled prompts), then waiting requests, FCFS.
   struct Pick {
     RequestId id;
     uint64_t tokens;
     bool admitted_now;
+    uint64_t query_tokens = 0;  // prefix-cache accounting of an admission
+    uint64_t hit_tokens = 0;
   };
   std::vector<Pick> picks;
   uint64_t budget = config_.max_num_batched_tokens;
@@ -113,37 +230,62 @@ Result<std::vector<StepOutput>> Engine::Step() {
       if ((Pending(r) == 1) != decodes || budget == 0) continue;
       const uint64_t n = std::min(Pending(r), budget);
       picks.push_back({id, n, false});
+      needed += pages_for(r, n);
       budget -= n;
     }
   }
+  const auto watermark = static_cast<uint64_t>(
+      std::ceil(config_.watermark * static_cast<double>(config_.num_pages)));
   uint64_t admitted = 0;
   for (RequestId id : waiting_) {
     if (budget == 0 || running_.size() + admitted >= config_.max_num_seqs) break;
-    const uint64_t n = std::min(Pending(requests_.at(id)), budget);
-    picks.push_back({id, n, true});
+    Request& r = requests_.at(id);
+    FOLIO_RETURN_IF_ERROR(Admit(r));
+    // Cached pages this admission now reads are no longer evictable.
+    const auto table = cache_.block_table(*r.seq);
+    const auto pinned = static_cast<uint64_t>(std::count_if(
+        table.begin(), table.end(),
+        [&](kv::PageId p) { return cache_.pool().refcount(p) == 2 && cache_.holds(p) == 1; }));
+    const uint64_t n = std::min(Pending(r), budget);
+    const uint64_t need = pages_for(r, n);
+    const bool alone = running_.empty() && admitted == 0;
+    if (!alone && needed + need + watermark + pinned > available) {
+      ReleaseSequence(r);
+      break;  // FCFS: nobody overtakes the head of the queue
+    }
+    available -= pinned;
+    needed += need;
+    const uint64_t total = r.prompt.size() + r.output.size();
+    picks.push_back({id, n, true, (total - 1) / page * page, r.computed});
     budget -= n;
     ++admitted;
   }
-  for (const Pick& p : picks) {
-    Request& r = requests_.at(p.id);
-    if (p.admitted_now) r.seq = cache_.AddSequence();
-  }
 
-  // Shed load until the pool can hold the step: first the newest
-  // admissions, then preempt running sequences, most recently admitted
-  // first (vLLM's recompute policy).
+  // Make room: evict cached pages first (least recently used), then shed
+  // the newest admissions, then preempt running sequences, most recently
+  // admitted first (vLLM's recompute policy).
   std::optional<kv::AppendPlan> plan;
   while (true) {
+    while (config_.prefix_caching && cache_.pool().num_free() < needed) {
+      FOLIO_ASSIGN_OR_RETURN(bool evicted, prefix_.EvictOne(cache_));
+      if (!evicted) break;
+      ++stats_.prefix_evictions;
+    }
     std::vector<std::pair<kv::SeqId, uint64_t>> requests;
     for (const Pick& p : picks) requests.emplace_back(*requests_.at(p.id).seq, p.tokens);
     FOLIO_ASSIGN_OR_RETURN(plan, cache_.PrepareAppend(requests));
     if (plan) break;
+    if (config_.prefix_caching) {
+      FOLIO_ASSIGN_OR_RETURN(bool evicted, prefix_.EvictOne(cache_));
+      if (evicted) {
+        ++stats_.prefix_evictions;
+        continue;
+      }
+    }
     auto newest = std::find_if(picks.rbegin(), picks.rend(),
                                [](const Pick& p) { return p.admitted_now; });
     if (newest != picks.rend()) {
-      Request& r = requests_.at(newest->id);
-      FOLIO_CHECK(cache_.Release(*r.seq).ok());
-      r.seq.reset();
+      ReleaseSequence(requests_.at(newest->id));
       picks.erase(std::next(newest).base());
       continue;
     }
@@ -162,13 +304,13 @@ Result<std::vector<StepOutput>> Engine::Step() {
   for (const Pick& p : picks) {
     const Request& r = requests_.at(p.id);
     seqs.push_back(*r.seq);
-    for (uint64_t i = r.computed; i < r.computed + p.tokens; ++i) {
-      tokens.push_back(i < r.prompt.size() ? r.prompt[i] : r.output[i - r.prompt.size()]);
-    }
+    for (uint64_t i = r.computed; i < r.computed + p.tokens; ++i) tokens.push_back(TokenAt(r, i));
   }
+  model::StepCounters counters;
   Result<kv::BatchMetadata> meta = cache_.BuildBatchMetadata(seqs, &*plan);
   Result<std::vector<float>> logits =
-      meta.ok() ? decoder_.Step(cache_, *meta, tokens, model::LogitRows::kLast)
+      meta.ok() ? decoder_.Step(cache_, *meta, tokens, model::LogitRows::kLast,
+                                config_.kv_access, &counters)
                 : Result<std::vector<float>>(meta.error());
   if (!logits.ok()) {
     cache_.Abort(std::move(*plan));
@@ -176,6 +318,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
   }
   cache_.Commit(*plan);
   ++stats_.steps;
+  stats_.kv_copy_bytes += counters.kv_copy_bytes;
 
   const uint64_t vocab = decoder_.config().vocab_size;
   for (size_t i = 0; i < picks.size(); ++i) {
@@ -184,6 +327,8 @@ Result<std::vector<StepOutput>> Engine::Step() {
       running_.push_back(r.id);
       waiting_.erase(std::find(waiting_.begin(), waiting_.end(), r.id));
       r.admitted_at = admissions_++;
+      stats_.prefix_query_tokens += picks[i].query_tokens;
+      stats_.prefix_hit_tokens += picks[i].hit_tokens;
     }
     if (Pending(r) == 1 && r.computed >= r.prompt.size()) {
       ++stats_.decode_tokens;
@@ -191,21 +336,35 @@ Result<std::vector<StepOutput>> Engine::Step() {
       stats_.prompt_tokens_computed += picks[i].tokens;
     }
     r.computed += picks[i].tokens;
+    if (config_.prefix_caching) FOLIO_RETURN_IF_ERROR(CachePages(r));
+  }
+  stats_.peak_running = std::max<uint64_t>(stats_.peak_running, running_.size());
+  for (size_t i = 0; i < picks.size(); ++i) {
+    Request& r = requests_.at(picks[i].id);
     if (Pending(r) != 0) continue;  // prompt chunk; more to feed
     const std::span<const float> row = std::span<const float>(*logits).subspan(i * vocab, vocab);
     FOLIO_ASSIGN_OR_RETURN(int32_t token, sampling::SelectToken<float>(row, r.params.sampling, r.rng));
     r.output.push_back(token);
-    out.push_back({r.id, {token}, FinishReason::kNone});
+    StepOutput& o = out.emplace_back(StepOutput{r.id, {token}, {}, {}, FinishReason::kNone});
+    if (r.params.logprobs) {
+      FOLIO_ASSIGN_OR_RETURN(sampling::TokenLogprobs lp,
+                             sampling::ComputeLogprobs(row, token, r.params.top_logprobs));
+      o.logprobs.push_back(std::move(lp));
+    }
+    const bool stop_string = EmitText(r, token, o);
     const auto& stops = r.params.stop_token_ids;
-    if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+    if (stop_string) {
+      Finish(r, FinishReason::kStop, out);
+    } else if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+      FlushText(r, o);
       Finish(r, FinishReason::kStop, out);
     } else if (r.output.size() == r.params.max_tokens) {
+      FlushText(r, o);
       Finish(r, FinishReason::kLength, out);
     }
   }
   return out;
 }
-
 Result<std::vector<std::vector<int32_t>>> Engine::Generate(
     const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params) {
   std::vector<RequestId> ids;

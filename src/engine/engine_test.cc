@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <string>
+
+#include "folio/core/thread_pool.h"
 #include "folio/engine/generate.h"
+#include "folio/model/byte_tokenizer.h"
 
 namespace folio::engine {
 namespace {
@@ -31,6 +36,16 @@ RequestParams Sampled() {
   return p;
 }
 
+// Every page a finished engine still holds is a cached prefix page, and
+// clearing the cache gives every page back.
+void ExpectNoLeak(Engine& engine) {
+  const kv::PoolStats st = engine.cache().Stats();
+  EXPECT_EQ(st.pages_used, st.pages_held_only);
+  ASSERT_TRUE(engine.ClearPrefixCache().ok());
+  EXPECT_EQ(engine.cache().Stats().pages_used, 0u);
+  EXPECT_TRUE(engine.cache().pool().CheckInvariants().ok());
+}
+
 std::vector<std::vector<int32_t>> RunEngine(const EngineConfig& config,
                                       const std::vector<std::vector<int32_t>>& prompts,
                                       const RequestParams& params, EngineStats* stats = nullptr) {
@@ -38,7 +53,7 @@ std::vector<std::vector<int32_t>> RunEngine(const EngineConfig& config,
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
   auto out = engine->Generate(prompts, params);
   EXPECT_TRUE(out.ok()) << out.status().ToString();
-  EXPECT_EQ(engine->cache().Stats().pages_used, 0u);  // nothing leaked
+  ExpectNoLeak(*engine);
   if (stats) *stats = engine->stats();
   return *out;
 }
@@ -106,9 +121,9 @@ TEST(Engine, StopTokenFinishesAndAbortFreesPages) {
   }
   EXPECT_EQ(stop_reason, FinishReason::kStop);
   EXPECT_EQ(got, std::vector<int32_t>(first.begin(), first.begin() + 3));
-  EXPECT_GT(engine.cache().Stats().pages_used, 0u);
+  EXPECT_GT(engine.cache().Stats().pages_used, engine.cache().Stats().pages_held_only);
   ASSERT_TRUE(engine.Abort(aborted).ok());
-  EXPECT_EQ(engine.cache().Stats().pages_used, 0u);
+  EXPECT_EQ(engine.cache().Stats().pages_used, engine.cache().Stats().pages_held_only);
   EXPECT_EQ(engine.Abort(aborted).code(), StatusCode::kNotFound);
   EXPECT_FALSE(engine.HasUnfinished());
 }
@@ -127,6 +142,252 @@ TEST(Engine, RejectsBadRequests) {
   p.max_tokens = 20;
   EXPECT_EQ(small.AddRequest({0, 1}, p).status().code(), StatusCode::kResourceExhausted);
   EXPECT_FALSE(Engine::Create(TestModel(), {16, 8, DType::kF32, 2, 4}).ok());
+}
+
+// What a run produced per prompt: tokens, log-prob bits (the token's, then
+// each alternative's id and bits), text and finish reason.
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::vector<uint32_t> logprob_bits;
+  std::string text;
+  FinishReason finish = FinishReason::kNone;
+  bool operator==(const Outcome&) const = default;
+};
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// Adds prompts in `order` (indices into prompts) and steps to the end.
+std::vector<Outcome> Drive(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
+                           const RequestParams& params, const std::vector<size_t>& order) {
+  std::map<RequestId, size_t> index;
+  for (size_t i : order) index[*engine.AddRequest(prompts[i], params)] = i;
+  std::vector<Outcome> out(prompts.size());
+  while (engine.HasUnfinished()) {
+    auto step = engine.Step();
+    EXPECT_TRUE(step.ok()) << step.status().ToString();
+    if (!step.ok()) break;
+    for (const StepOutput& o : *step) {
+      Outcome& r = out[index.at(o.id)];
+      r.tokens.insert(r.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+      r.text += o.text;
+      EXPECT_EQ(o.logprobs.size(), params.logprobs ? o.new_tokens.size() : 0u);
+      for (const auto& lp : o.logprobs) {
+        r.logprob_bits.push_back(Bits(lp.logprob));
+        for (const auto& [id, v] : lp.top) {
+          r.logprob_bits.push_back(static_cast<uint32_t>(id));
+          r.logprob_bits.push_back(Bits(v));
+        }
+      }
+      if (o.finish != FinishReason::kNone) r.finish = o.finish;
+    }
+  }
+  return out;
+}
+
+std::vector<size_t> InOrder(size_t n) {
+  std::vector<size_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+// Prompts that share a 21-token stem (a system prompt), so the prefix cache
+// has something to find between requests, plus the unrelated ones.
+std::vector<std::vector<int32_t>> SharedStemPrompts() {
+  std::vector<int32_t> stem;
+  for (int32_t t = 0; t < 21; ++t) stem.push_back(2 + (t * 37) % 250);
+  std::vector<std::vector<int32_t>> prompts = kPrompts;
+  for (int32_t tail : {3, 9, 30}) {
+    std::vector<int32_t> p = stem;
+    for (int32_t t = 0; t < tail; ++t) p.push_back(2 + (t * 11 + tail) % 250);
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+RequestParams SampledWithLogprobs() {
+  RequestParams p = Sampled();
+  p.logprobs = true;
+  p.top_logprobs = 3;
+  return p;
+}
+
+// Contract 3 in full: tokens and log-prob bits per request do not depend on
+// batch, arrival order, chunk size, page size, prefix-cache state,
+// preemption or thread count.
+TEST(Engine, TokensAndLogprobsAreTheSameUnderEverySchedule) {
+  const auto prompts = SharedStemPrompts();
+  const RequestParams params = SampledWithLogprobs();
+  // Reference: each prompt alone in a fresh engine without prefix caching.
+  EngineConfig solo;
+  solo.prefix_caching = false;
+  std::vector<Outcome> want;
+  for (const auto& p : prompts) {
+    auto e = *Engine::Create(TestModel(), solo);
+    want.push_back(Drive(e, {p}, params, {0})[0]);
+    EXPECT_EQ(want.back().tokens.size(), 12u);
+    EXPECT_EQ(want.back().logprob_bits.size(), 12u * 7);
+  }
+  std::vector<size_t> reversed = InOrder(prompts.size());
+  std::reverse(reversed.begin(), reversed.end());
+
+  struct Variant {
+    const char* name;
+    EngineConfig config;
+    std::vector<size_t> order;
+    ThreadPool* pool;
+    bool warm;  // run everything once first, so the prefix cache is full
+  };
+  ThreadPool two(2);
+  EngineConfig chunks;
+  chunks.page_size = 3;
+  chunks.max_num_batched_tokens = 5;
+  chunks.max_num_seqs = 2;
+  EngineConfig tight;
+  tight.page_size = 4;
+  tight.num_pages = 18;  // the longest request needs 16
+  EngineConfig big_pages;
+  big_pages.page_size = 32;
+  const std::vector<Variant> variants = {
+      {"batched", {}, InOrder(prompts.size()), nullptr, false},
+      {"reversed", {}, reversed, nullptr, false},
+      {"chunks of 5, pages of 3", chunks, reversed, nullptr, false},
+      {"warm prefix cache", {}, InOrder(prompts.size()), nullptr, true},
+      {"warm, pages of 3", chunks, reversed, nullptr, true},
+      {"preempting", tight, InOrder(prompts.size()), nullptr, false},
+      {"pages of 32, two threads", big_pages, reversed, &two, false},
+  };
+  for (const Variant& v : variants) {
+    SCOPED_TRACE(v.name);
+    auto engine = *Engine::Create(TestModel(), v.config, v.pool);
+    if (v.warm) Drive(engine, prompts, params, v.order);
+    const EngineStats before = engine.stats();
+    EXPECT_EQ(Drive(engine, prompts, params, v.order), want);
+    const EngineStats& st = engine.stats();
+    if (v.warm) {
+      EXPECT_GT(st.prefix_hit_tokens - before.prefix_hit_tokens, 0u);
+    }
+    if (std::string(v.name) == "preempting") {
+      EXPECT_GT(st.preemptions, 0u);
+    }
+    ExpectNoLeak(engine);
+  }
+}
+
+TEST(Engine, PrefixCacheSkipsTheSharedStem) {
+  const auto prompts = SharedStemPrompts();
+  const std::vector<std::vector<int32_t>> stems(prompts.end() - 3, prompts.end());
+  RequestParams p;
+  p.max_tokens = 2;
+  EngineConfig config;
+  config.page_size = 4;
+  config.max_num_seqs = 1;  // one at a time: each finds the last one's pages
+  auto engine = *Engine::Create(TestModel(), config);
+  ASSERT_TRUE(engine.Generate(stems, p).ok());
+  const EngineStats& st = engine.stats();
+  // The first request computes everything; the next two reuse the 20
+  // stem tokens in whole pages.
+  EXPECT_EQ(st.prefix_hit_tokens, 2u * 20u);
+  uint64_t prompt_tokens = 0;
+  for (const auto& s : stems) prompt_tokens += s.size();
+  EXPECT_EQ(st.prompt_tokens_computed, prompt_tokens - 2u * 20u);
+  EXPECT_GT(st.prefix_hit_rate(), 0.0);
+  ExpectNoLeak(engine);
+}
+
+TEST(Engine, GatherBaselineGivesTheSameTokensAndCountsCopies) {
+  const RequestParams params = SampledWithLogprobs();
+  auto direct = *Engine::Create(TestModel(), {});
+  EngineConfig gather;
+  gather.kv_access = model::KvAccess::kGather;
+  auto copying = *Engine::Create(TestModel(), gather);
+  EXPECT_EQ(Drive(copying, kPrompts, params, InOrder(kPrompts.size())),
+            Drive(direct, kPrompts, params, InOrder(kPrompts.size())));
+  EXPECT_EQ(direct.stats().kv_copy_bytes, 0u);
+  EXPECT_GT(copying.stats().kv_copy_bytes, 0u);
+}
+
+TEST(Engine, StopStringsEndTheTextBeforeThem) {
+  const model::Tokenizer& tok = model::ByteTokenizer::AsTokenizer();
+  RequestParams p;
+  p.max_tokens = 24;
+  auto plain = *Engine::Create(TestModel(), {}, nullptr, &tok);
+  const Outcome full = Drive(plain, {kPrompts[0]}, p, {0})[0];
+  EXPECT_EQ(full.finish, FinishReason::kLength);
+  EXPECT_EQ(full.text, *tok.Decode(full.tokens, true));
+  ASSERT_GE(full.text.size(), 12u);
+
+  const std::string stop = full.text.substr(6, 3);
+  const size_t at = full.text.find(stop);
+  p.stop_strings = {"never there", stop};
+  auto stopping = *Engine::Create(TestModel(), {}, nullptr, &tok);
+  const RequestId id = *stopping.AddRequest(kPrompts[0], p);
+  std::string streamed;
+  std::vector<int32_t> tokens;
+  FinishReason finish = FinishReason::kNone;
+  while (stopping.HasUnfinished()) {
+    auto step = stopping.Step();
+    ASSERT_TRUE(step.ok());
+    for (const StepOutput& o : *step) {
+      ASSERT_EQ(o.id, id);
+      streamed += o.text;
+      tokens.insert(tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+      // Nothing of the stop string is ever sent.
+      EXPECT_EQ(streamed, full.text.substr(0, streamed.size()));
+      EXPECT_LE(streamed.size(), at);
+      if (o.finish != FinishReason::kNone) finish = o.finish;
+    }
+  }
+  EXPECT_EQ(finish, FinishReason::kStop);
+  EXPECT_EQ(streamed, full.text.substr(0, at));
+  // The tokens stop at the one that completed the stop string.
+  ASSERT_LT(tokens.size(), full.tokens.size());
+  EXPECT_EQ(tokens, std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() +
+                                                                  static_cast<std::ptrdiff_t>(tokens.size())));
+  EXPECT_NE(tok.Decode(tokens, true)->find(stop), std::string::npos);
+  tokens.pop_back();
+  EXPECT_EQ(tok.Decode(tokens, true)->find(stop), std::string::npos);
+}
+
+TEST(Engine, RejectsBadStopAndLogprobRequests) {
+  auto no_tokenizer = *Engine::Create(TestModel(), {});
+  RequestParams p;
+  p.stop_strings = {"x"};
+  EXPECT_EQ(no_tokenizer.AddRequest({0, 1}, p).status().code(), StatusCode::kInvalidArgument);
+  auto engine = *Engine::Create(TestModel(), {}, nullptr, &model::ByteTokenizer::AsTokenizer());
+  p.stop_strings = {"x", ""};
+  EXPECT_EQ(engine.AddRequest({0, 1}, p).status().code(), StatusCode::kInvalidArgument);
+  p.stop_strings = {};
+  p.top_logprobs = 21;
+  EXPECT_EQ(engine.AddRequest({0, 1}, p).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(engine.HasUnfinished());
+  EngineConfig bad;
+  bad.watermark = 1.0;
+  EXPECT_EQ(Engine::Create(TestModel(), bad).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Engine, WatermarkHoldsBackAdmissionButNeverStarves) {
+  const std::vector<std::vector<int32_t>> prompts = {kPrompts[0], kPrompts[3]};  // 4 + 5 pages
+  RequestParams p;
+  p.max_tokens = 3;
+  for (const double watermark : {0.0, 0.6}) {
+    SCOPED_TRACE(watermark);
+    EngineConfig config;
+    config.page_size = 4;
+    config.num_pages = 20;
+    config.watermark = watermark;  // 0.6: 12 pages kept free
+    auto engine = *Engine::Create(TestModel(), config);
+    for (const auto& prompt : prompts) ASSERT_TRUE(engine.AddRequest(prompt, p).ok());
+    ASSERT_TRUE(engine.Step().ok());
+    // The first request is admitted alone whatever the watermark; the
+    // second only if 4 + 5 pages leave the watermark free.
+    EXPECT_EQ(engine.num_running(), watermark == 0.0 ? 2u : 1u);
+    while (engine.HasUnfinished()) ASSERT_TRUE(engine.Step().ok());
+    ExpectNoLeak(engine);
+  }
 }
 
 }  // namespace

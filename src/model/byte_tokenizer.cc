@@ -1,5 +1,8 @@
 #include "folio/model/byte_tokenizer.h"
 
+#include "folio/core/status.h"
+#include "model/unicode.h"
+
 namespace folio::model {
 
 std::vector<int32_t> ByteTokenizer::Encode(std::string_view text, bool add_begin,
@@ -23,6 +26,26 @@ Result<std::string> ByteTokenizer::Decode(std::span<const int32_t> ids) {
     if (id >= 2) out += static_cast<char>(id - 2);
   }
   return out;
+}
+
+const Tokenizer& ByteTokenizer::AsTokenizer() {
+  static const Tokenizer* const tokenizer = [] {
+    TokenizerSpec spec;
+    spec.model = TokenizerSpec::Model::kBpe;
+    spec.pre_tokenizer = "gpt-2";
+    spec.tokens = {"<s>", "</s>"};
+    spec.token_types = {3, 3};
+    for (const char32_t c : unicode::ByteToChar()) {
+      unicode::AppendUtf8(c, &spec.tokens.emplace_back());
+      spec.token_types.push_back(1);
+    }
+    spec.bos_id = kBegin;
+    spec.eos_id = kEnd;
+    Result<Tokenizer> t = Tokenizer::FromSpec(std::move(spec));
+    FOLIO_CHECK(t.ok(), t.status().ToString());
+    return new Tokenizer(std::move(*t));
+  }();
+  return *tokenizer;
 }
 
 }  // namespace folio::model

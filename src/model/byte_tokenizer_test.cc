@@ -28,5 +28,20 @@ TEST(ByteTokenizer, DecodeRejectsOutOfVocabulary) {
   EXPECT_FALSE(ByteTokenizer::Decode(std::vector<int32_t>{-1}).has_value());
 }
 
+TEST(ByteTokenizer, AsTokenizerHasTheSameIds) {
+  const Tokenizer& t = ByteTokenizer::AsTokenizer();
+  EXPECT_EQ(t.vocab_size(), 258u);
+  const std::string text = "Hello, w\xc3\xb6rld!  \n\t123 \xe2\x82\xac";
+  auto ids = t.Encode(text, /*add_special_tokens=*/false);
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  EXPECT_EQ(*ids, ByteTokenizer::Encode(text, false, false));
+  std::vector<int32_t> framed = ByteTokenizer::Encode(text, true, true);
+  EXPECT_EQ(*t.Decode(framed, true), text);
+  StreamingDecoder stream(t);
+  std::string streamed;
+  for (int32_t id : framed) streamed += stream.Push(id);
+  EXPECT_EQ(streamed + stream.Flush(), text);
+}
+
 }  // namespace
 }  // namespace folio::model

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -84,5 +85,46 @@ template Result<int32_t> SelectToken<float>(std::span<const float>,
                                             const SamplingParams&, SplitMix64&);
 template Result<int32_t> SelectToken<double>(std::span<const double>,
                                              const SamplingParams&, SplitMix64&);
+
+Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t token,
+                                      uint64_t top_n) {
+  if (logits.empty()) return Status::InvalidArgument("logits are empty");
+  if (token < 0 || static_cast<size_t>(token) >= logits.size()) {
+    return Status::OutOfRange("token " + std::to_string(token) + " outside a row of " +
+                              std::to_string(logits.size()) + " logits");
+  }
+  if (top_n > kMaxTopLogprobs) {
+    return Status::InvalidArgument("top_logprobs " + std::to_string(top_n) + " exceeds " +
+                                   std::to_string(kMaxTopLogprobs));
+  }
+  double max = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (std::isnan(logits[i])) {
+      return Status::InvalidArgument("logit " + std::to_string(i) + " is NaN");
+    }
+    max = std::max(max, static_cast<double>(logits[i]));
+  }
+  double sum = 0.0;
+  for (const float x : logits) sum += std::exp(static_cast<double>(x) - max);
+  const double log_z = max + std::log(sum);
+  auto logprob = [&](size_t i) { return static_cast<float>(static_cast<double>(logits[i]) - log_z); };
+
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = logprob(static_cast<size_t>(token));
+  const size_t n = std::min<size_t>(top_n, logits.size());
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
+                    [&](int32_t a, int32_t b) {
+                      const float la = logits[static_cast<size_t>(a)];
+                      const float lb = logits[static_cast<size_t>(b)];
+                      return la != lb ? la > lb : a < b;
+                    });
+  for (size_t i = 0; i < n; ++i) {
+    out.top.emplace_back(ids[i], logprob(static_cast<size_t>(ids[i])));
+  }
+  return out;
+}
 
 }  // namespace folio::sampling

@@ -96,3 +96,42 @@ TEST(SelectToken, RejectsBadInput) {
 
 }  // namespace
 }  // namespace folio::sampling
+
+namespace folio::sampling {
+namespace {
+
+TEST(LogprobsTest, LogSoftmaxOfRawLogitsWithTopAlternatives) {
+  const std::vector<float> logits{1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
+  auto r = ComputeLogprobs(logits, 2, 3);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  double z = 0.0;
+  for (float x : logits) z += std::exp(static_cast<double>(x));
+  EXPECT_EQ(r->token, 2);
+  EXPECT_NEAR(r->logprob, -2.0 - std::log(z), 1e-6);
+  ASSERT_EQ(r->top.size(), 3u);
+  EXPECT_EQ(r->top[0].first, 1);  // tie with 3: lower id first
+  EXPECT_EQ(r->top[1].first, 3);
+  EXPECT_EQ(r->top[2].first, 0);
+  EXPECT_EQ(r->top[0].second, r->top[1].second);
+  double total = 0.0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    total += std::exp(static_cast<double>(ComputeLogprobs(logits, static_cast<int32_t>(i), 0)->logprob));
+  }
+  EXPECT_NEAR(total, 1.0, 1e-6);
+  // More alternatives than tokens: all of them.
+  EXPECT_EQ(ComputeLogprobs(logits, 0, 20)->top.size(), 5u);
+}
+
+TEST(LogprobsTest, RejectsBadInput) {
+  const std::vector<float> logits{0.0f, std::nanf("")};
+  EXPECT_EQ(ComputeLogprobs(logits, 0, 0).status().code(), StatusCode::kInvalidArgument);
+  const std::vector<float> ok{0.0f, 1.0f};
+  EXPECT_EQ(ComputeLogprobs(ok, 2, 0).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ComputeLogprobs(ok, -1, 0).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(ComputeLogprobs(ok, 0, 21).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ComputeLogprobs(std::span<const float>(), 0, 0).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace folio::sampling

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "folio/core/status.h"
+#include "folio/model/tokenizer.h"
 
 namespace folio::model {
 
@@ -26,6 +27,13 @@ class ByteTokenizer {
   // Ids -> bytes; begin and end ids produce nothing. Errors: an id outside
   // [0, 258).
   static Result<std::string> Decode(std::span<const int32_t> ids);
+
+  // The same vocabulary as a Tokenizer (byte-level BPE without merges:
+  // ids 0 and 1 special, byte b -> id b + 2), so everything that takes a
+  // Tokenizer (the engine's text and stop strings, the server) serves the
+  // built-in models too. Encode adds no framing; Decode skips 0 and 1 when
+  // asked to skip special tokens.
+  static const Tokenizer& AsTokenizer();
 };
 
 }  // namespace folio::model

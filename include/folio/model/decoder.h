@@ -62,6 +62,18 @@ class DecoderCache {
 // lane's last (what generation needs; skips the output head elsewhere).
 enum class LogitRows : uint8_t { kAll, kLast };
 
+// How a paged-cache step's attention reads K/V. kDirect walks the block
+// tables (the engine's path). kGather first copies every sequence's pages
+// into a dense [batch, kv_heads, max_context, head_dim] tensor per layer and
+// runs the same kernel on that: the baseline that `folio bench serve`
+// measures direct paging against. Both give the same bits.
+enum class KvAccess : uint8_t { kDirect, kGather };
+
+// What a step moved besides its compute.
+struct StepCounters {
+  uint64_t kv_copy_bytes = 0;  // K/V bytes gathered (kGather only)
+};
+
 // Computes in T (double for the worked example, float in production).
 // T = double widens every weight to float64 once; T = float keeps f32, f16,
 // bf16 and Q8_0 weights as stored (kernels widen them as they read; f64
@@ -102,10 +114,14 @@ class Decoder {
   // written through meta.slot_mapping and attention reads the pages through
   // the block tables, never a dense copy. Returns the logits of each
   // sequence's last row ([batch, vocab]; kLast) or of every row (kAll).
-  // The caller commits or aborts the cache's plan.
+  // The caller commits or aborts the cache's plan. `access` picks direct
+  // page reads or the gather baseline; counters, when given, accumulate
+  // what the step copied.
   Result<std::vector<T>> Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
                               std::span<const int32_t> tokens,
-                              LogitRows rows = LogitRows::kLast) const;
+                              LogitRows rows = LogitRows::kLast,
+                              KvAccess access = KvAccess::kDirect,
+                              StepCounters* counters = nullptr) const;
 
  private:
   struct Weights;  // the model's weights prepared for compute type T

@@ -14,6 +14,8 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
+#include <vector>
 
 #include "folio/core/splitmix64.h"
 #include "folio/core/status.h"
@@ -36,6 +38,24 @@ struct SamplingParams {
 template <typename T>
 Result<int32_t> SelectToken(std::span<const T> logits,
                             const SamplingParams& params, SplitMix64& rng);
+
+// Log-probabilities of the model's own distribution: log-softmax of the raw
+// logits (temperature 1, before top-k / top-p / min-p), as OpenAI's
+// `logprobs` reports them. Computed in double, summing in vocabulary order,
+// then rounded to float, so they are a function of the logits alone.
+struct TokenLogprobs {
+  int32_t token = 0;
+  float logprob = 0.0f;
+  // The top_n most likely tokens, most likely first (ties: lower id first).
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+inline constexpr uint64_t kMaxTopLogprobs = 20;
+
+// Errors: empty logits, a NaN logit, token outside the row, top_n >
+// kMaxTopLogprobs.
+Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t token,
+                                      uint64_t top_n);
 
 }  // namespace folio::sampling
 
