@@ -12,5 +12,5 @@ echo "generation with the built-in model (float32 compute, f32 KV, page size 3):
 echo "sampled (temperature 0.8, top-k 40, seed 7):"
 "$folio" generate --prompt "paged" --max-tokens 6 --temperature 0.8 --top-k 40 --seed 7
 echo
-echo "continuous batching (4 requests of different lengths, 16 pages of 4 slots):"
+echo "continuous batching (5 requests of different lengths, 16 pages of 4 slots, prefix cache on):"
 "$folio" batch

@@ -274,8 +274,10 @@ int RunGenerate(const GenerateFlags& f) {
 // of different lengths enter together, tokens stream step by step, and the
 // summary says how pages were used, reused and freed.
 struct BatchFlags {
+  // The last prompt shares its first pages with the third; it waits for a
+  // free sequence slot and then finds them in the prefix cache.
   std::vector<std::string> prompts = {"paged attention", "kv", "a block table maps pages",
-                                      "continuous batching"};
+                                      "continuous batching", "a block table maps tokens"};
   uint64_t max_tokens = 8;
   uint64_t page_size = 4;
   uint64_t num_pages = 16;
@@ -292,8 +294,9 @@ int RunBatch(const BatchFlags& f) {
   ec.page_size = f.page_size;
   ec.num_pages = f.num_pages;
   ec.max_num_batched_tokens = f.max_num_batched_tokens;
-  ec.max_num_seqs = std::min<uint64_t>(f.prompts.size(), f.max_num_batched_tokens);
-  Result<engine::Engine> eng = engine::Engine::Create(*m, ec);
+  ec.max_num_seqs = std::min<uint64_t>({f.prompts.size(), f.max_num_batched_tokens, 4});
+  Result<engine::Engine> eng =
+      engine::Engine::Create(*m, ec, nullptr, &model::ByteTokenizer::AsTokenizer());
   if (!eng) return Fail(eng.error());
   std::map<engine::RequestId, size_t> index;
   for (size_t i = 0; i < f.prompts.size(); ++i) {
@@ -314,11 +317,10 @@ int RunBatch(const BatchFlags& f) {
     if (!step) return Fail(step.error());
     const kv::PoolStats stats = eng->cache().Stats();
     std::cout << "step " << eng->stats().steps << " (pages " << stats.pages_used << "/"
-              << stats.pages_total << "):";
+              << stats.pages_total << ", " << stats.pages_held_only << " only cached):";
     for (const engine::StepOutput& o : *step) {
-      const std::string piece = *model::ByteTokenizer::Decode(o.new_tokens);
-      text[index[o.id]] += piece;
-      std::cout << "  [" << index[o.id] << "] +" << Printable(piece);
+      text[index[o.id]] += o.text;
+      std::cout << "  [" << index[o.id] << "] +" << Printable(o.text);
       if (o.finish != engine::FinishReason::kNone) {
         std::cout << " (" << engine::FinishReasonName(o.finish) << ")";
       }
@@ -326,15 +328,23 @@ int RunBatch(const BatchFlags& f) {
     std::cout << "\n";
   }
   const kv::BlockPool& pool = eng->cache().pool();
+  const engine::EngineStats& st = eng->stats();
   // A fresh pool hands out pages 0, 1, 2, ... and reuses released ones
   // first, so the pages ever touched are exactly the peak in use; every
   // allocation beyond that reused a page another request had freed.
-  std::cout << "summary: " << f.prompts.size() << " requests in " << eng->stats().steps
-            << " steps, " << eng->stats().preemptions << " preemptions; pages: peak "
-            << pool.peak_used() << " of " << pool.num_pages() << ", "
+  std::cout << "summary: " << f.prompts.size() << " requests in " << st.steps << " steps, "
+            << st.preemptions << " preemptions\n"
+            << "  pages: peak " << pool.peak_used() << " of " << pool.num_pages() << ", "
             << pool.total_allocations() << " allocations of which "
-            << pool.total_allocations() - pool.peak_used() << " reused freed pages; "
-            << pool.num_used() << " in use at the end (all freed)\n";
+            << pool.total_allocations() - pool.peak_used() << " reused freed pages\n"
+            << "  prefix cache: " << st.prefix_hit_tokens << " of " << st.prefix_query_tokens
+            << " cacheable prompt tokens reused ("
+            << static_cast<int>(100.0 * st.prefix_hit_rate() + 0.5) << "%), "
+            << st.prefix_evictions << " pages evicted, " << eng->cached_pages()
+            << " still cached\n";
+  if (Status s = eng->ClearPrefixCache(); !s.ok()) return Fail(s);
+  std::cout << "  after clearing the prefix cache: " << pool.num_used() << " pages in use, "
+            << pool.num_free() << " free\n";
   return pool.num_used() == 0 ? 0 : 1;
 }
 
