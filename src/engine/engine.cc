@@ -171,6 +171,7 @@ void Engine::FlushText(Request& r, StepOutput& out) {
 }
 
 void Engine::Preempt(Request& r) {
+  if (config_.reserve_max_length) reserved_pages_ -= Reservation(r);
   ReleaseSequence(r);
   running_.erase(std::find(running_.begin(), running_.end(), r.id));
   waiting_.push_front(r.id);
@@ -178,6 +179,8 @@ void Engine::Preempt(Request& r) {
 }
 
 void Engine::Finish(Request& r, FinishReason why, std::vector<StepOutput>& out) {
+  const bool running = std::find(running_.begin(), running_.end(), r.id) != running_.end();
+  if (config_.reserve_max_length && running) reserved_pages_ -= Reservation(r);
   ReleaseSequence(r);
   running_.erase(std::remove(running_.begin(), running_.end(), r.id), running_.end());
   waiting_.erase(std::remove(waiting_.begin(), waiting_.end(), r.id), waiting_.end());
@@ -249,12 +252,16 @@ Result<std::vector<StepOutput>> Engine::Step() {
     const uint64_t n = std::min(Pending(r), budget);
     const uint64_t need = pages_for(r, n);
     const bool alone = running_.empty() && admitted == 0;
-    if (!alone && needed + need + watermark + pinned > available) {
+    const bool no_room = config_.reserve_max_length
+                             ? reserved_pages_ + Reservation(r) > config_.num_pages
+                             : !alone && needed + need + watermark + pinned > available;
+    if (no_room) {
       ReleaseSequence(r);
       break;  // FCFS: nobody overtakes the head of the queue
     }
     available -= pinned;
     needed += need;
+    if (config_.reserve_max_length) reserved_pages_ += Reservation(r);
     const uint64_t total = r.prompt.size() + r.output.size();
     picks.push_back({id, n, true, (total - 1) / page * page, r.computed});
     budget -= n;
@@ -285,7 +292,9 @@ Result<std::vector<StepOutput>> Engine::Step() {
     auto newest = std::find_if(picks.rbegin(), picks.rend(),
                                [](const Pick& p) { return p.admitted_now; });
     if (newest != picks.rend()) {
-      ReleaseSequence(requests_.at(newest->id));
+      Request& r = requests_.at(newest->id);
+      if (config_.reserve_max_length) reserved_pages_ -= Reservation(r);
+      ReleaseSequence(r);
       picks.erase(std::next(newest).base());
       continue;
     }
@@ -313,7 +322,15 @@ Result<std::vector<StepOutput>> Engine::Step() {
                                 config_.kv_access, &counters)
                 : Result<std::vector<float>>(meta.error());
   if (!logits.ok()) {
+    // Nothing happened: the plan is undone and this step's admissions go
+    // back to waiting without their sequences.
     cache_.Abort(std::move(*plan));
+    for (const Pick& p : picks) {
+      if (!p.admitted_now) continue;
+      Request& r = requests_.at(p.id);
+      if (config_.reserve_max_length) reserved_pages_ -= Reservation(r);
+      ReleaseSequence(r);
+    }
     return logits.error();
   }
   cache_.Commit(*plan);
@@ -339,6 +356,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
     if (config_.prefix_caching) FOLIO_RETURN_IF_ERROR(CachePages(r));
   }
   stats_.peak_running = std::max<uint64_t>(stats_.peak_running, running_.size());
+  stats_.peak_reserved_pages = std::max(stats_.peak_reserved_pages, reserved_pages_);
   for (size_t i = 0; i < picks.size(); ++i) {
     Request& r = requests_.at(picks[i].id);
     if (Pending(r) != 0) continue;  // prompt chunk; more to feed

@@ -251,6 +251,9 @@ TEST(Engine, TokensAndLogprobsAreTheSameUnderEverySchedule) {
   tight.num_pages = 18;  // the longest request needs 16
   EngineConfig big_pages;
   big_pages.page_size = 32;
+  EngineConfig reserved = tight;
+  reserved.reserve_max_length = true;
+  reserved.prefix_caching = false;  // so every used page is a reserved one
   const std::vector<Variant> variants = {
       {"batched", {}, InOrder(prompts.size()), nullptr, false},
       {"reversed", {}, reversed, nullptr, false},
@@ -258,6 +261,7 @@ TEST(Engine, TokensAndLogprobsAreTheSameUnderEverySchedule) {
       {"warm prefix cache", {}, InOrder(prompts.size()), nullptr, true},
       {"warm, pages of 3", chunks, reversed, nullptr, true},
       {"preempting", tight, InOrder(prompts.size()), nullptr, false},
+      {"reserving max length", reserved, InOrder(prompts.size()), nullptr, false},
       {"pages of 32, two threads", big_pages, reversed, &two, false},
   };
   for (const Variant& v : variants) {
@@ -272,6 +276,11 @@ TEST(Engine, TokensAndLogprobsAreTheSameUnderEverySchedule) {
     }
     if (std::string(v.name) == "preempting") {
       EXPECT_GT(st.preemptions, 0u);
+    }
+    if (v.config.reserve_max_length) {
+      EXPECT_EQ(st.preemptions, 0u);
+      EXPECT_LE(st.peak_reserved_pages, v.config.num_pages);
+      EXPECT_GE(st.peak_reserved_pages, engine.cache().pool().peak_used());
     }
     ExpectNoLeak(engine);
   }

@@ -34,6 +34,7 @@
 #include <string_view>
 #include <vector>
 
+#include "folio/core/checked_math.h"
 #include "folio/core/splitmix64.h"
 #include "folio/core/status.h"
 #include "folio/kv/paged_kv_cache.h"
@@ -57,6 +58,12 @@ struct EngineConfig {
   // How attention reads K/V: kDirect is the engine; kGather is the dense
   // baseline `folio bench serve` measures against.
   model::KvAccess kv_access = model::KvAccess::kDirect;
+  // Admit a request only when the pool can hold its whole maximum length
+  // (prompt + max_tokens), as engines that keep each sequence's K/V in one
+  // contiguous reservation must. Pages are still filled on demand, but the
+  // reservations never exceed the pool, so nothing is ever preempted. The
+  // baseline `folio bench serve` compares paging's admission against.
+  bool reserve_max_length = false;
 };
 
 struct RequestParams {
@@ -100,6 +107,8 @@ struct EngineStats {
   uint64_t prefix_evictions = 0;  // cached pages given back to the pool
   uint64_t kv_copy_bytes = 0;     // K/V gathered (KvAccess::kGather only)
   uint64_t peak_running = 0;      // most sequences in one step
+  // reserve_max_length: the most pages reserved at once.
+  uint64_t peak_reserved_pages = 0;
   double prefix_hit_rate() const {
     return prefix_query_tokens == 0 ? 0.0
                                     : static_cast<double>(prefix_hit_tokens) /
@@ -170,6 +179,10 @@ class Engine {
         tokenizer_(tokenizer),
         prefix_(config.page_size) {}
 
+  // Pages a request's maximum length takes (reserve_max_length).
+  uint64_t Reservation(const Request& r) const {
+    return CeilDiv(r.prompt.size() + r.params.max_tokens - 1, config_.page_size);
+  }
   static int32_t TokenAt(const Request& r, uint64_t i) {
     return i < r.prompt.size() ? r.prompt[i] : r.output[i - r.prompt.size()];
   }
@@ -201,6 +214,7 @@ class Engine {
   std::vector<RequestId> running_;  // admission order
   RequestId next_id_ = 0;
   uint64_t admissions_ = 0;
+  uint64_t reserved_pages_ = 0;  // reserve_max_length: sum over running
   EngineStats stats_;
 };
 
