@@ -2,11 +2,17 @@
 // and the fixture's gather (paged and dense layouts must hold the same K/V).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "bench/attention_fixture.h"
 #include "bench/decode_bench.h"
 #include "bench/machine_info.h"
+#include "bench/serve_bench.h"
 #include "bench/svg_plot.h"
 #include "bench/timing.h"
 #include "folio/kv/page_table.h"
@@ -225,6 +231,61 @@ TEST(DecodeBench, SyntheticConfigIsAbout1B) {
   EXPECT_EQ(c.head_dim(), 64u);
   EXPECT_GT(c.ParameterCount(), 900'000'000u);
   EXPECT_LT(c.ParameterCount(), 1'200'000'000u);
+}
+
+// The serving benchmark end to end on a tiny workload: every field the
+// report promises is there, and the counters agree with what each mode is.
+TEST(ServeBench, ReportsEveryModeAndTheSweep) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("folio_serve_bench_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ServeBenchOptions o;
+  o.quick = true;
+  o.num_seqs = 5;
+  o.min_input_len = 20;
+  o.max_input_len = 60;
+  o.min_output_len = 3;
+  o.max_output_len = 9;
+  o.prefill_step = 32;
+  o.batch_size = 2;
+  o.threads = 1;
+  o.sweep_requests = {2};
+  o.json_output = (dir / "serve.json").string();
+  ASSERT_EQ(RunServeBench(o, "test"), 0);
+  std::ifstream in(o.json_output);
+  const nlohmann::json r = nlohmann::json::parse(in);
+  for (const char* mode : {"dense", "paged_gather", "paged"}) {
+    SCOPED_TRACE(mode);
+    const nlohmann::json& m = r["modes"][mode];
+    for (const char* field :
+         {"prefill_tokens_per_second", "output_tokens_per_second", "decode_tokens_per_second",
+          "requests_per_second", "decode_step_median_ms", "decode_step_p95_ms",
+          "decode_step_max_ms", "ttft_median_ms", "ttft_p95_ms", "itl_median_ms", "itl_p95_ms",
+          "peak_kv_bytes", "kv_copy_bytes", "reused_page_allocations",
+          "peak_tail_waste_fraction"}) {
+      EXPECT_TRUE(m.contains(field)) << field;
+    }
+    EXPECT_GT(m["output_tokens_per_second"].get<double>(), 0.0);
+    EXPECT_LE(m["peak_running"].get<uint64_t>(), 2u);
+  }
+  const nlohmann::json& modes = r["modes"];
+  EXPECT_EQ(modes["paged"]["kv_copy_bytes"].get<uint64_t>(), 0u);
+  EXPECT_GT(modes["paged_gather"]["kv_copy_bytes"].get<uint64_t>(), 0u);
+  EXPECT_EQ(modes["paged_gather"]["kv_copy_bytes"], modes["dense"]["kv_copy_bytes"]);
+  // Reserving the maximum length holds at least what paging holds.
+  EXPECT_GE(modes["dense"]["peak_kv_bytes"].get<uint64_t>(),
+            modes["paged"]["peak_kv_bytes"].get<uint64_t>());
+  ASSERT_EQ(r["admission_sweep"].size(), 1u);
+  const nlohmann::json& row = r["admission_sweep"][0];
+  for (const char* field : {"kv_budget_bytes", "paged_concurrent", "reserved_concurrent",
+                            "paged_output_tokens_per_second",
+                            "reserved_output_tokens_per_second"}) {
+    EXPECT_TRUE(row.contains(field)) << field;
+  }
+  EXPECT_GE(row["paged_concurrent"].get<uint64_t>(), row["reserved_concurrent"].get<uint64_t>());
+  EXPECT_TRUE(std::filesystem::exists(dir / "serve-concurrency.svg"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "serve-throughput.svg"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -95,12 +95,6 @@ model::Tensor OnesF32(uint64_t n) {
 }
 
 
-double NowUs() {
-  return std::chrono::duration<double, std::micro>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 ops::WeightType ToWeightType(model::TensorType t) {
   switch (t) {
     case model::TensorType::kF16: return ops::WeightType::kF16;

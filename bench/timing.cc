@@ -15,6 +15,12 @@ double MicrosSince(std::chrono::steady_clock::time_point start) {
 
 }  // namespace
 
+double NowUs() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 double Quantile(std::vector<double> values, double q) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());

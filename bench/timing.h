@@ -27,6 +27,9 @@ struct Timing {
   std::vector<double> samples_us;  // per call, in the order taken
 };
 
+// Microseconds on the steady clock (an arbitrary origin), for spans.
+double NowUs();
+
 // The q-quantile (q in [0, 1]) of `values`, interpolating linearly between
 // closest ranks (numpy's default); 0 for an empty input.
 double Quantile(std::vector<double> values, double q);

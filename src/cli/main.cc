@@ -4,6 +4,7 @@
 //   folio save-model  write the built-in model as config.json + safetensors
 //   folio bench attention  paged vs dense attention decode timings (JSON)
 //   folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON)
+//   folio bench serve      continuous batching: dense vs gather vs paged (JSON)
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <map>
@@ -15,6 +16,7 @@
 
 #include "bench/attention_bench.h"
 #include "bench/decode_bench.h"
+#include "bench/serve_bench.h"
 #include "cli/layout_report.h"
 #include "folio/engine/engine.h"
 #include "folio/engine/generate.h"
@@ -508,10 +510,15 @@ int main(int argc, char** argv) {
       folio::bench::AddAttentionBenchCommand(*bench_cmd, bench_attention);
   folio::bench::DecodeBenchOptions bench_decode;
   CLI::App* bench_decode_cmd = folio::bench::AddDecodeBenchCommand(*bench_cmd, bench_decode);
+  folio::bench::ServeBenchOptions bench_serve;
+  CLI::App* bench_serve_cmd = folio::bench::AddServeBenchCommand(*bench_cmd, bench_serve);
 
   CLI11_PARSE(app, argc, argv);
   if (*bench_attention_cmd) {
     return folio::bench::RunAttentionBench(bench_attention, folio::bench::CommandLine(argc, argv));
+  }
+  if (*bench_serve_cmd) {
+    return folio::bench::RunServeBench(bench_serve, folio::bench::CommandLine(argc, argv));
   }
   if (*bench_decode_cmd) {
     return folio::bench::RunDecodeBench(bench_decode, folio::bench::CommandLine(argc, argv));

@@ -144,6 +144,8 @@ class Engine {
       const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params);
 
   const kv::PagedKvCache& cache() const { return cache_; }
+  // reserve_max_length: pages reserved by the running requests now.
+  uint64_t reserved_pages() const { return reserved_pages_; }
   // Pages only the prefix cache holds (reusable, evictable).
   uint64_t cached_pages() const { return cache_.Stats().pages_held_only; }
   // Gives every cached page back to the pool (nothing running needs them).

@@ -1,0 +1,480 @@
+#include "bench/serve_bench.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "bench/decode_bench.h"
+#include "bench/machine_info.h"
+#include "bench/report.h"
+#include "bench/svg_plot.h"
+#include "bench/timing.h"
+#include "folio/core/checked_math.h"
+#include "folio/core/dtype.h"
+#include "folio/core/splitmix64.h"
+#include "folio/engine/engine.h"
+#include "folio/model/model.h"
+
+namespace folio::bench {
+namespace {
+
+using nlohmann::json;
+
+struct Workload {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<uint64_t> output_lens;  // each request stops after this many
+  uint64_t max_tokens = 0;            // what every request asks for (the cap)
+  uint64_t prompt_tokens = 0;
+  uint64_t output_tokens = 0;
+};
+
+Workload MakeWorkload(const ServeBenchOptions& o, uint64_t vocab) {
+  Workload w;
+  SplitMix64 rng(o.seed ^ 0x5e7eull);
+  auto uniform = [&](uint64_t lo, uint64_t hi) { return lo + rng.NextU64() % (hi - lo + 1); };
+  for (uint64_t i = 0; i < o.num_seqs; ++i) {
+    std::vector<int32_t> p(uniform(o.min_input_len, o.max_input_len));
+    for (int32_t& t : p) t = static_cast<int32_t>(rng.NextU64() % vocab);
+    w.prompt_tokens += p.size();
+    w.prompts.push_back(std::move(p));
+    w.output_lens.push_back(uniform(o.min_output_len, o.max_output_len));
+    w.output_tokens += w.output_lens.back();
+  }
+  w.max_tokens = o.max_output_len;
+  return w;
+}
+
+// What one run of the workload measured.
+struct RunResult {
+  double total_s = 0.0, prefill_s = 0.0, decode_s = 0.0;
+  uint64_t prefill_tokens = 0, decode_tokens = 0, output_tokens = 0;
+  std::vector<double> decode_step_ms, ttft_ms, itl_ms;
+  uint64_t peak_kv_bytes = 0, kv_copy_bytes = 0, reused_page_allocations = 0;
+  double peak_tail_waste = 0.0;
+  uint64_t waste_slots = 0, allocated_slots = 0;  // summed over steps
+  uint64_t peak_running = 0;
+  double mean_running = 0.0;  // over steps
+  uint64_t preemptions = 0, steps = 0;
+};
+
+struct ModeSpec {
+  std::string name;
+  bool reserve;
+  model::KvAccess access;
+};
+
+Result<RunResult> RunWorkload(const model::Model& m, ThreadPool* pool, const Workload& w,
+                              engine::EngineConfig config, const std::string& label) {
+  FOLIO_ASSIGN_OR_RETURN(engine::Engine eng, engine::Engine::Create(m, config, pool));
+  engine::RequestParams params;
+  params.max_tokens = w.max_tokens;  // greedy; ends early at its drawn length
+  std::map<engine::RequestId, size_t> index;
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    FOLIO_ASSIGN_OR_RETURN(engine::RequestId id, eng.AddRequest(w.prompts[i], params));
+    index[id] = i;
+  }
+  const uint64_t page_bytes = eng.cache().Stats().kv_bytes_total / config.num_pages;
+  std::vector<uint64_t> produced(w.prompts.size(), 0);
+  std::vector<double> last_token_us(w.prompts.size(), 0.0);
+  RunResult r;
+  uint64_t done = 0, running_sum = 0;
+  const double start = NowUs();
+  double last_progress = start;
+  while (eng.HasUnfinished()) {
+    const uint64_t prompt_before = eng.stats().prompt_tokens_computed;
+    const double t0 = NowUs();
+    FOLIO_ASSIGN_OR_RETURN(std::vector<engine::StepOutput> out, eng.Step());
+    const double t1 = NowUs();
+    const uint64_t prompt_now = eng.stats().prompt_tokens_computed - prompt_before;
+    const double step_s = (t1 - t0) / 1e6;
+    running_sum += eng.num_running();
+    uint64_t tokens = 0;
+    for (const engine::StepOutput& o : out) {
+      const size_t i = index.at(o.id);
+      for (size_t k = 0; k < o.new_tokens.size(); ++k) {
+        if (produced[i] == 0) {
+          r.ttft_ms.push_back((t1 - start) / 1e3);
+        } else {
+          r.itl_ms.push_back((t1 - last_token_us[i]) / 1e3);
+        }
+        last_token_us[i] = t1;
+        ++produced[i];
+        ++tokens;
+      }
+      // The request's answer is complete: it ends as if at its end token.
+      if (o.finish == engine::FinishReason::kNone && produced[i] == w.output_lens[i]) {
+        FOLIO_RETURN_IF_ERROR(eng.Abort(o.id));
+      }
+      if (produced[i] == w.output_lens[i] || o.finish != engine::FinishReason::kNone) ++done;
+    }
+    r.output_tokens += tokens;
+    if (prompt_now > 0) {
+      r.prefill_s += step_s;
+      r.prefill_tokens += prompt_now;
+    } else if (tokens > 0) {
+      r.decode_s += step_s;
+      r.decode_tokens += tokens;
+      r.decode_step_ms.push_back(step_s * 1e3);
+    }
+    // Memory: what a contiguous engine holds is its reservations; a paged
+    // one holds its used pages.
+    const kv::PoolStats st = eng.cache().Stats();
+    const uint64_t held_pages = config.reserve_max_length ? eng.reserved_pages() : st.pages_used;
+    const uint64_t held_slots = held_pages * config.page_size;
+    const uint64_t live_slots = st.pages_used * config.page_size - st.tail_slots_unwritten;
+    if (held_slots > 0) {
+      r.peak_tail_waste = std::max(r.peak_tail_waste, static_cast<double>(held_slots - live_slots) /
+                                                          static_cast<double>(held_slots));
+      r.waste_slots += held_slots - live_slots;
+      r.allocated_slots += held_slots;
+    }
+    if (t1 - last_progress > 5e6) {
+      std::cerr << "  " << label << ": " << done << "/" << w.prompts.size() << " requests, "
+                << eng.stats().steps << " steps, " << Fixed((t1 - start) / 1e6, 0) << " s\n";
+      last_progress = t1;
+    }
+  }
+  r.total_s = (NowUs() - start) / 1e6;
+  const engine::EngineStats& es = eng.stats();
+  r.steps = es.steps;
+  r.preemptions = es.preemptions;
+  r.peak_running = es.peak_running;
+  r.mean_running = es.steps ? static_cast<double>(running_sum) / static_cast<double>(es.steps) : 0;
+  r.kv_copy_bytes = es.kv_copy_bytes;
+  const kv::BlockPool& bp = eng.cache().pool();
+  r.peak_kv_bytes =
+      (config.reserve_max_length ? es.peak_reserved_pages : bp.peak_used()) * page_bytes;
+  r.reused_page_allocations = bp.total_allocations() - bp.peak_used();
+  if (bp.num_used() != 0) {
+    return Status::FailedPrecondition(label + ": " + std::to_string(bp.num_used()) +
+                            " pages still used after every request finished");
+  }
+  return r;
+}
+
+double Rate(double n, double s) { return s > 0 ? n / s : 0.0; }
+
+json ModeJson(const std::vector<RunResult>& runs, uint64_t num_requests) {
+  // Throughputs: the median run; latencies: every sample of every run.
+  auto median_of = [&](auto field) {
+    std::vector<double> v;
+    for (const RunResult& r : runs) v.push_back(field(r));
+    return Quantile(v, 0.5);
+  };
+  std::vector<double> steps, ttft, itl, output_tps;
+  for (const RunResult& r : runs) {
+    steps.insert(steps.end(), r.decode_step_ms.begin(), r.decode_step_ms.end());
+    ttft.insert(ttft.end(), r.ttft_ms.begin(), r.ttft_ms.end());
+    itl.insert(itl.end(), r.itl_ms.begin(), r.itl_ms.end());
+    output_tps.push_back(Rate(static_cast<double>(r.output_tokens), r.total_s));
+  }
+  const RunResult& first = runs.front();
+  uint64_t waste = 0, allocated = 0;
+  for (const RunResult& r : runs) {
+    waste += r.waste_slots;
+    allocated += r.allocated_slots;
+  }
+  return {
+      {"prefill_tokens_per_second",
+       median_of([](const RunResult& r) { return Rate(static_cast<double>(r.prefill_tokens), r.prefill_s); })},
+      {"output_tokens_per_second", Quantile(output_tps, 0.5)},
+      {"output_tokens_per_second_runs", output_tps},
+      {"decode_tokens_per_second",
+       median_of([](const RunResult& r) { return Rate(static_cast<double>(r.decode_tokens), r.decode_s); })},
+      {"requests_per_second",
+       median_of([&](const RunResult& r) { return Rate(static_cast<double>(num_requests), r.total_s); })},
+      {"total_seconds", median_of([](const RunResult& r) { return r.total_s; })},
+      {"decode_step_median_ms", Quantile(steps, 0.5)},
+      {"decode_step_p95_ms", Quantile(steps, 0.95)},
+      {"decode_step_max_ms", steps.empty() ? 0.0 : *std::max_element(steps.begin(), steps.end())},
+      {"ttft_median_ms", Quantile(ttft, 0.5)},
+      {"ttft_p95_ms", Quantile(ttft, 0.95)},
+      {"itl_median_ms", Quantile(itl, 0.5)},
+      {"itl_p95_ms", Quantile(itl, 0.95)},
+      {"peak_kv_bytes", first.peak_kv_bytes},
+      {"kv_copy_bytes", first.kv_copy_bytes},
+      {"reused_page_allocations", first.reused_page_allocations},
+      {"peak_tail_waste_fraction", first.peak_tail_waste},
+      {"mean_tail_waste_fraction",
+       allocated ? static_cast<double>(waste) / static_cast<double>(allocated) : 0.0},
+      {"peak_running", first.peak_running},
+      {"mean_running", first.mean_running},
+      {"preemptions", first.preemptions},
+      {"steps", first.steps},
+  };
+}
+
+// The serving model: Llama-style, bf16 weights, small enough that a run
+// of the default workload takes tens of seconds on two cores, with K/V
+// traffic a visible share of a decode step.
+model::ModelConfig ServeConfig(bool quick) {
+  model::ModelConfig c = SyntheticConfig(quick ? 2 : 4);
+  c.hidden_size = quick ? 512 : 1024;
+  c.num_heads = quick ? 8 : 16;
+  c.num_kv_heads = quick ? 2 : 4;
+  c.ffn_size = quick ? 1408 : 2816;
+  c.vocab_size = quick ? 4096 : 8192;
+  c.max_positions = 4096;
+  return c;
+}
+
+Status WritePlots(const std::string& base, const json& sweep) {
+  LinePlot conc, tput;
+  conc.title = "Requests running at once under a KV budget";
+  conc.x_label = "KV budget (MiB)";
+  conc.y_label = "peak concurrent requests";
+  tput.title = "Output throughput under a KV budget";
+  tput.x_label = "KV budget (MiB)";
+  tput.y_label = "output tokens / s";
+  PlotSeries pc, rc;
+  pc.label = "paged (on demand)";
+  rc.label = "reserved (max length)";
+  rc.color = "#ff7f0e";
+  rc.dash = "6 3";
+  PlotSeries pt = pc, rt = rc;
+  for (const json& row : sweep) {
+    const double mib = row["kv_budget_bytes"].get<double>() / (1 << 20);
+    pc.points.emplace_back(mib, row["paged_concurrent"].get<double>());
+    rc.points.emplace_back(mib, row["reserved_concurrent"].get<double>());
+    pt.points.emplace_back(mib, row["paged_output_tokens_per_second"].get<double>());
+    rt.points.emplace_back(mib, row["reserved_output_tokens_per_second"].get<double>());
+  }
+  conc.series = {pc, rc};
+  tput.series = {pt, rt};
+  FOLIO_RETURN_IF_ERROR(WriteTextFile(base + "-concurrency.svg", RenderSvg(conc)));
+  return WriteTextFile(base + "-throughput.svg", RenderSvg(tput));
+}
+
+}  // namespace
+
+CLI::App* AddServeBenchCommand(CLI::App& bench, ServeBenchOptions& o) {
+  CLI::App* cmd = bench.add_subcommand(
+      "serve", "continuous batching: dense vs paged+gather vs direct paged, and an admission "
+               "sweep under KV budgets, as JSON");
+  cmd->add_option("--model", o.model, "model folder or .gguf (default: synthetic serving model)");
+  cmd->add_option("--json-output,-o", o.json_output, "write the JSON here (default: stdout)");
+  cmd->add_option("--plot-output", o.plot_output,
+                  "SVG path prefix (default: the JSON path without .json)");
+  cmd->add_flag("--quick", o.quick,
+                "2-layer model, 8 requests of 64-256 + 16-32 tokens (under two minutes)");
+  cmd->add_option("--num-seqs", o.num_seqs, "requests")->check(CLI::Range(1, 100000));
+  cmd->add_option("--batch-size", o.batch_size, "running sequences at most")
+      ->check(CLI::Range(1, 4096));
+  cmd->add_option("--min-input-len", o.min_input_len)->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-input-len", o.max_input_len)->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--min-output-len", o.min_output_len)->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--max-output-len", o.max_output_len)->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--prefill-step", o.prefill_step, "tokens per engine step")
+      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--repeats", o.repeats, "runs of each mode (interleaved)")
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--page-size", o.page_size)->check(CLI::Range(1, 1 << 16));
+  cmd->add_option("--kv-dtype", o.kv_dtype, "f32, bf16 or f16");
+  cmd->add_option("--threads", o.threads, "worker threads (0 = every core)");
+  cmd->add_option("--seed", o.seed, "workload and weight seed");
+  cmd->add_option("--sweep-requests", o.sweep_requests,
+                  "admission sweep budgets, in maximum-length requests (default 2,4,8)")
+      ->delimiter(',');
+  cmd->add_flag("--no-sweep", o.no_sweep, "skip the admission sweep");
+  return cmd;
+}
+
+int RunServeBench(const ServeBenchOptions& given, const std::string& command) {
+  auto fail = [](const Status& s) {
+    std::cerr << "folio bench serve: " << s.ToString() << "\n";
+    return 1;
+  };
+  ServeBenchOptions o = given;
+  if (o.quick) {
+    const ServeBenchOptions defaults;
+    auto quick = [](uint64_t& field, uint64_t default_value, uint64_t quick_value) {
+      if (field == default_value) field = quick_value;
+    };
+    quick(o.num_seqs, defaults.num_seqs, 8);
+    quick(o.min_input_len, defaults.min_input_len, 64);
+    quick(o.max_input_len, defaults.max_input_len, 256);
+    quick(o.min_output_len, defaults.min_output_len, 16);
+    quick(o.max_output_len, defaults.max_output_len, 32);
+    quick(o.prefill_step, defaults.prefill_step, 64);
+    if (o.sweep_requests == defaults.sweep_requests) o.sweep_requests = {2, 4};
+  }
+  if (o.min_input_len > o.max_input_len || o.min_output_len > o.max_output_len) {
+    return fail(Status::InvalidArgument("--min-*-len must not exceed --max-*-len"));
+  }
+  if (o.prefill_step < o.batch_size) {
+    return fail(Status::InvalidArgument("--prefill-step must be >= --batch-size"));
+  }
+  Result<DType> kv_dtype = ParseDType(o.kv_dtype);
+  if (!kv_dtype) return fail(kv_dtype.error().WithContext("--kv-dtype"));
+
+  const MachineInfo machine = ReadMachineInfo();
+  const std::array<double, 3> load_start = ReadLoadAverage();
+  const CpuSnapshot run_start = TakeCpuSnapshot();
+  ThreadPool pool(o.threads);
+
+  std::unique_ptr<model::Model> m;
+  std::string model_name;
+  if (!o.model.empty()) {
+    std::cerr << "loading " << o.model << "...\n";
+    Result<model::Model> r = model::LoadModel(o.model);
+    if (!r) return fail(r.error());
+    m = std::make_unique<model::Model>(std::move(*r));
+    model_name = o.model;
+  } else {
+    const model::ModelConfig config = ServeConfig(o.quick);
+    Result<model::ModelWeights> w = SyntheticWeights(config, o.seed, &pool);
+    if (!w) return fail(w.error());
+    Result<model::Model> r = model::Model::Create(config, std::move(*w), false);
+    if (!r) return fail(r.error());
+    m = std::make_unique<model::Model>(std::move(*r));
+    model_name = o.quick ? "synthetic-serve-quick" : "synthetic-serve";
+  }
+  const model::ModelConfig& mc = m->config();
+  const Workload w = MakeWorkload(o, mc.vocab_size);
+  const uint64_t max_len = o.max_input_len + o.max_output_len;
+  if (max_len > mc.max_positions) {
+    return fail(Status::InvalidArgument("max input + output length exceeds the model's " +
+                                        std::to_string(mc.max_positions) + " positions"));
+  }
+  const uint64_t bytes_per_token =
+      2 * mc.num_layers * mc.num_kv_heads * mc.head_dim() * DTypeSize(*kv_dtype);
+  const uint64_t pages_per_max_request = CeilDiv(max_len, o.page_size);
+  std::cerr << "workload: " << o.num_seqs << " requests, " << w.prompt_tokens
+            << " prompt tokens, " << w.output_tokens << " output tokens; model " << model_name
+            << " (" << mc.ParameterCount() << " parameters), " << pool.num_threads()
+            << " threads\n";
+
+  auto config_for = [&](bool reserve, model::KvAccess access, uint64_t num_pages,
+                        uint64_t max_seqs) {
+    engine::EngineConfig c;
+    c.page_size = o.page_size;
+    c.num_pages = num_pages;
+    c.kv_dtype = *kv_dtype;
+    c.max_num_batched_tokens = o.prefill_step;
+    c.max_num_seqs = max_seqs;
+    c.prefix_caching = false;  // random prompts share nothing; keep modes alike
+    c.reserve_max_length = reserve;
+    c.kv_access = access;
+    return c;
+  };
+
+  // Modes: one budget that holds batch_size maximum-length requests, so
+  // every mode runs batch_size sequences and only the K/V path differs.
+  const std::vector<ModeSpec> modes = {{"dense", true, model::KvAccess::kGather},
+                                       {"paged_gather", false, model::KvAccess::kGather},
+                                       {"paged", false, model::KvAccess::kDirect}};
+  const uint64_t mode_pages = o.batch_size * pages_per_max_request;
+  std::map<std::string, std::vector<RunResult>> results;
+  for (uint64_t rep = 0; rep < o.repeats; ++rep) {
+    for (const ModeSpec& mode : modes) {
+      const std::string label = mode.name + " #" + std::to_string(rep + 1);
+      std::cerr << "running " << label << "\n";
+      Result<RunResult> r = RunWorkload(
+          *m, &pool, w, config_for(mode.reserve, mode.access, mode_pages, o.batch_size), label);
+      if (!r) return fail(r.error().WithContext(label));
+      std::cerr << "  " << Fixed(r->total_s, 1) << " s, "
+                << Fixed(Rate(static_cast<double>(r->output_tokens), r->total_s), 1)
+                << " output tokens/s\n";
+      results[mode.name].push_back(std::move(*r));
+    }
+  }
+  json modes_json;
+  for (const ModeSpec& mode : modes) modes_json[mode.name] = ModeJson(results[mode.name], o.num_seqs);
+
+  json sweep = json::array();
+  if (!o.no_sweep) {
+    for (const uint64_t k : o.sweep_requests) {
+      const uint64_t pages = k * pages_per_max_request;
+      json row = {{"kv_budget_bytes", pages * o.page_size * bytes_per_token},
+                  {"kv_budget_max_length_requests", k}};
+      for (const bool reserve : {false, true}) {
+        const std::string name = reserve ? "reserved" : "paged";
+        const std::string label = "sweep " + name + " budget " + std::to_string(k);
+        std::cerr << "running " << label << "\n";
+        Result<RunResult> r = RunWorkload(
+            *m, &pool, w, config_for(reserve, model::KvAccess::kDirect, pages, o.num_seqs),
+            label);
+        if (!r) return fail(r.error().WithContext(label));
+        row[name + "_concurrent"] = r->peak_running;
+        row[name + "_mean_concurrent"] = r->mean_running;
+        row[name + "_output_tokens_per_second"] =
+            Rate(static_cast<double>(r->output_tokens), r->total_s);
+        row[name + "_preemptions"] = r->preemptions;
+      }
+      sweep.push_back(row);
+    }
+  }
+
+  const json& paged = modes_json["paged"];
+  json targets = {
+      {"paged_mean_tail_waste_under_4pct", paged["mean_tail_waste_fraction"].get<double>() < 0.04},
+      {"paged_peak_tail_waste_under_4pct", paged["peak_tail_waste_fraction"].get<double>() < 0.04},
+      {"paged_decode_faster_than_dense",
+       paged["decode_tokens_per_second"].get<double>() >
+           modes_json["dense"]["decode_tokens_per_second"].get<double>()},
+      {"paged_decode_faster_than_paged_gather",
+       paged["decode_tokens_per_second"].get<double>() >
+           modes_json["paged_gather"]["decode_tokens_per_second"].get<double>()},
+  };
+  if (!sweep.empty()) {
+    double worst = 1e300;
+    for (const json& row : sweep) {
+      worst = std::min(worst, row["paged_concurrent"].get<double>() /
+                                  std::max(1.0, row["reserved_concurrent"].get<double>()));
+    }
+    targets["worst_paged_over_reserved_concurrency"] = worst;
+    targets["paged_admits_2x_reserved"] = worst >= 2.0;
+  }
+
+  json report;
+  report["benchmark"] = "serve";
+  report["command"] = command;
+  report["machine"] = MachineJson(machine, load_start, LoadBetween(run_start, TakeCpuSnapshot()));
+  report["model"] = {{"name", model_name},
+                     {"parameters", mc.ParameterCount()},
+                     {"num_layers", mc.num_layers},
+                     {"num_kv_heads", mc.num_kv_heads},
+                     {"head_dim", mc.head_dim()},
+                     {"kv_dtype", DTypeName(*kv_dtype)},
+                     {"kv_bytes_per_token", bytes_per_token}};
+  report["workload"] = {{"num_seqs", o.num_seqs},
+                        {"batch_size", o.batch_size},
+                        {"input_len", {o.min_input_len, o.max_input_len}},
+                        {"output_len", {o.min_output_len, o.max_output_len}},
+                        {"max_tokens", w.max_tokens},
+                        {"prefill_step", o.prefill_step},
+                        {"page_size", o.page_size},
+                        {"prompt_tokens", w.prompt_tokens},
+                        {"output_tokens", w.output_tokens},
+                        {"repeats", o.repeats},
+                        {"threads", pool.num_threads()},
+                        {"mode_kv_budget_bytes", mode_pages * o.page_size * bytes_per_token}};
+  report["modes"] = modes_json;
+  report["admission_sweep"] = sweep;
+  report["targets"] = targets;
+
+  const std::string text = report.dump(2) + "\n";
+  if (o.json_output.empty()) {
+    std::cout << text;
+  } else if (Status s = WriteTextFile(o.json_output, text); !s.ok()) {
+    return fail(s);
+  }
+  std::string plot = o.plot_output;
+  if (plot.empty() && !o.json_output.empty()) {
+    plot = o.json_output;
+    if (plot.size() > 5 && plot.ends_with(".json")) plot.resize(plot.size() - 5);
+  }
+  if (!plot.empty() && !sweep.empty()) {
+    if (Status s = WritePlots(plot, sweep); !s.ok()) return fail(s);
+    std::cerr << "plots: " << plot << "-concurrency.svg, " << plot << "-throughput.svg\n";
+  }
+  return 0;
+}
+
+}  // namespace folio::bench

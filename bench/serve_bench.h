@@ -1,0 +1,66 @@
+// `folio bench serve`: what paging buys a continuous-batching server.
+//
+// One workload (seeded random prompts and output lengths) runs through the
+// engine in three modes that share weights, kernels and scheduler:
+//
+//   dense         each request reserves its maximum length (prompt +
+//                 max_tokens) up front, as a contiguous K/V allocation must,
+//                 and attention runs on a dense K/V batch rebuilt (copied)
+//                 every step;
+//   paged_gather  pages on demand, but the pages are gathered into a dense
+//                 batch before attention every step;
+//   paged         pages on demand, attention reads them through the block
+//                 tables (folio's path).
+//
+// Every request asks for max_tokens = --max-output-len and stops after its
+// own drawn output length (as a request ending at its end-of-sequence token
+// would), so reservations are for the cap while outputs are shorter.
+// All requests arrive at time 0; time to first token includes queueing.
+//
+// An admission sweep then fixes KV byte budgets and runs the workload
+// paged (on demand) and reserved (maximum length), reporting how many
+// requests ran at once and the output throughput. docs/performance.md
+// ("Serving") defines every field.
+#ifndef FOLIO_BENCH_SERVE_BENCH_H_
+#define FOLIO_BENCH_SERVE_BENCH_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace folio::bench {
+
+struct ServeBenchOptions {
+  std::string model;        // "" = the synthetic serving model
+  std::string json_output;  // "" = stdout
+  std::string plot_output;  // "" = <json_output without .json>.svg, none for stdout
+  bool quick = false;       // smaller model and workload, under two minutes
+  uint64_t num_seqs = 16;
+  uint64_t batch_size = 4;  // running sequences (max_num_seqs)
+  uint64_t min_input_len = 128;
+  uint64_t max_input_len = 1024;
+  uint64_t min_output_len = 32;
+  uint64_t max_output_len = 128;
+  uint64_t prefill_step = 128;  // tokens per step (max_num_batched_tokens)
+  uint64_t repeats = 1;
+  uint64_t page_size = 16;
+  std::string kv_dtype = "f32";
+  uint64_t threads = 0;  // 0 = every core
+  uint64_t seed = 7;
+  // Admission sweep budgets, in maximum-length requests' worth of KV.
+  std::vector<uint64_t> sweep_requests = {2, 4, 8};
+  bool no_sweep = false;
+};
+
+CLI::App* AddServeBenchCommand(CLI::App& bench, ServeBenchOptions& options);
+
+// Runs the benchmark; returns the process exit code (0, or 1 on an error).
+int RunServeBench(const ServeBenchOptions& options, const std::string& command);
+
+}  // namespace folio::bench
+
+#endif  // FOLIO_BENCH_SERVE_BENCH_H_
