@@ -275,6 +275,16 @@ def test_int64_metadata_is_accepted():
     assert np.array_equal(bits(run(wide)), bits(want))
 
 
+def test_read_only_arrays_are_accepted():
+    rng = np.random.default_rng(28)
+    case = make_case(rng, [6, 9], num_rows=2, kv_dtype="bfloat16")
+    want = run(case)
+    for v in case.values():
+        if isinstance(v, np.ndarray):
+            v.flags.writeable = False
+    assert np.array_equal(bits(run(case)), bits(want))
+
+
 def test_input_arrays_are_not_modified():
     rng = np.random.default_rng(27)
     case = make_case(rng, [6, 9], num_rows=2)
