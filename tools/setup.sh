@@ -26,13 +26,15 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# Python packages for the tests that check folio against implementations it
-# did not write (tests/python). Installed only when an import or the pinned
-# tokenizers version is missing.
+# Python packages: nanobind for the `folio` extension the build makes
+# (python/), and the tests that check folio against implementations it did
+# not write (tests/python). Installed only when an import, nanobind's
+# version range or the pinned tokenizers version is missing.
 if ! python3 - <<'PY' 2>/dev/null
 import sys
-import numpy, gguf, pytest, tokenizers
-sys.exit(tokenizers.__version__ != "0.23.3")
+import numpy, gguf, pytest, tokenizers, nanobind
+nb = tuple(int(x) for x in nanobind.__version__.split(".")[:2])
+sys.exit(tokenizers.__version__ != "0.23.3" or not (2, 4) <= nb < (4, 0))
 PY
 then
   echo "setup: installing python test packages (tools/requirements-test.txt)"

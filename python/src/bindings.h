@@ -1,0 +1,27 @@
+// The pieces of the compiled Python module folio._folio.
+//
+// module.cc creates the module and calls one Bind* function per file, so
+// each folio module's bindings live in their own file (attention.cc now,
+// format descriptors later) and share the error translation below.
+#ifndef FOLIO_PYTHON_BINDINGS_H_
+#define FOLIO_PYTHON_BINDINGS_H_
+
+#include <nanobind/nanobind.h>
+
+#include "folio/core/status.h"
+
+namespace folio::python {
+
+// Raises the Python exception that matches a non-ok Status, with its
+// message; returns normally on ok. InvalidArgument, OutOfRange, Corruption
+// and FailedPrecondition become ValueError, Unimplemented
+// NotImplementedError, NotFound KeyError, IoError OSError, anything else
+// RuntimeError. Exceptions exist only here, at the edge (STYLE.md, Errors).
+void ThrowIfError(const Status& status);
+
+// folio.paged_attention (attention.cc).
+void BindAttention(nanobind::module_& m);
+
+}  // namespace folio::python
+
+#endif  // FOLIO_PYTHON_BINDINGS_H_
