@@ -69,93 +69,153 @@ struct ModeSpec {
   model::KvAccess access;
 };
 
-Result<RunResult> RunWorkload(const model::Model& m, ThreadPool* pool, const Workload& w,
-                              engine::EngineConfig config, const std::string& label) {
-  FOLIO_ASSIGN_OR_RETURN(engine::Engine eng, engine::Engine::Create(m, config, pool));
-  engine::RequestParams params;
-  params.max_tokens = w.max_tokens;  // greedy; ends early at its drawn length
-  std::map<engine::RequestId, size_t> index;
-  for (size_t i = 0; i < w.prompts.size(); ++i) {
-    FOLIO_ASSIGN_OR_RETURN(engine::RequestId id, eng.AddRequest(w.prompts[i], params));
-    index[id] = i;
+// One engine working through the workload, a step at a time, recording
+// what RunResult holds. Several can advance in lockstep (RunLockstep), so
+// that modes are compared step by step under the same machine load.
+class WorkloadRun {
+ public:
+  static Result<std::unique_ptr<WorkloadRun>> Start(const model::Model& m, ThreadPool* pool,
+                                                    const Workload& w,
+                                                    const engine::EngineConfig& config,
+                                                    std::string label) {
+    FOLIO_ASSIGN_OR_RETURN(engine::Engine eng, engine::Engine::Create(m, config, pool));
+    std::unique_ptr<WorkloadRun> run(new WorkloadRun(std::move(eng), w, config, std::move(label)));
+    engine::RequestParams params;
+    params.max_tokens = w.max_tokens;  // greedy; ends early at its drawn length
+    for (size_t i = 0; i < w.prompts.size(); ++i) {
+      FOLIO_ASSIGN_OR_RETURN(engine::RequestId id, run->eng_.AddRequest(w.prompts[i], params));
+      run->index_[id] = i;
+    }
+    run->start_us_ = run->last_progress_us_ = NowUs();
+    return run;
   }
-  const uint64_t page_bytes = eng.cache().Stats().kv_bytes_total / config.num_pages;
-  std::vector<uint64_t> produced(w.prompts.size(), 0);
-  std::vector<double> last_token_us(w.prompts.size(), 0.0);
-  RunResult r;
-  uint64_t done = 0, running_sum = 0;
-  const double start = NowUs();
-  double last_progress = start;
-  while (eng.HasUnfinished()) {
-    const uint64_t prompt_before = eng.stats().prompt_tokens_computed;
+
+  bool done() const { return !eng_.HasUnfinished(); }
+  const std::vector<double>& step_ms() const { return step_ms_; }
+  const std::vector<bool>& step_is_decode() const { return step_is_decode_; }
+
+  // One engine step; its wall time counts towards the run's total.
+  Status Step() {
+    const uint64_t prompt_before = eng_.stats().prompt_tokens_computed;
     const double t0 = NowUs();
-    FOLIO_ASSIGN_OR_RETURN(std::vector<engine::StepOutput> out, eng.Step());
+    FOLIO_ASSIGN_OR_RETURN(std::vector<engine::StepOutput> out, eng_.Step());
     const double t1 = NowUs();
-    const uint64_t prompt_now = eng.stats().prompt_tokens_computed - prompt_before;
+    busy_us_ += t1 - t0;
+    const double now = busy_us_;  // the run's own clock: its steps only
+    const uint64_t prompt_now = eng_.stats().prompt_tokens_computed - prompt_before;
     const double step_s = (t1 - t0) / 1e6;
-    running_sum += eng.num_running();
+    running_sum_ += eng_.num_running();
     uint64_t tokens = 0;
     for (const engine::StepOutput& o : out) {
-      const size_t i = index.at(o.id);
+      const size_t i = index_.at(o.id);
       for (size_t k = 0; k < o.new_tokens.size(); ++k) {
-        if (produced[i] == 0) {
-          r.ttft_ms.push_back((t1 - start) / 1e3);
+        if (produced_[i] == 0) {
+          r_.ttft_ms.push_back(now / 1e3);
         } else {
-          r.itl_ms.push_back((t1 - last_token_us[i]) / 1e3);
+          r_.itl_ms.push_back((now - last_token_us_[i]) / 1e3);
         }
-        last_token_us[i] = t1;
-        ++produced[i];
+        last_token_us_[i] = now;
+        ++produced_[i];
         ++tokens;
       }
       // The request's answer is complete: it ends as if at its end token.
-      if (o.finish == engine::FinishReason::kNone && produced[i] == w.output_lens[i]) {
-        FOLIO_RETURN_IF_ERROR(eng.Abort(o.id));
+      if (o.finish == engine::FinishReason::kNone && produced_[i] == w_.output_lens[i]) {
+        FOLIO_RETURN_IF_ERROR(eng_.Abort(o.id));
       }
-      if (produced[i] == w.output_lens[i] || o.finish != engine::FinishReason::kNone) ++done;
+      if (produced_[i] == w_.output_lens[i] || o.finish != engine::FinishReason::kNone) ++done_;
     }
-    r.output_tokens += tokens;
+    r_.output_tokens += tokens;
+    step_ms_.push_back(step_s * 1e3);
+    step_is_decode_.push_back(prompt_now == 0 && tokens > 0);
     if (prompt_now > 0) {
-      r.prefill_s += step_s;
-      r.prefill_tokens += prompt_now;
+      r_.prefill_s += step_s;
+      r_.prefill_tokens += prompt_now;
     } else if (tokens > 0) {
-      r.decode_s += step_s;
-      r.decode_tokens += tokens;
-      r.decode_step_ms.push_back(step_s * 1e3);
+      r_.decode_s += step_s;
+      r_.decode_tokens += tokens;
+      r_.decode_step_ms.push_back(step_s * 1e3);
     }
     // Memory: what a contiguous engine holds is its reservations; a paged
     // one holds its used pages.
-    const kv::PoolStats st = eng.cache().Stats();
-    const uint64_t held_pages = config.reserve_max_length ? eng.reserved_pages() : st.pages_used;
-    const uint64_t held_slots = held_pages * config.page_size;
-    const uint64_t live_slots = st.pages_used * config.page_size - st.tail_slots_unwritten;
+    const kv::PoolStats st = eng_.cache().Stats();
+    const uint64_t held_pages =
+        config_.reserve_max_length ? eng_.reserved_pages() : st.pages_used;
+    const uint64_t held_slots = held_pages * config_.page_size;
+    const uint64_t live_slots = st.pages_used * config_.page_size - st.tail_slots_unwritten;
     if (held_slots > 0) {
-      r.peak_tail_waste = std::max(r.peak_tail_waste, static_cast<double>(held_slots - live_slots) /
-                                                          static_cast<double>(held_slots));
-      r.waste_slots += held_slots - live_slots;
-      r.allocated_slots += held_slots;
+      r_.peak_tail_waste =
+          std::max(r_.peak_tail_waste,
+                   static_cast<double>(held_slots - live_slots) / static_cast<double>(held_slots));
+      r_.waste_slots += held_slots - live_slots;
+      r_.allocated_slots += held_slots;
     }
-    if (t1 - last_progress > 5e6) {
-      std::cerr << "  " << label << ": " << done << "/" << w.prompts.size() << " requests, "
-                << eng.stats().steps << " steps, " << Fixed((t1 - start) / 1e6, 0) << " s\n";
-      last_progress = t1;
+    if (t1 - last_progress_us_ > 5e6) {
+      std::cerr << "  " << label_ << ": " << done_ << "/" << w_.prompts.size() << " requests, "
+                << eng_.stats().steps << " steps, " << Fixed((t1 - start_us_) / 1e6, 0) << " s\n";
+      last_progress_us_ = t1;
     }
+    return Status::Ok();
   }
-  r.total_s = (NowUs() - start) / 1e6;
-  const engine::EngineStats& es = eng.stats();
-  r.steps = es.steps;
-  r.preemptions = es.preemptions;
-  r.peak_running = es.peak_running;
-  r.mean_running = es.steps ? static_cast<double>(running_sum) / static_cast<double>(es.steps) : 0;
-  r.kv_copy_bytes = es.kv_copy_bytes;
-  const kv::BlockPool& bp = eng.cache().pool();
-  r.peak_kv_bytes =
-      (config.reserve_max_length ? es.peak_reserved_pages : bp.peak_used()) * page_bytes;
-  r.reused_page_allocations = bp.total_allocations() - bp.peak_used();
-  if (bp.num_used() != 0) {
-    return Status::FailedPrecondition(label + ": " + std::to_string(bp.num_used()) +
-                            " pages still used after every request finished");
+
+  Result<RunResult> Finish() {
+    RunResult r = std::move(r_);
+    r.total_s = busy_us_ / 1e6;
+    const engine::EngineStats& es = eng_.stats();
+    r.steps = es.steps;
+    r.preemptions = es.preemptions;
+    r.peak_running = es.peak_running;
+    r.mean_running =
+        es.steps ? static_cast<double>(running_sum_) / static_cast<double>(es.steps) : 0.0;
+    r.kv_copy_bytes = es.kv_copy_bytes;
+    const kv::BlockPool& bp = eng_.cache().pool();
+    const uint64_t page_bytes = eng_.cache().Stats().kv_bytes_total / config_.num_pages;
+    r.peak_kv_bytes =
+        (config_.reserve_max_length ? es.peak_reserved_pages : bp.peak_used()) * page_bytes;
+    r.reused_page_allocations = bp.total_allocations() - bp.peak_used();
+    if (bp.num_used() != 0) {
+      return Status::FailedPrecondition(label_ + ": " + std::to_string(bp.num_used()) +
+                                        " pages still used after every request finished");
+    }
+    return r;
   }
-  return r;
+
+ private:
+  WorkloadRun(engine::Engine eng, const Workload& w, const engine::EngineConfig& config,
+              std::string label)
+      : eng_(std::move(eng)),
+        w_(w),
+        config_(config),
+        label_(std::move(label)),
+        produced_(w.prompts.size(), 0),
+        last_token_us_(w.prompts.size(), 0.0) {}
+
+  engine::Engine eng_;
+  const Workload& w_;
+  engine::EngineConfig config_;
+  std::string label_;
+  std::map<engine::RequestId, size_t> index_;
+  std::vector<uint64_t> produced_;
+  std::vector<double> last_token_us_;
+  std::vector<double> step_ms_;
+  std::vector<bool> step_is_decode_;
+  RunResult r_;
+  uint64_t done_ = 0, running_sum_ = 0;
+  double start_us_ = 0.0, last_progress_us_ = 0.0, busy_us_ = 0.0;
+};
+
+// Advances every run one step at a time, rotating which goes first, until
+// all are done.
+Status RunLockstep(std::vector<std::unique_ptr<WorkloadRun>>& runs) {
+  for (uint64_t round = 0;; ++round) {
+    bool any = false;
+    for (size_t k = 0; k < runs.size(); ++k) {
+      WorkloadRun& run = *runs[(round + k) % runs.size()];
+      if (run.done()) continue;
+      FOLIO_RETURN_IF_ERROR(run.Step());
+      any = true;
+    }
+    if (!any) return Status::Ok();
+  }
 }
 
 double Rate(double n, double s) { return s > 0 ? n / s : 0.0; }
@@ -371,35 +431,72 @@ int RunServeBench(const ServeBenchOptions& given, const std::string& command) {
                                        {"paged", false, model::KvAccess::kDirect}};
   const uint64_t mode_pages = o.batch_size * pages_per_max_request;
   std::map<std::string, std::vector<RunResult>> results;
+  // Paired decode-step ratios: every mode schedules the same steps (the
+  // same admissions), so step i of one mode is step i of another.
+  std::map<std::string, std::vector<double>> paged_over;
   for (uint64_t rep = 0; rep < o.repeats; ++rep) {
+    std::cerr << "running the three modes in lockstep, repeat " << rep + 1 << "\n";
+    std::vector<std::unique_ptr<WorkloadRun>> runs;
     for (const ModeSpec& mode : modes) {
-      const std::string label = mode.name + " #" + std::to_string(rep + 1);
-      std::cerr << "running " << label << "\n";
-      Result<RunResult> r = RunWorkload(
-          *m, &pool, w, config_for(mode.reserve, mode.access, mode_pages, o.batch_size), label);
-      if (!r) return fail(r.error().WithContext(label));
-      std::cerr << "  " << Fixed(r->total_s, 1) << " s, "
+      Result<std::unique_ptr<WorkloadRun>> run =
+          WorkloadRun::Start(*m, &pool, w, config_for(mode.reserve, mode.access, mode_pages,
+                                                      o.batch_size),
+                             mode.name);
+      if (!run) return fail(run.error().WithContext(mode.name));
+      runs.push_back(std::move(*run));
+    }
+    if (Status s = RunLockstep(runs); !s.ok()) return fail(s);
+    const WorkloadRun& paged = *runs[2];
+    for (size_t k = 0; k < 2; ++k) {
+      const WorkloadRun& other = *runs[k];
+      if (other.step_ms().size() != paged.step_ms().size()) continue;  // not paired
+      for (size_t i = 0; i < paged.step_ms().size(); ++i) {
+        if (paged.step_is_decode()[i] && other.step_is_decode()[i]) {
+          paged_over[modes[k].name].push_back(paged.step_ms()[i] / other.step_ms()[i]);
+        }
+      }
+    }
+    for (size_t k = 0; k < modes.size(); ++k) {
+      Result<RunResult> r = runs[k]->Finish();
+      if (!r) return fail(r.error());
+      std::cerr << "  " << modes[k].name << ": " << Fixed(r->total_s, 1) << " s, "
                 << Fixed(Rate(static_cast<double>(r->output_tokens), r->total_s), 1)
                 << " output tokens/s\n";
-      results[mode.name].push_back(std::move(*r));
+      results[modes[k].name].push_back(std::move(*r));
     }
   }
   json modes_json;
   for (const ModeSpec& mode : modes) modes_json[mode.name] = ModeJson(results[mode.name], o.num_seqs);
+  json paired = json::object();
+  for (const auto& [name, ratios] : paged_over) {
+    paired["paged_over_" + name] = {{"median", Quantile(ratios, 0.5)},
+                                    {"p10", Quantile(ratios, 0.1)},
+                                    {"p90", Quantile(ratios, 0.9)},
+                                    {"steps", ratios.size()}};
+  }
 
   json sweep = json::array();
   if (!o.no_sweep) {
     for (const uint64_t k : o.sweep_requests) {
       const uint64_t pages = k * pages_per_max_request;
+      // static_slots_concurrent: what an engine that gives every request
+      // a slot of the workload's maximum length (max input + max output)
+      // could run: the budget is exactly k such slots.
       json row = {{"kv_budget_bytes", pages * o.page_size * bytes_per_token},
-                  {"kv_budget_max_length_requests", k}};
+                  {"kv_budget_max_length_requests", k},
+                  {"static_slots_concurrent", k}};
       for (const bool reserve : {false, true}) {
         const std::string name = reserve ? "reserved" : "paged";
         const std::string label = "sweep " + name + " budget " + std::to_string(k);
         std::cerr << "running " << label << "\n";
-        Result<RunResult> r = RunWorkload(
+        Result<std::unique_ptr<WorkloadRun>> run = WorkloadRun::Start(
             *m, &pool, w, config_for(reserve, model::KvAccess::kDirect, pages, o.num_seqs),
             label);
+        if (!run) return fail(run.error().WithContext(label));
+        while (!(*run)->done()) {
+          if (Status s = (*run)->Step(); !s.ok()) return fail(s.WithContext(label));
+        }
+        Result<RunResult> r = (*run)->Finish();
         if (!r) return fail(r.error().WithContext(label));
         row[name + "_concurrent"] = r->peak_running;
         row[name + "_mean_concurrent"] = r->mean_running;
@@ -421,6 +518,10 @@ int RunServeBench(const ServeBenchOptions& given, const std::string& command) {
       {"paged_decode_faster_than_paged_gather",
        paged["decode_tokens_per_second"].get<double>() >
            modes_json["paged_gather"]["decode_tokens_per_second"].get<double>()},
+      {"paired_paged_decode_step_faster_than_both",
+       paired.contains("paged_over_dense") && paired.contains("paged_over_paged_gather") &&
+           paired["paged_over_dense"]["median"].get<double>() < 1.0 &&
+           paired["paged_over_paged_gather"]["median"].get<double>() < 1.0},
   };
   if (!sweep.empty()) {
     double worst = 1e300;
@@ -456,6 +557,9 @@ int RunServeBench(const ServeBenchOptions& given, const std::string& command) {
                         {"threads", pool.num_threads()},
                         {"mode_kv_budget_bytes", mode_pages * o.page_size * bytes_per_token}};
   report["modes"] = modes_json;
+  // Decode-step time of direct paged over each baseline, step by step (the
+  // modes ran in lockstep, so each pair saw the same machine load).
+  report["paired_decode_step_ratios"] = paired;
   report["admission_sweep"] = sweep;
   report["targets"] = targets;
 

@@ -212,7 +212,12 @@ Result<std::vector<StepOutput>> Engine::Step() {
   // Pages this step may take: free ones and cached ones no sequence reads.
   uint64_t available = cache_.pool().num_free() +
                        (config_.prefix_caching ? prefix_.NumEvictable(cache_) : 0);
-  uint64_t needed = 0;
+  // Pages this step allocates (needed), and pages promised to the running
+  // and newly admitted sequences until their prompts are prefilled
+  // (promised >= needed): admission checks the promise, so a request is
+  // only admitted when its whole pending prefill fits, and a preempted
+  // request does not come back just to be preempted again.
+  uint64_t needed = 0, promised = 0;
   auto pages_for = [&](const Request& r, uint64_t n) {
     return CeilDiv(r.computed + n, page) - cache_.block_table(*r.seq).size();
   };
@@ -234,6 +239,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
       const uint64_t n = std::min(Pending(r), budget);
       picks.push_back({id, n, false});
       needed += pages_for(r, n);
+      promised += pages_for(r, Pending(r));
       budget -= n;
     }
   }
@@ -251,16 +257,18 @@ Result<std::vector<StepOutput>> Engine::Step() {
         [&](kv::PageId p) { return cache_.pool().refcount(p) == 2 && cache_.holds(p) == 1; }));
     const uint64_t n = std::min(Pending(r), budget);
     const uint64_t need = pages_for(r, n);
+    const uint64_t need_all = pages_for(r, Pending(r));
     const bool alone = running_.empty() && admitted == 0;
     const bool no_room = config_.reserve_max_length
                              ? reserved_pages_ + Reservation(r) > config_.num_pages
-                             : !alone && needed + need + watermark + pinned > available;
+                             : !alone && promised + need_all + watermark + pinned > available;
     if (no_room) {
       ReleaseSequence(r);
       break;  // FCFS: nobody overtakes the head of the queue
     }
     available -= pinned;
     needed += need;
+    promised += need_all;
     if (config_.reserve_max_length) reserved_pages_ += Reservation(r);
     const uint64_t total = r.prompt.size() + r.output.size();
     picks.push_back({id, n, true, (total - 1) / page * page, r.computed});

@@ -8,14 +8,19 @@
 // Admission: a waiting request first reuses the longest prefix of its
 // tokens that the prefix cache holds in full pages (kv/prefix_cache.h; never
 // all of them: its last token is always computed, for its logits), then is
-// admitted only if the pool can hold its next chunk on top of what the
-// step's running sequences need, plus a watermark of free pages kept for
+// admitted only if the pool can hold its pending prefill on top of what
+// the step's running sequences need, plus a watermark of free pages kept for
 // their growth (waived when nothing runs, so no request starves). Pages only
 // the prefix cache holds count as free: they are evicted, least recently
 // used first, when the pool runs short. When a running sequence still needs
 // a page and none is free, the most recently admitted sequence is preempted
 // (its pages released, its tokens recomputed later, mostly from the prefix
 // cache). Preempted requests go back to the front of the queue.
+//
+// "Can hold" means the request's whole pending prefill (its prompt, plus
+// what it generated before a preemption), not only the next chunk: a
+// request admitted on its first chunk alone would be preempted as soon as
+// the others grow, and recomputed, again and again.
 //
 // Determinism (../../../shared/ARCHITECTURE.md, contract 3): all of a
 // step's sequences go through one Decoder<float>::Step, whose results for a
