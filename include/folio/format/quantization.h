@@ -147,9 +147,8 @@ std::vector<uint32_t> ReferencedBuffers(const QuantizationScheme& scheme);
 std::vector<std::byte> EncodeQuantization(const QuantizationScheme& scheme);
 
 // Decodes exactly one quantization descriptor; `bytes` must be exactly its
-// size. Errors (InvalidArgument unless noted), each naming field and value:
-// too short, unknown scheme tag (Unimplemented for none; all three Hurray
-// schemes are implemented), scheme_version != 1, unknown flag bits, a
+// size. Errors are InvalidArgument, each naming field and value: too
+// short, an unknown scheme tag, scheme_version != 1, unknown flag bits, a
 // length other than the scheme's, non-zero reserved bytes, a zero or
 // non-finite scale, a symmetric per-tensor scheme with a zero point, a
 // zero-point buffer index that disagrees with the symmetric flag, a bad
