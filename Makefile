@@ -2,7 +2,8 @@
 #   make demo   install what is missing, build, run the worked example
 #   make test   install what is missing, build, run every test
 # Other targets: build, asan (ASan+UBSan build and tests), fuzz (libFuzzer
-# on the GGUF and safetensors readers, FUZZ_SECONDS each), format, clean.
+# on the GGUF, safetensors and Hurray descriptor readers, FUZZ_SECONDS
+# each), format, clean.
 
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
@@ -39,7 +40,11 @@ asan: setup
 	cd $(ASAN_DIR) && ctest --output-on-failure -j$(JOBS)
 
 # Coverage-guided fuzzing of the file readers with clang's libFuzzer, ASan
-# and UBSan; seeds are small valid files written by tools/fuzz/make_seeds.py.
+# and UBSan; seeds are small valid files written by tools/fuzz/make_seeds.py
+# and, for descriptors, tools/fuzz/descriptor_seeds.cc. (make test runs the
+# descriptor fuzzer for 20 s too: src/format/CMakeLists.txt.)
+FORMAT_SOURCES = src/format/element_type.cc src/format/quantization.cc \
+  src/format/block_paged_layout.cc src/format/descriptor.cc
 FUZZ_CXX = clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc
 fuzz: setup
 	mkdir -p $(FUZZ_DIR)
@@ -47,8 +52,14 @@ fuzz: setup
 	  src/core/dtype.cc src/core/file_bytes.cc -o $(FUZZ_DIR)/fuzz_gguf
 	$(FUZZ_CXX) tools/fuzz/fuzz_safetensors.cc src/model/safetensors.cc \
 	  src/core/status.cc src/core/dtype.cc src/core/file_bytes.cc -o $(FUZZ_DIR)/fuzz_safetensors
+	$(FUZZ_CXX) tools/fuzz/fuzz_descriptor.cc $(FORMAT_SOURCES) \
+	  src/core/status.cc -o $(FUZZ_DIR)/fuzz_descriptor
+	clang++ -std=c++20 -O1 -Iinclude -Isrc -Isrc/format \
+	  tools/fuzz/descriptor_seeds.cc $(FORMAT_SOURCES) src/core/status.cc \
+	  -o $(FUZZ_DIR)/descriptor_seeds
 	python3 tools/fuzz/make_seeds.py $(FUZZ_DIR)/seeds
-	for t in gguf safetensors; do \
+	$(FUZZ_DIR)/descriptor_seeds $(FUZZ_DIR)/seeds/descriptor
+	for t in gguf safetensors descriptor; do \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
 	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	    $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/seeds/$$t || exit 1; \
