@@ -9,6 +9,7 @@ debian_packages=(
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
   libssl-dev libhwy-dev
   libpcre2-dev
+  zlib1g-dev  # CRC-32 of KV snapshots
   # libFuzzer for make fuzz and the format_fuzz_descriptor test
   clang libclang-rt-dev
 )

@@ -1,0 +1,477 @@
+#include "folio/format/kv_snapshot.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "folio/core/checked_math.h"
+#include "folio/core/file_bytes.h"
+#include "folio/format/block_paged_layout.h"
+#include "folio/format/descriptor.h"
+
+namespace folio::format {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kMagic[8] = {'F', 'O', 'L', 'I', 'O', 'K', 'V', 'S'};
+constexpr uint64_t kHeaderBytes = 24;  // magic, version, flags, manifest_length
+constexpr uint64_t kAlign = 64;
+// Bounds on manifest fields, far above any real model, so that no product
+// of them can overflow before the exact size checks.
+constexpr uint64_t kMaxLayers = 1 << 12;
+constexpr uint64_t kMaxHeads = 1 << 12;
+constexpr uint64_t kMaxHeadDim = 1 << 14;
+constexpr uint64_t kMaxPageSize = 1 << 20;
+constexpr uint64_t kMaxPages = std::numeric_limits<int32_t>::max();
+constexpr uint64_t kMaxSequences = 1 << 20;
+
+std::string Str(uint64_t v) { return std::to_string(v); }
+
+uint32_t Crc32(std::span<const std::byte> bytes) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
+  size_t left = bytes.size();
+  while (left > 0) {  // zlib takes uInt lengths
+    const auto n = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
+    crc = crc32(crc, p, n);
+    p += n;
+    left -= n;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+template <typename T>
+void Put(std::vector<std::byte>& out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    out.push_back(static_cast<std::byte>((static_cast<uint64_t>(v) >> (8 * i)) & 0xFF));
+  }
+}
+
+void PutBytes(std::vector<std::byte>& out, std::span<const std::byte> b) {
+  out.insert(out.end(), b.begin(), b.end());
+}
+
+void PadTo64(std::vector<std::byte>& out) {
+  out.resize(CeilDiv(out.size(), kAlign) * kAlign, std::byte{0});
+}
+
+// Reads little-endian fields from untrusted bytes; every read is bounded.
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> b) : b_(b) {}
+  uint64_t offset() const { return pos_; }
+  uint64_t left() const { return b_.size() - pos_; }
+  template <typename T>
+  Result<T> Get(const char* field) {
+    if (left() < sizeof(T)) return Truncated(field, sizeof(T));
+    uint64_t v = 0;
+    for (size_t i = 0; i < sizeof(T); ++i) {
+      v |= static_cast<uint64_t>(b_[pos_ + i]) << (8 * i);
+    }
+    pos_ += sizeof(T);
+    return static_cast<T>(v);
+  }
+  Result<std::span<const std::byte>> Take(uint64_t n, const char* field) {
+    if (left() < n) return Truncated(field, n);
+    auto s = b_.subspan(pos_, n);
+    pos_ += n;
+    return s;
+  }
+  Status SkipPadding() {
+    const uint64_t target = CeilDiv(pos_, kAlign) * kAlign;
+    if (target > b_.size()) return Truncated("buffer padding", target - pos_);
+    for (uint64_t i = pos_; i < target; ++i) {
+      if (b_[i] != std::byte{0}) {
+        return Status::InvalidArgument("non-zero padding byte at offset " + Str(i));
+      }
+    }
+    pos_ = target;
+    return Status::Ok();
+  }
+
+ private:
+  Status Truncated(const char* field, uint64_t need) const {
+    return Status::InvalidArgument(std::string("snapshot truncated: ") + field + " needs " +
+                                   Str(need) + " bytes at offset " + Str(pos_) + ", " +
+                                   Str(left()) + " remain");
+  }
+  std::span<const std::byte> b_;
+  uint64_t pos_ = 0;
+};
+
+std::vector<uint32_t> SeqPtr(const KvSnapshot& s) {
+  std::vector<uint32_t> ptr{0};
+  for (const SnapshotSequence& q : s.sequences) {
+    ptr.push_back(ptr.back() + static_cast<uint32_t>(q.block_table.size()));
+  }
+  return ptr;
+}
+
+std::vector<uint32_t> FlatTable(const KvSnapshot& s) {
+  std::vector<uint32_t> t;
+  for (const SnapshotSequence& q : s.sequences) {
+    t.insert(t.end(), q.block_table.begin(), q.block_table.end());
+  }
+  return t;
+}
+
+uint64_t TotalTokens(const KvSnapshot& s) {
+  uint64_t n = 0;
+  for (const SnapshotSequence& q : s.sequences) n += q.num_tokens;
+  return n;
+}
+
+// The key or value descriptor of one layer.
+Result<TensorDescriptor> Describe(const KvSnapshot& s, uint64_t layer, bool value) {
+  FOLIO_ASSIGN_OR_RETURN(
+      BlockPagedLayout layout,
+      BlockPagedLayout::Create(static_cast<uint32_t>(s.page_size), s.num_pages, 0,
+                               static_cast<uint32_t>(s.sequences.size()),
+                               value ? KvRole::kValue : KvRole::kKey,
+                               static_cast<uint32_t>(layer), IndexType::kU32));
+  std::vector<BufferHandle> buffers(3);
+  buffers[0].byte_size = s.num_pages * s.page_bytes();
+  buffers[1].byte_size = 4 * FlatTable(s).size();
+  buffers[2].byte_size = 4 * (s.sequences.size() + 1);
+  return TensorDescriptor::Create(s.kv_dtype, {TotalTokens(s), s.num_kv_heads, s.head_dim}, 0,
+                                  layout, std::move(buffers));
+}
+
+std::span<const std::byte> AsBytes(const std::vector<uint32_t>& v) {
+  return std::as_bytes(std::span<const uint32_t>(v));
+}
+
+json Manifest(const KvSnapshot& s) {
+  json seqs = json::array();
+  for (const SnapshotSequence& q : s.sequences) {
+    seqs.push_back({{"block_table", q.block_table},
+                    {"num_tokens", q.num_tokens},
+                    {"request", q.request}});
+  }
+  return {{"format", "folio-kv-snapshot"},
+          {"model_id", s.model_id},
+          {"kv_dtype", std::string(ElementTypeName(s.kv_dtype))},
+          {"page_size", s.page_size},
+          {"num_layers", s.num_layers},
+          {"num_kv_heads", s.num_kv_heads},
+          {"head_dim", s.head_dim},
+          {"num_pages", s.num_pages},
+          {"layout", "token-major [num_pages, page_size, num_kv_heads, head_dim]"},
+          {"sequences", seqs}};
+}
+
+// A manifest field of the expected JSON type, or InvalidArgument naming it.
+Result<uint64_t> U64(const json& j, const char* key, uint64_t max) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_number_unsigned()) {
+    return Status::InvalidArgument(std::string("manifest field ") + key +
+                                   " is missing or not an unsigned integer");
+  }
+  const auto v = it->get<uint64_t>();
+  if (v > max) {
+    return Status::InvalidArgument(std::string("manifest field ") + key + " = " + Str(v) +
+                                   " exceeds " + Str(max));
+  }
+  return v;
+}
+
+Result<std::string> String(const json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) {
+    return Status::InvalidArgument(std::string("manifest field ") + key +
+                                   " is missing or not a string");
+  }
+  return it->get<std::string>();
+}
+
+Result<KvSnapshot> ParseManifest(const json& m) {
+  if (!m.is_object()) return Status::InvalidArgument("manifest is not a JSON object");
+  FOLIO_ASSIGN_OR_RETURN(std::string format, String(m, "format"));
+  if (format != "folio-kv-snapshot") {
+    return Status::InvalidArgument("manifest format is \"" + format +
+                                   "\", not \"folio-kv-snapshot\"");
+  }
+  KvSnapshot s;
+  FOLIO_ASSIGN_OR_RETURN(s.model_id, String(m, "model_id"));
+  FOLIO_ASSIGN_OR_RETURN(std::string dtype, String(m, "kv_dtype"));
+  FOLIO_ASSIGN_OR_RETURN(s.kv_dtype, ParseElementType(dtype));
+  FOLIO_ASSIGN_OR_RETURN(s.page_size, U64(m, "page_size", kMaxPageSize));
+  FOLIO_ASSIGN_OR_RETURN(s.num_layers, U64(m, "num_layers", kMaxLayers));
+  FOLIO_ASSIGN_OR_RETURN(s.num_kv_heads, U64(m, "num_kv_heads", kMaxHeads));
+  FOLIO_ASSIGN_OR_RETURN(s.head_dim, U64(m, "head_dim", kMaxHeadDim));
+  FOLIO_ASSIGN_OR_RETURN(s.num_pages, U64(m, "num_pages", kMaxPages));
+  const auto seqs = m.find("sequences");
+  if (seqs == m.end() || !seqs->is_array() || seqs->size() > kMaxSequences) {
+    return Status::InvalidArgument("manifest field sequences is missing, not an array or has "
+                                   "more than " + Str(kMaxSequences) + " entries");
+  }
+  for (size_t i = 0; i < seqs->size(); ++i) {
+    const json& q = (*seqs)[i];
+    const std::string where = "sequence " + Str(i);
+    if (!q.is_object()) return Status::InvalidArgument(where + " is not an object");
+    SnapshotSequence seq;
+    const auto table = q.find("block_table");
+    if (table == q.end() || !table->is_array()) {
+      return Status::InvalidArgument(where + ": block_table is missing or not an array");
+    }
+    for (const json& page : *table) {
+      if (!page.is_number_unsigned() || page.get<uint64_t>() >= s.num_pages) {
+        return Status::InvalidArgument(where + ": block_table entry " + page.dump() +
+                                       " is not a page id below num_pages " +
+                                       Str(s.num_pages));
+      }
+      seq.block_table.push_back(page.get<uint32_t>());
+    }
+    FOLIO_ASSIGN_OR_RETURN(seq.num_tokens,
+                           U64(q, "num_tokens", seq.block_table.size() * s.page_size));
+    const auto request = q.find("request");
+    if (request == q.end() || !request->is_object()) {
+      return Status::InvalidArgument(where + ": request is missing or not an object");
+    }
+    seq.request = *request;
+    s.sequences.push_back(std::move(seq));
+  }
+  return s;
+}
+
+}  // namespace
+
+Status KvSnapshot::Validate() const {
+  if (kv_dtype != ElementType::kF32 && kv_dtype != ElementType::kBF16 &&
+      kv_dtype != ElementType::kF16) {
+    return Status::InvalidArgument("kv_dtype " + std::string(ElementTypeName(kv_dtype)) +
+                                   " is not f32, bf16 or f16");
+  }
+  if (page_size == 0 || page_size > kMaxPageSize || num_layers == 0 || num_layers > kMaxLayers ||
+      num_kv_heads == 0 || num_kv_heads > kMaxHeads || head_dim == 0 || head_dim > kMaxHeadDim ||
+      num_pages > kMaxPages || sequences.size() > kMaxSequences) {
+    return Status::InvalidArgument(
+        "snapshot dimensions out of bounds: page_size " + Str(page_size) + ", num_layers " +
+        Str(num_layers) + ", num_kv_heads " + Str(num_kv_heads) + ", head_dim " + Str(head_dim) +
+        ", num_pages " + Str(num_pages) + ", sequences " + Str(sequences.size()));
+  }
+  const auto pool = CheckedMul(num_pages, page_bytes());
+  if (!pool) return Status::InvalidArgument("snapshot pool size overflows");
+  if (keys.size() != num_layers || values.size() != num_layers) {
+    return Status::InvalidArgument("snapshot has " + Str(keys.size()) + " key and " +
+                                   Str(values.size()) + " value pools for " + Str(num_layers) +
+                                   " layers");
+  }
+  for (uint64_t l = 0; l < num_layers; ++l) {
+    if (keys[l].size() != *pool || values[l].size() != *pool) {
+      return Status::InvalidArgument("layer " + Str(l) + " pools are not " + Str(*pool) +
+                                     " bytes");
+    }
+  }
+  std::vector<bool> used(num_pages, false);
+  uint64_t entries = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const SnapshotSequence& q = sequences[i];
+    const uint64_t pages = q.block_table.size();
+    entries += pages;
+    if (q.num_tokens > pages * page_size ||
+        (pages > 0 && q.num_tokens <= (pages - 1) * page_size)) {
+      return Status::InvalidArgument("sequence " + Str(i) + ": " + Str(q.num_tokens) +
+                                     " tokens do not fill exactly its " + Str(pages) +
+                                     " pages of " + Str(page_size));
+    }
+    for (const uint32_t p : q.block_table) {
+      if (p >= num_pages) {
+        return Status::InvalidArgument("sequence " + Str(i) + " names page " + Str(p) +
+                                       " of " + Str(num_pages));
+      }
+      used[p] = true;
+    }
+    if (!q.request.is_object()) {
+      return Status::InvalidArgument("sequence " + Str(i) + ": request is not a JSON object");
+    }
+  }
+  if (entries > std::numeric_limits<uint32_t>::max()) {
+    return Status::InvalidArgument("block tables exceed u32 entries");
+  }
+  for (uint64_t p = 0; p < num_pages; ++p) {
+    if (!used[p]) return Status::InvalidArgument("page " + Str(p) + " is used by no sequence");
+  }
+  return Status::Ok();
+}
+
+std::vector<std::byte> EncodeSnapshot(const KvSnapshot& s) {
+  const Status valid = s.Validate();
+  FOLIO_CHECK(valid.ok(), valid.ToString());
+  std::vector<std::byte> out;
+  for (const char c : kMagic) out.push_back(static_cast<std::byte>(c));
+  Put<uint32_t>(out, kSnapshotVersion);
+  Put<uint32_t>(out, 0);
+  const std::string manifest = Manifest(s).dump();
+  Put<uint64_t>(out, manifest.size());
+  PutBytes(out, std::as_bytes(std::span<const char>(manifest)));
+  Put<uint32_t>(out, static_cast<uint32_t>(2 * s.num_layers));
+  const std::vector<uint32_t> table = FlatTable(s), seq_ptr = SeqPtr(s);
+  for (uint64_t l = 0; l < s.num_layers; ++l) {
+    for (const bool value : {false, true}) {
+      Result<TensorDescriptor> d = Describe(s, l, value);
+      FOLIO_CHECK(d.ok(), d.status().ToString());
+      const std::vector<std::byte> desc = d->ToBytes();
+      Put<uint32_t>(out, static_cast<uint32_t>(desc.size()));
+      PutBytes(out, desc);
+      for (const std::span<const std::byte> buf :
+           {std::span<const std::byte>(value ? s.values[l] : s.keys[l]), AsBytes(table),
+            AsBytes(seq_ptr)}) {
+        PadTo64(out);
+        PutBytes(out, buf);
+      }
+    }
+  }
+  Put<uint32_t>(out, Crc32(out));
+  return out;
+}
+
+Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
+  if (bytes.size() < kHeaderBytes + 4) {
+    return Status::InvalidArgument("snapshot of " + Str(bytes.size()) +
+                                   " bytes is shorter than its header and checksum");
+  }
+  if (std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0) {
+    return Status::InvalidArgument("not a folio KV snapshot (magic is not \"FOLIOKVS\")");
+  }
+  const auto body = bytes.first(bytes.size() - 4);
+  Reader crc_reader(bytes.last(4));
+  FOLIO_ASSIGN_OR_RETURN(uint32_t crc, crc_reader.Get<uint32_t>("checksum"));
+  if (Crc32(body) != crc) {
+    return Status::Corruption("snapshot checksum mismatch: stored " + Str(crc) +
+                              ", computed " + Str(Crc32(body)));
+  }
+  Reader r(body);
+  FOLIO_RETURN_IF_ERROR(r.Take(sizeof kMagic, "magic").status());
+  FOLIO_ASSIGN_OR_RETURN(uint32_t version, r.Get<uint32_t>("version"));
+  if (version != kSnapshotVersion) {
+    return Status::Unimplemented("snapshot version " + Str(version) + "; this folio reads " +
+                                 Str(kSnapshotVersion));
+  }
+  FOLIO_ASSIGN_OR_RETURN(uint32_t flags, r.Get<uint32_t>("flags"));
+  if (flags != 0) return Status::InvalidArgument("snapshot flags " + Str(flags) + " are not 0");
+  FOLIO_ASSIGN_OR_RETURN(uint64_t manifest_length, r.Get<uint64_t>("manifest_length"));
+  FOLIO_ASSIGN_OR_RETURN(std::span<const std::byte> manifest_bytes,
+                         r.Take(manifest_length, "manifest"));
+  const json manifest = json::parse(reinterpret_cast<const char*>(manifest_bytes.data()),
+                                    reinterpret_cast<const char*>(manifest_bytes.data()) +
+                                        manifest_bytes.size(),
+                                    nullptr, /*allow_exceptions=*/false);
+  if (manifest.is_discarded()) return Status::InvalidArgument("manifest is not valid JSON");
+  FOLIO_ASSIGN_OR_RETURN(KvSnapshot s, ParseManifest(manifest));
+
+  FOLIO_ASSIGN_OR_RETURN(uint32_t num_tensors, r.Get<uint32_t>("num_tensors"));
+  if (num_tensors != 2 * s.num_layers) {
+    return Status::InvalidArgument("snapshot has " + Str(num_tensors) + " tensors for " +
+                                   Str(s.num_layers) + " layers (want one key and one value "
+                                   "per layer)");
+  }
+  // Everything the manifest implies, before sizing anything from it.
+  const auto pool_bytes = CheckedMul(s.num_pages, s.page_bytes());
+  if (!pool_bytes || *pool_bytes > r.left()) {
+    return Status::InvalidArgument("manifest promises pools of " +
+                                   (pool_bytes ? Str(*pool_bytes) : std::string("overflowing")) +
+                                   " bytes; " + Str(r.left()) + " bytes remain");
+  }
+  const std::vector<uint32_t> table = FlatTable(s), seq_ptr = SeqPtr(s);
+  for (uint64_t i = 0; i < num_tensors; ++i) {
+    const uint64_t layer = i / 2;
+    const bool value = i % 2 == 1;
+    const std::string what = "layer " + Str(layer) + (value ? " value" : " key") + " tensor";
+    FOLIO_ASSIGN_OR_RETURN(uint32_t desc_length, r.Get<uint32_t>("descriptor_length"));
+    FOLIO_ASSIGN_OR_RETURN(std::span<const std::byte> desc_bytes,
+                           r.Take(desc_length, "descriptor"));
+    Result<TensorDescriptor> desc = TensorDescriptor::FromBytes(desc_bytes);
+    if (!desc.ok()) return desc.status().WithContext(what);
+    // The descriptor must say exactly what the manifest implies.
+    Result<TensorDescriptor> want = Describe(s, layer, value);
+    if (!want.ok()) return want.status().WithContext("manifest");
+    if (!(*desc == *want)) {
+      return Status::InvalidArgument(what + " descriptor disagrees with the manifest (dtype, "
+                                     "shape, block-paged fields, layer, role or buffer sizes)");
+    }
+    std::vector<std::span<const std::byte>> buffers;
+    for (const BufferHandle& h : desc->buffers()) {
+      FOLIO_RETURN_IF_ERROR(r.SkipPadding());
+      FOLIO_ASSIGN_OR_RETURN(std::span<const std::byte> b, r.Take(h.byte_size, "buffer"));
+      buffers.push_back(b);
+    }
+    auto same = [](std::span<const std::byte> a, std::span<const std::byte> b) {
+      return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
+    };
+    if (!same(buffers[1], AsBytes(table)) || !same(buffers[2], AsBytes(seq_ptr))) {
+      return Status::InvalidArgument(what + " block_table or seq_ptr differs from the "
+                                     "manifest's");
+    }
+    auto& dst = value ? s.values : s.keys;
+    dst.emplace_back(buffers[0].begin(), buffers[0].end());
+  }
+  if (r.left() != 0) {
+    return Status::InvalidArgument(Str(r.left()) + " unexpected bytes before the checksum");
+  }
+  FOLIO_RETURN_IF_ERROR(s.Validate());
+  return s;
+}
+
+Status WriteSnapshotFile(const KvSnapshot& snapshot, const std::filesystem::path& path) {
+  FOLIO_RETURN_IF_ERROR(snapshot.Validate());
+  const std::vector<std::byte> bytes = EncodeSnapshot(snapshot);
+  std::filesystem::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::error_code ec;
+      std::filesystem::remove(tmp, ec);
+      return Status::IoError("cannot write " + tmp.string());
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    return Status::IoError("cannot rename " + tmp.string() + " to " + path.string());
+  }
+  return Status::Ok();
+}
+
+Result<KvSnapshot> ReadSnapshotFile(const std::filesystem::path& path) {
+  FOLIO_ASSIGN_OR_RETURN(FileBytes file, FileBytes::Map(path));
+  Result<KvSnapshot> s = DecodeSnapshot(file.bytes());
+  if (!s.ok()) return s.status().WithContext(path.string());
+  return s;
+}
+
+json SnapshotSummary(const KvSnapshot& s, uint64_t file_bytes) {
+  json seqs = json::array();
+  uint64_t refs = 0;
+  for (const SnapshotSequence& q : s.sequences) {
+    refs += q.block_table.size();
+    seqs.push_back({{"num_tokens", q.num_tokens},
+                    {"pages", q.block_table.size()},
+                    {"block_table", q.block_table},
+                    {"request", q.request}});
+  }
+  return {{"model_id", s.model_id},
+          {"kv_dtype", std::string(ElementTypeName(s.kv_dtype))},
+          {"page_size", s.page_size},
+          {"num_layers", s.num_layers},
+          {"num_kv_heads", s.num_kv_heads},
+          {"head_dim", s.head_dim},
+          {"num_pages", s.num_pages},
+          {"page_references", refs},
+          {"shared_page_references", refs - s.num_pages},
+          {"kv_bytes", 2 * s.num_layers * s.num_pages * s.page_bytes()},
+          {"file_bytes", file_bytes},
+          {"sequences", seqs}};
+}
+
+}  // namespace folio::format
