@@ -107,8 +107,12 @@ SeqId PagedKvCache::AddSequence() {
   return next_seq_id_++;
 }
 
-Result<SeqId> PagedKvCache::AddSequence(std::span<const PageId> prefix) {
-  FOLIO_RETURN_IF_ERROR(CheckNoPlan("a sequence over a cached prefix"));
+Result<SeqId> PagedKvCache::AddSequence(std::span<const PageId> prefix, uint64_t length) {
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("a sequence over existing pages"));
+  if (CeilDiv(length, config_.page_size) != prefix.size()) {
+    return Status::InvalidArgument(Str(length) + " tokens do not fill exactly " +
+                                   Str(prefix.size()) + " pages of " + Str(config_.page_size));
+  }
   for (size_t i = 0; i < prefix.size(); ++i) {
     const PageId page = prefix[i];
     if (page < 0 || static_cast<uint64_t>(page) >= config_.num_pages) {
@@ -126,7 +130,7 @@ Result<SeqId> PagedKvCache::AddSequence(std::span<const PageId> prefix) {
   }
   Sequence s;
   s.table.assign(prefix.begin(), prefix.end());
-  s.length = prefix.size() * config_.page_size;
+  s.length = length;
   for (const PageId page : s.table) CheckOk(pool_.Retain(page));
   seqs_.emplace(next_seq_id_, std::move(s));
   return next_seq_id_++;
@@ -151,6 +155,60 @@ Status PagedKvCache::DropPage(PageId page) {
   }
   CheckOk(pool_.Release(page));
   --holds_[static_cast<size_t>(page)];
+  return Status::Ok();
+}
+
+Result<std::optional<std::vector<PageId>>> PagedKvCache::HoldNewPages(uint64_t n) {
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("allocation of " + Str(n) + " pages"));
+  std::optional<std::vector<PageId>> pages = pool_.TryAllocate(n);
+  if (pages) {
+    for (const PageId page : *pages) ++holds_[static_cast<size_t>(page)];
+  }
+  return pages;
+}
+
+void PagedKvCache::ReadPageTokenMajor(uint64_t layer, KvRole role, PageId page,
+                                      uint64_t live_slots, std::span<std::byte> out) const {
+  FOLIO_CHECK(layer < config_.num_layers && page >= 0 &&
+                  static_cast<uint64_t>(page) < config_.num_pages && out.size() == page_bytes_,
+              "layer=", layer, " page=", page);
+  const uint64_t heads = config_.num_kv_heads, slots = config_.page_size;
+  const uint64_t row = config_.head_dim * DTypeSize(config_.dtype);
+  const std::byte* src = (role == KvRole::kKey ? keys_[layer] : values_[layer]).data() +
+                         static_cast<uint64_t>(page) * page_bytes_;
+  // Pool: [heads, slots, dim]; out: [slots, heads, dim].
+  for (uint64_t t = 0; t < slots; ++t) {
+    for (uint64_t h = 0; h < heads; ++h) {
+      std::byte* dst = out.data() + (t * heads + h) * row;
+      if (t < live_slots) {
+        std::memcpy(dst, src + (h * slots + t) * row, row);
+      } else {
+        std::memset(dst, 0, row);
+      }
+    }
+  }
+}
+
+Status PagedKvCache::WritePageTokenMajor(uint64_t layer, KvRole role, PageId page,
+                                         std::span<const std::byte> in) {
+  FOLIO_CHECK(layer < config_.num_layers && page >= 0 &&
+                  static_cast<uint64_t>(page) < config_.num_pages && in.size() == page_bytes_,
+              "layer=", layer, " page=", page);
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("write of page " + std::to_string(page)));
+  if (pool_.refcount(page) != 1) {
+    return Status::FailedPrecondition("write of page " + std::to_string(page) + " with " +
+                                      Str(pool_.refcount(page)) +
+                                      " references (needs exactly its writer's)");
+  }
+  const uint64_t heads = config_.num_kv_heads, slots = config_.page_size;
+  const uint64_t row = config_.head_dim * DTypeSize(config_.dtype);
+  std::byte* dst = (role == KvRole::kKey ? keys_[layer] : values_[layer]).data() +
+                   static_cast<uint64_t>(page) * page_bytes_;
+  for (uint64_t t = 0; t < slots; ++t) {
+    for (uint64_t h = 0; h < heads; ++h) {
+      std::memcpy(dst + (h * slots + t) * row, in.data() + (t * heads + h) * row, row);
+    }
+  }
   return Status::Ok();
 }
 

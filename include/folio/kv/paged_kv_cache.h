@@ -142,12 +142,36 @@ class PagedKvCache {
 
   // A new, empty sequence (no pages yet).
   SeqId AddSequence();
-  // A new sequence that starts as prefix.size() full pages: the pages of
-  // `prefix` in order, each shared (refcount + 1), length prefix.size() *
-  // page_size. This is how a cached prompt prefix is reused without a copy.
-  // Errors (nothing changed): a page id out of range (OutOfRange), a free
-  // page or one listed twice (FailedPrecondition), a plan pending.
-  Result<SeqId> AddSequence(std::span<const PageId> prefix);
+  // A new sequence over existing pages: `pages` in logical order, each
+  // shared (refcount + 1), holding `length` committed tokens, which must
+  // need exactly pages.size() pages. With full pages this is how a cached
+  // prompt prefix is reused without a copy; an imported snapshot's pages
+  // come in this way too. Errors (nothing changed): a page id out of range
+  // (OutOfRange), a free page or one listed twice (FailedPrecondition), a
+  // length that does not fit the pages (InvalidArgument), a plan pending.
+  Result<SeqId> AddSequence(std::span<const PageId> pages, uint64_t length);
+  // AddSequence(prefix, prefix.size() * page_size): full pages only.
+  Result<SeqId> AddSequence(std::span<const PageId> prefix) {
+    return AddSequence(prefix, prefix.size() * config_.page_size);
+  }
+
+  // n free pages, each held once (HoldPage), for an import to fill before
+  // sequences take them over; nullopt (nothing changed) when fewer than n
+  // are free. Errors: a plan pending.
+  Result<std::optional<std::vector<PageId>>> HoldNewPages(uint64_t n);
+
+  // One page of one layer and role in the interchange's token-major order,
+  // [page_size, num_kv_heads, head_dim] elements of the cache's dtype (raw
+  // bytes; page_bytes() of them). Reading zeroes the slots from
+  // `live_slots` on, so what leaves the process holds no stale rows.
+  // Writing needs a page with exactly one reference (its writer) and no
+  // plan pending. Bad arguments are programming errors (checked), except
+  // the page's state on writing (FailedPrecondition).
+  uint64_t page_bytes() const { return page_bytes_; }
+  void ReadPageTokenMajor(uint64_t layer, KvRole role, PageId page, uint64_t live_slots,
+                          std::span<std::byte> out) const;
+  Status WritePageTokenMajor(uint64_t layer, KvRole role, PageId page,
+                             std::span<const std::byte> in);
   // A new sequence with seq's length and block table, sharing every page.
   // Errors: NotFound, or FailedPrecondition while a plan is pending.
   Result<SeqId> Fork(SeqId seq);
