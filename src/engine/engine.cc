@@ -41,7 +41,8 @@ Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, Th
   return Engine(model::Decoder<float>(model, pool), std::move(cache), config, tokenizer);
 }
 
-Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams params) {
+Status Engine::ValidateRequest(const std::vector<int32_t>& prompt,
+                               const RequestParams& params) const {
   FOLIO_RETURN_IF_ERROR(params.sampling.Validate());
   const model::ModelConfig& c = decoder_.config();
   if (prompt.empty()) return Status::InvalidArgument("prompt is empty");
@@ -66,18 +67,23 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
   }
   // The last selected token is never fed, so a request caches at most
   // prompt + max_tokens - 1 positions.
-  const uint64_t positions = prompt.size() + params.max_tokens - 1;
-  if (positions > c.max_positions) {
+  const std::optional<uint64_t> positions = CheckedAdd(prompt.size() - 1, params.max_tokens);
+  if (!positions || *positions > c.max_positions) {
     return Status::OutOfRange("prompt of " + std::to_string(prompt.size()) + " + max_tokens " +
                               std::to_string(params.max_tokens) + " exceeds the model's " +
                               std::to_string(c.max_positions) + " positions");
   }
-  if (CeilDiv(positions, config_.page_size) > config_.num_pages) {
+  if (CeilDiv(*positions, config_.page_size) > config_.num_pages) {
     return Status::ResourceExhausted("request needs " +
-                                     std::to_string(CeilDiv(positions, config_.page_size)) +
+                                     std::to_string(CeilDiv(*positions, config_.page_size)) +
                                      " pages; the pool has " +
                                      std::to_string(config_.num_pages));
   }
+  return Status::Ok();
+}
+
+Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams params) {
+  FOLIO_RETURN_IF_ERROR(ValidateRequest(prompt, params));
   const RequestId id = next_id_++;
   Request& r = requests_[id];
   r.id = id;

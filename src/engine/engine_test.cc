@@ -6,6 +6,7 @@
 #include <string>
 
 #include "folio/core/thread_pool.h"
+#include "folio/format/kv_snapshot.h"
 #include "folio/engine/generate.h"
 #include "folio/model/byte_tokenizer.h"
 
@@ -397,6 +398,153 @@ TEST(Engine, WatermarkHoldsBackAdmissionButNeverStarves) {
     while (engine.HasUnfinished()) ASSERT_TRUE(engine.Step().ok());
     ExpectNoLeak(engine);
   }
+}
+
+// Prefill here, decode there: requests exported mid-flight (one still in
+// prefill, others decoding, two sharing prefix pages) and imported into an
+// engine with another page layout finish with the same tokens, log-prob
+// bits and text as in an engine that never exported.
+TEST(EngineSnapshot, ImportedRequestsContinueBitIdentically) {
+  const model::Tokenizer& tok = model::ByteTokenizer::AsTokenizer();
+  auto prompts = SharedStemPrompts();
+  RequestParams params = SampledWithLogprobs();
+  params.stop_strings = {"zz"};
+  EngineConfig config;
+  config.page_size = 4;
+  config.max_num_batched_tokens = 24;  // so the long prompt is still prefilling
+  auto reference = *Engine::Create(TestModel(), config, nullptr, &tok);
+  const std::vector<Outcome> want = Drive(reference, prompts, params, InOrder(prompts.size()));
+
+  auto sender = *Engine::Create(TestModel(), config, nullptr, &tok);
+  std::vector<RequestId> ids;
+  for (const auto& p : prompts) ids.push_back(*sender.AddRequest(p, params));
+  std::vector<Outcome> got(prompts.size());
+  auto collect = [&](const std::vector<StepOutput>& outs, const std::map<RequestId, size_t>& index) {
+    for (const StepOutput& o : outs) {
+      Outcome& r = got[index.at(o.id)];
+      r.tokens.insert(r.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+      r.text += o.text;
+      for (const auto& lp : o.logprobs) {
+        r.logprob_bits.push_back(Bits(lp.logprob));
+        for (const auto& [tid, v] : lp.top) {
+          r.logprob_bits.push_back(static_cast<uint32_t>(tid));
+          r.logprob_bits.push_back(Bits(v));
+        }
+      }
+      if (o.finish != FinishReason::kNone) r.finish = o.finish;
+    }
+  };
+  std::map<RequestId, size_t> sender_index;
+  for (size_t i = 0; i < ids.size(); ++i) sender_index[ids[i]] = i;
+  for (int step = 0; step < 4; ++step) collect(*sender.Step(), sender_index);
+  // Export every request that holds pages, as the prefill worker would.
+  std::vector<RequestId> moving;
+  std::vector<size_t> moving_index;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (got[i].finish != FinishReason::kNone) continue;
+    if (sender.ExportSnapshot(std::vector<RequestId>{ids[i]}).ok()) {
+      moving.push_back(ids[i]);
+      moving_index.push_back(i);
+    }
+  }
+  ASSERT_GE(moving.size(), 3u);
+  auto snapshot = sender.ExportSnapshot(moving);
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
+  uint64_t references = 0;
+  for (const auto& q : snapshot->sequences) references += q.block_table.size();
+  EXPECT_LT(snapshot->num_pages, references);  // the stem's pages travel once
+  // Through the wire format.
+  auto decoded = format::DecodeSnapshot(format::EncodeSnapshot(*snapshot));
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+
+  EngineConfig other = config;
+  other.num_pages = 300;  // a different pool, pages placed elsewhere
+  auto receiver = *Engine::Create(TestModel(), other, nullptr, &tok);
+  ASSERT_TRUE(receiver.AddRequest(kPrompts[3], Sampled()).ok());  // occupies pages first
+  ASSERT_TRUE(receiver.Step().ok());
+  auto imported = receiver.ImportSnapshot(*decoded);
+  ASSERT_TRUE(imported.ok()) << imported.status().ToString();
+  ASSERT_EQ(imported->size(), moving.size());
+  std::map<RequestId, size_t> receiver_index;
+  for (size_t k = 0; k < moving.size(); ++k) {
+    receiver_index[(*imported)[k]] = moving_index[k];
+    ASSERT_TRUE(sender.Abort(moving[k]).ok());
+  }
+  while (receiver.HasUnfinished()) {
+    auto outs = receiver.Step();
+    ASSERT_TRUE(outs.ok()) << outs.status().ToString();
+    std::vector<StepOutput> mine;
+    for (const StepOutput& o : *outs) {
+      if (receiver_index.count(o.id)) mine.push_back(o);
+    }
+    collect(mine, receiver_index);
+  }
+  while (sender.HasUnfinished()) collect(*sender.Step(), sender_index);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_EQ(got[i], want[i]) << "prompt " << i;
+  }
+  ExpectNoLeak(sender);
+  ExpectNoLeak(receiver);
+}
+
+TEST(EngineSnapshot, RefusesMismatchesAndChangesNothing) {
+  EngineConfig config;
+  config.page_size = 4;
+  auto sender = *Engine::Create(TestModel(), config);
+  const RequestId id = *sender.AddRequest(kPrompts[0], Sampled());
+  const RequestId waiting = *sender.AddRequest(kPrompts[1], Sampled());
+  EXPECT_EQ(sender.ExportSnapshot(std::vector<RequestId>{id}).status().code(),
+            StatusCode::kFailedPrecondition);  // nothing ran yet
+  ASSERT_TRUE(sender.Step().ok());
+  (void)waiting;
+  EXPECT_EQ(sender.ExportSnapshot(std::vector<RequestId>{id, id}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(sender.ExportSnapshot(std::vector<RequestId>{99}).status().code(),
+            StatusCode::kNotFound);
+  const format::KvSnapshot snap = *sender.ExportSnapshot(std::vector<RequestId>{id});
+
+  auto expect_refusal = [&](Engine& e, const format::KvSnapshot& s, StatusCode code,
+                            const std::string& needle) {
+    const uint64_t free_before = e.cache().pool().num_free();
+    const Status st = e.ImportSnapshot(s).status();
+    EXPECT_EQ(st.code(), code) << st.ToString();
+    EXPECT_NE(st.ToString().find(needle), std::string::npos) << st.ToString();
+    EXPECT_EQ(e.cache().pool().num_free(), free_before);
+    EXPECT_FALSE(e.HasUnfinished());
+  };
+  EngineConfig pages8 = config;
+  pages8.page_size = 8;
+  auto wrong_pages = *Engine::Create(TestModel(), pages8);
+  expect_refusal(wrong_pages, snap, StatusCode::kInvalidArgument, "page size 4");
+  EngineConfig bf16 = config;
+  bf16.kv_dtype = DType::kBF16;
+  auto wrong_dtype = *Engine::Create(TestModel(), bf16);
+  expect_refusal(wrong_dtype, snap, StatusCode::kInvalidArgument, "KV dtype");
+  model::ModelConfig mc = model::WorkedExampleConfig();
+  mc.max_positions = 96;
+  const model::Model other_model = *model::Model::FromSeed(mc, 12);
+  auto wrong_model = *Engine::Create(other_model, config);
+  expect_refusal(wrong_model, snap, StatusCode::kInvalidArgument, "model id");
+  EngineConfig tiny = config;
+  tiny.num_pages = 8;
+  auto small = *Engine::Create(TestModel(), tiny);
+  ASSERT_TRUE(small.AddRequest(kPrompts[3], Sampled()).ok());
+  ASSERT_TRUE(small.Step().ok());  // 5 of 8 pages in use; the snapshot needs 4
+  const uint64_t free_before = small.cache().pool().num_free();
+  EXPECT_EQ(small.ImportSnapshot(snap).status().code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(small.cache().pool().num_free(), free_before);
+
+  auto fresh = *Engine::Create(TestModel(), config);
+  format::KvSnapshot bad = snap;
+  bad.sequences[0].request["prompt"][1] = 258;
+  expect_refusal(fresh, bad, StatusCode::kOutOfRange, "outside the vocabulary");
+  bad = snap;
+  bad.sequences[0].request["params"]["temperature"] = "hot";
+  expect_refusal(fresh, bad, StatusCode::kInvalidArgument, "temperature");
+  bad = snap;
+  bad.sequences[0].request["output"].push_back(5);  // K/V no longer cover it
+  expect_refusal(fresh, bad, StatusCode::kInvalidArgument, "tokens with K/V");
+  EXPECT_TRUE(fresh.ImportSnapshot(snap).ok());
 }
 
 }  // namespace

@@ -42,6 +42,7 @@
 #include "folio/core/checked_math.h"
 #include "folio/core/splitmix64.h"
 #include "folio/core/status.h"
+#include "folio/format/kv_snapshot.h"
 #include "folio/kv/paged_kv_cache.h"
 #include "folio/kv/prefix_cache.h"
 #include "folio/model/decoder.h"
@@ -144,6 +145,24 @@ class Engine {
   uint64_t num_running() const { return running_.size(); }
   uint64_t num_waiting() const { return waiting_.size(); }
 
+  // Prefill here, decode there (format/kv_snapshot.h). ExportSnapshot
+  // copies the listed requests' pages (each shared page once), block
+  // tables, tokens, sampling parameters and random-stream state; the
+  // requests must be running (hold pages) and are left as they are.
+  // Errors: NotFound (unknown or finished id), FailedPrecondition (a
+  // request still waiting, without pages), InvalidArgument (an id listed
+  // twice).
+  Result<format::KvSnapshot> ExportSnapshot(std::span<const RequestId> ids) const;
+  // Continues a snapshot's requests here, as running requests with new
+  // ids (returned in snapshot order). Everything is checked before the
+  // pool changes: the model id, KV dtype, page size and K/V shape must
+  // match (InvalidArgument naming the mismatch), every request must pass
+  // AddRequest's checks and be consistent with its pages; the pool must
+  // have the snapshot's pages free (after evicting cached pages;
+  // ResourceExhausted otherwise). On any error nothing changed. Decoding
+  // then continues bit-identically to an engine that never exported.
+  Result<std::vector<RequestId>> ImportSnapshot(const format::KvSnapshot& snapshot);
+
   // Runs every prompt to completion; tokens per prompt, in order.
   Result<std::vector<std::vector<int32_t>>> Generate(
       const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params);
@@ -199,6 +218,8 @@ class Engine {
   static uint64_t Pending(const Request& r) {
     return r.prompt.size() + r.output.size() - r.computed;
   }
+  // The checks AddRequest makes on a request's prompt and parameters.
+  Status ValidateRequest(const std::vector<int32_t>& prompt, const RequestParams& params) const;
   // Gives a request's sequence back (its full pages stay cached).
   void ReleaseSequence(Request& r);
   void Preempt(Request& r);

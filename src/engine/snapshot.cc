@@ -1,0 +1,297 @@
+// Engine::ExportSnapshot / ImportSnapshot: a request's pages and state out
+// of one engine and into another (format/kv_snapshot.h).
+#include <map>
+#include <set>
+#include <string>
+
+#include "folio/engine/engine.h"
+
+namespace folio::engine {
+namespace {
+
+using nlohmann::json;
+
+Result<format::ElementType> ToElementType(DType d) {
+  switch (d) {
+    case DType::kF32: return format::ElementType::kF32;
+    case DType::kBF16: return format::ElementType::kBF16;
+    case DType::kF16: return format::ElementType::kF16;
+    default: break;
+  }
+  return Status::Unimplemented("KV dtype " + std::string(DTypeName(d)) +
+                               " has no snapshot encoding");
+}
+
+// Typed reads of an untrusted request object; errors name the field.
+class Fields {
+ public:
+  Fields(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
+  const json* Find(const char* key, bool (json::*is)() const noexcept, const char* what,
+                   Status* error) const {
+    const auto it = j_.find(key);
+    if (it == j_.end() || !((*it).*is)()) {
+      *error = Status::InvalidArgument(where_ + ": " + key + " is missing or not " + what);
+      return nullptr;
+    }
+    return &*it;
+  }
+  Result<uint64_t> U64(const char* key) const {
+    Status e;
+    const json* v = Find(key, &json::is_number_unsigned, "an unsigned integer", &e);
+    if (!v) return e;
+    return v->get<uint64_t>();
+  }
+  Result<double> Double(const char* key) const {
+    Status e;
+    const json* v = Find(key, &json::is_number, "a number", &e);
+    if (!v) return e;
+    return v->get<double>();
+  }
+  Result<bool> Bool(const char* key) const {
+    Status e;
+    const json* v = Find(key, &json::is_boolean, "a boolean", &e);
+    if (!v) return e;
+    return v->get<bool>();
+  }
+  Result<std::vector<int32_t>> Tokens(const char* key) const {
+    Status e;
+    const json* v = Find(key, &json::is_array, "an array", &e);
+    if (!v) return e;
+    std::vector<int32_t> out;
+    for (const json& t : *v) {
+      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
+        return Status::InvalidArgument(where_ + ": " + key + " holds " + t.dump() +
+                                       ", not a token id");
+      }
+      out.push_back(t.get<int32_t>());
+    }
+    return out;
+  }
+  Result<std::vector<std::string>> Strings(const char* key) const {
+    Status e;
+    const json* v = Find(key, &json::is_array, "an array", &e);
+    if (!v) return e;
+    std::vector<std::string> out;
+    for (const json& t : *v) {
+      if (!t.is_string()) {
+        return Status::InvalidArgument(where_ + ": " + key + " holds " + t.dump() +
+                                       ", not a string");
+      }
+      out.push_back(t.get<std::string>());
+    }
+    return out;
+  }
+
+ private:
+  const json& j_;
+  std::string where_;
+};
+
+json ParamsJson(const RequestParams& p) {
+  return {{"temperature", p.sampling.temperature}, {"top_k", p.sampling.top_k},
+          {"top_p", p.sampling.top_p},             {"min_p", p.sampling.min_p},
+          {"max_tokens", p.max_tokens},            {"seed", p.seed},
+          {"stop_token_ids", p.stop_token_ids},    {"stop_strings", p.stop_strings},
+          {"logprobs", p.logprobs},                {"top_logprobs", p.top_logprobs}};
+}
+
+Result<RequestParams> ParseParams(const json& j, const std::string& where) {
+  if (!j.is_object()) return Status::InvalidArgument(where + ": params is not an object");
+  const Fields f(j, where + " params");
+  RequestParams p;
+  FOLIO_ASSIGN_OR_RETURN(p.sampling.temperature, f.Double("temperature"));
+  FOLIO_ASSIGN_OR_RETURN(p.sampling.top_k, f.U64("top_k"));
+  FOLIO_ASSIGN_OR_RETURN(p.sampling.top_p, f.Double("top_p"));
+  FOLIO_ASSIGN_OR_RETURN(p.sampling.min_p, f.Double("min_p"));
+  FOLIO_ASSIGN_OR_RETURN(p.max_tokens, f.U64("max_tokens"));
+  FOLIO_ASSIGN_OR_RETURN(p.seed, f.U64("seed"));
+  FOLIO_ASSIGN_OR_RETURN(p.stop_token_ids, f.Tokens("stop_token_ids"));
+  FOLIO_ASSIGN_OR_RETURN(p.stop_strings, f.Strings("stop_strings"));
+  FOLIO_ASSIGN_OR_RETURN(p.logprobs, f.Bool("logprobs"));
+  FOLIO_ASSIGN_OR_RETURN(p.top_logprobs, f.U64("top_logprobs"));
+  return p;
+}
+
+}  // namespace
+
+Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids) const {
+  const kv::PagedKvCacheConfig& kc = cache_.config();
+  format::KvSnapshot s;
+  s.model_id = decoder_.model_id();
+  FOLIO_ASSIGN_OR_RETURN(s.kv_dtype, ToElementType(kc.dtype));
+  s.page_size = kc.page_size;
+  s.num_layers = kc.num_layers;
+  s.num_kv_heads = kc.num_kv_heads;
+  s.head_dim = kc.head_dim;
+  std::map<kv::PageId, uint32_t> renumber;
+  std::vector<kv::PageId> pages;  // snapshot page -> pool page
+  std::vector<uint64_t> live;     // snapshot page -> slots some sequence wrote
+  std::set<RequestId> seen;
+  for (const RequestId id : ids) {
+    const auto it = requests_.find(id);
+    if (it == requests_.end()) {
+      return Status::NotFound("no unfinished request " + std::to_string(id));
+    }
+    if (!seen.insert(id).second) {
+      return Status::InvalidArgument("request " + std::to_string(id) + " listed twice");
+    }
+    const Request& r = it->second;
+    if (!r.seq) {
+      return Status::FailedPrecondition("request " + std::to_string(id) +
+                                        " is waiting and holds no pages yet");
+    }
+    format::SnapshotSequence q;
+    q.num_tokens = r.computed;
+    const auto table = cache_.block_table(*r.seq);
+    for (size_t i = 0; i < table.size(); ++i) {
+      auto [pos, added] = renumber.emplace(table[i], static_cast<uint32_t>(pages.size()));
+      if (added) {
+        pages.push_back(table[i]);
+        live.push_back(0);
+      }
+      const uint64_t first = i * kc.page_size;
+      live[pos->second] = std::max(live[pos->second], std::min(kc.page_size, r.computed - first));
+      q.block_table.push_back(pos->second);
+    }
+    q.request = {{"prompt", r.prompt},
+                 {"output", r.output},
+                 {"params", ParamsJson(r.params)},
+                 {"rng_state", r.rng.state()},
+                 {"text_sent", r.text_sent}};
+    s.sequences.push_back(std::move(q));
+  }
+  s.num_pages = pages.size();
+  for (uint64_t l = 0; l < kc.num_layers; ++l) {
+    for (const kv::KvRole role : {kv::KvRole::kKey, kv::KvRole::kValue}) {
+      std::vector<std::byte> pool(s.num_pages * cache_.page_bytes());
+      for (size_t j = 0; j < pages.size(); ++j) {
+        cache_.ReadPageTokenMajor(
+            l, role, pages[j], live[j],
+            std::span(pool).subspan(j * cache_.page_bytes(), cache_.page_bytes()));
+      }
+      (role == kv::KvRole::kKey ? s.keys : s.values).push_back(std::move(pool));
+    }
+  }
+  return s;
+}
+
+Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& s) {
+  FOLIO_RETURN_IF_ERROR(s.Validate());
+  const kv::PagedKvCacheConfig& kc = cache_.config();
+  FOLIO_ASSIGN_OR_RETURN(format::ElementType dtype, ToElementType(kc.dtype));
+  auto mismatch = [](const std::string& field, const std::string& theirs,
+                     const std::string& ours) {
+    return Status::InvalidArgument("snapshot " + field + " " + theirs + " differs from this "
+                                   "engine's " + ours);
+  };
+  if (s.model_id != decoder_.model_id()) return mismatch("model id", s.model_id, decoder_.model_id());
+  if (s.kv_dtype != dtype) {
+    return mismatch("KV dtype", std::string(format::ElementTypeName(s.kv_dtype)),
+                    std::string(format::ElementTypeName(dtype)));
+  }
+  const std::pair<const char*, std::pair<uint64_t, uint64_t>> dims[] = {
+      {"page size", {s.page_size, kc.page_size}},
+      {"layer count", {s.num_layers, kc.num_layers}},
+      {"K/V head count", {s.num_kv_heads, kc.num_kv_heads}},
+      {"head dim", {s.head_dim, kc.head_dim}}};
+  for (const auto& [name, v] : dims) {
+    if (v.first != v.second) {
+      return mismatch(name, std::to_string(v.first), std::to_string(v.second));
+    }
+  }
+
+  // Every request, checked before anything changes.
+  std::vector<Request> staged(s.sequences.size());
+  for (size_t i = 0; i < s.sequences.size(); ++i) {
+    const std::string where = "snapshot sequence " + std::to_string(i);
+    const format::SnapshotSequence& q = s.sequences[i];
+    const Fields f(q.request, where);
+    Request& r = staged[i];
+    FOLIO_ASSIGN_OR_RETURN(r.prompt, f.Tokens("prompt"));
+    FOLIO_ASSIGN_OR_RETURN(r.output, f.Tokens("output"));
+    const auto params = q.request.find("params");
+    if (params == q.request.end()) return Status::InvalidArgument(where + ": params is missing");
+    FOLIO_ASSIGN_OR_RETURN(r.params, ParseParams(*params, where));
+    FOLIO_ASSIGN_OR_RETURN(uint64_t rng_state, f.U64("rng_state"));
+    r.rng = SplitMix64(rng_state);
+    FOLIO_ASSIGN_OR_RETURN(r.text_sent, f.U64("text_sent"));
+    Status valid = ValidateRequest(r.prompt, r.params);
+    if (!valid.ok()) return valid.WithContext(where);
+    for (size_t t = 0; t < r.output.size(); ++t) {
+      if (static_cast<uint64_t>(r.output[t]) >= decoder_.config().vocab_size) {
+        return Status::OutOfRange(where + ": output token " + std::to_string(t) + " has id " +
+                                  std::to_string(r.output[t]) + " outside the vocabulary");
+      }
+    }
+    if (r.output.size() >= r.params.max_tokens) {
+      return Status::InvalidArgument(where + ": already has its " +
+                                     std::to_string(r.params.max_tokens) + " tokens");
+    }
+    // Every token but the last has K/V; the last is fed next.
+    if (q.num_tokens >= r.prompt.size() + r.output.size() ||
+        (!r.output.empty() && q.num_tokens + 1 != r.prompt.size() + r.output.size())) {
+      return Status::InvalidArgument(where + ": " + std::to_string(q.num_tokens) +
+                                     " tokens with K/V do not fit a prompt of " +
+                                     std::to_string(r.prompt.size()) + " and " +
+                                     std::to_string(r.output.size()) + " generated tokens");
+    }
+    if (tokenizer_ != nullptr) {
+      r.detok.emplace(*tokenizer_);
+      for (const int32_t t : r.output) r.text += r.detok->Push(t);
+    }
+    if (r.text_sent > r.text.size()) {
+      return Status::InvalidArgument(where + ": text_sent " + std::to_string(r.text_sent) +
+                                     " exceeds the " + std::to_string(r.text.size()) +
+                                     " bytes of its text");
+    }
+    r.computed = q.num_tokens;
+  }
+  const uint64_t evictable = config_.prefix_caching ? prefix_.NumEvictable(cache_) : 0;
+  if (cache_.pool().num_free() + evictable < s.num_pages) {
+    return Status::ResourceExhausted("snapshot needs " + std::to_string(s.num_pages) +
+                                     " pages; " + std::to_string(cache_.pool().num_free()) +
+                                     " are free and " + std::to_string(evictable) +
+                                     " cached pages could be evicted");
+  }
+
+  // From here on nothing can fail.
+  while (cache_.pool().num_free() < s.num_pages) {
+    Result<bool> evicted = prefix_.EvictOne(cache_);
+    FOLIO_CHECK(evicted.ok() && *evicted, "eviction failed");
+    ++stats_.prefix_evictions;
+  }
+  Result<std::optional<std::vector<kv::PageId>>> held = cache_.HoldNewPages(s.num_pages);
+  FOLIO_CHECK(held.ok() && held->has_value(), "allocation failed");
+  const std::vector<kv::PageId>& pages = **held;
+  const uint64_t page_bytes = cache_.page_bytes();
+  for (uint64_t l = 0; l < s.num_layers; ++l) {
+    for (size_t j = 0; j < pages.size(); ++j) {
+      const auto at = [&](const std::vector<std::byte>& pool) {
+        return std::span(pool).subspan(j * page_bytes, page_bytes);
+      };
+      FOLIO_CHECK(cache_.WritePageTokenMajor(l, kv::KvRole::kKey, pages[j], at(s.keys[l])).ok());
+      FOLIO_CHECK(
+          cache_.WritePageTokenMajor(l, kv::KvRole::kValue, pages[j], at(s.values[l])).ok());
+    }
+  }
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < staged.size(); ++i) {
+    std::vector<kv::PageId> table;
+    for (const uint32_t p : s.sequences[i].block_table) table.push_back(pages[p]);
+    Result<kv::SeqId> seq = cache_.AddSequence(table, s.sequences[i].num_tokens);
+    FOLIO_CHECK(seq.ok(), seq.status().ToString());
+    const RequestId id = next_id_++;
+    Request& r = requests_[id];
+    r = std::move(staged[i]);
+    r.id = id;
+    r.seq = *seq;
+    r.admitted_at = admissions_++;
+    if (config_.reserve_max_length) reserved_pages_ += Reservation(r);
+    running_.push_back(id);
+    ids.push_back(id);
+  }
+  for (const kv::PageId p : pages) FOLIO_CHECK(cache_.DropPage(p).ok());
+  return ids;
+}
+
+}  // namespace folio::engine
