@@ -5,6 +5,7 @@
 //   folio bench attention  paged vs dense attention decode timings (JSON)
 //   folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON)
 //   folio bench serve      continuous batching: dense vs gather vs paged (JSON)
+//   folio kv export|import|inspect  KV snapshots between processes
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <map>
@@ -17,6 +18,7 @@
 #include "bench/attention_bench.h"
 #include "bench/decode_bench.h"
 #include "bench/serve_bench.h"
+#include "cli/kv_commands.h"
 #include "cli/layout_report.h"
 #include "folio/engine/engine.h"
 #include "folio/engine/generate.h"
@@ -499,6 +501,9 @@ int main(int argc, char** argv) {
   batch_cmd->add_option("--max-num-batched-tokens", batch.max_num_batched_tokens);
   batch_cmd->add_option("--seed", batch.seed);
 
+  KvFlags kv_flags;
+  const KvCommands kv_cmds = AddKvCommands(app, kv_flags);
+
   std::string info_path;
   CLI::App* info_cmd = app.add_subcommand("info", "architecture, sizes, dtypes, KV bytes per token");
   info_cmd->add_option("model", info_path, "model folder or .gguf file")->required();
@@ -526,6 +531,9 @@ int main(int argc, char** argv) {
   if (*logits_cmd) return RunLogits(logits);
   if (*info_cmd) return RunInfo(info_path);
   if (*batch_cmd) return RunBatch(batch);
+  if (*kv_cmds.exp) return RunKvExport(kv_flags);
+  if (*kv_cmds.imp) return RunKvImport(kv_flags);
+  if (*kv_cmds.inspect) return RunKvInspect(kv_flags);
   if (*layout_cmd) return RunLayout(layout);
   if (*gen_cmd) return RunGenerate(gen);
   if (*save_cmd) {
