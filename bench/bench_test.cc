@@ -12,6 +12,7 @@
 #include "bench/attention_fixture.h"
 #include "bench/decode_bench.h"
 #include "bench/machine_info.h"
+#include "bench/kv_transfer_bench.h"
 #include "bench/serve_bench.h"
 #include "bench/svg_plot.h"
 #include "bench/timing.h"
@@ -286,6 +287,32 @@ TEST(ServeBench, ReportsEveryModeAndTheSweep) {
   EXPECT_TRUE(std::filesystem::exists(dir / "serve-concurrency.svg"));
   EXPECT_TRUE(std::filesystem::exists(dir / "serve-throughput.svg"));
   std::filesystem::remove_all(dir);
+}
+
+TEST(KvTransferBench, ReportsEveryStageAndTheBytes) {
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() / ("folio_kv_bench_" + std::to_string(::getpid()));
+  KvTransferBenchOptions o;
+  o.num_seqs = 2;
+  o.prompt_len = 20;
+  o.page_size = 8;
+  o.repeats = 1;
+  o.threads = 1;
+  o.json_output = out.string();
+  ASSERT_EQ(RunKvTransferBench(o, "test"), 0);
+  std::ifstream in(out);
+  const nlohmann::json r = nlohmann::json::parse(in);
+  std::filesystem::remove(out);
+  // Each sequence's 20 prompt tokens have K/V (its first generated token is
+  // not fed yet): 3 pages of 8 slots; K and V of 4 layers x 4 heads x 64
+  // dims in bf16.
+  EXPECT_EQ(r["workload"]["pages"], 6);
+  EXPECT_EQ(r["kv_bytes"], 2 * 4 * 6 * 8 * 4 * 64 * 2);
+  EXPECT_GT(r["file_bytes"].get<uint64_t>(), r["kv_bytes"].get<uint64_t>());
+  for (const char* stage : {"export", "encode", "write", "read_decode", "import", "memcpy_floor"}) {
+    EXPECT_TRUE(r["stages"].contains(stage)) << stage;
+    EXPECT_GE(r["stages"][stage]["median_ms"].get<double>(), 0.0);
+  }
 }
 
 }  // namespace

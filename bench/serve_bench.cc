@@ -270,20 +270,6 @@ json ModeJson(const std::vector<RunResult>& runs, uint64_t num_requests) {
   };
 }
 
-// The serving model: Llama-style, bf16 weights, small enough that a run
-// of the default workload takes tens of seconds on two cores, with K/V
-// traffic a visible share of a decode step.
-model::ModelConfig ServeConfig(bool quick) {
-  model::ModelConfig c = SyntheticConfig(quick ? 2 : 4);
-  c.hidden_size = quick ? 512 : 1024;
-  c.num_heads = quick ? 8 : 16;
-  c.num_kv_heads = quick ? 2 : 4;
-  c.ffn_size = quick ? 1408 : 2816;
-  c.vocab_size = quick ? 4096 : 8192;
-  c.max_positions = 4096;
-  return c;
-}
-
 Status WritePlots(const std::string& base, const json& sweep) {
   LinePlot conc, tput;
   conc.title = "Requests running at once under a KV budget";
@@ -312,6 +298,17 @@ Status WritePlots(const std::string& base, const json& sweep) {
 }
 
 }  // namespace
+
+model::ModelConfig ServeModelConfig(bool quick) {
+  model::ModelConfig c = SyntheticConfig(quick ? 2 : 4);
+  c.hidden_size = quick ? 512 : 1024;
+  c.num_heads = quick ? 8 : 16;
+  c.num_kv_heads = quick ? 2 : 4;
+  c.ffn_size = quick ? 1408 : 2816;
+  c.vocab_size = quick ? 4096 : 8192;
+  c.max_positions = 4096;
+  return c;
+}
 
 CLI::App* AddServeBenchCommand(CLI::App& bench, ServeBenchOptions& o) {
   CLI::App* cmd = bench.add_subcommand(
@@ -387,7 +384,7 @@ int RunServeBench(const ServeBenchOptions& given, const std::string& command) {
     m = std::make_unique<model::Model>(std::move(*r));
     model_name = o.model;
   } else {
-    const model::ModelConfig config = ServeConfig(o.quick);
+    const model::ModelConfig config = ServeModelConfig(o.quick);
     Result<model::ModelWeights> w = SyntheticWeights(config, o.seed, &pool);
     if (!w) return fail(w.error());
     Result<model::Model> r = model::Model::Create(config, std::move(*w), false);

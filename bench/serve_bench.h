@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "folio/model/config.h"
+
 namespace CLI {
 class App;
 }
@@ -55,6 +57,13 @@ struct ServeBenchOptions {
   std::vector<uint64_t> sweep_requests = {2, 4, 8};
   bool no_sweep = false;
 };
+
+// The synthetic serving model: Llama-style with bf16 weights, 4 layers,
+// hidden 1024, 16 heads, 4 K/V heads, ffn 2816, vocab 8192 (quick: 2
+// layers, hidden 512, 8 heads, 2 K/V heads, ffn 1408, vocab 4096), small
+// enough that the default workload runs in minutes on two cores with K/V
+// traffic a visible share of a decode step.
+model::ModelConfig ServeModelConfig(bool quick);
 
 CLI::App* AddServeBenchCommand(CLI::App& bench, ServeBenchOptions& options);
 

@@ -5,6 +5,7 @@
 //   folio bench attention  paged vs dense attention decode timings (JSON)
 //   folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON)
 //   folio bench serve      continuous batching: dense vs gather vs paged (JSON)
+//   folio bench kv-transfer  export / encode / write / read / import of a KV cache (JSON)
 //   folio kv export|import|inspect  KV snapshots between processes
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -17,6 +18,7 @@
 
 #include "bench/attention_bench.h"
 #include "bench/decode_bench.h"
+#include "bench/kv_transfer_bench.h"
 #include "bench/serve_bench.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
@@ -515,12 +517,17 @@ int main(int argc, char** argv) {
       folio::bench::AddAttentionBenchCommand(*bench_cmd, bench_attention);
   folio::bench::DecodeBenchOptions bench_decode;
   CLI::App* bench_decode_cmd = folio::bench::AddDecodeBenchCommand(*bench_cmd, bench_decode);
+  folio::bench::KvTransferBenchOptions bench_kv;
+  CLI::App* bench_kv_cmd = folio::bench::AddKvTransferBenchCommand(*bench_cmd, bench_kv);
   folio::bench::ServeBenchOptions bench_serve;
   CLI::App* bench_serve_cmd = folio::bench::AddServeBenchCommand(*bench_cmd, bench_serve);
 
   CLI11_PARSE(app, argc, argv);
   if (*bench_attention_cmd) {
     return folio::bench::RunAttentionBench(bench_attention, folio::bench::CommandLine(argc, argv));
+  }
+  if (*bench_kv_cmd) {
+    return folio::bench::RunKvTransferBench(bench_kv, folio::bench::CommandLine(argc, argv));
   }
   if (*bench_serve_cmd) {
     return folio::bench::RunServeBench(bench_serve, folio::bench::CommandLine(argc, argv));
