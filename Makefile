@@ -2,7 +2,7 @@
 #   make demo   install what is missing, build, run the worked example
 #   make test   install what is missing, build, run every test
 # Other targets: build, asan (ASan+UBSan build and tests), fuzz (libFuzzer
-# on the GGUF, safetensors and Hurray descriptor readers, FUZZ_SECONDS
+# on the GGUF, safetensors, Hurray descriptor and KV snapshot readers, FUZZ_SECONDS
 # each), format, clean.
 
 BUILD_DIR ?= build
@@ -46,7 +46,7 @@ asan: setup
 FORMAT_SOURCES = src/format/element_type.cc src/format/quantization.cc \
   src/format/block_paged_layout.cc src/format/descriptor.cc
 FUZZ_CXX = clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc
-fuzz: setup
+fuzz: build
 	mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CXX) tools/fuzz/fuzz_gguf.cc src/model/gguf.cc src/core/status.cc \
 	  src/core/dtype.cc src/core/file_bytes.cc -o $(FUZZ_DIR)/fuzz_gguf
@@ -59,7 +59,12 @@ fuzz: setup
 	  -o $(FUZZ_DIR)/descriptor_seeds
 	python3 tools/fuzz/make_seeds.py $(FUZZ_DIR)/seeds
 	$(FUZZ_DIR)/descriptor_seeds $(FUZZ_DIR)/seeds/descriptor
-	for t in gguf safetensors descriptor; do \
+	$(FUZZ_CXX) tools/fuzz/fuzz_snapshot.cc $(FORMAT_SOURCES) src/format/kv_snapshot.cc \
+	  src/core/status.cc src/core/file_bytes.cc -lz -o $(FUZZ_DIR)/fuzz_snapshot
+	mkdir -p $(FUZZ_DIR)/seeds/snapshot
+	$(BUILD_DIR)/bin/folio kv export -o $(FUZZ_DIR)/seeds/snapshot/two.kvs --page-size 4 \
+	  --prompt "paged attention" --prompt "kv" > /dev/null
+	for t in gguf safetensors descriptor snapshot; do \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
 	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	    $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/seeds/$$t || exit 1; \
