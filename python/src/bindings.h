@@ -1,8 +1,8 @@
 // The pieces of the compiled Python module folio._folio.
 //
 // module.cc creates the module and calls one Bind* function per file, so
-// each folio module's bindings live in their own file (attention.cc now,
-// format descriptors later) and share the error translation below.
+// each folio module's bindings live in their own file (attention.cc,
+// format.cc) and share the error translation below.
 #ifndef FOLIO_PYTHON_BINDINGS_H_
 #define FOLIO_PYTHON_BINDINGS_H_
 
@@ -21,6 +21,14 @@ void ThrowIfError(const Status& status);
 
 // folio.paged_attention (attention.cc).
 void BindAttention(nanobind::module_& m);
+
+// folio's Hurray descriptors (format.cc): BlockPagedLayout, RowMajorLayout,
+// StridedLayout, PerTensorAffine / PerChannelAffine / PerBlockAffine,
+// ElementType and its members (folio.float32, ...), BufferHandle,
+// TensorDescriptor and InvalidDescriptorError. Every Status these bindings
+// see raises InvalidDescriptorError (a ValueError), not ThrowIfError's
+// mapping, so one except clause catches every refusal of a descriptor.
+void BindFormat(nanobind::module_& m);
 
 }  // namespace folio::python
 

@@ -9,7 +9,8 @@
 #endif
 
 NB_MODULE(_folio, m) {
-  m.doc() = "folio's C++ kernels over NumPy arrays";
+  m.doc() = "folio's C++ kernels over NumPy arrays, and its Hurray tensor descriptors";
   m.attr("__version__") = FOLIO_VERSION;
   folio::python::BindAttention(m);
+  folio::python::BindFormat(m);
 }
