@@ -9,6 +9,7 @@ debian_packages=(
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
   libssl-dev libhwy-dev
   libpcre2-dev
+  libcpp-httplib-dev
 )
 
 missing=()
