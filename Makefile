@@ -2,7 +2,8 @@
 #   make demo   install what is missing, build, run the worked example
 #   make test   install what is missing, build, run every test
 # Other targets: build, asan (ASan+UBSan build and tests), fuzz (libFuzzer
-# on the GGUF and safetensors readers, FUZZ_SECONDS each), format, clean.
+# on the GGUF and safetensors readers and the server's request parser,
+# FUZZ_SECONDS each), format, clean.
 
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
@@ -41,14 +42,21 @@ asan: setup
 # Coverage-guided fuzzing of the file readers with clang's libFuzzer, ASan
 # and UBSan; seeds are small valid files written by tools/fuzz/make_seeds.py.
 FUZZ_CXX = clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc
+# The server's request parser needs a tokenizer (the byte-level one).
+FUZZ_TOKENIZER_SOURCES = $(addprefix src/model/,byte_tokenizer.cc bpe_tokenizer.cc \
+  spm_tokenizer.cc tokenizer_common.cc tokenizer_spec.cc split_regex.cc unicode.cc \
+  unicode_tables.cc)
 fuzz: setup
 	mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CXX) tools/fuzz/fuzz_gguf.cc src/model/gguf.cc src/core/status.cc \
 	  src/core/dtype.cc src/core/file_bytes.cc -o $(FUZZ_DIR)/fuzz_gguf
 	$(FUZZ_CXX) tools/fuzz/fuzz_safetensors.cc src/model/safetensors.cc \
 	  src/core/status.cc src/core/dtype.cc src/core/file_bytes.cc -o $(FUZZ_DIR)/fuzz_safetensors
+	$(FUZZ_CXX) tools/fuzz/fuzz_request.cc src/server/request.cc src/server/chat_template.cc \
+	  src/sampling/sampler.cc $(FUZZ_TOKENIZER_SOURCES) src/core/status.cc \
+	  -lpcre2-8 -o $(FUZZ_DIR)/fuzz_request
 	python3 tools/fuzz/make_seeds.py $(FUZZ_DIR)/seeds
-	for t in gguf safetensors; do \
+	for t in gguf safetensors request; do \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
 	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	    $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/seeds/$$t || exit 1; \
