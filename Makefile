@@ -39,8 +39,9 @@ asan: setup
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	cd $(ASAN_DIR) && ctest --output-on-failure -j$(JOBS)
 
-# Coverage-guided fuzzing of the file readers with clang's libFuzzer, ASan
-# and UBSan; seeds are small valid files written by tools/fuzz/make_seeds.py.
+# Coverage-guided fuzzing of the file readers and the server's request parser
+# with clang's libFuzzer, ASan and UBSan; seeds are small valid inputs written
+# by tools/fuzz/make_seeds.py.
 FUZZ_CXX = clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc
 # The server's request parser needs a tokenizer (the byte-level one).
 FUZZ_TOKENIZER_SOURCES = $(addprefix src/model/,byte_tokenizer.cc bpe_tokenizer.cc \
