@@ -2,8 +2,8 @@
 #   make demo   install what is missing, build, run the worked example
 #   make test   install what is missing, build, run every test
 # Other targets: build, asan (ASan+UBSan build and tests), fuzz (libFuzzer
-# on the GGUF, safetensors, Hurray descriptor and KV snapshot readers, FUZZ_SECONDS
-# each), format, clean.
+# on the GGUF, safetensors, Hurray descriptor and KV snapshot readers and the
+# server's request parser, FUZZ_SECONDS each), format, clean.
 
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
@@ -46,6 +46,10 @@ asan: setup
 FORMAT_SOURCES = src/format/element_type.cc src/format/quantization.cc \
   src/format/block_paged_layout.cc src/format/descriptor.cc
 FUZZ_CXX = clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc
+# The server's request parser needs a tokenizer (the byte-level one).
+FUZZ_TOKENIZER_SOURCES = $(addprefix src/model/,byte_tokenizer.cc bpe_tokenizer.cc \
+  spm_tokenizer.cc tokenizer_common.cc tokenizer_spec.cc split_regex.cc unicode.cc \
+  unicode_tables.cc)
 fuzz: build
 	mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CXX) tools/fuzz/fuzz_gguf.cc src/model/gguf.cc src/core/status.cc \
@@ -64,7 +68,10 @@ fuzz: build
 	mkdir -p $(FUZZ_DIR)/seeds/snapshot
 	$(BUILD_DIR)/bin/folio kv export -o $(FUZZ_DIR)/seeds/snapshot/two.kvs --page-size 4 \
 	  --prompt "paged attention" --prompt "kv" > /dev/null
-	for t in gguf safetensors descriptor snapshot; do \
+	$(FUZZ_CXX) tools/fuzz/fuzz_request.cc src/server/request.cc src/server/chat_template.cc \
+	  src/sampling/sampler.cc $(FUZZ_TOKENIZER_SOURCES) src/core/status.cc \
+	  -lpcre2-8 -o $(FUZZ_DIR)/fuzz_request
+	for t in gguf safetensors descriptor snapshot request; do \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
 	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	    $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/seeds/$$t || exit 1; \

@@ -10,6 +10,7 @@ debian_packages=(
   libssl-dev libhwy-dev
   libpcre2-dev
   zlib1g-dev  # CRC-32 of KV snapshots
+  libcpp-httplib-dev
   # libFuzzer for make fuzz and the format_fuzz_descriptor test
   clang libclang-rt-dev
 )

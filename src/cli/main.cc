@@ -1,6 +1,7 @@
 // build/bin/folio: the command-line front end.
 //   folio layout    the worked-example report (JSON)
 //   folio generate  stream a continuation from the built-in or a saved model
+//   folio serve     OpenAI-compatible HTTP server (cli/serve_command.h)
 //   folio save-model  write the built-in model as config.json + safetensors
 //   folio bench attention  paged vs dense attention decode timings (JSON)
 //   folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON)
@@ -22,6 +23,7 @@
 #include "bench/serve_bench.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
+#include "cli/serve_command.h"
 #include "folio/engine/engine.h"
 #include "folio/engine/generate.h"
 #include "folio/kv/page_table.h"
@@ -506,6 +508,9 @@ int main(int argc, char** argv) {
   KvFlags kv_flags;
   const KvCommands kv_cmds = AddKvCommands(app, kv_flags);
 
+  ServeFlags serve;
+  CLI::App* serve_cmd = AddServeCommand(app, serve);
+
   std::string info_path;
   CLI::App* info_cmd = app.add_subcommand("info", "architecture, sizes, dtypes, KV bytes per token");
   info_cmd->add_option("model", info_path, "model folder or .gguf file")->required();
@@ -535,6 +540,7 @@ int main(int argc, char** argv) {
   if (*bench_decode_cmd) {
     return folio::bench::RunDecodeBench(bench_decode, folio::bench::CommandLine(argc, argv));
   }
+  if (*serve_cmd) return RunServe(serve);
   if (*logits_cmd) return RunLogits(logits);
   if (*info_cmd) return RunInfo(info_path);
   if (*batch_cmd) return RunBatch(batch);

@@ -1,7 +1,8 @@
 """Seed corpora for the parser fuzzers: small valid files of each format.
 
-Usage: make_seeds.py OUT_DIR   (writes OUT_DIR/{gguf,safetensors}/...)
+Usage: make_seeds.py OUT_DIR   (writes OUT_DIR/{gguf,safetensors,request}/...)
 """
+import json
 import sys
 from pathlib import Path
 
@@ -9,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests/python"))
 import checkpoints as ck  # noqa: E402
 
 out = Path(sys.argv[1])
-for sub in ("gguf", "safetensors"):
+for sub in ("gguf", "safetensors", "request"):
     (out / sub).mkdir(parents=True, exist_ok=True)
 a = ck.Arch(name="qwen2", hidden=32, heads=2, kv_heads=1, head_dim=16, ffn=32,
             layers=1, vocab=64)
@@ -19,3 +20,16 @@ for dtype in ("f32", "f16", "q8_0"):
 for dtype in ("f32", "bf16"):
     ck.write_hf(out / "hf", a, w, dtype)
     (out / "hf" / "model.safetensors").rename(out / "safetensors" / f"tiny-{dtype}.safetensors")
+
+# HTTP request bodies for the server's request layer (tools/fuzz/fuzz_request.cc).
+bodies = [
+    {"model": "builtin", "prompt": "hello", "max_tokens": 8, "temperature": 0.7, "top_p": 0.9,
+     "top_k": 40, "min_p": 0.05, "seed": 3, "stop": ["\n", "x"], "logprobs": 2, "stream": True},
+    {"prompt": [0, 5, 250], "n": 1, "user": "u", "stream_options": {"include_usage": True}},
+    {"messages": [{"role": "system", "content": "s"},
+                  {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+     "logprobs": True, "top_logprobs": 3, "max_completion_tokens": 4},
+    {"prompt": "a", "max_tokens": 0, "temperature": -1, "stop": ""},
+]
+for i, b in enumerate(bodies):
+    (out / "request" / f"body{i}.json").write_text(json.dumps(b))

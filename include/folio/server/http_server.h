@@ -1,0 +1,49 @@
+// `folio serve`: an OpenAI-compatible HTTP front end over one Engine.
+//
+//   POST /v1/completions, POST /v1/chat/completions  (stream: true -> SSE)
+//   GET  /v1/models, /health, /metrics (Prometheus text)
+//
+// Threads: cpp-httplib's worker pool runs the handlers; one engine thread
+// (EngineLoop) owns the Engine; a watcher thread waits for SIGINT/SIGTERM.
+// A handler validates its body (request.h), submits to the EngineLoop's
+// bounded queue (429 + Retry-After when full) and reads its Channel. A
+// streaming client that goes away makes its next write fail; the stream's
+// release callback then aborts the request, which frees its pages.
+// On SIGINT/SIGTERM new requests get 503, in-flight ones finish (up to
+// drain_timeout, then they are aborted), and Serve returns. A second
+// signal skips the wait.
+#ifndef FOLIO_SERVER_HTTP_SERVER_H_
+#define FOLIO_SERVER_HTTP_SERVER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "folio/core/status.h"
+#include "folio/engine/engine.h"
+#include "folio/server/request.h"
+
+namespace folio::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";  // loopback unless asked otherwise
+  int port = 8000;                  // 0 = any free port (printed)
+  uint64_t max_queue = 64;          // requests waiting to run; more -> 429
+  uint64_t max_body_bytes = 1 << 20;  // larger bodies -> 413
+  uint64_t max_headers = 64;          // more header lines -> 431
+  uint64_t http_threads = 64;  // concurrent connections being served
+  int listen_backlog = 512;
+  std::chrono::seconds read_timeout{10};
+  std::chrono::seconds write_timeout{10};
+  std::chrono::seconds drain_timeout{30};
+  std::chrono::microseconds step_delay{0};  // EngineLoopConfig::step_delay
+};
+
+// Serves until SIGINT/SIGTERM, drains, returns. Writes one line
+// "folio serve: listening on http://HOST:PORT" to stderr once bound.
+// Errors: the address cannot be bound.
+Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig& config);
+
+}  // namespace folio::server
+
+#endif  // FOLIO_SERVER_HTTP_SERVER_H_

@@ -1,0 +1,101 @@
+// The OpenAI-compatible request layer: one HTTP body -> a typed request the
+// engine can run, or an OpenAI-style error naming the offending field.
+//
+// A pure function: no sockets, no engine, no clock. Everything a request
+// can get wrong is caught here, before it reaches the engine thread:
+// malformed JSON, a field of the wrong type, a value out of range, a prompt
+// that does not tokenize, token ids outside the vocabulary, prompt +
+// max_tokens beyond the model's context or the KV pool. JSON null counts as
+// an absent field (clients send nulls for unset options). Unknown fields
+// are refused, so a typo never silently changes a request.
+//
+// Fields (both endpoints unless marked):
+//   model        string; must name the served model (404 otherwise)
+//   prompt       completions: a string, a one-string array, or token ids
+//   messages     chat: non-empty array of {role, content}; role one of
+//                system/user/assistant/tool; content a string or an array
+//                of {"type": "text", "text": ...} parts
+//   max_tokens   integer >= 1 (chat also accepts max_completion_tokens);
+//                default 16 (completions) or the rest of the context (chat)
+//   temperature  number in [0, 2]; default 1
+//   top_p        number in (0, 1];  top_k integer >= -1 (-1 and 0: off);
+//   min_p        number in [0, 1]
+//   seed         integer (two's complement for negatives); default 0
+//   stop         a non-empty string or an array of up to 16 of them
+//   n            1 (larger is refused)
+//   logprobs     completions: integer 0..20 (alternatives per token);
+//                chat: boolean, with top_logprobs integer 0..20
+//   stream       boolean;  stream_options {include_usage: bool} accepted
+//   user         string (ignored)
+//   presence_penalty, frequency_penalty: only 0; echo: only false;
+//   best_of: only 1; suffix: only null or ""; logit_bias: only {}.
+#ifndef FOLIO_SERVER_REQUEST_H_
+#define FOLIO_SERVER_REQUEST_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "folio/engine/engine.h"
+#include "folio/model/tokenizer.h"
+#include "folio/server/chat_template.h"
+
+namespace folio::server {
+
+// An OpenAI error body: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+  int http_status = 400;
+  std::string message;
+  std::string param;  // the field at fault; empty = null
+  std::string type = "invalid_request_error";
+  std::string code;  // empty = null
+  std::string Body() const;  // the JSON text
+};
+
+ApiError InvalidField(std::string param, std::string message);
+
+enum class Endpoint { kCompletions, kChat };
+
+// What validation needs to know about the served model.
+struct ModelInfo {
+  std::string name;            // the only accepted "model" value
+  uint64_t vocab_size = 0;
+  uint64_t max_positions = 0;  // the model's context
+  uint64_t pool_positions = 0; // token slots in the whole KV pool
+  const model::Tokenizer* tokenizer = nullptr;  // required
+  // Text prompts: the tokenizer's own special tokens (bos, eos as its
+  // post-processor says), and an id put before them (the built-in byte
+  // models' begin token, which their tokenizer does not add).
+  bool add_special_tokens = true;
+  std::optional<int32_t> prepend_id;
+  std::vector<int32_t> stop_token_ids;       // every request (eos)
+  ChatTemplate chat_template = ChatTemplate::kPlain;
+  std::vector<int32_t> chat_stop_token_ids;  // chat requests (end of turn)
+};
+
+struct ParsedRequest {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::vector<int32_t> prompt;
+  engine::RequestParams params;
+  bool stream = false;
+  bool logprobs = false;  // return log-probs (params carries top_logprobs)
+};
+
+using ParseResult = std::variant<ParsedRequest, ApiError>;
+
+// body is the raw HTTP body. Never throws; every failure is an ApiError
+// (400, or 404 for an unknown model) naming the field.
+ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelInfo& model);
+
+// Limits checked here.
+inline constexpr uint64_t kMaxStopStrings = 16;
+inline constexpr uint64_t kMaxStopBytes = 256;
+inline constexpr uint64_t kMaxMessages = 1024;
+inline constexpr double kMaxTemperature = 2.0;
+
+}  // namespace folio::server
+
+#endif  // FOLIO_SERVER_REQUEST_H_

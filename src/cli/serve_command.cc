@@ -1,0 +1,166 @@
+#include "cli/serve_command.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "folio/core/thread_pool.h"
+#include "folio/engine/engine.h"
+#include "folio/model/byte_tokenizer.h"
+#include "folio/model/gguf.h"
+#include "folio/model/model.h"
+#include "folio/model/model_tokenizer.h"
+#include "folio/server/chat_template.h"
+#include "folio/server/http_server.h"
+
+namespace folio::cli {
+namespace {
+
+int Fail(const Status& s) {
+  std::cerr << "folio serve: " << s.ToString() << "\n";
+  return 1;
+}
+
+// The Jinja chat template a model file carries: a Hugging Face folder's
+// tokenizer_config.json "chat_template" (a string, or a list of named
+// templates, "default" preferred), or GGUF's tokenizer.chat_template.
+// Empty when there is none or it cannot be read.
+std::string ReadChatTemplateSource(const std::filesystem::path& path) {
+  if (std::filesystem::is_directory(path)) {
+    std::ifstream in(path / "tokenizer_config.json");
+    if (!in) return "";
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (!j.is_object()) return "";
+    auto t = j.find("chat_template");
+    if (t == j.end()) return "";
+    if (t->is_string()) return t->get<std::string>();
+    if (t->is_array()) {
+      std::string first;
+      for (const nlohmann::json& named : *t) {
+        if (!named.is_object() || !named.contains("template") || !named["template"].is_string()) {
+          continue;
+        }
+        const std::string text = named["template"].get<std::string>();
+        if (named.value("name", "") == "default") return text;
+        if (first.empty()) first = text;
+      }
+      return first;
+    }
+    return "";
+  }
+  Result<model::GgufFile> f = model::GgufFile::Open(path);
+  if (!f) return "";
+  Result<std::string> t = f->GetString("tokenizer.chat_template");
+  return t ? *t : "";
+}
+
+}  // namespace
+
+CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+  cmd->add_option("--model", f.model, "model folder, .gguf file, or 'builtin' (default)");
+  cmd->add_option("--served-model-name", f.served_model_name,
+                  "the name clients use (default: builtin / the model's file name)");
+  cmd->add_option("--host", f.host, "address to bind (default loopback 127.0.0.1)");
+  cmd->add_option("--port", f.port, "0 = any free port (printed)");
+  cmd->add_option("--threads", f.threads, "compute threads, 0 = all cores");
+  cmd->add_option("--page-size", f.page_size, "KV tokens per page");
+  cmd->add_option("--num-pages", f.num_pages, "pages in the KV pool");
+  cmd->add_option("--max-num-seqs", f.max_num_seqs, "requests running at once");
+  cmd->add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per step");
+  cmd->add_option("--builtin-context", f.builtin_context, "positions of the built-in model");
+  cmd->add_option("--kv-dtype", f.kv_dtype, "f32, bf16, f16 or f64");
+  cmd->add_option("--max-queue", f.max_queue, "requests waiting to run; beyond: 429");
+  cmd->add_option("--max-body-bytes", f.max_body_bytes, "larger request bodies: 413");
+  cmd->add_option("--http-threads", f.http_threads, "connections served at once");
+  cmd->add_option("--drain-timeout", f.drain_timeout_s,
+                  "seconds in-flight requests get to finish on SIGINT/SIGTERM");
+  cmd->add_option("--step-delay-us", f.step_delay_us,
+                  "sleep after each engine step (tests, demos: a slower model)");
+  return cmd;
+}
+
+int RunServe(const ServeFlags& f) {
+  const bool builtin = f.model == "builtin";
+  std::optional<model::Model> m;
+  std::optional<model::Tokenizer> tokenizer;
+  server::ModelInfo info;
+  if (builtin) {
+    model::ModelConfig c = model::WorkedExampleConfig();
+    c.max_positions = f.builtin_context;
+    Result<model::Model> built = model::Model::FromSeed(c, 20);
+    if (!built) return Fail(built.error());
+    m.emplace(std::move(*built));
+  } else {
+    Result<model::Model> loaded = model::LoadModel(f.model);
+    if (!loaded) return Fail(loaded.error());
+    m.emplace(std::move(*loaded));
+    Result<std::optional<model::Tokenizer>> t = model::LoadModelTokenizer(f.model);
+    if (!t) return Fail(t.error());
+    tokenizer = std::move(*t);
+  }
+  if (tokenizer) {
+    info.tokenizer = &*tokenizer;
+    if (std::optional<int32_t> eos = tokenizer->eos_id()) info.stop_token_ids.push_back(*eos);
+    info.chat_template = server::DetectChatTemplate(ReadChatTemplateSource(f.model));
+    const std::string_view end = server::ChatEndOfTurn(info.chat_template);
+    if (!end.empty()) {
+      std::optional<int32_t> id = tokenizer->TokenId(end);
+      if (id) {
+        info.chat_stop_token_ids.push_back(*id);
+      } else {
+        info.chat_template = server::ChatTemplate::kPlain;  // markers not in the vocabulary
+      }
+    }
+  } else if (m->config().vocab_size == model::ByteTokenizer::kVocabSize) {
+    // folio's byte-level models: the begin token first, no stop token (as
+    // `folio generate`), the plain chat template.
+    info.tokenizer = &model::ByteTokenizer::AsTokenizer();
+    info.add_special_tokens = false;
+    info.prepend_id = model::ByteTokenizer::kBegin;
+  } else {
+    return Fail(Status::NotFound("no tokenizer beside the model, and its vocabulary is not "
+                                 "folio's byte-level one"));
+  }
+  info.name = !f.served_model_name.empty() ? f.served_model_name
+              : builtin                   ? "builtin"
+                                          : std::filesystem::path(f.model).filename().string();
+  if (info.name.empty()) info.name = std::filesystem::path(f.model).parent_path().filename().string();
+  info.vocab_size = m->config().vocab_size;
+  info.max_positions = m->config().max_positions;
+  info.pool_positions = f.num_pages * f.page_size;
+
+  Result<DType> kv_dtype = ParseDType(f.kv_dtype);
+  if (!kv_dtype) return Fail(kv_dtype.error());
+  engine::EngineConfig ec;
+  ec.page_size = f.page_size;
+  ec.num_pages = f.num_pages;
+  ec.kv_dtype = *kv_dtype;
+  ec.max_num_seqs = f.max_num_seqs;
+  ec.max_num_batched_tokens = f.max_num_batched_tokens;
+  ThreadPool pool(f.threads);
+  Result<engine::Engine> eng = engine::Engine::Create(*m, ec, &pool, info.tokenizer);
+  if (!eng) return Fail(eng.error());
+
+  server::ServerConfig sc;
+  sc.host = f.host;
+  sc.port = f.port;
+  sc.max_queue = f.max_queue;
+  sc.max_body_bytes = f.max_body_bytes;
+  sc.http_threads = f.http_threads;
+  sc.drain_timeout = std::chrono::seconds(f.drain_timeout_s);
+  sc.step_delay = std::chrono::microseconds(f.step_delay_us);
+  if (f.host != "127.0.0.1" && f.host != "localhost" && f.host != "::1") {
+    std::cerr << "folio serve: binding " << f.host << ", reachable beyond this machine\n";
+  }
+  std::cerr << "folio serve: model " << info.name << " (" << info.max_positions
+            << " positions, vocabulary " << info.vocab_size << ", chat template "
+            << server::ChatTemplateName(info.chat_template) << "), " << f.num_pages
+            << " pages of " << f.page_size << " tokens\n";
+  if (Status s = server::Serve(*eng, info, sc); !s.ok()) return Fail(s);
+  return 0;
+}
+
+}  // namespace folio::cli

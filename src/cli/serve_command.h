@@ -1,0 +1,36 @@
+// `folio serve`: loads a model (or builds the built-in one) and runs the
+// OpenAI-compatible server (folio/server/http_server.h) until a signal.
+#ifndef FOLIO_CLI_SERVE_COMMAND_H_
+#define FOLIO_CLI_SERVE_COMMAND_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace folio::cli {
+
+struct ServeFlags {
+  std::string model = "builtin";  // a model folder, a .gguf file, or builtin
+  std::string served_model_name;  // default: builtin / the path's file name
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  uint64_t threads = 0;  // compute threads, 0 = all cores
+  uint64_t page_size = 16;
+  uint64_t num_pages = 256;
+  uint64_t max_num_seqs = 8;
+  uint64_t max_num_batched_tokens = 256;
+  uint64_t builtin_context = 512;  // positions of the built-in model
+  std::string kv_dtype = "f32";
+  uint64_t max_queue = 64;
+  uint64_t max_body_bytes = 1 << 20;
+  uint64_t http_threads = 64;
+  uint64_t drain_timeout_s = 30;
+  uint64_t step_delay_us = 0;
+};
+
+CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags);
+int RunServe(const ServeFlags& flags);
+
+}  // namespace folio::cli
+
+#endif  // FOLIO_CLI_SERVE_COMMAND_H_

@@ -1,0 +1,395 @@
+#include "folio/server/request.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "folio/core/str_cat.h"
+#include "folio/sampling/sampler.h"
+
+namespace folio::server {
+namespace {
+
+using nlohmann::json;
+
+// The fields each endpoint knows. Anything else is refused by name.
+const std::set<std::string, std::less<>> kCommonFields = {
+    "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
+    "logprobs", "stream", "stream_options", "user", "presence_penalty", "frequency_penalty",
+    "logit_bias"};
+const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of",
+                                                              "suffix"};
+const std::set<std::string, std::less<>> kChatFields = {"messages", "top_logprobs",
+                                                        "max_completion_tokens"};
+
+std::string TypeName(const json& j) {
+  if (j.is_number_integer()) return "integer";
+  if (j.is_number_float()) return "number";
+  return j.type_name();
+}
+
+ApiError WrongType(std::string_view field, std::string_view expected, const json& got) {
+  return InvalidField(std::string(field), StrCat("'", field, "' must be ", expected, ", got ",
+                                                TypeName(got)));
+}
+
+// Reads typed fields of the request object; the first error wins.
+class Fields {
+ public:
+  explicit Fields(const json& obj) : obj_(obj) {}
+
+  // The value, or nullptr when absent or null.
+  const json* Find(std::string_view key) const {
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  std::optional<ApiError> Int(std::string_view key, int64_t lo, int64_t hi,
+                              std::optional<int64_t>& out) const {
+    const json* v = Find(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number_integer()) return WrongType(key, "an integer", *v);
+    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi)) {
+      return OutOfRange(key, lo, hi);
+    }
+    const int64_t x = v->get<int64_t>();
+    if (x < lo || x > hi) return OutOfRange(key, lo, hi);
+    out = x;
+    return std::nullopt;
+  }
+
+  std::optional<ApiError> Number(std::string_view key, double lo, double hi, bool lo_open,
+                                 std::optional<double>& out) const {
+    const json* v = Find(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) return WrongType(key, "a number", *v);
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
+      return InvalidField(std::string(key), StrCat("'", key, "' must be in ", lo_open ? "(" : "[",
+                                                  Fmt(lo), ", ", Fmt(hi), "], got ",
+                                                  Clip(v->dump())));
+    }
+    out = x;
+    return std::nullopt;
+  }
+
+  std::optional<ApiError> Bool(std::string_view key, std::optional<bool>& out) const {
+    const json* v = Find(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_boolean()) return WrongType(key, "a boolean", *v);
+    out = v->get<bool>();
+    return std::nullopt;
+  }
+
+  std::optional<ApiError> String(std::string_view key, std::optional<std::string>& out) const {
+    const json* v = Find(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string()) return WrongType(key, "a string", *v);
+    out = v->get<std::string>();
+    return std::nullopt;
+  }
+
+ private:
+  static std::string Fmt(double x) {
+    json j = x;
+    return j.dump();
+  }
+  static ApiError OutOfRange(std::string_view key, int64_t lo, int64_t hi) {
+    return InvalidField(std::string(key), StrCat("'", key, "' must be in [", lo, ", ", hi, "]"));
+  }
+  const json& obj_;
+};
+
+#define FOLIO_RETURN_API_ERROR(expr)              \
+  do {                                            \
+    if (std::optional<ApiError> e_ = (expr); e_) \
+      return std::move(*e_);                      \
+  } while (0)
+
+constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
+
+std::optional<ApiError> EncodeText(const ModelInfo& m, std::string_view text,
+                                   std::string_view field, std::vector<int32_t>& out) {
+  if (m.prepend_id) out.push_back(*m.prepend_id);
+  Result<std::vector<int32_t>> ids = m.tokenizer->Encode(text, m.add_special_tokens);
+  if (!ids) {
+    return InvalidField(std::string(field),
+                        StrCat("'", field, "' does not tokenize: ", ids.error().message()));
+  }
+  out.insert(out.end(), ids->begin(), ids->end());
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParsePrompt(const json& body, const ModelInfo& m,
+                                    std::vector<int32_t>& out) {
+  auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) return InvalidField("prompt", "'prompt' is required");
+  const json& p = *it;
+  if (p.is_string()) return EncodeText(m, p.get_ref<const std::string&>(), "prompt", out);
+  if (!p.is_array()) return WrongType("prompt", "a string or an array of token ids", p);
+  if (p.size() == 1 && p[0].is_string()) {
+    return EncodeText(m, p[0].get_ref<const std::string&>(), "prompt", out);
+  }
+  for (size_t i = 0; i < p.size(); ++i) {
+    const json& t = p[i];
+    if (t.is_string() || t.is_array()) {
+      return InvalidField("prompt", "only one prompt per request is supported");
+    }
+    if (!t.is_number_integer()) {
+      return InvalidField("prompt", StrCat("prompt token ", i, " must be an integer, got ",
+                                           TypeName(t)));
+    }
+    const bool negative = !t.is_number_unsigned() && t.get<int64_t>() < 0;
+    if (negative || t.get<uint64_t>() >= m.vocab_size) {
+      return InvalidField("prompt", StrCat("prompt token ", i, " has id ", t.dump(),
+                                           " outside the vocabulary [0, ", m.vocab_size, ")"));
+    }
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> ParseMessages(const json& body, const ModelInfo& m,
+                                      std::vector<int32_t>& out) {
+  auto it = body.find("messages");
+  if (it == body.end() || it->is_null()) {
+    return InvalidField("messages", "'messages' is required");
+  }
+  if (!it->is_array()) return WrongType("messages", "an array", *it);
+  if (it->empty()) return InvalidField("messages", "'messages' must not be empty");
+  if (it->size() > kMaxMessages) {
+    return InvalidField("messages", StrCat("at most ", kMaxMessages, " messages"));
+  }
+  std::vector<ChatMessage> messages;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& msg = (*it)[i];
+    const std::string at = StrCat("messages[", i, "]");
+    if (!msg.is_object()) return WrongType(at, "an object", msg);
+    ChatMessage cm;
+    auto role = msg.find("role");
+    if (role == msg.end() || !role->is_string()) {
+      return InvalidField(StrCat(at, ".role"), StrCat(at, ".role must be a string"));
+    }
+    cm.role = role->get<std::string>();
+    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" &&
+        cm.role != "tool" && cm.role != "developer") {
+      return InvalidField(StrCat(at, ".role"), StrCat("unknown role ", Quote(cm.role)));
+    }
+    auto content = msg.find("content");
+    if (content == msg.end() || content->is_null()) {
+      return InvalidField(StrCat(at, ".content"), StrCat(at, ".content is required"));
+    }
+    if (content->is_string()) {
+      cm.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (const json& part : *content) {
+        auto text = part.is_object() ? part.find("text") : part.end();
+        auto type = part.is_object() ? part.find("type") : part.end();
+        if (!part.is_object() || type == part.end() || *type != "text" || text == part.end() ||
+            !text->is_string()) {
+          return InvalidField(StrCat(at, ".content"),
+                              "content parts must be {\"type\": \"text\", \"text\": string}");
+        }
+        cm.content += text->get<std::string>();
+      }
+    } else {
+      return WrongType(StrCat(at, ".content"), "a string or an array of text parts", *content);
+    }
+    messages.push_back(std::move(cm));
+  }
+  return EncodeText(m, RenderChat(m.chat_template, messages), "messages", out);
+}
+
+std::optional<ApiError> ParseStop(const json& body, std::vector<std::string>& out) {
+  auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  std::vector<const json*> items;
+  if (it->is_string()) {
+    items.push_back(&*it);
+  } else if (it->is_array()) {
+    if (it->size() > kMaxStopStrings) {
+      return InvalidField("stop", StrCat("at most ", kMaxStopStrings, " stop strings"));
+    }
+    for (const json& s : *it) items.push_back(&s);
+  } else {
+    return WrongType("stop", "a string or an array of strings", *it);
+  }
+  for (const json* s : items) {
+    if (!s->is_string()) return WrongType("stop", "a string or an array of strings", *s);
+    const std::string& str = s->get_ref<const std::string&>();
+    if (str.empty()) return InvalidField("stop", "stop strings must not be empty");
+    if (str.size() > kMaxStopBytes) {
+      return InvalidField("stop", StrCat("stop strings are at most ", kMaxStopBytes, " bytes"));
+    }
+    out.push_back(str);
+  }
+  return std::nullopt;
+}
+
+// Options folio does not implement, accepted only at their neutral value.
+std::optional<ApiError> CheckNeutral(const Fields& f) {
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
+    std::optional<double> v;
+    FOLIO_RETURN_API_ERROR(f.Number(key, -2.0, 2.0, false, v));
+    if (v && *v != 0.0) return InvalidField(key, StrCat("'", key, "' is not supported"));
+  }
+  if (const json* v = f.Find("logit_bias"); v != nullptr) {
+    if (!v->is_object()) return WrongType("logit_bias", "an object", *v);
+    if (!v->empty()) return InvalidField("logit_bias", "'logit_bias' is not supported");
+  }
+  if (const json* v = f.Find("stream_options"); v != nullptr) {
+    if (!v->is_object()) return WrongType("stream_options", "an object", *v);
+    for (const auto& [k, val] : v->items()) {
+      if (k != "include_usage" || !val.is_boolean()) {
+        return InvalidField("stream_options", "stream_options supports include_usage: bool");
+      }
+    }
+  }
+  // Completions only (chat refuses them as unknown fields).
+  std::optional<bool> echo;
+  FOLIO_RETURN_API_ERROR(f.Bool("echo", echo));
+  if (echo.value_or(false)) return InvalidField("echo", "'echo' is not supported");
+  std::optional<int64_t> best_of;
+  FOLIO_RETURN_API_ERROR(f.Int("best_of", 1, 1, best_of));
+  std::optional<std::string> suffix;
+  FOLIO_RETURN_API_ERROR(f.String("suffix", suffix));
+  if (suffix && !suffix->empty()) return InvalidField("suffix", "'suffix' is not supported");
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string ApiError::Body() const {
+  json e = {{"message", message},
+            {"type", type},
+            {"param", param.empty() ? json(nullptr) : json(param)},
+            {"code", code.empty() ? json(nullptr) : json(code)}};
+  return json{{"error", e}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+ApiError InvalidField(std::string param, std::string message) {
+  ApiError e;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  return e;
+}
+
+ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelInfo& m) {
+  FOLIO_CHECK(m.tokenizer != nullptr);
+  const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidField("", "the request body is not valid JSON");
+  if (!j.is_object()) return InvalidField("", "the request body must be a JSON object");
+  const bool chat = endpoint == Endpoint::kChat;
+  for (const auto& [key, value] : j.items()) {
+    if (!kCommonFields.contains(key) &&
+        !(chat ? kChatFields : kCompletionFields).contains(key)) {
+      return InvalidField(Clip(key), StrCat("unrecognized request argument ", Quote(key)));
+    }
+  }
+  const Fields f(j);
+  ParsedRequest r;
+  r.endpoint = endpoint;
+
+  std::optional<std::string> model_name;
+  FOLIO_RETURN_API_ERROR(f.String("model", model_name));
+  if (model_name && *model_name != m.name) {
+    ApiError e = InvalidField("model", StrCat("the model ", Quote(*model_name),
+                                              " does not exist; this server serves ",
+                                              Quote(m.name)));
+    e.http_status = 404;
+    e.code = "model_not_found";
+    return e;
+  }
+  std::optional<std::string> user;
+  FOLIO_RETURN_API_ERROR(f.String("user", user));
+  std::optional<int64_t> n;
+  FOLIO_RETURN_API_ERROR(f.Int("n", 1, kI64Max, n));
+  if (n && *n != 1) return InvalidField("n", "only n = 1 is supported");
+  FOLIO_RETURN_API_ERROR(CheckNeutral(f));
+
+  std::optional<double> temperature, top_p, min_p;
+  FOLIO_RETURN_API_ERROR(f.Number("temperature", 0.0, kMaxTemperature, false, temperature));
+  FOLIO_RETURN_API_ERROR(f.Number("top_p", 0.0, 1.0, /*lo_open=*/true, top_p));
+  FOLIO_RETURN_API_ERROR(f.Number("min_p", 0.0, 1.0, false, min_p));
+  std::optional<int64_t> top_k, seed;
+  FOLIO_RETURN_API_ERROR(f.Int("top_k", -1, kI64Max, top_k));
+  if (const json* s = f.Find("seed"); s != nullptr && s->is_number_unsigned()) {
+    seed = static_cast<int64_t>(s->get<uint64_t>());  // the full uint64 range
+  } else {
+    FOLIO_RETURN_API_ERROR(f.Int("seed", std::numeric_limits<int64_t>::min(), kI64Max, seed));
+  }
+  r.params.sampling.temperature = temperature.value_or(1.0);
+  r.params.sampling.top_p = top_p.value_or(1.0);
+  r.params.sampling.min_p = min_p.value_or(0.0);
+  r.params.sampling.top_k = top_k && *top_k > 0 ? static_cast<uint64_t>(*top_k) : 0;
+  r.params.seed = static_cast<uint64_t>(seed.value_or(0));
+
+  std::optional<bool> stream;
+  FOLIO_RETURN_API_ERROR(f.Bool("stream", stream));
+  r.stream = stream.value_or(false);
+  FOLIO_RETURN_API_ERROR(ParseStop(j, r.params.stop_strings));
+
+  const auto max_top = static_cast<int64_t>(sampling::kMaxTopLogprobs);
+  if (chat) {
+    std::optional<bool> logprobs;
+    FOLIO_RETURN_API_ERROR(f.Bool("logprobs", logprobs));
+    std::optional<int64_t> top_logprobs;
+    FOLIO_RETURN_API_ERROR(f.Int("top_logprobs", 0, max_top, top_logprobs));
+    if (top_logprobs && !logprobs.value_or(false)) {
+      return InvalidField("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    }
+    r.logprobs = logprobs.value_or(false);
+    r.params.top_logprobs = static_cast<uint64_t>(top_logprobs.value_or(0));
+  } else {
+    std::optional<int64_t> logprobs;
+    FOLIO_RETURN_API_ERROR(f.Int("logprobs", 0, max_top, logprobs));
+    r.logprobs = logprobs.has_value();
+    r.params.top_logprobs = static_cast<uint64_t>(logprobs.value_or(0));
+  }
+  r.params.logprobs = r.logprobs;
+
+  std::optional<int64_t> max_tokens;
+  const char* max_tokens_field = "max_tokens";
+  FOLIO_RETURN_API_ERROR(f.Int("max_tokens", 1, kI64Max, max_tokens));
+  if (chat && !max_tokens) {
+    max_tokens_field = "max_completion_tokens";
+    FOLIO_RETURN_API_ERROR(f.Int("max_completion_tokens", 1, kI64Max, max_tokens));
+  }
+
+  FOLIO_RETURN_API_ERROR(chat ? ParseMessages(j, m, r.prompt) : ParsePrompt(j, m, r.prompt));
+  const char* prompt_field = chat ? "messages" : "prompt";
+  if (r.prompt.empty()) return InvalidField(prompt_field, "the prompt has no tokens");
+  // The engine caches prompt + max_tokens - 1 positions (the last token is
+  // never fed back), in the model's context and in the pool.
+  const uint64_t limit = std::min(m.max_positions, m.pool_positions);
+  if (r.prompt.size() > limit) {
+    return InvalidField(prompt_field,
+                        StrCat("the prompt has ", r.prompt.size(), " tokens; the limit is ", limit,
+                               " (model context ", m.max_positions, ", KV pool ",
+                               m.pool_positions, ")"));
+  }
+  const uint64_t room = limit - r.prompt.size() + 1;
+  if (max_tokens && static_cast<uint64_t>(*max_tokens) > room) {
+    return InvalidField(max_tokens_field,
+                        StrCat("prompt of ", r.prompt.size(), " tokens + ", max_tokens_field, " ",
+                               *max_tokens, " exceeds the limit of ", limit,
+                               " positions (model context ", m.max_positions, ", KV pool ",
+                               m.pool_positions, ")"));
+  }
+  r.params.max_tokens = max_tokens ? static_cast<uint64_t>(*max_tokens)
+                                   : (chat ? room : std::min<uint64_t>(16, room));
+
+  r.params.stop_token_ids = m.stop_token_ids;
+  if (chat) {
+    r.params.stop_token_ids.insert(r.params.stop_token_ids.end(), m.chat_stop_token_ids.begin(),
+                                   m.chat_stop_token_ids.end());
+  }
+  // The engine's own checks, so nothing it would refuse gets past here.
+  if (Status s = r.params.sampling.Validate(); !s.ok()) return InvalidField("", s.message());
+  return r;
+}
+
+}  // namespace folio::server

@@ -1,0 +1,269 @@
+#include "folio/server/request.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "folio/model/byte_tokenizer.h"
+
+namespace folio::server {
+namespace {
+
+ModelInfo Model() {
+  ModelInfo m;
+  m.name = "builtin";
+  m.vocab_size = 258;
+  m.max_positions = 64;
+  m.pool_positions = 128;
+  m.tokenizer = &model::ByteTokenizer::AsTokenizer();
+  m.add_special_tokens = false;
+  m.prepend_id = 0;
+  return m;
+}
+
+ParsedRequest Ok(Endpoint ep, const std::string& body, const ModelInfo& m = Model()) {
+  ParseResult r = ParseRequest(ep, body, m);
+  if (const ApiError* e = std::get_if<ApiError>(&r)) {
+    ADD_FAILURE() << body << " -> " << e->Body();
+    return {};
+  }
+  return std::get<ParsedRequest>(r);
+}
+
+ApiError Err(Endpoint ep, const std::string& body, const ModelInfo& m = Model()) {
+  ParseResult r = ParseRequest(ep, body, m);
+  if (std::holds_alternative<ParsedRequest>(r)) {
+    ADD_FAILURE() << body << " was accepted";
+    return {};
+  }
+  return std::get<ApiError>(r);
+}
+
+TEST(ParseRequest, CompletionDefaults) {
+  ParsedRequest r = Ok(Endpoint::kCompletions, R"({"model": "builtin", "prompt": "ab"})");
+  EXPECT_EQ(r.prompt, (std::vector<int32_t>{0, 'a' + 2, 'b' + 2}));
+  EXPECT_EQ(r.params.max_tokens, 16u);
+  EXPECT_EQ(r.params.sampling.temperature, 1.0);
+  EXPECT_EQ(r.params.sampling.top_p, 1.0);
+  EXPECT_EQ(r.params.sampling.top_k, 0u);
+  EXPECT_FALSE(r.stream);
+  EXPECT_FALSE(r.logprobs);
+  EXPECT_TRUE(r.params.stop_strings.empty());
+}
+
+TEST(ParseRequest, CompletionEveryField) {
+  ParsedRequest r = Ok(Endpoint::kCompletions, R"({"model": "builtin", "prompt": [0, 5, 257],
+      "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05,
+      "seed": 42, "stop": ["x", "yz"], "n": 1, "logprobs": 3, "stream": true, "user": "u",
+      "presence_penalty": 0, "frequency_penalty": 0.0, "logit_bias": {}, "echo": false,
+      "best_of": 1, "suffix": null, "stream_options": {"include_usage": true}})");
+  EXPECT_EQ(r.prompt, (std::vector<int32_t>{0, 5, 257}));
+  EXPECT_EQ(r.params.max_tokens, 7u);
+  EXPECT_EQ(r.params.sampling.temperature, 0.5);
+  EXPECT_EQ(r.params.sampling.top_p, 0.9);
+  EXPECT_EQ(r.params.sampling.top_k, 40u);
+  EXPECT_EQ(r.params.sampling.min_p, 0.05);
+  EXPECT_EQ(r.params.seed, 42u);
+  EXPECT_EQ(r.params.stop_strings, (std::vector<std::string>{"x", "yz"}));
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_TRUE(r.params.logprobs);
+  EXPECT_EQ(r.params.top_logprobs, 3u);
+  EXPECT_TRUE(r.stream);
+}
+
+TEST(ParseRequest, NullMeansAbsent) {
+  ParsedRequest r = Ok(Endpoint::kCompletions,
+                       R"({"prompt": "a", "temperature": null, "stop": null, "logprobs": null})");
+  EXPECT_EQ(r.params.sampling.temperature, 1.0);
+  EXPECT_FALSE(r.logprobs);
+}
+
+TEST(ParseRequest, NegativeSeedWrapsAndTopKMinusOneIsOff) {
+  ParsedRequest r = Ok(Endpoint::kCompletions, R"({"prompt": "a", "seed": -1, "top_k": -1})");
+  EXPECT_EQ(r.params.seed, UINT64_MAX);
+  EXPECT_EQ(r.params.sampling.top_k, 0u);
+  r = Ok(Endpoint::kCompletions, R"({"prompt": "a", "seed": 18446744073709551615})");
+  EXPECT_EQ(r.params.seed, UINT64_MAX);
+}
+
+TEST(ParseRequest, OneStringArrayPromptIsAString) {
+  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": ["ab"]})").prompt,
+            Ok(Endpoint::kCompletions, R"({"prompt": "ab"})").prompt);
+}
+
+TEST(ParseRequest, ChatUsesThePlainTemplate) {
+  ParsedRequest r = Ok(Endpoint::kChat, R"({"messages": [{"role": "system", "content": "s"},
+      {"role": "user", "content": [{"type": "text", "text": "h"}, {"type": "text", "text": "i"}]}],
+      "logprobs": true, "top_logprobs": 2})");
+  const std::string text = "system: s\nuser: hi\nassistant:";
+  std::vector<int32_t> want = {0};
+  for (char c : text) want.push_back(static_cast<unsigned char>(c) + 2);
+  EXPECT_EQ(r.prompt, want);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.params.top_logprobs, 2u);
+  // No max_tokens: the rest of the context (prompt + max_tokens - 1 = 64).
+  EXPECT_EQ(r.params.max_tokens, 64 - want.size() + 1);
+}
+
+TEST(ParseRequest, ChatStopTokensOnlyForChat) {
+  ModelInfo m = Model();
+  m.stop_token_ids = {1};
+  m.chat_stop_token_ids = {7};
+  EXPECT_EQ(Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}]})", m)
+                .params.stop_token_ids,
+            (std::vector<int32_t>{1, 7}));
+  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": "x"})", m).params.stop_token_ids,
+            (std::vector<int32_t>{1}));
+}
+
+TEST(ParseRequest, MaxCompletionTokensForChat) {
+  EXPECT_EQ(Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}],
+                  "max_completion_tokens": 3})")
+                .params.max_tokens,
+            3u);
+}
+
+TEST(ParseRequest, PromptFillsTheContextExactly) {
+  // 1 + 40 prompt tokens + 24 max_tokens - 1 = 64 positions: allowed.
+  const std::string prompt(40, 'a');
+  EXPECT_EQ(Ok(Endpoint::kCompletions,
+               R"({"prompt": ")" + prompt + R"(", "max_tokens": 24})")
+                .params.max_tokens,
+            24u);
+  ApiError e = Err(Endpoint::kCompletions, R"({"prompt": ")" + prompt + R"(", "max_tokens": 25})");
+  EXPECT_EQ(e.param, "max_tokens");
+}
+
+TEST(ParseRequest, DefaultMaxTokensShrinksToTheContext) {
+  const std::string prompt(60, 'a');  // 61 tokens: room for 4
+  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": ")" + prompt + R"("})").params.max_tokens,
+            4u);
+}
+
+TEST(ParseRequest, PoolSmallerThanContextIsTheLimit) {
+  ModelInfo m = Model();
+  m.pool_positions = 8;
+  ApiError e = Err(Endpoint::kCompletions, R"({"prompt": "abc", "max_tokens": 6})", m);
+  EXPECT_EQ(e.param, "max_tokens");
+  EXPECT_NE(e.message.find("KV pool 8"), std::string::npos) << e.message;
+}
+
+// The bad-input matrix: one failure per row, each naming its field.
+struct BadCase {
+  Endpoint endpoint;
+  std::string body;
+  std::string param;
+  int status = 400;
+};
+
+class BadRequest : public testing::TestWithParam<BadCase> {};
+
+TEST_P(BadRequest, IsRefusedNamingTheField) {
+  const BadCase& c = GetParam();
+  ApiError e = Err(c.endpoint, c.body);
+  EXPECT_EQ(e.param, c.param) << c.body << " -> " << e.message;
+  EXPECT_EQ(e.http_status, c.status) << c.body;
+  EXPECT_FALSE(e.message.empty());
+  const nlohmann::json j = nlohmann::json::parse(e.Body());
+  EXPECT_EQ(j["error"]["type"], e.type);
+  EXPECT_TRUE(j["error"]["code"].is_null() || c.status == 404);
+  if (c.param.empty()) {
+    EXPECT_TRUE(j["error"]["param"].is_null());
+  } else {
+    EXPECT_EQ(j["error"]["param"], c.param);
+  }
+}
+
+constexpr Endpoint kC = Endpoint::kCompletions;
+constexpr Endpoint kChat = Endpoint::kChat;
+const char* const kMsgs = R"("messages": [{"role": "user", "content": "x"}])";
+
+INSTANTIATE_TEST_SUITE_P(
+    Matrix, BadRequest,
+    testing::Values(
+        BadCase{kC, "{", ""}, BadCase{kC, "", ""}, BadCase{kC, "[1]", ""},
+        BadCase{kC, "\"prompt\"", ""}, BadCase{kC, R"({"prompt": "a"} x)", ""},
+        BadCase{kC, R"({"prompt": "a", "bogus": 1})", "bogus"},
+        BadCase{kC, R"({})", "prompt"}, BadCase{kC, R"({"prompt": 5})", "prompt"},
+        BadCase{kC, R"({"prompt": ["a", "b"]})", "prompt"},
+        BadCase{kC, R"({"prompt": [[1, 2]]})", "prompt"},
+        BadCase{kC, R"({"prompt": [1, 258]})", "prompt"},
+        BadCase{kC, R"({"prompt": [1, -1]})", "prompt"},
+        BadCase{kC, R"({"prompt": [1, 2.5]})", "prompt"},
+        BadCase{kC, R"({"prompt": [1, 99999999999999999999]})", "prompt"},
+        BadCase{kC, R"({"prompt": []})", "prompt"},
+        BadCase{kC, R"({"prompt": ")" + std::string(70, 'a') + R"("})", "prompt"},
+        BadCase{kC, R"({"prompt": "a", "model": 3})", "model"},
+        BadCase{kC, R"({"prompt": "a", "model": "gpt-4"})", "model", 404},
+        BadCase{kC, R"({"prompt": "a", "max_tokens": 0})", "max_tokens"},
+        BadCase{kC, R"({"prompt": "a", "max_tokens": -3})", "max_tokens"},
+        BadCase{kC, R"({"prompt": "a", "max_tokens": "5"})", "max_tokens"},
+        BadCase{kC, R"({"prompt": "a", "max_tokens": 2.0})", "max_tokens"},
+        BadCase{kC, R"({"prompt": "a", "max_tokens": 100})", "max_tokens"},
+        BadCase{kC, R"({"prompt": "a", "max_tokens": 18446744073709551615})", "max_tokens"},
+        BadCase{kC, R"({"prompt": "a", "temperature": -0.1})", "temperature"},
+        BadCase{kC, R"({"prompt": "a", "temperature": 2.5})", "temperature"},
+        BadCase{kC, R"({"prompt": "a", "temperature": "hot"})", "temperature"},
+        BadCase{kC, R"({"prompt": "a", "temperature": true})", "temperature"},
+        BadCase{kC, R"({"prompt": "a", "top_p": 0})", "top_p"},
+        BadCase{kC, R"({"prompt": "a", "top_p": 1.01})", "top_p"},
+        BadCase{kC, R"({"prompt": "a", "top_k": -2})", "top_k"},
+        BadCase{kC, R"({"prompt": "a", "top_k": 1.5})", "top_k"},
+        BadCase{kC, R"({"prompt": "a", "min_p": 1.5})", "min_p"},
+        BadCase{kC, R"({"prompt": "a", "min_p": -0.5})", "min_p"},
+        BadCase{kC, R"({"prompt": "a", "seed": "1"})", "seed"},
+        BadCase{kC, R"({"prompt": "a", "stop": ""})", "stop"},
+        BadCase{kC, R"({"prompt": "a", "stop": ["x", ""]})", "stop"},
+        BadCase{kC, R"({"prompt": "a", "stop": [1]})", "stop"},
+        BadCase{kC, R"({"prompt": "a", "stop": 7})", "stop"},
+        BadCase{kC, R"({"prompt": "a", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})", "stop"},
+        BadCase{kC, R"({"prompt": "a", "n": 2})", "n"},
+        BadCase{kC, R"({"prompt": "a", "n": 0})", "n"},
+        BadCase{kC, R"({"prompt": "a", "logprobs": 21})", "logprobs"},
+        BadCase{kC, R"({"prompt": "a", "logprobs": true})", "logprobs"},
+        BadCase{kC, R"({"prompt": "a", "stream": "yes"})", "stream"},
+        BadCase{kC, R"({"prompt": "a", "stream_options": {"x": 1}})", "stream_options"},
+        BadCase{kC, R"({"prompt": "a", "user": 5})", "user"},
+        BadCase{kC, R"({"prompt": "a", "presence_penalty": 0.5})", "presence_penalty"},
+        BadCase{kC, R"({"prompt": "a", "logit_bias": {"5": 1}})", "logit_bias"},
+        BadCase{kC, R"({"prompt": "a", "echo": true})", "echo"},
+        BadCase{kC, R"({"prompt": "a", "best_of": 2})", "best_of"},
+        BadCase{kC, R"({"prompt": "a", "suffix": "z"})", "suffix"},
+        BadCase{kC, R"({"prompt": "a", "top_logprobs": 2})", "top_logprobs"},
+        BadCase{kC, R"({"prompt": "a", "messages": []})", "messages"},
+        BadCase{kChat, R"({})", "messages"},
+        BadCase{kChat, R"({"messages": {}})", "messages"},
+        BadCase{kChat, R"({"messages": []})", "messages"},
+        BadCase{kChat, R"({"messages": [1]})", "messages[0]"},
+        BadCase{kChat, R"({"messages": [{"content": "x"}]})", "messages[0].role"},
+        BadCase{kChat, R"({"messages": [{"role": "wizard", "content": "x"}]})",
+                "messages[0].role"},
+        BadCase{kChat, R"({"messages": [{"role": "user"}]})", "messages[0].content"},
+        BadCase{kChat, R"({"messages": [{"role": "user", "content": 5}]})",
+                "messages[0].content"},
+        BadCase{kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+                "messages[0].content"},
+        BadCase{kChat, std::string("{") + kMsgs + R"(, "logprobs": 2})", "logprobs"},
+        BadCase{kChat, std::string("{") + kMsgs + R"(, "top_logprobs": 2})", "top_logprobs"},
+        BadCase{kChat, std::string("{") + kMsgs + R"(, "logprobs": true, "top_logprobs": 30})",
+                "top_logprobs"},
+        BadCase{kChat, std::string("{") + kMsgs + R"(, "prompt": "a"})", "prompt"},
+        BadCase{kChat, std::string("{") + kMsgs + R"(, "max_completion_tokens": 0})",
+                "max_completion_tokens"},
+        BadCase{kChat, std::string("{") + kMsgs + R"(, "max_tokens": 1000})", "max_tokens"}));
+
+TEST(ParseRequest, InvalidUtf8StringsAreRefusedNotCrashed) {
+  ApiError e = Err(kC, std::string("{\"prompt\": \"\xff\xfe\"}"));
+  EXPECT_TRUE(e.param.empty());  // the JSON parser refuses invalid UTF-8
+  // The error body is still valid JSON.
+  EXPECT_FALSE(nlohmann::json::parse(e.Body(), nullptr, false).is_discarded());
+}
+
+TEST(ParseRequest, DeepNestingIsRefusedNotCrashed) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  ApiError e = Err(kC, R"({"prompt": )" + deep + "}");
+  EXPECT_EQ(e.param, "prompt");
+}
+
+}  // namespace
+}  // namespace folio::server

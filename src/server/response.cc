@@ -1,0 +1,149 @@
+#include "server/response.h"
+
+#include <nlohmann/json.hpp>
+
+namespace folio::server {
+namespace {
+
+using nlohmann::json;
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json Usage(uint64_t prompt, uint64_t completion) {
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion}};
+}
+
+json Bytes(const std::string& s) {
+  json b = json::array();
+  for (char c : s) b.push_back(static_cast<unsigned char>(c));
+  return b;
+}
+
+}  // namespace
+
+std::string FinishReasonJson(engine::FinishReason r) {
+  return r == engine::FinishReason::kNone ? "" : std::string(engine::FinishReasonName(r));
+}
+
+ResponseBuilder::ResponseBuilder(ResponseContext ctx) : ctx_(std::move(ctx)) {}
+
+std::string ResponseBuilder::TokenString(int32_t id) const {
+  Result<std::string> s = ctx_.tokenizer->Decode(std::span<const int32_t>(&id, 1), false);
+  return s ? *s : std::string();
+}
+
+json ResponseBuilder::LogprobsJson(const std::vector<sampling::TokenLogprobs>& lps,
+                                          uint64_t* offset) const {
+  json out;
+  if (ctx_.endpoint == Endpoint::kChat) {
+    json content = json::array();
+    for (const sampling::TokenLogprobs& lp : lps) {
+      const std::string tok = TokenString(lp.token);
+      json top = json::array();
+      for (const auto& [id, logprob] : lp.top) {
+        const std::string t = TokenString(id);
+        top.push_back({{"token", t}, {"logprob", logprob}, {"bytes", Bytes(t)}});
+      }
+      content.push_back(
+          {{"token", tok}, {"logprob", lp.logprob}, {"bytes", Bytes(tok)}, {"top_logprobs", top}});
+    }
+    out = {{"content", content}};
+  } else {
+    json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+         offsets = json::array();
+    for (const sampling::TokenLogprobs& lp : lps) {
+      const std::string tok = TokenString(lp.token);
+      tokens.push_back(tok);
+      token_logprobs.push_back(lp.logprob);
+      json alternatives = json::object();
+      for (const auto& [id, logprob] : lp.top) alternatives[TokenString(id)] = logprob;
+      top.push_back(alternatives);
+      offsets.push_back(*offset);
+      *offset += tok.size();
+    }
+    out = {{"tokens", tokens},
+           {"token_logprobs", token_logprobs},
+           {"top_logprobs", top},
+           {"text_offset", offsets}};
+  }
+  return out;
+}
+
+std::string ResponseBuilder::ChunkJson(const Event& e, bool first) const {
+  const bool chat = ctx_.endpoint == Endpoint::kChat;
+  json choice = {{"index", 0}};
+  if (chat) {
+    json delta = json::object();
+    if (first) delta["role"] = "assistant";
+    if (!e.text.empty() || first) delta["content"] = e.text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = e.text;
+  }
+  if (ctx_.logprobs && !e.logprobs.empty()) {
+    uint64_t offset = text_offset_;
+    choice["logprobs"] = LogprobsJson(e.logprobs, &offset);
+  } else {
+    choice["logprobs"] = nullptr;
+  }
+  const std::string finish = FinishReasonJson(e.finish);
+  choice["finish_reason"] = finish.empty() ? json(nullptr) : json(finish);
+  return Dump({{"id", ctx_.id},
+               {"object", chat ? "chat.completion.chunk" : "text_completion"},
+               {"created", ctx_.created},
+               {"model", ctx_.model},
+               {"choices", json::array({choice})}});
+}
+
+std::string ResponseBuilder::Add(const Event& e) {
+  const bool first = !sent_first_;
+  std::string chunk;
+  if (first || !e.text.empty() || !e.logprobs.empty() ||
+      e.finish != engine::FinishReason::kNone) {
+    chunk = ChunkJson(e, first);
+    sent_first_ = true;
+  }
+  text_ += e.text;
+  completion_tokens_ += e.tokens.size();
+  for (const sampling::TokenLogprobs& lp : e.logprobs) {
+    text_offset_ += TokenString(lp.token).size();
+    logprobs_.push_back(lp);
+  }
+  if (e.finish != engine::FinishReason::kNone) finish_ = e.finish;
+  return chunk;
+}
+
+std::string ResponseBuilder::Body(uint64_t prompt_tokens) const {
+  const bool chat = ctx_.endpoint == Endpoint::kChat;
+  json choice = {{"index", 0}};
+  if (chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text_}};
+  } else {
+    choice["text"] = text_;
+  }
+  uint64_t offset = 0;
+  choice["logprobs"] =
+      ctx_.logprobs ? LogprobsJson(logprobs_, &offset) : json(nullptr);
+  const std::string finish = FinishReasonJson(finish_);
+  choice["finish_reason"] = finish.empty() ? json(nullptr) : json(finish);
+  return Dump({{"id", ctx_.id},
+               {"object", chat ? "chat.completion" : "text_completion"},
+               {"created", ctx_.created},
+               {"model", ctx_.model},
+               {"choices", json::array({choice})},
+               {"usage", Usage(prompt_tokens, completion_tokens_)}});
+}
+
+std::string ResponseBuilder::UsageChunk(uint64_t prompt_tokens) const {
+  const bool chat = ctx_.endpoint == Endpoint::kChat;
+  return Dump({{"id", ctx_.id},
+               {"object", chat ? "chat.completion.chunk" : "text_completion"},
+               {"created", ctx_.created},
+               {"model", ctx_.model},
+               {"choices", json::array()},
+               {"usage", Usage(prompt_tokens, completion_tokens_)}});
+}
+
+}  // namespace folio::server

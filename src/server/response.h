@@ -1,0 +1,59 @@
+// OpenAI response bodies from engine events: whole responses, streamed
+// chunks, usage, log-probs. Pure formatting; no sockets.
+#ifndef FOLIO_SRC_SERVER_RESPONSE_H_
+#define FOLIO_SRC_SERVER_RESPONSE_H_
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "folio/model/tokenizer.h"
+#include "folio/server/engine_loop.h"
+#include "folio/server/request.h"
+
+namespace folio::server {
+
+struct ResponseContext {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string id;        // "cmpl-7" / "chatcmpl-7"
+  int64_t created = 0;   // unix seconds
+  std::string model;
+  bool logprobs = false;
+  const model::Tokenizer* tokenizer = nullptr;  // token strings for log-probs
+};
+
+// "stop", "length", "abort"; null while unfinished.
+std::string FinishReasonJson(engine::FinishReason r);
+
+// Builds one request's response from its events, in order.
+class ResponseBuilder {
+ public:
+  explicit ResponseBuilder(ResponseContext ctx);
+  // Folds an output event in. Streaming: returns the chunk's JSON text, or
+  // "" when the event adds nothing a client would see.
+  std::string Add(const Event& e);
+  // The whole non-streaming response.
+  std::string Body(uint64_t prompt_tokens) const;
+  // The last streamed chunk: no choices' text, just usage.
+  std::string UsageChunk(uint64_t prompt_tokens) const;
+  uint64_t completion_tokens() const { return completion_tokens_; }
+
+ private:
+  std::string TokenString(int32_t id) const;
+  std::string ChunkJson(const Event& e, bool first) const;
+  nlohmann::json LogprobsJson(const std::vector<sampling::TokenLogprobs>& lps,
+                           uint64_t* offset) const;
+
+  ResponseContext ctx_;
+  std::string text_;
+  uint64_t completion_tokens_ = 0;
+  uint64_t text_offset_ = 0;  // completions' text_offset, in bytes
+  std::vector<sampling::TokenLogprobs> logprobs_;
+  engine::FinishReason finish_ = engine::FinishReason::kNone;
+  bool sent_first_ = false;
+};
+
+}  // namespace folio::server
+
+#endif  // FOLIO_SRC_SERVER_RESPONSE_H_

@@ -1,0 +1,389 @@
+"""`folio serve` end to end: the real binary on a free loopback port, the
+built-in model (no downloads), plain HTTP from the standard library.
+
+Each server starts in well under a second; tests that need a slow engine
+(overload, disconnects, draining) pass --step-delay-us so a request lasts
+long enough to interfere with.
+"""
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+FOLIO = os.environ.get("FOLIO_BIN", str(Path(__file__).resolve().parents[2] / "build/bin/folio"))
+
+
+class Server:
+    def __init__(self, *flags):
+        self.proc = subprocess.Popen([FOLIO, "serve", "--port", "0", "--threads", "1", *flags],
+                                     stderr=subprocess.PIPE, text=True)
+        self.log = []
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.log.append(line)
+            m = re.search(r"listening on http://([\d.]+):(\d+)", line)
+            if m:
+                self.host, self.port = m.group(1), int(m.group(2))
+                break
+        else:
+            self.proc.kill()
+        assert hasattr(self, "port"), "".join(self.log)
+        # Keep draining stderr so the server never blocks on a full pipe.
+        self.reader = threading.Thread(target=self._drain, daemon=True)
+        self.reader.start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def conn(self, timeout=30):
+        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+
+    def request(self, method, path, body=None, headers=None):
+        c = self.conn()
+        data = body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)
+        c.request(method, path, body=data, headers=headers or {"Content-Type": "application/json"})
+        r = c.getresponse()
+        payload = r.read()
+        c.close()
+        return r.status, dict(r.getheaders()), payload
+
+    def post(self, path, body):
+        status, headers, payload = self.request("POST", path, body)
+        return status, json.loads(payload)
+
+    def stream(self, path, body):
+        """The decoded SSE data payloads, [DONE] included."""
+        c = self.conn()
+        c.request("POST", path, body=json.dumps({**body, "stream": True}),
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        assert r.status == 200, r.read()
+        assert r.getheader("Content-Type").startswith("text/event-stream")
+        events = []
+        for block in r.read().decode().split("\n\n"):
+            for line in block.splitlines():
+                if line.startswith("data: "):
+                    events.append(line[len("data: "):])
+        c.close()
+        return events
+
+    def metrics(self):
+        status, _, payload = self.request("GET", "/metrics")
+        assert status == 200
+        out = {}
+        for line in payload.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, value = line.rsplit(" ", 1)
+                out[name] = float(value)
+        return out
+
+    def stop(self, sig=signal.SIGTERM, timeout=20):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=timeout)
+        self.reader.join(timeout=5)
+        return rc
+
+
+@pytest.fixture(scope="module")
+def server():
+    s = Server()
+    yield s
+    assert s.stop() == 0, "".join(s.log)
+
+
+def wait_until(pred, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if pred():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_models_and_health(server):
+    status, _, body = server.request("GET", "/v1/models")
+    assert status == 200
+    models = json.loads(body)
+    assert models["object"] == "list" and models["data"][0]["id"] == "builtin"
+    status, _, body = server.request("GET", "/health")
+    assert status == 200 and json.loads(body)["status"] == "ok"
+
+
+def test_completion_counts_usage(server):
+    status, r = server.post("/v1/completions", {"model": "builtin", "prompt": "hello",
+                                                "max_tokens": 5, "seed": 1})
+    assert status == 200, r
+    assert r["object"] == "text_completion" and r["model"] == "builtin"
+    choice = r["choices"][0]
+    assert choice["finish_reason"] == "length" and isinstance(choice["text"], str)
+    # The built-in model's prompt: its begin token plus one token per byte.
+    assert r["usage"] == {"prompt_tokens": 6, "completion_tokens": 5, "total_tokens": 11}
+
+
+def test_token_id_prompt(server):
+    status, r = server.post("/v1/completions", {"prompt": [0, 104, 105], "max_tokens": 2})
+    assert status == 200, r
+    assert r["usage"]["prompt_tokens"] == 3
+
+
+def test_chat_completion(server):
+    status, r = server.post("/v1/chat/completions", {
+        "model": "builtin", "max_tokens": 4, "seed": 3,
+        "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]})
+    assert status == 200, r
+    assert r["object"] == "chat.completion"
+    assert r["choices"][0]["message"]["role"] == "assistant"
+    # The plain template, one token per byte, plus the begin token.
+    prompt = "system: be brief\nuser: hi\nassistant:"
+    assert r["usage"]["prompt_tokens"] == len(prompt) + 1
+    assert r["usage"]["completion_tokens"] == 4
+
+
+def test_same_seed_same_text_across_runs(server):
+    body = {"prompt": "paged attention", "max_tokens": 24, "temperature": 0.9, "top_k": 50,
+            "seed": 1234}
+    a = server.post("/v1/completions", body)[1]["choices"][0]["text"]
+    b = server.post("/v1/completions", body)[1]["choices"][0]["text"]
+    assert a == b
+    other = Server()
+    try:
+        assert other.post("/v1/completions", body)[1]["choices"][0]["text"] == a
+    finally:
+        assert other.stop() == 0
+    different = server.post("/v1/completions", {**body, "seed": 4321})[1]["choices"][0]["text"]
+    assert different != a
+
+
+@pytest.mark.parametrize("endpoint", ["/v1/completions", "/v1/chat/completions"])
+def test_stream_matches_the_whole_response(server, endpoint):
+    body = {"max_tokens": 20, "temperature": 0.8, "seed": 77}
+    if endpoint == "/v1/completions":
+        body["prompt"] = "continuous batching"
+    else:
+        body["messages"] = [{"role": "user", "content": "tell me about pages"}]
+    status, whole = server.post(endpoint, body)
+    assert status == 200, whole
+    events = server.stream(endpoint, body)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    if endpoint == "/v1/completions":
+        text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+        assert text == whole["choices"][0]["text"]
+    else:
+        assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+        text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+        assert text == whole["choices"][0]["message"]["content"]
+    finishes = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
+    assert finishes[-1] == whole["choices"][0]["finish_reason"]
+    assert all(f is None for f in finishes[:-1])
+    assert chunks[-1]["usage"] == whole["usage"]
+
+
+def test_stop_string_cuts_the_text(server):
+    body = {"prompt": "stop here", "max_tokens": 40, "temperature": 1.0, "seed": 5}
+    text = server.post("/v1/completions", body)[1]["choices"][0]["text"]
+    stop = text[len(text) // 2]
+    want = text[:text.index(stop)]
+    status, r = server.post("/v1/completions", {**body, "stop": [stop, "never-appears"]})
+    assert status == 200, r
+    assert r["choices"][0]["text"] == want
+    assert r["choices"][0]["finish_reason"] == "stop"
+    streamed = server.stream("/v1/completions", {**body, "stop": stop})
+    assert "".join(json.loads(e)["choices"][0]["text"] for e in streamed[:-1]
+                   if json.loads(e)["choices"]) == want
+
+
+def test_logprobs(server):
+    status, r = server.post("/v1/completions", {"prompt": "lp", "max_tokens": 3, "logprobs": 2})
+    assert status == 200, r
+    lp = r["choices"][0]["logprobs"]
+    assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == 3
+    assert all(x <= 0 for x in lp["token_logprobs"])
+    assert all(len(t) == 2 for t in lp["top_logprobs"])
+    status, r = server.post("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "x"}], "max_tokens": 3, "logprobs": True,
+        "top_logprobs": 4})
+    assert status == 200, r
+    content = r["choices"][0]["logprobs"]["content"]
+    assert len(content) == 3
+    assert all(len(c["top_logprobs"]) == 4 and c["logprob"] <= 0 for c in content)
+
+
+BAD = [
+    ("/v1/completions", "{not json", None),
+    ("/v1/completions", [1, 2], None),
+    ("/v1/completions", {"prompt": "a", "temperature": "hot"}, "temperature"),
+    ("/v1/completions", {"prompt": "a", "temperature": 3}, "temperature"),
+    ("/v1/completions", {"prompt": "a", "top_p": 0}, "top_p"),
+    ("/v1/completions", {"prompt": "a", "top_k": -5}, "top_k"),
+    ("/v1/completions", {"prompt": "a", "min_p": 2}, "min_p"),
+    ("/v1/completions", {"prompt": "a", "max_tokens": 0}, "max_tokens"),
+    ("/v1/completions", {"prompt": "a", "max_tokens": 100000}, "max_tokens"),
+    ("/v1/completions", {"prompt": "a", "stop": ""}, "stop"),
+    ("/v1/completions", {"prompt": "a", "stop": ["ok", ""]}, "stop"),
+    ("/v1/completions", {"prompt": [1, 300]}, "prompt"),
+    ("/v1/completions", {"prompt": 7}, "prompt"),
+    ("/v1/completions", {"prompt": "a", "n": 2}, "n"),
+    ("/v1/completions", {"prompt": "a", "logprobs": 50}, "logprobs"),
+    ("/v1/completions", {"prompt": "a", "stream": 1}, "stream"),
+    ("/v1/completions", {"prompt": "a", "seed": 1.5}, "seed"),
+    ("/v1/completions", {"prompt": "a", "user": []}, "user"),
+    ("/v1/completions", {"prompt": "a", "frobnicate": True}, "frobnicate"),
+    ("/v1/completions", {}, "prompt"),
+    ("/v1/chat/completions", {"messages": []}, "messages"),
+    ("/v1/chat/completions", {"messages": [{"role": "user"}]}, "messages[0].content"),
+    ("/v1/chat/completions", {"messages": [{"role": "x", "content": "a"}]}, "messages[0].role"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
+                              "logprobs": 3}, "logprobs"),
+]
+
+
+@pytest.mark.parametrize("endpoint,body,param", BAD)
+def test_invalid_requests_are_400_naming_the_field(server, endpoint, body, param):
+    status, _, payload = server.request("POST", endpoint, body)
+    assert status == 400, payload
+    err = json.loads(payload)["error"]
+    assert err["type"] == "invalid_request_error"
+    assert err["param"] == param and err["code"] is None and err["message"]
+
+
+def test_unknown_model_is_404(server):
+    status, r = server.post("/v1/completions", {"model": "gpt-4", "prompt": "a"})
+    assert status == 404 and r["error"]["param"] == "model"
+
+
+def test_limits_on_bodies_and_headers(server):
+    status, _, payload = server.request("POST", "/v1/completions",
+                                        '{"prompt": "' + "a" * (2 << 20) + '"}')
+    assert status == 413 and "error" in json.loads(payload)
+    headers = {f"X-Pad-{i}": "x" for i in range(100)}
+    status, _, payload = server.request("POST", "/v1/completions", '{"prompt": "a"}', headers)
+    assert status == 431 and "error" in json.loads(payload)
+    status, _, payload = server.request("GET", "/v1/nothing")
+    assert status == 404 and "error" in json.loads(payload)
+
+
+def test_request_beyond_the_kv_pool_is_refused():
+    s = Server("--page-size", "4", "--num-pages", "4")
+    try:
+        status, r = s.post("/v1/completions", {"prompt": "abc", "max_tokens": 20})
+        assert status == 400 and r["error"]["param"] == "max_tokens"
+        assert "KV pool" in r["error"]["message"]
+        assert s.post("/v1/completions", {"prompt": "abc", "max_tokens": 10})[0] == 200
+    finally:
+        assert s.stop() == 0
+
+
+def open_stream(s, max_tokens, seed=0):
+    """A streaming request whose first chunk has arrived (it is running)."""
+    sock = socket.create_connection((s.host, s.port), timeout=30)
+    body = json.dumps({"prompt": "slow", "max_tokens": max_tokens, "stream": True, "seed": seed})
+    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                  f"\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+    got = b""
+    while b"data: " not in got:
+        chunk = sock.recv(4096)
+        assert chunk, got
+        got += chunk
+    assert got.startswith(b"HTTP/1.1 200")
+    return sock
+
+
+def test_overload_answers_429_with_retry_after():
+    s = Server("--max-queue", "1", "--max-num-seqs", "1", "--step-delay-us", "20000")
+    try:
+        running = open_stream(s, 200)
+        waiting = threading.Thread(target=s.post, args=("/v1/completions",
+                                                        {"prompt": "b", "max_tokens": 2}))
+        waiting.start()
+        assert wait_until(lambda: s.metrics()["folio_requests_waiting"] == 1)
+        status, headers, payload = s.request("POST", "/v1/completions",
+                                             {"prompt": "c", "max_tokens": 2})
+        assert status == 429, payload
+        assert headers.get("Retry-After") == "1"
+        assert json.loads(payload)["error"]["message"]
+        running.close()
+        waiting.join(timeout=30)
+        assert s.metrics()['folio_http_responses_total{status="429"}'] == 1
+    finally:
+        assert s.stop() == 0
+
+
+def test_disconnect_mid_stream_aborts_and_frees_pages():
+    s = Server("--step-delay-us", "5000")
+    try:
+        socks = [open_stream(s, 400, seed=i) for i in range(3)]
+        m = s.metrics()
+        assert m["folio_requests_running"] == 3 and m["folio_kv_pages_held_by_requests"] > 0
+        for sock in socks:
+            sock.close()
+        assert wait_until(lambda: s.metrics()["folio_requests_running"] == 0)
+        m = s.metrics()
+        assert m['folio_requests_finished_total{reason="abort"}'] == 3
+        assert m["folio_kv_pages_held_by_requests"] == 0
+        assert m["folio_kv_pages_used"] == m["folio_kv_pages_cached"]
+    finally:
+        assert s.stop() == 0
+
+
+def test_sigterm_drains_in_flight_requests():
+    s = Server("--step-delay-us", "10000")
+    result = {}
+
+    def run():
+        result["r"] = s.post("/v1/completions", {"prompt": "drain", "max_tokens": 40})
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert wait_until(lambda: s.metrics()["folio_requests_running"] == 1)
+    s.proc.send_signal(signal.SIGTERM)
+    t.join(timeout=30)
+    status, r = result["r"]
+    assert status == 200 and r["usage"]["completion_tokens"] == 40
+    assert s.stop() == 0
+    assert any("draining 1 requests" in line for line in s.log)
+
+
+def test_random_and_mutated_bodies_never_break_the_server(server):
+    rng = random.Random(11)
+    seeds = [json.dumps(b) for _, b, _ in BAD if not isinstance(b, str)] + [
+        json.dumps({"prompt": "ok", "max_tokens": 2}),
+        json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+                    "stream": True})]
+    for i in range(150):
+        body = bytearray(rng.choice(seeds).encode())
+        for _ in range(rng.randint(1, 6)):
+            op = rng.random()
+            pos = rng.randrange(len(body) + 1)
+            if op < 0.4 and body:
+                body[min(pos, len(body) - 1)] = rng.randrange(256)
+            elif op < 0.7:
+                body[pos:pos] = bytes(rng.choice(b'{}[]",:0123456789-.etrufalsn\\') for _ in
+                                      range(rng.randint(1, 4)))
+            elif body:
+                del body[pos:pos + rng.randint(1, 8)]
+        if i % 10 == 0:
+            body = bytearray(rng.randbytes(rng.randint(0, 64)))
+        endpoint = rng.choice(["/v1/completions", "/v1/chat/completions"])
+        status, headers, payload = server.request("POST", endpoint, bytes(body))
+        assert status in (200, 400, 404), (status, body, payload)
+        if status != 200:
+            assert "error" in json.loads(payload)
+    status, _, _ = server.request("GET", "/health")
+    assert status == 200
+    m = server.metrics()
+    assert m["folio_requests_running"] == 0 and m["folio_kv_pages_held_by_requests"] == 0
