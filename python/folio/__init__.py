@@ -10,6 +10,7 @@ from folio._folio import (
     BufferHandle,
     ElementType,
     InvalidDescriptorError,
+    KvSnapshot,
     PerBlockAffine,
     PerChannelAffine,
     PerTensorAffine,
@@ -25,6 +26,7 @@ from folio._folio import (
     int32,
     int64,
     paged_attention,
+    read_snapshot,
     uint8,
     uint32,
     uint64,
@@ -33,6 +35,9 @@ from folio._folio import (
 __all__ = [
     "__version__",
     "paged_attention",
+    # KV snapshots
+    "KvSnapshot",
+    "read_snapshot",
     # Hurray tensor descriptors
     "BlockPagedLayout",
     "BufferHandle",

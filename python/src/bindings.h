@@ -30,6 +30,10 @@ void BindAttention(nanobind::module_& m);
 // mapping, so one except clause catches every refusal of a descriptor.
 void BindFormat(nanobind::module_& m);
 
+// folio.read_snapshot and folio.KvSnapshot (snapshot.cc): KV snapshot files
+// with their pages as NumPy arrays.
+void BindSnapshot(nanobind::module_& m);
+
 }  // namespace folio::python
 
 #endif  // FOLIO_PYTHON_BINDINGS_H_

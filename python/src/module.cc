@@ -13,4 +13,5 @@ NB_MODULE(_folio, m) {
   m.attr("__version__") = FOLIO_VERSION;
   folio::python::BindAttention(m);
   folio::python::BindFormat(m);
+  folio::python::BindSnapshot(m);
 }

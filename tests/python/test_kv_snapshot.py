@@ -69,3 +69,82 @@ def test_mismatched_or_damaged_snapshots_are_refused(tmp_path):
     bad.write_bytes(bytes(data[:100]))
     r = run("kv", "inspect", str(bad), check=False)
     assert r.returncode != 0 and "folio kv:" in r.stderr
+
+
+def walk_container(data):
+    """Reads a snapshot by docs/spec/kv-snapshot.md alone: manifest, then per
+    tensor its Hurray descriptor (decoded by folio.TensorDescriptor) and its
+    64-byte aligned buffers."""
+    import struct
+    import zlib
+
+    import folio
+
+    assert data[:8] == b"FOLIOKVS"
+    assert struct.unpack_from("<I", data, len(data) - 4)[0] == zlib.crc32(data[:-4])
+    version, flags, manifest_len = struct.unpack_from("<IIQ", data, 8)
+    assert (version, flags) == (1, 0)
+    manifest = json.loads(data[24:24 + manifest_len])
+    pos = 24 + manifest_len
+    (num_tensors,) = struct.unpack_from("<I", data, pos)
+    pos += 4
+    tensors = []
+    for _ in range(num_tensors):
+        (length,) = struct.unpack_from("<I", data, pos)
+        pos += 4
+        desc = folio.TensorDescriptor.from_bytes(data[pos:pos + length])
+        pos += length
+        buffers = []
+        for b in desc.buffers:
+            pos = (pos + 63) // 64 * 64
+            buffers.append(data[pos:pos + b.byte_size])
+            pos += b.byte_size
+        tensors.append((desc, buffers))
+    assert pos == len(data) - 4
+    return manifest, tensors
+
+
+@pytest.mark.parametrize("dtype,np_dtype", [("f32", "float32"), ("bf16", "uint16"), ("f16", "float16")])
+def test_snapshot_pages_read_from_python_match_the_spec(tmp_path, dtype, np_dtype):
+    np = pytest.importorskip("numpy")
+    folio = pytest.importorskip("folio")
+    snap = tmp_path / "s.kvs"
+    export(snap, "--kv-dtype", dtype, "--page-size", "4")
+    s = folio.read_snapshot(str(snap))
+    assert (s.kv_dtype, s.page_size, s.num_layers) == (dtype, 4, 2)
+    assert len(s.sequences) == len(PROMPTS)
+    manifest, tensors = walk_container(snap.read_bytes())
+    assert manifest["num_pages"] == s.num_pages
+    assert len(tensors) == 2 * s.num_layers
+    for i, (desc, buffers) in enumerate(tensors):
+        layer, role = divmod(i, 2)
+        layout = desc.layout
+        assert layout.tag == 0x0A and layout.page_size == 4 and layout.layer_index == layer
+        assert layout.kv_role == ("value" if role else "key")
+        layout.validate_index_buffers(seq_ptr=np.frombuffer(buffers[2], np.uint32),
+                                      block_table=np.frombuffer(buffers[1], np.uint32))
+        pages = (s.values if role else s.keys)(layer)
+        assert pages.dtype == np.dtype(np_dtype)
+        assert pages.shape == (s.num_pages, 4, s.num_kv_heads, s.head_dim)
+        assert not pages.flags.writeable
+        assert pages.tobytes() == buffers[0]
+    # Slots after each sequence's last token are zero; written ones are not.
+    for q in s.sequences:
+        last = q["block_table"][-1]
+        used = q["num_tokens"] - 4 * (len(q["block_table"]) - 1)
+        keys = s.keys(0)
+        assert np.all(keys[last, used:].view(np.uint8) == 0) or any(
+            other["block_table"][-1] == last and other["num_tokens"] > q["num_tokens"]
+            for other in s.sequences)
+        assert np.any(keys[last, :used].view(np.uint8) != 0)
+        assert q["request"]["prompt"] and len(q["request"]["output"]) == 3
+
+
+def test_read_snapshot_refuses_bad_files(tmp_path):
+    folio = pytest.importorskip("folio")
+    with pytest.raises(FileNotFoundError):
+        folio.read_snapshot(str(tmp_path / "missing.kvs"))
+    bad = tmp_path / "bad.kvs"
+    bad.write_bytes(b"FOLIOKVS" + b"\0" * 40)
+    with pytest.raises(ValueError):
+        folio.read_snapshot(str(bad))
