@@ -303,15 +303,20 @@ Status KvSnapshot::Validate() const {
 std::vector<std::byte> EncodeSnapshot(const KvSnapshot& s) {
   const Status valid = s.Validate();
   FOLIO_CHECK(valid.ok(), valid.ToString());
+  const std::string manifest = Manifest(s).dump();
+  const std::vector<uint32_t> table = FlatTable(s), seq_ptr = SeqPtr(s);
+  // Everything at once: the pools dominate, and growing the vector would
+  // copy them again at every doubling. A descriptor is under 256 bytes.
+  const uint64_t per_tensor =
+      4 + 256 + 3 * kAlign + s.num_pages * s.page_bytes() + 4 * (table.size() + seq_ptr.size());
   std::vector<std::byte> out;
+  out.reserve(kHeaderBytes + manifest.size() + 4 + 2 * s.num_layers * per_tensor + 4);
   for (const char c : kMagic) out.push_back(static_cast<std::byte>(c));
   Put<uint32_t>(out, kSnapshotVersion);
   Put<uint32_t>(out, 0);
-  const std::string manifest = Manifest(s).dump();
   Put<uint64_t>(out, manifest.size());
   PutBytes(out, std::as_bytes(std::span<const char>(manifest)));
   Put<uint32_t>(out, static_cast<uint32_t>(2 * s.num_layers));
-  const std::vector<uint32_t> table = FlatTable(s), seq_ptr = SeqPtr(s);
   for (uint64_t l = 0; l < s.num_layers; ++l) {
     for (const bool value : {false, true}) {
       Result<TensorDescriptor> d = Describe(s, l, value);
