@@ -187,6 +187,23 @@ void RunChunkT(const ChunkTask& t) {
       // acc = acc * corr + sum_j p_j v_j per row, j ascending; each value
       // vector is loaded once for the group.
       uint64_t i = 0;
+      // The common case, a full group whose rows all see the whole tile (a
+      // decode step's GQA group): no per-row tests, so the accumulators
+      // stay in registers. The same operations in the same order as the
+      // general loop below, so the same bits.
+      bool full = rows == kGroup;
+      for (size_t r = 0; r < rows; ++r) full &= first[r] == a0 - t0 && last[r] == t1 - t0;
+      for (; full && i + lanes <= head_dim; i += lanes) {
+        hn::Vec<DF> acc[kGroup];
+        for (size_t r = 0; r < kGroup; ++r) {
+          acc[r] = hn::Mul(hn::LoadU(d, t.acc + (g0 + r) * head_dim + i), hn::Set(d, corr[r]));
+        }
+        for (uint64_t j = a0 - t0; j < t1 - t0; ++j) {
+          const auto vv = LoadF(vrow[j] + i);
+          for (size_t r = 0; r < kGroup; ++r) acc[r] = hn::MulAdd(hn::Set(d, p[r][j]), vv, acc[r]);
+        }
+        for (size_t r = 0; r < kGroup; ++r) hn::StoreU(acc[r], d, t.acc + (g0 + r) * head_dim + i);
+      }
       for (; i + lanes <= head_dim; i += lanes) {
         hn::Vec<DF> acc[kGroup];
         for (size_t r = 0; r < rows; ++r) {
