@@ -484,12 +484,7 @@ int RunAttentionBench(const AttentionBenchOptions& o,
   report["targets"] = Targets(rows);
   report["rows"] = rows;
 
-  const std::string text = report.dump(2) + "\n";
-  if (o.json_output.empty()) {
-    std::cout << text;
-  } else if (Status s = WriteTextFile(o.json_output, text); !s.ok()) {
-    return fail(s);
-  }
+  if (Status s = EmitJson(report, o.json_output); !s.ok()) return fail(s);
   if (!o.no_plot) {
     const std::string path = PlotPath(o);
     if (Status s = WriteTextFile(path, PlotSvg(report)); !s.ok()) return fail(s);

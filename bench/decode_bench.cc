@@ -176,6 +176,22 @@ Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& c,
   return w;
 }
 
+Result<std::unique_ptr<model::Model>> LoadOrSynthesize(const std::string& path,
+                                                       const model::ModelConfig& synthetic,
+                                                       uint64_t seed, ThreadPool* pool) {
+  if (!path.empty()) {
+    std::cerr << "loading " << path << "...\n";
+    FOLIO_ASSIGN_OR_RETURN(model::Model m, model::LoadModel(path));
+    return std::make_unique<model::Model>(std::move(m));
+  }
+  std::cerr << "building a synthetic model: " << synthetic.num_layers << " layers, "
+            << synthetic.ParameterCount() << " parameters, bf16...\n";
+  FOLIO_ASSIGN_OR_RETURN(model::ModelWeights w, SyntheticWeights(synthetic, seed, pool));
+  FOLIO_ASSIGN_OR_RETURN(model::Model m,
+                         model::Model::Create(synthetic, std::move(w), /*check_finite=*/false));
+  return std::make_unique<model::Model>(std::move(m));
+}
+
 uint64_t WeightBytesPerToken(const model::ModelConfig& c,
                              const model::ModelWeights& w) {
   uint64_t bytes = 0;
@@ -242,29 +258,16 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
 
   // The model: loaded, or synthetic (filled over a pool of all cores).
   const double t_load = NowUs();
-  std::string model_name;
-  std::unique_ptr<model::Model> m;
-  if (!o.model.empty()) {
-    std::cerr << "loading " << o.model << "...\n";
-    Result<model::Model> r = model::LoadModel(o.model);
-    if (!r) return fail(r.error());
-    m = std::make_unique<model::Model>(std::move(*r));
-    model_name = o.model;
-  } else {
-    const uint64_t layers = o.layers ? o.layers : (o.quick ? 4 : 16);
-    const model::ModelConfig config = SyntheticConfig(layers);
-    std::cerr << "building the synthetic model: " << layers << " layers, "
-              << config.ParameterCount() << " parameters, bf16...\n";
-    ThreadPool fill_pool(0);
-    Result<model::ModelWeights> w = SyntheticWeights(config, o.seed, &fill_pool);
-    if (!w) return fail(w.error());
-    Result<model::Model> r =
-        model::Model::Create(config, std::move(*w), /*check_finite=*/false);
-    if (!r) return fail(r.error());
-    m = std::make_unique<model::Model>(std::move(*r));
-    model_name = layers == 16 ? "synthetic-1b"
-                              : "synthetic-1b-" + std::to_string(layers) + "layers";
-  }
+  const uint64_t layers = o.layers ? o.layers : (o.quick ? 4 : 16);
+  ThreadPool fill_pool(0);
+  Result<std::unique_ptr<model::Model>> loaded =
+      LoadOrSynthesize(o.model, SyntheticConfig(layers), o.seed, &fill_pool);
+  if (!loaded) return fail(loaded.error());
+  std::unique_ptr<model::Model> m = std::move(*loaded);
+  const std::string model_name =
+      !o.model.empty() ? o.model
+      : layers == 16   ? "synthetic-1b"
+                       : "synthetic-1b-" + std::to_string(layers) + "layers";
   const model::ModelConfig& config = m->config();
   (void)m->id();  // hash once here, not inside a timed region
   std::cerr << "  ready in " << Fixed((NowUs() - t_load) / 1e6, 1) << " s\n";
@@ -425,12 +428,7 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
       "/ that";
   report["runs"] = runs;
 
-  const std::string text = report.dump(2) + "\n";
-  if (o.json_output.empty()) {
-    std::cout << text;
-  } else if (Status s = WriteTextFile(o.json_output, text); !s.ok()) {
-    return fail(s);
-  }
+  if (Status s = EmitJson(report, o.json_output); !s.ok()) return fail(s);
   return 0;
 }
 

@@ -9,12 +9,14 @@
 #define FOLIO_BENCH_DECODE_BENCH_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "folio/core/status.h"
 #include "folio/core/thread_pool.h"
 #include "folio/model/config.h"
+#include "folio/model/model.h"
 #include "folio/model/weights.h"
 
 namespace CLI {
@@ -51,6 +53,13 @@ model::ModelConfig SyntheticConfig(uint64_t layers);
 Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& config,
                                              uint64_t seed,
                                              ThreadPool* pool = nullptr);
+
+// The model at `path` (a folder or .gguf, loaded with model::LoadModel), or,
+// when path is empty, `synthetic` with SyntheticWeights(seed) over `pool`.
+// Says on stderr what it is doing; a benchmark's models are big.
+Result<std::unique_ptr<model::Model>> LoadOrSynthesize(const std::string& path,
+                                                       const model::ModelConfig& synthetic,
+                                                       uint64_t seed, ThreadPool* pool);
 
 // Bytes of weights one decoded token reads: every matrix the decoder
 // multiplies (per layer q, k, v, o, gate, up, down; then the output head,

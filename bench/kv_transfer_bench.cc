@@ -74,24 +74,14 @@ int RunKvTransferBench(const KvTransferBenchOptions& given, const std::string& c
   // The model only has to produce K/V of a realistic shape: the serving
   // model's layers and heads, with a small FFN and vocabulary so that the
   // prefill before the measurement is quick.
-  std::unique_ptr<model::Model> m;
-  std::string model_name;
-  if (!o.model.empty()) {
-    Result<model::Model> r = model::LoadModel(o.model);
-    if (!r) return fail(r.error());
-    m = std::make_unique<model::Model>(std::move(*r));
-    model_name = o.model;
-  } else {
-    model::ModelConfig c = ServeModelConfig(false);
-    c.ffn_size = 256;
-    c.vocab_size = 1024;
-    Result<model::ModelWeights> w = SyntheticWeights(c, o.seed, &pool);
-    if (!w) return fail(w.error());
-    Result<model::Model> r = model::Model::Create(c, std::move(*w), false);
-    if (!r) return fail(r.error());
-    m = std::make_unique<model::Model>(std::move(*r));
-    model_name = "synthetic-serve-kv-shape";
-  }
+  model::ModelConfig kv_shape = ServeModelConfig(false);
+  kv_shape.ffn_size = 256;
+  kv_shape.vocab_size = 1024;
+  Result<std::unique_ptr<model::Model>> loaded =
+      LoadOrSynthesize(o.model, kv_shape, o.seed, &pool);
+  if (!loaded) return fail(loaded.error());
+  const std::unique_ptr<model::Model> m = std::move(*loaded);
+  const std::string model_name = o.model.empty() ? "synthetic-serve-kv-shape" : o.model;
   engine::EngineConfig ec;
   ec.page_size = o.page_size;
   ec.kv_dtype = *kv_dtype;
@@ -196,12 +186,7 @@ int RunKvTransferBench(const KvTransferBenchOptions& given, const std::string& c
       "export and import include the conversion between the pool's head-major pages and the "
       "token-major interchange pages; read_decode maps the file and checks its CRC-32 and "
       "every field; kv_gbps = kv_bytes / stage time";
-  const std::string text = report.dump(2) + "\n";
-  if (o.json_output.empty()) {
-    std::cout << text;
-  } else if (Status s = WriteTextFile(o.json_output, text); !s.ok()) {
-    return fail(s);
-  }
+  if (Status s = EmitJson(report, o.json_output); !s.ok()) return fail(s);
   return 0;
 }
 

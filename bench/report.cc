@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 
 #include "bench/memory_bandwidth.h"
 
@@ -11,6 +12,15 @@ std::string Fixed(double v, int digits) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+Status EmitJson(const nlohmann::json& report, const std::string& path) {
+  const std::string text = report.dump(2) + "\n";
+  if (path.empty()) {
+    std::cout << text;
+    return Status::Ok();
+  }
+  return WriteTextFile(path, text);
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text) {

@@ -18,6 +18,9 @@ std::string Fixed(double v, int digits);
 // Writes text to path (truncating); IoError naming the path on failure.
 Status WriteTextFile(const std::string& path, const std::string& text);
 
+// The report, indented, to stdout when path is empty, else to path.
+Status EmitJson(const nlohmann::json& report, const std::string& path);
+
 // The report's "machine" object: CPU, cores, LLC, dispatched SIMD target,
 // load averages at the start and now, and the other processes' load (and
 // steal) during the run.

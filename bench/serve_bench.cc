@@ -375,23 +375,12 @@ int RunServeBench(const ServeBenchOptions& given, const std::string& command) {
   const CpuSnapshot run_start = TakeCpuSnapshot();
   ThreadPool pool(o.threads);
 
-  std::unique_ptr<model::Model> m;
-  std::string model_name;
-  if (!o.model.empty()) {
-    std::cerr << "loading " << o.model << "...\n";
-    Result<model::Model> r = model::LoadModel(o.model);
-    if (!r) return fail(r.error());
-    m = std::make_unique<model::Model>(std::move(*r));
-    model_name = o.model;
-  } else {
-    const model::ModelConfig config = ServeModelConfig(o.quick);
-    Result<model::ModelWeights> w = SyntheticWeights(config, o.seed, &pool);
-    if (!w) return fail(w.error());
-    Result<model::Model> r = model::Model::Create(config, std::move(*w), false);
-    if (!r) return fail(r.error());
-    m = std::make_unique<model::Model>(std::move(*r));
-    model_name = o.quick ? "synthetic-serve-quick" : "synthetic-serve";
-  }
+  Result<std::unique_ptr<model::Model>> loaded =
+      LoadOrSynthesize(o.model, ServeModelConfig(o.quick), o.seed, &pool);
+  if (!loaded) return fail(loaded.error());
+  const std::unique_ptr<model::Model> m = std::move(*loaded);
+  const std::string model_name =
+      !o.model.empty() ? o.model : o.quick ? "synthetic-serve-quick" : "synthetic-serve";
   const model::ModelConfig& mc = m->config();
   const Workload w = MakeWorkload(o, mc.vocab_size);
   const uint64_t max_len = o.max_input_len + o.max_output_len;
@@ -560,12 +549,7 @@ int RunServeBench(const ServeBenchOptions& given, const std::string& command) {
   report["admission_sweep"] = sweep;
   report["targets"] = targets;
 
-  const std::string text = report.dump(2) + "\n";
-  if (o.json_output.empty()) {
-    std::cout << text;
-  } else if (Status s = WriteTextFile(o.json_output, text); !s.ok()) {
-    return fail(s);
-  }
+  if (Status s = EmitJson(report, o.json_output); !s.ok()) return fail(s);
   std::string plot = o.plot_output;
   if (plot.empty() && !o.json_output.empty()) {
     plot = o.json_output;
