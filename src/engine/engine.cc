@@ -235,15 +235,31 @@ Result<std::vector<StepOutput>> Engine::Step() {
     bool admitted_now;
     uint64_t query_tokens = 0;  // prefix-cache accounting of an admission
     uint64_t hit_tokens = 0;
+    uint64_t pages = 0;  // pages this step allocates for it
   };
   std::vector<Pick> picks;
+  // Undoes an admission of this step: its pages (and reservation) go back,
+  // and it stays at its place in the queue.
+  auto unadmit = [&](const Pick& p) {
+    Request& r = requests_.at(p.id);
+    if (config_.reserve_max_length) reserved_pages_ -= Reservation(r);
+    ReleaseSequence(r);
+    needed -= p.pages;
+  };
+  // An error before the step ran leaves the engine as it was.
+  auto fail = [&](Status s) {
+    for (const Pick& p : picks) {
+      if (p.admitted_now) unadmit(p);
+    }
+    return s;
+  };
   uint64_t budget = config_.max_num_batched_tokens;
   for (bool decodes : {true, false}) {
     for (RequestId id : running_) {
       const Request& r = requests_.at(id);
       if ((Pending(r) == 1) != decodes || budget == 0) continue;
       const uint64_t n = std::min(Pending(r), budget);
-      picks.push_back({id, n, false});
+      picks.push_back({id, n, false, 0, 0, pages_for(r, n)});
       needed += pages_for(r, n);
       promised += pages_for(r, Pending(r));
       budget -= n;
@@ -255,7 +271,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
   for (RequestId id : waiting_) {
     if (budget == 0 || running_.size() + admitted >= config_.max_num_seqs) break;
     Request& r = requests_.at(id);
-    FOLIO_RETURN_IF_ERROR(Admit(r));
+    if (Status s = Admit(r); !s.ok()) return fail(s);
     // Cached pages this admission now reads are no longer evictable.
     const auto table = cache_.block_table(*r.seq);
     const auto pinned = static_cast<uint64_t>(std::count_if(
@@ -277,7 +293,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
     promised += need_all;
     if (config_.reserve_max_length) reserved_pages_ += Reservation(r);
     const uint64_t total = r.prompt.size() + r.output.size();
-    picks.push_back({id, n, true, (total - 1) / page * page, r.computed});
+    picks.push_back({id, n, true, (total - 1) / page * page, r.computed, need});
     budget -= n;
     ++admitted;
   }
@@ -288,17 +304,21 @@ Result<std::vector<StepOutput>> Engine::Step() {
   std::optional<kv::AppendPlan> plan;
   while (true) {
     while (config_.prefix_caching && cache_.pool().num_free() < needed) {
-      FOLIO_ASSIGN_OR_RETURN(bool evicted, prefix_.EvictOne(cache_));
-      if (!evicted) break;
+      Result<bool> evicted = prefix_.EvictOne(cache_);
+      if (!evicted.ok()) return fail(evicted.status());
+      if (!*evicted) break;
       ++stats_.prefix_evictions;
     }
     std::vector<std::pair<kv::SeqId, uint64_t>> requests;
     for (const Pick& p : picks) requests.emplace_back(*requests_.at(p.id).seq, p.tokens);
-    FOLIO_ASSIGN_OR_RETURN(plan, cache_.PrepareAppend(requests));
+    Result<std::optional<kv::AppendPlan>> prepared = cache_.PrepareAppend(requests);
+    if (!prepared.ok()) return fail(prepared.status());
+    plan = std::move(*prepared);
     if (plan) break;
     if (config_.prefix_caching) {
-      FOLIO_ASSIGN_OR_RETURN(bool evicted, prefix_.EvictOne(cache_));
-      if (evicted) {
+      Result<bool> evicted = prefix_.EvictOne(cache_);
+      if (!evicted.ok()) return fail(evicted.status());
+      if (*evicted) {
         ++stats_.prefix_evictions;
         continue;
       }
@@ -306,14 +326,15 @@ Result<std::vector<StepOutput>> Engine::Step() {
     auto newest = std::find_if(picks.rbegin(), picks.rend(),
                                [](const Pick& p) { return p.admitted_now; });
     if (newest != picks.rend()) {
-      Request& r = requests_.at(newest->id);
-      if (config_.reserve_max_length) reserved_pages_ -= Reservation(r);
-      ReleaseSequence(r);
+      unadmit(*newest);
       picks.erase(std::next(newest).base());
       continue;
     }
     if (running_.empty()) return Status::FailedPrecondition("no request fits the pool");
     Request& victim = requests_.at(running_.back());
+    for (const Pick& p : picks) {
+      if (p.id == victim.id) needed -= p.pages;
+    }
     picks.erase(std::remove_if(picks.begin(), picks.end(),
                                [&](const Pick& p) { return p.id == victim.id; }),
                 picks.end());
@@ -339,13 +360,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
     // Nothing happened: the plan is undone and this step's admissions go
     // back to waiting without their sequences.
     cache_.Abort(std::move(*plan));
-    for (const Pick& p : picks) {
-      if (!p.admitted_now) continue;
-      Request& r = requests_.at(p.id);
-      if (config_.reserve_max_length) reserved_pages_ -= Reservation(r);
-      ReleaseSequence(r);
-    }
-    return logits.error();
+    return fail(logits.error());
   }
   cache_.Commit(*plan);
   ++stats_.steps;
