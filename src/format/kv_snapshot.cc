@@ -12,6 +12,7 @@
 #include "folio/core/file_bytes.h"
 #include "folio/format/block_paged_layout.h"
 #include "folio/format/descriptor.h"
+#include "wire.h"
 
 namespace folio::format {
 namespace {
@@ -45,64 +46,9 @@ uint32_t Crc32(std::span<const std::byte> bytes) {
   return static_cast<uint32_t>(crc);
 }
 
-template <typename T>
-void Put(std::vector<std::byte>& out, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    out.push_back(static_cast<std::byte>((static_cast<uint64_t>(v) >> (8 * i)) & 0xFF));
-  }
-}
-
-void PutBytes(std::vector<std::byte>& out, std::span<const std::byte> b) {
-  out.insert(out.end(), b.begin(), b.end());
-}
-
-void PadTo64(std::vector<std::byte>& out) {
-  out.resize(CeilDiv(out.size(), kAlign) * kAlign, std::byte{0});
-}
-
-// Reads little-endian fields from untrusted bytes; every read is bounded.
-class Reader {
- public:
-  explicit Reader(std::span<const std::byte> b) : b_(b) {}
-  uint64_t offset() const { return pos_; }
-  uint64_t left() const { return b_.size() - pos_; }
-  template <typename T>
-  Result<T> Get(const char* field) {
-    if (left() < sizeof(T)) return Truncated(field, sizeof(T));
-    uint64_t v = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) {
-      v |= static_cast<uint64_t>(b_[pos_ + i]) << (8 * i);
-    }
-    pos_ += sizeof(T);
-    return static_cast<T>(v);
-  }
-  Result<std::span<const std::byte>> Take(uint64_t n, const char* field) {
-    if (left() < n) return Truncated(field, n);
-    auto s = b_.subspan(pos_, n);
-    pos_ += n;
-    return s;
-  }
-  Status SkipPadding() {
-    const uint64_t target = CeilDiv(pos_, kAlign) * kAlign;
-    if (target > b_.size()) return Truncated("buffer padding", target - pos_);
-    for (uint64_t i = pos_; i < target; ++i) {
-      if (b_[i] != std::byte{0}) {
-        return Status::InvalidArgument("non-zero padding byte at offset " + Str(i));
-      }
-    }
-    pos_ = target;
-    return Status::Ok();
-  }
-
- private:
-  Status Truncated(const char* field, uint64_t need) const {
-    return Status::InvalidArgument(std::string("snapshot truncated: ") + field + " needs " +
-                                   Str(need) + " bytes at offset " + Str(pos_) + ", " +
-                                   Str(left()) + " remain");
-  }
-  std::span<const std::byte> b_;
-  uint64_t pos_ = 0;
-};
+// Zero bytes up to the next 64-byte offset (file-relative: the writer
+// starts at offset 0).
+uint64_t PaddingTo64(uint64_t offset) { return CeilDiv(offset, kAlign) * kAlign - offset; }
 
 std::vector<uint32_t> SeqPtr(const KvSnapshot& s) {
   std::vector<uint32_t> ptr{0};
@@ -309,31 +255,31 @@ std::vector<std::byte> EncodeSnapshot(const KvSnapshot& s) {
   // copy them again at every doubling. A descriptor is under 256 bytes.
   const uint64_t per_tensor =
       4 + 256 + 3 * kAlign + s.num_pages * s.page_bytes() + 4 * (table.size() + seq_ptr.size());
-  std::vector<std::byte> out;
-  out.reserve(kHeaderBytes + manifest.size() + 4 + 2 * s.num_layers * per_tensor + 4);
-  for (const char c : kMagic) out.push_back(static_cast<std::byte>(c));
-  Put<uint32_t>(out, kSnapshotVersion);
-  Put<uint32_t>(out, 0);
-  Put<uint64_t>(out, manifest.size());
-  PutBytes(out, std::as_bytes(std::span<const char>(manifest)));
-  Put<uint32_t>(out, static_cast<uint32_t>(2 * s.num_layers));
+  internal::Writer w;
+  w.Reserve(kHeaderBytes + manifest.size() + 4 + 2 * s.num_layers * per_tensor + 4);
+  w.PutBytes(std::as_bytes(std::span<const char>(kMagic)));
+  w.Put<uint32_t>(kSnapshotVersion);
+  w.Put<uint32_t>(0);
+  w.Put<uint64_t>(manifest.size());
+  w.PutBytes(std::as_bytes(std::span<const char>(manifest)));
+  w.Put<uint32_t>(static_cast<uint32_t>(2 * s.num_layers));
   for (uint64_t l = 0; l < s.num_layers; ++l) {
     for (const bool value : {false, true}) {
       Result<TensorDescriptor> d = Describe(s, l, value);
       FOLIO_CHECK(d.ok(), d.status().ToString());
       const std::vector<std::byte> desc = d->ToBytes();
-      Put<uint32_t>(out, static_cast<uint32_t>(desc.size()));
-      PutBytes(out, desc);
+      w.Put<uint32_t>(static_cast<uint32_t>(desc.size()));
+      w.PutBytes(desc);
       for (const std::span<const std::byte> buf :
            {std::span<const std::byte>(value ? s.values[l] : s.keys[l]), AsBytes(table),
             AsBytes(seq_ptr)}) {
-        PadTo64(out);
-        PutBytes(out, buf);
+        w.PutZeros(PaddingTo64(w.size()));
+        w.PutBytes(buf);
       }
     }
   }
-  Put<uint32_t>(out, Crc32(out));
-  return out;
+  w.Put<uint32_t>(Crc32(w.bytes()));
+  return std::move(w.bytes());
 }
 
 Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
@@ -345,24 +291,27 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
     return Status::InvalidArgument("not a folio KV snapshot (magic is not \"FOLIOKVS\")");
   }
   const auto body = bytes.first(bytes.size() - 4);
-  Reader crc_reader(bytes.last(4));
-  FOLIO_ASSIGN_OR_RETURN(uint32_t crc, crc_reader.Get<uint32_t>("checksum"));
-  if (Crc32(body) != crc) {
+  uint32_t crc = 0;
+  FOLIO_RETURN_IF_ERROR(internal::Reader(bytes.last(4), "snapshot").Read("checksum", crc));
+  if (const uint32_t computed = Crc32(body); computed != crc) {
     return Status::Corruption("snapshot checksum mismatch: stored " + Str(crc) +
-                              ", computed " + Str(Crc32(body)));
+                              ", computed " + Str(computed));
   }
-  Reader r(body);
-  FOLIO_RETURN_IF_ERROR(r.Take(sizeof kMagic, "magic").status());
-  FOLIO_ASSIGN_OR_RETURN(uint32_t version, r.Get<uint32_t>("version"));
+  internal::Reader r(body, "snapshot");
+  std::span<const std::byte> unused;
+  FOLIO_RETURN_IF_ERROR(r.Take("magic", sizeof kMagic, unused));
+  uint32_t version = 0, flags = 0, num_tensors = 0;
+  uint64_t manifest_length = 0;
+  FOLIO_RETURN_IF_ERROR(r.Read("version", version));
   if (version != kSnapshotVersion) {
     return Status::Unimplemented("snapshot version " + Str(version) + "; this folio reads " +
                                  Str(kSnapshotVersion));
   }
-  FOLIO_ASSIGN_OR_RETURN(uint32_t flags, r.Get<uint32_t>("flags"));
+  FOLIO_RETURN_IF_ERROR(r.Read("flags", flags));
   if (flags != 0) return Status::InvalidArgument("snapshot flags " + Str(flags) + " are not 0");
-  FOLIO_ASSIGN_OR_RETURN(uint64_t manifest_length, r.Get<uint64_t>("manifest_length"));
-  FOLIO_ASSIGN_OR_RETURN(std::span<const std::byte> manifest_bytes,
-                         r.Take(manifest_length, "manifest"));
+  FOLIO_RETURN_IF_ERROR(r.Read("manifest_length", manifest_length));
+  std::span<const std::byte> manifest_bytes;
+  FOLIO_RETURN_IF_ERROR(r.Take("manifest", manifest_length, manifest_bytes));
   const json manifest = json::parse(reinterpret_cast<const char*>(manifest_bytes.data()),
                                     reinterpret_cast<const char*>(manifest_bytes.data()) +
                                         manifest_bytes.size(),
@@ -370,7 +319,7 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
   if (manifest.is_discarded()) return Status::InvalidArgument("manifest is not valid JSON");
   FOLIO_ASSIGN_OR_RETURN(KvSnapshot s, ParseManifest(manifest));
 
-  FOLIO_ASSIGN_OR_RETURN(uint32_t num_tensors, r.Get<uint32_t>("num_tensors"));
+  FOLIO_RETURN_IF_ERROR(r.Read("num_tensors", num_tensors));
   if (num_tensors != 2 * s.num_layers) {
     return Status::InvalidArgument("snapshot has " + Str(num_tensors) + " tensors for " +
                                    Str(s.num_layers) + " layers (want one key and one value "
@@ -378,19 +327,20 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
   }
   // Everything the manifest implies, before sizing anything from it.
   const auto pool_bytes = CheckedMul(s.num_pages, s.page_bytes());
-  if (!pool_bytes || *pool_bytes > r.left()) {
+  if (!pool_bytes || *pool_bytes > r.remaining()) {
     return Status::InvalidArgument("manifest promises pools of " +
                                    (pool_bytes ? Str(*pool_bytes) : std::string("overflowing")) +
-                                   " bytes; " + Str(r.left()) + " bytes remain");
+                                   " bytes; " + Str(r.remaining()) + " bytes remain");
   }
   const std::vector<uint32_t> table = FlatTable(s), seq_ptr = SeqPtr(s);
   for (uint64_t i = 0; i < num_tensors; ++i) {
     const uint64_t layer = i / 2;
     const bool value = i % 2 == 1;
     const std::string what = "layer " + Str(layer) + (value ? " value" : " key") + " tensor";
-    FOLIO_ASSIGN_OR_RETURN(uint32_t desc_length, r.Get<uint32_t>("descriptor_length"));
-    FOLIO_ASSIGN_OR_RETURN(std::span<const std::byte> desc_bytes,
-                           r.Take(desc_length, "descriptor"));
+    uint32_t desc_length = 0;
+    std::span<const std::byte> desc_bytes;
+    FOLIO_RETURN_IF_ERROR(r.Read("descriptor_length", desc_length));
+    FOLIO_RETURN_IF_ERROR(r.Take("descriptor", desc_length, desc_bytes));
     Result<TensorDescriptor> desc = TensorDescriptor::FromBytes(desc_bytes);
     if (!desc.ok()) return desc.status().WithContext(what);
     // The descriptor must say exactly what the manifest implies.
@@ -402,8 +352,9 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
     }
     std::vector<std::span<const std::byte>> buffers;
     for (const BufferHandle& h : desc->buffers()) {
-      FOLIO_RETURN_IF_ERROR(r.SkipPadding());
-      FOLIO_ASSIGN_OR_RETURN(std::span<const std::byte> b, r.Take(h.byte_size, "buffer"));
+      FOLIO_RETURN_IF_ERROR(r.ReadReserved("buffer padding", PaddingTo64(r.pos())));
+      std::span<const std::byte> b;
+      FOLIO_RETURN_IF_ERROR(r.Take("buffer", h.byte_size, b));
       buffers.push_back(b);
     }
     auto same = [](std::span<const std::byte> a, std::span<const std::byte> b) {
@@ -416,8 +367,8 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
     auto& dst = value ? s.values : s.keys;
     dst.emplace_back(buffers[0].begin(), buffers[0].end());
   }
-  if (r.left() != 0) {
-    return Status::InvalidArgument(Str(r.left()) + " unexpected bytes before the checksum");
+  if (r.remaining() != 0) {
+    return Status::InvalidArgument(Str(r.remaining()) + " unexpected bytes before the checksum");
   }
   FOLIO_RETURN_IF_ERROR(s.Validate());
   return s;
@@ -456,27 +407,18 @@ Result<KvSnapshot> ReadSnapshotFile(const std::filesystem::path& path) {
 }
 
 json SnapshotSummary(const KvSnapshot& s, uint64_t file_bytes) {
-  json seqs = json::array();
+  // The manifest, plus what can be counted from it.
+  json summary = Manifest(s);
   uint64_t refs = 0;
-  for (const SnapshotSequence& q : s.sequences) {
-    refs += q.block_table.size();
-    seqs.push_back({{"num_tokens", q.num_tokens},
-                    {"pages", q.block_table.size()},
-                    {"block_table", q.block_table},
-                    {"request", q.request}});
+  for (json& q : summary["sequences"]) {
+    q["pages"] = q["block_table"].size();
+    refs += q["block_table"].size();
   }
-  return {{"model_id", s.model_id},
-          {"kv_dtype", std::string(ElementTypeName(s.kv_dtype))},
-          {"page_size", s.page_size},
-          {"num_layers", s.num_layers},
-          {"num_kv_heads", s.num_kv_heads},
-          {"head_dim", s.head_dim},
-          {"num_pages", s.num_pages},
-          {"page_references", refs},
-          {"shared_page_references", refs - s.num_pages},
-          {"kv_bytes", 2 * s.num_layers * s.num_pages * s.page_bytes()},
-          {"file_bytes", file_bytes},
-          {"sequences", seqs}};
+  summary["page_references"] = refs;
+  summary["shared_page_references"] = refs - s.num_pages;
+  summary["kv_bytes"] = 2 * s.num_layers * s.num_pages * s.page_bytes();
+  summary["file_bytes"] = file_bytes;
+  return summary;
 }
 
 }  // namespace folio::format

@@ -1,7 +1,8 @@
-// Little-endian reading and writing of descriptor bytes (module-internal).
+// Little-endian reading and writing of the format module's wire bytes
+// (descriptors and KV snapshot files; module-internal).
 //
 // Reader bounds every read by the bytes that remain and names the field
-// and its byte offset when it runs out, so a truncated descriptor is an
+// and its byte offset when it runs out, so truncated input is an
 // InvalidArgument that says what was being read.
 #ifndef FOLIO_FORMAT_WIRE_H_
 #define FOLIO_FORMAT_WIRE_H_
@@ -39,14 +40,16 @@ Status Unsupported(const Args&... args) {
 
 class Reader {
  public:
-  explicit Reader(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  // `input` names what is read in errors ("descriptor", "snapshot").
+  explicit Reader(std::span<const std::byte> bytes, std::string_view input = "descriptor")
+      : bytes_(bytes), input_(input) {}
 
   uint64_t pos() const { return pos_; }
   uint64_t remaining() const { return bytes_.size() - pos_; }
 
   Status Need(std::string_view what, uint64_t num_bytes) const {
     if (num_bytes <= remaining()) return Status::Ok();
-    return Invalid("truncated descriptor: ", what, " at byte ", pos_, " needs ",
+    return Invalid("truncated ", input_, ": ", what, " at byte ", pos_, " needs ",
                    num_bytes, " bytes, ", remaining(), " remain");
   }
 
@@ -70,7 +73,7 @@ class Reader {
     for (uint64_t i = 0; i < count; ++i) {
       const auto b = static_cast<uint8_t>(bytes_[pos_ + i]);
       if (b != 0) {
-        return Invalid(what, " byte ", i, " (descriptor byte ", pos_ + i,
+        return Invalid(what, " byte ", i, " (", input_, " byte ", pos_ + i,
                        ") is ", Hex(b), "; reserved bytes must be zero");
       }
     }
@@ -89,6 +92,7 @@ class Reader {
 
  private:
   std::span<const std::byte> bytes_;
+  std::string_view input_;
   uint64_t pos_ = 0;
 };
 
@@ -102,6 +106,7 @@ class Writer {
           (static_cast<uint64_t>(v) >> (8 * i)) & 0xFFu));
     }
   }
+  void Reserve(uint64_t count) { out_.reserve(count); }
   void PutZeros(uint64_t count) {
     out_.insert(out_.end(), count, std::byte{0});
   }

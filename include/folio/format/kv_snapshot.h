@@ -87,7 +87,8 @@ Status WriteSnapshotFile(const KvSnapshot& snapshot, const std::filesystem::path
 Result<KvSnapshot> ReadSnapshotFile(const std::filesystem::path& path);
 
 // A summary for people and tools (`folio kv inspect --json`): the manifest
-// fields, per sequence its tokens and pages, and byte counts. No pages.
+// with each sequence's page count, page references (and how many are
+// shared) and byte counts. No pages.
 nlohmann::json SnapshotSummary(const KvSnapshot& snapshot, uint64_t file_bytes);
 
 }  // namespace folio::format
