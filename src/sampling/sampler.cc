@@ -112,18 +112,21 @@ Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t tok
   TokenLogprobs out;
   out.token = token;
   out.logprob = logprob(static_cast<size_t>(token));
-  const size_t n = std::min<size_t>(top_n, logits.size());
-  std::vector<int32_t> ids(logits.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(),
-                    [&](int32_t a, int32_t b) {
-                      const float la = logits[static_cast<size_t>(a)];
-                      const float lb = logits[static_cast<size_t>(b)];
-                      return la != lb ? la > lb : a < b;
-                    });
-  for (size_t i = 0; i < n; ++i) {
-    out.top.emplace_back(ids[i], logprob(static_cast<size_t>(ids[i])));
+  // The best top_n by (logit desc, id asc), kept sorted in one pass over
+  // the row: no vocabulary-sized buffer per token (top_n <= 20).
+  auto better = [&](int32_t a, int32_t b) {
+    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+    return la != lb ? la > lb : a < b;
+  };
+  std::vector<int32_t> best;
+  best.reserve(top_n);
+  for (size_t i = 0; i < logits.size() && top_n > 0; ++i) {
+    const auto id = static_cast<int32_t>(i);
+    if (best.size() == top_n && !better(id, best.back())) continue;
+    if (best.size() == top_n) best.pop_back();
+    best.insert(std::upper_bound(best.begin(), best.end(), id, better), id);
   }
+  for (const int32_t id : best) out.top.emplace_back(id, logprob(static_cast<size_t>(id)));
   return out;
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -120,6 +121,27 @@ TEST(LogprobsTest, LogSoftmaxOfRawLogitsWithTopAlternatives) {
   EXPECT_NEAR(total, 1.0, 1e-6);
   // More alternatives than tokens: all of them.
   EXPECT_EQ(ComputeLogprobs(logits, 0, 20)->top.size(), 5u);
+}
+
+// The one-pass selection against a full sort, on rows full of ties.
+TEST(LogprobsTest, TopAlternativesMatchAFullSort) {
+  SplitMix64 rng(5);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> logits(1 + rng.NextU64() % 300);
+    for (float& x : logits) x = static_cast<float>(rng.NextU64() % 7) - 3.0f;
+    const uint64_t n = rng.NextU64() % 21;
+    std::vector<int32_t> ids(logits.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>(i);
+    std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) {
+      return logits[static_cast<size_t>(a)] > logits[static_cast<size_t>(b)];
+    });
+    ids.resize(std::min<size_t>(n, ids.size()));
+    auto r = ComputeLogprobs(logits, 0, n);
+    ASSERT_TRUE(r.ok());
+    std::vector<int32_t> got;
+    for (const auto& [id, lp] : r->top) got.push_back(id);
+    EXPECT_EQ(got, ids) << "trial " << trial;
+  }
 }
 
 TEST(LogprobsTest, RejectsBadInput) {
