@@ -131,15 +131,17 @@ Result<SeqId> PagedKvCache::AddSequence(std::span<const PageId> prefix, uint64_t
   Sequence s;
   s.table.assign(prefix.begin(), prefix.end());
   s.length = length;
-  for (const PageId page : s.table) CheckOk(pool_.Retain(page));
+  for (const PageId page : s.table) Ref(page);
   seqs_.emplace(next_seq_id_, std::move(s));
   return next_seq_id_++;
 }
 
 Status PagedKvCache::HoldPage(PageId page) {
   FOLIO_RETURN_IF_ERROR(CheckNoPlan("hold of page " + std::to_string(page)));
-  FOLIO_RETURN_IF_ERROR(pool_.Retain(page));
+  const bool was = page >= 0 && static_cast<uint64_t>(page) < config_.num_pages && HeldOnly(page);
+  FOLIO_RETURN_IF_ERROR(pool_.Retain(page));  // range and liveness checks
   ++holds_[static_cast<size_t>(page)];
+  CountHeldOnly(was, page);
   return Status::Ok();
 }
 
@@ -153,8 +155,10 @@ Status PagedKvCache::DropPage(PageId page) {
     return Status::FailedPrecondition("drop of page " + std::to_string(page) +
                                       ", which has no hold");
   }
+  const bool was = HeldOnly(page);
   CheckOk(pool_.Release(page));
   --holds_[static_cast<size_t>(page)];
+  CountHeldOnly(was, page);
   return Status::Ok();
 }
 
@@ -162,7 +166,10 @@ Result<std::optional<std::vector<PageId>>> PagedKvCache::HoldNewPages(uint64_t n
   FOLIO_RETURN_IF_ERROR(CheckNoPlan("allocation of " + Str(n) + " pages"));
   std::optional<std::vector<PageId>> pages = pool_.TryAllocate(n);
   if (pages) {
-    for (const PageId page : *pages) ++holds_[static_cast<size_t>(page)];
+    for (const PageId page : *pages) {
+      ++holds_[static_cast<size_t>(page)];
+      ++held_only_;  // refcount 1, its one hold
+    }
   }
   return pages;
 }
@@ -212,6 +219,29 @@ Status PagedKvCache::WritePageTokenMajor(uint64_t layer, KvRole role, PageId pag
   return Status::Ok();
 }
 
+bool PagedKvCache::HeldOnly(PageId page) const {
+  const uint32_t h = holds_[static_cast<size_t>(page)];
+  return h > 0 && h == pool_.refcount(page);
+}
+
+void PagedKvCache::CountHeldOnly(bool was, PageId page) {
+  const bool now = HeldOnly(page);
+  if (now && !was) ++held_only_;
+  if (was && !now) --held_only_;
+}
+
+void PagedKvCache::Ref(PageId page) {
+  const bool was = HeldOnly(page);
+  CheckOk(pool_.Retain(page));
+  CountHeldOnly(was, page);
+}
+
+void PagedKvCache::Unref(PageId page) {
+  const bool was = HeldOnly(page);
+  CheckOk(pool_.Release(page));
+  CountHeldOnly(was, page);
+}
+
 uint32_t PagedKvCache::holds(PageId page) const {
   FOLIO_CHECK(page >= 0 && static_cast<uint64_t>(page) < config_.num_pages, "page=", page);
   return holds_[static_cast<size_t>(page)];
@@ -222,7 +252,7 @@ Result<SeqId> PagedKvCache::Fork(SeqId seq) {
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return UnknownSeq("fork", seq);
   Sequence child = it->second;
-  for (const PageId page : child.table) CheckOk(pool_.Retain(page));
+  for (const PageId page : child.table) Ref(page);
   seqs_.emplace(next_seq_id_, std::move(child));
   return next_seq_id_++;
 }
@@ -233,7 +263,7 @@ Status PagedKvCache::Release(SeqId seq) {
   if (it == seqs_.end()) return UnknownSeq("release", seq);
   const std::vector<PageId>& table = it->second.table;
   for (auto page = table.rbegin(); page != table.rend(); ++page) {
-    CheckOk(pool_.Release(*page));
+    Unref(*page);
   }
   seqs_.erase(it);
   return Status::Ok();
@@ -312,7 +342,7 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
       const PageId shared = seq.table.back();
       const PageId copy = *pool_.TryAllocate();
       CopyPage(shared, copy);
-      CheckOk(pool_.Release(shared));
+      Unref(shared);
       seq.table.back() = copy;
       undo.cow_source = shared;
     }
@@ -365,11 +395,11 @@ void PagedKvCache::Abort(AppendPlan&& plan) {
     std::vector<PageId>& table = seqs_.find(plan.seqs_[i])->second.table;
     const AppendPlan::Undo& undo = plan.undo_[i];
     for (; table.size() > undo.old_num_pages; table.pop_back()) {
-      CheckOk(pool_.Release(table.back()));
+      Unref(table.back());
     }
     if (undo.cow_source >= 0) {
-      CheckOk(pool_.Release(table.back()));
-      CheckOk(pool_.Retain(undo.cow_source));
+      Unref(table.back());
+      Ref(undo.cow_source);
       table.back() = undo.cow_source;
     }
   }
@@ -542,8 +572,8 @@ PoolStats PagedKvCache::Stats() const {
   for (size_t page = 0; page < filled.size(); ++page) {
     if (holds_[page] == 0) continue;
     filled[page] = page_size;
-    if (holds_[page] == pool_.refcount(static_cast<PageId>(page))) ++st.pages_held_only;
   }
+  st.pages_held_only = held_only_;
   uint64_t committed = 0;
   for (const uint64_t f : filled) committed += f;
   st.tail_slots_unwritten = st.pages_used * page_size - committed;

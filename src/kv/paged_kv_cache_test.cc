@@ -422,9 +422,11 @@ std::vector<SeqId> Ids(const Shadow& shadow) {
   return ids;
 }
 
-// Conservation, table sizes, refcount = number of table references, and
-// every live row equal to what its sequence wrote.
-void CheckAgainstShadow(const PagedKvCache& c, const Shadow& shadow) {
+// Conservation, table sizes, refcount = number of table references plus
+// holds, the kept count of hold-only pages, and every live row equal to
+// what its sequence wrote.
+void CheckAgainstShadow(const PagedKvCache& c, const Shadow& shadow,
+                        const std::vector<PageId>& held) {
   const Status inv = c.pool().CheckInvariants();
   ASSERT_TRUE(inv.ok()) << inv.ToString();
   const uint64_t ps = c.config().page_size;
@@ -441,7 +443,17 @@ void CheckAgainstShadow(const PagedKvCache& c, const Shadow& shadow) {
           for (uint64_t h = 0; h < kHeads; ++h, i += kDim) c.ReadRow(l, role, id, pos, h, &got[i]);
     ASSERT_EQ(got, rows) << "sequence " << id;
   }
-  for (uint64_t p = 0; p < refs.size(); ++p) ASSERT_EQ(c.pool().refcount(p), refs[p]) << p;
+  std::vector<uint32_t> holds(refs.size(), 0);
+  for (PageId p : held) ++holds[static_cast<size_t>(p)];
+  uint64_t held_only = 0;
+  for (uint64_t p = 0; p < refs.size(); ++p) {
+    const auto page = static_cast<PageId>(p);
+    ASSERT_EQ(c.pool().refcount(page), refs[p] + holds[p]) << p;
+    ASSERT_EQ(c.holds(page), holds[p]) << p;
+    held_only += holds[p] > 0 && refs[p] == 0;
+  }
+  ASSERT_EQ(c.pages_held_only(), held_only);
+  ASSERT_EQ(c.Stats().pages_held_only, held_only);
 }
 
 void RunRandomTraffic(uint64_t page_size, uint64_t seed, int steps) {
@@ -450,10 +462,24 @@ void RunRandomTraffic(uint64_t page_size, uint64_t seed, int steps) {
   auto pick = [&](uint64_t n) { return rng.NextU64() % n; };
   auto random_id = [&](const Shadow& s) { return std::next(s.begin(), pick(s.size()))->first; };
   Shadow shadow;
-  int commits = 0, aborts = 0, exhausted = 0, shared_tails = 0;
+  std::vector<PageId> held;  // holds outside any sequence, as a prefix cache keeps
+  int commits = 0, aborts = 0, exhausted = 0, shared_tails = 0, holds = 0;
   for (int step = 0; step < steps; ++step) {
-    const uint64_t op = pick(10);
-    if (op == 0 || shadow.empty()) {
+    const uint64_t op = pick(12);
+    if (op == 10 && !shadow.empty()) {
+      // Hold any page of a sequence, tails included, so copy-on-write and
+      // Abort also move hold-only pages.
+      const auto table = c.block_table(random_id(shadow));
+      if (!table.empty()) {
+        held.push_back(table[pick(table.size())]);
+        ASSERT_TRUE(c.HoldPage(held.back()).ok());
+        ++holds;
+      }
+    } else if (op == 11 && !held.empty()) {
+      const size_t i = pick(held.size());
+      ASSERT_TRUE(c.DropPage(held[i]).ok());
+      held.erase(held.begin() + static_cast<std::ptrdiff_t>(i));
+    } else if (op == 0 || shadow.empty()) {
       shadow[c.AddSequence()];
     } else if (op == 1) {
       const SeqId parent = random_id(shadow);
@@ -523,15 +549,19 @@ void RunRandomTraffic(uint64_t page_size, uint64_t seed, int steps) {
         }
       }
     }
-    ASSERT_NO_FATAL_FAILURE(CheckAgainstShadow(c, shadow)) << "step " << step;
+    ASSERT_NO_FATAL_FAILURE(CheckAgainstShadow(c, shadow, held)) << "step " << step;
   }
-  EXPECT_GT(commits, steps / 3);
+  EXPECT_GT(commits, steps / 4);  // appends are 7 of 12 ops, 4 of 5 commit
   EXPECT_GT(aborts, steps / 40);
   EXPECT_GT(exhausted, steps / 100);
   if (page_size > 1) {
     EXPECT_GT(shared_tails, steps / 100);
   }
+  EXPECT_GT(holds, steps / 40);
   for (const auto& entry : shadow) ASSERT_TRUE(c.Release(entry.first).ok());
+  EXPECT_EQ(c.pages_held_only(), std::set<PageId>(held.begin(), held.end()).size());
+  for (PageId p : held) ASSERT_TRUE(c.DropPage(p).ok());
+  EXPECT_EQ(c.pages_held_only(), 0u);
   EXPECT_EQ(c.pool().num_free(), c.pool().num_pages());
   EXPECT_TRUE(c.pool().CheckInvariants().ok());
 }

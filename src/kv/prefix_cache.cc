@@ -105,11 +105,9 @@ void PrefixCache::Touch(std::span<const PageId> pages) {
 }
 
 uint64_t PrefixCache::NumEvictable(const PagedKvCache& cache) const {
-  uint64_t n = 0;
-  for (const auto& [page, id] : by_page_) {
-    if (cache.pool().refcount(page) == 1) ++n;
-  }
-  return n;
+  // The cache holds each of its pages once and is the pool's only holder,
+  // so its evictable pages are exactly the pages held and nothing else.
+  return cache.pages_held_only();
 }
 
 void PrefixCache::Erase(EntryId id) {

@@ -243,6 +243,11 @@ TEST(PrefixCacheTest, RandomWorkloadKeepsThePoolConsistent) {
       ASSERT_TRUE(pc.EvictOne(c).ok());
     }
     ASSERT_TRUE(c.pool().CheckInvariants().ok());
+    uint64_t held_only = 0;
+    for (PageId p = 0; p < 24; ++p) {
+      held_only += c.holds(p) > 0 && c.holds(p) == c.pool().refcount(p);
+    }
+    ASSERT_EQ(c.pages_held_only(), held_only);  // the kept count is exact
     uint64_t refs = 0;
     for (PageId p = 0; p < 24; ++p) refs += c.pool().refcount(p);
     uint64_t expected = pc.size();

@@ -134,17 +134,19 @@ void EngineLoop::Handle(Command& c) {
 }
 
 void EngineLoop::Publish(uint64_t handled_adds) {
-  const kv::PoolStats pool = engine_.cache().Stats();
+  // O(1) counters only: this runs every step (PagedKvCache::Stats would
+  // walk every page and table).
+  const kv::BlockPool& pool = engine_.cache().pool();
   const engine::EngineStats& st = engine_.stats();
   std::lock_guard lock(mu_);
   queued_adds_ -= handled_adds;
   snapshot_.running = engine_.num_running();
   snapshot_.waiting = engine_.num_waiting();
   snapshot_.queued = queued_adds_;
-  snapshot_.pages_total = pool.pages_total;
-  snapshot_.pages_used = pool.pages_used;
-  snapshot_.pages_free = pool.pages_free;
-  snapshot_.pages_cached = pool.pages_held_only;
+  snapshot_.pages_total = pool.num_pages();
+  snapshot_.pages_used = pool.num_used();
+  snapshot_.pages_free = pool.num_free();
+  snapshot_.pages_cached = engine_.cached_pages();
   snapshot_.prefix_query_tokens = st.prefix_query_tokens;
   snapshot_.prefix_hit_tokens = st.prefix_hit_tokens;
   snapshot_.preemptions = st.preemptions;

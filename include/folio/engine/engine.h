@@ -171,7 +171,7 @@ class Engine {
   // reserve_max_length: pages reserved by the running requests now.
   uint64_t reserved_pages() const { return reserved_pages_; }
   // Pages only the prefix cache holds (reusable, evictable).
-  uint64_t cached_pages() const { return cache_.Stats().pages_held_only; }
+  uint64_t cached_pages() const { return cache_.pages_held_only(); }
   // Gives every cached page back to the pool (nothing running needs them).
   Status ClearPrefixCache();
   const EngineStats& stats() const { return stats_; }

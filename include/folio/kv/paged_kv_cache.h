@@ -191,6 +191,10 @@ class PagedKvCache {
   Status DropPage(PageId page);
   // Holds on page (0 for most pages). page must be in range (checked).
   uint32_t holds(PageId page) const;
+  // Pages referenced by holds alone, no sequence (PoolStats::pages_held_only),
+  // kept current on every reference change rather than counted, so the
+  // scheduler can ask every step.
+  uint64_t pages_held_only() const { return held_only_; }
 
   bool Contains(SeqId seq) const { return seqs_.count(seq) != 0; }
   uint64_t num_sequences() const { return seqs_.size(); }
@@ -266,6 +270,12 @@ class PagedKvCache {
       std::span<const std::pair<SeqId, uint64_t>> requests);
   void CopyPage(PageId from, PageId to);
   Status CheckNoPlan(const std::string& op) const;
+  // Every reference change goes through Ref / Unref (or HoldPage /
+  // DropPage), which keep held_only_ current.
+  bool HeldOnly(PageId page) const;
+  void CountHeldOnly(bool was, PageId page);
+  void Ref(PageId page);
+  void Unref(PageId page);
   void CheckPending(const AppendPlan& plan) const;
   const Sequence& Find(SeqId seq) const;
 
@@ -276,6 +286,7 @@ class PagedKvCache {
   std::vector<AlignedBuffer> values_;  // [num_layers] of [N, H_kv, P, d]
   std::unordered_map<SeqId, Sequence> seqs_;
   std::vector<uint32_t> holds_;  // [num_pages], HoldPage references
+  uint64_t held_only_ = 0;       // pages whose every reference is a hold
   SeqId next_seq_id_ = 0;
   uint64_t next_plan_id_ = 1;
   uint64_t pending_plan_ = 0;  // id of the pending plan, 0 if none

@@ -86,7 +86,9 @@ class PrefixCache {
   // them last; call it when a sequence lets go of its pages.
   void Touch(std::span<const PageId> pages);
 
-  // Cached pages whose only reference is the cache's.
+  // Cached pages whose only reference is the cache's. O(1): it assumes the
+  // prefix cache is `cache`'s only page holder (true in the engine; an
+  // import's holds last only inside ImportSnapshot).
   uint64_t NumEvictable(const PagedKvCache& cache) const;
   // Gives back the least recently used evictable page (cache.DropPage);
   // false when none is evictable. Errors: DropPage's (a plan pending).
