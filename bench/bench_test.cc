@@ -310,8 +310,8 @@ TEST(KvTransferBench, ReportsEveryStageAndTheBytes) {
   EXPECT_EQ(r["kv_bytes"], 2 * 4 * 6 * 8 * 4 * 64 * 2);
   EXPECT_GT(r["file_bytes"].get<uint64_t>(), r["kv_bytes"].get<uint64_t>());
   for (const char* stage : {"export", "encode", "write", "read_decode", "import", "memcpy_floor"}) {
-    EXPECT_TRUE(r["stages"].contains(stage)) << stage;
-    EXPECT_GE(r["stages"][stage]["median_ms"].get<double>(), 0.0);
+    EXPECT_TRUE(r["stages"].contains(stage) && r["stages"][stage].contains("median_ms"))
+        << stage;
   }
 }
 

@@ -215,9 +215,11 @@ Result<std::vector<StepOutput>> Engine::Step() {
   std::vector<StepOutput> out;
   if (!HasUnfinished()) return out;
   const uint64_t page = config_.page_size;
-  // Pages this step may take: free ones and cached ones no sequence reads.
-  uint64_t available = cache_.pool().num_free() +
-                       (config_.prefix_caching ? prefix_.NumEvictable(cache_) : 0);
+  // Pages a step may take: free ones and cached ones no sequence reads
+  // (O(1); an admission that reuses cached pages makes them unavailable).
+  auto available = [&] {
+    return cache_.pool().num_free() + (config_.prefix_caching ? prefix_.NumEvictable(cache_) : 0);
+  };
   // Pages this step allocates (needed), and pages promised to the running
   // and newly admitted sequences until their prompts are prefilled
   // (promised >= needed): admission checks the promise, so a request is
@@ -272,23 +274,17 @@ Result<std::vector<StepOutput>> Engine::Step() {
     if (budget == 0 || running_.size() + admitted >= config_.max_num_seqs) break;
     Request& r = requests_.at(id);
     if (Status s = Admit(r); !s.ok()) return fail(s);
-    // Cached pages this admission now reads are no longer evictable.
-    const auto table = cache_.block_table(*r.seq);
-    const auto pinned = static_cast<uint64_t>(std::count_if(
-        table.begin(), table.end(),
-        [&](kv::PageId p) { return cache_.pool().refcount(p) == 2 && cache_.holds(p) == 1; }));
     const uint64_t n = std::min(Pending(r), budget);
     const uint64_t need = pages_for(r, n);
     const uint64_t need_all = pages_for(r, Pending(r));
     const bool alone = running_.empty() && admitted == 0;
     const bool no_room = config_.reserve_max_length
                              ? reserved_pages_ + Reservation(r) > config_.num_pages
-                             : !alone && promised + need_all + watermark + pinned > available;
+                             : !alone && promised + need_all + watermark > available();
     if (no_room) {
       ReleaseSequence(r);
       break;  // FCFS: nobody overtakes the head of the queue
     }
-    available -= pinned;
     needed += need;
     promised += need_all;
     if (config_.reserve_max_length) reserved_pages_ += Reservation(r);
