@@ -13,6 +13,7 @@
 
 #include "bench/decode_bench.h"
 #include "bench/machine_info.h"
+#include "bench/quick_defaults.h"
 #include "bench/report.h"
 #include "bench/serve_bench.h"
 #include "bench/timing.h"
@@ -49,21 +50,18 @@ CLI::App* AddKvTransferBenchCommand(CLI::App& bench, KvTransferBenchOptions& o) 
   cmd->add_option("--repeats", o.repeats)->check(CLI::Range(1, 1000));
   cmd->add_option("--threads", o.threads, "prefill threads (0 = every core)");
   cmd->add_option("--seed", o.seed);
+  SetQuickDefaults(cmd, &o.quick,
+                   {{"--num-seqs", [&o] { o.num_seqs = 4; }},
+                    {"--prompt-len", [&o] { o.prompt_len = 256; }},
+                    {"--repeats", [&o] { o.repeats = 3; }}});
   return cmd;
 }
 
-int RunKvTransferBench(const KvTransferBenchOptions& given, const std::string& command) {
+int RunKvTransferBench(const KvTransferBenchOptions& o, const std::string& command) {
   auto fail = [](const Status& s) {
     std::cerr << "folio bench kv-transfer: " << s.ToString() << "\n";
     return 1;
   };
-  KvTransferBenchOptions o = given;
-  if (o.quick) {
-    const KvTransferBenchOptions d;
-    if (o.num_seqs == d.num_seqs) o.num_seqs = 4;
-    if (o.prompt_len == d.prompt_len) o.prompt_len = 256;
-    if (o.repeats == d.repeats) o.repeats = 3;
-  }
   Result<DType> kv_dtype = ParseDType(o.kv_dtype);
   if (!kv_dtype) return fail(kv_dtype.error().WithContext("--kv-dtype"));
   const MachineInfo machine = ReadMachineInfo();

@@ -12,6 +12,7 @@
 
 #include "bench/decode_bench.h"
 #include "bench/machine_info.h"
+#include "bench/quick_defaults.h"
 #include "bench/report.h"
 #include "bench/svg_plot.h"
 #include "bench/timing.h"
@@ -339,28 +340,22 @@ CLI::App* AddServeBenchCommand(CLI::App& bench, ServeBenchOptions& o) {
                   "admission sweep budgets, in maximum-length requests (default 2,4,8)")
       ->delimiter(',');
   cmd->add_flag("--no-sweep", o.no_sweep, "skip the admission sweep");
+  SetQuickDefaults(cmd, &o.quick,
+                   {{"--num-seqs", [&o] { o.num_seqs = 8; }},
+                    {"--min-input-len", [&o] { o.min_input_len = 64; }},
+                    {"--max-input-len", [&o] { o.max_input_len = 256; }},
+                    {"--min-output-len", [&o] { o.min_output_len = 16; }},
+                    {"--max-output-len", [&o] { o.max_output_len = 32; }},
+                    {"--prefill-step", [&o] { o.prefill_step = 64; }},
+                    {"--sweep-requests", [&o] { o.sweep_requests = {2, 4}; }}});
   return cmd;
 }
 
-int RunServeBench(const ServeBenchOptions& given, const std::string& command) {
+int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
   auto fail = [](const Status& s) {
     std::cerr << "folio bench serve: " << s.ToString() << "\n";
     return 1;
   };
-  ServeBenchOptions o = given;
-  if (o.quick) {
-    const ServeBenchOptions defaults;
-    auto quick = [](uint64_t& field, uint64_t default_value, uint64_t quick_value) {
-      if (field == default_value) field = quick_value;
-    };
-    quick(o.num_seqs, defaults.num_seqs, 8);
-    quick(o.min_input_len, defaults.min_input_len, 64);
-    quick(o.max_input_len, defaults.max_input_len, 256);
-    quick(o.min_output_len, defaults.min_output_len, 16);
-    quick(o.max_output_len, defaults.max_output_len, 32);
-    quick(o.prefill_step, defaults.prefill_step, 64);
-    if (o.sweep_requests == defaults.sweep_requests) o.sweep_requests = {2, 4};
-  }
   if (o.min_input_len > o.max_input_len || o.min_output_len > o.max_output_len) {
     return fail(Status::InvalidArgument("--min-*-len must not exceed --max-*-len"));
   }

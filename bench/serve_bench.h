@@ -40,7 +40,10 @@ struct ServeBenchOptions {
   std::string model;        // "" = the synthetic serving model
   std::string json_output;  // "" = stdout
   std::string plot_output;  // "" = <json_output without .json>.svg, none for stdout
-  bool quick = false;       // smaller model and workload, under two minutes
+  // The 2-layer model; on the command line also 8 requests of 64-256 +
+  // 16-32 tokens, prefill step 64, sweep 2,4 (where not given; under two
+  // minutes).
+  bool quick = false;
   uint64_t num_seqs = 16;
   uint64_t batch_size = 4;  // running sequences (max_num_seqs)
   uint64_t min_input_len = 128;
