@@ -125,6 +125,7 @@ Status Engine::Admit(Request& r) {
 
 Status Engine::CachePages(Request& r) {
   const uint64_t page = config_.page_size;
+  if ((r.pages_cached + 1) * page > r.computed) return Status::Ok();  // most steps
   std::vector<int32_t> tokens(page);
   while ((r.pages_cached + 1) * page <= r.computed && prefix_.HasEntry(r.chain)) {
     for (uint64_t i = 0; i < page; ++i) tokens[i] = TokenAt(r, r.pages_cached * page + i);
