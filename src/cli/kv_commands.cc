@@ -9,11 +9,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/served_model.h"
 #include "folio/engine/engine.h"
 #include "folio/format/kv_snapshot.h"
-#include "folio/model/byte_tokenizer.h"
-#include "folio/model/model.h"
-#include "folio/model/model_tokenizer.h"
 
 namespace folio::cli {
 namespace {
@@ -29,41 +27,15 @@ double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
 }
 
-// A model with the tokenizer that goes with it.
-struct Served {
-  std::unique_ptr<model::Model> model;
-  std::optional<model::Tokenizer> tokenizer;
-  const model::Tokenizer& tok() const {
-    return tokenizer ? *tokenizer : model::ByteTokenizer::AsTokenizer();
-  }
-};
+// The built-in model's positions here (folio serve has its own flag).
+constexpr uint64_t kBuiltinPositions = 256;
 
-Result<Served> Load(const std::string& path) {
-  Served s;
-  if (path.empty() || path == "builtin") {
-    // The worked example's weights with room for longer prompts.
-    model::ModelConfig c = model::WorkedExampleConfig();
-    c.max_positions = 256;
-    FOLIO_ASSIGN_OR_RETURN(model::Model m, model::Model::FromSeed(c, 20));
-    s.model = std::make_unique<model::Model>(std::move(m));
-    return s;
-  }
-  FOLIO_ASSIGN_OR_RETURN(model::Model m, model::LoadModel(path));
-  s.model = std::make_unique<model::Model>(std::move(m));
-  FOLIO_ASSIGN_OR_RETURN(s.tokenizer, model::LoadModelTokenizer(path));
-  if (!s.tokenizer && s.model->config().vocab_size != model::ByteTokenizer::kVocabSize) {
-    return Status::NotFound("no tokenizer beside " + path +
-                            ", and its vocabulary is not folio's byte-level one");
-  }
-  return s;
-}
-
-Result<engine::Engine> MakeEngine(const Served& s, const KvFlags& f) {
+Result<engine::Engine> MakeEngine(const ServedModel& s, const KvFlags& f) {
   engine::EngineConfig c;
   c.page_size = f.page_size;
   c.num_pages = f.num_pages;
   FOLIO_ASSIGN_OR_RETURN(c.kv_dtype, ParseDType(f.kv_dtype));
-  return engine::Engine::Create(*s.model, c, nullptr, &s.tok());
+  return engine::Engine::Create(*s.model, c, nullptr, &s.tokenizer());
 }
 
 }  // namespace
@@ -101,14 +73,14 @@ KvCommands AddKvCommands(CLI::App& app, KvFlags& f) {
 }
 
 int RunKvExport(const KvFlags& f) {
-  Result<Served> s = Load(f.model);
+  Result<ServedModel> s = LoadServedModel(f.model, kBuiltinPositions);
   if (!s) return Fail(s.error());
   Result<engine::Engine> eng = MakeEngine(*s, f);
   if (!eng) return Fail(eng.error());
   std::vector<engine::RequestId> ids;
   std::map<engine::RequestId, size_t> index;
   for (size_t i = 0; i < f.prompts.size(); ++i) {
-    Result<std::vector<int32_t>> prompt = s->tok().Encode(f.prompts[i], true);
+    Result<std::vector<int32_t>> prompt = s->EncodePrompt(f.prompts[i]);
     if (!prompt) return Fail(prompt.error().WithContext("prompt " + std::to_string(i)));
     engine::RequestParams p;
     p.sampling.temperature = f.temperature;
@@ -173,7 +145,7 @@ int RunKvImport(const KvFlags& f) {
   Result<format::KvSnapshot> snap = format::ReadSnapshotFile(f.file);
   if (!snap) return Fail(snap.error());
   const double read_ms = MsSince(t0);
-  Result<Served> s = Load(f.model);
+  Result<ServedModel> s = LoadServedModel(f.model, kBuiltinPositions);
   if (!s) return Fail(s.error());
   KvFlags engine_flags = f;
   engine_flags.kv_dtype = std::string(format::ElementTypeName(snap->kv_dtype));
@@ -203,7 +175,7 @@ int RunKvImport(const KvFlags& f) {
   }
   json texts = json::array();
   for (const auto& t : tokens) {
-    Result<std::string> text = s->tok().Decode(t, true);
+    Result<std::string> text = s->tokenizer().Decode(t, true);
     texts.push_back(text ? *text : std::string());
   }
   const json report = {{"file", f.file},       {"read_ms", read_ms},

@@ -23,6 +23,7 @@
 #include "bench/serve_bench.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
+#include "cli/served_model.h"
 #include "cli/serve_command.h"
 #include "folio/engine/engine.h"
 #include "folio/engine/generate.h"
@@ -214,20 +215,13 @@ struct GenerateFlags {
 };
 
 int RunGenerate(const GenerateFlags& f) {
-  Result<model::Model> m = f.model_dir.empty()
-                               ? model::Model::FromSeed(model::WorkedExampleConfig(), 20)
-                               : model::LoadModel(f.model_dir);
-  if (!m) return Fail(m.error());
-  std::optional<model::Tokenizer> tokenizer;
-  if (!f.model_dir.empty()) {
-    Result<std::optional<model::Tokenizer>> t = model::LoadModelTokenizer(f.model_dir);
-    if (!t) return Fail(t.error());
-    tokenizer = std::move(*t);
-  }
-  if (!tokenizer && m->config().vocab_size != model::ByteTokenizer::kVocabSize) {
-    return Fail(Status::NotFound("no tokenizer.json beside the model, and its vocabulary is "
-                                 "not folio's byte-level one"));
-  }
+  Result<ServedModel> served =
+      LoadServedModel(f.model_dir, model::WorkedExampleConfig().max_positions);
+  if (!served) return Fail(served.error());
+  const model::Model* m = served->model.get();
+  // Byte-level output is printed byte by byte (escaped unless --raw); a
+  // real tokenizer streams complete UTF-8.
+  std::optional<model::Tokenizer> tokenizer = served->file_tokenizer;
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error());
   const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
@@ -243,14 +237,10 @@ int RunGenerate(const GenerateFlags& f) {
   params.sampling.temperature = f.temperature;
   params.sampling.top_k = f.top_k;
   params.sampling.top_p = f.top_p;
-  if (tokenizer) {
-    Result<std::vector<int32_t>> ids = tokenizer->Encode(f.prompt, /*add_special_tokens=*/true);
-    if (!ids) return Fail(ids.error());
-    prompt = std::move(*ids);
-    params.end_token = tokenizer->eos_id();
-  } else {
-    prompt = model::ByteTokenizer::Encode(f.prompt, true, false);
-  }
+  Result<std::vector<int32_t>> ids = served->EncodePrompt(f.prompt);
+  if (!ids) return Fail(ids.error());
+  prompt = std::move(*ids);
+  if (tokenizer) params.end_token = tokenizer->eos_id();
   ThreadPool pool(f.threads);
   const model::Decoder<float> decoder(*m, &pool);
   std::optional<model::StreamingDecoder> stream;

@@ -6,12 +6,12 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/served_model.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
 #include "folio/model/byte_tokenizer.h"
 #include "folio/model/gguf.h"
 #include "folio/model/model.h"
-#include "folio/model/model_tokenizer.h"
 #include "folio/server/chat_template.h"
 #include "folio/server/http_server.h"
 
@@ -83,46 +83,30 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
 }
 
 int RunServe(const ServeFlags& f) {
-  const bool builtin = f.model == "builtin";
-  std::optional<model::Model> m;
-  std::optional<model::Tokenizer> tokenizer;
+  Result<ServedModel> served = LoadServedModel(f.model, f.builtin_context);
+  if (!served) return Fail(served.error());
+  const bool builtin = served->builtin;
+  const model::Model* m = served->model.get();
   server::ModelInfo info;
-  if (builtin) {
-    model::ModelConfig c = model::WorkedExampleConfig();
-    c.max_positions = f.builtin_context;
-    Result<model::Model> built = model::Model::FromSeed(c, 20);
-    if (!built) return Fail(built.error());
-    m.emplace(std::move(*built));
+  info.tokenizer = &served->tokenizer();
+  if (served->byte_level()) {
+    // folio's byte-level models: the begin token first, no stop token (as
+    // `folio generate`), the plain chat template.
+    info.add_special_tokens = false;
+    info.prepend_id = model::ByteTokenizer::kBegin;
   } else {
-    Result<model::Model> loaded = model::LoadModel(f.model);
-    if (!loaded) return Fail(loaded.error());
-    m.emplace(std::move(*loaded));
-    Result<std::optional<model::Tokenizer>> t = model::LoadModelTokenizer(f.model);
-    if (!t) return Fail(t.error());
-    tokenizer = std::move(*t);
-  }
-  if (tokenizer) {
-    info.tokenizer = &*tokenizer;
-    if (std::optional<int32_t> eos = tokenizer->eos_id()) info.stop_token_ids.push_back(*eos);
+    const model::Tokenizer& tokenizer = served->tokenizer();
+    if (std::optional<int32_t> eos = tokenizer.eos_id()) info.stop_token_ids.push_back(*eos);
     info.chat_template = server::DetectChatTemplate(ReadChatTemplateSource(f.model));
     const std::string_view end = server::ChatEndOfTurn(info.chat_template);
     if (!end.empty()) {
-      std::optional<int32_t> id = tokenizer->TokenId(end);
+      std::optional<int32_t> id = tokenizer.TokenId(end);
       if (id) {
         info.chat_stop_token_ids.push_back(*id);
       } else {
         info.chat_template = server::ChatTemplate::kPlain;  // markers not in the vocabulary
       }
     }
-  } else if (m->config().vocab_size == model::ByteTokenizer::kVocabSize) {
-    // folio's byte-level models: the begin token first, no stop token (as
-    // `folio generate`), the plain chat template.
-    info.tokenizer = &model::ByteTokenizer::AsTokenizer();
-    info.add_special_tokens = false;
-    info.prepend_id = model::ByteTokenizer::kBegin;
-  } else {
-    return Fail(Status::NotFound("no tokenizer beside the model, and its vocabulary is not "
-                                 "folio's byte-level one"));
   }
   info.name = !f.served_model_name.empty() ? f.served_model_name
               : builtin                   ? "builtin"

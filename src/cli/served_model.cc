@@ -1,0 +1,37 @@
+#include "cli/served_model.h"
+
+#include "folio/model/byte_tokenizer.h"
+#include "folio/model/model_tokenizer.h"
+
+namespace folio::cli {
+
+const model::Tokenizer& ServedModel::tokenizer() const {
+  return file_tokenizer ? *file_tokenizer : model::ByteTokenizer::AsTokenizer();
+}
+
+Result<std::vector<int32_t>> ServedModel::EncodePrompt(std::string_view text) const {
+  if (byte_level()) return model::ByteTokenizer::Encode(text, /*add_begin=*/true, false);
+  return file_tokenizer->Encode(text, /*add_special_tokens=*/true);
+}
+
+Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_positions) {
+  ServedModel s;
+  if (path.empty() || path == "builtin") {
+    model::ModelConfig c = model::WorkedExampleConfig();
+    c.max_positions = builtin_positions;
+    FOLIO_ASSIGN_OR_RETURN(model::Model m, model::Model::FromSeed(c, 20));
+    s.builtin = true;
+    s.model = std::make_unique<model::Model>(std::move(m));
+    return s;
+  }
+  FOLIO_ASSIGN_OR_RETURN(model::Model m, model::LoadModel(path));
+  s.model = std::make_unique<model::Model>(std::move(m));
+  FOLIO_ASSIGN_OR_RETURN(s.file_tokenizer, model::LoadModelTokenizer(path));
+  if (!s.file_tokenizer && s.model->config().vocab_size != model::ByteTokenizer::kVocabSize) {
+    return Status::NotFound("no tokenizer beside " + path +
+                            ", and its vocabulary is not folio's byte-level one");
+  }
+  return s;
+}
+
+}  // namespace folio::cli

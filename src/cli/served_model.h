@@ -1,0 +1,47 @@
+// The model a serving command runs and the tokenizer that goes with it, in
+// one place for `folio serve` and `folio kv`.
+//
+//   "builtin" (or "")  the worked example's weights (seed 20) with
+//                      `builtin_positions` positions, byte-level;
+//   a folder / .gguf   model::LoadModel plus the file's tokenizer
+//                      (LoadModelTokenizer); a byte-level model without one
+//                      uses ByteTokenizer::AsTokenizer().
+//
+// Byte-level prompts start with the begin token and stop on nothing, as
+// `folio generate` does; other prompts get the tokenizer's special tokens.
+#ifndef FOLIO_CLI_SERVED_MODEL_H_
+#define FOLIO_CLI_SERVED_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "folio/core/status.h"
+#include "folio/model/model.h"
+#include "folio/model/tokenizer.h"
+
+namespace folio::cli {
+
+struct ServedModel {
+  bool builtin = false;
+  std::unique_ptr<model::Model> model;
+  std::optional<model::Tokenizer> file_tokenizer;  // the model file's, if any
+
+  // The file's tokenizer, or the byte-level one.
+  const model::Tokenizer& tokenizer() const;
+  bool byte_level() const { return !file_tokenizer.has_value(); }
+  // Prompt ids: the begin token and the bytes (byte-level), or Encode with
+  // special tokens.
+  Result<std::vector<int32_t>> EncodePrompt(std::string_view text) const;
+};
+
+// Errors: the model's; NotFound for a model with neither a tokenizer nor
+// folio's byte-level vocabulary.
+Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_positions);
+
+}  // namespace folio::cli
+
+#endif  // FOLIO_CLI_SERVED_MODEL_H_
