@@ -5,6 +5,7 @@
 #include <string>
 
 #include "folio/engine/engine.h"
+#include "folio/format/json_fields.h"
 
 namespace folio::engine {
 namespace {
@@ -22,71 +23,6 @@ Result<format::ElementType> ToElementType(DType d) {
                                " has no snapshot encoding");
 }
 
-// Typed reads of an untrusted request object; errors name the field.
-class Fields {
- public:
-  Fields(const json& j, std::string where) : j_(j), where_(std::move(where)) {}
-  const json* Find(const char* key, bool (json::*is)() const noexcept, const char* what,
-                   Status* error) const {
-    const auto it = j_.find(key);
-    if (it == j_.end() || !((*it).*is)()) {
-      *error = Status::InvalidArgument(where_ + ": " + key + " is missing or not " + what);
-      return nullptr;
-    }
-    return &*it;
-  }
-  Result<uint64_t> U64(const char* key) const {
-    Status e;
-    const json* v = Find(key, &json::is_number_unsigned, "an unsigned integer", &e);
-    if (!v) return e;
-    return v->get<uint64_t>();
-  }
-  Result<double> Double(const char* key) const {
-    Status e;
-    const json* v = Find(key, &json::is_number, "a number", &e);
-    if (!v) return e;
-    return v->get<double>();
-  }
-  Result<bool> Bool(const char* key) const {
-    Status e;
-    const json* v = Find(key, &json::is_boolean, "a boolean", &e);
-    if (!v) return e;
-    return v->get<bool>();
-  }
-  Result<std::vector<int32_t>> Tokens(const char* key) const {
-    Status e;
-    const json* v = Find(key, &json::is_array, "an array", &e);
-    if (!v) return e;
-    std::vector<int32_t> out;
-    for (const json& t : *v) {
-      if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX) {
-        return Status::InvalidArgument(where_ + ": " + key + " holds " + t.dump() +
-                                       ", not a token id");
-      }
-      out.push_back(t.get<int32_t>());
-    }
-    return out;
-  }
-  Result<std::vector<std::string>> Strings(const char* key) const {
-    Status e;
-    const json* v = Find(key, &json::is_array, "an array", &e);
-    if (!v) return e;
-    std::vector<std::string> out;
-    for (const json& t : *v) {
-      if (!t.is_string()) {
-        return Status::InvalidArgument(where_ + ": " + key + " holds " + t.dump() +
-                                       ", not a string");
-      }
-      out.push_back(t.get<std::string>());
-    }
-    return out;
-  }
-
- private:
-  const json& j_;
-  std::string where_;
-};
-
 json ParamsJson(const RequestParams& p) {
   return {{"temperature", p.sampling.temperature}, {"top_k", p.sampling.top_k},
           {"top_p", p.sampling.top_p},             {"min_p", p.sampling.min_p},
@@ -97,7 +33,7 @@ json ParamsJson(const RequestParams& p) {
 
 Result<RequestParams> ParseParams(const json& j, const std::string& where) {
   if (!j.is_object()) return Status::InvalidArgument(where + ": params is not an object");
-  const Fields f(j, where + " params");
+  const format::JsonFields f(j, where + " params");
   RequestParams p;
   FOLIO_ASSIGN_OR_RETURN(p.sampling.temperature, f.Double("temperature"));
   FOLIO_ASSIGN_OR_RETURN(p.sampling.top_k, f.U64("top_k"));
@@ -205,7 +141,7 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
   for (size_t i = 0; i < s.sequences.size(); ++i) {
     const std::string where = "snapshot sequence " + std::to_string(i);
     const format::SnapshotSequence& q = s.sequences[i];
-    const Fields f(q.request, where);
+    const format::JsonFields f(q.request, where);
     Request& r = staged[i];
     FOLIO_ASSIGN_OR_RETURN(r.prompt, f.Tokens("prompt"));
     FOLIO_ASSIGN_OR_RETURN(r.output, f.Tokens("output"));

@@ -12,6 +12,7 @@
 #include "folio/core/file_bytes.h"
 #include "folio/format/block_paged_layout.h"
 #include "folio/format/descriptor.h"
+#include "folio/format/json_fields.h"
 #include "wire.h"
 
 namespace folio::format {
@@ -111,46 +112,23 @@ json Manifest(const KvSnapshot& s) {
           {"sequences", seqs}};
 }
 
-// A manifest field of the expected JSON type, or InvalidArgument naming it.
-Result<uint64_t> U64(const json& j, const char* key, uint64_t max) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_number_unsigned()) {
-    return Status::InvalidArgument(std::string("manifest field ") + key +
-                                   " is missing or not an unsigned integer");
-  }
-  const auto v = it->get<uint64_t>();
-  if (v > max) {
-    return Status::InvalidArgument(std::string("manifest field ") + key + " = " + Str(v) +
-                                   " exceeds " + Str(max));
-  }
-  return v;
-}
-
-Result<std::string> String(const json& j, const char* key) {
-  const auto it = j.find(key);
-  if (it == j.end() || !it->is_string()) {
-    return Status::InvalidArgument(std::string("manifest field ") + key +
-                                   " is missing or not a string");
-  }
-  return it->get<std::string>();
-}
-
 Result<KvSnapshot> ParseManifest(const json& m) {
   if (!m.is_object()) return Status::InvalidArgument("manifest is not a JSON object");
-  FOLIO_ASSIGN_OR_RETURN(std::string format, String(m, "format"));
+  const JsonFields f(m, "manifest");
+  FOLIO_ASSIGN_OR_RETURN(std::string format, f.String("format"));
   if (format != "folio-kv-snapshot") {
     return Status::InvalidArgument("manifest format is \"" + format +
                                    "\", not \"folio-kv-snapshot\"");
   }
   KvSnapshot s;
-  FOLIO_ASSIGN_OR_RETURN(s.model_id, String(m, "model_id"));
-  FOLIO_ASSIGN_OR_RETURN(std::string dtype, String(m, "kv_dtype"));
+  FOLIO_ASSIGN_OR_RETURN(s.model_id, f.String("model_id"));
+  FOLIO_ASSIGN_OR_RETURN(std::string dtype, f.String("kv_dtype"));
   FOLIO_ASSIGN_OR_RETURN(s.kv_dtype, ParseElementType(dtype));
-  FOLIO_ASSIGN_OR_RETURN(s.page_size, U64(m, "page_size", kMaxPageSize));
-  FOLIO_ASSIGN_OR_RETURN(s.num_layers, U64(m, "num_layers", kMaxLayers));
-  FOLIO_ASSIGN_OR_RETURN(s.num_kv_heads, U64(m, "num_kv_heads", kMaxHeads));
-  FOLIO_ASSIGN_OR_RETURN(s.head_dim, U64(m, "head_dim", kMaxHeadDim));
-  FOLIO_ASSIGN_OR_RETURN(s.num_pages, U64(m, "num_pages", kMaxPages));
+  FOLIO_ASSIGN_OR_RETURN(s.page_size, f.U64("page_size", kMaxPageSize));
+  FOLIO_ASSIGN_OR_RETURN(s.num_layers, f.U64("num_layers", kMaxLayers));
+  FOLIO_ASSIGN_OR_RETURN(s.num_kv_heads, f.U64("num_kv_heads", kMaxHeads));
+  FOLIO_ASSIGN_OR_RETURN(s.head_dim, f.U64("head_dim", kMaxHeadDim));
+  FOLIO_ASSIGN_OR_RETURN(s.num_pages, f.U64("num_pages", kMaxPages));
   const auto seqs = m.find("sequences");
   if (seqs == m.end() || !seqs->is_array() || seqs->size() > kMaxSequences) {
     return Status::InvalidArgument("manifest field sequences is missing, not an array or has "
@@ -173,8 +151,8 @@ Result<KvSnapshot> ParseManifest(const json& m) {
       }
       seq.block_table.push_back(page.get<uint32_t>());
     }
-    FOLIO_ASSIGN_OR_RETURN(seq.num_tokens,
-                           U64(q, "num_tokens", seq.block_table.size() * s.page_size));
+    FOLIO_ASSIGN_OR_RETURN(seq.num_tokens, JsonFields(q, where).U64(
+                                               "num_tokens", seq.block_table.size() * s.page_size));
     const auto request = q.find("request");
     if (request == q.end() || !request->is_object()) {
       return Status::InvalidArgument(where + ": request is missing or not an object");
