@@ -347,11 +347,10 @@ Result<std::vector<StepOutput>> Engine::Step() {
     seqs.push_back(*r.seq);
     for (uint64_t i = r.computed; i < r.computed + p.tokens; ++i) tokens.push_back(TokenAt(r, i));
   }
-  model::StepCounters counters;
   Result<kv::BatchMetadata> meta = cache_.BuildBatchMetadata(seqs, &*plan);
   Result<std::vector<float>> logits =
       meta.ok() ? decoder_.Step(cache_, *meta, tokens, model::LogitRows::kLast,
-                                config_.kv_access, &counters)
+                                config_.kv_access, &gather_)
                 : Result<std::vector<float>>(meta.error());
   if (!logits.ok()) {
     // Nothing happened: the plan is undone and this step's admissions go
@@ -361,7 +360,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
   }
   cache_.Commit(*plan);
   ++stats_.steps;
-  stats_.kv_copy_bytes += counters.kv_copy_bytes;
+  stats_.kv_copy_bytes = gather_.kv_copy_bytes;
 
   const uint64_t vocab = decoder_.config().vocab_size;
   for (size_t i = 0; i < picks.size(); ++i) {

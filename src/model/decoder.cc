@@ -451,7 +451,7 @@ Result<std::vector<T>> Decoder<T>::Forward(std::span<const int32_t> tokens,
 template <typename T>
 Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
                                         std::span<const int32_t> tokens, LogitRows rows,
-                                        KvAccess access, StepCounters* counters) const {
+                                        KvAccess access, GatherState* gather) const {
   if constexpr (!std::is_same_v<T, float>) {
     return Status::Unimplemented("paged-cache steps run in float32");
   } else {
@@ -497,13 +497,15 @@ Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::Batch
     for (const int32_t n : meta.context_lens) {
       max_context = std::max(max_context, static_cast<uint64_t>(n));
     }
-    AlignedBuffer dense_k, dense_v;
     std::vector<int32_t> dense_table;
     if (access == KvAccess::kGather) {
+      if (gather == nullptr) return Status::InvalidArgument("KvAccess::kGather needs a GatherState");
       const size_t bytes = batch * kc.num_kv_heads * max_context * kc.head_dim *
                            DTypeSize(kc.dtype);
-      dense_k = AlignedBuffer(bytes);
-      dense_v = AlignedBuffer(bytes);
+      if (gather->keys.size() < bytes) {
+        gather->keys = AlignedBuffer(bytes);
+        gather->values = AlignedBuffer(bytes);
+      }
       dense_table.resize(batch);
       std::iota(dense_table.begin(), dense_table.end(), 0);
     }
@@ -514,11 +516,10 @@ Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::Batch
       if (access == KvAccess::kDirect) {
         return attention::PagedAttention(p, q, cache.View(layer), kv::ViewOf(meta), out, pool_);
       }
-      const uint64_t copied = kv::GatherToDense(cache.View(layer), kv::ViewOf(meta), max_context,
-                                                dense_k.data(), dense_v.data(), pool_);
-      if (counters != nullptr) counters->kv_copy_bytes += copied;
-      const kv::PagedKvView dense{dense_k.data(),   dense_v.data(), kc.dtype,   batch,
-                                  kc.num_kv_heads, max_context,    kc.head_dim};
+      gather->kv_copy_bytes += kv::GatherToDense(cache.View(layer), kv::ViewOf(meta), max_context,
+                                                 gather->keys.data(), gather->values.data(), pool_);
+      const kv::PagedKvView dense{gather->keys.data(), gather->values.data(), kc.dtype, batch,
+                                  kc.num_kv_heads,     max_context,           kc.head_dim};
       return attention::PagedAttention(
           p, q, dense, {dense_table, 1, meta.context_lens, meta.query_indptr}, out, pool_);
     };

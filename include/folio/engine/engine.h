@@ -237,6 +237,7 @@ class Engine {
   EngineConfig config_;
   const model::Tokenizer* tokenizer_;
   kv::PrefixCache prefix_;
+  model::GatherState gather_;  // KvAccess::kGather only
   std::map<RequestId, Request> requests_;
   std::deque<RequestId> waiting_;  // FCFS; preempted requests go to the front
   std::vector<RequestId> running_;  // admission order

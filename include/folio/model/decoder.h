@@ -22,6 +22,7 @@
 
 #include "folio/core/dtype.h"
 #include "folio/core/thread_pool.h"
+#include "folio/core/aligned_buffer.h"
 #include "folio/core/status.h"
 #include "folio/kv/layer_cache.h"
 #include "folio/kv/page_table.h"
@@ -69,9 +70,13 @@ enum class LogitRows : uint8_t { kAll, kLast };
 // measures direct paging against. Both give the same bits.
 enum class KvAccess : uint8_t { kDirect, kGather };
 
-// What a step moved besides its compute.
-struct StepCounters {
-  uint64_t kv_copy_bytes = 0;  // K/V bytes gathered (kGather only)
+// The gather baseline's state across steps: the dense K and V tensors,
+// grown when a step needs more and otherwise reused (a dense engine keeps
+// its batch buffers too, so the baseline pays the copy, not an allocation
+// and first touch per step), and the bytes copied so far.
+struct GatherState {
+  AlignedBuffer keys, values;  // [batch, kv_heads, max_context, head_dim]
+  uint64_t kv_copy_bytes = 0;
 };
 
 // Computes in T (double for the worked example, float in production).
@@ -115,13 +120,13 @@ class Decoder {
   // the block tables, never a dense copy. Returns the logits of each
   // sequence's last row ([batch, vocab]; kLast) or of every row (kAll).
   // The caller commits or aborts the cache's plan. `access` picks direct
-  // page reads or the gather baseline; counters, when given, accumulate
-  // what the step copied.
+  // page reads or the gather baseline, which needs `gather` (InvalidArgument
+  // without it).
   Result<std::vector<T>> Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
                               std::span<const int32_t> tokens,
                               LogitRows rows = LogitRows::kLast,
                               KvAccess access = KvAccess::kDirect,
-                              StepCounters* counters = nullptr) const;
+                              GatherState* gather = nullptr) const;
 
  private:
   struct Weights;  // the model's weights prepared for compute type T
