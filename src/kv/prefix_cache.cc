@@ -35,10 +35,11 @@ const PrefixCache::Entry* PrefixCache::Find(EntryId parent, uint64_t hash,
   return nullptr;
 }
 
-void PrefixCache::Use(EntryId id, Entry& e) {
-  lru_.erase(KeyOf(e, id));
+void PrefixCache::Use(EntryId id, Entry& e, bool make_candidate) {
+  if (e.candidate) lru_.erase(KeyOf(e, id));
   e.last_used = clock_;
-  lru_.emplace(KeyOf(e, id), id);
+  e.candidate = e.candidate || make_candidate;
+  if (e.candidate) lru_.emplace(KeyOf(e, id), id);
 }
 
 PrefixCache::Match PrefixCache::Lookup(std::span<const int32_t> tokens, uint64_t max_pages) {
@@ -53,7 +54,7 @@ PrefixCache::Match PrefixCache::Lookup(std::span<const int32_t> tokens, uint64_t
     EntryId id = kRoot;
     const Entry* e = Find(m.last, hash, page_tokens, &id);
     if (e == nullptr) break;
-    Use(id, entries_.at(id));
+    Use(id, entries_.at(id), /*make_candidate=*/false);
     m.pages.push_back(e->page);
     m.last = id;
     m.last_hash = hash;
@@ -77,7 +78,7 @@ Result<PrefixCache::Inserted> PrefixCache::Insert(PagedKvCache& cache, EntryId p
   const uint64_t hash = PageHash(parent_hash, tokens);
   EntryId id = kRoot;
   if (Find(parent, hash, tokens, &id) != nullptr) {
-    Use(id, entries_.at(id));
+    Use(id, entries_.at(id), /*make_candidate=*/false);
     return Inserted{id, hash, false};
   }
   if (by_page_.count(page) != 0) {
@@ -87,7 +88,10 @@ Result<PrefixCache::Inserted> PrefixCache::Insert(PagedKvCache& cache, EntryId p
   FOLIO_RETURN_IF_ERROR(cache.HoldPage(page));
   id = next_entry_++;
   const uint64_t depth = parent == kRoot ? 0 : entries_.at(parent).depth + 1;
-  Entry e{hash, parent, page, depth, clock_, std::vector<int32_t>(tokens.begin(), tokens.end())};
+  // A candidate from the start: if the inserting sequence holds the page,
+  // EvictOne drops it from the candidates once, and Touch brings it back.
+  Entry e{hash, parent,  page,
+          depth, clock_, true, std::vector<int32_t>(tokens.begin(), tokens.end())};
   lru_.emplace(KeyOf(e, id), id);
   entries_.emplace(id, std::move(e));
   by_hash_.emplace(hash, id);
@@ -100,7 +104,7 @@ void PrefixCache::Touch(std::span<const PageId> pages) {
   ++clock_;
   for (const PageId page : pages) {
     const auto it = by_page_.find(page);
-    if (it != by_page_.end()) Use(it->second, entries_.at(it->second));
+    if (it != by_page_.end()) Use(it->second, entries_.at(it->second), /*make_candidate=*/true);
   }
 }
 
@@ -112,7 +116,7 @@ uint64_t PrefixCache::NumEvictable(const PagedKvCache& cache) const {
 
 void PrefixCache::Erase(EntryId id) {
   const Entry& e = entries_.at(id);
-  lru_.erase(KeyOf(e, id));
+  if (e.candidate) lru_.erase(KeyOf(e, id));
   by_page_.erase(e.page);
   auto [lo, hi] = by_hash_.equal_range(e.hash);
   for (auto it = lo; it != hi; ++it) {
@@ -125,10 +129,19 @@ void PrefixCache::Erase(EntryId id) {
 }
 
 Result<bool> PrefixCache::EvictOne(PagedKvCache& cache) {
-  for (const auto& [key, id] : lru_) {
-    const PageId page = entries_.at(id).page;
-    if (cache.pool().refcount(page) != 1) continue;  // a sequence still reads it
-    FOLIO_RETURN_IF_ERROR(cache.DropPage(page));
+  while (!lru_.empty()) {
+    const auto oldest = lru_.begin();
+    const EntryId id = oldest->second;
+    Entry& e = entries_.at(id);
+    if (cache.pool().refcount(e.page) != 1) {
+      // A sequence reads it: no longer a candidate until Touch (its
+      // release) makes it one again. Each entry is skipped once per use,
+      // so eviction stays amortised O(log n).
+      lru_.erase(oldest);
+      e.candidate = false;
+      continue;
+    }
+    FOLIO_RETURN_IF_ERROR(cache.DropPage(e.page));
     Erase(id);
     ++stats_.evicted;
     return true;
@@ -137,8 +150,8 @@ Result<bool> PrefixCache::EvictOne(PagedKvCache& cache) {
 }
 
 Status PrefixCache::Clear(PagedKvCache& cache) {
-  while (!lru_.empty()) {
-    const EntryId id = lru_.begin()->second;
+  while (!entries_.empty()) {
+    const EntryId id = entries_.begin()->first;
     FOLIO_RETURN_IF_ERROR(cache.DropPage(entries_.at(id).page));
     Erase(id);
     ++stats_.evicted;

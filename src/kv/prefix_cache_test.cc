@@ -160,16 +160,40 @@ TEST(PrefixCacheTest, EvictsLeastRecentlyUsedUnreferencedPagesDeepestFirst) {
   EXPECT_EQ(pc.stats().evicted, 2u);
 
   // Least recently used goes first: release b, then use t2's first page.
+  // (EvictOne found b's pages in use above and dropped them from the
+  // candidates; Touch at their release makes them candidates again.)
+  pc.Touch(pb);
   ASSERT_TRUE(c.Release(b).ok());
   const SeqId d = c.AddSequence();
   Append(c, d, 8);
   InsertAll(pc, c, d, t1);
+  pc.Touch(c.block_table(d));
   ASSERT_TRUE(c.Release(d).ok());
   pc.Lookup(t2, 1);
   ASSERT_TRUE(*pc.EvictOne(c));
   EXPECT_TRUE(pc.Contains(pb[0]));   // just used
   EXPECT_FALSE(pc.Contains(pb[1]));  // untouched since b cached it
   EXPECT_EQ(pc.size(), 3u);
+}
+
+TEST(PrefixCacheTest, PagesInUseLeaveTheEvictionOrderUntilTouched) {
+  PagedKvCache c = Make(8);
+  PrefixCache pc(kPage);
+  const auto t = Iota(8, 1);
+  const SeqId a = c.AddSequence();
+  Append(c, a, 8);
+  InsertAll(pc, c, a, t);
+  auto ev = pc.EvictOne(c);  // both pages in use: skipped, dropped from the order
+  ASSERT_TRUE(ev.ok());
+  EXPECT_FALSE(*ev);
+  ASSERT_TRUE(c.Release(a).ok());
+  EXPECT_EQ(pc.NumEvictable(c), 2u);
+  EXPECT_FALSE(*pc.EvictOne(c));  // not candidates again yet
+  pc.Touch(std::vector<PageId>{0, 1});
+  EXPECT_TRUE(*pc.EvictOne(c));
+  EXPECT_TRUE(*pc.EvictOne(c));
+  EXPECT_EQ(pc.size(), 0u);
+  EXPECT_EQ(c.pool().num_free(), 8u);
 }
 
 TEST(PrefixCacheTest, AddSequenceRejectsBadPrefixes) {

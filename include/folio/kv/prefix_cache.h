@@ -22,6 +22,11 @@
 // before their parents when they were used at the same moment, so a prefix
 // stays reachable as long as possible.
 //
+// Eviction order is kept for candidates only: an entry that EvictOne finds
+// in use leaves the order, and Touch, which the owner calls for a
+// sequence's pages when the sequence lets go of them, puts it back. So
+// eviction never rescans pages that running sequences hold.
+//
 // Determinism: reuse changes no result bits, because a page's K/V rows are
 // a function of the tokens up to it and never of how they were batched or
 // chunked (../../../shared/ARCHITECTURE.md, contract 3). Lookups, inserts
@@ -82,8 +87,10 @@ class PrefixCache {
   Result<Inserted> Insert(PagedKvCache& cache, EntryId parent, uint64_t parent_hash,
                           std::span<const int32_t> tokens, PageId page);
 
-  // Marks the cached pages among `pages` used now, so LRU eviction takes
-  // them last; call it when a sequence lets go of its pages.
+  // Marks the cached pages among `pages` used now and eviction candidates
+  // again. Must be called with a sequence's pages whenever it lets go of
+  // them (before or after PagedKvCache::Release); a page released without
+  // it stays cached but is not evicted until Clear.
   void Touch(std::span<const PageId> pages);
 
   // Cached pages whose only reference is the cache's. O(1): it assumes the
@@ -119,6 +126,7 @@ class PrefixCache {
     PageId page;
     uint64_t depth;  // index of the page in its chain
     uint64_t last_used;
+    bool candidate;               // in lru_: maybe evictable
     std::vector<int32_t> tokens;  // [page_size]
   };
   // Eviction order: oldest use first, then deepest first, then entry id.
@@ -128,14 +136,15 @@ class PrefixCache {
   }
   const Entry* Find(EntryId parent, uint64_t hash, std::span<const int32_t> tokens,
                     EntryId* id) const;
-  void Use(EntryId id, Entry& e);
+  // Stamps e used now; make_candidate (re)enters it in the eviction order.
+  void Use(EntryId id, Entry& e, bool make_candidate);
   void Erase(EntryId id);
 
   uint64_t page_size_;
   std::unordered_map<EntryId, Entry> entries_;
   std::unordered_multimap<uint64_t, EntryId> by_hash_;
   std::unordered_map<PageId, EntryId> by_page_;
-  std::map<LruKey, EntryId> lru_;
+  std::map<LruKey, EntryId> lru_;  // eviction candidates, oldest first
   EntryId next_entry_ = kRoot + 1;
   uint64_t clock_ = 0;
   Stats stats_;
