@@ -215,23 +215,33 @@ TEST(PagedAttentionDeterminism, BatchCompositionDoesNotChangeBits) {
   EXPECT_EQ(RowsOf(out, b, 1, 4 * 32), alone);
 }
 
-// A decode row equals the same position computed as the last row of a
-// prefill over the same context, and as a middle row of a longer prefill.
-// GQA ratios 1, 2 and 4 group a decode's rows differently from a
-// prefill's (rows of several positions share K loads there).
+// Every row of a prefill equals the same position computed alone as a
+// decode step over its own context. GQA ratios 1, 2 and 4 group a decode's
+// rows differently from a prefill's (rows of several positions share K
+// loads there, and which rows share depends on the row); head dims below,
+// at and off a vector width take the kernel's vector and scalar paths; f16
+// and f32 K/V widen differently.
 TEST(PagedAttentionDeterminism, DecodeRowEqualsPrefillRow) {
-  for (uint64_t q_heads : {2, 4, 8}) {
-    for (uint64_t window : {0, 50}) {
-      const uint64_t n = 530;
-      const auto decode_q = Queries({{n, 1, 8}}, q_heads, 64);
-      const auto decode = RunKernel(Gqa(q_heads, 64, window), decode_q,
-                                    Place({{n, 1, 8}}, 2, 64, 16, DType::kF16, 1));
-      const auto prefill_q = Queries({{n, 41, 8}}, q_heads, 64);
-      const auto prefill = RunKernel(Gqa(q_heads, 64, window), prefill_q,
-                                     Place({{n, 41, 8}}, 2, 64, 3, DType::kF16, 2));
-      const std::vector<float> last(prefill.end() - static_cast<long>(q_heads * 64),
-                                    prefill.end());
-      EXPECT_EQ(last, decode) << "q_heads " << q_heads << " window " << window;
+  for (uint64_t head_dim : {64, 2, 67}) {
+    for (DType dtype : {DType::kF16, DType::kF32}) {
+      for (uint64_t q_heads : {2, 4, 8}) {
+        for (uint64_t window : {0, 50}) {
+          const uint64_t n = 530, rows = 41, width = q_heads * head_dim;
+          const auto p = Gqa(q_heads, head_dim, window);
+          const SeqSpec prefill_seq{n, rows, 8};
+          const auto prefill = RunKernel(p, Queries({prefill_seq}, q_heads, head_dim),
+                                         Place({prefill_seq}, 2, head_dim, 3, dtype, 2));
+          for (uint64_t i = 0; i < rows; ++i) {
+            const SeqSpec decode_seq{n - rows + i + 1, 1, 8};
+            const auto decode = RunKernel(p, Queries({decode_seq}, q_heads, head_dim),
+                                          Place({decode_seq}, 2, head_dim, 16, dtype, 1));
+            const auto row = prefill.begin() + static_cast<long>(i * width);
+            ASSERT_EQ(std::vector<float>(row, row + static_cast<long>(width)), decode)
+                << "row " << i << " head_dim " << head_dim << " " << DTypeName(dtype)
+                << " q_heads " << q_heads << " window " << window;
+          }
+        }
+      }
     }
   }
 }
