@@ -5,13 +5,16 @@
 // inputs (contract 3):
 // - accumulation is f32; K/V of narrower dtypes are widened exactly;
 // - a dot product runs over head_dim with one vector accumulator in index
-//   order, a lane sum, then the scalar tail (rows of a group share each K
-//   load, which also hides the FMA latency);
+//   order, a balanced tree over adjacent lane pairs (LaneSums), then the
+//   scalar tail; a block of keys and rows shares every K and query load;
 // - keys are taken in tiles of kTileKeys at multiples of kTileKeys: per
-//   tile a row rescales its state once (one exp of the max difference) and
-//   adds its visible keys' exp(s - m) in key order;
-// - a row only touches keys it may see, so other rows in the call (other
-//   query positions, other batch entries) cannot change its arithmetic.
+//   tile a row rescales its state once (one exp of the max difference),
+//   adds the tile's exp(s - m) as one lane sum with 0 for keys it may not
+//   see, and accumulates its visible value rows in key order;
+// - a row's scores for keys it may not see are computed (from keys the
+//   tile holds anyway) but never read, and value rows it may not see are
+//   skipped, so other rows in the call (other query positions, other batch
+//   entries) cannot change its arithmetic.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -38,6 +41,15 @@ static_assert(kTileKeys % 16 == 0, "a tile must fill whole vectors on every targ
 // query rows (a GQA group, or several positions of a prefill).
 constexpr size_t kGroup = 4;
 
+// Vector accumulators a score or value block keeps in registers: AVX-512
+// has 32 vector registers, AVX2 16.
+#if HWY_TARGET <= HWY_AVX3
+constexpr size_t kAccs = 16;
+#else
+constexpr size_t kAccs = 8;
+#endif
+static_assert(kAccs % kGroup == 0);
+
 // One vector of S widened to f32, and one scalar.
 template <typename S>
 HWY_INLINE hn::Vec<DF> LoadF(const S* HWY_RESTRICT p) {
@@ -60,25 +72,137 @@ HWY_INLINE float ScalarF(const S* p) {
   }
 }
 
-// out[r] = dot(q[r], k) for R rows. Each row's dot runs one accumulator over
-// whole vectors in index order, a lane sum, then the scalar tail in order:
-// the same instructions whatever R is, so a row's bits never depend on
-// which rows share the call.
+// out[c] = the sum of v[c]'s lanes, for kCount vectors at once. Every sum
+// runs the same balanced tree of adjacent lane pairs, whichever vectors
+// share the call; v is clobbered.
+template <size_t kCount>
+HWY_INLINE void LaneSums(hn::Vec<DF>* v, float* out) {
+#if HWY_TARGET == HWY_SCALAR
+  for (size_t c = 0; c < kCount; ++c) out[c] = hn::GetLane(v[c]);
+#else
+  const DF d;
+  constexpr size_t kLanes = hn::MaxLanes(DF());
+  static_assert(kCount % kLanes == 0, "whole vectors of sums");
+  // Each pass halves the partial sums per input: vector m takes inputs
+  // 2m and 2m + 1, each summed over adjacent lane pairs.
+  size_t count = kCount;
+  for (size_t width = kLanes; width > 1; width /= 2, count /= 2) {
+    for (size_t m = 0; m < count / 2; ++m) {
+      v[m] = hn::Add(hn::ConcatEven(d, v[2 * m + 1], v[2 * m]),
+                     hn::ConcatOdd(d, v[2 * m + 1], v[2 * m]));
+    }
+  }
+  for (size_t m = 0; m < count; ++m) hn::StoreU(v[m], d, out + m * kLanes);
+#endif
+}
+
+// out[j * R + r] = dot(q[r], k[j]) for R rows and kAccs / R keys: each K
+// vector is loaded once for the R rows and each query vector once for the
+// keys. A dot runs one accumulator over whole vectors in index order, the
+// lane-sum tree of LaneSums, then the scalar tail in order: the same
+// operations whatever R is, so a row's bits never depend on which rows or
+// keys share the block.
 template <typename S, size_t R>
-HWY_INLINE void Dots(const float* const* q, const S* HWY_RESTRICT k, size_t n, float* out) {
+HWY_INLINE void ScoreBlock(const float* const* q, const S* const* k, size_t head_dim,
+                           float* out) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
-  hn::Vec<DF> acc[R];
-  for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(d);
+  constexpr size_t kKeys = kAccs / R;
+  hn::Vec<DF> acc[kAccs];
+  for (size_t a = 0; a < kAccs; ++a) acc[a] = hn::Zero(d);
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto kv = LoadF(k + i);
-    for (size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::LoadU(d, q[r] + i), kv, acc[r]);
+  for (; i + lanes <= head_dim; i += lanes) {
+    hn::Vec<DF> qv[R];
+    for (size_t r = 0; r < R; ++r) qv[r] = hn::LoadU(d, q[r] + i);
+    for (size_t j = 0; j < kKeys; ++j) {
+      const auto kv = LoadF(k[j] + i);
+      for (size_t r = 0; r < R; ++r) acc[j * R + r] = hn::MulAdd(qv[r], kv, acc[j * R + r]);
+    }
   }
-  for (size_t r = 0; r < R; ++r) out[r] = hn::GetLane(hn::SumOfLanes(d, acc[r]));
-  for (; i < n; ++i) {
-    const float kf = ScalarF(k + i);
-    for (size_t r = 0; r < R; ++r) out[r] += q[r][i] * kf;
+  hn::Vec<DF> sums[kAccs];
+  for (size_t a = 0; a < kAccs; ++a) sums[a] = acc[a];
+  LaneSums<kAccs>(sums, out);
+  for (; i < head_dim; ++i) {
+    for (size_t j = 0; j < kKeys; ++j) {
+      const float kf = ScalarF(k[j] + i);
+      for (size_t r = 0; r < R; ++r) out[j * R + r] += q[r][i] * kf;
+    }
+  }
+}
+
+// scores[r][s] = scale * dot(q[r], key of tile slot s) for the slots
+// [s_begin, s_end) (other slots of a block compute junk from a stand-in key
+// and are never read). Calls between(keys) after each block of keys.
+template <typename S, size_t R, typename Between>
+HWY_INLINE void TileScores(const float* const* q, const S* const* krow, size_t s_begin,
+                           size_t s_end, size_t head_dim, float scale,
+                           float (*scores)[kTileKeys], const Between& between) {
+  constexpr size_t kKeys = kAccs / R;
+  static_assert(kTileKeys % kKeys == 0);
+  for (size_t b = s_begin - s_begin % kKeys; b < s_end; b += kKeys) {
+    const S* k[kKeys];
+    for (size_t j = 0; j < kKeys; ++j) {
+      k[j] = b + j >= s_begin && b + j < s_end ? krow[b + j] : krow[s_begin];
+    }
+    float out[kAccs];
+    ScoreBlock<S, R>(q, k, head_dim, out);
+    between(kKeys);
+    for (size_t j = 0; j < kKeys; ++j) {
+      for (size_t r = 0; r < R; ++r) scores[r][b + j] = out[j * R + r] * scale;
+    }
+  }
+}
+
+// acc[r] = acc[r] * corr[r] + sum over slots s in [s_begin, s_end), in
+// order, of p[r][s] * value row s, for R rows that all see every one of
+// those slots; each value vector is loaded once for the R rows.
+// kCols vectors of a row are carried at once, so the R * kCols accumulators
+// stay in registers and each p is broadcast once per kCols vectors. The same
+// operations per element as the masked loop in RunChunkT, so the same bits.
+template <typename S, size_t R>
+HWY_INLINE void TileValues(float* const* acc_rows, const float* corr, const float (*p)[kTileKeys],
+                           const S* const* vrow, size_t s_begin, size_t s_end, size_t head_dim) {
+  const DF d;
+  const size_t lanes = hn::Lanes(d);
+  constexpr size_t kCols = kAccs / kGroup;
+  size_t i = 0;
+  for (; i + kCols * lanes <= head_dim; i += kCols * lanes) {
+    hn::Vec<DF> acc[R][kCols];
+    for (size_t r = 0; r < R; ++r) {
+      const auto c = hn::Set(d, corr[r]);
+      for (size_t col = 0; col < kCols; ++col) {
+        acc[r][col] = hn::Mul(hn::LoadU(d, acc_rows[r] + i + col * lanes), c);
+      }
+    }
+    for (size_t s = s_begin; s < s_end; ++s) {
+      hn::Vec<DF> vv[kCols];
+      for (size_t col = 0; col < kCols; ++col) vv[col] = LoadF(vrow[s] + i + col * lanes);
+      for (size_t r = 0; r < R; ++r) {
+        const auto pr = hn::Set(d, p[r][s]);
+        for (size_t col = 0; col < kCols; ++col) acc[r][col] = hn::MulAdd(pr, vv[col], acc[r][col]);
+      }
+    }
+    for (size_t r = 0; r < R; ++r) {
+      for (size_t col = 0; col < kCols; ++col) {
+        hn::StoreU(acc[r][col], d, acc_rows[r] + i + col * lanes);
+      }
+    }
+  }
+  for (; i + lanes <= head_dim; i += lanes) {
+    hn::Vec<DF> acc[R];
+    for (size_t r = 0; r < R; ++r) acc[r] = hn::Mul(hn::LoadU(d, acc_rows[r] + i), hn::Set(d, corr[r]));
+    for (size_t s = s_begin; s < s_end; ++s) {
+      const auto vv = LoadF(vrow[s] + i);
+      for (size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::Set(d, p[r][s]), vv, acc[r]);
+    }
+    for (size_t r = 0; r < R; ++r) hn::StoreU(acc[r], d, acc_rows[r] + i);
+  }
+  for (; i < head_dim; ++i) {
+    for (size_t r = 0; r < R; ++r) {
+      float x = acc_rows[r][i] * corr[r];
+      for (size_t s = s_begin; s < s_end; ++s) x += p[r][s] * ScalarF(vrow[s] + i);
+      acc_rows[r][i] = x;
+    }
   }
 }
 
@@ -91,8 +215,11 @@ void RunChunkT(const ChunkTask& t) {
   const auto* kbase = reinterpret_cast<const S*>(t.kv.key_pages);
   const auto* vbase = reinterpret_cast<const S*>(t.kv.value_pages);
 
-  const S* krow[kTileKeys];  // this tile's key and value rows
-  const S* vrow[kTileKeys];
+  // Key and value rows of this tile and the next, by tile slot.
+  const S* rows_a[2][kTileKeys];
+  const S* rows_b[2][kTileKeys];
+  const S* const* krow = rows_a[0];
+  const S* const* vrow = rows_a[1];
   alignas(64) float scores[kGroup][kTileKeys] = {};
   alignas(64) float p[kGroup][kTileKeys];
 
@@ -105,132 +232,124 @@ void RunChunkT(const ChunkTask& t) {
   }
   if (lo >= hi) return;
 
+  // Fills rows[0][s] (K) and rows[1][s] (V) for keys [begin, end) of the tile
+  // at t0, reading each page's table entry once.
   uint64_t cached_page = UINT64_MAX;
-  const S* kpage = nullptr;
-  const S* vpage = nullptr;
-  for (uint64_t t0 = lo - lo % kTileKeys; t0 < hi; t0 += kTileKeys) {
-    const uint64_t a0 = std::max(t0, lo), t1 = std::min(t0 + kTileKeys, hi);
-    // Prefetch the next tile's K/V rows, one page run at a time: a short
-    // page is one small block per head, too short for the hardware
-    // prefetcher to ramp up on before the walk jumps to another page.
-    for (uint64_t j = t1, end = std::min(t1 + kTileKeys, hi); j < end;) {
-      const uint64_t run_end = std::min(end, (j / page + 1) * page);
-      const auto phys = static_cast<uint64_t>(t.table[j / page]);
-      const uint64_t at =
-          (phys * t.kv.num_kv_heads + t.kv_head) * page_stride + (j % page) * head_dim;
-      const auto* kb = reinterpret_cast<const char*>(kbase + at);
-      const auto* vb = reinterpret_cast<const char*>(vbase + at);
-      for (uint64_t b = 0; b < (run_end - j) * head_dim * sizeof(S); b += 64) {
-        hwy::Prefetch(kb + b);
-        hwy::Prefetch(vb + b);
-      }
-      j = run_end;
-    }
-    for (uint64_t j = a0; j < t1; ++j) {
-      const uint64_t logical_page = j / page;
-      if (logical_page != cached_page) {  // one table read per page
+  uint64_t page_offset = 0;
+  const auto locate = [&](uint64_t t0, uint64_t begin, uint64_t end, const S* (*rows)[kTileKeys]) {
+    for (uint64_t j = begin; j < end;) {  // one run of keys per page
+      const uint64_t logical_page = j / page, in_page = j % page;
+      if (logical_page != cached_page) {
         cached_page = logical_page;
         const auto phys = static_cast<uint64_t>(t.table[logical_page]);
-        const uint64_t offset = (phys * t.kv.num_kv_heads + t.kv_head) * page_stride;
-        kpage = kbase + offset;
-        vpage = vbase + offset;
+        page_offset = (phys * t.kv.num_kv_heads + t.kv_head) * page_stride;
       }
-      krow[j - t0] = kpage + (j % page) * head_dim;
-      vrow[j - t0] = vpage + (j % page) * head_dim;
+      const uint64_t run_end = std::min(end, j + (page - in_page));
+      for (uint64_t at = page_offset + in_page * head_dim; j < run_end; ++j, at += head_dim) {
+        rows[0][j - t0] = kbase + at;
+        rows[1][j - t0] = vbase + at;
+      }
     }
+  };
+  const S* (*cur)[kTileKeys] = rows_a;
+  const S* (*next)[kTileKeys] = rows_b;
+  const uint64_t first_t0 = lo - lo % kTileKeys;
+  locate(first_t0, lo, std::min(first_t0 + kTileKeys, hi), cur);
+
+  for (uint64_t t0 = first_t0; t0 < hi; t0 += kTileKeys) {
+    const uint64_t a0 = std::max(t0, lo), t1 = std::min(t0 + kTileKeys, hi);
+    const size_t s_begin = static_cast<size_t>(a0 - t0), s_end = static_cast<size_t>(t1 - t0);
+    krow = cur[0];
+    vrow = cur[1];
+    // The next tile's rows, prefetched a key at a time between this tile's
+    // score blocks so the misses spread over its compute: a short page is
+    // one small block per head, too short for the hardware prefetcher to
+    // ramp up on before the walk jumps to another page.
+    const uint64_t n0 = t0 + kTileKeys, n1 = std::min(n0 + kTileKeys, hi);
+    if (n0 < n1) locate(n0, n0, n1, next);
+    size_t prefetched = 0;
+    const size_t num_next = n0 < n1 ? static_cast<size_t>(n1 - n0) : 0;
+    const auto prefetch_next = [&](size_t count) {
+      for (const size_t stop = std::min(num_next, prefetched + count); prefetched < stop; ++prefetched) {
+        const auto* kb = reinterpret_cast<const char*>(next[0][prefetched]);
+        const auto* vb = reinterpret_cast<const char*>(next[1][prefetched]);
+        for (uint64_t b = 0; b < head_dim * sizeof(S); b += 64) {
+          hwy::Prefetch(kb + b);
+          hwy::Prefetch(vb + b);
+        }
+      }
+    };
+
     for (uint64_t g0 = 0; g0 < t.num_rows; g0 += kGroup) {
       const size_t rows = static_cast<size_t>(std::min<uint64_t>(kGroup, t.num_rows - g0));
       // Tile slots [first, last) each row of the group sees.
-      uint64_t first[kGroup], last[kGroup];
-      bool any = false;
+      size_t first[kGroup], last[kGroup];
+      bool any = false, full = true;
       for (size_t r = 0; r < rows; ++r) {
-        first[r] = std::max(a0, t.lo[g0 + r]) - t0;
-        last[r] = std::max(std::min(t1, t.hi[g0 + r]), t0 + first[r]) - t0;
+        first[r] = static_cast<size_t>(std::max(a0, t.lo[g0 + r]) - t0);
+        last[r] = static_cast<size_t>(std::max(std::min(t1, t.hi[g0 + r]), t0 + first[r]) - t0);
         any |= first[r] < last[r];
+        full &= first[r] == s_begin && last[r] == s_end;
       }
       if (!any) continue;
-      // Scores: each key row is loaded once for the whole group.
-      for (uint64_t j = a0 - t0; j < t1 - t0; ++j) {
-        bool all = rows == kGroup;
-        for (size_t r = 0; r < rows; ++r) all &= first[r] <= j && j < last[r];
-        if (all) {
-          float out[kGroup];
-          Dots<S, kGroup>(t.queries + g0, krow[j], head_dim, out);
-          for (size_t r = 0; r < kGroup; ++r) scores[r][j] = out[r] * t.scale;
-          continue;
-        }
-        for (size_t r = 0; r < rows; ++r) {
-          if (first[r] <= j && j < last[r]) {
-            Dots<S, 1>(t.queries + g0 + r, krow[j], head_dim, &scores[r][j]);
-            scores[r][j] *= t.scale;
-          }
-        }
+      // Scores: one block of keys at a time, every row of the group against
+      // every key the group sees (a row's scores for keys it may not see are
+      // computed and never read).
+      const float* q[kGroup];
+      for (size_t r = 0; r < kGroup; ++r) q[r] = t.queries[g0 + std::min(r, rows - 1)];
+      if (rows == 1) {
+        TileScores<S, 1>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch_next);
+      } else if (rows == 2) {
+        TileScores<S, 2>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch_next);
+      } else {
+        TileScores<S, kGroup>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch_next);
       }
-      // Online-softmax update: one rescale per row per tile.
+      // Online-softmax update: one rescale per row per tile, over the
+      // slots it sees; p is 0 elsewhere.
       float corr[kGroup];
       for (size_t r = 0; r < rows; ++r) {
         if (first[r] >= last[r]) continue;
-        float tile_max = -std::numeric_limits<float>::infinity();
-        for (uint64_t j = first[r]; j < last[r]; ++j) tile_max = std::max(tile_max, scores[r][j]);
+        const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+        auto vmax = neg_inf;
+        for (size_t s = 0; s < kTileKeys; s += lanes) {
+          const auto seen = hn::AndNot(hn::FirstN(d, first[r] > s ? first[r] - s : 0),
+                                       hn::FirstN(d, last[r] > s ? last[r] - s : 0));
+          vmax = hn::Max(vmax, hn::IfThenElse(seen, hn::Load(d, scores[r] + s), neg_inf));
+        }
+        const float tile_max = hn::GetLane(hn::MaxOfLanes(d, vmax));
         SoftmaxState& st = t.states[g0 + r];
         const float m = std::max(st.max, tile_max);
         corr[r] = std::exp(st.max - m);  // 0 for an empty state
         const auto vm = hn::Set(d, m);
-        for (size_t j = 0; j < kTileKeys; j += lanes) {
-          hn::Store(hn::Exp(d, hn::Sub(hn::Load(d, scores[r] + j), vm)), d, p[r] + j);
+        auto vsum = hn::Zero(d);
+        for (size_t s = 0; s < kTileKeys; s += lanes) {
+          const auto seen = hn::AndNot(hn::FirstN(d, first[r] > s ? first[r] - s : 0),
+                                       hn::FirstN(d, last[r] > s ? last[r] - s : 0));
+          const auto e = hn::IfThenElseZero(seen, hn::Exp(d, hn::Sub(hn::Load(d, scores[r] + s), vm)));
+          hn::Store(e, d, p[r] + s);
+          vsum = hn::Add(vsum, e);
         }
-        float sum = st.sum * corr[r];
-        for (uint64_t j = first[r]; j < last[r]; ++j) sum += p[r][j];
+        st.sum = st.sum * corr[r] + hn::GetLane(hn::SumOfLanes(d, vsum));
         st.max = m;
-        st.sum = sum;
       }
-      // acc = acc * corr + sum_j p_j v_j per row, j ascending; each value
-      // vector is loaded once for the group.
-      uint64_t i = 0;
-      // The common case, a full group whose rows all see the whole tile (a
-      // decode step's GQA group): no per-row tests, so the accumulators
-      // stay in registers. The same operations in the same order as the
-      // general loop below, so the same bits.
-      bool full = rows == kGroup;
-      for (size_t r = 0; r < rows; ++r) full &= first[r] == a0 - t0 && last[r] == t1 - t0;
-      for (; full && i + lanes <= head_dim; i += lanes) {
-        hn::Vec<DF> acc[kGroup];
-        for (size_t r = 0; r < kGroup; ++r) {
-          acc[r] = hn::Mul(hn::LoadU(d, t.acc + (g0 + r) * head_dim + i), hn::Set(d, corr[r]));
-        }
-        for (uint64_t j = a0 - t0; j < t1 - t0; ++j) {
-          const auto vv = LoadF(vrow[j] + i);
-          for (size_t r = 0; r < kGroup; ++r) acc[r] = hn::MulAdd(hn::Set(d, p[r][j]), vv, acc[r]);
-        }
-        for (size_t r = 0; r < kGroup; ++r) hn::StoreU(acc[r], d, t.acc + (g0 + r) * head_dim + i);
-      }
-      for (; i + lanes <= head_dim; i += lanes) {
-        hn::Vec<DF> acc[kGroup];
-        for (size_t r = 0; r < rows; ++r) {
-          if (first[r] < last[r]) {
-            acc[r] = hn::Mul(hn::LoadU(d, t.acc + (g0 + r) * head_dim + i), hn::Set(d, corr[r]));
-          }
-        }
-        for (uint64_t j = a0 - t0; j < t1 - t0; ++j) {
-          const auto vv = LoadF(vrow[j] + i);
-          for (size_t r = 0; r < rows; ++r) {
-            if (first[r] <= j && j < last[r]) acc[r] = hn::MulAdd(hn::Set(d, p[r][j]), vv, acc[r]);
-          }
-        }
-        for (size_t r = 0; r < rows; ++r) {
-          if (first[r] < last[r]) hn::StoreU(acc[r], d, t.acc + (g0 + r) * head_dim + i);
-        }
-      }
-      for (; i < head_dim; ++i) {
+      // acc = acc * corr + sum_s p_s v_s per row, s ascending.
+      float* acc_rows[kGroup];
+      for (size_t r = 0; r < rows; ++r) acc_rows[r] = t.acc + (g0 + r) * head_dim;
+      if (full && rows == kGroup) {
+        TileValues<S, kGroup>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim);
+      } else if (full && rows == 1) {
+        TileValues<S, 1>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim);
+      } else {
+        // Rows that see different slots (a prefill's diagonal tile, a
+        // window's edge): each row takes its own slots in the same order.
         for (size_t r = 0; r < rows; ++r) {
           if (first[r] >= last[r]) continue;
-          float* a = t.acc + (g0 + r) * head_dim + i;
-          float x = *a * corr[r];
-          for (uint64_t j = first[r]; j < last[r]; ++j) x += p[r][j] * ScalarF(vrow[j] + i);
-          *a = x;
+          TileValues<S, 1>(acc_rows + r, corr + r, p + r, vrow, first[r], last[r], head_dim);
         }
       }
     }
+    prefetch_next(kTileKeys);
+    std::swap(cur, next);
   }
 }
 
