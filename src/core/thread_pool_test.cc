@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace folio {
@@ -27,6 +29,24 @@ TEST(ThreadPool, ReusableAcrossManyCalls) {
     pool.ParallelFor(7, [&](size_t i) { total.fetch_add(i); });
   }
   EXPECT_EQ(total.load(), 500u * 21u);
+}
+
+// Workers spin for a while after each loop, then sleep: a loop must reach
+// them in either state, and the pool must shut down from either.
+TEST(ThreadPool, WakesSleepingAndSpinningWorkers) {
+  ThreadPool pool(3);
+  std::atomic<size_t> total{0};
+  for (int round = 0; round < 6; ++round) {
+    pool.ParallelFor(9, [&](size_t i) { total.fetch_add(i + 1); });
+    if (round % 2 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  EXPECT_EQ(total.load(), 6u * 45u);
+}
+
+TEST(ThreadPool, ShutsDownWhileWorkersSleep) {
+  ThreadPool pool(2);
+  pool.ParallelFor(2, [](size_t) {});
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));
 }
 
 }  // namespace

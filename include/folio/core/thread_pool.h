@@ -4,7 +4,9 @@
 // Which thread runs which index is unspecified, so callers make every
 // index write its own output: results then never depend on the thread count
 // (../shared/ARCHITECTURE.md, contract 3). The calling thread takes part, so
-// a pool of 1 thread runs everything inline.
+// a pool of 1 thread runs everything inline. Idle threads spin briefly
+// before they sleep, so back-to-back loops (every layer of a decode step)
+// do not pay a thread wake-up each.
 #ifndef FOLIO_CORE_THREAD_POOL_H_
 #define FOLIO_CORE_THREAD_POOL_H_
 
@@ -36,12 +38,14 @@ class ThreadPool {
   void RunTasks();
 
   std::vector<std::thread> workers_;
-  std::mutex mu_;
+  std::mutex mu_;  // taken only to sleep and to wake sleepers
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
-  uint64_t generation_ = 0;  // bumped per ParallelFor; guarded by mu_
-  size_t busy_workers_ = 0;  // guarded by mu_
-  bool stop_ = false;        // guarded by mu_
+  std::atomic<uint64_t> generation_{0};  // bumped (under mu_) per ParallelFor
+  std::atomic<size_t> busy_workers_{0};  // workers yet to finish this loop
+  std::atomic<bool> stop_{false};        // set under mu_
+  // The loop being run: written before generation_ is bumped, read by the
+  // workers after they see the new generation.
   const std::function<void(size_t)>* fn_ = nullptr;
   size_t num_tasks_ = 0;
   std::atomic<size_t> next_{0};
