@@ -1,0 +1,189 @@
+// Side-by-side timing of up to four builds of the paged-attention kernel in
+// one process (see ab.sh, which compiles each variant with its namespaces
+// renamed so they link together). One decode-shaped call per variant per
+// round, variants rotating which goes first; reports each variant's median
+// and its per-round time relative to V0. Every variant's output is compared
+// with V0's bit for bit first.
+//
+//   harness [-b BATCH] [-c CONTEXT] [-p PAGE_SIZE] [-t THREADS] [-d f32|bf16]
+//           [-r ROUNDS] [--huge | --huge-ab] [--in-order]
+//
+// --huge-ab times V0 alone on two copies of the K/V pools, the first on
+// 4 KiB pages and the second on transparent huge pages, reported as V0 and
+// "V0 huge".
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <sys/mman.h>
+
+#include "folio/attention/paged_attention.h"
+
+namespace folio::attention {
+#ifndef FOLIO_AB_VARIANTS
+#error "build with ab.sh"
+#endif
+#define FOLIO_AB_DECLARE(N)                                                               \
+  Status PagedAttention##N(const PagedAttentionParams&, std::span<const float>,          \
+                           const kv::PagedKvView&, const kv::PagedBatchView&,            \
+                           std::span<float>, ThreadPool*);
+FOLIO_AB_DECLARE(V0)
+FOLIO_AB_DECLARE(V1)
+FOLIO_AB_DECLARE(V2)
+FOLIO_AB_DECLARE(V3)
+}  // namespace folio::attention
+
+namespace {
+
+using namespace folio;
+using Kernel = Status (*)(const attention::PagedAttentionParams&, std::span<const float>,
+                          const kv::PagedKvView&, const kv::PagedBatchView&, std::span<float>,
+                          ThreadPool*);
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  uint64_t batch = 8, context = 16384, page = 16;
+  size_t threads = 2;
+  int rounds = 5;
+  std::string dtype_name = "f32";
+  bool huge = false, huge_ab = false, shuffle = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const auto next = [&] {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return std::string(argv[++i]);
+    };
+    if (a == "-b") batch = std::stoull(next());
+    else if (a == "-c") context = std::stoull(next());
+    else if (a == "-p") page = std::stoull(next());
+    else if (a == "-t") threads = std::stoull(next());
+    else if (a == "-d") dtype_name = next();
+    else if (a == "-r") rounds = std::stoi(next());
+    else if (a == "--huge") huge = true;
+    else if (a == "--huge-ab") huge_ab = true;
+    else if (a == "--in-order") shuffle = false;
+    else {
+      std::fprintf(stderr, "unknown argument %s\n", a.c_str());
+      return 2;
+    }
+  }
+  if (dtype_name != "f32" && dtype_name != "bf16") {
+    std::fprintf(stderr, "-d takes f32 or bf16\n");
+    return 2;
+  }
+  const int variants = huge_ab ? 2 : FOLIO_AB_VARIANTS;
+  const uint64_t kv_heads = 8, head_dim = 128, q_heads = 32;
+  const DType dtype = dtype_name == "f32" ? DType::kF32 : DType::kBF16;
+  const size_t esize = DTypeSize(dtype);
+  const uint64_t pages_per_seq = (context + page - 1) / page, num_pages = pages_per_seq * batch;
+  const size_t bytes = num_pages * kv_heads * page * head_dim * esize;
+
+  // K/V pools, on huge pages when asked (the hint must precede the first touch).
+  const auto allocate = [&](bool on_huge_pages) {
+    const size_t align = size_t{2} << 20, rounded = (bytes + align - 1) / align * align;
+    auto* p = static_cast<std::byte*>(std::aligned_alloc(align, rounded));
+    if (p == nullptr) std::exit(3);
+    if (on_huge_pages) madvise(p, rounded, MADV_HUGEPAGE);
+    return p;
+  };
+  std::byte* keys = allocate(huge);
+  std::byte* values = allocate(huge);
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<float> uniform(-1, 1);
+  for (std::byte* pool : {keys, values}) {
+    for (size_t i = 0; i < bytes / esize; ++i) StoreElement(dtype, pool, i, uniform(rng));
+  }
+  std::byte* huge_keys = nullptr;
+  std::byte* huge_values = nullptr;
+  if (huge_ab) {
+    huge_keys = allocate(true);
+    huge_values = allocate(true);
+    std::memcpy(huge_keys, keys, bytes);
+    std::memcpy(huge_values, values, bytes);
+  }
+  std::vector<int32_t> table(num_pages);
+  std::iota(table.begin(), table.end(), 0);
+  if (shuffle) std::shuffle(table.begin(), table.end(), rng);
+  std::vector<int32_t> lens(batch, static_cast<int32_t>(context)), indptr(batch + 1);
+  for (uint64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<int32_t>(b);
+  const kv::PagedKvView view{keys, values, dtype, num_pages, kv_heads, page, head_dim};
+  const kv::PagedKvView huge_view{huge_keys, huge_values, dtype, num_pages, kv_heads, page, head_dim};
+  const kv::PagedBatchView batch_view{table, pages_per_seq, lens, indptr};
+  std::vector<float> q(batch * q_heads * head_dim), out(q.size()), want(q.size());
+  for (float& x : q) x = uniform(rng);
+  attention::PagedAttentionParams params;
+  params.num_q_heads = q_heads;
+  params.scale = 1 / std::sqrt(static_cast<double>(head_dim));
+  ThreadPool pool(threads);
+  const Kernel kernels[] = {attention::PagedAttentionV0,
+#if FOLIO_AB_VARIANTS > 1
+                            attention::PagedAttentionV1,
+#endif
+#if FOLIO_AB_VARIANTS > 2
+                            attention::PagedAttentionV2,
+#endif
+#if FOLIO_AB_VARIANTS > 3
+                            attention::PagedAttentionV3,
+#endif
+  };
+
+  const auto run = [&](int v, std::vector<float>& dst) {
+    const Status s = huge_ab ? kernels[0](params, q, v == 0 ? view : huge_view, batch_view, dst, &pool)
+                             : kernels[v](params, q, view, batch_view, dst, &pool);
+    if (!s.ok()) {
+      std::fprintf(stderr, "V%d: %s\n", v, s.ToString().c_str());
+      std::exit(3);
+    }
+  };
+  run(0, want);
+  for (int v = 1; v < variants; ++v) {
+    run(v, out);
+    std::printf("V%d output %s V0's\n", v,
+                std::memcmp(out.data(), want.data(), out.size() * 4) == 0 ? "equals" : "differs from");
+  }
+  // Calls per sample: at least ~0.1 GB of K+V read.
+  const int calls = std::max(1, static_cast<int>(1e8 / static_cast<double>(2 * bytes)));
+  std::vector<std::vector<double>> us(static_cast<size_t>(variants));
+  for (int r = 0; r < rounds; ++r) {
+    for (int k = 0; k < variants; ++k) {
+      const int v = (k + r) % variants;
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < calls; ++i) run(v, out);
+      us[static_cast<size_t>(v)].push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count() / calls);
+    }
+  }
+  for (int v = 0; v < variants; ++v) {
+    const auto& t = us[static_cast<size_t>(v)];
+    std::vector<double> ratio;
+    for (size_t r = 0; r < t.size(); ++r) ratio.push_back(t[r] / us[0][r]);
+    const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
+    const auto [rlo, rhi] = std::minmax_element(ratio.begin(), ratio.end());
+    const double median = Median(t);
+    std::printf("V%d%s %s b%llu c%llu p%llu t%zu%s: median %.0f us [%.0f..%.0f], %.1f GB/s; "
+                "time / V0 per round: median %.3f [%.3f..%.3f]\n",
+                huge_ab ? 0 : v, huge_ab && v == 1 ? " huge" : "", dtype_name.c_str(), static_cast<unsigned long long>(batch),
+                static_cast<unsigned long long>(context), static_cast<unsigned long long>(page),
+                threads, huge ? " huge" : "", median, *lo, *hi, 2.0 * static_cast<double>(bytes) / median / 1e3,
+                Median(ratio), *rlo, *rhi);
+  }
+  for (std::byte* p : {keys, values, huge_keys, huge_values}) std::free(p);
+  return 0;
+}
