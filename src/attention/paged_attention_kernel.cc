@@ -119,6 +119,8 @@ HWY_INLINE void ScoreBlock(const float* const* q, const S* const* k, size_t head
       for (size_t r = 0; r < R; ++r) acc[j * R + r] = hn::MulAdd(qv[r], kv, acc[j * R + r]);
     }
   }
+  // A copy for LaneSums to clobber: handing it acc itself made g++ keep acc
+  // on the stack and store it back every iteration of the loop above.
   hn::Vec<DF> sums[kAccs];
   for (size_t a = 0; a < kAccs; ++a) sums[a] = acc[a];
   LaneSums<kAccs>(sums, out);
@@ -215,11 +217,9 @@ void RunChunkT(const ChunkTask& t) {
   const auto* kbase = reinterpret_cast<const S*>(t.kv.key_pages);
   const auto* vbase = reinterpret_cast<const S*>(t.kv.value_pages);
 
-  // Key and value rows of this tile and the next, by tile slot.
+  // Key ([0]) and value ([1]) rows of this tile and the next, by tile slot.
   const S* rows_a[2][kTileKeys];
   const S* rows_b[2][kTileKeys];
-  const S* const* krow = rows_a[0];
-  const S* const* vrow = rows_a[1];
   alignas(64) float scores[kGroup][kTileKeys] = {};
   alignas(64) float p[kGroup][kTileKeys];
 
@@ -259,8 +259,8 @@ void RunChunkT(const ChunkTask& t) {
   for (uint64_t t0 = first_t0; t0 < hi; t0 += kTileKeys) {
     const uint64_t a0 = std::max(t0, lo), t1 = std::min(t0 + kTileKeys, hi);
     const size_t s_begin = static_cast<size_t>(a0 - t0), s_end = static_cast<size_t>(t1 - t0);
-    krow = cur[0];
-    vrow = cur[1];
+    const S* const* krow = cur[0];
+    const S* const* vrow = cur[1];
     // The next tile's rows, prefetched a key at a time between this tile's
     // score blocks so the misses spread over its compute: a short page is
     // one small block per head, too short for the hardware prefetcher to
