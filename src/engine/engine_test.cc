@@ -9,18 +9,12 @@
 #include "folio/format/kv_snapshot.h"
 #include "folio/engine/generate.h"
 #include "folio/model/byte_tokenizer.h"
+#include "engine/test_model.h"
 
 namespace folio::engine {
 namespace {
 
-const model::Model& TestModel() {
-  static const model::Model* m = [] {
-    model::ModelConfig c = model::WorkedExampleConfig();
-    c.max_positions = 96;
-    return new model::Model(*model::Model::FromSeed(c, 11));
-  }();
-  return *m;
-}
+using test_support::TestModel;
 
 const std::vector<std::vector<int32_t>> kPrompts = {
     {0, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110},

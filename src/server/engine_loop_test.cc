@@ -3,20 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "folio/model/byte_tokenizer.h"
+#include "engine/test_model.h"
 
 namespace folio::server {
 namespace {
 
 using std::chrono::milliseconds;
 
-const model::Model& TestModel() {
-  static const model::Model* m = [] {
-    model::ModelConfig c = model::WorkedExampleConfig();
-    c.max_positions = 96;
-    return new model::Model(*model::Model::FromSeed(c, 11));
-  }();
-  return *m;
-}
+using engine::test_support::TestModel;
 
 engine::Engine MakeEngine(uint64_t max_num_seqs = 4, uint64_t num_pages = 32) {
   engine::EngineConfig c;
