@@ -174,15 +174,10 @@ void EngineLoop::Run() {
       if (!step) {
         // Not expected (every request was validated); fail them all rather
         // than leave a client waiting.
-        std::vector<engine::RequestId> ids;
-        for (const auto& [id, live] : live_) ids.push_back(id);
-        for (engine::RequestId id : ids) {
-          (void)engine_.Abort(id);
-          Event e;
-          e.kind = Event::Kind::kError;
-          e.error = step.error();
-          Finish(id, std::move(e), "error");
-        }
+        Event e;
+        e.kind = Event::Kind::kError;
+        e.error = step.error();
+        FinishAll(e, "error");
       } else {
         const Clock::time_point now = Clock::now();
         for (engine::StepOutput& out : *step) {
@@ -221,14 +216,9 @@ void EngineLoop::Run() {
     if (stepped && config_.step_delay.count() > 0) std::this_thread::sleep_for(config_.step_delay);
   }
   // Stopping: nothing is left to run, every waiting handler gets an answer.
-  std::vector<engine::RequestId> ids;
-  for (const auto& [id, live] : live_) ids.push_back(id);
-  for (engine::RequestId id : ids) {
-    (void)engine_.Abort(id);
-    Event e;
-    e.finish = engine::FinishReason::kAbort;
-    Finish(id, std::move(e), "abort");
-  }
+  Event aborted;
+  aborted.finish = engine::FinishReason::kAbort;
+  FinishAll(aborted, "abort");
   std::deque<Command> left;
   {
     std::lock_guard lock(mu_);
@@ -247,6 +237,15 @@ void EngineLoop::Run() {
   }
   Publish(adds);
   Deliver();
+}
+
+void EngineLoop::FinishAll(const Event& last, std::string_view reason) {
+  std::vector<engine::RequestId> ids;  // Finish erases from live_
+  for (const auto& [id, live] : live_) ids.push_back(id);
+  for (engine::RequestId id : ids) {
+    (void)engine_.Abort(id);
+    Finish(id, last, reason);
+  }
 }
 
 void EngineLoop::Deliver() {

@@ -113,6 +113,9 @@ class EngineLoop {
   void Run();
   void Handle(Command& c);
   void Finish(engine::RequestId id, Event e, std::string_view reason);
+  // Aborts every live request in the engine and finishes each with a copy
+  // of `last`.
+  void FinishAll(const Event& last, std::string_view reason);
   void Publish(uint64_t handled_adds);
   // Hands the outbox's events to their channels. Events wait until the
   // snapshot is published, so a client that sees its request finish sees
