@@ -23,18 +23,27 @@ constexpr uint64_t kRowBlock = 16;
 
 std::string Seq(uint64_t s) { return "sequence " + std::to_string(s) + ": "; }
 
-// One (sequence, K/V head, block of query positions).
+// The query rows of every work item of a call, item after item: four
+// arrays for the whole call rather than four per item, which would be
+// allocated for every K/V head of every sequence of every layer and step.
+struct Rows {
+  std::vector<const float*> queries;
+  std::vector<float*> outs;
+  std::vector<uint64_t> lo, hi;  // visible keys
+};
+
+// One (sequence, K/V head, block of query positions): rows
+// [row_begin, row_begin + num_rows) of the call's Rows.
 struct Item {
   uint64_t seq = 0;
   uint64_t kv_head = 0;
   uint64_t first_chunk = 0;
   uint64_t num_chunks = 0;
-  std::vector<const float*> queries;  // [rows]
-  std::vector<float*> outs;           // [rows]
-  std::vector<uint64_t> lo, hi;       // [rows] visible keys
+  size_t row_begin = 0;
+  size_t num_rows = 0;
 };
 
-ChunkTask TaskFor(const Item& item, const kv::PagedKvView& kv,
+ChunkTask TaskFor(const Item& item, const Rows& rows, const kv::PagedKvView& kv,
                   const kv::PagedBatchView& batch, float scale, uint64_t chunk,
                   SoftmaxState* states, float* acc) {
   const uint64_t begin = chunk * kChunkKeys;
@@ -44,20 +53,20 @@ ChunkTask TaskFor(const Item& item, const kv::PagedKvView& kv,
                    item.kv_head,
                    begin,
                    std::min(begin + kChunkKeys, context),
-                   item.queries.size(),
-                   item.queries.data(),
-                   item.lo.data(),
-                   item.hi.data(),
+                   item.num_rows,
+                   rows.queries.data() + item.row_begin,
+                   rows.lo.data() + item.row_begin,
+                   rows.hi.data() + item.row_begin,
                    scale,
                    states,
                    acc};
 }
 
 // Folds an item's chunk states left to right and writes its outputs.
-void FoldAndFinalize(const Item& item, uint64_t head_dim, const SoftmaxState* states,
-                     const float* acc, std::vector<SoftmaxState>& total,
-                     std::vector<float>& total_acc) {
-  const size_t rows = item.queries.size();
+void FoldAndFinalize(const Item& item, float* const* outs, uint64_t head_dim,
+                     const SoftmaxState* states, const float* acc,
+                     std::vector<SoftmaxState>& total, std::vector<float>& total_acc) {
+  const size_t rows = item.num_rows;
   total.assign(rows, SoftmaxState{});
   total_acc.assign(rows * head_dim, 0.0f);
   for (uint64_t c = 0; c < item.num_chunks; ++c) {
@@ -68,7 +77,7 @@ void FoldAndFinalize(const Item& item, uint64_t head_dim, const SoftmaxState* st
     }
   }
   for (size_t r = 0; r < rows; ++r) {
-    Finalize(total[r], total_acc.data() + r * head_dim, item.outs[r], head_dim);
+    Finalize(total[r], total_acc.data() + r * head_dim, outs[r], head_dim);
   }
 }
 
@@ -190,6 +199,12 @@ Status PagedAttention(const PagedAttentionParams& params, std::span<const float>
   const auto scale = static_cast<float>(params.scale);
 
   std::vector<Item> items;
+  Rows rows;
+  const auto total_rows = static_cast<size_t>(batch.query_indptr.back()) * params.num_q_heads;
+  rows.queries.reserve(total_rows);
+  rows.outs.reserve(total_rows);
+  rows.lo.reserve(total_rows);
+  rows.hi.reserve(total_rows);
   for (uint64_t s = 0; s < batch.context_lens.size(); ++s) {
     const SeqRows seq = RowsOf(batch, s);
     for (uint64_t i0 = 0; i0 < seq.num_rows; i0 += kRowBlock) {
@@ -198,24 +213,26 @@ Status PagedAttention(const PagedAttentionParams& params, std::span<const float>
         Item item;
         item.seq = s;
         item.kv_head = g;
+        item.row_begin = rows.queries.size();
         uint64_t lo = UINT64_MAX, hi = 0;
         for (uint64_t i = i0; i < i1; ++i) {
           const auto [row_lo, row_hi] = internal::VisibleKeys(params, seq, i);
           for (uint64_t k = 0; k < group; ++k) {
             const uint64_t at = internal::RowOffset(params, head_dim, s, seq, i, g * group + k);
-            item.queries.push_back(query.data() + at);
-            item.outs.push_back(out.data() + at);
-            item.lo.push_back(row_lo);
-            item.hi.push_back(row_hi);
+            rows.queries.push_back(query.data() + at);
+            rows.outs.push_back(out.data() + at);
+            rows.lo.push_back(row_lo);
+            rows.hi.push_back(row_hi);
           }
           lo = std::min(lo, row_lo);
           hi = std::max(hi, row_hi);
         }
+        item.num_rows = rows.queries.size() - item.row_begin;
         if (lo < hi) {
           item.first_chunk = lo / kChunkKeys;
           item.num_chunks = CeilDiv(hi, kChunkKeys) - item.first_chunk;
         }
-        items.push_back(std::move(item));
+        items.push_back(item);
       }
     }
   }
@@ -238,18 +255,19 @@ Status PagedAttention(const PagedAttentionParams& params, std::span<const float>
     // One task per item; its chunks run in order on one thread.
     parallel_for(items.size(), [&](size_t idx) {
       const Item& item = items[idx];
-      const size_t rows = item.queries.size();
+      const size_t n = item.num_rows;
       thread_local std::vector<SoftmaxState> states;
       thread_local std::vector<float> acc;
-      states.resize(rows * item.num_chunks);
-      acc.resize(rows * item.num_chunks * head_dim);
+      states.resize(n * item.num_chunks);
+      acc.resize(n * item.num_chunks * head_dim);
       for (uint64_t c = 0; c < item.num_chunks; ++c) {
-        internal::RunChunk(TaskFor(item, kv, batch, scale, item.first_chunk + c,
-                                   states.data() + c * rows, acc.data() + c * rows * head_dim));
+        internal::RunChunk(TaskFor(item, rows, kv, batch, scale, item.first_chunk + c,
+                                   states.data() + c * n, acc.data() + c * n * head_dim));
       }
       thread_local std::vector<SoftmaxState> total;
       thread_local std::vector<float> total_acc;
-      FoldAndFinalize(item, head_dim, states.data(), acc.data(), total, total_acc);
+      FoldAndFinalize(item, rows.outs.data() + item.row_begin, head_dim, states.data(),
+                      acc.data(), total, total_acc);
     });
     return Status::Ok();
   }
@@ -259,7 +277,7 @@ Status PagedAttention(const PagedAttentionParams& params, std::span<const float>
   std::vector<uint64_t> first_slot(items.size() + 1, 0);  // in states
   std::vector<std::pair<size_t, uint64_t>> tasks;           // (item, chunk index)
   for (size_t i = 0; i < items.size(); ++i) {
-    first_slot[i + 1] = first_slot[i] + items[i].num_chunks * items[i].queries.size();
+    first_slot[i + 1] = first_slot[i] + items[i].num_chunks * items[i].num_rows;
     for (uint64_t c = 0; c < items[i].num_chunks; ++c) tasks.emplace_back(i, c);
   }
   std::vector<SoftmaxState> states(first_slot.back());
@@ -267,15 +285,16 @@ Status PagedAttention(const PagedAttentionParams& params, std::span<const float>
   parallel_for(tasks.size(), [&](size_t t) {
     const auto [i, c] = tasks[t];
     const Item& item = items[i];
-    const uint64_t slot = first_slot[i] + c * item.queries.size();
-    internal::RunChunk(TaskFor(item, kv, batch, scale, item.first_chunk + c,
+    const uint64_t slot = first_slot[i] + c * item.num_rows;
+    internal::RunChunk(TaskFor(item, rows, kv, batch, scale, item.first_chunk + c,
                                states.data() + slot, acc.data() + slot * head_dim));
   });
   parallel_for(items.size(), [&](size_t i) {
     thread_local std::vector<SoftmaxState> total;
     thread_local std::vector<float> total_acc;
-    FoldAndFinalize(items[i], head_dim, states.data() + first_slot[i],
-                    acc.data() + first_slot[i] * head_dim, total, total_acc);
+    FoldAndFinalize(items[i], rows.outs.data() + items[i].row_begin, head_dim,
+                    states.data() + first_slot[i], acc.data() + first_slot[i] * head_dim, total,
+                    total_acc);
   });
   return Status::Ok();
 }
