@@ -262,8 +262,9 @@ Result<std::vector<StepOutput>> Engine::Step() {
       const Request& r = requests_.at(id);
       if ((Pending(r) == 1) != decodes || budget == 0) continue;
       const uint64_t n = std::min(Pending(r), budget);
-      picks.push_back({id, n, false, 0, 0, pages_for(r, n)});
-      needed += pages_for(r, n);
+      const uint64_t need = pages_for(r, n);
+      picks.push_back({id, n, false, 0, 0, need});
+      needed += need;
       promised += pages_for(r, Pending(r));
       budget -= n;
     }
