@@ -72,6 +72,48 @@ HWY_INLINE float ScalarF(const S* p) {
   }
 }
 
+// Software prefetch of the next tile's K and V rows, a few cache lines at a
+// time from inside this tile's loops. Issued in bursts, the prefetches of a
+// tile wait for the core's few line-fill buffers and hold up the compute
+// behind them in the reorder buffer; trickled in, they keep the buffers busy
+// while the compute runs.
+class TilePrefetch {
+ public:
+  // Each Step issues lines_per_step lines of K and as many of V.
+  explicit TilePrefetch(size_t lines_per_step) : lines_per_step_(lines_per_step) {}
+
+  // The rows [0, num_rows) of keys and values, row_bytes each.
+  template <typename S>
+  void Start(const S* const* keys, const S* const* values, size_t num_rows, size_t row_bytes) {
+    keys_ = reinterpret_cast<const char* const*>(keys);
+    values_ = reinterpret_cast<const char* const*>(values);
+    num_rows_ = num_rows;
+    row_bytes_ = row_bytes;
+    row_ = offset_ = 0;
+  }
+  HWY_INLINE void Step() { Issue(lines_per_step_); }
+  // Whatever the steps left over.
+  void Finish() { Issue(SIZE_MAX); }
+
+ private:
+  HWY_INLINE void Issue(size_t lines) {
+    for (size_t l = 0; l < lines && row_ < num_rows_; ++l) {
+      hwy::Prefetch(keys_[row_] + offset_);
+      hwy::Prefetch(values_[row_] + offset_);
+      offset_ += 64;
+      if (offset_ >= row_bytes_) {
+        offset_ = 0;
+        ++row_;
+      }
+    }
+  }
+
+  size_t lines_per_step_;
+  const char* const* keys_ = nullptr;
+  const char* const* values_ = nullptr;
+  size_t num_rows_ = 0, row_bytes_ = 0, row_ = 0, offset_ = 0;
+};
+
 // out[c] = the sum of v[c]'s lanes, for kCount vectors at once. Every sum
 // runs the same balanced tree of adjacent lane pairs, whichever vectors
 // share the call; v is clobbered.
@@ -104,7 +146,7 @@ HWY_INLINE void LaneSums(hn::Vec<DF>* v, float* out) {
 // keys share the block.
 template <typename S, size_t R>
 HWY_INLINE void ScoreBlock(const float* const* q, const S* const* k, size_t head_dim,
-                           float* out) {
+                           TilePrefetch& prefetch, float* out) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
   constexpr size_t kKeys = kAccs / R;
@@ -114,6 +156,7 @@ HWY_INLINE void ScoreBlock(const float* const* q, const S* const* k, size_t head
   for (; i + lanes <= head_dim; i += lanes) {
     hn::Vec<DF> qv[R];
     for (size_t r = 0; r < R; ++r) qv[r] = hn::LoadU(d, q[r] + i);
+    prefetch.Step();
     for (size_t j = 0; j < kKeys; ++j) {
       const auto kv = LoadF(k[j] + i);
       for (size_t r = 0; r < R; ++r) acc[j * R + r] = hn::MulAdd(qv[r], kv, acc[j * R + r]);
@@ -134,11 +177,11 @@ HWY_INLINE void ScoreBlock(const float* const* q, const S* const* k, size_t head
 
 // scores[r][s] = scale * dot(q[r], key of tile slot s) for the slots
 // [s_begin, s_end) (other slots of a block compute junk from a stand-in key
-// and are never read). Calls between(keys) after each block of keys.
-template <typename S, size_t R, typename Between>
+// and are never read).
+template <typename S, size_t R>
 HWY_INLINE void TileScores(const float* const* q, const S* const* krow, size_t s_begin,
                            size_t s_end, size_t head_dim, float scale,
-                           float (*scores)[kTileKeys], const Between& between) {
+                           float (*scores)[kTileKeys], TilePrefetch& prefetch) {
   constexpr size_t kKeys = kAccs / R;
   static_assert(kTileKeys % kKeys == 0);
   for (size_t b = s_begin - s_begin % kKeys; b < s_end; b += kKeys) {
@@ -147,8 +190,7 @@ HWY_INLINE void TileScores(const float* const* q, const S* const* krow, size_t s
       k[j] = b + j >= s_begin && b + j < s_end ? krow[b + j] : krow[s_begin];
     }
     float out[kAccs];
-    ScoreBlock<S, R>(q, k, head_dim, out);
-    between(kKeys);
+    ScoreBlock<S, R>(q, k, head_dim, prefetch, out);
     for (size_t j = 0; j < kKeys; ++j) {
       for (size_t r = 0; r < R; ++r) scores[r][b + j] = out[j * R + r] * scale;
     }
@@ -163,7 +205,8 @@ HWY_INLINE void TileScores(const float* const* q, const S* const* krow, size_t s
 // operations per element as the masked loop in RunChunkT, so the same bits.
 template <typename S, size_t R>
 HWY_INLINE void TileValues(float* const* acc_rows, const float* corr, const float (*p)[kTileKeys],
-                           const S* const* vrow, size_t s_begin, size_t s_end, size_t head_dim) {
+                           const S* const* vrow, size_t s_begin, size_t s_end, size_t head_dim,
+                           TilePrefetch& prefetch) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
   constexpr size_t kCols = kAccs / kGroup;
@@ -177,6 +220,7 @@ HWY_INLINE void TileValues(float* const* acc_rows, const float* corr, const floa
       }
     }
     for (size_t s = s_begin; s < s_end; ++s) {
+      prefetch.Step();
       hn::Vec<DF> vv[kCols];
       for (size_t col = 0; col < kCols; ++col) vv[col] = LoadF(vrow[s] + i + col * lanes);
       for (size_t r = 0; r < R; ++r) {
@@ -251,6 +295,14 @@ void RunChunkT(const ChunkTask& t) {
       }
     }
   };
+  // A tile's lines spread evenly over the steps of a full group's score
+  // blocks (one per vector of head_dim) and value loop (one per key and
+  // kCols vectors); what is left is issued at the tile's end.
+  const size_t row_bytes = head_dim * sizeof(S);
+  const size_t tile_lines = kTileKeys * ((row_bytes + 63) / 64);
+  const size_t steps = kTileKeys / (kAccs / kGroup) * (head_dim / lanes) +
+                       kTileKeys * (head_dim / (kAccs / kGroup * lanes));
+  TilePrefetch prefetch(steps == 0 ? tile_lines : (tile_lines + steps - 1) / steps);
   const S* (*cur)[kTileKeys] = rows_a;
   const S* (*next)[kTileKeys] = rows_b;
   const uint64_t first_t0 = lo - lo % kTileKeys;
@@ -261,24 +313,13 @@ void RunChunkT(const ChunkTask& t) {
     const size_t s_begin = static_cast<size_t>(a0 - t0), s_end = static_cast<size_t>(t1 - t0);
     const S* const* krow = cur[0];
     const S* const* vrow = cur[1];
-    // The next tile's rows, prefetched a key at a time between this tile's
-    // score blocks so the misses spread over its compute: a short page is
-    // one small block per head, too short for the hardware prefetcher to
+    // The next tile's rows, prefetched a few lines at a time from inside
+    // this tile's loops so the misses spread over its compute: a short page
+    // is one small block per head, too short for the hardware prefetcher to
     // ramp up on before the walk jumps to another page.
     const uint64_t n0 = t0 + kTileKeys, n1 = std::min(n0 + kTileKeys, hi);
     if (n0 < n1) locate(n0, n0, n1, next);
-    size_t prefetched = 0;
-    const size_t num_next = n0 < n1 ? static_cast<size_t>(n1 - n0) : 0;
-    const auto prefetch_next = [&](size_t count) {
-      for (const size_t stop = std::min(num_next, prefetched + count); prefetched < stop; ++prefetched) {
-        const auto* kb = reinterpret_cast<const char*>(next[0][prefetched]);
-        const auto* vb = reinterpret_cast<const char*>(next[1][prefetched]);
-        for (uint64_t b = 0; b < head_dim * sizeof(S); b += 64) {
-          hwy::Prefetch(kb + b);
-          hwy::Prefetch(vb + b);
-        }
-      }
-    };
+    prefetch.Start(next[0], next[1], n0 < n1 ? static_cast<size_t>(n1 - n0) : 0, row_bytes);
 
     for (uint64_t g0 = 0; g0 < t.num_rows; g0 += kGroup) {
       const size_t rows = static_cast<size_t>(std::min<uint64_t>(kGroup, t.num_rows - g0));
@@ -298,11 +339,11 @@ void RunChunkT(const ChunkTask& t) {
       const float* q[kGroup];
       for (size_t r = 0; r < kGroup; ++r) q[r] = t.queries[g0 + std::min(r, rows - 1)];
       if (rows == 1) {
-        TileScores<S, 1>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch_next);
+        TileScores<S, 1>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
       } else if (rows == 2) {
-        TileScores<S, 2>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch_next);
+        TileScores<S, 2>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
       } else {
-        TileScores<S, kGroup>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch_next);
+        TileScores<S, kGroup>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
       }
       // Online-softmax update: one rescale per row per tile, over the
       // slots it sees; p is 0 elsewhere.
@@ -336,19 +377,20 @@ void RunChunkT(const ChunkTask& t) {
       float* acc_rows[kGroup];
       for (size_t r = 0; r < rows; ++r) acc_rows[r] = t.acc + (g0 + r) * head_dim;
       if (full && rows == kGroup) {
-        TileValues<S, kGroup>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim);
+        TileValues<S, kGroup>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim, prefetch);
       } else if (full && rows == 1) {
-        TileValues<S, 1>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim);
+        TileValues<S, 1>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim, prefetch);
       } else {
         // Rows that see different slots (a prefill's diagonal tile, a
         // window's edge): each row takes its own slots in the same order.
         for (size_t r = 0; r < rows; ++r) {
           if (first[r] >= last[r]) continue;
-          TileValues<S, 1>(acc_rows + r, corr + r, p + r, vrow, first[r], last[r], head_dim);
+          TileValues<S, 1>(acc_rows + r, corr + r, p + r, vrow, first[r], last[r], head_dim,
+                            prefetch);
         }
       }
     }
-    prefetch_next(kTileKeys);
+    prefetch.Finish();
     std::swap(cur, next);
   }
 }

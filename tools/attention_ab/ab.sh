@@ -31,7 +31,7 @@ for lib in core kv attention; do
 done
 
 flags=(-O3 -DNDEBUG -std=c++20 -ffp-contract=off "-DHWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SSE4)"
-       $(pkg-config --cflags libhwy) -I"$root/include")
+       $(pkg-config --cflags libhwy) -I"$root/include" ${AB_CFLAGS:-})
 show() {  # show REV PATH
   if [ "$1" = "." ]; then cat "$root/$2"; else git -C "$root" show "$1:$2"; fi
 }
