@@ -10,7 +10,8 @@
 // - keys are taken in tiles of kTileKeys at multiples of kTileKeys: per
 //   tile a row rescales its state once (one exp of the max difference),
 //   adds the tile's exp(s - m) as one lane sum with 0 for keys it may not
-//   see, and accumulates its visible value rows in key order;
+//   see, and accumulates its visible value rows in key order; every exp is
+//   Highway's lane-wise vector Exp, whatever else shares its vector;
 // - a row's scores for keys it may not see are computed (from keys the
 //   tile holds anyway) but never read, and value rows it may not see are
 //   skipped, so other rows in the call (other query positions, other batch
@@ -346,32 +347,45 @@ void RunChunkT(const ChunkTask& t) {
         TileScores<S, kGroup>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
       }
       // Online-softmax update: one rescale per row per tile, over the
-      // slots it sees; p is 0 elsewhere.
-      float corr[kGroup];
+      // slots it sees; p is 0 elsewhere. The group's rescale factors come
+      // from one vector exp, lane-wise, so a row's bits do not depend on
+      // the rows beside it; a libm call per row spilled every live vector
+      // register around it.
+      const auto seen = [&](size_t r, size_t s) {
+        return hn::AndNot(hn::FirstN(d, first[r] > s ? first[r] - s : 0),
+                          hn::FirstN(d, last[r] > s ? last[r] - s : 0));
+      };
+      alignas(64) float old_max[kGroup] = {}, new_max[kGroup] = {}, corr[kGroup];
       for (size_t r = 0; r < rows; ++r) {
         if (first[r] >= last[r]) continue;
         const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
         auto vmax = neg_inf;
         for (size_t s = 0; s < kTileKeys; s += lanes) {
-          const auto seen = hn::AndNot(hn::FirstN(d, first[r] > s ? first[r] - s : 0),
-                                       hn::FirstN(d, last[r] > s ? last[r] - s : 0));
-          vmax = hn::Max(vmax, hn::IfThenElse(seen, hn::Load(d, scores[r] + s), neg_inf));
+          vmax = hn::Max(vmax, hn::IfThenElse(seen(r, s), hn::Load(d, scores[r] + s), neg_inf));
         }
-        const float tile_max = hn::GetLane(hn::MaxOfLanes(d, vmax));
-        SoftmaxState& st = t.states[g0 + r];
-        const float m = std::max(st.max, tile_max);
-        corr[r] = std::exp(st.max - m);  // 0 for an empty state
-        const auto vm = hn::Set(d, m);
+        old_max[r] = t.states[g0 + r].max;
+        new_max[r] = std::max(old_max[r], hn::GetLane(hn::MaxOfLanes(d, vmax)));
+      }
+      // exp(old - new): 0 for an empty state (old = -inf), exactly 1 when
+      // the max stays.
+      const hn::CappedTag<float, kGroup> dg;
+      for (size_t r = 0; r < kGroup; r += hn::Lanes(dg)) {
+        const auto diff = hn::Sub(hn::Load(dg, old_max + r), hn::Load(dg, new_max + r));
+        hn::Store(hn::Exp(dg, diff), dg, corr + r);
+      }
+      for (size_t r = 0; r < rows; ++r) {
+        if (first[r] >= last[r]) continue;
+        const auto vm = hn::Set(d, new_max[r]);
         auto vsum = hn::Zero(d);
         for (size_t s = 0; s < kTileKeys; s += lanes) {
-          const auto seen = hn::AndNot(hn::FirstN(d, first[r] > s ? first[r] - s : 0),
-                                       hn::FirstN(d, last[r] > s ? last[r] - s : 0));
-          const auto e = hn::IfThenElseZero(seen, hn::Exp(d, hn::Sub(hn::Load(d, scores[r] + s), vm)));
+          const auto x = hn::Sub(hn::Load(d, scores[r] + s), vm);
+          const auto e = hn::IfThenElseZero(seen(r, s), hn::Exp(d, x));
           hn::Store(e, d, p[r] + s);
           vsum = hn::Add(vsum, e);
         }
+        SoftmaxState& st = t.states[g0 + r];
         st.sum = st.sum * corr[r] + hn::GetLane(hn::SumOfLanes(d, vsum));
-        st.max = m;
+        st.max = new_max[r];
       }
       // acc = acc * corr + sum_s p_s v_s per row, s ascending.
       float* acc_rows[kGroup];
