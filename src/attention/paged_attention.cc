@@ -43,16 +43,21 @@ struct Item {
   size_t num_rows = 0;
 };
 
+// `next_chunk_follows`: this thread runs the item's next chunk right after,
+// so the walk may prefetch into it.
 ChunkTask TaskFor(const Item& item, const Rows& rows, const kv::PagedKvView& kv,
                   const kv::PagedBatchView& batch, float scale, uint64_t chunk,
-                  SoftmaxState* states, float* acc) {
+                  bool next_chunk_follows, SoftmaxState* states, float* acc) {
   const uint64_t begin = chunk * kChunkKeys;
   const auto context = static_cast<uint64_t>(batch.context_lens[item.seq]);
+  const uint64_t end = std::min(begin + kChunkKeys, context);
+  const bool follows = next_chunk_follows && chunk + 1 < item.first_chunk + item.num_chunks;
   return ChunkTask{kv,
                    batch.block_table.data() + item.seq * batch.max_pages,
                    item.kv_head,
                    begin,
-                   std::min(begin + kChunkKeys, context),
+                   end,
+                   follows ? std::min(end + kTileKeys, context) : end,
                    item.num_rows,
                    rows.queries.data() + item.row_begin,
                    rows.lo.data() + item.row_begin,
@@ -262,7 +267,8 @@ Status PagedAttention(const PagedAttentionParams& params, std::span<const float>
       acc.resize(n * item.num_chunks * head_dim);
       for (uint64_t c = 0; c < item.num_chunks; ++c) {
         internal::RunChunk(TaskFor(item, rows, kv, batch, scale, item.first_chunk + c,
-                                   states.data() + c * n, acc.data() + c * n * head_dim));
+                                   /*next_chunk_follows=*/true, states.data() + c * n,
+                                   acc.data() + c * n * head_dim));
       }
       thread_local std::vector<SoftmaxState> total;
       thread_local std::vector<float> total_acc;
@@ -287,7 +293,8 @@ Status PagedAttention(const PagedAttentionParams& params, std::span<const float>
     const Item& item = items[i];
     const uint64_t slot = first_slot[i] + c * item.num_rows;
     internal::RunChunk(TaskFor(item, rows, kv, batch, scale, item.first_chunk + c,
-                               states.data() + slot, acc.data() + slot * head_dim));
+                               /*next_chunk_follows=*/false, states.data() + slot,
+                               acc.data() + slot * head_dim));
   });
   parallel_for(items.size(), [&](size_t i) {
     thread_local std::vector<SoftmaxState> total;

@@ -53,6 +53,9 @@ struct ChunkTask {
   uint64_t kv_head;
   uint64_t key_begin;  // a multiple of kChunkKeys
   uint64_t key_end;
+  // The walk may prefetch keys up to here (>= key_end): the next chunk's
+  // first tile when the same thread runs that chunk next.
+  uint64_t prefetch_end;
   uint64_t num_rows;
   const float* const* queries;  // [num_rows] -> head_dim floats
   const uint64_t* lo;

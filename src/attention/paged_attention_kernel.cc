@@ -317,8 +317,10 @@ void RunChunkT(const ChunkTask& t) {
     // The next tile's rows, prefetched a few lines at a time from inside
     // this tile's loops so the misses spread over its compute: a short page
     // is one small block per head, too short for the hardware prefetcher to
-    // ramp up on before the walk jumps to another page.
-    const uint64_t n0 = t0 + kTileKeys, n1 = std::min(n0 + kTileKeys, hi);
+    // ramp up on before the walk jumps to another page. After the last
+    // tile comes the next chunk's first, when this thread runs it next.
+    const uint64_t n0 = t0 + kTileKeys;
+    const uint64_t n1 = std::min(n0 + kTileKeys, n0 < hi ? hi : t.prefetch_end);
     if (n0 < n1) locate(n0, n0, n1, next);
     prefetch.Start(next[0], next[1], n0 < n1 ? static_cast<size_t>(n1 - n0) : 0, row_bytes);
 
