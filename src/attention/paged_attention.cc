@@ -17,9 +17,14 @@ using internal::ChunkTask;
 using internal::RowsOf;
 using internal::SeqRows;
 
-// Query positions per work item; with a GQA group of G heads an item holds
-// up to kRowBlock * G rows that share every K/V load.
+// Query positions per work item. An item holds every query head's rows of
+// up to kRowBlock positions: kRowBlock * G rows per K/V head (G = the GQA
+// group) share every K/V load.
 constexpr uint64_t kRowBlock = 16;
+
+// With SplitK::kAuto, items' chunks are cut into ranges so that each thread
+// gets about this many ranges to balance.
+constexpr uint64_t kRangesPerThread = 4;
 
 std::string Seq(uint64_t s) { return "sequence " + std::to_string(s) + ": "; }
 
@@ -32,33 +37,154 @@ struct Rows {
   std::vector<uint64_t> lo, hi;  // visible keys
 };
 
-// One (sequence, K/V head, block of query positions): rows
-// [row_begin, row_begin + num_rows) of the call's Rows.
+// One (sequence, block of query positions, range of K/V heads): rows
+// [row_begin, row_begin + num_rows) of the call's Rows, head by head (the
+// item's h-th K/V head reads its rows [h * rows_per_head, (h + 1) *
+// rows_per_head)), over the chunks [first_chunk, first_chunk + num_chunks)
+// some row sees.
 struct Item {
   uint64_t seq = 0;
-  uint64_t kv_head = 0;
+  uint64_t kv_head_begin = 0;
+  uint64_t num_kv_heads = 0;
   uint64_t first_chunk = 0;
   uint64_t num_chunks = 0;
   size_t row_begin = 0;
+  uint64_t rows_per_head = 0;
   size_t num_rows = 0;
 };
 
+// Chunks [begin, end) of an item, counted from its first, run in order on
+// one thread: the unit of threading.
+struct Range {
+  size_t item = 0;
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+
+// The work of one call. An item takes every K/V head of its block of
+// positions, so the walk reads each page's heads in one run (a page holds
+// them contiguously), unless there are too few chunks to give every thread
+// several ranges; then the heads are split too. Items' chunks are cut into
+// ranges of consecutive chunks; an item's chunk states always fold left to
+// right, so the bits depend on neither cut.
+struct Plan {
+  Rows rows;
+  std::vector<Item> items;
+  std::vector<Range> ranges;
+  std::vector<size_t> first_range;  // per item
+  size_t num_ranges(size_t item) const {
+    return (item + 1 < items.size() ? first_range[item + 1] : ranges.size()) - first_range[item];
+  }
+};
+
+Plan MakePlan(const PagedAttentionParams& params, std::span<const float> query,
+              std::span<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch,
+              size_t threads) {
+  // Each (sequence, block of query positions) and the chunks its rows see.
+  struct Block {
+    uint64_t seq, i0, i1, first_chunk, num_chunks;
+  };
+  std::vector<Block> blocks;
+  uint64_t block_chunks = 0;
+  for (uint64_t s = 0; s < batch.context_lens.size(); ++s) {
+    const SeqRows seq = RowsOf(batch, s);
+    for (uint64_t i0 = 0; i0 < seq.num_rows; i0 += kRowBlock) {
+      const uint64_t i1 = std::min(i0 + kRowBlock, seq.num_rows);
+      uint64_t lo = UINT64_MAX, hi = 0;
+      for (uint64_t i = i0; i < i1; ++i) {
+        const auto [row_lo, row_hi] = internal::VisibleKeys(params, seq, i);
+        lo = std::min(lo, row_lo);
+        hi = std::max(hi, row_hi);
+      }
+      Block block{s, i0, i1, 0, 0};
+      if (lo < hi) {
+        block.first_chunk = lo / kChunkKeys;
+        block.num_chunks = CeilDiv(hi, kChunkKeys) - block.first_chunk;
+      }
+      blocks.push_back(block);
+      block_chunks += block.num_chunks;
+    }
+  }
+  const uint64_t wanted = kRangesPerThread * threads;
+  const bool auto_split = params.split_k == SplitK::kAuto && threads > 1;
+  uint64_t head_parts = 1;
+  if (params.split_k == SplitK::kAlways) {
+    head_parts = kv.num_kv_heads;
+  } else if (auto_split && block_chunks < wanted) {
+    head_parts = std::min(kv.num_kv_heads, CeilDiv(wanted, std::max<uint64_t>(1, block_chunks)));
+  }
+
+  Plan plan;
+  Rows& rows = plan.rows;
+  const uint64_t head_dim = kv.head_dim, group = params.num_q_heads / kv.num_kv_heads;
+  const auto total_rows = static_cast<size_t>(batch.query_indptr.back()) * params.num_q_heads;
+  rows.queries.reserve(total_rows);
+  rows.outs.reserve(total_rows);
+  rows.lo.reserve(total_rows);
+  rows.hi.reserve(total_rows);
+  for (const Block& block : blocks) {
+    const SeqRows seq = RowsOf(batch, block.seq);
+    for (uint64_t part = 0; part < head_parts; ++part) {
+      Item item;
+      item.seq = block.seq;
+      item.kv_head_begin = kv.num_kv_heads * part / head_parts;
+      item.num_kv_heads = kv.num_kv_heads * (part + 1) / head_parts - item.kv_head_begin;
+      item.first_chunk = block.first_chunk;
+      item.num_chunks = block.num_chunks;
+      item.row_begin = rows.queries.size();
+      item.rows_per_head = (block.i1 - block.i0) * group;
+      for (uint64_t g = item.kv_head_begin; g < item.kv_head_begin + item.num_kv_heads; ++g) {
+        for (uint64_t i = block.i0; i < block.i1; ++i) {
+          const auto [row_lo, row_hi] = internal::VisibleKeys(params, seq, i);
+          for (uint64_t k = 0; k < group; ++k) {
+            const uint64_t at =
+                internal::RowOffset(params, head_dim, block.seq, seq, i, g * group + k);
+            rows.queries.push_back(query.data() + at);
+            rows.outs.push_back(out.data() + at);
+            rows.lo.push_back(row_lo);
+            rows.hi.push_back(row_hi);
+          }
+        }
+      }
+      item.num_rows = rows.queries.size() - item.row_begin;
+      plan.items.push_back(item);
+    }
+  }
+
+  uint64_t per_range = UINT64_MAX;  // chunks
+  if (params.split_k == SplitK::kAlways) {
+    per_range = 1;
+  } else if (auto_split) {
+    per_range = std::max<uint64_t>(1, CeilDiv(block_chunks * head_parts, wanted));
+  }
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    plan.first_range.push_back(plan.ranges.size());
+    const uint64_t n = plan.items[i].num_chunks;
+    const uint64_t parts = n <= per_range ? 1 : CeilDiv(n, per_range);
+    for (uint64_t k = 0; k < parts; ++k) {
+      plan.ranges.push_back({i, n * k / parts, n * (k + 1) / parts});
+    }
+  }
+  return plan;
+}
+
+// Chunk `chunk` (counted from the item's first) of an item.
 // `next_chunk_follows`: this thread runs the item's next chunk right after,
 // so the walk may prefetch into it.
 ChunkTask TaskFor(const Item& item, const Rows& rows, const kv::PagedKvView& kv,
                   const kv::PagedBatchView& batch, float scale, uint64_t chunk,
                   bool next_chunk_follows, SoftmaxState* states, float* acc) {
-  const uint64_t begin = chunk * kChunkKeys;
+  const uint64_t begin = (item.first_chunk + chunk) * kChunkKeys;
   const auto context = static_cast<uint64_t>(batch.context_lens[item.seq]);
   const uint64_t end = std::min(begin + kChunkKeys, context);
-  const bool follows = next_chunk_follows && chunk + 1 < item.first_chunk + item.num_chunks;
   return ChunkTask{kv,
                    batch.block_table.data() + item.seq * batch.max_pages,
-                   item.kv_head,
                    begin,
                    end,
-                   follows ? std::min(end + kTileKeys, context) : end,
-                   item.num_rows,
+                   next_chunk_follows ? std::min(end + kTileKeys, context) : end,
+                   item.kv_head_begin,
+                   item.num_kv_heads,
+                   item.rows_per_head,
                    rows.queries.data() + item.row_begin,
                    rows.lo.data() + item.row_begin,
                    rows.hi.data() + item.row_begin,
@@ -67,23 +193,59 @@ ChunkTask TaskFor(const Item& item, const Rows& rows, const kv::PagedKvView& kv,
                    acc};
 }
 
-// Folds an item's chunk states left to right and writes its outputs.
-void FoldAndFinalize(const Item& item, float* const* outs, uint64_t head_dim,
-                     const SoftmaxState* states, const float* acc,
-                     std::vector<SoftmaxState>& total, std::vector<float>& total_acc) {
-  const size_t rows = item.num_rows;
-  total.assign(rows, SoftmaxState{});
-  total_acc.assign(rows * head_dim, 0.0f);
-  for (uint64_t c = 0; c < item.num_chunks; ++c) {
-    for (size_t r = 0; r < rows; ++r) {
-      const size_t at = c * rows + r;
-      MergeInto(total[r], total_acc.data() + r * head_dim, states[at],
-                          acc + at * head_dim, head_dim);
+// Chunk states of the items cut into several ranges, kept until every range
+// has run: the first range's fold so far (prefix) and one state per later
+// chunk (later), each [rows] states and [rows, head_dim] accumulators.
+class HeldStates {
+ public:
+  HeldStates(const Plan& plan, uint64_t head_dim) : head_dim_(head_dim) {
+    prefix_slot_.assign(plan.items.size(), 0);
+    later_slot_.assign(plan.items.size(), 0);
+    uint64_t prefix_rows = 0, later_rows = 0;
+    for (size_t i = 0; i < plan.items.size(); ++i) {
+      if (plan.num_ranges(i) == 1) continue;
+      held_.push_back(i);
+      prefix_slot_[i] = prefix_rows;
+      later_slot_[i] = later_rows;
+      const Item& item = plan.items[i];
+      prefix_rows += item.num_rows;
+      later_rows += (item.num_chunks - plan.ranges[plan.first_range[i]].end) * item.num_rows;
     }
+    prefix_.resize(prefix_rows);
+    prefix_acc_.resize(prefix_rows * head_dim);
+    later_.resize(later_rows);
+    later_acc_.resize(later_rows * head_dim);
   }
-  for (size_t r = 0; r < rows; ++r) {
-    Finalize(total[r], total_acc.data() + r * head_dim, outs[r], head_dim);
+  const std::vector<size_t>& held_items() const { return held_; }
+  SoftmaxState* prefix(size_t item) { return prefix_.data() + prefix_slot_[item]; }
+  float* prefix_acc(size_t item) { return prefix_acc_.data() + prefix_slot_[item] * head_dim_; }
+  // The k-th chunk after the item's first range.
+  SoftmaxState* later(size_t item, uint64_t k, size_t rows) {
+    return later_.data() + later_slot_[item] + k * rows;
   }
+  float* later_acc(size_t item, uint64_t k, size_t rows) {
+    return later_acc_.data() + (later_slot_[item] + k * rows) * head_dim_;
+  }
+
+ private:
+  uint64_t head_dim_;
+  std::vector<size_t> held_;
+  std::vector<uint64_t> prefix_slot_, later_slot_;  // in rows
+  std::vector<SoftmaxState> prefix_, later_;
+  std::vector<float> prefix_acc_, later_acc_;
+};
+
+// total[k] += states[k] (MergeInto) for `rows` rows.
+void MergeRows(SoftmaxState* total, float* total_acc, const SoftmaxState* states,
+               const float* acc, size_t rows, uint64_t head_dim) {
+  for (size_t k = 0; k < rows; ++k) {
+    MergeInto(total[k], total_acc + k * head_dim, states[k], acc + k * head_dim, head_dim);
+  }
+}
+
+void FinalizeRows(const SoftmaxState* total, const float* total_acc, float* const* outs,
+                  size_t rows, uint64_t head_dim) {
+  for (size_t k = 0; k < rows; ++k) Finalize(total[k], total_acc + k * head_dim, outs[k], head_dim);
 }
 
 }  // namespace
@@ -200,54 +362,11 @@ Status PagedAttention(const PagedAttentionParams& params, std::span<const float>
                                  std::string(DTypeName(kv.dtype)) + ")");
   }
   const uint64_t head_dim = kv.head_dim;
-  const uint64_t group = params.num_q_heads / kv.num_kv_heads;
   const auto scale = static_cast<float>(params.scale);
 
-  std::vector<Item> items;
-  Rows rows;
-  const auto total_rows = static_cast<size_t>(batch.query_indptr.back()) * params.num_q_heads;
-  rows.queries.reserve(total_rows);
-  rows.outs.reserve(total_rows);
-  rows.lo.reserve(total_rows);
-  rows.hi.reserve(total_rows);
-  for (uint64_t s = 0; s < batch.context_lens.size(); ++s) {
-    const SeqRows seq = RowsOf(batch, s);
-    for (uint64_t i0 = 0; i0 < seq.num_rows; i0 += kRowBlock) {
-      const uint64_t i1 = std::min(i0 + kRowBlock, seq.num_rows);
-      for (uint64_t g = 0; g < kv.num_kv_heads; ++g) {
-        Item item;
-        item.seq = s;
-        item.kv_head = g;
-        item.row_begin = rows.queries.size();
-        uint64_t lo = UINT64_MAX, hi = 0;
-        for (uint64_t i = i0; i < i1; ++i) {
-          const auto [row_lo, row_hi] = internal::VisibleKeys(params, seq, i);
-          for (uint64_t k = 0; k < group; ++k) {
-            const uint64_t at = internal::RowOffset(params, head_dim, s, seq, i, g * group + k);
-            rows.queries.push_back(query.data() + at);
-            rows.outs.push_back(out.data() + at);
-            rows.lo.push_back(row_lo);
-            rows.hi.push_back(row_hi);
-          }
-          lo = std::min(lo, row_lo);
-          hi = std::max(hi, row_hi);
-        }
-        item.num_rows = rows.queries.size() - item.row_begin;
-        if (lo < hi) {
-          item.first_chunk = lo / kChunkKeys;
-          item.num_chunks = CeilDiv(hi, kChunkKeys) - item.first_chunk;
-        }
-        items.push_back(item);
-      }
-    }
-  }
-
   const size_t threads = pool ? pool->num_threads() : 1;
-  uint64_t total_chunks = 0;
-  for (const Item& item : items) total_chunks += item.num_chunks;
-  const bool split = params.split_k == SplitK::kAlways ||
-                     (params.split_k == SplitK::kAuto && threads > 1 &&
-                      items.size() < 2 * threads && total_chunks > items.size());
+  const Plan plan = MakePlan(params, query, out, kv, batch, threads);
+  HeldStates held(plan, head_dim);
   auto parallel_for = [&](size_t n, const std::function<void(size_t)>& fn) {
     if (pool) {
       pool->ParallelFor(n, fn);
@@ -255,53 +374,52 @@ Status PagedAttention(const PagedAttentionParams& params, std::span<const float>
       for (size_t i = 0; i < n; ++i) fn(i);
     }
   };
-
-  if (!split) {
-    // One task per item; its chunks run in order on one thread.
-    parallel_for(items.size(), [&](size_t idx) {
-      const Item& item = items[idx];
-      const size_t n = item.num_rows;
-      thread_local std::vector<SoftmaxState> states;
-      thread_local std::vector<float> acc;
-      states.resize(n * item.num_chunks);
-      acc.resize(n * item.num_chunks * head_dim);
-      for (uint64_t c = 0; c < item.num_chunks; ++c) {
-        internal::RunChunk(TaskFor(item, rows, kv, batch, scale, item.first_chunk + c,
-                                   /*next_chunk_follows=*/true, states.data() + c * n,
-                                   acc.data() + c * n * head_dim));
+  parallel_for(plan.ranges.size(), [&](size_t r) {
+    const Range& range = plan.ranges[r];
+    const Item& item = plan.items[range.item];
+    const size_t n = item.num_rows;
+    const auto task = [&](uint64_t c, SoftmaxState* states, float* acc) {
+      return TaskFor(item, plan.rows, kv, batch, scale, c, c + 1 < range.end, states, acc);
+    };
+    if (range.begin > 0) {  // a later range: one held state per chunk
+      const uint64_t first_later = plan.ranges[plan.first_range[range.item]].end;
+      for (uint64_t c = range.begin; c < range.end; ++c) {
+        internal::RunChunk(task(c, held.later(range.item, c - first_later, n),
+                                held.later_acc(range.item, c - first_later, n)));
       }
-      thread_local std::vector<SoftmaxState> total;
-      thread_local std::vector<float> total_acc;
-      FoldAndFinalize(item, rows.outs.data() + item.row_begin, head_dim, states.data(),
-                      acc.data(), total, total_acc);
-    });
-    return Status::Ok();
-  }
-
-  // Split-K: every (item, chunk) is a task writing its own state slot; the
-  // fold afterwards is the same left-to-right fold as above.
-  std::vector<uint64_t> first_slot(items.size() + 1, 0);  // in states
-  std::vector<std::pair<size_t, uint64_t>> tasks;           // (item, chunk index)
-  for (size_t i = 0; i < items.size(); ++i) {
-    first_slot[i + 1] = first_slot[i] + items[i].num_chunks * items[i].num_rows;
-    for (uint64_t c = 0; c < items[i].num_chunks; ++c) tasks.emplace_back(i, c);
-  }
-  std::vector<SoftmaxState> states(first_slot.back());
-  std::vector<float> acc(first_slot.back() * head_dim);
-  parallel_for(tasks.size(), [&](size_t t) {
-    const auto [i, c] = tasks[t];
-    const Item& item = items[i];
-    const uint64_t slot = first_slot[i] + c * item.num_rows;
-    internal::RunChunk(TaskFor(item, rows, kv, batch, scale, item.first_chunk + c,
-                               /*next_chunk_follows=*/false, states.data() + slot,
-                               acc.data() + slot * head_dim));
+      return;
+    }
+    // The first range folds its chunks as they come.
+    thread_local std::vector<SoftmaxState> states, total;
+    thread_local std::vector<float> acc, total_acc;
+    states.resize(n);
+    acc.resize(n * head_dim);
+    total.assign(n, SoftmaxState{});
+    total_acc.assign(n * head_dim, 0.0f);
+    for (uint64_t c = 0; c < range.end; ++c) {
+      internal::RunChunk(task(c, states.data(), acc.data()));
+      MergeRows(total.data(), total_acc.data(), states.data(), acc.data(), n, head_dim);
+    }
+    if (range.end == item.num_chunks) {  // the item's only range
+      FinalizeRows(total.data(), total_acc.data(), plan.rows.outs.data() + item.row_begin, n,
+                   head_dim);
+    } else {
+      std::copy(total.begin(), total.end(), held.prefix(range.item));
+      std::copy(total_acc.begin(), total_acc.end(), held.prefix_acc(range.item));
+    }
   });
-  parallel_for(items.size(), [&](size_t i) {
-    thread_local std::vector<SoftmaxState> total;
-    thread_local std::vector<float> total_acc;
-    FoldAndFinalize(items[i], rows.outs.data() + items[i].row_begin, head_dim,
-                    states.data() + first_slot[i], acc.data() + first_slot[i] * head_dim, total,
-                    total_acc);
+  // The rest of the fold, left to right, for items cut into several ranges.
+  parallel_for(held.held_items().size(), [&](size_t h) {
+    const size_t i = held.held_items()[h];
+    const Item& item = plan.items[i];
+    const size_t n = item.num_rows;
+    const uint64_t first_later = plan.ranges[plan.first_range[i]].end;
+    for (uint64_t c = first_later; c < item.num_chunks; ++c) {
+      MergeRows(held.prefix(i), held.prefix_acc(i), held.later(i, c - first_later, n),
+                held.later_acc(i, c - first_later, n), n, head_dim);
+    }
+    FinalizeRows(held.prefix(i), held.prefix_acc(i), plan.rows.outs.data() + item.row_begin, n,
+                 head_dim);
   });
   return Status::Ok();
 }

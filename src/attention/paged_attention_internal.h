@@ -43,26 +43,31 @@ inline uint64_t RowOffset(const PagedAttentionParams& p, uint64_t head_dim,
   return ((s * p.num_q_heads + h) * seq.num_rows + i) * head_dim;
 }
 
-// One chunk of keys [key_begin, key_end) of one sequence and K/V head,
-// against num_rows query rows. Each row r sees keys [lo[r], hi[r]) and gets
-// a fresh state (states[r], acc[r * head_dim ...]) over the keys of the
-// chunk it sees.
+// One chunk of keys [key_begin, key_end) of one sequence against query rows
+// of K/V heads [kv_head_begin, kv_head_begin + num_kv_heads): rows
+// [h * rows_per_head, (h + 1) * rows_per_head) read K/V head
+// kv_head_begin + h. Each row r sees keys [lo[r], hi[r]) and gets a fresh
+// state (states[r], acc[r * head_dim ...]) over the keys of the chunk it
+// sees.
 struct ChunkTask {
   kv::PagedKvView kv;
   const int32_t* table;  // the sequence's block-table row
-  uint64_t kv_head;
-  uint64_t key_begin;  // a multiple of kChunkKeys
+  uint64_t key_begin;    // a multiple of kChunkKeys
   uint64_t key_end;
   // The walk may prefetch keys up to here (>= key_end): the next chunk's
   // first tile when the same thread runs that chunk next.
   uint64_t prefetch_end;
-  uint64_t num_rows;
-  const float* const* queries;  // [num_rows] -> head_dim floats
+  uint64_t kv_head_begin;
+  uint64_t num_kv_heads;
+  uint64_t rows_per_head;
+  const float* const* queries;  // [num_rows()] -> head_dim floats
   const uint64_t* lo;
   const uint64_t* hi;
   float scale;
-  SoftmaxState* states;  // [num_rows]
-  float* acc;            // [num_rows, head_dim]
+  SoftmaxState* states;  // [num_rows()]
+  float* acc;            // [num_rows(), head_dim]
+
+  uint64_t num_rows() const { return rows_per_head * num_kv_heads; }
 };
 
 // The SIMD kernel for the CPU's best target (paged_attention_kernel.cc).

@@ -83,14 +83,16 @@ class TilePrefetch {
   // Each Step issues lines_per_step lines of K and as many of V.
   explicit TilePrefetch(size_t lines_per_step) : lines_per_step_(lines_per_step) {}
 
-  // The rows [0, num_rows) of keys and values, row_bytes each.
+  // Bytes [skip, skip + row_bytes) past keys[i] and values[i], i < num_rows.
   template <typename S>
-  void Start(const S* const* keys, const S* const* values, size_t num_rows, size_t row_bytes) {
+  void Start(const S* const* keys, const S* const* values, size_t num_rows, size_t skip,
+             size_t row_bytes) {
     keys_ = reinterpret_cast<const char* const*>(keys);
     values_ = reinterpret_cast<const char* const*>(values);
     num_rows_ = num_rows;
-    row_bytes_ = row_bytes;
-    row_ = offset_ = 0;
+    row_end_ = skip + row_bytes;
+    row_ = 0;
+    skip_ = offset_ = skip;
   }
   HWY_INLINE void Step() { Issue(lines_per_step_); }
   // Whatever the steps left over.
@@ -102,8 +104,8 @@ class TilePrefetch {
       hwy::Prefetch(keys_[row_] + offset_);
       hwy::Prefetch(values_[row_] + offset_);
       offset_ += 64;
-      if (offset_ >= row_bytes_) {
-        offset_ = 0;
+      if (offset_ >= row_end_) {
+        offset_ = skip_;
         ++row_;
       }
     }
@@ -112,7 +114,7 @@ class TilePrefetch {
   size_t lines_per_step_;
   const char* const* keys_ = nullptr;
   const char* const* values_ = nullptr;
-  size_t num_rows_ = 0, row_bytes_ = 0, row_ = 0, offset_ = 0;
+  size_t num_rows_ = 0, row_end_ = 0, skip_ = 0, row_ = 0, offset_ = 0;
 };
 
 // out[c] = the sum of v[c]'s lanes, for kCount vectors at once. Every sum
@@ -253,23 +255,111 @@ HWY_INLINE void TileValues(float* const* acc_rows, const float* corr, const floa
   }
 }
 
+// One group of up to kGroup rows, all reading the K/V head whose rows of the
+// tile are krow/vrow: the scores, the online-softmax update and the value
+// accumulation for the tile at t0 (keys [a0, t1) visible to some row).
+template <typename S>
+HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t t0,
+                          uint64_t a0, uint64_t t1, const S* const* krow, const S* const* vrow,
+                          TilePrefetch& prefetch) {
+  const DF d;
+  const size_t lanes = hn::Lanes(d);
+  const uint64_t head_dim = t.kv.head_dim;
+  const size_t s_begin = static_cast<size_t>(a0 - t0), s_end = static_cast<size_t>(t1 - t0);
+  alignas(64) float scores[kGroup][kTileKeys];
+  alignas(64) float p[kGroup][kTileKeys];
+
+  // Tile slots [first, last) each row of the group sees.
+  size_t first[kGroup], last[kGroup];
+  bool any = false, full = true;
+  for (size_t r = 0; r < rows; ++r) {
+    first[r] = static_cast<size_t>(std::max(a0, t.lo[g0 + r]) - t0);
+    last[r] = static_cast<size_t>(std::max(std::min(t1, t.hi[g0 + r]), t0 + first[r]) - t0);
+    any |= first[r] < last[r];
+    full &= first[r] == s_begin && last[r] == s_end;
+  }
+  if (!any) return;
+  // Scores: one block of keys at a time, every row of the group against
+  // every key the group sees (a row's scores for keys it may not see are
+  // computed and never read).
+  const float* q[kGroup];
+  for (size_t r = 0; r < kGroup; ++r) q[r] = t.queries[g0 + std::min(r, rows - 1)];
+  if (rows == 1) {
+    TileScores<S, 1>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+  } else if (rows == 2) {
+    TileScores<S, 2>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+  } else {
+    TileScores<S, kGroup>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+  }
+  // Online-softmax update: one rescale per row per tile, over the slots it
+  // sees; p is 0 elsewhere. The group's rescale factors come from one
+  // vector exp, lane-wise, so a row's bits do not depend on the rows beside
+  // it; a libm call per row spilled every live vector register around it.
+  const auto seen = [&](size_t r, size_t s) {
+    return hn::AndNot(hn::FirstN(d, first[r] > s ? first[r] - s : 0),
+                      hn::FirstN(d, last[r] > s ? last[r] - s : 0));
+  };
+  alignas(64) float old_max[kGroup] = {}, new_max[kGroup] = {}, corr[kGroup];
+  for (size_t r = 0; r < rows; ++r) {
+    if (first[r] >= last[r]) continue;
+    const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+    auto vmax = neg_inf;
+    for (size_t s = 0; s < kTileKeys; s += lanes) {
+      vmax = hn::Max(vmax, hn::IfThenElse(seen(r, s), hn::Load(d, scores[r] + s), neg_inf));
+    }
+    old_max[r] = t.states[g0 + r].max;
+    new_max[r] = std::max(old_max[r], hn::GetLane(hn::MaxOfLanes(d, vmax)));
+  }
+  // exp(old - new): 0 for an empty state (old = -inf), exactly 1 when the
+  // max stays.
+  const hn::CappedTag<float, kGroup> dg;
+  for (size_t r = 0; r < kGroup; r += hn::Lanes(dg)) {
+    const auto diff = hn::Sub(hn::Load(dg, old_max + r), hn::Load(dg, new_max + r));
+    hn::Store(hn::Exp(dg, diff), dg, corr + r);
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    if (first[r] >= last[r]) continue;
+    const auto vm = hn::Set(d, new_max[r]);
+    auto vsum = hn::Zero(d);
+    for (size_t s = 0; s < kTileKeys; s += lanes) {
+      const auto x = hn::Sub(hn::Load(d, scores[r] + s), vm);
+      const auto e = hn::IfThenElseZero(seen(r, s), hn::Exp(d, x));
+      hn::Store(e, d, p[r] + s);
+      vsum = hn::Add(vsum, e);
+    }
+    SoftmaxState& st = t.states[g0 + r];
+    st.sum = st.sum * corr[r] + hn::GetLane(hn::SumOfLanes(d, vsum));
+    st.max = new_max[r];
+  }
+  // acc = acc * corr + sum_s p_s v_s per row, s ascending.
+  float* acc_rows[kGroup];
+  for (size_t r = 0; r < rows; ++r) acc_rows[r] = t.acc + (g0 + r) * head_dim;
+  if (full && rows == kGroup) {
+    TileValues<S, kGroup>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim, prefetch);
+  } else if (full && rows == 1) {
+    TileValues<S, 1>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim, prefetch);
+  } else {
+    // Rows that see different slots (a prefill's diagonal tile, a window's
+    // edge): each row takes its own slots in the same order.
+    for (size_t r = 0; r < rows; ++r) {
+      if (first[r] >= last[r]) continue;
+      TileValues<S, 1>(acc_rows + r, corr + r, p + r, vrow, first[r], last[r], head_dim,
+                        prefetch);
+    }
+  }
+}
+
 template <typename S>
 void RunChunkT(const ChunkTask& t) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
   const uint64_t head_dim = t.kv.head_dim, page = t.kv.page_size;
-  const uint64_t page_stride = page * head_dim;  // one head's block in a page
+  const uint64_t head_stride = page * head_dim;  // one head's block in a page
   const auto* kbase = reinterpret_cast<const S*>(t.kv.key_pages);
   const auto* vbase = reinterpret_cast<const S*>(t.kv.value_pages);
 
-  // Key ([0]) and value ([1]) rows of this tile and the next, by tile slot.
-  const S* rows_a[2][kTileKeys];
-  const S* rows_b[2][kTileKeys];
-  alignas(64) float scores[kGroup][kTileKeys] = {};
-  alignas(64) float p[kGroup][kTileKeys];
-
   uint64_t lo = t.key_end, hi = t.key_begin;  // keys any row sees
-  for (uint64_t r = 0; r < t.num_rows; ++r) {
+  for (uint64_t r = 0; r < t.num_rows(); ++r) {
     t.states[r] = SoftmaxState{};
     std::fill_n(t.acc + r * head_dim, head_dim, 0.0f);
     lo = std::min(lo, std::max(t.lo[r], t.key_begin));
@@ -277,8 +367,9 @@ void RunChunkT(const ChunkTask& t) {
   }
   if (lo >= hi) return;
 
-  // Fills rows[0][s] (K) and rows[1][s] (V) for keys [begin, end) of the tile
-  // at t0, reading each page's table entry once.
+  // Fills rows[0][s] (K) and rows[1][s] (V) of the task's first head for keys
+  // [begin, end) of the tile at t0, reading each page's table entry once;
+  // the task's head h has its rows h * head_stride further on.
   uint64_t cached_page = UINT64_MAX;
   uint64_t page_offset = 0;
   const auto locate = [&](uint64_t t0, uint64_t begin, uint64_t end, const S* (*rows)[kTileKeys]) {
@@ -287,7 +378,7 @@ void RunChunkT(const ChunkTask& t) {
       if (logical_page != cached_page) {
         cached_page = logical_page;
         const auto phys = static_cast<uint64_t>(t.table[logical_page]);
-        page_offset = (phys * t.kv.num_kv_heads + t.kv_head) * page_stride;
+        page_offset = (phys * t.kv.num_kv_heads + t.kv_head_begin) * head_stride;
       }
       const uint64_t run_end = std::min(end, j + (page - in_page));
       for (uint64_t at = page_offset + in_page * head_dim; j < run_end; ++j, at += head_dim) {
@@ -296,117 +387,59 @@ void RunChunkT(const ChunkTask& t) {
       }
     }
   };
-  // A tile's lines spread evenly over the steps of a full group's score
-  // blocks (one per vector of head_dim) and value loop (one per key and
-  // kCols vectors); what is left is issued at the tile's end.
+  // A (tile, head)'s lines spread evenly over the steps of a full group's
+  // score blocks (one per vector of head_dim) and value loop (one per key
+  // and kCols vectors); what is left is issued when the head is done.
   const size_t row_bytes = head_dim * sizeof(S);
   const size_t tile_lines = kTileKeys * ((row_bytes + 63) / 64);
   const size_t steps = kTileKeys / (kAccs / kGroup) * (head_dim / lanes) +
                        kTileKeys * (head_dim / (kAccs / kGroup * lanes));
   TilePrefetch prefetch(steps == 0 ? tile_lines : (tile_lines + steps - 1) / steps);
+
+  // The first head's key ([0]) and value ([1]) rows of this tile and the
+  // next, by tile slot; the current head's.
+  const S* rows_a[2][kTileKeys];
+  const S* rows_b[2][kTileKeys];
+  const S* head_rows[2][kTileKeys];
   const S* (*cur)[kTileKeys] = rows_a;
   const S* (*next)[kTileKeys] = rows_b;
   const uint64_t first_t0 = lo - lo % kTileKeys;
   locate(first_t0, lo, std::min(first_t0 + kTileKeys, hi), cur);
 
+  // Page-major walk: every head of a tile before the next tile. A page's
+  // heads are one contiguous block per pool, so the walk reads
+  // num_kv_heads * page_size rows in a row, a stream the hardware
+  // prefetchers follow; head-major it would jump to another page after
+  // page_size rows.
   for (uint64_t t0 = first_t0; t0 < hi; t0 += kTileKeys) {
     const uint64_t a0 = std::max(t0, lo), t1 = std::min(t0 + kTileKeys, hi);
     const size_t s_begin = static_cast<size_t>(a0 - t0), s_end = static_cast<size_t>(t1 - t0);
-    const S* const* krow = cur[0];
-    const S* const* vrow = cur[1];
-    // The next tile's rows, prefetched a few lines at a time from inside
-    // this tile's loops so the misses spread over its compute: a short page
-    // is one small block per head, too short for the hardware prefetcher to
-    // ramp up on before the walk jumps to another page. After the last
-    // tile comes the next chunk's first, when this thread runs it next.
+    // After the last tile comes the next chunk's first, when this thread
+    // runs it next.
     const uint64_t n0 = t0 + kTileKeys;
     const uint64_t n1 = std::min(n0 + kTileKeys, n0 < hi ? hi : t.prefetch_end);
     if (n0 < n1) locate(n0, n0, n1, next);
-    prefetch.Start(next[0], next[1], n0 < n1 ? static_cast<size_t>(n1 - n0) : 0, row_bytes);
-
-    for (uint64_t g0 = 0; g0 < t.num_rows; g0 += kGroup) {
-      const size_t rows = static_cast<size_t>(std::min<uint64_t>(kGroup, t.num_rows - g0));
-      // Tile slots [first, last) each row of the group sees.
-      size_t first[kGroup], last[kGroup];
-      bool any = false, full = true;
-      for (size_t r = 0; r < rows; ++r) {
-        first[r] = static_cast<size_t>(std::max(a0, t.lo[g0 + r]) - t0);
-        last[r] = static_cast<size_t>(std::max(std::min(t1, t.hi[g0 + r]), t0 + first[r]) - t0);
-        any |= first[r] < last[r];
-        full &= first[r] == s_begin && last[r] == s_end;
+    for (uint64_t h = 0; h < t.num_kv_heads; ++h) {
+      for (size_t s = s_begin; s < s_end; ++s) {
+        head_rows[0][s] = cur[0][s] + h * head_stride;
+        head_rows[1][s] = cur[1][s] + h * head_stride;
       }
-      if (!any) continue;
-      // Scores: one block of keys at a time, every row of the group against
-      // every key the group sees (a row's scores for keys it may not see are
-      // computed and never read).
-      const float* q[kGroup];
-      for (size_t r = 0; r < kGroup; ++r) q[r] = t.queries[g0 + std::min(r, rows - 1)];
-      if (rows == 1) {
-        TileScores<S, 1>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
-      } else if (rows == 2) {
-        TileScores<S, 2>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+      // The next (tile, head)'s rows, prefetched a few lines at a time from
+      // inside this one's loops so the misses spread over its compute.
+      if (h + 1 < t.num_kv_heads) {
+        prefetch.Start(cur[0] + s_begin, cur[1] + s_begin, s_end - s_begin,
+                       (h + 1) * head_stride * sizeof(S), row_bytes);
       } else {
-        TileScores<S, kGroup>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+        prefetch.Start(next[0], next[1], n0 < n1 ? static_cast<size_t>(n1 - n0) : 0, 0,
+                       row_bytes);
       }
-      // Online-softmax update: one rescale per row per tile, over the
-      // slots it sees; p is 0 elsewhere. The group's rescale factors come
-      // from one vector exp, lane-wise, so a row's bits do not depend on
-      // the rows beside it; a libm call per row spilled every live vector
-      // register around it.
-      const auto seen = [&](size_t r, size_t s) {
-        return hn::AndNot(hn::FirstN(d, first[r] > s ? first[r] - s : 0),
-                          hn::FirstN(d, last[r] > s ? last[r] - s : 0));
-      };
-      alignas(64) float old_max[kGroup] = {}, new_max[kGroup] = {}, corr[kGroup];
-      for (size_t r = 0; r < rows; ++r) {
-        if (first[r] >= last[r]) continue;
-        const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
-        auto vmax = neg_inf;
-        for (size_t s = 0; s < kTileKeys; s += lanes) {
-          vmax = hn::Max(vmax, hn::IfThenElse(seen(r, s), hn::Load(d, scores[r] + s), neg_inf));
-        }
-        old_max[r] = t.states[g0 + r].max;
-        new_max[r] = std::max(old_max[r], hn::GetLane(hn::MaxOfLanes(d, vmax)));
+      const uint64_t row0 = h * t.rows_per_head;
+      for (uint64_t g0 = 0; g0 < t.rows_per_head; g0 += kGroup) {
+        const auto rows = static_cast<size_t>(std::min<uint64_t>(kGroup, t.rows_per_head - g0));
+        GroupTile<S>(t, row0 + g0, rows, t0, a0, t1, head_rows[0], head_rows[1], prefetch);
       }
-      // exp(old - new): 0 for an empty state (old = -inf), exactly 1 when
-      // the max stays.
-      const hn::CappedTag<float, kGroup> dg;
-      for (size_t r = 0; r < kGroup; r += hn::Lanes(dg)) {
-        const auto diff = hn::Sub(hn::Load(dg, old_max + r), hn::Load(dg, new_max + r));
-        hn::Store(hn::Exp(dg, diff), dg, corr + r);
-      }
-      for (size_t r = 0; r < rows; ++r) {
-        if (first[r] >= last[r]) continue;
-        const auto vm = hn::Set(d, new_max[r]);
-        auto vsum = hn::Zero(d);
-        for (size_t s = 0; s < kTileKeys; s += lanes) {
-          const auto x = hn::Sub(hn::Load(d, scores[r] + s), vm);
-          const auto e = hn::IfThenElseZero(seen(r, s), hn::Exp(d, x));
-          hn::Store(e, d, p[r] + s);
-          vsum = hn::Add(vsum, e);
-        }
-        SoftmaxState& st = t.states[g0 + r];
-        st.sum = st.sum * corr[r] + hn::GetLane(hn::SumOfLanes(d, vsum));
-        st.max = new_max[r];
-      }
-      // acc = acc * corr + sum_s p_s v_s per row, s ascending.
-      float* acc_rows[kGroup];
-      for (size_t r = 0; r < rows; ++r) acc_rows[r] = t.acc + (g0 + r) * head_dim;
-      if (full && rows == kGroup) {
-        TileValues<S, kGroup>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim, prefetch);
-      } else if (full && rows == 1) {
-        TileValues<S, 1>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim, prefetch);
-      } else {
-        // Rows that see different slots (a prefill's diagonal tile, a
-        // window's edge): each row takes its own slots in the same order.
-        for (size_t r = 0; r < rows; ++r) {
-          if (first[r] >= last[r]) continue;
-          TileValues<S, 1>(acc_rows + r, corr + r, p + r, vrow, first[r], last[r], head_dim,
-                            prefetch);
-        }
-      }
+      prefetch.Finish();
     }
-    prefetch.Finish();
     std::swap(cur, next);
   }
 }

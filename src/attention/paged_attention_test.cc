@@ -262,6 +262,26 @@ TEST(PagedAttentionDeterminism, ThreadCountAndSplitDoNotChangeBits) {
   }
 }
 
+// Prefill rows in several row blocks, a window, four K/V heads and a long
+// sequence beside a short one: the planner cuts heads and chunk ranges
+// differently for every thread count and split mode.
+TEST(PagedAttentionDeterminism, ThreadCountAndSplitDoNotChangePrefillBits) {
+  const std::vector<SeqSpec> seqs = {{1300, 20, 51}, {45, 3, 52}, {700, 1, 53}};
+  const PagedBatch b = Place(seqs, 4, 32, 16, DType::kF32, 8);
+  const auto q = Queries(seqs, 8, 32);
+  auto p = Gqa(8, 32, /*window=*/600);
+  p.split_k = SplitK::kNever;
+  const auto want = RunKernel(p, q, b);
+  for (size_t threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (SplitK split : {SplitK::kNever, SplitK::kAlways, SplitK::kAuto}) {
+      p.split_k = split;
+      EXPECT_EQ(RunKernel(p, q, b, &pool), want)
+          << threads << " threads, split " << static_cast<int>(split);
+    }
+  }
+}
+
 TEST(PagedAttentionDeterminism, HeadMajorLayoutSameBits) {
   const std::vector<SeqSpec> seqs = {{50, 4, 41}, {80, 4, 42}};
   const PagedBatch b = Place(seqs, 2, 16, 8, DType::kF32, 7);

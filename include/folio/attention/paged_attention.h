@@ -45,9 +45,12 @@ inline constexpr uint64_t kChunkKeys = 256;  // keys per split-K chunk
 
 enum class QueryLayout : uint8_t { kTokenMajor, kHeadMajor };
 
-// How the kernel spreads work. kAuto splits a sequence's keys over threads
-// only when there are too few (sequence, K/V head, row block) items to keep
-// every thread busy. The result bits are the same for every choice.
+// How the kernel spreads work over threads. Its unit is a range of
+// consecutive key chunks of one (sequence, block of query rows, set of K/V
+// heads). kAuto cuts so that every thread gets several ranges, splitting
+// the K/V heads too when a call has few chunks; kAlways runs every chunk of
+// every K/V head on its own; kNever keeps each (sequence, row block) whole.
+// The result bits are the same for every choice.
 enum class SplitK : uint8_t { kAuto, kAlways, kNever };
 
 struct PagedAttentionParams {
