@@ -266,7 +266,9 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
   const size_t lanes = hn::Lanes(d);
   const uint64_t head_dim = t.kv.head_dim;
   const size_t s_begin = static_cast<size_t>(a0 - t0), s_end = static_cast<size_t>(t1 - t0);
-  alignas(64) float scores[kGroup][kTileKeys];
+  // Slots outside the group's score blocks are loaded with the rest and
+  // masked out; zeroed, so that no indeterminate value is ever read.
+  alignas(64) float scores[kGroup][kTileKeys] = {};
   alignas(64) float p[kGroup][kTileKeys];
 
   // Tile slots [first, last) each row of the group sees.
