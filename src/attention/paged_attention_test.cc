@@ -262,22 +262,31 @@ TEST(PagedAttentionDeterminism, ThreadCountAndSplitDoNotChangeBits) {
   }
 }
 
-// Prefill rows in several row blocks, a window, four K/V heads and a long
-// sequence beside a short one: the planner cuts heads and chunk ranges
-// differently for every thread count and split mode.
+// Prefill rows in several row blocks, a window, a long sequence beside
+// short ones, and K/V head counts that split evenly and unevenly: the
+// planner cuts heads and chunk ranges differently for every thread count
+// and split mode.
 TEST(PagedAttentionDeterminism, ThreadCountAndSplitDoNotChangePrefillBits) {
-  const std::vector<SeqSpec> seqs = {{1300, 20, 51}, {45, 3, 52}, {700, 1, 53}};
-  const PagedBatch b = Place(seqs, 4, 32, 16, DType::kF32, 8);
-  const auto q = Queries(seqs, 8, 32);
-  auto p = Gqa(8, 32, /*window=*/600);
-  p.split_k = SplitK::kNever;
-  const auto want = RunKernel(p, q, b);
-  for (size_t threads : {1, 2, 3, 5}) {
-    ThreadPool pool(threads);
-    for (SplitK split : {SplitK::kNever, SplitK::kAlways, SplitK::kAuto}) {
-      p.split_k = split;
-      EXPECT_EQ(RunKernel(p, q, b, &pool), want)
-          << threads << " threads, split " << static_cast<int>(split);
+  struct Case {
+    std::vector<SeqSpec> seqs;
+    uint64_t kv_heads, q_heads;
+  };
+  const Case cases[] = {{{{1300, 20, 51}, {45, 3, 52}, {700, 1, 53}}, 4, 8},
+                        {{{300, 17, 54}, {20, 1, 55}}, 3, 6}};
+  for (const Case& c : cases) {
+    const PagedBatch b = Place(c.seqs, c.kv_heads, 32, 16, DType::kF32, 8);
+    const auto q = Queries(c.seqs, c.q_heads, 32);
+    auto p = Gqa(c.q_heads, 32, /*window=*/600);
+    p.split_k = SplitK::kNever;
+    const auto want = RunKernel(p, q, b);
+    for (size_t threads : {1, 2, 3, 5}) {
+      ThreadPool pool(threads);
+      for (SplitK split : {SplitK::kNever, SplitK::kAlways, SplitK::kAuto}) {
+        p.split_k = split;
+        EXPECT_EQ(RunKernel(p, q, b, &pool), want)
+            << c.kv_heads << " K/V heads, " << threads << " threads, split "
+            << static_cast<int>(split);
+      }
     }
   }
 }
