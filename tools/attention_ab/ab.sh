@@ -10,7 +10,8 @@
 # linked into harness.cc together with the current build's core and kv
 # libraries (run `make build` first). Harness arguments: -b BATCH,
 # -c CONTEXT, -p PAGE_SIZE, -t THREADS, -d f32|bf16, -r ROUNDS, --huge (K/V
-# on transparent huge pages), --in-order (pages not shuffled). Defaults: the
+# on transparent huge pages), --in-order (pages not shuffled), --short N (a
+# ragged batch: sequences after the first have N keys). Defaults: the
 # out-of-cache decode shape, batch 8, 16384 tokens, f32, 2 threads.
 #
 # Example: tools/attention_ab/ab.sh HEAD~1 HEAD -- -d bf16 --huge -r 7

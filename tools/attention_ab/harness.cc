@@ -6,7 +6,7 @@
 // with V0's bit for bit first.
 //
 //   harness [-b BATCH] [-c CONTEXT] [-p PAGE_SIZE] [-t THREADS] [-d f32|bf16]
-//           [-r ROUNDS] [--huge | --huge-ab] [--in-order]
+//           [-r ROUNDS] [--huge | --huge-ab] [--in-order] [--short N]
 //
 // --huge-ab times V0 alone on two copies of the K/V pools, the first on
 // 4 KiB pages and the second on transparent huge pages, reported as V0 and
@@ -60,6 +60,7 @@ int main(int argc, char** argv) {
   int rounds = 5;
   std::string dtype_name = "f32";
   bool huge = false, huge_ab = false, shuffle = true;
+  uint64_t short_context = 0;  // 0: every sequence has `context` keys
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto next = [&] {
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
     else if (a == "--huge") huge = true;
     else if (a == "--huge-ab") huge_ab = true;
     else if (a == "--in-order") shuffle = false;
+    else if (a == "--short") short_context = std::stoull(next());
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -120,7 +122,22 @@ int main(int argc, char** argv) {
   std::vector<int32_t> table(num_pages);
   std::iota(table.begin(), table.end(), 0);
   if (shuffle) std::shuffle(table.begin(), table.end(), rng);
+  // A ragged batch with --short N: sequence 0 keeps `context` keys, the
+  // others get N, and their block-table entries past their pages are -1.
   std::vector<int32_t> lens(batch, static_cast<int32_t>(context)), indptr(batch + 1);
+  uint64_t keys_read = context;
+  for (uint64_t b = 1; b < batch; ++b) {
+    if (short_context == 0 || short_context >= context) {
+      keys_read += context;
+      continue;
+    }
+    lens[b] = static_cast<int32_t>(short_context);
+    keys_read += short_context;
+    for (uint64_t j = (short_context + page - 1) / page; j < pages_per_seq; ++j) {
+      table[b * pages_per_seq + j] = -1;
+    }
+  }
+  const double read_bytes = static_cast<double>(keys_read * kv_heads * head_dim * esize);
   for (uint64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<int32_t>(b);
   const kv::PagedKvView view{keys, values, dtype, num_pages, kv_heads, page, head_dim};
   const kv::PagedKvView huge_view{huge_keys, huge_values, dtype, num_pages, kv_heads, page, head_dim};
@@ -177,11 +194,13 @@ int main(int argc, char** argv) {
     const auto [lo, hi] = std::minmax_element(t.begin(), t.end());
     const auto [rlo, rhi] = std::minmax_element(ratio.begin(), ratio.end());
     const double median = Median(t);
-    std::printf("V%d%s %s b%llu c%llu p%llu t%zu%s: median %.0f us [%.0f..%.0f], %.1f GB/s; "
+    const std::string ragged =
+        short_context > 0 && short_context < context ? "/" + std::to_string(short_context) : "";
+    std::printf("V%d%s %s b%llu c%llu%s p%llu t%zu%s: median %.0f us [%.0f..%.0f], %.1f GB/s; "
                 "time / V0 per round: median %.3f [%.3f..%.3f]\n",
                 huge_ab ? 0 : v, huge_ab && v == 1 ? " huge" : "", dtype_name.c_str(), static_cast<unsigned long long>(batch),
-                static_cast<unsigned long long>(context), static_cast<unsigned long long>(page),
-                threads, huge ? " huge" : "", median, *lo, *hi, 2.0 * static_cast<double>(bytes) / median / 1e3,
+                static_cast<unsigned long long>(context), ragged.c_str(), static_cast<unsigned long long>(page),
+                threads, huge ? " huge" : "", median, *lo, *hi, 2.0 * read_bytes / median / 1e3,
                 Median(ratio), *rlo, *rhi);
   }
   for (std::byte* p : {keys, values, huge_keys, huge_values}) std::free(p);
