@@ -30,7 +30,7 @@ std::string Seq(uint64_t s) { return "sequence " + std::to_string(s) + ": "; }
 
 // The query rows of every work item of a call, item after item: four
 // arrays for the whole call rather than four per item, which would be
-// allocated for every K/V head of every sequence of every layer and step.
+// allocated for every item of every layer and step.
 struct Rows {
   std::vector<const float*> queries;
   std::vector<float*> outs;

@@ -204,8 +204,10 @@ HWY_INLINE void TileScores(const float* const* q, const S* const* krow, size_t s
 // order, of p[r][s] * value row s, for R rows that all see every one of
 // those slots; each value vector is loaded once for the R rows.
 // kCols vectors of a row are carried at once, so the R * kCols accumulators
-// stay in registers and each p is broadcast once per kCols vectors. The same
-// operations per element as the masked loop in RunChunkT, so the same bits.
+// stay in registers and each p is broadcast once per kCols vectors. Which
+// loop an element falls in depends on head_dim only, never on R, so a row
+// gets the same bits alone (R = 1, as GroupTile runs rows that see
+// different slots) as in a full group.
 template <typename S, size_t R>
 HWY_INLINE void TileValues(float* const* acc_rows, const float* corr, const float (*p)[kTileKeys],
                            const S* const* vrow, size_t s_begin, size_t s_end, size_t head_dim,
