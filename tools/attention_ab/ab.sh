@@ -27,8 +27,9 @@ if [ ${#revs[@]} -lt 1 ] || [ ${#revs[@]} -gt 4 ]; then
   echo "usage: $0 REV [REV...] -- [harness arguments] (1 to 4 revisions)" >&2
   exit 2
 fi
-for lib in core kv attention; do
-  [ -f "$build/src/$lib/libfolio_$lib.a" ] || { echo "build first: make build" >&2; exit 2; }
+for lib in src/core/libfolio_core src/kv/libfolio_kv src/attention/libfolio_attention \
+           bench/libfolio_bench; do
+  [ -f "$build/$lib.a" ] || { echo "build first: make build" >&2; exit 2; }
 done
 
 flags=(-O3 -DNDEBUG -std=c++20 -ffp-contract=off "-DHWY_DISABLED_TARGETS=(HWY_SSSE3|HWY_SSE4)"
@@ -56,8 +57,9 @@ for i in "${!revs[@]}"; do
   objects+=("$dir/kernel.o" "$dir/paged_attention.o")
   echo "V$i = ${revs[$i]}" >&2
 done
-c++ "${flags[@]}" -DFOLIO_AB_VARIANTS=${#revs[@]} -c "$root/tools/attention_ab/harness.cc" \
+c++ "${flags[@]}" -I"$root" -DFOLIO_AB_VARIANTS=${#revs[@]} -c "$root/tools/attention_ab/harness.cc" \
   -o "$out/harness.o"
-c++ -o "$out/harness" "$out/harness.o" "${objects[@]}" "$build/src/attention/libfolio_attention.a" \
+c++ -o "$out/harness" "$out/harness.o" "${objects[@]}" "$build/bench/libfolio_bench.a" \
+  "$build/src/attention/libfolio_attention.a" \
   "$build/src/kv/libfolio_kv.a" "$build/src/core/libfolio_core.a" $(pkg-config --libs libhwy) -pthread
 "$out/harness" "$@"

@@ -24,6 +24,7 @@
 
 #include <sys/mman.h>
 
+#include "bench/timing.h"
 #include "folio/attention/paged_attention.h"
 
 namespace folio::attention {
@@ -47,10 +48,7 @@ using Kernel = Status (*)(const attention::PagedAttentionParams&, std::span<cons
                           const kv::PagedKvView&, const kv::PagedBatchView&, std::span<float>,
                           ThreadPool*);
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+double Median(std::vector<double> v) { return bench::Quantile(std::move(v), 0.5); }
 
 }  // namespace
 
