@@ -7,7 +7,7 @@
 # Each REV is a git revision, or "." for the working tree; V0 is the first.
 # Its src/attention/paged_attention{.cc,_internal.h,_kernel.cc} are compiled
 # with their internal namespace and entry points renamed per variant and
-# linked into harness.cc together with the current build's core and kv
+# linked into harness.cc together with the current build's core, kv and bench
 # libraries (run `make build` first). Harness arguments: -b BATCH,
 # -c CONTEXT, -p PAGE_SIZE, -t THREADS, -d f32|bf16, -r ROUNDS, --huge (K/V
 # on transparent huge pages), --in-order (pages not shuffled), --short N (a
