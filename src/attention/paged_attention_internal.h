@@ -73,6 +73,9 @@ struct ChunkTask {
 // The SIMD kernel for the CPU's best target (paged_attention_kernel.cc).
 void RunChunk(const ChunkTask& task);
 
+// The Highway target RunChunk dispatches to now ("AVX3", "AVX2", ...).
+const char* KernelTargetName();
+
 }  // namespace folio::attention::internal
 
 #endif  // FOLIO_ATTENTION_PAGED_ATTENTION_INTERNAL_H_

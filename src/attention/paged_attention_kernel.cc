@@ -457,6 +457,8 @@ void RunChunkImpl(const ChunkTask& t) {
   }
 }
 
+const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
+
 }  // namespace HWY_NAMESPACE
 }  // namespace folio::attention::internal
 HWY_AFTER_NAMESPACE();
@@ -464,6 +466,8 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace folio::attention::internal {
 HWY_EXPORT(RunChunkImpl);
+HWY_EXPORT(TargetNameImpl);
 void RunChunk(const ChunkTask& task) { HWY_DYNAMIC_DISPATCH(RunChunkImpl)(task); }
+const char* KernelTargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 }  // namespace folio::attention::internal
 #endif

@@ -5,14 +5,25 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <vector>
 
+#include "attention/paged_attention_internal.h"
 #include "folio/core/splitmix64.h"
+#include "testing/simd_targets.h"
 
 namespace folio::attention {
 namespace {
+
+// Runs fn once per SIMD target of the kernel that this CPU has (here
+// AVX-512, AVX2 and the baseline): each has its own block shapes and
+// lane-sum trees, so each must match the reference and keep contract 3 on
+// its own. Bits may differ between targets.
+void ForEachTarget(const std::function<void()>& fn) {
+  test_support::ForEachSimdTarget(internal::KernelTargetName, fn);
+}
 
 // A batch of sequences placed in a page pool. Every sequence's logical K/V
 // content comes from its own seed, so the same content can be placed with
@@ -142,7 +153,6 @@ TEST_P(PagedAttentionGrid, MatchesReference) {
   p.num_q_heads = c.q_heads;
   p.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
   p.window = c.window;
-  const auto out = RunKernel(p, q, b);
   std::vector<float> ref(q.size());
   ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
   // With |q|, |k|, |v| <= 1 a score's f32 error is at most ~D * eps * D *
@@ -151,10 +161,13 @@ TEST_P(PagedAttentionGrid, MatchesReference) {
   const double eps = 0x1.0p-24;
   const double d = static_cast<double>(c.head_dim);
   const double tol = eps * (2.0 * d * d * p.scale + 2.0 * static_cast<double>(c.context) + 16);
-  for (size_t i = 0; i < out.size(); ++i) {
-    ASSERT_FALSE(std::isnan(out[i])) << i;
-    ASSERT_NEAR(out[i], ref[i], tol) << "element " << i;
-  }
+  ForEachTarget([&] {
+    const auto out = RunKernel(p, q, b);
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_FALSE(std::isnan(out[i])) << i;
+      ASSERT_NEAR(out[i], ref[i], tol) << "element " << i;
+    }
+  });
 }
 
 std::vector<GridCase> Grid() {
@@ -194,25 +207,29 @@ std::vector<float> RowsOf(const std::vector<float>& out, const PagedBatch& b, si
 }
 
 TEST(PagedAttentionDeterminism, PagePlacementAndPageSizeDoNotChangeBits) {
-  const std::vector<SeqSpec> seqs = {{700, 3, 5}};
-  const auto q = Queries(seqs, 8, 64);
-  const auto want = RunKernel(Gqa(8, 64), q, Place(seqs, 2, 64, 16, DType::kBF16, 1));
-  for (uint64_t page : {1, 7, 16, 256, 700}) {
-    for (uint64_t seed : {2, 3}) {
-      EXPECT_EQ(RunKernel(Gqa(8, 64), q, Place(seqs, 2, 64, page, DType::kBF16, seed)), want)
-          << "page " << page << " seed " << seed;
+  ForEachTarget([&] {
+    const std::vector<SeqSpec> seqs = {{700, 3, 5}};
+    const auto q = Queries(seqs, 8, 64);
+    const auto want = RunKernel(Gqa(8, 64), q, Place(seqs, 2, 64, 16, DType::kBF16, 1));
+    for (uint64_t page : {1, 7, 16, 256, 700}) {
+      for (uint64_t seed : {2, 3}) {
+        EXPECT_EQ(RunKernel(Gqa(8, 64), q, Place(seqs, 2, 64, page, DType::kBF16, seed)), want)
+            << "page " << page << " seed " << seed;
+      }
     }
-  }
+  });
 }
 
 TEST(PagedAttentionDeterminism, BatchCompositionDoesNotChangeBits) {
-  const SeqSpec me{600, 2, 21};
-  const auto alone_q = Queries({me}, 4, 32);
-  const auto alone = RunKernel(Gqa(4, 32), alone_q, Place({me}, 2, 32, 16, DType::kF32, 4));
-  const std::vector<SeqSpec> crowd = {{33, 33, 22}, me, {1000, 1, 23}, {5, 2, 24}};
-  const PagedBatch b = Place(crowd, 2, 32, 16, DType::kF32, 5);
-  const auto out = RunKernel(Gqa(4, 32), Queries(crowd, 4, 32), b);
-  EXPECT_EQ(RowsOf(out, b, 1, 4 * 32), alone);
+  ForEachTarget([&] {
+    const SeqSpec me{600, 2, 21};
+    const auto alone_q = Queries({me}, 4, 32);
+    const auto alone = RunKernel(Gqa(4, 32), alone_q, Place({me}, 2, 32, 16, DType::kF32, 4));
+    const std::vector<SeqSpec> crowd = {{33, 33, 22}, me, {1000, 1, 23}, {5, 2, 24}};
+    const PagedBatch b = Place(crowd, 2, 32, 16, DType::kF32, 5);
+    const auto out = RunKernel(Gqa(4, 32), Queries(crowd, 4, 32), b);
+    EXPECT_EQ(RowsOf(out, b, 1, 4 * 32), alone);
+  });
 }
 
 // Every row of a prefill equals the same position computed alone as a
@@ -222,44 +239,48 @@ TEST(PagedAttentionDeterminism, BatchCompositionDoesNotChangeBits) {
 // at and off a vector width take the kernel's vector and scalar paths; f16
 // and f32 K/V widen differently.
 TEST(PagedAttentionDeterminism, DecodeRowEqualsPrefillRow) {
-  for (uint64_t head_dim : {64, 2, 67}) {
-    for (DType dtype : {DType::kF16, DType::kF32}) {
-      for (uint64_t q_heads : {2, 4, 8}) {
-        for (uint64_t window : {0, 50}) {
-          const uint64_t n = 530, rows = 41, width = q_heads * head_dim;
-          const auto p = Gqa(q_heads, head_dim, window);
-          const SeqSpec prefill_seq{n, rows, 8};
-          const auto prefill = RunKernel(p, Queries({prefill_seq}, q_heads, head_dim),
-                                         Place({prefill_seq}, 2, head_dim, 3, dtype, 2));
-          for (uint64_t i = 0; i < rows; ++i) {
-            const SeqSpec decode_seq{n - rows + i + 1, 1, 8};
-            const auto decode = RunKernel(p, Queries({decode_seq}, q_heads, head_dim),
-                                          Place({decode_seq}, 2, head_dim, 16, dtype, 1));
-            const auto row = prefill.begin() + static_cast<long>(i * width);
-            ASSERT_EQ(std::vector<float>(row, row + static_cast<long>(width)), decode)
-                << "row " << i << " head_dim " << head_dim << " " << DTypeName(dtype)
-                << " q_heads " << q_heads << " window " << window;
+  ForEachTarget([&] {
+    for (uint64_t head_dim : {64, 2, 67}) {
+      for (DType dtype : {DType::kF16, DType::kF32}) {
+        for (uint64_t q_heads : {2, 4, 8}) {
+          for (uint64_t window : {0, 50}) {
+            const uint64_t n = 530, rows = 41, width = q_heads * head_dim;
+            const auto p = Gqa(q_heads, head_dim, window);
+            const SeqSpec prefill_seq{n, rows, 8};
+            const auto prefill = RunKernel(p, Queries({prefill_seq}, q_heads, head_dim),
+                                           Place({prefill_seq}, 2, head_dim, 3, dtype, 2));
+            for (uint64_t i = 0; i < rows; ++i) {
+              const SeqSpec decode_seq{n - rows + i + 1, 1, 8};
+              const auto decode = RunKernel(p, Queries({decode_seq}, q_heads, head_dim),
+                                            Place({decode_seq}, 2, head_dim, 16, dtype, 1));
+              const auto row = prefill.begin() + static_cast<long>(i * width);
+              ASSERT_EQ(std::vector<float>(row, row + static_cast<long>(width)), decode)
+                  << "row " << i << " head_dim " << head_dim << " " << DTypeName(dtype)
+                  << " q_heads " << q_heads << " window " << window;
+            }
           }
         }
       }
     }
-  }
+  });
 }
 
 TEST(PagedAttentionDeterminism, ThreadCountAndSplitDoNotChangeBits) {
-  const std::vector<SeqSpec> seqs = {{1500, 1, 31}, {300, 1, 32}};
-  const PagedBatch b = Place(seqs, 2, 64, 16, DType::kBF16, 6);
-  const auto q = Queries(seqs, 8, 64);
-  auto p = Gqa(8, 64);
-  p.split_k = SplitK::kNever;
-  const auto want = RunKernel(p, q, b);
-  for (size_t threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    for (SplitK split : {SplitK::kNever, SplitK::kAlways, SplitK::kAuto}) {
-      p.split_k = split;
-      EXPECT_EQ(RunKernel(p, q, b, &pool), want) << threads << " threads";
+  ForEachTarget([&] {
+    const std::vector<SeqSpec> seqs = {{1500, 1, 31}, {300, 1, 32}};
+    const PagedBatch b = Place(seqs, 2, 64, 16, DType::kBF16, 6);
+    const auto q = Queries(seqs, 8, 64);
+    auto p = Gqa(8, 64);
+    p.split_k = SplitK::kNever;
+    const auto want = RunKernel(p, q, b);
+    for (size_t threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (SplitK split : {SplitK::kNever, SplitK::kAlways, SplitK::kAuto}) {
+        p.split_k = split;
+        EXPECT_EQ(RunKernel(p, q, b, &pool), want) << threads << " threads";
+      }
     }
-  }
+  });
 }
 
 // Prefill rows in several row blocks, a window, a long sequence beside
@@ -267,72 +288,80 @@ TEST(PagedAttentionDeterminism, ThreadCountAndSplitDoNotChangeBits) {
 // planner cuts heads and chunk ranges differently for every thread count
 // and split mode.
 TEST(PagedAttentionDeterminism, ThreadCountAndSplitDoNotChangePrefillBits) {
-  struct Case {
-    std::vector<SeqSpec> seqs;
-    uint64_t kv_heads, q_heads;
-  };
-  const Case cases[] = {{{{1300, 20, 51}, {45, 3, 52}, {700, 1, 53}}, 4, 8},
-                        {{{300, 17, 54}, {20, 1, 55}}, 3, 6}};
-  for (const Case& c : cases) {
-    const PagedBatch b = Place(c.seqs, c.kv_heads, 32, 16, DType::kF32, 8);
-    const auto q = Queries(c.seqs, c.q_heads, 32);
-    auto p = Gqa(c.q_heads, 32, /*window=*/600);
-    p.split_k = SplitK::kNever;
-    const auto want = RunKernel(p, q, b);
-    for (size_t threads : {1, 2, 3, 5}) {
-      ThreadPool pool(threads);
-      for (SplitK split : {SplitK::kNever, SplitK::kAlways, SplitK::kAuto}) {
-        p.split_k = split;
-        EXPECT_EQ(RunKernel(p, q, b, &pool), want)
-            << c.kv_heads << " K/V heads, " << threads << " threads, split "
-            << static_cast<int>(split);
+  ForEachTarget([&] {
+    struct Case {
+      std::vector<SeqSpec> seqs;
+      uint64_t kv_heads, q_heads;
+    };
+    const Case cases[] = {{{{1300, 20, 51}, {45, 3, 52}, {700, 1, 53}}, 4, 8},
+                          {{{300, 17, 54}, {20, 1, 55}}, 3, 6}};
+    for (const Case& c : cases) {
+      const PagedBatch b = Place(c.seqs, c.kv_heads, 32, 16, DType::kF32, 8);
+      const auto q = Queries(c.seqs, c.q_heads, 32);
+      auto p = Gqa(c.q_heads, 32, /*window=*/600);
+      p.split_k = SplitK::kNever;
+      const auto want = RunKernel(p, q, b);
+      for (size_t threads : {1, 2, 3, 5}) {
+        ThreadPool pool(threads);
+        for (SplitK split : {SplitK::kNever, SplitK::kAlways, SplitK::kAuto}) {
+          p.split_k = split;
+          EXPECT_EQ(RunKernel(p, q, b, &pool), want)
+              << c.kv_heads << " K/V heads, " << threads << " threads, split "
+              << static_cast<int>(split);
+        }
       }
     }
-  }
+  });
 }
 
 TEST(PagedAttentionDeterminism, HeadMajorLayoutSameBits) {
-  const std::vector<SeqSpec> seqs = {{50, 4, 41}, {80, 4, 42}};
-  const PagedBatch b = Place(seqs, 2, 16, 8, DType::kF32, 7);
-  const auto q = Queries(seqs, 4, 16);  // [rows, H, D]
-  const auto token_major = RunKernel(Gqa(4, 16), q, b);
-  // Rearrange to [B, H, L, D] and back.
-  auto to_head_major = [&](const std::vector<float>& x) {
-    std::vector<float> y(x.size());
-    for (size_t s = 0; s < 2; ++s)
-      for (size_t i = 0; i < 4; ++i)
-        for (size_t h = 0; h < 4; ++h)
-          std::copy_n(x.begin() + static_cast<long>(((s * 4 + i) * 4 + h) * 16), 16,
-                      y.begin() + static_cast<long>(((s * 4 + h) * 4 + i) * 16));
-    return y;
-  };
-  auto p = Gqa(4, 16);
-  p.layout = QueryLayout::kHeadMajor;
-  EXPECT_EQ(RunKernel(p, to_head_major(q), b), to_head_major(token_major));
+  ForEachTarget([&] {
+    const std::vector<SeqSpec> seqs = {{50, 4, 41}, {80, 4, 42}};
+    const PagedBatch b = Place(seqs, 2, 16, 8, DType::kF32, 7);
+    const auto q = Queries(seqs, 4, 16);  // [rows, H, D]
+    const auto token_major = RunKernel(Gqa(4, 16), q, b);
+    // Rearrange to [B, H, L, D] and back.
+    auto to_head_major = [&](const std::vector<float>& x) {
+      std::vector<float> y(x.size());
+      for (size_t s = 0; s < 2; ++s)
+        for (size_t i = 0; i < 4; ++i)
+          for (size_t h = 0; h < 4; ++h)
+            std::copy_n(x.begin() + static_cast<long>(((s * 4 + i) * 4 + h) * 16), 16,
+                        y.begin() + static_cast<long>(((s * 4 + h) * 4 + i) * 16));
+      return y;
+    };
+    auto p = Gqa(4, 16);
+    p.layout = QueryLayout::kHeadMajor;
+    EXPECT_EQ(RunKernel(p, to_head_major(q), b), to_head_major(token_major));
+  });
 }
 
 TEST(PagedAttention, EmptyContextOutputsZeros) {
-  const std::vector<SeqSpec> seqs = {{0, 2, 1}, {4, 1, 2}};
-  PagedBatch b = Place(seqs, 1, 8, 4, DType::kF32, 1);
-  std::vector<float> q(3 * 2 * 8, 0.5f);
-  const auto out = RunKernel(Gqa(2, 8), q, b);
-  for (size_t i = 0; i < 2 * 2 * 8; ++i) EXPECT_EQ(out[i], 0.0f);
-  EXPECT_FALSE(std::isnan(out.back()));
+  ForEachTarget([&] {
+    const std::vector<SeqSpec> seqs = {{0, 2, 1}, {4, 1, 2}};
+    PagedBatch b = Place(seqs, 1, 8, 4, DType::kF32, 1);
+    std::vector<float> q(3 * 2 * 8, 0.5f);
+    const auto out = RunKernel(Gqa(2, 8), q, b);
+    for (size_t i = 0; i < 2 * 2 * 8; ++i) EXPECT_EQ(out[i], 0.0f);
+    EXPECT_FALSE(std::isnan(out.back()));
+  });
 }
 
 TEST(PagedAttention, NonCausalRowsSeeEveryKey) {
-  const std::vector<SeqSpec> seqs = {{20, 5, 3}};
-  const PagedBatch b = Place(seqs, 1, 8, 6, DType::kF32, 2);
-  const auto q = Queries(seqs, 1, 8);
-  auto p = Gqa(1, 8);
-  p.causal = false;
-  const auto out = RunKernel(p, q, b);
-  std::vector<float> ref(q.size());
-  ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
-  for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], ref[i], 1e-5);
-  // Row 0 differs from its causal version (which sees keys 0..15 only).
-  p.causal = true;
-  EXPECT_NE(RunKernel(p, q, b), out);
+  ForEachTarget([&] {
+    const std::vector<SeqSpec> seqs = {{20, 5, 3}};
+    const PagedBatch b = Place(seqs, 1, 8, 6, DType::kF32, 2);
+    const auto q = Queries(seqs, 1, 8);
+    auto p = Gqa(1, 8);
+    p.causal = false;
+    const auto out = RunKernel(p, q, b);
+    std::vector<float> ref(q.size());
+    ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
+    for (size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], ref[i], 1e-5);
+    // Row 0 differs from its causal version (which sees keys 0..15 only).
+    p.causal = true;
+    EXPECT_NE(RunKernel(p, q, b), out);
+  });
 }
 
 // ---- bad input: refused before any K/V byte is read ----------------------------

@@ -13,8 +13,8 @@
 #include "folio/core/aligned_buffer.h"
 #include "folio/core/dtype.h"
 #include "folio/core/splitmix64.h"
-#include "hwy/targets.h"
 #include "ops/matmul_internal.h"
+#include "testing/simd_targets.h"
 
 namespace folio::ops {
 namespace {
@@ -79,16 +79,9 @@ std::vector<float> RandomActivations(uint64_t n, uint64_t seed) {
   return x;
 }
 
-// Runs fn once per SIMD target compiled into folio_ops that this CPU has,
-// with the kernel dispatched to that target.
+// Runs fn once per SIMD target compiled into folio_ops that this CPU has.
 void ForEachTarget(const std::function<void()>& fn) {
-  for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    EXPECT_STREQ(internal::MatMulTargetName(), hwy::TargetName(target));
-    fn();
-  }
-  hwy::SetSupportedTargetsForTest(0);
+  test_support::ForEachSimdTarget(internal::MatMulTargetName, fn);
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
