@@ -11,7 +11,8 @@
 # libraries (run `make build` first). Harness arguments: -b BATCH,
 # -c CONTEXT, -p PAGE_SIZE, -t THREADS, -d f32|bf16, -r ROUNDS, --huge (K/V
 # on transparent huge pages), --in-order (pages not shuffled), --short N (a
-# ragged batch: sequences after the first have N keys). Defaults: the
+# ragged batch: sequences after the first have N keys), --target-ab AVX2
+# (V0 on the best SIMD target against V0 on AVX2). Defaults: the
 # out-of-cache decode shape, batch 8, 16384 tokens, f32, 2 threads.
 #
 # Example: tools/attention_ab/ab.sh HEAD~1 HEAD -- -d bf16 --huge -r 7

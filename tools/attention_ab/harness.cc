@@ -7,10 +7,13 @@
 //
 //   harness [-b BATCH] [-c CONTEXT] [-p PAGE_SIZE] [-t THREADS] [-d f32|bf16]
 //           [-r ROUNDS] [--huge | --huge-ab] [--in-order] [--short N]
+//           [--target-ab TARGET]
 //
 // --huge-ab times V0 alone on two copies of the K/V pools, the first on
 // 4 KiB pages and the second on transparent huge pages, reported as V0 and
-// "V0 huge".
+// "V0 huge". --target-ab AVX2 (or SCALAR) times V0 dispatched to the CPU's
+// best target and to the named one, reported as V0 and "V0 AVX2"; their
+// outputs differ in the last bits (each target has its own lane-sum tree).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,6 +29,7 @@
 
 #include "bench/timing.h"
 #include "folio/attention/paged_attention.h"
+#include "hwy/targets.h"
 
 namespace folio::attention {
 #ifndef FOLIO_AB_VARIANTS
@@ -59,6 +63,7 @@ int main(int argc, char** argv) {
   std::string dtype_name = "f32";
   bool huge = false, huge_ab = false, shuffle = true;
   uint64_t short_context = 0;  // 0: every sequence has `context` keys
+  std::string target_ab;       // --target-ab NAME: V0 on the best target, V1 on NAME
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto next = [&] {
@@ -78,6 +83,7 @@ int main(int argc, char** argv) {
     else if (a == "--huge-ab") huge_ab = true;
     else if (a == "--in-order") shuffle = false;
     else if (a == "--short") short_context = std::stoull(next());
+    else if (a == "--target-ab") target_ab = next();
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -87,7 +93,24 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "-d takes f32 or bf16\n");
     return 2;
   }
-  const int variants = huge_ab ? 2 : FOLIO_AB_VARIANTS;
+  // --target-ab: one version, dispatched to the CPU's best target (V0) and
+  // to the named one (V1), e.g. AVX2 to see what a machine without
+  // AVX-512 would run.
+  int64_t pinned = 0;
+  for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
+    if (!target_ab.empty() && target_ab == hwy::TargetName(t)) pinned = t;
+  }
+  if (!target_ab.empty() && huge_ab) {
+    std::fprintf(stderr, "--target-ab and --huge-ab each take both slots; pick one\n");
+    return 2;
+  }
+  if (!target_ab.empty() && pinned == 0) {
+    std::fprintf(stderr, "--target-ab: %s is not a target this CPU and build have\n",
+                 target_ab.c_str());
+    return 2;
+  }
+  const bool one_version = huge_ab || pinned != 0;
+  const int variants = one_version ? 2 : FOLIO_AB_VARIANTS;
   const uint64_t kv_heads = 8, head_dim = 128, q_heads = 32;
   const DType dtype = dtype_name == "f32" ? DType::kF32 : DType::kBF16;
   const size_t esize = DTypeSize(dtype);
@@ -159,17 +182,24 @@ int main(int argc, char** argv) {
   };
 
   const auto run = [&](int v, std::vector<float>& dst) {
+    if (pinned != 0) hwy::SetSupportedTargetsForTest(v == 0 ? 0 : pinned);
     const Status s = huge_ab ? kernels[0](params, q, v == 0 ? view : huge_view, batch_view, dst, &pool)
-                             : kernels[v](params, q, view, batch_view, dst, &pool);
+                   : pinned != 0 ? kernels[0](params, q, view, batch_view, dst, &pool)
+                                 : kernels[v](params, q, view, batch_view, dst, &pool);
     if (!s.ok()) {
       std::fprintf(stderr, "V%d: %s\n", v, s.ToString().c_str());
       std::exit(3);
     }
   };
   run(0, want);
+  // "V1", or with --huge-ab / --target-ab "V0 huge" / "V0 AVX2".
+  const auto label = [&](int v) {
+    if (!one_version || v == 0) return "V" + std::to_string(v);
+    return "V0 " + (huge_ab ? std::string("huge") : target_ab);
+  };
   for (int v = 1; v < variants; ++v) {
     run(v, out);
-    std::printf("V%d output %s V0's\n", v,
+    std::printf("%s output %s V0's\n", label(v).c_str(),
                 std::memcmp(out.data(), want.data(), out.size() * 4) == 0 ? "equals" : "differs from");
   }
   // Calls per sample: at least ~0.1 GB of K+V read.
@@ -194,9 +224,9 @@ int main(int argc, char** argv) {
     const double median = Median(t);
     const std::string ragged =
         short_context > 0 && short_context < context ? "/" + std::to_string(short_context) : "";
-    std::printf("V%d%s %s b%llu c%llu%s p%llu t%zu%s: median %.0f us [%.0f..%.0f], %.1f GB/s; "
+    std::printf("%s %s b%llu c%llu%s p%llu t%zu%s: median %.0f us [%.0f..%.0f], %.1f GB/s; "
                 "time / V0 per round: median %.3f [%.3f..%.3f]\n",
-                huge_ab ? 0 : v, huge_ab && v == 1 ? " huge" : "", dtype_name.c_str(), static_cast<unsigned long long>(batch),
+                label(v).c_str(), dtype_name.c_str(), static_cast<unsigned long long>(batch),
                 static_cast<unsigned long long>(context), ragged.c_str(), static_cast<unsigned long long>(page),
                 threads, huge ? " huge" : "", median, *lo, *hi, 2.0 * read_bytes / median / 1e3,
                 Median(ratio), *rlo, *rhi);
