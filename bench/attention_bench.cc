@@ -76,6 +76,11 @@ std::string ConfigName(const json& row) {
          std::to_string(row["context"].get<uint64_t>());
 }
 
+// Achieved GB/s: `bytes` read in `us` microseconds.
+double Gbps(uint64_t bytes, double us) {
+  return static_cast<double>(bytes) / (us * 1e-6) / 1e9;
+}
+
 // Median over rounds of a.samples[r] / b.samples[r].
 double PairedRatio(const Timing& a, const Timing& b) {
   std::vector<double> ratios;
@@ -85,11 +90,22 @@ double PairedRatio(const Timing& a, const Timing& b) {
   return Quantile(ratios, 0.5);
 }
 
-// Runs one configuration: the untimed bit-identity check, then the three
-// timed modes. Appends one row per mode.
-Status RunConfig(const AttentionShape& shape, const AttentionBenchOptions& o,
-                 ThreadPool& pool, uint64_t llc_bytes, json& rows,
-                 bool& identical) {
+// One configuration's measurements, gathered over every pass of the grid.
+struct ConfigResult {
+  AttentionShape shape;
+  std::vector<Timing> times;  // per mode: the samples of every pass, in order
+  uint64_t copied = 0;        // gather's bytes per call
+  bool same = true;           // the three layouts' outputs, every pass
+  bool finite = true;
+  double other_cores = 0.0, steal_cores = 0.0;  // summed over passes
+  uint64_t passes = 0;
+};
+
+// Measures r.shape once and folds it into r: the untimed bit-identity
+// check, then the three timed modes.
+Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
+                     uint64_t llc_bytes, ConfigResult& r) {
+  const AttentionShape& shape = r.shape;
   FOLIO_ASSIGN_OR_RETURN(
       AttentionFixture f,
       AttentionFixture::Create(shape, o.seed, !o.no_shuffle, pool));
@@ -126,7 +142,6 @@ Status RunConfig(const AttentionShape& shape, const AttentionBenchOptions& o,
       std::memcmp(outs[0].data(), outs[2].data(), out_size * 4) == 0;
   const bool finite = std::all_of(outs[0].begin(), outs[0].end(),
                                   [](float v) { return std::isfinite(v); });
-  identical = identical && same;
 
   const uint64_t bytes = shape.kv_bytes();
   const bool in_cache = static_cast<double>(bytes) <=
@@ -150,6 +165,45 @@ Status RunConfig(const AttentionShape& shape, const AttentionBenchOptions& o,
   FOLIO_RETURN_IF_ERROR(failure);
   for (int m = 0; m < 3; ++m) {
     const Timing& t = times[static_cast<size_t>(m)];
+    std::cerr << " " << kModes[m] << " " << Fixed(t.median_us, 1) << " us ("
+              << Fixed(Gbps(bytes, t.median_us), 1)
+              << " GB/s)";
+  }
+  std::cerr << "\n    other processes kept " << Fixed(load.other_cores, 2)
+            << " cores busy meanwhile, hypervisor steal "
+            << Fixed(load.steal_cores, 2) << "\n";
+
+  if (r.passes++ == 0) {
+    r.times = std::move(times);
+  } else {
+    // Rounds stay paired across passes: every mode gets the same number
+    // of samples in a pass.
+    for (size_t m = 0; m < 3; ++m) {
+      r.times[m].samples_us.insert(r.times[m].samples_us.end(),
+                                   times[m].samples_us.begin(),
+                                   times[m].samples_us.end());
+      Summarize(r.times[m]);
+    }
+  }
+  r.copied = copied;
+  r.same = r.same && same;
+  r.finite = r.finite && finite;
+  r.other_cores += load.other_cores;
+  r.steal_cores += load.steal_cores;
+  return Status::Ok();
+}
+
+// One row per mode of a measured configuration.
+void AppendRows(const ConfigResult& r, const AttentionBenchOptions& o,
+                uint64_t llc_bytes, json& rows) {
+  const AttentionShape& shape = r.shape;
+  const std::vector<Timing>& times = r.times;
+  const uint64_t bytes = shape.kv_bytes();
+  const bool in_cache = static_cast<double>(bytes) <=
+                        o.out_of_cache_factor * static_cast<double>(llc_bytes);
+  const auto passes = static_cast<double>(r.passes);
+  for (int m = 0; m < 3; ++m) {
+    const Timing& t = times[static_cast<size_t>(m)];
     json row = {
         {"mode", kModes[m]},
         {"context", shape.context},
@@ -162,30 +216,24 @@ Status RunConfig(const AttentionShape& shape, const AttentionBenchOptions& o,
         {"repeats", t.repeats},
         {"calls_per_sample", t.calls_per_sample},
         {"bytes_read", bytes},
-        {"gbps", static_cast<double>(bytes) / (t.median_us * 1e-6) / 1e9},
+        {"gbps", Gbps(bytes, t.median_us)},
         {"time_vs_contiguous", t.median_us / times[0].median_us},
         {"in_cache", in_cache},
-        {"outputs_identical", same},
-        {"outputs_finite", finite},
-        {"other_load_cores", load.other_cores},
-        {"steal_cores", load.steal_cores},
+        {"outputs_identical", r.same},
+        {"outputs_finite", r.finite},
+        {"other_load_cores", r.other_cores / passes},
+        {"steal_cores", r.steal_cores / passes},
         {"samples_us", t.samples_us}};
     if (!o.sequential && m > 0) {
       // Sample r of every mode comes from the same round: the median of
       // the per-round ratios cancels most of a shared machine's drift.
       row["paired_time_vs_contiguous"] = PairedRatio(t, times[0]);
     }
-    if (m == 1) row["gather_bytes_copied"] = copied;
+    if (m == 1) row["gather_bytes_copied"] = r.copied;
     if (m == 2 && !o.sequential)
       row["paired_time_vs_gather"] = PairedRatio(t, times[1]);
-    std::cerr << " " << kModes[m] << " " << Fixed(t.median_us, 1) << " us ("
-              << Fixed(row["gbps"].get<double>(), 1) << " GB/s)";
     rows.push_back(std::move(row));
   }
-  std::cerr << "\n    other processes kept " << Fixed(load.other_cores, 2)
-            << " cores busy meanwhile, hypervisor steal "
-            << Fixed(load.steal_cores, 2) << "\n";
-  return Status::Ok();
 }
 
 // One target's verdict: met when every applicable config passes; the worst
@@ -374,6 +422,10 @@ CLI::App* AddAttentionBenchCommand(CLI::App& bench, AttentionBenchOptions& o) {
       ->delimiter(',');
   cmd->add_option("--repeats", o.repeats, "timed samples per row (>= 5)")
       ->check(CLI::Range(5, 100000));
+  cmd->add_option("--passes", o.passes,
+                  "walk the grid this many times; each row pools the samples "
+                  "of every pass")
+      ->check(CLI::Range(1, 100));
   cmd->add_flag("--sequential", o.sequential,
                 "time each mode in its own block (default: interleave the "
                 "modes' samples)");
@@ -417,30 +469,39 @@ int RunAttentionBench(const AttentionBenchOptions& o,
             << machine.llc_source << "), SIMD target " << DispatchedSimdTarget()
             << "\n";
 
-  json rows = json::array();
-  bool identical = true;
-  size_t done = 0;
-  const size_t total =
-      grid->dtypes.size() * grid->batches.size() * grid->contexts.size();
+  std::vector<ConfigResult> configs;
   for (DType dtype : grid->dtypes) {
     for (uint64_t batch : grid->batches) {
       for (uint64_t context : grid->contexts) {
-        AttentionShape shape;
-        shape.context = context;
-        shape.batch = batch;
-        shape.kv_dtype = dtype;
-        shape.page_size = o.page_size;
-        std::cerr << "[" << ++done << "/" << total << "]";
-        Status s =
-            RunConfig(shape, o, pool, machine.llc_bytes, rows, identical);
-        if (!s.ok()) {
-          return fail(s.WithContext(
-              ConfigName({{"kv_dtype", std::string(DTypeName(dtype))},
-                          {"batch", batch},
-                          {"context", context}})));
-        }
+        ConfigResult r;
+        r.shape.context = context;
+        r.shape.batch = batch;
+        r.shape.kv_dtype = dtype;
+        r.shape.page_size = o.page_size;
+        configs.push_back(std::move(r));
       }
     }
+  }
+  // Each pass walks the whole grid, so a configuration's samples spread
+  // over the run instead of sitting in one slow or quick spell.
+  for (uint64_t pass = 0; pass < o.passes; ++pass) {
+    for (size_t i = 0; i < configs.size(); ++i) {
+      if (o.passes > 1) std::cerr << "[pass " << pass + 1 << "/" << o.passes << "]";
+      std::cerr << "[" << i + 1 << "/" << configs.size() << "]";
+      ConfigResult& r = configs[i];
+      if (Status s = MeasureConfig(o, pool, machine.llc_bytes, r); !s.ok()) {
+        return fail(s.WithContext(
+            ConfigName({{"kv_dtype", std::string(DTypeName(r.shape.kv_dtype))},
+                        {"batch", r.shape.batch},
+                        {"context", r.shape.context}})));
+      }
+    }
+  }
+  json rows = json::array();
+  bool identical = true;
+  for (const ConfigResult& r : configs) {
+    AppendRows(r, o, machine.llc_bytes, rows);
+    identical = identical && r.same;
   }
 
   // Measured again at the end: a large gap between the two says the run
@@ -463,6 +524,7 @@ int RunAttentionBench(const AttentionBenchOptions& o,
   report["command"] = command;
   report["machine"] = MachineJson(machine, load_start, run_load);
   report["threads"] = pool.num_threads();
+  report["passes"] = o.passes;
   report["memory_bandwidth_gbps"] = bandwidth;
   report["memory_bandwidth"] = {
       {"method",

@@ -33,6 +33,7 @@ struct AttentionBenchOptions {
   std::vector<std::string> kv_dtypes;
   bool sequential = false;  // time modes one after another, not in rounds
   uint64_t repeats = 15;    // samples per row (fewer, >= 5, for slow rows)
+  uint64_t passes = 1;      // walks of the grid; a row pools every pass's samples
   uint64_t page_size = 16;  // of the paged pool
   bool no_shuffle = false;  // pages in pool order instead of shuffled
   uint64_t seed = 20;

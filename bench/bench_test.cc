@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "bench/attention_bench.h"
 #include "bench/attention_fixture.h"
 #include "bench/decode_bench.h"
 #include "bench/machine_info.h"
@@ -29,6 +30,17 @@ TEST(Quantile, InterpolatesBetweenClosestRanks) {
   EXPECT_EQ(Quantile({5.0, 1.0, 3.0}, 0.5), 3.0);
   EXPECT_NEAR(Quantile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0.1), 2.0, 1e-12);
   EXPECT_NEAR(Quantile({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}, 0.9), 10.0, 1e-12);
+}
+
+TEST(Summarize, SetsTheStatisticsFromTheSamples) {
+  Timing t;
+  t.samples_us = {5.0, 1.0, 3.0, 2.0, 4.0};
+  Summarize(t);
+  EXPECT_EQ(t.repeats, 5u);
+  EXPECT_EQ(t.median_us, 3.0);
+  EXPECT_EQ(t.min_us, 1.0);
+  EXPECT_NEAR(t.p10_us, 1.4, 1e-12);
+  EXPECT_NEAR(t.p90_us, 4.6, 1e-12);
 }
 
 TEST(ParseCacheSize, ReadsSysfsUnits) {
@@ -187,6 +199,45 @@ TEST(AttentionFixture, OnePagePerSequenceNeedsNoShuffle) {
 // down 12x8 each = 64 + 32 + 32 + 64 + 3 * 96 = 480 bf16 elements = 960
 // bytes; two layers 1920; the head 258x8 = 2064 elements = 4128 bytes.
 // The embedding lookup (one row) and the f32 norm gains are not counted.
+// Two passes over a one-configuration grid: each row pools both passes'
+// samples (paired round by round), and its statistics come from the pool.
+TEST(AttentionBench, RowsPoolTheSamplesOfEveryPass) {
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() /
+      ("folio_attention_bench_" + std::to_string(::getpid()) + ".json");
+  AttentionBenchOptions o;
+  o.threads = 1;
+  o.contexts = {48};
+  o.batches = {2};
+  o.kv_dtypes = {"bf16"};
+  o.repeats = 5;
+  o.passes = 2;
+  o.bandwidth_mib = 8;
+  o.bandwidth_passes = 1;
+  o.no_plot = true;
+  o.json_output = out.string();
+  ASSERT_EQ(RunAttentionBench(o, "test"), 0);
+  std::ifstream in(o.json_output);
+  const nlohmann::json r = nlohmann::json::parse(in);
+  EXPECT_EQ(r["passes"], 2);
+  ASSERT_EQ(r["rows"].size(), 3u);
+  std::vector<double> ratios;
+  for (const nlohmann::json& row : r["rows"]) {
+    SCOPED_TRACE(row["mode"].get<std::string>());
+    const auto samples = row["samples_us"].get<std::vector<double>>();
+    EXPECT_EQ(samples.size(), 10u);
+    EXPECT_EQ(row["repeats"], 10);
+    EXPECT_EQ(row["median_us"].get<double>(), Quantile(samples, 0.5));
+    EXPECT_TRUE(row["outputs_identical"].get<bool>());
+  }
+  const auto paged = r["rows"][2]["samples_us"].get<std::vector<double>>();
+  const auto contiguous = r["rows"][0]["samples_us"].get<std::vector<double>>();
+  for (size_t i = 0; i < paged.size(); ++i) ratios.push_back(paged[i] / contiguous[i]);
+  EXPECT_EQ(r["rows"][2]["paired_time_vs_contiguous"].get<double>(),
+            Quantile(ratios, 0.5));
+  std::filesystem::remove(out);
+}
+
 TEST(DecodeBench, WeightBytesPerTokenIsEveryMatrixOnce) {
   model::ModelConfig c = model::WorkedExampleConfig();
   Result<model::ModelWeights> w = SyntheticWeights(c, 3);

@@ -32,6 +32,16 @@ double Quantile(std::vector<double> values, double q) {
   return values[below] + (values[above] - values[below]) * frac;
 }
 
+void Summarize(Timing& t) {
+  t.repeats = t.samples_us.size();
+  t.median_us = Quantile(t.samples_us, 0.5);
+  t.p10_us = Quantile(t.samples_us, 0.1);
+  t.p90_us = Quantile(t.samples_us, 0.9);
+  t.min_us = t.samples_us.empty()
+                 ? 0.0
+                 : *std::min_element(t.samples_us.begin(), t.samples_us.end());
+}
+
 Timing TimeCalls(const std::function<void()>& fn,
                  const TimingOptions& options) {
   return TimeInterleaved({fn}, options)[0];
@@ -67,13 +77,7 @@ std::vector<Timing> TimeInterleaved(
                                 static_cast<double>(t[i].calls_per_sample));
     }
   }
-  for (Timing& ti : t) {
-    ti.repeats = repeats;
-    ti.median_us = Quantile(ti.samples_us, 0.5);
-    ti.p10_us = Quantile(ti.samples_us, 0.1);
-    ti.p90_us = Quantile(ti.samples_us, 0.9);
-    ti.min_us = *std::min_element(ti.samples_us.begin(), ti.samples_us.end());
-  }
+  for (Timing& ti : t) Summarize(ti);
   return t;
 }
 

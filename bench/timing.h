@@ -34,6 +34,9 @@ double NowUs();
 // closest ranks (numpy's default); 0 for an empty input.
 double Quantile(std::vector<double> values, double q);
 
+// Sets t's median, p10, p90, min and repeats from t.samples_us.
+void Summarize(Timing& t);
+
 // Calls fn once untimed (warm-up: first touch, caches, thread wake-up), once
 // more timed to choose calls_per_sample so that a sample lasts at least
 // min_sample_us, then takes the samples with std::chrono::steady_clock.
