@@ -200,7 +200,8 @@ TEST(AttentionFixture, OnePagePerSequenceNeedsNoShuffle) {
 // bytes; two layers 1920; the head 258x8 = 2064 elements = 4128 bytes.
 // The embedding lookup (one row) and the f32 norm gains are not counted.
 // Two passes over a one-configuration grid: each row pools both passes'
-// samples (paired round by round), and its statistics come from the pool.
+// samples (paired round by round), and its statistics come from the pool;
+// paged is paired with contiguous and with gather in rounds of their own.
 TEST(AttentionBench, RowsPoolTheSamplesOfEveryPass) {
   const std::filesystem::path out =
       std::filesystem::temp_directory_path() /
@@ -235,6 +236,13 @@ TEST(AttentionBench, RowsPoolTheSamplesOfEveryPass) {
   for (size_t i = 0; i < paged.size(); ++i) ratios.push_back(paged[i] / contiguous[i]);
   EXPECT_EQ(r["rows"][2]["paired_time_vs_contiguous"].get<double>(),
             Quantile(ratios, 0.5));
+  // Against gather, paged's samples from its own rounds with gather.
+  const auto beside = r["rows"][2]["samples_beside_gather_us"].get<std::vector<double>>();
+  const auto gather = r["rows"][1]["samples_us"].get<std::vector<double>>();
+  ASSERT_EQ(beside.size(), gather.size());
+  ratios.clear();
+  for (size_t i = 0; i < beside.size(); ++i) ratios.push_back(beside[i] / gather[i]);
+  EXPECT_EQ(r["rows"][2]["paired_time_vs_gather"].get<double>(), Quantile(ratios, 0.5));
   std::filesystem::remove(out);
 }
 

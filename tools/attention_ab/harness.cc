@@ -7,13 +7,16 @@
 //
 //   harness [-b BATCH] [-c CONTEXT] [-p PAGE_SIZE] [-t THREADS] [-d f32|bf16]
 //           [-r ROUNDS] [--huge | --huge-ab] [--in-order] [--short N]
-//           [--target-ab TARGET]
+//           [--target-ab TARGET | --dense-ab]
 //
 // --huge-ab times V0 alone on two copies of the K/V pools, the first on
 // 4 KiB pages and the second on transparent huge pages, reported as V0 and
 // "V0 huge". --target-ab AVX2 (or SCALAR) times V0 dispatched to the CPU's
 // best target and to the named one, reported as V0 and "V0 AVX2"; their
 // outputs differ in the last bits (each target has its own lane-sum tree).
+// --dense-ab times V0 on the paged pool and on the same rows laid out densely
+// (one page per sequence, the bench's contiguous mode) in the same rounds;
+// their outputs must be equal (contract 3).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -61,7 +64,7 @@ int main(int argc, char** argv) {
   size_t threads = 2;
   int rounds = 5;
   std::string dtype_name = "f32";
-  bool huge = false, huge_ab = false, shuffle = true;
+  bool huge = false, huge_ab = false, dense_ab = false, shuffle = true;
   uint64_t short_context = 0;  // 0: every sequence has `context` keys
   std::string target_ab;       // --target-ab NAME: V0 on the best target, V1 on NAME
   for (int i = 1; i < argc; ++i) {
@@ -81,6 +84,7 @@ int main(int argc, char** argv) {
     else if (a == "-r") rounds = std::stoi(next());
     else if (a == "--huge") huge = true;
     else if (a == "--huge-ab") huge_ab = true;
+    else if (a == "--dense-ab") dense_ab = true;
     else if (a == "--in-order") shuffle = false;
     else if (a == "--short") short_context = std::stoull(next());
     else if (a == "--target-ab") target_ab = next();
@@ -100,8 +104,8 @@ int main(int argc, char** argv) {
   for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
     if (!target_ab.empty() && target_ab == hwy::TargetName(t)) pinned = t;
   }
-  if (!target_ab.empty() && huge_ab) {
-    std::fprintf(stderr, "--target-ab and --huge-ab each take both slots; pick one\n");
+  if (int{huge_ab} + int{dense_ab} + int{!target_ab.empty()} > 1) {
+    std::fprintf(stderr, "--huge-ab, --dense-ab and --target-ab each take both slots; pick one\n");
     return 2;
   }
   if (!target_ab.empty() && pinned == 0) {
@@ -109,7 +113,7 @@ int main(int argc, char** argv) {
                  target_ab.c_str());
     return 2;
   }
-  const bool one_version = huge_ab || pinned != 0;
+  const bool one_version = huge_ab || dense_ab || pinned != 0;
   const int variants = one_version ? 2 : FOLIO_AB_VARIANTS;
   const uint64_t kv_heads = 8, head_dim = 128, q_heads = 32;
   const DType dtype = dtype_name == "f32" ? DType::kF32 : DType::kBF16;
@@ -132,14 +136,6 @@ int main(int argc, char** argv) {
   for (std::byte* pool : {keys, values}) {
     for (size_t i = 0; i < bytes / esize; ++i) StoreElement(dtype, pool, i, uniform(rng));
   }
-  std::byte* huge_keys = nullptr;
-  std::byte* huge_values = nullptr;
-  if (huge_ab) {
-    huge_keys = allocate(true);
-    huge_values = allocate(true);
-    std::memcpy(huge_keys, keys, bytes);
-    std::memcpy(huge_values, values, bytes);
-  }
   std::vector<int32_t> table(num_pages);
   std::iota(table.begin(), table.end(), 0);
   if (shuffle) std::shuffle(table.begin(), table.end(), rng);
@@ -159,10 +155,46 @@ int main(int argc, char** argv) {
     }
   }
   const double read_bytes = static_cast<double>(keys_read * kv_heads * head_dim * esize);
+
+  // The second slot's pools: --huge-ab a copy on huge pages, --dense-ab the
+  // same K/V rows in the dense layout (one page of pages_per_seq * page
+  // slots per sequence, as the bench's contiguous mode).
+  std::byte* second_keys = nullptr;
+  std::byte* second_values = nullptr;
+  std::vector<int32_t> dense_table(batch);
+  std::iota(dense_table.begin(), dense_table.end(), 0);
+  if (huge_ab || dense_ab) {
+    second_keys = allocate(huge_ab || huge);
+    second_values = allocate(huge_ab || huge);
+  }
+  if (huge_ab) {
+    std::memcpy(second_keys, keys, bytes);
+    std::memcpy(second_values, values, bytes);
+  }
+  if (dense_ab) {
+    const size_t row = head_dim * esize, slots = pages_per_seq * page;
+    for (uint64_t b = 0; b < batch; ++b) {
+      for (uint64_t lp = 0; lp < pages_per_seq; ++lp) {
+        const int32_t phys = table[b * pages_per_seq + lp];
+        for (uint64_t h = 0; h < kv_heads && phys >= 0; ++h) {
+          const size_t src = ((static_cast<size_t>(phys) * kv_heads + h) * page) * row;
+          const size_t dst = ((b * kv_heads + h) * slots + lp * page) * row;
+          std::memcpy(second_keys + dst, keys + src, page * row);
+          std::memcpy(second_values + dst, values + src, page * row);
+        }
+      }
+    }
+  }
   for (uint64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<int32_t>(b);
   const kv::PagedKvView view{keys, values, dtype, num_pages, kv_heads, page, head_dim};
-  const kv::PagedKvView huge_view{huge_keys, huge_values, dtype, num_pages, kv_heads, page, head_dim};
   const kv::PagedBatchView batch_view{table, pages_per_seq, lens, indptr};
+  const kv::PagedKvView second_view =
+      dense_ab ? kv::PagedKvView{second_keys, second_values, dtype, batch, kv_heads,
+                                 pages_per_seq * page, head_dim}
+               : kv::PagedKvView{second_keys, second_values, dtype, num_pages, kv_heads, page,
+                                 head_dim};
+  const kv::PagedBatchView second_batch =
+      dense_ab ? kv::PagedBatchView{dense_table, 1, lens, indptr} : batch_view;
   std::vector<float> q(batch * q_heads * head_dim), out(q.size()), want(q.size());
   for (float& x : q) x = uniform(rng);
   attention::PagedAttentionParams params;
@@ -183,19 +215,20 @@ int main(int argc, char** argv) {
 
   const auto run = [&](int v, std::vector<float>& dst) {
     if (pinned != 0) hwy::SetSupportedTargetsForTest(v == 0 ? 0 : pinned);
-    const Status s = huge_ab ? kernels[0](params, q, v == 0 ? view : huge_view, batch_view, dst, &pool)
-                   : pinned != 0 ? kernels[0](params, q, view, batch_view, dst, &pool)
-                                 : kernels[v](params, q, view, batch_view, dst, &pool);
+    const bool second = v == 1 && (huge_ab || dense_ab);
+    const Status s = kernels[one_version ? 0 : v](params, q, second ? second_view : view,
+                                                  second ? second_batch : batch_view, dst, &pool);
     if (!s.ok()) {
       std::fprintf(stderr, "V%d: %s\n", v, s.ToString().c_str());
       std::exit(3);
     }
   };
   run(0, want);
-  // "V1", or with --huge-ab / --target-ab "V0 huge" / "V0 AVX2".
+  // "V1", or with --huge-ab / --dense-ab / --target-ab "V0 huge" /
+  // "V0 dense" / "V0 AVX2".
   const auto label = [&](int v) {
     if (!one_version || v == 0) return "V" + std::to_string(v);
-    return "V0 " + (huge_ab ? std::string("huge") : target_ab);
+    return "V0 " + (huge_ab ? std::string("huge") : dense_ab ? std::string("dense") : target_ab);
   };
   for (int v = 1; v < variants; ++v) {
     run(v, out);
@@ -231,6 +264,6 @@ int main(int argc, char** argv) {
                 threads, huge ? " huge" : "", median, *lo, *hi, 2.0 * read_bytes / median / 1e3,
                 Median(ratio), *rlo, *rhi);
   }
-  for (std::byte* p : {keys, values, huge_keys, huge_values}) std::free(p);
+  for (std::byte* p : {keys, values, second_keys, second_values}) std::free(p);
   return 0;
 }
