@@ -442,8 +442,8 @@ CLI::App* AddAttentionBenchCommand(CLI::App& bench, AttentionBenchOptions& o) {
                   "of every pass")
       ->check(CLI::Range(1, 100));
   cmd->add_flag("--sequential", o.sequential,
-                "time each mode in its own block (default: interleave the "
-                "modes' samples)");
+                "time each mode in its own block (default: paged alternates "
+                "with each other mode in rounds of the pair)");
   cmd->add_option("--page-size", o.page_size, "page size of the paged pool")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--no-shuffle", o.no_shuffle,
