@@ -32,6 +32,7 @@
 
 #include "bench/timing.h"
 #include "folio/attention/paged_attention.h"
+#include "folio/kv/gather.h"
 #include "hwy/targets.h"
 
 namespace folio::attention {
@@ -156,8 +157,13 @@ int main(int argc, char** argv) {
   }
   const double read_bytes = static_cast<double>(keys_read * kv_heads * head_dim * esize);
 
+  for (uint64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<int32_t>(b);
+  const kv::PagedKvView view{keys, values, dtype, num_pages, kv_heads, page, head_dim};
+  const kv::PagedBatchView batch_view{table, pages_per_seq, lens, indptr};
+  ThreadPool pool(threads);
+
   // The second slot's pools: --huge-ab a copy on huge pages, --dense-ab the
-  // same K/V rows in the dense layout (one page of pages_per_seq * page
+  // same K/V rows gathered into the dense layout (one page of `context`
   // slots per sequence, as the bench's contiguous mode).
   std::byte* second_keys = nullptr;
   std::byte* second_values = nullptr;
@@ -171,26 +177,10 @@ int main(int argc, char** argv) {
     std::memcpy(second_keys, keys, bytes);
     std::memcpy(second_values, values, bytes);
   }
-  if (dense_ab) {
-    const size_t row = head_dim * esize, slots = pages_per_seq * page;
-    for (uint64_t b = 0; b < batch; ++b) {
-      for (uint64_t lp = 0; lp < pages_per_seq; ++lp) {
-        const int32_t phys = table[b * pages_per_seq + lp];
-        for (uint64_t h = 0; h < kv_heads && phys >= 0; ++h) {
-          const size_t src = ((static_cast<size_t>(phys) * kv_heads + h) * page) * row;
-          const size_t dst = ((b * kv_heads + h) * slots + lp * page) * row;
-          std::memcpy(second_keys + dst, keys + src, page * row);
-          std::memcpy(second_values + dst, values + src, page * row);
-        }
-      }
-    }
-  }
-  for (uint64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<int32_t>(b);
-  const kv::PagedKvView view{keys, values, dtype, num_pages, kv_heads, page, head_dim};
-  const kv::PagedBatchView batch_view{table, pages_per_seq, lens, indptr};
+  if (dense_ab) kv::GatherToDense(view, batch_view, context, second_keys, second_values, &pool);
   const kv::PagedKvView second_view =
-      dense_ab ? kv::PagedKvView{second_keys, second_values, dtype, batch, kv_heads,
-                                 pages_per_seq * page, head_dim}
+      dense_ab ? kv::PagedKvView{second_keys, second_values, dtype, batch, kv_heads, context,
+                                 head_dim}
                : kv::PagedKvView{second_keys, second_values, dtype, num_pages, kv_heads, page,
                                  head_dim};
   const kv::PagedBatchView second_batch =
@@ -200,7 +190,6 @@ int main(int argc, char** argv) {
   attention::PagedAttentionParams params;
   params.num_q_heads = q_heads;
   params.scale = 1 / std::sqrt(static_cast<double>(head_dim));
-  ThreadPool pool(threads);
   const Kernel kernels[] = {attention::PagedAttentionV0,
 #if FOLIO_AB_VARIANTS > 1
                             attention::PagedAttentionV1,
