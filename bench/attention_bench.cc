@@ -93,6 +93,7 @@ double PairedRatio(const Timing& a, const Timing& b) {
 // One configuration's measurements, gathered over every pass of the grid.
 struct ConfigResult {
   AttentionShape shape;
+  bool in_cache = true;  // K+V within the out-of-cache threshold
   // Per mode (contiguous, gather, paged): the samples of every pass, in
   // order. Interleaved, paged's come from its rounds with contiguous, and
   // paged_beside_gather holds its samples from the rounds with gather.
@@ -108,7 +109,7 @@ struct ConfigResult {
 // Measures r.shape once and folds it into r: the untimed bit-identity
 // check, then the three timed modes.
 Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
-                     uint64_t llc_bytes, ConfigResult& r) {
+                     ConfigResult& r) {
   const AttentionShape& shape = r.shape;
   FOLIO_ASSIGN_OR_RETURN(
       AttentionFixture f,
@@ -148,11 +149,9 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
                                   [](float v) { return std::isfinite(v); });
 
   const uint64_t bytes = shape.kv_bytes();
-  const bool in_cache = static_cast<double>(bytes) <=
-                        o.out_of_cache_factor * static_cast<double>(llc_bytes);
   std::cerr << "  " << DTypeName(shape.kv_dtype) << " batch " << shape.batch
             << " context " << shape.context << ": K+V " << MiB(bytes)
-            << (in_cache ? " (in cache)" : " (out of cache)")
+            << (r.in_cache ? " (in cache)" : " (out of cache)")
             << ", outputs identical: " << (same ? "yes" : "NO")
             << (finite ? "" : ", NON-FINITE") << "\n   ";
   TimingOptions timing;
@@ -210,12 +209,10 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
 
 // One row per mode of a measured configuration.
 void AppendRows(const ConfigResult& r, const AttentionBenchOptions& o,
-                uint64_t llc_bytes, json& rows) {
+                json& rows) {
   const AttentionShape& shape = r.shape;
   const std::vector<Timing>& times = r.times;
   const uint64_t bytes = shape.kv_bytes();
-  const bool in_cache = static_cast<double>(bytes) <=
-                        o.out_of_cache_factor * static_cast<double>(llc_bytes);
   const auto passes = static_cast<double>(r.passes);
   for (int m = 0; m < 3; ++m) {
     const Timing& t = times[static_cast<size_t>(m)];
@@ -233,7 +230,7 @@ void AppendRows(const ConfigResult& r, const AttentionBenchOptions& o,
         {"bytes_read", bytes},
         {"gbps", Gbps(bytes, t.median_us)},
         {"time_vs_contiguous", t.median_us / times[0].median_us},
-        {"in_cache", in_cache},
+        {"in_cache", r.in_cache},
         {"outputs_identical", r.same},
         {"outputs_finite", r.finite},
         {"other_load_cores", r.other_cores / passes},
@@ -484,6 +481,8 @@ int RunAttentionBench(const AttentionBenchOptions& o,
             << machine.llc_source << "), SIMD target " << DispatchedSimdTarget()
             << "\n";
 
+  const auto out_of_cache_bytes = static_cast<uint64_t>(
+      o.out_of_cache_factor * static_cast<double>(machine.llc_bytes));
   std::vector<ConfigResult> configs;
   for (DType dtype : grid->dtypes) {
     for (uint64_t batch : grid->batches) {
@@ -493,6 +492,7 @@ int RunAttentionBench(const AttentionBenchOptions& o,
         r.shape.batch = batch;
         r.shape.kv_dtype = dtype;
         r.shape.page_size = o.page_size;
+        r.in_cache = r.shape.kv_bytes() <= out_of_cache_bytes;
         configs.push_back(std::move(r));
       }
     }
@@ -504,7 +504,7 @@ int RunAttentionBench(const AttentionBenchOptions& o,
       if (o.passes > 1) std::cerr << "[pass " << pass + 1 << "/" << o.passes << "]";
       std::cerr << "[" << i + 1 << "/" << configs.size() << "]";
       ConfigResult& r = configs[i];
-      if (Status s = MeasureConfig(o, pool, machine.llc_bytes, r); !s.ok()) {
+      if (Status s = MeasureConfig(o, pool, r); !s.ok()) {
         return fail(s.WithContext(
             ConfigName({{"kv_dtype", std::string(DTypeName(r.shape.kv_dtype))},
                         {"batch", r.shape.batch},
@@ -515,7 +515,7 @@ int RunAttentionBench(const AttentionBenchOptions& o,
   json rows = json::array();
   bool identical = true;
   for (const ConfigResult& r : configs) {
-    AppendRows(r, o, machine.llc_bytes, rows);
+    AppendRows(r, o, rows);
     identical = identical && r.same;
   }
 
@@ -555,8 +555,7 @@ int RunAttentionBench(const AttentionBenchOptions& o,
                      {"pages_shuffled", !o.no_shuffle},
                      {"query_rows_per_sequence", 1},
                      {"seed", o.seed}};
-  report["out_of_cache_threshold_bytes"] = static_cast<uint64_t>(
-      o.out_of_cache_factor * static_cast<double>(machine.llc_bytes));
+  report["out_of_cache_threshold_bytes"] = out_of_cache_bytes;
   report["outputs_identical"] = identical;
   report["targets"] = Targets(rows);
   report["rows"] = rows;
