@@ -9,7 +9,7 @@
 #include "folio/format/kv_snapshot.h"
 #include "folio/engine/generate.h"
 #include "folio/model/byte_tokenizer.h"
-#include "engine/test_model.h"
+#include "testing/test_model.h"
 
 namespace folio::engine {
 namespace {

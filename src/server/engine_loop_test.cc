@@ -3,14 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "folio/model/byte_tokenizer.h"
-#include "engine/test_model.h"
+#include "testing/test_model.h"
 
 namespace folio::server {
 namespace {
 
 using std::chrono::milliseconds;
 
-using engine::test_support::TestModel;
+using test_support::TestModel;
 
 engine::Engine MakeEngine(uint64_t max_num_seqs = 4, uint64_t num_pages = 32) {
   engine::EngineConfig c;

@@ -1,12 +1,12 @@
 // Test support shared by the engine's and the server's tests: the worked
 // example's shape with room for 96 positions, weights from seed 11, built
 // once per process.
-#ifndef FOLIO_ENGINE_TEST_MODEL_H_
-#define FOLIO_ENGINE_TEST_MODEL_H_
+#ifndef FOLIO_TESTING_TEST_MODEL_H_
+#define FOLIO_TESTING_TEST_MODEL_H_
 
 #include "folio/model/model.h"
 
-namespace folio::engine::test_support {
+namespace folio::test_support {
 
 inline const model::Model& TestModel() {
   static const model::Model* m = [] {
@@ -17,6 +17,6 @@ inline const model::Model& TestModel() {
   return *m;
 }
 
-}  // namespace folio::engine::test_support
+}  // namespace folio::test_support
 
-#endif  // FOLIO_ENGINE_TEST_MODEL_H_
+#endif  // FOLIO_TESTING_TEST_MODEL_H_
