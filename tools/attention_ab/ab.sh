@@ -13,7 +13,8 @@
 # on transparent huge pages), --in-order (pages not shuffled), --short N (a
 # ragged batch: sequences after the first have N keys), --target-ab AVX2
 # (V0 on the best SIMD target against V0 on AVX2), --dense-ab (V0 on the
-# paged pool against V0 on the same rows laid out densely). Defaults: the
+# paged pool against V0 on the same rows laid out densely), --threads-ab
+# (V0 on -t threads against V0 on one thread). Defaults: the
 # out-of-cache decode shape, batch 8, 16384 tokens, f32, 2 threads.
 #
 # Example: tools/attention_ab/ab.sh HEAD~1 HEAD -- -d bf16 --huge -r 7

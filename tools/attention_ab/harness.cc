@@ -7,7 +7,7 @@
 //
 //   harness [-b BATCH] [-c CONTEXT] [-p PAGE_SIZE] [-t THREADS] [-d f32|bf16]
 //           [-r ROUNDS] [--huge | --huge-ab] [--in-order] [--short N]
-//           [--target-ab TARGET | --dense-ab]
+//           [--target-ab TARGET | --dense-ab | --threads-ab]
 //
 // --huge-ab times V0 alone on two copies of the K/V pools, the first on
 // 4 KiB pages and the second on transparent huge pages, reported as V0 and
@@ -16,7 +16,9 @@
 // outputs differ in the last bits (each target has its own lane-sum tree).
 // --dense-ab times V0 on the paged pool and on the same rows laid out densely
 // (one page per sequence, the bench's contiguous mode) in the same rounds;
-// their outputs must be equal (contract 3).
+// their outputs must be equal (contract 3). --threads-ab times V0 on the
+// -t threads and on one thread, reported as V0 and "V0 1 thread": the
+// per-round ratio is the speed-up, at most the thread count.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -65,7 +67,7 @@ int main(int argc, char** argv) {
   size_t threads = 2;
   int rounds = 5;
   std::string dtype_name = "f32";
-  bool huge = false, huge_ab = false, dense_ab = false, shuffle = true;
+  bool huge = false, huge_ab = false, dense_ab = false, threads_ab = false, shuffle = true;
   uint64_t short_context = 0;  // 0: every sequence has `context` keys
   std::string target_ab;       // --target-ab NAME: V0 on the best target, V1 on NAME
   for (int i = 1; i < argc; ++i) {
@@ -86,6 +88,7 @@ int main(int argc, char** argv) {
     else if (a == "--huge") huge = true;
     else if (a == "--huge-ab") huge_ab = true;
     else if (a == "--dense-ab") dense_ab = true;
+    else if (a == "--threads-ab") threads_ab = true;
     else if (a == "--in-order") shuffle = false;
     else if (a == "--short") short_context = std::stoull(next());
     else if (a == "--target-ab") target_ab = next();
@@ -105,8 +108,10 @@ int main(int argc, char** argv) {
   for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
     if (!target_ab.empty() && target_ab == hwy::TargetName(t)) pinned = t;
   }
-  if (int{huge_ab} + int{dense_ab} + int{!target_ab.empty()} > 1) {
-    std::fprintf(stderr, "--huge-ab, --dense-ab and --target-ab each take both slots; pick one\n");
+  if (int{huge_ab} + int{dense_ab} + int{threads_ab} + int{!target_ab.empty()} > 1) {
+    std::fprintf(stderr,
+                 "--huge-ab, --dense-ab, --threads-ab and --target-ab each take both slots; "
+                 "pick one\n");
     return 2;
   }
   if (!target_ab.empty() && pinned == 0) {
@@ -114,7 +119,7 @@ int main(int argc, char** argv) {
                  target_ab.c_str());
     return 2;
   }
-  const bool one_version = huge_ab || dense_ab || pinned != 0;
+  const bool one_version = huge_ab || dense_ab || threads_ab || pinned != 0;
   const int variants = one_version ? 2 : FOLIO_AB_VARIANTS;
   const uint64_t kv_heads = 8, head_dim = 128, q_heads = 32;
   const DType dtype = dtype_name == "f32" ? DType::kF32 : DType::kBF16;
@@ -161,6 +166,7 @@ int main(int argc, char** argv) {
   const kv::PagedKvView view{keys, values, dtype, num_pages, kv_heads, page, head_dim};
   const kv::PagedBatchView batch_view{table, pages_per_seq, lens, indptr};
   ThreadPool pool(threads);
+  ThreadPool one_thread(1);  // --threads-ab's second slot
 
   // The second slot's pools: --huge-ab a copy on huge pages, --dense-ab the
   // same K/V rows gathered into the dense layout (one page of `context`
@@ -206,18 +212,22 @@ int main(int argc, char** argv) {
     if (pinned != 0) hwy::SetSupportedTargetsForTest(v == 0 ? 0 : pinned);
     const bool second = v == 1 && (huge_ab || dense_ab);
     const Status s = kernels[one_version ? 0 : v](params, q, second ? second_view : view,
-                                                  second ? second_batch : batch_view, dst, &pool);
+                                                  second ? second_batch : batch_view, dst,
+                                                  v == 1 && threads_ab ? &one_thread : &pool);
     if (!s.ok()) {
       std::fprintf(stderr, "V%d: %s\n", v, s.ToString().c_str());
       std::exit(3);
     }
   };
   run(0, want);
-  // "V1", or with --huge-ab / --dense-ab / --target-ab "V0 huge" /
-  // "V0 dense" / "V0 AVX2".
+  // "V1", or with --huge-ab / --dense-ab / --threads-ab / --target-ab
+  // "V0 huge" / "V0 dense" / "V0 1 thread" / "V0 AVX2".
   const auto label = [&](int v) {
     if (!one_version || v == 0) return "V" + std::to_string(v);
-    return "V0 " + (huge_ab ? std::string("huge") : dense_ab ? std::string("dense") : target_ab);
+    return "V0 " + (huge_ab    ? std::string("huge")
+                    : dense_ab ? std::string("dense")
+                    : threads_ab ? std::string("1 thread")
+                                 : target_ab);
   };
   for (int v = 1; v < variants; ++v) {
     run(v, out);
@@ -250,7 +260,7 @@ int main(int argc, char** argv) {
                 "time / V0 per round: median %.3f [%.3f..%.3f]\n",
                 label(v).c_str(), dtype_name.c_str(), static_cast<unsigned long long>(batch),
                 static_cast<unsigned long long>(context), ragged.c_str(), static_cast<unsigned long long>(page),
-                threads, huge ? " huge" : "", median, *lo, *hi, 2.0 * read_bytes / median / 1e3,
+                v == 1 && threads_ab ? size_t{1} : threads, huge ? " huge" : "", median, *lo, *hi, 2.0 * read_bytes / median / 1e3,
                 Median(ratio), *rlo, *rhi);
   }
   for (std::byte* p : {keys, values, second_keys, second_values}) std::free(p);
