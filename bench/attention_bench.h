@@ -7,7 +7,8 @@
 //               inside every timed call, then the dense kernel;
 //   paged       the kernel reads the shuffled pool through the block table.
 // Times are set against the machine's streaming read bandwidth, measured in
-// the same run. Output is JSON (rows and the verdict on the performance
+// the same run: at its start and end, and out of cache also in rounds with
+// each of contiguous and paged. Output is JSON (rows and the verdict on the performance
 // targets) plus an SVG plot; docs/performance.md explains the fields.
 #ifndef FOLIO_BENCH_ATTENTION_BENCH_H_
 #define FOLIO_BENCH_ATTENTION_BENCH_H_

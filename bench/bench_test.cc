@@ -13,6 +13,7 @@
 #include "bench/attention_fixture.h"
 #include "bench/decode_bench.h"
 #include "bench/machine_info.h"
+#include "bench/memory_bandwidth.h"
 #include "bench/kv_transfer_bench.h"
 #include "bench/serve_bench.h"
 #include "bench/svg_plot.h"
@@ -230,6 +231,7 @@ TEST(AttentionBench, RowsPoolTheSamplesOfEveryPass) {
     EXPECT_EQ(row["repeats"], 10);
     EXPECT_EQ(row["median_us"].get<double>(), Quantile(samples, 0.5));
     EXPECT_TRUE(row["outputs_identical"].get<bool>());
+    EXPECT_FALSE(row.contains("paired_fraction_of_bandwidth")) << "in cache";
   }
   const auto paged = r["rows"][2]["samples_us"].get<std::vector<double>>();
   const auto contiguous = r["rows"][0]["samples_us"].get<std::vector<double>>();
@@ -243,6 +245,80 @@ TEST(AttentionBench, RowsPoolTheSamplesOfEveryPass) {
   ratios.clear();
   for (size_t i = 0; i < beside.size(); ++i) ratios.push_back(beside[i] / gather[i]);
   EXPECT_EQ(r["rows"][2]["paired_time_vs_gather"].get<double>(), Quantile(ratios, 0.5));
+  std::filesystem::remove(out);
+}
+
+// A pass reads every word of every thread's slice: its sum is the sum of
+// the words the probe wrote (word i of thread t's slice holds i * K + t).
+TEST(ReadProbe, PassSumsEveryWordOfEverySlice) {
+  ThreadPool pool(2);
+  Result<ReadProbe> probe = ReadProbe::Create(4096 + 100, pool);  // rounded down to 4096
+  ASSERT_TRUE(probe.ok());
+  EXPECT_EQ(probe->bytes(), 4096u);
+  uint64_t want = 0;
+  for (uint64_t t = 0; t < 2; ++t) {
+    for (uint64_t i = 0; i < 4096 / 8 / 2; ++i) want += i * 0x9e3779b97f4a7c15ULL + t;
+  }
+  EXPECT_EQ(probe->Pass(), want);
+  EXPECT_EQ(probe->Pass(), want);
+}
+
+TEST(ReadProbe, RejectsABufferWithoutALinePerThread) {
+  ThreadPool pool(2);
+  const Result<ReadProbe> probe = ReadProbe::Create(127, pool);
+  ASSERT_FALSE(probe.ok());
+  EXPECT_NE(probe.error().message().find("127 bytes"), std::string::npos)
+      << probe.error().ToString();
+}
+
+// Out of cache, contiguous and paged are each timed in rounds with one pass
+// of the bandwidth probe; their paired fraction is the median of the
+// per-round fractions, over both passes of the grid.
+TEST(AttentionBench, OutOfCacheRowsPairEachModeWithTheProbe) {
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() /
+      ("folio_attention_probe_" + std::to_string(::getpid()) + ".json");
+  AttentionBenchOptions o;
+  o.threads = 1;
+  o.contexts = {40};
+  o.batches = {1};
+  o.kv_dtypes = {"f32"};
+  o.repeats = 5;
+  o.passes = 2;
+  o.bandwidth_mib = 4;
+  o.bandwidth_passes = 1;
+  o.out_of_cache_factor = 1e-9;  // every configuration is out of cache
+  o.no_plot = true;
+  o.json_output = out.string();
+  ASSERT_EQ(RunAttentionBench(o, "test"), 0);
+  std::ifstream in(o.json_output);
+  const nlohmann::json r = nlohmann::json::parse(in);
+  ASSERT_EQ(r["rows"].size(), 3u);
+  EXPECT_FALSE(r["rows"][1].contains("paired_fraction_of_bandwidth")) << "gather";
+  for (const size_t m : {size_t{0}, size_t{2}}) {
+    const nlohmann::json& row = r["rows"][m];
+    SCOPED_TRACE(row["mode"].get<std::string>());
+    EXPECT_FALSE(row["in_cache"].get<bool>());
+    const auto kernel = row["samples_beside_probe_us"].get<std::vector<double>>();
+    const auto probe = row["probe_samples_us"].get<std::vector<double>>();
+    ASSERT_EQ(kernel.size(), 10u);
+    ASSERT_EQ(probe.size(), 10u);
+    const auto kv_bytes = row["bytes_read"].get<double>();
+    const auto probe_bytes = row["probe_bytes"].get<double>();
+    EXPECT_EQ(probe_bytes, 4.0 * (1 << 20));
+    std::vector<double> fractions;
+    for (size_t i = 0; i < kernel.size(); ++i) {
+      fractions.push_back((kv_bytes / (kernel[i] * 1e-6) / 1e9) /
+                          (probe_bytes / (probe[i] * 1e-6) / 1e9));
+    }
+    EXPECT_DOUBLE_EQ(row["paired_fraction_of_bandwidth"].get<double>(), Quantile(fractions, 0.5));
+    EXPECT_DOUBLE_EQ(row["paired_fraction_p10"].get<double>(), Quantile(fractions, 0.1));
+    EXPECT_DOUBLE_EQ(row["paired_fraction_p90"].get<double>(), Quantile(fractions, 0.9));
+  }
+  const nlohmann::json& target = r["targets"]["paged_out_of_cache_at_least_80pct_of_bandwidth"];
+  EXPECT_EQ(target["paired"]["configs"], 1);
+  EXPECT_EQ(target["paired"]["worst_fraction_of_bandwidth"],
+            r["rows"][2]["paired_fraction_of_bandwidth"]);
   std::filesystem::remove(out);
 }
 

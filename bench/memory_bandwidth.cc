@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <string>
+#include <vector>
 
-#include "folio/core/aligned_buffer.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "bench/memory_bandwidth.cc"
@@ -63,45 +64,60 @@ std::string DispatchedSimdTarget() {
   return hwy::TargetName(HWY_DYNAMIC_DISPATCH(TargetBit)());
 }
 
-Result<BandwidthResult> MeasureReadBandwidth(uint64_t buffer_bytes,
-                                             uint64_t passes,
-                                             ThreadPool& pool) {
+Result<ReadProbe> ReadProbe::Create(uint64_t buffer_bytes, ThreadPool& pool) {
   const uint64_t threads = pool.num_threads();
-  const uint64_t granule = 64 * threads;
-  const uint64_t bytes = buffer_bytes / granule * granule;
-  if (bytes == 0 || passes == 0) {
-    return Status::InvalidArgument(
-        "bandwidth buffer of " + std::to_string(buffer_bytes) + " bytes with " +
-        std::to_string(passes) + " passes measures nothing");
+  const uint64_t bytes = buffer_bytes / (64 * threads) * (64 * threads);
+  if (bytes == 0) {
+    return Status::InvalidArgument("bandwidth buffer of " + std::to_string(buffer_bytes) +
+                                   " bytes holds no 64-byte line per thread (" +
+                                   std::to_string(threads) + " threads)");
   }
-  AlignedBuffer buffer(bytes);  // [threads, words_per_thread] uint64
+  AlignedBuffer buffer(bytes);
   const uint64_t words_per_thread = bytes / 8 / threads;
   auto* words = reinterpret_cast<uint64_t*>(buffer.data());
   // Distinct non-zero words, written by the thread that will read them.
   pool.ParallelFor(threads, [&](size_t t) {
     uint64_t* w = words + t * words_per_thread;
-    for (uint64_t i = 0; i < words_per_thread; ++i)
-      w[i] = i * 0x9e3779b97f4a7c15ULL + t;
+    for (uint64_t i = 0; i < words_per_thread; ++i) w[i] = i * 0x9e3779b97f4a7c15ULL + t;
   });
+  return ReadProbe(std::move(buffer), bytes, pool);
+}
 
+uint64_t ReadProbe::Pass() const {
+  const uint64_t threads = pool_->num_threads();
+  const uint64_t words_per_thread = bytes_ / 8 / threads;
+  const auto* words = reinterpret_cast<const uint64_t*>(buffer_.data());
   std::vector<uint64_t> sums(threads, 0);
+  pool_->ParallelFor(threads, [&](size_t t) {
+    sums[t] = HWY_DYNAMIC_DISPATCH(SumWords)(words + t * words_per_thread, words_per_thread);
+  });
+  uint64_t sum = 0;
+  for (uint64_t s : sums) sum += s;
+  return sum;
+}
+
+Result<BandwidthResult> MeasureReadBandwidth(const ReadProbe& probe, uint64_t passes) {
+  if (passes == 0) return Status::InvalidArgument("bandwidth: 0 passes measure nothing");
   BandwidthResult result;
-  result.buffer_bytes = bytes;
-  result.threads = threads;
+  result.buffer_bytes = probe.bytes();
+  result.threads = probe.threads();
   for (uint64_t pass = 0; pass <= passes; ++pass) {  // pass 0 warms up
     const auto start = std::chrono::steady_clock::now();
-    pool.ParallelFor(threads, [&](size_t t) {
-      sums[t] = HWY_DYNAMIC_DISPATCH(SumWords)(words + t * words_per_thread,
-                                               words_per_thread);
-    });
+    result.checksum += probe.Pass();
     const double seconds = Seconds(std::chrono::steady_clock::now() - start);
-    for (uint64_t s : sums) result.checksum += s;
     if (pass == 0) continue;
-    const double gbps = static_cast<double>(bytes) / seconds / 1e9;
+    const double gbps = static_cast<double>(probe.bytes()) / seconds / 1e9;
     result.pass_gbps.push_back(gbps);
     result.best_gbps = std::max(result.best_gbps, gbps);
   }
   return result;
+}
+
+Result<BandwidthResult> MeasureReadBandwidth(uint64_t buffer_bytes, uint64_t passes,
+                                             ThreadPool& pool) {
+  if (passes == 0) return Status::InvalidArgument("bandwidth: 0 passes measure nothing");
+  FOLIO_ASSIGN_OR_RETURN(const ReadProbe probe, ReadProbe::Create(buffer_bytes, pool));
+  return MeasureReadBandwidth(probe, passes);
 }
 
 }  // namespace folio::bench
