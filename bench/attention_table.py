@@ -3,7 +3,8 @@
 
 usage: bench/attention_table.py REPORT.json
 Prints the machine summary, the per-configuration floors, the per-row
-results and the target verdicts.
+results (out of cache, the fraction of bandwidth paired round by round
+with the probe too) and the target verdicts.
 """
 import json
 import sys
@@ -40,10 +41,15 @@ def main(path):
     for row in r["rows"]:
         vs = row.get("paired_time_vs_contiguous", row["time_vs_contiguous"])
         vs_text = "1" if row["mode"] == "contiguous" else f"{vs:.2f}"
+        of_bw = f"{100 * row['fraction_of_bandwidth']:.0f}%"
+        if "paired_fraction_of_bandwidth" in row:
+            of_bw += (f" (paired {100 * row['paired_fraction_of_bandwidth']:.0f}%, "
+                      f"{100 * row['paired_fraction_p10']:.0f}–"
+                      f"{100 * row['paired_fraction_p90']:.0f}%)")
         print(f"| {row['kv_dtype']} | {row['batch']} | {row['context']} "
               f"| {row['mode']} | {row['median_us']:.0f} "
               f"| {row['p10_us']:.0f}–{row['p90_us']:.0f} | {row['gbps']:.1f} "
-              f"| {100 * row['fraction_of_bandwidth']:.0f}% | {vs_text} |")
+              f"| {of_bw} | {vs_text} |")
     print()
     for name, t in r["targets"].items():
         worst = {k: round(v, 3) for k, v in t.items()
