@@ -200,27 +200,35 @@ TEST(AttentionFixture, OnePagePerSequenceNeedsNoShuffle) {
 // down 12x8 each = 64 + 32 + 32 + 64 + 3 * 96 = 480 bf16 elements = 960
 // bytes; two layers 1920; the head 258x8 = 2064 elements = 4128 bytes.
 // The embedding lookup (one row) and the f32 norm gains are not counted.
+// Runs `folio bench attention` on a one-configuration grid, two passes of
+// five samples on one thread, and returns its report.
+nlohmann::json RunTinyAttentionBench(AttentionBenchOptions o) {
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() /
+      ("folio_attention_bench_" + std::to_string(::getpid()) + ".json");
+  o.threads = 1;
+  o.repeats = 5;
+  o.passes = 2;
+  o.bandwidth_passes = 1;
+  o.no_plot = true;
+  o.json_output = out.string();
+  EXPECT_EQ(RunAttentionBench(o, "test"), 0);
+  std::ifstream in(o.json_output);
+  nlohmann::json report = nlohmann::json::parse(in);
+  std::filesystem::remove(out);
+  return report;
+}
+
 // Two passes over a one-configuration grid: each row pools both passes'
 // samples (paired round by round), and its statistics come from the pool;
 // paged is paired with contiguous and with gather in rounds of their own.
 TEST(AttentionBench, RowsPoolTheSamplesOfEveryPass) {
-  const std::filesystem::path out =
-      std::filesystem::temp_directory_path() /
-      ("folio_attention_bench_" + std::to_string(::getpid()) + ".json");
   AttentionBenchOptions o;
-  o.threads = 1;
   o.contexts = {48};
   o.batches = {2};
   o.kv_dtypes = {"bf16"};
-  o.repeats = 5;
-  o.passes = 2;
   o.bandwidth_mib = 8;
-  o.bandwidth_passes = 1;
-  o.no_plot = true;
-  o.json_output = out.string();
-  ASSERT_EQ(RunAttentionBench(o, "test"), 0);
-  std::ifstream in(o.json_output);
-  const nlohmann::json r = nlohmann::json::parse(in);
+  const nlohmann::json r = RunTinyAttentionBench(o);
   EXPECT_EQ(r["passes"], 2);
   ASSERT_EQ(r["rows"].size(), 3u);
   std::vector<double> ratios;
@@ -245,7 +253,6 @@ TEST(AttentionBench, RowsPoolTheSamplesOfEveryPass) {
   ratios.clear();
   for (size_t i = 0; i < beside.size(); ++i) ratios.push_back(beside[i] / gather[i]);
   EXPECT_EQ(r["rows"][2]["paired_time_vs_gather"].get<double>(), Quantile(ratios, 0.5));
-  std::filesystem::remove(out);
 }
 
 // A pass reads every word of every thread's slice: its sum is the sum of
@@ -275,24 +282,13 @@ TEST(ReadProbe, RejectsABufferWithoutALinePerThread) {
 // of the bandwidth probe; their paired fraction is the median of the
 // per-round fractions, over both passes of the grid.
 TEST(AttentionBench, OutOfCacheRowsPairEachModeWithTheProbe) {
-  const std::filesystem::path out =
-      std::filesystem::temp_directory_path() /
-      ("folio_attention_probe_" + std::to_string(::getpid()) + ".json");
   AttentionBenchOptions o;
-  o.threads = 1;
   o.contexts = {40};
   o.batches = {1};
   o.kv_dtypes = {"f32"};
-  o.repeats = 5;
-  o.passes = 2;
-  o.bandwidth_mib = 4;
-  o.bandwidth_passes = 1;
   o.out_of_cache_factor = 1e-9;  // every configuration is out of cache
-  o.no_plot = true;
-  o.json_output = out.string();
-  ASSERT_EQ(RunAttentionBench(o, "test"), 0);
-  std::ifstream in(o.json_output);
-  const nlohmann::json r = nlohmann::json::parse(in);
+  o.bandwidth_mib = 4;
+  const nlohmann::json r = RunTinyAttentionBench(o);
   ASSERT_EQ(r["rows"].size(), 3u);
   EXPECT_FALSE(r["rows"][1].contains("paired_fraction_of_bandwidth")) << "gather";
   for (const size_t m : {size_t{0}, size_t{2}}) {
@@ -319,7 +315,6 @@ TEST(AttentionBench, OutOfCacheRowsPairEachModeWithTheProbe) {
   EXPECT_EQ(target["paired"]["configs"], 1);
   EXPECT_EQ(target["paired"]["worst_fraction_of_bandwidth"],
             r["rows"][2]["paired_fraction_of_bandwidth"]);
-  std::filesystem::remove(out);
 }
 
 TEST(DecodeBench, WeightBytesPerTokenIsEveryMatrixOnce) {
