@@ -123,9 +123,8 @@ struct ConfigResult {
 };
 
 // Measures r.shape once and folds it into r: the untimed bit-identity
-// check, then the three timed modes.
-// `probe`: the bandwidth probe to pair out-of-cache modes with (null:
-// none).
+// check, then the three timed modes, and out of cache contiguous and paged
+// each beside `probe` (if not null).
 Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
                      const ReadProbe* probe, ConfigResult& r) {
   const AttentionShape& shape = r.shape;
