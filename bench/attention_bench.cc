@@ -81,26 +81,31 @@ double Gbps(uint64_t bytes, double us) {
   return static_cast<double>(bytes) / (us * 1e-6) / 1e9;
 }
 
-// Median over rounds of a.samples[r] / b.samples[r].
-double PairedRatio(const Timing& a, const Timing& b) {
+// scale * a.samples[r] / b.samples[r] for every round r.
+std::vector<double> PerRoundRatios(const Timing& a, const Timing& b, double scale = 1.0) {
   std::vector<double> ratios;
   for (size_t r = 0; r < a.samples_us.size() && r < b.samples_us.size(); ++r) {
-    ratios.push_back(a.samples_us[r] / b.samples_us[r]);
+    ratios.push_back(scale * a.samples_us[r] / b.samples_us[r]);
   }
-  return Quantile(ratios, 0.5);
+  return ratios;
 }
 
-// Per round, (K+V bytes / kernel time) / (probe bytes / probe time): the
-// kernel's fraction of the bandwidth the probe read beside it.
-std::vector<double> FractionsBesideProbe(const Timing& kernel, const Timing& probe,
-                                         uint64_t kv_bytes, uint64_t probe_bytes) {
-  std::vector<double> fractions;
-  for (size_t i = 0; i < kernel.samples_us.size() && i < probe.samples_us.size(); ++i) {
-    fractions.push_back(Gbps(kv_bytes, kernel.samples_us[i]) /
-                        Gbps(probe_bytes, probe.samples_us[i]));
-  }
-  return fractions;
+// Median over rounds of a.samples[r] / b.samples[r].
+double PairedRatio(const Timing& a, const Timing& b) {
+  return Quantile(PerRoundRatios(a, b), 0.5);
 }
+
+// A mode and the bandwidth probe, timed in the same rounds.
+struct BesideProbe {
+  Timing kernel, probe;
+
+  // Per round, (K+V bytes / kernel time) / (probe bytes / probe time): the
+  // kernel's fraction of the bandwidth the probe read beside it.
+  std::vector<double> Fractions(uint64_t kv_bytes, uint64_t probe_bytes) const {
+    return PerRoundRatios(probe, kernel,
+                          static_cast<double>(kv_bytes) / static_cast<double>(probe_bytes));
+  }
+};
 
 // One configuration's measurements, gathered over every pass of the grid.
 struct ConfigResult {
@@ -114,7 +119,7 @@ struct ConfigResult {
   // Out of cache, interleaved: contiguous ([0]) and paged ([1]) each timed
   // in rounds with one pass of the bandwidth probe, so that each round's
   // fraction of bandwidth sets the two side by side.
-  std::array<Timing, 2> beside_probe, probe_beside;
+  std::array<BesideProbe, 2> beside_probe;
   uint64_t copied = 0;        // gather's bytes per call
   bool same = true;           // the three layouts' outputs, every pass
   bool finite = true;
@@ -124,9 +129,9 @@ struct ConfigResult {
 
 // Measures r.shape once and folds it into r: the untimed bit-identity
 // check, then the three timed modes, and out of cache contiguous and paged
-// each beside `probe` (if not null).
+// each beside `probe`.
 Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
-                     const ReadProbe* probe, ConfigResult& r) {
+                     const ReadProbe& probe, ConfigResult& r) {
   const AttentionShape& shape = r.shape;
   FOLIO_ASSIGN_OR_RETURN(
       AttentionFixture f,
@@ -176,8 +181,8 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
   timing.budget_us = 20e6;
   std::vector<Timing> times;
   Timing paged_beside_gather;
-  std::array<Timing, 2> beside_probe, probe_beside;
-  const bool with_probe = probe != nullptr && !r.in_cache && !o.sequential;
+  std::array<BesideProbe, 2> beside_probe;
+  const bool with_probe = !r.in_cache && !o.sequential;
   const CpuSnapshot before = TakeCpuSnapshot();
   if (o.sequential) {
     for (const auto& call : calls) times.push_back(TimeCalls(call, timing));
@@ -194,11 +199,10 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
     // The probe's best pass at the start or end of the run may come from a
     // quicker spell of a shared machine than the kernel's samples; paired
     // round by round, the two meet the same conditions.
-    const std::function<void()> probe_pass = [&] { static_cast<void>(probe->Pass()); };
+    const std::function<void()> probe_pass = [&] { static_cast<void>(probe.Pass()); };
     for (size_t k = 0; with_probe && k < 2; ++k) {
       const std::vector<Timing> t = TimeInterleaved({calls[k == 0 ? 0 : 2], probe_pass}, timing);
-      beside_probe[k] = t[0];
-      probe_beside[k] = t[1];
+      beside_probe[k] = {t[0], t[1]};
     }
   }
   const OtherLoad load = LoadBetween(before, TakeCpuSnapshot());
@@ -210,8 +214,7 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
               << " GB/s)";
   }
   for (size_t k = 0; with_probe && k < 2; ++k) {
-    const std::vector<double> fractions =
-        FractionsBesideProbe(beside_probe[k], probe_beside[k], bytes, probe->bytes());
+    const std::vector<double> fractions = beside_probe[k].Fractions(bytes, probe.bytes());
     std::cerr << (k == 0 ? "\n    beside the probe: contiguous " : ", paged ")
               << Fixed(Quantile(fractions, 0.5), 2) << " of its bandwidth";
   }
@@ -223,7 +226,6 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
     r.times = std::move(times);
     r.paged_beside_gather = std::move(paged_beside_gather);
     r.beside_probe = std::move(beside_probe);
-    r.probe_beside = std::move(probe_beside);
   } else {
     // Rounds stay paired across passes: both modes of a pair get the same
     // number of samples in a pass.
@@ -235,8 +237,8 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
     for (size_t m = 0; m < 3; ++m) pool_into(r.times[m], times[m]);
     pool_into(r.paged_beside_gather, paged_beside_gather);
     for (size_t k = 0; k < 2; ++k) {
-      pool_into(r.beside_probe[k], beside_probe[k]);
-      pool_into(r.probe_beside[k], probe_beside[k]);
+      pool_into(r.beside_probe[k].kernel, beside_probe[k].kernel);
+      pool_into(r.beside_probe[k].probe, beside_probe[k].probe);
     }
   }
   r.copied = copied;
@@ -285,10 +287,9 @@ void AppendRows(const ConfigResult& r, const AttentionBenchOptions& o,
     }
     if (m == 1) row["gather_bytes_copied"] = r.copied;
     const auto k = static_cast<size_t>(m / 2);  // contiguous 0, paged 1
-    if (m != 1 && !r.beside_probe[k].samples_us.empty()) {
-      const Timing& kernel = r.beside_probe[k];
-      const Timing& probe = r.probe_beside[k];
-      const std::vector<double> f = FractionsBesideProbe(kernel, probe, bytes, probe_bytes);
+    if (m != 1 && !r.beside_probe[k].kernel.samples_us.empty()) {
+      const auto& [kernel, probe] = r.beside_probe[k];
+      const std::vector<double> f = r.beside_probe[k].Fractions(bytes, probe_bytes);
       row["paired_fraction_of_bandwidth"] = Quantile(f, 0.5);
       row["paired_fraction_p10"] = Quantile(f, 0.1);
       row["paired_fraction_p90"] = Quantile(f, 0.9);
@@ -566,7 +567,7 @@ int RunAttentionBench(const AttentionBenchOptions& o,
       if (o.passes > 1) std::cerr << "[pass " << pass + 1 << "/" << o.passes << "]";
       std::cerr << "[" << i + 1 << "/" << configs.size() << "]";
       ConfigResult& r = configs[i];
-      if (Status s = MeasureConfig(o, pool, &*probe, r); !s.ok()) {
+      if (Status s = MeasureConfig(o, pool, *probe, r); !s.ok()) {
         return fail(s.WithContext(
             ConfigName({{"kv_dtype", std::string(DTypeName(r.shape.kv_dtype))},
                         {"batch", r.shape.batch},
