@@ -7,7 +7,7 @@
 
 #include "folio/core/checked_math.h"
 #include "folio/core/splitmix64.h"
-#include "folio/kv/gather.h"
+#include "bench/gather.h"
 
 namespace folio::bench {
 namespace {
@@ -150,7 +150,7 @@ kv::PagedBatchView AttentionFixture::dense_batch() const {
 }
 
 uint64_t AttentionFixture::Gather(ThreadPool& pool) {
-  return kv::GatherToDense(paged_kv(), paged_batch(), shape_.context,
+  return bench::GatherToDense(paged_kv(), paged_batch(), shape_.context,
                            dense_k_.data(), dense_v_.data(), &pool);
 }
 

@@ -17,6 +17,7 @@
 #include "bench/report.h"
 #include "bench/serve_bench.h"
 #include "bench/timing.h"
+#include "folio/core/checked_math.h"
 #include "folio/core/aligned_buffer.h"
 #include "folio/core/splitmix64.h"
 #include "folio/engine/engine.h"

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "bench/decode_bench.h"
+#include "bench/engine_baselines.h"
 #include "bench/machine_info.h"
 #include "bench/quick_defaults.h"
 #include "bench/report.h"
@@ -66,8 +67,15 @@ struct RunResult {
 
 struct ModeSpec {
   std::string name;
-  bool reserve;
-  model::KvAccess access;
+  bool reserve;  // MaxLengthReservation admission (else folio's)
+  bool gather;   // GatherAttention (else direct page reads)
+};
+
+// A mode's engine settings and the baselines it plugs in.
+struct ModeConfig {
+  engine::EngineConfig config;
+  bool reserve = false;
+  bool gather = false;
 };
 
 // One engine working through the workload, a step at a time, recording
@@ -76,11 +84,25 @@ struct ModeSpec {
 class WorkloadRun {
  public:
   static Result<std::unique_ptr<WorkloadRun>> Start(const model::Model& m, ThreadPool* pool,
-                                                    const Workload& w,
-                                                    const engine::EngineConfig& config,
+                                                    const Workload& w, const ModeConfig& mode,
                                                     std::string label) {
-    FOLIO_ASSIGN_OR_RETURN(engine::Engine eng, engine::Engine::Create(m, config, pool));
-    std::unique_ptr<WorkloadRun> run(new WorkloadRun(std::move(eng), w, config, std::move(label)));
+    engine::EnginePolicies policies;
+    std::shared_ptr<MaxLengthReservation> reservation;
+    std::shared_ptr<GatherAttention> gather;
+    if (mode.reserve) {
+      reservation = std::make_shared<MaxLengthReservation>(mode.config.page_size);
+      policies.admission = reservation;
+    }
+    if (mode.gather) {
+      gather = std::make_shared<GatherAttention>();
+      policies.attention = gather;
+    }
+    FOLIO_ASSIGN_OR_RETURN(engine::Engine eng,
+                           engine::Engine::Create(m, mode.config, pool, nullptr, policies));
+    std::unique_ptr<WorkloadRun> run(
+        new WorkloadRun(std::move(eng), w, mode.config, std::move(label)));
+    run->reservation_ = std::move(reservation);
+    run->gather_ = std::move(gather);
     engine::RequestParams params;
     params.max_tokens = w.max_tokens;  // greedy; ends early at its drawn length
     for (size_t i = 0; i < w.prompts.size(); ++i) {
@@ -139,8 +161,7 @@ class WorkloadRun {
     // Memory: what a contiguous engine holds is its reservations; a paged
     // one holds its used pages.
     const kv::PoolStats st = eng_.cache().Stats();
-    const uint64_t held_pages =
-        config_.reserve_max_length ? eng_.reserved_pages() : st.pages_used;
+    const uint64_t held_pages = reservation_ ? reservation_->reserved_pages() : st.pages_used;
     const uint64_t held_slots = held_pages * config_.page_size;
     const uint64_t live_slots = st.pages_used * config_.page_size - st.tail_slots_unwritten;
     if (held_slots > 0) {
@@ -161,17 +182,17 @@ class WorkloadRun {
   Result<RunResult> Finish() {
     RunResult r = std::move(r_);
     r.total_s = busy_us_ / 1e6;
-    const engine::EngineStats& es = eng_.stats();
+    const engine::EngineStats es = eng_.stats();
     r.steps = es.steps;
     r.preemptions = es.preemptions;
     r.peak_running = es.peak_running;
     r.mean_running =
         es.steps ? static_cast<double>(running_sum_) / static_cast<double>(es.steps) : 0.0;
-    r.kv_copy_bytes = es.kv_copy_bytes;
+    r.kv_copy_bytes = gather_ ? gather_->kv_copy_bytes() : 0;
     const kv::BlockPool& bp = eng_.cache().pool();
     const uint64_t page_bytes = eng_.cache().Stats().kv_bytes_total / config_.num_pages;
     r.peak_kv_bytes =
-        (config_.reserve_max_length ? es.peak_reserved_pages : bp.peak_used()) * page_bytes;
+        (reservation_ ? reservation_->peak_reserved_pages() : bp.peak_used()) * page_bytes;
     r.reused_page_allocations = bp.total_allocations() - bp.peak_used();
     if (bp.num_used() != 0) {
       return Status::FailedPrecondition(label_ + ": " + std::to_string(bp.num_used()) +
@@ -193,6 +214,8 @@ class WorkloadRun {
   engine::Engine eng_;
   const Workload& w_;
   engine::EngineConfig config_;
+  std::shared_ptr<MaxLengthReservation> reservation_;  // the reserve modes only
+  std::shared_ptr<GatherAttention> gather_;            // the gather modes only
   std::string label_;
   std::map<engine::RequestId, size_t> index_;
   std::vector<uint64_t> produced_;
@@ -391,25 +414,25 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
             << " (" << mc.ParameterCount() << " parameters), " << pool.num_threads()
             << " threads\n";
 
-  auto config_for = [&](bool reserve, model::KvAccess access, uint64_t num_pages,
-                        uint64_t max_seqs) {
-    engine::EngineConfig c;
+  auto config_for = [&](bool reserve, bool gather, uint64_t num_pages, uint64_t max_seqs) {
+    ModeConfig mode;
+    mode.reserve = reserve;
+    mode.gather = gather;
+    engine::EngineConfig& c = mode.config;
     c.page_size = o.page_size;
     c.num_pages = num_pages;
     c.kv_dtype = *kv_dtype;
     c.max_num_batched_tokens = o.prefill_step;
     c.max_num_seqs = max_seqs;
     c.prefix_caching = false;  // random prompts share nothing; keep modes alike
-    c.reserve_max_length = reserve;
-    c.kv_access = access;
-    return c;
+    return mode;
   };
 
   // Modes: one budget that holds batch_size maximum-length requests, so
   // every mode runs batch_size sequences and only the K/V path differs.
-  const std::vector<ModeSpec> modes = {{"dense", true, model::KvAccess::kGather},
-                                       {"paged_gather", false, model::KvAccess::kGather},
-                                       {"paged", false, model::KvAccess::kDirect}};
+  const std::vector<ModeSpec> modes = {{"dense", true, true},
+                                       {"paged_gather", false, true},
+                                       {"paged", false, false}};
   const uint64_t mode_pages = o.batch_size * pages_per_max_request;
   std::map<std::string, std::vector<RunResult>> results;
   // Paired decode-step ratios: every mode schedules the same steps (the
@@ -420,7 +443,7 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
     std::vector<std::unique_ptr<WorkloadRun>> runs;
     for (const ModeSpec& mode : modes) {
       Result<std::unique_ptr<WorkloadRun>> run =
-          WorkloadRun::Start(*m, &pool, w, config_for(mode.reserve, mode.access, mode_pages,
+          WorkloadRun::Start(*m, &pool, w, config_for(mode.reserve, mode.gather, mode_pages,
                                                       o.batch_size),
                              mode.name);
       if (!run) return fail(run.error().WithContext(mode.name));
@@ -471,7 +494,7 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
         const std::string label = "sweep " + name + " budget " + std::to_string(k);
         std::cerr << "running " << label << "\n";
         Result<std::unique_ptr<WorkloadRun>> run = WorkloadRun::Start(
-            *m, &pool, w, config_for(reserve, model::KvAccess::kDirect, pages, o.num_seqs),
+            *m, &pool, w, config_for(reserve, false, pages, o.num_seqs),
             label);
         if (!run) return fail(run.error().WithContext(label));
         while (!(*run)->done()) {

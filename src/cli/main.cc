@@ -326,7 +326,7 @@ int RunBatch(const BatchFlags& f) {
     std::cout << "\n";
   }
   const kv::BlockPool& pool = eng->cache().pool();
-  const engine::EngineStats& st = eng->stats();
+  const engine::EngineStats st = eng->stats();
   // A fresh pool hands out pages 0, 1, 2, ... and reuses released ones
   // first, so the pages ever touched are exactly the peak in use; every
   // allocation beyond that reused a page another request had freed.

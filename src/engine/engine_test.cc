@@ -9,11 +9,15 @@
 #include "folio/format/kv_snapshot.h"
 #include "folio/engine/generate.h"
 #include "folio/model/byte_tokenizer.h"
+#include "testing/engine_drive.h"
 #include "testing/test_model.h"
 
 namespace folio::engine {
 namespace {
 
+using test_support::Drive;
+using test_support::InOrder;
+using test_support::Outcome;
 using test_support::TestModel;
 
 const std::vector<std::vector<int32_t>> kPrompts = {
@@ -139,56 +143,6 @@ TEST(Engine, RejectsBadRequests) {
   EXPECT_FALSE(Engine::Create(TestModel(), {16, 8, DType::kF32, 2, 4}).ok());
 }
 
-// What a run produced per prompt: tokens, log-prob bits (the token's, then
-// each alternative's id and bits), text and finish reason.
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::vector<uint32_t> logprob_bits;
-  std::string text;
-  FinishReason finish = FinishReason::kNone;
-  bool operator==(const Outcome&) const = default;
-};
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-// Adds prompts in `order` (indices into prompts) and steps to the end.
-std::vector<Outcome> Drive(Engine& engine, const std::vector<std::vector<int32_t>>& prompts,
-                           const RequestParams& params, const std::vector<size_t>& order) {
-  std::map<RequestId, size_t> index;
-  for (size_t i : order) index[*engine.AddRequest(prompts[i], params)] = i;
-  std::vector<Outcome> out(prompts.size());
-  while (engine.HasUnfinished()) {
-    auto step = engine.Step();
-    EXPECT_TRUE(step.ok()) << step.status().ToString();
-    if (!step.ok()) break;
-    for (const StepOutput& o : *step) {
-      Outcome& r = out[index.at(o.id)];
-      r.tokens.insert(r.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
-      r.text += o.text;
-      EXPECT_EQ(o.logprobs.size(), params.logprobs ? o.new_tokens.size() : 0u);
-      for (const auto& lp : o.logprobs) {
-        r.logprob_bits.push_back(Bits(lp.logprob));
-        for (const auto& [id, v] : lp.top) {
-          r.logprob_bits.push_back(static_cast<uint32_t>(id));
-          r.logprob_bits.push_back(Bits(v));
-        }
-      }
-      if (o.finish != FinishReason::kNone) r.finish = o.finish;
-    }
-  }
-  return out;
-}
-
-std::vector<size_t> InOrder(size_t n) {
-  std::vector<size_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = i;
-  return v;
-}
-
 // Prompts that share a 21-token stem (a system prompt), so the prefix cache
 // has something to find between requests, plus the unrelated ones.
 std::vector<std::vector<int32_t>> SharedStemPrompts() {
@@ -246,9 +200,6 @@ TEST(Engine, TokensAndLogprobsAreTheSameUnderEverySchedule) {
   tight.num_pages = 18;  // the longest request needs 16
   EngineConfig big_pages;
   big_pages.page_size = 32;
-  EngineConfig reserved = tight;
-  reserved.reserve_max_length = true;
-  reserved.prefix_caching = false;  // so every used page is a reserved one
   const std::vector<Variant> variants = {
       {"batched", {}, InOrder(prompts.size()), nullptr, false},
       {"reversed", {}, reversed, nullptr, false},
@@ -256,7 +207,6 @@ TEST(Engine, TokensAndLogprobsAreTheSameUnderEverySchedule) {
       {"warm prefix cache", {}, InOrder(prompts.size()), nullptr, true},
       {"warm, pages of 3", chunks, reversed, nullptr, true},
       {"preempting", tight, InOrder(prompts.size()), nullptr, false},
-      {"reserving max length", reserved, InOrder(prompts.size()), nullptr, false},
       {"pages of 32, two threads", big_pages, reversed, &two, false},
   };
   for (const Variant& v : variants) {
@@ -265,17 +215,12 @@ TEST(Engine, TokensAndLogprobsAreTheSameUnderEverySchedule) {
     if (v.warm) Drive(engine, prompts, params, v.order);
     const EngineStats before = engine.stats();
     EXPECT_EQ(Drive(engine, prompts, params, v.order), want);
-    const EngineStats& st = engine.stats();
+    const EngineStats st = engine.stats();
     if (v.warm) {
       EXPECT_GT(st.prefix_hit_tokens - before.prefix_hit_tokens, 0u);
     }
     if (std::string(v.name) == "preempting") {
       EXPECT_GT(st.preemptions, 0u);
-    }
-    if (v.config.reserve_max_length) {
-      EXPECT_EQ(st.preemptions, 0u);
-      EXPECT_LE(st.peak_reserved_pages, v.config.num_pages);
-      EXPECT_GE(st.peak_reserved_pages, engine.cache().pool().peak_used());
     }
     ExpectNoLeak(engine);
   }
@@ -291,7 +236,7 @@ TEST(Engine, PrefixCacheSkipsTheSharedStem) {
   config.max_num_seqs = 1;  // one at a time: each finds the last one's pages
   auto engine = *Engine::Create(TestModel(), config);
   ASSERT_TRUE(engine.Generate(stems, p).ok());
-  const EngineStats& st = engine.stats();
+  const EngineStats st = engine.stats();
   // The first request computes everything; the next two reuse the 20
   // stem tokens in whole pages.
   EXPECT_EQ(st.prefix_hit_tokens, 2u * 20u);
@@ -300,18 +245,6 @@ TEST(Engine, PrefixCacheSkipsTheSharedStem) {
   EXPECT_EQ(st.prompt_tokens_computed, prompt_tokens - 2u * 20u);
   EXPECT_GT(st.prefix_hit_rate(), 0.0);
   ExpectNoLeak(engine);
-}
-
-TEST(Engine, GatherBaselineGivesTheSameTokensAndCountsCopies) {
-  const RequestParams params = SampledWithLogprobs();
-  auto direct = *Engine::Create(TestModel(), {});
-  EngineConfig gather;
-  gather.kv_access = model::KvAccess::kGather;
-  auto copying = *Engine::Create(TestModel(), gather);
-  EXPECT_EQ(Drive(copying, kPrompts, params, InOrder(kPrompts.size())),
-            Drive(direct, kPrompts, params, InOrder(kPrompts.size())));
-  EXPECT_EQ(direct.stats().kv_copy_bytes, 0u);
-  EXPECT_GT(copying.stats().kv_copy_bytes, 0u);
 }
 
 TEST(Engine, StopStringsEndTheTextBeforeThem) {
@@ -414,19 +347,7 @@ TEST(EngineSnapshot, ImportedRequestsContinueBitIdentically) {
   for (const auto& p : prompts) ids.push_back(*sender.AddRequest(p, params));
   std::vector<Outcome> got(prompts.size());
   auto collect = [&](const std::vector<StepOutput>& outs, const std::map<RequestId, size_t>& index) {
-    for (const StepOutput& o : outs) {
-      Outcome& r = got[index.at(o.id)];
-      r.tokens.insert(r.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
-      r.text += o.text;
-      for (const auto& lp : o.logprobs) {
-        r.logprob_bits.push_back(Bits(lp.logprob));
-        for (const auto& [tid, v] : lp.top) {
-          r.logprob_bits.push_back(static_cast<uint32_t>(tid));
-          r.logprob_bits.push_back(Bits(v));
-        }
-      }
-      if (o.finish != FinishReason::kNone) r.finish = o.finish;
-    }
+    for (const StepOutput& o : outs) test_support::Record(o, got[index.at(o.id)]);
   };
   std::map<RequestId, size_t> sender_index;
   for (size_t i = 0; i < ids.size(); ++i) sender_index[ids[i]] = i;

@@ -51,9 +51,10 @@ Result<RequestParams> ParseParams(const json& j, const std::string& where) {
 }  // namespace
 
 Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids) const {
-  const kv::PagedKvCacheConfig& kc = cache_.config();
+  const kv::PagedKvCache& cache = kv_->cache();
+  const kv::PagedKvCacheConfig& kc = cache.config();
   format::KvSnapshot s;
-  s.model_id = decoder_.model_id();
+  s.model_id = runner_.model_id();
   FOLIO_ASSIGN_OR_RETURN(s.kv_dtype, ToElementType(kc.dtype));
   s.page_size = kc.page_size;
   s.num_layers = kc.num_layers;
@@ -64,21 +65,21 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
   std::vector<uint64_t> live;     // snapshot page -> slots some sequence wrote
   std::set<RequestId> seen;
   for (const RequestId id : ids) {
-    const auto it = requests_.find(id);
-    if (it == requests_.end()) {
+    if (!scheduler_.Contains(id)) {
       return Status::NotFound("no unfinished request " + std::to_string(id));
     }
     if (!seen.insert(id).second) {
       return Status::InvalidArgument("request " + std::to_string(id) + " listed twice");
     }
-    const Request& r = it->second;
+    const Sequence& r = scheduler_.sequence(id);
+    const OutputProcessor::State& o = outputs_.state(id);
     if (!r.seq) {
       return Status::FailedPrecondition("request " + std::to_string(id) +
                                         " is waiting and holds no pages yet");
     }
     format::SnapshotSequence q;
-    q.num_tokens = r.computed;
-    const auto table = cache_.block_table(*r.seq);
+    q.num_tokens = r.num_computed;
+    const auto table = cache.block_table(*r.seq);
     for (size_t i = 0; i < table.size(); ++i) {
       auto [pos, added] = renumber.emplace(table[i], static_cast<uint32_t>(pages.size()));
       if (added) {
@@ -86,24 +87,24 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
         live.push_back(0);
       }
       const uint64_t first = i * kc.page_size;
-      live[pos->second] = std::max(live[pos->second], std::min(kc.page_size, r.computed - first));
+      live[pos->second] = std::max(live[pos->second], std::min(kc.page_size, r.num_computed - first));
       q.block_table.push_back(pos->second);
     }
-    q.request = {{"prompt", r.prompt},
-                 {"output", r.output},
-                 {"params", ParamsJson(r.params)},
-                 {"rng_state", r.rng.state()},
-                 {"text_sent", r.text_sent}};
+    q.request = {{"prompt", r.prompt()},
+                 {"output", r.output()},
+                 {"params", ParamsJson(o.params)},
+                 {"rng_state", o.rng.state()},
+                 {"text_sent", o.text_sent}};
     s.sequences.push_back(std::move(q));
   }
   s.num_pages = pages.size();
   for (uint64_t l = 0; l < kc.num_layers; ++l) {
     for (const kv::KvRole role : {kv::KvRole::kKey, kv::KvRole::kValue}) {
-      std::vector<std::byte> pool(s.num_pages * cache_.page_bytes());
+      std::vector<std::byte> pool(s.num_pages * cache.page_bytes());
       for (size_t j = 0; j < pages.size(); ++j) {
-        cache_.ReadPageTokenMajor(
+        cache.ReadPageTokenMajor(
             l, role, pages[j], live[j],
-            std::span(pool).subspan(j * cache_.page_bytes(), cache_.page_bytes()));
+            std::span(pool).subspan(j * cache.page_bytes(), cache.page_bytes()));
       }
       (role == kv::KvRole::kKey ? s.keys : s.values).push_back(std::move(pool));
     }
@@ -113,14 +114,14 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
 
 Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& s) {
   FOLIO_RETURN_IF_ERROR(s.Validate());
-  const kv::PagedKvCacheConfig& kc = cache_.config();
+  const kv::PagedKvCacheConfig& kc = kv_->config();
   FOLIO_ASSIGN_OR_RETURN(format::ElementType dtype, ToElementType(kc.dtype));
   auto mismatch = [](const std::string& field, const std::string& theirs,
                      const std::string& ours) {
     return Status::InvalidArgument("snapshot " + field + " " + theirs + " differs from this "
                                    "engine's " + ours);
   };
-  if (s.model_id != decoder_.model_id()) return mismatch("model id", s.model_id, decoder_.model_id());
+  if (s.model_id != runner_.model_id()) return mismatch("model id", s.model_id, runner_.model_id());
   if (s.kv_dtype != dtype) {
     return mismatch("KV dtype", std::string(format::ElementTypeName(s.kv_dtype)),
                     std::string(format::ElementTypeName(dtype)));
@@ -137,96 +138,86 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
   }
 
   // Every request, checked before anything changes.
-  std::vector<Request> staged(s.sequences.size());
+  struct Staged {
+    Sequence sequence;
+    OutputProcessor::State output;
+  };
+  std::vector<Staged> staged;
   for (size_t i = 0; i < s.sequences.size(); ++i) {
     const std::string where = "snapshot sequence " + std::to_string(i);
     const format::SnapshotSequence& q = s.sequences[i];
     const format::JsonFields f(q.request, where);
-    Request& r = staged[i];
-    FOLIO_ASSIGN_OR_RETURN(r.prompt, f.Tokens("prompt"));
-    FOLIO_ASSIGN_OR_RETURN(r.output, f.Tokens("output"));
-    const auto params = q.request.find("params");
-    if (params == q.request.end()) return Status::InvalidArgument(where + ": params is missing");
-    FOLIO_ASSIGN_OR_RETURN(r.params, ParseParams(*params, where));
+    FOLIO_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, f.Tokens("prompt"));
+    FOLIO_ASSIGN_OR_RETURN(std::vector<int32_t> output, f.Tokens("output"));
+    const auto params_json = q.request.find("params");
+    if (params_json == q.request.end()) {
+      return Status::InvalidArgument(where + ": params is missing");
+    }
+    FOLIO_ASSIGN_OR_RETURN(RequestParams params, ParseParams(*params_json, where));
     FOLIO_ASSIGN_OR_RETURN(uint64_t rng_state, f.U64("rng_state"));
-    r.rng = SplitMix64(rng_state);
-    FOLIO_ASSIGN_OR_RETURN(r.text_sent, f.U64("text_sent"));
-    Status valid = ValidateRequest(r.prompt, r.params);
+    FOLIO_ASSIGN_OR_RETURN(uint64_t text_sent, f.U64("text_sent"));
+    Status valid = ValidateRequest(prompt, params);
     if (!valid.ok()) return valid.WithContext(where);
-    for (size_t t = 0; t < r.output.size(); ++t) {
-      if (static_cast<uint64_t>(r.output[t]) >= decoder_.config().vocab_size) {
+    for (size_t t = 0; t < output.size(); ++t) {
+      if (static_cast<uint64_t>(output[t]) >= runner_.config().vocab_size) {
         return Status::OutOfRange(where + ": output token " + std::to_string(t) + " has id " +
-                                  std::to_string(r.output[t]) + " outside the vocabulary");
+                                  std::to_string(output[t]) + " outside the vocabulary");
       }
     }
-    if (r.output.size() >= r.params.max_tokens) {
+    if (output.size() >= params.max_tokens) {
       return Status::InvalidArgument(where + ": already has its " +
-                                     std::to_string(r.params.max_tokens) + " tokens");
+                                     std::to_string(params.max_tokens) + " tokens");
     }
     // Every token but the last has K/V; the last is fed next.
-    if (q.num_tokens >= r.prompt.size() + r.output.size() ||
-        (!r.output.empty() && q.num_tokens + 1 != r.prompt.size() + r.output.size())) {
+    if (q.num_tokens >= prompt.size() + output.size() ||
+        (!output.empty() && q.num_tokens + 1 != prompt.size() + output.size())) {
       return Status::InvalidArgument(where + ": " + std::to_string(q.num_tokens) +
                                      " tokens with K/V do not fit a prompt of " +
-                                     std::to_string(r.prompt.size()) + " and " +
-                                     std::to_string(r.output.size()) + " generated tokens");
+                                     std::to_string(prompt.size()) + " and " +
+                                     std::to_string(output.size()) + " generated tokens");
     }
-    if (tokenizer_ != nullptr) {
-      r.detok.emplace(*tokenizer_);
-      for (const int32_t t : r.output) r.text += r.detok->Push(t);
-    }
-    if (r.text_sent > r.text.size()) {
-      return Status::InvalidArgument(where + ": text_sent " + std::to_string(r.text_sent) +
-                                     " exceeds the " + std::to_string(r.text.size()) +
-                                     " bytes of its text");
-    }
-    r.computed = q.num_tokens;
+    Result<OutputProcessor::State> state =
+        outputs_.RestoredState(params, rng_state, output, text_sent);
+    if (!state.ok()) return state.status().WithContext(where);
+    Staged& st = staged.emplace_back(Staged{Sequence{}, std::move(*state)});
+    st.sequence.num_prompt_tokens = prompt.size();
+    st.sequence.max_tokens = params.max_tokens;
+    st.sequence.tokens = std::move(prompt);
+    st.sequence.tokens.insert(st.sequence.tokens.end(), output.begin(), output.end());
+    st.sequence.num_computed = q.num_tokens;
   }
-  const uint64_t evictable = config_.prefix_caching ? prefix_.NumEvictable(cache_) : 0;
-  if (cache_.pool().num_free() + evictable < s.num_pages) {
-    return Status::ResourceExhausted("snapshot needs " + std::to_string(s.num_pages) +
-                                     " pages; " + std::to_string(cache_.pool().num_free()) +
-                                     " are free and " + std::to_string(evictable) +
-                                     " cached pages could be evicted");
-  }
-
-  // From here on nothing can fail.
-  while (cache_.pool().num_free() < s.num_pages) {
-    Result<bool> evicted = prefix_.EvictOne(cache_);
-    FOLIO_CHECK(evicted.ok() && *evicted, "eviction failed");
-    ++stats_.prefix_evictions;
-  }
-  Result<std::optional<std::vector<kv::PageId>>> held = cache_.HoldNewPages(s.num_pages);
-  FOLIO_CHECK(held.ok() && held->has_value(), "allocation failed");
-  const std::vector<kv::PageId>& pages = **held;
-  const uint64_t page_bytes = cache_.page_bytes();
+  // The last check: the pages (HoldNewPages changes nothing when they do
+  // not fit). From here on nothing can fail.
+  Result<std::vector<kv::PageId>> held = kv_->HoldNewPages(s.num_pages);
+  if (!held.ok()) return held.status().WithContext("snapshot");
+  const std::vector<kv::PageId>& pages = *held;
+  kv::PagedKvCache& cache = kv_->mutable_cache();
+  const uint64_t page_bytes = cache.page_bytes();
   for (uint64_t l = 0; l < s.num_layers; ++l) {
     for (size_t j = 0; j < pages.size(); ++j) {
       const auto at = [&](const std::vector<std::byte>& pool) {
         return std::span(pool).subspan(j * page_bytes, page_bytes);
       };
-      FOLIO_CHECK(cache_.WritePageTokenMajor(l, kv::KvRole::kKey, pages[j], at(s.keys[l])).ok());
+      FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kKey, pages[j], at(s.keys[l])).ok());
       FOLIO_CHECK(
-          cache_.WritePageTokenMajor(l, kv::KvRole::kValue, pages[j], at(s.values[l])).ok());
+          cache.WritePageTokenMajor(l, kv::KvRole::kValue, pages[j], at(s.values[l])).ok());
     }
   }
   std::vector<RequestId> ids;
   for (size_t i = 0; i < staged.size(); ++i) {
     std::vector<kv::PageId> table;
     for (const uint32_t p : s.sequences[i].block_table) table.push_back(pages[p]);
-    Result<kv::SeqId> seq = cache_.AddSequence(table, s.sequences[i].num_tokens);
+    Result<kv::SeqId> seq = kv_->AdoptSequence(table, s.sequences[i].num_tokens);
     FOLIO_CHECK(seq.ok(), seq.status().ToString());
     const RequestId id = next_id_++;
-    Request& r = requests_[id];
-    r = std::move(staged[i]);
-    r.id = id;
-    r.seq = *seq;
-    r.admitted_at = admissions_++;
-    if (config_.reserve_max_length) reserved_pages_ += Reservation(r);
-    running_.push_back(id);
+    Sequence& sequence = staged[i].sequence;
+    sequence.id = id;
+    sequence.seq = *seq;
+    outputs_.Add(id, std::move(staged[i].output));
+    scheduler_.AddRunning(std::move(sequence));
     ids.push_back(id);
   }
-  for (const kv::PageId p : pages) FOLIO_CHECK(cache_.DropPage(p).ok());
+  for (const kv::PageId p : pages) kv_->DropPage(p);
   return ids;
 }
 

@@ -10,7 +10,6 @@
 #include "folio/attention/reference.h"
 #include "folio/core/aligned_buffer.h"
 #include "folio/core/checked_math.h"
-#include "folio/kv/gather.h"
 #include "folio/ops/matmul.h"
 #include "folio/ops/ops.h"
 
@@ -451,7 +450,7 @@ Result<std::vector<T>> Decoder<T>::Forward(std::span<const int32_t> tokens,
 template <typename T>
 Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
                                         std::span<const int32_t> tokens, LogitRows rows,
-                                        KvAccess access, GatherState* gather) const {
+                                        PagedAttentionPath* path) const {
   if constexpr (!std::is_same_v<T, float>) {
     return Status::Unimplemented("paged-cache steps run in float32");
   } else {
@@ -491,37 +490,12 @@ Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::Batch
     p.num_q_heads = config_.num_heads;
     p.scale = 1.0 / std::sqrt(static_cast<double>(config_.head_dim()));
     p.window = config_.window;
-    // The gather baseline's dense tensors: one page per sequence, as long
-    // as the longest context, reused by every layer.
-    uint64_t max_context = 0;
-    for (const int32_t n : meta.context_lens) {
-      max_context = std::max(max_context, static_cast<uint64_t>(n));
-    }
-    std::vector<int32_t> dense_table;
-    if (access == KvAccess::kGather) {
-      if (gather == nullptr) return Status::InvalidArgument("KvAccess::kGather needs a GatherState");
-      const size_t bytes = batch * kc.num_kv_heads * max_context * kc.head_dim *
-                           DTypeSize(kc.dtype);
-      if (gather->keys.size() < bytes) {
-        gather->keys = AlignedBuffer(bytes);
-        gather->values = AlignedBuffer(bytes);
-      }
-      dense_table.resize(batch);
-      std::iota(dense_table.begin(), dense_table.end(), 0);
-    }
     auto attend = [&](uint64_t layer, std::span<const float> q, std::span<const float> k,
                       std::span<const float> v, std::span<float> out) -> Status {
       FOLIO_RETURN_IF_ERROR(cache.WriteRows(layer, meta.slot_mapping, k, v)
                                 .WithContext("layer " + std::to_string(layer)));
-      if (access == KvAccess::kDirect) {
-        return attention::PagedAttention(p, q, cache.View(layer), kv::ViewOf(meta), out, pool_);
-      }
-      gather->kv_copy_bytes += kv::GatherToDense(cache.View(layer), kv::ViewOf(meta), max_context,
-                                                 gather->keys.data(), gather->values.data(), pool_);
-      const kv::PagedKvView dense{gather->keys.data(), gather->values.data(), kc.dtype, batch,
-                                  kc.num_kv_heads,     max_context,           kc.head_dim};
-      return attention::PagedAttention(
-          p, q, dense, {dense_table, 1, meta.context_lens, meta.query_indptr}, out, pool_);
+      if (path != nullptr) return path->Attend(p, q, cache, layer, meta, out, pool_);
+      return attention::PagedAttention(p, q, cache.View(layer), kv::ViewOf(meta), out, pool_);
     };
     return Run(RowPlan{tokens, positions, logit_rows}, attend);
   }

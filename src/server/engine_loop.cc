@@ -137,7 +137,7 @@ void EngineLoop::Publish(uint64_t handled_adds) {
   // O(1) counters only: this runs every step (PagedKvCache::Stats would
   // walk every page and table).
   const kv::BlockPool& pool = engine_.cache().pool();
-  const engine::EngineStats& st = engine_.stats();
+  const engine::EngineStats st = engine_.stats();
   std::lock_guard lock(mu_);
   queued_adds_ -= handled_adds;
   snapshot_.running = engine_.num_running();

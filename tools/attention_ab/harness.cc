@@ -34,7 +34,7 @@
 
 #include "bench/timing.h"
 #include "folio/attention/paged_attention.h"
-#include "folio/kv/gather.h"
+#include "bench/gather.h"
 #include "hwy/targets.h"
 
 namespace folio::attention {
@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
     std::memcpy(second_keys, keys, bytes);
     std::memcpy(second_values, values, bytes);
   }
-  if (dense_ab) kv::GatherToDense(view, batch_view, context, second_keys, second_values, &pool);
+  if (dense_ab) bench::GatherToDense(view, batch_view, context, second_keys, second_values, &pool);
   const kv::PagedKvView second_view =
       dense_ab ? kv::PagedKvView{second_keys, second_values, dtype, batch, kv_heads, context,
                                  head_dim}

@@ -1,53 +1,44 @@
 // A continuous-batching engine over one model and one paged KV pool.
 //
-// Every step: running sequences decode first (one token each), then waiting
-// or partially prefilled requests get prompt chunks, first come first
-// served, under a token budget (max_num_batched_tokens) and a cap on
-// running sequences (max_num_seqs). Pages come from one PagedKvCache.
+// The engine is a short composition of four parts, each in its own file:
 //
-// Admission: a waiting request first reuses the longest prefix of its
-// tokens that the prefix cache holds in full pages (kv/prefix_cache.h; never
-// all of them: its last token is always computed, for its logits), then is
-// admitted only if the pool can hold its pending prefill on top of what
-// the step's running sequences need, plus a watermark of free pages kept for
-// their growth (waived when nothing runs, so no request starves). Pages only
-// the prefix cache holds count as free: they are evicted, least recently
-// used first, when the pool runs short. When a running sequence still needs
-// a page and none is free, the most recently admitted sequence is preempted
-// (its pages released, its tokens recomputed later, mostly from the prefix
-// cache). Preempted requests go back to the front of the queue.
+//   Scheduler        (scheduler.h)         waiting and running queues; a plan
+//                                          per step: who runs, how many
+//                                          tokens each, who is preempted
+//   KvCacheManager   (kv_cache_manager.h)  the paged cache and the prefix
+//                                          cache behind one façade
+//   ModelRunner      (model_runner.h)      runs a plan's tokens on the model
+//   OutputProcessor  (output_processor.h)  sampling, log-probs, text, stops
 //
-// "Can hold" means the request's whole pending prefill (its prompt, plus
-// what it generated before a preemption), not only the next chunk: a
-// request admitted on its first chunk alone would be preempted as soon as
-// the others grow, and recomputed, again and again.
+// Step() asks the scheduler for a plan, has the model runner execute it,
+// then commits it (or abandons it on failure: nothing changed) and turns
+// each finished row's logits into a token.
 //
-// Determinism (../../../shared/ARCHITECTURE.md, contract 3): all of a
-// step's sequences go through one Decoder<float>::Step, whose results for a
-// sequence depend only on its own tokens, and each request samples from its
-// own SplitMix64 stream. So a request's tokens and log-probs are the same
-// alone or batched, in any arrival order, with any chunk or page size,
-// prefix-cache state, preemption history or thread count.
+// Determinism (docs/design.md, determinism): all of a step's sequences go
+// through one Decoder<float>::Step, whose results for a sequence depend
+// only on its own tokens, and each request samples from its own SplitMix64
+// stream. So a request's tokens and log-probs are the same alone or
+// batched, in any arrival order, with any chunk or page size, prefix-cache
+// state, preemption history or thread count.
 #ifndef FOLIO_ENGINE_ENGINE_H_
 #define FOLIO_ENGINE_ENGINE_H_
 
 #include <cstdint>
-#include <deque>
-#include <map>
-#include <optional>
-#include <string>
-#include <string_view>
+#include <memory>
+#include <span>
 #include <vector>
 
-#include "folio/core/checked_math.h"
-#include "folio/core/splitmix64.h"
 #include "folio/core/status.h"
+#include "folio/core/thread_pool.h"
+#include "folio/engine/kv_cache_manager.h"
+#include "folio/engine/model_runner.h"
+#include "folio/engine/output_processor.h"
+#include "folio/engine/request.h"
+#include "folio/engine/scheduler.h"
 #include "folio/format/kv_snapshot.h"
-#include "folio/kv/paged_kv_cache.h"
-#include "folio/kv/prefix_cache.h"
 #include "folio/model/decoder.h"
+#include "folio/model/model.h"
 #include "folio/model/tokenizer.h"
-#include "folio/sampling/sampler.h"
 
 namespace folio::engine {
 
@@ -61,44 +52,15 @@ struct EngineConfig {
   // Free pages kept back at admission for running sequences to grow into,
   // as a fraction of the pool (vLLM's default is 1%).
   double watermark = 0.01;
-  // How attention reads K/V: kDirect is the engine; kGather is the dense
-  // baseline `folio bench serve` measures against.
-  model::KvAccess kv_access = model::KvAccess::kDirect;
-  // Admit a request only when the pool can hold its whole maximum length
-  // (prompt + max_tokens), as engines that keep each sequence's K/V in one
-  // contiguous reservation must. Pages are still filled on demand, but the
-  // reservations never exceed the pool, so nothing is ever preempted. The
-  // baseline `folio bench serve` compares paging's admission against.
-  bool reserve_max_length = false;
 };
 
-struct RequestParams {
-  sampling::SamplingParams sampling;
-  uint64_t max_tokens = 16;
-  uint64_t seed = 0;                   // the request's own SplitMix64 stream
-  std::vector<int32_t> stop_token_ids;  // finish when one is selected (kept)
-  // Finish when the output text contains one (needs the engine's
-  // tokenizer). The text returned stops before it; the tokens include the
-  // one that completed it.
-  std::vector<std::string> stop_strings;
-  bool logprobs = false;      // return each token's log-probability
-  uint64_t top_logprobs = 0;  // and this many alternatives (<= 20)
-};
-
-enum class FinishReason { kNone, kStop, kLength, kAbort };
-std::string_view FinishReasonName(FinishReason r);
-
-using RequestId = uint64_t;
-
-// What one step produced for one request.
-struct StepOutput {
-  RequestId id;
-  std::vector<int32_t> new_tokens;
-  // With a tokenizer: the text these tokens add. Text that might be the
-  // start of a stop string is held back until it is known not to be.
-  std::string text;
-  std::vector<sampling::TokenLogprobs> logprobs;  // per new token, if asked
-  FinishReason finish = FinishReason::kNone;
+// Parts of the engine a benchmark may replace to measure folio against a
+// baseline (bench/serve_bench.cc); null means folio's own.
+struct EnginePolicies {
+  // Admission (default: WatermarkAdmission with EngineConfig::watermark).
+  std::shared_ptr<AdmissionPolicy> admission;
+  // How attention reads K/V (default: straight through the block tables).
+  std::shared_ptr<model::PagedAttentionPath> attention;
 };
 
 struct EngineStats {
@@ -111,10 +73,7 @@ struct EngineStats {
   uint64_t prefix_query_tokens = 0;
   uint64_t prefix_hit_tokens = 0;
   uint64_t prefix_evictions = 0;  // cached pages given back to the pool
-  uint64_t kv_copy_bytes = 0;     // K/V gathered (KvAccess::kGather only)
   uint64_t peak_running = 0;      // most sequences in one step
-  // reserve_max_length: the most pages reserved at once.
-  uint64_t peak_reserved_pages = 0;
   double prefix_hit_rate() const {
     return prefix_query_tokens == 0 ? 0.0
                                     : static_cast<double>(prefix_hit_tokens) /
@@ -129,7 +88,8 @@ class Engine {
   // bad limits.
   static Result<Engine> Create(const model::Model& model, EngineConfig config,
                                ThreadPool* pool = nullptr,
-                               const model::Tokenizer* tokenizer = nullptr);
+                               const model::Tokenizer* tokenizer = nullptr,
+                               EnginePolicies policies = {});
 
   // Errors: an empty prompt, token ids outside the vocabulary, invalid
   // sampling params, max_tokens 0, a request that could never fit the pool
@@ -140,10 +100,12 @@ class Engine {
   // already finished.
   Status Abort(RequestId id);
   // Runs one step. Returns the requests that produced tokens or finished.
+  // On an error nothing changed (admissions are undone, the step's pages
+  // given back), except preemptions made while planning.
   Result<std::vector<StepOutput>> Step();
-  bool HasUnfinished() const { return !waiting_.empty() || !running_.empty(); }
-  uint64_t num_running() const { return running_.size(); }
-  uint64_t num_waiting() const { return waiting_.size(); }
+  bool HasUnfinished() const { return scheduler_.HasUnfinished(); }
+  uint64_t num_running() const { return scheduler_.num_running(); }
+  uint64_t num_waiting() const { return scheduler_.num_waiting(); }
 
   // Prefill here, decode there (format/kv_snapshot.h). ExportSnapshot
   // copies the listed requests' pages (each shared page once), block
@@ -167,84 +129,30 @@ class Engine {
   Result<std::vector<std::vector<int32_t>>> Generate(
       const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params);
 
-  const kv::PagedKvCache& cache() const { return cache_; }
-  // reserve_max_length: pages reserved by the running requests now.
-  uint64_t reserved_pages() const { return reserved_pages_; }
+  const kv::PagedKvCache& cache() const { return kv_->cache(); }
+  const KvCacheManager& kv() const { return *kv_; }
+  const Scheduler& scheduler() const { return scheduler_; }
   // Pages only the prefix cache holds (reusable, evictable).
-  uint64_t cached_pages() const { return cache_.pages_held_only(); }
+  uint64_t cached_pages() const { return kv_->num_cached_pages(); }
   // Gives every cached page back to the pool (nothing running needs them).
-  Status ClearPrefixCache();
-  const EngineStats& stats() const { return stats_; }
+  Status ClearPrefixCache() { return kv_->ClearPrefixCache(); }
+  EngineStats stats() const;
 
  private:
-  struct Request {
-    RequestId id = 0;
-    std::vector<int32_t> prompt;
-    RequestParams params;
-    SplitMix64 rng{0};
-    std::vector<int32_t> output;
-    std::optional<kv::SeqId> seq;  // while it holds pages
-    uint64_t computed = 0;         // tokens whose K/V are in the cache
-    uint64_t admitted_at = 0;      // admission order, for preemption
-    // The prefix-cache chain of the sequence's full pages: how many are
-    // cached (or were found cached), and the last one's entry and hash.
-    uint64_t pages_cached = 0;
-    kv::PrefixCache::EntryId chain = kv::PrefixCache::kRoot;
-    uint64_t chain_hash = kv::PrefixCache::kRootHash;
-    // Text (with a tokenizer): all decoded so far, and how much of it has
-    // been returned.
-    std::optional<model::StreamingDecoder> detok;
-    std::string text;
-    size_t text_sent = 0;
-  };
-  Engine(model::Decoder<float> decoder, kv::PagedKvCache cache, EngineConfig config,
-         const model::Tokenizer* tokenizer)
-      : decoder_(std::move(decoder)),
-        cache_(std::move(cache)),
-        config_(config),
-        tokenizer_(tokenizer),
-        prefix_(config.page_size) {}
+  Engine(std::unique_ptr<KvCacheManager> kv, const model::Model& model, EngineConfig config,
+         ThreadPool* pool, const model::Tokenizer* tokenizer, EnginePolicies policies);
 
-  // Pages a request's maximum length takes (reserve_max_length).
-  uint64_t Reservation(const Request& r) const {
-    return CeilDiv(r.prompt.size() + r.params.max_tokens - 1, config_.page_size);
-  }
-  static int32_t TokenAt(const Request& r, uint64_t i) {
-    return i < r.prompt.size() ? r.prompt[i] : r.output[i - r.prompt.size()];
-  }
-
-  // Tokens the request still has to feed: its prompt and generated tokens
-  // beyond what is cached.
-  static uint64_t Pending(const Request& r) {
-    return r.prompt.size() + r.output.size() - r.computed;
-  }
   // The checks AddRequest makes on a request's prompt and parameters.
-  Status ValidateRequest(const std::vector<int32_t>& prompt, const RequestParams& params) const;
-  // Gives a request's sequence back (its full pages stay cached).
-  void ReleaseSequence(Request& r);
-  void Preempt(Request& r);
-  void Finish(Request& r, FinishReason why, std::vector<StepOutput>& out);
-  // Starts r's sequence on the longest cached prefix of its tokens.
-  Status Admit(Request& r);
-  // Caches r's newly completed full pages.
-  Status CachePages(Request& r);
-  // Appends one token's text to out; true when a stop string completed.
-  bool EmitText(Request& r, int32_t token, StepOutput& out);
-  void FlushText(Request& r, StepOutput& out);
+  Status ValidateRequest(std::span<const int32_t> prompt, const RequestParams& params) const;
 
-  model::Decoder<float> decoder_;
-  kv::PagedKvCache cache_;
   EngineConfig config_;
-  const model::Tokenizer* tokenizer_;
-  kv::PrefixCache prefix_;
-  model::GatherState gather_;  // KvAccess::kGather only
-  std::map<RequestId, Request> requests_;
-  std::deque<RequestId> waiting_;  // FCFS; preempted requests go to the front
-  std::vector<RequestId> running_;  // admission order
+  // On the heap, so the scheduler's pointer to it survives moving the engine.
+  std::unique_ptr<KvCacheManager> kv_;
+  Scheduler scheduler_;
+  ModelRunner runner_;
+  OutputProcessor outputs_;
   RequestId next_id_ = 0;
-  uint64_t admissions_ = 0;
-  uint64_t reserved_pages_ = 0;  // reserve_max_length: sum over running
-  EngineStats stats_;
+  uint64_t steps_ = 0;
 };
 
 }  // namespace folio::engine

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "folio/attention/paged_attention.h"
 #include "folio/core/dtype.h"
 #include "folio/core/thread_pool.h"
 #include "folio/core/aligned_buffer.h"
@@ -63,20 +64,19 @@ class DecoderCache {
 // lane's last (what generation needs; skips the output head elsewhere).
 enum class LogitRows : uint8_t { kAll, kLast };
 
-// How a paged-cache step's attention reads K/V. kDirect walks the block
-// tables (the engine's path). kGather first copies every sequence's pages
-// into a dense [batch, kv_heads, max_context, head_dim] tensor per layer and
-// runs the same kernel on that: the baseline that `folio bench serve`
-// measures direct paging against. Both give the same bits.
-enum class KvAccess : uint8_t { kDirect, kGather };
-
-// The gather baseline's state across steps: the dense K and V tensors,
-// grown when a step needs more and otherwise reused (a dense engine keeps
-// its batch buffers too, so the baseline pays the copy, not an allocation
-// and first touch per step), and the bytes copied so far.
-struct GatherState {
-  AlignedBuffer keys, values;  // [batch, kv_heads, max_context, head_dim]
-  uint64_t kv_copy_bytes = 0;
+// How a paged-cache step's attention reads K/V. Decoder::Step's own path
+// reads the pages straight through the block tables
+// (attention::PagedAttention); a benchmark plugs a baseline in here (the
+// dense gather of bench/gather_attention.h). An implementation writes
+// attention of q ([rows, num_heads * head_dim]) over the cache's layer
+// into out, and must give the same bits as the direct path.
+class PagedAttentionPath {
+ public:
+  virtual ~PagedAttentionPath() = default;
+  virtual Status Attend(const attention::PagedAttentionParams& params,
+                        std::span<const float> q, const kv::PagedKvCache& cache,
+                        uint64_t layer, const kv::BatchMetadata& meta,
+                        std::span<float> out, ThreadPool* pool) = 0;
 };
 
 // Computes in T (double for the worked example, float in production).
@@ -119,14 +119,12 @@ class Decoder {
   // written through meta.slot_mapping and attention reads the pages through
   // the block tables, never a dense copy. Returns the logits of each
   // sequence's last row ([batch, vocab]; kLast) or of every row (kAll).
-  // The caller commits or aborts the cache's plan. `access` picks direct
-  // page reads or the gather baseline, which needs `gather` (InvalidArgument
-  // without it).
+  // The caller commits or aborts the cache's plan. `path` replaces the
+  // direct page reads (null: direct).
   Result<std::vector<T>> Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
                               std::span<const int32_t> tokens,
                               LogitRows rows = LogitRows::kLast,
-                              KvAccess access = KvAccess::kDirect,
-                              GatherState* gather = nullptr) const;
+                              PagedAttentionPath* path = nullptr) const;
 
  private:
   struct Weights;  // the model's weights prepared for compute type T

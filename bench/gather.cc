@@ -1,4 +1,4 @@
-#include "folio/kv/gather.h"
+#include "bench/gather.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,9 +6,9 @@
 #include "folio/core/checked_math.h"
 #include "folio/core/status.h"
 
-namespace folio::kv {
+namespace folio::bench {
 
-uint64_t GatherToDense(const PagedKvView& src, const PagedBatchView& batch,
+uint64_t GatherToDense(const kv::PagedKvView& src, const kv::PagedBatchView& batch,
                        uint64_t max_context, std::byte* dense_keys,
                        std::byte* dense_values, ThreadPool* pool) {
   const uint64_t num_seqs = batch.context_lens.size();
@@ -53,4 +53,4 @@ uint64_t GatherToDense(const PagedKvView& src, const PagedBatchView& batch,
   return 2 * rows_total * heads * row_bytes;
 }
 
-}  // namespace folio::kv
+}  // namespace folio::bench

@@ -7,8 +7,8 @@
 // rows are left as they were. Kept as the baseline that direct paged
 // attention is measured against (folio bench attention, folio bench serve),
 // never on the engine's direct path.
-#ifndef FOLIO_KV_GATHER_H_
-#define FOLIO_KV_GATHER_H_
+#ifndef FOLIO_BENCH_GATHER_H_
+#define FOLIO_BENCH_GATHER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -16,16 +16,16 @@
 #include "folio/core/thread_pool.h"
 #include "folio/kv/paged_view.h"
 
-namespace folio::kv {
+namespace folio::bench {
 
 // Returns the bytes copied, K and V together. dense_keys and dense_values
 // hold batch * num_kv_heads * max_context * head_dim elements; every
 // context_len is <= max_context and covered by its row's pages (checked).
 // Spread over pool when given.
-uint64_t GatherToDense(const PagedKvView& src, const PagedBatchView& batch,
+uint64_t GatherToDense(const kv::PagedKvView& src, const kv::PagedBatchView& batch,
                        uint64_t max_context, std::byte* dense_keys,
                        std::byte* dense_values, ThreadPool* pool);
 
-}  // namespace folio::kv
+}  // namespace folio::bench
 
-#endif  // FOLIO_KV_GATHER_H_
+#endif  // FOLIO_BENCH_GATHER_H_

@@ -1,0 +1,43 @@
+#include "bench/engine_baselines.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "bench/gather.h"
+
+namespace folio::bench {
+
+Status GatherAttention::Attend(const attention::PagedAttentionParams& params,
+                               std::span<const float> q, const kv::PagedKvCache& cache,
+                               uint64_t layer, const kv::BatchMetadata& meta,
+                               std::span<float> out, ThreadPool* pool) {
+  const kv::PagedKvCacheConfig& kc = cache.config();
+  const uint64_t batch = meta.batch;
+  uint64_t max_context = 0;
+  for (const int32_t n : meta.context_lens) {
+    max_context = std::max(max_context, static_cast<uint64_t>(n));
+  }
+  const size_t bytes = batch * kc.num_kv_heads * max_context * kc.head_dim * DTypeSize(kc.dtype);
+  if (keys_.size() < bytes) {
+    keys_ = AlignedBuffer(bytes);
+    values_ = AlignedBuffer(bytes);
+  }
+  kv_copy_bytes_ += GatherToDense(cache.View(layer), kv::ViewOf(meta), max_context, keys_.data(),
+                                  values_.data(), pool);
+  // One page per sequence, as long as the longest context.
+  std::vector<int32_t> dense_table(batch);
+  std::iota(dense_table.begin(), dense_table.end(), 0);
+  const kv::PagedKvView dense{keys_.data(), values_.data(), kc.dtype,   batch,
+                              kc.num_kv_heads, max_context, kc.head_dim};
+  return attention::PagedAttention(params, q, dense,
+                                   {dense_table, 1, meta.context_lens, meta.query_indptr}, out,
+                                   pool);
+}
+
+void MaxLengthReservation::OnAdmit(const engine::Sequence& s) {
+  reserved_pages_ += Reservation(s);
+  peak_reserved_pages_ = std::max(peak_reserved_pages_, reserved_pages_);
+}
+
+}  // namespace folio::bench

@@ -1,0 +1,68 @@
+#include "bench/engine_baselines.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "folio/engine/engine.h"
+#include "testing/engine_drive.h"
+#include "testing/test_model.h"
+
+namespace folio::bench {
+namespace {
+
+using test_support::Drive;
+using test_support::InOrder;
+using test_support::TestModel;
+
+const std::vector<std::vector<int32_t>> kPrompts = {
+    {0, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110},
+    {0, 7},
+    {0, 50, 60, 70, 80, 90},
+    {0, 200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217},
+};
+
+engine::RequestParams Sampled() {
+  engine::RequestParams p;
+  p.sampling = {0.8, 40, 0.95, 0.0};
+  p.max_tokens = 12;
+  p.seed = 1234;
+  p.logprobs = true;
+  p.top_logprobs = 3;
+  return p;
+}
+
+TEST(GatherAttention, GivesTheSameTokensAndLogprobBitsAndCountsCopies) {
+  auto direct = *engine::Engine::Create(TestModel(), {});
+  auto gather = std::make_shared<GatherAttention>();
+  auto copying = *engine::Engine::Create(TestModel(), {}, nullptr, nullptr, {nullptr, gather});
+  EXPECT_EQ(Drive(copying, kPrompts, Sampled(), InOrder(kPrompts.size())),
+            Drive(direct, kPrompts, Sampled(), InOrder(kPrompts.size())));
+  EXPECT_GT(gather->kv_copy_bytes(), 0u);
+}
+
+// The contiguous-reservation baseline admits fewer sequences at once but
+// never preempts, and its tokens are folio's.
+TEST(MaxLengthReservation, NeverPreemptsAndKeepsTheTokens) {
+  engine::EngineConfig tight;
+  tight.page_size = 4;
+  tight.num_pages = 9;  // cannot hold all four sequences at full length
+  tight.prefix_caching = false;  // so every used page is a reserved one
+  auto paged = *engine::Engine::Create(TestModel(), tight);
+  const auto want = Drive(paged, kPrompts, Sampled(), InOrder(kPrompts.size()));
+  EXPECT_GT(paged.stats().preemptions, 0u);
+
+  auto reservation = std::make_shared<MaxLengthReservation>(tight.page_size);
+  auto reserving =
+      *engine::Engine::Create(TestModel(), tight, nullptr, nullptr, {reservation, nullptr});
+  EXPECT_EQ(Drive(reserving, kPrompts, Sampled(), InOrder(kPrompts.size())), want);
+  EXPECT_EQ(reserving.stats().preemptions, 0u);
+  EXPECT_LE(reservation->peak_reserved_pages(), tight.num_pages);
+  EXPECT_GE(reservation->peak_reserved_pages(), reserving.cache().pool().peak_used());
+  EXPECT_LT(reserving.stats().peak_running, kPrompts.size());
+  EXPECT_EQ(reservation->reserved_pages(), 0u);  // every admission released
+}
+
+}  // namespace
+}  // namespace folio::bench

@@ -1,0 +1,129 @@
+// KvCacheManager: the engine's one façade over its paged K/V storage
+// (kv::PagedKvCache) and its prefix cache (kv::PrefixCache).
+//
+// The scheduler asks it questions in pages (how many are available, how
+// many would this sequence take) and gives it orders in sequences (start
+// one on its longest cached prefix, allocate this step's slots, free one).
+// The prefix cache's protocol lives here and nowhere else:
+//
+// - a sequence starts on the longest cached run of whole pages of its
+//   tokens, never all of them (its last token is always computed, for its
+//   logits);
+// - after each committed step, the sequence's newly completed full pages
+//   are cached, following the chain of hashes from its first page (the
+//   chain's state is kept here, per sequence);
+// - whenever a sequence lets go of its pages, the cached ones among them
+//   become eviction candidates again (PrefixCache::Touch);
+// - pages only the prefix cache holds count as available: Allocate evicts
+//   them, least recently used first, when the free list runs short.
+//
+// Atomicity (docs/design.md, atomic steps): Allocate either returns a plan
+// that reserves the whole step or nullopt having changed nothing but the
+// evictions it made (cached pages nothing referenced: no result changes).
+// Commit and Abort end the plan exactly as PagedKvCache's do.
+#ifndef FOLIO_ENGINE_KV_CACHE_MANAGER_H_
+#define FOLIO_ENGINE_KV_CACHE_MANAGER_H_
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "folio/core/status.h"
+#include "folio/kv/paged_kv_cache.h"
+#include "folio/kv/prefix_cache.h"
+
+namespace folio::engine {
+
+class KvCacheManager {
+ public:
+  // Errors: PagedKvCache::Create's.
+  static Result<KvCacheManager> Create(const kv::PagedKvCacheConfig& config,
+                                       bool prefix_caching);
+
+  const kv::PagedKvCacheConfig& config() const { return cache_.config(); }
+  uint64_t page_size() const { return cache_.config().page_size; }
+  uint64_t num_pages() const { return cache_.config().num_pages; }
+  bool prefix_caching() const { return prefix_caching_; }
+
+  // Pages a step could take now: free ones and cached ones no sequence
+  // reads. O(1).
+  uint64_t NumAvailablePages() const;
+  // Pages `seq` (with num_computed tokens cached) must add to hold n more.
+  uint64_t NumNewPages(kv::SeqId seq, uint64_t num_computed, uint64_t n) const;
+
+  struct Started {
+    kv::SeqId seq;
+    uint64_t num_cached_tokens;  // tokens whose K/V came from the prefix cache
+  };
+  // Starts a sequence for `tokens` (non-empty) on the longest cached prefix
+  // of whole pages before its last token. Errors: AddSequence's (a plan
+  // pending).
+  Result<Started> StartSequence(std::span<const int32_t> tokens);
+  // Starts a sequence over pages the caller holds (an import): `pages` in
+  // logical order holding num_tokens committed tokens. Errors: AddSequence's.
+  Result<kv::SeqId> AdoptSequence(std::span<const kv::PageId> pages, uint64_t num_tokens);
+  // Lets go of a sequence's pages; its cached pages stay cached. The
+  // sequence must exist (checked); no plan may be pending (checked).
+  void Free(kv::SeqId seq);
+
+  // Plans one step: requests are (sequence, new tokens), num_new_pages the
+  // pages they need in all. Evicts cached pages as the free list needs,
+  // then reserves the step. nullopt when nothing more can be evicted and
+  // the step still does not fit. Errors: PrepareAppend's (nothing changed).
+  Result<std::optional<kv::AppendPlan>> Allocate(
+      std::span<const std::pair<kv::SeqId, uint64_t>> requests, uint64_t num_new_pages);
+  Result<kv::BatchMetadata> BuildBatchMetadata(std::span<const kv::SeqId> seqs,
+                                               const kv::AppendPlan& plan) const {
+    return cache_.BuildBatchMetadata(seqs, &plan);
+  }
+  void Commit(const kv::AppendPlan& plan) { cache_.Commit(plan); }
+  void Abort(kv::AppendPlan&& plan) { cache_.Abort(std::move(plan)); }
+
+  // Caches the full pages among seq's first num_computed tokens (`tokens`
+  // holds at least those) that are not cached yet. Call after Commit.
+  Status CacheFullPages(kv::SeqId seq, std::span<const int32_t> tokens, uint64_t num_computed);
+
+  // n fresh pages, each held once, for an import to fill; cached pages are
+  // evicted to make room. ResourceExhausted (nothing changed) when free and
+  // evictable pages together are fewer than n.
+  Result<std::vector<kv::PageId>> HoldNewPages(uint64_t n);
+  // Gives back a hold taken by HoldNewPages.
+  void DropPage(kv::PageId page);
+
+  // Gives every cached page back to the pool (sequences keep theirs).
+  Status ClearPrefixCache();
+  // Pages only the prefix cache holds (reusable, evictable).
+  uint64_t num_cached_pages() const { return cache_.pages_held_only(); }
+  uint64_t num_evictions() const { return prefix_.stats().evicted; }
+
+  const kv::PagedKvCache& cache() const { return cache_; }
+  // For the model runner (K/V rows through the slot mapping) and imports.
+  kv::PagedKvCache& mutable_cache() { return cache_; }
+
+ private:
+  // The prefix-cache chain of a sequence's full pages: how many are cached
+  // (or were found cached), and the last one's entry and hash.
+  struct Chain {
+    uint64_t num_pages = 0;
+    kv::PrefixCache::EntryId entry = kv::PrefixCache::kRoot;
+    uint64_t hash = kv::PrefixCache::kRootHash;
+  };
+  KvCacheManager(kv::PagedKvCache cache, bool prefix_caching)
+      : cache_(std::move(cache)),
+        prefix_(cache_.config().page_size),
+        prefix_caching_(prefix_caching) {}
+  // Evicts one cached page; false when none is evictable.
+  Result<bool> EvictOne();
+
+  kv::PagedKvCache cache_;
+  kv::PrefixCache prefix_;
+  bool prefix_caching_;
+  std::unordered_map<kv::SeqId, Chain> chains_;
+};
+
+}  // namespace folio::engine
+
+#endif  // FOLIO_ENGINE_KV_CACHE_MANAGER_H_

@@ -1,0 +1,78 @@
+// OutputProcessor: from a sequence's logits row to what the caller sees.
+//
+// Per request it keeps the sampling parameters, the request's own random
+// stream (SplitMix64 seeded with RequestParams::seed, so a request's tokens
+// depend on its seed and its logits alone, never on the batch), and, with a
+// tokenizer, the streaming detokenizer and the text sent so far. Process
+// selects the next token, computes its log-probs when asked, turns it into
+// text, holds back text that might start a stop string, and decides
+// whether the request finished (a stop string, a stop token, or
+// max_tokens).
+#ifndef FOLIO_ENGINE_OUTPUT_PROCESSOR_H_
+#define FOLIO_ENGINE_OUTPUT_PROCESSOR_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "folio/core/splitmix64.h"
+#include "folio/core/status.h"
+#include "folio/engine/request.h"
+#include "folio/model/tokenizer.h"
+
+namespace folio::engine {
+
+class OutputProcessor {
+ public:
+  // tokenizer may be null (no text, no stop strings); it must outlive this.
+  explicit OutputProcessor(const model::Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  const model::Tokenizer* tokenizer() const { return tokenizer_; }
+
+  // One request's output state.
+  struct State {
+    RequestParams params;
+    SplitMix64 rng{0};
+    uint64_t num_output_tokens = 0;
+    // With a tokenizer: all text decoded so far, and how much of it was sent.
+    std::optional<model::StreamingDecoder> detok;
+    std::string text;
+    size_t text_sent = 0;
+  };
+  // A fresh request's state.
+  State NewState(const RequestParams& params) const;
+  // The state of a request that already generated `output` (an import):
+  // its random stream continues from rng_state and text_sent bytes of its
+  // text were returned. Errors: text_sent beyond the output's text.
+  Result<State> RestoredState(const RequestParams& params, uint64_t rng_state,
+                              std::span<const int32_t> output, uint64_t text_sent) const;
+  // Tracks a request (its id must be new; checked).
+  void Add(RequestId id, State state);
+  void Remove(RequestId id) { states_.erase(id); }
+  // id must be tracked (checked).
+  const State& state(RequestId id) const;
+
+  // Samples request id's next token from its logits row ([vocab]) and
+  // returns the step's output for it; finish is set when it is its last.
+  // Errors: the sampler's (a non-finite row).
+  Result<StepOutput> Process(RequestId id, std::span<const float> logits);
+  // Output of a request finished from outside (an abort): no token, the
+  // reason, and no text (held-back text is dropped with the request).
+  static StepOutput Finished(RequestId id, FinishReason why) {
+    return StepOutput{id, {}, {}, {}, why};
+  }
+
+ private:
+  // Appends one token's text to out; true when a stop string completed.
+  static bool EmitText(State& s, int32_t token, StepOutput& out);
+  static void FlushText(State& s, StepOutput& out);
+
+  const model::Tokenizer* tokenizer_;
+  std::map<RequestId, State> states_;
+};
+
+}  // namespace folio::engine
+
+#endif  // FOLIO_ENGINE_OUTPUT_PROCESSOR_H_

@@ -1,0 +1,46 @@
+// What a caller asks of the engine for one request, and what each step
+// gives back.
+#ifndef FOLIO_ENGINE_REQUEST_H_
+#define FOLIO_ENGINE_REQUEST_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "folio/sampling/sampler.h"
+
+namespace folio::engine {
+
+using RequestId = uint64_t;
+
+struct RequestParams {
+  sampling::SamplingParams sampling;
+  uint64_t max_tokens = 16;
+  uint64_t seed = 0;                    // the request's own SplitMix64 stream
+  std::vector<int32_t> stop_token_ids;  // finish when one is selected (kept)
+  // Finish when the output text contains one (needs the engine's
+  // tokenizer). The text returned stops before it; the tokens include the
+  // one that completed it.
+  std::vector<std::string> stop_strings;
+  bool logprobs = false;      // return each token's log-probability
+  uint64_t top_logprobs = 0;  // and this many alternatives (<= 20)
+};
+
+enum class FinishReason { kNone, kStop, kLength, kAbort };
+std::string_view FinishReasonName(FinishReason r);
+
+// What one step produced for one request.
+struct StepOutput {
+  RequestId id;
+  std::vector<int32_t> new_tokens;
+  // With a tokenizer: the text these tokens add. Text that might be the
+  // start of a stop string is held back until it is known not to be.
+  std::string text;
+  std::vector<sampling::TokenLogprobs> logprobs;  // per new token, if asked
+  FinishReason finish = FinishReason::kNone;
+};
+
+}  // namespace folio::engine
+
+#endif  // FOLIO_ENGINE_REQUEST_H_

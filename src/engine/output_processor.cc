@@ -1,0 +1,121 @@
+#include "folio/engine/output_processor.h"
+
+#include <algorithm>
+#include <string_view>
+#include <utility>
+
+#include "folio/core/check.h"
+
+namespace folio::engine {
+
+std::string_view FinishReasonName(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+  }
+  return "unknown";
+}
+
+OutputProcessor::State OutputProcessor::NewState(const RequestParams& params) const {
+  State s;
+  s.params = params;
+  s.rng = SplitMix64(params.seed);
+  if (tokenizer_ != nullptr) s.detok.emplace(*tokenizer_);
+  return s;
+}
+
+Result<OutputProcessor::State> OutputProcessor::RestoredState(const RequestParams& params,
+                                                              uint64_t rng_state,
+                                                              std::span<const int32_t> output,
+                                                              uint64_t text_sent) const {
+  State s = NewState(params);
+  s.rng = SplitMix64(rng_state);
+  s.num_output_tokens = output.size();
+  if (s.detok) {
+    for (const int32_t t : output) s.text += s.detok->Push(t);
+  }
+  if (text_sent > s.text.size()) {
+    return Status::InvalidArgument("text_sent " + std::to_string(text_sent) + " exceeds the " +
+                                   std::to_string(s.text.size()) + " bytes of its text");
+  }
+  s.text_sent = text_sent;
+  return s;
+}
+
+void OutputProcessor::Add(RequestId id, State state) {
+  FOLIO_CHECK(states_.emplace(id, std::move(state)).second, "request ", id, " exists");
+}
+
+const OutputProcessor::State& OutputProcessor::state(RequestId id) const {
+  auto it = states_.find(id);
+  FOLIO_CHECK(it != states_.end(), "no request ", id);
+  return it->second;
+}
+
+Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float> logits) {
+  auto it = states_.find(id);
+  FOLIO_CHECK(it != states_.end(), "no request ", id);
+  State& s = it->second;
+  FOLIO_ASSIGN_OR_RETURN(int32_t token,
+                         sampling::SelectToken<float>(logits, s.params.sampling, s.rng));
+  ++s.num_output_tokens;
+  StepOutput o{id, {token}, {}, {}, FinishReason::kNone};
+  if (s.params.logprobs) {
+    FOLIO_ASSIGN_OR_RETURN(sampling::TokenLogprobs lp,
+                           sampling::ComputeLogprobs(logits, token, s.params.top_logprobs));
+    o.logprobs.push_back(std::move(lp));
+  }
+  const auto& stops = s.params.stop_token_ids;
+  if (EmitText(s, token, o)) {
+    o.finish = FinishReason::kStop;
+  } else if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+    FlushText(s, o);
+    o.finish = FinishReason::kStop;
+  } else if (s.num_output_tokens == s.params.max_tokens) {
+    FlushText(s, o);
+    o.finish = FinishReason::kLength;
+  }
+  return o;
+}
+
+bool OutputProcessor::EmitText(State& s, int32_t token, StepOutput& out) {
+  if (!s.detok) return false;
+  s.text += s.detok->Push(token);
+  // A stop string cannot start before text_sent: whatever might have
+  // started one was held back.
+  size_t stop = std::string::npos;
+  for (const std::string& stop_string : s.params.stop_strings) {
+    stop = std::min(stop, s.text.find(stop_string, s.text_sent));
+  }
+  if (stop != std::string::npos) {
+    s.text.resize(stop);
+    out.text += s.text.substr(s.text_sent);
+    s.text_sent = stop;
+    return true;
+  }
+  // Hold back the longest tail that is the start of some stop string.
+  const std::string_view unsent = std::string_view(s.text).substr(s.text_sent);
+  size_t hold = 0;
+  for (const std::string& stop_string : s.params.stop_strings) {
+    for (size_t len = std::min(stop_string.size() - 1, unsent.size()); len > hold; --len) {
+      if (unsent.substr(unsent.size() - len) == std::string_view(stop_string).substr(0, len)) {
+        hold = len;
+        break;
+      }
+    }
+  }
+  out.text += unsent.substr(0, unsent.size() - hold);
+  s.text_sent = s.text.size() - hold;
+  return false;
+}
+
+void OutputProcessor::FlushText(State& s, StepOutput& out) {
+  if (!s.detok) return;
+  s.text += s.detok->Flush();
+  out.text += s.text.substr(s.text_sent);
+  s.text_sent = s.text.size();
+}
+
+}  // namespace folio::engine

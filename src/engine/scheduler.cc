@@ -1,0 +1,226 @@
+#include "folio/engine/scheduler.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "folio/core/check.h"
+
+namespace folio::engine {
+
+Scheduler::Scheduler(SchedulerConfig config, KvCacheManager* kv,
+                     std::shared_ptr<AdmissionPolicy> policy)
+    : config_(config), kv_(kv), policy_(std::move(policy)) {
+  FOLIO_CHECK(kv_ != nullptr && policy_ != nullptr);
+  FOLIO_CHECK(config_.max_num_seqs >= 1 &&
+              config_.max_num_batched_tokens >= config_.max_num_seqs);
+}
+
+void Scheduler::AddWaiting(Sequence sequence) {
+  FOLIO_CHECK(!sequence.tokens.empty() && !sequence.seq);
+  const RequestId id = sequence.id;
+  FOLIO_CHECK(sequences_.emplace(id, std::move(sequence)).second, "request ", id, " exists");
+  waiting_.push_back(id);
+}
+
+void Scheduler::AddRunning(Sequence sequence) {
+  FOLIO_CHECK(sequence.seq.has_value());
+  const RequestId id = sequence.id;
+  auto [it, added] = sequences_.emplace(id, std::move(sequence));
+  FOLIO_CHECK(added, "request ", id, " exists");
+  running_.push_back(id);
+  policy_->OnAdmit(it->second);
+}
+
+Sequence& Scheduler::Get(RequestId id) {
+  auto it = sequences_.find(id);
+  FOLIO_CHECK(it != sequences_.end(), "no request ", id);
+  return it->second;
+}
+
+const Sequence& Scheduler::sequence(RequestId id) const {
+  auto it = sequences_.find(id);
+  FOLIO_CHECK(it != sequences_.end(), "no request ", id);
+  return it->second;
+}
+
+void Scheduler::Release(Sequence& s) {
+  if (!s.seq) return;
+  kv_->Free(*s.seq);
+  s.seq.reset();
+  s.num_computed = 0;
+}
+
+void Scheduler::Unadmit(const ScheduledSequence& p) {
+  Sequence& s = Get(p.id);
+  policy_->OnRelease(s);
+  Release(s);
+}
+
+void Scheduler::Preempt(Sequence& s) {
+  policy_->OnRelease(s);
+  Release(s);
+  running_.erase(std::find(running_.begin(), running_.end(), s.id));
+  waiting_.push_front(s.id);
+  ++stats_.preemptions;
+}
+
+Result<SchedulerOutput> Scheduler::Schedule() {
+  SchedulerOutput out;
+  std::vector<ScheduledSequence>& picks = out.scheduled;
+  // Pages this step allocates (needed), and pages promised to the running
+  // and newly admitted sequences until their prompts are prefilled
+  // (promised >= needed): admission checks the promise.
+  uint64_t needed = 0, promised = 0;
+  // An error before the step ran undoes this step's admissions.
+  auto fail = [&](Status s) {
+    for (const ScheduledSequence& p : picks) {
+      if (p.admitted_now) Unadmit(p);
+    }
+    return s;
+  };
+
+  uint64_t budget = config_.max_num_batched_tokens;
+  for (const bool decodes : {true, false}) {
+    for (const RequestId id : running_) {
+      const Sequence& s = sequences_.at(id);
+      if ((s.num_pending() == 1) != decodes || budget == 0) continue;
+      const uint64_t n = std::min(s.num_pending(), budget);
+      ScheduledSequence p;
+      p.id = id;
+      p.seq = *s.seq;
+      p.num_tokens = n;
+      p.new_pages = kv_->NumNewPages(*s.seq, s.num_computed, n);
+      needed += p.new_pages;
+      promised += kv_->NumNewPages(*s.seq, s.num_computed, s.num_pending());
+      picks.push_back(p);
+      budget -= n;
+    }
+  }
+  const uint64_t page = kv_->page_size();
+  uint64_t admitted = 0;
+  for (const RequestId id : waiting_) {
+    if (budget == 0 || running_.size() + admitted >= config_.max_num_seqs) break;
+    Sequence& s = sequences_.at(id);
+    Result<KvCacheManager::Started> started = kv_->StartSequence(s.tokens);
+    if (!started.ok()) return fail(started.status());
+    s.seq = started->seq;
+    s.num_computed = started->num_cached_tokens;
+    const uint64_t n = std::min(s.num_pending(), budget);
+    const uint64_t need_all = kv_->NumNewPages(*s.seq, s.num_computed, s.num_pending());
+    const AdmissionQuery q{s,           promised,          need_all, kv_->NumAvailablePages(),
+                           kv_->num_pages(), running_.empty() && admitted == 0};
+    if (!policy_->CanAdmit(q)) {
+      Release(s);
+      break;  // FCFS: nobody overtakes the head of the queue
+    }
+    policy_->OnAdmit(s);
+    ScheduledSequence p;
+    p.id = id;
+    p.seq = *s.seq;
+    p.num_tokens = n;
+    p.admitted_now = true;
+    p.new_pages = kv_->NumNewPages(*s.seq, s.num_computed, n);
+    p.prefix_query_tokens = (s.tokens.size() - 1) / page * page;
+    p.prefix_hit_tokens = s.num_computed;
+    needed += p.new_pages;
+    promised += need_all;
+    picks.push_back(p);
+    budget -= n;
+    ++admitted;
+  }
+
+  // Make room: evict (inside Allocate), then shed the newest admissions,
+  // then preempt running sequences, most recently admitted first.
+  while (!picks.empty()) {
+    std::vector<std::pair<kv::SeqId, uint64_t>> requests;
+    for (const ScheduledSequence& p : picks) requests.emplace_back(p.seq, p.num_tokens);
+    Result<std::optional<kv::AppendPlan>> plan = kv_->Allocate(requests, needed);
+    if (!plan.ok()) return fail(plan.status());
+    if (*plan) {
+      out.plan = std::move(**plan);
+      break;
+    }
+    if (picks.back().admitted_now) {
+      Unadmit(picks.back());
+      needed -= picks.back().new_pages;
+      picks.pop_back();
+      continue;
+    }
+    // Nothing admitted now is left: every pick runs already, so running_
+    // is not empty.
+    Sequence& victim = Get(running_.back());
+    for (const ScheduledSequence& p : picks) {
+      if (p.id == victim.id) needed -= p.new_pages;
+    }
+    picks.erase(std::remove_if(picks.begin(), picks.end(),
+                               [&](const ScheduledSequence& p) { return p.id == victim.id; }),
+                picks.end());
+    out.preempted.push_back(victim.id);
+    Preempt(victim);
+  }
+
+  for (const ScheduledSequence& p : picks) {
+    const Sequence& s = sequences_.at(p.id);
+    out.seqs.push_back(p.seq);
+    out.token_ids.insert(out.token_ids.end(), s.tokens.begin() + static_cast<ptrdiff_t>(s.num_computed),
+                         s.tokens.begin() + static_cast<ptrdiff_t>(s.num_computed + p.num_tokens));
+  }
+  return out;
+}
+
+void Scheduler::Abandon(SchedulerOutput&& out) {
+  if (out.plan) kv_->Abort(std::move(*out.plan));
+  for (const ScheduledSequence& p : out.scheduled) {
+    if (p.admitted_now) Unadmit(p);
+  }
+  out.scheduled.clear();
+}
+
+Status Scheduler::Commit(const SchedulerOutput& out) {
+  if (out.empty()) return Status::Ok();
+  FOLIO_CHECK(out.plan.has_value());
+  kv_->Commit(*out.plan);
+  for (const ScheduledSequence& p : out.scheduled) {
+    Sequence& s = Get(p.id);
+    if (p.admitted_now) {
+      running_.push_back(p.id);
+      waiting_.erase(std::find(waiting_.begin(), waiting_.end(), p.id));
+      stats_.prefix_query_tokens += p.prefix_query_tokens;
+      stats_.prefix_hit_tokens += p.prefix_hit_tokens;
+    }
+    if (s.num_pending() == 1 && s.num_computed >= s.num_prompt_tokens) {
+      ++stats_.decode_tokens;
+    } else {
+      stats_.prompt_tokens_computed += p.num_tokens;
+    }
+    s.num_computed += p.num_tokens;
+  }
+  stats_.peak_running = std::max<uint64_t>(stats_.peak_running, running_.size());
+  for (const ScheduledSequence& p : out.scheduled) {
+    const Sequence& s = sequences_.at(p.id);
+    FOLIO_RETURN_IF_ERROR(kv_->CacheFullPages(p.seq, s.tokens, s.num_computed));
+  }
+  return Status::Ok();
+}
+
+void Scheduler::AppendToken(RequestId id, int32_t token) {
+  Sequence& s = Get(id);
+  FOLIO_CHECK(s.num_pending() == 0, "request ", id, " still has tokens to feed");
+  s.tokens.push_back(token);
+}
+
+void Scheduler::Finish(RequestId id) {
+  Sequence& s = Get(id);
+  const auto run = std::find(running_.begin(), running_.end(), id);
+  if (run != running_.end()) {
+    policy_->OnRelease(s);
+    running_.erase(run);
+  } else {
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), id));
+  }
+  Release(s);
+  sequences_.erase(id);
+}
+
+}  // namespace folio::engine

@@ -1,0 +1,76 @@
+// Test support: drive an engine to the end and record, per prompt, what a
+// caller saw, so two schedules (or two engines) compare with ==.
+#ifndef FOLIO_TESTING_ENGINE_DRIVE_H_
+#define FOLIO_TESTING_ENGINE_DRIVE_H_
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "folio/engine/engine.h"
+
+namespace folio::test_support {
+
+// What a run produced per prompt: tokens, log-prob bits (the token's, then
+// each alternative's id and bits), text and finish reason.
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::vector<uint32_t> logprob_bits;
+  std::string text;
+  engine::FinishReason finish = engine::FinishReason::kNone;
+  bool operator==(const Outcome&) const = default;
+};
+
+inline uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+// Appends what one step gave a request to its outcome.
+inline void Record(const engine::StepOutput& o, Outcome& r) {
+  r.tokens.insert(r.tokens.end(), o.new_tokens.begin(), o.new_tokens.end());
+  r.text += o.text;
+  for (const auto& lp : o.logprobs) {
+    r.logprob_bits.push_back(Bits(lp.logprob));
+    for (const auto& [id, v] : lp.top) {
+      r.logprob_bits.push_back(static_cast<uint32_t>(id));
+      r.logprob_bits.push_back(Bits(v));
+    }
+  }
+  if (o.finish != engine::FinishReason::kNone) r.finish = o.finish;
+}
+
+// Adds prompts in `order` (indices into prompts) and steps to the end.
+inline std::vector<Outcome> Drive(engine::Engine& engine,
+                                  const std::vector<std::vector<int32_t>>& prompts,
+                                  const engine::RequestParams& params,
+                                  const std::vector<size_t>& order) {
+  std::map<engine::RequestId, size_t> index;
+  for (size_t i : order) index[*engine.AddRequest(prompts[i], params)] = i;
+  std::vector<Outcome> out(prompts.size());
+  while (engine.HasUnfinished()) {
+    auto step = engine.Step();
+    EXPECT_TRUE(step.ok()) << step.status().ToString();
+    if (!step.ok()) break;
+    for (const engine::StepOutput& o : *step) {
+      EXPECT_EQ(o.logprobs.size(), params.logprobs ? o.new_tokens.size() : 0u);
+      Record(o, out[index.at(o.id)]);
+    }
+  }
+  return out;
+}
+
+inline std::vector<size_t> InOrder(size_t n) {
+  std::vector<size_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = i;
+  return v;
+}
+
+}  // namespace folio::test_support
+
+#endif  // FOLIO_TESTING_ENGINE_DRIVE_H_
