@@ -16,7 +16,7 @@
 #include "bench/timing.h"
 #include "folio/core/dtype.h"
 #include "folio/core/splitmix64.h"
-#include "folio/kv/page_table.h"
+#include "folio/engine/engine.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
 #include "folio/ops/matmul.h"
@@ -291,13 +291,12 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
         "prompt + decode tokens exceed the model's max_positions"));
   }
 
-  // Token ids: deterministic, inside the vocabulary.
+  // Prompt ids: deterministic, inside the vocabulary.
   SplitMix64 rng(o.seed ^ 0x70c0ffee);
-  std::vector<int32_t> tokens(prompt + steps);
-  for (int32_t& t : tokens) {
+  std::vector<int32_t> prompt_ids(prompt);
+  for (int32_t& t : prompt_ids) {
     t = static_cast<int32_t>(rng.NextU64() % config.vocab_size);
   }
-  const std::span<const int32_t> prompt_ids(tokens.data(), prompt);
 
   json runs = json::array();
   for (uint64_t threads : o.threads_list) {
@@ -310,21 +309,26 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
     if (!bw) return fail(bw.error());
     std::cerr << " " << Fixed(bw->best_gbps, 2) << " GB/s\n";
 
-    model::Decoder<float> decoder(*m, &pool);
-    Result<kv::PageTableLayout> layout =
-        kv::PageTableLayout::Identity(capacity, o.page_size);
-    if (!layout) return fail(layout.error());
-    Result<model::DecoderCache> cache =
-        model::DecoderCache::Create(*m, *layout, 1, *kv_dtype);
-    if (!cache) return fail(cache.error());
-
-    // Prefill: a warm-up on a fresh cache, then the timed one.
+    // The serving path: one request on the engine, its prompt prefilled
+    // in one step, then one greedy decode step per token. A warm-up request
+    // runs first; without prefix caching the timed one recomputes it all.
+    engine::EngineConfig ec;
+    ec.page_size = o.page_size;
+    ec.num_pages = capacity / o.page_size;
+    ec.kv_dtype = *kv_dtype;
+    ec.max_num_batched_tokens = prompt;
+    ec.max_num_seqs = 1;
+    ec.prefix_caching = false;
+    Result<engine::Engine> eng = engine::Engine::Create(*m, ec, &pool);
+    if (!eng) return fail(eng.error());
     std::cerr << "  prefill " << prompt << " tokens (warm-up + timed)...";
     for (int pass = 0; pass < 2; ++pass) {
-      cache->Reset();
+      engine::RequestParams params;
+      params.max_tokens = pass == 0 ? 1 : steps + 1;
+      Result<engine::RequestId> id = eng->AddRequest(prompt_ids, params);
+      if (!id) return fail(id.error().WithContext("prefill"));
       const double t0 = NowUs();
-      Result<std::vector<float>> r =
-          decoder.Prefill(*cache, prompt_ids, model::LogitRows::kLast);
+      Result<std::vector<engine::StepOutput>> r = eng->Step();
       const double us = NowUs() - t0;
       if (!r) return fail(r.error().WithContext("prefill"));
       if (pass == 1) {
@@ -340,13 +344,12 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
 
     std::vector<double> step_us;
     for (uint64_t i = 0; i < steps; ++i) {
-      const int32_t tok = tokens[prompt + i];
       const double t0 = NowUs();
-      Result<std::vector<float>> r =
-          decoder.Decode(*cache, std::span<const int32_t>(&tok, 1));
+      Result<std::vector<engine::StepOutput>> r = eng->Step();
       step_us.push_back(NowUs() - t0);
       if (!r) return fail(r.error().WithContext("decode step " + std::to_string(i)));
     }
+    if (eng->HasUnfinished()) return fail(Status::FailedPrecondition("the decode request did not finish"));
     const double median_ms = Quantile(step_us, 0.5) / 1e3;
     const double decode_tps = 1e3 / median_ms;
     const double floor_tps = bw->best_gbps * 1e9 / static_cast<double>(weight_bytes);

@@ -32,6 +32,7 @@
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
 #include "folio/model/model_tokenizer.h"
+#include "folio/core/checked_math.h"
 #include "folio/core/thread_pool.h"
 
 #ifndef FOLIO_SOURCE_DIR
@@ -199,6 +200,21 @@ int RunLayout(const LayoutFlags& f) {
   return 0;
 }
 
+// An engine for one request at a time over `capacity` positions: the
+// prompt prefilled in one step, no prefix caching (one request shares
+// nothing). generate and logits run through it, the path serving uses.
+engine::EngineConfig SingleRequestEngine(uint64_t capacity, uint64_t page_size, DType kv_dtype,
+                                         uint64_t prompt_tokens) {
+  engine::EngineConfig ec;
+  ec.page_size = std::max<uint64_t>(1, std::min(page_size, capacity));
+  ec.num_pages = std::max<uint64_t>(1, CeilDiv(capacity, ec.page_size));
+  ec.kv_dtype = kv_dtype;
+  ec.max_num_batched_tokens = std::max<uint64_t>(prompt_tokens, 1);
+  ec.max_num_seqs = 1;
+  ec.prefix_caching = false;
+  return ec;
+}
+
 struct GenerateFlags {
   std::string model_dir;  // empty = built-in worked example
   std::string prompt = "a";
@@ -224,46 +240,59 @@ int RunGenerate(const GenerateFlags& f) {
   std::optional<model::Tokenizer> tokenizer = served->file_tokenizer;
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error());
+  Result<std::vector<int32_t>> ids = served->EncodePrompt(f.prompt);
+  if (!ids) return Fail(ids.error());
+  const std::vector<int32_t> prompt = std::move(*ids);
   const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
-  Result<kv::PageTableLayout> layout =
-      kv::PageTableLayout::Identity(capacity, std::min<uint64_t>(f.page_size, capacity));
-  if (!layout) return Fail(layout.error());
-  Result<model::DecoderCache> cache = model::DecoderCache::Create(*m, *layout, 1, *kv_dtype);
-  if (!cache) return Fail(cache.error());
-
-  std::vector<int32_t> prompt;
-  engine::GenerationParams params;
-  params.max_new_tokens = f.max_tokens;
+  if (prompt.size() > capacity) {
+    return Fail(Status::OutOfRange("prompt of " + std::to_string(prompt.size()) +
+                                   " tokens exceeds the context of " + std::to_string(capacity)));
+  }
+  // The serving path: one request on the engine. Generation stops at the
+  // context's end (the last token selected is never fed).
+  const engine::EngineConfig ec =
+      SingleRequestEngine(capacity, f.page_size, *kv_dtype, prompt.size());
+  ThreadPool pool(f.threads);
+  Result<engine::Engine> eng =
+      engine::Engine::Create(*m, ec, &pool, tokenizer ? &*tokenizer : nullptr);
+  if (!eng) return Fail(eng.error());
+  engine::RequestParams params;
+  const uint64_t room = capacity - prompt.size() + 1;
+  params.max_tokens = std::min(f.max_tokens, room);
   params.sampling.temperature = f.temperature;
   params.sampling.top_k = f.top_k;
   params.sampling.top_p = f.top_p;
-  Result<std::vector<int32_t>> ids = served->EncodePrompt(f.prompt);
-  if (!ids) return Fail(ids.error());
-  prompt = std::move(*ids);
-  if (tokenizer) params.end_token = tokenizer->eos_id();
-  ThreadPool pool(f.threads);
-  const model::Decoder<float> decoder(*m, &pool);
-  std::optional<model::StreamingDecoder> stream;
-  if (tokenizer) stream.emplace(*tokenizer);
-  std::cout << (f.raw || stream ? f.prompt : Printable(f.prompt)) << std::flush;
-  auto emit = [&](int32_t t) {
-    if (params.end_token && t == *params.end_token) return;
-    const std::string piece = stream ? stream->Push(t)
-                                     : *model::ByteTokenizer::Decode(std::span<const int32_t>(&t, 1));
-    std::cout << (f.raw || stream ? piece : Printable(piece)) << std::flush;
-  };
-  SplitMix64 rng(f.seed);
+  params.seed = f.seed;
+  if (tokenizer && tokenizer->eos_id()) params.stop_token_ids = {*tokenizer->eos_id()};
+  Result<engine::RequestId> id = eng->AddRequest(prompt, params);
+  if (!id) return Fail(id.error());
+
+  std::cout << (f.raw || tokenizer ? f.prompt : Printable(f.prompt)) << std::flush;
   const auto start = std::chrono::steady_clock::now();
-  Result<engine::GenerationResult> r =
-      engine::Generate<float>(decoder, *cache, prompt, params, rng, emit);
-  if (!r) return Fail(r.error());
-  if (stream) std::cout << stream->Flush();
+  uint64_t generated = 0;
+  engine::FinishReason finish = engine::FinishReason::kNone;
+  while (eng->HasUnfinished()) {
+    Result<std::vector<engine::StepOutput>> step = eng->Step();
+    if (!step) return Fail(step.error());
+    for (const engine::StepOutput& o : *step) {
+      // A real tokenizer streams complete UTF-8 (the end token adds no
+      // text); the built-in byte model's bytes are printed one by one,
+      // escaped unless --raw.
+      const std::string piece = tokenizer ? o.text : *model::ByteTokenizer::Decode(o.new_tokens);
+      std::cout << (f.raw || tokenizer ? piece : Printable(piece)) << std::flush;
+      generated += o.new_tokens.size();
+      if (o.finish != engine::FinishReason::kNone) finish = o.finish;
+    }
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "\n";
-  std::cerr << "[" << prompt.size() << " prompt + " << r->tokens.size()
-            << " generated tokens in " << seconds << " s, stop: "
-            << engine::StopReasonName(r->stop_reason) << "]\n";
+  const char* stop = finish == engine::FinishReason::kStop ? "end_token"
+                     : params.max_tokens < f.max_tokens    ? "capacity"
+                                                           : "max_tokens";
+  if (finish == engine::FinishReason::kStop) --generated;  // the end token is not output
+  std::cerr << "[" << prompt.size() << " prompt + " << generated << " generated tokens in "
+            << seconds << " s, stop: " << stop << "]\n";
   return 0;
 }
 
@@ -372,33 +401,32 @@ int RunLogits(const LogitsFlags& f) {
   if (tokens.empty()) return Fail(Status::InvalidArgument("--tokens is empty"));
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error());
+  // The serving path: one request on the engine, prompt logits on, greedy.
   const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
-  Result<kv::PageTableLayout> layout = kv::PageTableLayout::Identity(capacity, f.page_size);
-  if (!layout) return Fail(layout.error());
-  Result<model::DecoderCache> cache = model::DecoderCache::Create(*m, *layout, 1, *kv_dtype);
-  if (!cache) return Fail(cache.error());
+  engine::EngineConfig ec = SingleRequestEngine(capacity, f.page_size, *kv_dtype, tokens.size());
   ThreadPool pool(f.threads);
-  const model::Decoder<float> decoder(*m, &pool);
-  Result<std::vector<float>> logits = decoder.Prefill(*cache, tokens);
-  if (!logits) return Fail(logits.error());
+  Result<engine::Engine> eng = engine::Engine::Create(*m, ec, &pool);
+  if (!eng) return Fail(eng.error());
+  engine::RequestParams params;
+  params.max_tokens = std::max<uint64_t>(f.greedy, 1);
+  params.prompt_logits = true;
+  Result<engine::RequestId> id = eng->AddRequest(tokens, params);
+  if (!id) return Fail(id.error());
   const uint64_t vocab = m->config().vocab_size;
   nlohmann::json rows = nlohmann::json::array();
-  for (size_t r = 0; r < tokens.size(); ++r) {
-    rows.push_back(std::vector<float>(logits->begin() + static_cast<ptrdiff_t>(r * vocab),
-                                      logits->begin() + static_cast<ptrdiff_t>((r + 1) * vocab)));
-  }
   std::vector<int32_t> greedy;
-  std::vector<float> last(logits->end() - static_cast<ptrdiff_t>(vocab), logits->end());
-  SplitMix64 unused(0);
-  for (uint64_t step = 0; step < f.greedy; ++step) {
-    Result<int32_t> t = sampling::SelectToken<float>(last, {}, unused);
-    if (!t) return Fail(t.error());
-    greedy.push_back(*t);
-    if (step + 1 == f.greedy) break;
-    Result<std::vector<float>> next = decoder.Decode(*cache, std::span<const int32_t>(&*t, 1));
-    if (!next) return Fail(next.error());
-    last = *next;
+  while (eng->HasUnfinished()) {
+    Result<std::vector<engine::StepOutput>> step = eng->Step();
+    if (!step) return Fail(step.error());
+    for (const engine::StepOutput& o : *step) {
+      for (size_t r = 0; r < o.prompt_logits.size() / vocab; ++r) {
+        const auto row = o.prompt_logits.begin() + static_cast<ptrdiff_t>(r * vocab);
+        rows.push_back(std::vector<float>(row, row + static_cast<ptrdiff_t>(vocab)));
+      }
+      greedy.insert(greedy.end(), o.new_tokens.begin(), o.new_tokens.end());
+    }
   }
+  greedy.resize(f.greedy);
   std::cout << nlohmann::json{{"logits", rows}, {"greedy", greedy}}.dump() << "\n";
   return 0;
 }

@@ -67,6 +67,10 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt,
       return Status::InvalidArgument("stop string " + std::to_string(i) + " is empty");
     }
   }
+  if (params.prompt_logits && config_.prefix_caching) {
+    return Status::InvalidArgument("prompt_logits needs an engine without prefix caching (a "
+                                   "cached page's rows are never computed)");
+  }
   if (params.top_logprobs > sampling::kMaxTopLogprobs) {
     return Status::InvalidArgument("top_logprobs " + std::to_string(params.top_logprobs) +
                                    " exceeds " + std::to_string(sampling::kMaxTopLogprobs));
@@ -129,7 +133,15 @@ Result<std::vector<StepOutput>> Engine::Step() {
   if (!HasUnfinished()) return out;
   FOLIO_ASSIGN_OR_RETURN(SchedulerOutput plan, scheduler_.Schedule());
   if (plan.empty()) return out;
-  Result<std::vector<float>> logits = runner_.Execute(*kv_, plan);
+  // Every row's logits for requests that asked for their prompt's.
+  std::vector<model::LogitRows> rows(plan.scheduled.size(), model::LogitRows::kLast);
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const Sequence& s = scheduler_.sequence(plan.scheduled[i].id);
+    if (outputs_.state(s.id).params.prompt_logits && s.num_computed < s.num_prompt_tokens) {
+      rows[i] = model::LogitRows::kAll;
+    }
+  }
+  Result<std::vector<float>> logits = runner_.Execute(*kv_, plan, rows);
   if (!logits.ok()) {
     scheduler_.Abandon(std::move(plan));
     return logits.error();
@@ -138,11 +150,25 @@ Result<std::vector<StepOutput>> Engine::Step() {
   ++steps_;
 
   const uint64_t vocab = runner_.config().vocab_size;
+  const std::span<const float> all(*logits);
+  uint64_t offset = 0;  // rows of `all` before sequence i's
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const RequestId id = plan.scheduled[i].id;
-    if (scheduler_.sequence(id).num_pending() != 0) continue;  // a prompt chunk; more to feed
-    const std::span<const float> row = std::span<const float>(*logits).subspan(i * vocab, vocab);
-    FOLIO_ASSIGN_OR_RETURN(StepOutput o, outputs_.Process(id, row));
+    const Sequence& s = scheduler_.sequence(id);
+    const uint64_t n = rows[i] == model::LogitRows::kAll ? plan.scheduled[i].num_tokens : 1;
+    const std::span<const float> mine = all.subspan(offset * vocab, n * vocab);
+    offset += n;
+    StepOutput prompt_part{id, {}, {}, {}, FinishReason::kNone, {}};
+    if (rows[i] == model::LogitRows::kAll) {
+      outputs_.AddPromptLogits(id, s.num_computed - n, s.num_prompt_tokens, mine, vocab,
+                               prompt_part);
+    }
+    if (s.num_pending() != 0) {  // a prompt chunk; more to feed
+      if (!prompt_part.prompt_logits.empty()) out.push_back(std::move(prompt_part));
+      continue;
+    }
+    FOLIO_ASSIGN_OR_RETURN(StepOutput o, outputs_.Process(id, mine.last(vocab)));
+    o.prompt_logits = std::move(prompt_part.prompt_logits);
     scheduler_.AppendToken(id, o.new_tokens.front());
     if (o.finish != FinishReason::kNone) {
       scheduler_.Finish(id);

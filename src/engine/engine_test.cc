@@ -127,6 +127,43 @@ TEST(Engine, StopTokenFinishesAndAbortFreesPages) {
   EXPECT_FALSE(engine.HasUnfinished());
 }
 
+// Prompt logits (what `folio logits` prints) come chunk by chunk, each
+// position once, and equal the cache-free full forward pass bit for bit.
+TEST(Engine, PromptLogitsEqualTheFullForwardPass) {
+  const std::vector<int32_t>& prompt = kPrompts[3];
+  const std::vector<float> want = *model::Decoder<float>(TestModel()).Forward(prompt, 1);
+  EngineConfig config;
+  config.prefix_caching = false;
+  config.max_num_batched_tokens = 5;  // four chunks
+  config.max_num_seqs = 2;
+  auto engine = *Engine::Create(TestModel(), config);
+  RequestParams p;
+  p.max_tokens = 3;
+  p.prompt_logits = true;
+  const RequestId id = *engine.AddRequest(prompt, p);
+  ASSERT_TRUE(engine.AddRequest(kPrompts[0], Sampled()).ok());  // shares the steps
+  std::vector<float> got;
+  while (engine.HasUnfinished()) {
+    auto step = engine.Step();
+    ASSERT_TRUE(step.ok()) << step.status().ToString();
+    for (const StepOutput& o : *step) {
+      if (o.id == id) {
+        got.insert(got.end(), o.prompt_logits.begin(), o.prompt_logits.end());
+      } else {
+        EXPECT_TRUE(o.prompt_logits.empty());
+      }
+    }
+  }
+  EXPECT_EQ(got, want);
+}
+
+TEST(Engine, PromptLogitsNeedAnEngineWithoutPrefixCaching) {
+  auto engine = *Engine::Create(TestModel(), {});
+  RequestParams p;
+  p.prompt_logits = true;
+  EXPECT_EQ(engine.AddRequest({0, 1}, p).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(Engine, RejectsBadRequests) {
   auto engine = *Engine::Create(TestModel(), {});
   EXPECT_EQ(engine.AddRequest({}, {}).status().code(), StatusCode::kInvalidArgument);

@@ -61,7 +61,7 @@ Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float>
   FOLIO_ASSIGN_OR_RETURN(int32_t token,
                          sampling::SelectToken<float>(logits, s.params.sampling, s.rng));
   ++s.num_output_tokens;
-  StepOutput o{id, {token}, {}, {}, FinishReason::kNone};
+  StepOutput o{id, {token}, {}, {}, FinishReason::kNone, {}};
   if (s.params.logprobs) {
     FOLIO_ASSIGN_OR_RETURN(sampling::TokenLogprobs lp,
                            sampling::ComputeLogprobs(logits, token, s.params.top_logprobs));
@@ -78,6 +78,22 @@ Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float>
     o.finish = FinishReason::kLength;
   }
   return o;
+}
+
+void OutputProcessor::AddPromptLogits(RequestId id, uint64_t first_position,
+                                      uint64_t num_prompt_tokens, std::span<const float> logits,
+                                      uint64_t vocab, StepOutput& out) {
+  auto it = states_.find(id);
+  FOLIO_CHECK(it != states_.end(), "no request ", id);
+  State& s = it->second;
+  const uint64_t rows = logits.size() / vocab;
+  for (uint64_t r = 0; r < rows; ++r) {
+    const uint64_t pos = first_position + r;
+    if (pos != s.prompt_logit_rows_sent || pos >= num_prompt_tokens) continue;
+    const std::span<const float> row = logits.subspan(r * vocab, vocab);
+    out.prompt_logits.insert(out.prompt_logits.end(), row.begin(), row.end());
+    ++s.prompt_logit_rows_sent;
+  }
 }
 
 bool OutputProcessor::EmitText(State& s, int32_t token, StepOutput& out) {

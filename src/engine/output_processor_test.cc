@@ -121,5 +121,25 @@ TEST(OutputProcessor, ARestoredStateContinuesTheTextAndTheStream) {
   EXPECT_EQ(p.RestoredState(params, 0, {}, 1).status().code(), StatusCode::kInvalidArgument);
 }
 
+// A recomputed prompt (after a preemption) returns no position twice, and
+// generated positions are never prompt logits.
+TEST(OutputProcessor, PromptLogitsReturnEachPromptPositionOnce) {
+  OutputProcessor p(nullptr);
+  RequestParams params;
+  params.prompt_logits = true;
+  p.Add(0, p.NewState(params));
+  const uint64_t vocab = 2;
+  const std::vector<float> rows = {0, 1, 2, 3, 4, 5};  // positions 0, 1, 2
+  StepOutput first{0, {}, {}, {}, FinishReason::kNone, {}};
+  p.AddPromptLogits(0, 0, 4, std::span(rows).first(4), vocab, first);
+  EXPECT_EQ(first.prompt_logits, (std::vector<float>{0, 1, 2, 3}));
+  StepOutput again{0, {}, {}, {}, FinishReason::kNone, {}};
+  p.AddPromptLogits(0, 0, 4, rows, vocab, again);  // recomputed from 0
+  EXPECT_EQ(again.prompt_logits, (std::vector<float>{4, 5}));
+  StepOutput beyond{0, {}, {}, {}, FinishReason::kNone, {}};
+  p.AddPromptLogits(0, 3, 4, rows, vocab, beyond);  // positions 3 (prompt), 4, 5 (output)
+  EXPECT_EQ(beyond.prompt_logits, (std::vector<float>{0, 1}));
+}
+
 }  // namespace
 }  // namespace folio::engine

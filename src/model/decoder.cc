@@ -449,7 +449,8 @@ Result<std::vector<T>> Decoder<T>::Forward(std::span<const int32_t> tokens,
 
 template <typename T>
 Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
-                                        std::span<const int32_t> tokens, LogitRows rows,
+                                        std::span<const int32_t> tokens,
+                                        std::span<const LogitRows> rows,
                                         PagedAttentionPath* path) const {
   if constexpr (!std::is_same_v<T, float>) {
     return Status::Unimplemented("paged-cache steps run in float32");
@@ -467,6 +468,10 @@ Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::Batch
         meta.slot_mapping.size() != tokens.size()) {
       return Status::InvalidArgument("tokens, query_indptr and slot_mapping disagree");
     }
+    if (rows.size() != 1 && rows.size() != batch) {
+      return Status::InvalidArgument("logit rows for " + std::to_string(rows.size()) +
+                                     " sequences, the batch has " + std::to_string(batch));
+    }
     std::vector<uint64_t> positions(tokens.size()), logit_rows;
     for (uint64_t s = 0; s < batch; ++s) {
       const auto first = static_cast<uint64_t>(meta.query_indptr[s]);
@@ -483,7 +488,9 @@ Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::Batch
       }
       for (uint64_t r = first; r < last; ++r) {
         positions[r] = context - (last - first) + (r - first);
-        if (rows == LogitRows::kAll || r + 1 == last) logit_rows.push_back(r);
+        if (rows[rows.size() == 1 ? 0 : s] == LogitRows::kAll || r + 1 == last) {
+          logit_rows.push_back(r);
+        }
       }
     }
     attention::PagedAttentionParams p;

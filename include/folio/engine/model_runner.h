@@ -33,10 +33,12 @@ class ModelRunner {
   const model::ModelConfig& config() const { return decoder_.config(); }
   const std::string& model_id() const { return decoder_.model_id(); }
 
-  // Logits [step.scheduled.size(), vocab], the last row of each scheduled
-  // sequence. Errors: the metadata's or the decoder's (a non-finite K/V
+  // Logits, sequence by sequence: the last row of each scheduled sequence,
+  // or every row it fed where rows[i] is kAll (rows: one per scheduled
+  // sequence). Errors: the metadata's or the decoder's (a non-finite K/V
   // row or logit); the caller then abandons the step.
-  Result<std::vector<float>> Execute(KvCacheManager& kv, const SchedulerOutput& step) const;
+  Result<std::vector<float>> Execute(KvCacheManager& kv, const SchedulerOutput& step,
+                                     std::span<const model::LogitRows> rows) const;
 
  private:
   model::Decoder<float> decoder_;

@@ -40,6 +40,7 @@ class OutputProcessor {
     std::optional<model::StreamingDecoder> detok;
     std::string text;
     size_t text_sent = 0;
+    uint64_t prompt_logit_rows_sent = 0;  // RequestParams::prompt_logits
   };
   // A fresh request's state.
   State NewState(const RequestParams& params) const;
@@ -58,11 +59,12 @@ class OutputProcessor {
   // returns the step's output for it; finish is set when it is its last.
   // Errors: the sampler's (a non-finite row).
   Result<StepOutput> Process(RequestId id, std::span<const float> logits);
-  // Output of a request finished from outside (an abort): no token, the
-  // reason, and no text (held-back text is dropped with the request).
-  static StepOutput Finished(RequestId id, FinishReason why) {
-    return StepOutput{id, {}, {}, {}, why};
-  }
+  // RequestParams::prompt_logits: appends to out.prompt_logits the rows of
+  // `logits` ([rows, vocab], positions first_position, ...) that are prompt
+  // positions not returned before (a recomputed prompt returns nothing
+  // twice).
+  void AddPromptLogits(RequestId id, uint64_t first_position, uint64_t num_prompt_tokens,
+                       std::span<const float> logits, uint64_t vocab, StepOutput& out);
 
  private:
   // Appends one token's text to out; true when a stop string completed.

@@ -25,6 +25,11 @@ struct RequestParams {
   std::vector<std::string> stop_strings;
   bool logprobs = false;      // return each token's log-probability
   uint64_t top_logprobs = 0;  // and this many alternatives (<= 20)
+  // Also return the logits of every prompt position
+  // (StepOutput::prompt_logits), to check a model against a reference.
+  // Needs an engine without prefix caching (a cached page's rows are never
+  // computed); not carried by KV snapshots.
+  bool prompt_logits = false;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
@@ -39,6 +44,10 @@ struct StepOutput {
   std::string text;
   std::vector<sampling::TokenLogprobs> logprobs;  // per new token, if asked
   FinishReason finish = FinishReason::kNone;
+  // RequestParams::prompt_logits: the logits of the prompt positions this
+  // step computed, in order, [rows, vocab]; every position exactly once
+  // over the request's life (a chunked prompt's come step by step).
+  std::vector<float> prompt_logits;
 };
 
 }  // namespace folio::engine

@@ -124,6 +124,14 @@ class Decoder {
   Result<std::vector<T>> Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
                               std::span<const int32_t> tokens,
                               LogitRows rows = LogitRows::kLast,
+                              PagedAttentionPath* path = nullptr) const {
+    return Step(cache, meta, tokens, std::span<const LogitRows>(&rows, 1), path);
+  }
+  // The same with each sequence's own choice of logit rows: rows holds one
+  // entry per sequence (or one for all). Logits come back sequence by
+  // sequence, [sum over sequences of 1 (kLast) or L_s (kAll), vocab].
+  Result<std::vector<T>> Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
+                              std::span<const int32_t> tokens, std::span<const LogitRows> rows,
                               PagedAttentionPath* path = nullptr) const;
 
  private:
