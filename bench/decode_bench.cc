@@ -94,16 +94,6 @@ model::Tensor OnesF32(uint64_t n) {
   return t;
 }
 
-
-ops::WeightType ToWeightType(model::TensorType t) {
-  switch (t) {
-    case model::TensorType::kF16: return ops::WeightType::kF16;
-    case model::TensorType::kBF16: return ops::WeightType::kBF16;
-    case model::TensorType::kQ8_0: return ops::WeightType::kQ8_0;
-    default: return ops::WeightType::kF32;
-  }
-}
-
 // The matrices one decoded token multiplies, in the decoder's order.
 template <typename Fn>
 void ForEachDecodeMatrix(const model::ModelConfig& c,
@@ -119,8 +109,8 @@ void ForEachDecodeMatrix(const model::ModelConfig& c,
 
 // The matmuls of one decoded token alone (no attention, norms, RoPE or
 // cache writes): the same ops::MatMul calls on one activation row, median
-// over `repeats` tokens. f64 weights (which the decoder rounds to f32 once)
-// are skipped: the timing then says so through matmul_ms being absent.
+// over `repeats` tokens. Weights without a matmul kernel (f64, which the
+// decoder rounds to f32 once) are skipped: the timing then says so through matmul_ms being absent.
 Result<Timing> TimeMatmulsOnly(const model::ModelConfig& c,
                                const model::ModelWeights& w, ThreadPool& pool,
                                uint64_t repeats) {
@@ -128,12 +118,15 @@ Result<Timing> TimeMatmulsOnly(const model::ModelConfig& c,
   uint64_t widest = 0;
   bool ok = true;
   ForEachDecodeMatrix(c, w, [&](const model::Tensor& t) {
-    if (t.type == model::TensorType::kF64 || t.shape.size() != 2) ok = false;
-    views.push_back({t.bytes.data(), ToWeightType(t.type), t.shape[0],
+    if (!ops::TraitsOf(t.type).has_matmul || t.shape.size() != 2) ok = false;
+    views.push_back({t.bytes.data(), t.type, t.shape[0],
                      t.shape.size() > 1 ? t.shape[1] : 0});
     widest = std::max({widest, views.back().rows, views.back().cols});
   });
-  if (!ok) return Status::Unimplemented("matmul-only timing needs f32/f16/bf16/q8_0 matrices");
+  if (!ok) {
+    return Status::Unimplemented(
+        "matmul-only timing needs matrices of types with a matmul kernel");
+  }
   std::vector<float> x(widest, 0.01f), y(widest);
   Status failure;
   auto token = [&] {

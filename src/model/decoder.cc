@@ -122,25 +122,21 @@ class Linear<double> {
   uint64_t rows_, cols_;
 };
 
-// float32: weights stay as stored (f64 is rounded to f32 once) and the SIMD
-// kernel widens them as it reads.
+// float32: weights stay as stored and the SIMD kernel widens them as it
+// reads; a type without a matmul kernel (f64) is decoded to f32 once.
 template <>
 class Linear<float> {
  public:
   explicit Linear(const Tensor& t) : owner_(t.owner) {
     const uint64_t rows = t.shape.at(0), cols = t.shape.at(1);
-    if (t.type == TensorType::kF64) {
-      const std::vector<double> wide = t.ToDoubles();
-      converted_.assign(wide.begin(), wide.end());
+    if (!ops::TraitsOf(t.type).has_matmul) {
+      converted_.resize(rows * cols);
+      ops::DequantizeRow(t.type, t.bytes.data(), converted_);
       view_ = {reinterpret_cast<const std::byte*>(converted_.data()), ops::WeightType::kF32,
                rows, cols};
       return;
     }
-    const ops::WeightType type = t.type == TensorType::kF32    ? ops::WeightType::kF32
-                                 : t.type == TensorType::kF16  ? ops::WeightType::kF16
-                                 : t.type == TensorType::kBF16 ? ops::WeightType::kBF16
-                                                               : ops::WeightType::kQ8_0;
-    view_ = {t.bytes.data(), type, rows, cols};
+    view_ = {t.bytes.data(), t.type, rows, cols};
   }
   Status Apply(std::span<const float> x, uint64_t num_rows, std::span<float> y,
                ThreadPool* pool) const {

@@ -84,6 +84,66 @@ constexpr GgmlTraits kGgmlTraits[] = {
 };
 constexpr uint32_t kLastGgmlTypeId = 41;  // the highest id in the table
 
+// The folio weight type each ggml type is read as, nullopt where folio has
+// none. One exhaustive switch with no default: a GgmlType added to the enum
+// fails to compile until it is decided here; a ggml type folio learns to
+// compute with moves up to the first group.
+constexpr std::optional<ops::WeightType> ToWeightType(GgmlType t) {
+  switch (t) {
+    case GgmlType::kF32: return ops::WeightType::kF32;
+    case GgmlType::kF16: return ops::WeightType::kF16;
+    case GgmlType::kBF16: return ops::WeightType::kBF16;
+    case GgmlType::kF64: return ops::WeightType::kF64;
+    case GgmlType::kQ8_0: return ops::WeightType::kQ8_0;
+    case GgmlType::kQ4_0:
+    case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
+    case GgmlType::kQ8_1:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
+    case GgmlType::kQ8_K:
+    case GgmlType::kIQ2_XXS:
+    case GgmlType::kIQ2_XS:
+    case GgmlType::kIQ3_XXS:
+    case GgmlType::kIQ1_S:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kIQ3_S:
+    case GgmlType::kIQ2_S:
+    case GgmlType::kIQ4_XS:
+    case GgmlType::kI8:
+    case GgmlType::kI16:
+    case GgmlType::kI32:
+    case GgmlType::kI64:
+    case GgmlType::kIQ1_M:
+    case GgmlType::kTQ1_0:
+    case GgmlType::kTQ2_0:
+    case GgmlType::kMXFP4:
+    case GgmlType::kNVFP4:
+    case GgmlType::kQ1_0:
+      return std::nullopt;
+  }
+  return std::nullopt;  // a value outside the enum
+}
+
+// Where a ggml type maps to a weight type, ggml's block layout and folio's
+// table agree, so the bytes the reader sizes are the bytes the kernels read.
+constexpr bool GgmlAndWeightTablesAgree() {
+  for (const GgmlTraits& g : kGgmlTraits) {
+    const std::optional<ops::WeightType> w = ToWeightType(g.type);
+    if (w && (ops::TraitsOf(*w).block_size != g.block_size ||
+              ops::TraitsOf(*w).block_bytes != g.block_bytes)) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(GgmlAndWeightTablesAgree(),
+              "a ggml type maps to a weight type with another block layout");
+
 const GgmlTraits* FindGgmlTraits(uint32_t id) {
   for (const GgmlTraits& t : kGgmlTraits) {
     if (static_cast<uint32_t>(t.type) == id) return &t;
@@ -459,6 +519,32 @@ std::string_view GgmlTypeName(GgmlType t) {
 uint64_t GgmlBlockSize(GgmlType t) { return GgmlTraitsOf(t).block_size; }
 uint64_t GgmlBlockBytes(GgmlType t) { return GgmlTraitsOf(t).block_bytes; }
 
+std::optional<ops::WeightType> WeightTypeOf(GgmlType t) { return ToWeightType(t); }
+
+std::string GgmlTypesFolioLoads() {
+  std::vector<std::string_view> names;
+  for (const ops::WeightTypeTraits& w : ops::kWeightTypeTraits) {
+    for (const GgmlTraits& g : kGgmlTraits) {
+      if (ToWeightType(g.type) == w.type) names.push_back(g.name);
+    }
+  }
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " and " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
+Result<ops::WeightType> WeightTypeOf(const GgufFile::TensorInfo& t) {
+  const std::optional<ops::WeightType> type = ToWeightType(t.type);
+  if (!type) {
+    return Unsupported("tensor ", t.name, " has ggml type ", GgmlTypeName(t.type),
+                       " (folio loads ", GgmlTypesFolioLoads(), ")");
+  }
+  return *type;
+}
+
 
 Status GgufFile::Init(std::span<const std::byte> image, std::string source) {
   source_ = std::move(source);
@@ -801,23 +887,6 @@ std::span<const std::byte> GgufFile::Data(const TensorInfo& t) const {
       t.offset <= data_.size() && t.num_bytes <= data_.size() - t.offset,
       "tensor '", t.name, "' is not from ", source_);
   return data_.subspan(t.offset, t.num_bytes);
-}
-
-void DequantizeQ8_0(const std::byte* blocks, uint64_t count, float* out) {
-  FOLIO_CHECK(count % kQ8_0BlockSize == 0, "DequantizeQ8_0: count ", count,
-              " is not a multiple of ", kQ8_0BlockSize);
-  for (uint64_t b = 0; b < count / kQ8_0BlockSize; ++b) {
-    const std::byte* block = blocks + b * kQ8_0BlockBytes;
-    const auto d_bits = static_cast<uint16_t>(
-        static_cast<uint16_t>(block[0]) |
-        static_cast<uint16_t>(static_cast<uint16_t>(block[1]) << 8));
-    const float d = F16BitsToF32(d_bits);
-    float* row = out + b * kQ8_0BlockSize;
-    // ggml's dequantize_row_q8_0: y = q * d in float, one rounding.
-    for (uint64_t j = 0; j < kQ8_0BlockSize; ++j) {
-      row[j] = static_cast<float>(static_cast<int8_t>(block[2 + j])) * d;
-    }
-  }
 }
 
 }  // namespace folio::model

@@ -1,5 +1,6 @@
-// LoadModel for GGUF files: llama, qwen2 and qwen3 architectures with F32,
-// F16, BF16 and Q8_0 tensors, memory-mapped in place.
+// LoadModel for GGUF files: llama, qwen2 and qwen3 architectures with the
+// tensor types WeightTypeOf maps (F64, F32, F16, BF16 and Q8_0),
+// memory-mapped in place.
 #include <map>
 #include <memory>
 
@@ -37,20 +38,6 @@ std::string GgufName(const std::string& hf) {
     if (rest == from) return "blk." + index + "." + to;
   }
   return hf;
-}
-
-Result<TensorType> TypeOf(GgmlType t, const std::string& name) {
-  switch (t) {
-    case GgmlType::kF32: return TensorType::kF32;
-    case GgmlType::kF16: return TensorType::kF16;
-    case GgmlType::kBF16: return TensorType::kBF16;
-    case GgmlType::kQ8_0: return TensorType::kQ8_0;
-    case GgmlType::kF64: return TensorType::kF64;
-    default: break;
-  }
-  return Status::Unimplemented("tensor " + name + " has ggml type " +
-                               std::string(GgmlTypeName(t)) +
-                               " (folio loads F32, F16, BF16, F64 and Q8_0)");
 }
 
 Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
@@ -141,7 +128,7 @@ Result<Model> LoadGgufModel(const std::filesystem::path& path) {
       return;
     }
     const GgufFile::TensorInfo& info = *it->second;
-    Result<TensorType> type = TypeOf(info.type, name);
+    Result<TensorType> type = WeightTypeOf(info);
     if (!type) {
       status = type.error().WithContext(path.string());
       return;

@@ -11,6 +11,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "folio/core/dtype.h"
@@ -1103,17 +1104,54 @@ TEST(Gguf, HeaderBitFlipsGiveAnErrorOrAConsistentFile) {
   EXPECT_LT(num_ok, 8 * header_bytes);
 }
 
-// --- Q8_0. ---
+// --- Weight types: which ggml types folio computes with, and Q8_0 read
+// from a file through ops' one decoder. ---
 
-TEST(Gguf, DequantizeQ8_0ScalesEachBlockByItsF16Scale) {
+TEST(Gguf, MapsFiveGgmlTypesToWeightTypesAndNoOthers) {
+  const std::pair<GgmlType, ops::WeightType> kMapped[] = {
+      {GgmlType::kF64, ops::WeightType::kF64},
+      {GgmlType::kF32, ops::WeightType::kF32},
+      {GgmlType::kF16, ops::WeightType::kF16},
+      {GgmlType::kBF16, ops::WeightType::kBF16},
+      {GgmlType::kQ8_0, ops::WeightType::kQ8_0}};
+  for (const TypeRow& row : kTypeRows) {
+    SCOPED_TRACE(row.name);
+    const std::optional<ops::WeightType> type = WeightTypeOf(row.type);
+    std::optional<ops::WeightType> want;
+    for (const auto& [ggml, weight] : kMapped) {
+      if (ggml == row.type) want = weight;
+    }
+    EXPECT_EQ(type, want);
+    if (type) {
+      EXPECT_EQ(ops::TraitsOf(*type).block_size, row.block_size);
+      EXPECT_EQ(ops::TraitsOf(*type).block_bytes, row.block_bytes);
+    }
+  }
+  EXPECT_EQ(WeightTypeOf(static_cast<GgmlType>(4)), std::nullopt);
+  EXPECT_EQ(GgmlTypesFolioLoads(), "F64, F32, F16, BF16 and Q8_0");
+}
+
+TEST(Gguf, RefusesATensorOfAnotherGgmlTypeByName) {
+  TensorInfo info{"blk.0.attn_q.weight", GgmlType::kQ4_1, {32, 2}, 0, 40};
+  const Result<ops::WeightType> type = WeightTypeOf(info);
+  ASSERT_FALSE(type.has_value());
+  EXPECT_EQ(type.error().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(type.error().message(),
+            "tensor blk.0.attn_q.weight has ggml type Q4_1 (folio loads F64, "
+            "F32, F16, BF16 and Q8_0)");
+  info.type = GgmlType::kQ8_0;
+  EXPECT_EQ(WeightTypeOf(info).value(), ops::WeightType::kQ8_0);
+}
+
+TEST(Gguf, DequantizesQ8_0ScalingEachBlockByItsF16Scale) {
   // Block 0: d = 0.5 (f16 0x3800), q = -16..15. Block 1: d = -2 (0xc000),
   // q = 127, -128, then zeros.
   Bytes blocks = Le<uint16_t>(0x3800);
   for (int j = 0; j < 32; ++j) blocks.push_back(static_cast<std::byte>(j - 16));
   blocks = Join({blocks, Le<uint16_t>(0xc000), U8(127), U8(0x80), Bytes(30)});
-  ASSERT_EQ(blocks.size(), 2 * kQ8_0BlockBytes);
+  ASSERT_EQ(blocks.size(), 2 * GgmlBlockBytes(GgmlType::kQ8_0));
   std::vector<float> out(64, -999.0f);
-  DequantizeQ8_0(blocks.data(), 64, out.data());
+  ops::DequantizeRow(ops::WeightType::kQ8_0, blocks.data(), out);
   for (int j = 0; j < 32; ++j) {
     EXPECT_EQ(out[static_cast<size_t>(j)], 0.5f * static_cast<float>(j - 16));
   }
@@ -1122,7 +1160,7 @@ TEST(Gguf, DequantizeQ8_0ScalesEachBlockByItsF16Scale) {
   for (size_t j = 34; j < 64; ++j) EXPECT_EQ(out[j], 0.0f);  // -0 == 0
 }
 
-TEST(Gguf, DequantizeQ8_0ReadsATensorFromAFile) {
+TEST(Gguf, DequantizesAQ8_0TensorFromAFile) {
   TestTensor t = Tensor("q", GgmlType::kQ8_0, {32});
   t.data = Le<uint16_t>(F32ToF16Bits(0.125f));
   for (int j = 0; j < 32; ++j) t.data.push_back(static_cast<std::byte>(j));
@@ -1130,16 +1168,10 @@ TEST(Gguf, DequantizeQ8_0ReadsATensorFromAFile) {
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   const TensorInfo* q = file->Find("q");
   std::vector<float> out(32);
-  DequantizeQ8_0(file->Data(*q).data(), q->dims[0], out.data());
+  ops::DequantizeRow(WeightTypeOf(*q).value(), file->Data(*q).data(), out);
   for (int j = 0; j < 32; ++j) {
     EXPECT_EQ(out[static_cast<size_t>(j)], 0.125f * static_cast<float>(j));
   }
-}
-
-TEST(GgufDeathTest, DequantizeQ8_0OfAPartialBlockIsACheckFailure) {
-  std::vector<std::byte> block(kQ8_0BlockBytes);
-  float out[32];
-  EXPECT_DEATH(DequantizeQ8_0(block.data(), 31, out), "multiple of 32");
 }
 
 }  // namespace

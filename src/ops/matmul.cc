@@ -4,13 +4,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "folio/core/checked_math.h"
-#include "folio/core/dtype.h"
 #include "ops/matmul_internal.h"
 
 namespace folio::ops {
@@ -42,6 +40,10 @@ bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
 Status ValidateCall(const WeightView& w, size_t x_size, uint64_t num_rows,
                     size_t y_size) {
   FOLIO_RETURN_IF_ERROR(ValidateWeightView(w));
+  if (!TraitsOf(w.type).has_matmul) {
+    return Status::InvalidArgument(std::string(TraitsOf(w.type).name) +
+                                   " weights have no matmul kernel");
+  }
   const auto x_expected = CheckedMul(num_rows, w.cols);
   if (!x_expected || x_size != *x_expected) {
     return Status::InvalidArgument(
@@ -57,68 +59,18 @@ Status ValidateCall(const WeightView& w, size_t x_size, uint64_t num_rows,
   return Status::Ok();
 }
 
-float ScalarWeight(const std::byte* row, WeightType type, uint64_t i) {
-  switch (type) {
-    case WeightType::kF32:
-      return LoadElement<float>(DType::kF32, row, i);
-    case WeightType::kF16:
-      return LoadElement<float>(DType::kF16, row, i);
-    case WeightType::kBF16:
-      return LoadElement<float>(DType::kBF16, row, i);
-    case WeightType::kQ8_0: {
-      const std::byte* block = row + i / kQ8_0BlockElems * kQ8_0BlockBytes;
-      uint16_t d_bits;
-      std::memcpy(&d_bits, block, 2);
-      const auto q = static_cast<int8_t>(block[2 + i % kQ8_0BlockElems]);
-      return F16BitsToF32(d_bits) * static_cast<float>(q);
-    }
-  }
-  FOLIO_CHECK(false, "unknown weight type ", static_cast<int>(type));
-  return 0.0f;
-}
-
 }  // namespace
 
-std::string_view WeightTypeName(WeightType type) {
-  switch (type) {
-    case WeightType::kF32:
-      return "f32";
-    case WeightType::kF16:
-      return "f16";
-    case WeightType::kBF16:
-      return "bf16";
-    case WeightType::kQ8_0:
-      return "q8_0";
-  }
-  return "?";
-}
-
-uint64_t WeightRowBytes(WeightType type, uint64_t cols) {
-  std::optional<uint64_t> bytes;
-  switch (type) {
-    case WeightType::kF32:
-      bytes = CheckedMul(cols, 4);
-      break;
-    case WeightType::kF16:
-    case WeightType::kBF16:
-      bytes = CheckedMul(cols, 2);
-      break;
-    case WeightType::kQ8_0:
-      if (cols % kQ8_0BlockElems != 0) return 0;
-      bytes = cols / kQ8_0BlockElems * kQ8_0BlockBytes;
-      break;
-  }
-  return bytes.value_or(0);
-}
-
 Status ValidateWeightView(const WeightView& w) {
-  if (WeightTypeName(w.type) == "?") {
+  if (!IsWeightType(w.type)) {
     return Status::InvalidArgument("unknown weight type " +
                                    Str(static_cast<uint64_t>(w.type)));
   }
-  if (w.type == WeightType::kQ8_0 && w.cols % kQ8_0BlockElems != 0) {
+  const WeightTypeTraits& traits = TraitsOf(w.type);
+  if (w.cols % traits.block_size != 0) {
     return Status::InvalidArgument(
-        "q8_0 weights need cols a multiple of 32 (got " + Str(w.cols) + ")");
+        std::string(traits.name) + " weights need cols a multiple of " +
+        Str(traits.block_size) + " (got " + Str(w.cols) + ")");
   }
   const uint64_t row_bytes = WeightRowBytes(w.type, w.cols);
   const auto total = CheckedMul(w.rows, row_bytes);
@@ -192,12 +144,13 @@ Status MatMulReference(const WeightView& w, std::span<const float> x,
                        uint64_t num_rows, std::span<float> y) {
   FOLIO_RETURN_IF_ERROR(ValidateCall(w, x.size(), num_rows, y.size()));
   const uint64_t row_bytes = WeightRowBytes(w.type, w.cols);
-  for (uint64_t r = 0; r < num_rows; ++r) {
-    for (uint64_t j = 0; j < w.rows; ++j) {
-      const std::byte* row = w.data + j * row_bytes;
+  std::vector<float> wide(w.cols);
+  for (uint64_t j = 0; j < w.rows; ++j) {
+    DequantizeRow(w.type, w.data + j * row_bytes, wide);
+    for (uint64_t r = 0; r < num_rows; ++r) {
       double acc = 0.0;
       for (uint64_t i = 0; i < w.cols; ++i) {
-        acc += static_cast<double>(ScalarWeight(row, w.type, i)) *
+        acc += static_cast<double>(wide[i]) *
                static_cast<double>(x[r * w.cols + i]);
       }
       y[r * w.rows + j] = static_cast<float>(acc);
@@ -212,8 +165,7 @@ void WidenRow(const WeightView& w, uint64_t row, std::span<float> out) {
   FOLIO_CHECK(row < w.rows, "row ", row, " of ", w.rows);
   FOLIO_CHECK(out.size() == w.cols, "out has ", out.size(), " floats, cols ",
               w.cols);
-  const std::byte* src = w.data + row * WeightRowBytes(w.type, w.cols);
-  for (uint64_t i = 0; i < w.cols; ++i) out[i] = ScalarWeight(src, w.type, i);
+  DequantizeRow(w.type, w.data + row * WeightRowBytes(w.type, w.cols), out);
 }
 
 }  // namespace folio::ops

@@ -97,7 +97,9 @@ HWY_INLINE float ScalarWide(const S* p) {
   }
 }
 
-// A Q8_0 block's scale and its int8 values as f32 (both exact).
+// A Q8_0 block's scale and its int8 values as f32 (both exact): the
+// vector form of DequantizeRow's Q8_0 decoder (ops/weight_type.h), tested
+// against it through MatMulReference and WidenRow.
 HWY_INLINE float Q8Scale(const std::byte* block) {
   return ScalarWide(reinterpret_cast<const hwy::float16_t*>(block));
 }
@@ -105,13 +107,14 @@ HWY_INLINE float Q8Scale(const std::byte* block) {
 // conversion, rather than a scalar conversion and a broadcast.
 HWY_INLINE VF Q8ScaleVec(DF d, const std::byte* block) {
   uint16_t bits;
-  std::memcpy(&bits, block, 2);
+  std::memcpy(&bits, block, kQ8_0ScaleBytes);
   const hn::Rebind<hwy::float16_t, DF> dh;
   return hn::PromoteTo(
       d, hn::BitCast(dh, hn::Set(hn::RebindToUnsigned<decltype(dh)>(), bits)));
 }
 HWY_INLINE VF Q8Values(DF d, const std::byte* block, size_t v) {
-  const auto* q = reinterpret_cast<const int8_t*>(block + 2) + v * kLanes;
+  const auto* q =
+      reinterpret_cast<const int8_t*>(block + kQ8_0ScaleBytes) + v * kLanes;
   return hn::ConvertTo(d,
                        hn::PromoteTo(hn::Rebind<int32_t, DF>(),
                                      hn::LoadU(hn::Rebind<int8_t, DF>(), q)));
@@ -383,8 +386,11 @@ void MatMulRowsImpl(const MatMulTask& t) {
       return RowsT<hwy::bfloat16_t>(t);
     case WeightType::kQ8_0:
       return RowsT<void>(t);
+    case WeightType::kF64:  // no kernel (has_matmul false): MatMul refused it
+      break;
   }
-  FOLIO_CHECK(false, "matmul kernel: weight type ", static_cast<int>(t.w.type));
+  FOLIO_CHECK(false, "matmul kernel: no kernel for weight type ",
+              WeightTypeName(t.w.type));
 }
 
 const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }

@@ -18,8 +18,8 @@
 // Version 2 and 3 files are laid out alike (v1 used 32-bit counts; v3 only
 // added the big-endian variant, which folio does not read).
 //
-// The reader describes a file; it does not decide what folio can compute
-// with (the model loader does: F32, F16, BF16, Q8_0). Every malformed input
+// The reader describes a file (every ggml type's block layout); what folio
+// computes with is WeightTypeOf's one mapping to ops::WeightType. Every malformed input
 // is a Status naming the source, the field, the offending value and the
 // limit; no input crashes the reader, throws, or makes it allocate a size
 // read from the file: counts are checked against the bytes that remain, and
@@ -78,6 +78,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,6 +87,7 @@
 
 #include "folio/core/file_bytes.h"
 #include "folio/core/status.h"
+#include "folio/ops/weight_type.h"
 
 namespace folio::model {
 namespace internal {
@@ -176,6 +178,16 @@ std::string_view GgmlTypeName(GgmlType t);
 // A value outside the enum is a FOLIO_CHECK failure.
 uint64_t GgmlBlockSize(GgmlType t);
 uint64_t GgmlBlockBytes(GgmlType t);
+
+// The folio weight type (ops/weight_type.h) a ggml type is read as:
+// F64, F32, F16, BF16 and Q8_0 map to their namesakes (with the same block
+// layout, checked at compile time); every other type, and a value outside
+// the enum, is nullopt. One exhaustive switch over GgmlType: the only place
+// ggml ids become weight types.
+std::optional<ops::WeightType> WeightTypeOf(GgmlType t);
+// The ggml names of the types WeightTypeOf maps, in WeightType order:
+// "F64, F32, F16, BF16 and Q8_0".
+std::string GgmlTypesFolioLoads();
 
 // A decoded metadata value. Scalars keep the type they were written with.
 struct GgufValue {
@@ -321,16 +333,10 @@ class GgufFile {
   std::span<const std::byte> data_;  // the data section of the image
 };
 
-// The Q8_0 block: an f16 scale d, then 32 int8 quants q; x[i] = d * q[i].
-inline constexpr uint64_t kQ8_0BlockSize = 32;
-inline constexpr uint64_t kQ8_0BlockBytes = 34;
-
-// Dequantizes `count` Q8_0-encoded values (count / 32 blocks of 34 bytes at
-// `blocks`, no alignment needed) into out[0, count). The scalar reference,
-// bit-identical to ggml's dequantize_row_q8_0: each value is
-// float(d) * float(q), one rounding. `count` not a multiple of 32 is a
-// FOLIO_CHECK failure.
-void DequantizeQ8_0(const std::byte* blocks, uint64_t count, float* out);
+// The weight type of tensor `t`, or Unimplemented naming it and its ggml
+// type: "tensor blk.0.attn_q.weight has ggml type Q4_1 (folio loads F64,
+// F32, F16, BF16 and Q8_0)".
+Result<ops::WeightType> WeightTypeOf(const GgufFile::TensorInfo& t);
 
 }  // namespace folio::model
 

@@ -12,15 +12,18 @@
 #include <vector>
 
 #include "folio/core/status.h"
+#include "folio/ops/weight_type.h"
 
 namespace folio::model {
 
-enum class TensorType : uint8_t { kF64, kF32, kF16, kBF16, kQ8_0 };
-std::string_view TensorTypeName(TensorType t);
+// A tensor's stored type is one of ops' weight types (ops/weight_type.h):
+// one enum and one table for the whole engine, whatever file it came from.
+using TensorType = ops::WeightType;
+inline std::string_view TensorTypeName(TensorType t) { return ops::WeightTypeName(t); }
 
-// Bytes of a tensor of `shape` (Q8_0: 34 bytes per 32 elements along the
-// last dimension, which must be a multiple of 32). nullopt on overflow or a
-// Q8_0 row that is not whole blocks.
+// Bytes of a tensor of `shape`: whole blocks of the type along the last
+// dimension (Q8_0: 34 bytes per 32 elements; a scalar is a row of one).
+// nullopt on overflow, a row that is not whole blocks or an unknown type.
 std::optional<uint64_t> TensorBytes(TensorType type, std::span<const uint64_t> shape);
 
 struct Tensor {
@@ -31,8 +34,8 @@ struct Tensor {
 
   bool empty() const { return shape.empty() && bytes.empty(); }
   uint64_t num_elements() const;
-  // All elements widened to double (Q8_0 dequantised): for conversion and
-  // tests, not for hot paths.
+  // All elements widened to double by ops::DequantizeRow (exact): for
+  // conversion and tests, not for hot paths.
   std::vector<double> ToDoubles() const;
   // Owned float64 tensor.
   static Tensor FromDoubles(std::vector<uint64_t> shape, std::vector<double> values);

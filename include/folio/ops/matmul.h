@@ -1,8 +1,8 @@
 // Weight-stationary matrix kernels for the decoder's linear layers.
 //
-// A weight matrix stays in the dtype it was stored in (f32, f16, bf16 or
-// GGUF's Q8_0) and is widened to f32 inside the kernel, one vector at a
-// time; activations and outputs are f32. Decode (one activation row) is a
+// A weight matrix stays in the type it was stored in (ops/weight_type.h:
+// every type whose row has has_matmul, today f32, f16, bf16 and Q8_0) and
+// is widened to f32 inside the kernel, one vector at a time; activations and outputs are f32. Decode (one activation row) is a
 // memory-bound matrix-vector product whose floor is the weight bytes over
 // the memory bandwidth; prefill (many rows) reads each weight row from
 // memory once per block of activation rows.
@@ -27,29 +27,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string_view>
 
 #include "folio/core/status.h"
 #include "folio/core/thread_pool.h"
+#include "folio/ops/weight_type.h"
 
 namespace folio::ops {
-
-// How a weight matrix's elements are stored.
-//   kF32, kF16 (IEEE binary16), kBF16: one element after another.
-//   kQ8_0 (GGUF / ggml): blocks of 32 elements, 34 bytes each: the block's
-//     scale d as f16 (little-endian), then 32 int8 q; element = d * q.
-enum class WeightType : uint8_t { kF32, kF16, kBF16, kQ8_0 };
-
-inline constexpr uint64_t kQ8_0BlockElems = 32;
-inline constexpr uint64_t kQ8_0BlockBytes = 34;
-
-// "f32", "f16", "bf16", "q8_0" ("?" for a value outside the enum).
-std::string_view WeightTypeName(WeightType type);
-
-// Bytes of one row of `cols` elements: 4, 2 or 2 per element, or 34 per 32
-// for Q8_0 (cols % 32 == 0 there; otherwise and on overflow this returns 0
-// for cols > 0 — call ValidateWeightView for a message).
-uint64_t WeightRowBytes(WeightType type, uint64_t cols);
 
 // A row-major [rows = out_features, cols = in_features] matrix in its stored
 // type: one contiguous row per output (nn.Linear and GGUF layout), rows
@@ -62,29 +45,32 @@ struct WeightView {
   uint64_t cols = 0;
 };
 
-// Checks a view before anything reads it: a known type, Q8_0 cols a
-// multiple of 32, rows * row bytes without overflow, and data non-null
-// whenever that size is nonzero.
+// Checks a view before anything reads it: a known type, cols whole blocks
+// of it (Q8_0: a multiple of 32), rows * row bytes without overflow, and
+// data non-null whenever that size is nonzero. Any type of the table,
+// with or without a matmul kernel (WidenRow reads them all).
 Status ValidateWeightView(const WeightView& w);
 
 // y[r, j] = sum_i W[j, i] * x[r, i] for r < num_rows and j < w.rows.
 //   x: [num_rows, w.cols] f32, y: [num_rows, w.rows] f32 (fully written).
 // Output rows of W are split over the pool's threads in contiguous blocks;
 // every output is computed by one thread in the fixed order above. Checks
-// the view and both sizes first and returns InvalidArgument without
-// reading or writing anything on a mismatch. x and y must not overlap.
+// the view, that its type has a kernel (has_matmul) and both sizes first
+// and returns InvalidArgument without reading or writing anything on a
+// mismatch. x and y must not overlap.
 Status MatMul(const WeightView& w, std::span<const float> x, uint64_t num_rows,
               std::span<float> y, ThreadPool* pool = nullptr);
 
 // The scalar reference: each output accumulated in double in index order
-// from exactly widened weights, rounded to f32 once. Same validation.
+// from the weights as DequantizeRow decodes them (exactly), rounded to f32
+// once. Same validation.
 Status MatMulReference(const WeightView& w, std::span<const float> x,
                        uint64_t num_rows, std::span<float> y);
 
-// out[i] = W[row, i] widened to f32 (exact for every type; Q8_0 gives
-// f32(d) * q, exact since a 24-bit significand holds an 11-bit times an
-// 8-bit integer). For embedding lookups. Programming errors (row out of
-// range, out.size() != cols, an invalid view) fail a FOLIO_CHECK.
+// out[i] = W[row, i] as f32, by DequantizeRow (exact for every type but
+// f64, which rounds once; Q8_0 gives f32(d) * q). For embedding lookups.
+// Programming errors (row out of range, out.size() != cols, an invalid
+// view) fail a FOLIO_CHECK.
 void WidenRow(const WeightView& w, uint64_t row, std::span<float> out);
 
 }  // namespace folio::ops

@@ -1,0 +1,121 @@
+// The weight types folio computes with: one enum, one table row per type,
+// one place that decodes a row of each type.
+//
+// The model of ggml's type_traits[GGML_TYPE_COUNT]: per type its name, its
+// block size in elements and its bytes per block (an element type is a
+// block of one), whether ops::MatMul has a kernel for it (ggml's vec_dot),
+// and DequantizeRow (ggml's to_float). Every function that depends on the
+// type switches over WeightType exhaustively with no `default`, and the
+// build uses -Wall -Werror, so a new enumerator fails to compile until
+// IsWeightType, the table (a static_assert), DequantizeRow and the matmul
+// kernel dispatch (src/ops/matmul_kernel.cc) all handle it; file readers
+// map their own type ids here through their own exhaustive switches
+// (GGUF: model::WeightTypeOf; safetensors: model_io.cc).
+//
+// ops knows nothing of models or files: a WeightType says how a run of
+// elements is laid out in bytes, nothing else.
+#ifndef FOLIO_OPS_WEIGHT_TYPE_H_
+#define FOLIO_OPS_WEIGHT_TYPE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <span>
+#include <string_view>
+
+namespace folio::ops {
+
+// How a weight tensor's elements are stored (rows are whole blocks):
+//   kF64, kF32, kF16 (IEEE binary16), kBF16: one element after another,
+//     little-endian.
+//   kQ8_0 (ggml's block_q8_0): blocks of 32 elements, 34 bytes each: the
+//     block's scale d as f16, then 32 int8 q; element = d * q.
+// Values are the table's row indices; add new types at the end.
+enum class WeightType : uint8_t { kF64, kF32, kF16, kBF16, kQ8_0 };
+
+struct WeightTypeTraits {
+  WeightType type;
+  // "f64", "f32", "f16", "bf16", "q8_0". Model ids hash these names
+  // (docs/spec/model-id.md): never rename one.
+  std::string_view name;
+  uint32_t block_size;   // elements per block (1 for an element type)
+  uint32_t block_bytes;  // bytes per block
+  // ops::MatMul has a SIMD kernel (and the scalar reference) for it. f64
+  // has none: the float decoder rounds f64 weights to f32 once.
+  bool has_matmul;
+};
+
+// The table, indexed by WeightType.
+inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
+    //  type              name    block  bytes  matmul
+    {WeightType::kF64, "f64", 1, 8, false},
+    {WeightType::kF32, "f32", 1, 4, true},
+    {WeightType::kF16, "f16", 1, 2, true},
+    {WeightType::kBF16, "bf16", 1, 2, true},
+    {WeightType::kQ8_0, "q8_0", 32, 2 + 32, true},
+};
+inline constexpr size_t kNumWeightTypes = std::size(kWeightTypeTraits);
+
+// True for every enumerator, false for any other value. Its switch is
+// what makes a new enumerator fail to compile until it is listed here.
+constexpr bool IsWeightType(WeightType t) {
+  switch (t) {
+    case WeightType::kF64:
+    case WeightType::kF32:
+    case WeightType::kF16:
+    case WeightType::kBF16:
+    case WeightType::kQ8_0:
+      return true;
+  }
+  return false;
+}
+
+namespace internal {
+// Row i describes the type with value i, and the value after the last row
+// is no type: so the table has exactly one row per enumerator.
+constexpr bool WeightTypeTableIsComplete() {
+  for (size_t i = 0; i < kNumWeightTypes; ++i) {
+    if (static_cast<size_t>(kWeightTypeTraits[i].type) != i) return false;
+    if (!IsWeightType(static_cast<WeightType>(i))) return false;
+  }
+  return !IsWeightType(static_cast<WeightType>(kNumWeightTypes));
+}
+[[noreturn]] void BadWeightType(WeightType t);  // a FOLIO_CHECK failure
+}  // namespace internal
+static_assert(internal::WeightTypeTableIsComplete(),
+              "kWeightTypeTraits needs exactly one row per WeightType, in "
+              "enum order");
+
+// The row of `t`; a value outside the enum is a FOLIO_CHECK failure.
+constexpr const WeightTypeTraits& TraitsOf(WeightType t) {
+  if (!IsWeightType(t)) internal::BadWeightType(t);
+  return kWeightTypeTraits[static_cast<size_t>(t)];
+}
+
+// The table's name; "unknown" for a value outside the enum.
+std::string_view WeightTypeName(WeightType type);
+
+// The Q8_0 block layout, for the kernels that decode it in SIMD registers.
+inline constexpr uint64_t kQ8_0BlockElems = TraitsOf(WeightType::kQ8_0).block_size;
+inline constexpr uint64_t kQ8_0BlockBytes = TraitsOf(WeightType::kQ8_0).block_bytes;
+inline constexpr uint64_t kQ8_0ScaleBytes = 2;  // the f16 d before the quants
+static_assert(kQ8_0BlockBytes == kQ8_0ScaleBytes + kQ8_0BlockElems);
+
+// Bytes of one row of `cols` elements: cols / block_size * block_bytes.
+// 0 for cols > 0 that is not whole blocks, on overflow, or for a value
+// outside the enum (ops::ValidateWeightView says which).
+uint64_t WeightRowBytes(WeightType type, uint64_t cols);
+
+// Decodes out.size() consecutive elements of type `type` (whole blocks:
+// out.size() a multiple of the block size; `src` needs no alignment) —
+// ggml's to_float, and the one scalar decoder of every type; the SIMD
+// kernels decode the same values in registers and are tested against it.
+// Exact for every type and both outputs (a Q8_0 element is f32(d) * q,
+// exact in a 24-bit significand), except f64 into float, which rounds to
+// nearest once. Whole blocks and a known type are FOLIO_CHECKed.
+void DequantizeRow(WeightType type, const std::byte* src, std::span<float> out);
+void DequantizeRow(WeightType type, const std::byte* src, std::span<double> out);
+
+}  // namespace folio::ops
+
+#endif  // FOLIO_OPS_WEIGHT_TYPE_H_
