@@ -342,8 +342,20 @@ def test_per_tensor_affine():
     assert (q.scale, q.zero_point, q.is_symmetric) == (0.25, 3, False)
     s = folio.PerTensorAffine.symmetric(scale=0.5)
     assert (s.scale, s.zero_point, s.is_symmetric) == (0.5, 0, True)
-    # The asymmetric form with zero point 0 is a different scheme on the wire.
-    assert folio.PerTensorAffine(0.5, 0) != s
+    # Per-tensor has no symmetric flag on the wire: symmetric is zero point 0.
+    assert folio.PerTensorAffine(0.5, 0) == s
+
+
+def test_per_tensor_symmetric_writes_quantization_flags_zero():
+    # The spec: per-tensor flags MUST be 0, and a reader refuses reserved bits.
+    d = folio.TensorDescriptor(folio.uint8, [3, 4], 0, folio.RowMajorLayout(), [12],
+                               folio.PerTensorAffine.symmetric(2.0))
+    raw = d.to_bytes()
+    quant = raw[-16:]
+    assert quant[:4] == bytes([0x01, 0x01, 0x00, 0x00])
+    assert folio.TensorDescriptor.from_bytes(raw) == d
+    with refused("per_tensor_affine flags 0x0001 must be 0"):
+        folio.TensorDescriptor.from_bytes(patch(raw, len(raw) - 14, b"\x01"))
 
 
 def test_per_channel_affine():
