@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -241,8 +242,9 @@ int RunGenerate(const GenerateFlags& f) {
   if (!ids) return Fail(ids.error());
   prompt = std::move(*ids);
   if (tokenizer) params.end_token = tokenizer->eos_id();
-  ThreadPool pool(f.threads);
-  const model::Decoder<float> decoder(*m, &pool);
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
+  if (!pool) return Fail(pool.error());
+  const model::Decoder<float> decoder(*m, pool->get());
   std::optional<model::StreamingDecoder> stream;
   if (tokenizer) stream.emplace(*tokenizer);
   std::cout << (f.raw || stream ? f.prompt : Printable(f.prompt)) << std::flush;
@@ -377,8 +379,9 @@ int RunLogits(const LogitsFlags& f) {
   if (!layout) return Fail(layout.error());
   Result<model::DecoderCache> cache = model::DecoderCache::Create(*m, *layout, 1, *kv_dtype);
   if (!cache) return Fail(cache.error());
-  ThreadPool pool(f.threads);
-  const model::Decoder<float> decoder(*m, &pool);
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
+  if (!pool) return Fail(pool.error());
+  const model::Decoder<float> decoder(*m, pool->get());
   Result<std::vector<float>> logits = decoder.Prefill(*cache, tokens);
   if (!logits) return Fail(logits.error());
   const uint64_t vocab = m->config().vocab_size;
