@@ -16,12 +16,12 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
 #include "bench/attention_bench.h"
 #include "bench/decode_bench.h"
 #include "bench/kv_transfer_bench.h"
 #include "bench/serve_bench.h"
+#include "cli/flag_lists.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
 #include "cli/served_model.h"
@@ -45,30 +45,6 @@ namespace {
 int Fail(const Status& s) {
   std::cerr << "folio: " << s.ToString() << "\n";
   return 1;
-}
-
-Result<std::vector<uint64_t>> ParseTable(const std::string& text) {
-  std::vector<uint64_t> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    unsigned long long v = 0;
-    bool ok = !item.empty() && item[0] != '-';
-    if (ok) {
-      try {
-        v = std::stoull(item, &used);
-      } catch (const std::exception&) {
-        ok = false;
-      }
-    }
-    if (!ok || used != item.size()) {
-      return Status::InvalidArgument("--page-table entry '" + item +
-                                     "' is not a non-negative integer");
-    }
-    out.push_back(v);
-  }
-  return out;
 }
 
 void PrintSummary(const nlohmann::json& r, const std::string& path) {
@@ -176,7 +152,7 @@ int RunLayout(const LayoutFlags& f) {
   set(c.rounding_capacity, f.rounding_capacity);
   set(c.rounding_page_size, f.rounding_page_size);
   if (f.page_table) {
-    Result<std::vector<uint64_t>> t = ParseTable(*f.page_table);
+    Result<std::vector<uint64_t>> t = ParseUintList("--page-table", *f.page_table);
     if (!t) return Fail(t.error());
     c.page_table = *t;
   }
@@ -362,9 +338,8 @@ struct LogitsFlags {
 };
 
 int RunLogits(const LogitsFlags& f) {
-  Result<model::Model> m = model::LoadModel(f.model);
-  if (!m) return Fail(m.error());
-  Result<std::vector<uint64_t>> parsed = ParseTable(f.tokens);
+  // The flags are checked before the (slow) model load.
+  Result<std::vector<uint64_t>> parsed = ParseUintList("--tokens", f.tokens);
   if (!parsed) return Fail(parsed.error());
   std::vector<int32_t> tokens;
   for (uint64_t t : *parsed) {
@@ -372,6 +347,8 @@ int RunLogits(const LogitsFlags& f) {
     tokens.push_back(static_cast<int32_t>(t));
   }
   if (tokens.empty()) return Fail(Status::InvalidArgument("--tokens is empty"));
+  Result<model::Model> m = model::LoadModel(f.model);
+  if (!m) return Fail(m.error());
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error());
   const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
