@@ -4,15 +4,19 @@
 // a -1 padded block table) are the kernel's head-major query layout and the
 // engine's pool layout, so C-contiguous query and page arrays are read in
 // place. Only the small metadata arrays may be copied (when they are not
-// int32), and the output is allocated here. Every check — the binding's and
-// the kernel's own ValidatePagedAttention — runs before any K/V byte is read.
+// int32), a float16 or float64 query is converted to float32, and the output
+// is allocated here. Every check — the binding's and the kernel's own
+// ValidatePagedAttention — runs before any K/V byte is read.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -23,6 +27,7 @@
 
 #include "bindings.h"
 #include "folio/attention/paged_attention.h"
+#include "folio/core/dtype.h"
 #include "folio/core/str_cat.h"
 #include "folio/core/thread_pool.h"
 #include "folio/kv/paged_view.h"
@@ -33,10 +38,10 @@ namespace folio::python {
 namespace {
 
 // Any dtype, C-contiguous, in CPU memory; nanobind copies a non-contiguous
-// array into a contiguous one on the way in (and only then).
+// array into a contiguous one on the way in (and only then). The query is
+// taken this way too, not as a float32 array, so that nanobind cannot
+// silently convert an integer or bool query: the binding checks its dtype.
 using AnyArray = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
-// float32, C-contiguous: another float dtype or order is converted (copied).
-using QueryArray = nb::ndarray<const float, nb::c_contig, nb::device::cpu>;
 using OutArray = nb::ndarray<nb::numpy, float>;
 
 [[noreturn]] void RaiseValueError(const std::string& message) {
@@ -95,6 +100,56 @@ DType KvDType(const AnyArray& pages) {
                         DTypeString(t)));
 }
 
+// The query must be a float array: float32 is read in place, float16 and
+// float64 are converted to float32 (QueryAsF32). An integer or bool query is
+// refused rather than converted: it is almost surely a mistake, and uint16
+// would be ambiguous (uint16 pages mean bfloat16 bits).
+void CheckQueryDType(const AnyArray& query) {
+  using Code = nb::dlpack::dtype_code;
+  const nb::dlpack::dtype t = query.dtype();
+  const bool is_float = t.lanes == 1 && t.code == static_cast<uint8_t>(Code::Float) &&
+                        (t.bits == 16 || t.bits == 32 || t.bits == 64);
+  if (!is_float) {
+    RaiseTypeError(StrCat("query must be float32 (float16 and float64 are converted); got ",
+                          DTypeString(t)));
+  }
+}
+
+std::span<const float> QueryAsF32(const AnyArray& query, std::vector<float>& storage) {
+  const auto* bytes = static_cast<const std::byte*>(query.data());
+  const size_t n = query.size();
+  switch (query.dtype().bits) {
+    case 32:
+      return {static_cast<const float*>(query.data()), n};
+    case 16:
+      storage.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes + i * sizeof(h), sizeof(h));
+        storage[i] = F16BitsToF32(h);  // exact
+      }
+      return storage;
+    default:  // 64, as CheckQueryDType allows
+      storage.resize(n);
+      for (size_t i = 0; i < n; ++i) {
+        double d;
+        std::memcpy(&d, bytes + i * sizeof(d), sizeof(d));
+        storage[i] = static_cast<float>(d);  // round to nearest, as NumPy's astype
+      }
+      return storage;
+  }
+}
+
+// The threads a call runs on: 0 means every core, and a request above the
+// core count is clamped to it. More threads than cores cannot make the
+// kernel faster, the result bits do not depend on the count, and an
+// unbounded request would start (or try to reserve) that many threads.
+size_t ThreadsFor(int64_t num_threads) {
+  const size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  if (num_threads == 0) return cores;
+  return std::min(static_cast<size_t>(num_threads), cores);
+}
+
 // Copies n integers of type T into int32, refusing (not wrapping) a value
 // outside int32's range.
 template <typename T>
@@ -144,11 +199,16 @@ std::span<const int32_t> AsInt32(const AnyArray& a, const char* name,
                         DTypeString(t)));
 }
 
-OutArray PagedAttentionBinding(const QueryArray& query, const AnyArray& key_pages,
+OutArray PagedAttentionBinding(const AnyArray& query, const AnyArray& key_pages,
                                const AnyArray& value_pages, const AnyArray& block_table,
                                const AnyArray& context_lens, int64_t page_size,
                                std::optional<double> scale, std::optional<std::string> mask,
                                int64_t num_threads) {
+  // Checked first: nothing below may allocate for an unreasonable request.
+  if (num_threads < 0) {
+    RaiseValueError(StrCat("num_threads must be >= 0 (0 = every core), got ", num_threads));
+  }
+  const size_t threads = ThreadsFor(num_threads);
   bool causal = false;
   if (mask) {
     if (*mask != "causal") {
@@ -157,6 +217,7 @@ OutArray PagedAttentionBinding(const QueryArray& query, const AnyArray& key_page
     causal = true;
   }
   RequireNdim(query, 4, "query", "[batch, num_q_heads, num_rows, head_dim]");
+  CheckQueryDType(query);
   RequireNdim(key_pages, 4, "key_pages", "[num_pages, num_kv_heads, page_size, head_dim]");
   RequireNdim(value_pages, 4, "value_pages", "[num_pages, num_kv_heads, page_size, head_dim]");
   RequireNdim(block_table, 2, "block_table", "[batch, max_pages]");
@@ -200,9 +261,6 @@ OutArray PagedAttentionBinding(const QueryArray& query, const AnyArray& key_page
   }
   const double scale_value =
       scale ? *scale : (head_dim > 0 ? 1.0 / std::sqrt(static_cast<double>(head_dim)) : 1.0);
-  if (num_threads < 0) {
-    RaiseValueError(StrCat("num_threads must be >= 0 (0 = every core), got ", num_threads));
-  }
   if (batch * num_rows > static_cast<uint64_t>(INT32_MAX)) {
     RaiseValueError(StrCat("batch * num_rows = ", batch * num_rows, " exceeds int32"));
   }
@@ -230,6 +288,9 @@ OutArray PagedAttentionBinding(const QueryArray& query, const AnyArray& key_page
   params.causal = causal;
   params.layout = attention::QueryLayout::kHeadMajor;
 
+  std::vector<float> query_storage;
+  const std::span<const float> query_f32 = QueryAsF32(query, query_storage);
+
   const size_t out_size = query.size();
   auto* out = new float[out_size]();
   nb::capsule owner(out, [](void* p) noexcept { delete[] static_cast<float*>(p); });
@@ -238,10 +299,19 @@ OutArray PagedAttentionBinding(const QueryArray& query, const AnyArray& key_page
     // The arrays stay referenced by this call's arguments while the GIL is
     // released; the output is not visible to Python yet.
     nb::gil_scoped_release release;
-    std::optional<ThreadPool> pool;
-    if (num_threads != 1) pool.emplace(static_cast<size_t>(num_threads));
-    status = attention::PagedAttention(params, {query.data(), query.size()}, kv, view,
-                                       {out, out_size}, pool ? &*pool : nullptr);
+    std::unique_ptr<ThreadPool> pool;
+    if (threads > 1) {
+      Result<std::unique_ptr<ThreadPool>> created = ThreadPool::Create(threads);
+      if (created.ok()) {
+        pool = std::move(*created);
+      } else {
+        status = created.error();
+      }
+    }
+    if (status.ok()) {
+      status = attention::PagedAttention(params, query_f32, kv, view, {out, out_size},
+                                         pool.get());
+    }
   }
   ThrowIfError(status);
   return OutArray(out, {batch, num_q_heads, num_rows, head_dim}, owner);
@@ -253,8 +323,9 @@ Attention over a paged K/V cache, computed by folio's C++ kernel.
     out = softmax(scale * Q K^T + mask) V   per (sequence, query head, row)
 
 Arguments (NumPy arrays, C-contiguous ones are read without copying):
-  query         float32 [batch, num_q_heads, L, head_dim]; other float
-                dtypes are converted to float32.
+  query         float32 [batch, num_q_heads, L, head_dim]; float16 and
+                float64 are converted to float32; any other dtype (an
+                integer, bool or uint16 array) is a TypeError.
   key_pages,
   value_pages   [num_pages, num_kv_heads, page_size, head_dim], both of one
                 dtype: float32, float16, or uint16 holding bfloat16 bit
@@ -270,7 +341,9 @@ Arguments (NumPy arrays, C-contiguous ones are read without copying):
   mask          None (every row sees all n keys) or "causal" (query row i
                 is logical position n - L + i and sees keys 0 .. n - L + i).
   num_threads   keyword only; 1 (default) runs on the calling thread, 0 on
-                every core. The result bits never depend on it.
+                every core; a value above the machine's core count
+                (std::thread::hardware_concurrency) is clamped to it.
+                The result bits never depend on it.
 
 GQA: num_q_heads must be a multiple of num_kv_heads; query head h reads
 K/V head h // (num_q_heads // num_kv_heads). Returns float32
@@ -283,8 +356,9 @@ Raises ValueError, before any K/V element is read, on: shape mismatches, a
 negative context, a context that needs more pages than max_pages, a live
 page id outside [0, num_pages) (-1 included), a page repeated within one
 row, padding other than -1, page_size < 1, 0 < n < L, num_q_heads not a
-multiple of num_kv_heads, a non-finite or non-positive scale. Two rows may
-name the same page (a shared prefix). TypeError on an unsupported dtype.
+multiple of num_kv_heads, a non-finite or non-positive scale, a negative
+num_threads. Two rows may name the same page (a shared prefix). TypeError
+on an unsupported dtype (query, pages or metadata).
 
 A row's result bits depend only on its own query and its sequence's K/V
 content: never on the batch, page placement, or num_threads. The GIL is

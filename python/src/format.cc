@@ -80,7 +80,6 @@ std::string OptionalRepr(std::optional<uint32_t> v) {
 }
 
 std::string SchemeRepr(const PerTensorAffine& q) {
-  if (q.symmetric()) return StrCat("PerTensorAffine.symmetric(scale=", FloatRepr(q.scale()), ")");
   return StrCat("PerTensorAffine(scale=", FloatRepr(q.scale()), ", zero_point=", q.zero_point(),
                 ")");
 }
@@ -190,9 +189,10 @@ void BindQuantization(nb::module_& m) {
   nb::class_<PerTensorAffine> per_tensor(
       m, "PerTensorAffine",
       "One scale and zero point for the whole tensor, inline in the descriptor: "
-      "x = scale * (q - zero_point). PerTensorAffine(scale, zero_point) is the asymmetric "
-      "form (any zero point, 0 included); PerTensorAffine.symmetric(scale) sets the "
-      "symmetric flag. scale must be finite and non-zero.");
+      "x = scale * (q - zero_point). PerTensorAffine.symmetric(scale) is shorthand for "
+      "PerTensorAffine(scale, 0): a per-tensor scheme has no symmetric flag on the wire "
+      "(its flags are 0). scale must be finite and non-zero; a descriptor also needs the "
+      "zero point inside its storage type's range (i8 [-128, 127], u8 [0, 255]).");
   per_tensor
       .def("__init__",
            [](PerTensorAffine* self, float scale, nb::handle zero_point) {

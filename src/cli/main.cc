@@ -11,16 +11,17 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <map>
+#include <memory>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <optional>
-#include <sstream>
 
 #include "bench/attention_bench.h"
 #include "bench/decode_bench.h"
 #include "bench/kv_transfer_bench.h"
 #include "bench/serve_bench.h"
+#include "cli/flag_lists.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
 #include "cli/served_model.h"
@@ -45,30 +46,6 @@ namespace {
 int Fail(const Status& s) {
   std::cerr << "folio: " << s.ToString() << "\n";
   return 1;
-}
-
-Result<std::vector<uint64_t>> ParseTable(const std::string& text) {
-  std::vector<uint64_t> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    size_t used = 0;
-    unsigned long long v = 0;
-    bool ok = !item.empty() && item[0] != '-';
-    if (ok) {
-      try {
-        v = std::stoull(item, &used);
-      } catch (const std::exception&) {
-        ok = false;
-      }
-    }
-    if (!ok || used != item.size()) {
-      return Status::InvalidArgument("--page-table entry '" + item +
-                                     "' is not a non-negative integer");
-    }
-    out.push_back(v);
-  }
-  return out;
 }
 
 void PrintSummary(const nlohmann::json& r, const std::string& path) {
@@ -176,7 +153,7 @@ int RunLayout(const LayoutFlags& f) {
   set(c.rounding_capacity, f.rounding_capacity);
   set(c.rounding_page_size, f.rounding_page_size);
   if (f.page_table) {
-    Result<std::vector<uint64_t>> t = ParseTable(*f.page_table);
+    Result<std::vector<uint64_t>> t = ParseUintList("--page-table", *f.page_table);
     if (!t) return Fail(t.error());
     c.page_table = *t;
   }
@@ -252,9 +229,10 @@ int RunGenerate(const GenerateFlags& f) {
   // context's end (the last token selected is never fed).
   const engine::EngineConfig ec =
       SingleRequestEngine(capacity, f.page_size, *kv_dtype, prompt.size());
-  ThreadPool pool(f.threads);
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
+  if (!pool) return Fail(pool.error());
   Result<engine::Engine> eng =
-      engine::Engine::Create(*m, ec, &pool, tokenizer ? &*tokenizer : nullptr);
+      engine::Engine::Create(*m, ec, pool->get(), tokenizer ? &*tokenizer : nullptr);
   if (!eng) return Fail(eng.error());
   engine::RequestParams params;
   const uint64_t room = capacity - prompt.size() + 1;
@@ -389,9 +367,8 @@ struct LogitsFlags {
 };
 
 int RunLogits(const LogitsFlags& f) {
-  Result<model::Model> m = model::LoadModel(f.model);
-  if (!m) return Fail(m.error());
-  Result<std::vector<uint64_t>> parsed = ParseTable(f.tokens);
+  // The flags are checked before the (slow) model load.
+  Result<std::vector<uint64_t>> parsed = ParseUintList("--tokens", f.tokens);
   if (!parsed) return Fail(parsed.error());
   std::vector<int32_t> tokens;
   for (uint64_t t : *parsed) {
@@ -399,13 +376,16 @@ int RunLogits(const LogitsFlags& f) {
     tokens.push_back(static_cast<int32_t>(t));
   }
   if (tokens.empty()) return Fail(Status::InvalidArgument("--tokens is empty"));
+  Result<model::Model> m = model::LoadModel(f.model);
+  if (!m) return Fail(m.error());
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error());
   // The serving path: one request on the engine, prompt logits on, greedy.
   const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
   engine::EngineConfig ec = SingleRequestEngine(capacity, f.page_size, *kv_dtype, tokens.size());
-  ThreadPool pool(f.threads);
-  Result<engine::Engine> eng = engine::Engine::Create(*m, ec, &pool);
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
+  if (!pool) return Fail(pool.error());
+  Result<engine::Engine> eng = engine::Engine::Create(*m, ec, pool->get());
   if (!eng) return Fail(eng.error());
   engine::RequestParams params;
   params.max_tokens = std::max<uint64_t>(f.greedy, 1);

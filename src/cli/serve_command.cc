@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -124,8 +125,9 @@ int RunServe(const ServeFlags& f) {
   ec.kv_dtype = *kv_dtype;
   ec.max_num_seqs = f.max_num_seqs;
   ec.max_num_batched_tokens = f.max_num_batched_tokens;
-  ThreadPool pool(f.threads);
-  Result<engine::Engine> eng = engine::Engine::Create(*m, ec, &pool, info.tokenizer);
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
+  if (!pool) return Fail(pool.error());
+  Result<engine::Engine> eng = engine::Engine::Create(*m, ec, pool->get(), info.tokenizer);
   if (!eng) return Fail(eng.error());
 
   server::ServerConfig sc;

@@ -2,6 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
+#include <new>
+#include <stdexcept>
+#include <system_error>
+
+#include "folio/core/str_cat.h"
 
 namespace folio {
 namespace {
@@ -36,13 +42,52 @@ bool SpinUntil(const Done& done) {
 
 }  // namespace
 
-ThreadPool::ThreadPool(size_t num_threads) {
-  if (num_threads == 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
-  workers_.reserve(num_threads - 1);
-  for (size_t i = 1; i < num_threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(size_t num_threads,
+                                                       const StartThread& start) {
+  std::unique_ptr<ThreadPool> pool(new ThreadPool());
+  FOLIO_RETURN_IF_ERROR(pool->StartWorkers(num_threads, start));
+  return pool;
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::ThreadPool(size_t num_threads, const StartThread& start) {
+  const Status status = StartWorkers(num_threads, start);
+  if (!status.ok()) {
+    throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                            status.message());
+  }
+}
+
+Status ThreadPool::StartWorkers(size_t num_threads, const StartThread& start) {
+  if (num_threads == 0) num_threads = std::max(1u, std::thread::hardware_concurrency());
+  const size_t num_workers = num_threads - 1;
+  try {
+    // Reserved first, so adding a started thread below cannot throw (a
+    // std::thread destroyed while joinable would terminate the process).
+    workers_.reserve(num_workers);
+  } catch (const std::exception& e) {
+    return Status::ResourceExhausted(
+        StrCat("thread pool of ", num_threads, " threads: cannot reserve ", num_workers,
+               " workers: ", e.what()));
+  }
+  const auto body = [this] { WorkerLoop(); };
+  for (size_t i = 0; i < num_workers; ++i) {
+    try {
+      workers_.push_back(start ? start(body) : std::thread(body));
+    } catch (const std::exception& e) {
+      // The workers already started wait on this pool's condition
+      // variables: stop and join them before the pool's members go away.
+      StopAndJoin();
+      workers_.clear();
+      stop_.store(false);
+      return Status::ResourceExhausted(StrCat("thread pool of ", num_threads,
+                                              " threads: worker thread ", i + 1, " of ",
+                                              num_workers, " could not start: ", e.what()));
+    }
+  }
+  return Status::Ok();
+}
+
+void ThreadPool::StopAndJoin() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true);
@@ -50,6 +95,8 @@ ThreadPool::~ThreadPool() {
   start_cv_.notify_all();
   for (auto& t : workers_) t.join();
 }
+
+ThreadPool::~ThreadPool() { StopAndJoin(); }
 
 void ThreadPool::RunTasks() {
   for (size_t i = next_.fetch_add(1); i < num_tasks_; i = next_.fetch_add(1)) (*fn_)(i);

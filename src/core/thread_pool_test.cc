@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -43,6 +45,70 @@ TEST(ThreadPool, WakesSleepingAndSpinningWorkers) {
     if (round % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(3));
   }
   for (size_t i = 0; i < hits.size(); ++i) EXPECT_EQ(hits[i].load(), 6) << i;
+}
+
+// Starts threads as std::thread does, except that the `fail_at`-th start
+// (1-based) throws as std::thread does when the system refuses a thread.
+// Counts the threads that started and the ones whose body has returned.
+struct FailingStarter {
+  size_t fail_at;
+  std::atomic<size_t> started{0};
+  std::atomic<size_t> finished{0};
+
+  ThreadPool::StartThread Get() {
+    return [this](std::function<void()> body) {
+      if (started.load() + 1 == fail_at) {
+        throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                                "injected");
+      }
+      started.fetch_add(1);
+      return std::thread([this, body = std::move(body)] {
+        body();
+        finished.fetch_add(1);
+      });
+    };
+  }
+};
+
+// Before the fix the started workers were neither stopped nor joined, and
+// the pool's destruction hung in pthread_cond_destroy (ctest's timeout).
+TEST(ThreadPool, CreateStopsAndJoinsStartedWorkersWhenOneFailsToStart) {
+  FailingStarter starter{3};
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(5, starter.Get());
+  ASSERT_FALSE(pool.ok());
+  EXPECT_EQ(pool.error().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(pool.error().message().find("worker thread 3 of 4 could not start"),
+            std::string::npos)
+      << pool.error().ToString();
+  // Joined before Create returned: every started worker has finished.
+  EXPECT_EQ(starter.started.load(), 2u);
+  EXPECT_EQ(starter.finished.load(), 2u);
+}
+
+TEST(ThreadPool, ConstructorThrowsAfterJoiningWhenOneFailsToStart) {
+  FailingStarter starter{2};
+  try {
+    ThreadPool pool(4, starter.Get());
+    FAIL() << "constructed a pool whose second worker could not start";
+  } catch (const std::system_error& e) {
+    EXPECT_NE(std::string(e.what()).find("worker thread 2 of 3 could not start"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(starter.started.load(), 1u);
+  EXPECT_EQ(starter.finished.load(), 1u);
+}
+
+TEST(ThreadPool, CreateWithAStarterThatNeverFailsRuns) {
+  FailingStarter starter{0};
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(3, starter.Get());
+  ASSERT_TRUE(pool.ok()) << pool.error().ToString();
+  EXPECT_EQ((*pool)->num_threads(), 3u);
+  std::atomic<int> sum{0};
+  (*pool)->ParallelFor(10, [&](size_t i) { sum.fetch_add(static_cast<int>(i)); });
+  EXPECT_EQ(sum.load(), 45);
+  pool->reset();
+  EXPECT_EQ(starter.finished.load(), 2u);
 }
 
 }  // namespace

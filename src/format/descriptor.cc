@@ -121,6 +121,18 @@ Status CheckBuffer(uint64_t i, const BufferHandle& b) {
     return Invalid("buffer ", i, " memory_class ",
                    static_cast<int>(b.memory_class), " is unknown (0..3)");
   }
+  if (b.device == DeviceTag::kCpu &&
+      b.sync_mode != SyncMode::kProducerSynced) {
+    return Invalid("buffer ", i, " sync_mode ", static_cast<int>(b.sync_mode),
+                   " must be 0 (producer-synced) for a CPU buffer");
+  }
+  return Status::Ok();
+}
+
+Status CheckRank(uint64_t rank) {
+  if (rank > wire::kMaxRank) {
+    return Invalid("rank ", rank, " exceeds the maximum of ", wire::kMaxRank);
+  }
   return Status::Ok();
 }
 
@@ -271,6 +283,16 @@ Status CheckQuantization(ElementType dtype, std::span<const uint64_t> shape,
     return Invalid(SchemeName(q), " needs i8 or u8 storage (element type is ",
                    ElementTypeName(dtype), ")");
   }
+  if (const auto* t = std::get_if<PerTensorAffine>(&q)) {
+    const bool is_i8 = dtype == ElementType::kI8;
+    const int32_t lo = is_i8 ? -128 : 0;
+    const int32_t hi = is_i8 ? 127 : 255;
+    if (t->zero_point() < lo || t->zero_point() > hi) {
+      return Invalid(SchemeName(q), " zero_point ", t->zero_point(),
+                     " is outside the ", ElementTypeName(dtype),
+                     " storage range [", lo, ", ", hi, "]");
+    }
+  }
   const std::optional<uint32_t> axis = std::visit(
       [](const auto& s) -> std::optional<uint32_t> {
         if constexpr (std::is_same_v<std::decay_t<decltype(s)>,
@@ -283,9 +305,25 @@ Status CheckQuantization(ElementType dtype, std::span<const uint64_t> shape,
       q);
   if (const auto* paged = std::get_if<BlockPagedLayout>(&layout)) {
     FOLIO_RETURN_IF_ERROR(paged->ValidateQuantizationCompatibility(q));
-  } else if (axis && *axis >= shape.size()) {
-    return Invalid(SchemeName(q), " axis ", *axis, " is out of range for rank ",
-                   shape.size());
+  } else if (axis) {
+    // Dense layouts size the scales from shape[axis], so it must be known.
+    // (Block-paged scales follow the pool, num_pages * page_size slots, and
+    // a page may hold fewer tokens than page_size: its compatibility rules
+    // above govern instead.)
+    if (*axis >= shape.size()) {
+      return Invalid(SchemeName(q), " axis ", *axis,
+                     " is out of range for rank ", shape.size());
+    }
+    const uint64_t extent = shape[*axis];
+    if (extent == wire::kDynamicDim) {
+      return Invalid(SchemeName(q), " axis ", *axis,
+                     " is a dynamic dimension; a quantized axis must be static");
+    }
+    const auto* block = std::get_if<PerBlockAffine>(&q);
+    if (block && extent != 0 && block->block_size() > extent) {
+      return Invalid(SchemeName(q), " block_size ", block->block_size(),
+                     " exceeds shape[", *axis, "] = ", extent);
+    }
   }
   const std::vector<uint32_t> refs = ReferencedBuffers(q);
   for (size_t i = 0; i < refs.size(); ++i) {
@@ -314,9 +352,7 @@ Status Validate(ElementType dtype, std::span<const uint64_t> shape,
                 std::span<const BufferHandle> buffers,
                 const std::optional<QuantizationScheme>& quant) {
   FOLIO_RETURN_IF_ERROR(ElementTypeFromTag(ElementTypeTag(dtype)).status());
-  if (shape.size() > std::numeric_limits<uint32_t>::max()) {
-    return TooLarge("rank ", shape.size(), " does not fit u32");
-  }
+  FOLIO_RETURN_IF_ERROR(CheckRank(shape.size()));
   if (buffers.size() > std::numeric_limits<uint8_t>::max()) {
     return TooLarge("buffer_count ", buffers.size(), " does not fit u8");
   }
@@ -324,6 +360,10 @@ Status Validate(ElementType dtype, std::span<const uint64_t> shape,
     FOLIO_RETURN_IF_ERROR(CheckBuffer(i, buffers[i]));
   }
   const auto* strided = std::get_if<StridedLayout>(&layout);
+  if (strided && shape.empty()) {
+    return Invalid(
+        "strided layout needs rank >= 1 (got rank 0; a scalar is row-major)");
+  }
   if (strided && strided->strides.size() != shape.size()) {
     return Invalid("strided layout has ", strided->strides.size(),
                    " strides for rank ", shape.size());
@@ -480,6 +520,7 @@ Result<TensorDescriptor> TensorDescriptor::FromBytes(
                          ElementTypeFromTag(dtype_tag));
   FOLIO_RETURN_IF_ERROR(CheckLayoutTag(layout_tag));
   FOLIO_RETURN_IF_ERROR(CheckFlags(flags, layout_tag));
+  FOLIO_RETURN_IF_ERROR(CheckRank(rank));
 
   // Bounded by the input before anything is sized from it.
   FOLIO_RETURN_IF_ERROR(

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "folio/format/hurray_format.h"
@@ -342,10 +343,34 @@ TEST(DescriptorRefuses, InvalidLayoutTags) {
 
 TEST(DescriptorRefuses, HugeRankWithoutTheBytes) {
   // No allocation sized from the rank: the bytes are counted first.
+  ExpectRefused(Patch(kRowMajor, 16, U32(64)), StatusCode::kInvalidArgument,
+                "truncated descriptor: shape of rank 64 at byte 20 "
+                "needs 512 bytes, 41 remain");
+}
+
+TEST(DescriptorRefuses, RankAbove64) {
+  // Readers MUST refuse it, before anything is read or sized from it.
+  ExpectRefused(Patch(kRowMajor, 16, U32(65)), StatusCode::kInvalidArgument,
+                "rank 65 exceeds the maximum of 64");
   ExpectRefused(Patch(kRowMajor, 16, U32(0xFFFFFFFFu)),
                 StatusCode::kInvalidArgument,
-                "truncated descriptor: shape of rank 4294967295 at byte 20 "
-                "needs 34359738360 bytes, 41 remain");
+                "rank 4294967295 exceeds the maximum of 64");
+  // Writers MUST NOT emit it.
+  auto d = TensorDescriptor::Create(ElementType::kU8,
+                                    std::vector<uint64_t>(65, 1), 0,
+                                    RowMajorLayout{}, {BufferHandle{64}});
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.error().message().find("rank 65 exceeds the maximum of 64"),
+            std::string::npos)
+      << d.error().ToString();
+}
+
+TEST(DescriptorAccepts, Rank64) {
+  auto d = TensorDescriptor::Create(ElementType::kU8,
+                                    std::vector<uint64_t>(64, 1), 0,
+                                    RowMajorLayout{}, {BufferHandle{64}});
+  ASSERT_TRUE(d.ok()) << d.error().ToString();
+  EXPECT_EQ(*TensorDescriptor::FromBytes(d->ToBytes()), *d);
 }
 
 TEST(DescriptorRefuses, TrailingBytes) {
@@ -393,6 +418,34 @@ TEST(DescriptorRefuses, BadDeviceSyncOrMemoryClass) {
   ExpectRefused(Patch(kRowMajor, kDenseBuffer0 + 15, U8(1)),
                 StatusCode::kInvalidArgument,
                 "buffer 0 reserved byte 0 (descriptor byte 60) is 0x01");
+}
+
+TEST(DescriptorRefuses, CpuBufferThatIsNotProducerSynced) {
+  // sync_mode MUST be 0 for a CPU buffer: on read...
+  ExpectRefused(Patch(kRowMajor, kDenseBuffer0 + 13, U8(1)),
+                StatusCode::kInvalidArgument,
+                "buffer 0 sync_mode 1 must be 0 (producer-synced) for a CPU "
+                "buffer");
+  ExpectRefused(Patch(kRowMajor, kDenseBuffer0 + 13, U8(2)),
+                StatusCode::kInvalidArgument, "buffer 0 sync_mode 2 must be 0");
+  // ...and on write.
+  for (SyncMode mode : {SyncMode::kEvent, SyncMode::kConsumerStream}) {
+    auto d = TensorDescriptor::Create(
+        ElementType::kF32, {3, 4}, 0, RowMajorLayout{},
+        {BufferHandle{192, 64, DeviceTag::kCpu, mode}});
+    ASSERT_FALSE(d.ok());
+    EXPECT_NE(d.error().message().find("must be 0 (producer-synced) for a "
+                                       "CPU buffer"),
+              std::string::npos)
+        << d.error().ToString();
+  }
+}
+
+TEST(DescriptorAccepts, DeviceBufferWithAnySyncMode) {
+  auto d = TensorDescriptor::Create(
+      ElementType::kF32, {3, 4}, 0, RowMajorLayout{},
+      {BufferHandle{192, 64, DeviceTag::kCuda, SyncMode::kEvent}});
+  ASSERT_TRUE(d.ok()) << d.error().ToString();
 }
 
 TEST(DescriptorRefuses, DenseWithoutExactlyOneBuffer) {
@@ -628,6 +681,134 @@ TEST(DescriptorRefuses, QuantizationFlagWithoutTheSection) {
   ExpectRefused(Finish(Patch(kRowMajor, 10, U32(wire::kFlagQuantization))),
                 StatusCode::kInvalidArgument,
                 "truncated descriptor: quantization_length at byte 61");
+}
+
+void ExpectCreateRefused(const Result<TensorDescriptor>& d,
+                         std::string_view needle) {
+  ASSERT_FALSE(d.ok()) << "accepted; wanted an error containing " << needle;
+  EXPECT_EQ(d.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(d.error().message().find(needle), std::string::npos)
+      << d.error().ToString();
+}
+
+Result<TensorDescriptor> PerTensor(ElementType dtype, int32_t zero_point) {
+  return TensorDescriptor::Create(dtype, {3, 4}, 0, RowMajorLayout{},
+                                  {BufferHandle{12}},
+                                  *PerTensorAffine::Create(0.5f, zero_point));
+}
+
+TEST(DescriptorRefuses, PerTensorZeroPointOutsideTheStorageRange) {
+  ExpectCreateRefused(PerTensor(ElementType::kU8, 300),
+                      "per_tensor_affine zero_point 300 is outside the u8 "
+                      "storage range [0, 255]");
+  ExpectCreateRefused(PerTensor(ElementType::kU8, -1),
+                      "zero_point -1 is outside the u8 storage range");
+  ExpectCreateRefused(PerTensor(ElementType::kI8, 128),
+                      "zero_point 128 is outside the i8 storage range "
+                      "[-128, 127]");
+  ExpectCreateRefused(PerTensor(ElementType::kI8, -129),
+                      "zero_point -129 is outside the i8 storage range");
+  // On read too: u8 [3, 4] with zero point -1.
+  const Bytes b = Finish(Join(
+      {Header(wire::kFlagQuantization, 0x11, 0x01, 2), U64(3), U64(4), U64(0),
+       U8(1), Buffer(12), U32(16), FromHex("01 01 0000"), U32(0x3F000000u),
+       U32(0xFFFFFFFFu), Zeros(4)}));
+  ExpectRefused(b, StatusCode::kInvalidArgument,
+                "zero_point -1 is outside the u8 storage range [0, 255]");
+}
+
+TEST(DescriptorAccepts, PerTensorZeroPointsAtTheStorageLimits) {
+  for (auto [dtype, z] : {std::pair{ElementType::kU8, 0},
+                          std::pair{ElementType::kU8, 255},
+                          std::pair{ElementType::kI8, -128},
+                          std::pair{ElementType::kI8, 127}}) {
+    auto d = PerTensor(dtype, z);
+    ASSERT_TRUE(d.ok()) << d.error().ToString();
+    EXPECT_EQ(*TensorDescriptor::FromBytes(d->ToBytes()), *d);
+  }
+}
+
+TEST(DescriptorRefuses, DynamicQuantizedAxis) {
+  ExpectCreateRefused(
+      TensorDescriptor::Create(ElementType::kI8, {wire::kDynamicDim, 4}, 0,
+                               RowMajorLayout{},
+                               {BufferHandle{0, 1}, BufferHandle{16}},
+                               *PerChannelAffine::Symmetric(0, 1)),
+      "per_channel_affine axis 0 is a dynamic dimension");
+  ExpectCreateRefused(
+      TensorDescriptor::Create(
+          ElementType::kU8, {3, wire::kDynamicDim}, 0, RowMajorLayout{},
+          {BufferHandle{0, 1}, BufferHandle{16}, BufferHandle{16}},
+          *PerBlockAffine::Asymmetric(1, 2, 1, 2, ElementType::kF16)),
+      "per_block_affine axis 1 is a dynamic dimension");
+  // On read too: i8 [dynamic, 4], per-channel on axis 0.
+  const Bytes b = Finish(
+      Join({Header(wire::kFlagQuantization, 0x10, 0x01, 2), U64(UINT64_MAX),
+            U64(4), U64(0), U8(2), Buffer(0, 1), Buffer(16), U32(20),
+            FromHex("02 01 0100"), U32(0), U32(1), U32(0xFFFFFFFFu), U8(0x03),
+            Zeros(3)}));
+  ExpectRefused(b, StatusCode::kInvalidArgument,
+                "per_channel_affine axis 0 is a dynamic dimension");
+}
+
+TEST(DescriptorAccepts, DynamicDimensionOffTheQuantizedAxis) {
+  auto d = TensorDescriptor::Create(ElementType::kI8, {wire::kDynamicDim, 4},
+                                    0, RowMajorLayout{},
+                                    {BufferHandle{0, 1}, BufferHandle{16}},
+                                    *PerChannelAffine::Symmetric(1, 1));
+  ASSERT_TRUE(d.ok()) << d.error().ToString();
+}
+
+TEST(DescriptorRefuses, PerBlockSizeAboveTheAxisExtent) {
+  ExpectCreateRefused(
+      TensorDescriptor::Create(ElementType::kI8, {3, 4}, 0, RowMajorLayout{},
+                               {BufferHandle{12}, BufferHandle{16}},
+                               *PerBlockAffine::Symmetric(1, 8, 1,
+                                                          ElementType::kF32)),
+      "per_block_affine block_size 8 exceeds shape[1] = 4");
+  // On read too.
+  const Bytes b = Finish(
+      Join({Header(wire::kFlagQuantization, 0x10, 0x01, 2), U64(3), U64(4),
+            U64(0), U8(2), Buffer(12), Buffer(16), U32(24),
+            FromHex("03 01 0100"), U32(0), U32(4), U32(1), U32(0xFFFFFFFFu),
+            U8(0x03), Zeros(3)}));
+  ExpectRefused(b, StatusCode::kInvalidArgument,
+                "per_block_affine block_size 4 exceeds shape[0] = 3");
+}
+
+TEST(DescriptorAccepts, PerBlockSizeUpToTheAxisExtentOrOnAnEmptyAxis) {
+  EXPECT_TRUE(TensorDescriptor::Create(
+                  ElementType::kI8, {3, 4}, 0, RowMajorLayout{},
+                  {BufferHandle{12}, BufferHandle{16}},
+                  *PerBlockAffine::Symmetric(1, 4, 1, ElementType::kF32))
+                  .ok());
+  EXPECT_TRUE(TensorDescriptor::Create(
+                  ElementType::kI8, {0, 4}, 0, RowMajorLayout{},
+                  {BufferHandle{0, 1}, BufferHandle{0, 1}},
+                  *PerBlockAffine::Symmetric(0, 128, 1, ElementType::kF32))
+                  .ok());
+}
+
+TEST(DescriptorAccepts, BlockPagedPerBlockPageLargerThanTheTokens) {
+  // Block-paged blocks are pages: a page of 4 slots may hold 3 tokens.
+  auto l = BlockPagedLayout::Create(4, 1, 0, 1);
+  ASSERT_TRUE(l.ok());
+  auto d = TensorDescriptor::Create(
+      ElementType::kI8, {3, 2, 8}, 0, *l,
+      {BufferHandle{64}, BufferHandle{4}, BufferHandle{8}, BufferHandle{16}},
+      *PerBlockAffine::Symmetric(0, 4, 3, ElementType::kF32));
+  ASSERT_TRUE(d.ok()) << d.error().ToString();
+}
+
+TEST(DescriptorRefuses, StridedScalar) {
+  ExpectCreateRefused(
+      TensorDescriptor::Create(ElementType::kF32, {}, 0, StridedLayout{},
+                               {BufferHandle{64}}),
+      "strided layout needs rank >= 1 (got rank 0");
+  ExpectRefused(Finish(Join({Header(0, 0x03, 0x03, 0), U64(0), U8(1),
+                             Buffer(64)})),
+                StatusCode::kInvalidArgument,
+                "strided layout needs rank >= 1 (got rank 0");
 }
 
 TEST(DescriptorRefuses, StridedStrideCountFollowsTheRank) {

@@ -62,12 +62,11 @@ Status CheckPerBlock(uint32_t block_size, uint32_t scale_buffer,
 Result<PerTensorAffine> PerTensorAffine::Create(float scale,
                                                 int32_t zero_point) {
   FOLIO_RETURN_IF_ERROR(CheckScale(scale));
-  return PerTensorAffine(scale, zero_point, false);
+  return PerTensorAffine(scale, zero_point);
 }
 
 Result<PerTensorAffine> PerTensorAffine::Symmetric(float scale) {
-  FOLIO_RETURN_IF_ERROR(CheckScale(scale));
-  return PerTensorAffine(scale, 0, true);
+  return Create(scale, 0);
 }
 
 Result<PerChannelAffine> PerChannelAffine::Symmetric(
@@ -130,13 +129,14 @@ std::vector<std::byte> EncodeQuantization(const QuantizationScheme& scheme) {
         using S = std::decay_t<decltype(s)>;
         w.Put(S::tag());
         w.Put(wire::kQuantSchemeVersion);
-        w.Put(static_cast<uint16_t>(s.symmetric() ? wire::kQuantFlagSymmetric
-                                                  : 0));
         if constexpr (std::is_same_v<S, PerTensorAffine>) {
+          w.Put(uint16_t{0});  // per-tensor flags MUST be 0
           w.Put(std::bit_cast<uint32_t>(s.scale()));
           w.Put(static_cast<uint32_t>(s.zero_point()));
           w.PutZeros(4);
         } else {
+          w.Put(static_cast<uint16_t>(
+              s.symmetric() ? wire::kQuantFlagSymmetric : 0));
           w.Put(s.axis());
           if constexpr (std::is_same_v<S, PerBlockAffine>) {
             w.Put(s.block_size());
@@ -182,6 +182,12 @@ Result<QuantizationScheme> DecodeQuantization(
     return Invalid(name, " scheme_version ", static_cast<int>(version),
                    " is not supported (expected 1)");
   }
+  if (tag == wire::kSchemePerTensorAffine && flags != 0) {
+    // The symmetric flag belongs to the buffer-based schemes; a per-tensor
+    // scheme carries its zero point inline, so every flag bit is reserved.
+    return Invalid(name, " flags ", Hex(flags, 4),
+                   " must be 0 (per-tensor flags are reserved)");
+  }
   if ((flags & ~wire::kQuantFlagSymmetric) != 0) {
     return Invalid(name, " flags ", Hex(flags, 4),
                    " has unknown bits set (only bit0, symmetric, is defined)");
@@ -200,14 +206,6 @@ Result<QuantizationScheme> DecodeQuantization(
     FOLIO_RETURN_IF_ERROR(r.ReadReserved("per_tensor_affine reserved", 4));
     const float scale = std::bit_cast<float>(scale_bits);
     const auto zero_point = static_cast<int32_t>(zero_point_bits);
-    if (symmetric) {
-      if (zero_point != 0) {
-        return Invalid("per_tensor_affine is symmetric but zero_point is ",
-                       zero_point);
-      }
-      FOLIO_ASSIGN_OR_RETURN(auto s, PerTensorAffine::Symmetric(scale));
-      return QuantizationScheme(s);
-    }
     FOLIO_ASSIGN_OR_RETURN(auto s, PerTensorAffine::Create(scale, zero_point));
     return QuantizationScheme(s);
   }

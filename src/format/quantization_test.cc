@@ -58,11 +58,18 @@ TEST(Quantization, PerTensorGoldenBytes) {
   EXPECT_FALSE(std::get<PerTensorAffine>(*back).symmetric());
 }
 
-TEST(Quantization, PerTensorSymmetricGoldenBytes) {
+TEST(Quantization, PerTensorSymmetricIsZeroPointZeroWithFlagsZero) {
+  // The spec: per-tensor flags MUST be 0; symmetric is z = 0, not a flag.
   auto q = PerTensorAffine::Symmetric(2.0f);
   ASSERT_TRUE(q.ok());
-  EXPECT_EQ(EncodeQuantization(*q),
-            Join({FromHex("01 01 0100"), U32(0x40000000u), U32(0), Zeros(4)}));
+  const Bytes want =
+      Join({FromHex("01 01 0000"), U32(0x40000000u), U32(0), Zeros(4)});
+  EXPECT_EQ(EncodeQuantization(*q), want);
+  EXPECT_EQ(*q, *PerTensorAffine::Create(2.0f, 0));
+  auto back = DecodeQuantization(want);
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_EQ(std::get<PerTensorAffine>(*back), *q);
+  EXPECT_TRUE(std::get<PerTensorAffine>(*back).symmetric());
 }
 
 TEST(Quantization, PerChannelAsymmetricGoldenBytes) {
@@ -123,9 +130,20 @@ TEST(Quantization, RefusesOtherSchemeVersions) {
 }
 
 TEST(Quantization, RefusesUnknownFlagBits) {
+  ExpectRefused(FromHex("02 01 0300 | 01000000 01000000 ffffffff 03 000000"),
+                "per_channel_affine flags 0x0003 has unknown bits set");
+}
+
+TEST(Quantization, RefusesAnyPerTensorFlag) {
   ExpectRefused(
-      Join({FromHex("01 01 0200"), U32(0x3F800000u), U32(0), Zeros(4)}),
-      "flags 0x0002");
+      Join({FromHex("01 01 0100"), U32(0x3F800000u), U32(0), Zeros(4)}),
+      "per_tensor_affine flags 0x0001 must be 0");
+  ExpectRefused(
+      Join({FromHex("01 01 0100"), U32(0x3F800000u), U32(5), Zeros(4)}),
+      "per_tensor_affine flags 0x0001 must be 0");
+  ExpectRefused(
+      Join({FromHex("01 01 0080"), U32(0x3F800000u), U32(0), Zeros(4)}),
+      "per_tensor_affine flags 0x8000 must be 0");
 }
 
 TEST(Quantization, RefusesALengthOtherThanTheSchemes) {
@@ -144,12 +162,6 @@ TEST(Quantization, RefusesNonZeroReservedBytes) {
   Bytes b = kSpecPerBlock;
   b.back() = std::byte{0x10};
   ExpectRefused(b, "quantization reserved byte 2");
-}
-
-TEST(Quantization, RefusesSymmetricPerTensorWithAZeroPoint) {
-  ExpectRefused(
-      Join({FromHex("01 01 0100"), U32(0x3F800000u), U32(5), Zeros(4)}),
-      "symmetric but zero_point is 5");
 }
 
 TEST(Quantization, RefusesAZeroPointBufferThatDisagreesWithTheFlag) {

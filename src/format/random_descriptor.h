@@ -62,28 +62,41 @@ class RandomDescriptors {
     b.byte_size = byte_size;
     b.alignment = byte_size > 0 ? 64u << Below(4) : 1u << Below(9);
     b.device = device;
-    b.sync_mode = static_cast<SyncMode>(Below(3));
+    // A CPU buffer is always producer-synced.
+    b.sync_mode = device == DeviceTag::kCpu ? SyncMode::kProducerSynced
+                                            : static_cast<SyncMode>(Below(3));
     b.memory_class = memory_class;
     return b;
   }
   DeviceTag Device() { return static_cast<DeviceTag>(Below(9)); }
   MemoryClass Class() { return static_cast<MemoryClass>(Below(4)); }
 
-  // A scheme over `rank` dimensions whose buffers start at `first`.
-  QuantizationScheme Scheme(uint64_t rank, uint32_t first) {
-    const uint64_t kind = rank == 0 ? 0 : Below(3);
+  // A zero point inside the storage type's range.
+  int32_t ZeroPoint(ElementType dtype) {
+    const auto z = static_cast<int32_t>(Below(256));
+    return dtype == ElementType::kI8 ? z - 128 : z;
+  }
+
+  // A scheme for `shape` whose buffers start at `first`. A quantized axis
+  // must be static, so a dynamic one is made static here; a per-block
+  // block_size never exceeds a non-zero shape[axis].
+  QuantizationScheme Scheme(ElementType dtype, std::vector<uint64_t>& shape,
+                            uint64_t min_dim, uint32_t first) {
+    uint64_t kind = shape.empty() ? 0 : Below(3);
     const bool symmetric = OneIn(2);
     if (kind == 0) {
       return symmetric ? *PerTensorAffine::Symmetric(Scale())
-                       : *PerTensorAffine::Create(
-                             Scale(), static_cast<int32_t>(Below(256)) - 128);
+                       : *PerTensorAffine::Create(Scale(), ZeroPoint(dtype));
     }
-    const auto axis = static_cast<uint32_t>(Below(rank));
+    const auto axis = static_cast<uint32_t>(Below(shape.size()));
+    if (shape[axis] == wire::kDynamicDim) shape[axis] = min_dim + Below(6);
+    auto block = static_cast<uint32_t>(2u << Below(7));
+    while (shape[axis] != 0 && block > shape[axis] && block > 2) block >>= 1;
+    if (shape[axis] == 1) kind = 1;  // no block_size >= 2 fits
     if (kind == 1) {
       return symmetric ? *PerChannelAffine::Symmetric(axis, first)
                        : *PerChannelAffine::Asymmetric(axis, first, first + 1);
     }
-    const auto block = static_cast<uint32_t>(2u << Below(7));
     return symmetric
                ? *PerBlockAffine::Symmetric(axis, block, first, ScaleType())
                : *PerBlockAffine::Asymmetric(axis, block, first, first + 1,
@@ -92,18 +105,22 @@ class RandomDescriptors {
 
   TensorDescriptor Dense(bool strided) {
     std::optional<QuantizationScheme> quant;
-    const uint64_t rank = Below(5);
+    // A strided layout needs rank >= 1 (a scalar is row-major).
+    const uint64_t rank = strided ? 1 + Below(4) : Below(5);
+    const uint64_t min_dim = strided ? 1 : 0;
+    std::vector<uint64_t> shape(rank);
+    for (uint64_t& d : shape) {
+      d = Below(6) + min_dim;
+      if (OneIn(12)) d = wire::kDynamicDim;
+    }
     ElementType dtype = AnyType();
     if (OneIn(3)) {
       dtype = OneIn(2) ? ElementType::kI8 : ElementType::kU8;
-      quant = Scheme(rank, 1);
+      quant = Scheme(dtype, shape, min_dim, 1);
     }
     const uint64_t esize = ElementTypeBytes(dtype);
-    std::vector<uint64_t> shape(rank);
     bool dynamic = false, empty = false;
-    for (uint64_t& d : shape) {
-      d = Below(6) + (strided ? 1 : 0);
-      if (OneIn(12)) d = wire::kDynamicDim;
+    for (uint64_t d : shape) {
       dynamic |= d == wire::kDynamicDim;
       empty |= d == 0;
     }
@@ -167,8 +184,7 @@ class RandomDescriptors {
       const bool symmetric = OneIn(2);
       const uint64_t kind = page_size >= 2 ? Below(3) : Below(2);
       if (kind == 0) {
-        quant =
-            *PerTensorAffine::Create(Scale(), static_cast<int32_t>(Below(256)));
+        quant = *PerTensorAffine::Create(Scale(), ZeroPoint(dtype));
       } else if (kind == 1) {
         const auto axis = static_cast<uint32_t>(1 + Below(2));
         quant = symmetric ? *PerChannelAffine::Symmetric(axis, 3)

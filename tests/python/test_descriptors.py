@@ -342,8 +342,20 @@ def test_per_tensor_affine():
     assert (q.scale, q.zero_point, q.is_symmetric) == (0.25, 3, False)
     s = folio.PerTensorAffine.symmetric(scale=0.5)
     assert (s.scale, s.zero_point, s.is_symmetric) == (0.5, 0, True)
-    # The asymmetric form with zero point 0 is a different scheme on the wire.
-    assert folio.PerTensorAffine(0.5, 0) != s
+    # Per-tensor has no symmetric flag on the wire: symmetric is zero point 0.
+    assert folio.PerTensorAffine(0.5, 0) == s
+
+
+def test_per_tensor_symmetric_writes_quantization_flags_zero():
+    # The spec: per-tensor flags MUST be 0, and a reader refuses reserved bits.
+    d = folio.TensorDescriptor(folio.uint8, [3, 4], 0, folio.RowMajorLayout(), [12],
+                               folio.PerTensorAffine.symmetric(2.0))
+    raw = d.to_bytes()
+    quant = raw[-16:]
+    assert quant[:4] == bytes([0x01, 0x01, 0x00, 0x00])
+    assert folio.TensorDescriptor.from_bytes(raw) == d
+    with refused("per_tensor_affine flags 0x0001 must be 0"):
+        folio.TensorDescriptor.from_bytes(patch(raw, len(raw) - 14, b"\x01"))
 
 
 def test_per_channel_affine():
@@ -611,6 +623,26 @@ def test_buffer_handle_refuses_unknown_names(field, value):
       folio.PerChannelAffine.symmetric(0, 3)), "axis 0"),
     ((folio.int8, [3, 4], 0, folio.RowMajorLayout(), [12, 12],
       folio.PerChannelAffine.symmetric(2, 1)), "axis"),
+    ((folio.float32, [3, 4], 0, folio.RowMajorLayout(),
+      [folio.BufferHandle(192, sync_mode="event")]),
+     "buffer 0 sync_mode 1 must be 0 (producer-synced) for a CPU buffer"),
+    ((folio.uint8, [1] * 65, 0, folio.RowMajorLayout(), [64]),
+     "rank 65 exceeds the maximum of 64"),
+    ((folio.uint8, [3, 4], 0, folio.RowMajorLayout(), [12], folio.PerTensorAffine(1.0, 300)),
+     "zero_point 300 is outside the u8 storage range [0, 255]"),
+    ((folio.uint8, [3, 4], 0, folio.RowMajorLayout(), [12], folio.PerTensorAffine(1.0, -1)),
+     "zero_point -1 is outside the u8 storage range"),
+    ((folio.int8, [3, 4], 0, folio.RowMajorLayout(), [12], folio.PerTensorAffine(1.0, 128)),
+     "zero_point 128 is outside the i8 storage range [-128, 127]"),
+    ((folio.int8, [None, 4], 0, folio.RowMajorLayout(), [folio.BufferHandle(0, 1), 16],
+      folio.PerChannelAffine.symmetric(0, 1)), "axis 0 is a dynamic dimension"),
+    ((folio.int8, [3, None], 0, folio.RowMajorLayout(), [folio.BufferHandle(0, 1), 16],
+      folio.PerBlockAffine.symmetric(1, 2, 1, folio.float32)), "axis 1 is a dynamic dimension"),
+    ((folio.int8, [3, 4], 0, folio.RowMajorLayout(), [12, 16],
+      folio.PerBlockAffine.symmetric(1, 8, 1, folio.float32)),
+     "block_size 8 exceeds shape[1] = 4"),
+    ((folio.float32, [], 0, folio.StridedLayout([]), [64]),
+     "strided layout needs rank >= 1 (got rank 0"),
 ])
 def test_descriptor_create_refusals(args, fragment):
     with refused(fragment):
@@ -646,7 +678,9 @@ def patch(data, offset, new):
     (patch(ROW_MAJOR_61, 14, u8(0x00)), "element type tag 0x00 is invalid"),
     (patch(ROW_MAJOR_61, 15, u8(0x02)), "layout column-major (0x02) is not supported"),
     (patch(ROW_MAJOR_61, 15, u8(0xFF)), "layout tag 0xff is invalid"),
-    (patch(ROW_MAJOR_61, 16, u32(U32_MAX)), "shape of rank 4294967295"),
+    (patch(ROW_MAJOR_61, 16, u32(U32_MAX)), "rank 4294967295 exceeds the maximum of 64"),
+    (patch(ROW_MAJOR_61, 16, u32(64)), "shape of rank 64 at byte 20 needs 512 bytes"),
+    (patch(ROW_MAJOR_61, 45 + 13, u8(1)), "sync_mode 1 must be 0 (producer-synced)"),
     (finish(ROW_MAJOR_61 + b"\0"), "1 trailing bytes after the last section"),
     (patch(ROW_MAJOR_61, 45 + 12, u8(0xFF)), "buffer 0 device_tag 0xff is invalid"),
     (patch(PAGED, 52, u32(0)), "page_size must be >= 1"),

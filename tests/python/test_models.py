@@ -133,3 +133,15 @@ def test_kv_dtypes_and_threads_agree(tmp_path):
     bf16 = run_folio(tmp_path / "m", "--kv-dtype", "bf16")
     got, want = np.array(bf16["logits"]), np.array(one["logits"])
     assert np.abs(got - want).max() <= 2e-2 * max(1.0, np.abs(want).max())
+
+
+@pytest.mark.parametrize("tokens", ["abc", "-1", "1,,2"])
+def test_bad_tokens_error_names_the_tokens_flag(tmp_path, tokens):
+    a = ck.Arch(name="llama")
+    ck.write_hf(tmp_path / "m", a, ck.random_weights(a, seed=3), "f32")
+    out = subprocess.run([FOLIO, "logits", "--model", str(tmp_path / "m"), "--tokens", tokens],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    bad = {"abc": "abc", "-1": "-1", "1,,2": ""}[tokens]
+    assert f"--tokens entry '{bad}' is not a non-negative integer" in out.stderr, out.stderr
+    assert "--page-table" not in out.stderr

@@ -266,6 +266,33 @@ def test_non_contiguous_and_float64_query_are_converted():
     assert np.array_equal(bits(run(dict(case, query=as64))), bits(want))
 
 
+def test_float16_query_is_converted_exactly():
+    rng = np.random.default_rng(29)
+    case = make_case(rng, [6, 9], num_rows=2)
+    as16 = case["query"].astype(np.float16)
+    want = run(dict(case, query=as16.astype(np.float32)))
+    assert np.array_equal(bits(run(dict(case, query=as16))), bits(want))
+
+
+@pytest.mark.parametrize("num_threads", [4096, 2**40])
+def test_num_threads_above_the_core_count_is_clamped(num_threads):
+    # Before the fix 2**40 raised MemoryError (and 4096 started 4095
+    # threads); now it runs on at most every core, with the same bits.
+    rng = np.random.default_rng(31)
+    case = make_case(rng, [6, 9], num_rows=2)
+    assert np.array_equal(bits(run(case, num_threads=num_threads)), bits(run(case)))
+
+
+def test_num_threads_is_checked_before_anything_is_allocated():
+    case = valid_case()
+    with pytest.raises(ValueError, match="num_threads must be >= 0"):
+        run(case, num_threads=-(2**40))
+    # A huge request no longer fails first: the metadata error is reported.
+    with_context(1, -1)(case)
+    with pytest.raises(ValueError, match="negative"):
+        run(case, num_threads=2**40)
+
+
 def test_int64_metadata_is_accepted():
     rng = np.random.default_rng(26)
     case = make_case(rng, [6, 9], num_rows=2)
@@ -398,6 +425,16 @@ TYPE_ERRORS = [
      "value_pages is float16"),
     ("float_block_table", with_array("block_table", lambda t: t.astype(np.float32)),
      "block_table must be an integer array"),
+    # Before the fix these were silently converted to float32 (uint16 read
+    # as integers, although uint16 pages mean bfloat16).
+    ("int8_query", with_array("query", lambda q: q.astype(np.int8)),
+     "query must be float32 (float16 and float64 are converted); got int8"),
+    ("int32_query", with_array("query", lambda q: q.astype(np.int32)),
+     "query must be float32 (float16 and float64 are converted); got int32"),
+    ("bool_query", with_array("query", lambda q: q > 0), "query must be float32"),
+    ("uint16_query", with_array("query", to_bf16_bits), "got uint16"),
+    ("complex_query", with_array("query", lambda q: q.astype(np.complex64)),
+     "got complex64"),
 ]
 
 

@@ -14,16 +14,32 @@
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include "folio/core/status.h"
 
 namespace folio {
 
 class ThreadPool {
  public:
+  // How the pool starts one worker thread running `body`. The default is
+  // std::thread, which throws std::system_error when the system cannot
+  // start another thread; tests pass a starter that does that on demand.
+  using StartThread = std::function<std::thread(std::function<void()> body)>;
+
   // num_threads >= 1 counts the caller; 0 means std::thread::hardware_concurrency().
-  explicit ThreadPool(size_t num_threads);
+  // If a worker cannot start, the workers already started are stopped and
+  // joined before the error is reported: ResourceExhausted naming the
+  // thread and the system's reason.
+  static Result<std::unique_ptr<ThreadPool>> Create(size_t num_threads,
+                                                    const StartThread& start = {});
+  // The same, for callers that treat a pool that cannot start as fatal:
+  // after stopping and joining what started it throws std::system_error
+  // with Create's message (never hangs or leaves a thread running).
+  explicit ThreadPool(size_t num_threads, const StartThread& start = {});
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -34,6 +50,11 @@ class ThreadPool {
   void ParallelFor(size_t n, const std::function<void(size_t)>& fn);
 
  private:
+  ThreadPool() = default;
+  // Starts num_threads - 1 workers; on failure stops and joins those that
+  // started, leaving no workers.
+  Status StartWorkers(size_t num_threads, const StartThread& start);
+  void StopAndJoin();
   void WorkerLoop();
   void RunTasks();
 

@@ -89,19 +89,23 @@ class TensorDescriptor {
  public:
   // Validates and builds a descriptor. The rules (each failure names the
   // field and value; docs/spec/hurray-descriptor.md lists them):
+  //  - rank <= 64;
   //  - dense layouts: buffer 0 holds the data; byte_offset plus the extent
   //    the shape and strides reach, in bytes, lies inside buffer 0 (not
-  //    checked where a dimension is dynamic); a strided layout has `rank`
-  //    strides and never reaches below the buffer's start;
+  //    checked where a dimension is dynamic); a strided layout has rank >= 1,
+  //    `rank` strides and never reaches below the buffer's start;
   //  - block-paged: rank 3 (BlockPagedLayout::ValidateAgainstShape),
   //    byte_offset 0, buffer sizes as the layout's formula, one device tag
   //    and memory class for all buffers;
-  //  - quantization: i8/u8 storage; axis < rank; the scheme's buffers
-  //    exist and follow the data buffers in order (scales, then zero
-  //    points); with block-paged, the compatibility rules and scales at 3,
-  //    zero points at 4;
+  //  - quantization: i8/u8 storage; a per-tensor zero point inside the
+  //    storage type's range; axis < rank; with a dense layout shape[axis]
+  //    static and a per-block block_size <= shape[axis] unless that is 0;
+  //    the scheme's buffers exist and follow the data buffers in order
+  //    (scales, then zero points); with block-paged, the compatibility rules
+  //    and scales at 3, zero points at 4;
   //  - the buffer count is exactly what layout and scheme need; every
-  //    buffer's alignment is a power of two, >= 64 when non-empty;
+  //    buffer's alignment is a power of two, >= 64 when non-empty; a CPU
+  //    buffer is producer-synced (sync_mode 0);
   //  - the encoding fits in u32 descriptor_length.
   static Result<TensorDescriptor> Create(
       ElementType dtype, std::vector<uint64_t> shape, uint64_t byte_offset,

@@ -28,6 +28,9 @@ inline constexpr uint32_t kFlagStatistics = 1u << 3;
 inline constexpr uint32_t kFlagCompositeMember = 1u << 4;
 inline constexpr uint32_t kKnownFlags = 0x1Fu;  // bits 5..31 must be zero
 
+// Writers MUST NOT emit, and readers MUST refuse, a rank above this.
+inline constexpr uint32_t kMaxRank = 64;
+
 // shape: u64[rank]; this value marks a dynamic dimension.
 inline constexpr uint64_t kDynamicDim = UINT64_MAX;
 

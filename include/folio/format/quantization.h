@@ -31,27 +31,28 @@ namespace folio::format {
 
 class PerTensorAffine {
  public:
-  // Asymmetric form (flags 0): any zero point, including 0. Mirrors Python's
-  // PerTensorAffine(scale, zero_point). scale must be finite and != 0.
+  // Any zero point; scale must be finite and != 0. Mirrors Python's
+  // PerTensorAffine(scale, zero_point). The zero point must also fit the
+  // storage type (i8 or u8), which TensorDescriptor checks.
   static Result<PerTensorAffine> Create(float scale, int32_t zero_point);
-  // Symmetric form (flags bit0): zero point 0.
+  // Shorthand for Create(scale, 0). Per-tensor has no symmetric flag on the
+  // wire (the spec's per-tensor flags MUST be 0): symmetric means z = 0.
   static Result<PerTensorAffine> Symmetric(float scale);
 
   static constexpr uint8_t tag() { return 0x01; }
   static constexpr std::string_view name() { return "per_tensor_affine"; }
   float scale() const { return scale_; }
   int32_t zero_point() const { return zero_point_; }
-  bool symmetric() const { return symmetric_; }
+  bool symmetric() const { return zero_point_ == 0; }
 
   friend bool operator==(const PerTensorAffine&,
                          const PerTensorAffine&) = default;
 
  private:
-  PerTensorAffine(float scale, int32_t zero_point, bool symmetric)
-      : scale_(scale), zero_point_(zero_point), symmetric_(symmetric) {}
+  PerTensorAffine(float scale, int32_t zero_point)
+      : scale_(scale), zero_point_(zero_point) {}
   float scale_;
   int32_t zero_point_;
-  bool symmetric_;
 };
 
 class PerChannelAffine {
@@ -148,11 +149,11 @@ std::vector<std::byte> EncodeQuantization(const QuantizationScheme& scheme);
 
 // Decodes exactly one quantization descriptor; `bytes` must be exactly its
 // size. Errors are InvalidArgument, each naming field and value: too
-// short, an unknown scheme tag, scheme_version != 1, unknown flag bits, a
-// length other than the scheme's, non-zero reserved bytes, a zero or
-// non-finite scale, a symmetric per-tensor scheme with a zero point, a
-// zero-point buffer index that disagrees with the symmetric flag, a bad
-// block size or scale type.
+// short, an unknown scheme tag, scheme_version != 1, unknown flag bits, any
+// flag bit on a per-tensor scheme, a length other than the scheme's,
+// non-zero reserved bytes, a zero or non-finite scale, a zero-point buffer
+// index that disagrees with the symmetric flag, a bad block size or scale
+// type.
 Result<QuantizationScheme> DecodeQuantization(std::span<const std::byte> bytes);
 
 }  // namespace folio::format
