@@ -1,9 +1,16 @@
 # folio: the two Quick start targets, plus the builds around them.
-#   make demo   install what is missing, build, run the worked example
-#   make test   install what is missing, build, run every test
-# Other targets: build, asan (ASan+UBSan build and tests), fuzz (libFuzzer
-# on the GGUF, safetensors, Hurray descriptor and KV snapshot readers and the
-# server's request parser, FUZZ_SECONDS each), format, clean.
+#   make demo          install what is missing, build, run the worked example
+#   make test          install what is missing, build, run every test
+# Other targets:
+#   make build         configure (Release) and build into build/
+#   make asan          an ASan + UBSan build in build-asan/, and its tests
+#   make fuzz          libFuzzer (clang, ASan + UBSan) on the GGUF, safetensors,
+#                      Hurray descriptor and KV snapshot readers and the server's
+#                      request parser, FUZZ_SECONDS (60) each, in build-fuzz/
+#   make format        clang-format -i the C++ sources (FORMAT_FILES)
+#   make format-check  fail if any of them is not clang-formatted (.ci/run)
+#   make clean         remove build/, build-asan/ and build-fuzz/
+# Variables: BUILD_DIR, ASAN_DIR, FUZZ_DIR, JOBS (2), CMAKE_FLAGS, FUZZ_SECONDS.
 
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
@@ -13,7 +20,7 @@ CMAKE_FLAGS ?=
 FUZZ_DIR  ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build test demo asan fuzz clean format
+.PHONY: all setup configure build test demo asan fuzz clean format format-check
 
 all: build
 
@@ -77,8 +84,19 @@ fuzz: build
 	    $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/seeds/$$t || exit 1; \
 	done
 
-format:
-	find include src -name '*.h' -o -name '*.cc' | xargs clang-format -i
+# The C++ sources clang-format keeps (.clang-format): every tracked .h and
+# .cc under include, src, bench, tools and python/src, except generated
+# files.
+FORMAT_GENERATED = src/model/unicode_tables.cc
+FORMAT_FILES = $(filter-out $(FORMAT_GENERATED),$(shell git ls-files -- \
+  'include/*.h' 'include/*.cc' 'src/*.h' 'src/*.cc' 'bench/*.h' 'bench/*.cc' \
+  'tools/*.h' 'tools/*.cc' 'python/src/*.h' 'python/src/*.cc'))
+
+format: setup
+	clang-format -i $(FORMAT_FILES)
+
+format-check: setup
+	clang-format --dry-run -Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

@@ -15,6 +15,7 @@ debian_packages=(
   python3-dev python3-pip
   # libFuzzer for make fuzz and the format_fuzz_descriptor test
   clang libclang-rt-dev
+  clang-format  # make format, make format-check
 )
 
 missing=()
