@@ -46,41 +46,31 @@ asan: setup
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	cd $(ASAN_DIR) && ctest --output-on-failure -j$(JOBS)
 
-# Coverage-guided fuzzing of the file readers with clang's libFuzzer, ASan
-# and UBSan; seeds are small valid files written by tools/fuzz/make_seeds.py
-# and, for descriptors, tools/fuzz/descriptor_seeds.cc. (make test runs the
-# descriptor fuzzer for 20 s too: src/format/CMakeLists.txt.)
-FORMAT_SOURCES = src/format/element_type.cc src/format/quantization.cc \
-  src/format/block_paged_layout.cc src/format/descriptor.cc
-FUZZ_CXX = clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc
-# The server's request parser needs a tokenizer (the byte-level one).
-FUZZ_TOKENIZER_SOURCES = $(addprefix src/model/,byte_tokenizer.cc bpe_tokenizer.cc \
-  spm_tokenizer.cc tokenizer_common.cc tokenizer_spec.cc split_regex.cc unicode.cc \
-  unicode_tables.cc)
-fuzz: build
-	mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CXX) tools/fuzz/fuzz_gguf.cc src/model/gguf.cc src/core/status.cc \
-	  src/core/dtype.cc src/core/file_bytes.cc -o $(FUZZ_DIR)/fuzz_gguf
-	$(FUZZ_CXX) tools/fuzz/fuzz_safetensors.cc src/model/safetensors.cc \
-	  src/core/status.cc src/core/dtype.cc src/core/file_bytes.cc -o $(FUZZ_DIR)/fuzz_safetensors
-	$(FUZZ_CXX) tools/fuzz/fuzz_descriptor.cc $(FORMAT_SOURCES) \
-	  src/core/status.cc -o $(FUZZ_DIR)/fuzz_descriptor
-	clang++ -std=c++20 -O1 -Iinclude -Isrc -Isrc/format \
-	  tools/fuzz/descriptor_seeds.cc $(FORMAT_SOURCES) src/core/status.cc \
-	  -o $(FUZZ_DIR)/descriptor_seeds
+# Coverage-guided fuzzing with clang's libFuzzer, ASan and UBSan: a clang
+# configure of the same CMake project with -DFOLIO_FUZZ=ON builds the
+# fuzzers (tools/fuzz/CMakeLists.txt) over instrumented module libraries.
+# Seeds: small valid files from tools/fuzz/make_seeds.py, descriptors from
+# descriptor_seeds, and a KV snapshot that the Release build's `folio kv
+# export` writes. (make test runs the descriptor fuzzer for 20 s too:
+# src/format/CMakeLists.txt.)
+FUZZERS = gguf safetensors descriptor snapshot request
+
+$(FUZZ_DIR)/CMakeCache.txt:
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_FUZZ=ON $(CMAKE_FLAGS)
+
+fuzz: configure $(FUZZ_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target folio
+	cmake --build $(FUZZ_DIR) -j$(JOBS) --target folio_fuzzers
 	python3 tools/fuzz/make_seeds.py $(FUZZ_DIR)/seeds
 	$(FUZZ_DIR)/descriptor_seeds $(FUZZ_DIR)/seeds/descriptor
-	$(FUZZ_CXX) tools/fuzz/fuzz_snapshot.cc $(FORMAT_SOURCES) src/format/kv_snapshot.cc \
-	  src/core/status.cc src/core/file_bytes.cc -lz -o $(FUZZ_DIR)/fuzz_snapshot
 	mkdir -p $(FUZZ_DIR)/seeds/snapshot
 	$(BUILD_DIR)/bin/folio kv export -o $(FUZZ_DIR)/seeds/snapshot/two.kvs --page-size 4 \
 	  --prompt "paged attention" --prompt "kv" > /dev/null
-	$(FUZZ_CXX) tools/fuzz/fuzz_request.cc src/server/request.cc src/server/chat_template.cc \
-	  src/sampling/sampler.cc $(FUZZ_TOKENIZER_SOURCES) src/core/status.cc \
-	  -lpcre2-8 -o $(FUZZ_DIR)/fuzz_request
-	for t in gguf safetensors descriptor snapshot request; do \
-	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
+	for t in $(FUZZERS); do \
+	  mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/artifacts/$$t; \
 	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t/ \
 	    $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/seeds/$$t || exit 1; \
 	done
 
