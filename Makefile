@@ -2,6 +2,8 @@
 #   make demo          install what is missing, build, run the worked example
 #   make test          install what is missing, build, run every test
 # Other targets:
+#   make setup         install the missing Debian and Python packages (tools/setup.sh)
+#   make configure     setup, then configure build/ (Release) if it is not
 #   make build         configure (Release) and build into build/
 #   make asan          an ASan + UBSan build in build-asan/, and its tests
 #   make fuzz          libFuzzer (clang, ASan + UBSan) on the GGUF, safetensors,
