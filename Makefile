@@ -1,9 +1,18 @@
 # folio: the two Quick start targets, plus the builds around them.
-#   make demo   install what is missing, build, run the worked example
-#   make test   install what is missing, build, run every test
-# Other targets: build, asan (ASan+UBSan build and tests), fuzz (libFuzzer
-# on the GGUF, safetensors, Hurray descriptor and KV snapshot readers and the
-# server's request parser, FUZZ_SECONDS each), format, clean.
+#   make demo          install what is missing, build, run the worked example
+#   make test          install what is missing, build, run every test
+# Other targets:
+#   make setup         install the missing Debian and Python packages (tools/setup.sh)
+#   make configure     setup, then configure build/ (Release) if it is not
+#   make build         configure (Release) and build into build/
+#   make asan          an ASan + UBSan build in build-asan/, and its tests
+#   make fuzz          libFuzzer (clang, ASan + UBSan) on the GGUF, safetensors,
+#                      Hurray descriptor and KV snapshot readers and the server's
+#                      request parser, FUZZ_SECONDS (60) each, in build-fuzz/
+#   make format        clang-format -i the C++ sources (FORMAT_FILES)
+#   make format-check  fail if any of them is not clang-formatted (.ci/run)
+#   make clean         remove build/, build-asan/ and build-fuzz/
+# Variables: BUILD_DIR, ASAN_DIR, FUZZ_DIR, JOBS (2), CMAKE_FLAGS, FUZZ_SECONDS.
 
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
@@ -13,7 +22,7 @@ CMAKE_FLAGS ?=
 FUZZ_DIR  ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build test demo asan fuzz clean format
+.PHONY: all setup configure build test demo asan fuzz clean format format-check
 
 all: build
 
@@ -39,46 +48,47 @@ asan: setup
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	cd $(ASAN_DIR) && ctest --output-on-failure -j$(JOBS)
 
-# Coverage-guided fuzzing of the file readers with clang's libFuzzer, ASan
-# and UBSan; seeds are small valid files written by tools/fuzz/make_seeds.py
-# and, for descriptors, tools/fuzz/descriptor_seeds.cc. (make test runs the
-# descriptor fuzzer for 20 s too: src/format/CMakeLists.txt.)
-FORMAT_SOURCES = src/format/element_type.cc src/format/quantization.cc \
-  src/format/block_paged_layout.cc src/format/descriptor.cc
-FUZZ_CXX = clang++ -std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc
-# The server's request parser needs a tokenizer (the byte-level one).
-FUZZ_TOKENIZER_SOURCES = $(addprefix src/model/,byte_tokenizer.cc bpe_tokenizer.cc \
-  spm_tokenizer.cc tokenizer_common.cc tokenizer_spec.cc split_regex.cc unicode.cc \
-  unicode_tables.cc)
-fuzz: build
-	mkdir -p $(FUZZ_DIR)
-	$(FUZZ_CXX) tools/fuzz/fuzz_gguf.cc src/model/gguf.cc src/core/status.cc \
-	  src/core/dtype.cc src/core/file_bytes.cc -o $(FUZZ_DIR)/fuzz_gguf
-	$(FUZZ_CXX) tools/fuzz/fuzz_safetensors.cc src/model/safetensors.cc \
-	  src/core/status.cc src/core/dtype.cc src/core/file_bytes.cc -o $(FUZZ_DIR)/fuzz_safetensors
-	$(FUZZ_CXX) tools/fuzz/fuzz_descriptor.cc $(FORMAT_SOURCES) \
-	  src/core/status.cc -o $(FUZZ_DIR)/fuzz_descriptor
-	clang++ -std=c++20 -O1 -Iinclude -Isrc -Isrc/format \
-	  tools/fuzz/descriptor_seeds.cc $(FORMAT_SOURCES) src/core/status.cc \
-	  -o $(FUZZ_DIR)/descriptor_seeds
+# Coverage-guided fuzzing with clang's libFuzzer, ASan and UBSan: a clang
+# configure of the same CMake project with -DFOLIO_FUZZ=ON builds the
+# fuzzers (tools/fuzz/CMakeLists.txt) over instrumented module libraries.
+# Seeds: small valid files from tools/fuzz/make_seeds.py, descriptors from
+# descriptor_seeds, and a KV snapshot that the Release build's `folio kv
+# export` writes. (make test runs the descriptor fuzzer for 20 s too:
+# src/format/CMakeLists.txt.)
+FUZZERS = gguf safetensors descriptor snapshot request
+
+$(FUZZ_DIR)/CMakeCache.txt:
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_CXX_COMPILER=clang++ \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_FUZZ=ON $(CMAKE_FLAGS)
+
+fuzz: configure $(FUZZ_DIR)/CMakeCache.txt
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target folio
+	cmake --build $(FUZZ_DIR) -j$(JOBS) --target folio_fuzzers
 	python3 tools/fuzz/make_seeds.py $(FUZZ_DIR)/seeds
 	$(FUZZ_DIR)/descriptor_seeds $(FUZZ_DIR)/seeds/descriptor
-	$(FUZZ_CXX) tools/fuzz/fuzz_snapshot.cc $(FORMAT_SOURCES) src/format/kv_snapshot.cc \
-	  src/core/status.cc src/core/file_bytes.cc -lz -o $(FUZZ_DIR)/fuzz_snapshot
 	mkdir -p $(FUZZ_DIR)/seeds/snapshot
 	$(BUILD_DIR)/bin/folio kv export -o $(FUZZ_DIR)/seeds/snapshot/two.kvs --page-size 4 \
 	  --prompt "paged attention" --prompt "kv" > /dev/null
-	$(FUZZ_CXX) tools/fuzz/fuzz_request.cc src/server/request.cc src/server/chat_template.cc \
-	  src/sampling/sampler.cc $(FUZZ_TOKENIZER_SOURCES) src/core/status.cc \
-	  -lpcre2-8 -o $(FUZZ_DIR)/fuzz_request
-	for t in gguf safetensors descriptor snapshot request; do \
-	  mkdir -p $(FUZZ_DIR)/corpus/$$t; \
+	for t in $(FUZZERS); do \
+	  mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/artifacts/$$t; \
 	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t/ \
 	    $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/seeds/$$t || exit 1; \
 	done
 
-format:
-	find include src -name '*.h' -o -name '*.cc' | xargs clang-format -i
+# The C++ sources clang-format keeps (.clang-format): every tracked .h and
+# .cc under include, src, bench, tools and python/src, except generated
+# files.
+FORMAT_GENERATED = src/model/unicode_tables.cc
+FORMAT_FILES = $(filter-out $(FORMAT_GENERATED),$(shell git ls-files -- \
+  'include/*.h' 'include/*.cc' 'src/*.h' 'src/*.cc' 'bench/*.h' 'bench/*.cc' \
+  'tools/*.h' 'tools/*.cc' 'python/src/*.h' 'python/src/*.cc'))
+
+format: setup
+	clang-format -i $(FORMAT_FILES)
+
+format-check: setup
+	clang-format --dry-run -Werror $(FORMAT_FILES)
 
 clean:
 	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(FUZZ_DIR)

@@ -9,7 +9,7 @@
 // Times are set against the machine's streaming read bandwidth, measured in
 // the same run: at its start and end, and out of cache also in rounds with
 // each of contiguous and paged. Output is JSON (rows and the verdict on the performance
-// targets) plus an SVG plot; docs/performance.md explains the fields.
+// targets) plus an SVG plot; docs/benchmarks.md explains the fields.
 #ifndef FOLIO_BENCH_ATTENTION_BENCH_H_
 #define FOLIO_BENCH_ATTENTION_BENCH_H_
 

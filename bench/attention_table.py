@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Markdown tables from `folio bench attention` JSON (docs/performance.md).
+"""Markdown tables from `folio bench attention` JSON (docs/performance-log.md
+holds them for the run docs/performance.md reports).
 
 usage: bench/attention_table.py REPORT.json
 Prints the machine summary, the per-configuration floors, the per-row

@@ -3,7 +3,7 @@
 // each thread count, set against the decode floor: the weight bytes every
 // decoded token must read over the memory bandwidth measured in the same
 // run. Without --model it builds a synthetic Llama-style model of about 1B
-// parameters with random bf16 weights. docs/performance.md explains the
+// parameters with random bf16 weights. docs/benchmarks.md explains the
 // fields ("Decode throughput").
 #ifndef FOLIO_BENCH_DECODE_BENCH_H_
 #define FOLIO_BENCH_DECODE_BENCH_H_

@@ -5,7 +5,7 @@
 // token-major [page_size, heads, dim]), encode (descriptors, CRC-32), write
 // the file, read and decode it (CRC-32 and every check), and import into a
 // fresh engine (conversion back). A memcpy of the same K/V bytes gives the
-// floor. docs/performance.md ("KV transfer") explains the fields.
+// floor. docs/benchmarks.md ("KV transfer") explains the fields.
 #ifndef FOLIO_BENCH_KV_TRANSFER_BENCH_H_
 #define FOLIO_BENCH_KV_TRANSFER_BENCH_H_
 

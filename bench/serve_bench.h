@@ -19,7 +19,7 @@
 //
 // An admission sweep then fixes KV byte budgets and runs the workload
 // paged (on demand) and reserved (maximum length), reporting how many
-// requests ran at once and the output throughput. docs/performance.md
+// requests ran at once and the output throughput. docs/benchmarks.md
 // ("Serving") defines every field.
 #ifndef FOLIO_BENCH_SERVE_BENCH_H_
 #define FOLIO_BENCH_SERVE_BENCH_H_

@@ -5,14 +5,17 @@ set -euo pipefail
 
 debian_packages=(
   build-essential cmake pkg-config
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev
   nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
   libssl-dev libhwy-dev
   libpcre2-dev
   zlib1g-dev  # CRC-32 of KV snapshots
   libcpp-httplib-dev
+  # the Python extension's headers, and pip for the packages below
+  python3-dev python3-pip
   # libFuzzer for make fuzz and the format_fuzz_descriptor test
   clang libclang-rt-dev
+  clang-format  # make format, make format-check
 )
 
 missing=()

@@ -10,7 +10,7 @@
 namespace folio::model {
 namespace {
 
-// ../shared/reference/course-fixture.md, "Initialisation".
+// The stream and draw order of docs/design.md, "The worked example".
 TEST(InitializeWeights, ReproducesCourseStream) {
   const ModelConfig c = WorkedExampleConfig();
   SplitMix64 rng(20);

@@ -18,7 +18,7 @@
 // (and window must be 0). Query head h reads K/V head
 // h / (num_q_heads / num_kv_heads). A sequence with n = 0 outputs zeros.
 //
-// Determinism (../shared/ARCHITECTURE.md, contract 3): a row's keys are cut
+// Determinism (docs/design.md, contract 3): a row's keys are cut
 // into chunks of kChunkKeys at fixed logical positions and each chunk into
 // tiles of kTileKeys; a row only ever touches its own visible keys; chunk
 // states fold left to right. So an output row's bits depend only on its own

@@ -1,7 +1,7 @@
 // SplitMix64: the one random stream folio uses for initialisation and
 // sampling. Small, fast, and fully specified by its 64-bit state, so a
 // stream can be saved, compared and resumed exactly
-// (../shared/reference/course-fixture.md gives the constants).
+// (docs/design.md, "The worked example", describes the stream).
 #ifndef FOLIO_CORE_SPLITMIX64_H_
 #define FOLIO_CORE_SPLITMIX64_H_
 

@@ -3,7 +3,7 @@
 // ParallelFor(n, fn) runs fn(0..n-1) and returns when all have finished.
 // Which thread runs which index is unspecified, so callers make every
 // index write its own output: results then never depend on the thread count
-// (../shared/ARCHITECTURE.md, contract 3). The calling thread takes part, so
+// (docs/design.md, contract 3). The calling thread takes part, so
 // a pool of 1 thread runs everything inline. Idle threads spin briefly
 // before they sleep, so back-to-back loops (every layer of a decode step)
 // do not pay a thread wake-up each.

@@ -10,7 +10,7 @@
 //
 // and a page is released exactly once per reference: releasing a free page
 // is an error (kFailedPrecondition, naming the page), never silently ignored
-// (../../../shared/ARCHITECTURE.md, contract 5).
+// (docs/design.md, contract 5).
 //
 // Running out of pages is an answer, not an error: CanAllocate / TryAllocate
 // return false / nullopt and the caller (the scheduler) decides whether to

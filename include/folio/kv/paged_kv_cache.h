@@ -21,7 +21,7 @@
 // filled tail is shared first copies that tail (copy-on-write). Release
 // returns each page reference the sequence holds exactly once.
 //
-// Steps are atomic (../../../shared/ARCHITECTURE.md, contract 4):
+// Steps are atomic (docs/design.md, contract 4):
 //
 //   auto plan = cache.PrepareAppend({{a, 1}, {b, 7}});   // plan, reserve
 //   if (!plan.ok())  -> bad request, nothing changed

@@ -29,7 +29,7 @@
 //
 // Determinism: reuse changes no result bits, because a page's K/V rows are
 // a function of the tokens up to it and never of how they were batched or
-// chunked (../../../shared/ARCHITECTURE.md, contract 3). Lookups, inserts
+// chunked (docs/design.md, contract 3). Lookups, inserts
 // and eviction order depend only on the sequence of calls.
 #ifndef FOLIO_KV_PREFIX_CACHE_H_
 #define FOLIO_KV_PREFIX_CACHE_H_

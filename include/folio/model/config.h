@@ -75,7 +75,7 @@ struct ModelConfig {
 // position pos is pos * inv_freq[p].
 std::vector<double> RopeInverseFrequencies(const ModelConfig& config);
 
-// The page-table chapter's worked example (../shared/reference/course-fixture.md):
+// The page-table chapter's worked example (docs/design.md, "The worked example"):
 // width 8, 4 query heads, 2 K/V heads, ffn 12, 2 layers, 12 positions,
 // vocabulary 258, tied embedding, no window.
 ModelConfig WorkedExampleConfig();

@@ -7,7 +7,7 @@
 // the memory bandwidth; prefill (many rows) reads each weight row from
 // memory once per block of activation rows.
 //
-// Determinism (../shared/ARCHITECTURE.md, contract 3): the reduction that
+// Determinism (docs/design.md, contract 3): the reduction that
 // produces y[r, j] has one fixed order that depends only on `cols`, the
 // weight type and the SIMD target the CPU runs (chosen once per process) —
 // never on num_rows, which rows share a call, how outputs are split over

@@ -2,7 +2,7 @@
 // against the paper in a minute. T is float (production) or double (the
 // worked example). Every reduction runs in increasing index order from zero
 // in T, so an output element's bits depend only on its own inputs, never on
-// how many rows a call holds (../shared/ARCHITECTURE.md, contract 3).
+// how many rows a call holds (docs/design.md, contract 3).
 #ifndef FOLIO_OPS_OPS_H_
 #define FOLIO_OPS_OPS_H_
 
