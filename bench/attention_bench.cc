@@ -34,12 +34,11 @@ struct Grid {
 
 Result<Grid> GridOf(const AttentionBenchOptions& o) {
   Grid g;
-  g.contexts = o.quick ? std::vector<uint64_t>{1024, 16384}
-                       : std::vector<uint64_t>{128, 1024, 4096, 16384};
+  g.contexts =
+      o.quick ? std::vector<uint64_t>{1024, 16384} : std::vector<uint64_t>{128, 1024, 4096, 16384};
   g.batches = o.quick ? std::vector<uint64_t>{1} : std::vector<uint64_t>{1, 8};
   std::vector<std::string> names =
-      o.quick ? std::vector<std::string>{"bf16"}
-              : std::vector<std::string>{"f32", "bf16"};
+      o.quick ? std::vector<std::string>{"bf16"} : std::vector<std::string>{"f32", "bf16"};
   if (!o.contexts.empty()) g.contexts = o.contexts;
   if (!o.batches.empty()) g.batches = o.batches;
   if (!o.kv_dtypes.empty()) names = o.kv_dtypes;
@@ -47,16 +46,14 @@ Result<Grid> GridOf(const AttentionBenchOptions& o) {
     Result<DType> d = ParseDType(n);
     if (!d) return d.error().WithContext("--kv-dtypes");
     if (*d != DType::kF32 && *d != DType::kBF16 && *d != DType::kF16) {
-      return Status::InvalidArgument(
-          "--kv-dtypes: the kernel reads f32, bf16 or f16 (got " + n + ")");
+      return Status::InvalidArgument("--kv-dtypes: the kernel reads f32, bf16 or f16 (got " + n +
+                                     ")");
     }
     g.dtypes.push_back(*d);
   }
   for (const auto* list : {&g.contexts, &g.batches}) {
-    if (list->empty() ||
-        std::find(list->begin(), list->end(), 0u) != list->end()) {
-      return Status::InvalidArgument(
-          "--contexts and --batches must be non-empty and > 0");
+    if (list->empty() || std::find(list->begin(), list->end(), 0u) != list->end()) {
+      return Status::InvalidArgument("--contexts and --batches must be non-empty and > 0");
     }
   }
   return g;
@@ -64,11 +61,9 @@ Result<Grid> GridOf(const AttentionBenchOptions& o) {
 
 std::string MiB(uint64_t bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB",
-                static_cast<double>(bytes) / (1 << 20));
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
   return buf;
 }
-
 
 std::string ConfigName(const json& row) {
   return row["kv_dtype"].get<std::string>() + " batch " +
@@ -77,9 +72,7 @@ std::string ConfigName(const json& row) {
 }
 
 // Achieved GB/s: `bytes` read in `us` microseconds.
-double Gbps(uint64_t bytes, double us) {
-  return static_cast<double>(bytes) / (us * 1e-6) / 1e9;
-}
+double Gbps(uint64_t bytes, double us) { return static_cast<double>(bytes) / (us * 1e-6) / 1e9; }
 
 // scale * a.samples[r] / b.samples[r] for every round r.
 std::vector<double> PerRoundRatios(const Timing& a, const Timing& b, double scale = 1.0) {
@@ -91,9 +84,7 @@ std::vector<double> PerRoundRatios(const Timing& a, const Timing& b, double scal
 }
 
 // Median over rounds of a.samples[r] / b.samples[r].
-double PairedRatio(const Timing& a, const Timing& b) {
-  return Quantile(PerRoundRatios(a, b), 0.5);
-}
+double PairedRatio(const Timing& a, const Timing& b) { return Quantile(PerRoundRatios(a, b), 0.5); }
 
 // A mode and the bandwidth probe, timed in the same rounds.
 struct BesideProbe {
@@ -120,8 +111,8 @@ struct ConfigResult {
   // in rounds with one pass of the bandwidth probe, so that each round's
   // fraction of bandwidth sets the two side by side.
   std::array<BesideProbe, 2> beside_probe;
-  uint64_t copied = 0;        // gather's bytes per call
-  bool same = true;           // the three layouts' outputs, every pass
+  uint64_t copied = 0;  // gather's bytes per call
+  bool same = true;     // the three layouts' outputs, every pass
   bool finite = true;
   double other_cores = 0.0, steal_cores = 0.0;  // summed over passes
   uint64_t passes = 0;
@@ -130,19 +121,17 @@ struct ConfigResult {
 // Measures r.shape once and folds it into r: the untimed bit-identity
 // check, then the three timed modes, and out of cache contiguous and paged
 // each beside `probe`.
-Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
-                     const ReadProbe& probe, ConfigResult& r) {
+Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool, const ReadProbe& probe,
+                     ConfigResult& r) {
   const AttentionShape& shape = r.shape;
-  FOLIO_ASSIGN_OR_RETURN(
-      AttentionFixture f,
-      AttentionFixture::Create(shape, o.seed, !o.no_shuffle, pool));
+  FOLIO_ASSIGN_OR_RETURN(AttentionFixture f,
+                         AttentionFixture::Create(shape, o.seed, !o.no_shuffle, pool));
   const attention::PagedAttentionParams params = f.params();
   const size_t out_size = f.query().size();
   Status failure;
   auto kernel = [&](bool paged, std::vector<float>& out) {
-    Status s = attention::PagedAttention(
-        params, f.query(), paged ? f.paged_kv() : f.dense_kv(),
-        paged ? f.paged_batch() : f.dense_batch(), out, &pool);
+    Status s = attention::PagedAttention(params, f.query(), paged ? f.paged_kv() : f.dense_kv(),
+                                         paged ? f.paged_batch() : f.dense_batch(), out, &pool);
     if (!s.ok() && failure.ok()) failure = s;
   };
   std::vector<float> outs[3] = {std::vector<float>(out_size, -1.0f),
@@ -164,18 +153,17 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
   kernel(false, outs[1]);
   kernel(true, outs[2]);
   FOLIO_RETURN_IF_ERROR(failure);
-  const bool same =
-      std::memcmp(outs[0].data(), outs[1].data(), out_size * 4) == 0 &&
-      std::memcmp(outs[0].data(), outs[2].data(), out_size * 4) == 0;
-  const bool finite = std::all_of(outs[0].begin(), outs[0].end(),
-                                  [](float v) { return std::isfinite(v); });
+  const bool same = std::memcmp(outs[0].data(), outs[1].data(), out_size * 4) == 0 &&
+                    std::memcmp(outs[0].data(), outs[2].data(), out_size * 4) == 0;
+  const bool finite =
+      std::all_of(outs[0].begin(), outs[0].end(), [](float v) { return std::isfinite(v); });
 
   const uint64_t bytes = shape.kv_bytes();
-  std::cerr << "  " << DTypeName(shape.kv_dtype) << " batch " << shape.batch
-            << " context " << shape.context << ": K+V " << MiB(bytes)
+  std::cerr << "  " << DTypeName(shape.kv_dtype) << " batch " << shape.batch << " context "
+            << shape.context << ": K+V " << MiB(bytes)
             << (r.in_cache ? " (in cache)" : " (out of cache)")
-            << ", outputs identical: " << (same ? "yes" : "NO")
-            << (finite ? "" : ", NON-FINITE") << "\n   ";
+            << ", outputs identical: " << (same ? "yes" : "NO") << (finite ? "" : ", NON-FINITE")
+            << "\n   ";
   TimingOptions timing;
   timing.repeats = o.repeats;
   timing.budget_us = 20e6;
@@ -210,8 +198,7 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
   for (int m = 0; m < 3; ++m) {
     const Timing& t = times[static_cast<size_t>(m)];
     std::cerr << " " << kModes[m] << " " << Fixed(t.median_us, 1) << " us ("
-              << Fixed(Gbps(bytes, t.median_us), 1)
-              << " GB/s)";
+              << Fixed(Gbps(bytes, t.median_us), 1) << " GB/s)";
   }
   for (size_t k = 0; with_probe && k < 2; ++k) {
     const std::vector<double> fractions = beside_probe[k].Fractions(bytes, probe.bytes());
@@ -219,8 +206,7 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
               << Fixed(Quantile(fractions, 0.5), 2) << " of its bandwidth";
   }
   std::cerr << "\n    other processes kept " << Fixed(load.other_cores, 2)
-            << " cores busy meanwhile, hypervisor steal "
-            << Fixed(load.steal_cores, 2) << "\n";
+            << " cores busy meanwhile, hypervisor steal " << Fixed(load.steal_cores, 2) << "\n";
 
   if (r.passes++ == 0) {
     r.times = std::move(times);
@@ -230,8 +216,7 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
     // Rounds stay paired across passes: both modes of a pair get the same
     // number of samples in a pass.
     const auto pool_into = [](Timing& into, const Timing& more) {
-      into.samples_us.insert(into.samples_us.end(), more.samples_us.begin(),
-                             more.samples_us.end());
+      into.samples_us.insert(into.samples_us.end(), more.samples_us.begin(), more.samples_us.end());
       Summarize(into);
     };
     for (size_t m = 0; m < 3; ++m) pool_into(r.times[m], times[m]);
@@ -250,34 +235,33 @@ Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool,
 }
 
 // One row per mode of a measured configuration.
-void AppendRows(const ConfigResult& r, const AttentionBenchOptions& o,
-                uint64_t probe_bytes, json& rows) {
+void AppendRows(const ConfigResult& r, const AttentionBenchOptions& o, uint64_t probe_bytes,
+                json& rows) {
   const AttentionShape& shape = r.shape;
   const std::vector<Timing>& times = r.times;
   const uint64_t bytes = shape.kv_bytes();
   const auto passes = static_cast<double>(r.passes);
   for (int m = 0; m < 3; ++m) {
     const Timing& t = times[static_cast<size_t>(m)];
-    json row = {
-        {"mode", kModes[m]},
-        {"context", shape.context},
-        {"batch", shape.batch},
-        {"kv_dtype", std::string(DTypeName(shape.kv_dtype))},
-        {"median_us", t.median_us},
-        {"p10_us", t.p10_us},
-        {"p90_us", t.p90_us},
-        {"min_us", t.min_us},
-        {"repeats", t.repeats},
-        {"calls_per_sample", t.calls_per_sample},
-        {"bytes_read", bytes},
-        {"gbps", Gbps(bytes, t.median_us)},
-        {"time_vs_contiguous", t.median_us / times[0].median_us},
-        {"in_cache", r.in_cache},
-        {"outputs_identical", r.same},
-        {"outputs_finite", r.finite},
-        {"other_load_cores", r.other_cores / passes},
-        {"steal_cores", r.steal_cores / passes},
-        {"samples_us", t.samples_us}};
+    json row = {{"mode", kModes[m]},
+                {"context", shape.context},
+                {"batch", shape.batch},
+                {"kv_dtype", std::string(DTypeName(shape.kv_dtype))},
+                {"median_us", t.median_us},
+                {"p10_us", t.p10_us},
+                {"p90_us", t.p90_us},
+                {"min_us", t.min_us},
+                {"repeats", t.repeats},
+                {"calls_per_sample", t.calls_per_sample},
+                {"bytes_read", bytes},
+                {"gbps", Gbps(bytes, t.median_us)},
+                {"time_vs_contiguous", t.median_us / times[0].median_us},
+                {"in_cache", r.in_cache},
+                {"outputs_identical", r.same},
+                {"outputs_finite", r.finite},
+                {"other_load_cores", r.other_cores / passes},
+                {"steal_cores", r.steal_cores / passes},
+                {"samples_us", t.samples_us}};
     if (!o.sequential && m == 2) {
       // Sample i of a pair comes from the same round: the median of the
       // per-round ratios cancels most of a shared machine's drift.
@@ -310,8 +294,7 @@ class Verdict {
       : threshold_(threshold), higher_is_better_(higher_is_better) {}
 
   void Add(double value, const std::string& config) {
-    const bool pass =
-        higher_is_better_ ? value >= threshold_ : value <= threshold_;
+    const bool pass = higher_is_better_ ? value >= threshold_ : value <= threshold_;
     met_ = met_ && pass;
     const bool worse = higher_is_better_ ? value < worst_ : value > worst_;
     if (count_++ == 0 || worse) {
@@ -346,8 +329,7 @@ class Verdict {
 // given too, as `paired`.
 json Targets(const json& rows) {
   Verdict within(1.05, false), faster(1.0, false), fraction(0.8, true);
-  Verdict within_paired(1.05, false), faster_paired(1.0, false),
-      fraction_paired(0.8, true);
+  Verdict within_paired(1.05, false), faster_paired(1.0, false), fraction_paired(0.8, true);
   for (size_t i = 0; i + 2 < rows.size(); i += 3) {
     const json& p = rows[i + 2];
     const std::string name = ConfigName(p);
@@ -369,10 +351,8 @@ json Targets(const json& rows) {
       }
     }
   }
-  json t = {{"paged_within_5pct_of_contiguous",
-             within.ToJson("worst_paged_over_contiguous")},
-            {"paged_faster_than_gather_from_1024",
-             faster.ToJson("worst_paged_over_gather")},
+  json t = {{"paged_within_5pct_of_contiguous", within.ToJson("worst_paged_over_contiguous")},
+            {"paged_faster_than_gather_from_1024", faster.ToJson("worst_paged_over_gather")},
             {"paged_out_of_cache_at_least_80pct_of_bandwidth",
              fraction.ToJson("worst_fraction_of_bandwidth")}};
   if (rows.size() >= 3 && rows[2].contains("paired_time_vs_contiguous")) {
@@ -391,8 +371,7 @@ std::string PlotPath(const AttentionBenchOptions& o) {
   if (o.json_output.empty()) return "attention_bench.svg";
   const size_t slash = o.json_output.find_last_of('/');
   const size_t dot = o.json_output.find_last_of('.');
-  const bool has_ext =
-      dot != std::string::npos && (slash == std::string::npos || dot > slash);
+  const bool has_ext = dot != std::string::npos && (slash == std::string::npos || dot > slash);
   return (has_ext ? o.json_output.substr(0, dot) : o.json_output) + ".svg";
 }
 
@@ -402,8 +381,7 @@ std::string PlotSvg(const json& report) {
   plot.subtitle = "32 query / 8 K/V heads x 128, page " +
                   std::to_string(report["shape"]["page_size"].get<uint64_t>()) +
                   ", one query row per sequence; " +
-                  std::to_string(report["threads"].get<uint64_t>()) +
-                  " threads on " +
+                  std::to_string(report["threads"].get<uint64_t>()) + " threads on " +
                   report["machine"]["cpu_model"].get<std::string>();
   plot.x_label = "context (tokens per sequence, log scale)";
   plot.y_label = "achieved GB/s (K+V bytes / median time)";
@@ -414,11 +392,9 @@ std::string PlotSvg(const json& report) {
                                                         {"#74c476", "#006d2c"}};
   std::vector<std::tuple<std::string, uint64_t, std::string>> keys;
   for (const json& row : report["rows"]) {
-    auto key = std::make_tuple(row["mode"].get<std::string>(),
-                               row["batch"].get<uint64_t>(),
+    auto key = std::make_tuple(row["mode"].get<std::string>(), row["batch"].get<uint64_t>(),
                                row["kv_dtype"].get<std::string>());
-    if (std::find(keys.begin(), keys.end(), key) == keys.end())
-      keys.push_back(key);
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
   }
   std::sort(keys.begin(), keys.end());
   for (const auto& [mode, batch, dtype] : keys) {
@@ -429,28 +405,22 @@ std::string PlotSvg(const json& report) {
     s.dash = dtype == "f32" ? "7 4" : "";
     s.width = batch == 1 ? 1.8 : 2.8;
     for (const json& row : report["rows"]) {
-      if (row["mode"] == mode && row["batch"] == batch &&
-          row["kv_dtype"] == dtype) {
-        s.points.emplace_back(row["context"].get<double>(),
-                              row["gbps"].get<double>());
+      if (row["mode"] == mode && row["batch"] == batch && row["kv_dtype"] == dtype) {
+        s.points.emplace_back(row["context"].get<double>(), row["gbps"].get<double>());
       }
     }
     plot.series.push_back(std::move(s));
   }
   const double bw = report["memory_bandwidth_gbps"].get<double>();
-  plot.hlines.push_back({bw,
-                         "measured read bandwidth " + Fixed(bw, 1) + " GB/s",
-                         "#d62728", "10 5"});
+  plot.hlines.push_back(
+      {bw, "measured read bandwidth " + Fixed(bw, 1) + " GB/s", "#d62728", "10 5"});
   return RenderSvg(plot);
 }
 
-
 // One bandwidth measurement with the other processes' load during it.
-Result<json> MeasureBandwidthJson(const AttentionBenchOptions& o,
-                                  const ReadProbe& probe) {
+Result<json> MeasureBandwidthJson(const AttentionBenchOptions& o, const ReadProbe& probe) {
   const CpuSnapshot before = TakeCpuSnapshot();
-  FOLIO_ASSIGN_OR_RETURN(const BandwidthResult r,
-                         MeasureReadBandwidth(probe, o.bandwidth_passes));
+  FOLIO_ASSIGN_OR_RETURN(const BandwidthResult r, MeasureReadBandwidth(probe, o.bandwidth_passes));
   const OtherLoad load = LoadBetween(before, TakeCpuSnapshot());
   return json{{"best_gbps", r.best_gbps},
               {"pass_gbps", r.pass_gbps},
@@ -473,23 +443,17 @@ std::string CommandLine(int argc, char** argv) {
 
 CLI::App* AddAttentionBenchCommand(CLI::App& bench, AttentionBenchOptions& o) {
   CLI::App* cmd = bench.add_subcommand(
-      "attention",
-      "paged vs contiguous vs gather+dense attention decode, as JSON");
-  cmd->add_option("--threads", o.threads,
-                  "kernel threads (default: all cores)");
-  cmd->add_option("--json-output,-o", o.json_output,
-                  "write the JSON here (default: stdout)");
+      "attention", "paged vs contiguous vs gather+dense attention decode, as JSON");
+  cmd->add_option("--threads", o.threads, "kernel threads (default: all cores)");
+  cmd->add_option("--json-output,-o", o.json_output, "write the JSON here (default: stdout)");
   cmd->add_option("--plot", o.plot,
                   "SVG plot path (default: beside --json-output, "
                   "else ./attention_bench.svg)");
   cmd->add_flag("--no-plot", o.no_plot, "skip the SVG");
   cmd->add_flag("--quick", o.quick, "contexts 1024,16384, batch 1, bf16");
-  cmd->add_option("--contexts", o.contexts, "override the contexts")
-      ->delimiter(',');
-  cmd->add_option("--batches", o.batches, "override the batch sizes")
-      ->delimiter(',');
-  cmd->add_option("--kv-dtypes", o.kv_dtypes,
-                  "override the K/V dtypes (f32, bf16, f16)")
+  cmd->add_option("--contexts", o.contexts, "override the contexts")->delimiter(',');
+  cmd->add_option("--batches", o.batches, "override the batch sizes")->delimiter(',');
+  cmd->add_option("--kv-dtypes", o.kv_dtypes, "override the K/V dtypes (f32, bf16, f16)")
       ->delimiter(',');
   cmd->add_option("--repeats", o.repeats, "timed samples per row (>= 5)")
       ->check(CLI::Range(5, 100000));
@@ -505,11 +469,9 @@ CLI::App* AddAttentionBenchCommand(CLI::App& bench, AttentionBenchOptions& o) {
   cmd->add_flag("--no-shuffle", o.no_shuffle,
                 "deal pages in pool order (default: shuffled across the pool)");
   cmd->add_option("--seed", o.seed, "K/V, query and shuffle seed");
-  cmd->add_option("--bandwidth-mib", o.bandwidth_mib,
-                  "streaming-read buffer (MiB)")
+  cmd->add_option("--bandwidth-mib", o.bandwidth_mib, "streaming-read buffer (MiB)")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--bandwidth-passes", o.bandwidth_passes,
-                  "timed passes, best counts")
+  cmd->add_option("--bandwidth-passes", o.bandwidth_passes, "timed passes, best counts")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--out-of-cache-factor", o.out_of_cache_factor,
                   "K+V above this many LLCs counts as out of cache")
@@ -517,8 +479,7 @@ CLI::App* AddAttentionBenchCommand(CLI::App& bench, AttentionBenchOptions& o) {
   return cmd;
 }
 
-int RunAttentionBench(const AttentionBenchOptions& o,
-                      const std::string& command) {
+int RunAttentionBench(const AttentionBenchOptions& o, const std::string& command) {
   auto fail = [](const Status& s) {
     std::cerr << "folio bench attention: " << s.ToString() << "\n";
     return 1;
@@ -530,22 +491,20 @@ int RunAttentionBench(const AttentionBenchOptions& o,
   const std::array<double, 3> load_start = ReadLoadAverage();
   const CpuSnapshot run_start = TakeCpuSnapshot();
 
-  std::cerr << "measuring read bandwidth: " << o.bandwidth_mib << " MiB, "
-            << pool.num_threads() << " threads, best of " << o.bandwidth_passes
-            << " passes...\n";
+  std::cerr << "measuring read bandwidth: " << o.bandwidth_mib << " MiB, " << pool.num_threads()
+            << " threads, best of " << o.bandwidth_passes << " passes...\n";
   // One buffer for the bandwidth at the start and end of the run and the
   // passes beside out-of-cache configurations.
   Result<ReadProbe> probe = ReadProbe::Create(o.bandwidth_mib << 20, pool);
   if (!probe) return fail(probe.error());
   Result<json> bw_start = MeasureBandwidthJson(o, *probe);
   if (!bw_start) return fail(bw_start.error());
-  std::cerr << "  " << Fixed((*bw_start)["best_gbps"].get<double>(), 2)
-            << " GB/s; LLC " << MiB(machine.llc_bytes) << " ("
-            << machine.llc_source << "), SIMD target " << DispatchedSimdTarget()
-            << "\n";
+  std::cerr << "  " << Fixed((*bw_start)["best_gbps"].get<double>(), 2) << " GB/s; LLC "
+            << MiB(machine.llc_bytes) << " (" << machine.llc_source << "), SIMD target "
+            << DispatchedSimdTarget() << "\n";
 
-  const auto out_of_cache_bytes = static_cast<uint64_t>(
-      o.out_of_cache_factor * static_cast<double>(machine.llc_bytes));
+  const auto out_of_cache_bytes =
+      static_cast<uint64_t>(o.out_of_cache_factor * static_cast<double>(machine.llc_bytes));
   std::vector<ConfigResult> configs;
   for (DType dtype : grid->dtypes) {
     for (uint64_t batch : grid->batches) {
@@ -568,10 +527,10 @@ int RunAttentionBench(const AttentionBenchOptions& o,
       std::cerr << "[" << i + 1 << "/" << configs.size() << "]";
       ConfigResult& r = configs[i];
       if (Status s = MeasureConfig(o, pool, *probe, r); !s.ok()) {
-        return fail(s.WithContext(
-            ConfigName({{"kv_dtype", std::string(DTypeName(r.shape.kv_dtype))},
-                        {"batch", r.shape.batch},
-                        {"context", r.shape.context}})));
+        return fail(
+            s.WithContext(ConfigName({{"kv_dtype", std::string(DTypeName(r.shape.kv_dtype))},
+                                      {"batch", r.shape.batch},
+                                      {"context", r.shape.context}})));
       }
     }
   }
@@ -586,15 +545,14 @@ int RunAttentionBench(const AttentionBenchOptions& o,
   // shared the machine. The better one is the reference.
   Result<json> bw_end = MeasureBandwidthJson(o, *probe);
   if (!bw_end) return fail(bw_end.error());
-  const double bandwidth = std::max((*bw_start)["best_gbps"].get<double>(),
-                                    (*bw_end)["best_gbps"].get<double>());
-  std::cerr << "read bandwidth again: "
-            << Fixed((*bw_end)["best_gbps"].get<double>(), 2) << " GB/s\n";
+  const double bandwidth =
+      std::max((*bw_start)["best_gbps"].get<double>(), (*bw_end)["best_gbps"].get<double>());
+  std::cerr << "read bandwidth again: " << Fixed((*bw_end)["best_gbps"].get<double>(), 2)
+            << " GB/s\n";
   const OtherLoad run_load = LoadBetween(run_start, TakeCpuSnapshot());
   for (json& row : rows) {
     row["fraction_of_bandwidth"] = row["gbps"].get<double>() / bandwidth;
-    row["floor_us"] = static_cast<double>(row["bytes_read"].get<uint64_t>()) /
-                      bandwidth / 1e3;
+    row["floor_us"] = static_cast<double>(row["bytes_read"].get<uint64_t>()) / bandwidth / 1e3;
   }
 
   json report;
@@ -604,12 +562,11 @@ int RunAttentionBench(const AttentionBenchOptions& o,
   report["threads"] = pool.num_threads();
   report["passes"] = o.passes;
   report["memory_bandwidth_gbps"] = bandwidth;
-  report["memory_bandwidth"] = {
-      {"method",
-       "sum of 64-bit words, SIMD loads, one slice per thread, "
-       "best pass"},
-      {"start", *bw_start},
-      {"end", *bw_end}};
+  report["memory_bandwidth"] = {{"method",
+                                 "sum of 64-bit words, SIMD loads, one slice per thread, "
+                                 "best pass"},
+                                {"start", *bw_start},
+                                {"end", *bw_end}};
   const AttentionShape shape;
   report["shape"] = {{"num_q_heads", shape.num_q_heads},
                      {"num_kv_heads", shape.num_kv_heads},

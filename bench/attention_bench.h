@@ -26,7 +26,7 @@ namespace folio::bench {
 struct AttentionBenchOptions {
   uint64_t threads = 0;     // 0 = std::thread::hardware_concurrency()
   std::string json_output;  // "" = stdout
-  std::string plot;  // "" = beside json_output, else ./attention_bench.svg
+  std::string plot;         // "" = beside json_output, else ./attention_bench.svg
   bool no_plot = false;
   bool quick = false;              // contexts 1024 and 16384, batch 1, bf16
   std::vector<uint64_t> contexts;  // empty = the grid's (or --quick's)
@@ -44,13 +44,11 @@ struct AttentionBenchOptions {
 };
 
 // Adds the `attention` subcommand and its flags to `bench`.
-CLI::App* AddAttentionBenchCommand(CLI::App& bench,
-                                   AttentionBenchOptions& options);
+CLI::App* AddAttentionBenchCommand(CLI::App& bench, AttentionBenchOptions& options);
 
 // Runs the benchmark; returns the process exit code: 0, 1 on an error, 2
 // when the three layouts' outputs are not bit-identical.
-int RunAttentionBench(const AttentionBenchOptions& options,
-                      const std::string& command);
+int RunAttentionBench(const AttentionBenchOptions& options, const std::string& command);
 
 // argv joined with spaces, quoting arguments that need it: the `command`
 // a report records.

@@ -5,9 +5,9 @@
 #include <numeric>
 #include <string>
 
+#include "bench/gather.h"
 #include "folio/core/checked_math.h"
 #include "folio/core/splitmix64.h"
-#include "bench/gather.h"
 
 namespace folio::bench {
 namespace {
@@ -18,8 +18,7 @@ double Symmetric(SplitMix64& rng) { return 2.0 * rng.NextUnit() - 1.0; }
 // Splits [0, n) into about `parts` contiguous ranges and runs fn(begin, end)
 // for each over the pool.
 template <typename Fn>
-void ParallelRanges(ThreadPool& pool, uint64_t n, uint64_t parts,
-                    const Fn& fn) {
+void ParallelRanges(ThreadPool& pool, uint64_t n, uint64_t parts, const Fn& fn) {
   parts = std::max<uint64_t>(1, std::min(parts, n));
   const uint64_t step = (n + parts - 1) / parts;
   pool.ParallelFor((n + step - 1) / step, [&](size_t i) {
@@ -30,41 +29,34 @@ void ParallelRanges(ThreadPool& pool, uint64_t n, uint64_t parts,
 
 }  // namespace
 
-Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape,
-                                                  uint64_t seed, bool shuffle,
-                                                  ThreadPool& pool) {
+Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, uint64_t seed,
+                                                  bool shuffle, ThreadPool& pool) {
   if (shape.kv_dtype != DType::kF32 && shape.kv_dtype != DType::kBF16 &&
       shape.kv_dtype != DType::kF16) {
     return Status::InvalidArgument("kv_dtype must be f32, bf16 or f16 (got " +
-                                   std::string(DTypeName(shape.kv_dtype)) +
-                                   ")");
+                                   std::string(DTypeName(shape.kv_dtype)) + ")");
   }
-  if (shape.context == 0 || shape.batch == 0 || shape.page_size == 0 ||
-      shape.head_dim == 0 || shape.num_kv_heads == 0 ||
-      shape.num_q_heads % shape.num_kv_heads != 0) {
+  if (shape.context == 0 || shape.batch == 0 || shape.page_size == 0 || shape.head_dim == 0 ||
+      shape.num_kv_heads == 0 || shape.num_q_heads % shape.num_kv_heads != 0) {
     return Status::InvalidArgument(
         "attention shape needs context, batch, page_size, head_dim "
         "> 0 and num_q_heads a multiple of num_kv_heads");
   }
   const auto num_pages = CheckedMul(shape.batch, shape.pages_per_seq());
-  const auto pool_elems =
-      CheckedProduct({num_pages.value_or(UINT64_MAX), shape.num_kv_heads,
-                      shape.page_size, shape.head_dim});
+  const auto pool_elems = CheckedProduct(
+      {num_pages.value_or(UINT64_MAX), shape.num_kv_heads, shape.page_size, shape.head_dim});
   if (!num_pages || *num_pages > INT32_MAX || shape.context > INT32_MAX ||
       shape.batch > INT32_MAX || !pool_elems || *pool_elems > (1ull << 40)) {
-    return Status::InvalidArgument(
-        "batch " + std::to_string(shape.batch) + " x context " +
-        std::to_string(shape.context) + " is too large");
+    return Status::InvalidArgument("batch " + std::to_string(shape.batch) + " x context " +
+                                   std::to_string(shape.context) + " is too large");
   }
 
   AttentionFixture f;
   f.shape_ = shape;
   f.num_pages_ = *num_pages;
   const size_t es = DTypeSize(shape.kv_dtype);
-  const uint64_t page_elems =
-      shape.num_kv_heads * shape.page_size * shape.head_dim;
-  const uint64_t dense_elems =
-      shape.batch * shape.num_kv_heads * shape.context * shape.head_dim;
+  const uint64_t page_elems = shape.num_kv_heads * shape.page_size * shape.head_dim;
+  const uint64_t dense_elems = shape.batch * shape.num_kv_heads * shape.context * shape.head_dim;
   f.paged_k_ = AlignedBuffer(*pool_elems * es);
   f.paged_v_ = AlignedBuffer(*pool_elems * es);
   f.dense_k_ = AlignedBuffer(dense_elems * es);
@@ -72,18 +64,15 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape,
 
   // Every physical page gets its own stream, so the fill can run in
   // parallel and still depend only on the seed.
-  ParallelRanges(
-      pool, f.num_pages_, 8 * pool.num_threads(),
-      [&](uint64_t lo, uint64_t hi) {
-        for (uint64_t page = lo; page < hi; ++page) {
-          SplitMix64 rng(seed ^ (0x6b76ull << 48) ^ page);
-          for (uint64_t i = page * page_elems; i < (page + 1) * page_elems;
-               ++i) {
-            StoreElement(shape.kv_dtype, f.paged_k_.data(), i, Symmetric(rng));
-            StoreElement(shape.kv_dtype, f.paged_v_.data(), i, Symmetric(rng));
-          }
-        }
-      });
+  ParallelRanges(pool, f.num_pages_, 8 * pool.num_threads(), [&](uint64_t lo, uint64_t hi) {
+    for (uint64_t page = lo; page < hi; ++page) {
+      SplitMix64 rng(seed ^ (0x6b76ull << 48) ^ page);
+      for (uint64_t i = page * page_elems; i < (page + 1) * page_elems; ++i) {
+        StoreElement(shape.kv_dtype, f.paged_k_.data(), i, Symmetric(rng));
+        StoreElement(shape.kv_dtype, f.paged_v_.data(), i, Symmetric(rng));
+      }
+    }
+  });
 
   // A random permutation of the pool's pages, dealt to (sequence, logical
   // page) in order: physical order is unrelated to logical order, and
@@ -116,8 +105,7 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape,
 bool AttentionFixture::shuffled() const {
   const uint64_t per_seq = shape_.pages_per_seq();
   for (uint64_t i = 0; i < paged_table_.size(); ++i) {
-    if (i % per_seq != 0 && paged_table_[i] != paged_table_[i - 1] + 1)
-      return true;
+    if (i % per_seq != 0 && paged_table_[i] != paged_table_[i - 1] + 1) return true;
   }
   return false;
 }
@@ -150,8 +138,8 @@ kv::PagedBatchView AttentionFixture::dense_batch() const {
 }
 
 uint64_t AttentionFixture::Gather(ThreadPool& pool) {
-  return bench::GatherToDense(paged_kv(), paged_batch(), shape_.context,
-                           dense_k_.data(), dense_v_.data(), &pool);
+  return bench::GatherToDense(paged_kv(), paged_batch(), shape_.context, dense_k_.data(),
+                              dense_v_.data(), &pool);
 }
 
 }  // namespace folio::bench

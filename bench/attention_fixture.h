@@ -26,9 +26,7 @@ struct AttentionShape {
   uint64_t batch = 1;       // sequences, one query row each
   DType kv_dtype = DType::kBF16;
 
-  uint64_t pages_per_seq() const {
-    return (context + page_size - 1) / page_size;
-  }
+  uint64_t pages_per_seq() const { return (context + page_size - 1) / page_size; }
   // Bytes of K plus V one decode step reads: batch * context * H_kv * d * 2.
   uint64_t kv_bytes() const {
     return batch * context * num_kv_heads * head_dim * 2 * DTypeSize(kv_dtype);
@@ -43,8 +41,7 @@ class AttentionFixture {
   // queries. Checks the shape fits int32 page ids and the kernel's dtypes.
   // With shuffle = false the pages are dealt in pool order (sequence 0's
   // pages first, each in logical order): the paged layout without scatter.
-  static Result<AttentionFixture> Create(const AttentionShape& shape,
-                                         uint64_t seed, bool shuffle,
+  static Result<AttentionFixture> Create(const AttentionShape& shape, uint64_t seed, bool shuffle,
                                          ThreadPool& pool);
 
   const AttentionShape& shape() const { return shape_; }
@@ -76,10 +73,9 @@ class AttentionFixture {
   AttentionShape shape_;
   uint64_t num_pages_ = 0;
   AlignedBuffer paged_k_,
-      paged_v_;  // [num_pages, num_kv_heads, page_size, head_dim]
-  AlignedBuffer dense_k_, dense_v_;  // [batch, num_kv_heads, context, head_dim]
-  std::vector<int32_t>
-      paged_table_;  // [batch, pages_per_seq], a shuffled permutation
+      paged_v_;                        // [num_pages, num_kv_heads, page_size, head_dim]
+  AlignedBuffer dense_k_, dense_v_;    // [batch, num_kv_heads, context, head_dim]
+  std::vector<int32_t> paged_table_;   // [batch, pages_per_seq], a shuffled permutation
   std::vector<int32_t> dense_table_;   // [batch, 1] = b
   std::vector<int32_t> context_lens_;  // [batch] = context
   std::vector<int32_t> query_indptr_;  // [batch + 1] = 0, 1, ..., batch

@@ -1,7 +1,6 @@
 // The benchmark's own pieces: statistics, the sysfs parser, the SVG helper
 // and the fixture's gather (paged and dense layouts must hold the same K/V).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstring>
@@ -12,9 +11,9 @@
 #include "bench/attention_bench.h"
 #include "bench/attention_fixture.h"
 #include "bench/decode_bench.h"
+#include "bench/kv_transfer_bench.h"
 #include "bench/machine_info.h"
 #include "bench/memory_bandwidth.h"
-#include "bench/kv_transfer_bench.h"
 #include "bench/serve_bench.h"
 #include "bench/svg_plot.h"
 #include "bench/timing.h"
@@ -71,14 +70,13 @@ TEST(TimeInterleaved, TakesOneSampleOfEachPerRound) {
   TimingOptions o;
   o.repeats = 5;
   o.min_sample_us = 0.0;
-  const std::vector<Timing> t = TimeInterleaved(
-      {[&] { order.push_back(0); }, [&] { order.push_back(1); }}, o);
+  const std::vector<Timing> t =
+      TimeInterleaved({[&] { order.push_back(0); }, [&] { order.push_back(1); }}, o);
   ASSERT_EQ(t.size(), 2u);
   EXPECT_EQ(t[0].samples_us.size(), 5u);
   EXPECT_EQ(t[1].samples_us.size(), 5u);
   // Two warm-up calls each, then rounds alternating which goes first.
-  EXPECT_EQ(order,
-            (std::vector<int>{0, 0, 1, 1, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1}));
+  EXPECT_EQ(order, (std::vector<int>{0, 0, 1, 1, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1}));
 }
 
 TEST(NiceTicks, CoversTheRangeInRoundSteps) {
@@ -94,10 +92,8 @@ TEST(RenderSvg, DrawsEverySeriesAndLine) {
   LinePlot plot;
   plot.title = "a < b & c";
   plot.log_x = true;
-  plot.series.push_back(
-      {"one", "#000", "", 2.0, {{128, 1.0}, {1024, 2.0}, {16384, 3.0}}});
-  plot.series.push_back(
-      {"two", "#111", "4 2", 1.0, {{128, 0.5}, {16384, 0.7}}});
+  plot.series.push_back({"one", "#000", "", 2.0, {{128, 1.0}, {1024, 2.0}, {16384, 3.0}}});
+  plot.series.push_back({"two", "#111", "4 2", 1.0, {{128, 0.5}, {16384, 0.7}}});
   plot.hlines.push_back({10.0, "bandwidth"});
   const std::string svg = RenderSvg(plot);
   EXPECT_EQ(svg.rfind("<svg", 0), 0u);
@@ -133,32 +129,26 @@ TEST(AttentionFixture, GatherReproducesThePagedContents) {
     for (uint64_t b = 0; b < shape.batch; ++b) {
       for (uint64_t h = 0; h < shape.num_kv_heads; ++h) {
         for (uint64_t pos = 0; pos < shape.context; ++pos) {
-          const auto page = static_cast<uint64_t>(
-              table.block_table[b * table.max_pages + pos / shape.page_size]);
+          const auto page =
+              static_cast<uint64_t>(table.block_table[b * table.max_pages + pos / shape.page_size]);
           const uint64_t src =
-              ((page * shape.num_kv_heads + h) * shape.page_size +
-               pos % shape.page_size) *
+              ((page * shape.num_kv_heads + h) * shape.page_size + pos % shape.page_size) *
               shape.head_dim * es;
           const uint64_t dst =
-              ((b * shape.num_kv_heads + h) * shape.context + pos) *
-              shape.head_dim * es;
-          EXPECT_EQ(std::memcmp(paged.key_pages + src, dense.key_pages + dst,
-                                shape.head_dim * es),
+              ((b * shape.num_kv_heads + h) * shape.context + pos) * shape.head_dim * es;
+          EXPECT_EQ(std::memcmp(paged.key_pages + src, dense.key_pages + dst, shape.head_dim * es),
                     0);
-          EXPECT_EQ(std::memcmp(paged.value_pages + src,
-                                dense.value_pages + dst, shape.head_dim * es),
-                    0);
+          EXPECT_EQ(
+              std::memcmp(paged.value_pages + src, dense.value_pages + dst, shape.head_dim * es),
+              0);
         }
       }
     }
     // And the kernel agrees bit for bit on both layouts.
     std::vector<float> a(f->query().size()), c(f->query().size());
-    ASSERT_TRUE(attention::PagedAttention(f->params(), f->query(), paged, table,
-                                          a, &pool)
-                    .ok());
-    ASSERT_TRUE(attention::PagedAttention(f->params(), f->query(), dense,
-                                          f->dense_batch(), c, &pool)
-                    .ok());
+    ASSERT_TRUE(attention::PagedAttention(f->params(), f->query(), paged, table, a, &pool).ok());
+    ASSERT_TRUE(
+        attention::PagedAttention(f->params(), f->query(), dense, f->dense_batch(), c, &pool).ok());
     EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0);
   }
 }
@@ -176,9 +166,8 @@ TEST(AttentionFixture, NoShuffleDealsPagesInPoolOrder) {
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_FALSE(f->shuffled());
   const kv::PagedBatchView table = f->paged_batch();
-  EXPECT_EQ(
-      std::vector<int32_t>(table.block_table.begin(), table.block_table.end()),
-      (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(std::vector<int32_t>(table.block_table.begin(), table.block_table.end()),
+            (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
 }
 
 TEST(AttentionFixture, OnePagePerSequenceNeedsNoShuffle) {
@@ -244,8 +233,7 @@ TEST(AttentionBench, RowsPoolTheSamplesOfEveryPass) {
   const auto paged = r["rows"][2]["samples_us"].get<std::vector<double>>();
   const auto contiguous = r["rows"][0]["samples_us"].get<std::vector<double>>();
   for (size_t i = 0; i < paged.size(); ++i) ratios.push_back(paged[i] / contiguous[i]);
-  EXPECT_EQ(r["rows"][2]["paired_time_vs_contiguous"].get<double>(),
-            Quantile(ratios, 0.5));
+  EXPECT_EQ(r["rows"][2]["paired_time_vs_contiguous"].get<double>(), Quantile(ratios, 0.5));
   // Against gather, paged's samples from its own rounds with gather.
   const auto beside = r["rows"][2]["samples_beside_gather_us"].get<std::vector<double>>();
   const auto gather = r["rows"][1]["samples_us"].get<std::vector<double>>();
@@ -344,14 +332,12 @@ TEST(DecodeBench, SyntheticWeightsMakeAModelThatDecodes) {
   model::Decoder<float> decoder(*m, &pool);
   Result<kv::PageTableLayout> layout = kv::PageTableLayout::Identity(8, 4);
   ASSERT_TRUE(layout.ok());
-  Result<model::DecoderCache> cache =
-      model::DecoderCache::Create(*m, *layout, 1, DType::kBF16);
+  Result<model::DecoderCache> cache = model::DecoderCache::Create(*m, *layout, 1, DType::kBF16);
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
   const std::vector<int32_t> prompt = {1, 2, 3};
   ASSERT_TRUE(decoder.Prefill(*cache, prompt, model::LogitRows::kLast).ok());
   const int32_t next = 4;
-  Result<std::vector<float>> logits =
-      decoder.Decode(*cache, std::span<const int32_t>(&next, 1));
+  Result<std::vector<float>> logits = decoder.Decode(*cache, std::span<const int32_t>(&next, 1));
   ASSERT_TRUE(logits.ok()) << logits.status().ToString();
   EXPECT_EQ(logits->size(), c.vocab_size);
 }
@@ -408,9 +394,9 @@ TEST(ServeBench, ReportsEveryModeAndTheSweep) {
             modes["paged"]["peak_kv_bytes"].get<uint64_t>());
   ASSERT_EQ(r["admission_sweep"].size(), 1u);
   const nlohmann::json& row = r["admission_sweep"][0];
-  for (const char* field : {"kv_budget_bytes", "paged_concurrent", "reserved_concurrent",
-                            "paged_output_tokens_per_second",
-                            "reserved_output_tokens_per_second"}) {
+  for (const char* field :
+       {"kv_budget_bytes", "paged_concurrent", "reserved_concurrent",
+        "paged_output_tokens_per_second", "reserved_output_tokens_per_second"}) {
     EXPECT_TRUE(row.contains(field)) << field;
   }
   EXPECT_GE(row["paged_concurrent"].get<uint64_t>(), row["reserved_concurrent"].get<uint64_t>());
@@ -440,8 +426,7 @@ TEST(KvTransferBench, ReportsEveryStageAndTheBytes) {
   EXPECT_EQ(r["kv_bytes"], 2 * 4 * 6 * 8 * 4 * 64 * 2);
   EXPECT_GT(r["file_bytes"].get<uint64_t>(), r["kv_bytes"].get<uint64_t>());
   for (const char* stage : {"export", "encode", "write", "read_decode", "import", "memcpy_floor"}) {
-    EXPECT_TRUE(r["stages"].contains(stage) && r["stages"][stage].contains("median_ms"))
-        << stage;
+    EXPECT_TRUE(r["stages"].contains(stage) && r["stages"][stage].contains("median_ms")) << stage;
   }
 }
 

@@ -47,8 +47,7 @@ namespace {
 // A bf16 tensor of `shape` filled with uniform [-0.05, 0.05) values: one
 // SplitMix64 draw per four elements, chunks of 1 Mi elements with their own
 // stream (seeded from `seed` and the chunk index) so the fill parallelises.
-model::Tensor RandomBF16(std::vector<uint64_t> shape, uint64_t seed,
-                         ThreadPool* pool) {
+model::Tensor RandomBF16(std::vector<uint64_t> shape, uint64_t seed, ThreadPool* pool) {
   uint64_t n = 1;
   for (uint64_t d : shape) n *= d;
   auto data = std::make_shared<std::vector<uint16_t>>(n);
@@ -62,9 +61,7 @@ model::Tensor RandomBF16(std::vector<uint64_t> shape, uint64_t seed,
     for (uint64_t i = begin; i < end; i += 4) {
       uint64_t r = rng.NextU64();
       for (uint64_t k = i; k < std::min(end, i + 4); ++k, r >>= 16) {
-        const float v =
-            static_cast<float>(static_cast<int32_t>(r & 0xffff) - 32768) *
-            kScale;
+        const float v = static_cast<float>(static_cast<int32_t>(r & 0xffff) - 32768) * kScale;
         out[k] = F32ToBF16Bits(v);
       }
     }
@@ -77,8 +74,8 @@ model::Tensor RandomBF16(std::vector<uint64_t> shape, uint64_t seed,
   model::Tensor t;
   t.type = model::TensorType::kBF16;
   t.shape = std::move(shape);
-  t.bytes = std::span<const std::byte>(
-      reinterpret_cast<const std::byte*>(data->data()), n * sizeof(uint16_t));
+  t.bytes = std::span<const std::byte>(reinterpret_cast<const std::byte*>(data->data()),
+                                       n * sizeof(uint16_t));
   t.owner = std::move(data);
   return t;
 }
@@ -88,19 +85,17 @@ model::Tensor OnesF32(uint64_t n) {
   model::Tensor t;
   t.type = model::TensorType::kF32;
   t.shape = {n};
-  t.bytes = std::span<const std::byte>(
-      reinterpret_cast<const std::byte*>(data->data()), n * sizeof(float));
+  t.bytes = std::span<const std::byte>(reinterpret_cast<const std::byte*>(data->data()),
+                                       n * sizeof(float));
   t.owner = std::move(data);
   return t;
 }
 
 // The matrices one decoded token multiplies, in the decoder's order.
 template <typename Fn>
-void ForEachDecodeMatrix(const model::ModelConfig& c,
-                         const model::ModelWeights& w, Fn&& fn) {
+void ForEachDecodeMatrix(const model::ModelConfig& c, const model::ModelWeights& w, Fn&& fn) {
   for (const model::LayerWeights& l : w.layers) {
-    for (const model::Tensor* t :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+    for (const model::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
       fn(*t);
     }
   }
@@ -111,21 +106,18 @@ void ForEachDecodeMatrix(const model::ModelConfig& c,
 // cache writes): the same ops::MatMul calls on one activation row, median
 // over `repeats` tokens. Weights without a matmul kernel (f64, which the
 // decoder rounds to f32 once) are skipped: the timing then says so through matmul_ms being absent.
-Result<Timing> TimeMatmulsOnly(const model::ModelConfig& c,
-                               const model::ModelWeights& w, ThreadPool& pool,
-                               uint64_t repeats) {
+Result<Timing> TimeMatmulsOnly(const model::ModelConfig& c, const model::ModelWeights& w,
+                               ThreadPool& pool, uint64_t repeats) {
   std::vector<ops::WeightView> views;
   uint64_t widest = 0;
   bool ok = true;
   ForEachDecodeMatrix(c, w, [&](const model::Tensor& t) {
     if (!ops::TraitsOf(t.type).has_matmul || t.shape.size() != 2) ok = false;
-    views.push_back({t.bytes.data(), t.type, t.shape[0],
-                     t.shape.size() > 1 ? t.shape[1] : 0});
+    views.push_back({t.bytes.data(), t.type, t.shape[0], t.shape.size() > 1 ? t.shape[1] : 0});
     widest = std::max({widest, views.back().rows, views.back().cols});
   });
   if (!ok) {
-    return Status::Unimplemented(
-        "matmul-only timing needs matrices of types with a matmul kernel");
+    return Status::Unimplemented("matmul-only timing needs matrices of types with a matmul kernel");
   }
   std::vector<float> x(widest, 0.01f), y(widest);
   Status failure;
@@ -146,26 +138,22 @@ Result<Timing> TimeMatmulsOnly(const model::ModelConfig& c,
   return t;
 }
 
-
 }  // namespace
 
-Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& c,
-                                             uint64_t seed, ThreadPool* pool) {
+Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& c, uint64_t seed,
+                                             ThreadPool* pool) {
   FOLIO_RETURN_IF_ERROR(c.Validate());
   if (c.attention_bias || c.qk_norm) {
-    return Status::InvalidArgument(
-        "synthetic weights: no biases or q/k norms");
+    return Status::InvalidArgument("synthetic weights: no biases or q/k norms");
   }
   model::ModelWeights w;
   w.layers.resize(c.num_layers);
   uint64_t index = 0;
-  model::ForEachTensor(c, w, [&](const std::string&,
-                                 const std::vector<uint64_t>& shape,
-                                 model::Tensor& t) {
-    ++index;
-    t = shape.size() == 1 ? OnesF32(shape[0])
-                          : RandomBF16(shape, seed * 1000003 + index, pool);
-  });
+  model::ForEachTensor(
+      c, w, [&](const std::string&, const std::vector<uint64_t>& shape, model::Tensor& t) {
+        ++index;
+        t = shape.size() == 1 ? OnesF32(shape[0]) : RandomBF16(shape, seed * 1000003 + index, pool);
+      });
   return w;
 }
 
@@ -185,44 +173,33 @@ Result<std::unique_ptr<model::Model>> LoadOrSynthesize(const std::string& path,
   return std::make_unique<model::Model>(std::move(m));
 }
 
-uint64_t WeightBytesPerToken(const model::ModelConfig& c,
-                             const model::ModelWeights& w) {
+uint64_t WeightBytesPerToken(const model::ModelConfig& c, const model::ModelWeights& w) {
   uint64_t bytes = 0;
-  ForEachDecodeMatrix(c, w,
-                      [&](const model::Tensor& t) { bytes += t.bytes.size(); });
+  ForEachDecodeMatrix(c, w, [&](const model::Tensor& t) { bytes += t.bytes.size(); });
   return bytes;
 }
 
 CLI::App* AddDecodeBenchCommand(CLI::App& bench, DecodeBenchOptions& o) {
-  CLI::App* cmd = bench.add_subcommand(
-      "decode",
-      "prefill and decode tokens/s of the full model vs the weight-bandwidth "
-      "floor, as JSON");
-  cmd->add_option("--model", o.model,
-                  "model folder or .gguf (default: synthetic ~1B bf16)");
-  cmd->add_option("--json-output,-o", o.json_output,
-                  "write the JSON here (default: stdout)");
-  cmd->add_flag("--quick", o.quick,
-                "synthetic with 4 layers, 64 prompt + 16 decode tokens");
-  cmd->add_option("--threads-list", o.threads_list,
-                  "thread counts to run (default 1,2)")
+  CLI::App* cmd =
+      bench.add_subcommand("decode",
+                           "prefill and decode tokens/s of the full model vs the weight-bandwidth "
+                           "floor, as JSON");
+  cmd->add_option("--model", o.model, "model folder or .gguf (default: synthetic ~1B bf16)");
+  cmd->add_option("--json-output,-o", o.json_output, "write the JSON here (default: stdout)");
+  cmd->add_flag("--quick", o.quick, "synthetic with 4 layers, 64 prompt + 16 decode tokens");
+  cmd->add_option("--threads-list", o.threads_list, "thread counts to run (default 1,2)")
       ->delimiter(',');
-  cmd->add_option("--prompt-tokens", o.prompt_tokens,
-                  "prefill length (default 128; quick 64)");
-  cmd->add_option("--decode-tokens", o.decode_tokens,
-                  "timed decode steps (default 32; quick 16)");
-  cmd->add_option("--layers", o.layers,
-                  "synthetic layers (default 16; quick 4)");
+  cmd->add_option("--prompt-tokens", o.prompt_tokens, "prefill length (default 128; quick 64)");
+  cmd->add_option("--decode-tokens", o.decode_tokens, "timed decode steps (default 32; quick 16)");
+  cmd->add_option("--layers", o.layers, "synthetic layers (default 16; quick 4)");
   cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache dtype: bf16 or f32");
-  cmd->add_option("--page-size", o.page_size, "KV page size")
-      ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--page-size", o.page_size, "KV page size")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seed", o.seed, "synthetic weights and token seed");
   cmd->add_option("--bandwidth-mib", o.bandwidth_mib,
                   "streaming-read buffer (MiB; default 2048, quick 1024)");
   cmd->add_option("--bandwidth-passes", o.bandwidth_passes,
                   "timed bandwidth passes, best counts (default 5; quick 3)");
-  cmd->add_flag("--no-matmul-only", o.no_matmul_only,
-                "skip timing one token's matmuls alone");
+  cmd->add_flag("--no-matmul-only", o.no_matmul_only, "skip timing one token's matmuls alone");
   return cmd;
 }
 
@@ -234,13 +211,11 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
   const uint64_t prompt = o.prompt_tokens ? o.prompt_tokens : (o.quick ? 64 : 128);
   const uint64_t steps = o.decode_tokens ? o.decode_tokens : (o.quick ? 16 : 32);
   const uint64_t bw_mib = o.bandwidth_mib ? o.bandwidth_mib : (o.quick ? 1024 : 2048);
-  const uint64_t bw_passes =
-      o.bandwidth_passes ? o.bandwidth_passes : (o.quick ? 3 : 5);
+  const uint64_t bw_passes = o.bandwidth_passes ? o.bandwidth_passes : (o.quick ? 3 : 5);
   Result<DType> kv_dtype = ParseDType(o.kv_dtype);
   if (!kv_dtype) return fail(kv_dtype.error().WithContext("--kv-dtype"));
   if (o.threads_list.empty() ||
-      std::find(o.threads_list.begin(), o.threads_list.end(), 0u) !=
-          o.threads_list.end()) {
+      std::find(o.threads_list.begin(), o.threads_list.end(), 0u) != o.threads_list.end()) {
     return fail(Status::InvalidArgument("--threads-list: counts must be > 0"));
   }
   if (steps == 0) return fail(Status::InvalidArgument("--decode-tokens must be > 0"));
@@ -257,10 +232,10 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
       LoadOrSynthesize(o.model, SyntheticConfig(layers), o.seed, &fill_pool);
   if (!loaded) return fail(loaded.error());
   std::unique_ptr<model::Model> m = std::move(*loaded);
-  const std::string model_name =
-      !o.model.empty() ? o.model
-      : layers == 16   ? "synthetic-1b"
-                       : "synthetic-1b-" + std::to_string(layers) + "layers";
+  const std::string model_name = !o.model.empty() ? o.model
+                                 : layers == 16
+                                     ? "synthetic-1b"
+                                     : "synthetic-1b-" + std::to_string(layers) + "layers";
   const model::ModelConfig& config = m->config();
   (void)m->id();  // hash once here, not inside a timed region
   std::cerr << "  ready in " << Fixed((NowUs() - t_load) / 1e6, 1) << " s\n";
@@ -270,18 +245,18 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
     bool first = true;
     ForEachDecodeMatrix(config, m->weights(), [&](const model::Tensor& t) {
       const std::string name(model::TensorTypeName(t.type));
-      if (first) weight_type = name;
-      else if (weight_type != name) weight_type = "mixed";
+      if (first)
+        weight_type = name;
+      else if (weight_type != name)
+        weight_type = "mixed";
       first = false;
     });
   }
   const uint64_t weight_bytes = WeightBytesPerToken(config, m->weights());
   const uint64_t parameters = config.ParameterCount();
-  const uint64_t capacity =
-      (prompt + steps + o.page_size - 1) / o.page_size * o.page_size;
+  const uint64_t capacity = (prompt + steps + o.page_size - 1) / o.page_size * o.page_size;
   if (capacity > config.max_positions) {
-    return fail(Status::InvalidArgument(
-        "prompt + decode tokens exceed the model's max_positions"));
+    return fail(Status::InvalidArgument("prompt + decode tokens exceed the model's max_positions"));
   }
 
   // Prompt ids: deterministic, inside the vocabulary.
@@ -294,11 +269,10 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
   json runs = json::array();
   for (uint64_t threads : o.threads_list) {
     ThreadPool pool(threads);
-    std::cerr << "[threads " << pool.num_threads() << "] bandwidth ("
-              << bw_mib << " MiB, best of " << bw_passes << ")...";
+    std::cerr << "[threads " << pool.num_threads() << "] bandwidth (" << bw_mib << " MiB, best of "
+              << bw_passes << ")...";
     const CpuSnapshot before = TakeCpuSnapshot();
-    Result<BandwidthResult> bw =
-        MeasureReadBandwidth(bw_mib << 20, bw_passes, pool);
+    Result<BandwidthResult> bw = MeasureReadBandwidth(bw_mib << 20, bw_passes, pool);
     if (!bw) return fail(bw.error());
     std::cerr << " " << Fixed(bw->best_gbps, 2) << " GB/s\n";
 
@@ -342,14 +316,14 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
       step_us.push_back(NowUs() - t0);
       if (!r) return fail(r.error().WithContext("decode step " + std::to_string(i)));
     }
-    if (eng->HasUnfinished()) return fail(Status::FailedPrecondition("the decode request did not finish"));
+    if (eng->HasUnfinished())
+      return fail(Status::FailedPrecondition("the decode request did not finish"));
     const double median_ms = Quantile(step_us, 0.5) / 1e3;
     const double decode_tps = 1e3 / median_ms;
     const double floor_tps = bw->best_gbps * 1e9 / static_cast<double>(weight_bytes);
-    std::cerr << " " << Fixed(decode_tps, 2) << " tokens/s (median "
-              << Fixed(median_ms, 1) << " ms; floor " << Fixed(floor_tps, 2)
-              << " tokens/s => " << Fixed(100 * decode_tps / floor_tps, 1)
-              << "%)\n";
+    std::cerr << " " << Fixed(decode_tps, 2) << " tokens/s (median " << Fixed(median_ms, 1)
+              << " ms; floor " << Fixed(floor_tps, 2) << " tokens/s => "
+              << Fixed(100 * decode_tps / floor_tps, 1) << "%)\n";
 
     row["threads"] = pool.num_threads();
     row["model"] = model_name;
@@ -373,8 +347,7 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
     row["floor_tokens_per_second"] = floor_tps;
     row["floor_ms_per_token"] = 1e3 / floor_tps;
     row["fraction_of_floor"] = decode_tps / floor_tps;
-    row["achieved_weight_gbps"] =
-        static_cast<double>(weight_bytes) * decode_tps / 1e9;
+    row["achieved_weight_gbps"] = static_cast<double>(weight_bytes) * decode_tps / 1e9;
 
     if (!o.no_matmul_only) {
       std::cerr << "  one token's matmuls alone...";
@@ -384,8 +357,8 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
         row["matmul_only_ms_median"] = mm_ms;
         row["matmul_only_share_of_decode"] = mm_ms / median_ms;
         row["matmul_only_fraction_of_floor"] = (1e3 / mm_ms) / floor_tps;
-        std::cerr << " " << Fixed(mm_ms, 1) << " ms ("
-                  << Fixed(100 * mm_ms / median_ms, 1) << "% of a decode step)\n";
+        std::cerr << " " << Fixed(mm_ms, 1) << " ms (" << Fixed(100 * mm_ms / median_ms, 1)
+                  << "% of a decode step)\n";
       } else {
         std::cerr << " skipped: " << mm.error().ToString() << "\n";
       }

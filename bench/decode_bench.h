@@ -36,7 +36,7 @@ struct DecodeBenchOptions {
   std::string kv_dtype = "bf16";
   uint64_t page_size = 16;
   uint64_t seed = 7;
-  uint64_t bandwidth_mib = 0;  // 0 = 2048 (quick: 1024)
+  uint64_t bandwidth_mib = 0;     // 0 = 2048 (quick: 1024)
   uint64_t bandwidth_passes = 0;  // 0 = 5 (quick: 3)
   bool no_matmul_only = false;    // skip timing the matmuls alone
 };
@@ -50,8 +50,7 @@ model::ModelConfig SyntheticConfig(uint64_t layers);
 // matrix bf16, uniform in [-0.05, 0.05) from SplitMix64 streams seeded from
 // `seed` (one draw gives four values), norm gains f32 ones. The fill runs
 // over `pool` when given.
-Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& config,
-                                             uint64_t seed,
+Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& config, uint64_t seed,
                                              ThreadPool* pool = nullptr);
 
 // The model at `path` (a folder or .gguf, loaded with model::LoadModel), or,
@@ -66,14 +65,12 @@ Result<std::unique_ptr<model::Model>> LoadOrSynthesize(const std::string& path,
 // which is the embedding when tied), each once. The embedding lookup reads
 // one row and is not counted unless the table is the head; norm gains and
 // biases (vectors) are not counted.
-uint64_t WeightBytesPerToken(const model::ModelConfig& config,
-                             const model::ModelWeights& weights);
+uint64_t WeightBytesPerToken(const model::ModelConfig& config, const model::ModelWeights& weights);
 
 CLI::App* AddDecodeBenchCommand(CLI::App& bench, DecodeBenchOptions& options);
 
 // Runs the benchmark; returns the process exit code (0, or 1 on an error).
-int RunDecodeBench(const DecodeBenchOptions& options,
-                   const std::string& command);
+int RunDecodeBench(const DecodeBenchOptions& options, const std::string& command);
 
 }  // namespace folio::bench
 

@@ -10,8 +10,8 @@ namespace folio::bench {
 
 Status GatherAttention::Attend(const attention::PagedAttentionParams& params,
                                std::span<const float> q, const kv::PagedKvCache& cache,
-                               uint64_t layer, const kv::BatchMetadata& meta,
-                               std::span<float> out, ThreadPool* pool) {
+                               uint64_t layer, const kv::BatchMetadata& meta, std::span<float> out,
+                               ThreadPool* pool) {
   const kv::PagedKvCacheConfig& kc = cache.config();
   const uint64_t batch = meta.batch;
   uint64_t max_context = 0;
@@ -28,11 +28,10 @@ Status GatherAttention::Attend(const attention::PagedAttentionParams& params,
   // One page per sequence, as long as the longest context.
   std::vector<int32_t> dense_table(batch);
   std::iota(dense_table.begin(), dense_table.end(), 0);
-  const kv::PagedKvView dense{keys_.data(), values_.data(), kc.dtype,   batch,
-                              kc.num_kv_heads, max_context, kc.head_dim};
-  return attention::PagedAttention(params, q, dense,
-                                   {dense_table, 1, meta.context_lens, meta.query_indptr}, out,
-                                   pool);
+  const kv::PagedKvView dense{keys_.data(),    values_.data(), kc.dtype,   batch,
+                              kc.num_kv_heads, max_context,    kc.head_dim};
+  return attention::PagedAttention(
+      params, q, dense, {dense_table, 1, meta.context_lens, meta.query_indptr}, out, pool);
 }
 
 void MaxLengthReservation::OnAdmit(const engine::Sequence& s) {

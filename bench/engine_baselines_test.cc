@@ -47,7 +47,7 @@ TEST(GatherAttention, GivesTheSameTokensAndLogprobBitsAndCountsCopies) {
 TEST(MaxLengthReservation, NeverPreemptsAndKeepsTheTokens) {
   engine::EngineConfig tight;
   tight.page_size = 4;
-  tight.num_pages = 9;  // cannot hold all four sequences at full length
+  tight.num_pages = 9;           // cannot hold all four sequences at full length
   tight.prefix_caching = false;  // so every used page is a reserved one
   auto paged = *engine::Engine::Create(TestModel(), tight);
   const auto want = Drive(paged, kPrompts, Sampled(), InOrder(kPrompts.size()));

@@ -9,16 +9,16 @@
 namespace folio::bench {
 
 uint64_t GatherToDense(const kv::PagedKvView& src, const kv::PagedBatchView& batch,
-                       uint64_t max_context, std::byte* dense_keys,
-                       std::byte* dense_values, ThreadPool* pool) {
+                       uint64_t max_context, std::byte* dense_keys, std::byte* dense_values,
+                       ThreadPool* pool) {
   const uint64_t num_seqs = batch.context_lens.size();
   const uint64_t heads = src.num_kv_heads, page = src.page_size;
   const uint64_t row_bytes = src.head_dim * DTypeSize(src.dtype);
   uint64_t rows_total = 0;
   for (uint64_t b = 0; b < num_seqs; ++b) {
     const auto n = static_cast<uint64_t>(batch.context_lens[b]);
-    FOLIO_CHECK(n <= max_context && CeilDiv(n, page) <= batch.max_pages,
-                "sequence ", b, " context ", n);
+    FOLIO_CHECK(n <= max_context && CeilDiv(n, page) <= batch.max_pages, "sequence ", b,
+                " context ", n);
     rows_total += n;
   }
   // One task unit is one (sequence, logical page): per K/V head it copies
@@ -46,9 +46,8 @@ uint64_t GatherToDense(const kv::PagedKvView& src, const kv::PagedBatchView& bat
   if (pool == nullptr || parts == 1) {
     copy(0, units);
   } else {
-    pool->ParallelFor(CeilDiv(units, step), [&](size_t i) {
-      copy(i * step, std::min(units, (i + 1) * step));
-    });
+    pool->ParallelFor(CeilDiv(units, step),
+                      [&](size_t i) { copy(i * step, std::min(units, (i + 1) * step)); });
   }
   return 2 * rows_total * heads * row_bytes;
 }

@@ -23,8 +23,8 @@ namespace folio::bench {
 // context_len is <= max_context and covered by its row's pages (checked).
 // Spread over pool when given.
 uint64_t GatherToDense(const kv::PagedKvView& src, const kv::PagedBatchView& batch,
-                       uint64_t max_context, std::byte* dense_keys,
-                       std::byte* dense_values, ThreadPool* pool);
+                       uint64_t max_context, std::byte* dense_keys, std::byte* dense_values,
+                       ThreadPool* pool);
 
 }  // namespace folio::bench
 

@@ -17,8 +17,8 @@
 #include "bench/report.h"
 #include "bench/serve_bench.h"
 #include "bench/timing.h"
-#include "folio/core/checked_math.h"
 #include "folio/core/aligned_buffer.h"
+#include "folio/core/checked_math.h"
 #include "folio/core/splitmix64.h"
 #include "folio/engine/engine.h"
 #include "folio/format/kv_snapshot.h"
@@ -37,9 +37,10 @@ struct Stage {
 }  // namespace
 
 CLI::App* AddKvTransferBenchCommand(CLI::App& bench, KvTransferBenchOptions& o) {
-  CLI::App* cmd = bench.add_subcommand(
-      "kv-transfer", "time and bytes of moving a KV cache between engines (export, encode, "
-                     "write, read, decode, import), as JSON");
+  CLI::App* cmd =
+      bench.add_subcommand("kv-transfer",
+                           "time and bytes of moving a KV cache between engines (export, encode, "
+                           "write, read, decode, import), as JSON");
   cmd->add_option("--model", o.model, "model folder or .gguf (default: synthetic)");
   cmd->add_option("--json-output,-o", o.json_output, "write the JSON here (default: stdout)");
   cmd->add_option("--file", o.file, "snapshot path (default: a temporary file)");
@@ -76,8 +77,7 @@ int RunKvTransferBench(const KvTransferBenchOptions& o, const std::string& comma
   model::ModelConfig kv_shape = ServeModelConfig(false);
   kv_shape.ffn_size = 256;
   kv_shape.vocab_size = 1024;
-  Result<std::unique_ptr<model::Model>> loaded =
-      LoadOrSynthesize(o.model, kv_shape, o.seed, &pool);
+  Result<std::unique_ptr<model::Model>> loaded = LoadOrSynthesize(o.model, kv_shape, o.seed, &pool);
   if (!loaded) return fail(loaded.error());
   const std::unique_ptr<model::Model> m = std::move(*loaded);
   const std::string model_name = o.model.empty() ? "synthetic-serve-kv-shape" : o.model;
@@ -114,7 +114,7 @@ int RunKvTransferBench(const KvTransferBenchOptions& o, const std::string& comma
       o.file.empty() ? std::filesystem::temp_directory_path() /
                            ("folio_kv_transfer_" + std::to_string(::getpid()) + ".kvs")
                      : std::filesystem::path(o.file);
-  std::vector<Stage> stages = {{"export", {}}, {"encode", {}}, {"write", {}},
+  std::vector<Stage> stages = {{"export", {}},      {"encode", {}}, {"write", {}},
                                {"read_decode", {}}, {"import", {}}, {"memcpy_floor", {}}};
   uint64_t kv_bytes = 0, file_bytes = 0, pages = 0;
   for (uint64_t rep = 0; rep < o.repeats; ++rep) {
@@ -129,9 +129,8 @@ int RunKvTransferBench(const KvTransferBenchOptions& o, const std::string& comma
     lap(0);
     const std::vector<std::byte> bytes = format::EncodeSnapshot(*snap);
     lap(1);
-    if (Status s = WriteTextFile(path.string(),
-                                 std::string(reinterpret_cast<const char*>(bytes.data()),
-                                             bytes.size()));
+    if (Status s = WriteTextFile(
+            path.string(), std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
         !s.ok()) {
       return fail(s);
     }
@@ -161,10 +160,11 @@ int RunKvTransferBench(const KvTransferBenchOptions& o, const std::string& comma
   json stage_json = json::object();
   for (const Stage& s : stages) {
     const double median = Quantile(s.ms, 0.5);
-    stage_json[s.name] = {{"median_ms", median},
-                          {"p10_ms", Quantile(s.ms, 0.1)},
-                          {"p90_ms", Quantile(s.ms, 0.9)},
-                          {"kv_gbps", median > 0 ? static_cast<double>(kv_bytes) / median / 1e6 : 0.0}};
+    stage_json[s.name] = {
+        {"median_ms", median},
+        {"p10_ms", Quantile(s.ms, 0.1)},
+        {"p90_ms", Quantile(s.ms, 0.9)},
+        {"kv_gbps", median > 0 ? static_cast<double>(kv_bytes) / median / 1e6 : 0.0}};
   }
   json report;
   report["benchmark"] = "kv-transfer";
@@ -174,9 +174,9 @@ int RunKvTransferBench(const KvTransferBenchOptions& o, const std::string& comma
                      {"num_layers", m->config().num_layers},
                      {"num_kv_heads", m->config().num_kv_heads},
                      {"head_dim", m->config().head_dim()}};
-  report["workload"] = {{"num_seqs", o.num_seqs},  {"prompt_len", o.prompt_len},
+  report["workload"] = {{"num_seqs", o.num_seqs},   {"prompt_len", o.prompt_len},
                         {"page_size", o.page_size}, {"kv_dtype", DTypeName(*kv_dtype)},
-                        {"repeats", o.repeats},    {"pages", pages}};
+                        {"repeats", o.repeats},     {"pages", pages}};
   report["kv_bytes"] = kv_bytes;
   report["file_bytes"] = file_bytes;
   report["file_overhead_bytes"] = file_bytes - kv_bytes;

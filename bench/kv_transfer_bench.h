@@ -22,7 +22,7 @@ struct KvTransferBenchOptions {
   std::string model;        // "" = the synthetic serving model (bench serve's)
   std::string json_output;  // "" = stdout
   std::string file;         // "" = a temporary file
-  bool quick = false;  // command line: 4 x 256 tokens, 3 repeats where not given
+  bool quick = false;       // command line: 4 x 256 tokens, 3 repeats where not given
   uint64_t num_seqs = 8;
   uint64_t prompt_len = 1024;
   uint64_t page_size = 16;

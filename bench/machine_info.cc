@@ -15,8 +15,7 @@ namespace folio::bench {
 uint64_t ParseCacheSize(const std::string& text) {
   size_t i = 0;
   uint64_t value = 0;
-  while (i < text.size() &&
-         std::isdigit(static_cast<unsigned char>(text[i])) != 0) {
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])) != 0) {
     value = value * 10 + static_cast<uint64_t>(text[i] - '0');
     ++i;
   }
@@ -40,9 +39,7 @@ uint64_t ParseCacheSize(const std::string& text) {
         break;
     }
   }
-  while (i < text.size() &&
-         std::isspace(static_cast<unsigned char>(text[i])) != 0)
-    ++i;
+  while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])) != 0) ++i;
   return i == text.size() ? value * unit : 0;
 }
 
@@ -63,8 +60,7 @@ MachineInfo ReadMachineInfo() {
 
   // index3 is the L3 on x86 Linux; check `level` rather than trust the index.
   for (int index = 3; index >= 0; --index) {
-    const std::string dir =
-        "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
     std::ifstream level_file(dir + "/level");
     int level = 0;
     if (!(level_file >> level) || level != 3) continue;
@@ -93,26 +89,21 @@ std::array<double, 3> ReadLoadAverage() {
 
 CpuSnapshot TakeCpuSnapshot() {
   CpuSnapshot snap;
-  snap.wall_s = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now().time_since_epoch())
-                    .count();
+  snap.wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
   std::ifstream in("/proc/stat");
   std::string cpu;
   // cpu user nice system idle iowait irq softirq steal ...
   uint64_t f[8] = {};
-  if (in >> cpu >> f[0] >> f[1] >> f[2] >> f[3] >> f[4] >> f[5] >> f[6] >>
-          f[7] &&
-      cpu == "cpu") {
-    const double tick =
-        1.0 / static_cast<double>(std::max(1L, sysconf(_SC_CLK_TCK)));
+  if (in >> cpu >> f[0] >> f[1] >> f[2] >> f[3] >> f[4] >> f[5] >> f[6] >> f[7] && cpu == "cpu") {
+    const double tick = 1.0 / static_cast<double>(std::max(1L, sysconf(_SC_CLK_TCK)));
     snap.busy_s = static_cast<double>(f[0] + f[1] + f[2] + f[5] + f[6]) * tick;
     snap.steal_s = static_cast<double>(f[7]) * tick;
   }
   rusage usage{};
   if (getrusage(RUSAGE_SELF, &usage) == 0) {
     auto seconds = [](const timeval& tv) {
-      return static_cast<double>(tv.tv_sec) +
-             static_cast<double>(tv.tv_usec) * 1e-6;
+      return static_cast<double>(tv.tv_sec) + static_cast<double>(tv.tv_usec) * 1e-6;
     };
     snap.self_s = seconds(usage.ru_utime) + seconds(usage.ru_stime);
   }
@@ -122,12 +113,10 @@ CpuSnapshot TakeCpuSnapshot() {
 OtherLoad LoadBetween(const CpuSnapshot& before, const CpuSnapshot& after) {
   const double wall = after.wall_s - before.wall_s;
   if (!(wall > 0.0)) return {};
-  const double others =
-      (after.busy_s - before.busy_s) - (after.self_s - before.self_s);
+  const double others = (after.busy_s - before.busy_s) - (after.self_s - before.self_s);
   // /proc/stat counts in clock ticks, so a short interval can come out a
   // tick below zero.
-  return {std::max(0.0, others / wall),
-          std::max(0.0, (after.steal_s - before.steal_s) / wall)};
+  return {std::max(0.0, others / wall), std::max(0.0, (after.steal_s - before.steal_s) / wall)};
 }
 
 }  // namespace folio::bench

@@ -8,10 +8,11 @@
 #include <string>
 #include <vector>
 
-
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "bench/memory_bandwidth.cc"
+// foreach_target.h re-includes this file once per target: it comes first.
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -60,9 +61,7 @@ double Seconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
-std::string DispatchedSimdTarget() {
-  return hwy::TargetName(HWY_DYNAMIC_DISPATCH(TargetBit)());
-}
+std::string DispatchedSimdTarget() { return hwy::TargetName(HWY_DYNAMIC_DISPATCH(TargetBit)()); }
 
 Result<ReadProbe> ReadProbe::Create(uint64_t buffer_bytes, ThreadPool& pool) {
   const uint64_t threads = pool.num_threads();

@@ -51,12 +51,11 @@ class ReadProbe {
 };
 
 // One untimed pass of `probe`, then `passes` timed passes (>= 1).
-Result<BandwidthResult> MeasureReadBandwidth(const ReadProbe& probe,
-                                             uint64_t passes);
+Result<BandwidthResult> MeasureReadBandwidth(const ReadProbe& probe, uint64_t passes);
 
 // The same over a ReadProbe of its own, freed before returning.
-Result<BandwidthResult> MeasureReadBandwidth(uint64_t buffer_bytes,
-                                             uint64_t passes, ThreadPool& pool);
+Result<BandwidthResult> MeasureReadBandwidth(uint64_t buffer_bytes, uint64_t passes,
+                                             ThreadPool& pool);
 
 // The Highway target the SIMD code of this binary dispatches to ("AVX3",
 // "AVX2", ...): the kernel's target too, since both are built the same way.

@@ -14,13 +14,12 @@
 namespace folio::bench {
 
 struct QuickDefault {
-  std::string option;          // e.g. "--num-seqs"
+  std::string option;           // e.g. "--num-seqs"
   std::function<void()> apply;  // sets the option's field to its quick value
 };
 
 // Runs after `cmd` is parsed; quick must outlive the parse.
-inline void SetQuickDefaults(CLI::App* cmd, const bool* quick,
-                             std::vector<QuickDefault> defaults) {
+inline void SetQuickDefaults(CLI::App* cmd, const bool* quick, std::vector<QuickDefault> defaults) {
   cmd->callback([cmd, quick, defaults = std::move(defaults)] {
     if (!*quick) return;
     for (const QuickDefault& d : defaults) {

@@ -31,17 +31,12 @@ Status WriteTextFile(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
-nlohmann::json MachineJson(const MachineInfo& machine,
-                           const std::array<double, 3>& load_at_start,
+nlohmann::json MachineJson(const MachineInfo& machine, const std::array<double, 3>& load_at_start,
                            const OtherLoad& run_load) {
-  return {{"cpu_model", machine.cpu_model},
-          {"cores", machine.cores},
-          {"llc_bytes", machine.llc_bytes},
-          {"llc_source", machine.llc_source},
-          {"simd_target", DispatchedSimdTarget()},
-          {"load_average_at_start", load_at_start},
-          {"load_average_at_end", ReadLoadAverage()},
-          {"other_load_cores", run_load.other_cores},
+  return {{"cpu_model", machine.cpu_model},           {"cores", machine.cores},
+          {"llc_bytes", machine.llc_bytes},           {"llc_source", machine.llc_source},
+          {"simd_target", DispatchedSimdTarget()},    {"load_average_at_start", load_at_start},
+          {"load_average_at_end", ReadLoadAverage()}, {"other_load_cores", run_load.other_cores},
           {"steal_cores", run_load.steal_cores}};
 }
 

@@ -24,8 +24,7 @@ Status EmitJson(const nlohmann::json& report, const std::string& path);
 // The report's "machine" object: CPU, cores, LLC, dispatched SIMD target,
 // load averages at the start and now, and the other processes' load (and
 // steal) during the run.
-nlohmann::json MachineJson(const MachineInfo& machine,
-                           const std::array<double, 3>& load_at_start,
+nlohmann::json MachineJson(const MachineInfo& machine, const std::array<double, 3>& load_at_start,
                            const OtherLoad& run_load);
 
 }  // namespace folio::bench

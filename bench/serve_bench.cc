@@ -265,14 +265,17 @@ json ModeJson(const std::vector<RunResult>& runs, uint64_t num_requests) {
     allocated += r.allocated_slots;
   }
   return {
-      {"prefill_tokens_per_second",
-       median_of([](const RunResult& r) { return Rate(static_cast<double>(r.prefill_tokens), r.prefill_s); })},
+      {"prefill_tokens_per_second", median_of([](const RunResult& r) {
+         return Rate(static_cast<double>(r.prefill_tokens), r.prefill_s);
+       })},
       {"output_tokens_per_second", Quantile(output_tps, 0.5)},
       {"output_tokens_per_second_runs", output_tps},
-      {"decode_tokens_per_second",
-       median_of([](const RunResult& r) { return Rate(static_cast<double>(r.decode_tokens), r.decode_s); })},
-      {"requests_per_second",
-       median_of([&](const RunResult& r) { return Rate(static_cast<double>(num_requests), r.total_s); })},
+      {"decode_tokens_per_second", median_of([](const RunResult& r) {
+         return Rate(static_cast<double>(r.decode_tokens), r.decode_s);
+       })},
+      {"requests_per_second", median_of([&](const RunResult& r) {
+         return Rate(static_cast<double>(num_requests), r.total_s);
+       })},
       {"total_seconds", median_of([](const RunResult& r) { return r.total_s; })},
       {"decode_step_median_ms", Quantile(steps, 0.5)},
       {"decode_step_p95_ms", Quantile(steps, 0.95)},
@@ -336,8 +339,9 @@ model::ModelConfig ServeModelConfig(bool quick) {
 
 CLI::App* AddServeBenchCommand(CLI::App& bench, ServeBenchOptions& o) {
   CLI::App* cmd = bench.add_subcommand(
-      "serve", "continuous batching: dense vs paged+gather vs direct paged, and an admission "
-               "sweep under KV budgets, as JSON");
+      "serve",
+      "continuous batching: dense vs paged+gather vs direct paged, and an admission "
+      "sweep under KV budgets, as JSON");
   cmd->add_option("--model", o.model, "model folder or .gguf (default: synthetic serving model)");
   cmd->add_option("--json-output,-o", o.json_output, "write the JSON here (default: stdout)");
   cmd->add_option("--plot-output", o.plot_output,
@@ -370,7 +374,9 @@ CLI::App* AddServeBenchCommand(CLI::App& bench, ServeBenchOptions& o) {
                     {"--min-output-len", [&o] { o.min_output_len = 16; }},
                     {"--max-output-len", [&o] { o.max_output_len = 32; }},
                     {"--prefill-step", [&o] { o.prefill_step = 64; }},
-                    {"--sweep-requests", [&o] { o.sweep_requests = {2, 4}; }}});
+                    {"--sweep-requests", [&o] {
+                       o.sweep_requests = {2, 4};
+                     }}});
   return cmd;
 }
 
@@ -397,8 +403,9 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
       LoadOrSynthesize(o.model, ServeModelConfig(o.quick), o.seed, &pool);
   if (!loaded) return fail(loaded.error());
   const std::unique_ptr<model::Model> m = std::move(*loaded);
-  const std::string model_name =
-      !o.model.empty() ? o.model : o.quick ? "synthetic-serve-quick" : "synthetic-serve";
+  const std::string model_name = !o.model.empty() ? o.model
+                                 : o.quick        ? "synthetic-serve-quick"
+                                                  : "synthetic-serve";
   const model::ModelConfig& mc = m->config();
   const Workload w = MakeWorkload(o, mc.vocab_size);
   const uint64_t max_len = o.max_input_len + o.max_output_len;
@@ -409,10 +416,9 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
   const uint64_t bytes_per_token =
       2 * mc.num_layers * mc.num_kv_heads * mc.head_dim() * DTypeSize(*kv_dtype);
   const uint64_t pages_per_max_request = CeilDiv(max_len, o.page_size);
-  std::cerr << "workload: " << o.num_seqs << " requests, " << w.prompt_tokens
-            << " prompt tokens, " << w.output_tokens << " output tokens; model " << model_name
-            << " (" << mc.ParameterCount() << " parameters), " << pool.num_threads()
-            << " threads\n";
+  std::cerr << "workload: " << o.num_seqs << " requests, " << w.prompt_tokens << " prompt tokens, "
+            << w.output_tokens << " output tokens; model " << model_name << " ("
+            << mc.ParameterCount() << " parameters), " << pool.num_threads() << " threads\n";
 
   auto config_for = [&](bool reserve, bool gather, uint64_t num_pages, uint64_t max_seqs) {
     ModeConfig mode;
@@ -430,9 +436,8 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
 
   // Modes: one budget that holds batch_size maximum-length requests, so
   // every mode runs batch_size sequences and only the K/V path differs.
-  const std::vector<ModeSpec> modes = {{"dense", true, true},
-                                       {"paged_gather", false, true},
-                                       {"paged", false, false}};
+  const std::vector<ModeSpec> modes = {
+      {"dense", true, true}, {"paged_gather", false, true}, {"paged", false, false}};
   const uint64_t mode_pages = o.batch_size * pages_per_max_request;
   std::map<std::string, std::vector<RunResult>> results;
   // Paired decode-step ratios: every mode schedules the same steps (the
@@ -442,10 +447,8 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
     std::cerr << "running the three modes in lockstep, repeat " << rep + 1 << "\n";
     std::vector<std::unique_ptr<WorkloadRun>> runs;
     for (const ModeSpec& mode : modes) {
-      Result<std::unique_ptr<WorkloadRun>> run =
-          WorkloadRun::Start(*m, &pool, w, config_for(mode.reserve, mode.gather, mode_pages,
-                                                      o.batch_size),
-                             mode.name);
+      Result<std::unique_ptr<WorkloadRun>> run = WorkloadRun::Start(
+          *m, &pool, w, config_for(mode.reserve, mode.gather, mode_pages, o.batch_size), mode.name);
       if (!run) return fail(run.error().WithContext(mode.name));
       runs.push_back(std::move(*run));
     }
@@ -470,7 +473,8 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
     }
   }
   json modes_json;
-  for (const ModeSpec& mode : modes) modes_json[mode.name] = ModeJson(results[mode.name], o.num_seqs);
+  for (const ModeSpec& mode : modes)
+    modes_json[mode.name] = ModeJson(results[mode.name], o.num_seqs);
   json paired = json::object();
   for (const auto& [name, ratios] : paged_over) {
     paired["paged_over_" + name] = {{"median", Quantile(ratios, 0.5)},
@@ -493,9 +497,8 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
         const std::string name = reserve ? "reserved" : "paged";
         const std::string label = "sweep " + name + " budget " + std::to_string(k);
         std::cerr << "running " << label << "\n";
-        Result<std::unique_ptr<WorkloadRun>> run = WorkloadRun::Start(
-            *m, &pool, w, config_for(reserve, false, pages, o.num_seqs),
-            label);
+        Result<std::unique_ptr<WorkloadRun>> run =
+            WorkloadRun::Start(*m, &pool, w, config_for(reserve, false, pages, o.num_seqs), label);
         if (!run) return fail(run.error().WithContext(label));
         while (!(*run)->done()) {
           if (Status s = (*run)->Step(); !s.ok()) return fail(s.WithContext(label));

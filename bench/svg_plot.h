@@ -13,9 +13,9 @@ namespace folio::bench {
 
 struct PlotSeries {
   std::string label;
-  std::string color = "#1f77b4";  // any SVG colour
-  std::string dash;               // SVG stroke-dasharray, "" = solid
-  double width = 2.0;             // stroke width in px
+  std::string color = "#1f77b4";                  // any SVG colour
+  std::string dash;                               // SVG stroke-dasharray, "" = solid
+  double width = 2.0;                             // stroke width in px
   std::vector<std::pair<double, double>> points;  // (x, y), drawn in x order
 };
 

@@ -47,9 +47,8 @@ Timing TimeCalls(const std::function<void()>& fn, const TimingOptions& options);
 // shared machine lands on all of them alike rather than on whichever ran
 // then. Each function is warmed up and calibrated as in TimeCalls; the
 // budget covers a whole round. Result i belongs to fns[i].
-std::vector<Timing> TimeInterleaved(
-    const std::vector<std::function<void()>>& fns,
-    const TimingOptions& options);
+std::vector<Timing> TimeInterleaved(const std::vector<std::function<void()>>& fns,
+                                    const TimingOptions& options);
 
 }  // namespace folio::bench
 

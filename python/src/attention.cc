@@ -7,6 +7,11 @@
 // int32), a float16 or float64 query is converted to float32, and the output
 // is allocated here. Every check — the binding's and the kernel's own
 // ValidatePagedAttention — runs before any K/V byte is read.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -19,11 +24,6 @@
 #include <thread>
 #include <utility>
 #include <vector>
-
-#include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
-#include <nanobind/stl/optional.h>
-#include <nanobind/stl/string.h>
 
 #include "bindings.h"
 #include "folio/attention/paged_attention.h"
@@ -71,13 +71,26 @@ std::string DTypeString(nb::dlpack::dtype t) {
   using Code = nb::dlpack::dtype_code;
   const char* kind = nullptr;
   switch (static_cast<Code>(t.code)) {
-    case Code::Int: kind = "int"; break;
-    case Code::UInt: kind = "uint"; break;
-    case Code::Float: kind = "float"; break;
-    case Code::Bfloat: kind = "bfloat"; break;
-    case Code::Complex: kind = "complex"; break;
-    case Code::Bool: kind = "bool"; break;
-    default: return StrCat("dtype code ", int{t.code}, " of ", int{t.bits}, " bits");
+    case Code::Int:
+      kind = "int";
+      break;
+    case Code::UInt:
+      kind = "uint";
+      break;
+    case Code::Float:
+      kind = "float";
+      break;
+    case Code::Bfloat:
+      kind = "bfloat";
+      break;
+    case Code::Complex:
+      kind = "complex";
+      break;
+    case Code::Bool:
+      kind = "bool";
+      break;
+    default:
+      return StrCat("dtype code ", int{t.code}, " of ", int{t.bits}, " bits");
   }
   return StrCat(kind, int{t.bits});
 }
@@ -95,9 +108,10 @@ DType KvDType(const AnyArray& pages) {
   if (t.lanes == 1 && t.bits == 16 && t.code == static_cast<uint8_t>(Code::Bfloat)) {
     return DType::kBF16;
   }
-  RaiseTypeError(StrCat("key_pages must be float32, float16, or uint16 holding bfloat16 "
-                        "bits; got ",
-                        DTypeString(t)));
+  RaiseTypeError(
+      StrCat("key_pages must be float32, float16, or uint16 holding bfloat16 "
+             "bits; got ",
+             DTypeString(t)));
 }
 
 // The query must be a float array: float32 is read in place, float16 and
@@ -110,8 +124,8 @@ void CheckQueryDType(const AnyArray& query) {
   const bool is_float = t.lanes == 1 && t.code == static_cast<uint8_t>(Code::Float) &&
                         (t.bits == 16 || t.bits == 32 || t.bits == 64);
   if (!is_float) {
-    RaiseTypeError(StrCat("query must be float32 (float16 and float64 are converted); got ",
-                          DTypeString(t)));
+    RaiseTypeError(
+        StrCat("query must be float32 (float16 and float64 are converted); got ", DTypeString(t)));
   }
 }
 
@@ -195,8 +209,7 @@ std::span<const int32_t> AsInt32(const AnyArray& a, const char* name,
         break;
     }
   }
-  RaiseTypeError(StrCat(name, " must be an integer array (int32 preferred); got ",
-                        DTypeString(t)));
+  RaiseTypeError(StrCat(name, " must be an integer array (int32 preferred); got ", DTypeString(t)));
 }
 
 OutArray PagedAttentionBinding(const AnyArray& query, const AnyArray& key_pages,
@@ -230,8 +243,8 @@ OutArray PagedAttentionBinding(const AnyArray& query, const AnyArray& key_pages,
   }
   const DType kv_dtype = KvDType(key_pages);
   if (value_pages.dtype() != key_pages.dtype()) {
-    RaiseTypeError(StrCat("value_pages is ", DTypeString(value_pages.dtype()),
-                          " but key_pages is ", DTypeString(key_pages.dtype())));
+    RaiseTypeError(StrCat("value_pages is ", DTypeString(value_pages.dtype()), " but key_pages is ",
+                          DTypeString(key_pages.dtype())));
   }
   if (page_size < 1) RaiseValueError(StrCat("page_size must be >= 1, got ", page_size));
   if (static_cast<uint64_t>(page_size) != key_pages.shape(2)) {
@@ -247,12 +260,12 @@ OutArray PagedAttentionBinding(const AnyArray& query, const AnyArray& key_pages,
                            key_pages.shape(3)));
   }
   if (block_table.shape(0) != batch) {
-    RaiseValueError(StrCat("block_table has ", block_table.shape(0), " rows; query has batch ",
-                           batch));
+    RaiseValueError(
+        StrCat("block_table has ", block_table.shape(0), " rows; query has batch ", batch));
   }
   if (context_lens.shape(0) != batch) {
-    RaiseValueError(StrCat("context_lens has ", context_lens.shape(0),
-                           " entries; query has batch ", batch));
+    RaiseValueError(
+        StrCat("context_lens has ", context_lens.shape(0), " entries; query has batch ", batch));
   }
   // The kernel accepts scale 0 (uniform weights); a caller passing 0 or a
   // negative scale has almost surely made a mistake, so the binding refuses.
@@ -267,8 +280,7 @@ OutArray PagedAttentionBinding(const AnyArray& query, const AnyArray& key_pages,
 
   std::vector<int32_t> table_storage, context_storage;
   const std::span<const int32_t> table = AsInt32(block_table, "block_table", table_storage);
-  const std::span<const int32_t> contexts =
-      AsInt32(context_lens, "context_lens", context_storage);
+  const std::span<const int32_t> contexts = AsInt32(context_lens, "context_lens", context_storage);
   // Head-major queries: every sequence owns num_rows rows, the last
   // num_rows positions of its context.
   std::vector<int32_t> query_indptr(batch + 1);
@@ -309,8 +321,7 @@ OutArray PagedAttentionBinding(const AnyArray& query, const AnyArray& key_pages,
       }
     }
     if (status.ok()) {
-      status = attention::PagedAttention(params, query_f32, kv, view, {out, out_size},
-                                         pool.get());
+      status = attention::PagedAttention(params, query_f32, kv, view, {out, out_size}, pool.get());
     }
   }
   ThrowIfError(status);

@@ -8,6 +8,13 @@
 // folio.InvalidDescriptorError (a ValueError). What the binding adds is only
 // the conversion of Python values into the C++ types, and it refuses (never
 // wraps or truncates) an integer outside the field's range.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -17,13 +24,6 @@
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include <nanobind/nanobind.h>
-#include <nanobind/stl/optional.h>
-#include <nanobind/stl/string.h>
-#include <nanobind/stl/string_view.h>
-#include <nanobind/stl/variant.h>
-#include <nanobind/stl/vector.h>
 
 #include "bindings.h"
 #include "folio/core/str_cat.h"
@@ -60,7 +60,8 @@ QuantizationScheme ToScheme(nb::handle h, std::string_view field) {
   if (nb::isinstance<PerTensorAffine>(h)) return nb::cast<PerTensorAffine>(h);
   if (nb::isinstance<PerChannelAffine>(h)) return nb::cast<PerChannelAffine>(h);
   if (nb::isinstance<PerBlockAffine>(h)) return nb::cast<PerBlockAffine>(h);
-  RaiseTypeError(StrCat(field, " must be a PerTensorAffine, PerChannelAffine or PerBlockAffine, "
+  RaiseTypeError(StrCat(field,
+                        " must be a PerTensorAffine, PerChannelAffine or PerBlockAffine, "
                         "got ",
                         TypeName(h)));
 }
@@ -69,15 +70,14 @@ Layout ToLayout(nb::handle h, std::string_view field) {
   if (nb::isinstance<RowMajorLayout>(h)) return nb::cast<RowMajorLayout>(h);
   if (nb::isinstance<StridedLayout>(h)) return nb::cast<StridedLayout>(h);
   if (nb::isinstance<BlockPagedLayout>(h)) return nb::cast<BlockPagedLayout>(h);
-  RaiseTypeError(StrCat(field, " must be a RowMajorLayout, StridedLayout or BlockPagedLayout, "
+  RaiseTypeError(StrCat(field,
+                        " must be a RowMajorLayout, StridedLayout or BlockPagedLayout, "
                         "got ",
                         TypeName(h)));
 }
 
 std::string FloatRepr(float v) { return Repr(nb::float_(static_cast<double>(v))); }
-std::string OptionalRepr(std::optional<uint32_t> v) {
-  return v ? StrCat(*v) : std::string("None");
-}
+std::string OptionalRepr(std::optional<uint32_t> v) { return v ? StrCat(*v) : std::string("None"); }
 
 std::string SchemeRepr(const PerTensorAffine& q) {
   return StrCat("PerTensorAffine(scale=", FloatRepr(q.scale()), ", zero_point=", q.zero_point(),
@@ -111,17 +111,15 @@ std::string LayoutRepr(const BlockPagedLayout& l) {
   return StrCat("BlockPagedLayout(page_size=", l.page_size(), ", num_pages=", l.num_pages(),
                 ", paged_axis=", l.paged_axis(), ", num_seqs=", l.num_seqs(),
                 ", kv_role=", Quote(format::KvRoleName(l.kv_role())),
-                ", layer_index=", OptionalRepr(l.layer_index()),
-                ", block_table_index_type=", Quote(format::IndexTypeName(l.block_table_index_type())),
-                ")");
+                ", layer_index=", OptionalRepr(l.layer_index()), ", block_table_index_type=",
+                Quote(format::IndexTypeName(l.block_table_index_type())), ")");
 }
 
 std::string BufferRepr(const BufferHandle& b) {
   return StrCat("BufferHandle(byte_size=", b.byte_size, ", alignment=", b.alignment,
                 ", device=", Quote(NameOf<DeviceTag>(kDevices, b.device)),
                 ", sync_mode=", Quote(NameOf<SyncMode>(kSyncModes, b.sync_mode)),
-                ", memory_class=", Quote(NameOf<MemoryClass>(kMemoryClasses, b.memory_class)),
-                ")");
+                ", memory_class=", Quote(NameOf<MemoryClass>(kMemoryClasses, b.memory_class)), ")");
 }
 
 std::string DescriptorRepr(const TensorDescriptor& d) {
@@ -130,12 +128,10 @@ std::string DescriptorRepr(const TensorDescriptor& d) {
     buffers += StrCat(i > 0 ? ", " : "", BufferRepr(d.buffers()[i]));
   }
   buffers += "]";
-  const std::string layout =
-      std::visit([](const auto& l) { return LayoutRepr(l); }, d.layout());
+  const std::string layout = std::visit([](const auto& l) { return LayoutRepr(l); }, d.layout());
   const std::string quantization =
-      d.quantization()
-          ? std::visit([](const auto& q) { return SchemeRepr(q); }, *d.quantization())
-          : std::string("None");
+      d.quantization() ? std::visit([](const auto& q) { return SchemeRepr(q); }, *d.quantization())
+                       : std::string("None");
   return StrCat("TensorDescriptor(dtype=", Quote(ElementTypeLongName(d.dtype())),
                 ", shape=", ShapeRepr(d.shape()), ", byte_offset=", d.byte_offset(),
                 ", layout=", layout, ", buffers=", buffers, ", quantization=", quantization, ")");
@@ -161,9 +157,8 @@ auto WithIndexBuffers(const BlockPagedLayout& layout, nb::handle seq_ptr, nb::ha
 // (objects are immutable) and __repr__.
 template <typename T, typename ReprFn>
 void DefValueMethods(nb::class_<T>& cls, ReprFn repr) {
-  cls.def("__eq__", [](const T& a, nb::handle b) {
-       return nb::isinstance<T>(b) && a == nb::cast<const T&>(b);
-     })
+  cls.def("__eq__", [](const T& a,
+                       nb::handle b) { return nb::isinstance<T>(b) && a == nb::cast<const T&>(b); })
       .def("__hash__", [repr](const T& a) { return nb::hash(nb::str(repr(a).c_str())); })
       .def("__repr__", repr);
 }
@@ -194,16 +189,17 @@ void BindQuantization(nb::module_& m) {
       "(its flags are 0). scale must be finite and non-zero; a descriptor also needs the "
       "zero point inside its storage type's range (i8 [-128, 127], u8 [0, 255]).");
   per_tensor
-      .def("__init__",
-           [](PerTensorAffine* self, float scale, nb::handle zero_point) {
-             new (self) PerTensorAffine(Unwrap(
-                 PerTensorAffine::Create(scale, ToInt<int32_t>(zero_point, "zero_point"))));
-           },
-           "scale"_a, "zero_point"_a,
-           nb::sig("def __init__(self, scale: float, zero_point: int) -> None"))
-      .def_static("symmetric",
-                  [](float scale) { return Unwrap(PerTensorAffine::Symmetric(scale)); },
-                  "scale"_a)
+      .def(
+          "__init__",
+          [](PerTensorAffine* self, float scale, nb::handle zero_point) {
+            new (self) PerTensorAffine(
+                Unwrap(PerTensorAffine::Create(scale, ToInt<int32_t>(zero_point, "zero_point"))));
+          },
+          "scale"_a, "zero_point"_a,
+          nb::sig("def __init__(self, scale: float, zero_point: int) -> None"))
+      .def_static(
+          "symmetric", [](float scale) { return Unwrap(PerTensorAffine::Symmetric(scale)); },
+          "scale"_a)
       .def_prop_ro_static("tag", [](nb::handle) { return PerTensorAffine::tag(); })
       .def_prop_ro_static("name", [](nb::handle) { return PerTensorAffine::name(); })
       .def_prop_ro("scale", &PerTensorAffine::scale)
@@ -217,27 +213,28 @@ void BindQuantization(nb::module_& m) {
       "named by index. Build with PerChannelAffine.symmetric(axis, scale_buffer_index) or "
       ".asymmetric(axis, scale_buffer_index, zero_point_buffer_index).");
   per_channel
-      .def_static("symmetric",
-                  [](nb::handle axis, nb::handle scale_buffer_index) {
-                    return Unwrap(PerChannelAffine::Symmetric(
-                        ToInt<uint32_t>(axis, "axis"),
-                        ToInt<uint32_t>(scale_buffer_index, "scale_buffer_index")));
-                  },
-                  "axis"_a, "scale_buffer_index"_a,
-                  nb::sig("@staticmethod\n"
-                          "def symmetric(axis: int, scale_buffer_index: int) -> PerChannelAffine"))
-      .def_static("asymmetric",
-                  [](nb::handle axis, nb::handle scale_buffer_index,
-                     nb::handle zero_point_buffer_index) {
-                    return Unwrap(PerChannelAffine::Asymmetric(
-                        ToInt<uint32_t>(axis, "axis"),
-                        ToInt<uint32_t>(scale_buffer_index, "scale_buffer_index"),
-                        ToInt<uint32_t>(zero_point_buffer_index, "zero_point_buffer_index")));
-                  },
-                  "axis"_a, "scale_buffer_index"_a, "zero_point_buffer_index"_a,
-                  nb::sig("@staticmethod\n"
-                          "def asymmetric(axis: int, scale_buffer_index: int, "
-                          "zero_point_buffer_index: int) -> PerChannelAffine"))
+      .def_static(
+          "symmetric",
+          [](nb::handle axis, nb::handle scale_buffer_index) {
+            return Unwrap(PerChannelAffine::Symmetric(
+                ToInt<uint32_t>(axis, "axis"),
+                ToInt<uint32_t>(scale_buffer_index, "scale_buffer_index")));
+          },
+          "axis"_a, "scale_buffer_index"_a,
+          nb::sig("@staticmethod\n"
+                  "def symmetric(axis: int, scale_buffer_index: int) -> PerChannelAffine"))
+      .def_static(
+          "asymmetric",
+          [](nb::handle axis, nb::handle scale_buffer_index, nb::handle zero_point_buffer_index) {
+            return Unwrap(PerChannelAffine::Asymmetric(
+                ToInt<uint32_t>(axis, "axis"),
+                ToInt<uint32_t>(scale_buffer_index, "scale_buffer_index"),
+                ToInt<uint32_t>(zero_point_buffer_index, "zero_point_buffer_index")));
+          },
+          "axis"_a, "scale_buffer_index"_a, "zero_point_buffer_index"_a,
+          nb::sig("@staticmethod\n"
+                  "def asymmetric(axis: int, scale_buffer_index: int, "
+                  "zero_point_buffer_index: int) -> PerChannelAffine"))
       .def_prop_ro_static("tag", [](nb::handle) { return PerChannelAffine::tag(); })
       .def_prop_ro_static("name", [](nb::handle) { return PerChannelAffine::name(); })
       .def_prop_ro("axis", &PerChannelAffine::axis)
@@ -254,33 +251,35 @@ void BindQuantization(nb::module_& m) {
       "block_size, scale_buffer_index, scale_type) or .asymmetric(axis, block_size, "
       "scale_buffer_index, zero_point_buffer_index, scale_type).");
   per_block
-      .def_static("symmetric",
-                  [](nb::handle axis, nb::handle block_size, nb::handle scale_buffer_index,
-                     nb::handle scale_type) {
-                    return Unwrap(PerBlockAffine::Symmetric(
-                        ToInt<uint32_t>(axis, "axis"), ToInt<uint32_t>(block_size, "block_size"),
-                        ToInt<uint32_t>(scale_buffer_index, "scale_buffer_index"),
-                        ToElementType(scale_type, "scale_type")));
-                  },
-                  "axis"_a, "block_size"_a, "scale_buffer_index"_a, "scale_type"_a,
-                  nb::sig("@staticmethod\n"
-                          "def symmetric(axis: int, block_size: int, scale_buffer_index: int, "
-                          "scale_type: ElementType | str) -> PerBlockAffine"))
-      .def_static("asymmetric",
-                  [](nb::handle axis, nb::handle block_size, nb::handle scale_buffer_index,
-                     nb::handle zero_point_buffer_index, nb::handle scale_type) {
-                    return Unwrap(PerBlockAffine::Asymmetric(
-                        ToInt<uint32_t>(axis, "axis"), ToInt<uint32_t>(block_size, "block_size"),
-                        ToInt<uint32_t>(scale_buffer_index, "scale_buffer_index"),
-                        ToInt<uint32_t>(zero_point_buffer_index, "zero_point_buffer_index"),
-                        ToElementType(scale_type, "scale_type")));
-                  },
-                  "axis"_a, "block_size"_a, "scale_buffer_index"_a,
-                  "zero_point_buffer_index"_a, "scale_type"_a,
-                  nb::sig("@staticmethod\n"
-                          "def asymmetric(axis: int, block_size: int, scale_buffer_index: int, "
-                          "zero_point_buffer_index: int, scale_type: ElementType | str) -> "
-                          "PerBlockAffine"))
+      .def_static(
+          "symmetric",
+          [](nb::handle axis, nb::handle block_size, nb::handle scale_buffer_index,
+             nb::handle scale_type) {
+            return Unwrap(PerBlockAffine::Symmetric(
+                ToInt<uint32_t>(axis, "axis"), ToInt<uint32_t>(block_size, "block_size"),
+                ToInt<uint32_t>(scale_buffer_index, "scale_buffer_index"),
+                ToElementType(scale_type, "scale_type")));
+          },
+          "axis"_a, "block_size"_a, "scale_buffer_index"_a, "scale_type"_a,
+          nb::sig("@staticmethod\n"
+                  "def symmetric(axis: int, block_size: int, scale_buffer_index: int, "
+                  "scale_type: ElementType | str) -> PerBlockAffine"))
+      .def_static(
+          "asymmetric",
+          [](nb::handle axis, nb::handle block_size, nb::handle scale_buffer_index,
+             nb::handle zero_point_buffer_index, nb::handle scale_type) {
+            return Unwrap(PerBlockAffine::Asymmetric(
+                ToInt<uint32_t>(axis, "axis"), ToInt<uint32_t>(block_size, "block_size"),
+                ToInt<uint32_t>(scale_buffer_index, "scale_buffer_index"),
+                ToInt<uint32_t>(zero_point_buffer_index, "zero_point_buffer_index"),
+                ToElementType(scale_type, "scale_type")));
+          },
+          "axis"_a, "block_size"_a, "scale_buffer_index"_a, "zero_point_buffer_index"_a,
+          "scale_type"_a,
+          nb::sig("@staticmethod\n"
+                  "def asymmetric(axis: int, block_size: int, scale_buffer_index: int, "
+                  "zero_point_buffer_index: int, scale_type: ElementType | str) -> "
+                  "PerBlockAffine"))
       .def_prop_ro_static("tag", [](nb::handle) { return PerBlockAffine::tag(); })
       .def_prop_ro_static("name", [](nb::handle) { return PerBlockAffine::name(); })
       .def_prop_ro("axis", &PerBlockAffine::axis)
@@ -322,11 +321,12 @@ void BindLayouts(nb::module_& m) {
       "The strided layout (tag 0x03): one signed stride per dimension, in elements (zero and "
       "negative strides allowed).");
   strided
-      .def("__init__",
-           [](StridedLayout* self, nb::handle strides) {
-             new (self) StridedLayout{ToInts<int64_t>(strides, "strides")};
-           },
-           "strides"_a, nb::sig("def __init__(self, strides: Sequence[int]) -> None"))
+      .def(
+          "__init__",
+          [](StridedLayout* self, nb::handle strides) {
+            new (self) StridedLayout{ToInts<int64_t>(strides, "strides")};
+          },
+          "strides"_a, nb::sig("def __init__(self, strides: Sequence[int]) -> None"))
       .def_prop_ro_static("tag", [](nb::handle) { return StridedLayout::tag(); })
       .def_prop_ro_static("name", [](nb::handle) { return StridedLayout::name(); })
       .def_prop_ro("strides", [](const StridedLayout& l) { return l.strides; });
@@ -334,30 +334,32 @@ void BindLayouts(nb::module_& m) {
 
   nb::class_<BlockPagedLayout> paged(m, "BlockPagedLayout", kBlockPagedDoc);
   paged
-      .def("__init__",
-           [](BlockPagedLayout* self, nb::handle page_size, nb::handle num_pages,
-              nb::handle paged_axis, nb::handle num_seqs, std::string_view kv_role,
-              nb::handle layer_index, std::string_view index_type) {
-             const auto role = format::ParseKvRole(kv_role);
-             if (!role.ok()) RaiseDescriptorError(role.error().message());
-             const auto type = format::ParseIndexType(index_type);
-             if (!type.ok()) RaiseDescriptorError(type.error().message());
-             std::optional<uint32_t> layer;
-             if (!layer_index.is_none()) layer = ToInt<uint32_t>(layer_index, "layer_index");
-             new (self) BlockPagedLayout(Unwrap(BlockPagedLayout::Create(
-                 ToInt<uint32_t>(page_size, "page_size"), ToInt<uint64_t>(num_pages, "num_pages"),
-                 ToInt<uint32_t>(paged_axis, "paged_axis"), ToInt<uint32_t>(num_seqs, "num_seqs"),
-                 *role, layer, *type)));
-           },
-           "page_size"_a, "num_pages"_a, "paged_axis"_a, "num_seqs"_a, "kv_role"_a = "key",
-           "layer_index"_a = nb::none(), "block_table_index_type"_a = "uint32",
-           nb::sig("def __init__(self, page_size: int, num_pages: int, paged_axis: int, "
-                   "num_seqs: int, kv_role: str = 'key', layer_index: int | None = None, "
-                   "block_table_index_type: str = 'uint32') -> None"))
+      .def(
+          "__init__",
+          [](BlockPagedLayout* self, nb::handle page_size, nb::handle num_pages,
+             nb::handle paged_axis, nb::handle num_seqs, std::string_view kv_role,
+             nb::handle layer_index, std::string_view index_type) {
+            const auto role = format::ParseKvRole(kv_role);
+            if (!role.ok()) RaiseDescriptorError(role.error().message());
+            const auto type = format::ParseIndexType(index_type);
+            if (!type.ok()) RaiseDescriptorError(type.error().message());
+            std::optional<uint32_t> layer;
+            if (!layer_index.is_none()) layer = ToInt<uint32_t>(layer_index, "layer_index");
+            new (self) BlockPagedLayout(Unwrap(BlockPagedLayout::Create(
+                ToInt<uint32_t>(page_size, "page_size"), ToInt<uint64_t>(num_pages, "num_pages"),
+                ToInt<uint32_t>(paged_axis, "paged_axis"), ToInt<uint32_t>(num_seqs, "num_seqs"),
+                *role, layer, *type)));
+          },
+          "page_size"_a, "num_pages"_a, "paged_axis"_a, "num_seqs"_a, "kv_role"_a = "key",
+          "layer_index"_a = nb::none(), "block_table_index_type"_a = "uint32",
+          nb::sig("def __init__(self, page_size: int, num_pages: int, paged_axis: int, "
+                  "num_seqs: int, kv_role: str = 'key', layer_index: int | None = None, "
+                  "block_table_index_type: str = 'uint32') -> None"))
       .def_prop_ro_static("tag", [](nb::handle) { return BlockPagedLayout::tag(); })
       .def_prop_ro_static("name", [](nb::handle) { return BlockPagedLayout::name(); })
-      .def_prop_ro_static("buffer_count", [](nb::handle) { return BlockPagedLayout::buffer_count(); },
-                          "Buffers of the layout itself: page_pool, block_table, seq_ptr.")
+      .def_prop_ro_static(
+          "buffer_count", [](nb::handle) { return BlockPagedLayout::buffer_count(); },
+          "Buffers of the layout itself: page_pool, block_table, seq_ptr.")
       .def_static(
           "buffer_count_with",
           [](nb::handle scheme) {
@@ -385,7 +387,8 @@ void BindLayouts(nb::module_& m) {
           [](const BlockPagedLayout& l, nb::handle shape) {
             ThrowIfFormatError(l.ValidateAgainstShape(ToShape(shape, "shape")));
           },
-          "shape"_a, nb::sig("def validate_against_shape(self, shape: Sequence[int | None]) -> None"),
+          "shape"_a,
+          nb::sig("def validate_against_shape(self, shape: Sequence[int | None]) -> None"),
           "Checks shape is [total_tokens, num_heads, head_dim] (None = dynamic, allowed for "
           "total_tokens only) and that the pool's element count fits in u64.")
       .def(
@@ -424,9 +427,9 @@ void BindLayouts(nb::module_& m) {
              nb::handle block_table, nb::handle seq, nb::handle token, nb::handle head,
              nb::handle dim) {
             const std::vector<uint64_t> s = ToShape(shape, "shape");
-            const format::PagedElement e{ToInt<uint64_t>(seq, "seq"),
-                                         ToInt<uint64_t>(token, "token"),
-                                         ToInt<uint64_t>(head, "head"), ToInt<uint64_t>(dim, "dim")};
+            const format::PagedElement e{
+                ToInt<uint64_t>(seq, "seq"), ToInt<uint64_t>(token, "token"),
+                ToInt<uint64_t>(head, "head"), ToInt<uint64_t>(dim, "dim")};
             return Unwrap(WithIndexBuffers(l, seq_ptr, block_table, [&](auto sp, auto bt) {
               return l.ElementOffset(s, sp, bt, e);
             }));
@@ -451,21 +454,20 @@ void BindBufferHandle(nb::module_& m) {
       "'metal', 'vulkan', 'webgpu', 'hexagon', 'level_zero', 'opencl'), sync_mode "
       "('producer_synced', 'event', 'consumer_stream') and memory_class ('standard', "
       "'host_pinned', 'unified', 'peer').");
-  cls.def("__init__",
-          [](BufferHandle* self, nb::handle byte_size, nb::handle alignment,
-             std::string_view device, std::string_view sync_mode,
-             std::string_view memory_class) {
-            new (self) BufferHandle{ToInt<uint64_t>(byte_size, "byte_size"),
-                                    ToInt<uint32_t>(alignment, "alignment"),
-                                    ParseName<DeviceTag>(kDevices, device, "device"),
-                                    ParseName<SyncMode>(kSyncModes, sync_mode, "sync_mode"),
-                                    ParseName<MemoryClass>(kMemoryClasses, memory_class,
-                                                           "memory_class")};
-          },
-          "byte_size"_a, "alignment"_a = 64, "device"_a = "cpu",
-          "sync_mode"_a = "producer_synced", "memory_class"_a = "standard",
-          nb::sig("def __init__(self, byte_size: int, alignment: int = 64, device: str = 'cpu', "
-                  "sync_mode: str = 'producer_synced', memory_class: str = 'standard') -> None"))
+  cls.def(
+         "__init__",
+         [](BufferHandle* self, nb::handle byte_size, nb::handle alignment, std::string_view device,
+            std::string_view sync_mode, std::string_view memory_class) {
+           new (self) BufferHandle{
+               ToInt<uint64_t>(byte_size, "byte_size"), ToInt<uint32_t>(alignment, "alignment"),
+               ParseName<DeviceTag>(kDevices, device, "device"),
+               ParseName<SyncMode>(kSyncModes, sync_mode, "sync_mode"),
+               ParseName<MemoryClass>(kMemoryClasses, memory_class, "memory_class")};
+         },
+         "byte_size"_a, "alignment"_a = 64, "device"_a = "cpu", "sync_mode"_a = "producer_synced",
+         "memory_class"_a = "standard",
+         nb::sig("def __init__(self, byte_size: int, alignment: int = 64, device: str = 'cpu', "
+                 "sync_mode: str = 'producer_synced', memory_class: str = 'standard') -> None"))
       .def_ro("byte_size", &BufferHandle::byte_size)
       .def_ro("alignment", &BufferHandle::alignment)
       .def_prop_ro("device",
@@ -482,8 +484,8 @@ void BindBufferHandle(nb::module_& m) {
 // alignment 64).
 std::vector<BufferHandle> ToBuffers(nb::handle h) {
   if (!PySequence_Check(h.ptr()) || nb::isinstance<nb::str>(h)) {
-    RaiseTypeError(StrCat("buffers must be a list of BufferHandle or byte sizes, got ",
-                          TypeName(h)));
+    RaiseTypeError(
+        StrCat("buffers must be a list of BufferHandle or byte sizes, got ", TypeName(h)));
   }
   std::vector<BufferHandle> out;
   for (nb::handle item : nb::cast<nb::sequence>(h)) {
@@ -515,31 +517,33 @@ including valid Hurray features folio does not implement.
 void BindDescriptor(nb::module_& m) {
   using namespace nb::literals;
   nb::class_<TensorDescriptor> cls(m, "TensorDescriptor", kDescriptorDoc);
-  cls.def("__init__",
-          [](TensorDescriptor* self, nb::handle dtype, nb::handle shape, nb::handle byte_offset,
-             nb::handle layout, nb::handle buffers, nb::handle quantization) {
-            std::optional<QuantizationScheme> scheme;
-            if (!quantization.is_none()) scheme = ToScheme(quantization, "quantization");
-            new (self) TensorDescriptor(Unwrap(TensorDescriptor::Create(
-                ToElementType(dtype, "dtype"), ToShape(shape, "shape"),
-                ToInt<uint64_t>(byte_offset, "byte_offset"), ToLayout(layout, "layout"),
-                ToBuffers(buffers), std::move(scheme))));
-          },
-          "dtype"_a, "shape"_a, "byte_offset"_a, "layout"_a, "buffers"_a,
-          "quantization"_a = nb::none(),
-          nb::sig("def __init__(self, dtype: ElementType | str, shape: Sequence[int | None], "
-                  "byte_offset: int, layout: RowMajorLayout | StridedLayout | BlockPagedLayout, "
-                  "buffers: Sequence[BufferHandle | int], quantization: PerTensorAffine | "
-                  "PerChannelAffine | PerBlockAffine | None = None) -> None"))
+  cls.def(
+         "__init__",
+         [](TensorDescriptor* self, nb::handle dtype, nb::handle shape, nb::handle byte_offset,
+            nb::handle layout, nb::handle buffers, nb::handle quantization) {
+           std::optional<QuantizationScheme> scheme;
+           if (!quantization.is_none()) scheme = ToScheme(quantization, "quantization");
+           new (self) TensorDescriptor(Unwrap(TensorDescriptor::Create(
+               ToElementType(dtype, "dtype"), ToShape(shape, "shape"),
+               ToInt<uint64_t>(byte_offset, "byte_offset"), ToLayout(layout, "layout"),
+               ToBuffers(buffers), std::move(scheme))));
+         },
+         "dtype"_a, "shape"_a, "byte_offset"_a, "layout"_a, "buffers"_a,
+         "quantization"_a = nb::none(),
+         nb::sig("def __init__(self, dtype: ElementType | str, shape: Sequence[int | None], "
+                 "byte_offset: int, layout: RowMajorLayout | StridedLayout | BlockPagedLayout, "
+                 "buffers: Sequence[BufferHandle | int], quantization: PerTensorAffine | "
+                 "PerChannelAffine | PerBlockAffine | None = None) -> None"))
       .def_static(
           "from_bytes",
           [](nb::handle data) {
             Py_buffer view;
             if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
               PyErr_Clear();
-              RaiseTypeError(StrCat("from_bytes needs bytes, bytearray or a contiguous "
-                                    "memoryview, got ",
-                                    TypeName(data)));
+              RaiseTypeError(
+                  StrCat("from_bytes needs bytes, bytearray or a contiguous "
+                         "memoryview, got ",
+                         TypeName(data)));
             }
             // Decoding copies what it keeps, so the view is released before
             // any error is raised.
@@ -563,8 +567,9 @@ void BindDescriptor(nb::module_& m) {
            })
       .def_prop_ro("encoded_size", &TensorDescriptor::encoded_size)
       .def_prop_ro("dtype", &TensorDescriptor::dtype)
-      .def_prop_ro("shape", [](const TensorDescriptor& d) { return ShapeToPython(d.shape()); },
-                   "A list of ints; None marks a dynamic dimension.")
+      .def_prop_ro(
+          "shape", [](const TensorDescriptor& d) { return ShapeToPython(d.shape()); },
+          "A list of ints; None marks a dynamic dimension.")
       .def_prop_ro("rank", &TensorDescriptor::rank)
       .def_prop_ro("byte_offset", &TensorDescriptor::byte_offset)
       .def_prop_ro("layout", [](const TensorDescriptor& d) { return d.layout(); })

@@ -48,7 +48,8 @@ format::ElementType ToElementType(nb::handle h, std::string_view field) {
     if (!t.ok()) RaiseDescriptorError(StrCat(field, ": ", t.error().message()));
     return *t;
   }
-  RaiseTypeError(StrCat(field, " must be a folio.ElementType (such as folio.float32) or its "
+  RaiseTypeError(StrCat(field,
+                        " must be a folio.ElementType (such as folio.float32) or its "
                         "name, got ",
                         TypeName(h)));
 }

@@ -9,6 +9,8 @@
 #define FOLIO_PYTHON_FORMAT_CONVERT_H_
 
 #include <Python.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -19,9 +21,6 @@
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nanobind/nanobind.h>
-#include <nanobind/ndarray.h>
 
 #include "folio/core/status.h"
 #include "folio/core/str_cat.h"
@@ -199,7 +198,8 @@ std::vector<T> ToInts(nanobind::handle h, std::string_view field, bool none_is_d
     AnyArray array;
     if (nanobind::try_cast(h, array)) return ArrayToInts<T>(array, field);
     if (!PySequence_Check(h.ptr()) || nanobind::isinstance<nanobind::str>(h)) {
-      RaiseTypeError(StrCat(field, " must be a list of integers or a 1-D NumPy integer array, "
+      RaiseTypeError(StrCat(field,
+                            " must be a list of integers or a 1-D NumPy integer array, "
                             "got ",
                             TypeName(h)));
     }

@@ -29,19 +29,22 @@ class Snapshot {
   // bf16 comes out as uint16 bit patterns (NumPy has no bfloat16).
   Pages Pool(uint64_t layer, bool value) const {
     if (layer >= s_->num_layers) {
-      throw nb::index_error(("layer " + std::to_string(layer) + " of " +
-                             std::to_string(s_->num_layers))
-                                .c_str());
+      throw nb::index_error(
+          ("layer " + std::to_string(layer) + " of " + std::to_string(s_->num_layers)).c_str());
     }
     const std::vector<std::byte>& pool = value ? s_->values[layer] : s_->keys[layer];
     const size_t shape[4] = {s_->num_pages, s_->page_size, s_->num_kv_heads, s_->head_dim};
     nb::dlpack::dtype dtype;
     switch (s_->kv_dtype) {
-      case format::ElementType::kF32: dtype = nb::dtype<float>(); break;
+      case format::ElementType::kF32:
+        dtype = nb::dtype<float>();
+        break;
       case format::ElementType::kF16:
         dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
         break;
-      default: dtype = nb::dtype<uint16_t>(); break;  // bf16 bits
+      default:
+        dtype = nb::dtype<uint16_t>();
+        break;  // bf16 bits
     }
     // The array keeps the snapshot alive.
     auto* keep = new std::shared_ptr<const format::KvSnapshot>(s_);
@@ -76,9 +79,9 @@ into those pages), num_tokens and request (the engine's state, a dict).
 void BindSnapshot(nb::module_& m) {
   nb::class_<Snapshot>(m, "KvSnapshot", "A KV snapshot read by folio.read_snapshot.")
       .def_prop_ro("model_id", [](const Snapshot& s) { return s.get().model_id; })
-      .def_prop_ro("kv_dtype", [](const Snapshot& s) {
-        return std::string(format::ElementTypeName(s.get().kv_dtype));
-      })
+      .def_prop_ro(
+          "kv_dtype",
+          [](const Snapshot& s) { return std::string(format::ElementTypeName(s.get().kv_dtype)); })
       .def_prop_ro("page_size", [](const Snapshot& s) { return s.get().page_size; })
       .def_prop_ro("num_layers", [](const Snapshot& s) { return s.get().num_layers; })
       .def_prop_ro("num_kv_heads", [](const Snapshot& s) { return s.get().num_kv_heads; })
@@ -96,15 +99,17 @@ void BindSnapshot(nb::module_& m) {
                      }
                      return out;
                    })
-      .def("keys", [](const Snapshot& s, uint64_t layer) { return s.Pool(layer, false); },
-           nb::arg("layer"), "Layer `layer`'s key pages.")
-      .def("values", [](const Snapshot& s, uint64_t layer) { return s.Pool(layer, true); },
-           nb::arg("layer"), "Layer `layer`'s value pages.")
+      .def(
+          "keys", [](const Snapshot& s, uint64_t layer) { return s.Pool(layer, false); },
+          nb::arg("layer"), "Layer `layer`'s key pages.")
+      .def(
+          "values", [](const Snapshot& s, uint64_t layer) { return s.Pool(layer, true); },
+          nb::arg("layer"), "Layer `layer`'s value pages.")
       .def("__repr__", [](const Snapshot& s) {
         const format::KvSnapshot& k = s.get();
         return "<folio.KvSnapshot " + std::to_string(k.sequences.size()) + " sequences, " +
-               std::to_string(k.num_pages) + " pages of " + std::to_string(k.page_size) +
-               ", " + std::to_string(k.num_layers) + " layers, " +
+               std::to_string(k.num_pages) + " pages of " + std::to_string(k.page_size) + ", " +
+               std::to_string(k.num_layers) + " layers, " +
                std::string(format::ElementTypeName(k.kv_dtype)) + ">";
       });
 

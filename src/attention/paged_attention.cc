@@ -236,8 +236,8 @@ class HeldStates {
 };
 
 // total[k] += states[k] (MergeInto) for `rows` rows.
-void MergeRows(SoftmaxState* total, float* total_acc, const SoftmaxState* states,
-               const float* acc, size_t rows, uint64_t head_dim) {
+void MergeRows(SoftmaxState* total, float* total_acc, const SoftmaxState* states, const float* acc,
+               size_t rows, uint64_t head_dim) {
   for (size_t k = 0; k < rows; ++k) {
     MergeInto(total[k], total_acc + k * head_dim, states[k], acc + k * head_dim, head_dim);
   }
@@ -250,9 +250,8 @@ void FinalizeRows(const SoftmaxState* total, const float* total_acc, float* cons
 
 }  // namespace
 
-Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size,
-                              size_t out_size, const kv::PagedKvView& kv,
-                              const kv::PagedBatchView& b) {
+Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size, size_t out_size,
+                              const kv::PagedKvView& kv, const kv::PagedBatchView& b) {
   if (kv.num_kv_heads == 0 || kv.head_dim == 0 || kv.page_size == 0) {
     return Status::InvalidArgument("num_kv_heads, head_dim and page_size must be > 0");
   }
@@ -262,8 +261,8 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size,
                                    std::to_string(kv.num_kv_heads));
   }
   if (!std::isfinite(p.scale) || p.scale < 0) {
-    return Status::InvalidArgument("scale must be finite and >= 0 (got " +
-                                   std::to_string(p.scale) + ")");
+    return Status::InvalidArgument("scale must be finite and >= 0 (got " + std::to_string(p.scale) +
+                                   ")");
   }
   if (!p.causal && p.window != 0) {
     return Status::InvalidArgument("a window needs the causal mask");
@@ -344,11 +343,10 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size,
   const auto rows = static_cast<uint64_t>(b.query_indptr[batch]);
   const auto expected = CheckedProduct({rows, p.num_q_heads, kv.head_dim});
   if (!expected || query_size != *expected || out_size != *expected) {
-    return Status::InvalidArgument("query and out must hold rows * num_q_heads * head_dim = " +
-                                   std::to_string(rows) + " * " + std::to_string(p.num_q_heads) +
-                                   " * " + std::to_string(kv.head_dim) + " floats (got " +
-                                   std::to_string(query_size) + " and " +
-                                   std::to_string(out_size) + ")");
+    return Status::InvalidArgument(
+        "query and out must hold rows * num_q_heads * head_dim = " + std::to_string(rows) + " * " +
+        std::to_string(p.num_q_heads) + " * " + std::to_string(kv.head_dim) + " floats (got " +
+        std::to_string(query_size) + " and " + std::to_string(out_size) + ")");
   }
   return Status::Ok();
 }

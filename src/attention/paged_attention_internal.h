@@ -12,9 +12,9 @@
 namespace folio::attention::internal {
 
 struct SeqRows {
-  uint64_t context;     // n
-  uint64_t row_begin;   // first query row (token-major numbering)
-  uint64_t num_rows;    // L
+  uint64_t context;    // n
+  uint64_t row_begin;  // first query row (token-major numbering)
+  uint64_t num_rows;   // L
 };
 
 inline SeqRows RowsOf(const kv::PagedBatchView& b, uint64_t s) {
@@ -25,8 +25,8 @@ inline SeqRows RowsOf(const kv::PagedBatchView& b, uint64_t s) {
 
 // Keys [lo, hi) that query row i of a sequence with context n and L rows
 // may see; none when n = 0 (validation guarantees n >= L otherwise).
-inline std::pair<uint64_t, uint64_t> VisibleKeys(const PagedAttentionParams& p,
-                                                 const SeqRows& seq, uint64_t i) {
+inline std::pair<uint64_t, uint64_t> VisibleKeys(const PagedAttentionParams& p, const SeqRows& seq,
+                                                 uint64_t i) {
   if (seq.context == 0) return {0, 0};
   if (!p.causal) return {0, seq.context};
   const uint64_t hi = seq.context - seq.num_rows + i + 1;
@@ -35,8 +35,8 @@ inline std::pair<uint64_t, uint64_t> VisibleKeys(const PagedAttentionParams& p,
 }
 
 // Offset of (sequence s, row i, query head h) in query/out.
-inline uint64_t RowOffset(const PagedAttentionParams& p, uint64_t head_dim,
-                          uint64_t s, const SeqRows& seq, uint64_t i, uint64_t h) {
+inline uint64_t RowOffset(const PagedAttentionParams& p, uint64_t head_dim, uint64_t s,
+                          const SeqRows& seq, uint64_t i, uint64_t h) {
   if (p.layout == QueryLayout::kTokenMajor) {
     return ((seq.row_begin + i) * p.num_q_heads + h) * head_dim;
   }

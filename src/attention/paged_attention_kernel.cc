@@ -25,10 +25,12 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "attention/paged_attention_kernel.cc"
+// foreach_target.h re-includes this file once per target: it comes first.
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
+
 #include "hwy/cache_control.h"
-#include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace folio::attention::internal {
@@ -183,8 +185,8 @@ HWY_INLINE void ScoreBlock(const float* const* q, const S* const* k, size_t head
 // and are never read).
 template <typename S, size_t R>
 HWY_INLINE void TileScores(const float* const* q, const S* const* krow, size_t s_begin,
-                           size_t s_end, size_t head_dim, float scale,
-                           float (*scores)[kTileKeys], TilePrefetch& prefetch) {
+                           size_t s_end, size_t head_dim, float scale, float (*scores)[kTileKeys],
+                           TilePrefetch& prefetch) {
   constexpr size_t kKeys = kAccs / R;
   static_assert(kTileKeys % kKeys == 0);
   for (size_t b = s_begin - s_begin % kKeys; b < s_end; b += kKeys) {
@@ -241,7 +243,8 @@ HWY_INLINE void TileValues(float* const* acc_rows, const float* corr, const floa
   }
   for (; i + lanes <= head_dim; i += lanes) {
     hn::Vec<DF> acc[R];
-    for (size_t r = 0; r < R; ++r) acc[r] = hn::Mul(hn::LoadU(d, acc_rows[r] + i), hn::Set(d, corr[r]));
+    for (size_t r = 0; r < R; ++r)
+      acc[r] = hn::Mul(hn::LoadU(d, acc_rows[r] + i), hn::Set(d, corr[r]));
     for (size_t s = s_begin; s < s_end; ++s) {
       const auto vv = LoadF(vrow[s] + i);
       for (size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::Set(d, p[r][s]), vv, acc[r]);
@@ -261,8 +264,8 @@ HWY_INLINE void TileValues(float* const* acc_rows, const float* corr, const floa
 // tile are krow/vrow: the scores, the online-softmax update and the value
 // accumulation for the tile at t0 (keys [a0, t1) visible to some row).
 template <typename S>
-HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t t0,
-                          uint64_t a0, uint64_t t1, const S* const* krow, const S* const* vrow,
+HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t t0, uint64_t a0,
+                          uint64_t t1, const S* const* krow, const S* const* vrow,
                           TilePrefetch& prefetch) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
@@ -347,8 +350,7 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
     // edge): each row takes its own slots in the same order.
     for (size_t r = 0; r < rows; ++r) {
       if (first[r] >= last[r]) continue;
-      TileValues<S, 1>(acc_rows + r, corr + r, p + r, vrow, first[r], last[r], head_dim,
-                        prefetch);
+      TileValues<S, 1>(acc_rows + r, corr + r, p + r, vrow, first[r], last[r], head_dim, prefetch);
     }
   }
 }
@@ -376,7 +378,7 @@ void RunChunkT(const ChunkTask& t) {
   // the task's head h has its rows h * head_stride further on.
   uint64_t cached_page = UINT64_MAX;
   uint64_t page_offset = 0;
-  const auto locate = [&](uint64_t t0, uint64_t begin, uint64_t end, const S* (*rows)[kTileKeys]) {
+  const auto locate = [&](uint64_t t0, uint64_t begin, uint64_t end, const S*(*rows)[kTileKeys]) {
     for (uint64_t j = begin; j < end;) {  // one run of keys per page
       const uint64_t logical_page = j / page, in_page = j % page;
       if (logical_page != cached_page) {
@@ -405,8 +407,8 @@ void RunChunkT(const ChunkTask& t) {
   const S* rows_a[2][kTileKeys];
   const S* rows_b[2][kTileKeys];
   const S* head_rows[2][kTileKeys];
-  const S* (*cur)[kTileKeys] = rows_a;
-  const S* (*next)[kTileKeys] = rows_b;
+  const S*(*cur)[kTileKeys] = rows_a;
+  const S*(*next)[kTileKeys] = rows_b;
   const uint64_t first_t0 = lo - lo % kTileKeys;
   locate(first_t0, lo, std::min(first_t0 + kTileKeys, hi), cur);
 
@@ -434,8 +436,7 @@ void RunChunkT(const ChunkTask& t) {
         prefetch.Start(cur[0] + s_begin, cur[1] + s_begin, s_end - s_begin,
                        (h + 1) * head_stride * sizeof(S), row_bytes);
       } else {
-        prefetch.Start(next[0], next[1], n0 < n1 ? static_cast<size_t>(n1 - n0) : 0, 0,
-                       row_bytes);
+        prefetch.Start(next[0], next[1], n0 < n1 ? static_cast<size_t>(n1 - n0) : 0, 0, row_bytes);
       }
       const uint64_t row0 = h * t.rows_per_head;
       for (uint64_t g0 = 0; g0 < t.rows_per_head; g0 += kGroup) {
@@ -450,10 +451,14 @@ void RunChunkT(const ChunkTask& t) {
 
 void RunChunkImpl(const ChunkTask& t) {
   switch (t.kv.dtype) {
-    case DType::kF32: return RunChunkT<float>(t);
-    case DType::kBF16: return RunChunkT<hwy::bfloat16_t>(t);
-    case DType::kF16: return RunChunkT<hwy::float16_t>(t);
-    default: FOLIO_CHECK(false, "paged attention kernel: dtype ", DTypeName(t.kv.dtype));
+    case DType::kF32:
+      return RunChunkT<float>(t);
+    case DType::kBF16:
+      return RunChunkT<hwy::bfloat16_t>(t);
+    case DType::kF16:
+      return RunChunkT<hwy::float16_t>(t);
+    default:
+      FOLIO_CHECK(false, "paged attention kernel: dtype ", DTypeName(t.kv.dtype));
   }
 }
 

@@ -8,14 +8,13 @@
 
 namespace folio::attention {
 
-Status PagedAttentionReference(const PagedAttentionParams& params,
-                               std::span<const float> query, const kv::PagedKvView& kv,
-                               const kv::PagedBatchView& batch, std::span<float> out) {
+Status PagedAttentionReference(const PagedAttentionParams& params, std::span<const float> query,
+                               const kv::PagedKvView& kv, const kv::PagedBatchView& batch,
+                               std::span<float> out) {
   FOLIO_RETURN_IF_ERROR(ValidatePagedAttention(params, query.size(), out.size(), kv, batch));
   const uint64_t d = kv.head_dim, group = params.num_q_heads / kv.num_kv_heads;
   const kv::LaneShape shape = kv.lane_shape();
-  auto load = [&](const std::byte* base, const int32_t* table, uint64_t g, uint64_t j,
-                  uint64_t f) {
+  auto load = [&](const std::byte* base, const int32_t* table, uint64_t g, uint64_t j, uint64_t f) {
     const auto phys = static_cast<uint64_t>(table[j / kv.page_size]);
     return LoadElement<double>(
         kv.dtype, base, kv::ScalarIndex(shape, kv.page_size, phys, j % kv.page_size, 0, g, f));

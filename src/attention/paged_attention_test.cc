@@ -38,9 +38,7 @@ struct PagedBatch {
   kv::PagedKvView kv() const {
     return {keys.data(), values.data(), dtype, num_pages, num_kv_heads, page_size, head_dim};
   }
-  kv::PagedBatchView batch() const {
-    return {block_table, max_pages, context_lens, query_indptr};
-  }
+  kv::PagedBatchView batch() const { return {block_table, max_pages, context_lens, query_indptr}; }
 };
 
 struct SeqSpec {
@@ -108,8 +106,7 @@ PagedBatch Place(const std::vector<SeqSpec>& seqs, uint64_t kv_heads, uint64_t h
 }
 
 // Token-major queries [rows, H_q, D], from each sequence's seed.
-std::vector<float> Queries(const std::vector<SeqSpec>& seqs, uint64_t q_heads,
-                           uint64_t head_dim) {
+std::vector<float> Queries(const std::vector<SeqSpec>& seqs, uint64_t q_heads, uint64_t head_dim) {
   std::vector<float> q;
   for (const auto& s : seqs)
     for (uint64_t i = 0; i < s.query_len; ++i)
@@ -120,7 +117,7 @@ std::vector<float> Queries(const std::vector<SeqSpec>& seqs, uint64_t q_heads,
 }
 
 std::vector<float> RunKernel(const PagedAttentionParams& p, const std::vector<float>& q,
-                       const PagedBatch& b, ThreadPool* pool = nullptr) {
+                             const PagedBatch& b, ThreadPool* pool = nullptr) {
   std::vector<float> out(q.size(), -7.0f);
   const Status s = PagedAttention(p, q, b.kv(), b.batch(), out, pool);
   EXPECT_TRUE(s.ok()) << s.ToString();
@@ -183,11 +180,11 @@ std::vector<GridCase> Grid() {
       cases.push_back({page, std::max<uint64_t>(n, 1), 1, 8, 2, 64, 0, DType::kF32});
   for (uint64_t ratio : {1, 2, 4, 8})
     cases.push_back({16, 100, 1, 2 * ratio, 2, 128, 0, DType::kBF16});
-  cases.push_back({16, 300, 1, 4, 1, 37, 0, DType::kF16});       // odd head dim
-  cases.push_back({3, 40, 40, 4, 2, 64, 0, DType::kF32});        // whole prefill
-  cases.push_back({16, 530, 37, 8, 2, 64, 0, DType::kBF16});     // chunked prefill over chunks
-  cases.push_back({16, 530, 37, 8, 2, 64, 100, DType::kF32});    // windowed prefill
-  cases.push_back({5, 700, 1, 4, 4, 16, 64, DType::kF16});       // windowed decode
+  cases.push_back({16, 300, 1, 4, 1, 37, 0, DType::kF16});     // odd head dim
+  cases.push_back({3, 40, 40, 4, 2, 64, 0, DType::kF32});      // whole prefill
+  cases.push_back({16, 530, 37, 8, 2, 64, 0, DType::kBF16});   // chunked prefill over chunks
+  cases.push_back({16, 530, 37, 8, 2, 64, 100, DType::kF32});  // windowed prefill
+  cases.push_back({5, 700, 1, 4, 4, 16, 64, DType::kF16});     // windowed decode
   cases.push_back({128, 129, 9, 16, 2, 128, 0, DType::kF32});
   return cases;
 }

@@ -11,11 +11,10 @@ namespace {
 
 // Reads one feature of (lane b, head h, position pos) through the table.
 template <typename T>
-T Load(const kv::KvArrayView& v, uint64_t b, uint64_t h, uint64_t pos,
-       uint64_t f) {
+T Load(const kv::KvArrayView& v, uint64_t b, uint64_t h, uint64_t pos, uint64_t f) {
   const uint64_t page = pos / v.page_size;
-  const uint64_t index = kv::ScalarIndex(v.shape, v.page_size, v.table[page],
-                                         pos % v.page_size, b, h, f);
+  const uint64_t index =
+      kv::ScalarIndex(v.shape, v.page_size, v.table[page], pos % v.page_size, b, h, f);
   return LoadElement<T>(v.dtype, v.data, index);
 }
 
@@ -33,20 +32,19 @@ Status Validate(const AttentionParams& p, size_t query_size, size_t out_size,
   }
   if (p.query_len == 0 || p.query_len > k.visible_length) {
     return Status::InvalidArgument("query_len " + std::to_string(p.query_len) +
-                                   " must be in [1, context " +
-                                   std::to_string(k.visible_length) + "]");
+                                   " must be in [1, context " + std::to_string(k.visible_length) +
+                                   "]");
   }
   if (!std::isfinite(p.scale) || p.scale < 0) {
-    return Status::InvalidArgument("scale must be finite and >= 0 (got " +
-                                   std::to_string(p.scale) + ")");
+    return Status::InvalidArgument("scale must be finite and >= 0 (got " + std::to_string(p.scale) +
+                                   ")");
   }
-  const uint64_t expected =
-      k.shape.batch * p.num_q_heads * p.query_len * k.shape.head_dim;
+  const uint64_t expected = k.shape.batch * p.num_q_heads * p.query_len * k.shape.head_dim;
   if (query_size != expected || out_size != expected) {
     return Status::InvalidArgument(
         "query and out must hold batch*num_q_heads*query_len*head_dim = " +
-        std::to_string(expected) + " values (got " + std::to_string(query_size) +
-        " and " + std::to_string(out_size) + ")");
+        std::to_string(expected) + " values (got " + std::to_string(query_size) + " and " +
+        std::to_string(out_size) + ")");
   }
   return Status::Ok();
 }
@@ -55,8 +53,8 @@ Status Validate(const AttentionParams& p, size_t query_size, size_t out_size,
 
 template <typename T>
 Status AttendReference(const AttentionParams& params, std::span<const T> query,
-                       const kv::KvArrayView& keys,
-                       const kv::KvArrayView& values, std::span<T> out) {
+                       const kv::KvArrayView& keys, const kv::KvArrayView& values,
+                       std::span<T> out) {
   FOLIO_RETURN_IF_ERROR(Validate(params, query.size(), out.size(), keys, values));
   const uint64_t d = keys.shape.head_dim;
   const uint64_t n = keys.visible_length;

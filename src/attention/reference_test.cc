@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <numeric>
 #include <vector>
@@ -24,11 +24,10 @@ std::vector<double> Random(size_t count, SplitMix64& rng) {
 }
 
 // Straight from the definition, over dense [B, H_kv, n, d] arrays.
-std::vector<double> DenseAttention(const std::vector<double>& q,
-                                   const std::vector<double>& k,
-                                   const std::vector<double>& v, uint64_t B,
-                                   uint64_t Hq, uint64_t Hkv, uint64_t L,
-                                   uint64_t n, uint64_t d, uint64_t window) {
+std::vector<double> DenseAttention(const std::vector<double>& q, const std::vector<double>& k,
+                                   const std::vector<double>& v, uint64_t B, uint64_t Hq,
+                                   uint64_t Hkv, uint64_t L, uint64_t n, uint64_t d,
+                                   uint64_t window) {
   std::vector<double> out(B * Hq * L * d, 0.0);
   for (uint64_t b = 0; b < B; ++b)
     for (uint64_t h = 0; h < Hq; ++h)
@@ -61,8 +60,8 @@ struct Case {
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << "b" << c.batch << "_hq" << c.q_heads << "_hkv" << c.kv_heads << "_d" << c.head_dim
-      << "_n" << c.context << "_l" << c.query_len << "_p" << c.page_size << "_w" << c.window;
+  *os << "b" << c.batch << "_hq" << c.q_heads << "_hkv" << c.kv_heads << "_d" << c.head_dim << "_n"
+      << c.context << "_l" << c.query_len << "_p" << c.page_size << "_w" << c.window;
 }
 
 class AttendReferenceSweep : public ::testing::TestWithParam<Case> {};
@@ -83,8 +82,8 @@ TEST_P(AttendReferenceSweep, MatchesDenseDefinitionAndIsLayoutInvariant) {
   std::reverse(table.begin(), table.end());
 
   const kv::LaneShape shape{c.batch, c.kv_heads, c.head_dim};
-  auto paged = *LayerCache::Create(*PageTableLayout::Create(c.context, c.page_size, table),
-                                   shape, DType::kF64);
+  auto paged = *LayerCache::Create(*PageTableLayout::Create(c.context, c.page_size, table), shape,
+                                   DType::kF64);
   auto dense = *LayerCache::Create(*PageTableLayout::Contiguous(c.context), shape, DType::kF64);
   ASSERT_TRUE(paged.Append<double>(k, v, c.context).ok());
   ASSERT_TRUE(dense.Append<double>(k, v, c.context).ok());
@@ -93,31 +92,32 @@ TEST_P(AttendReferenceSweep, MatchesDenseDefinitionAndIsLayoutInvariant) {
                                1.0 / std::sqrt(static_cast<double>(c.head_dim)), c.window};
   std::vector<double> out_paged(q.size()), out_dense(q.size());
   ASSERT_TRUE(AttendReference<double>(params, q, paged.View(KvRole::kKey),
-                                      paged.View(KvRole::kValue), out_paged).ok());
+                                      paged.View(KvRole::kValue), out_paged)
+                  .ok());
   ASSERT_TRUE(AttendReference<double>(params, q, dense.View(KvRole::kKey),
-                                      dense.View(KvRole::kValue), out_dense).ok());
+                                      dense.View(KvRole::kValue), out_dense)
+                  .ok());
   EXPECT_EQ(out_paged, out_dense);  // bits, not a tolerance
 
-  const auto expected = DenseAttention(q, k, v, c.batch, c.q_heads, c.kv_heads,
-                                       c.query_len, c.context, c.head_dim, c.window);
+  const auto expected = DenseAttention(q, k, v, c.batch, c.q_heads, c.kv_heads, c.query_len,
+                                       c.context, c.head_dim, c.window);
   // Softmax-weighted means of values in [-1, 1]: absolute error grows with
   // the reduction length n and head_dim, each step adding ~eps.
-  const double tol = 8 * std::numeric_limits<double>::epsilon() *
-                     static_cast<double>(c.context + c.head_dim);
+  const double tol =
+      8 * std::numeric_limits<double>::epsilon() * static_cast<double>(c.context + c.head_dim);
   for (size_t i = 0; i < expected.size(); ++i) {
     ASSERT_NEAR(out_paged[i], expected[i], tol) << i;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Grid, AttendReferenceSweep,
-    ::testing::Values(Case{1, 4, 4, 8, 1, 1, 3, 0},     // MHA, one token
-                      Case{2, 4, 4, 8, 7, 7, 3, 0},     // batched MHA prefill
-                      Case{2, 4, 2, 2, 7, 1, 3, 0},     // GQA 2, decode
-                      Case{3, 8, 1, 6, 16, 5, 4, 0},    // GQA 8 (MQA)
-                      Case{2, 4, 2, 4, 11, 11, 3, 4},   // windowed prefill
-                      Case{1, 6, 3, 5, 10, 2, 1, 3},    // odd head dim, page 1
-                      Case{2, 8, 2, 4, 9, 3, 9, 2}));   // one page, windowed
+INSTANTIATE_TEST_SUITE_P(Grid, AttendReferenceSweep,
+                         ::testing::Values(Case{1, 4, 4, 8, 1, 1, 3, 0},    // MHA, one token
+                                           Case{2, 4, 4, 8, 7, 7, 3, 0},    // batched MHA prefill
+                                           Case{2, 4, 2, 2, 7, 1, 3, 0},    // GQA 2, decode
+                                           Case{3, 8, 1, 6, 16, 5, 4, 0},   // GQA 8 (MQA)
+                                           Case{2, 4, 2, 4, 11, 11, 3, 4},  // windowed prefill
+                                           Case{1, 6, 3, 5, 10, 2, 1, 3},   // odd head dim, page 1
+                                           Case{2, 8, 2, 4, 9, 3, 9, 2}));  // one page, windowed
 
 TEST(AttendReference, RejectsHeadsNotAMultiple) {
   auto cache = *LayerCache::Create(*PageTableLayout::Identity(4, 2), {1, 2, 2}, DType::kF64);
@@ -136,12 +136,15 @@ TEST(AttendReference, RejectsQueryLongerThanContextAndBadScale) {
   ASSERT_TRUE(cache.Append<double>(kv, kv, 2).ok());
   std::vector<double> q(6), out(6);
   EXPECT_FALSE(AttendReference<double>({1, 3, 0.5, 0}, q, cache.View(KvRole::kKey),
-                                       cache.View(KvRole::kValue), out).ok());
+                                       cache.View(KvRole::kValue), out)
+                   .ok());
   std::vector<double> q1(2), out1(2);
   EXPECT_FALSE(AttendReference<double>({1, 1, NAN, 0}, q1, cache.View(KvRole::kKey),
-                                       cache.View(KvRole::kValue), out1).ok());
+                                       cache.View(KvRole::kValue), out1)
+                   .ok());
   EXPECT_FALSE(AttendReference<double>({1, 1, -1.0, 0}, q1, cache.View(KvRole::kKey),
-                                       cache.View(KvRole::kValue), out1).ok());
+                                       cache.View(KvRole::kValue), out1)
+                   .ok());
 }
 
 }  // namespace

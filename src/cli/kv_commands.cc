@@ -54,8 +54,9 @@ KvCommands AddKvCommands(CLI::App& app, KvFlags& f) {
   engine_flags(c.exp);
   c.exp->add_option("--prompt", f.prompts, "a prompt (repeat for several)");
   c.exp->add_option("--max-tokens", f.max_tokens)->check(CLI::Range(1, 1 << 20));
-  c.exp->add_option("--decode-steps", f.decode_steps,
-                    "tokens each request generates before the export")
+  c.exp
+      ->add_option("--decode-steps", f.decode_steps,
+                   "tokens each request generates before the export")
       ->check(CLI::Range(1, 1 << 20));
   c.exp->add_option("--temperature", f.temperature);
   c.exp->add_option("--top-k", f.top_k);
@@ -178,9 +179,9 @@ int RunKvImport(const KvFlags& f) {
     Result<std::string> text = s->tokenizer().Decode(t, true);
     texts.push_back(text ? *text : std::string());
   }
-  const json report = {{"file", f.file},       {"read_ms", read_ms},
+  const json report = {{"file", f.file},         {"read_ms", read_ms},
                        {"import_ms", import_ms}, {"imported_requests", ids->size()},
-                       {"tokens", tokens},      {"text", texts},
+                       {"tokens", tokens},       {"text", texts},
                        {"finish", finish}};
   std::cout << report.dump(2) << "\n";
   return 0;
@@ -200,9 +201,8 @@ int RunKvInspect(const KvFlags& f) {
             << "  KV " << format::ElementTypeName(snap->kv_dtype) << ", " << snap->num_layers
             << " layers x " << snap->num_kv_heads << " heads x " << snap->head_dim
             << " dims, pages of " << snap->page_size << " tokens\n"
-            << "  " << snap->num_pages << " pages ("
-            << summary["kv_bytes"].get<uint64_t>() << " K/V bytes), "
-            << summary["shared_page_references"].get<uint64_t>()
+            << "  " << snap->num_pages << " pages (" << summary["kv_bytes"].get<uint64_t>()
+            << " K/V bytes), " << summary["shared_page_references"].get<uint64_t>()
             << " page references shared between sequences\n";
   for (size_t i = 0; i < snap->sequences.size(); ++i) {
     const format::SnapshotSequence& q = snap->sequences[i];

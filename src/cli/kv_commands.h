@@ -27,9 +27,9 @@ struct KvFlags {
   uint64_t page_size = 16;
   uint64_t num_pages = 512;
   std::string kv_dtype = "f32";
-  std::string file;          // export: --output; import / inspect: positional
-  bool reference = false;    // export: finish here too, after exporting
-  bool json = false;         // inspect: machine-readable
+  std::string file;        // export: --output; import / inspect: positional
+  bool reference = false;  // export: finish here too, after exporting
+  bool json = false;       // inspect: machine-readable
 };
 
 struct KvCommands {

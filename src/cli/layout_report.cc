@@ -1,12 +1,13 @@
 #include "cli/layout_report.h"
 
+#include <toml++/toml.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <set>
-#include <toml++/toml.h>
 
 #include "folio/engine/generate.h"
 #include "folio/kv/page_table.h"
@@ -30,8 +31,7 @@ std::string Where(std::string_view section, std::string_view key) {
   return out;
 }
 
-Status GetU64(const toml::table& t, std::string_view section, std::string_view key,
-              uint64_t& out) {
+Status GetU64(const toml::table& t, std::string_view section, std::string_view key, uint64_t& out) {
   const toml::node* node = t.get(key);
   if (node == nullptr) return Status::Ok();
   const auto v = node->value_exact<int64_t>();
@@ -42,8 +42,7 @@ Status GetU64(const toml::table& t, std::string_view section, std::string_view k
   return Status::Ok();
 }
 
-Status GetF64(const toml::table& t, std::string_view section, std::string_view key,
-              double& out) {
+Status GetF64(const toml::table& t, std::string_view section, std::string_view key, double& out) {
   const toml::node* node = t.get(key);
   if (node == nullptr) return Status::Ok();
   const auto v = node->value<double>();  // integers are accepted
@@ -52,8 +51,7 @@ Status GetF64(const toml::table& t, std::string_view section, std::string_view k
   return Status::Ok();
 }
 
-Status GetBool(const toml::table& t, std::string_view section, std::string_view key,
-               bool& out) {
+Status GetBool(const toml::table& t, std::string_view section, std::string_view key, bool& out) {
   const toml::node* node = t.get(key);
   if (node == nullptr) return Status::Ok();
   const auto v = node->value_exact<bool>();
@@ -72,8 +70,7 @@ Status GetString(const toml::table& t, std::string_view section, std::string_vie
   return Status::Ok();
 }
 
-Status GetDType(const toml::table& t, std::string_view section, std::string_view key,
-                DType& out) {
+Status GetDType(const toml::table& t, std::string_view section, std::string_view key, DType& out) {
   std::string name;
   if (t.get(key) == nullptr) return Status::Ok();
   FOLIO_RETURN_IF_ERROR(GetString(t, section, key, name));
@@ -153,7 +150,9 @@ json PhysicalPagesJson(const kv::PageTableLayout& layout, uint64_t live) {
                      {"logical_page", lp},
                      {"positions", positions},
                      {"live_positions", live_here},
-                     {"state", live_here == 0 ? "inactive" : live_here == p ? "full" : "partial"}});
+                     {"state", live_here == 0   ? "inactive"
+                               : live_here == p ? "full"
+                                                : "partial"}});
   }
   return pages;
 }
@@ -190,8 +189,7 @@ bool SameSteps(const engine::GenerationResult& a, const engine::GenerationResult
   if (a.steps.size() != b.steps.size()) return false;
   for (size_t i = 0; i < a.steps.size(); ++i) {
     const auto &x = a.steps[i], &y = b.steps[i];
-    if (x.token != y.token || x.num_inputs != y.num_inputs ||
-        x.cache_length != y.cache_length ||
+    if (x.token != y.token || x.num_inputs != y.num_inputs || x.cache_length != y.cache_length ||
         std::memcmp(&x.logit, &y.logit, sizeof x.logit) != 0) {
       return false;
     }
@@ -202,20 +200,22 @@ bool SameSteps(const engine::GenerationResult& a, const engine::GenerationResult
 // The sections that run the model, in compute type T.
 template <typename T>
 Status RunModelSections(const LayoutRunConfig& cfg, const model::Model& m,
-                        const kv::PageTableLayout& paged_layout,
-                        const std::vector<int32_t>& doc, json& report) {
+                        const kv::PageTableLayout& paged_layout, const std::vector<int32_t>& doc,
+                        json& report) {
   const model::Decoder<T> dec(m);
   const auto contiguous_layout = *kv::PageTableLayout::Contiguous(paged_layout.capacity());
   std::vector<int32_t> lanes;
   for (uint64_t b = 0; b < cfg.batch; ++b) lanes.insert(lanes.end(), doc.begin(), doc.end());
 
-  FOLIO_ASSIGN_OR_RETURN(auto paged, model::DecoderCache::Create(m, paged_layout, cfg.batch, cfg.kv_dtype));
-  FOLIO_ASSIGN_OR_RETURN(auto dense, model::DecoderCache::Create(m, contiguous_layout, cfg.batch, cfg.kv_dtype));
+  FOLIO_ASSIGN_OR_RETURN(auto paged,
+                         model::DecoderCache::Create(m, paged_layout, cfg.batch, cfg.kv_dtype));
+  FOLIO_ASSIGN_OR_RETURN(
+      auto dense, model::DecoderCache::Create(m, contiguous_layout, cfg.batch, cfg.kv_dtype));
   FOLIO_ASSIGN_OR_RETURN(std::vector<T> paged_logits, dec.Prefill(paged, lanes));
   FOLIO_ASSIGN_OR_RETURN(std::vector<T> dense_logits, dec.Prefill(dense, lanes));
   FOLIO_ASSIGN_OR_RETURN(std::vector<T> full_logits, dec.Forward(lanes, cfg.batch));
-  const bool same_bits = std::memcmp(paged_logits.data(), dense_logits.data(),
-                                     paged_logits.size() * sizeof(T)) == 0;
+  const bool same_bits =
+      std::memcmp(paged_logits.data(), dense_logits.data(), paged_logits.size() * sizeof(T)) == 0;
   // float64 reproduces the course's 1e-10; float32 rounds each of the ~10^2
   // operations on a logit at 2^-24 relative, so 1e-4 absolute is generous.
   const double tolerance = sizeof(T) == 8 ? 1e-10 : 1e-4;
@@ -233,7 +233,8 @@ Status RunModelSections(const LayoutRunConfig& cfg, const model::Model& m,
       {"within_tolerance", err_dense <= tolerance && err_full <= tolerance}};
 
   // Generation from the document's first prompt_tokens ids, batch 1.
-  const std::vector<int32_t> prompt(doc.begin(), doc.begin() + static_cast<ptrdiff_t>(cfg.prompt_tokens));
+  const std::vector<int32_t> prompt(doc.begin(),
+                                    doc.begin() + static_cast<ptrdiff_t>(cfg.prompt_tokens));
   engine::GenerationParams params;
   params.max_new_tokens = cfg.max_new_tokens;
   params.sampling = {cfg.temperature, cfg.top_k};
@@ -252,21 +253,20 @@ Status RunModelSections(const LayoutRunConfig& cfg, const model::Model& m,
   }
   const auto& a = results[0];
   const auto& b = results[1];
-  report["generation"] = {
-      {"prompt", prompt},
-      {"generated_ids", a.tokens},
-      {"stop_reason", engine::StopReasonName(a.stop_reason)},
-      {"prefill_tokens", a.prefill_tokens},
-      {"decode_tokens", a.decode_tokens},
-      {"final_cache_length", runs["paged"]["final_cache_length"]},
-      {"next_random_value", Hex(next_random[0])},
-      {"same_tokens", a.tokens == b.tokens},
-      {"same_steps", SameSteps(a, b)},
-      {"same_stop_reason", a.stop_reason == b.stop_reason},
-      {"same_work_counts",
-       a.prefill_tokens == b.prefill_tokens && a.decode_tokens == b.decode_tokens},
-      {"same_next_random_value", next_random[0] == next_random[1]},
-      {"layouts", runs}};
+  report["generation"] = {{"prompt", prompt},
+                          {"generated_ids", a.tokens},
+                          {"stop_reason", engine::StopReasonName(a.stop_reason)},
+                          {"prefill_tokens", a.prefill_tokens},
+                          {"decode_tokens", a.decode_tokens},
+                          {"final_cache_length", runs["paged"]["final_cache_length"]},
+                          {"next_random_value", Hex(next_random[0])},
+                          {"same_tokens", a.tokens == b.tokens},
+                          {"same_steps", SameSteps(a, b)},
+                          {"same_stop_reason", a.stop_reason == b.stop_reason},
+                          {"same_work_counts", a.prefill_tokens == b.prefill_tokens &&
+                                                   a.decode_tokens == b.decode_tokens},
+                          {"same_next_random_value", next_random[0] == next_random[1]},
+                          {"layouts", runs}};
   return Status::Ok();
 }
 
@@ -293,41 +293,42 @@ Result<LayoutRunConfig> LoadLayoutConfig(const std::filesystem::path& path) {
   const toml::table& k = section("cache");
   const toml::table& r = section("run");
   const toml::table& g = section("rounding");
-  for (const Status& step : {
-           s,
-           CheckKeys(m, "model", {"hidden_size", "num_heads", "num_kv_heads", "ffn_size",
-                                  "num_layers", "vocab_size", "rope_theta", "norm_eps",
-                                  "tie_embeddings", "window", "seed"}),
-           CheckKeys(k, "cache", {"capacity", "page_size", "page_table", "batch", "kv_dtype",
-                                  "compute"}),
-           CheckKeys(r, "run", {"document", "prompt_tokens", "max_new_tokens", "temperature",
-                                "top_k", "sampling_seed"}),
-           CheckKeys(g, "rounding", {"capacity", "page_size"}),
-           GetU64(m, "model", "hidden_size", c.model.hidden_size),
-           GetU64(m, "model", "num_heads", c.model.num_heads),
-           GetU64(m, "model", "num_kv_heads", c.model.num_kv_heads),
-           GetU64(m, "model", "ffn_size", c.model.ffn_size),
-           GetU64(m, "model", "num_layers", c.model.num_layers),
-           GetU64(m, "model", "vocab_size", c.model.vocab_size),
-           GetF64(m, "model", "rope_theta", c.model.rope_theta),
-           GetF64(m, "model", "norm_eps", c.model.norm_eps),
-           GetBool(m, "model", "tie_embeddings", c.model.tie_embeddings),
-           GetU64(m, "model", "window", c.model.window),
-           GetU64(m, "model", "seed", c.seed),
-           GetU64(k, "cache", "capacity", c.model.max_positions),
-           GetU64(k, "cache", "page_size", c.page_size),
-           GetTable(k, "cache", "page_table", c.page_table),
-           GetU64(k, "cache", "batch", c.batch),
-           GetDType(k, "cache", "kv_dtype", c.kv_dtype),
-           GetDType(k, "cache", "compute", c.compute),
-           GetString(r, "run", "document", c.document),
-           GetU64(r, "run", "prompt_tokens", c.prompt_tokens),
-           GetU64(r, "run", "max_new_tokens", c.max_new_tokens),
-           GetF64(r, "run", "temperature", c.temperature),
-           GetU64(r, "run", "top_k", c.top_k),
-           GetU64(r, "run", "sampling_seed", c.sampling_seed),
-           GetU64(g, "rounding", "capacity", c.rounding_capacity),
-           GetU64(g, "rounding", "page_size", c.rounding_page_size)}) {
+  for (const Status& step :
+       {s,
+        CheckKeys(m, "model",
+                  {"hidden_size", "num_heads", "num_kv_heads", "ffn_size", "num_layers",
+                   "vocab_size", "rope_theta", "norm_eps", "tie_embeddings", "window", "seed"}),
+        CheckKeys(k, "cache",
+                  {"capacity", "page_size", "page_table", "batch", "kv_dtype", "compute"}),
+        CheckKeys(r, "run",
+                  {"document", "prompt_tokens", "max_new_tokens", "temperature", "top_k",
+                   "sampling_seed"}),
+        CheckKeys(g, "rounding", {"capacity", "page_size"}),
+        GetU64(m, "model", "hidden_size", c.model.hidden_size),
+        GetU64(m, "model", "num_heads", c.model.num_heads),
+        GetU64(m, "model", "num_kv_heads", c.model.num_kv_heads),
+        GetU64(m, "model", "ffn_size", c.model.ffn_size),
+        GetU64(m, "model", "num_layers", c.model.num_layers),
+        GetU64(m, "model", "vocab_size", c.model.vocab_size),
+        GetF64(m, "model", "rope_theta", c.model.rope_theta),
+        GetF64(m, "model", "norm_eps", c.model.norm_eps),
+        GetBool(m, "model", "tie_embeddings", c.model.tie_embeddings),
+        GetU64(m, "model", "window", c.model.window),
+        GetU64(m, "model", "seed", c.seed),
+        GetU64(k, "cache", "capacity", c.model.max_positions),
+        GetU64(k, "cache", "page_size", c.page_size),
+        GetTable(k, "cache", "page_table", c.page_table),
+        GetU64(k, "cache", "batch", c.batch),
+        GetDType(k, "cache", "kv_dtype", c.kv_dtype),
+        GetDType(k, "cache", "compute", c.compute),
+        GetString(r, "run", "document", c.document),
+        GetU64(r, "run", "prompt_tokens", c.prompt_tokens),
+        GetU64(r, "run", "max_new_tokens", c.max_new_tokens),
+        GetF64(r, "run", "temperature", c.temperature),
+        GetU64(r, "run", "top_k", c.top_k),
+        GetU64(r, "run", "sampling_seed", c.sampling_seed),
+        GetU64(g, "rounding", "capacity", c.rounding_capacity),
+        GetU64(g, "rounding", "page_size", c.rounding_page_size)}) {
     if (!step.ok()) return step.WithContext(path.string());
   }
   return c;
@@ -339,9 +340,9 @@ Result<json> BuildLayoutReport(const LayoutRunConfig& cfg) {
                                    std::string(DTypeName(cfg.compute)) + ")");
   }
   FOLIO_ASSIGN_OR_RETURN(model::Model m, model::Model::FromSeed(cfg.model, cfg.seed));
-  FOLIO_ASSIGN_OR_RETURN(kv::PageTableLayout layout,
-                         kv::PageTableLayout::Create(cfg.model.max_positions, cfg.page_size,
-                                                     cfg.page_table));
+  FOLIO_ASSIGN_OR_RETURN(
+      kv::PageTableLayout layout,
+      kv::PageTableLayout::Create(cfg.model.max_positions, cfg.page_size, cfg.page_table));
   const std::vector<int32_t> doc = model::ByteTokenizer::Encode(cfg.document, true, true);
   if (doc.size() > layout.capacity()) {
     return Status::OutOfRange("document frames to " + std::to_string(doc.size()) +
@@ -359,22 +360,34 @@ Result<json> BuildLayoutReport(const LayoutRunConfig& cfg) {
   json report;
   report["config"] = {
       {"model",
-       {{"hidden_size", mc.hidden_size}, {"num_heads", mc.num_heads},
-        {"num_kv_heads", mc.num_kv_heads}, {"head_dim", mc.head_dim()},
-        {"ffn_size", mc.ffn_size}, {"num_layers", mc.num_layers},
-        {"vocab_size", mc.vocab_size}, {"rope_theta", mc.rope_theta},
-        {"norm_eps", mc.norm_eps}, {"tie_embeddings", mc.tie_embeddings},
-        {"window", mc.window}, {"seed", cfg.seed}}},
+       {{"hidden_size", mc.hidden_size},
+        {"num_heads", mc.num_heads},
+        {"num_kv_heads", mc.num_kv_heads},
+        {"head_dim", mc.head_dim()},
+        {"ffn_size", mc.ffn_size},
+        {"num_layers", mc.num_layers},
+        {"vocab_size", mc.vocab_size},
+        {"rope_theta", mc.rope_theta},
+        {"norm_eps", mc.norm_eps},
+        {"tie_embeddings", mc.tie_embeddings},
+        {"window", mc.window},
+        {"seed", cfg.seed}}},
       {"cache",
-       {{"capacity", layout.capacity()}, {"page_size", layout.page_size()},
-        {"num_pages", layout.num_pages()}, {"page_table", cfg.page_table},
-        {"batch", cfg.batch}, {"kv_dtype", DTypeName(cfg.kv_dtype)},
+       {{"capacity", layout.capacity()},
+        {"page_size", layout.page_size()},
+        {"num_pages", layout.num_pages()},
+        {"page_table", cfg.page_table},
+        {"batch", cfg.batch},
+        {"kv_dtype", DTypeName(cfg.kv_dtype)},
         {"compute", DTypeName(cfg.compute)},
         {"array_shape", {"num_pages", "batch", "num_kv_heads", "page_size", "head_dim"}}}},
       {"run",
-       {{"document", cfg.document}, {"document_ids", doc},
-        {"prompt_tokens", cfg.prompt_tokens}, {"max_new_tokens", cfg.max_new_tokens},
-        {"temperature", cfg.temperature}, {"top_k", cfg.top_k},
+       {{"document", cfg.document},
+        {"document_ids", doc},
+        {"prompt_tokens", cfg.prompt_tokens},
+        {"max_new_tokens", cfg.max_new_tokens},
+        {"temperature", cfg.temperature},
+        {"top_k", cfg.top_k},
         {"sampling_seed", cfg.sampling_seed}}}};
   report["model"] = {{"id", m.id()}, {"parameters", mc.ParameterCount()}};
 
@@ -412,8 +425,8 @@ Result<json> BuildLayoutReport(const LayoutRunConfig& cfg) {
     FOLIO_RETURN_IF_ERROR(RunModelSections<float>(cfg, m, layout, doc, report));
   }
 
-  FOLIO_ASSIGN_OR_RETURN(auto rounded, kv::PageTableLayout::Identity(cfg.rounding_capacity,
-                                                                     cfg.rounding_page_size));
+  FOLIO_ASSIGN_OR_RETURN(
+      auto rounded, kv::PageTableLayout::Identity(cfg.rounding_capacity, cfg.rounding_page_size));
   FOLIO_ASSIGN_OR_RETURN(auto exact, kv::PageTableLayout::Contiguous(cfg.rounding_capacity));
   FOLIO_ASSIGN_OR_RETURN(auto paged_a, kv::AccountPayload(rounded, shape, cfg.kv_dtype, 0));
   FOLIO_ASSIGN_OR_RETURN(auto dense_a, kv::AccountPayload(exact, shape, cfg.kv_dtype, 0));

@@ -119,8 +119,8 @@ class LayoutConfigErrors : public ::testing::Test {
     // One file per test: CTest runs tests of this binary in parallel.
     const auto path = std::filesystem::temp_directory_path() /
                       (std::string("folio_layout_config_") +
-                       ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-                       "_" + std::to_string(counter_++) + ".toml");
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_" +
+                       std::to_string(counter_++) + ".toml");
     std::ofstream(path) << toml;
     auto r = LoadLayoutConfig(path);
     std::filesystem::remove(path);

@@ -10,11 +10,11 @@
 //   folio kv export|import|inspect  KV snapshots between processes
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <map>
-#include <memory>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <optional>
 
 #include "bench/attention_bench.h"
@@ -24,8 +24,10 @@
 #include "cli/flag_lists.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
-#include "cli/served_model.h"
 #include "cli/serve_command.h"
+#include "cli/served_model.h"
+#include "folio/core/checked_math.h"
+#include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
 #include "folio/engine/generate.h"
 #include "folio/kv/page_table.h"
@@ -33,8 +35,6 @@
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
 #include "folio/model/model_tokenizer.h"
-#include "folio/core/checked_math.h"
-#include "folio/core/thread_pool.h"
 
 #ifndef FOLIO_SOURCE_DIR
 #define FOLIO_SOURCE_DIR "."
@@ -59,16 +59,16 @@ void PrintSummary(const nlohmann::json& r, const std::string& path) {
             << "  positions 0.." << indices.size() - 1 << " at K/V scalar indices "
             << nlohmann::json(indices).dump() << "\n"
             << "  per layer: " << layer["allocated_payload_bytes"] << " B allocated, "
-            << layer["live_payload_bytes"] << " B live, "
-            << layer["active_page_tail_payload_bytes"] << " B partial-page tail, "
-            << layer["inactive_page_payload_bytes"] << " B inactive pages\n"
-            << "  " << c["logits_compared"] << " logits: paged == contiguous bit for bit: "
-            << c["same_cached_bits"] << "; within " << c["tolerance"].get<double>()
-            << " of the full forward: " << c["within_tolerance"] << "\n"
-            << "  greedy from " << g["prompt"].dump() << ": " << g["generated_ids"].dump()
-            << " (" << g["stop_reason"].get<std::string>() << ", cache length "
-            << g["final_cache_length"] << ", same in both layouts: " << g["same_steps"]
-            << ")\n"
+            << layer["live_payload_bytes"] << " B live, " << layer["active_page_tail_payload_bytes"]
+            << " B partial-page tail, " << layer["inactive_page_payload_bytes"]
+            << " B inactive pages\n"
+            << "  " << c["logits_compared"]
+            << " logits: paged == contiguous bit for bit: " << c["same_cached_bits"] << "; within "
+            << c["tolerance"].get<double>() << " of the full forward: " << c["within_tolerance"]
+            << "\n"
+            << "  greedy from " << g["prompt"].dump() << ": " << g["generated_ids"].dump() << " ("
+            << g["stop_reason"].get<std::string>() << ", cache length " << g["final_cache_length"]
+            << ", same in both layouts: " << g["same_steps"] << ")\n"
             << "  full report: " << path << "\n";
 }
 
@@ -93,9 +93,9 @@ struct LayoutFlags {
   std::string config_path = std::string(FOLIO_SOURCE_DIR) + "/configs/worked_example.toml";
   std::string output;
   bool summary = false;
-  std::optional<uint64_t> hidden_size, num_heads, num_kv_heads, ffn_size, num_layers,
-      window, seed, capacity, page_size, batch, prompt_tokens, max_new_tokens, top_k,
-      sampling_seed, rounding_capacity, rounding_page_size;
+  std::optional<uint64_t> hidden_size, num_heads, num_kv_heads, ffn_size, num_layers, window, seed,
+      capacity, page_size, batch, prompt_tokens, max_new_tokens, top_k, sampling_seed,
+      rounding_capacity, rounding_page_size;
   std::optional<double> temperature;
   std::optional<std::string> page_table, kv_dtype, compute, document;
 };
@@ -157,7 +157,8 @@ int RunLayout(const LayoutFlags& f) {
     if (!t) return Fail(t.error());
     c.page_table = *t;
   }
-  for (auto [flag, dst] : {std::pair{&f.kv_dtype, &c.kv_dtype}, std::pair{&f.compute, &c.compute}}) {
+  for (auto [flag, dst] :
+       {std::pair{&f.kv_dtype, &c.kv_dtype}, std::pair{&f.compute, &c.compute}}) {
     if (!*flag) continue;
     Result<DType> d = ParseDType(**flag);
     if (!d) return Fail(d.error());
@@ -313,8 +314,8 @@ int RunBatch(const BatchFlags& f) {
         eng->AddRequest(model::ByteTokenizer::Encode(f.prompts[i], true, false), p);
     if (!id) return Fail(id.error());
     index[*id] = i;
-    std::cout << "request " << i << ": \"" << f.prompts[i] << "\" ("
-              << f.prompts[i].size() + 1 << " prompt tokens)\n";
+    std::cout << "request " << i << ": \"" << f.prompts[i] << "\" (" << f.prompts[i].size() + 1
+              << " prompt tokens)\n";
   }
   std::vector<std::string> text(f.prompts.size());
   while (eng->HasUnfinished()) {
@@ -344,9 +345,8 @@ int RunBatch(const BatchFlags& f) {
             << pool.total_allocations() - pool.peak_used() << " reused freed pages\n"
             << "  prefix cache: " << st.prefix_hit_tokens << " of " << st.prefix_query_tokens
             << " cacheable prompt tokens reused ("
-            << static_cast<int>(100.0 * st.prefix_hit_rate() + 0.5) << "%), "
-            << st.prefix_evictions << " pages evicted, " << eng->cached_pages()
-            << " still cached\n";
+            << static_cast<int>(100.0 * st.prefix_hit_rate() + 0.5) << "%), " << st.prefix_evictions
+            << " pages evicted, " << eng->cached_pages() << " still cached\n";
   if (Status s = eng->ClearPrefixCache(); !s.ok()) return Fail(s);
   std::cout << "  after clearing the prefix cache: " << pool.num_used() << " pages in use, "
             << pool.num_free() << " free\n";
@@ -418,11 +418,12 @@ int RunInfo(const std::string& path) {
   const model::ModelConfig& c = m->config();
   std::map<std::string, uint64_t> bytes_by_type;
   uint64_t total_bytes = 0;
-  model::ForEachTensor(c, m->weights(), [&](const std::string&, const std::vector<uint64_t>&,
-                                            const model::Tensor& t) {
-    bytes_by_type[std::string(model::TensorTypeName(t.type))] += t.bytes.size();
-    total_bytes += t.bytes.size();
-  });
+  model::ForEachTensor(
+      c, m->weights(),
+      [&](const std::string&, const std::vector<uint64_t>&, const model::Tensor& t) {
+        bytes_by_type[std::string(model::TensorTypeName(t.type))] += t.bytes.size();
+        total_bytes += t.bytes.size();
+      });
   const uint64_t kv_elems_per_token = 2 * c.num_layers * c.num_kv_heads * c.head_dim();
   nlohmann::json j = {
       {"path", path},
@@ -435,8 +436,9 @@ int RunInfo(const std::string& path) {
       {"ffn_size", c.ffn_size},
       {"vocab_size", c.vocab_size},
       {"max_positions", c.max_positions},
-      {"rope", {{"theta", c.rope_theta},
-                {"style", c.rope_style == model::RopeStyle::kNeox ? "neox" : "interleaved"}}},
+      {"rope",
+       {{"theta", c.rope_theta},
+        {"style", c.rope_style == model::RopeStyle::kNeox ? "neox" : "interleaved"}}},
       {"tie_embeddings", c.tie_embeddings},
       {"sliding_window", c.window},
       {"parameters", c.ParameterCount()},
@@ -510,7 +512,8 @@ int main(int argc, char** argv) {
   CLI::App* serve_cmd = AddServeCommand(app, serve);
 
   std::string info_path;
-  CLI::App* info_cmd = app.add_subcommand("info", "architecture, sizes, dtypes, KV bytes per token");
+  CLI::App* info_cmd =
+      app.add_subcommand("info", "architecture, sizes, dtypes, KV bytes per token");
   info_cmd->add_option("model", info_path, "model folder or .gguf file")->required();
 
   folio::bench::AttentionBenchOptions bench_attention;

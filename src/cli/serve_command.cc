@@ -110,9 +110,10 @@ int RunServe(const ServeFlags& f) {
     }
   }
   info.name = !f.served_model_name.empty() ? f.served_model_name
-              : builtin                   ? "builtin"
-                                          : std::filesystem::path(f.model).filename().string();
-  if (info.name.empty()) info.name = std::filesystem::path(f.model).parent_path().filename().string();
+              : builtin                    ? "builtin"
+                                           : std::filesystem::path(f.model).filename().string();
+  if (info.name.empty())
+    info.name = std::filesystem::path(f.model).parent_path().filename().string();
   info.vocab_size = m->config().vocab_size;
   info.max_positions = m->config().max_positions;
   info.pool_positions = f.num_pages * f.page_size;
@@ -143,8 +144,8 @@ int RunServe(const ServeFlags& f) {
   }
   std::cerr << "folio serve: model " << info.name << " (" << info.max_positions
             << " positions, vocabulary " << info.vocab_size << ", chat template "
-            << server::ChatTemplateName(info.chat_template) << "), " << f.num_pages
-            << " pages of " << f.page_size << " tokens\n";
+            << server::ChatTemplateName(info.chat_template) << "), " << f.num_pages << " pages of "
+            << f.page_size << " tokens\n";
   if (Status s = server::Serve(*eng, info, sc); !s.ok()) return Fail(s);
   return 0;
 }

@@ -9,7 +9,8 @@ namespace folio {
 namespace {
 
 bool AllZero(const AlignedBuffer& b) {
-  return std::all_of(b.bytes().begin(), b.bytes().end(), [](std::byte x) { return x == std::byte{0}; });
+  return std::all_of(b.bytes().begin(), b.bytes().end(),
+                     [](std::byte x) { return x == std::byte{0}; });
 }
 
 TEST(AlignedBuffer, SmallBufferIsZeroedAndLineAligned) {

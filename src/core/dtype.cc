@@ -6,11 +6,16 @@ namespace folio {
 
 std::string_view DTypeName(DType t) {
   switch (t) {
-    case DType::kF64: return "f64";
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kI8: return "i8";
+    case DType::kF64:
+      return "f64";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kI8:
+      return "i8";
   }
   return "unknown";
 }
@@ -30,7 +35,7 @@ uint16_t F32ToF16Bits(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (u >> 16) & 0x8000u;
   const uint32_t abs = u & 0x7fffffffu;
-  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);  // NaN
+  if (abs > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // inf/overflow
   if (abs < 0x38800000u) {
     // Subnormal or zero in f16: scale into the 10-bit mantissa with

@@ -43,10 +43,10 @@ TEST(DType, F16RoundTripsEveryPattern) {
 }
 
 TEST(DType, F16RoundsAndSaturates) {
-  EXPECT_EQ(F32ToF16Bits(65504.0f), 0x7bff);     // largest finite
-  EXPECT_EQ(F32ToF16Bits(65520.0f), 0x7c00);     // rounds to inf
-  EXPECT_EQ(F32ToF16Bits(0x1.0p-25f), 0x0000);   // half the smallest subnormal: ties to even 0
-  EXPECT_EQ(F32ToF16Bits(0x1.8p-24f), 0x0002);   // 1.5 ulp: ties to even 2
+  EXPECT_EQ(F32ToF16Bits(65504.0f), 0x7bff);    // largest finite
+  EXPECT_EQ(F32ToF16Bits(65520.0f), 0x7c00);    // rounds to inf
+  EXPECT_EQ(F32ToF16Bits(0x1.0p-25f), 0x0000);  // half the smallest subnormal: ties to even 0
+  EXPECT_EQ(F32ToF16Bits(0x1.8p-24f), 0x0002);  // 1.5 ulp: ties to even 2
   EXPECT_EQ(F32ToF16Bits(1.0f + 0x1.0p-11f), 0x3c00);  // tie to even
 }
 

@@ -33,8 +33,7 @@ Result<FileBytes> FileBytes::Map(const std::filesystem::path& path) {
     if (addr == MAP_FAILED) {
       const std::string what = std::strerror(errno);
       ::close(fd);
-      return Status::IoError(source + ": cannot mmap " + std::to_string(size) +
-                             " bytes: " + what);
+      return Status::IoError(source + ": cannot mmap " + std::to_string(size) + " bytes: " + what);
     }
     file.mapping_ = std::unique_ptr<void, Unmapper>(addr, Unmapper{size});
     file.bytes_ = {static_cast<const std::byte*>(addr), size};

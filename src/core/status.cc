@@ -7,15 +7,24 @@ namespace folio {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "Ok";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kOutOfRange: return "OutOfRange";
-    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kCorruption: return "Corruption";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kUnimplemented: return "Unimplemented";
+    case StatusCode::kOk:
+      return "Ok";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kOutOfRange:
+      return "OutOfRange";
+    case StatusCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kCorruption:
+      return "Corruption";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kIoError:
+      return "IoError";
+    case StatusCode::kUnimplemented:
+      return "Unimplemented";
   }
   return "Unknown";
 }
@@ -38,8 +47,7 @@ Status Status::WithContext(std::string_view context) const {
 
 namespace internal {
 
-void CheckFailed(const char* file, int line, const char* cond,
-                 const std::string& detail) {
+void CheckFailed(const char* file, int line, const char* cond, const std::string& detail) {
   std::fprintf(stderr, "%s:%d: FOLIO_CHECK failed: %s%s%s\n", file, line, cond,
                detail.empty() ? "" : ": ", detail.c_str());
   std::fflush(stderr);

@@ -65,9 +65,9 @@ Status ThreadPool::StartWorkers(size_t num_threads, const StartThread& start) {
     // std::thread destroyed while joinable would terminate the process).
     workers_.reserve(num_workers);
   } catch (const std::exception& e) {
-    return Status::ResourceExhausted(
-        StrCat("thread pool of ", num_threads, " threads: cannot reserve ", num_workers,
-               " workers: ", e.what()));
+    return Status::ResourceExhausted(StrCat("thread pool of ", num_threads,
+                                            " threads: cannot reserve ", num_workers,
+                                            " workers: ", e.what()));
   }
   const auto body = [this] { WorkerLoop(); };
   for (size_t i = 0; i < num_workers; ++i) {

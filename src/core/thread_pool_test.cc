@@ -77,8 +77,7 @@ TEST(ThreadPool, CreateStopsAndJoinsStartedWorkersWhenOneFailsToStart) {
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(5, starter.Get());
   ASSERT_FALSE(pool.ok());
   EXPECT_EQ(pool.error().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(pool.error().message().find("worker thread 3 of 4 could not start"),
-            std::string::npos)
+  EXPECT_NE(pool.error().message().find("worker thread 3 of 4 could not start"), std::string::npos)
       << pool.error().ToString();
   // Joined before Create returned: every started worker has finished.
   EXPECT_EQ(starter.started.load(), 2u);
@@ -91,8 +90,7 @@ TEST(ThreadPool, ConstructorThrowsAfterJoiningWhenOneFailsToStart) {
     ThreadPool pool(4, starter.Get());
     FAIL() << "constructed a pool whose second worker could not start";
   } catch (const std::system_error& e) {
-    EXPECT_NE(std::string(e.what()).find("worker thread 2 of 3 could not start"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("worker thread 2 of 3 could not start"), std::string::npos)
         << e.what();
   }
   EXPECT_EQ(starter.started.load(), 1u);

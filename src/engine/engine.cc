@@ -12,9 +12,11 @@ namespace folio::engine {
 Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, ThreadPool* pool,
                               const model::Tokenizer* tokenizer, EnginePolicies policies) {
   if (config.max_num_seqs == 0 || config.max_num_batched_tokens < config.max_num_seqs) {
-    return Status::InvalidArgument("need max_num_seqs >= 1 and max_num_batched_tokens >= "
-                                   "max_num_seqs (got " + std::to_string(config.max_num_seqs) +
-                                   ", " + std::to_string(config.max_num_batched_tokens) + ")");
+    return Status::InvalidArgument(
+        "need max_num_seqs >= 1 and max_num_batched_tokens >= "
+        "max_num_seqs (got " +
+        std::to_string(config.max_num_seqs) + ", " + std::to_string(config.max_num_batched_tokens) +
+        ")");
   }
   if (!(config.watermark >= 0.0 && config.watermark < 1.0)) {
     return Status::InvalidArgument("watermark must be in [0, 1) (got " +
@@ -30,8 +32,8 @@ Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, Th
   kc.dtype = config.kv_dtype;
   FOLIO_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::Create(kc, config.prefix_caching));
   if (!policies.admission) {
-    const auto watermark_pages = static_cast<uint64_t>(
-        std::ceil(config.watermark * static_cast<double>(config.num_pages)));
+    const auto watermark_pages =
+        static_cast<uint64_t>(std::ceil(config.watermark * static_cast<double>(config.num_pages)));
     policies.admission = std::make_shared<WatermarkAdmission>(watermark_pages);
   }
   return Engine(std::make_unique<KvCacheManager>(std::move(kv)), model, config, pool, tokenizer,
@@ -47,8 +49,7 @@ Engine::Engine(std::unique_ptr<KvCacheManager> kv, const model::Model& model, En
       runner_(model, pool, std::move(policies.attention)),
       outputs_(tokenizer) {}
 
-Status Engine::ValidateRequest(std::span<const int32_t> prompt,
-                               const RequestParams& params) const {
+Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestParams& params) const {
   FOLIO_RETURN_IF_ERROR(params.sampling.Validate());
   const model::ModelConfig& c = runner_.config();
   if (prompt.empty()) return Status::InvalidArgument("prompt is empty");
@@ -68,8 +69,9 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt,
     }
   }
   if (params.prompt_logits && config_.prefix_caching) {
-    return Status::InvalidArgument("prompt_logits needs an engine without prefix caching (a "
-                                   "cached page's rows are never computed)");
+    return Status::InvalidArgument(
+        "prompt_logits needs an engine without prefix caching (a "
+        "cached page's rows are never computed)");
   }
   if (params.top_logprobs > sampling::kMaxTopLogprobs) {
     return Status::InvalidArgument("top_logprobs " + std::to_string(params.top_logprobs) +
@@ -86,8 +88,7 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt,
   if (CeilDiv(*positions, config_.page_size) > config_.num_pages) {
     return Status::ResourceExhausted("request needs " +
                                      std::to_string(CeilDiv(*positions, config_.page_size)) +
-                                     " pages; the pool has " +
-                                     std::to_string(config_.num_pages));
+                                     " pages; the pool has " + std::to_string(config_.num_pages));
   }
   return Status::Ok();
 }

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "folio/core/thread_pool.h"
-#include "folio/format/kv_snapshot.h"
 #include "folio/engine/generate.h"
+#include "folio/format/kv_snapshot.h"
 #include "folio/model/byte_tokenizer.h"
 #include "testing/engine_drive.h"
 #include "testing/test_model.h"
@@ -46,8 +46,9 @@ void ExpectNoLeak(Engine& engine) {
 }
 
 std::vector<std::vector<int32_t>> RunEngine(const EngineConfig& config,
-                                      const std::vector<std::vector<int32_t>>& prompts,
-                                      const RequestParams& params, EngineStats* stats = nullptr) {
+                                            const std::vector<std::vector<int32_t>>& prompts,
+                                            const RequestParams& params,
+                                            EngineStats* stats = nullptr) {
   auto engine = Engine::Create(TestModel(), config);
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
   auto out = engine->Generate(prompts, params);
@@ -89,8 +90,8 @@ TEST(Engine, GreedyMatchesSingleSequenceGeneration) {
   RequestParams p;
   p.max_tokens = 10;
   const auto engine_tokens = RunEngine({}, {kPrompts[0]}, p)[0];
-  auto cache = *model::DecoderCache::Create(TestModel(), *kv::PageTableLayout::Identity(96, 16),
-                                            1, DType::kF32);
+  auto cache = *model::DecoderCache::Create(TestModel(), *kv::PageTableLayout::Identity(96, 16), 1,
+                                            DType::kF32);
   GenerationParams g;
   g.max_new_tokens = 10;
   g.end_token = std::nullopt;
@@ -319,8 +320,9 @@ TEST(Engine, StopStringsEndTheTextBeforeThem) {
   EXPECT_EQ(streamed, full.text.substr(0, at));
   // The tokens stop at the one that completed the stop string.
   ASSERT_LT(tokens.size(), full.tokens.size());
-  EXPECT_EQ(tokens, std::vector<int32_t>(full.tokens.begin(), full.tokens.begin() +
-                                                                  static_cast<std::ptrdiff_t>(tokens.size())));
+  EXPECT_EQ(tokens,
+            std::vector<int32_t>(full.tokens.begin(),
+                                 full.tokens.begin() + static_cast<std::ptrdiff_t>(tokens.size())));
   EXPECT_NE(tok.Decode(tokens, true)->find(stop), std::string::npos);
   tokens.pop_back();
   EXPECT_EQ(tok.Decode(tokens, true)->find(stop), std::string::npos);
@@ -383,7 +385,8 @@ TEST(EngineSnapshot, ImportedRequestsContinueBitIdentically) {
   std::vector<RequestId> ids;
   for (const auto& p : prompts) ids.push_back(*sender.AddRequest(p, params));
   std::vector<Outcome> got(prompts.size());
-  auto collect = [&](const std::vector<StepOutput>& outs, const std::map<RequestId, size_t>& index) {
+  auto collect = [&](const std::vector<StepOutput>& outs,
+                     const std::map<RequestId, size_t>& index) {
     for (const StepOutput& o : outs) test_support::Record(o, got[index.at(o.id)]);
   };
   std::map<RequestId, size_t> sender_index;

@@ -6,19 +6,20 @@ namespace folio::engine {
 
 std::string_view StopReasonName(StopReason r) {
   switch (r) {
-    case StopReason::kEndToken: return "end_token";
-    case StopReason::kMaxTokens: return "max_tokens";
-    case StopReason::kCapacity: return "capacity";
+    case StopReason::kEndToken:
+      return "end_token";
+    case StopReason::kMaxTokens:
+      return "max_tokens";
+    case StopReason::kCapacity:
+      return "capacity";
   }
   return "unknown";
 }
 
 template <typename T>
-Result<GenerationResult> Generate(const model::Decoder<T>& decoder,
-                                  model::DecoderCache& cache,
-                                  std::span<const int32_t> prompt,
-                                  const GenerationParams& params, SplitMix64& rng,
-                                  const std::function<void(int32_t)>& on_token) {
+Result<GenerationResult> Generate(const model::Decoder<T>& decoder, model::DecoderCache& cache,
+                                  std::span<const int32_t> prompt, const GenerationParams& params,
+                                  SplitMix64& rng, const std::function<void(int32_t)>& on_token) {
   FOLIO_RETURN_IF_ERROR(params.sampling.Validate());
   if (params.max_new_tokens == 0) return Status::InvalidArgument("max_new_tokens must be >= 1");
   if (cache.batch() != 1) {
@@ -66,14 +67,12 @@ Result<GenerationResult> Generate(const model::Decoder<T>& decoder,
 }
 
 template Result<GenerationResult> Generate<float>(const model::Decoder<float>&,
-                                                  model::DecoderCache&,
-                                                  std::span<const int32_t>,
+                                                  model::DecoderCache&, std::span<const int32_t>,
                                                   const GenerationParams&, SplitMix64&,
                                                   const std::function<void(int32_t)>&);
 template Result<GenerationResult> Generate<double>(const model::Decoder<double>&,
-                                                   model::DecoderCache&,
-                                                   std::span<const int32_t>,
+                                                   model::DecoderCache&, std::span<const int32_t>,
                                                    const GenerationParams&, SplitMix64&,
-                                                  const std::function<void(int32_t)>&);
+                                                   const std::function<void(int32_t)>&);
 
 }  // namespace folio::engine

@@ -17,8 +17,8 @@ const Model& WorkedModel() {
 
 template <typename T>
 GenerationResult RunGeneration(const PageTableLayout& layout, const GenerationParams& params,
-                     SplitMix64& rng, DType kv = DType::kF64,
-                     std::vector<int32_t> prompt = {0, 99}) {
+                               SplitMix64& rng, DType kv = DType::kF64,
+                               std::vector<int32_t> prompt = {0, 99}) {
   auto cache = *DecoderCache::Create(WorkedModel(), layout, 1, kv);
   auto r = Generate<T>(Decoder<T>(WorkedModel()), cache, prompt, params, rng);
   EXPECT_TRUE(r.has_value()) << r.status().ToString();
@@ -30,8 +30,8 @@ GenerationResult RunGeneration(const PageTableLayout& layout, const GenerationPa
 TEST(Generate, WorkedExampleGreedyTokens) {
   GenerationParams p;
   p.max_new_tokens = 4;
-  for (auto layout : {*PageTableLayout::Create(12, 3, {2, 0, 3, 1}),
-                      *PageTableLayout::Contiguous(12)}) {
+  for (auto layout :
+       {*PageTableLayout::Create(12, 3, {2, 0, 3, 1}), *PageTableLayout::Contiguous(12)}) {
     SplitMix64 rng(20);
     const GenerationResult r = RunGeneration<double>(layout, p, rng);
     EXPECT_EQ(r.tokens, (std::vector<int32_t>{70, 56, 216, 6}));
@@ -49,7 +49,8 @@ TEST(Generate, WorkedExampleFloat32SameTokens) {
   GenerationParams p;
   p.max_new_tokens = 4;
   SplitMix64 rng(20);
-  EXPECT_EQ(RunGeneration<float>(*PageTableLayout::Create(12, 3, {2, 0, 3, 1}), p, rng, DType::kF32).tokens,
+  EXPECT_EQ(RunGeneration<float>(*PageTableLayout::Create(12, 3, {2, 0, 3, 1}), p, rng, DType::kF32)
+                .tokens,
             (std::vector<int32_t>{70, 56, 216, 6}));
 }
 
@@ -93,8 +94,8 @@ TEST(Generate, StopsOnEndToken) {
 }
 
 TEST(Generate, RejectsBadRequests) {
-  auto cache = *DecoderCache::Create(WorkedModel(), *PageTableLayout::Identity(12, 3), 1,
-                                     DType::kF64);
+  auto cache =
+      *DecoderCache::Create(WorkedModel(), *PageTableLayout::Identity(12, 3), 1, DType::kF64);
   const Decoder<double> dec(WorkedModel());
   SplitMix64 rng(1);
   GenerationParams p;

@@ -72,9 +72,9 @@ Status KvCacheManager::CacheFullPages(kv::SeqId seq, std::span<const int32_t> to
   FOLIO_CHECK(tokens.size() >= num_computed);
   while ((c.num_pages + 1) * page <= num_computed && prefix_.HasEntry(c.entry)) {
     const kv::PageId id = cache_.block_table(seq)[c.num_pages];
-    FOLIO_ASSIGN_OR_RETURN(kv::PrefixCache::Inserted in,
-                           prefix_.Insert(cache_, c.entry, c.hash,
-                                          tokens.subspan(c.num_pages * page, page), id));
+    FOLIO_ASSIGN_OR_RETURN(
+        kv::PrefixCache::Inserted in,
+        prefix_.Insert(cache_, c.entry, c.hash, tokens.subspan(c.num_pages * page, page), id));
     c.entry = in.entry;
     c.hash = in.hash;
     ++c.num_pages;
@@ -85,10 +85,9 @@ Status KvCacheManager::CacheFullPages(kv::SeqId seq, std::span<const int32_t> to
 Result<std::vector<kv::PageId>> KvCacheManager::HoldNewPages(uint64_t n) {
   if (NumAvailablePages() < n) {
     const uint64_t free = cache_.pool().num_free();
-    return Status::ResourceExhausted("need " + std::to_string(n) + " pages; " +
-                                     std::to_string(free) + " are free and " +
-                                     std::to_string(NumAvailablePages() - free) +
-                                     " cached pages could be evicted");
+    return Status::ResourceExhausted(
+        "need " + std::to_string(n) + " pages; " + std::to_string(free) + " are free and " +
+        std::to_string(NumAvailablePages() - free) + " cached pages could be evicted");
   }
   while (cache_.pool().num_free() < n) {
     Result<bool> evicted = EvictOne();

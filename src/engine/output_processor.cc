@@ -10,10 +10,14 @@ namespace folio::engine {
 
 std::string_view FinishReasonName(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kAbort: return "abort";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kAbort:
+      return "abort";
   }
   return "unknown";
 }

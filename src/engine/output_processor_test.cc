@@ -106,9 +106,8 @@ TEST(OutputProcessor, ARestoredStateContinuesTheTextAndTheStream) {
   const auto first = Feed(p, 0, "abx");
   ASSERT_EQ(first.back().text, "");  // "x" held back
   const OutputProcessor::State& s = p.state(0);
-  auto restored = p.RestoredState(params, s.rng.state(),
-                                  std::vector<int32_t>{Byte('a'), Byte('b'), Byte('x')},
-                                  s.text_sent);
+  auto restored = p.RestoredState(
+      params, s.rng.state(), std::vector<int32_t>{Byte('a'), Byte('b'), Byte('x')}, s.text_sent);
   ASSERT_TRUE(restored.ok());
   p.Add(1, std::move(*restored));
   const auto a = Feed(p, 0, "yq");

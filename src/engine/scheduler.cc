@@ -12,8 +12,7 @@ Scheduler::Scheduler(SchedulerConfig config, KvCacheManager* kv,
                      std::shared_ptr<AdmissionPolicy> policy)
     : config_(config), kv_(kv), policy_(std::move(policy)) {
   FOLIO_CHECK(kv_ != nullptr && policy_ != nullptr);
-  FOLIO_CHECK(config_.max_num_seqs >= 1 &&
-              config_.max_num_batched_tokens >= config_.max_num_seqs);
+  FOLIO_CHECK(config_.max_num_seqs >= 1 && config_.max_num_batched_tokens >= config_.max_num_seqs);
 }
 
 void Scheduler::AddWaiting(Sequence sequence) {
@@ -108,8 +107,12 @@ Result<SchedulerOutput> Scheduler::Schedule() {
     s.num_computed = started->num_cached_tokens;
     const uint64_t n = std::min(s.num_pending(), budget);
     const uint64_t need_all = kv_->NumNewPages(*s.seq, s.num_computed, s.num_pending());
-    const AdmissionQuery q{s,           promised,          need_all, kv_->NumAvailablePages(),
-                           kv_->num_pages(), running_.empty() && admitted == 0};
+    const AdmissionQuery q{s,
+                           promised,
+                           need_all,
+                           kv_->NumAvailablePages(),
+                           kv_->num_pages(),
+                           running_.empty() && admitted == 0};
     if (!policy_->CanAdmit(q)) {
       Release(s);
       break;  // FCFS: nobody overtakes the head of the queue
@@ -163,7 +166,8 @@ Result<SchedulerOutput> Scheduler::Schedule() {
   for (const ScheduledSequence& p : picks) {
     const Sequence& s = sequences_.at(p.id);
     out.seqs.push_back(p.seq);
-    out.token_ids.insert(out.token_ids.end(), s.tokens.begin() + static_cast<ptrdiff_t>(s.num_computed),
+    out.token_ids.insert(out.token_ids.end(),
+                         s.tokens.begin() + static_cast<ptrdiff_t>(s.num_computed),
                          s.tokens.begin() + static_cast<ptrdiff_t>(s.num_computed + p.num_tokens));
   }
   return out;

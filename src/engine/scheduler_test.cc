@@ -71,8 +71,8 @@ class SchedulerTest : public ::testing::Test {
     kv_ = std::make_unique<KvCacheManager>(*KvCacheManager::Create(kc, o.prefix_caching));
     auto inner = o.policy ? o.policy : std::make_shared<WatermarkAdmission>(o.watermark_pages);
     policy_ = std::make_shared<Counting>(inner);
-    sched_ = std::make_unique<Scheduler>(
-        SchedulerConfig{o.max_num_batched_tokens, o.max_num_seqs}, kv_.get(), policy_);
+    sched_ = std::make_unique<Scheduler>(SchedulerConfig{o.max_num_batched_tokens, o.max_num_seqs},
+                                         kv_.get(), policy_);
   }
 
   RequestId Add(std::vector<int32_t> prompt, uint64_t max_tokens) {
@@ -275,7 +275,7 @@ TEST_F(SchedulerTest, TheHeadOfTheQueueIsNeverOvertaken) {
   Make({.num_pages = 8, .prefix_caching = false});
   const RequestId running = Add(Prompt(16, 1), 8);  // 4 pages now, 6 at the end
   Step();
-  const RequestId big = Add(Prompt(20, 2), 1);  // 5 pages: does not fit yet
+  const RequestId big = Add(Prompt(20, 2), 1);   // 5 pages: does not fit yet
   const RequestId small = Add(Prompt(2, 3), 1);  // 1 page: would fit
   const SchedulerOutput out = Step();
   EXPECT_EQ(Ids(out), std::vector<RequestId>{running});
@@ -467,8 +467,8 @@ TEST_F(SchedulerTest, AbandonLeavesEveryQueueAndPageAsBefore) {
   ASSERT_EQ(Ids(*out), (std::vector<RequestId>{a, b}));
   sched_->Abandon(std::move(*out));
   EXPECT_EQ(Free(), free_before);
-  EXPECT_TRUE(std::equal(free_list.begin(), free_list.end(),
-                         kv_->cache().pool().free_list().begin()));
+  EXPECT_TRUE(
+      std::equal(free_list.begin(), free_list.end(), kv_->cache().pool().free_list().begin()));
   EXPECT_EQ(sched_->sequence(a).num_computed, 8u);
   EXPECT_EQ(sched_->waiting().front(), b);
   EXPECT_FALSE(sched_->sequence(b).seq.has_value());
@@ -601,7 +601,8 @@ TEST_F(SchedulerTest, RandomWorkloadsConservePagesAndFinish) {
     for (int step = 0; step < 3000 && (added < 12 || sched_->HasUnfinished()); ++step) {
       if (added < 12 && rng.NextU64() % 2 == 0) {
         const uint64_t len = 1 + rng.NextU64() % 12;
-        Add(Prompt(len, static_cast<int32_t>(rng.NextU64() % 3)), 1 + rng.NextU64() % (max_len - len));
+        Add(Prompt(len, static_cast<int32_t>(rng.NextU64() % 3)),
+            1 + rng.NextU64() % (max_len - len));
         ++added;
       }
       if (sched_->HasUnfinished() && rng.NextU64() % 10 == 0) {

@@ -14,21 +14,30 @@ using nlohmann::json;
 
 Result<format::ElementType> ToElementType(DType d) {
   switch (d) {
-    case DType::kF32: return format::ElementType::kF32;
-    case DType::kBF16: return format::ElementType::kBF16;
-    case DType::kF16: return format::ElementType::kF16;
-    default: break;
+    case DType::kF32:
+      return format::ElementType::kF32;
+    case DType::kBF16:
+      return format::ElementType::kBF16;
+    case DType::kF16:
+      return format::ElementType::kF16;
+    default:
+      break;
   }
   return Status::Unimplemented("KV dtype " + std::string(DTypeName(d)) +
                                " has no snapshot encoding");
 }
 
 json ParamsJson(const RequestParams& p) {
-  return {{"temperature", p.sampling.temperature}, {"top_k", p.sampling.top_k},
-          {"top_p", p.sampling.top_p},             {"min_p", p.sampling.min_p},
-          {"max_tokens", p.max_tokens},            {"seed", p.seed},
-          {"stop_token_ids", p.stop_token_ids},    {"stop_strings", p.stop_strings},
-          {"logprobs", p.logprobs},                {"top_logprobs", p.top_logprobs}};
+  return {{"temperature", p.sampling.temperature},
+          {"top_k", p.sampling.top_k},
+          {"top_p", p.sampling.top_p},
+          {"min_p", p.sampling.min_p},
+          {"max_tokens", p.max_tokens},
+          {"seed", p.seed},
+          {"stop_token_ids", p.stop_token_ids},
+          {"stop_strings", p.stop_strings},
+          {"logprobs", p.logprobs},
+          {"top_logprobs", p.top_logprobs}};
 }
 
 Result<RequestParams> ParseParams(const json& j, const std::string& where) {
@@ -87,7 +96,8 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
         live.push_back(0);
       }
       const uint64_t first = i * kc.page_size;
-      live[pos->second] = std::max(live[pos->second], std::min(kc.page_size, r.num_computed - first));
+      live[pos->second] =
+          std::max(live[pos->second], std::min(kc.page_size, r.num_computed - first));
       q.block_table.push_back(pos->second);
     }
     q.request = {{"prompt", r.prompt()},
@@ -116,10 +126,11 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
   FOLIO_RETURN_IF_ERROR(s.Validate());
   const kv::PagedKvCacheConfig& kc = kv_->config();
   FOLIO_ASSIGN_OR_RETURN(format::ElementType dtype, ToElementType(kc.dtype));
-  auto mismatch = [](const std::string& field, const std::string& theirs,
-                     const std::string& ours) {
-    return Status::InvalidArgument("snapshot " + field + " " + theirs + " differs from this "
-                                   "engine's " + ours);
+  auto mismatch = [](const std::string& field, const std::string& theirs, const std::string& ours) {
+    return Status::InvalidArgument("snapshot " + field + " " + theirs +
+                                   " differs from this "
+                                   "engine's " +
+                                   ours);
   };
   if (s.model_id != runner_.model_id()) return mismatch("model id", s.model_id, runner_.model_id());
   if (s.kv_dtype != dtype) {
@@ -199,8 +210,7 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
         return std::span(pool).subspan(j * page_bytes, page_bytes);
       };
       FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kKey, pages[j], at(s.keys[l])).ok());
-      FOLIO_CHECK(
-          cache.WritePageTokenMajor(l, kv::KvRole::kValue, pages[j], at(s.values[l])).ok());
+      FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kValue, pages[j], at(s.values[l])).ok());
     }
   }
   std::vector<RequestId> ids;

@@ -28,8 +28,7 @@ TEST(DescriptorProperty, RandomValidDescriptorsRoundTrip) {
     const Bytes bytes = d.ToBytes();
     ASSERT_EQ(bytes.size(), d.encoded_size());
     auto back = TensorDescriptor::FromBytes(bytes);
-    ASSERT_TRUE(back.ok()) << "descriptor " << i << ": "
-                           << back.error().ToString();
+    ASSERT_TRUE(back.ok()) << "descriptor " << i << ": " << back.error().ToString();
     ASSERT_EQ(*back, d) << "descriptor " << i;
     ASSERT_EQ(back->ToBytes(), bytes) << "descriptor " << i;
     layouts.insert(LayoutTag(d.layout()));
@@ -63,8 +62,7 @@ void Mutate(RandomDescriptors& gen, Bytes& b) {
   const uint64_t n = b.size();
   switch (gen.Below(6)) {
     case 0:
-      if (n)
-        b[gen.Below(n)] ^= std::byte{static_cast<uint8_t>(1u << gen.Below(8))};
+      if (n) b[gen.Below(n)] ^= std::byte{static_cast<uint8_t>(1u << gen.Below(8))};
       break;
     case 1:
       if (n) b[gen.Below(n)] = static_cast<std::byte>(gen.Below(256));
@@ -80,8 +78,8 @@ void Mutate(RandomDescriptors& gen, Bytes& b) {
       break;
     }
     case 3:
-      b.insert(b.begin() + static_cast<std::ptrdiff_t>(gen.Below(n + 1)),
-               gen.Below(17), static_cast<std::byte>(gen.Below(256)));
+      b.insert(b.begin() + static_cast<std::ptrdiff_t>(gen.Below(n + 1)), gen.Below(17),
+               static_cast<std::byte>(gen.Below(256)));
       break;
     case 4:
       if (n) {
@@ -141,8 +139,7 @@ TEST(BlockPagedProperty, ElementOffsetMatchesTheFormulaAndStaysInThePool) {
       seq_ptr.push_back(static_cast<uint32_t>(table.size()));
     }
     ASSERT_TRUE(l->ValidateIndexBuffers(seq_ptr, table).ok());
-    const std::vector<uint64_t> shape{table.size() * page_size, heads,
-                                      head_dim};
+    const std::vector<uint64_t> shape{table.size() * page_size, heads, head_dim};
     const uint64_t pool = num_pages * page_size * heads * head_dim;
     for (uint32_t s = 0; s < num_seqs; ++s) {
       const uint64_t tokens = (seq_ptr[s + 1] - seq_ptr[s]) * page_size;
@@ -156,9 +153,7 @@ TEST(BlockPagedProperty, ElementOffsetMatchesTheFormulaAndStaysInThePool) {
             }
             ASSERT_TRUE(r.ok()) << r.error().ToString();
             const uint64_t phys = table[seq_ptr[s] + t / page_size];
-            EXPECT_EQ(*r, ((phys * page_size + t % page_size) * heads + h) *
-                                  head_dim +
-                              dim);
+            EXPECT_EQ(*r, ((phys * page_size + t % page_size) * heads + h) * head_dim + dim);
             EXPECT_LT(*r, pool);
           }
         }

@@ -75,12 +75,11 @@ uint64_t TotalTokens(const KvSnapshot& s) {
 
 // The key or value descriptor of one layer.
 Result<TensorDescriptor> Describe(const KvSnapshot& s, uint64_t layer, bool value) {
-  FOLIO_ASSIGN_OR_RETURN(
-      BlockPagedLayout layout,
-      BlockPagedLayout::Create(static_cast<uint32_t>(s.page_size), s.num_pages, 0,
-                               static_cast<uint32_t>(s.sequences.size()),
-                               value ? KvRole::kValue : KvRole::kKey,
-                               static_cast<uint32_t>(layer), IndexType::kU32));
+  FOLIO_ASSIGN_OR_RETURN(BlockPagedLayout layout,
+                         BlockPagedLayout::Create(static_cast<uint32_t>(s.page_size), s.num_pages,
+                                                  0, static_cast<uint32_t>(s.sequences.size()),
+                                                  value ? KvRole::kValue : KvRole::kKey,
+                                                  static_cast<uint32_t>(layer), IndexType::kU32));
   std::vector<BufferHandle> buffers(3);
   buffers[0].byte_size = s.num_pages * s.page_bytes();
   buffers[1].byte_size = 4 * FlatTable(s).size();
@@ -96,9 +95,8 @@ std::span<const std::byte> AsBytes(const std::vector<uint32_t>& v) {
 json Manifest(const KvSnapshot& s) {
   json seqs = json::array();
   for (const SnapshotSequence& q : s.sequences) {
-    seqs.push_back({{"block_table", q.block_table},
-                    {"num_tokens", q.num_tokens},
-                    {"request", q.request}});
+    seqs.push_back(
+        {{"block_table", q.block_table}, {"num_tokens", q.num_tokens}, {"request", q.request}});
   }
   return {{"format", "folio-kv-snapshot"},
           {"model_id", s.model_id},
@@ -131,8 +129,10 @@ Result<KvSnapshot> ParseManifest(const json& m) {
   FOLIO_ASSIGN_OR_RETURN(s.num_pages, f.U64("num_pages", kMaxPages));
   const auto seqs = m.find("sequences");
   if (seqs == m.end() || !seqs->is_array() || seqs->size() > kMaxSequences) {
-    return Status::InvalidArgument("manifest field sequences is missing, not an array or has "
-                                   "more than " + Str(kMaxSequences) + " entries");
+    return Status::InvalidArgument(
+        "manifest field sequences is missing, not an array or has "
+        "more than " +
+        Str(kMaxSequences) + " entries");
   }
   for (size_t i = 0; i < seqs->size(); ++i) {
     const json& q = (*seqs)[i];
@@ -146,8 +146,7 @@ Result<KvSnapshot> ParseManifest(const json& m) {
     for (const json& page : *table) {
       if (!page.is_number_unsigned() || page.get<uint64_t>() >= s.num_pages) {
         return Status::InvalidArgument(where + ": block_table entry " + page.dump() +
-                                       " is not a page id below num_pages " +
-                                       Str(s.num_pages));
+                                       " is not a page id below num_pages " + Str(s.num_pages));
       }
       seq.block_table.push_back(page.get<uint32_t>());
     }
@@ -188,8 +187,7 @@ Status KvSnapshot::Validate() const {
   }
   for (uint64_t l = 0; l < num_layers; ++l) {
     if (keys[l].size() != *pool || values[l].size() != *pool) {
-      return Status::InvalidArgument("layer " + Str(l) + " pools are not " + Str(*pool) +
-                                     " bytes");
+      return Status::InvalidArgument("layer " + Str(l) + " pools are not " + Str(*pool) + " bytes");
     }
   }
   std::vector<bool> used(num_pages, false);
@@ -206,8 +204,8 @@ Status KvSnapshot::Validate() const {
     }
     for (const uint32_t p : q.block_table) {
       if (p >= num_pages) {
-        return Status::InvalidArgument("sequence " + Str(i) + " names page " + Str(p) +
-                                       " of " + Str(num_pages));
+        return Status::InvalidArgument("sequence " + Str(i) + " names page " + Str(p) + " of " +
+                                       Str(num_pages));
       }
       used[p] = true;
     }
@@ -272,8 +270,8 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
   uint32_t crc = 0;
   FOLIO_RETURN_IF_ERROR(internal::Reader(bytes.last(4), "snapshot").Read("checksum", crc));
   if (const uint32_t computed = Crc32(body); computed != crc) {
-    return Status::Corruption("snapshot checksum mismatch: stored " + Str(crc) +
-                              ", computed " + Str(computed));
+    return Status::Corruption("snapshot checksum mismatch: stored " + Str(crc) + ", computed " +
+                              Str(computed));
   }
   internal::Reader r(body, "snapshot");
   std::span<const std::byte> unused;
@@ -290,17 +288,18 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
   FOLIO_RETURN_IF_ERROR(r.Read("manifest_length", manifest_length));
   std::span<const std::byte> manifest_bytes;
   FOLIO_RETURN_IF_ERROR(r.Take("manifest", manifest_length, manifest_bytes));
-  const json manifest = json::parse(reinterpret_cast<const char*>(manifest_bytes.data()),
-                                    reinterpret_cast<const char*>(manifest_bytes.data()) +
-                                        manifest_bytes.size(),
-                                    nullptr, /*allow_exceptions=*/false);
+  const json manifest =
+      json::parse(reinterpret_cast<const char*>(manifest_bytes.data()),
+                  reinterpret_cast<const char*>(manifest_bytes.data()) + manifest_bytes.size(),
+                  nullptr, /*allow_exceptions=*/false);
   if (manifest.is_discarded()) return Status::InvalidArgument("manifest is not valid JSON");
   FOLIO_ASSIGN_OR_RETURN(KvSnapshot s, ParseManifest(manifest));
 
   FOLIO_RETURN_IF_ERROR(r.Read("num_tensors", num_tensors));
   if (num_tensors != 2 * s.num_layers) {
     return Status::InvalidArgument("snapshot has " + Str(num_tensors) + " tensors for " +
-                                   Str(s.num_layers) + " layers (want one key and one value "
+                                   Str(s.num_layers) +
+                                   " layers (want one key and one value "
                                    "per layer)");
   }
   // Everything the manifest implies, before sizing anything from it.
@@ -325,7 +324,8 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
     Result<TensorDescriptor> want = Describe(s, layer, value);
     if (!want.ok()) return want.status().WithContext("manifest");
     if (!(*desc == *want)) {
-      return Status::InvalidArgument(what + " descriptor disagrees with the manifest (dtype, "
+      return Status::InvalidArgument(what +
+                                     " descriptor disagrees with the manifest (dtype, "
                                      "shape, block-paged fields, layer, role or buffer sizes)");
     }
     std::vector<std::span<const std::byte>> buffers;
@@ -339,7 +339,8 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
       return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
     };
     if (!same(buffers[1], AsBytes(table)) || !same(buffers[2], AsBytes(seq_ptr))) {
-      return Status::InvalidArgument(what + " block_table or seq_ptr differs from the "
+      return Status::InvalidArgument(what +
+                                     " block_table or seq_ptr differs from the "
                                      "manifest's");
     }
     auto& dst = value ? s.values : s.keys;

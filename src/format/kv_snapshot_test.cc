@@ -54,10 +54,11 @@ bool Same(const KvSnapshot& a, const KvSnapshot& b) {
 
 // Rewrites the trailing CRC so a mutation reaches the parser.
 void FixCrc(std::vector<std::byte>& bytes) {
-  const uLong crc = crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()),
-                          static_cast<uInt>(bytes.size() - 4));
+  const uLong crc =
+      crc32(0L, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(bytes.size() - 4));
   for (int i = 0; i < 4; ++i) {
-    bytes[bytes.size() - 4 + static_cast<size_t>(i)] = static_cast<std::byte>((crc >> (8 * i)) & 0xFF);
+    bytes[bytes.size() - 4 + static_cast<size_t>(i)] =
+        static_cast<std::byte>((crc >> (8 * i)) & 0xFF);
   }
 }
 
@@ -167,8 +168,8 @@ TEST(KvSnapshot, RefusesDescriptorsThatDisagreeWithTheManifest) {
 }
 
 TEST(KvSnapshot, FileRoundTripAndAtomicWrite) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("folio_snapshot_" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("folio_snapshot_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const KvSnapshot s = Sample(5);
   ASSERT_TRUE(WriteSnapshotFile(s, dir / "a.kvs").ok());
@@ -184,9 +185,8 @@ TEST(KvSnapshot, FileRoundTripAndAtomicWrite) {
 }
 
 TEST(JsonFields, NamesWhereTheFieldAndWhatItShouldBe) {
-  const nlohmann::json j = {{"n", 5},       {"neg", -1},       {"x", 1.5},
-                            {"b", true},    {"s", "hi"},       {"t", {1, 2}},
-                            {"bad_t", {1, -2}}, {"ss", {"a", 3}}};
+  const nlohmann::json j = {{"n", 5},    {"neg", -1},   {"x", 1.5},         {"b", true},
+                            {"s", "hi"}, {"t", {1, 2}}, {"bad_t", {1, -2}}, {"ss", {"a", 3}}};
   const JsonFields f(j, "sequence 2");
   EXPECT_EQ(*f.U64("n"), 5u);
   EXPECT_EQ(*f.Double("x"), 1.5);

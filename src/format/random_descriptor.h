@@ -40,15 +40,14 @@ class RandomDescriptors {
  private:
   ElementType AnyType() {
     static constexpr ElementType kTypes[] = {
-        ElementType::kF16, ElementType::kBF16, ElementType::kF32,
-        ElementType::kF64, ElementType::kI8,   ElementType::kU8,
-        ElementType::kI32, ElementType::kU32,  ElementType::kI64,
-        ElementType::kU64};
+        ElementType::kF16, ElementType::kBF16, ElementType::kF32, ElementType::kF64,
+        ElementType::kI8,  ElementType::kU8,   ElementType::kI32, ElementType::kU32,
+        ElementType::kI64, ElementType::kU64};
     return kTypes[Below(std::size(kTypes))];
   }
   ElementType ScaleType() {
-    static constexpr ElementType kTypes[] = {
-        ElementType::kF16, ElementType::kBF16, ElementType::kF32};
+    static constexpr ElementType kTypes[] = {ElementType::kF16, ElementType::kBF16,
+                                             ElementType::kF32};
     return kTypes[Below(3)];
   }
   float Scale() {
@@ -56,15 +55,14 @@ class RandomDescriptors {
     return OneIn(4) ? -s : s;
   }
 
-  BufferHandle Buffer(uint64_t byte_size, DeviceTag device,
-                      MemoryClass memory_class) {
+  BufferHandle Buffer(uint64_t byte_size, DeviceTag device, MemoryClass memory_class) {
     BufferHandle b;
     b.byte_size = byte_size;
     b.alignment = byte_size > 0 ? 64u << Below(4) : 1u << Below(9);
     b.device = device;
     // A CPU buffer is always producer-synced.
-    b.sync_mode = device == DeviceTag::kCpu ? SyncMode::kProducerSynced
-                                            : static_cast<SyncMode>(Below(3));
+    b.sync_mode =
+        device == DeviceTag::kCpu ? SyncMode::kProducerSynced : static_cast<SyncMode>(Below(3));
     b.memory_class = memory_class;
     return b;
   }
@@ -80,8 +78,8 @@ class RandomDescriptors {
   // A scheme for `shape` whose buffers start at `first`. A quantized axis
   // must be static, so a dynamic one is made static here; a per-block
   // block_size never exceeds a non-zero shape[axis].
-  QuantizationScheme Scheme(ElementType dtype, std::vector<uint64_t>& shape,
-                            uint64_t min_dim, uint32_t first) {
+  QuantizationScheme Scheme(ElementType dtype, std::vector<uint64_t>& shape, uint64_t min_dim,
+                            uint32_t first) {
     uint64_t kind = shape.empty() ? 0 : Below(3);
     const bool symmetric = OneIn(2);
     if (kind == 0) {
@@ -97,10 +95,8 @@ class RandomDescriptors {
       return symmetric ? *PerChannelAffine::Symmetric(axis, first)
                        : *PerChannelAffine::Asymmetric(axis, first, first + 1);
     }
-    return symmetric
-               ? *PerBlockAffine::Symmetric(axis, block, first, ScaleType())
-               : *PerBlockAffine::Asymmetric(axis, block, first, first + 1,
-                                             ScaleType());
+    return symmetric ? *PerBlockAffine::Symmetric(axis, block, first, ScaleType())
+                     : *PerBlockAffine::Asymmetric(axis, block, first, first + 1, ScaleType());
   }
 
   TensorDescriptor Dense(bool strided) {
@@ -133,9 +129,8 @@ class RandomDescriptors {
       if (strided) {
         const int64_t s = static_cast<int64_t>(Below(13)) - 6;
         strides.strides[i] = s;
-        const uint64_t reach =
-            (s < 0 ? static_cast<uint64_t>(-s) : static_cast<uint64_t>(s)) *
-            (extent > 0 ? extent - 1 : 0);
+        const uint64_t reach = (s < 0 ? static_cast<uint64_t>(-s) : static_cast<uint64_t>(s)) *
+                               (extent > 0 ? extent - 1 : 0);
         (s < 0 ? below : last) += reach;
       } else {
         last += row_major * (extent > 0 ? extent - 1 : 0);
@@ -143,12 +138,10 @@ class RandomDescriptors {
       }
     }
     const uint64_t byte_offset = below * esize + Below(3) * esize;
-    const uint64_t needed =
-        dynamic || empty ? byte_offset : byte_offset + (last + 1) * esize;
+    const uint64_t needed = dynamic || empty ? byte_offset : byte_offset + (last + 1) * esize;
     const DeviceTag device = Device();
     const MemoryClass memory_class = Class();
-    std::vector<BufferHandle> buffers{
-        Buffer(needed + Below(3) * 64, device, memory_class)};
+    std::vector<BufferHandle> buffers{Buffer(needed + Below(3) * 64, device, memory_class)};
     if (quant) {
       for (size_t i = 0; i < ReferencedBuffers(*quant).size(); ++i) {
         buffers.push_back(Buffer(Below(200), Device(), Class()));
@@ -156,9 +149,8 @@ class RandomDescriptors {
     }
     Layout layout = RowMajorLayout{};
     if (strided) layout = std::move(strides);
-    auto d = TensorDescriptor::Create(dtype, std::move(shape), byte_offset,
-                                      std::move(layout), std::move(buffers),
-                                      std::move(quant));
+    auto d = TensorDescriptor::Create(dtype, std::move(shape), byte_offset, std::move(layout),
+                                      std::move(buffers), std::move(quant));
     FOLIO_CHECK(d.ok(), d.status().ToString());
     return *std::move(d);
   }
@@ -170,11 +162,9 @@ class RandomDescriptors {
     const uint64_t heads = 1 + Below(3), head_dim = 1 + Below(8);
     const auto index_type = OneIn(2) ? IndexType::kU32 : IndexType::kU64;
     const std::optional<uint32_t> layer =
-        OneIn(2) ? std::nullopt
-                 : std::optional<uint32_t>(static_cast<uint32_t>(Below(80)));
+        OneIn(2) ? std::nullopt : std::optional<uint32_t>(static_cast<uint32_t>(Below(80)));
     auto layout = BlockPagedLayout::Create(page_size, num_pages, 0, num_seqs,
-                                           static_cast<KvRole>(Below(3)), layer,
-                                           index_type);
+                                           static_cast<KvRole>(Below(3)), layer, index_type);
     FOLIO_CHECK(layout.ok(), layout.status().ToString());
 
     ElementType dtype = AnyType();
@@ -190,19 +180,16 @@ class RandomDescriptors {
         quant = symmetric ? *PerChannelAffine::Symmetric(axis, 3)
                           : *PerChannelAffine::Asymmetric(axis, 3, 4);
       } else {
-        quant =
-            symmetric
-                ? *PerBlockAffine::Symmetric(0, page_size, 3, ScaleType())
-                : *PerBlockAffine::Asymmetric(0, page_size, 3, 4, ScaleType());
+        quant = symmetric ? *PerBlockAffine::Symmetric(0, page_size, 3, ScaleType())
+                          : *PerBlockAffine::Asymmetric(0, page_size, 3, 4, ScaleType());
       }
     }
     const uint64_t isize = IndexTypeBytes(index_type);
     const DeviceTag device = Device();
     const MemoryClass memory_class = Class();
     std::vector<BufferHandle> buffers{
-        Buffer(
-            num_pages * page_size * heads * head_dim * ElementTypeBytes(dtype),
-            device, memory_class),
+        Buffer(num_pages * page_size * heads * head_dim * ElementTypeBytes(dtype), device,
+               memory_class),
         Buffer(Below(9) * isize, device, memory_class),
         Buffer((num_seqs + 1) * isize, device, memory_class)};
     if (quant) {
@@ -215,11 +202,9 @@ class RandomDescriptors {
         buffers.push_back(Buffer(size, device, memory_class));
       }
     }
-    const uint64_t total_tokens =
-        OneIn(5) ? wire::kDynamicDim : Below(num_pages * page_size + 1);
-    auto d =
-        TensorDescriptor::Create(dtype, {total_tokens, heads, head_dim}, 0,
-                                 *layout, std::move(buffers), std::move(quant));
+    const uint64_t total_tokens = OneIn(5) ? wire::kDynamicDim : Below(num_pages * page_size + 1);
+    auto d = TensorDescriptor::Create(dtype, {total_tokens, heads, head_dim}, 0, *layout,
+                                      std::move(buffers), std::move(quant));
     FOLIO_CHECK(d.ok(), d.status().ToString());
     return *std::move(d);
   }

@@ -18,8 +18,7 @@ template <typename T>
 Bytes Le(T v) {
   Bytes out(sizeof(T));
   for (size_t i = 0; i < sizeof(T); ++i) {
-    out[i] = static_cast<std::byte>(
-        (static_cast<unsigned long long>(v) >> (8 * i)) & 0xFF);
+    out[i] = static_cast<std::byte>((static_cast<unsigned long long>(v) >> (8 * i)) & 0xFF);
   }
   return out;
 }
@@ -61,10 +60,9 @@ inline Bytes FromHex(std::string_view hex) {
 
 // The fixed header with the given fields; descriptor_length is patched by
 // Finish once the whole descriptor is assembled.
-inline Bytes Header(uint32_t flags, uint8_t dtype, uint8_t layout,
-                    uint32_t rank) {
-  return Join({FromHex("48 52 52 59"), U8(1), U8(0), U32(0), U32(flags),
-               U8(dtype), U8(layout), U32(rank)});
+inline Bytes Header(uint32_t flags, uint8_t dtype, uint8_t layout, uint32_t rank) {
+  return Join(
+      {FromHex("48 52 52 59"), U8(1), U8(0), U32(0), U32(flags), U8(dtype), U8(layout), U32(rank)});
 }
 inline Bytes Finish(Bytes b) {
   const Bytes len = U32(static_cast<uint32_t>(b.size()));
@@ -72,11 +70,9 @@ inline Bytes Finish(Bytes b) {
   return b;
 }
 // One buffer handle: byte_size, alignment, device, sync, class, reserved.
-inline Bytes Buffer(uint64_t size, uint32_t alignment = 64, uint8_t device = 0,
-                    uint8_t sync = 0, uint8_t memory_class = 0,
-                    uint8_t reserved = 0) {
-  return Join({U64(size), U32(alignment), U8(device), U8(sync),
-               U8(memory_class), U8(reserved)});
+inline Bytes Buffer(uint64_t size, uint32_t alignment = 64, uint8_t device = 0, uint8_t sync = 0,
+                    uint8_t memory_class = 0, uint8_t reserved = 0) {
+  return Join({U64(size), U32(alignment), U8(device), U8(sync), U8(memory_class), U8(reserved)});
 }
 
 }  // namespace folio::format::testing

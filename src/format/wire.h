@@ -49,8 +49,8 @@ class Reader {
 
   Status Need(std::string_view what, uint64_t num_bytes) const {
     if (num_bytes <= remaining()) return Status::Ok();
-    return Invalid("truncated ", input_, ": ", what, " at byte ", pos_, " needs ",
-                   num_bytes, " bytes, ", remaining(), " remain");
+    return Invalid("truncated ", input_, ": ", what, " at byte ", pos_, " needs ", num_bytes,
+                   " bytes, ", remaining(), " remain");
   }
 
   // An unsigned little-endian integer of sizeof(T) bytes.
@@ -73,8 +73,8 @@ class Reader {
     for (uint64_t i = 0; i < count; ++i) {
       const auto b = static_cast<uint8_t>(bytes_[pos_ + i]);
       if (b != 0) {
-        return Invalid(what, " byte ", i, " (", input_, " byte ", pos_ + i,
-                       ") is ", Hex(b), "; reserved bytes must be zero");
+        return Invalid(what, " byte ", i, " (", input_, " byte ", pos_ + i, ") is ", Hex(b),
+                       "; reserved bytes must be zero");
       }
     }
     pos_ += count;
@@ -82,8 +82,7 @@ class Reader {
   }
 
   // The next `count` bytes (checked), advancing past them.
-  Status Take(std::string_view what, uint64_t count,
-              std::span<const std::byte>& out) {
+  Status Take(std::string_view what, uint64_t count, std::span<const std::byte>& out) {
     FOLIO_RETURN_IF_ERROR(Need(what, count));
     out = bytes_.subspan(pos_, count);
     pos_ += count;
@@ -102,17 +101,12 @@ class Writer {
   void Put(T v) {
     static_assert(std::is_unsigned_v<T>);
     for (size_t i = 0; i < sizeof(T); ++i) {
-      out_.push_back(static_cast<std::byte>(
-          (static_cast<uint64_t>(v) >> (8 * i)) & 0xFFu));
+      out_.push_back(static_cast<std::byte>((static_cast<uint64_t>(v) >> (8 * i)) & 0xFFu));
     }
   }
   void Reserve(uint64_t count) { out_.reserve(count); }
-  void PutZeros(uint64_t count) {
-    out_.insert(out_.end(), count, std::byte{0});
-  }
-  void PutBytes(std::span<const std::byte> b) {
-    out_.insert(out_.end(), b.begin(), b.end());
-  }
+  void PutZeros(uint64_t count) { out_.insert(out_.end(), count, std::byte{0}); }
+  void PutBytes(std::span<const std::byte> b) { out_.insert(out_.end(), b.begin(), b.end()); }
   uint64_t size() const { return out_.size(); }
   std::vector<std::byte>& bytes() { return out_; }
 

@@ -38,9 +38,8 @@ std::optional<std::vector<PageId>> BlockPool::TryAllocate(uint64_t n) {
 
 Status BlockPool::CheckRange(PageId page, const char* op) const {
   if (page < 0 || static_cast<uint64_t>(page) >= num_pages()) {
-    return Status::OutOfRange(std::string(op) + " of page " +
-                              std::to_string(page) + ": the pool has pages [0, " +
-                              std::to_string(num_pages()) + ")");
+    return Status::OutOfRange(std::string(op) + " of page " + std::to_string(page) +
+                              ": the pool has pages [0, " + std::to_string(num_pages()) + ")");
   }
   return Status::Ok();
 }
@@ -49,12 +48,11 @@ Status BlockPool::Retain(PageId page) {
   FOLIO_RETURN_IF_ERROR(CheckRange(page, "retain"));
   uint32_t& count = refcounts_[static_cast<size_t>(page)];
   if (count == 0) {
-    return Status::FailedPrecondition("retain of page " + std::to_string(page) +
-                                      ", which is free");
+    return Status::FailedPrecondition("retain of page " + std::to_string(page) + ", which is free");
   }
   if (count == std::numeric_limits<uint32_t>::max()) {
-    return Status::ResourceExhausted("refcount of page " +
-                                     std::to_string(page) + " would overflow");
+    return Status::ResourceExhausted("refcount of page " + std::to_string(page) +
+                                     " would overflow");
   }
   ++count;
   return Status::Ok();
@@ -72,16 +70,16 @@ Status BlockPool::Release(PageId page) {
 }
 
 uint32_t BlockPool::refcount(PageId page) const {
-  FOLIO_CHECK(page >= 0 && static_cast<uint64_t>(page) < num_pages(),
-              "page=", page, " num_pages=", num_pages());
+  FOLIO_CHECK(page >= 0 && static_cast<uint64_t>(page) < num_pages(), "page=", page,
+              " num_pages=", num_pages());
   return refcounts_[static_cast<size_t>(page)];
 }
 
 Status BlockPool::CheckInvariants() const {
   if (free_.size() > refcounts_.size()) {
-    return Status::FailedPrecondition(
-        "free list holds " + std::to_string(free_.size()) +
-        " entries for " + std::to_string(refcounts_.size()) + " pages");
+    return Status::FailedPrecondition("free list holds " + std::to_string(free_.size()) +
+                                      " entries for " + std::to_string(refcounts_.size()) +
+                                      " pages");
   }
   std::vector<bool> on_free_list(refcounts_.size(), false);
   for (const PageId page : free_) {
@@ -96,10 +94,8 @@ Status BlockPool::CheckInvariants() const {
   for (size_t i = 0; i < refcounts_.size(); ++i) {
     if ((refcounts_[i] == 0) != on_free_list[i]) {
       return Status::FailedPrecondition(
-          "page " + std::to_string(i) + " has refcount " +
-          std::to_string(refcounts_[i]) +
-          (on_free_list[i] ? " but is on the free list"
-                           : " but is not on the free list"));
+          "page " + std::to_string(i) + " has refcount " + std::to_string(refcounts_[i]) +
+          (on_free_list[i] ? " but is on the free list" : " but is not on the free list"));
     }
   }
   return Status::Ok();

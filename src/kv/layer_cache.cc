@@ -8,32 +8,28 @@
 
 namespace folio::kv {
 
-Result<LayerCache> LayerCache::Create(PageTableLayout layout, LaneShape shape,
-                                      DType dtype) {
+Result<LayerCache> LayerCache::Create(PageTableLayout layout, LaneShape shape, DType dtype) {
   if (shape.batch == 0 || shape.num_kv_heads == 0 || shape.head_dim == 0) {
     return Status::InvalidArgument(
-        "cache batch, num_kv_heads and head_dim must be > 0 (got " +
-        std::to_string(shape.batch) + ", " + std::to_string(shape.num_kv_heads) +
-        ", " + std::to_string(shape.head_dim) + ")");
+        "cache batch, num_kv_heads and head_dim must be > 0 (got " + std::to_string(shape.batch) +
+        ", " + std::to_string(shape.num_kv_heads) + ", " + std::to_string(shape.head_dim) + ")");
   }
   if (dtype == DType::kI8) {
     return Status::Unimplemented("KV dtype i8 needs a quantization scheme");
   }
-  const auto bytes =
-      CheckedProduct({layout.reserved_positions(), shape.batch,
-                      shape.num_kv_heads, shape.head_dim, DTypeSize(dtype)});
+  const auto bytes = CheckedProduct({layout.reserved_positions(), shape.batch, shape.num_kv_heads,
+                                     shape.head_dim, DTypeSize(dtype)});
   if (!bytes || *bytes > std::numeric_limits<size_t>::max() / 2) {
     return Status::OutOfRange("layer cache size overflows: " +
-                              std::to_string(layout.reserved_positions()) +
-                              " positions");
+                              std::to_string(layout.reserved_positions()) + " positions");
   }
   return LayerCache(std::move(layout), shape, dtype);
 }
 
 LayerCache::LayerCache(PageTableLayout layout, LaneShape shape, DType dtype)
     : layout_(std::move(layout)), shape_(shape), dtype_(dtype) {
-  const uint64_t slots = layout_.reserved_positions() * shape_.batch *
-                         shape_.num_kv_heads * shape_.head_dim;
+  const uint64_t slots =
+      layout_.reserved_positions() * shape_.batch * shape_.num_kv_heads * shape_.head_dim;
   keys_ = AlignedBuffer(slots * DTypeSize(dtype_));
   values_ = AlignedBuffer(slots * DTypeSize(dtype_));
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -44,33 +40,30 @@ LayerCache::LayerCache(PageTableLayout layout, LaneShape shape, DType dtype)
 }
 
 template <typename T>
-Status LayerCache::CheckRows(std::span<const T> keys, std::span<const T> values,
-                             uint64_t n) const {
+Status LayerCache::CheckRows(std::span<const T> keys, std::span<const T> values, uint64_t n) const {
   if (pending_ != 0) {
     return Status::FailedPrecondition(std::to_string(pending_) +
                                       " staged rows are neither committed nor discarded");
   }
   if (length_ + n > layout_.capacity()) {
-    return Status::ResourceExhausted(
-        "appending " + std::to_string(n) + " positions to length " +
-        std::to_string(length_) + " exceeds capacity " +
-        std::to_string(layout_.capacity()));
+    return Status::ResourceExhausted("appending " + std::to_string(n) + " positions to length " +
+                                     std::to_string(length_) + " exceeds capacity " +
+                                     std::to_string(layout_.capacity()));
   }
   const uint64_t expected = shape_.batch * shape_.num_kv_heads * n * shape_.head_dim;
   if (keys.size() != expected || values.size() != expected) {
     return Status::InvalidArgument(
         "K/V rows must be [batch=" + std::to_string(shape_.batch) +
-        ", kv_heads=" + std::to_string(shape_.num_kv_heads) +
-        ", n=" + std::to_string(n) + ", head_dim=" + std::to_string(shape_.head_dim) +
-        "] = " + std::to_string(expected) + " values (got keys " +
-        std::to_string(keys.size()) + ", values " + std::to_string(values.size()) + ")");
+        ", kv_heads=" + std::to_string(shape_.num_kv_heads) + ", n=" + std::to_string(n) +
+        ", head_dim=" + std::to_string(shape_.head_dim) + "] = " + std::to_string(expected) +
+        " values (got keys " + std::to_string(keys.size()) + ", values " +
+        std::to_string(values.size()) + ")");
   }
   for (const auto* rows : {&keys, &values}) {
     for (size_t i = 0; i < rows->size(); ++i) {
       if (!std::isfinite((*rows)[i])) {
-        return Status::InvalidArgument(
-            std::string(rows == &keys ? "key" : "value") + " element " +
-            std::to_string(i) + " is not finite");
+        return Status::InvalidArgument(std::string(rows == &keys ? "key" : "value") + " element " +
+                                       std::to_string(i) + " is not finite");
       }
     }
   }
@@ -78,8 +71,7 @@ Status LayerCache::CheckRows(std::span<const T> keys, std::span<const T> values,
 }
 
 template <typename T>
-void LayerCache::WriteRows(std::span<const T> keys, std::span<const T> values,
-                           uint64_t n) {
+void LayerCache::WriteRows(std::span<const T> keys, std::span<const T> values, uint64_t n) {
   const uint64_t d = shape_.head_dim;
   size_t src = 0;
   for (uint64_t b = 0; b < shape_.batch; ++b) {
@@ -96,16 +88,14 @@ void LayerCache::WriteRows(std::span<const T> keys, std::span<const T> values,
 }
 
 template <typename T>
-Status LayerCache::Append(std::span<const T> keys, std::span<const T> values,
-                          uint64_t n) {
+Status LayerCache::Append(std::span<const T> keys, std::span<const T> values, uint64_t n) {
   FOLIO_RETURN_IF_ERROR(Stage(keys, values, n));
   Commit();
   return Status::Ok();
 }
 
 template <typename T>
-Status LayerCache::Stage(std::span<const T> keys, std::span<const T> values,
-                         uint64_t n) {
+Status LayerCache::Stage(std::span<const T> keys, std::span<const T> values, uint64_t n) {
   FOLIO_RETURN_IF_ERROR(CheckRows(keys, values, n));
   WriteRows(keys, values, n);
   pending_ = n;
@@ -125,8 +115,7 @@ void LayerCache::Reset() {
 }
 
 template <typename T>
-void LayerCache::ReadRow(KvRole role, uint64_t b, uint64_t h, uint64_t pos,
-                         T* out) const {
+void LayerCache::ReadRow(KvRole role, uint64_t b, uint64_t h, uint64_t pos, T* out) const {
   FOLIO_CHECK(pos < length_ + pending_, "pos=", pos, " visible=", length_ + pending_);
   FOLIO_CHECK(b < shape_.batch && h < shape_.num_kv_heads);
   const std::byte* base = role == KvRole::kKey ? keys_.data() : values_.data();
@@ -166,13 +155,10 @@ KvArrayView LayerCache::View(KvRole role) const {
                      length_ + pending_};
 }
 
-#define FOLIO_INSTANTIATE(T)                                                   \
-  template Status LayerCache::Append<T>(std::span<const T>, std::span<const T>, \
-                                        uint64_t);                            \
-  template Status LayerCache::Stage<T>(std::span<const T>, std::span<const T>,  \
-                                       uint64_t);                             \
-  template void LayerCache::ReadRow<T>(KvRole, uint64_t, uint64_t, uint64_t,   \
-                                       T*) const;                             \
+#define FOLIO_INSTANTIATE(T)                                                               \
+  template Status LayerCache::Append<T>(std::span<const T>, std::span<const T>, uint64_t); \
+  template Status LayerCache::Stage<T>(std::span<const T>, std::span<const T>, uint64_t);  \
+  template void LayerCache::ReadRow<T>(KvRole, uint64_t, uint64_t, uint64_t, T*) const;    \
   template KvSnapshot<T> LayerCache::Snapshot<T>() const;
 FOLIO_INSTANTIATE(float)
 FOLIO_INSTANTIATE(double)

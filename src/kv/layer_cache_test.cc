@@ -69,16 +69,15 @@ TEST(LayerCache, AppendRejectsWrongShape) {
 
 TEST(LayerCache, AppendRejectsNonFiniteAndKeepsBytes) {
   auto cache = MakeCache(*PageTableLayout::Identity(4, 2));
-  const auto bytes_before = std::vector<std::byte>(cache.Bytes(KvRole::kKey).begin(),
-                                                   cache.Bytes(KvRole::kKey).end());
+  const auto bytes_before =
+      std::vector<std::byte>(cache.Bytes(KvRole::kKey).begin(), cache.Bytes(KvRole::kKey).end());
   auto v = RandomRows(24, 2);
   v[17] = std::numeric_limits<double>::infinity();
   Status s = cache.Append<double>(RandomRows(24, 1), v, 1);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("value element 17"), std::string::npos);
   EXPECT_EQ(cache.length(), 0u);
-  EXPECT_EQ(std::memcmp(bytes_before.data(), cache.Bytes(KvRole::kKey).data(),
-                        bytes_before.size()),
+  EXPECT_EQ(std::memcmp(bytes_before.data(), cache.Bytes(KvRole::kKey).data(), bytes_before.size()),
             0);
 }
 

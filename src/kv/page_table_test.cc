@@ -78,8 +78,7 @@ TEST(ScalarIndex, ReproducesWorkedExample) {
 // array, and contiguous indices are the dense [B, H, C, d] formula.
 TEST(ScalarIndex, IsABijectionOntoLiveSlots) {
   const LaneShape shape{2, 3, 5};
-  for (auto layout : {*PageTableLayout::Create(7, 3, {1, 2, 0}),
-                      *PageTableLayout::Contiguous(7)}) {
+  for (auto layout : {*PageTableLayout::Create(7, 3, {1, 2, 0}), *PageTableLayout::Contiguous(7)}) {
     std::set<uint64_t> seen;
     const uint64_t size = layout.reserved_positions() * 2 * 3 * 5;
     for (uint64_t b = 0; b < 2; ++b)

@@ -37,8 +37,7 @@ void FillNaN(AlignedBuffer& buf, DType dtype) {
 }
 
 // head_dim floats to consecutive elements of `base` from element `dst`.
-void StoreRow(DType dtype, std::byte* base, uint64_t dst, const float* src,
-              uint64_t head_dim) {
+void StoreRow(DType dtype, std::byte* base, uint64_t dst, const float* src, uint64_t head_dim) {
   if (dtype == DType::kF32) {
     std::memcpy(base + dst * sizeof(float), src, head_dim * sizeof(float));
     return;
@@ -49,19 +48,21 @@ void StoreRow(DType dtype, std::byte* base, uint64_t dst, const float* src,
 }  // namespace
 
 Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
-  if (c.num_layers == 0 || c.num_kv_heads == 0 || c.head_dim == 0 ||
-      c.page_size == 0 || c.num_pages == 0) {
+  if (c.num_layers == 0 || c.num_kv_heads == 0 || c.head_dim == 0 || c.page_size == 0 ||
+      c.num_pages == 0) {
     return Status::InvalidArgument(
         "num_layers, num_kv_heads, head_dim, page_size and num_pages must be "
-        "> 0 (got " + Str(c.num_layers) + ", " + Str(c.num_kv_heads) + ", " +
-        Str(c.head_dim) + ", " + Str(c.page_size) + ", " + Str(c.num_pages) + ")");
+        "> 0 (got " +
+        Str(c.num_layers) + ", " + Str(c.num_kv_heads) + ", " + Str(c.head_dim) + ", " +
+        Str(c.page_size) + ", " + Str(c.num_pages) + ")");
   }
   if (c.dtype == DType::kI8) {
     return Status::Unimplemented("KV dtype i8 needs a quantization scheme");
   }
   if (c.num_pages > kMaxInt32 || c.page_size > kMaxInt32) {
     return Status::OutOfRange("num_pages " + Str(c.num_pages) + " and page_size " +
-                              Str(c.page_size) + " must be <= INT32_MAX (page "
+                              Str(c.page_size) +
+                              " must be <= INT32_MAX (page "
                               "ids and last_page_len are int32)");
   }
   const auto slots = CheckedMul(c.num_pages, c.page_size);
@@ -71,12 +72,10 @@ Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
   const auto page_bytes =
       CheckedProduct({c.num_kv_heads, c.page_size, c.head_dim, DTypeSize(c.dtype)});
   const auto total =
-      page_bytes ? CheckedProduct({*page_bytes, c.num_pages, c.num_layers, 2})
-                 : std::nullopt;
+      page_bytes ? CheckedProduct({*page_bytes, c.num_pages, c.num_layers, 2}) : std::nullopt;
   if (!total || *total > std::numeric_limits<size_t>::max() / 2) {
-    return Status::OutOfRange("KV pool size overflows: " + Str(c.num_layers) +
-                              " layers x 2 x " + Str(c.num_pages) +
-                              " pages x [" + Str(c.num_kv_heads) + ", " +
+    return Status::OutOfRange("KV pool size overflows: " + Str(c.num_layers) + " layers x 2 x " +
+                              Str(c.num_pages) + " pages x [" + Str(c.num_kv_heads) + ", " +
                               Str(c.page_size) + ", " + Str(c.head_dim) + "]");
   }
   return PagedKvCache(c, *page_bytes);
@@ -97,9 +96,8 @@ PagedKvCache::PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes)
 
 PagedKvView PagedKvCache::View(uint64_t layer) const {
   FOLIO_CHECK(layer < config_.num_layers, "layer=", layer);
-  return {keys_[layer].data(),   values_[layer].data(), config_.dtype,
-          config_.num_pages,     config_.num_kv_heads,  config_.page_size,
-          config_.head_dim};
+  return {keys_[layer].data(),  values_[layer].data(), config_.dtype,   config_.num_pages,
+          config_.num_kv_heads, config_.page_size,     config_.head_dim};
 }
 
 SeqId PagedKvCache::AddSequence() {
@@ -120,8 +118,8 @@ Result<SeqId> PagedKvCache::AddSequence(std::span<const PageId> prefix, uint64_t
                                 " outside [0, " + Str(config_.num_pages) + ")");
     }
     if (pool_.refcount(page) == 0) {
-      return Status::FailedPrecondition("prefix page " + Str(i) + " (page " +
-                                        std::to_string(page) + ") is free");
+      return Status::FailedPrecondition("prefix page " + Str(i) + " (page " + std::to_string(page) +
+                                        ") is free");
     }
     if (std::find(prefix.begin(), prefix.begin() + static_cast<std::ptrdiff_t>(i), page) !=
         prefix.begin() + static_cast<std::ptrdiff_t>(i)) {
@@ -174,8 +172,8 @@ Result<std::optional<std::vector<PageId>>> PagedKvCache::HoldNewPages(uint64_t n
   return pages;
 }
 
-void PagedKvCache::ReadPageTokenMajor(uint64_t layer, KvRole role, PageId page,
-                                      uint64_t live_slots, std::span<std::byte> out) const {
+void PagedKvCache::ReadPageTokenMajor(uint64_t layer, KvRole role, PageId page, uint64_t live_slots,
+                                      std::span<std::byte> out) const {
   FOLIO_CHECK(layer < config_.num_layers && page >= 0 &&
                   static_cast<uint64_t>(page) < config_.num_pages && out.size() == page_bytes_,
               "layer=", layer, " page=", page);
@@ -277,9 +275,7 @@ const PagedKvCache::Sequence& PagedKvCache::Find(SeqId seq) const {
 
 uint64_t PagedKvCache::length(SeqId seq) const { return Find(seq).length; }
 
-std::span<const PageId> PagedKvCache::block_table(SeqId seq) const {
-  return Find(seq).table;
-}
+std::span<const PageId> PagedKvCache::block_table(SeqId seq) const { return Find(seq).table; }
 
 Result<std::vector<PagedKvCache::Decision>> PagedKvCache::Decide(
     std::span<const std::pair<SeqId, uint64_t>> requests) {
@@ -300,9 +296,8 @@ Result<std::vector<PagedKvCache::Decision>> PagedKvCache::Decide(
     }
     Sequence& seq = it->second;
     if (n > kMaxInt32 - seq.length) {
-      return Status::OutOfRange("PrepareAppend: sequence " + Str(id) +
-                                " of length " + Str(seq.length) + " plus " +
-                                Str(n) + " tokens exceeds INT32_MAX");
+      return Status::OutOfRange("PrepareAppend: sequence " + Str(id) + " of length " +
+                                Str(seq.length) + " plus " + Str(n) + " tokens exceeds INT32_MAX");
     }
     Decision d{&seq, false, 0};
     if (n > 0) {
@@ -408,21 +403,19 @@ void PagedKvCache::Abort(AppendPlan&& plan) {
 }
 
 Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
-                               std::span<const float> keys,
-                               std::span<const float> values) {
+                               std::span<const float> keys, std::span<const float> values) {
   const uint64_t heads = config_.num_kv_heads;
   const uint64_t head_dim = config_.head_dim;
   const uint64_t page_size = config_.page_size;
   if (layer >= config_.num_layers) {
-    return Status::InvalidArgument("WriteRows: layer " + Str(layer) +
-                                   " >= num_layers " + Str(config_.num_layers));
+    return Status::InvalidArgument("WriteRows: layer " + Str(layer) + " >= num_layers " +
+                                   Str(config_.num_layers));
   }
   const auto expected = CheckedProduct({slot_mapping.size(), heads, head_dim});
   if (!expected || keys.size() != *expected || values.size() != *expected) {
     return Status::InvalidArgument(
-        "WriteRows: keys and values must be [num_tokens=" +
-        Str(slot_mapping.size()) + ", num_kv_heads=" + Str(heads) +
-        ", head_dim=" + Str(head_dim) + "] floats (got keys " +
+        "WriteRows: keys and values must be [num_tokens=" + Str(slot_mapping.size()) +
+        ", num_kv_heads=" + Str(heads) + ", head_dim=" + Str(head_dim) + "] floats (got keys " +
         Str(keys.size()) + ", values " + Str(values.size()) + ")");
   }
   const uint64_t num_slots = config_.num_pages * page_size;
@@ -432,34 +425,31 @@ Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_map
       return "WriteRows: slot_mapping[" + Str(t) + "] = " + std::to_string(slot);
     };
     if (slot < 0 || static_cast<uint64_t>(slot) >= num_slots) {
-      return Status::OutOfRange(where() + " is outside the pool's " +
-                                Str(num_slots) + " slots");
+      return Status::OutOfRange(where() + " is outside the pool's " + Str(num_slots) + " slots");
     }
     const auto page = static_cast<PageId>(static_cast<uint64_t>(slot) / page_size);
     const uint32_t refs = pool_.refcount(page);
     if (refs != 1) {
       return Status::FailedPrecondition(
           where() + " is in page " + std::to_string(page) +
-          (refs == 0 ? ", which is free"
-                     : ", which " + Str(refs) + " sequences share"));
+          (refs == 0 ? ", which is free" : ", which " + Str(refs) + " sequences share"));
     }
   }
   for (const auto* rows : {&keys, &values}) {
-    const auto bad = std::find_if(rows->begin(), rows->end(),
-                                  [](float x) { return !std::isfinite(x); });
+    const auto bad =
+        std::find_if(rows->begin(), rows->end(), [](float x) { return !std::isfinite(x); });
     if (bad != rows->end()) {
       return Status::InvalidArgument(
-          std::string("WriteRows: ") + (rows == &keys ? "key" : "value") +
-          " element " + Str(static_cast<uint64_t>(bad - rows->begin())) +
-          " is not finite");
+          std::string("WriteRows: ") + (rows == &keys ? "key" : "value") + " element " +
+          Str(static_cast<uint64_t>(bad - rows->begin())) + " is not finite");
     }
   }
   const LaneShape lane{1, heads, head_dim};
   for (size_t t = 0; t < slot_mapping.size(); ++t) {
     const auto slot = static_cast<uint64_t>(slot_mapping[t]);
     for (uint64_t h = 0; h < heads; ++h) {
-      const uint64_t dst = ScalarIndex(lane, page_size, slot / page_size,
-                                       slot % page_size, 0, h, 0);
+      const uint64_t dst =
+          ScalarIndex(lane, page_size, slot / page_size, slot % page_size, 0, h, 0);
       const uint64_t src = (t * heads + h) * head_dim;
       StoreRow(config_.dtype, keys_[layer].data(), dst, keys.data() + src, head_dim);
       StoreRow(config_.dtype, values_[layer].data(), dst, values.data() + src, head_dim);
@@ -468,26 +458,24 @@ Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_map
   return Status::Ok();
 }
 
-void PagedKvCache::ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos,
-                           uint64_t head, float* out) const {
+void PagedKvCache::ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos, uint64_t head,
+                           float* out) const {
   const Sequence& s = Find(seq);
-  FOLIO_CHECK(layer < config_.num_layers && head < config_.num_kv_heads,
-              "layer=", layer, " head=", head);
+  FOLIO_CHECK(layer < config_.num_layers && head < config_.num_kv_heads, "layer=", layer,
+              " head=", head);
   FOLIO_CHECK(pos < s.length, "pos=", pos, " length=", s.length);
   const uint64_t page_size = config_.page_size;
   const auto page = static_cast<uint64_t>(s.table[pos / page_size]);
-  const uint64_t row =
-      ScalarIndex({1, config_.num_kv_heads, config_.head_dim}, page_size, page,
-                  pos % page_size, 0, head, 0);
-  const std::byte* base =
-      role == KvRole::kKey ? keys_[layer].data() : values_[layer].data();
+  const uint64_t row = ScalarIndex({1, config_.num_kv_heads, config_.head_dim}, page_size, page,
+                                   pos % page_size, 0, head, 0);
+  const std::byte* base = role == KvRole::kKey ? keys_[layer].data() : values_[layer].data();
   for (uint64_t f = 0; f < config_.head_dim; ++f) {
     out[f] = LoadElement<float>(config_.dtype, base, row + f);
   }
 }
 
-Result<BatchMetadata> PagedKvCache::BuildBatchMetadata(
-    std::span<const SeqId> seqs, const AppendPlan* plan) const {
+Result<BatchMetadata> PagedKvCache::BuildBatchMetadata(std::span<const SeqId> seqs,
+                                                       const AppendPlan* plan) const {
   // The plan's requests by sequence: (new tokens, first slot_mapping row).
   std::unordered_map<SeqId, std::pair<uint64_t, uint64_t>> planned;
   if (plan != nullptr) {
@@ -514,15 +502,15 @@ Result<BatchMetadata> PagedKvCache::BuildBatchMetadata(
                                      " is listed twice");
     }
     const auto p = planned.find(id);
-    const auto [n, first] =
-        p == planned.end() ? std::pair<uint64_t, uint64_t>{0, 0} : p->second;
+    const auto [n, first] = p == planned.end() ? std::pair<uint64_t, uint64_t>{0, 0} : p->second;
     const Sequence& seq = it->second;
     // context <= INT32_MAX: PrepareAppend refuses longer sequences.
     const uint64_t context = seq.length + n;
     const uint64_t pages = CeilDiv(context, page_size);
     if (m.indices.size() + pages > kMaxInt32 || m.slot_mapping.size() + n > kMaxInt32) {
-      return Status::OutOfRange("BuildBatchMetadata: the batch's pages or new "
-                                "tokens exceed the int32 indptr range");
+      return Status::OutOfRange(
+          "BuildBatchMetadata: the batch's pages or new "
+          "tokens exceed the int32 indptr range");
     }
     m.max_pages = std::max(m.max_pages, pages);
     m.indices.insert(m.indices.end(), seq.table.begin(),
@@ -531,15 +519,17 @@ Result<BatchMetadata> PagedKvCache::BuildBatchMetadata(
     m.context_lens.push_back(static_cast<int32_t>(context));
     m.last_page_len.push_back(
         static_cast<int32_t>(context == 0 ? 0 : (context - 1) % page_size + 1));
-    const auto slots = plan == nullptr ? std::span<const int64_t>()
-                                       : plan->slot_mapping().subspan(first, n);
+    const auto slots =
+        plan == nullptr ? std::span<const int64_t>() : plan->slot_mapping().subspan(first, n);
     m.slot_mapping.insert(m.slot_mapping.end(), slots.begin(), slots.end());
     m.query_indptr.push_back(static_cast<int32_t>(m.slot_mapping.size()));
   }
   for (const SeqId id : plan == nullptr ? std::span<const SeqId>() : plan->seqs()) {
     if (seen.count(id) == 0) {
-      return Status::InvalidArgument("BuildBatchMetadata: the plan appends to "
-                                     "sequence " + Str(id) + ", which is not listed");
+      return Status::InvalidArgument(
+          "BuildBatchMetadata: the plan appends to "
+          "sequence " +
+          Str(id) + ", which is not listed");
     }
   }
   // The padded form of the same rows.

@@ -85,7 +85,9 @@ State Capture(const PagedKvCache& c, const std::vector<SeqId>& seqs) {
 }
 
 using Table = std::vector<PageId>;
-Table TableOf(const PagedKvCache& c, SeqId s) { return {c.block_table(s).begin(), c.block_table(s).end()}; }
+Table TableOf(const PagedKvCache& c, SeqId s) {
+  return {c.block_table(s).begin(), c.block_table(s).end()};
+}
 
 TEST(PagedKvCache, CreateRejectsAZeroDimension) {
   EXPECT_EQ(PagedKvCache::Create({2, 0, 4, 16, 8, DType::kF32}).status().code(),
@@ -280,8 +282,8 @@ TEST(PagedKvCache, ReleaseReturnsEveryPageExactlyOnce) {
 TEST(PagedKvCache, BatchMetadataOnAHandWorkedExample) {
   auto c = Make(4, 16);
   const SeqId a = c.AddSequence(), b = c.AddSequence(), s = c.AddSequence();
-  Append(c, a, 5, 1);  // pages 0, 1
-  Append(c, s, 3, 2);  // page 2
+  Append(c, a, 5, 1);                              // pages 0, 1
+  Append(c, s, 3, 2);                              // page 2
   AppendPlan plan = Prepare(c, {{s, 2}, {a, 1}});  // s grows into page 3
   auto m = *c.BuildBatchMetadata(std::vector<SeqId>{a, b, s}, &plan);
   EXPECT_EQ(m.batch, 3u);
@@ -414,7 +416,7 @@ TEST(PagedKvCache, StatsCountASharedTailOnce) {
 // --- Property test: random traffic against a plain shadow model. ----------
 
 constexpr uint64_t kRow = kLayers * 2 * kHeads * kDim;  // floats per position
-using Shadow = std::map<SeqId, std::vector<float>>;  // [length, L, 2, H, d]
+using Shadow = std::map<SeqId, std::vector<float>>;     // [length, L, 2, H, d]
 
 std::vector<SeqId> Ids(const Shadow& shadow) {
   std::vector<SeqId> ids;
@@ -614,8 +616,8 @@ TEST(PagedKvCacheTest, PagesMoveInTokenMajorOrder) {
   c.ReadRow(1, KvRole::kValue, *seq, 4, 1, row);
   const auto& page1_l1_value = data[2 * kLayers + 2 * 1 + 1];
   for (uint64_t f = 0; f < kDim; ++f) {
-    EXPECT_EQ(row[f], LoadElement<float>(DType::kBF16, page1_l1_value.data(),
-                                         (1 * kHeads + 1) * kDim + f));
+    EXPECT_EQ(row[f],
+              LoadElement<float>(DType::kBF16, page1_l1_value.data(), (1 * kHeads + 1) * kDim + f));
   }
   // Reading back gives the bytes written, with slots past `live` zeroed.
   std::vector<std::byte> out(bytes);

@@ -21,13 +21,12 @@ uint64_t PrefixCache::PageHash(uint64_t parent_hash, std::span<const int32_t> to
 }
 
 const PrefixCache::Entry* PrefixCache::Find(EntryId parent, uint64_t hash,
-                                            std::span<const int32_t> tokens,
-                                            EntryId* id) const {
+                                            std::span<const int32_t> tokens, EntryId* id) const {
   auto [lo, hi] = by_hash_.equal_range(hash);
   for (auto it = lo; it != hi; ++it) {
     const Entry& e = entries_.at(it->second);
-    if (e.parent == parent && std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin(),
-                                         tokens.end())) {
+    if (e.parent == parent &&
+        std::equal(e.tokens.begin(), e.tokens.end(), tokens.begin(), tokens.end())) {
       *id = it->second;
       return &e;
     }
@@ -65,8 +64,7 @@ PrefixCache::Match PrefixCache::Lookup(std::span<const int32_t> tokens, uint64_t
 
 Result<PrefixCache::Inserted> PrefixCache::Insert(PagedKvCache& cache, EntryId parent,
                                                   uint64_t parent_hash,
-                                                  std::span<const int32_t> tokens,
-                                                  PageId page) {
+                                                  std::span<const int32_t> tokens, PageId page) {
   if (tokens.size() != page_size_) {
     return Status::InvalidArgument("a cached page holds " + std::to_string(page_size_) +
                                    " tokens, got " + std::to_string(tokens.size()));
@@ -90,8 +88,8 @@ Result<PrefixCache::Inserted> PrefixCache::Insert(PagedKvCache& cache, EntryId p
   const uint64_t depth = parent == kRoot ? 0 : entries_.at(parent).depth + 1;
   // A candidate from the start: if the inserting sequence holds the page,
   // EvictOne drops it from the candidates once, and Touch brings it back.
-  Entry e{hash, parent,  page,
-          depth, clock_, true, std::vector<int32_t>(tokens.begin(), tokens.end())};
+  Entry e{
+      hash, parent, page, depth, clock_, true, std::vector<int32_t>(tokens.begin(), tokens.end())};
   lru_.emplace(KeyOf(e, id), id);
   entries_.emplace(id, std::move(e));
   by_hash_.emplace(hash, id);

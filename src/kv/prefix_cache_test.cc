@@ -51,9 +51,8 @@ TEST(PrefixCacheTest, PageHashChainsParentAndTokens) {
   EXPECT_EQ(h, PrefixCache::PageHash(PrefixCache::kRootHash, a));
   EXPECT_NE(h, PrefixCache::PageHash(PrefixCache::kRootHash, b));
   EXPECT_NE(h, PrefixCache::PageHash(h, a));
-  EXPECT_NE(PrefixCache::PageHash(h, a), PrefixCache::PageHash(PrefixCache::PageHash(
-                                                                   PrefixCache::kRootHash, b),
-                                                               a));
+  EXPECT_NE(PrefixCache::PageHash(h, a),
+            PrefixCache::PageHash(PrefixCache::PageHash(PrefixCache::kRootHash, b), a));
   EXPECT_NE(PrefixCache::PageHash(0, std::vector<int32_t>{0}),
             PrefixCache::PageHash(0, std::vector<int32_t>{0, 0}));
 }
@@ -121,13 +120,12 @@ TEST(PrefixCacheTest, DuplicateKeysKeepTheFirstPage) {
   EXPECT_EQ(c.holds(c.block_table(b)[0]), 0u);
   EXPECT_EQ(pc.Lookup(tokens, 2).pages[1], c.block_table(a)[1]);
   // A page cannot be cached under two keys.
-  auto r = pc.Insert(c, PrefixCache::kRoot, PrefixCache::kRootHash, Iota(4, 50),
-                     c.block_table(a)[0]);
+  auto r =
+      pc.Insert(c, PrefixCache::kRoot, PrefixCache::kRootHash, Iota(4, 50), c.block_table(a)[0]);
   EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(pc.Insert(c, PrefixCache::kRoot, PrefixCache::kRootHash, Iota(3, 50), 0)
-                .status()
-                .code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      pc.Insert(c, PrefixCache::kRoot, PrefixCache::kRootHash, Iota(3, 50), 0).status().code(),
+      StatusCode::kInvalidArgument);
   EXPECT_EQ(pc.Insert(c, 999, 0, Iota(4, 50), 5).status().code(), StatusCode::kNotFound);
 }
 
@@ -206,7 +204,7 @@ TEST(PrefixCacheTest, AddSequenceRejectsBadPrefixes) {
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(c.AddSequence(std::vector<PageId>{3}).status().code(),
             StatusCode::kFailedPrecondition);  // free
-  EXPECT_EQ(c.pool().refcount(p0), 1u);  // nothing changed
+  EXPECT_EQ(c.pool().refcount(p0), 1u);        // nothing changed
   EXPECT_EQ(c.DropPage(p0).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(c.HoldPage(3).code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(c.HoldPage(-1).code(), StatusCode::kOutOfRange);
@@ -230,8 +228,8 @@ TEST(PrefixCacheTest, RandomWorkloadKeepsThePoolConsistent) {
     const uint64_t op = rng.NextU64() % 3;
     if (op == 0 && live.size() < 4) {
       // A prompt drawn from a few shared stems.
-      std::vector<int32_t> tokens = Iota(4 * (rng.NextU64() % 3), static_cast<int32_t>(
-                                                                     rng.NextU64() % 2));
+      std::vector<int32_t> tokens =
+          Iota(4 * (rng.NextU64() % 3), static_cast<int32_t>(rng.NextU64() % 2));
       for (uint64_t i = 0, n = 1 + rng.NextU64() % 9; i < n; ++i) {
         tokens.push_back(static_cast<int32_t>(rng.NextU64() % 3));
       }

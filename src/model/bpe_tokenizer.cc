@@ -19,8 +19,7 @@ constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";
 // match and every gap between matches becomes a piece; empty ones vanish.
 Status SplitPiece(const PreSplitStep& step, std::string_view s, Span piece,
                   std::vector<Span>* out) {
-  const std::string_view text =
-      s.substr(piece.first, piece.second - piece.first);
+  const std::string_view text = s.substr(piece.first, piece.second - piece.first);
   std::vector<Span> matches;
   if (step.kind == PreSplitStep::Kind::kRegex) {
     FOLIO_RETURN_IF_ERROR(step.regex.FindAll(text, &matches));
@@ -33,8 +32,7 @@ Status SplitPiece(const PreSplitStep& step, std::string_view s, Span piece,
         i += len;
         continue;
       }
-      if (step.individual_digits || matches.empty() ||
-          matches.back().second != i) {
+      if (step.individual_digits || matches.empty() || matches.back().second != i) {
         matches.emplace_back(i, i + len);
       } else {
         matches.back().second = i + len;
@@ -64,12 +62,10 @@ struct MergeCandidate {
 };
 
 // Byte-level BPE of one pre-tokenized word (raw bytes).
-Status EncodeWord(const TokenizerImpl& t, std::string_view word,
-                  std::vector<int32_t>* ids) {
+Status EncodeWord(const TokenizerImpl& t, std::string_view word, std::vector<int32_t>* ids) {
   if (word.empty()) return Status::Ok();
   if (t.ignore_merges) {
-    if (auto it = t.model_ids_by_bytes.find(std::string(word));
-        it != t.model_ids_by_bytes.end()) {
+    if (auto it = t.model_ids_by_bytes.find(std::string(word)); it != t.model_ids_by_bytes.end()) {
       ids->push_back(it->second);
       return Status::Ok();
     }
@@ -110,8 +106,7 @@ Status EncodeWord(const TokenizerImpl& t, std::string_view word,
   }
   auto find_merge = [&](int32_t left, int32_t right) {
     const uint64_t key =
-        (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
-        static_cast<uint32_t>(right);
+        (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
     auto it = t.merges.find(key);
     return it == t.merges.end() ? nullptr : &it->second;
   };
@@ -135,8 +130,7 @@ Status EncodeWord(const TokenizerImpl& t, std::string_view word,
     left.next = right.next;
     symbols[right_pos].len = 0;
     if (right.next >= 0) {
-      symbols[static_cast<size_t>(right.next)].prev =
-          static_cast<int64_t>(top.pos);
+      symbols[static_cast<size_t>(right.next)].prev = static_cast<int64_t>(top.pos);
     }
     if (left.prev >= 0) {
       const auto prev = static_cast<size_t>(left.prev);
@@ -145,8 +139,7 @@ Status EncodeWord(const TokenizerImpl& t, std::string_view word,
       }
     }
     if (left.next >= 0) {
-      if (const auto* m =
-              find_merge(left.id, symbols[static_cast<size_t>(left.next)].id)) {
+      if (const auto* m = find_merge(left.id, symbols[static_cast<size_t>(left.next)].id)) {
         queue.push({m->first, top.pos, m->second});
       }
     }
@@ -158,8 +151,7 @@ Status EncodeWord(const TokenizerImpl& t, std::string_view word,
 }
 
 // Normalized text between added tokens -> pre-tokenizer -> BPE.
-Status EncodeText(const TokenizerImpl& t, std::string_view s,
-                  std::vector<int32_t>* ids) {
+Status EncodeText(const TokenizerImpl& t, std::string_view s, std::vector<int32_t>* ids) {
   std::vector<Span> pieces = {{0, s.size()}};
   for (const PreSplitStep& step : t.pre_splits) {
     std::vector<Span> next;
@@ -185,11 +177,9 @@ Status EncodeText(const TokenizerImpl& t, std::string_view s,
       continue;
     }
     words.clear();
-    FOLIO_RETURN_IF_ERROR(
-        SplitPiece(byte_level_split, word, {0, word.size()}, &words));
+    FOLIO_RETURN_IF_ERROR(SplitPiece(byte_level_split, word, {0, word.size()}, &words));
     for (const auto& [wb, we] : words) {
-      FOLIO_RETURN_IF_ERROR(
-          EncodeWord(t, std::string_view(word).substr(wb, we - wb), ids));
+      FOLIO_RETURN_IF_ERROR(EncodeWord(t, std::string_view(word).substr(wb, we - wb), ids));
     }
   }
   return Status::Ok();
@@ -199,49 +189,39 @@ Status EncodeText(const TokenizerImpl& t, std::string_view s,
 
 // --- Tokenizer --------------------------------------------------------------
 
-Tokenizer::Tokenizer(std::shared_ptr<const TokenizerImpl> impl)
-    : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(std::shared_ptr<const TokenizerImpl> impl) : impl_(std::move(impl)) {}
 
-Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text,
-                                               bool add_special_tokens,
+Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_special_tokens,
                                                bool allow_special) const {
   const TokenizerImpl& t = *impl_;
-  if (const size_t bad = unicode::FirstInvalidUtf8(text);
-      bad != std::string_view::npos) {
-    return Status::InvalidArgument("text is not valid UTF-8 at byte " +
-                                   std::to_string(bad) + " of " +
-                                   std::to_string(text.size()));
+  if (const size_t bad = unicode::FirstInvalidUtf8(text); bad != std::string_view::npos) {
+    return Status::InvalidArgument("text is not valid UTF-8 at byte " + std::to_string(bad) +
+                                   " of " + std::to_string(text.size()));
   }
   std::vector<int32_t> ids;
   if (add_special_tokens) ids = t.prefix;
   if (t.kind == TokenizerImpl::Kind::kSentencePiece) {
     FOLIO_RETURN_IF_ERROR(EncodeSpm(t, text, allow_special, &ids));
   } else {
-    for (const Segment& seg :
-         SplitOnAdded(t, text, t.raw_matcher, t.raw_tokens, allow_special)) {
+    for (const Segment& seg : SplitOnAdded(t, text, t.raw_matcher, t.raw_tokens, allow_special)) {
       if (seg.id >= 0) {
         ids.push_back(seg.id);
         continue;
       }
-      std::string_view piece =
-          text.substr(seg.span.first, seg.span.second - seg.span.first);
+      std::string_view piece = text.substr(seg.span.first, seg.span.second - seg.span.first);
       std::string normalized;
       if (t.nfc) {
         normalized = unicode::Nfc(piece);
         piece = normalized;
       }
       for (const Segment& inner :
-           SplitOnAdded(t, piece, t.normalized_matcher, t.normalized_tokens,
-                        allow_special)) {
+           SplitOnAdded(t, piece, t.normalized_matcher, t.normalized_tokens, allow_special)) {
         if (inner.id >= 0) {
           ids.push_back(inner.id);
           continue;
         }
-        FOLIO_RETURN_IF_ERROR(
-            EncodeText(t,
-                       piece.substr(inner.span.first,
-                                    inner.span.second - inner.span.first),
-                       &ids));
+        FOLIO_RETURN_IF_ERROR(EncodeText(
+            t, piece.substr(inner.span.first, inner.span.second - inner.span.first), &ids));
       }
     }
   }
@@ -258,8 +238,7 @@ Result<std::string> Tokenizer::Decode(std::span<const int32_t> ids,
   for (size_t i = 0; i < ids.size(); ++i) {
     const int32_t id = ids[i];
     if (!ValidId(t, id)) {
-      return Status::OutOfRange("token " + std::to_string(i) + " has id " +
-                                std::to_string(id) +
+      return Status::OutOfRange("token " + std::to_string(i) + " has id " + std::to_string(id) +
                                 ", which has no token (vocab size " +
                                 std::to_string(t.vocab.size()) + ")");
     }
@@ -270,13 +249,12 @@ Result<std::string> Tokenizer::Decode(std::span<const int32_t> ids,
   }
   // SentencePiece's leading ▁ comes back as one space that is not text.
   size_t from = 0;
-  if (t.kind == TokenizerImpl::Kind::kSentencePiece && t.add_space_prefix &&
-      !bytes.empty() && bytes[0] == ' ') {
+  if (t.kind == TokenizerImpl::Kind::kSentencePiece && t.add_space_prefix && !bytes.empty() &&
+      bytes[0] == ' ') {
     from = 1;
   }
   std::string out;
-  unicode::AppendLossy(std::string_view(bytes).substr(from), /*final=*/true,
-                       &out);
+  unicode::AppendLossy(std::string_view(bytes).substr(from), /*final=*/true, &out);
   return out;
 }
 
@@ -315,8 +293,8 @@ std::string StreamingDecoder::Push(int32_t id) {
     piece = t.piece[static_cast<size_t>(id)];
   }
   if (piece.empty()) return {};
-  if (at_start_ && t.kind == TokenizerImpl::Kind::kSentencePiece &&
-      t.add_space_prefix && piece[0] == ' ') {
+  if (at_start_ && t.kind == TokenizerImpl::Kind::kSentencePiece && t.add_space_prefix &&
+      piece[0] == ' ') {
     piece.remove_prefix(1);
   }
   at_start_ = false;

@@ -59,8 +59,7 @@ class HfFixture : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
     cases_ = ReadJson(FixturePath(GetParam() + ".cases.json"));
-    auto tok = Tokenizer::FromTokenizerJson(
-        FixturePath(GetParam() + ".tokenizer.json"));
+    auto tok = Tokenizer::FromTokenizerJson(FixturePath(GetParam() + ".tokenizer.json"));
     ASSERT_TRUE(tok.ok()) << tok.error().ToString();
     tok_.emplace(*std::move(tok));
     prefix_ = cases_["frame_prefix"].get<Ids>();
@@ -81,11 +80,9 @@ TEST_P(HfFixture, EncodesExactly) {
     auto framed = tok_->Encode(text, /*add_special_tokens=*/true);
     auto as_text = tok_->Encode(text, false, /*allow_special=*/false);
     ASSERT_TRUE(got.ok() && framed.ok() && as_text.ok()) << Escaped(text);
-    if (*got != want || *framed != Concat(prefix_, want, suffix_) ||
-        *as_text != want_as_text) {
-      ADD_FAILURE() << "text " << Escaped(text) << "\n want "
-                    << Json(want).dump() << "\n got  " << Json(*got).dump()
-                    << "\n as text want " << Json(want_as_text).dump()
+    if (*got != want || *framed != Concat(prefix_, want, suffix_) || *as_text != want_as_text) {
+      ADD_FAILURE() << "text " << Escaped(text) << "\n want " << Json(want).dump() << "\n got  "
+                    << Json(*got).dump() << "\n as text want " << Json(want_as_text).dump()
                     << " got " << Json(*as_text).dump();
       if (++failures == 10) return;
     }
@@ -120,8 +117,7 @@ TEST_P(HfFixture, StreamingDecodeEqualsDecode) {
   for (const Json& c : cases_["decode"]) all.push_back(c["ids"].get<Ids>());
   for (const Ids& ids : all) {
     for (bool skip : {false, true}) {
-      EXPECT_EQ(StreamAll(*tok_, ids, skip), *tok_->Decode(ids, skip))
-          << Json(ids).dump();
+      EXPECT_EQ(StreamAll(*tok_, ids, skip), *tok_->Decode(ids, skip)) << Json(ids).dump();
     }
   }
 }
@@ -148,8 +144,7 @@ TEST_P(HfFixture, SpecFromSameVocabularyGivesSameIds) {
     spec.token_types[id] = a["special"].get<bool>() ? 3 : 4;
   }
   for (const Json& m : j["model"]["merges"]) {
-    spec.merges.push_back(m[0].get<std::string>() + " " +
-                          m[1].get<std::string>());
+    spec.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
   }
   if (!prefix_.empty()) {
     spec.bos_id = prefix_[0];
@@ -161,13 +156,10 @@ TEST_P(HfFixture, SpecFromSameVocabularyGivesSameIds) {
     const std::string text = c["text"];
     const Ids want = c["ids"];
     EXPECT_EQ(*tok->Encode(text, false), want) << Escaped(text);
-    EXPECT_EQ(*tok->Encode(text, true), Concat(prefix_, want, suffix_))
+    EXPECT_EQ(*tok->Encode(text, true), Concat(prefix_, want, suffix_)) << Escaped(text);
+    EXPECT_EQ(*tok->Encode(text, false, false), c.value("ids_special_as_text", want))
         << Escaped(text);
-    EXPECT_EQ(*tok->Encode(text, false, false),
-              c.value("ids_special_as_text", want))
-        << Escaped(text);
-    EXPECT_EQ(*tok->Decode(want, false), *tok_->Decode(want, false))
-        << Escaped(text);
+    EXPECT_EQ(*tok->Decode(want, false), *tok_->Decode(want, false)) << Escaped(text);
   }
 }
 
@@ -188,27 +180,23 @@ TEST_P(HfFixture, MatchesFuzzFileIfGiven) {
     auto as_text = tok_->Encode(text, false, false);
     ASSERT_TRUE(got.ok() && as_text.ok()) << Escaped(text);
     if (*got != want || *as_text != want_as_text) {
-      ADD_FAILURE() << "text " << Escaped(text) << "\n want "
-                    << Json(want).dump() << "\n got  " << Json(*got).dump();
+      ADD_FAILURE() << "text " << Escaped(text) << "\n want " << Json(want).dump() << "\n got  "
+                    << Json(*got).dump();
       ++failures;
     }
     EXPECT_EQ(StreamAll(*tok_, *got, false), *tok_->Decode(*got, false));
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokenizer, HfFixture,
-                         ::testing::Values("llama3", "qwen2", "gpt2"),
-                         [](const auto& param_info) {
-                           return param_info.param;
-                         });
+INSTANTIATE_TEST_SUITE_P(Tokenizer, HfFixture, ::testing::Values("llama3", "qwen2", "gpt2"),
+                         [](const auto& param_info) { return param_info.param; });
 
 TEST(BpeTokenizer, Llama3FrameAndSpecialIds) {
   auto tok = Tokenizer::FromTokenizerJson(FixturePath("llama3.tokenizer.json"));
   ASSERT_TRUE(tok.ok()) << tok.error().ToString();
   EXPECT_EQ(tok->vocab_size(), 806u);
   EXPECT_EQ(tok->bos_id(), tok->TokenId("<|begin_of_text|>"));
-  EXPECT_FALSE(
-      tok->eos_id().has_value());  // no tokenizer_config.json beside it
+  EXPECT_FALSE(tok->eos_id().has_value());  // no tokenizer_config.json beside it
   const int32_t eot = *tok->TokenId("<|eot_id|>");
   EXPECT_TRUE(tok->IsSpecial(eot));
   EXPECT_EQ(tok->TokenText(eot), "<|eot_id|>");
@@ -224,8 +212,7 @@ TEST(BpeTokenizer, EncodeRejectsInvalidUtf8) {
   auto r = tok->Encode("ab\xC3(", false);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.error().message().find("byte 2"), std::string::npos)
-      << r.error().message();
+  EXPECT_NE(r.error().message().find("byte 2"), std::string::npos) << r.error().message();
 }
 
 TEST(BpeTokenizer, DecodeRejectsUnknownIds) {
@@ -235,8 +222,7 @@ TEST(BpeTokenizer, DecodeRejectsUnknownIds) {
     auto r = tok->Decode(Ids{64, bad}, false);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error().code(), StatusCode::kOutOfRange);
-    EXPECT_NE(r.error().message().find("token 1 has id " + std::to_string(bad)),
-              std::string::npos);
+    EXPECT_NE(r.error().message().find("token 1 has id " + std::to_string(bad)), std::string::npos);
   }
 }
 

@@ -25,8 +25,7 @@ Status ModelConfig::Validate() const {
   FOLIO_RETURN_IF_ERROR(Positive("vocab_size", vocab_size));
   if (explicit_head_dim == 0 && hidden_size % num_heads != 0) {
     return Status::InvalidArgument("hidden_size " + std::to_string(hidden_size) +
-                                   " is not divisible by num_heads " +
-                                   std::to_string(num_heads));
+                                   " is not divisible by num_heads " + std::to_string(num_heads));
   }
   if (head_dim() % 2 != 0) {
     return Status::InvalidArgument("head_dim " + std::to_string(head_dim()) +
@@ -74,8 +73,7 @@ Status ModelConfig::Validate() const {
 
 uint64_t ModelConfig::ParameterCount() const {
   const uint64_t d = hidden_size;
-  uint64_t per_layer =
-      2 * d + d * q_size() + 2 * d * kv_size() + q_size() * d + 3 * d * ffn_size;
+  uint64_t per_layer = 2 * d + d * q_size() + 2 * d * kv_size() + q_size() * d + 3 * d * ffn_size;
   if (attention_bias) per_layer += q_size() + 2 * kv_size();
   if (qk_norm) per_layer += 2 * head_dim();
   return vocab_size * d * (tie_embeddings ? 1 : 2) + num_layers * per_layer + d;
@@ -86,8 +84,8 @@ std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
   const RopeScaling& s = c.rope_scaling;
   std::vector<double> inv(pairs);
   for (uint64_t p = 0; p < pairs; ++p) {
-    double f = std::pow(c.rope_theta, -2.0 * static_cast<double>(p) /
-                                          static_cast<double>(c.head_dim()));
+    double f =
+        std::pow(c.rope_theta, -2.0 * static_cast<double>(p) / static_cast<double>(c.head_dim()));
     if (s.type == RopeScaling::Type::kLinear) {
       f /= s.factor;
     } else if (s.type == RopeScaling::Type::kLlama3) {
@@ -100,8 +98,8 @@ std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
       if (wavelen > low_wavelen) {
         f /= s.factor;
       } else if (wavelen >= high_wavelen) {
-        const double smooth = (old_len / wavelen - s.low_freq_factor) /
-                              (s.high_freq_factor - s.low_freq_factor);
+        const double smooth =
+            (old_len / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
         f = (1 - smooth) * f / s.factor + smooth * f;
       }
     }

@@ -28,9 +28,8 @@ constexpr DType DTypeOf() {
 // Moves rows [batch, n, heads * head_dim] to [batch, heads, n, head_dim], or
 // back with `inverse`.
 template <typename T>
-void SwapTokenAndHeadAxes(std::span<const T> in, std::span<T> out, uint64_t batch,
-                          uint64_t n, uint64_t heads, uint64_t head_dim,
-                          bool inverse) {
+void SwapTokenAndHeadAxes(std::span<const T> in, std::span<T> out, uint64_t batch, uint64_t n,
+                          uint64_t heads, uint64_t head_dim, bool inverse) {
   for (uint64_t b = 0; b < batch; ++b)
     for (uint64_t i = 0; i < n; ++i)
       for (uint64_t h = 0; h < heads; ++h) {
@@ -59,9 +58,8 @@ std::span<T> Row(std::vector<T>& v, uint64_t row, uint64_t width) {
 // Both read K/V only through the cache's table, so results never depend on
 // page placement.
 template <typename T>
-Status Attend(const attention::AttentionParams& ap, uint64_t batch,
-              std::span<const T> q, const KvArrayView& k, const KvArrayView& v,
-              std::span<T> out, ThreadPool* pool) {
+Status Attend(const attention::AttentionParams& ap, uint64_t batch, std::span<const T> q,
+              const KvArrayView& k, const KvArrayView& v, std::span<T> out, ThreadPool* pool) {
   const uint64_t n = ap.query_len, hd = k.shape.head_dim;
   if constexpr (std::is_same_v<T, float>) {
     if (k.dtype != DType::kF64) {
@@ -84,10 +82,10 @@ Status Attend(const attention::AttentionParams& ap, uint64_t batch,
       p.num_q_heads = ap.num_q_heads;
       p.scale = ap.scale;
       p.window = ap.window;
-      const kv::PagedKvView pool_view{k.data, v.data, k.dtype, k.num_pages * batch,
-                                      k.shape.num_kv_heads, k.page_size, hd};
-      return attention::PagedAttention(p, q, pool_view, {block_table, pages, context, indptr},
-                                       out, pool);
+      const kv::PagedKvView pool_view{
+          k.data, v.data, k.dtype, k.num_pages * batch, k.shape.num_kv_heads, k.page_size, hd};
+      return attention::PagedAttention(p, q, pool_view, {block_table, pages, context, indptr}, out,
+                                       pool);
     }
   }
   std::vector<T> qh(q.size()), attn(q.size());
@@ -107,8 +105,7 @@ class Linear<double> {
  public:
   explicit Linear(const Tensor& t)
       : values_(t.ToDoubles()), rows_(t.shape.at(0)), cols_(t.shape.at(1)) {}
-  void Apply(std::span<const double> x, uint64_t num_rows, std::span<double> y,
-             ThreadPool*) const {
+  void Apply(std::span<const double> x, uint64_t num_rows, std::span<double> y, ThreadPool*) const {
     for (uint64_t r = 0; r < num_rows; ++r) {
       ops::MatVec<double>(values_, x.subspan(r * cols_, cols_), y.subspan(r * rows_, rows_));
     }
@@ -132,8 +129,8 @@ class Linear<float> {
     if (!ops::TraitsOf(t.type).has_matmul) {
       converted_.resize(rows * cols);
       ops::DequantizeRow(t.type, t.bytes.data(), converted_);
-      view_ = {reinterpret_cast<const std::byte*>(converted_.data()), ops::WeightType::kF32,
-               rows, cols};
+      view_ = {reinterpret_cast<const std::byte*>(converted_.data()), ops::WeightType::kF32, rows,
+               cols};
       return;
     }
     view_ = {t.bytes.data(), t.type, rows, cols};
@@ -172,21 +169,20 @@ Status ApplyLinear(const Linear<T>& l, std::span<const T> x, uint64_t rows, std:
 
 }  // namespace
 
-Result<DecoderCache> DecoderCache::Create(const Model& model,
-                                          const kv::PageTableLayout& layout,
+Result<DecoderCache> DecoderCache::Create(const Model& model, const kv::PageTableLayout& layout,
                                           uint64_t batch, DType kv_dtype) {
   const ModelConfig& c = model.config();
   if (layout.capacity() > c.max_positions) {
-    return Status::InvalidArgument(
-        "cache layout capacity " + std::to_string(layout.capacity()) +
-        " exceeds the model's max_positions " + std::to_string(c.max_positions));
+    return Status::InvalidArgument("cache layout capacity " + std::to_string(layout.capacity()) +
+                                   " exceeds the model's max_positions " +
+                                   std::to_string(c.max_positions));
   }
   std::vector<kv::LayerCache> layers;
   layers.reserve(c.num_layers);
   for (uint64_t l = 0; l < c.num_layers; ++l) {
-    FOLIO_ASSIGN_OR_RETURN(kv::LayerCache layer,
-                           kv::LayerCache::Create(layout, {batch, c.num_kv_heads, c.head_dim()},
-                                                  kv_dtype));
+    FOLIO_ASSIGN_OR_RETURN(
+        kv::LayerCache layer,
+        kv::LayerCache::Create(layout, {batch, c.num_kv_heads, c.head_dim()}, kv_dtype));
     layers.push_back(std::move(layer));
   }
   return DecoderCache(model.id(), std::move(layers));
@@ -216,9 +212,9 @@ struct Decoder<T>::Weights {
     for (const LayerWeights& l : m.weights().layers) {
       layers.push_back(Layer{Values<T>(l.attn_norm), Values<T>(l.ffn_norm), Values<T>(l.bq),
                              Values<T>(l.bk), Values<T>(l.bv), Values<T>(l.q_norm),
-                             Values<T>(l.k_norm), Linear<T>(l.wq), Linear<T>(l.wk),
-                             Linear<T>(l.wv), Linear<T>(l.wo), Linear<T>(l.w_gate),
-                             Linear<T>(l.w_up), Linear<T>(l.w_down)});
+                             Values<T>(l.k_norm), Linear<T>(l.wq), Linear<T>(l.wk), Linear<T>(l.wv),
+                             Linear<T>(l.wo), Linear<T>(l.w_gate), Linear<T>(l.w_up),
+                             Linear<T>(l.w_down)});
     }
   }
 };
@@ -236,12 +232,10 @@ template <typename T>
 Decoder<T>::Decoder(Decoder&&) noexcept = default;
 
 template <typename T>
-Status Decoder<T>::CheckTokens(std::span<const int32_t> tokens,
-                               uint64_t batch) const {
+Status Decoder<T>::CheckTokens(std::span<const int32_t> tokens, uint64_t batch) const {
   if (batch == 0 || tokens.empty() || tokens.size() % batch != 0) {
     return Status::InvalidArgument("tokens must be [batch=" + std::to_string(batch) +
-                                   ", n >= 1] (got " + std::to_string(tokens.size()) +
-                                   " ids)");
+                                   ", n >= 1] (got " + std::to_string(tokens.size()) + " ids)");
   }
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || static_cast<uint64_t>(tokens[i]) >= config_.vocab_size) {
@@ -295,7 +289,8 @@ Result<std::vector<T>> Decoder<T>::Run(const RowPlan& plan, AttendFn&& attend) c
   };
   for (uint64_t layer = 0; layer < c.num_layers; ++layer) {
     const auto& lw = w.layers[layer];
-    for (uint64_t r = 0; r < rows; ++r) ops::RmsNorm<T>(Row(x, r, d), lw.attn_norm, eps, Row(h, r, d));
+    for (uint64_t r = 0; r < rows; ++r)
+      ops::RmsNorm<T>(Row(x, r, d), lw.attn_norm, eps, Row(h, r, d));
     FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wq, h, rows, q, pool_));
     FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wk, h, rows, k, pool_));
     FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wv, h, rows, v, pool_));
@@ -314,7 +309,8 @@ Result<std::vector<T>> Decoder<T>::Run(const RowPlan& plan, AttendFn&& attend) c
                                  std::span<const T>(v), std::span<T>(attn)));
     FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wo, attn, rows, delta, pool_));
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
-    for (uint64_t r = 0; r < rows; ++r) ops::RmsNorm<T>(Row(x, r, d), lw.ffn_norm, eps, Row(h, r, d));
+    for (uint64_t r = 0; r < rows; ++r)
+      ops::RmsNorm<T>(Row(x, r, d), lw.ffn_norm, eps, Row(h, r, d));
     FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.gate, h, rows, gate, pool_));
     FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.up, h, rows, up, pool_));
     ops::SwiGlu<T>(gate, up);
@@ -363,8 +359,8 @@ template <typename T>
 Result<std::vector<T>> Decoder<T>::Prefill(DecoderCache& cache, std::span<const int32_t> tokens,
                                            LogitRows rows) const {
   if (cache.model_id() != model_id_) {
-    return Status::FailedPrecondition("cache is bound to model " + cache.model_id() +
-                                      ", not " + model_id_);
+    return Status::FailedPrecondition("cache is bound to model " + cache.model_id() + ", not " +
+                                      model_id_);
   }
   FOLIO_RETURN_IF_ERROR(CheckTokens(tokens, cache.batch()));
   const uint64_t batch = cache.batch(), n = tokens.size() / batch, start = cache.length();
@@ -388,8 +384,7 @@ Result<std::vector<T>> Decoder<T>::Prefill(DecoderCache& cache, std::span<const 
                               .WithContext("layer " + std::to_string(layer)));
     return Attend<T>(ap, batch, q, lc.View(KvRole::kKey), lc.View(KvRole::kValue), out, pool_);
   };
-  Result<std::vector<T>> logits =
-      Run(RowPlan{tokens, lanes.positions, lanes.logit_rows}, attend);
+  Result<std::vector<T>> logits = Run(RowPlan{tokens, lanes.positions, lanes.logit_rows}, attend);
   for (size_t l = 0; l < cache.num_layers(); ++l) {
     if (logits.has_value()) {
       cache.layer(l).Commit();
@@ -404,16 +399,15 @@ template <typename T>
 Result<std::vector<T>> Decoder<T>::Decode(DecoderCache& cache,
                                           std::span<const int32_t> tokens) const {
   if (tokens.size() != cache.batch()) {
-    return Status::InvalidArgument("decode takes one token per lane: " +
-                                   std::to_string(cache.batch()) + " (got " +
-                                   std::to_string(tokens.size()) + ")");
+    return Status::InvalidArgument(
+        "decode takes one token per lane: " + std::to_string(cache.batch()) + " (got " +
+        std::to_string(tokens.size()) + ")");
   }
   return Prefill(cache, tokens, LogitRows::kLast);
 }
 
 template <typename T>
-Result<std::vector<T>> Decoder<T>::Forward(std::span<const int32_t> tokens,
-                                           uint64_t batch) const {
+Result<std::vector<T>> Decoder<T>::Forward(std::span<const int32_t> tokens, uint64_t batch) const {
   FOLIO_RETURN_IF_ERROR(CheckTokens(tokens, batch));
   const uint64_t n = tokens.size() / batch;
   if (n > config_.max_positions) {
@@ -435,8 +429,8 @@ Result<std::vector<T>> Decoder<T>::Forward(std::span<const int32_t> tokens,
     SwapTokenAndHeadAxes<T>(k, keys, batch, n, kv_heads, hd, false);
     SwapTokenAndHeadAxes<T>(v, values, batch, n, kv_heads, hd, false);
     auto view = [&](const std::vector<T>& a) {
-      return KvArrayView{reinterpret_cast<const std::byte*>(a.data()), DTypeOf<T>(), table,
-                         1, n, shape, n};
+      return KvArrayView{
+          reinterpret_cast<const std::byte*>(a.data()), DTypeOf<T>(), table, 1, n, shape, n};
     };
     return Attend<T>(ap, batch, q, view(keys), view(values), out, pool_);
   };
@@ -454,8 +448,9 @@ Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::Batch
     const kv::PagedKvCacheConfig& kc = cache.config();
     if (kc.num_layers != config_.num_layers || kc.num_kv_heads != config_.num_kv_heads ||
         kc.head_dim != config_.head_dim()) {
-      return Status::InvalidArgument("paged cache shape (layers, kv heads, head dim) differs "
-                                     "from the model's");
+      return Status::InvalidArgument(
+          "paged cache shape (layers, kv heads, head dim) differs "
+          "from the model's");
     }
     FOLIO_RETURN_IF_ERROR(CheckTokens(tokens, 1));
     const uint64_t batch = meta.batch;

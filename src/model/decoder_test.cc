@@ -45,11 +45,11 @@ TEST(Decoder, PagedAndContiguousLogitsAgreeBitForBit) {
   auto contiguous = MakeCache(WorkedModel(), *PageTableLayout::Contiguous(12));
   const auto want = *dec.Prefill(contiguous, Document());
   ASSERT_EQ(want.size(), 7u * 258u);
-  for (auto layout : {*PageTableLayout::Create(12, 3, {2, 0, 3, 1}),
-                      *PageTableLayout::Create(12, 3, {3, 1, 0, 2}),
-                      *PageTableLayout::Create(12, 5, {2, 0, 1}),
-                      *PageTableLayout::Create(12, 1, {11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}),
-                      *PageTableLayout::Identity(12, 12)}) {
+  for (auto layout :
+       {*PageTableLayout::Create(12, 3, {2, 0, 3, 1}),
+        *PageTableLayout::Create(12, 3, {3, 1, 0, 2}), *PageTableLayout::Create(12, 5, {2, 0, 1}),
+        *PageTableLayout::Create(12, 1, {11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}),
+        *PageTableLayout::Identity(12, 12)}) {
     auto paged = MakeCache(WorkedModel(), layout);
     EXPECT_EQ(*dec.Prefill(paged, Document()), want) << "page_size " << layout.page_size();
   }
@@ -150,8 +150,7 @@ TEST(Decoder, RejectsBadTokensAndOverflowWithoutChange) {
   auto cache = MakeCache(WorkedModel(), *PageTableLayout::Identity(12, 3));
   ASSERT_TRUE(dec.Prefill(cache, Document()).has_value());
   const CacheState before = Capture(cache);
-  EXPECT_EQ(dec.Prefill(cache, std::vector<int32_t>{258}).error().code(),
-            StatusCode::kOutOfRange);
+  EXPECT_EQ(dec.Prefill(cache, std::vector<int32_t>{258}).error().code(), StatusCode::kOutOfRange);
   EXPECT_EQ(dec.Prefill(cache, std::vector<int32_t>(6, 3)).error().code(),
             StatusCode::kResourceExhausted);
   EXPECT_EQ(dec.Decode(cache, std::vector<int32_t>{3, 4}).error().code(),
@@ -173,10 +172,12 @@ TEST(Decoder, FailureAfterAllRowsPreparedLeavesCacheUnchanged) {
   auto huge = *Model::Create(c, std::move(w));
   const Decoder<float> dec(huge);
   auto cache = MakeCache(huge, *PageTableLayout::Create(12, 3, {2, 0, 3, 1}), 1, DType::kF32);
-  ASSERT_TRUE(cache.layer(0).Append<float>(std::vector<float>(4, 0.5f),
-                                           std::vector<float>(4, 0.5f), 1).ok());
-  ASSERT_TRUE(cache.layer(1).Append<float>(std::vector<float>(4, 0.25f),
-                                           std::vector<float>(4, 0.25f), 1).ok());
+  ASSERT_TRUE(cache.layer(0)
+                  .Append<float>(std::vector<float>(4, 0.5f), std::vector<float>(4, 0.5f), 1)
+                  .ok());
+  ASSERT_TRUE(cache.layer(1)
+                  .Append<float>(std::vector<float>(4, 0.25f), std::vector<float>(4, 0.25f), 1)
+                  .ok());
   const CacheState before = Capture(cache);
   auto r = dec.Prefill(cache, std::vector<int32_t>{0, 99, 100});
   ASSERT_FALSE(r.has_value());
@@ -271,8 +272,8 @@ class PagedStep : public ::testing::Test {
 
   // The last row's logits of `tokens` prefilled alone in a fixed cache.
   std::vector<float> Alone(const std::vector<int32_t>& tokens) {
-    auto cache = *DecoderCache::Create(*model_, *kv::PageTableLayout::Identity(64, 64), 1,
-                                       DType::kF32);
+    auto cache =
+        *DecoderCache::Create(*model_, *kv::PageTableLayout::Identity(64, 64), 1, DType::kF32);
     return *Decoder<float>(*model_).Prefill(cache, tokens, LogitRows::kLast);
   }
 

@@ -1,6 +1,5 @@
 #include "folio/model/gguf.h"
 
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -14,8 +13,8 @@
 #include <utility>
 
 #include "folio/core/checked_math.h"
-#include "folio/core/str_cat.h"
 #include "folio/core/dtype.h"
+#include "folio/core/str_cat.h"
 
 namespace folio::model {
 namespace {
@@ -90,11 +89,16 @@ constexpr uint32_t kLastGgmlTypeId = 41;  // the highest id in the table
 // compute with moves up to the first group.
 constexpr std::optional<ops::WeightType> ToWeightType(GgmlType t) {
   switch (t) {
-    case GgmlType::kF32: return ops::WeightType::kF32;
-    case GgmlType::kF16: return ops::WeightType::kF16;
-    case GgmlType::kBF16: return ops::WeightType::kBF16;
-    case GgmlType::kF64: return ops::WeightType::kF64;
-    case GgmlType::kQ8_0: return ops::WeightType::kQ8_0;
+    case GgmlType::kF32:
+      return ops::WeightType::kF32;
+    case GgmlType::kF16:
+      return ops::WeightType::kF16;
+    case GgmlType::kBF16:
+      return ops::WeightType::kBF16;
+    case GgmlType::kF64:
+      return ops::WeightType::kF64;
+    case GgmlType::kQ8_0:
+      return ops::WeightType::kQ8_0;
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
     case GgmlType::kQ5_0:
@@ -159,17 +163,15 @@ const GgmlTraits& GgmlTraitsOf(GgmlType t) {
 constexpr uint32_t kLastValueTypeId = 12;  // kF64
 
 bool IsUnsignedInt(GgufValueType t) {
-  return t == GgufValueType::kU8 || t == GgufValueType::kU16 ||
-         t == GgufValueType::kU32 || t == GgufValueType::kU64;
+  return t == GgufValueType::kU8 || t == GgufValueType::kU16 || t == GgufValueType::kU32 ||
+         t == GgufValueType::kU64;
 }
 bool IsSignedInt(GgufValueType t) {
-  return t == GgufValueType::kI8 || t == GgufValueType::kI16 ||
-         t == GgufValueType::kI32 || t == GgufValueType::kI64;
+  return t == GgufValueType::kI8 || t == GgufValueType::kI16 || t == GgufValueType::kI32 ||
+         t == GgufValueType::kI64;
 }
 bool IsInt(GgufValueType t) { return IsUnsignedInt(t) || IsSignedInt(t); }
-bool IsFloat(GgufValueType t) {
-  return t == GgufValueType::kF32 || t == GgufValueType::kF64;
-}
+bool IsFloat(GgufValueType t) { return t == GgufValueType::kF32 || t == GgufValueType::kF64; }
 
 // The encoded size of a fixed-size value; 0 for strings and arrays.
 uint64_t FixedBytes(GgufValueType t) {
@@ -212,8 +214,8 @@ class GgufCursor {
 
   Status Need(std::string_view what, uint64_t num_bytes) const {
     if (num_bytes <= remaining()) return Status::Ok();
-    return Corrupt("truncated: ", what, " at byte ", pos_, " needs ", num_bytes,
-                   " bytes, ", remaining(), " remain");
+    return Corrupt("truncated: ", what, " at byte ", pos_, " needs ", num_bytes, " bytes, ",
+                   remaining(), " remain");
   }
   Status Skip(std::string_view what, uint64_t num_bytes) {
     FOLIO_RETURN_IF_ERROR(Need(what, num_bytes));
@@ -240,17 +242,16 @@ class GgufCursor {
   }
   // A gguf string: a u64 length, then that many bytes. A length beyond the
   // remaining bytes is Corruption; above `max_bytes`, `over_limit`.
-  Status ReadString(std::string_view what, uint64_t max_bytes,
-                    StatusCode over_limit, std::string_view& out) {
+  Status ReadString(std::string_view what, uint64_t max_bytes, StatusCode over_limit,
+                    std::string_view& out) {
     uint64_t length = 0;
     FOLIO_RETURN_IF_ERROR(Read(what, length));
     FOLIO_RETURN_IF_ERROR(Need(what, length));
     if (length > max_bytes) {
       return {over_limit, StrCat(what, " at byte ", pos_, " is ", length,
-                              " bytes, above the limit of ", max_bytes)};
+                                 " bytes, above the limit of ", max_bytes)};
     }
-    out = std::string_view(reinterpret_cast<const char*>(bytes_.data() + pos_),
-                           length);
+    out = std::string_view(reinterpret_cast<const char*>(bytes_.data() + pos_), length);
     pos_ += length;
     return Status::Ok();
   }
@@ -267,8 +268,7 @@ class GgufCursor {
   }
   std::string_view TakeString() {
     std::string_view out;
-    const Status s = ReadString("validated string", UINT64_MAX,
-                                StatusCode::kCorruption, out);
+    const Status s = ReadString("validated string", UINT64_MAX, StatusCode::kCorruption, out);
     FOLIO_CHECK(s.ok(), s.ToString());
     return out;
   }
@@ -295,23 +295,22 @@ Status CheckBool(uint8_t b) {
 
 Status SkipArray(GgufCursor& c, int depth) {
   if (depth > kMaxGgufArrayDepth) {
-    return Unsupported("arrays nest deeper than the limit of ",
-                       kMaxGgufArrayDepth, " levels");
+    return Unsupported("arrays nest deeper than the limit of ", kMaxGgufArrayDepth, " levels");
   }
   uint32_t type_id = 0;
   FOLIO_RETURN_IF_ERROR(c.Read("array element type", type_id));
   if (type_id > kLastValueTypeId) {
-    return Corrupt("unknown array element type ", type_id,
-                   " (value types are 0 to ", kLastValueTypeId, ")");
+    return Corrupt("unknown array element type ", type_id, " (value types are 0 to ",
+                   kLastValueTypeId, ")");
   }
   const auto type = static_cast<GgufValueType>(type_id);
   uint64_t count = 0;
   FOLIO_RETURN_IF_ERROR(c.Read("array count", count));
   const uint64_t min_bytes = MinBytes(type);
   if (count > c.remaining() / min_bytes) {
-    return Corrupt("array of ", count, " ", GgufValueTypeName(type),
-                   " at byte ", c.pos(), " cannot fit in the ", c.remaining(),
-                   " bytes that remain (", min_bytes, " or more each)");
+    return Corrupt("array of ", count, " ", GgufValueTypeName(type), " at byte ", c.pos(),
+                   " cannot fit in the ", c.remaining(), " bytes that remain (", min_bytes,
+                   " or more each)");
   }
   if (type == GgufValueType::kBool) {
     for (uint64_t i = 0; i < count; ++i) {
@@ -340,8 +339,7 @@ Status SkipValue(GgufCursor& c, GgufValueType type, int depth) {
     }
     case GgufValueType::kString: {
       std::string_view s;
-      return c.ReadString("string value", kMaxGgufStringBytes,
-                          StatusCode::kUnimplemented, s);
+      return c.ReadString("string value", kMaxGgufStringBytes, StatusCode::kUnimplemented, s);
     }
     case GgufValueType::kArray:
       return SkipArray(c, depth + 1);
@@ -364,8 +362,7 @@ struct IntValue {
     return static_cast<int64_t>(bits);
   }
   std::string ToString() const {
-    return is_signed ? std::to_string(static_cast<int64_t>(bits))
-                     : std::to_string(bits);
+    return is_signed ? std::to_string(static_cast<int64_t>(bits)) : std::to_string(bits);
   }
 };
 
@@ -419,18 +416,15 @@ GgufValue TakeValue(GgufCursor& c, GgufValueType type) {
 
 // Reads one tensor info into `t`; errors name the tensor by index and, once
 // it is read, by name.
-Status ReadTensorInfo(GgufCursor& c, uint64_t idx, uint64_t alignment,
-                      GgufFile::TensorInfo& t) {
+Status ReadTensorInfo(GgufCursor& c, uint64_t idx, uint64_t alignment, GgufFile::TensorInfo& t) {
   std::string_view name;
-  const Status name_status = c.ReadString("name", kMaxGgufTensorNameBytes,
-                                          StatusCode::kCorruption, name);
+  const Status name_status =
+      c.ReadString("name", kMaxGgufTensorNameBytes, StatusCode::kCorruption, name);
   if (!name_status.ok()) return name_status.WithContext(StrCat("tensor ", idx));
   if (name.empty()) return Corrupt("tensor ", idx, ": name is empty");
   t.name = std::string(name);
   auto where = [idx, name] { return StrCat("tensor ", idx, " ", Quote(name)); };
-  auto fail = [&where](const auto&... args) {
-    return Corrupt(where(), ": ", args...);
-  };
+  auto fail = [&where](const auto&... args) { return Corrupt(where(), ": ", args...); };
   auto read = [&c, &where](std::string_view what, auto& out) {
     const Status s = c.Read(what, out);
     return s.ok() ? s : s.WithContext(where());
@@ -439,8 +433,8 @@ Status ReadTensorInfo(GgufCursor& c, uint64_t idx, uint64_t alignment,
   uint32_t n_dims = 0;
   FOLIO_RETURN_IF_ERROR(read("n_dims", n_dims));
   if (n_dims == 0) {
-    return Unsupported(where(), ": n_dims is 0 (a scalar); folio reads 1 to ",
-                       kMaxGgufDims, " dims");
+    return Unsupported(where(), ": n_dims is 0 (a scalar); folio reads 1 to ", kMaxGgufDims,
+                       " dims");
   }
   if (n_dims > kMaxGgufDims) {
     return fail("n_dims ", n_dims, " exceeds ggml's limit of ", kMaxGgufDims);
@@ -459,10 +453,9 @@ Status ReadTensorInfo(GgufCursor& c, uint64_t idx, uint64_t alignment,
   FOLIO_RETURN_IF_ERROR(read("ggml type", type_id));
   const GgmlTraits* traits = FindGgmlTraits(type_id);
   if (traits == nullptr && type_id > kLastGgmlTypeId) {
-    return Unsupported(
-        where(), ": ggml type ", type_id,
-        " is newer than folio's table, which ends at ", kLastGgmlTypeId, " (",
-        GgmlTypeName(static_cast<GgmlType>(kLastGgmlTypeId)), ")");
+    return Unsupported(where(), ": ggml type ", type_id,
+                       " is newer than folio's table, which ends at ", kLastGgmlTypeId, " (",
+                       GgmlTypeName(static_cast<GgmlType>(kLastGgmlTypeId)), ")");
   }
   if (traits == nullptr) {
     return fail("unknown ggml type ", type_id, " (ids ",
@@ -488,16 +481,15 @@ Status ReadTensorInfo(GgufCursor& c, uint64_t idx, uint64_t alignment,
     return fail(shape(), " has more than 2^63 - 1 elements");
   }
   if (t.dims[0] % traits->block_size != 0) {
-    return fail(shape(), ": dims[0] = ", t.dims[0],
-                " is not a multiple of the block size ", traits->block_size);
+    return fail(shape(), ": dims[0] = ", t.dims[0], " is not a multiple of the block size ",
+                traits->block_size);
   }
   const std::optional<uint64_t> num_bytes =
       CheckedMul(*num_elements / traits->block_size, traits->block_bytes);
   if (!num_bytes) return fail(shape(), " overflows a 64-bit byte size");
   t.num_bytes = *num_bytes;
   if (t.offset % alignment != 0) {
-    return fail("offset ", t.offset, " is not a multiple of the alignment ",
-                alignment);
+    return fail("offset ", t.offset, " is not a multiple of the alignment ", alignment);
   }
   return Status::Ok();
 }
@@ -505,9 +497,9 @@ Status ReadTensorInfo(GgufCursor& c, uint64_t idx, uint64_t alignment,
 }  // namespace
 
 std::string_view GgufValueTypeName(GgufValueType t) {
-  static constexpr std::string_view kNames[] = {
-      "u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
-      "bool", "string", "array", "u64", "i64", "f64"};
+  static constexpr std::string_view kNames[] = {"u8",  "i8",  "u16",  "i16",    "u32",
+                                                "i32", "f32", "bool", "string", "array",
+                                                "u64", "i64", "f64"};
   const auto id = static_cast<uint32_t>(t);
   return id <= kLastValueTypeId ? kNames[id] : "unknown";
 }
@@ -539,12 +531,11 @@ std::string GgmlTypesFolioLoads() {
 Result<ops::WeightType> WeightTypeOf(const GgufFile::TensorInfo& t) {
   const std::optional<ops::WeightType> type = ToWeightType(t.type);
   if (!type) {
-    return Unsupported("tensor ", t.name, " has ggml type ", GgmlTypeName(t.type),
-                       " (folio loads ", GgmlTypesFolioLoads(), ")");
+    return Unsupported("tensor ", t.name, " has ggml type ", GgmlTypeName(t.type), " (folio loads ",
+                       GgmlTypesFolioLoads(), ")");
   }
   return *type;
 }
-
 
 Status GgufFile::Init(std::span<const std::byte> image, std::string source) {
   source_ = std::move(source);
@@ -558,8 +549,7 @@ Status GgufFile::Init(std::span<const std::byte> image, std::string source) {
         const auto ch = static_cast<char>((magic >> (8 * i)) & 0xFF);
         if (ch >= ' ' && ch <= '~') text[i] = ch;
       }
-      return Corrupt("bad magic ", Hex(magic), " ('", text,
-                     "'), wanted 0x46554747 ('GGUF')");
+      return Corrupt("bad magic ", Hex(magic), " ('", text, "'), wanted 0x46554747 ('GGUF')");
     }
     FOLIO_RETURN_IF_ERROR(c.Read("version", version_));
     if (version_ != 2 && version_ != 3) {
@@ -569,8 +559,7 @@ Status GgufFile::Init(std::span<const std::byte> image, std::string source) {
                            " in big-endian byte order; folio reads "
                            "little-endian files only");
       }
-      return Unsupported("GGUF version ", version_,
-                         version_ == 1 ? " (32-bit counts)" : "",
+      return Unsupported("GGUF version ", version_, version_ == 1 ? " (32-bit counts)" : "",
                          " is not supported; folio reads versions 2 and 3");
     }
     uint64_t tensor_count = 0;
@@ -580,14 +569,12 @@ Status GgufFile::Init(std::span<const std::byte> image, std::string source) {
     // Neither count sizes an allocation (entries are appended as they are
     // read), but a count the file cannot hold is reported here, plainly.
     if (tensor_count > c.remaining() / kMinTensorInfoBytes) {
-      return Corrupt("tensor_count ", tensor_count, " cannot fit in the ",
-                     c.remaining(), " bytes after the header (",
-                     kMinTensorInfoBytes, " or more per tensor info)");
+      return Corrupt("tensor_count ", tensor_count, " cannot fit in the ", c.remaining(),
+                     " bytes after the header (", kMinTensorInfoBytes, " or more per tensor info)");
     }
     if (kv_count > c.remaining() / kMinKvBytes) {
-      return Corrupt("metadata_kv_count ", kv_count, " cannot fit in the ",
-                     c.remaining(), " bytes after the header (", kMinKvBytes,
-                     " or more per key/value)");
+      return Corrupt("metadata_kv_count ", kv_count, " cannot fit in the ", c.remaining(),
+                     " bytes after the header (", kMinKvBytes, " or more per key/value)");
     }
     FOLIO_RETURN_IF_ERROR(ReadKvs(c, kv_count));
     FOLIO_RETURN_IF_ERROR(ReadAlignment());
@@ -606,19 +593,15 @@ Status GgufFile::ReadKvs(GgufCursor& c, uint64_t kv_count) {
     // Messages are built only on failure: a vocabulary file has few keys,
     // but a hostile one may claim millions.
     std::string_view key;
-    Status s =
-        c.ReadString("key", kMaxGgufKeyBytes, StatusCode::kCorruption, key);
+    Status s = c.ReadString("key", kMaxGgufKeyBytes, StatusCode::kCorruption, key);
     if (!s.ok()) return s.WithContext(StrCat("metadata entry ", i));
     if (key.empty()) return Corrupt("metadata entry ", i, ": key is empty");
-    auto where = [i, key] {
-      return StrCat("metadata entry ", i, " ", Quote(key));
-    };
+    auto where = [i, key] { return StrCat("metadata entry ", i, " ", Quote(key)); };
     uint32_t type_id = 0;
-    if (s = c.Read("value type", type_id); !s.ok())
-      return s.WithContext(where());
+    if (s = c.Read("value type", type_id); !s.ok()) return s.WithContext(where());
     if (type_id > kLastValueTypeId) {
-      return Corrupt(where(), ": unknown value type ", type_id,
-                     " (value types are 0 to ", kLastValueTypeId, ")");
+      return Corrupt(where(), ": unknown value type ", type_id, " (value types are 0 to ",
+                     kLastValueTypeId, ")");
     }
     const auto type = static_cast<GgufValueType>(type_id);
     const uint64_t begin = c.pos();
@@ -657,8 +640,7 @@ Status GgufFile::ReadTensorInfos(GgufCursor& c, uint64_t tensor_count) {
     FOLIO_RETURN_IF_ERROR(ReadTensorInfo(c, i, alignment_, t));
     const auto [it, inserted] = tensor_index_.emplace(t.name, tensors_.size());
     if (!inserted) {
-      return Corrupt("tensor ", i, " ", Quote(t.name),
-                     ": the name repeats tensor ", it->second);
+      return Corrupt("tensor ", i, " ", Quote(t.name), ": the name repeats tensor ", it->second);
     }
     tensors_.push_back(std::move(t));
   }
@@ -667,26 +649,22 @@ Status GgufFile::ReadTensorInfos(GgufCursor& c, uint64_t tensor_count) {
 
 Status GgufFile::CheckTensorLayout(uint64_t file_bytes) const {
   auto range = [](const TensorInfo& t) {
-    return StrCat(Quote(t.name), " [", t.offset, ", ", t.offset + t.num_bytes,
-               ")");
+    return StrCat(Quote(t.name), " [", t.offset, ", ", t.offset + t.num_bytes, ")");
   };
   for (const TensorInfo& t : tensors_) {
     const std::optional<uint64_t> end = CheckedAdd(t.offset, t.num_bytes);
     if (!end || *end > data_.size()) {
-      return Corrupt(
-          "tensor ", Quote(t.name), ": ", t.num_bytes, " bytes at offset ",
-          t.offset, " run past the data section of ", data_.size(),
-          " bytes (the file is ", file_bytes,
-          " bytes, the data section starts at byte ", data_offset_, ")");
+      return Corrupt("tensor ", Quote(t.name), ": ", t.num_bytes, " bytes at offset ", t.offset,
+                     " run past the data section of ", data_.size(), " bytes (the file is ",
+                     file_bytes, " bytes, the data section starts at byte ", data_offset_, ")");
     }
   }
   // Every tensor is non-empty (dims >= 1), so sorted by offset, each must
   // end at or before the next one starts.
   std::vector<size_t> order(tensors_.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(), [this](size_t a, size_t b) {
-    return tensors_[a].offset < tensors_[b].offset;
-  });
+  std::sort(order.begin(), order.end(),
+            [this](size_t a, size_t b) { return tensors_[a].offset < tensors_[b].offset; });
   for (size_t i = 1; i < order.size(); ++i) {
     const TensorInfo& prev = tensors_[order[i - 1]];
     const TensorInfo& next = tensors_[order[i]];
@@ -714,9 +692,7 @@ Result<GgufFile> GgufFile::FromBytes(std::vector<std::byte> bytes, std::string s
 
 // --- Metadata. ---
 
-bool GgufFile::Has(std::string_view key) const {
-  return kv_index_.find(key) != kv_index_.end();
-}
+bool GgufFile::Has(std::string_view key) const { return kv_index_.find(key) != kv_index_.end(); }
 
 std::vector<std::string> GgufFile::Keys() const {
   std::vector<std::string> keys;
@@ -728,8 +704,7 @@ std::vector<std::string> GgufFile::Keys() const {
 Result<const GgufFile::Kv*> GgufFile::Lookup(std::string_view key) const {
   const auto it = kv_index_.find(key);
   if (it == kv_index_.end()) {
-    return Status::NotFound(
-        StrCat(source_, ": metadata key ", Quote(key), " not found"));
+    return Status::NotFound(StrCat(source_, ": metadata key ", Quote(key), " not found"));
   }
   return &kvs_[it->second];
 }
@@ -738,12 +713,10 @@ Status GgufFile::WrongType(const Kv& kv, std::string_view wanted) const {
   std::string got(GgufValueTypeName(kv.type));
   if (kv.type == GgufValueType::kArray) {
     GgufCursor c(kv.value);
-    got +=
-        StrCat(" of ",
-            GgufValueTypeName(static_cast<GgufValueType>(c.Take<uint32_t>())));
+    got += StrCat(" of ", GgufValueTypeName(static_cast<GgufValueType>(c.Take<uint32_t>())));
   }
-  return Status::InvalidArgument(StrCat(source_, ": metadata key ", Quote(kv.key),
-                                     " has type ", got, ", wanted ", wanted));
+  return Status::InvalidArgument(
+      StrCat(source_, ": metadata key ", Quote(kv.key), " has type ", got, ", wanted ", wanted));
 }
 
 Result<GgufValue> GgufFile::Get(std::string_view key) const {
@@ -767,9 +740,9 @@ Result<uint64_t> GgufFile::GetUint(std::string_view key) const {
   GgufCursor c(kv->value);
   const IntValue v = TakeInt(c, kv->type);
   if (const auto u = v.AsUint()) return *u;
-  return Status::OutOfRange(StrCat(source_, ": metadata key ", Quote(key), " is ",
-                                v.ToString(), " (", GgufValueTypeName(kv->type),
-                                "), wanted an unsigned integer"));
+  return Status::OutOfRange(StrCat(source_, ": metadata key ", Quote(key), " is ", v.ToString(),
+                                   " (", GgufValueTypeName(kv->type),
+                                   "), wanted an unsigned integer"));
 }
 
 Result<int64_t> GgufFile::GetInt(std::string_view key) const {
@@ -778,9 +751,9 @@ Result<int64_t> GgufFile::GetInt(std::string_view key) const {
   GgufCursor c(kv->value);
   const IntValue v = TakeInt(c, kv->type);
   if (const auto i = v.AsInt()) return *i;
-  return Status::OutOfRange(StrCat(source_, ": metadata key ", Quote(key), " is ",
-                                v.ToString(), " (", GgufValueTypeName(kv->type),
-                                "), above the int64 limit of ", kMaxInt64));
+  return Status::OutOfRange(StrCat(source_, ": metadata key ", Quote(key), " is ", v.ToString(),
+                                   " (", GgufValueTypeName(kv->type),
+                                   "), above the int64 limit of ", kMaxInt64));
 }
 
 Result<double> GgufFile::GetFloat(std::string_view key) const {
@@ -812,16 +785,14 @@ std::pair<GgufValueType, uint64_t> TakeArrayHeader(GgufCursor& c) {
   return {type, c.Take<uint64_t>()};
 }
 // The element type of a validated array, or nullopt for a non-array.
-std::optional<GgufValueType> ElementType(GgufValueType type,
-                                         std::span<const std::byte> value) {
+std::optional<GgufValueType> ElementType(GgufValueType type, std::span<const std::byte> value) {
   if (type != GgufValueType::kArray) return std::nullopt;
   GgufCursor c(value);
   return static_cast<GgufValueType>(c.Take<uint32_t>());
 }
 }  // namespace
 
-Result<std::vector<std::string>> GgufFile::GetStringArray(
-    std::string_view key) const {
+Result<std::vector<std::string>> GgufFile::GetStringArray(std::string_view key) const {
   FOLIO_ASSIGN_OR_RETURN(const Kv* kv, Lookup(key));
   if (ElementType(kv->type, kv->value) != GgufValueType::kString) {
     return WrongType(*kv, "array of string");
@@ -834,8 +805,7 @@ Result<std::vector<std::string>> GgufFile::GetStringArray(
   return out;
 }
 
-Result<std::vector<double>> GgufFile::GetFloatArray(
-    std::string_view key) const {
+Result<std::vector<double>> GgufFile::GetFloatArray(std::string_view key) const {
   FOLIO_ASSIGN_OR_RETURN(const Kv* kv, Lookup(key));
   const std::optional<GgufValueType> element = ElementType(kv->type, kv->value);
   if (!element || !IsFloat(*element)) {
@@ -865,10 +835,9 @@ Result<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key) const {
     const IntValue v = TakeInt(c, type);
     const std::optional<int64_t> value = v.AsInt();
     if (!value) {
-      return Status::OutOfRange(StrCat(source_, ": metadata key ", Quote(key),
-                                    " element ", i, " is ", v.ToString(), " (",
-                                    GgufValueTypeName(type),
-                                    "), above the int64 limit of ", kMaxInt64));
+      return Status::OutOfRange(StrCat(source_, ": metadata key ", Quote(key), " element ", i,
+                                       " is ", v.ToString(), " (", GgufValueTypeName(type),
+                                       "), above the int64 limit of ", kMaxInt64));
     }
     out.push_back(*value);
   }
@@ -883,9 +852,8 @@ const GgufFile::TensorInfo* GgufFile::Find(std::string_view name) const {
 }
 
 std::span<const std::byte> GgufFile::Data(const TensorInfo& t) const {
-  FOLIO_CHECK(
-      t.offset <= data_.size() && t.num_bytes <= data_.size() - t.offset,
-      "tensor '", t.name, "' is not from ", source_);
+  FOLIO_CHECK(t.offset <= data_.size() && t.num_bytes <= data_.size() - t.offset, "tensor '",
+              t.name, "' is not from ", source_);
   return data_.subspan(t.offset, t.num_bytes);
 }
 

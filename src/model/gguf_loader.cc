@@ -118,31 +118,30 @@ Result<Model> LoadGgufModel(const std::filesystem::path& path) {
   ModelWeights weights;
   weights.layers.resize(config->num_layers);
   Status status;
-  ForEachTensor(*config, weights, [&](const std::string& hf_name, const std::vector<uint64_t>&,
-                                      Tensor& t) {
-    if (!status.ok()) return;
-    const std::string name = GgufName(hf_name);
-    auto it = unused.find(name);
-    if (it == unused.end()) {
-      status = Status::NotFound(path.string() + ": missing tensor " + name);
-      return;
-    }
-    const GgufFile::TensorInfo& info = *it->second;
-    Result<TensorType> type = WeightTypeOf(info);
-    if (!type) {
-      status = type.error().WithContext(path.string());
-      return;
-    }
-    t.type = *type;
-    t.shape.assign(info.dims.rbegin(), info.dims.rend());  // ggml lists innermost first
-    t.bytes = file->Data(info);
-    t.owner = file;
-    unused.erase(it);
-  });
+  ForEachTensor(
+      *config, weights, [&](const std::string& hf_name, const std::vector<uint64_t>&, Tensor& t) {
+        if (!status.ok()) return;
+        const std::string name = GgufName(hf_name);
+        auto it = unused.find(name);
+        if (it == unused.end()) {
+          status = Status::NotFound(path.string() + ": missing tensor " + name);
+          return;
+        }
+        const GgufFile::TensorInfo& info = *it->second;
+        Result<TensorType> type = WeightTypeOf(info);
+        if (!type) {
+          status = type.error().WithContext(path.string());
+          return;
+        }
+        t.type = *type;
+        t.shape.assign(info.dims.rbegin(), info.dims.rend());  // ggml lists innermost first
+        t.bytes = file->Data(info);
+        t.owner = file;
+        unused.erase(it);
+      });
   FOLIO_RETURN_IF_ERROR(status);
   if (!unused.empty()) {
-    return Status::InvalidArgument(path.string() + ": unexpected tensor " +
-                                   unused.begin()->first);
+    return Status::InvalidArgument(path.string() + ": unexpected tensor " + unused.begin()->first);
   }
   Result<Model> model = Model::Create(*config, std::move(weights), /*check_finite=*/false);
   if (!model) return model.error().WithContext(path.string());

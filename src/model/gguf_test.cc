@@ -32,8 +32,7 @@ Bytes Le(T v) {
   static_assert(std::is_unsigned_v<T>);
   Bytes out(sizeof(T));
   for (size_t i = 0; i < sizeof(T); ++i) {
-    out[i] =
-        static_cast<std::byte>((static_cast<uint64_t>(v) >> (8 * i)) & 0xFF);
+    out[i] = static_cast<std::byte>((static_cast<uint64_t>(v) >> (8 * i)) & 0xFF);
   }
   return out;
 }
@@ -94,13 +93,12 @@ struct TestTensor {
 };
 
 // A valid tensor: its data is exactly the size the type and dims need.
-TestTensor Tensor(std::string name, GgmlType type, std::vector<uint64_t> dims,
-                  uint8_t seed = 1) {
+TestTensor Tensor(std::string name, GgmlType type, std::vector<uint64_t> dims, uint8_t seed = 1) {
   uint64_t n = 1;
   for (uint64_t d : dims) n *= d;
   const uint64_t bytes = n / GgmlBlockSize(type) * GgmlBlockBytes(type);
-  return {std::move(name), static_cast<uint32_t>(type), std::move(dims),
-          Filler(bytes, seed), std::nullopt};
+  return {std::move(name), static_cast<uint32_t>(type), std::move(dims), Filler(bytes, seed),
+          std::nullopt};
 }
 
 struct TestFile {
@@ -126,15 +124,13 @@ struct TestFile {
   }
   // Header, key/values and tensor infos.
   Bytes Header() const {
-    Bytes out = Join({U32(magic), U32(version),
-                      U64(tensor_count.value_or(tensors.size())),
+    Bytes out = Join({U32(magic), U32(version), U64(tensor_count.value_or(tensors.size())),
                       U64(kv_count.value_or(kvs.size()))});
     for (const Bytes& kv : kvs) out.insert(out.end(), kv.begin(), kv.end());
     const std::vector<uint64_t> offsets = Offsets();
     for (size_t i = 0; i < tensors.size(); ++i) {
       const TestTensor& t = tensors[i];
-      Bytes info =
-          Join({Str(t.name), U32(static_cast<uint32_t>(t.dims.size()))});
+      Bytes info = Join({Str(t.name), U32(static_cast<uint32_t>(t.dims.size()))});
       for (uint64_t d : t.dims) info = Join({info, U64(d)});
       info = Join({info, U32(t.type), U64(offsets[i])});
       out.insert(out.end(), info.begin(), info.end());
@@ -161,9 +157,7 @@ struct TestFile {
   }
 };
 
-Result<GgufFile> Parse(const TestFile& f) {
-  return GgufFile::FromBytes(f.Encode(), kSource);
-}
+Result<GgufFile> Parse(const TestFile& f) { return GgufFile::FromBytes(f.Encode(), kSource); }
 Result<GgufFile> ParseKvs(std::initializer_list<Bytes> kvs) {
   TestFile f;
   f.kvs = kvs;
@@ -177,24 +171,20 @@ Result<GgufFile> ParseTensors(std::vector<TestTensor> tensors) {
 
 // Checks the code and that the message names the source and `needle`.
 template <typename T>
-::testing::AssertionResult IsError(const Result<T>& r, StatusCode code,
-                                   std::string_view needle) {
+::testing::AssertionResult IsError(const Result<T>& r, StatusCode code, std::string_view needle) {
   if (r.has_value()) return ::testing::AssertionFailure() << "parsed fine";
   const Status& s = r.error();
   if (s.code() != code || s.message().find(needle) == std::string::npos) {
     return ::testing::AssertionFailure()
-           << s.ToString() << " (wanted " << StatusCodeName(code) << " with '"
-           << needle << "')";
+           << s.ToString() << " (wanted " << StatusCodeName(code) << " with '" << needle << "')";
   }
   if (s.message().find(kSource) == std::string::npos) {
-    return ::testing::AssertionFailure()
-           << "source not named: " << s.ToString();
+    return ::testing::AssertionFailure() << "source not named: " << s.ToString();
   }
   return ::testing::AssertionSuccess();
 }
 template <typename T>
-::testing::AssertionResult IsCorrupt(const Result<T>& r,
-                                     std::string_view needle) {
+::testing::AssertionResult IsCorrupt(const Result<T>& r, std::string_view needle) {
   return IsError(r, StatusCode::kCorruption, needle);
 }
 
@@ -205,8 +195,7 @@ std::string AsString(std::span<const std::byte> bytes) {
 std::filesystem::path TempPath(std::string_view name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   return std::filesystem::path(::testing::TempDir()) /
-         (std::string(info->name()) + "." + std::to_string(::getpid()) + "." +
-          std::string(name));
+         (std::string(info->name()) + "." + std::to_string(::getpid()) + "." + std::string(name));
 }
 
 // Every metadata type, string and nested arrays, and three tensors.
@@ -226,15 +215,11 @@ TestFile SampleFile() {
       Kv("i64", VT::kI64, U64(static_cast<uint64_t>(INT64_MIN))),
       Kv("f64", VT::kF64, F64(-1.5e300)),
       Kv("tokens", VT::kArray, StrArray({"<s>", "", "hello", "\xe2\x96\x81"})),
-      Kv("scores", VT::kArray,
-         Array(VT::kF32, 3, Join({F32(-1.0f), F32(0.0f), F32(2.5f)}))),
-      Kv("types", VT::kArray,
-         Array(VT::kI32, 2, Join({U32(1), U32(static_cast<uint32_t>(-3))}))),
+      Kv("scores", VT::kArray, Array(VT::kF32, 3, Join({F32(-1.0f), F32(0.0f), F32(2.5f)}))),
+      Kv("types", VT::kArray, Array(VT::kI32, 2, Join({U32(1), U32(static_cast<uint32_t>(-3))}))),
       Kv("flags", VT::kArray, Array(VT::kBool, 2, Join({U8(0), U8(1)}))),
       Kv("nested", VT::kArray,
-         Array(
-             VT::kArray, 2,
-             Join({Array(VT::kU8, 2, Join({U8(1), U8(2)})), StrArray({"x"})}))),
+         Array(VT::kArray, 2, Join({Array(VT::kU8, 2, Join({U8(1), U8(2)})), StrArray({"x"})}))),
       Kv("empty", VT::kArray, Array(VT::kU64, 0, {})),
   };
   f.tensors = {Tensor("token_embd.weight", GgmlType::kF32, {4, 2}, 1),
@@ -288,29 +273,24 @@ TEST(Gguf, ReadsArraysOfStringsNumbersAndBools) {
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   auto tokens = file->Get("tokens");
   ASSERT_TRUE(tokens.has_value());
-  EXPECT_EQ(*tokens,
-            ArrayValue(VT::kString,
-                       {Scalar(VT::kString, std::string("<s>")),
-                        Scalar(VT::kString, std::string()),
-                        Scalar(VT::kString, std::string("hello")),
-                        Scalar(VT::kString, std::string("\xe2\x96\x81"))}));
+  EXPECT_EQ(*tokens, ArrayValue(VT::kString, {Scalar(VT::kString, std::string("<s>")),
+                                              Scalar(VT::kString, std::string()),
+                                              Scalar(VT::kString, std::string("hello")),
+                                              Scalar(VT::kString, std::string("\xe2\x96\x81"))}));
   EXPECT_EQ(*file->Get("flags"),
-            ArrayValue(VT::kBool,
-                       {Scalar(VT::kBool, false), Scalar(VT::kBool, true)}));
+            ArrayValue(VT::kBool, {Scalar(VT::kBool, false), Scalar(VT::kBool, true)}));
   EXPECT_EQ(*file->Get("types"),
-            ArrayValue(VT::kI32, {Scalar(VT::kI32, int64_t{1}),
-                                  Scalar(VT::kI32, int64_t{-3})}));
+            ArrayValue(VT::kI32, {Scalar(VT::kI32, int64_t{1}), Scalar(VT::kI32, int64_t{-3})}));
   EXPECT_EQ(*file->Get("empty"), ArrayValue(VT::kU64, {}));
 }
 
 TEST(Gguf, ReadsNestedArrays) {
   auto file = Parse(SampleFile());
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
-  const GgufValue want = ArrayValue(
-      VT::kArray,
-      {ArrayValue(VT::kU8,
-                  {Scalar(VT::kU8, uint64_t{1}), Scalar(VT::kU8, uint64_t{2})}),
-       ArrayValue(VT::kString, {Scalar(VT::kString, std::string("x"))})});
+  const GgufValue want =
+      ArrayValue(VT::kArray,
+                 {ArrayValue(VT::kU8, {Scalar(VT::kU8, uint64_t{1}), Scalar(VT::kU8, uint64_t{2})}),
+                  ArrayValue(VT::kString, {Scalar(VT::kString, std::string("x"))})});
   EXPECT_EQ(*file->Get("nested"), want);
 }
 
@@ -331,8 +311,8 @@ TEST(Gguf, AcceptsArraysNestedUpToTheLimit) {
 }
 
 TEST(Gguf, ListsKeysInFileOrder) {
-  auto file = ParseKvs({Kv("b", VT::kU8, U8(1)), Kv("a", VT::kU8, U8(2)),
-                        Kv("c.d", VT::kU8, U8(3))});
+  auto file =
+      ParseKvs({Kv("b", VT::kU8, U8(1)), Kv("a", VT::kU8, U8(2)), Kv("c.d", VT::kU8, U8(3))});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   EXPECT_EQ(file->Keys(), (std::vector<std::string>{"b", "a", "c.d"}));
   EXPECT_TRUE(file->Has("a"));
@@ -351,16 +331,14 @@ TEST(Gguf, TypedGettersReadTheirTypes) {
   EXPECT_EQ(*file->GetString("general.architecture"), "llama");
   EXPECT_EQ(*file->GetStringArray("tokens"),
             (std::vector<std::string>{"<s>", "", "hello", "\xe2\x96\x81"}));
-  EXPECT_EQ(*file->GetFloatArray("scores"),
-            (std::vector<double>{-1.0, 0.0, 2.5}));
+  EXPECT_EQ(*file->GetFloatArray("scores"), (std::vector<double>{-1.0, 0.0, 2.5}));
   EXPECT_EQ(*file->GetIntArray("types"), (std::vector<int64_t>{1, -3}));
   EXPECT_EQ(*file->GetIntArray("empty"), std::vector<int64_t>{});
 }
 
 TEST(Gguf, GetUintWidensUnsignedAndNonNegativeSignedValues) {
-  auto file =
-      ParseKvs({Kv("u8", VT::kU8, U8(255)), Kv("i32", VT::kI32, U32(4096)),
-                Kv("i8", VT::kI8, U8(0))});
+  auto file = ParseKvs(
+      {Kv("u8", VT::kU8, U8(255)), Kv("i32", VT::kI32, U32(4096)), Kv("i8", VT::kI8, U8(0))});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   EXPECT_EQ(*file->GetUint("u8"), 255u);
   EXPECT_EQ(*file->GetUint("i32"), 4096u);
@@ -369,8 +347,7 @@ TEST(Gguf, GetUintWidensUnsignedAndNonNegativeSignedValues) {
 
 TEST(Gguf, GetIntWidensSignedAndSmallUnsignedValues) {
   auto file = ParseKvs({Kv("i16", VT::kI16, Le<uint16_t>(0x8000)),
-                        Kv("u32", VT::kU32, U32(UINT32_MAX)),
-                        Kv("u64", VT::kU64, U64(INT64_MAX))});
+                        Kv("u32", VT::kU32, U32(UINT32_MAX)), Kv("u64", VT::kU64, U64(INT64_MAX))});
   ASSERT_TRUE(file.has_value()) << file.error().ToString();
   EXPECT_EQ(*file->GetInt("i16"), -32768);
   EXPECT_EQ(*file->GetInt("u32"), int64_t{UINT32_MAX});
@@ -392,8 +369,7 @@ TEST(Gguf, GetIntOfAU64AboveInt64MaxIsOutOfRange) {
 }
 
 TEST(Gguf, GetIntArrayOfAnElementAboveInt64MaxIsOutOfRange) {
-  auto file = ParseKvs({Kv(
-      "a", VT::kArray, Array(VT::kU64, 2, Join({U64(1), U64(UINT64_MAX)})))});
+  auto file = ParseKvs({Kv("a", VT::kArray, Array(VT::kU64, 2, Join({U64(1), U64(UINT64_MAX)})))});
   ASSERT_TRUE(file.has_value());
   EXPECT_TRUE(IsError(file->GetIntArray("a"), StatusCode::kOutOfRange,
                       "metadata key 'a' element 1 is 18446744073709551615"));
@@ -401,8 +377,7 @@ TEST(Gguf, GetIntArrayOfAnElementAboveInt64MaxIsOutOfRange) {
 
 TEST(Gguf, GetIntArrayWidensUnsignedElements) {
   auto file = ParseKvs(
-      {Kv("a", VT::kArray,
-          Array(VT::kU16, 2, Join({Le<uint16_t>(65535), Le<uint16_t>(0)})))});
+      {Kv("a", VT::kArray, Array(VT::kU16, 2, Join({Le<uint16_t>(65535), Le<uint16_t>(0)})))});
   ASSERT_TRUE(file.has_value());
   EXPECT_EQ(*file->GetIntArray("a"), (std::vector<int64_t>{65535, 0}));
 }
@@ -416,11 +391,10 @@ TEST(Gguf, GetFloatArrayReadsF64Elements) {
 TEST(Gguf, GettersOfAnAbsentKeyAreNotFound) {
   auto file = Parse(SampleFile());
   ASSERT_TRUE(file.has_value());
-  EXPECT_TRUE(IsError(file->GetUint("nope"), StatusCode::kNotFound,
-                      "metadata key 'nope' not found"));
-  EXPECT_TRUE(IsError(file->Get("nope"), StatusCode::kNotFound, "'nope'"));
   EXPECT_TRUE(
-      IsError(file->GetStringArray("nope"), StatusCode::kNotFound, "'nope'"));
+      IsError(file->GetUint("nope"), StatusCode::kNotFound, "metadata key 'nope' not found"));
+  EXPECT_TRUE(IsError(file->Get("nope"), StatusCode::kNotFound, "'nope'"));
+  EXPECT_TRUE(IsError(file->GetStringArray("nope"), StatusCode::kNotFound, "'nope'"));
 }
 
 TEST(Gguf, GetterOfAnotherTypeNamesTheKeyAndBothTypes) {
@@ -429,12 +403,9 @@ TEST(Gguf, GetterOfAnotherTypeNamesTheKeyAndBothTypes) {
   const StatusCode kInvalid = StatusCode::kInvalidArgument;
   EXPECT_TRUE(IsError(file->GetUint("f32"), kInvalid,
                       "metadata key 'f32' has type f32, wanted an unsigned"));
-  EXPECT_TRUE(IsError(file->GetInt("bool"), kInvalid,
-                      "'bool' has type bool, wanted an integer"));
-  EXPECT_TRUE(IsError(file->GetFloat("u32"), kInvalid,
-                      "'u32' has type u32, wanted f32 or f64"));
-  EXPECT_TRUE(
-      IsError(file->GetBool("u8"), kInvalid, "'u8' has type u8, wanted bool"));
+  EXPECT_TRUE(IsError(file->GetInt("bool"), kInvalid, "'bool' has type bool, wanted an integer"));
+  EXPECT_TRUE(IsError(file->GetFloat("u32"), kInvalid, "'u32' has type u32, wanted f32 or f64"));
+  EXPECT_TRUE(IsError(file->GetBool("u8"), kInvalid, "'u8' has type u8, wanted bool"));
   EXPECT_TRUE(IsError(file->GetString("tokens"), kInvalid,
                       "'tokens' has type array of string, wanted string"));
   EXPECT_TRUE(IsError(file->GetStringArray("general.architecture"), kInvalid,
@@ -635,8 +606,7 @@ TEST(Gguf, MovedFileKeepsItsMetadataAndData) {
   assigned = std::move(moved);
   EXPECT_EQ(*assigned.GetStringArray("tokens"),
             (std::vector<std::string>{"<s>", "", "hello", "\xe2\x96\x81"}));
-  EXPECT_EQ(AsString(assigned.Data(*assigned.Find("norm"))),
-            AsString(f.tensors[1].data));
+  EXPECT_EQ(AsString(assigned.Data(*assigned.Find("norm"))), AsString(f.tensors[1].data));
 }
 
 TEST(Gguf, OpenReadsAFileFromDisk) {
@@ -681,8 +651,7 @@ TEST(Gguf, OpenRejectsAnEmptyFile) {
   const auto r = GgufFile::Open(path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
-  EXPECT_NE(r.error().message().find("truncated: magic at byte 0 needs 4"),
-            std::string::npos)
+  EXPECT_NE(r.error().message().find("truncated: magic at byte 0 needs 4"), std::string::npos)
       << r.error().ToString();
   std::filesystem::remove(path);
 }
@@ -713,16 +682,14 @@ TEST(Gguf, ReportsVersion1AsUnimplemented) {
 TEST(Gguf, ReportsAnUnknownVersionAsUnimplemented) {
   TestFile f;
   f.version = 4;
-  EXPECT_TRUE(IsError(Parse(f), StatusCode::kUnimplemented,
-                      "GGUF version 4 is not supported"));
+  EXPECT_TRUE(IsError(Parse(f), StatusCode::kUnimplemented, "GGUF version 4 is not supported"));
 }
 
 TEST(Gguf, ReportsABigEndianFileAsUnimplemented) {
   TestFile f;
   f.version = 0x03000000;  // 3, byte-swapped
-  EXPECT_TRUE(
-      IsError(Parse(f), StatusCode::kUnimplemented,
-              "version 0x03000000 is GGUF v3 in big-endian byte order"));
+  EXPECT_TRUE(IsError(Parse(f), StatusCode::kUnimplemented,
+                      "version 0x03000000 is GGUF v3 in big-endian byte order"));
 }
 
 TEST(Gguf, RejectsATensorCountBeyondTheFile) {
@@ -769,23 +736,20 @@ TEST(Gguf, RejectsAKeyAboveTheSpecLimit) {
 }
 
 TEST(Gguf, RejectsAnEmptyKey) {
-  EXPECT_TRUE(IsCorrupt(ParseKvs({Kv("", VT::kU32, U32(1))}),
-                        "metadata entry 0: key is empty"));
+  EXPECT_TRUE(IsCorrupt(ParseKvs({Kv("", VT::kU32, U32(1))}), "metadata entry 0: key is empty"));
 }
 
 TEST(Gguf, ReportsAStringValueAboveTheLimitAsUnimplemented) {
   const std::string big(kMaxGgufStringBytes + 1, 's');
-  EXPECT_TRUE(IsError(ParseKvs({Kv("chat", VT::kString, Str(big))}),
-                      StatusCode::kUnimplemented,
+  EXPECT_TRUE(IsError(ParseKvs({Kv("chat", VT::kString, Str(big))}), StatusCode::kUnimplemented,
                       "metadata entry 0 'chat': string value at byte 48 is "
                       "1048577 bytes, above the limit of 1048576"));
 }
 
 TEST(Gguf, RejectsAStringValueBeyondTheFile) {
-  EXPECT_TRUE(IsCorrupt(
-      ParseKvs({Kv("s", VT::kString, Join({U64(UINT64_MAX), Raw("xyz")}))}),
-      "metadata entry 0 's': truncated: string value at byte 45 needs "
-      "18446744073709551615 bytes, 3 remain"));
+  EXPECT_TRUE(IsCorrupt(ParseKvs({Kv("s", VT::kString, Join({U64(UINT64_MAX), Raw("xyz")}))}),
+                        "metadata entry 0 's': truncated: string value at byte 45 needs "
+                        "18446744073709551615 bytes, 3 remain"));
 }
 
 TEST(Gguf, RejectsAnUnknownValueType) {
@@ -795,31 +759,26 @@ TEST(Gguf, RejectsAnUnknownValueType) {
 }
 
 TEST(Gguf, RejectsAnUnknownArrayElementType) {
-  EXPECT_TRUE(IsCorrupt(
-      ParseKvs({Kv("a", VT::kArray, Array(static_cast<VT>(99), 0, {}))}),
-      "metadata entry 0 'a': unknown array element type 99"));
+  EXPECT_TRUE(IsCorrupt(ParseKvs({Kv("a", VT::kArray, Array(static_cast<VT>(99), 0, {}))}),
+                        "metadata entry 0 'a': unknown array element type 99"));
 }
 
 TEST(Gguf, RejectsAnArrayCountBeyondTheFile) {
-  EXPECT_TRUE(IsCorrupt(
-      ParseKvs({Kv("a", VT::kArray, Array(VT::kU32, 1000, U32(1)))}),
-      "metadata entry 0 'a': array of 1000 u32 at byte 49 cannot fit in "
-      "the 4 bytes that remain (4 or more each)"));
+  EXPECT_TRUE(IsCorrupt(ParseKvs({Kv("a", VT::kArray, Array(VT::kU32, 1000, U32(1)))}),
+                        "metadata entry 0 'a': array of 1000 u32 at byte 49 cannot fit in "
+                        "the 4 bytes that remain (4 or more each)"));
 }
 
 TEST(Gguf, RejectsAStringArrayCountBeyondTheFile) {
   // 2^61 strings would pass a one-byte-per-element bound; each needs 8.
   EXPECT_TRUE(
-      IsCorrupt(ParseKvs({Kv("a", VT::kArray,
-                             Array(VT::kString, uint64_t{1} << 61, Str("x")))}),
+      IsCorrupt(ParseKvs({Kv("a", VT::kArray, Array(VT::kString, uint64_t{1} << 61, Str("x")))}),
                 "cannot fit in the 9 bytes that remain (8 or more each)"));
 }
 
 TEST(Gguf, RejectsATruncatedArrayElement) {
   EXPECT_TRUE(IsCorrupt(
-      ParseKvs(
-          {Kv("a", VT::kArray,
-              Array(VT::kString, 2, Join({Str("ok"), U64(50), Raw("x")})))}),
+      ParseKvs({Kv("a", VT::kArray, Array(VT::kString, 2, Join({Str("ok"), U64(50), Raw("x")})))}),
       "metadata entry 0 'a': element 1: truncated: string value"));
 }
 
@@ -828,8 +787,7 @@ TEST(Gguf, ReportsArraysNestedTooDeeplyAsUnimplemented) {
   for (int depth = 1; depth <= kMaxGgufArrayDepth; ++depth) {
     value = Array(VT::kArray, 1, value);
   }
-  EXPECT_TRUE(IsError(ParseKvs({Kv("deep", VT::kArray, value)}),
-                      StatusCode::kUnimplemented,
+  EXPECT_TRUE(IsError(ParseKvs({Kv("deep", VT::kArray, value)}), StatusCode::kUnimplemented,
                       "metadata entry 0 'deep': element 0: element 0: "
                       "element 0: element 0: arrays nest deeper than the "
                       "limit of 4 levels"));
@@ -841,17 +799,14 @@ TEST(Gguf, RejectsABoolOtherThan0Or1) {
 }
 
 TEST(Gguf, RejectsABoolArrayElementOtherThan0Or1) {
-  EXPECT_TRUE(IsCorrupt(
-      ParseKvs(
-          {Kv("b", VT::kArray, Array(VT::kBool, 2, Join({U8(1), U8(3)})))}),
-      "metadata entry 0 'b': element 1: bool value is 3"));
+  EXPECT_TRUE(IsCorrupt(ParseKvs({Kv("b", VT::kArray, Array(VT::kBool, 2, Join({U8(1), U8(3)})))}),
+                        "metadata entry 0 'b': element 1: bool value is 3"));
 }
 
 TEST(Gguf, RejectsADuplicateKey) {
-  EXPECT_TRUE(
-      IsCorrupt(ParseKvs({Kv("k", VT::kU8, U8(1)), Kv("j", VT::kU8, U8(1)),
-                          Kv("k", VT::kU32, U32(2))}),
-                "metadata entry 2 'k': the key repeats metadata entry 0"));
+  EXPECT_TRUE(IsCorrupt(
+      ParseKvs({Kv("k", VT::kU8, U8(1)), Kv("j", VT::kU8, U8(1)), Kv("k", VT::kU32, U32(2))}),
+      "metadata entry 2 'k': the key repeats metadata entry 0"));
 }
 
 TEST(Gguf, RejectsAnAlignmentOfZero) {
@@ -889,37 +844,33 @@ TEST(Gguf, RejectsAnAlignmentOfTheWrongType) {
 }
 
 TEST(Gguf, RejectsAnEmptyTensorName) {
-  EXPECT_TRUE(IsCorrupt(ParseTensors({Tensor("", GgmlType::kF32, {1})}),
-                        "tensor 0: name is empty"));
+  EXPECT_TRUE(
+      IsCorrupt(ParseTensors({Tensor("", GgmlType::kF32, {1})}), "tensor 0: name is empty"));
 }
 
 TEST(Gguf, RejectsATensorNameAboveGgmlsLimit) {
-  EXPECT_TRUE(IsCorrupt(
-      ParseTensors({Tensor(std::string(64, 'n'), GgmlType::kF32, {1})}),
-      "tensor 0: name at byte 32 is 64 bytes, above the limit of 63"));
+  EXPECT_TRUE(IsCorrupt(ParseTensors({Tensor(std::string(64, 'n'), GgmlType::kF32, {1})}),
+                        "tensor 0: name at byte 32 is 64 bytes, above the limit of 63"));
 }
 
 TEST(Gguf, AcceptsATensorNameAtGgmlsLimit) {
-  EXPECT_TRUE(
-      ParseTensors({Tensor(std::string(63, 'n'), GgmlType::kF32, {1})}).ok());
+  EXPECT_TRUE(ParseTensors({Tensor(std::string(63, 'n'), GgmlType::kF32, {1})}).ok());
 }
 
 TEST(Gguf, RejectsADuplicateTensorName) {
-  EXPECT_TRUE(IsCorrupt(ParseTensors({Tensor("t", GgmlType::kF32, {1}),
-                                      Tensor("t", GgmlType::kF32, {1})}),
-                        "tensor 1 't': the name repeats tensor 0"));
+  EXPECT_TRUE(
+      IsCorrupt(ParseTensors({Tensor("t", GgmlType::kF32, {1}), Tensor("t", GgmlType::kF32, {1})}),
+                "tensor 1 't': the name repeats tensor 0"));
 }
 
 TEST(Gguf, ReportsARankZeroTensorAsUnimplemented) {
   EXPECT_TRUE(IsError(ParseTensors({{"s", 0, {}, Filler(4, 1), std::nullopt}}),
-                      StatusCode::kUnimplemented,
-                      "tensor 0 's': n_dims is 0 (a scalar)"));
+                      StatusCode::kUnimplemented, "tensor 0 's': n_dims is 0 (a scalar)"));
 }
 
 TEST(Gguf, RejectsMoreThanFourDims) {
-  EXPECT_TRUE(
-      IsCorrupt(ParseTensors({Tensor("t", GgmlType::kF32, {1, 1, 1, 1, 1})}),
-                "tensor 0 't': n_dims 5 exceeds ggml's limit of 4"));
+  EXPECT_TRUE(IsCorrupt(ParseTensors({Tensor("t", GgmlType::kF32, {1, 1, 1, 1, 1})}),
+                        "tensor 0 't': n_dims 5 exceeds ggml's limit of 4"));
 }
 
 TEST(Gguf, AcceptsFourDims) {
@@ -935,32 +886,26 @@ TEST(Gguf, RejectsADimOfZero) {
 }
 
 TEST(Gguf, RejectsADimAboveInt64Max) {
-  EXPECT_TRUE(IsCorrupt(
-      ParseTensors({{"t", 0, {uint64_t{1} << 63}, {}, std::nullopt}}),
-      "dims[0] = 9223372036854775808 exceeds ggml's limit of 2^63 - 1"));
+  EXPECT_TRUE(IsCorrupt(ParseTensors({{"t", 0, {uint64_t{1} << 63}, {}, std::nullopt}}),
+                        "dims[0] = 9223372036854775808 exceeds ggml's limit of 2^63 - 1"));
 }
 
 TEST(Gguf, RejectsAnElementCountAboveInt64Max) {
-  EXPECT_TRUE(IsCorrupt(
-      ParseTensors(
-          {{"t", 0, {uint64_t{1} << 32, uint64_t{1} << 31}, {}, std::nullopt}}),
-      "dims [4294967296, 2147483648] of F32 has more than 2^63 - 1 elements"));
+  EXPECT_TRUE(
+      IsCorrupt(ParseTensors({{"t", 0, {uint64_t{1} << 32, uint64_t{1} << 31}, {}, std::nullopt}}),
+                "dims [4294967296, 2147483648] of F32 has more than 2^63 - 1 elements"));
 }
 
 TEST(Gguf, RejectsAnElementCountThatOverflows) {
-  EXPECT_TRUE(IsCorrupt(
-      ParseTensors(
-          {{"t", 0, {uint64_t{1} << 40, uint64_t{1} << 40}, {}, std::nullopt}}),
-      "has more than 2^63 - 1 elements"));
+  EXPECT_TRUE(
+      IsCorrupt(ParseTensors({{"t", 0, {uint64_t{1} << 40, uint64_t{1} << 40}, {}, std::nullopt}}),
+                "has more than 2^63 - 1 elements"));
 }
 
 TEST(Gguf, RejectsAByteSizeThatOverflows) {
   EXPECT_TRUE(IsCorrupt(
-      ParseTensors({{"t",
-                     static_cast<uint32_t>(GgmlType::kF64),
-                     {uint64_t{1} << 62},
-                     {},
-                     std::nullopt}}),
+      ParseTensors(
+          {{"t", static_cast<uint32_t>(GgmlType::kF64), {uint64_t{1} << 62}, {}, std::nullopt}}),
       "dims [4611686018427387904] of F64 overflows a 64-bit byte size"));
 }
 
@@ -978,11 +923,8 @@ TEST(Gguf, ReportsAGgmlTypeNewerThanFoliosTableAsUnimplemented) {
 
 TEST(Gguf, RejectsARowThatIsNotAMultipleOfTheBlockSize) {
   EXPECT_TRUE(IsCorrupt(
-      ParseTensors({{"t",
-                     static_cast<uint32_t>(GgmlType::kQ8_0),
-                     {48, 2},
-                     Filler(68, 1),
-                     std::nullopt}}),
+      ParseTensors(
+          {{"t", static_cast<uint32_t>(GgmlType::kQ8_0), {48, 2}, Filler(68, 1), std::nullopt}}),
       "dims [48, 2] of Q8_0: dims[0] = 48 is not a multiple of the block "
       "size 32"));
 }
@@ -1019,8 +961,8 @@ TEST(Gguf, RejectsAnOffsetThatOverflows) {
 TEST(Gguf, RejectsTensorsWhenTheFileEndsBeforeTheDataSection) {
   TestFile f;
   f.tensors = {Tensor("t", GgmlType::kF32, {1})};
-  EXPECT_TRUE(IsCorrupt(GgufFile::FromBytes(f.Header(), kSource),
-                        "run past the data section of 0 bytes"));
+  EXPECT_TRUE(
+      IsCorrupt(GgufFile::FromBytes(f.Header(), kSource), "run past the data section of 0 bytes"));
 }
 
 TEST(Gguf, RejectsOverlappingTensors) {
@@ -1028,8 +970,7 @@ TEST(Gguf, RejectsOverlappingTensors) {
   TestTensor b = Tensor("b", GgmlType::kF32, {8});
   a.offset = 0;
   b.offset = 32;
-  EXPECT_TRUE(IsCorrupt(ParseTensors({b, a}),
-                        "tensors 'a' [0, 64) and 'b' [32, 64) overlap"));
+  EXPECT_TRUE(IsCorrupt(ParseTensors({b, a}), "tensors 'a' [0, 64) and 'b' [32, 64) overlap"));
 }
 
 TEST(Gguf, RejectsTensorsAtTheSameOffset) {
@@ -1078,8 +1019,7 @@ void ExpectConsistent(const GgufFile& file) {
   std::sort(by_offset.begin(), by_offset.end(),
             [](auto* a, auto* b) { return a->offset < b->offset; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
-    EXPECT_LE(by_offset[i - 1]->offset + by_offset[i - 1]->num_bytes,
-              by_offset[i]->offset);
+    EXPECT_LE(by_offset[i - 1]->offset + by_offset[i - 1]->num_bytes, by_offset[i]->offset);
   }
 }
 

@@ -134,8 +134,7 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
   h.F64(c.rope_scaling.low_freq_factor);
   h.F64(c.rope_scaling.high_freq_factor);
   h.U64(c.rope_scaling.original_max_positions);
-  ForEachTensor(c, w, [&](const std::string& name, const std::vector<uint64_t>&,
-                          const Tensor& t) {
+  ForEachTensor(c, w, [&](const std::string& name, const std::vector<uint64_t>&, const Tensor& t) {
     h.Str(name);
     h.Str(std::string(TensorTypeName(t.type)));
     h.U64(t.shape.size());
@@ -155,42 +154,41 @@ Result<Model> Model::Create(ModelConfig config, ModelWeights weights, bool check
   FOLIO_RETURN_IF_ERROR(config.Validate());
   if (weights.layers.size() != config.num_layers) {
     return Status::InvalidArgument("weights have " + std::to_string(weights.layers.size()) +
-                                   " layers; config says " +
-                                   std::to_string(config.num_layers));
+                                   " layers; config says " + std::to_string(config.num_layers));
   }
   Status status;
-  ForEachTensor(config, weights, [&](const std::string& name,
-                                     const std::vector<uint64_t>& shape, const Tensor& t) {
-    if (!status.ok()) return;
-    if (t.empty()) {
-      status = Status::NotFound("missing tensor " + name);
-      return;
-    }
-    if (t.shape != shape) {
-      std::string m = "tensor ";
-      m.append(name).append(" has shape ").append(ShapeString(t.shape));
-      m.append(", expected ").append(ShapeString(shape));
-      status = Status::InvalidArgument(std::move(m));
-      return;
-    }
-    const auto bytes = TensorBytes(t.type, t.shape);
-    if (!bytes || *bytes != t.bytes.size()) {
-      status = Status::InvalidArgument("tensor " + name + " of type " +
-                                       std::string(TensorTypeName(t.type)) + " has " +
-                                       std::to_string(t.bytes.size()) +
-                                       " bytes, which does not match its shape");
-      return;
-    }
-    if (!check_finite) return;
-    const std::vector<double> values = t.ToDoubles();
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (!std::isfinite(values[i])) {
-        status = Status::InvalidArgument("tensor " + name + " value " + std::to_string(i) +
-                                         " is not finite");
-        return;
-      }
-    }
-  });
+  ForEachTensor(config, weights,
+                [&](const std::string& name, const std::vector<uint64_t>& shape, const Tensor& t) {
+                  if (!status.ok()) return;
+                  if (t.empty()) {
+                    status = Status::NotFound("missing tensor " + name);
+                    return;
+                  }
+                  if (t.shape != shape) {
+                    std::string m = "tensor ";
+                    m.append(name).append(" has shape ").append(ShapeString(t.shape));
+                    m.append(", expected ").append(ShapeString(shape));
+                    status = Status::InvalidArgument(std::move(m));
+                    return;
+                  }
+                  const auto bytes = TensorBytes(t.type, t.shape);
+                  if (!bytes || *bytes != t.bytes.size()) {
+                    status = Status::InvalidArgument("tensor " + name + " of type " +
+                                                     std::string(TensorTypeName(t.type)) + " has " +
+                                                     std::to_string(t.bytes.size()) +
+                                                     " bytes, which does not match its shape");
+                    return;
+                  }
+                  if (!check_finite) return;
+                  const std::vector<double> values = t.ToDoubles();
+                  for (size_t i = 0; i < values.size(); ++i) {
+                    if (!std::isfinite(values[i])) {
+                      status = Status::InvalidArgument("tensor " + name + " value " +
+                                                       std::to_string(i) + " is not finite");
+                      return;
+                    }
+                  }
+                });
   FOLIO_RETURN_IF_ERROR(status);
   if (config.tie_embeddings && !weights.lm_head.empty()) {
     return Status::InvalidArgument("tied model must not carry lm_head weights");

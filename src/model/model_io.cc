@@ -22,17 +22,20 @@ constexpr size_t kMaxConfigBytes = 1 << 20;
 
 // Hugging Face architecture names and the folio architecture each maps to.
 const std::map<std::string, std::string>& HfArchitectures() {
-  static const auto* m = new std::map<std::string, std::string>{
-      {"FolioForCausalLM", "folio"},     {"LlamaForCausalLM", "llama"},
-      {"MistralForCausalLM", "mistral"}, {"Qwen2ForCausalLM", "qwen2"},
-      {"Qwen3ForCausalLM", "qwen3"}};
+  static const auto* m = new std::map<std::string, std::string>{{"FolioForCausalLM", "folio"},
+                                                                {"LlamaForCausalLM", "llama"},
+                                                                {"MistralForCausalLM", "mistral"},
+                                                                {"Qwen2ForCausalLM", "qwen2"},
+                                                                {"Qwen3ForCausalLM", "qwen3"}};
   return *m;
 }
 
 json RopeScalingJson(const RopeScaling& s) {
   switch (s.type) {
-    case RopeScaling::Type::kNone: return nullptr;
-    case RopeScaling::Type::kLinear: return {{"rope_type", "linear"}, {"factor", s.factor}};
+    case RopeScaling::Type::kNone:
+      return nullptr;
+    case RopeScaling::Type::kLinear:
+      return {{"rope_type", "linear"}, {"factor", s.factor}};
     case RopeScaling::Type::kLlama3:
       return {{"rope_type", "llama3"},
               {"factor", s.factor},
@@ -50,7 +53,8 @@ json ConfigToJson(const ModelConfig& c) {
   std::string hf = "FolioForCausalLM";
   const bool neox = c.rope_style == RopeStyle::kNeox;
   if (neox && c.architecture == "llama" && !c.qk_norm) hf = "LlamaForCausalLM";
-  if (neox && c.architecture == "mistral" && !c.qk_norm && !c.attention_bias) hf = "MistralForCausalLM";
+  if (neox && c.architecture == "mistral" && !c.qk_norm && !c.attention_bias)
+    hf = "MistralForCausalLM";
   if (neox && c.architecture == "qwen2" && c.attention_bias && !c.qk_norm) hf = "Qwen2ForCausalLM";
   if (neox && c.architecture == "qwen3" && c.qk_norm) hf = "Qwen3ForCausalLM";
   json j = {{"architectures", {hf}},
@@ -86,8 +90,7 @@ class ConfigReader {
   Status U64(const char* key, uint64_t& out, bool required = true) const {
     auto it = j_.find(key);
     if (it == j_.end() || (!required && it->is_null())) {
-      return required ? Status::NotFound(std::string("missing key \"") + key + "\"")
-                      : Status::Ok();
+      return required ? Status::NotFound(std::string("missing key \"") + key + "\"") : Status::Ok();
     }
     if (!it->is_number_unsigned()) {
       return Status::InvalidArgument(std::string("\"") + key +
@@ -99,8 +102,7 @@ class ConfigReader {
   Status F64(const char* key, double& out, bool required = true) const {
     auto it = j_.find(key);
     if (it == j_.end() || (!required && it->is_null())) {
-      return required ? Status::NotFound(std::string("missing key \"") + key + "\"")
-                      : Status::Ok();
+      return required ? Status::NotFound(std::string("missing key \"") + key + "\"") : Status::Ok();
     }
     if (!it->is_number()) {
       return Status::InvalidArgument(std::string("\"") + key + "\" must be a number (got " +
@@ -112,8 +114,7 @@ class ConfigReader {
   Status Bool(const char* key, bool& out, bool required = true) const {
     auto it = j_.find(key);
     if (it == j_.end() || (!required && it->is_null())) {
-      return required ? Status::NotFound(std::string("missing key \"") + key + "\"")
-                      : Status::Ok();
+      return required ? Status::NotFound(std::string("missing key \"") + key + "\"") : Status::Ok();
     }
     if (!it->is_boolean()) {
       return Status::InvalidArgument(std::string("\"") + key + "\" must be true or false");
@@ -124,8 +125,7 @@ class ConfigReader {
   Status String(const char* key, std::string& out, bool required = true) const {
     auto it = j_.find(key);
     if (it == j_.end() || (!required && it->is_null())) {
-      return required ? Status::NotFound(std::string("missing key \"") + key + "\"")
-                      : Status::Ok();
+      return required ? Status::NotFound(std::string("missing key \"") + key + "\"") : Status::Ok();
     }
     if (!it->is_string()) {
       return Status::InvalidArgument(std::string("\"") + key + "\" must be a string");
@@ -268,18 +268,24 @@ Result<json> ReadJsonFile(const std::filesystem::path& path) {
 
 Result<TensorType> FromSafetensorsDType(DType d, const std::string& name) {
   switch (d) {
-    case DType::kF64: return TensorType::kF64;
-    case DType::kF32: return TensorType::kF32;
-    case DType::kF16: return TensorType::kF16;
-    case DType::kBF16: return TensorType::kBF16;
-    case DType::kI8: break;
+    case DType::kF64:
+      return TensorType::kF64;
+    case DType::kF32:
+      return TensorType::kF32;
+    case DType::kF16:
+      return TensorType::kF16;
+    case DType::kBF16:
+      return TensorType::kBF16;
+    case DType::kI8:
+      break;
   }
   return Status::Unimplemented("tensor " + name + " is i8; weights must be a float type");
 }
 
 // The safetensors files of a folder: model.safetensors, or the shards named
 // by model.safetensors.index.json.
-Result<std::vector<std::shared_ptr<SafetensorsFile>>> OpenWeights(const std::filesystem::path& dir) {
+Result<std::vector<std::shared_ptr<SafetensorsFile>>> OpenWeights(
+    const std::filesystem::path& dir) {
   std::vector<std::shared_ptr<SafetensorsFile>> files;
   const auto index_path = dir / "model.safetensors.index.json";
   std::vector<std::string> names;
@@ -329,26 +335,26 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
   ModelWeights weights;
   weights.layers.resize(config->num_layers);
   Status status;
-  ForEachTensor(*config, weights, [&](const std::string& name, const std::vector<uint64_t>&,
-                                      Tensor& t) {
-    if (!status.ok()) return;
-    auto it = found.find(name);
-    if (it == found.end()) {
-      status = Status::NotFound(dir.string() + ": missing tensor " + name);
-      return;
-    }
-    const auto& [info, file] = it->second;
-    Result<TensorType> type = FromSafetensorsDType(info->dtype, name);
-    if (!type) {
-      status = type.error().WithContext(file->source());
-      return;
-    }
-    t.type = *type;
-    t.shape = info->shape;
-    t.bytes = file->Data(*info);
-    t.owner = file;
-    found.erase(it);
-  });
+  ForEachTensor(*config, weights,
+                [&](const std::string& name, const std::vector<uint64_t>&, Tensor& t) {
+                  if (!status.ok()) return;
+                  auto it = found.find(name);
+                  if (it == found.end()) {
+                    status = Status::NotFound(dir.string() + ": missing tensor " + name);
+                    return;
+                  }
+                  const auto& [info, file] = it->second;
+                  Result<TensorType> type = FromSafetensorsDType(info->dtype, name);
+                  if (!type) {
+                    status = type.error().WithContext(file->source());
+                    return;
+                  }
+                  t.type = *type;
+                  t.shape = info->shape;
+                  t.bytes = file->Data(*info);
+                  t.owner = file;
+                  found.erase(it);
+                });
   FOLIO_RETURN_IF_ERROR(status);
   for (const auto& [name, where] : found) {
     // Tied checkpoints may still carry the head; old ones carry RoPE tables.
@@ -377,10 +383,18 @@ Status SaveModel(const Model& model, const std::filesystem::path& dir) {
                 [&](const std::string& name, const std::vector<uint64_t>&, const Tensor& t) {
                   DType d = DType::kF64;
                   switch (t.type) {
-                    case TensorType::kF64: d = DType::kF64; break;
-                    case TensorType::kF32: d = DType::kF32; break;
-                    case TensorType::kF16: d = DType::kF16; break;
-                    case TensorType::kBF16: d = DType::kBF16; break;
+                    case TensorType::kF64:
+                      d = DType::kF64;
+                      break;
+                    case TensorType::kF32:
+                      d = DType::kF32;
+                      break;
+                    case TensorType::kF16:
+                      d = DType::kF16;
+                      break;
+                    case TensorType::kBF16:
+                      d = DType::kBF16;
+                      break;
                     case TensorType::kQ8_0:
                       status = Status::Unimplemented("tensor " + name +
                                                      " is q8_0, which safetensors cannot hold");

@@ -17,8 +17,8 @@ class ModelIoTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("folio_model_io_" + std::string(::testing::UnitTest::GetInstance()
-                                                ->current_test_info()->name()));
+           ("folio_model_io_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }

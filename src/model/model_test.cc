@@ -1,7 +1,6 @@
 #include "folio/model/model.h"
 
 #include <gtest/gtest.h>
-
 #include <openssl/evp.h>
 
 #include <bit>

@@ -35,9 +35,7 @@ Status Invalid(const Args&... args) {
 std::string Show(const Json& v) {
   return Clip(v.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
-std::string ErrnoText() {
-  return std::error_code(errno, std::generic_category()).message();
-}
+std::string ErrnoText() { return std::error_code(errno, std::generic_category()).message(); }
 
 // Offset of the first byte that does not start a valid UTF-8 sequence
 // (overlong forms, surrogates and code points above U+10FFFF are invalid),
@@ -60,27 +58,23 @@ size_t FirstInvalidUtf8(std::string_view s) {
       if ((cc & 0xC0u) != 0x80u) return i;
       cp = (cp << 6) | (cc & 0x3Fu);
     }
-    if (cp < kMinCodePoint[len] || cp > 0x10FFFF ||
-        (cp >= 0xD800 && cp <= 0xDFFF)) {
+    if (cp < kMinCodePoint[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
       return i;
     }
     i += len;
   }
   return std::string_view::npos;
 }
-bool IsUtf8(std::string_view s) {
-  return FirstInvalidUtf8(s) == std::string_view::npos;
-}
+bool IsUtf8(std::string_view s) { return FirstInvalidUtf8(s) == std::string_view::npos; }
 
 // The safetensors dtype strings. Those folio supports map to a DType; the
 // rest of the reference's list is recognised so it can be reported as
 // Unimplemented rather than Corruption.
-constexpr std::pair<std::string_view, DType> kSupportedDTypes[] = {
-    {"F64", DType::kF64},
-    {"F32", DType::kF32},
-    {"BF16", DType::kBF16},
-    {"F16", DType::kF16},
-    {"I8", DType::kI8}};
+constexpr std::pair<std::string_view, DType> kSupportedDTypes[] = {{"F64", DType::kF64},
+                                                                   {"F32", DType::kF32},
+                                                                   {"BF16", DType::kBF16},
+                                                                   {"F16", DType::kF16},
+                                                                   {"I8", DType::kI8}};
 constexpr std::string_view kUnsupportedDTypes[] = {
     "BOOL",    "U8",      "U16",     "U32",     "U64",     "I16", "I32", "I64",
     "F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
@@ -104,28 +98,23 @@ std::optional<uint64_t> ByteSize(DType dtype, std::span<const uint64_t> shape) {
 
 // A non-negative JSON integer, or nullptr: nlohmann stores negative,
 // fractional and >= 2^64 numbers as other types.
-const uint64_t* AsU64(const Json& v) {
-  return v.get_ptr<const Json::number_unsigned_t*>();
-}
+const uint64_t* AsU64(const Json& v) { return v.get_ptr<const Json::number_unsigned_t*>(); }
 
 Result<DType> ParseDType(const std::string& where, const Json& v) {
   const auto* s = v.get_ptr<const Json::string_t*>();
-  if (s == nullptr)
-    return Corrupt(where, "'dtype' must be a string, got ", Show(v));
+  if (s == nullptr) return Corrupt(where, "'dtype' must be a string, got ", Show(v));
   for (const auto& [str, dtype] : kSupportedDTypes) {
     if (*s == str) return dtype;
   }
-  if (std::find(std::begin(kUnsupportedDTypes), std::end(kUnsupportedDTypes),
-                *s) != std::end(kUnsupportedDTypes)) {
-    return Status::Unimplemented(
-        StrCat(where, "dtype ", Quote(*s),
-            " is not supported (folio reads F64, F32, BF16, F16, I8)"));
+  if (std::find(std::begin(kUnsupportedDTypes), std::end(kUnsupportedDTypes), *s) !=
+      std::end(kUnsupportedDTypes)) {
+    return Status::Unimplemented(StrCat(where, "dtype ", Quote(*s),
+                                        " is not supported (folio reads F64, F32, BF16, F16, I8)"));
   }
   return Corrupt(where, "unknown dtype ", Quote(*s));
 }
 
-Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry,
-                               uint64_t data_bytes) {
+Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry, uint64_t data_bytes) {
   const std::string where = StrCat("tensor ", Quote(name), ": ");
   const auto* fields = entry.get_ptr<const Json::object_t*>();
   if (fields == nullptr) {
@@ -136,8 +125,7 @@ Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry,
   for (const auto& [key, value] : *fields) {
     const auto* it = std::find(std::begin(kFields), std::end(kFields), key);
     if (it == std::end(kFields)) {
-      return Corrupt(where, "unknown field ", Quote(key),
-                     " (expected dtype, shape, data_offsets)");
+      return Corrupt(where, "unknown field ", Quote(key), " (expected dtype, shape, data_offsets)");
     }
     field[it - kFields] = &value;
   }
@@ -148,12 +136,10 @@ Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry,
   FOLIO_ASSIGN_OR_RETURN(t.dtype, ParseDType(where, *field[0]));
 
   const auto* dims = field[1]->get_ptr<const Json::array_t*>();
-  if (dims == nullptr)
-    return Corrupt(where, "'shape' must be an array, got ", Show(*field[1]));
+  if (dims == nullptr) return Corrupt(where, "'shape' must be an array, got ", Show(*field[1]));
   if (dims->size() > kMaxSafetensorsRank) {
-    return Status::Unimplemented(StrCat(where, "rank ", dims->size(),
-                                     " exceeds the limit of ",
-                                     kMaxSafetensorsRank));
+    return Status::Unimplemented(
+        StrCat(where, "rank ", dims->size(), " exceeds the limit of ", kMaxSafetensorsRank));
   }
   for (size_t i = 0; i < dims->size(); ++i) {
     const uint64_t* d = AsU64((*dims)[i]);
@@ -169,15 +155,13 @@ Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry,
   const uint64_t* begin = is_pair ? AsU64((*pair)[0]) : nullptr;
   const uint64_t* end = is_pair ? AsU64((*pair)[1]) : nullptr;
   if (begin == nullptr || end == nullptr) {
-    return Corrupt(where,
-                   "'data_offsets' must be two integers in [0, 2^64), got ",
+    return Corrupt(where, "'data_offsets' must be two integers in [0, 2^64), got ",
                    Show(*field[2]));
   }
   const std::string offsets = StrCat("data_offsets [", *begin, ", ", *end, "]");
   if (*begin > *end) return Corrupt(where, offsets, " has begin > end");
   if (*end > data_bytes) {
-    return Corrupt(where, offsets, " ends beyond the data section of ",
-                   data_bytes, " bytes");
+    return Corrupt(where, offsets, " ends beyond the data section of ", data_bytes, " bytes");
   }
   t.data_begin = *begin;
   t.data_end = *end;
@@ -186,21 +170,19 @@ Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry,
       StrCat("shape ", Json(t.shape).dump(), " of ", SafetensorsName(t.dtype));
   if (!bytes) return Corrupt(where, shape, " overflows a 64-bit byte size");
   if (*bytes != *end - *begin) {
-    return Corrupt(where, shape, " needs ", *bytes, " bytes but ", offsets,
-                   " spans ", *end - *begin);
+    return Corrupt(where, shape, " needs ", *bytes, " bytes but ", offsets, " spans ",
+                   *end - *begin);
   }
   return t;
 }
 
 Status ParseMetadata(const Json& v, std::map<std::string, std::string>& out) {
   const auto* fields = v.get_ptr<const Json::object_t*>();
-  if (!fields)
-    return Corrupt("'__metadata__' must be an object, got ", Show(v));
+  if (!fields) return Corrupt("'__metadata__' must be an object, got ", Show(v));
   for (const auto& [key, value] : *fields) {
     const auto* s = value.get_ptr<const Json::string_t*>();
     if (!s) {
-      return Corrupt("__metadata__[", Quote(key), "] must be a string, got ",
-                     Show(value));
+      return Corrupt("__metadata__[", Quote(key), "] must be a string, got ", Show(value));
     }
     out.emplace(key, *s);
   }
@@ -223,8 +205,7 @@ Result<Json> ParseJson(std::string_view text) {
       return false;  // drops the value instead of storing it
     }
     if (event == Event::object_start) open_objects.emplace_back();
-    if (event == Event::object_end && !open_objects.empty())
-      open_objects.pop_back();
+    if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
     const auto* key = parsed.get_ptr<const Json::string_t*>();
     if (event == Event::key && key != nullptr && !open_objects.empty() &&
         !open_objects.back().insert(*key).second && !duplicate) {
@@ -247,16 +228,11 @@ Result<Json> ParseJson(std::string_view text) {
 
 }  // namespace
 
-
-Status SafetensorsFile::Init(std::span<const std::byte> image,
-                             std::string source) {
+Status SafetensorsFile::Init(std::span<const std::byte> image, std::string source) {
   source_ = std::move(source);
-  auto fail = [this](const auto&... args) {
-    return Corrupt(source_, ": ", args...);
-  };
+  auto fail = [this](const auto&... args) { return Corrupt(source_, ": ", args...); };
   if (image.size() < kLengthPrefixBytes) {
-    return fail("file is ", image.size(),
-                " bytes, shorter than the 8-byte header length prefix");
+    return fail("file is ", image.size(), " bytes, shorter than the 8-byte header length prefix");
   }
   uint64_t header_bytes = 0;  // little-endian
   for (size_t i = 0; i < kLengthPrefixBytes; ++i) {
@@ -272,9 +248,8 @@ Status SafetensorsFile::Init(std::span<const std::byte> image,
     return fail("header length ", header_bytes, " exceeds the ", available,
                 " bytes after the length prefix");
   }
-  const std::string_view text(
-      reinterpret_cast<const char*>(image.data()) + kLengthPrefixBytes,
-      header_bytes);
+  const std::string_view text(reinterpret_cast<const char*>(image.data()) + kLengthPrefixBytes,
+                              header_bytes);
   if (text.front() != '{') {
     return fail("header must be a JSON object starting with '{', got byte ",
                 static_cast<int>(static_cast<unsigned char>(text.front())));
@@ -305,11 +280,9 @@ Status SafetensorsFile::Init(std::span<const std::byte> image,
 
   // Zero-sized tensors sort before a tensor that starts at the same offset,
   // so they do not read as overlapping it.
-  std::sort(tensors_.begin(), tensors_.end(),
-            [](const TensorInfo& a, const TensorInfo& b) {
-              return std::tie(a.data_begin, a.data_end, a.name) <
-                     std::tie(b.data_begin, b.data_end, b.name);
-            });
+  std::sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
+    return std::tie(a.data_begin, a.data_end, a.name) < std::tie(b.data_begin, b.data_end, b.name);
+  });
   auto range = [](const TensorInfo& t) {
     return StrCat(Quote(t.name), " [", t.data_begin, ", ", t.data_end, ")");
   };
@@ -330,8 +303,7 @@ Status SafetensorsFile::Init(std::span<const std::byte> image,
     return fail("data bytes [", covered, ", ", data_.size(),
                 ") at the end of the data section belong to no tensor");
   }
-  for (size_t i = 0; i < tensors_.size(); ++i)
-    index_.emplace(tensors_[i].name, i);
+  for (size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
   return Status::Ok();
 }
 
@@ -343,7 +315,8 @@ Result<SafetensorsFile> SafetensorsFile::Open(const std::filesystem::path& path)
   return file;
 }
 
-Result<SafetensorsFile> SafetensorsFile::FromBytes(std::vector<std::byte> bytes, std::string source) {
+Result<SafetensorsFile> SafetensorsFile::FromBytes(std::vector<std::byte> bytes,
+                                                   std::string source) {
   SafetensorsFile file;
   file.bytes_ = FileBytes::Own(std::move(bytes));
   FOLIO_RETURN_IF_ERROR(file.Init(file.bytes_.bytes(), std::move(source)));
@@ -356,17 +329,16 @@ const TensorInfo* SafetensorsFile::Find(std::string_view name) const {
 }
 
 std::span<const std::byte> SafetensorsFile::Data(const TensorInfo& t) const {
-  FOLIO_CHECK(t.data_begin <= t.data_end && t.data_end <= data_.size(),
-              "tensor '", t.name, "' is not from ", source_);
+  FOLIO_CHECK(t.data_begin <= t.data_end && t.data_end <= data_.size(), "tensor '", t.name,
+              "' is not from ", source_);
   return data_.subspan(t.data_begin, t.data_end - t.data_begin);
 }
 
 namespace {
 
 // The length prefix and the padded header: everything before the data.
-Result<std::string> EncodePrefix(
-    std::span<const TensorToWrite> tensors,
-    const std::map<std::string, std::string>& metadata) {
+Result<std::string> EncodePrefix(std::span<const TensorToWrite> tensors,
+                                 const std::map<std::string, std::string>& metadata) {
   Json header = Json::object();
   for (const auto& [key, value] : metadata) {
     if (!IsUtf8(key) || !IsUtf8(value)) {
@@ -379,21 +351,17 @@ Result<std::string> EncodePrefix(
     const TensorToWrite& t = tensors[i];
     const std::string where = StrCat("tensor ", i, " ", Quote(t.name), ": ");
     if (t.name.empty() || t.name == "__metadata__" || !IsUtf8(t.name)) {
-      return Invalid(where,
-                     "name must be non-empty UTF-8 other than '__metadata__'");
+      return Invalid(where, "name must be non-empty UTF-8 other than '__metadata__'");
     }
     if (header.contains(t.name)) return Invalid(where, "name is used twice");
     if (t.shape.size() > kMaxSafetensorsRank) {
-      return Invalid(where, "rank ", t.shape.size(), " exceeds the limit of ",
-                     kMaxSafetensorsRank);
+      return Invalid(where, "rank ", t.shape.size(), " exceeds the limit of ", kMaxSafetensorsRank);
     }
     const std::optional<uint64_t> bytes = ByteSize(t.dtype, t.shape);
-    const std::string shape =
-        StrCat("shape ", Json(t.shape).dump(), " of ", DTypeName(t.dtype));
+    const std::string shape = StrCat("shape ", Json(t.shape).dump(), " of ", DTypeName(t.dtype));
     if (!bytes) return Invalid(where, shape, " overflows a 64-bit byte size");
     if (*bytes != t.data.size()) {
-      return Invalid(where, shape, " needs ", *bytes, " bytes, got ",
-                     t.data.size());
+      return Invalid(where, shape, " needs ", *bytes, " bytes, got ", t.data.size());
     }
     const std::optional<uint64_t> end = CheckedAdd(offset, *bytes);
     if (!end) return Invalid(where, "total data size overflows 64 bits");
@@ -418,10 +386,8 @@ Result<std::string> EncodePrefix(
 }  // namespace
 
 Result<std::vector<std::byte>> EncodeSafetensors(
-    std::span<const TensorToWrite> tensors,
-    const std::map<std::string, std::string>& metadata) {
-  FOLIO_ASSIGN_OR_RETURN(const std::string prefix,
-                         EncodePrefix(tensors, metadata));
+    std::span<const TensorToWrite> tensors, const std::map<std::string, std::string>& metadata) {
+  FOLIO_ASSIGN_OR_RETURN(const std::string prefix, EncodePrefix(tensors, metadata));
   size_t num_bytes = prefix.size();  // EncodePrefix checked the data sum
   for (const TensorToWrite& t : tensors) num_bytes += t.data.size();
   std::vector<std::byte> out(prefix.size());
@@ -433,17 +399,13 @@ Result<std::vector<std::byte>> EncodeSafetensors(
   return out;
 }
 
-Status WriteSafetensors(const std::filesystem::path& path,
-                        std::span<const TensorToWrite> tensors,
+Status WriteSafetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
                         const std::map<std::string, std::string>& metadata) {
-  FOLIO_ASSIGN_OR_RETURN(const std::string prefix,
-                         EncodePrefix(tensors, metadata));
+  FOLIO_ASSIGN_OR_RETURN(const std::string prefix, EncodePrefix(tensors, metadata));
   std::filesystem::path tmp = path;
   tmp += ".tmp";
-  const int fd =
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return Status::IoError(StrCat(tmp.string(), ": cannot create: ", ErrnoText()));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::IoError(StrCat(tmp.string(), ": cannot create: ", ErrnoText()));
   auto write_all = [fd](const void* p, size_t n) {
     const auto* bytes = static_cast<const char*>(p);
     while (n > 0) {

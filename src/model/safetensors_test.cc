@@ -35,8 +35,7 @@ std::vector<std::byte> Image(std::string_view header, size_t num_data_bytes = 0,
   if (header_length == UINT64_MAX) header_length = header.size();
   std::vector<std::byte> out(8);
   for (int i = 0; i < 8; ++i) {
-    out[static_cast<size_t>(i)] =
-        static_cast<std::byte>((header_length >> (8 * i)) & 0xFF);
+    out[static_cast<size_t>(i)] = static_cast<std::byte>((header_length >> (8 * i)) & 0xFF);
   }
   const std::vector<std::byte> text = Bytes(header);
   out.insert(out.end(), text.begin(), text.end());
@@ -44,26 +43,22 @@ std::vector<std::byte> Image(std::string_view header, size_t num_data_bytes = 0,
   return out;
 }
 
-Result<SafetensorsFile> Parse(std::string_view header,
-                              size_t num_data_bytes = 0) {
+Result<SafetensorsFile> Parse(std::string_view header, size_t num_data_bytes = 0) {
   return SafetensorsFile::FromBytes(Image(header, num_data_bytes), kSource);
 }
 
 // Checks the code and that the message names the source and `needle`.
 template <typename T>
-::testing::AssertionResult IsError(const Result<T>& r, StatusCode code,
-                                   std::string_view needle) {
+::testing::AssertionResult IsError(const Result<T>& r, StatusCode code, std::string_view needle) {
   if (r.has_value()) return ::testing::AssertionFailure() << "parsed fine";
   const Status& s = r.error();
   if (s.code() != code || s.message().find(needle) == std::string::npos) {
     return ::testing::AssertionFailure()
-           << s.ToString() << " (wanted " << StatusCodeName(code) << " with '"
-           << needle << "')";
+           << s.ToString() << " (wanted " << StatusCodeName(code) << " with '" << needle << "')";
   }
   return ::testing::AssertionSuccess();
 }
-::testing::AssertionResult IsCorrupt(const Result<SafetensorsFile>& r,
-                                     std::string_view needle) {
+::testing::AssertionResult IsCorrupt(const Result<SafetensorsFile>& r, std::string_view needle) {
   auto result = IsError(r, StatusCode::kCorruption, needle);
   if (result && r.error().message().find(kSource) == std::string::npos) {
     return ::testing::AssertionFailure() << "source not named";
@@ -74,8 +69,7 @@ template <typename T>
 std::filesystem::path TempPath(std::string_view name) {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
   return std::filesystem::path(::testing::TempDir()) /
-         (std::string(info->name()) + "." + std::to_string(::getpid()) + "." +
-          std::string(name));
+         (std::string(info->name()) + "." + std::to_string(::getpid()) + "." + std::string(name));
 }
 
 std::string AsString(std::span<const std::byte> bytes) {
@@ -90,15 +84,11 @@ struct Sample {
   std::vector<std::byte> f16 = AsBytes<uint16_t>({0x3c00, 0xbc00});
   std::vector<std::byte> i8 = AsBytes<int8_t>({-7});
   std::vector<TensorToWrite> tensors = {
-      {"model.f64", DType::kF64, {2}, f64},
-      {"model.f32", DType::kF32, {2, 3}, f32},
-      {"bf16", DType::kBF16, {3}, bf16},
-      {"empty", DType::kF32, {0, 3}, {}},
-      {"f16", DType::kF16, {1, 1, 2}, f16},
-      {"scalar", DType::kI8, {}, i8},
+      {"model.f64", DType::kF64, {2}, f64}, {"model.f32", DType::kF32, {2, 3}, f32},
+      {"bf16", DType::kBF16, {3}, bf16},    {"empty", DType::kF32, {0, 3}, {}},
+      {"f16", DType::kF16, {1, 1, 2}, f16}, {"scalar", DType::kI8, {}, i8},
   };
-  std::map<std::string, std::string> metadata = {{"format", "pt"},
-                                                 {"note", "ünïcødé"}};
+  std::map<std::string, std::string> metadata = {{"format", "pt"}, {"note", "ünïcødé"}};
 };
 
 void ExpectMatches(const SafetensorsFile& file, const Sample& sample) {
@@ -126,25 +116,22 @@ TEST(Safetensors, RoundTripsSeveralDTypesShapesAndMetadata) {
 TEST(Safetensors, EncodesTheSpecifiedLayoutByteForByte) {
   const std::vector<std::byte> a = AsBytes<float>({1.0f, 2.0f});
   const std::vector<std::byte> b = AsBytes<int8_t>({5});
-  const std::vector<TensorToWrite> tensors = {{"b", DType::kI8, {}, b},
-                                              {"a", DType::kF32, {2}, a}};
+  const std::vector<TensorToWrite> tensors = {{"b", DType::kI8, {}, b}, {"a", DType::kF32, {2}, a}};
   auto bytes = EncodeSafetensors(tensors, {{"k", "v"}});
   ASSERT_TRUE(bytes.has_value()) << bytes.error().ToString();
   // 136 = 0x88 header bytes: 130 of compact JSON (keys sorted), 6 spaces.
-  const std::string want =
-      std::string("\x88\0\0\0\0\0\0\0", 8) +
-      R"({"__metadata__":{"k":"v"},"a":{"data_offsets":[1,9],"dtype":"F32",)"
-      R"("shape":[2]},"b":{"data_offsets":[0,1],"dtype":"I8","shape":[]}})"
-      "      " +
-      std::string("\x05\0\0\x80\x3f\0\0\0\x40", 9);
+  const std::string want = std::string("\x88\0\0\0\0\0\0\0", 8) +
+                           R"({"__metadata__":{"k":"v"},"a":{"data_offsets":[1,9],"dtype":"F32",)"
+                           R"("shape":[2]},"b":{"data_offsets":[0,1],"dtype":"I8","shape":[]}})"
+                           "      " +
+                           std::string("\x05\0\0\x80\x3f\0\0\0\x40", 9);
   EXPECT_EQ(AsString(*bytes), want);
 }
 
 TEST(Safetensors, ReadsHandWrittenFileWithAnyKeyOrderAndPadding) {
-  const std::string header =
-      R"({"b": {"dtype": "I8", "shape": [], "data_offsets": [8, 9]},)"
-      R"( "__metadata__": {"k": "v"},)"
-      R"( "a": {"shape": [2], "data_offsets": [0, 8], "dtype": "F32"}}   )";
+  const std::string header = R"({"b": {"dtype": "I8", "shape": [], "data_offsets": [8, 9]},)"
+                             R"( "__metadata__": {"k": "v"},)"
+                             R"( "a": {"shape": [2], "data_offsets": [0, 8], "dtype": "F32"}}   )";
   std::vector<std::byte> image = Image(header);
   const std::vector<std::byte> data =
       AsBytes<uint8_t>({0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40, 0x05});
@@ -221,52 +208,47 @@ TEST(Safetensors, WriteSafetensorsLeavesNothingBehindOnBadInput) {
   const std::vector<std::byte> three(3);
   const std::vector<TensorToWrite> bad = {{"t", DType::kF32, {1}, three}};
   const auto path = TempPath("model.safetensors");
-  EXPECT_EQ(WriteSafetensors(path, bad, {}).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(WriteSafetensors(path, bad, {}).code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(std::filesystem::exists(path.string() + ".tmp"));
 }
 
 TEST(Safetensors, WriteSafetensorsReportsAMissingDirectory) {
-  const Status s =
-      WriteSafetensors(TempPath("no_such_dir") / "model.safetensors", {}, {});
+  const Status s = WriteSafetensors(TempPath("no_such_dir") / "model.safetensors", {}, {});
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_NE(s.message().find("no_such_dir"), std::string::npos);
 }
 
 TEST(Safetensors, OpenReportsAMissingFileAsNotFound) {
-  EXPECT_TRUE(IsError(SafetensorsFile::Open(TempPath("absent")),
-                      StatusCode::kNotFound, "absent"));
+  EXPECT_TRUE(IsError(SafetensorsFile::Open(TempPath("absent")), StatusCode::kNotFound, "absent"));
 }
 
 TEST(Safetensors, OpenRejectsADirectory) {
-  EXPECT_TRUE(IsError(SafetensorsFile::Open(::testing::TempDir()),
-                      StatusCode::kIoError, "regular file"));
+  EXPECT_TRUE(
+      IsError(SafetensorsFile::Open(::testing::TempDir()), StatusCode::kIoError, "regular file"));
 }
 
 TEST(Safetensors, OpenRejectsAnEmptyFile) {
   const auto path = TempPath("empty");
   std::ofstream(path).close();
-  EXPECT_TRUE(IsError(SafetensorsFile::Open(path), StatusCode::kCorruption,
-                      "file is 0 bytes"));
+  EXPECT_TRUE(IsError(SafetensorsFile::Open(path), StatusCode::kCorruption, "file is 0 bytes"));
   std::filesystem::remove(path);
 }
 
 // --- One test per reader error. ---
 
 TEST(Safetensors, RejectsAFileShorterThanTheLengthPrefix) {
-  EXPECT_TRUE(IsCorrupt(SafetensorsFile::FromBytes(Bytes("{}   "), kSource),
-                        "file is 5 bytes"));
+  EXPECT_TRUE(IsCorrupt(SafetensorsFile::FromBytes(Bytes("{}   "), kSource), "file is 5 bytes"));
 }
 
 TEST(Safetensors, RejectsAZeroHeaderLength) {
-  EXPECT_TRUE(IsCorrupt(SafetensorsFile::FromBytes(Image("{}", 0, 0), kSource),
-                        "header length is 0"));
+  EXPECT_TRUE(
+      IsCorrupt(SafetensorsFile::FromBytes(Image("{}", 0, 0), kSource), "header length is 0"));
 }
 
 TEST(Safetensors, RejectsAHeaderLengthAboveTheLimit) {
-  const auto r = SafetensorsFile::FromBytes(
-      Image("{}", 0, kMaxSafetensorsHeaderBytes + 1), kSource);
+  const auto r =
+      SafetensorsFile::FromBytes(Image("{}", 0, kMaxSafetensorsHeaderBytes + 1), kSource);
   EXPECT_TRUE(IsCorrupt(r,
                         "header length 104857601 exceeds the limit of "
                         "104857600 bytes"));
@@ -291,8 +273,7 @@ TEST(Safetensors, RejectsInvalidJson) {
 
 TEST(Safetensors, RejectsDeeplyNestedJsonWithoutBuildingIt) {
   const size_t depth = 1'000'000;
-  const std::string header =
-      R"({"t":)" + std::string(depth, '[') + std::string(depth, ']') + "}";
+  const std::string header = R"({"t":)" + std::string(depth, '[') + std::string(depth, ']') + "}";
   EXPECT_TRUE(IsCorrupt(Parse(header), "nests deeper than 3 levels"));
 }
 
@@ -301,13 +282,11 @@ TEST(Safetensors, RejectsTrailingGarbageAfterTheJson) {
 }
 
 TEST(Safetensors, RejectsInvalidUtf8) {
-  EXPECT_TRUE(
-      IsCorrupt(Parse("{\"\xc3\x28\":{}}"), "not valid UTF-8 at byte 2"));
+  EXPECT_TRUE(IsCorrupt(Parse("{\"\xc3\x28\":{}}"), "not valid UTF-8 at byte 2"));
 }
 
 TEST(Safetensors, RejectsATensorEntryThatIsNotAnObject) {
-  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":[1]})"),
-                        "tensor 't': entry must be a JSON object, got [1]"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":[1]})"), "tensor 't': entry must be a JSON object, got [1]"));
 }
 
 TEST(Safetensors, RejectsAMissingDType) {
@@ -326,109 +305,93 @@ TEST(Safetensors, RejectsMissingDataOffsets) {
 }
 
 TEST(Safetensors, RejectsAnUnknownField) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[0,0],"x":1}})"),
-      "tensor 't': unknown field 'x'"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[0,0],"x":1}})"),
+                        "tensor 't': unknown field 'x'"));
 }
 
 TEST(Safetensors, RejectsANonStringDType) {
-  EXPECT_TRUE(
-      IsCorrupt(Parse(R"({"t":{"dtype":4,"shape":[0],"data_offsets":[0,0]}})"),
-                "'dtype' must be a string, got 4"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":4,"shape":[0],"data_offsets":[0,0]}})"),
+                        "'dtype' must be a string, got 4"));
 }
 
 TEST(Safetensors, RejectsAnUnknownDTypeAsCorruption) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"t":{"dtype":"F33","shape":[0],"data_offsets":[0,0]}})"),
-      "tensor 't': unknown dtype 'F33'"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"F33","shape":[0],"data_offsets":[0,0]}})"),
+                        "tensor 't': unknown dtype 'F33'"));
 }
 
 TEST(Safetensors, ReportsAValidButUnsupportedDTypeAsUnimplemented) {
   for (const char* dtype : {"I32", "U8", "BOOL", "F8_E4M3", "I64"}) {
-    const std::string header = std::string(R"({"t":{"dtype":")") + dtype +
-                               R"(","shape":[1],"data_offsets":[0,4]}})";
-    EXPECT_TRUE(IsError(
-        Parse(header, 4), StatusCode::kUnimplemented,
-        std::string("tensor 't': dtype '") + dtype + "' is not supported"));
+    const std::string header =
+        std::string(R"({"t":{"dtype":")") + dtype + R"(","shape":[1],"data_offsets":[0,4]}})";
+    EXPECT_TRUE(IsError(Parse(header, 4), StatusCode::kUnimplemented,
+                        std::string("tensor 't': dtype '") + dtype + "' is not supported"));
   }
 }
 
 TEST(Safetensors, RejectsAShapeThatIsNotAnArray) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"t":{"dtype":"F32","shape":3,"data_offsets":[0,12]}})", 12),
-      "'shape' must be an array, got 3"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"F32","shape":3,"data_offsets":[0,12]}})", 12),
+                        "'shape' must be an array, got 3"));
 }
 
 TEST(Safetensors, RejectsANegativeShapeEntry) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"t":{"dtype":"F32","shape":[2,-1],"data_offsets":[0,0]}})"),
-      "shape[1] = -1 must be an integer"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"F32","shape":[2,-1],"data_offsets":[0,0]}})"),
+                        "shape[1] = -1 must be an integer"));
 }
 
 TEST(Safetensors, RejectsAFractionalShapeEntry) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"t":{"dtype":"F32","shape":[1.5],"data_offsets":[0,0]}})"),
-      "shape[0] = 1.5 must be an integer"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"F32","shape":[1.5],"data_offsets":[0,0]}})"),
+                        "shape[0] = 1.5 must be an integer"));
 }
 
 TEST(Safetensors, RejectsAShapeEntryOf2To64) {
-  EXPECT_TRUE(
-      IsCorrupt(Parse(R"({"t":{"dtype":"I8","shape":[18446744073709551616],)"
-                      R"("data_offsets":[0,0]}})"),
-                "shape[0] = 1.8446744073709552e+19 must be an integer"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"I8","shape":[18446744073709551616],)"
+                              R"("data_offsets":[0,0]}})"),
+                        "shape[0] = 1.8446744073709552e+19 must be an integer"));
 }
 
 TEST(Safetensors, ReportsARankAboveTheLimitAsUnimplemented) {
   EXPECT_TRUE(IsError(Parse(R"({"t":{"dtype":"I8","shape":[1,1,1,1,1,1,1,1,1],)"
                             R"("data_offsets":[0,1]}})",
                             1),
-                      StatusCode::kUnimplemented,
-                      "rank 9 exceeds the limit of 8"));
+                      StatusCode::kUnimplemented, "rank 9 exceeds the limit of 8"));
 }
 
 TEST(Safetensors, RejectsDataOffsetsOfTheWrongArity) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[0]}})"),
-      "'data_offsets' must be two integers in [0, 2^64), got [0]"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[0]}})"),
+                        "'data_offsets' must be two integers in [0, 2^64), got [0]"));
 }
 
 TEST(Safetensors, RejectsNegativeDataOffsets) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[-4,0]}})"),
-      "got [-4,0]"));
+  EXPECT_TRUE(
+      IsCorrupt(Parse(R"({"t":{"dtype":"F32","shape":[0],"data_offsets":[-4,0]}})"), "got [-4,0]"));
 }
 
 TEST(Safetensors, RejectsDataOffsetsWithBeginAfterEnd) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", 8),
-      "data_offsets [8, 4] has begin > end"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", 8),
+                        "data_offsets [8, 4] has begin > end"));
 }
 
 TEST(Safetensors, RejectsDataOffsetsBeyondTheDataSection) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 7),
-      "data_offsets [0, 8] ends beyond the data section of 7 bytes"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 7),
+                        "data_offsets [0, 8] ends beyond the data section of 7 bytes"));
 }
 
 TEST(Safetensors, RejectsAShapeWhoseByteSizeOverflows) {
-  EXPECT_TRUE(
-      IsCorrupt(Parse(R"({"t":{"dtype":"F32","shape":[4611686018427387904,1],)"
-                      R"("data_offsets":[0,0]}})"),
-                "shape [4611686018427387904,1] of F32 overflows"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"F32","shape":[4611686018427387904,1],)"
+                              R"("data_offsets":[0,0]}})"),
+                        "shape [4611686018427387904,1] of F32 overflows"));
 }
 
 TEST(Safetensors, RejectsAByteSizeThatDisagreesWithTheShape) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"t":{"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}})", 20),
-      "shape [2,3] of F32 needs 24 bytes but data_offsets [0, 20] spans 20"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}})", 20),
+                        "shape [2,3] of F32 needs 24 bytes but data_offsets [0, 20] spans 20"));
 }
 
 TEST(Safetensors, RejectsDuplicateTensorNames) {
-  EXPECT_TRUE(
-      IsCorrupt(Parse(R"({"t":{"dtype":"I8","shape":[1],"data_offsets":[0,1]},)"
-                      R"("t":{"dtype":"I8","shape":[1],"data_offsets":[1,2]}})",
-                      2),
-                "repeats the key 't'"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"t":{"dtype":"I8","shape":[1],"data_offsets":[0,1]},)"
+                              R"("t":{"dtype":"I8","shape":[1],"data_offsets":[1,2]}})",
+                              2),
+                        "repeats the key 't'"));
 }
 
 TEST(Safetensors, RejectsADuplicateFieldWithinAnEntry) {
@@ -439,52 +402,47 @@ TEST(Safetensors, RejectsADuplicateFieldWithinAnEntry) {
 }
 
 TEST(Safetensors, RejectsOverlappingTensors) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-            R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-            12),
-      "tensors 'a' [0, 8) and 'b' [4, 12) overlap"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                              R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+                              12),
+                        "tensors 'a' [0, 8) and 'b' [4, 12) overlap"));
 }
 
 TEST(Safetensors, RejectsAHoleBetweenTensors) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-            R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
-            12),
-      "data bytes [4, 8) belong to no tensor"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                              R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                              12),
+                        "data bytes [4, 8) belong to no tensor"));
 }
 
 TEST(Safetensors, RejectsAHoleBeforeTheFirstTensor) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
-      "data bytes [0, 4) belong to no tensor"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
+                        "data bytes [0, 4) belong to no tensor"));
 }
 
 TEST(Safetensors, RejectsDataAfterTheLastTensor) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 5),
-      "data bytes [4, 5) at the end of the data section belong to no tensor"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 5),
+                        "data bytes [4, 5) at the end of the data section belong to no tensor"));
 }
 
 TEST(Safetensors, RejectsMetadataThatIsNotAnObject) {
-  EXPECT_TRUE(IsCorrupt(Parse(R"({"__metadata__":["k","v"]})"),
-                        "'__metadata__' must be an object"));
+  EXPECT_TRUE(
+      IsCorrupt(Parse(R"({"__metadata__":["k","v"]})"), "'__metadata__' must be an object"));
 }
 
 TEST(Safetensors, RejectsANonStringMetadataValue) {
-  EXPECT_TRUE(IsCorrupt(Parse(R"({"__metadata__":{"k":1}})"),
-                        "__metadata__['k'] must be a string, got 1"));
+  EXPECT_TRUE(
+      IsCorrupt(Parse(R"({"__metadata__":{"k":1}})"), "__metadata__['k'] must be a string, got 1"));
 }
 
 TEST(Safetensors, RejectsAnEmptyTensorName) {
-  EXPECT_TRUE(IsCorrupt(
-      Parse(R"({"":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})"),
-      "tensor name is empty"));
+  EXPECT_TRUE(IsCorrupt(Parse(R"({"":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}})"),
+                        "tensor name is empty"));
 }
 
 TEST(Safetensors, ClipsAHugeValueInTheMessage) {
-  const std::string header = R"({"t":{"dtype":")" + std::string(10000, 'X') +
-                             R"(","shape":[0],"data_offsets":[0,0]}})";
+  const std::string header =
+      R"({"t":{"dtype":")" + std::string(10000, 'X') + R"(","shape":[0],"data_offsets":[0,0]}})";
   const auto r = Parse(header);
   EXPECT_TRUE(IsCorrupt(r, "unknown dtype"));
   EXPECT_LT(r.error().message().size(), 300u);
@@ -492,8 +450,7 @@ TEST(Safetensors, ClipsAHugeValueInTheMessage) {
 
 // --- Writer errors. ---
 
-Result<std::vector<std::byte>> EncodeOne(std::string name, DType dtype,
-                                         std::vector<uint64_t> shape,
+Result<std::vector<std::byte>> EncodeOne(std::string name, DType dtype, std::vector<uint64_t> shape,
                                          size_t num_bytes) {
   static const std::vector<std::byte> kZeros(64);
   const TensorToWrite t{std::move(name), dtype, std::move(shape),
@@ -502,38 +459,35 @@ Result<std::vector<std::byte>> EncodeOne(std::string name, DType dtype,
 }
 
 TEST(Safetensors, EncodeRejectsAnEmptyName) {
-  EXPECT_TRUE(IsError(EncodeOne("", DType::kI8, {}, 1),
-                      StatusCode::kInvalidArgument, "name must be non-empty"));
+  EXPECT_TRUE(IsError(EncodeOne("", DType::kI8, {}, 1), StatusCode::kInvalidArgument,
+                      "name must be non-empty"));
 }
 
 TEST(Safetensors, EncodeRejectsTheReservedMetadataName) {
-  EXPECT_TRUE(IsError(EncodeOne("__metadata__", DType::kI8, {}, 1),
-                      StatusCode::kInvalidArgument,
+  EXPECT_TRUE(IsError(EncodeOne("__metadata__", DType::kI8, {}, 1), StatusCode::kInvalidArgument,
                       "other than '__metadata__'"));
 }
 
 TEST(Safetensors, EncodeRejectsAnInvalidUtf8Name) {
-  EXPECT_TRUE(IsError(EncodeOne("bad\xff", DType::kI8, {}, 1),
-                      StatusCode::kInvalidArgument, "UTF-8"));
+  EXPECT_TRUE(
+      IsError(EncodeOne("bad\xff", DType::kI8, {}, 1), StatusCode::kInvalidArgument, "UTF-8"));
 }
 
 TEST(Safetensors, EncodeRejectsInvalidUtf8Metadata) {
-  EXPECT_TRUE(IsError(EncodeSafetensors({}, {{"k", "\xc0\x80"}}),
-                      StatusCode::kInvalidArgument, "metadata entry 'k'"));
+  EXPECT_TRUE(IsError(EncodeSafetensors({}, {{"k", "\xc0\x80"}}), StatusCode::kInvalidArgument,
+                      "metadata entry 'k'"));
 }
 
 TEST(Safetensors, EncodeRejectsADuplicateName) {
   const std::vector<std::byte> one(1);
   const std::vector<TensorToWrite> tensors = {{"t", DType::kI8, {1}, one},
                                               {"t", DType::kI8, {1}, one}};
-  EXPECT_TRUE(IsError(EncodeSafetensors(tensors, {}),
-                      StatusCode::kInvalidArgument,
+  EXPECT_TRUE(IsError(EncodeSafetensors(tensors, {}), StatusCode::kInvalidArgument,
                       "tensor 1 't': name is used twice"));
 }
 
 TEST(Safetensors, EncodeRejectsADataSizeMismatch) {
-  EXPECT_TRUE(IsError(EncodeOne("t", DType::kBF16, {2, 3}, 10),
-                      StatusCode::kInvalidArgument,
+  EXPECT_TRUE(IsError(EncodeOne("t", DType::kBF16, {2, 3}, 10), StatusCode::kInvalidArgument,
                       "shape [2,3] of bf16 needs 12 bytes, got 10"));
 }
 
@@ -543,9 +497,8 @@ TEST(Safetensors, EncodeRejectsAnOverflowingShape) {
 }
 
 TEST(Safetensors, EncodeRejectsARankAboveTheLimit) {
-  EXPECT_TRUE(
-      IsError(EncodeOne("t", DType::kI8, std::vector<uint64_t>(9, 1), 1),
-              StatusCode::kInvalidArgument, "rank 9"));
+  EXPECT_TRUE(IsError(EncodeOne("t", DType::kI8, std::vector<uint64_t>(9, 1), 1),
+                      StatusCode::kInvalidArgument, "rank 9"));
 }
 
 TEST(Safetensors, EncodePadsTheHeaderSoTheDataIs8Aligned) {
@@ -556,8 +509,7 @@ TEST(Safetensors, EncodePadsTheHeaderSoTheDataIs8Aligned) {
     std::memcpy(&header_length, bytes->data(), 8);  // little-endian host
     EXPECT_EQ(header_length % 8, 0u) << len;
     EXPECT_EQ(bytes->size(), 8 + header_length + 1);
-    const std::string header =
-        AsString(std::span(*bytes).subspan(8, header_length));
+    const std::string header = AsString(std::span(*bytes).subspan(8, header_length));
     const size_t json_end = header.find_last_not_of(' ') + 1;
     EXPECT_EQ(header[json_end - 1], '}') << len;
     EXPECT_LT(header.size() - json_end, 8u) << len;  // spaces only to pad
@@ -574,10 +526,8 @@ std::vector<std::byte> SampleImage() {
 TEST(Safetensors, EveryTruncatedPrefixIsAnError) {
   const std::vector<std::byte> image = SampleImage();
   for (size_t len = 0; len < image.size(); ++len) {
-    std::vector<std::byte> prefix(image.begin(),
-                                  image.begin() + static_cast<ptrdiff_t>(len));
-    EXPECT_FALSE(SafetensorsFile::FromBytes(std::move(prefix), kSource).ok())
-        << len;
+    std::vector<std::byte> prefix(image.begin(), image.begin() + static_cast<ptrdiff_t>(len));
+    EXPECT_FALSE(SafetensorsFile::FromBytes(std::move(prefix), kSource).ok()) << len;
   }
 }
 

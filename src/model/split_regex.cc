@@ -29,9 +29,8 @@ void AppendCodePoint(char32_t cp, std::string* out) {
 // pattern, so they are left out.
 void AppendRanges(const Ranges& ranges, std::string* out) {
   for (auto [first, last] : ranges) {
-    const std::pair<char32_t, char32_t> pieces[2] = {
-        {first, std::min<char32_t>(last, 0xD7FF)},
-        {std::max<char32_t>(first, 0xE000), last}};
+    const std::pair<char32_t, char32_t> pieces[2] = {{first, std::min<char32_t>(last, 0xD7FF)},
+                                                     {std::max<char32_t>(first, 0xE000), last}};
     for (auto [a, b] : pieces) {
       if (a > b) continue;
       AppendCodePoint(a, out);
@@ -44,18 +43,16 @@ void AppendRanges(const Ranges& ranges, std::string* out) {
 }
 
 Status Unsupported(std::string_view what, size_t at) {
-  return Status::Unimplemented("split regex: " + std::string(what) +
-                               " (at pattern byte " + std::to_string(at) +
-                               ") is not supported");
+  return Status::Unimplemented("split regex: " + std::string(what) + " (at pattern byte " +
+                               std::to_string(at) + ") is not supported");
 }
 Status Malformed(std::string_view what, size_t at) {
-  return Status::InvalidArgument("split regex: " + std::string(what) +
-                                 " at pattern byte " + std::to_string(at));
+  return Status::InvalidArgument("split regex: " + std::string(what) + " at pattern byte " +
+                                 std::to_string(at));
 }
 
 bool IsHex(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') ||
-         (c >= 'A' && c <= 'F');
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 
 // Translates one escape starting at pattern[i] == '\\'. Sets *ranges (and
@@ -96,8 +93,7 @@ Result<size_t> TranslateEscape(std::string_view p, size_t i, std::string* out,
       }
       const unicode::CategoryMask mask = unicode::MaskOfName(name);
       if (mask == 0) {
-        return Unsupported("property \\p{" + std::string(name) +
-                               "} (only general categories are)",
+        return Unsupported("property \\p{" + std::string(name) + "} (only general categories are)",
                            at);
       }
       *ranges = unicode::RangesOf(mask);
@@ -118,8 +114,7 @@ Result<size_t> TranslateEscape(std::string_view p, size_t i, std::string* out,
     case 'x': {
       if (i < p.size() && p[i] == '{') {
         const size_t close = p.find('}', i);
-        if (close == std::string_view::npos || close == i + 1 ||
-            close - i - 1 > 6) {
+        if (close == std::string_view::npos || close == i + 1 || close - i - 1 > 6) {
           return Malformed("bad \\x{...}", at);
         }
         for (size_t k = i + 1; k < close; ++k) {
@@ -148,9 +143,8 @@ Result<size_t> TranslateEscape(std::string_view p, size_t i, std::string* out,
       break;
   }
   const auto u = static_cast<unsigned char>(e);
-  const bool punct = u < 0x80 && !(e >= '0' && e <= '9') &&
-                     !(e >= 'a' && e <= 'z') && !(e >= 'A' && e <= 'Z') &&
-                     u > 0x20;
+  const bool punct = u < 0x80 && !(e >= '0' && e <= '9') && !(e >= 'a' && e <= 'z') &&
+                     !(e >= 'A' && e <= 'Z') && u > 0x20;
   if (!punct) return Unsupported(std::string("escape \\") + e, at);
   out->push_back('\\');
   out->push_back(e);
@@ -161,12 +155,10 @@ Result<size_t> TranslateEscape(std::string_view p, size_t i, std::string* out,
 
 Result<std::string> TranslateSplitPattern(std::string_view p) {
   if (p.size() > kMaxSplitPatternBytes) {
-    return Status::ResourceExhausted(
-        "split regex is " + std::to_string(p.size()) + " bytes, limit " +
-        std::to_string(kMaxSplitPatternBytes));
+    return Status::ResourceExhausted("split regex is " + std::to_string(p.size()) +
+                                     " bytes, limit " + std::to_string(kMaxSplitPatternBytes));
   }
-  if (const size_t bad = unicode::FirstInvalidUtf8(p);
-      bad != std::string_view::npos) {
+  if (const size_t bad = unicode::FirstInvalidUtf8(p); bad != std::string_view::npos) {
     return Malformed("invalid UTF-8", bad);
   }
   std::string out;
@@ -178,8 +170,7 @@ Result<std::string> TranslateSplitPattern(std::string_view p) {
     if (c == '\\') {
       std::optional<Ranges> ranges;
       bool negated = false;
-      FOLIO_ASSIGN_OR_RETURN(const size_t next,
-                             TranslateEscape(p, i, &out, &ranges, &negated));
+      FOLIO_ASSIGN_OR_RETURN(const size_t next, TranslateEscape(p, i, &out, &ranges, &negated));
       if (ranges.has_value()) {
         if (in_class) {
           AppendRanges(negated ? unicode::Complement(*ranges) : *ranges, &out);
@@ -223,9 +214,8 @@ Result<std::string> TranslateSplitPattern(std::string_view p) {
         return Unsupported(std::string("anchor ") + c, i);
       case '(': {
         if (i + 1 < p.size() && p[i + 1] == '?') {
-          static constexpr std::string_view kGroups[] = {
-              "(?:", "(?=",  "(?!",   "(?<=", "(?<!",
-              "(?>", "(?i:", "(?-i:", "(?i)", "(?-i)"};
+          static constexpr std::string_view kGroups[] = {"(?:", "(?=",  "(?!",   "(?<=", "(?<!",
+                                                         "(?>", "(?i:", "(?-i:", "(?i)", "(?-i)"};
           bool known = false;
           for (std::string_view g : kGroups) {
             if (p.substr(i, g.size()) == g) {
@@ -263,8 +253,7 @@ namespace {
 struct MatchScratch {
   pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
   pcre2_match_context* context = pcre2_match_context_create(nullptr);
-  pcre2_jit_stack* jit_stack =
-      pcre2_jit_stack_create(32 * 1024, kJitStackMaxBytes, nullptr);
+  pcre2_jit_stack* jit_stack = pcre2_jit_stack_create(32 * 1024, kJitStackMaxBytes, nullptr);
   MatchScratch() {
     pcre2_set_match_limit(context, kMatchLimit);
     pcre2_set_heap_limit(context, kHeapLimitKib);
@@ -284,24 +273,21 @@ struct MatchScratch {
 }  // namespace
 
 Result<SplitRegex> SplitRegex::Compile(std::string_view pattern) {
-  FOLIO_ASSIGN_OR_RETURN(const std::string translated,
-                         TranslateSplitPattern(pattern));
+  FOLIO_ASSIGN_OR_RETURN(const std::string translated, TranslateSplitPattern(pattern));
   pcre2_compile_context* ccontext = pcre2_compile_context_create(nullptr);
   // `.` excludes only \n, as in Oniguruma.
   pcre2_set_newline(ccontext, PCRE2_NEWLINE_LF);
   int error = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(
-      reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-      PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C, &error, &offset,
-      ccontext);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
+                    PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C, &error, &offset, ccontext);
   pcre2_compile_context_free(ccontext);
   if (code == nullptr) {
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error, message, sizeof(message));
-    return Status::InvalidArgument(
-        "split regex: PCRE2 rejects the translated pattern: " +
-        std::string(reinterpret_cast<const char*>(message)));
+    return Status::InvalidArgument("split regex: PCRE2 rejects the translated pattern: " +
+                                   std::string(reinterpret_cast<const char*>(message)));
   }
   // JIT is an optimisation; without it PCRE2 interprets the same pattern.
   (void)pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
@@ -318,9 +304,8 @@ SplitRegex SplitRegex::Literal(std::string literal) {
   return re;
 }
 
-Status SplitRegex::FindAll(
-    std::string_view text,
-    std::vector<std::pair<size_t, size_t>>* matches) const {
+Status SplitRegex::FindAll(std::string_view text,
+                           std::vector<std::pair<size_t, size_t>>* matches) const {
   if (code_ == nullptr) {
     FOLIO_CHECK(!literal_.empty());
     for (size_t at = text.find(literal_); at != std::string_view::npos;
@@ -334,17 +319,15 @@ Status SplitRegex::FindAll(
   size_t search_from = 0;
   std::optional<size_t> last_match_end;
   while (search_from <= text.size()) {
-    const int rc = pcre2_match(
-        code_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(),
-        search_from, PCRE2_NO_UTF_CHECK, scratch.data, scratch.context);
+    const int rc = pcre2_match(code_->code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(),
+                               search_from, PCRE2_NO_UTF_CHECK, scratch.data, scratch.context);
     if (rc == PCRE2_ERROR_NOMATCH) break;
     if (rc < 0) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(rc, message, sizeof(message));
       return Status::ResourceExhausted(
-          "split regex: matching stopped at byte " +
-          std::to_string(search_from) + " of " + std::to_string(text.size()) +
-          ": " + reinterpret_cast<const char*>(message));
+          "split regex: matching stopped at byte " + std::to_string(search_from) + " of " +
+          std::to_string(text.size()) + ": " + reinterpret_cast<const char*>(message));
     }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(scratch.data);
     const size_t begin = ovector[0], end = ovector[1];

@@ -49,8 +49,7 @@ class SplitRegex {
   // UTF-8), scanning as Rust's onig::FindMatches does: left to right, an
   // empty match right after the previous match is skipped.
   // Errors: kResourceExhausted when PCRE2's backtracking limit is hit.
-  Status FindAll(std::string_view text,
-                 std::vector<std::pair<size_t, size_t>>* matches) const;
+  Status FindAll(std::string_view text, std::vector<std::pair<size_t, size_t>>* matches) const;
 
  private:
   struct Code;

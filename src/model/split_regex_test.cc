@@ -10,8 +10,7 @@ namespace {
 
 using Spans = std::vector<std::pair<size_t, size_t>>;
 
-std::vector<std::string> Split(const std::string& pattern,
-                               const std::string& text) {
+std::vector<std::string> Split(const std::string& pattern, const std::string& text) {
   auto re = SplitRegex::Compile(pattern);
   EXPECT_TRUE(re.ok()) << re.error().ToString();
   Spans spans;
@@ -24,10 +23,8 @@ std::vector<std::string> Split(const std::string& pattern,
 void ExpectUnsupported(const std::string& pattern, const std::string& needle) {
   auto r = TranslateSplitPattern(pattern);
   ASSERT_FALSE(r.ok()) << pattern;
-  EXPECT_EQ(r.error().code(), StatusCode::kUnimplemented)
-      << r.error().ToString();
-  EXPECT_NE(r.error().message().find(needle), std::string::npos)
-      << r.error().message();
+  EXPECT_EQ(r.error().code(), StatusCode::kUnimplemented) << r.error().ToString();
+  EXPECT_NE(r.error().message().find(needle), std::string::npos) << r.error().message();
 }
 
 TEST(TokenizerSplitRegex, RefusesConstructsItCannotReproduce) {
@@ -44,17 +41,11 @@ TEST(TokenizerSplitRegex, RefusesConstructsItCannotReproduce) {
 }
 
 TEST(TokenizerSplitRegex, RejectsMalformedPatterns) {
-  EXPECT_EQ(TranslateSplitPattern("[abc").error().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(TranslateSplitPattern("ab\\").error().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(TranslateSplitPattern("\\x{zz}").error().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(SplitRegex::Compile("(ab").error().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(TranslateSplitPattern(std::string(kMaxSplitPatternBytes + 1, 'a'))
-                .error()
-                .code(),
+  EXPECT_EQ(TranslateSplitPattern("[abc").error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(TranslateSplitPattern("ab\\").error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(TranslateSplitPattern("\\x{zz}").error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SplitRegex::Compile("(ab").error().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(TranslateSplitPattern(std::string(kMaxSplitPatternBytes + 1, 'a')).error().code(),
             StatusCode::kResourceExhausted);
 }
 
@@ -89,8 +80,7 @@ TEST(TokenizerSplitRegex, LettersFollowUnicode16) {
                   "2"),
             (std::vector<std::string>{"\xE1\xB2\x89\xF0\xB1\x8D\x90"}));
   EXPECT_EQ(Split("\\P{L}+", "ab12cd"), (std::vector<std::string>{"12"}));
-  EXPECT_EQ(Split("\\p{^N}+", "ab12cd"),
-            (std::vector<std::string>{"ab", "cd"}));
+  EXPECT_EQ(Split("\\p{^N}+", "ab12cd"), (std::vector<std::string>{"ab", "cd"}));
   EXPECT_EQ(Split("\\d+",
                   "a\xD9\xA3\xD9\xA4"
                   "5"),
@@ -101,8 +91,7 @@ TEST(TokenizerSplitRegex, LettersFollowUnicode16) {
 TEST(TokenizerSplitRegex, CaseInsensitiveContractions) {
   EXPECT_EQ(Split("(?i:'s|'ll)", "it's IT'S he'LL x\xC5\xBF"),
             (std::vector<std::string>{"'s", "'S", "'LL"}));
-  EXPECT_EQ(Split("(?i:'s)", "'\xC5\xBF"),
-            (std::vector<std::string>{"'\xC5\xBF"}));  // 'ſ
+  EXPECT_EQ(Split("(?i:'s)", "'\xC5\xBF"), (std::vector<std::string>{"'\xC5\xBF"}));  // 'ſ
 }
 
 TEST(TokenizerSplitRegex, EmptyMatchesFollowOnigFindIter) {
@@ -190,8 +179,7 @@ TEST(TokenizerUnicode, Nfc) {
 
 TEST(TokenizerUnicode, ByteMapRoundTrips) {
   for (int b = 0; b < 256; ++b) {
-    EXPECT_EQ(
-        unicode::CharToByte(unicode::ByteToChar()[static_cast<size_t>(b)]), b);
+    EXPECT_EQ(unicode::CharToByte(unicode::ByteToChar()[static_cast<size_t>(b)]), b);
   }
   EXPECT_EQ(unicode::ByteToChar()[' '], 0x120u);  // Ġ
   EXPECT_EQ(unicode::ByteToChar()['a'], static_cast<char32_t>('a'));

@@ -11,8 +11,7 @@ namespace {
 // llama.cpp's llm_tokenizer_spm: start from UTF-8 characters, repeatedly
 // merge the adjacent pair whose concatenation is the best-scoring token
 // (ties: leftmost), then emit each symbol as its token or as byte tokens.
-Status EncodeSpmText(const TokenizerImpl& t, std::string_view text,
-                     std::vector<int32_t>* ids) {
+Status EncodeSpmText(const TokenizerImpl& t, std::string_view text, std::vector<int32_t>* ids) {
   struct Symbol {
     size_t begin, len;  // len 0 once merged away
     int64_t prev, next;
@@ -30,8 +29,7 @@ Status EncodeSpmText(const TokenizerImpl& t, std::string_view text,
     size_t len = 0;
     unicode::DecodeAt(text, i, &len);
     const auto index = static_cast<int64_t>(symbols.size());
-    symbols.push_back(
-        {i, len, index - 1, i + len < text.size() ? index + 1 : -1});
+    symbols.push_back({i, len, index - 1, i + len < text.size() ? index + 1 : -1});
     i += len;
   }
   std::priority_queue<Bigram> queue;
@@ -42,8 +40,7 @@ Status EncodeSpmText(const TokenizerImpl& t, std::string_view text,
     const std::string piece(text.substr(l.begin, l.len + r.len));
     auto it = t.spm_ids.find(piece);
     if (it == t.spm_ids.end()) return;
-    queue.push(
-        {t.scores[static_cast<size_t>(it->second)], left, right, piece.size()});
+    queue.push({t.scores[static_cast<size_t>(it->second)], left, right, piece.size()});
   };
   for (size_t i = 1; i < symbols.size(); ++i) {
     try_add(static_cast<int64_t>(i) - 1, static_cast<int64_t>(i));
@@ -61,8 +58,7 @@ Status EncodeSpmText(const TokenizerImpl& t, std::string_view text,
     try_add(l.prev, top.left);
     try_add(top.left, l.next);
   }
-  for (int64_t i = symbols.empty() ? -1 : 0; i != -1;
-       i = symbols[static_cast<size_t>(i)].next) {
+  for (int64_t i = symbols.empty() ? -1 : 0; i != -1; i = symbols[static_cast<size_t>(i)].next) {
     const Symbol& s = symbols[static_cast<size_t>(i)];
     const std::string_view piece = text.substr(s.begin, s.len);
     if (auto it = t.spm_ids.find(std::string(piece)); it != t.spm_ids.end()) {
@@ -77,11 +73,9 @@ Status EncodeSpmText(const TokenizerImpl& t, std::string_view text,
         ids->push_back(*t.unk_id);
       } else {
         char hex[8];
-        std::snprintf(hex, sizeof(hex), "0x%02X",
-                      static_cast<unsigned char>(c));
-        return Status::NotFound(
-            std::string("byte ") + hex +
-            " has no <0xNN> token and there is no unk token");
+        std::snprintf(hex, sizeof(hex), "0x%02X", static_cast<unsigned char>(c));
+        return Status::NotFound(std::string("byte ") + hex +
+                                " has no <0xNN> token and there is no unk token");
       }
     }
   }
@@ -90,12 +84,11 @@ Status EncodeSpmText(const TokenizerImpl& t, std::string_view text,
 
 }  // namespace
 
-Status EncodeSpm(const TokenizerImpl& t, std::string_view text,
-                 bool allow_special, std::vector<int32_t>* ids) {
+Status EncodeSpm(const TokenizerImpl& t, std::string_view text, bool allow_special,
+                 std::vector<int32_t>* ids) {
   bool after_token = true;  // the text start counts as after a token
   std::string buf;
-  for (const Segment& seg :
-       SplitOnAdded(t, text, t.raw_matcher, t.raw_tokens, allow_special)) {
+  for (const Segment& seg : SplitOnAdded(t, text, t.raw_matcher, t.raw_tokens, allow_special)) {
     if (seg.id >= 0) {
       ids->push_back(seg.id);
       after_token = true;
@@ -103,8 +96,7 @@ Status EncodeSpm(const TokenizerImpl& t, std::string_view text,
     }
     buf.clear();
     if (t.add_space_prefix && after_token) buf.append(kSpmSpace);
-    for (char c :
-         text.substr(seg.span.first, seg.span.second - seg.span.first)) {
+    for (char c : text.substr(seg.span.first, seg.span.second - seg.span.first)) {
       if (c == ' ') {
         buf.append(kSpmSpace);
       } else {

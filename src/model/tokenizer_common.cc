@@ -13,33 +13,28 @@ namespace folio::model {
 // special tokens are text, a single_word one where a word character
 // touches it; lstrip / rstrip widen a match over adjacent whitespace.
 std::vector<Segment> SplitOnAdded(const TokenizerImpl& t, std::string_view s,
-                                  const LiteralMatcher& matcher,
-                                  const std::vector<int>& token_of,
+                                  const LiteralMatcher& matcher, const std::vector<int>& token_of,
                                   bool allow_special) {
   std::vector<Segment> out;
   size_t start_offset = 0;
   if (!matcher.empty()) {
     for (const auto& m : matcher.FindAll(s)) {
-      const AddedToken& tok =
-          t.added[static_cast<size_t>(token_of[static_cast<size_t>(m.index)])];
+      const AddedToken& tok = t.added[static_cast<size_t>(token_of[static_cast<size_t>(m.index)])];
       size_t start = m.begin, stop = m.end;
       if (tok.special && !allow_special) continue;
       if (tok.single_word) {
         size_t len = 0;
         const bool word_before =
-            start > 0 &&
-            unicode::IsWordChar(unicode::DecodeBefore(s, start, &len));
+            start > 0 && unicode::IsWordChar(unicode::DecodeBefore(s, start, &len));
         const bool word_after =
-            stop < s.size() &&
-            unicode::IsWordChar(unicode::DecodeAt(s, stop, &len));
+            stop < s.size() && unicode::IsWordChar(unicode::DecodeAt(s, stop, &len));
         if (word_before || word_after) continue;
       }
       if (tok.lstrip) {
         size_t new_start = start;
         while (new_start > 0) {
           size_t len = 0;
-          if (!unicode::IsWhiteSpace(
-                  unicode::DecodeBefore(s, new_start, &len))) {
+          if (!unicode::IsWhiteSpace(unicode::DecodeBefore(s, new_start, &len))) {
             break;
           }
           new_start -= len;
@@ -70,20 +65,17 @@ void LiteralMatcher::Build(const std::vector<std::string>& patterns) {
   for (auto& bucket : by_first_byte_) bucket.clear();
   for (size_t i = 0; i < patterns_.size(); ++i) {
     if (patterns_[i].empty()) continue;
-    by_first_byte_[static_cast<unsigned char>(patterns_[i][0])].push_back(
-        static_cast<int>(i));
+    by_first_byte_[static_cast<unsigned char>(patterns_[i][0])].push_back(static_cast<int>(i));
   }
   for (auto& bucket : by_first_byte_) {
     // Longest first; equal lengths keep the given order.
     std::stable_sort(bucket.begin(), bucket.end(), [&](int a, int b) {
-      return patterns_[static_cast<size_t>(a)].size() >
-             patterns_[static_cast<size_t>(b)].size();
+      return patterns_[static_cast<size_t>(a)].size() > patterns_[static_cast<size_t>(b)].size();
     });
   }
 }
 
-std::vector<LiteralMatcher::Match> LiteralMatcher::FindAll(
-    std::string_view text) const {
+std::vector<LiteralMatcher::Match> LiteralMatcher::FindAll(std::string_view text) const {
   std::vector<Match> out;
   size_t i = 0;
   while (i < text.size()) {
@@ -153,8 +145,7 @@ Status FinishTokenizer(TokenizerImpl* t) {
       t->piece[id] = bytes.has_value() ? *std::move(bytes) : t->vocab[id];
     }
     for (int b = 0; b < 256; ++b) {
-      auto it =
-          t->model_ids_by_bytes.find(std::string(1, static_cast<char>(b)));
+      auto it = t->model_ids_by_bytes.find(std::string(1, static_cast<char>(b)));
       if (it != t->model_ids_by_bytes.end()) {
         t->byte_ids[static_cast<size_t>(b)] = it->second;
       }
@@ -165,8 +156,7 @@ Status FinishTokenizer(TokenizerImpl* t) {
       const std::string& text = t->vocab[id];
       unsigned byte = 0;
       char tail = 0;
-      if (text.size() == 6 &&
-          std::sscanf(text.c_str(), "<0x%2X%c", &byte, &tail) == 2 &&
+      if (text.size() == 6 && std::sscanf(text.c_str(), "<0x%2X%c", &byte, &tail) == 2 &&
           tail == '>') {
         t->piece[id] = std::string(1, static_cast<char>(byte));
         // The first <0xNN> token of a byte wins, as in llama.cpp's map.

@@ -95,11 +95,11 @@ struct TokenizerImpl {
 
   // Derived by FinishTokenizer.
   std::unordered_map<std::string, int32_t> token_ids;  // TokenId()
-  std::vector<std::string> piece;       // bytes Decode emits per id
-  std::array<int32_t, 256> byte_ids{};  // token of each byte, -1 if none
-  LiteralMatcher raw_matcher;           // added tokens matched before NFC
-  LiteralMatcher normalized_matcher;    // ... and after
-  std::vector<int> raw_tokens, normalized_tokens;  // matcher index -> added
+  std::vector<std::string> piece;                      // bytes Decode emits per id
+  std::array<int32_t, 256> byte_ids{};                 // token of each byte, -1 if none
+  LiteralMatcher raw_matcher;                          // added tokens matched before NFC
+  LiteralMatcher normalized_matcher;                   // ... and after
+  std::vector<int> raw_tokens, normalized_tokens;      // matcher index -> added
 };
 
 using Span = std::pair<size_t, size_t>;  // [begin, end) bytes
@@ -112,13 +112,12 @@ struct Segment {
 
 // Added-token splitting, as tokenizers' AddedVocabulary::find_matches.
 std::vector<Segment> SplitOnAdded(const TokenizerImpl& t, std::string_view s,
-                                  const LiteralMatcher& matcher,
-                                  const std::vector<int>& token_of,
+                                  const LiteralMatcher& matcher, const std::vector<int>& token_of,
                                   bool allow_special);
 
 // SentencePiece encoding of `text` (spm_tokenizer.cc), appended to *ids.
-Status EncodeSpm(const TokenizerImpl& t, std::string_view text,
-                 bool allow_special, std::vector<int32_t>* ids);
+Status EncodeSpm(const TokenizerImpl& t, std::string_view text, bool allow_special,
+                 std::vector<int32_t>* ids);
 
 inline constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581
 

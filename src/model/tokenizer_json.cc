@@ -34,9 +34,8 @@ Result<std::string> ReadFile(const std::filesystem::path& path) {
   const uintmax_t size = std::filesystem::file_size(path, ec);
   if (ec) return Status::IoError(path.string() + ": " + ec.message());
   if (size > kMaxTokenizerFileBytes) {
-    return Status::ResourceExhausted(path.string() + " is " +
-                                     std::to_string(size) + " bytes, limit " +
-                                     std::to_string(kMaxTokenizerFileBytes));
+    return Status::ResourceExhausted(path.string() + " is " + std::to_string(size) +
+                                     " bytes, limit " + std::to_string(kMaxTokenizerFileBytes));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::IoError(path.string() + ": cannot open");
@@ -59,8 +58,7 @@ Result<Json> ParseJson(const std::string& text) {
         keys.emplace_back();
         break;
       case Json::parse_event_t::key:
-        if (!keys.back().insert(parsed.get<std::string>()).second &&
-            repeated.empty()) {
+        if (!keys.back().insert(parsed.get<std::string>()).second && repeated.empty()) {
           repeated = parsed.get<std::string>();
         }
         break;
@@ -75,13 +73,11 @@ Result<Json> ParseJson(const std::string& text) {
   Json root;
   try {
     root = Json::parse(text, callback);
-  } catch (
-      const Json::parse_error& e) {  // nlohmann reports positions only this way
+  } catch (const Json::parse_error& e) {  // nlohmann reports positions only this way
     return Status::Corruption(std::string("malformed JSON: ") + e.what());
   }
   if (!repeated.empty()) {
-    return Status::Corruption("JSON object repeats the key " +
-                              QuoteToken(repeated));
+    return Status::Corruption("JSON object repeats the key " + QuoteToken(repeated));
   }
   return root;
 }
@@ -96,9 +92,8 @@ Status LoadModel(const Json& m, TokenizerImpl* t,
   }
   FOLIO_RETURN_IF_ERROR(
       OnlyKeys(m, where,
-               {"type", "dropout", "unk_token", "continuing_subword_prefix",
-                "end_of_word_suffix", "fuse_unk", "byte_fallback",
-                "ignore_merges", "vocab", "merges"}));
+               {"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
+                "fuse_unk", "byte_fallback", "ignore_merges", "vocab", "merges"}));
   if (auto it = m.find("dropout"); it != m.end() && !it->is_null()) {
     if (!it->is_number() || it->get<double>() != 0.0) {
       return Unsupported(where + ".dropout", "BPE dropout " + Show(*it));
@@ -114,29 +109,25 @@ Status LoadModel(const Json& m, TokenizerImpl* t,
       return Unsupported(where + "." + key, std::string(key) + " " + Show(*it));
     }
   }
-  FOLIO_ASSIGN_OR_RETURN(const bool byte_fallback,
-                         GetBool(m, where, "byte_fallback", false));
+  FOLIO_ASSIGN_OR_RETURN(const bool byte_fallback, GetBool(m, where, "byte_fallback", false));
   if (byte_fallback) {
     return Unsupported(where + ".byte_fallback", "byte_fallback = true");
   }
   FOLIO_ASSIGN_OR_RETURN(t->fuse_unk, GetBool(m, where, "fuse_unk", false));
-  FOLIO_ASSIGN_OR_RETURN(t->ignore_merges,
-                         GetBool(m, where, "ignore_merges", false));
+  FOLIO_ASSIGN_OR_RETURN(t->ignore_merges, GetBool(m, where, "ignore_merges", false));
 
   FOLIO_ASSIGN_OR_RETURN(const Json* vocab, Field(m, where, "vocab"));
   FOLIO_RETURN_IF_ERROR(CheckObject(*vocab, where + ".vocab"));
   if (vocab->size() > static_cast<size_t>(kMaxVocabSize)) {
-    return Status::ResourceExhausted(
-        where + ".vocab has " + std::to_string(vocab->size()) +
-        " entries, limit " + std::to_string(kMaxVocabSize));
+    return Status::ResourceExhausted(where + ".vocab has " + std::to_string(vocab->size()) +
+                                     " entries, limit " + std::to_string(kMaxVocabSize));
   }
   std::vector<std::string> by_id;
   for (const auto& [text, value] : vocab->items()) {
     const std::string at = where + ".vocab[" + QuoteToken(text) + "]";
     if (text.size() > kMaxTokenBytes) {
-      return Status::ResourceExhausted(
-          at + " is " + std::to_string(text.size()) + " bytes, limit " +
-          std::to_string(kMaxTokenBytes));
+      return Status::ResourceExhausted(at + " is " + std::to_string(text.size()) +
+                                       " bytes, limit " + std::to_string(kMaxTokenBytes));
     }
     FOLIO_ASSIGN_OR_RETURN(const int64_t id, GetId(value, at));
     const auto index = static_cast<size_t>(id);
@@ -145,15 +136,14 @@ Status LoadModel(const Json& m, TokenizerImpl* t,
       t->has_token.resize(index + 1, 0);
     }
     if (t->has_token[index] != 0) {
-      return Corrupt(at, "id " + std::to_string(id) + " is also given to " +
-                             QuoteToken(t->vocab[index]));
+      return Corrupt(
+          at, "id " + std::to_string(id) + " is also given to " + QuoteToken(t->vocab[index]));
     }
     t->vocab[index] = text;
     t->has_token[index] = 1;
     model_ids->emplace(text, static_cast<int32_t>(id));
     if (auto bytes = ByteLevelToBytes(text)) {
-      t->model_ids_by_bytes.emplace(*std::move(bytes),
-                                    static_cast<int32_t>(id));
+      t->model_ids_by_bytes.emplace(*std::move(bytes), static_cast<int32_t>(id));
     }
   }
 
@@ -163,8 +153,8 @@ Status LoadModel(const Json& m, TokenizerImpl* t,
     }
     auto unk = model_ids->find(it->get<std::string>());
     if (unk == model_ids->end()) {
-      return Corrupt(where + ".unk_token", QuoteToken(it->get<std::string>()) +
-                                               " is not in the vocabulary");
+      return Corrupt(where + ".unk_token",
+                     QuoteToken(it->get<std::string>()) + " is not in the vocabulary");
     }
     t->unk_id = unk->second;
   }
@@ -174,9 +164,8 @@ Status LoadModel(const Json& m, TokenizerImpl* t,
     return Corrupt(where + ".merges", "expected an array");
   }
   if (merges->size() > kMaxMerges) {
-    return Status::ResourceExhausted(
-        where + ".merges has " + std::to_string(merges->size()) +
-        " entries, limit " + std::to_string(kMaxMerges));
+    return Status::ResourceExhausted(where + ".merges has " + std::to_string(merges->size()) +
+                                     " entries, limit " + std::to_string(kMaxMerges));
   }
   t->merges.reserve(merges->size());
   for (size_t rank = 0; rank < merges->size(); ++rank) {
@@ -186,37 +175,31 @@ Status LoadModel(const Json& m, TokenizerImpl* t,
     if (item.is_string()) {  // the legacy "a b" form
       const std::string s = item.get<std::string>();
       const size_t space = s.find(' ');
-      if (space == std::string::npos ||
-          s.find(' ', space + 1) != std::string::npos) {
-        return Corrupt(
-            at, QuoteToken(s) + " is not two tokens separated by one space");
+      if (space == std::string::npos || s.find(' ', space + 1) != std::string::npos) {
+        return Corrupt(at, QuoteToken(s) + " is not two tokens separated by one space");
       }
       left = s.substr(0, space);
       right = s.substr(space + 1);
-    } else if (item.is_array() && item.size() == 2 && item[0].is_string() &&
-               item[1].is_string()) {
+    } else if (item.is_array() && item.size() == 2 && item[0].is_string() && item[1].is_string()) {
       left = item[0].get<std::string>();
       right = item[1].get<std::string>();
     } else {
-      return Corrupt(at,
-                     "expected \"a b\" or [\"a\", \"b\"], got " + Show(item));
+      return Corrupt(at, "expected \"a b\" or [\"a\", \"b\"], got " + Show(item));
     }
     auto l = model_ids->find(left), r = model_ids->find(right);
     auto merged = model_ids->find(left + right);
     if (l == model_ids->end() || r == model_ids->end()) {
-      return Corrupt(at, "names " +
-                             QuoteToken(l == model_ids->end() ? left : right) +
+      return Corrupt(at, "names " + QuoteToken(l == model_ids->end() ? left : right) +
                              ", which is not in the vocabulary");
     }
     if (merged == model_ids->end()) {
-      return Corrupt(at, "merges into " + QuoteToken(left + right) +
-                             ", which is not in the vocabulary");
+      return Corrupt(
+          at, "merges into " + QuoteToken(left + right) + ", which is not in the vocabulary");
     }
-    const uint64_t key =
-        (static_cast<uint64_t>(static_cast<uint32_t>(l->second)) << 32) |
-        static_cast<uint32_t>(r->second);
-    auto [pos, inserted] = t->merges.emplace(
-        key, std::make_pair(static_cast<int32_t>(rank), merged->second));
+    const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(l->second)) << 32) |
+                         static_cast<uint32_t>(r->second);
+    auto [pos, inserted] =
+        t->merges.emplace(key, std::make_pair(static_cast<int32_t>(rank), merged->second));
     if (!inserted) {
       return Corrupt(at, "repeats merge " + std::to_string(pos->second.first));
     }
@@ -224,15 +207,13 @@ Status LoadModel(const Json& m, TokenizerImpl* t,
   return Status::Ok();
 }
 
-Status LoadAddedTokens(
-    const Json& list, const std::unordered_map<std::string, int32_t>& model_ids,
-    TokenizerImpl* t) {
+Status LoadAddedTokens(const Json& list, const std::unordered_map<std::string, int32_t>& model_ids,
+                       TokenizerImpl* t) {
   const std::string where = "added_tokens";
   if (!list.is_array()) return Corrupt(where, "expected an array");
   if (list.size() > static_cast<size_t>(kMaxVocabSize)) {
-    return Status::ResourceExhausted(
-        where + " has " + std::to_string(list.size()) + " entries, limit " +
-        std::to_string(kMaxVocabSize));
+    return Status::ResourceExhausted(where + " has " + std::to_string(list.size()) +
+                                     " entries, limit " + std::to_string(kMaxVocabSize));
   }
   std::set<int64_t> ids;
   std::unordered_set<std::string> contents;
@@ -240,9 +221,8 @@ Status LoadAddedTokens(
     const std::string at = where + "[" + std::to_string(i) + "]";
     const Json& v = list[i];
     FOLIO_RETURN_IF_ERROR(CheckObject(v, at));
-    FOLIO_RETURN_IF_ERROR(OnlyKeys(v, at,
-                                   {"id", "content", "single_word", "lstrip",
-                                    "rstrip", "normalized", "special"}));
+    FOLIO_RETURN_IF_ERROR(OnlyKeys(
+        v, at, {"id", "content", "single_word", "lstrip", "rstrip", "normalized", "special"}));
     AddedToken a;
     FOLIO_ASSIGN_OR_RETURN(const Json* id_field, Field(v, at, "id"));
     FOLIO_ASSIGN_OR_RETURN(const int64_t id, GetId(*id_field, at + ".id"));
@@ -255,9 +235,8 @@ Status LoadAddedTokens(
     FOLIO_ASSIGN_OR_RETURN(a.special, GetBool(v, at, "special"));
     if (a.content.empty()) return Corrupt(at + ".content", "empty");
     if (a.content.size() > kMaxTokenBytes) {
-      return Status::ResourceExhausted(
-          at + ".content is " + std::to_string(a.content.size()) +
-          " bytes, limit " + std::to_string(kMaxTokenBytes));
+      return Status::ResourceExhausted(at + ".content is " + std::to_string(a.content.size()) +
+                                       " bytes, limit " + std::to_string(kMaxTokenBytes));
     }
     if (unicode::FirstInvalidUtf8(a.content) != std::string_view::npos) {
       return Corrupt(at + ".content", "not valid UTF-8");
@@ -271,16 +250,13 @@ Status LoadAddedTokens(
     const auto index = static_cast<size_t>(id);
     if (auto it = model_ids.find(a.content); it != model_ids.end()) {
       if (it->second != id) {
-        return Corrupt(at, QuoteToken(a.content) + " has id " +
-                               std::to_string(id) +
-                               " but the vocabulary gives it " +
-                               std::to_string(it->second));
+        return Corrupt(at, QuoteToken(a.content) + " has id " + std::to_string(id) +
+                               " but the vocabulary gives it " + std::to_string(it->second));
       }
     } else {
       if (index < t->vocab.size() && t->has_token[index] != 0) {
-        return Corrupt(at, "id " + std::to_string(id) + " of " +
-                               QuoteToken(a.content) + " belongs to " +
-                               QuoteToken(t->vocab[index]));
+        return Corrupt(at, "id " + std::to_string(id) + " of " + QuoteToken(a.content) +
+                               " belongs to " + QuoteToken(t->vocab[index]));
       }
       if (index >= t->vocab.size()) {
         t->vocab.resize(index + 1);
@@ -311,8 +287,7 @@ Result<std::optional<int32_t>> ConfigToken(const Json& config, const char* key,
   }
   auto id = t.token_ids.find(content->get<std::string>());
   if (id == t.token_ids.end()) {
-    return Corrupt(key,
-                   QuoteToken(content->get<std::string>()) + " is not a token");
+    return Corrupt(key, QuoteToken(content->get<std::string>()) + " is not a token");
   }
   return std::optional<int32_t>(id->second);
 }
@@ -320,8 +295,7 @@ Result<std::optional<int32_t>> ConfigToken(const Json& config, const char* key,
 // Reads bos / eos from the tokenizer_config.json next to a tokenizer.json.
 Status LoadSiblingConfig(const std::filesystem::path& path, TokenizerImpl* t) {
   if (path.filename() != "tokenizer.json") return Status::Ok();
-  const std::filesystem::path config_path =
-      path.parent_path() / "tokenizer_config.json";
+  const std::filesystem::path config_path = path.parent_path() / "tokenizer_config.json";
   std::error_code ec;
   if (!std::filesystem::exists(config_path, ec)) return Status::Ok();
   const std::string name = config_path.string();
@@ -342,12 +316,10 @@ Status LoadSiblingConfig(const std::filesystem::path& path, TokenizerImpl* t) {
 
 Status LoadRoot(const Json& root, TokenizerImpl* t) {
   FOLIO_RETURN_IF_ERROR(CheckObject(root, "top level"));
-  FOLIO_RETURN_IF_ERROR(OnlyKeys(
-      root, "top level",
-      {"version", "truncation", "padding", "added_tokens", "normalizer",
-       "pre_tokenizer", "post_processor", "decoder", "model"}));
-  FOLIO_ASSIGN_OR_RETURN(const std::string version,
-                         GetString(root, "top level", "version"));
+  FOLIO_RETURN_IF_ERROR(OnlyKeys(root, "top level",
+                                 {"version", "truncation", "padding", "added_tokens", "normalizer",
+                                  "pre_tokenizer", "post_processor", "decoder", "model"}));
+  FOLIO_ASSIGN_OR_RETURN(const std::string version, GetString(root, "top level", "version"));
   if (version != "1.0") {
     return Unsupported("version", "version '" + version + "'");
   }
@@ -360,64 +332,50 @@ Status LoadRoot(const Json& root, TokenizerImpl* t) {
   FOLIO_ASSIGN_OR_RETURN(const Json* model, Field(root, "top level", "model"));
   std::unordered_map<std::string, int32_t> model_ids;
   FOLIO_RETURN_IF_ERROR(LoadModel(*model, t, &model_ids));
-  FOLIO_ASSIGN_OR_RETURN(const Json* added,
-                         Field(root, "top level", "added_tokens"));
+  FOLIO_ASSIGN_OR_RETURN(const Json* added, Field(root, "top level", "added_tokens"));
   FOLIO_RETURN_IF_ERROR(LoadAddedTokens(*added, model_ids, t));
   t->special.assign(t->vocab.size(), 0);
   for (const AddedToken& a : t->added) {
     if (a.special) t->special[static_cast<size_t>(a.id)] = 1;
   }
 
-  FOLIO_ASSIGN_OR_RETURN(const Json* normalizer,
-                         Field(root, "top level", "normalizer"));
-  FOLIO_RETURN_IF_ERROR(
-      json_internal::LoadNormalizer(*normalizer, "normalizer", 0, t));
-  FOLIO_ASSIGN_OR_RETURN(const Json* pre,
-                         Field(root, "top level", "pre_tokenizer"));
+  FOLIO_ASSIGN_OR_RETURN(const Json* normalizer, Field(root, "top level", "normalizer"));
+  FOLIO_RETURN_IF_ERROR(json_internal::LoadNormalizer(*normalizer, "normalizer", 0, t));
+  FOLIO_ASSIGN_OR_RETURN(const Json* pre, Field(root, "top level", "pre_tokenizer"));
   bool byte_level = false;
   if (!pre->is_null()) {
-    FOLIO_RETURN_IF_ERROR(json_internal::LoadPreTokenizer(*pre, "pre_tokenizer",
-                                                          0, &byte_level, t));
+    FOLIO_RETURN_IF_ERROR(
+        json_internal::LoadPreTokenizer(*pre, "pre_tokenizer", 0, &byte_level, t));
   }
   if (!byte_level) {
-    return Unsupported(
-        "pre_tokenizer",
-        "a BPE model without a ByteLevel pre-tokenizer (only byte-level BPE "
-        "is)");
+    return Unsupported("pre_tokenizer",
+                       "a BPE model without a ByteLevel pre-tokenizer (only byte-level BPE "
+                       "is)");
   }
-  FOLIO_ASSIGN_OR_RETURN(const Json* post,
-                         Field(root, "top level", "post_processor"));
+  FOLIO_ASSIGN_OR_RETURN(const Json* post, Field(root, "top level", "post_processor"));
   bool seen_template = false;
-  FOLIO_RETURN_IF_ERROR(json_internal::LoadPostProcessor(
-      *post, "post_processor", 0, &seen_template, t));
+  FOLIO_RETURN_IF_ERROR(
+      json_internal::LoadPostProcessor(*post, "post_processor", 0, &seen_template, t));
   for (int32_t id : t->prefix) {
-    if (static_cast<size_t>(id) >= t->vocab.size() ||
-        t->has_token[static_cast<size_t>(id)] == 0) {
-      return Corrupt(
-          "post_processor",
-          "special token id " + std::to_string(id) + " has no token");
+    if (static_cast<size_t>(id) >= t->vocab.size() || t->has_token[static_cast<size_t>(id)] == 0) {
+      return Corrupt("post_processor", "special token id " + std::to_string(id) + " has no token");
     }
   }
   for (int32_t id : t->suffix) {
-    if (static_cast<size_t>(id) >= t->vocab.size() ||
-        t->has_token[static_cast<size_t>(id)] == 0) {
-      return Corrupt(
-          "post_processor",
-          "special token id " + std::to_string(id) + " has no token");
+    if (static_cast<size_t>(id) >= t->vocab.size() || t->has_token[static_cast<size_t>(id)] == 0) {
+      return Corrupt("post_processor", "special token id " + std::to_string(id) + " has no token");
     }
   }
   if (t->prefix.size() == 1) t->bos = t->prefix[0];
   if (t->suffix.size() == 1) t->eos = t->suffix[0];
-  FOLIO_ASSIGN_OR_RETURN(const Json* decoder,
-                         Field(root, "top level", "decoder"));
+  FOLIO_ASSIGN_OR_RETURN(const Json* decoder, Field(root, "top level", "decoder"));
   FOLIO_RETURN_IF_ERROR(json_internal::LoadDecoder(*decoder, "decoder", 0));
   return FinishTokenizer(t);
 }
 
 }  // namespace
 
-Result<Tokenizer> Tokenizer::FromTokenizerJson(
-    const std::filesystem::path& path) {
+Result<Tokenizer> Tokenizer::FromTokenizerJson(const std::filesystem::path& path) {
   const std::string name = path.string();
   FOLIO_ASSIGN_OR_RETURN(const std::string text, ReadFile(path));
   auto root = ParseJson(text);

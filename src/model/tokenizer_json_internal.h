@@ -23,11 +23,9 @@ Status Corrupt(const std::string& where, const std::string& what);
 Status Unsupported(const std::string& where, const std::string& what);
 std::string Show(const Json& v);  // clipped JSON text of a value
 
-Result<const Json*> Field(const Json& obj, const std::string& where,
-                          const char* key);
+Result<const Json*> Field(const Json& obj, const std::string& where, const char* key);
 Status CheckObject(const Json& v, const std::string& where);
-Result<std::string> GetString(const Json& obj, const std::string& where,
-                              const char* key);
+Result<std::string> GetString(const Json& obj, const std::string& where, const char* key);
 // A missing key gives `fallback` if there is one, else an error.
 Result<bool> GetBool(const Json& obj, const std::string& where, const char* key,
                      std::optional<bool> fallback = std::nullopt);
@@ -40,15 +38,14 @@ Status OnlyKeys(const Json& obj, const std::string& where,
 Result<std::string> TypeOf(const Json& v, const std::string& where);
 
 // The pipeline components. `depth` counts nested Sequences.
-Status LoadNormalizer(const Json& v, const std::string& where, int depth,
-                      TokenizerImpl* t);
+Status LoadNormalizer(const Json& v, const std::string& where, int depth, TokenizerImpl* t);
 // Sets *byte_level once the ByteLevel pre-tokenizer is read (it must be
 // last).
-Status LoadPreTokenizer(const Json& v, const std::string& where, int depth,
-                        bool* byte_level, TokenizerImpl* t);
+Status LoadPreTokenizer(const Json& v, const std::string& where, int depth, bool* byte_level,
+                        TokenizerImpl* t);
 // Fills t->prefix / t->suffix from a TemplateProcessing.
-Status LoadPostProcessor(const Json& v, const std::string& where, int depth,
-                         bool* seen_template, TokenizerImpl* t);
+Status LoadPostProcessor(const Json& v, const std::string& where, int depth, bool* seen_template,
+                         TokenizerImpl* t);
 Status LoadDecoder(const Json& v, const std::string& where, int depth);
 
 }  // namespace folio::model::json_internal

@@ -59,32 +59,26 @@ Json BaseJson() {
         {"byte_fallback", false},
         {"ignore_merges", false},
         {"vocab", vocab},
-        {"merges",
-         Json::array({Json::array({"a", "b"}), Json::array({"ab", "c"})})}}},
+        {"merges", Json::array({Json::array({"a", "b"}), Json::array({"ab", "c"})})}}},
   };
 }
 
 class TokenizerJson : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ =
-        std::filesystem::path(::testing::TempDir()) /
-        ("folio_tokenizer_" +
-         std::string(
-             ::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("folio_tokenizer_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::filesystem::path Write(const std::string& text,
-                              const std::string& name = "tokenizer.json") {
+  std::filesystem::path Write(const std::string& text, const std::string& name = "tokenizer.json") {
     const auto path = dir_ / name;
     std::ofstream(path, std::ios::binary) << text;
     return path;
   }
-  Result<Tokenizer> Load(const Json& j) {
-    return Tokenizer::FromTokenizerJson(Write(j.dump()));
-  }
+  Result<Tokenizer> Load(const Json& j) { return Tokenizer::FromTokenizerJson(Write(j.dump())); }
   // Loads a mutated base and expects `code` with `needle` in the message.
   void ExpectRefused(const std::function<void(Json&)>& mutate, StatusCode code,
                      const std::string& needle) {
@@ -105,8 +99,7 @@ TEST_F(TokenizerJson, BaseLoadsAndEncodes) {
   ASSERT_TRUE(tok.ok()) << tok.error().ToString();
   EXPECT_EQ(tok->vocab_size(), 259u);
   EXPECT_EQ(*tok->Encode("abc<eos>", false), (Ids{257, 258}));
-  EXPECT_EQ(*tok->Encode("abc<eos>", false, false),
-            (Ids{257, '<', 'e', 'o', 's', '>'}));
+  EXPECT_EQ(*tok->Encode("abc<eos>", false, false), (Ids{257, '<', 'e', 'o', 's', '>'}));
 }
 
 TEST_F(TokenizerJson, LegacyStringMergesLoad) {
@@ -126,8 +119,7 @@ TEST_F(TokenizerJson, SiblingConfigNamesBosAndEos) {
                                {"rstrip", false},
                                {"normalized", false},
                                {"special", true}});
-  Write(R"({"bos_token": {"content": "<bos>"}, "eos_token": "<eos>"})",
-        "tokenizer_config.json");
+  Write(R"({"bos_token": {"content": "<bos>"}, "eos_token": "<eos>"})", "tokenizer_config.json");
   auto tok = Load(j);
   ASSERT_TRUE(tok.ok()) << tok.error().ToString();
   EXPECT_EQ(tok->bos_id(), 259);
@@ -139,8 +131,7 @@ TEST_F(TokenizerJson, SiblingConfigWithUnknownTokenIsCorruption) {
   auto tok = Load(BaseJson());
   ASSERT_FALSE(tok.ok());
   EXPECT_EQ(tok.error().code(), StatusCode::kCorruption);
-  EXPECT_NE(tok.error().message().find("'<nope>' is not a token"),
-            std::string::npos);
+  EXPECT_NE(tok.error().message().find("'<nope>' is not a token"), std::string::npos);
 }
 
 TEST_F(TokenizerJson, MissingFileIsIoError) {
@@ -173,24 +164,23 @@ TEST_F(TokenizerJson, MissingModelIsCorruption) {
 }
 
 TEST_F(TokenizerJson, WrongFieldTypeIsCorruption) {
-  ExpectRefused([](Json& j) { j["model"]["ignore_merges"] = "yes"; },
-                StatusCode::kCorruption,
+  ExpectRefused([](Json& j) { j["model"]["ignore_merges"] = "yes"; }, StatusCode::kCorruption,
                 "model.ignore_merges: expected true or false");
 }
 
 TEST_F(TokenizerJson, NegativeVocabIdIsOutOfRange) {
-  ExpectRefused([](Json& j) { j["model"]["vocab"]["ab"] = -1; },
-                StatusCode::kOutOfRange, "id -1 is outside");
+  ExpectRefused([](Json& j) { j["model"]["vocab"]["ab"] = -1; }, StatusCode::kOutOfRange,
+                "id -1 is outside");
 }
 
 TEST_F(TokenizerJson, HugeVocabIdIsOutOfRange) {
-  ExpectRefused([](Json& j) { j["model"]["vocab"]["ab"] = 1LL << 40; },
-                StatusCode::kOutOfRange, "model.vocab['ab']");
+  ExpectRefused([](Json& j) { j["model"]["vocab"]["ab"] = 1LL << 40; }, StatusCode::kOutOfRange,
+                "model.vocab['ab']");
 }
 
 TEST_F(TokenizerJson, DuplicatedVocabIdIsCorruption) {
-  ExpectRefused([](Json& j) { j["model"]["vocab"]["abc"] = 256; },
-                StatusCode::kCorruption, "id 256 is also given to");
+  ExpectRefused([](Json& j) { j["model"]["vocab"]["abc"] = 256; }, StatusCode::kCorruption,
+                "id 256 is also given to");
 }
 
 TEST_F(TokenizerJson, MergeNamingUnknownTokenIsCorruption) {
@@ -210,8 +200,7 @@ TEST_F(TokenizerJson, MergeIntoUnknownTokenIsCorruption) {
 }
 
 TEST_F(TokenizerJson, MalformedLegacyMergeIsCorruption) {
-  ExpectRefused([](Json& j) { j["model"]["merges"] = {"a b c"}; },
-                StatusCode::kCorruption,
+  ExpectRefused([](Json& j) { j["model"]["merges"] = {"a b c"}; }, StatusCode::kCorruption,
                 "not two tokens separated by one space");
 }
 
@@ -224,13 +213,13 @@ TEST_F(TokenizerJson, RepeatedMergeIsCorruption) {
 }
 
 TEST_F(TokenizerJson, AddedTokenWithForeignIdIsCorruption) {
-  ExpectRefused([](Json& j) { j["added_tokens"][0]["id"] = 256; },
-                StatusCode::kCorruption, "belongs to 'ab'");
+  ExpectRefused([](Json& j) { j["added_tokens"][0]["id"] = 256; }, StatusCode::kCorruption,
+                "belongs to 'ab'");
 }
 
 TEST_F(TokenizerJson, AddedTokenDisagreeingWithVocabIsCorruption) {
-  ExpectRefused([](Json& j) { j["added_tokens"][0]["content"] = "ab"; },
-                StatusCode::kCorruption, "vocabulary gives it 256");
+  ExpectRefused([](Json& j) { j["added_tokens"][0]["content"] = "ab"; }, StatusCode::kCorruption,
+                "vocabulary gives it 256");
 }
 
 TEST_F(TokenizerJson, RepeatedAddedTokenIsCorruption) {
@@ -244,19 +233,17 @@ TEST_F(TokenizerJson, RepeatedAddedTokenIsCorruption) {
 }
 
 TEST_F(TokenizerJson, AddedTokenMissingFlagIsCorruption) {
-  ExpectRefused([](Json& j) { j["added_tokens"][0].erase("lstrip"); },
-                StatusCode::kCorruption,
+  ExpectRefused([](Json& j) { j["added_tokens"][0].erase("lstrip"); }, StatusCode::kCorruption,
                 "added_tokens[0]: missing field 'lstrip'");
 }
 
 TEST_F(TokenizerJson, UnknownFieldIsUnimplemented) {
-  ExpectRefused([](Json& j) { j["model"]["shiny"] = true; },
-                StatusCode::kUnimplemented, "model.shiny");
+  ExpectRefused([](Json& j) { j["model"]["shiny"] = true; }, StatusCode::kUnimplemented,
+                "model.shiny");
 }
 
 TEST_F(TokenizerJson, OtherVersionIsUnimplemented) {
-  ExpectRefused([](Json& j) { j["version"] = "2.0"; },
-                StatusCode::kUnimplemented, "version '2.0'");
+  ExpectRefused([](Json& j) { j["version"] = "2.0"; }, StatusCode::kUnimplemented, "version '2.0'");
 }
 
 TEST_F(TokenizerJson, TruncationIsUnimplemented) {
@@ -268,18 +255,18 @@ TEST_F(TokenizerJson, TruncationIsUnimplemented) {
 }
 
 TEST_F(TokenizerJson, NonBpeModelIsUnimplemented) {
-  ExpectRefused([](Json& j) { j["model"]["type"] = "WordPiece"; },
-                StatusCode::kUnimplemented, "model type 'WordPiece'");
+  ExpectRefused([](Json& j) { j["model"]["type"] = "WordPiece"; }, StatusCode::kUnimplemented,
+                "model type 'WordPiece'");
 }
 
 TEST_F(TokenizerJson, ByteFallbackIsUnimplemented) {
-  ExpectRefused([](Json& j) { j["model"]["byte_fallback"] = true; },
-                StatusCode::kUnimplemented, "byte_fallback");
+  ExpectRefused([](Json& j) { j["model"]["byte_fallback"] = true; }, StatusCode::kUnimplemented,
+                "byte_fallback");
 }
 
 TEST_F(TokenizerJson, DropoutIsUnimplemented) {
-  ExpectRefused([](Json& j) { j["model"]["dropout"] = 0.1; },
-                StatusCode::kUnimplemented, "dropout");
+  ExpectRefused([](Json& j) { j["model"]["dropout"] = 0.1; }, StatusCode::kUnimplemented,
+                "dropout");
 }
 
 TEST_F(TokenizerJson, SubwordPrefixIsUnimplemented) {
@@ -288,8 +275,7 @@ TEST_F(TokenizerJson, SubwordPrefixIsUnimplemented) {
 }
 
 TEST_F(TokenizerJson, UnknownUnkTokenIsCorruption) {
-  ExpectRefused([](Json& j) { j["model"]["unk_token"] = "<unk>"; },
-                StatusCode::kCorruption,
+  ExpectRefused([](Json& j) { j["model"]["unk_token"] = "<unk>"; }, StatusCode::kCorruption,
                 "model.unk_token: '<unk>' is not in the vocabulary");
 }
 
@@ -304,9 +290,8 @@ TEST_F(TokenizerJson, OtherNormalizerIsUnimplemented) {
 TEST_F(TokenizerJson, NormalizerInSequenceIsNamed) {
   ExpectRefused(
       [](Json& j) {
-        j["normalizer"] = {
-            {"type", "Sequence"},
-            {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}};
+        j["normalizer"] = {{"type", "Sequence"},
+                           {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}};
       },
       StatusCode::kUnimplemented, "normalizer.normalizers[1]");
 }
@@ -314,16 +299,14 @@ TEST_F(TokenizerJson, NormalizerInSequenceIsNamed) {
 TEST_F(TokenizerJson, OtherPreTokenizerIsUnimplemented) {
   ExpectRefused(
       [](Json& j) {
-        j["pre_tokenizer"] = {
-            {"type", "Sequence"},
-            {"pretokenizers", {{{"type", "Metaspace"}}, j["pre_tokenizer"]}}};
+        j["pre_tokenizer"] = {{"type", "Sequence"},
+                              {"pretokenizers", {{{"type", "Metaspace"}}, j["pre_tokenizer"]}}};
       },
       StatusCode::kUnimplemented, "pre-tokenizer type 'Metaspace'");
 }
 
 TEST_F(TokenizerJson, MissingByteLevelIsUnimplemented) {
-  ExpectRefused([](Json& j) { j["pre_tokenizer"] = nullptr; },
-                StatusCode::kUnimplemented,
+  ExpectRefused([](Json& j) { j["pre_tokenizer"] = nullptr; }, StatusCode::kUnimplemented,
                 "without a ByteLevel pre-tokenizer");
 }
 
@@ -333,14 +316,13 @@ TEST_F(TokenizerJson, ByteLevelBeforeSplitIsUnimplemented) {
         j["pre_tokenizer"] = {
             {"type", "Sequence"},
             {"pretokenizers",
-             {j["pre_tokenizer"],
-              {{"type", "Digits"}, {"individual_digits", true}}}}};
+             {j["pre_tokenizer"], {{"type", "Digits"}, {"individual_digits", true}}}}};
       },
       StatusCode::kUnimplemented, "ByteLevel must come last");
 }
 
-Json SplitStep(const std::string& regex,
-               const std::string& behavior = "Isolated", bool invert = false) {
+Json SplitStep(const std::string& regex, const std::string& behavior = "Isolated",
+               bool invert = false) {
   return {{"type", "Split"},
           {"pattern", {{"Regex", regex}}},
           {"behavior", behavior},
@@ -350,8 +332,7 @@ Json SplitStep(const std::string& regex,
 void UseSplit(Json& j, const Json& split) {
   Json byte_level = j["pre_tokenizer"];
   byte_level["use_regex"] = false;
-  j["pre_tokenizer"] = {{"type", "Sequence"},
-                        {"pretokenizers", {split, byte_level}}};
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {split, byte_level}}};
 }
 
 TEST_F(TokenizerJson, SplitBehaviorOtherThanIsolatedIsUnimplemented) {
@@ -360,25 +341,23 @@ TEST_F(TokenizerJson, SplitBehaviorOtherThanIsolatedIsUnimplemented) {
 }
 
 TEST_F(TokenizerJson, InvertedSplitIsUnimplemented) {
-  ExpectRefused(
-      [](Json& j) { UseSplit(j, SplitStep("\\s+", "Isolated", true)); },
-      StatusCode::kUnimplemented, "invert");
+  ExpectRefused([](Json& j) { UseSplit(j, SplitStep("\\s+", "Isolated", true)); },
+                StatusCode::kUnimplemented, "invert");
 }
 
 TEST_F(TokenizerJson, InvalidRegexIsCorruption) {
-  ExpectRefused([](Json& j) { UseSplit(j, SplitStep("(ab")); },
-                StatusCode::kCorruption,
+  ExpectRefused([](Json& j) { UseSplit(j, SplitStep("(ab")); }, StatusCode::kCorruption,
                 "pre_tokenizer.pretokenizers[0].pattern.Regex");
 }
 
 TEST_F(TokenizerJson, UnsupportedRegexConstructIsUnimplemented) {
-  ExpectRefused([](Json& j) { UseSplit(j, SplitStep("\\w+")); },
-                StatusCode::kUnimplemented, "escape \\w");
+  ExpectRefused([](Json& j) { UseSplit(j, SplitStep("\\w+")); }, StatusCode::kUnimplemented,
+                "escape \\w");
 }
 
 TEST_F(TokenizerJson, NullDecoderIsUnimplemented) {
-  ExpectRefused([](Json& j) { j["decoder"] = nullptr; },
-                StatusCode::kUnimplemented, "null decoder");
+  ExpectRefused([](Json& j) { j["decoder"] = nullptr; }, StatusCode::kUnimplemented,
+                "null decoder");
 }
 
 TEST_F(TokenizerJson, OtherDecoderIsUnimplemented) {
@@ -402,15 +381,13 @@ Json Template(const Json& single) {
       {"type", "TemplateProcessing"},
       {"single", single},
       {"pair", Json::array()},
-      {"special_tokens",
-       {{"<eos>", {{"id", "<eos>"}, {"ids", {258}}, {"tokens", {"<eos>"}}}}}}};
+      {"special_tokens", {{"<eos>", {{"id", "<eos>"}, {"ids", {258}}, {"tokens", {"<eos>"}}}}}}};
 }
 
 TEST_F(TokenizerJson, TemplateFramesTheSequence) {
   Json j = BaseJson();
-  j["post_processor"] =
-      Template({{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                {{"SpecialToken", {{"id", "<eos>"}, {"type_id", 0}}}}});
+  j["post_processor"] = Template({{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                  {{"SpecialToken", {{"id", "<eos>"}, {"type_id", 0}}}}});
   auto tok = Load(j);
   ASSERT_TRUE(tok.ok()) << tok.error().ToString();
   EXPECT_EQ(*tok->Encode("ab", true), (Ids{256, 258}));
@@ -420,20 +397,17 @@ TEST_F(TokenizerJson, TemplateFramesTheSequence) {
 TEST_F(TokenizerJson, TemplateWithUnknownSpecialIsCorruption) {
   ExpectRefused(
       [](Json& j) {
-        j["post_processor"] =
-            Template({{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}},
-                      {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}});
+        j["post_processor"] = Template({{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}},
+                                        {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}});
       },
-      StatusCode::kCorruption,
-      "'<bos>' is not in post_processor.special_tokens");
+      StatusCode::kCorruption, "'<bos>' is not in post_processor.special_tokens");
 }
 
 TEST_F(TokenizerJson, TemplateWithSecondSequenceIsUnimplemented) {
   ExpectRefused(
       [](Json& j) {
-        j["post_processor"] =
-            Template({{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
-                      {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}});
+        j["post_processor"] = Template({{{"Sequence", {{"id", "A"}, {"type_id", 0}}}},
+                                        {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}});
       },
       StatusCode::kUnimplemented, "post_processor.single[1]");
 }
@@ -443,17 +417,16 @@ TEST_F(TokenizerJson, TemplateWithSecondSequenceIsUnimplemented) {
 TEST_F(TokenizerJson, RandomMutationsNeverCrash) {
   Json j = BaseJson();
   j["normalizer"] = {{"type", "NFC"}};
-  j["pre_tokenizer"] = {
-      {"type", "Sequence"},
-      {"pretokenizers",
-       {{{"type", "Split"},
-         {"pattern", {{"Regex", "\\p{L}+|\\p{N}{1,3}|\\s+(?!\\S)|\\s+"}}},
-         {"behavior", "Isolated"},
-         {"invert", false}},
-        {{"type", "ByteLevel"},
-         {"add_prefix_space", true},
-         {"trim_offsets", true},
-         {"use_regex", false}}}}};
+  j["pre_tokenizer"] = {{"type", "Sequence"},
+                        {"pretokenizers",
+                         {{{"type", "Split"},
+                           {"pattern", {{"Regex", "\\p{L}+|\\p{N}{1,3}|\\s+(?!\\S)|\\s+"}}},
+                           {"behavior", "Isolated"},
+                           {"invert", false}},
+                          {{"type", "ByteLevel"},
+                           {"add_prefix_space", true},
+                           {"trim_offsets", true},
+                           {"use_regex", false}}}}};
   const std::string base = j.dump();
   uint64_t state = 0x9E3779B97F4A7C15ull;
   auto next = [&] {  // SplitMix64
@@ -503,8 +476,8 @@ TokenizerSpec ByteSpec() {
   return spec;
 }
 
-void ExpectSpecRefused(const std::function<void(TokenizerSpec&)>& mutate,
-                       StatusCode code, const std::string& needle) {
+void ExpectSpecRefused(const std::function<void(TokenizerSpec&)>& mutate, StatusCode code,
+                       const std::string& needle) {
   TokenizerSpec spec = ByteSpec();
   mutate(spec);
   auto r = Tokenizer::FromSpec(spec);
@@ -543,27 +516,23 @@ TEST(TokenizerSpecErrors, TokenTypesOfWrongLength) {
 }
 
 TEST(TokenizerSpecErrors, UnknownTokenType) {
-  ExpectSpecRefused(
-      [](TokenizerSpec& s) { s.token_types.assign(s.tokens.size(), 7); },
-      StatusCode::kInvalidArgument, "token 0 has type 7");
+  ExpectSpecRefused([](TokenizerSpec& s) { s.token_types.assign(s.tokens.size(), 7); },
+                    StatusCode::kInvalidArgument, "token 0 has type 7");
 }
 
 TEST(TokenizerSpecErrors, RepeatedToken) {
   ExpectSpecRefused([](TokenizerSpec& s) { s.tokens.push_back("ab"); },
-                    StatusCode::kInvalidArgument,
-                    "token 257 'ab' repeats token 256");
+                    StatusCode::kInvalidArgument, "token 257 'ab' repeats token 256");
 }
 
 TEST(TokenizerSpecErrors, MergeOfUnknownToken) {
   ExpectSpecRefused([](TokenizerSpec& s) { s.merges.push_back("ab c"); },
-                    StatusCode::kInvalidArgument,
-                    "merge 1 'ab c' names a token");
+                    StatusCode::kInvalidArgument, "merge 1 'ab c' names a token");
 }
 
 TEST(TokenizerSpecErrors, MalformedMerge) {
   ExpectSpecRefused([](TokenizerSpec& s) { s.merges.push_back("abc"); },
-                    StatusCode::kInvalidArgument,
-                    "merge 1 'abc' is not two tokens");
+                    StatusCode::kInvalidArgument, "merge 1 'abc' is not two tokens");
 }
 
 TEST(TokenizerSpecErrors, RepeatedMerge) {
@@ -572,14 +541,13 @@ TEST(TokenizerSpecErrors, RepeatedMerge) {
 }
 
 TEST(TokenizerSpecErrors, SpecialIdOutOfRange) {
-  ExpectSpecRefused([](TokenizerSpec& s) { s.eos_id = 257; },
-                    StatusCode::kInvalidArgument,
+  ExpectSpecRefused([](TokenizerSpec& s) { s.eos_id = 257; }, StatusCode::kInvalidArgument,
                     "eos_id 257 is outside the vocabulary of 257");
 }
 
 TEST(TokenizerSpecErrors, AddBosWithoutBos) {
-  ExpectSpecRefused([](TokenizerSpec& s) { s.add_bos = true; },
-                    StatusCode::kInvalidArgument, "add_bos without bos_id");
+  ExpectSpecRefused([](TokenizerSpec& s) { s.add_bos = true; }, StatusCode::kInvalidArgument,
+                    "add_bos without bos_id");
 }
 
 TEST(TokenizerSpecErrors, SentencePieceWithoutScores) {
@@ -600,8 +568,7 @@ TEST(TokenizerSpecErrors, SentencePieceByteTokenOfWrongForm) {
         s.token_types.assign(s.tokens.size(), 1);
         s.token_types[65] = 6;
       },
-      StatusCode::kInvalidArgument,
-      "byte token 65 'A' is not of the form <0xNN>");
+      StatusCode::kInvalidArgument, "byte token 65 'A' is not of the form <0xNN>");
 }
 
 TEST(TokenizerSpecErrors, ByteWithoutTokenFailsEncode) {
@@ -619,8 +586,7 @@ TEST(TokenizerSpecErrors, ByteWithoutTokenFailsEncode) {
   r = tok->Encode("z", false);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), StatusCode::kNotFound);
-  EXPECT_NE(r.error().message().find("byte 0x7A"), std::string::npos)
-      << r.error().message();
+  EXPECT_NE(r.error().message().find("byte 0x7A"), std::string::npos) << r.error().message();
 }
 
 }  // namespace

@@ -24,12 +24,9 @@ enum TokenType : int32_t {
   kByte = 6,
 };
 
-Status Invalid(const std::string& m) {
-  return Status::InvalidArgument("tokenizer spec: " + m);
-}
+Status Invalid(const std::string& m) { return Status::InvalidArgument("tokenizer spec: " + m); }
 
-Status CheckOptionalId(const char* field, const std::optional<int32_t>& id,
-                       size_t n) {
+Status CheckOptionalId(const char* field, const std::optional<int32_t>& id, size_t n) {
   if (id.has_value() && (*id < 0 || static_cast<size_t>(*id) >= n)) {
     return Invalid(std::string(field) + " " + std::to_string(*id) +
                    " is outside the vocabulary of " + std::to_string(n));
@@ -37,8 +34,7 @@ Status CheckOptionalId(const char* field, const std::optional<int32_t>& id,
   return Status::Ok();
 }
 
-std::string_view PatternForPreTokenizer(std::string_view name,
-                                        bool* ignore_merges, bool* nfc) {
+std::string_view PatternForPreTokenizer(std::string_view name, bool* ignore_merges, bool* nfc) {
   *ignore_merges = false;
   *nfc = false;
   if (name == "llama-bpe" || name == "llama3") {
@@ -59,19 +55,16 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
   const size_t n = spec.tokens.size();
   if (n == 0) return Invalid("tokens is empty");
   if (n > static_cast<size_t>(kMaxVocabSize)) {
-    return Status::ResourceExhausted("tokenizer spec: " + std::to_string(n) +
-                                     " tokens, limit " +
+    return Status::ResourceExhausted("tokenizer spec: " + std::to_string(n) + " tokens, limit " +
                                      std::to_string(kMaxVocabSize));
   }
   if (!spec.token_types.empty() && spec.token_types.size() != n) {
-    return Invalid("token_types has " +
-                   std::to_string(spec.token_types.size()) + " entries for " +
+    return Invalid("token_types has " + std::to_string(spec.token_types.size()) + " entries for " +
                    std::to_string(n) + " tokens");
   }
   if (spec.merges.size() > kMaxMerges) {
-    return Status::ResourceExhausted(
-        "tokenizer spec: " + std::to_string(spec.merges.size()) +
-        " merges, limit " + std::to_string(kMaxMerges));
+    return Status::ResourceExhausted("tokenizer spec: " + std::to_string(spec.merges.size()) +
+                                     " merges, limit " + std::to_string(kMaxMerges));
   }
   FOLIO_RETURN_IF_ERROR(CheckOptionalId("bos_id", spec.bos_id, n));
   FOLIO_RETURN_IF_ERROR(CheckOptionalId("eos_id", spec.eos_id, n));
@@ -93,21 +86,19 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
   for (size_t id = 0; id < n; ++id) {
     const std::string& text = t->vocab[id];
     if (text.size() > kMaxTokenBytes) {
-      return Status::ResourceExhausted(
-          "tokenizer spec: token " + std::to_string(id) + " is " +
-          std::to_string(text.size()) + " bytes, limit " +
-          std::to_string(kMaxTokenBytes));
+      return Status::ResourceExhausted("tokenizer spec: token " + std::to_string(id) + " is " +
+                                       std::to_string(text.size()) + " bytes, limit " +
+                                       std::to_string(kMaxTokenBytes));
     }
     auto [it, inserted] = ids.emplace(text, static_cast<int32_t>(id));
     if (!inserted) {
-      return Invalid("token " + std::to_string(id) + " " + QuoteToken(text) +
-                     " repeats token " + std::to_string(it->second));
+      return Invalid("token " + std::to_string(id) + " " + QuoteToken(text) + " repeats token " +
+                     std::to_string(it->second));
     }
-    const int32_t type =
-        spec.token_types.empty() ? kNormal : spec.token_types[id];
+    const int32_t type = spec.token_types.empty() ? kNormal : spec.token_types[id];
     if (type < kNormal || type > kByte) {
-      return Invalid("token " + std::to_string(id) + " has type " +
-                     std::to_string(type) + " (types are 1..6)");
+      return Invalid("token " + std::to_string(id) + " has type " + std::to_string(type) +
+                     " (types are 1..6)");
     }
     if (type == kUnknown || type == kControl || type == kUserDefined) {
       AddedToken a;
@@ -126,8 +117,8 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
 
   if (spec.model == TokenizerSpec::Model::kSentencePiece) {
     if (spec.scores.size() != n) {
-      return Invalid("scores has " + std::to_string(spec.scores.size()) +
-                     " entries for " + std::to_string(n) + " tokens");
+      return Invalid("scores has " + std::to_string(spec.scores.size()) + " entries for " +
+                     std::to_string(n) + " tokens");
     }
     if (!spec.merges.empty()) {
       return Invalid("merges given for a SentencePiece model");
@@ -137,17 +128,15 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
     t->spm_ids = std::move(ids);
     t->add_space_prefix = spec.add_space_prefix;
     for (size_t id = 0; id < n; ++id) {
-      const int32_t type =
-          spec.token_types.empty() ? kNormal : spec.token_types[id];
+      const int32_t type = spec.token_types.empty() ? kNormal : spec.token_types[id];
       const std::string& text = t->vocab[id];
       unsigned byte = 0;
       char tail = 0;
       if (type == kByte &&
-          !(text.size() == 6 &&
-            std::sscanf(text.c_str(), "<0x%2X%c", &byte, &tail) == 2 &&
+          !(text.size() == 6 && std::sscanf(text.c_str(), "<0x%2X%c", &byte, &tail) == 2 &&
             tail == '>')) {
-        return Invalid("byte token " + std::to_string(id) + " " +
-                       QuoteToken(text) + " is not of the form <0xNN>");
+        return Invalid("byte token " + std::to_string(id) + " " + QuoteToken(text) +
+                       " is not of the form <0xNN>");
       }
     }
   } else {
@@ -156,10 +145,10 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
     const std::string_view pattern =
         PatternForPreTokenizer(spec.pre_tokenizer, &ignore_merges, &nfc);
     if (pattern.empty()) {
-      return Status::Unimplemented(
-          "tokenizer spec: pre_tokenizer " + QuoteToken(spec.pre_tokenizer) +
-          " is not supported (llama-bpe, llama3, qwen2, "
-          "gpt-2, default are)");
+      return Status::Unimplemented("tokenizer spec: pre_tokenizer " +
+                                   QuoteToken(spec.pre_tokenizer) +
+                                   " is not supported (llama-bpe, llama3, qwen2, "
+                                   "gpt-2, default are)");
     }
     t->ignore_merges = ignore_merges;
     t->nfc = nfc;
@@ -168,32 +157,26 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
     t->pre_splits.push_back(std::move(step));
     for (size_t id = 0; id < n; ++id) {
       if (auto bytes = ByteLevelToBytes(t->vocab[id])) {
-        t->model_ids_by_bytes.emplace(*std::move(bytes),
-                                      static_cast<int32_t>(id));
+        t->model_ids_by_bytes.emplace(*std::move(bytes), static_cast<int32_t>(id));
       }
     }
     t->merges.reserve(spec.merges.size());
     for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
       const std::string& m = spec.merges[rank];
       const size_t space = m.find(' ');
-      if (space == std::string::npos ||
-          m.find(' ', space + 1) != std::string::npos) {
+      if (space == std::string::npos || m.find(' ', space + 1) != std::string::npos) {
         return Invalid("merge " + std::to_string(rank) + " " + QuoteToken(m) +
                        " is not two tokens separated by one space");
       }
       const std::string left = m.substr(0, space), right = m.substr(space + 1);
-      auto l = ids.find(left), r = ids.find(right),
-           merged = ids.find(left + right);
+      auto l = ids.find(left), r = ids.find(right), merged = ids.find(left + right);
       if (l == ids.end() || r == ids.end() || merged == ids.end()) {
         return Invalid("merge " + std::to_string(rank) + " " + QuoteToken(m) +
                        " names a token that is not in the vocabulary");
       }
-      const uint64_t key =
-          (static_cast<uint64_t>(static_cast<uint32_t>(l->second)) << 32) |
-          static_cast<uint32_t>(r->second);
-      if (!t->merges
-               .emplace(key, std::make_pair(static_cast<int32_t>(rank),
-                                            merged->second))
+      const uint64_t key = (static_cast<uint64_t>(static_cast<uint32_t>(l->second)) << 32) |
+                           static_cast<uint32_t>(r->second);
+      if (!t->merges.emplace(key, std::make_pair(static_cast<int32_t>(rank), merged->second))
                .second) {
         return Invalid("merge " + std::to_string(rank) + " " + QuoteToken(m) +
                        " repeats an earlier merge");

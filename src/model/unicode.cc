@@ -15,9 +15,7 @@ constexpr char32_t kWhiteSpace[] = {
 };
 
 constexpr char32_t RunStart(uint32_t run) { return run >> 5; }
-constexpr Category RunCategory(uint32_t run) {
-  return static_cast<Category>(run & 31u);
-}
+constexpr Category RunCategory(uint32_t run) { return static_cast<Category>(run & 31u); }
 
 }  // namespace
 
@@ -25,21 +23,18 @@ Category CategoryOf(char32_t cp) {
   if (cp > kMaxCodePoint) return Category::kCn;
   // The last run starting at or before cp.
   const uint32_t* end = kCategoryRuns + kNumCategoryRuns;
-  const uint32_t* it = std::upper_bound(
-      kCategoryRuns, end, cp,
-      [](char32_t c, uint32_t run) { return c < RunStart(run); });
+  const uint32_t* it = std::upper_bound(kCategoryRuns, end, cp,
+                                        [](char32_t c, uint32_t run) { return c < RunStart(run); });
   return RunCategory(*(it - 1));
 }
 
 CategoryMask MaskOfName(std::string_view name) {
   static constexpr std::string_view kNames[kNumCategories] = {
-      "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl",
-      "No", "Pc", "Pd", "Ps", "Pe", "Pi", "Pf", "Po", "Sm", "Sc",
-      "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn"};
+      "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Mc", "Me", "Nd", "Nl", "No", "Pc", "Pd", "Ps", "Pe",
+      "Pi", "Pf", "Po", "Sm", "Sc", "Sk", "So", "Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Co", "Cn"};
   CategoryMask mask = 0;
   for (int i = 0; i < kNumCategories; ++i) {
-    const bool match =
-        name.size() == 1 ? kNames[i][0] == name[0] : kNames[i] == name;
+    const bool match = name.size() == 1 ? kNames[i][0] == name[0] : kNames[i] == name;
     if (match) mask |= CategoryMask{1} << i;
   }
   return name.empty() || name.size() > 2 ? 0 : mask;
@@ -50,9 +45,8 @@ Ranges RangesOf(CategoryMask mask) {
   for (size_t i = 0; i < kNumCategoryRuns; ++i) {
     if ((mask & MaskOf(RunCategory(kCategoryRuns[i]))) == 0) continue;
     const char32_t first = RunStart(kCategoryRuns[i]);
-    const char32_t last = i + 1 < kNumCategoryRuns
-                              ? RunStart(kCategoryRuns[i + 1]) - 1
-                              : kMaxCodePoint;
+    const char32_t last =
+        i + 1 < kNumCategoryRuns ? RunStart(kCategoryRuns[i + 1]) - 1 : kMaxCodePoint;
     if (!out.empty() && out.back().second + 1 == first) {
       out.back().second = last;
     } else {
@@ -86,8 +80,7 @@ Ranges Complement(const Ranges& ranges) {
 }
 
 bool IsWhiteSpace(char32_t cp) {
-  return std::find(std::begin(kWhiteSpace), std::end(kWhiteSpace), cp) !=
-         std::end(kWhiteSpace);
+  return std::find(std::begin(kWhiteSpace), std::end(kWhiteSpace), cp) != std::end(kWhiteSpace);
 }
 
 bool IsNumeric(char32_t cp) {
@@ -248,8 +241,7 @@ size_t AppendLossy(std::string_view bytes, bool final, std::string* out) {
 namespace {
 
 // Hangul syllables compose and decompose arithmetically (Unicode 3.12).
-constexpr char32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161,
-                   kTBase = 0x11A7;
+constexpr char32_t kSBase = 0xAC00, kLBase = 0x1100, kVBase = 0x1161, kTBase = 0x11A7;
 constexpr char32_t kLCount = 19, kVCount = 21, kTCount = 28;
 constexpr char32_t kNCount = kVCount * kTCount, kSCount = kLCount * kNCount;
 
@@ -295,12 +287,11 @@ void Decompose(char32_t cp, const NfcTables& t, std::u32string* out) {
 
 // The primary composite of a and b, or 0.
 char32_t Compose(char32_t a, char32_t b, const NfcTables& t) {
-  if (a >= kLBase && a < kLBase + kLCount && b >= kVBase &&
-      b < kVBase + kVCount) {
+  if (a >= kLBase && a < kLBase + kLCount && b >= kVBase && b < kVBase + kVCount) {
     return kSBase + ((a - kLBase) * kVCount + (b - kVBase)) * kTCount;
   }
-  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 &&
-      b > kTBase && b < kTBase + kTCount) {
+  if (a >= kSBase && a < kSBase + kSCount && (a - kSBase) % kTCount == 0 && b > kTBase &&
+      b < kTBase + kTCount) {
     return a + (b - kTBase);
   }
   auto it = t.compose.find((uint64_t{a} << 21) | b);
@@ -313,16 +304,14 @@ int CombiningClass(char32_t cp) {
   if (cp < 0x300) return 0;
   const uint32_t* end = kCombiningClasses + kNumCombiningClasses;
   const uint32_t* it = std::lower_bound(
-      kCombiningClasses, end, cp,
-      [](uint32_t entry, char32_t c) { return (entry >> 8) < c; });
+      kCombiningClasses, end, cp, [](uint32_t entry, char32_t c) { return (entry >> 8) < c; });
   return it != end && (*it >> 8) == cp ? static_cast<int>(*it & 0xFFu) : 0;
 }
 
 std::string Nfc(std::string_view s) {
   // ASCII is its own NFC; most text takes this path.
-  if (std::all_of(s.begin(), s.end(), [](char c) {
-        return static_cast<unsigned char>(c) < 0x80;
-      })) {
+  if (std::all_of(s.begin(), s.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
     return std::string(s);
   }
   const NfcTables& t = Tables();
@@ -343,9 +332,7 @@ std::string Nfc(std::string_view s) {
     while (j < d.size() && CombiningClass(d[j]) != 0) ++j;
     std::stable_sort(d.begin() + static_cast<std::ptrdiff_t>(i),
                      d.begin() + static_cast<std::ptrdiff_t>(j),
-                     [](char32_t a, char32_t b) {
-                       return CombiningClass(a) < CombiningClass(b);
-                     });
+                     [](char32_t a, char32_t b) { return CombiningClass(a) < CombiningClass(b); });
     i = j;
   }
   // Canonical composition, as the reference code of UAX #15: a mark joins
@@ -382,8 +369,7 @@ const std::array<char32_t, 256>& ByteToChar() {
     std::array<char32_t, 256> t{};
     char32_t next = 256;
     for (int b = 0; b < 256; ++b) {
-      const bool printable =
-          (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+      const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
       t[static_cast<size_t>(b)] = printable ? static_cast<char32_t>(b) : next++;
     }
     return t;

@@ -66,9 +66,7 @@ Category CategoryOf(char32_t cp);
 
 // A set of categories as a bit mask (bit = the enum value).
 using CategoryMask = uint32_t;
-constexpr CategoryMask MaskOf(Category c) {
-  return CategoryMask{1} << static_cast<int>(c);
-}
+constexpr CategoryMask MaskOf(Category c) { return CategoryMask{1} << static_cast<int>(c); }
 // "L", "Lu", "N", ... (one- or two-letter general category names) -> mask;
 // 0 for a name that is not a general category.
 CategoryMask MaskOfName(std::string_view name);

@@ -32,13 +32,11 @@ constexpr uint64_t kRowBlockAlign = 4;
 std::string Str(uint64_t v) { return std::to_string(v); }
 
 bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const auto pa = reinterpret_cast<uintptr_t>(a),
-             pb = reinterpret_cast<uintptr_t>(b);
+  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
   return a_bytes != 0 && b_bytes != 0 && pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
-Status ValidateCall(const WeightView& w, size_t x_size, uint64_t num_rows,
-                    size_t y_size) {
+Status ValidateCall(const WeightView& w, size_t x_size, uint64_t num_rows, size_t y_size) {
   FOLIO_RETURN_IF_ERROR(ValidateWeightView(w));
   if (!TraitsOf(w.type).has_matmul) {
     return Status::InvalidArgument(std::string(TraitsOf(w.type).name) +
@@ -46,15 +44,13 @@ Status ValidateCall(const WeightView& w, size_t x_size, uint64_t num_rows,
   }
   const auto x_expected = CheckedMul(num_rows, w.cols);
   if (!x_expected || x_size != *x_expected) {
-    return Status::InvalidArgument(
-        "x must hold num_rows * cols = " + Str(num_rows) + " * " + Str(w.cols) +
-        " floats (got " + Str(x_size) + ")");
+    return Status::InvalidArgument("x must hold num_rows * cols = " + Str(num_rows) + " * " +
+                                   Str(w.cols) + " floats (got " + Str(x_size) + ")");
   }
   const auto y_expected = CheckedMul(num_rows, w.rows);
   if (!y_expected || y_size != *y_expected) {
-    return Status::InvalidArgument(
-        "y must hold num_rows * rows = " + Str(num_rows) + " * " + Str(w.rows) +
-        " floats (got " + Str(y_size) + ")");
+    return Status::InvalidArgument("y must hold num_rows * rows = " + Str(num_rows) + " * " +
+                                   Str(w.rows) + " floats (got " + Str(y_size) + ")");
   }
   return Status::Ok();
 }
@@ -63,32 +59,29 @@ Status ValidateCall(const WeightView& w, size_t x_size, uint64_t num_rows,
 
 Status ValidateWeightView(const WeightView& w) {
   if (!IsWeightType(w.type)) {
-    return Status::InvalidArgument("unknown weight type " +
-                                   Str(static_cast<uint64_t>(w.type)));
+    return Status::InvalidArgument("unknown weight type " + Str(static_cast<uint64_t>(w.type)));
   }
   const WeightTypeTraits& traits = TraitsOf(w.type);
   if (w.cols % traits.block_size != 0) {
-    return Status::InvalidArgument(
-        std::string(traits.name) + " weights need cols a multiple of " +
-        Str(traits.block_size) + " (got " + Str(w.cols) + ")");
+    return Status::InvalidArgument(std::string(traits.name) + " weights need cols a multiple of " +
+                                   Str(traits.block_size) + " (got " + Str(w.cols) + ")");
   }
   const uint64_t row_bytes = WeightRowBytes(w.type, w.cols);
   const auto total = CheckedMul(w.rows, row_bytes);
   if ((w.cols > 0 && row_bytes == 0) || !total) {
-    return Status::InvalidArgument("a " + Str(w.rows) + " x " + Str(w.cols) +
-                                   " " + std::string(WeightTypeName(w.type)) +
+    return Status::InvalidArgument("a " + Str(w.rows) + " x " + Str(w.cols) + " " +
+                                   std::string(WeightTypeName(w.type)) +
                                    " matrix overflows 64-bit byte sizes");
   }
   if (w.data == nullptr && *total != 0) {
-    return Status::InvalidArgument("weight data is null for a " + Str(w.rows) +
-                                   " x " + Str(w.cols) + " matrix (" +
-                                   Str(*total) + " bytes)");
+    return Status::InvalidArgument("weight data is null for a " + Str(w.rows) + " x " +
+                                   Str(w.cols) + " matrix (" + Str(*total) + " bytes)");
   }
   return Status::Ok();
 }
 
-Status MatMul(const WeightView& w, std::span<const float> x, uint64_t num_rows,
-              std::span<float> y, ThreadPool* pool) {
+Status MatMul(const WeightView& w, std::span<const float> x, uint64_t num_rows, std::span<float> y,
+              ThreadPool* pool) {
   FOLIO_RETURN_IF_ERROR(ValidateCall(w, x.size(), num_rows, y.size()));
   if (Overlap(x.data(), x.size_bytes(), y.data(), y.size_bytes())) {
     return Status::InvalidArgument("x and y overlap");
@@ -104,19 +97,16 @@ Status MatMul(const WeightView& w, std::span<const float> x, uint64_t num_rows,
   // activation block i % act_blocks). Sizes were validated, so the
   // products below cannot overflow.
   const uint64_t threads = pool == nullptr ? 1 : pool->num_threads();
-  const uint64_t macs =
-      CheckedProduct({w.rows, w.cols, num_rows}).value_or(UINT64_MAX);
+  const uint64_t macs = CheckedProduct({w.rows, w.cols, num_rows}).value_or(UINT64_MAX);
   const uint64_t want = macs < kMinParallelMacs ? 1 : threads * kTasksPerThread;
   const uint64_t row_blocks_max = CeilDiv(w.rows, kRowAlign);
   uint64_t row_blocks = std::min(want, row_blocks_max);
-  const uint64_t row_block =
-      CeilDiv(CeilDiv(w.rows, row_blocks), kRowAlign) * kRowAlign;
+  const uint64_t row_block = CeilDiv(CeilDiv(w.rows, row_blocks), kRowAlign) * kRowAlign;
   row_blocks = CeilDiv(w.rows, row_block);
   uint64_t act_block = num_rows;
   if (row_blocks < std::min(want, threads)) {
     const uint64_t act_blocks = CeilDiv(threads, row_blocks);
-    act_block =
-        CeilDiv(CeilDiv(num_rows, act_blocks), kRowBlockAlign) * kRowBlockAlign;
+    act_block = CeilDiv(CeilDiv(num_rows, act_blocks), kRowBlockAlign) * kRowBlockAlign;
   }
   const uint64_t act_blocks = CeilDiv(num_rows, act_block);
 
@@ -140,8 +130,8 @@ Status MatMul(const WeightView& w, std::span<const float> x, uint64_t num_rows,
   return Status::Ok();
 }
 
-Status MatMulReference(const WeightView& w, std::span<const float> x,
-                       uint64_t num_rows, std::span<float> y) {
+Status MatMulReference(const WeightView& w, std::span<const float> x, uint64_t num_rows,
+                       std::span<float> y) {
   FOLIO_RETURN_IF_ERROR(ValidateCall(w, x.size(), num_rows, y.size()));
   const uint64_t row_bytes = WeightRowBytes(w.type, w.cols);
   std::vector<float> wide(w.cols);
@@ -150,8 +140,7 @@ Status MatMulReference(const WeightView& w, std::span<const float> x,
     for (uint64_t r = 0; r < num_rows; ++r) {
       double acc = 0.0;
       for (uint64_t i = 0; i < w.cols; ++i) {
-        acc += static_cast<double>(wide[i]) *
-               static_cast<double>(x[r * w.cols + i]);
+        acc += static_cast<double>(wide[i]) * static_cast<double>(x[r * w.cols + i]);
       }
       y[r * w.rows + j] = static_cast<float>(acc);
     }
@@ -163,8 +152,7 @@ void WidenRow(const WeightView& w, uint64_t row, std::span<float> out) {
   const Status valid = ValidateWeightView(w);
   FOLIO_CHECK(valid.ok(), valid.ToString());
   FOLIO_CHECK(row < w.rows, "row ", row, " of ", w.rows);
-  FOLIO_CHECK(out.size() == w.cols, "out has ", out.size(), " floats, cols ",
-              w.cols);
+  FOLIO_CHECK(out.size() == w.cols, "out has ", out.size(), " floats, cols ", w.cols);
   DequantizeRow(w.type, w.data + row * WeightRowBytes(w.type, w.cols), out);
 }
 

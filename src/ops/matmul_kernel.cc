@@ -34,9 +34,11 @@
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/matmul_kernel.cc"
+// foreach_target.h re-includes this file once per target: it comes first.
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
 #include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -48,8 +50,7 @@ using VF = hn::Vec<DF>;
 
 // f32 lanes of this target (fixed-width targets only: 1 on SCALAR).
 constexpr size_t kLanes = HWY_LANES(float);
-static_assert(kQ8_0BlockElems % kLanes == 0,
-              "a Q8_0 block must fill whole vectors");
+static_assert(kQ8_0BlockElems % kLanes == 0, "a Q8_0 block must fill whole vectors");
 constexpr size_t kQ8Vecs = kQ8_0BlockElems / kLanes;  // vectors per Q8_0 block
 // Decode: outputs per tile (8 beat 4 in a 1-thread bf16 measurement here,
 // 0.86 vs 0.82 of the streaming-read bandwidth).
@@ -70,8 +71,7 @@ constexpr size_t kPrefillCols = 4;
 constexpr size_t kBlockOut = 32;
 constexpr size_t kBlockAct = 64;
 constexpr size_t kChunkCols = 1024;
-static_assert(kChunkCols % kQ8_0BlockElems == 0 &&
-              kBlockOut % kPrefillCols == 0);
+static_assert(kChunkCols % kQ8_0BlockElems == 0 && kBlockOut % kPrefillCols == 0);
 
 template <typename S>
 constexpr bool kIsQ8 = std::is_same_v<S, void>;  // S = void selects Q8_0
@@ -109,26 +109,21 @@ HWY_INLINE VF Q8ScaleVec(DF d, const std::byte* block) {
   uint16_t bits;
   std::memcpy(&bits, block, kQ8_0ScaleBytes);
   const hn::Rebind<hwy::float16_t, DF> dh;
-  return hn::PromoteTo(
-      d, hn::BitCast(dh, hn::Set(hn::RebindToUnsigned<decltype(dh)>(), bits)));
+  return hn::PromoteTo(d, hn::BitCast(dh, hn::Set(hn::RebindToUnsigned<decltype(dh)>(), bits)));
 }
 HWY_INLINE VF Q8Values(DF d, const std::byte* block, size_t v) {
-  const auto* q =
-      reinterpret_cast<const int8_t*>(block + kQ8_0ScaleBytes) + v * kLanes;
-  return hn::ConvertTo(d,
-                       hn::PromoteTo(hn::Rebind<int32_t, DF>(),
-                                     hn::LoadU(hn::Rebind<int8_t, DF>(), q)));
+  const auto* q = reinterpret_cast<const int8_t*>(block + kQ8_0ScaleBytes) + v * kLanes;
+  return hn::ConvertTo(
+      d, hn::PromoteTo(hn::Rebind<int32_t, DF>(), hn::LoadU(hn::Rebind<int8_t, DF>(), q)));
 }
 
 // The lane sum of an accumulator, then the scalar tail in order.
 template <typename S>
-HWY_INLINE float Finish(DF d, VF acc, const std::byte* w_row, const float* x,
-                        size_t cols) {
+HWY_INLINE float Finish(DF d, VF acc, const std::byte* w_row, const float* x, size_t cols) {
   float s = hn::GetLane(hn::SumOfLanes(d, acc));
   if constexpr (!kIsQ8<S>) {
     const auto* w = reinterpret_cast<const S*>(w_row);
-    for (size_t i = cols - cols % kLanes; i < cols; ++i)
-      s = std::fma(ScalarWide(w + i), x[i], s);
+    for (size_t i = cols - cols % kLanes; i < cols; ++i) s = std::fma(ScalarWide(w + i), x[i], s);
   }
   return s;
 }
@@ -137,8 +132,8 @@ HWY_INLINE float Finish(DF d, VF acc, const std::byte* w_row, const float* x,
 
 // y[c] = dot(W row c, x) for kC consecutive rows starting at w_rows.
 template <typename S, size_t kC>
-HWY_NOINLINE void DecodeTile(const std::byte* w_rows, size_t row_bytes,
-                             const float* x, size_t cols, float* y) {
+HWY_NOINLINE void DecodeTile(const std::byte* w_rows, size_t row_bytes, const float* x, size_t cols,
+                             float* y) {
   const DF d;
   VF acc[kC];
   for (size_t c = 0; c < kC; ++c) acc[c] = hn::Zero(d);
@@ -151,51 +146,44 @@ HWY_NOINLINE void DecodeTile(const std::byte* w_rows, size_t row_bytes,
         const std::byte* block = w_rows + c * row_bytes + b * kQ8_0BlockBytes;
         if (b % 2 == 0) hwy::Prefetch(block + kPrefetchBytes);  // >= 1 a line
         VF p = hn::Mul(Q8Values(d, block, 0), xv[0]);
-        for (size_t v = 1; v < kQ8Vecs; ++v)
-          p = hn::MulAdd(Q8Values(d, block, v), xv[v], p);
+        for (size_t v = 1; v < kQ8Vecs; ++v) p = hn::MulAdd(Q8Values(d, block, v), xv[v], p);
         acc[c] = hn::MulAdd(Q8ScaleVec(d, block), p, acc[c]);
       }
     }
   } else {
     const S* w[kC];
-    for (size_t c = 0; c < kC; ++c)
-      w[c] = reinterpret_cast<const S*>(w_rows + c * row_bytes);
+    for (size_t c = 0; c < kC; ++c) w[c] = reinterpret_cast<const S*>(w_rows + c * row_bytes);
     const auto step = [&](size_t i) HWY_ATTR {
       const VF xv = hn::LoadU(d, x + i);
-      for (size_t c = 0; c < kC; ++c)
-        acc[c] = hn::MulAdd(LoadWide(d, w[c] + i), xv, acc[c]);
+      for (size_t c = 0; c < kC; ++c) acc[c] = hn::MulAdd(LoadWide(d, w[c] + i), xv, acc[c]);
     };
     const size_t vec_end = cols - cols % kLanes;
     // One prefetch per 64-byte line of each row (it may run past the row:
     // a prefetch never faults).
-    constexpr size_t kLineSteps =
-        std::max<size_t>(1, 64 / (kLanes * sizeof(S)));
+    constexpr size_t kLineSteps = std::max<size_t>(1, 64 / (kLanes * sizeof(S)));
     size_t i = 0;
     for (; i + kLineSteps * kLanes <= vec_end; i += kLineSteps * kLanes) {
       for (size_t c = 0; c < kC; ++c) {
-        hwy::Prefetch(reinterpret_cast<const std::byte*>(w[c] + i) +
-                      kPrefetchBytes);
+        hwy::Prefetch(reinterpret_cast<const std::byte*>(w[c] + i) + kPrefetchBytes);
       }
       for (size_t k = 0; k < kLineSteps; ++k) step(i + k * kLanes);
     }
     for (; i < vec_end; i += kLanes) step(i);
   }
-  for (size_t c = 0; c < kC; ++c)
-    y[c] = Finish<S>(d, acc[c], w_rows + c * row_bytes, x, cols);
+  for (size_t c = 0; c < kC; ++c) y[c] = Finish<S>(d, acc[c], w_rows + c * row_bytes, x, cols);
 }
 
 template <typename S>
 void Decode(const MatMulTask& t) {
   const uint64_t row_bytes = WeightRowBytes(t.w.type, t.w.cols);
   const auto tile = [&](auto cols_tag, uint64_t j) HWY_ATTR {
-    DecodeTile<S, decltype(cols_tag)::value>(t.w.data + j * row_bytes,
-                                             row_bytes, t.x, t.w.cols, t.y + j);
+    DecodeTile<S, decltype(cols_tag)::value>(t.w.data + j * row_bytes, row_bytes, t.x, t.w.cols,
+                                             t.y + j);
   };
   uint64_t j = t.row_begin;
   for (; j + kDecodeCols <= t.row_end; j += kDecodeCols)
     tile(std::integral_constant<size_t, kDecodeCols>(), j);
-  for (; j + 4 <= t.row_end; j += 4)
-    tile(std::integral_constant<size_t, 4>(), j);
+  for (; j + 4 <= t.row_end; j += 4) tile(std::integral_constant<size_t, 4>(), j);
   for (; j < t.row_end; ++j) tile(std::integral_constant<size_t, 1>(), j);
 }
 
@@ -213,14 +201,13 @@ struct Panel {
 // acc[r * kBlockOut + c] (one vector each) += the chunk's products of x
 // rows r < kR (x[r] points at the chunk) and panel rows c < kC.
 template <bool kQ8, size_t kR, size_t kC>
-HWY_NOINLINE void PanelTile(const Panel& panel, size_t c0,
-                            const float* const* x, float* acc, bool first) {
+HWY_NOINLINE void PanelTile(const Panel& panel, size_t c0, const float* const* x, float* acc,
+                            bool first) {
   const DF d;
   VF a[kR][kC];
   for (size_t r = 0; r < kR; ++r) {
     for (size_t c = 0; c < kC; ++c) {
-      a[r][c] =
-          first ? hn::Zero(d) : hn::Load(d, acc + (r * kBlockOut + c) * kLanes);
+      a[r][c] = first ? hn::Zero(d) : hn::Load(d, acc + (r * kBlockOut + c) * kLanes);
     }
   }
   const float* const* w = panel.rows + c0;
@@ -229,18 +216,15 @@ HWY_NOINLINE void PanelTile(const Panel& panel, size_t c0,
       const size_t i0 = b * kQ8_0BlockElems;
       VF xv[kR][kQ8Vecs];
       for (size_t r = 0; r < kR; ++r) {
-        for (size_t v = 0; v < kQ8Vecs; ++v)
-          xv[r][v] = hn::LoadU(d, x[r] + i0 + v * kLanes);
+        for (size_t v = 0; v < kQ8Vecs; ++v) xv[r][v] = hn::LoadU(d, x[r] + i0 + v * kLanes);
       }
       for (size_t c = 0; c < kC; ++c) {
         VF q[kQ8Vecs];
-        for (size_t v = 0; v < kQ8Vecs; ++v)
-          q[v] = hn::Load(d, w[c] + i0 + v * kLanes);
+        for (size_t v = 0; v < kQ8Vecs; ++v) q[v] = hn::Load(d, w[c] + i0 + v * kLanes);
         const VF scale = hn::Set(d, panel.scales[c0 + c][b]);
         for (size_t r = 0; r < kR; ++r) {
           VF p = hn::Mul(q[0], xv[r][0]);
-          for (size_t v = 1; v < kQ8Vecs; ++v)
-            p = hn::MulAdd(q[v], xv[r][v], p);
+          for (size_t v = 1; v < kQ8Vecs; ++v) p = hn::MulAdd(q[v], xv[r][v], p);
           a[r][c] = hn::MulAdd(scale, p, a[r][c]);
         }
       }
@@ -251,22 +235,19 @@ HWY_NOINLINE void PanelTile(const Panel& panel, size_t c0,
       for (size_t c = 0; c < kC; ++c) wv[c] = hn::LoadU(d, w[c] + i);
       for (size_t r = 0; r < kR; ++r) {
         const VF xv = hn::LoadU(d, x[r] + i);
-        for (size_t c = 0; c < kC; ++c)
-          a[r][c] = hn::MulAdd(wv[c], xv, a[r][c]);
+        for (size_t c = 0; c < kC; ++c) a[r][c] = hn::MulAdd(wv[c], xv, a[r][c]);
       }
     }
   }
   for (size_t r = 0; r < kR; ++r) {
-    for (size_t c = 0; c < kC; ++c)
-      hn::Store(a[r][c], d, acc + (r * kBlockOut + c) * kLanes);
+    for (size_t c = 0; c < kC; ++c) hn::Store(a[r][c], d, acc + (r * kBlockOut + c) * kLanes);
   }
 }
 
 // Scratch of one thread, kept between calls: the widened chunk, Q8_0
 // scales and the accumulators, vector-aligned.
 struct Scratch {
-  hwy::AlignedFreeUniquePtr<float[]> wide =
-      hwy::AllocateAligned<float>(kBlockOut * kChunkCols);
+  hwy::AlignedFreeUniquePtr<float[]> wide = hwy::AllocateAligned<float>(kBlockOut * kChunkCols);
   hwy::AlignedFreeUniquePtr<float[]> scales =
       hwy::AllocateAligned<float>(kBlockOut * kChunkCols / kQ8_0BlockElems);
   hwy::AlignedFreeUniquePtr<float[]> acc =
@@ -275,8 +256,8 @@ struct Scratch {
 
 // Fills panel with columns [k0, k0 + n) of rows [j0, j0 + jn) of W.
 template <typename S>
-void WidenChunk(const MatMulTask& t, uint64_t j0, size_t jn, size_t k0,
-                size_t n, Scratch& s, Panel& panel) {
+void WidenChunk(const MatMulTask& t, uint64_t j0, size_t jn, size_t k0, size_t n, Scratch& s,
+                Panel& panel) {
   const DF d;
   const uint64_t row_bytes = WeightRowBytes(t.w.type, t.w.cols);
   panel.cols = n;
@@ -288,35 +269,31 @@ void WidenChunk(const MatMulTask& t, uint64_t j0, size_t jn, size_t k0,
       float* scales = s.scales.get() + c * (kChunkCols / kQ8_0BlockElems);
       panel.scales[c] = scales;
       for (size_t b = 0; b < n / kQ8_0BlockElems; ++b) {
-        const std::byte* block =
-            row + (k0 / kQ8_0BlockElems + b) * kQ8_0BlockBytes;
+        const std::byte* block = row + (k0 / kQ8_0BlockElems + b) * kQ8_0BlockBytes;
         scales[b] = Q8Scale(block);
         for (size_t v = 0; v < kQ8Vecs; ++v) {
-          hn::Store(Q8Values(d, block, v), d,
-                    out + b * kQ8_0BlockElems + v * kLanes);
+          hn::Store(Q8Values(d, block, v), d, out + b * kQ8_0BlockElems + v * kLanes);
         }
       }
     } else if constexpr (std::is_same_v<S, float>) {
       panel.rows[c] = reinterpret_cast<const float*>(row) + k0;  // already f32
     } else {
       const S* src = reinterpret_cast<const S*>(row) + k0;
-      for (size_t i = 0; i < n; i += kLanes)
-        hn::Store(LoadWide(d, src + i), d, out + i);
+      for (size_t i = 0; i < n; i += kLanes) hn::Store(LoadWide(d, src + i), d, out + i);
     }
   }
 }
 
 // Runs the panel over activation rows [r0, r0 + rn) (x rows at column k0).
 template <bool kQ8>
-void PanelBlock(const Panel& panel, size_t jn, const MatMulTask& t, uint64_t r0,
-                size_t rn, size_t k0, float* acc, bool first) {
-  const auto tile = [&](auto rows_tag, auto cols_tag, size_t r,
-                        size_t c) HWY_ATTR {
+void PanelBlock(const Panel& panel, size_t jn, const MatMulTask& t, uint64_t r0, size_t rn,
+                size_t k0, float* acc, bool first) {
+  const auto tile = [&](auto rows_tag, auto cols_tag, size_t r, size_t c) HWY_ATTR {
     constexpr size_t kR = decltype(rows_tag)::value;
     const float* x[kR];
     for (size_t k = 0; k < kR; ++k) x[k] = t.x + (r0 + r + k) * t.w.cols + k0;
-    PanelTile<kQ8, kR, decltype(cols_tag)::value>(
-        panel, c, x, acc + (r * kBlockOut + c) * kLanes, first);
+    PanelTile<kQ8, kR, decltype(cols_tag)::value>(panel, c, x, acc + (r * kBlockOut + c) * kLanes,
+                                                  first);
   };
   using Rows = std::integral_constant<size_t, kTileRows>;
   using One = std::integral_constant<size_t, 1>;
@@ -347,20 +324,17 @@ void Prefill(const MatMulTask& t) {
       const size_t rn = std::min<uint64_t>(kBlockAct, t.num_rows - r0);
       float* acc = scratch.acc.get();
       if (vec_end == 0) {  // every column is tail
-        for (size_t k = 0; k < rn * kBlockOut; ++k)
-          hn::Store(hn::Zero(d), d, acc + k * kLanes);
+        for (size_t k = 0; k < rn * kBlockOut; ++k) hn::Store(hn::Zero(d), d, acc + k * kLanes);
       }
       for (size_t k0 = 0; k0 < vec_end; k0 += kChunkCols) {
-        WidenChunk<S>(t, j0, jn, k0, std::min(kChunkCols, vec_end - k0),
-                      scratch, panel);
+        WidenChunk<S>(t, j0, jn, k0, std::min(kChunkCols, vec_end - k0), scratch, panel);
         PanelBlock<kIsQ8<S>>(panel, jn, t, r0, rn, k0, acc, k0 == 0);
       }
       for (size_t r = 0; r < rn; ++r) {
         for (size_t c = 0; c < jn; ++c) {
           const VF a = hn::Load(d, acc + (r * kBlockOut + c) * kLanes);
           t.y[(r0 + r) * t.w.rows + j0 + c] =
-              Finish<S>(d, a, t.w.data + (j0 + c) * row_bytes,
-                        t.x + (r0 + r) * cols, cols);
+              Finish<S>(d, a, t.w.data + (j0 + c) * row_bytes, t.x + (r0 + r) * cols, cols);
         }
       }
     }
@@ -389,8 +363,7 @@ void MatMulRowsImpl(const MatMulTask& t) {
     case WeightType::kF64:  // no kernel (has_matmul false): MatMul refused it
       break;
   }
-  FOLIO_CHECK(false, "matmul kernel: no kernel for weight type ",
-              WeightTypeName(t.w.type));
+  FOLIO_CHECK(false, "matmul kernel: no kernel for weight type ", WeightTypeName(t.w.type));
 }
 
 const char* TargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
@@ -403,11 +376,7 @@ HWY_AFTER_NAMESPACE();
 namespace folio::ops::internal {
 HWY_EXPORT(MatMulRowsImpl);
 HWY_EXPORT(TargetNameImpl);
-void MatMulRows(const MatMulTask& task) {
-  HWY_DYNAMIC_DISPATCH(MatMulRowsImpl)(task);
-}
-const char* MatMulTargetName() {
-  return HWY_DYNAMIC_DISPATCH(TargetNameImpl)();
-}
+void MatMulRows(const MatMulTask& task) { HWY_DYNAMIC_DISPATCH(MatMulRowsImpl)(task); }
+const char* MatMulTargetName() { return HWY_DYNAMIC_DISPATCH(TargetNameImpl)(); }
 }  // namespace folio::ops::internal
 #endif

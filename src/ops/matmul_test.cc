@@ -36,14 +36,11 @@ struct Matrix {
   WeightView view;
 };
 
-float Uniform(SplitMix64& rng) {
-  return static_cast<float>(2.0 * rng.NextUnit() - 1.0);
-}
+float Uniform(SplitMix64& rng) { return static_cast<float>(2.0 * rng.NextUnit() - 1.0); }
 
 // Elements uniform in [-1, 1) rounded to the type; Q8_0 blocks get a scale
 // in [2^-9, 2^-6) and q uniform in [-127, 127].
-Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols,
-                    uint64_t seed) {
+Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols, uint64_t seed) {
   SplitMix64 rng(seed);
   const uint64_t row_bytes = WeightRowBytes(type, cols);
   Matrix m{AlignedBuffer(rows * row_bytes), {}};
@@ -68,13 +65,12 @@ Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols,
         case WeightType::kQ8_0: {
           std::byte* block = row + i / 32 * kQ8_0BlockBytes;
           if (i % 32 == 0) {
-            const uint16_t d = F32ToF16Bits(
-                std::ldexp(1.0f + static_cast<float>(rng.NextUnit()),
-                           -9 + static_cast<int>(rng.NextU64() % 3)));
+            const uint16_t d = F32ToF16Bits(std::ldexp(1.0f + static_cast<float>(rng.NextUnit()),
+                                                       -9 + static_cast<int>(rng.NextU64() % 3)));
             std::memcpy(block, &d, 2);
           }
-          block[2 + i % 32] = static_cast<std::byte>(
-              static_cast<int8_t>(rng.NextU64() % 255) - 127);
+          block[2 + i % 32] =
+              static_cast<std::byte>(static_cast<int8_t>(rng.NextU64() % 255) - 127);
           break;
         }
       }
@@ -96,8 +92,7 @@ void ForEachTarget(const std::function<void()>& fn) {
 }
 
 bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() &&
-         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Every f32 result of a sum of n products is within gamma_n * sum |w x| of
@@ -119,11 +114,9 @@ TEST(MatMul, MatchesReferenceForEveryTypeAndShape) {
             WidenRow(w.view, j, std::span(wide).subspan(j * cols, cols));
           }
           for (uint64_t num_rows : {1, 3, 17}) {
-            SCOPED_TRACE(testing::Message()
-                         << WeightTypeName(type) << " rows " << rows << " cols "
-                         << cols << " num_rows " << num_rows);
-            const std::vector<float> x =
-                RandomActivations(num_rows * cols, ++seed);
+            SCOPED_TRACE(testing::Message() << WeightTypeName(type) << " rows " << rows << " cols "
+                                            << cols << " num_rows " << num_rows);
+            const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
             std::vector<float> y(num_rows * rows), ref(num_rows * rows);
             ASSERT_TRUE(MatMul(w.view, x, num_rows, y).ok());
             ASSERT_TRUE(MatMulReference(w.view, x, num_rows, ref).ok());
@@ -133,13 +126,11 @@ TEST(MatMul, MatchesReferenceForEveryTypeAndShape) {
               for (uint64_t j = 0; j < rows; ++j) {
                 double abs_sum = 0;
                 for (uint64_t i = 0; i < cols; ++i) {
-                  abs_sum += std::abs(static_cast<double>(wide[j * cols + i]) *
-                                      x[r * cols + i]);
+                  abs_sum += std::abs(static_cast<double>(wide[j * cols + i]) * x[r * cols + i]);
                 }
                 const double want = ref[r * rows + j];
                 const double tol = gamma * abs_sum + u * std::abs(want);
-                ASSERT_NEAR(y[r * rows + j], want, tol)
-                    << "r " << r << " j " << j;
+                ASSERT_NEAR(y[r * rows + j], want, tol) << "r " << r << " j " << j;
               }
             }
           }
@@ -160,19 +151,16 @@ TEST(MatMul, PrefillRowEqualsDecodeOfThatRowAlone) {
       for (uint64_t rows : {1, 7, 203}) {
         for (uint64_t cols : {4096 + 32, 4096 + 37}) {
           if (type == WeightType::kQ8_0 && cols % 32 != 0) continue;
-          SCOPED_TRACE(testing::Message() << WeightTypeName(type) << " rows "
-                                          << rows << " cols " << cols);
+          SCOPED_TRACE(testing::Message()
+                       << WeightTypeName(type) << " rows " << rows << " cols " << cols);
           const uint64_t num_rows = 17;
           const Matrix w = RandomMatrix(type, rows, cols, ++seed);
-          const std::vector<float> x =
-              RandomActivations(num_rows * cols, ++seed);
+          const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
           std::vector<float> batch(num_rows * rows);
           ASSERT_TRUE(MatMul(w.view, x, num_rows, batch, &pool).ok());
           for (uint64_t r = 0; r < num_rows; ++r) {
             std::vector<float> alone(rows);
-            ASSERT_TRUE(
-                MatMul(w.view, std::span(x).subspan(r * cols, cols), 1, alone)
-                    .ok());
+            ASSERT_TRUE(MatMul(w.view, std::span(x).subspan(r * cols, cols), 1, alone).ok());
             const std::vector<float> from_batch(
                 batch.begin() + static_cast<ptrdiff_t>(r * rows),
                 batch.begin() + static_cast<ptrdiff_t>((r + 1) * rows));
@@ -190,23 +178,17 @@ TEST(MatMul, PrefillRowEqualsDecodeOfThatRowAlone) {
 TEST(MatMul, LongPrefillAndShortRowsEqualDecode) {
   ForEachTarget([&] {
     uint64_t seed = 300;
-    for (WeightType type :
-         {WeightType::kF32, WeightType::kBF16, WeightType::kF16}) {
+    for (WeightType type : {WeightType::kF32, WeightType::kBF16, WeightType::kF16}) {
       for (uint64_t cols : {5, 1024 + 32 + 5}) {
-        SCOPED_TRACE(testing::Message()
-                     << WeightTypeName(type) << " cols " << cols);
+        SCOPED_TRACE(testing::Message() << WeightTypeName(type) << " cols " << cols);
         const uint64_t rows = 37, num_rows = 70;
         const Matrix w = RandomMatrix(type, rows, cols, ++seed);
         const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
         std::vector<float> batch(num_rows * rows), alone(rows);
         ASSERT_TRUE(MatMul(w.view, x, num_rows, batch).ok());
         for (uint64_t r = 0; r < num_rows; ++r) {
-          ASSERT_TRUE(
-              MatMul(w.view, std::span(x).subspan(r * cols, cols), 1, alone)
-                  .ok());
-          ASSERT_EQ(std::memcmp(alone.data(), batch.data() + r * rows,
-                                rows * sizeof(float)),
-                    0)
+          ASSERT_TRUE(MatMul(w.view, std::span(x).subspan(r * cols, cols), 1, alone).ok());
+          ASSERT_EQ(std::memcmp(alone.data(), batch.data() + r * rows, rows * sizeof(float)), 0)
               << "row " << r;
         }
       }
@@ -244,12 +226,9 @@ TEST(MatMul, BitsDoNotDependOnThreadCount) {
     uint64_t seed = 200;
     for (WeightType type : kKernelTypes) {
       for (const auto [rows, cols, num_rows] :
-           {std::array<uint64_t, 3>{203, 4096 + 32, 1},
-            {203, 4096 + 32, 17},
-            {7, 1024, 64}}) {
-        SCOPED_TRACE(testing::Message()
-                     << WeightTypeName(type) << " rows " << rows << " cols "
-                     << cols << " num_rows " << num_rows);
+           {std::array<uint64_t, 3>{203, 4096 + 32, 1}, {203, 4096 + 32, 17}, {7, 1024, 64}}) {
+        SCOPED_TRACE(testing::Message() << WeightTypeName(type) << " rows " << rows << " cols "
+                                        << cols << " num_rows " << num_rows);
         const Matrix w = RandomMatrix(type, rows, cols, ++seed);
         const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
         std::vector<float> y1(num_rows * rows), y2(y1.size()), y3(y1.size());
@@ -301,21 +280,16 @@ TEST(MatMul, IdentityActivationsReproduceWidenedWeights) {
 TEST(WidenRow, IsExactForEveryType) {
   const float f32[] = {1.0f, -0.0f, 3.0e-41f, -65504.5f};
   std::vector<float> out(4);
-  WidenRow({reinterpret_cast<const std::byte*>(f32), WeightType::kF32, 1, 4}, 0,
-           out);
+  WidenRow({reinterpret_cast<const std::byte*>(f32), WeightType::kF32, 1, 4}, 0, out);
   EXPECT_EQ(std::memcmp(out.data(), f32, sizeof(f32)), 0);
 
-  const uint16_t bf16[] = {0x3f80, 0x8000, 0x0001,
-                           0xff7f};  // 1, -0, min subnormal, -max
-  WidenRow({reinterpret_cast<const std::byte*>(bf16), WeightType::kBF16, 1, 4},
-           0, out);
+  const uint16_t bf16[] = {0x3f80, 0x8000, 0x0001, 0xff7f};  // 1, -0, min subnormal, -max
+  WidenRow({reinterpret_cast<const std::byte*>(bf16), WeightType::kBF16, 1, 4}, 0, out);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], BF16BitsToF32(bf16[i]));
   EXPECT_EQ(out[2], 0x1p-133f);
 
-  const uint16_t f16[] = {0x3c00, 0x0001, 0x7bff,
-                          0xfc00};  // 1, 2^-24, 65504, -inf
-  WidenRow({reinterpret_cast<const std::byte*>(f16), WeightType::kF16, 1, 4}, 0,
-           out);
+  const uint16_t f16[] = {0x3c00, 0x0001, 0x7bff, 0xfc00};  // 1, 2^-24, 65504, -inf
+  WidenRow({reinterpret_cast<const std::byte*>(f16), WeightType::kF16, 1, 4}, 0, out);
   EXPECT_EQ(out, (std::vector<float>{1.0f, 0x1p-24f, 65504.0f, -INFINITY}));
 }
 
@@ -328,8 +302,7 @@ TEST(Q8_0, DequantizesHandMadeBlock) {
   std::memcpy(row.data(), &d0, 2);
   std::memcpy(row.data() + kQ8_0BlockBytes, &d1, 2);
   for (int i = 0; i < 32; ++i) {
-    row[static_cast<size_t>(2 + i)] =
-        static_cast<std::byte>(static_cast<int8_t>(i - 16));
+    row[static_cast<size_t>(2 + i)] = static_cast<std::byte>(static_cast<int8_t>(i - 16));
     row[static_cast<size_t>(kQ8_0BlockBytes + 2 + i)] =
         static_cast<std::byte>(static_cast<int8_t>(i % 2 == 0 ? 127 : -128));
   }
@@ -339,8 +312,7 @@ TEST(Q8_0, DequantizesHandMadeBlock) {
   WidenRow(w, 0, wide);
   for (int i = 0; i < 32; ++i) {
     EXPECT_EQ(wide[static_cast<size_t>(i)], 0.5f * static_cast<float>(i - 16));
-    EXPECT_EQ(wide[static_cast<size_t>(32 + i)],
-              i % 2 == 0 ? -127.0f / 1024 : 128.0f / 1024);
+    EXPECT_EQ(wide[static_cast<size_t>(32 + i)], i % 2 == 0 ? -127.0f / 1024 : 128.0f / 1024);
   }
   // Sums of few small integers times powers of two are exact, so the
   // kernel must hit them on the nose: ones -> 0.5 * (-16) + (-2^-10) * (-16).
@@ -379,25 +351,10 @@ TEST(MatMul, RejectsBadCallsBeforeTouchingMemory) {
       {"x too small", {data, WeightType::kF32, 2, 4}, 7, 2, 4, "x must hold"},
       {"x too large", {data, WeightType::kF32, 2, 4}, 9, 2, 4, "x must hold"},
       {"y too small", {data, WeightType::kF32, 2, 4}, 8, 2, 3, "y must hold"},
-      {"num_rows mismatch",
-       {data, WeightType::kF32, 2, 4},
-       8,
-       3,
-       4,
-       "x must hold"},
-      {"q8_0 cols",
-       {data, WeightType::kQ8_0, 1, 48},
-       48,
-       1,
-       1,
-       "multiple of 32"},
+      {"num_rows mismatch", {data, WeightType::kF32, 2, 4}, 8, 3, 4, "x must hold"},
+      {"q8_0 cols", {data, WeightType::kQ8_0, 1, 48}, 48, 1, 1, "multiple of 32"},
       {"null data", {nullptr, WeightType::kBF16, 2, 4}, 4, 1, 2, "null"},
-      {"unknown type",
-       {data, static_cast<WeightType>(9), 1, 4},
-       4,
-       1,
-       1,
-       "unknown weight type"},
+      {"unknown type", {data, static_cast<WeightType>(9), 1, 4}, 4, 1, 1, "unknown weight type"},
       {"no kernel for f64",
        {data, WeightType::kF64, 1, 4},
        4,
@@ -420,11 +377,10 @@ TEST(MatMul, RejectsBadCallsBeforeTouchingMemory) {
   for (const BadCall& c : calls) {
     SCOPED_TRACE(c.name);
     std::vector<float> x(c.x_size, 1.0f), y(c.y_size, 42.0f);
-    for (const Status& s : {MatMul(c.w, x, c.num_rows, y),
-                            MatMulReference(c.w, x, c.num_rows, y)}) {
+    for (const Status& s :
+         {MatMul(c.w, x, c.num_rows, y), MatMulReference(c.w, x, c.num_rows, y)}) {
       EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
-      EXPECT_NE(s.message().find(c.message_part), std::string::npos)
-          << s.message();
+      EXPECT_NE(s.message().find(c.message_part), std::string::npos) << s.message();
     }
     EXPECT_EQ(y, std::vector<float>(c.y_size, 42.0f));
   }
@@ -433,10 +389,9 @@ TEST(MatMul, RejectsBadCallsBeforeTouchingMemory) {
 TEST(MatMul, RejectsOverlappingXAndY) {
   const float w[4] = {1, 2, 3, 4};
   std::vector<float> buf(4, 1.0f);
-  const WeightView view{reinterpret_cast<const std::byte*>(w), WeightType::kF32,
-                        2, 2};
-  const Status s = MatMul(view, std::span<const float>(buf).first(2), 1,
-                          std::span(buf).subspan(1, 2));
+  const WeightView view{reinterpret_cast<const std::byte*>(w), WeightType::kF32, 2, 2};
+  const Status s =
+      MatMul(view, std::span<const float>(buf).first(2), 1, std::span(buf).subspan(1, 2));
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
 }
 

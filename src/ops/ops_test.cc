@@ -28,14 +28,16 @@ TEST(RmsNorm, UnitRmsTimesGain) {
 
 TEST(Rope, InterleavedRotatesAdjacentPairs) {
   std::vector<double> x = {1, 0, 1, 0};  // one head, head_dim 4
-  const std::vector<double> c = {std::cos(2.0), std::cos(0.02)}, s = {std::sin(2.0), std::sin(0.02)};
+  const std::vector<double> c = {std::cos(2.0), std::cos(0.02)},
+                            s = {std::sin(2.0), std::sin(0.02)};
   Rope<double>(x, 4, c, s, /*neox=*/false);
   EXPECT_EQ(x, (std::vector<double>{c[0], s[0], c[1], s[1]}));
 }
 
 TEST(Rope, NeoxRotatesHalves) {
   std::vector<double> x = {1, 1, 0, 0};  // pairs (0, 2) and (1, 3)
-  const std::vector<double> c = {std::cos(2.0), std::cos(0.02)}, s = {std::sin(2.0), std::sin(0.02)};
+  const std::vector<double> c = {std::cos(2.0), std::cos(0.02)},
+                            s = {std::sin(2.0), std::sin(0.02)};
   Rope<double>(x, 4, c, s, /*neox=*/true);
   EXPECT_EQ(x, (std::vector<double>{c[0], c[1], s[0], s[1]}));
 }

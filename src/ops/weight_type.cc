@@ -44,10 +44,8 @@ void DecodeQ8_0(const std::byte* src, std::span<Out> out) {
 template <typename Out>
 void Dequantize(WeightType type, const std::byte* src, std::span<Out> out) {
   const WeightTypeTraits& traits = TraitsOf(type);
-  FOLIO_CHECK(out.size() % traits.block_size == 0, "DequantizeRow: ",
-              out.size(), " ", traits.name,
-              " elements are not whole blocks: not a multiple of ",
-              traits.block_size);
+  FOLIO_CHECK(out.size() % traits.block_size == 0, "DequantizeRow: ", out.size(), " ", traits.name,
+              " elements are not whole blocks: not a multiple of ", traits.block_size);
   switch (type) {
     case WeightType::kF64:
       return DecodeElements<DType::kF64>(src, out);
@@ -72,8 +70,7 @@ uint64_t WeightRowBytes(WeightType type, uint64_t cols) {
   if (!IsWeightType(type)) return 0;
   const WeightTypeTraits& traits = TraitsOf(type);
   if (cols % traits.block_size != 0) return 0;
-  return CheckedMul(cols / traits.block_size, uint64_t{traits.block_bytes})
-      .value_or(0);
+  return CheckedMul(cols / traits.block_size, uint64_t{traits.block_bytes}).value_or(0);
 }
 
 void DequantizeRow(WeightType type, const std::byte* src, std::span<float> out) {

@@ -24,10 +24,8 @@ struct Row {
   bool has_matmul;
 };
 constexpr Row kRows[] = {
-    {WeightType::kF64, "f64", 1, 8, false},
-    {WeightType::kF32, "f32", 1, 4, true},
-    {WeightType::kF16, "f16", 1, 2, true},
-    {WeightType::kBF16, "bf16", 1, 2, true},
+    {WeightType::kF64, "f64", 1, 8, false},    {WeightType::kF32, "f32", 1, 4, true},
+    {WeightType::kF16, "f16", 1, 2, true},     {WeightType::kBF16, "bf16", 1, 2, true},
     {WeightType::kQ8_0, "q8_0", 32, 34, true},
 };
 
@@ -63,7 +61,7 @@ TEST(WeightType, RowBytesAreWholeBlocks) {
   EXPECT_EQ(WeightRowBytes(WeightType::kBF16, 10), 20u);
   EXPECT_EQ(WeightRowBytes(WeightType::kQ8_0, 4096), 4352u);
   EXPECT_EQ(WeightRowBytes(WeightType::kQ8_0, 0), 0u);
-  EXPECT_EQ(WeightRowBytes(WeightType::kQ8_0, 33), 0u);  // not whole blocks
+  EXPECT_EQ(WeightRowBytes(WeightType::kQ8_0, 33), 0u);             // not whole blocks
   EXPECT_EQ(WeightRowBytes(WeightType::kF32, UINT64_MAX / 2), 0u);  // overflow
   EXPECT_EQ(WeightRowBytes(static_cast<WeightType>(9), 4), 0u);
 }
@@ -80,8 +78,7 @@ TEST(DequantizeRow, Q8_0EqualsTheReferenceForEveryScaleAndQuant) {
     const uint16_t d = static_cast<uint16_t>(b / 8);
     block[0] = static_cast<std::byte>(d & 0xff);  // little-endian
     block[1] = static_cast<std::byte>(d >> 8);
-    for (size_t j = 0; j < 32; ++j)
-      block[2 + j] = static_cast<std::byte>((b % 8) * 32 + j);
+    for (size_t j = 0; j < 32; ++j) block[2 + j] = static_cast<std::byte>((b % 8) * 32 + j);
   }
   std::vector<float> out(kBlocks * 32);
   DequantizeRow(WeightType::kQ8_0, blocks.data(), out);
@@ -94,21 +91,18 @@ TEST(DequantizeRow, Q8_0EqualsTheReferenceForEveryScaleAndQuant) {
       const auto q = static_cast<int8_t>((b % 8) * 32 + j);
       const float want = static_cast<float>(q) * d;
       const float got = out[b * 32 + j];
-      const bool same =
-          std::isnan(want) ? std::isnan(got)
-                           : std::bit_cast<uint32_t>(got) ==
-                                 std::bit_cast<uint32_t>(want);
+      const bool same = std::isnan(want)
+                            ? std::isnan(got)
+                            : std::bit_cast<uint32_t>(got) == std::bit_cast<uint32_t>(want);
       // The product is exact, so double output is the same value.
       const double got64 = out64[b * 32 + j];
-      const bool same64 = std::isnan(want)
-                              ? std::isnan(got64)
-                              : std::bit_cast<uint64_t>(got64) ==
-                                    std::bit_cast<uint64_t>(
-                                        static_cast<double>(want));
+      const bool same64 = std::isnan(want) ? std::isnan(got64)
+                                           : std::bit_cast<uint64_t>(got64) ==
+                                                 std::bit_cast<uint64_t>(static_cast<double>(want));
       if (!same || !same64) {
         if (++mismatches <= 5) {
-          ADD_FAILURE() << "block " << b << " q " << int{q} << ": want "
-                        << want << " got " << got << " / " << got64;
+          ADD_FAILURE() << "block " << b << " q " << int{q} << ": want " << want << " got " << got
+                        << " / " << got64;
         }
       }
     }
@@ -128,28 +122,24 @@ TEST(DequantizeRow, ElementTypesWidenExactlyAndF64RoundsIntoFloat) {
   EXPECT_EQ(std::memcmp(out64.data(), f64, sizeof(f64)), 0);
 
   const uint16_t bf16[] = {0x3f80, 0x8000, 0x0001, 0xff7f};
-  DequantizeRow(WeightType::kBF16, reinterpret_cast<const std::byte*>(bf16),
-                out64);
+  DequantizeRow(WeightType::kBF16, reinterpret_cast<const std::byte*>(bf16), out64);
   for (int i = 0; i < 4; ++i) EXPECT_EQ(out64[i], BF16BitsToF32(bf16[i]));
   const uint16_t f16[] = {0x3c00, 0x0001, 0x7bff, 0xfc00};
-  DequantizeRow(WeightType::kF16, reinterpret_cast<const std::byte*>(f16),
-                out64);
+  DequantizeRow(WeightType::kF16, reinterpret_cast<const std::byte*>(f16), out64);
   EXPECT_EQ(out64, (std::vector<double>{1.0, 0x1p-24, 65504.0, -INFINITY}));
 }
 
 TEST(DequantizeRowDeathTest, APartialBlockIsACheckFailure) {
   std::vector<std::byte> block(34);
   std::vector<float> out(31);
-  EXPECT_DEATH(DequantizeRow(WeightType::kQ8_0, block.data(), out),
-               "not a multiple of 32");
+  EXPECT_DEATH(DequantizeRow(WeightType::kQ8_0, block.data(), out), "not a multiple of 32");
 }
 
 // A type without a kernel is still a valid view: WidenRow reads it, MatMul
 // refuses it by name.
 TEST(WeightType, F64HasNoMatMulKernelButWidens) {
   const double w[] = {0.5, -2.0, 0.1, 3.0};
-  const WeightView view{reinterpret_cast<const std::byte*>(w),
-                        WeightType::kF64, 2, 2};
+  const WeightView view{reinterpret_cast<const std::byte*>(w), WeightType::kF64, 2, 2};
   EXPECT_TRUE(ValidateWeightView(view).ok());
   std::vector<float> row(2);
   WidenRow(view, 1, row);

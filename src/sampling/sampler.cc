@@ -24,8 +24,8 @@ Status SamplingParams::Validate() const {
 }
 
 template <typename T>
-Result<int32_t> SelectToken(std::span<const T> logits,
-                            const SamplingParams& params, SplitMix64& rng) {
+Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& params,
+                            SplitMix64& rng) {
   FOLIO_RETURN_IF_ERROR(params.Validate());
   if (logits.empty()) return Status::InvalidArgument("logits row is empty");
   for (size_t i = 0; i < logits.size(); ++i) {
@@ -35,19 +35,16 @@ Result<int32_t> SelectToken(std::span<const T> logits,
   }
   if (params.greedy()) {
     // max_element returns the first maximum: ties go to the lowest id.
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
-                                logits.begin());
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   }
   std::vector<int32_t> ids(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
-  const size_t k = params.top_k == 0 ? ids.size()
-                                     : std::min<size_t>(params.top_k, ids.size());
+  const size_t k = params.top_k == 0 ? ids.size() : std::min<size_t>(params.top_k, ids.size());
   const auto by_logit = [&](int32_t a, int32_t b) {
     const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
     return logits[ua] > logits[ub] || (logits[ua] == logits[ub] && a < b);
   };
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k), ids.end(),
-                    by_logit);
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k), ids.end(), by_logit);
   const double max_logit = static_cast<double>(logits[static_cast<size_t>(ids[0])]);
   std::vector<double> weights(k);
   double total = 0;
@@ -81,10 +78,10 @@ Result<int32_t> SelectToken(std::span<const T> logits,
   return ids[keep - 1];  // target == total after rounding
 }
 
-template Result<int32_t> SelectToken<float>(std::span<const float>,
-                                            const SamplingParams&, SplitMix64&);
-template Result<int32_t> SelectToken<double>(std::span<const double>,
-                                             const SamplingParams&, SplitMix64&);
+template Result<int32_t> SelectToken<float>(std::span<const float>, const SamplingParams&,
+                                            SplitMix64&);
+template Result<int32_t> SelectToken<double>(std::span<const double>, const SamplingParams&,
+                                             SplitMix64&);
 
 Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t token,
                                       uint64_t top_n) {
@@ -107,7 +104,9 @@ Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t tok
   double sum = 0.0;
   for (const float x : logits) sum += std::exp(static_cast<double>(x) - max);
   const double log_z = max + std::log(sum);
-  auto logprob = [&](size_t i) { return static_cast<float>(static_cast<double>(logits[i]) - log_z); };
+  auto logprob = [&](size_t i) {
+    return static_cast<float>(static_cast<double>(logits[i]) - log_z);
+  };
 
   TokenLogprobs out;
   out.token = token;

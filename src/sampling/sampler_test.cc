@@ -39,7 +39,8 @@ TEST(SelectToken, HighTemperatureIsNearlyUniform) {
   SplitMix64 rng(3);
   std::vector<int> counts(4, 0);
   const int draws = 30000;
-  for (int i = 0; i < draws; ++i) ++counts[static_cast<size_t>(*SelectToken<double>(logits, {1e9, 0}, rng))];
+  for (int i = 0; i < draws; ++i)
+    ++counts[static_cast<size_t>(*SelectToken<double>(logits, {1e9, 0}, rng))];
   const double sd = std::sqrt(draws * 0.25 * 0.75);
   for (int c : counts) EXPECT_NEAR(c, draws / 4.0, 5 * sd);
 }
@@ -116,7 +117,8 @@ TEST(LogprobsTest, LogSoftmaxOfRawLogitsWithTopAlternatives) {
   EXPECT_EQ(r->top[0].second, r->top[1].second);
   double total = 0.0;
   for (size_t i = 0; i < logits.size(); ++i) {
-    total += std::exp(static_cast<double>(ComputeLogprobs(logits, static_cast<int32_t>(i), 0)->logprob));
+    total +=
+        std::exp(static_cast<double>(ComputeLogprobs(logits, static_cast<int32_t>(i), 0)->logprob));
   }
   EXPECT_NEAR(total, 1.0, 1e-6);
   // More alternatives than tokens: all of them.

@@ -10,8 +10,7 @@ namespace {
 const std::vector<ChatMessage> kMessages = {{"system", "Be brief."}, {"user", "Hi"}};
 
 TEST(ChatTemplate, PlainIsRoleColonContent) {
-  EXPECT_EQ(RenderChat(ChatTemplate::kPlain, kMessages),
-            "system: Be brief.\nuser: Hi\nassistant:");
+  EXPECT_EQ(RenderChat(ChatTemplate::kPlain, kMessages), "system: Be brief.\nuser: Hi\nassistant:");
   EXPECT_EQ(ChatEndOfTurn(ChatTemplate::kPlain), "");
 }
 

@@ -70,14 +70,22 @@ ApiError FromEngineStatus(const Status& s) {
 
 std::string_view StatusText(int status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Payload Too Large";
-    case 414: return "URI Too Long";
-    case 416: return "Range Not Satisfiable";
-    case 431: return "Request Header Fields Too Large";
-    default: return "Error";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 413:
+      return "Payload Too Large";
+    case 414:
+      return "URI Too Long";
+    case 416:
+      return "Range Not Satisfiable";
+    case 431:
+      return "Request Header Fields Too Large";
+    default:
+      return "Error";
   }
 }
 
@@ -264,28 +272,27 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
     listen_fd = fd;
   });
   const uint64_t max_headers = config.max_headers;
-  svr.set_pre_routing_handler([&handlers, max_headers](const httplib::Request& req,
-                                                        httplib::Response& res) {
-    if (req.headers.size() <= max_headers) return httplib::Server::HandlerResponse::Unhandled;
-    ApiError e = ServerError(431, "invalid_request_error",
-                             "more than " + std::to_string(max_headers) + " header lines");
-    handlers.Reply(res, e);
-    return httplib::Server::HandlerResponse::Handled;
-  });
+  svr.set_pre_routing_handler(
+      [&handlers, max_headers](const httplib::Request& req, httplib::Response& res) {
+        if (req.headers.size() <= max_headers) return httplib::Server::HandlerResponse::Unhandled;
+        ApiError e = ServerError(431, "invalid_request_error",
+                                 "more than " + std::to_string(max_headers) + " header lines");
+        handlers.Reply(res, e);
+        return httplib::Server::HandlerResponse::Handled;
+      });
   // httplib's own refusals (413 body too large, 404 no route, 400 bad
   // request line) get an OpenAI-style body too; handlers' bodies are kept.
-  svr.set_error_handler(httplib::Server::HandlerWithResponse([&metrics](
-                                                                const httplib::Request&,
-                                                                httplib::Response& res) {
-    if (!res.body.empty() || res.is_chunked_content_provider_) {
-      return httplib::Server::HandlerResponse::Unhandled;
-    }
-    metrics.CountResponse(res.status);
-    std::string message =
-        "HTTP " + std::to_string(res.status) + " " + std::string(StatusText(res.status));
-    SetError(res, ServerError(res.status, "invalid_request_error", message));
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  svr.set_error_handler(httplib::Server::HandlerWithResponse(
+      [&metrics](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty() || res.is_chunked_content_provider_) {
+          return httplib::Server::HandlerResponse::Unhandled;
+        }
+        metrics.CountResponse(res.status);
+        std::string message =
+            "HTTP " + std::to_string(res.status) + " " + std::string(StatusText(res.status));
+        SetError(res, ServerError(res.status, "invalid_request_error", message));
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   svr.set_exception_handler(
       [&metrics](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
         std::string what = "internal error";
@@ -305,9 +312,8 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   svr.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
     handlers.Generate(Endpoint::kChat, req, res);
   });
-  svr.Get("/v1/models", [&](const httplib::Request&, httplib::Response& res) {
-    handlers.Models(res);
-  });
+  svr.Get("/v1/models",
+          [&](const httplib::Request&, httplib::Response& res) { handlers.Models(res); });
   svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     const bool up = loop.accepting();
     SetJson(res, up ? 200 : 503, json{{"status", up ? "ok" : "draining"}}.dump());

@@ -13,8 +13,8 @@ std::string Num(double x) {
   return buf;
 }
 
-void Gauge(std::string& out, std::string_view name, std::string_view type,
-           std::string_view help, double value) {
+void Gauge(std::string& out, std::string_view name, std::string_view type, std::string_view help,
+           double value) {
   out += "# HELP " + std::string(name) + " " + std::string(help) + "\n";
   out += "# TYPE " + std::string(name) + " " + std::string(type) + "\n";
   out += std::string(name) + " " + Num(value) + "\n";
@@ -94,8 +94,8 @@ std::string Metrics::Render(const EngineSnapshot& e) const {
         "Requests accepted and not yet running (handover queue + engine queue).",
         d(e.waiting + e.queued));
   Gauge(out, "folio_kv_pages_total", "gauge", "Pages in the KV pool.", d(e.pages_total));
-  Gauge(out, "folio_kv_pages_used", "gauge",
-        "Pages referenced by requests or the prefix cache.", d(e.pages_used));
+  Gauge(out, "folio_kv_pages_used", "gauge", "Pages referenced by requests or the prefix cache.",
+        d(e.pages_used));
   Gauge(out, "folio_kv_pages_free", "gauge", "Pages on the free list.", d(e.pages_free));
   Gauge(out, "folio_kv_pages_cached", "gauge",
         "Pages held only by the prefix cache (reusable, evictable).", d(e.pages_cached));
@@ -113,8 +113,8 @@ std::string Metrics::Render(const EngineSnapshot& e) const {
         d(e.preemptions));
   Gauge(out, "folio_engine_steps_total", "counter", "Engine steps run.", d(e.steps));
   std::lock_guard lock(mu_);
-  Gauge(out, "folio_prompt_tokens_total", "counter", "Prompt tokens of requests the engine accepted.",
-        d(prompt_tokens_));
+  Gauge(out, "folio_prompt_tokens_total", "counter",
+        "Prompt tokens of requests the engine accepted.", d(prompt_tokens_));
   Gauge(out, "folio_generation_tokens_total", "counter", "Tokens generated.",
         d(generation_tokens_));
   out += "# HELP folio_requests_finished_total Requests finished, by reason.\n";
@@ -130,10 +130,9 @@ std::string Metrics::Render(const EngineSnapshot& e) const {
     out += "folio_http_responses_total{status=\"" + std::to_string(status) + "\"} " +
            std::to_string(count) + "\n";
   }
-  ttft_.Render("folio_time_to_first_token_seconds",
-               "From arrival to the first generated token.", out);
-  itl_.Render("folio_inter_token_latency_seconds", "Between consecutive tokens of a request.",
-              out);
+  ttft_.Render("folio_time_to_first_token_seconds", "From arrival to the first generated token.",
+               out);
+  itl_.Render("folio_inter_token_latency_seconds", "Between consecutive tokens of a request.", out);
   e2e_.Render("folio_request_latency_seconds", "From arrival to the last token.", out);
   return out;
 }

@@ -1,9 +1,8 @@
 #include "folio/server/request.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "folio/core/str_cat.h"
@@ -15,10 +14,22 @@ namespace {
 using nlohmann::json;
 
 // The fields each endpoint knows. Anything else is refused by name.
-const std::set<std::string, std::less<>> kCommonFields = {
-    "model", "max_tokens", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "n",
-    "logprobs", "stream", "stream_options", "user", "presence_penalty", "frequency_penalty",
-    "logit_bias"};
+const std::set<std::string, std::less<>> kCommonFields = {"model",
+                                                          "max_tokens",
+                                                          "temperature",
+                                                          "top_p",
+                                                          "top_k",
+                                                          "min_p",
+                                                          "seed",
+                                                          "stop",
+                                                          "n",
+                                                          "logprobs",
+                                                          "stream",
+                                                          "stream_options",
+                                                          "user",
+                                                          "presence_penalty",
+                                                          "frequency_penalty",
+                                                          "logit_bias"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of",
                                                               "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {"messages", "top_logprobs",
@@ -31,8 +42,8 @@ std::string TypeName(const json& j) {
 }
 
 ApiError WrongType(std::string_view field, std::string_view expected, const json& got) {
-  return InvalidField(std::string(field), StrCat("'", field, "' must be ", expected, ", got ",
-                                                TypeName(got)));
+  return InvalidField(std::string(field),
+                      StrCat("'", field, "' must be ", expected, ", got ", TypeName(got)));
 }
 
 // Reads typed fields of the request object; the first error wins.
@@ -68,9 +79,9 @@ class Fields {
     if (!v->is_number()) return WrongType(key, "a number", *v);
     const double x = v->get<double>();
     if (!std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
-      return InvalidField(std::string(key), StrCat("'", key, "' must be in ", lo_open ? "(" : "[",
-                                                  Fmt(lo), ", ", Fmt(hi), "], got ",
-                                                  Clip(v->dump())));
+      return InvalidField(std::string(key),
+                          StrCat("'", key, "' must be in ", lo_open ? "(" : "[", Fmt(lo), ", ",
+                                 Fmt(hi), "], got ", Clip(v->dump())));
     }
     out = x;
     return std::nullopt;
@@ -103,10 +114,9 @@ class Fields {
   const json& obj_;
 };
 
-#define FOLIO_RETURN_API_ERROR(expr)              \
-  do {                                            \
-    if (std::optional<ApiError> e_ = (expr); e_) \
-      return std::move(*e_);                      \
+#define FOLIO_RETURN_API_ERROR(expr)                                    \
+  do {                                                                  \
+    if (std::optional<ApiError> e_ = (expr); e_) return std::move(*e_); \
   } while (0)
 
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
@@ -139,8 +149,8 @@ std::optional<ApiError> ParsePrompt(const json& body, const ModelInfo& m,
       return InvalidField("prompt", "only one prompt per request is supported");
     }
     if (!t.is_number_integer()) {
-      return InvalidField("prompt", StrCat("prompt token ", i, " must be an integer, got ",
-                                           TypeName(t)));
+      return InvalidField("prompt",
+                          StrCat("prompt token ", i, " must be an integer, got ", TypeName(t)));
     }
     const bool negative = !t.is_number_unsigned() && t.get<int64_t>() < 0;
     if (negative || t.get<uint64_t>() >= m.vocab_size) {
@@ -174,8 +184,8 @@ std::optional<ApiError> ParseMessages(const json& body, const ModelInfo& m,
       return InvalidField(StrCat(at, ".role"), StrCat(at, ".role must be a string"));
     }
     cm.role = role->get<std::string>();
-    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" &&
-        cm.role != "tool" && cm.role != "developer") {
+    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool" &&
+        cm.role != "developer") {
       return InvalidField(StrCat(at, ".role"), StrCat("unknown role ", Quote(cm.role)));
     }
     auto content = msg.find("content");
@@ -284,8 +294,7 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   if (!j.is_object()) return InvalidField("", "the request body must be a JSON object");
   const bool chat = endpoint == Endpoint::kChat;
   for (const auto& [key, value] : j.items()) {
-    if (!kCommonFields.contains(key) &&
-        !(chat ? kChatFields : kCompletionFields).contains(key)) {
+    if (!kCommonFields.contains(key) && !(chat ? kChatFields : kCompletionFields).contains(key)) {
       return InvalidField(Clip(key), StrCat("unrecognized request argument ", Quote(key)));
     }
   }
@@ -296,9 +305,9 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   std::optional<std::string> model_name;
   FOLIO_RETURN_API_ERROR(f.String("model", model_name));
   if (model_name && *model_name != m.name) {
-    ApiError e = InvalidField("model", StrCat("the model ", Quote(*model_name),
-                                              " does not exist; this server serves ",
-                                              Quote(m.name)));
+    ApiError e =
+        InvalidField("model", StrCat("the model ", Quote(*model_name),
+                                     " does not exist; this server serves ", Quote(m.name)));
     e.http_status = 404;
     e.code = "model_not_found";
     return e;
@@ -366,18 +375,17 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   // never fed back), in the model's context and in the pool.
   const uint64_t limit = std::min(m.max_positions, m.pool_positions);
   if (r.prompt.size() > limit) {
-    return InvalidField(prompt_field,
-                        StrCat("the prompt has ", r.prompt.size(), " tokens; the limit is ", limit,
-                               " (model context ", m.max_positions, ", KV pool ",
-                               m.pool_positions, ")"));
+    return InvalidField(prompt_field, StrCat("the prompt has ", r.prompt.size(),
+                                             " tokens; the limit is ", limit, " (model context ",
+                                             m.max_positions, ", KV pool ", m.pool_positions, ")"));
   }
   const uint64_t room = limit - r.prompt.size() + 1;
   if (max_tokens && static_cast<uint64_t>(*max_tokens) > room) {
-    return InvalidField(max_tokens_field,
-                        StrCat("prompt of ", r.prompt.size(), " tokens + ", max_tokens_field, " ",
-                               *max_tokens, " exceeds the limit of ", limit,
-                               " positions (model context ", m.max_positions, ", KV pool ",
-                               m.pool_positions, ")"));
+    return InvalidField(
+        max_tokens_field,
+        StrCat("prompt of ", r.prompt.size(), " tokens + ", max_tokens_field, " ", *max_tokens,
+               " exceeds the limit of ", limit, " positions (model context ", m.max_positions,
+               ", KV pool ", m.pool_positions, ")"));
   }
   r.params.max_tokens = max_tokens ? static_cast<uint64_t>(*max_tokens)
                                    : (chat ? room : std::min<uint64_t>(16, room));

@@ -126,8 +126,7 @@ TEST(ParseRequest, MaxCompletionTokensForChat) {
 TEST(ParseRequest, PromptFillsTheContextExactly) {
   // 1 + 40 prompt tokens + 24 max_tokens - 1 = 64 positions: allowed.
   const std::string prompt(40, 'a');
-  EXPECT_EQ(Ok(Endpoint::kCompletions,
-               R"({"prompt": ")" + prompt + R"(", "max_tokens": 24})")
+  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": ")" + prompt + R"(", "max_tokens": 24})")
                 .params.max_tokens,
             24u);
   ApiError e = Err(Endpoint::kCompletions, R"({"prompt": ")" + prompt + R"(", "max_tokens": 25})");
@@ -136,8 +135,7 @@ TEST(ParseRequest, PromptFillsTheContextExactly) {
 
 TEST(ParseRequest, DefaultMaxTokensShrinksToTheContext) {
   const std::string prompt(60, 'a');  // 61 tokens: room for 4
-  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": ")" + prompt + R"("})").params.max_tokens,
-            4u);
+  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": ")" + prompt + R"("})").params.max_tokens, 4u);
 }
 
 TEST(ParseRequest, PoolSmallerThanContextIsTheLimit) {
@@ -183,8 +181,8 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         BadCase{kC, "{", ""}, BadCase{kC, "", ""}, BadCase{kC, "[1]", ""},
         BadCase{kC, "\"prompt\"", ""}, BadCase{kC, R"({"prompt": "a"} x)", ""},
-        BadCase{kC, R"({"prompt": "a", "bogus": 1})", "bogus"},
-        BadCase{kC, R"({})", "prompt"}, BadCase{kC, R"({"prompt": 5})", "prompt"},
+        BadCase{kC, R"({"prompt": "a", "bogus": 1})", "bogus"}, BadCase{kC, R"({})", "prompt"},
+        BadCase{kC, R"({"prompt": 5})", "prompt"},
         BadCase{kC, R"({"prompt": ["a", "b"]})", "prompt"},
         BadCase{kC, R"({"prompt": [[1, 2]]})", "prompt"},
         BadCase{kC, R"({"prompt": [1, 258]})", "prompt"},
@@ -216,7 +214,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, R"({"prompt": "a", "stop": ["x", ""]})", "stop"},
         BadCase{kC, R"({"prompt": "a", "stop": [1]})", "stop"},
         BadCase{kC, R"({"prompt": "a", "stop": 7})", "stop"},
-        BadCase{kC, R"({"prompt": "a", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})", "stop"},
+        BadCase{
+            kC,
+            R"({"prompt": "a", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})",
+            "stop"},
         BadCase{kC, R"({"prompt": "a", "n": 2})", "n"},
         BadCase{kC, R"({"prompt": "a", "n": 0})", "n"},
         BadCase{kC, R"({"prompt": "a", "logprobs": 21})", "logprobs"},
@@ -231,16 +232,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, R"({"prompt": "a", "suffix": "z"})", "suffix"},
         BadCase{kC, R"({"prompt": "a", "top_logprobs": 2})", "top_logprobs"},
         BadCase{kC, R"({"prompt": "a", "messages": []})", "messages"},
-        BadCase{kChat, R"({})", "messages"},
-        BadCase{kChat, R"({"messages": {}})", "messages"},
+        BadCase{kChat, R"({})", "messages"}, BadCase{kChat, R"({"messages": {}})", "messages"},
         BadCase{kChat, R"({"messages": []})", "messages"},
         BadCase{kChat, R"({"messages": [1]})", "messages[0]"},
         BadCase{kChat, R"({"messages": [{"content": "x"}]})", "messages[0].role"},
-        BadCase{kChat, R"({"messages": [{"role": "wizard", "content": "x"}]})",
-                "messages[0].role"},
+        BadCase{kChat, R"({"messages": [{"role": "wizard", "content": "x"}]})", "messages[0].role"},
         BadCase{kChat, R"({"messages": [{"role": "user"}]})", "messages[0].content"},
-        BadCase{kChat, R"({"messages": [{"role": "user", "content": 5}]})",
-                "messages[0].content"},
+        BadCase{kChat, R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
         BadCase{kChat, R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
                 "messages[0].content"},
         BadCase{kChat, std::string("{") + kMsgs + R"(, "logprobs": 2})", "logprobs"},

@@ -35,7 +35,7 @@ std::string ResponseBuilder::TokenString(int32_t id) const {
 }
 
 json ResponseBuilder::LogprobsJson(const std::vector<sampling::TokenLogprobs>& lps,
-                                          uint64_t* offset) const {
+                                   uint64_t* offset) const {
   json out;
   if (ctx_.endpoint == Endpoint::kChat) {
     json content = json::array();
@@ -100,8 +100,7 @@ std::string ResponseBuilder::ChunkJson(const Event& e, bool first) const {
 std::string ResponseBuilder::Add(const Event& e) {
   const bool first = !sent_first_;
   std::string chunk;
-  if (first || !e.text.empty() || !e.logprobs.empty() ||
-      e.finish != engine::FinishReason::kNone) {
+  if (first || !e.text.empty() || !e.logprobs.empty() || e.finish != engine::FinishReason::kNone) {
     chunk = ChunkJson(e, first);
     sent_first_ = true;
   }
@@ -124,8 +123,7 @@ std::string ResponseBuilder::Body(uint64_t prompt_tokens) const {
     choice["text"] = text_;
   }
   uint64_t offset = 0;
-  choice["logprobs"] =
-      ctx_.logprobs ? LogprobsJson(logprobs_, &offset) : json(nullptr);
+  choice["logprobs"] = ctx_.logprobs ? LogprobsJson(logprobs_, &offset) : json(nullptr);
   const std::string finish = FinishReasonJson(finish_);
   choice["finish_reason"] = finish.empty() ? json(nullptr) : json(finish);
   return Dump({{"id", ctx_.id},

@@ -4,9 +4,8 @@
 #define FOLIO_SRC_SERVER_RESPONSE_H_
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "folio/model/tokenizer.h"
 #include "folio/server/engine_loop.h"
@@ -16,8 +15,8 @@ namespace folio::server {
 
 struct ResponseContext {
   Endpoint endpoint = Endpoint::kCompletions;
-  std::string id;        // "cmpl-7" / "chatcmpl-7"
-  int64_t created = 0;   // unix seconds
+  std::string id;       // "cmpl-7" / "chatcmpl-7"
+  int64_t created = 0;  // unix seconds
   std::string model;
   bool logprobs = false;
   const model::Tokenizer* tokenizer = nullptr;  // token strings for log-probs
@@ -43,7 +42,7 @@ class ResponseBuilder {
   std::string TokenString(int32_t id) const;
   std::string ChunkJson(const Event& e, bool first) const;
   nlohmann::json LogprobsJson(const std::vector<sampling::TokenLogprobs>& lps,
-                           uint64_t* offset) const;
+                              uint64_t* offset) const;
 
   ResponseContext ctx_;
   std::string text_;

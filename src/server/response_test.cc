@@ -40,7 +40,8 @@ TEST(ResponseBuilder, CompletionBodyWithUsage) {
   EXPECT_EQ(j["choices"][0]["text"], "hi");
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
-  EXPECT_EQ(j["usage"], (json{{"prompt_tokens", 4}, {"completion_tokens", 2}, {"total_tokens", 6}}));
+  EXPECT_EQ(j["usage"],
+            (json{{"prompt_tokens", 4}, {"completion_tokens", 2}, {"total_tokens", 6}}));
 }
 
 TEST(ResponseBuilder, ChatChunksStartWithTheRole) {

@@ -18,8 +18,7 @@ namespace folio::test_support {
 // test with the kernel library's HWY_DISABLED_TARGETS so that the two sets
 // agree. `dispatched` returns the target the kernel under test ran as; it
 // must name the pinned one, or the pin did not take.
-inline void ForEachSimdTarget(const char* (*dispatched)(),
-                              const std::function<void()>& fn) {
+inline void ForEachSimdTarget(const char* (*dispatched)(), const std::function<void()>& fn) {
   for (const int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(hwy::TargetName(target));

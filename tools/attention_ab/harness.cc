@@ -19,6 +19,8 @@
 // their outputs must be equal (contract 3). --threads-ab times V0 on the
 // -t threads and on one thread, reported as V0 and "V0 1 thread": the
 // per-round ratio is the speed-up, at most the thread count.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -30,21 +32,19 @@
 #include <string>
 #include <vector>
 
-#include <sys/mman.h>
-
+#include "bench/gather.h"
 #include "bench/timing.h"
 #include "folio/attention/paged_attention.h"
-#include "bench/gather.h"
 #include "hwy/targets.h"
 
 namespace folio::attention {
 #ifndef FOLIO_AB_VARIANTS
 #error "build with ab.sh"
 #endif
-#define FOLIO_AB_DECLARE(N)                                                               \
-  Status PagedAttention##N(const PagedAttentionParams&, std::span<const float>,          \
-                           const kv::PagedKvView&, const kv::PagedBatchView&,            \
-                           std::span<float>, ThreadPool*);
+#define FOLIO_AB_DECLARE(N)                                                                     \
+  Status PagedAttention##N(const PagedAttentionParams&, std::span<const float>,                 \
+                           const kv::PagedKvView&, const kv::PagedBatchView&, std::span<float>, \
+                           ThreadPool*);
 FOLIO_AB_DECLARE(V0)
 FOLIO_AB_DECLARE(V1)
 FOLIO_AB_DECLARE(V2)
@@ -79,19 +79,32 @@ int main(int argc, char** argv) {
       }
       return std::string(argv[++i]);
     };
-    if (a == "-b") batch = std::stoull(next());
-    else if (a == "-c") context = std::stoull(next());
-    else if (a == "-p") page = std::stoull(next());
-    else if (a == "-t") threads = std::stoull(next());
-    else if (a == "-d") dtype_name = next();
-    else if (a == "-r") rounds = std::stoi(next());
-    else if (a == "--huge") huge = true;
-    else if (a == "--huge-ab") huge_ab = true;
-    else if (a == "--dense-ab") dense_ab = true;
-    else if (a == "--threads-ab") threads_ab = true;
-    else if (a == "--in-order") shuffle = false;
-    else if (a == "--short") short_context = std::stoull(next());
-    else if (a == "--target-ab") target_ab = next();
+    if (a == "-b")
+      batch = std::stoull(next());
+    else if (a == "-c")
+      context = std::stoull(next());
+    else if (a == "-p")
+      page = std::stoull(next());
+    else if (a == "-t")
+      threads = std::stoull(next());
+    else if (a == "-d")
+      dtype_name = next();
+    else if (a == "-r")
+      rounds = std::stoi(next());
+    else if (a == "--huge")
+      huge = true;
+    else if (a == "--huge-ab")
+      huge_ab = true;
+    else if (a == "--dense-ab")
+      dense_ab = true;
+    else if (a == "--threads-ab")
+      threads_ab = true;
+    else if (a == "--in-order")
+      shuffle = false;
+    else if (a == "--short")
+      short_context = std::stoull(next());
+    else if (a == "--target-ab")
+      target_ab = next();
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -185,10 +198,9 @@ int main(int argc, char** argv) {
   }
   if (dense_ab) bench::GatherToDense(view, batch_view, context, second_keys, second_values, &pool);
   const kv::PagedKvView second_view =
-      dense_ab ? kv::PagedKvView{second_keys, second_values, dtype, batch, kv_heads, context,
-                                 head_dim}
-               : kv::PagedKvView{second_keys, second_values, dtype, num_pages, kv_heads, page,
-                                 head_dim};
+      dense_ab
+          ? kv::PagedKvView{second_keys, second_values, dtype, batch, kv_heads, context, head_dim}
+          : kv::PagedKvView{second_keys, second_values, dtype, num_pages, kv_heads, page, head_dim};
   const kv::PagedBatchView second_batch =
       dense_ab ? kv::PagedBatchView{dense_table, 1, lens, indptr} : batch_view;
   std::vector<float> q(batch * q_heads * head_dim), out(q.size()), want(q.size());
@@ -196,15 +208,16 @@ int main(int argc, char** argv) {
   attention::PagedAttentionParams params;
   params.num_q_heads = q_heads;
   params.scale = 1 / std::sqrt(static_cast<double>(head_dim));
-  const Kernel kernels[] = {attention::PagedAttentionV0,
+  const Kernel kernels[] = {
+    attention::PagedAttentionV0,
 #if FOLIO_AB_VARIANTS > 1
-                            attention::PagedAttentionV1,
+    attention::PagedAttentionV1,
 #endif
 #if FOLIO_AB_VARIANTS > 2
-                            attention::PagedAttentionV2,
+    attention::PagedAttentionV2,
 #endif
 #if FOLIO_AB_VARIANTS > 3
-                            attention::PagedAttentionV3,
+    attention::PagedAttentionV3,
 #endif
   };
 
@@ -224,15 +237,16 @@ int main(int argc, char** argv) {
   // "V0 huge" / "V0 dense" / "V0 1 thread" / "V0 AVX2".
   const auto label = [&](int v) {
     if (!one_version || v == 0) return "V" + std::to_string(v);
-    return "V0 " + (huge_ab    ? std::string("huge")
-                    : dense_ab ? std::string("dense")
+    return "V0 " + (huge_ab      ? std::string("huge")
+                    : dense_ab   ? std::string("dense")
                     : threads_ab ? std::string("1 thread")
                                  : target_ab);
   };
   for (int v = 1; v < variants; ++v) {
     run(v, out);
-    std::printf("%s output %s V0's\n", label(v).c_str(),
-                std::memcmp(out.data(), want.data(), out.size() * 4) == 0 ? "equals" : "differs from");
+    std::printf(
+        "%s output %s V0's\n", label(v).c_str(),
+        std::memcmp(out.data(), want.data(), out.size() * 4) == 0 ? "equals" : "differs from");
   }
   // Calls per sample: at least ~0.1 GB of K+V read.
   const int calls = std::max(1, static_cast<int>(1e8 / static_cast<double>(2 * bytes)));
@@ -244,7 +258,8 @@ int main(int argc, char** argv) {
       for (int i = 0; i < calls; ++i) run(v, out);
       us[static_cast<size_t>(v)].push_back(
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-              .count() / calls);
+              .count() /
+          calls);
     }
   }
   for (int v = 0; v < variants; ++v) {
@@ -256,12 +271,14 @@ int main(int argc, char** argv) {
     const double median = Median(t);
     const std::string ragged =
         short_context > 0 && short_context < context ? "/" + std::to_string(short_context) : "";
-    std::printf("%s %s b%llu c%llu%s p%llu t%zu%s: median %.0f us [%.0f..%.0f], %.1f GB/s; "
-                "time / V0 per round: median %.3f [%.3f..%.3f]\n",
-                label(v).c_str(), dtype_name.c_str(), static_cast<unsigned long long>(batch),
-                static_cast<unsigned long long>(context), ragged.c_str(), static_cast<unsigned long long>(page),
-                v == 1 && threads_ab ? size_t{1} : threads, huge ? " huge" : "", median, *lo, *hi, 2.0 * read_bytes / median / 1e3,
-                Median(ratio), *rlo, *rhi);
+    std::printf(
+        "%s %s b%llu c%llu%s p%llu t%zu%s: median %.0f us [%.0f..%.0f], %.1f GB/s; "
+        "time / V0 per round: median %.3f [%.3f..%.3f]\n",
+        label(v).c_str(), dtype_name.c_str(), static_cast<unsigned long long>(batch),
+        static_cast<unsigned long long>(context), ragged.c_str(),
+        static_cast<unsigned long long>(page), v == 1 && threads_ab ? size_t{1} : threads,
+        huge ? " huge" : "", median, *lo, *hi, 2.0 * read_bytes / median / 1e3, Median(ratio), *rlo,
+        *rhi);
   }
   for (std::byte* p : {keys, values, second_keys, second_values}) std::free(p);
   return 0;

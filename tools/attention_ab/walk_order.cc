@@ -31,7 +31,8 @@ struct Pools {
   const std::vector<int>* table;  // [kSeqs, pages_per_seq]
   size_t pages_per_seq;
   size_t Offset(size_t seq, size_t page, size_t head) const {
-    return (static_cast<size_t>((*table)[seq * pages_per_seq + page]) * kHeads + head) * kBlockBytes;
+    return (static_cast<size_t>((*table)[seq * pages_per_seq + page]) * kHeads + head) *
+           kBlockBytes;
   }
 };
 
@@ -99,7 +100,8 @@ int main(int argc, char** argv) {
       std::thread second([&] { other = Walk(p, page_major, kSeqs / 2, kSeqs); });
       const float mine = Walk(p, page_major, 0, kSeqs / 2);
       second.join();
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double s =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::printf("%s: %.1f GB/s (checksum %g)\n", page_major ? "page-major" : "head-major",
                   2.0 * static_cast<double>(bytes) / s / 1e9, static_cast<double>(mine + other));
     }

@@ -22,13 +22,11 @@ int main(int argc, char** argv) {
   folio::format::testing::RandomDescriptors gen(0xdeca1);
   for (long i = 0; i < count; ++i) {
     const auto bytes = gen.Next().ToBytes();
-    std::ofstream f(out / ("descriptor-" + std::to_string(i) + ".hrry"),
-                    std::ios::binary);
+    std::ofstream f(out / ("descriptor-" + std::to_string(i) + ".hrry"), std::ios::binary);
     f.write(reinterpret_cast<const char*>(bytes.data()),
             static_cast<std::streamsize>(bytes.size()));
     if (!f) {
-      std::fprintf(stderr, "descriptor_seeds: cannot write to %s\n",
-                   out.c_str());
+      std::fprintf(stderr, "descriptor_seeds: cannot write to %s\n", out.c_str());
       return 1;
     }
   }

@@ -23,8 +23,7 @@ namespace {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  const std::span<const std::byte> bytes(
-      reinterpret_cast<const std::byte*>(data), size);
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
 
   auto d = folio::format::TensorDescriptor::FromBytes(bytes);
   if (d.ok()) {
@@ -42,8 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto q = folio::format::DecodeQuantization(bytes);
   if (q.ok()) {
     const std::vector<std::byte> again = folio::format::EncodeQuantization(*q);
-    if (again.size() != size ||
-        !std::equal(again.begin(), again.end(), bytes.begin())) {
+    if (again.size() != size || !std::equal(again.begin(), again.end(), bytes.begin())) {
       Fail("accepted quantization descriptor re-encodes differently");
     }
   }

@@ -4,10 +4,9 @@
 // request the engine would refuse. Built by `make fuzz`.
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <variant>
-
-#include <nlohmann/json.hpp>
 
 #include "folio/core/check.h"
 #include "folio/model/byte_tokenizer.h"

@@ -43,8 +43,7 @@ inline void MergeInto(SoftmaxState& state, float* acc, const SoftmaxState& other
 }
 
 // out = acc / l, or zeros for a row that saw no key.
-inline void Finalize(const SoftmaxState& state, const float* acc, float* out,
-                     size_t head_dim) {
+inline void Finalize(const SoftmaxState& state, const float* acc, float* out, size_t head_dim) {
   if (state.empty()) {
     for (size_t f = 0; f < head_dim; ++f) out[f] = 0.0f;
     return;

@@ -63,27 +63,23 @@ struct PagedAttentionParams {
 };
 
 // Checks every shape, index and length; no K/V memory is touched.
-Status ValidatePagedAttention(const PagedAttentionParams& params,
-                              size_t query_size, size_t out_size,
-                              const kv::PagedKvView& kv,
+Status ValidatePagedAttention(const PagedAttentionParams& params, size_t query_size,
+                              size_t out_size, const kv::PagedKvView& kv,
                               const kv::PagedBatchView& batch);
 
 // The optimised kernel: Highway SIMD (the best target this CPU has, chosen at
 // run time), online softmax, GQA groups loaded once, split-K over the pool's
 // threads. K/V dtype f32, bf16 or f16; compute in f32. pool may be null
 // (single-threaded).
-Status PagedAttention(const PagedAttentionParams& params,
-                      std::span<const float> query, const kv::PagedKvView& kv,
-                      const kv::PagedBatchView& batch, std::span<float> out,
-                      ThreadPool* pool = nullptr);
+Status PagedAttention(const PagedAttentionParams& params, std::span<const float> query,
+                      const kv::PagedKvView& kv, const kv::PagedBatchView& batch,
+                      std::span<float> out, ThreadPool* pool = nullptr);
 
 // The scalar reference: per row, a two-pass softmax over the visible keys
 // in float64, read through the same addressing. K/V dtype f64, f32, bf16 or
 // f16. For tests and for checking the kernel, not for speed.
-Status PagedAttentionReference(const PagedAttentionParams& params,
-                               std::span<const float> query,
-                               const kv::PagedKvView& kv,
-                               const kv::PagedBatchView& batch,
+Status PagedAttentionReference(const PagedAttentionParams& params, std::span<const float> query,
+                               const kv::PagedKvView& kv, const kv::PagedBatchView& batch,
                                std::span<float> out);
 
 }  // namespace folio::attention

@@ -34,8 +34,8 @@ struct AttentionParams {
 // and value views of different shape or length.
 template <typename T>
 Status AttendReference(const AttentionParams& params, std::span<const T> query,
-                       const kv::KvArrayView& keys,
-                       const kv::KvArrayView& values, std::span<T> out);
+                       const kv::KvArrayView& keys, const kv::KvArrayView& values,
+                       std::span<T> out);
 
 }  // namespace folio::attention
 

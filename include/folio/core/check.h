@@ -25,13 +25,12 @@ std::string CheckDetail(const Args&... args) {
 
 }  // namespace folio::internal
 
-#define FOLIO_CHECK(cond, ...)                                    \
-  do {                                                            \
-    if (!(cond)) [[unlikely]] {                                   \
-      ::folio::internal::CheckFailed(                             \
-          __FILE__, __LINE__, #cond,                              \
-          ::folio::internal::CheckDetail(__VA_ARGS__));           \
-    }                                                             \
+#define FOLIO_CHECK(cond, ...)                                                     \
+  do {                                                                             \
+    if (!(cond)) [[unlikely]] {                                                    \
+      ::folio::internal::CheckFailed(__FILE__, __LINE__, #cond,                    \
+                                     ::folio::internal::CheckDetail(__VA_ARGS__)); \
+    }                                                                              \
   } while (false)
 
 #ifdef NDEBUG

@@ -22,8 +22,7 @@ inline std::optional<uint64_t> CheckedAdd(uint64_t a, uint64_t b) {
 }
 
 // The product of all factors, or nullopt if any partial product overflows.
-inline std::optional<uint64_t> CheckedProduct(
-    std::initializer_list<uint64_t> factors) {
+inline std::optional<uint64_t> CheckedProduct(std::initializer_list<uint64_t> factors) {
   uint64_t out = 1;
   for (uint64_t f : factors) {
     if (__builtin_mul_overflow(out, f, &out)) return std::nullopt;
@@ -32,9 +31,7 @@ inline std::optional<uint64_t> CheckedProduct(
 }
 
 // ceil(a / b) for b > 0, without the overflow of (a + b - 1) / b.
-constexpr uint64_t CeilDiv(uint64_t a, uint64_t b) {
-  return a / b + (a % b != 0 ? 1 : 0);
-}
+constexpr uint64_t CeilDiv(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 }  // namespace folio
 

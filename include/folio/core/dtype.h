@@ -20,11 +20,16 @@ enum class DType : uint8_t { kF64, kF32, kBF16, kF16, kI8 };
 
 constexpr size_t DTypeSize(DType t) {
   switch (t) {
-    case DType::kF64: return 8;
-    case DType::kF32: return 4;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kI8: return 1;
+    case DType::kF64:
+      return 8;
+    case DType::kF32:
+      return 4;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kI8:
+      return 1;
   }
   return 0;
 }

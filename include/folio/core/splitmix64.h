@@ -22,9 +22,7 @@ class SplitMix64 {
   }
 
   // Uniform in [0, 1) with 53 random bits: (next >> 11) * 2^-53.
-  constexpr double NextUnit() {
-    return static_cast<double>(NextU64() >> 11) * 0x1.0p-53;
-  }
+  constexpr double NextUnit() { return static_cast<double>(NextU64() >> 11) * 0x1.0p-53; }
 
   constexpr uint64_t state() const { return state_; }
 
@@ -34,8 +32,7 @@ class SplitMix64 {
     return copy.NextU64();
   }
 
-  friend constexpr bool operator==(const SplitMix64&,
-                                   const SplitMix64&) = default;
+  friend constexpr bool operator==(const SplitMix64&, const SplitMix64&) = default;
 
  private:
   uint64_t state_;

@@ -19,14 +19,14 @@ namespace folio {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // the caller passed something malformed
-  kOutOfRange,         // a valid kind of value beyond a limit
-  kFailedPrecondition, // the object is not in a state that allows this
-  kResourceExhausted,  // a capacity is full
-  kCorruption,         // a file or buffer does not follow its format
-  kNotFound,           // a named thing (file, tensor, key) is absent
-  kIoError,            // the operating system refused a read or write
-  kUnimplemented,      // a valid input that folio does not support
+  kInvalidArgument,     // the caller passed something malformed
+  kOutOfRange,          // a valid kind of value beyond a limit
+  kFailedPrecondition,  // the object is not in a state that allows this
+  kResourceExhausted,   // a capacity is full
+  kCorruption,          // a file or buffer does not follow its format
+  kNotFound,            // a named thing (file, tensor, key) is absent
+  kIoError,             // the operating system refused a read or write
+  kUnimplemented,       // a valid input that folio does not support
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -34,34 +34,23 @@ std::string_view StatusCodeName(StatusCode code);
 class [[nodiscard]] Status {
  public:
   Status() = default;  // ok
-  Status(StatusCode code, std::string message)
-      : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
   static Status InvalidArgument(std::string m) {
     return {StatusCode::kInvalidArgument, std::move(m)};
   }
-  static Status OutOfRange(std::string m) {
-    return {StatusCode::kOutOfRange, std::move(m)};
-  }
+  static Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
   static Status FailedPrecondition(std::string m) {
     return {StatusCode::kFailedPrecondition, std::move(m)};
   }
   static Status ResourceExhausted(std::string m) {
     return {StatusCode::kResourceExhausted, std::move(m)};
   }
-  static Status Corruption(std::string m) {
-    return {StatusCode::kCorruption, std::move(m)};
-  }
-  static Status NotFound(std::string m) {
-    return {StatusCode::kNotFound, std::move(m)};
-  }
-  static Status IoError(std::string m) {
-    return {StatusCode::kIoError, std::move(m)};
-  }
-  static Status Unimplemented(std::string m) {
-    return {StatusCode::kUnimplemented, std::move(m)};
-  }
+  static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
+  static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+  static Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
+  static Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
@@ -81,7 +70,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : data_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : data_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : data_(std::move(status)) {  // NOLINT
     FOLIO_CHECK(!std::get<Status>(data_).ok());
   }
@@ -109,9 +98,7 @@ class [[nodiscard]] Result {
   const T* operator->() const { return &value(); }
 
   // The error; Status::Ok() when a value is held.
-  Status status() const {
-    return has_value() ? Status::Ok() : std::get<1>(data_);
-  }
+  Status status() const { return has_value() ? Status::Ok() : std::get<1>(data_); }
   const Status& error() const& {
     FOLIO_CHECK(!has_value());
     return std::get<1>(data_);
@@ -119,8 +106,7 @@ class [[nodiscard]] Result {
 
  private:
   void CheckHasValue() const {
-    FOLIO_CHECK(has_value(), "Result holds an error: ",
-                std::get<1>(data_).ToString());
+    FOLIO_CHECK(has_value(), "Result holds an error: ", std::get<1>(data_).ToString());
   }
   std::variant<T, Status> data_;
 };
@@ -131,10 +117,10 @@ class [[nodiscard]] Result {
 #define FOLIO_STATUS_CONCAT(a, b) FOLIO_STATUS_CONCAT_INNER(a, b)
 
 // Returns the Status of `expr` from the enclosing function if it is not ok.
-#define FOLIO_RETURN_IF_ERROR(expr)                   \
-  do {                                                \
-    ::folio::Status folio_status_ = (expr);           \
-    if (!folio_status_.ok()) return folio_status_;    \
+#define FOLIO_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::folio::Status folio_status_ = (expr);        \
+    if (!folio_status_.ok()) return folio_status_; \
   } while (false)
 
 // Declares or assigns `lhs` from a Result, returning its error if any.

@@ -75,9 +75,9 @@ struct EngineStats {
   uint64_t prefix_evictions = 0;  // cached pages given back to the pool
   uint64_t peak_running = 0;      // most sequences in one step
   double prefix_hit_rate() const {
-    return prefix_query_tokens == 0 ? 0.0
-                                    : static_cast<double>(prefix_hit_tokens) /
-                                          static_cast<double>(prefix_query_tokens);
+    return prefix_query_tokens == 0
+               ? 0.0
+               : static_cast<double>(prefix_hit_tokens) / static_cast<double>(prefix_query_tokens);
   }
 };
 

@@ -33,11 +33,11 @@ std::string_view StopReasonName(StopReason r);  // "end_token", ...
 
 // One selected token.
 struct StepRecord {
-  uint64_t step = 0;           // 0 = the token selected after prefill
-  uint64_t num_inputs = 0;     // tokens fed in the forward pass before it
-  uint64_t cache_length = 0;   // cache length after that pass
+  uint64_t step = 0;          // 0 = the token selected after prefill
+  uint64_t num_inputs = 0;    // tokens fed in the forward pass before it
+  uint64_t cache_length = 0;  // cache length after that pass
   int32_t token = 0;
-  double logit = 0;            // the selected token's logit
+  double logit = 0;  // the selected token's logit
 };
 
 struct GenerationResult {
@@ -54,10 +54,8 @@ struct GenerationResult {
 // on_token, when given, sees every selected token as soon as it is known
 // (an end token included), for streaming.
 template <typename T>
-Result<GenerationResult> Generate(const model::Decoder<T>& decoder,
-                                  model::DecoderCache& cache,
-                                  std::span<const int32_t> prompt,
-                                  const GenerationParams& params,
+Result<GenerationResult> Generate(const model::Decoder<T>& decoder, model::DecoderCache& cache,
+                                  std::span<const int32_t> prompt, const GenerationParams& params,
                                   SplitMix64& rng,
                                   const std::function<void(int32_t)>& on_token = {});
 

@@ -40,8 +40,7 @@ namespace folio::engine {
 class KvCacheManager {
  public:
   // Errors: PagedKvCache::Create's.
-  static Result<KvCacheManager> Create(const kv::PagedKvCacheConfig& config,
-                                       bool prefix_caching);
+  static Result<KvCacheManager> Create(const kv::PagedKvCacheConfig& config, bool prefix_caching);
 
   const kv::PagedKvCacheConfig& config() const { return cache_.config(); }
   uint64_t page_size() const { return cache_.config().page_size; }

@@ -51,21 +51,17 @@ namespace folio::engine {
 // A request's token stream, as the scheduler tracks it.
 struct Sequence {
   RequestId id = 0;
-  std::vector<int32_t> tokens;     // the prompt, then generated tokens
+  std::vector<int32_t> tokens;  // the prompt, then generated tokens
   uint64_t num_prompt_tokens = 0;
-  uint64_t max_tokens = 0;         // generated tokens it may have
-  uint64_t num_computed = 0;       // tokens whose K/V are in the cache
-  std::optional<kv::SeqId> seq;    // while it holds pages
+  uint64_t max_tokens = 0;       // generated tokens it may have
+  uint64_t num_computed = 0;     // tokens whose K/V are in the cache
+  std::optional<kv::SeqId> seq;  // while it holds pages
 
   // Tokens still to feed: its prompt and generated tokens beyond the cache.
   uint64_t num_pending() const { return tokens.size() - num_computed; }
   uint64_t num_output_tokens() const { return tokens.size() - num_prompt_tokens; }
-  std::span<const int32_t> prompt() const {
-    return std::span(tokens).first(num_prompt_tokens);
-  }
-  std::span<const int32_t> output() const {
-    return std::span(tokens).subspan(num_prompt_tokens);
-  }
+  std::span<const int32_t> prompt() const { return std::span(tokens).first(num_prompt_tokens); }
+  std::span<const int32_t> output() const { return std::span(tokens).subspan(num_prompt_tokens); }
 };
 
 // What an AdmissionPolicy is asked about a waiting sequence. The sequence
@@ -127,9 +123,9 @@ struct ScheduledSequence {
 // chunks of running sequences, then this step's admissions.
 struct SchedulerOutput {
   std::vector<ScheduledSequence> scheduled;
-  std::vector<RequestId> preempted;  // sent back to waiting while planning
-  std::vector<kv::SeqId> seqs;       // [scheduled.size()]
-  std::vector<int32_t> token_ids;    // the tokens fed, sequence by sequence
+  std::vector<RequestId> preempted;    // sent back to waiting while planning
+  std::vector<kv::SeqId> seqs;         // [scheduled.size()]
+  std::vector<int32_t> token_ids;      // the tokens fed, sequence by sequence
   std::optional<kv::AppendPlan> plan;  // set iff scheduled is not empty
   bool empty() const { return scheduled.empty(); }
 };

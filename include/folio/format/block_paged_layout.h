@@ -47,9 +47,7 @@ enum class IndexType : uint8_t { kU32 = 0, kU64 = 1 };
 std::string_view IndexTypeName(IndexType type);
 // The names above; InvalidArgument naming the string otherwise.
 Result<IndexType> ParseIndexType(std::string_view name);
-constexpr uint64_t IndexTypeBytes(IndexType type) {
-  return type == IndexType::kU32 ? 4 : 8;
-}
+constexpr uint64_t IndexTypeBytes(IndexType type) { return type == IndexType::kU32 ? 4 : 8; }
 
 // One element of a block-paged tensor: sequence, token position within the
 // sequence (logical), head, feature.
@@ -66,11 +64,11 @@ class BlockPagedLayout {
   // 0xFFFFFFFF (the wire's "none"; pass nullopt). num_pages and num_seqs
   // may be 0. Mirrors Python's BlockPagedLayout(page_size, num_pages,
   // paged_axis, num_seqs, kv_role, layer_index, block_table_index_type).
-  static Result<BlockPagedLayout> Create(
-      uint32_t page_size, uint64_t num_pages, uint32_t paged_axis,
-      uint32_t num_seqs, KvRole kv_role = KvRole::kKey,
-      std::optional<uint32_t> layer_index = std::nullopt,
-      IndexType block_table_index_type = IndexType::kU32);
+  static Result<BlockPagedLayout> Create(uint32_t page_size, uint64_t num_pages,
+                                         uint32_t paged_axis, uint32_t num_seqs,
+                                         KvRole kv_role = KvRole::kKey,
+                                         std::optional<uint32_t> layer_index = std::nullopt,
+                                         IndexType block_table_index_type = IndexType::kU32);
 
   static constexpr uint8_t tag() { return 0x0A; }
   static constexpr std::string_view name() { return "block_paged"; }
@@ -113,8 +111,7 @@ class BlockPagedLayout {
   // The block-paged rules for quantization: per-tensor always; per-channel
   // only on axis 1 or 2 (axis 0 is the paged axis); per-block only on axis
   // 0 with block_size == page_size. InvalidArgument naming the rule.
-  Status ValidateQuantizationCompatibility(
-      const QuantizationScheme& scheme) const;
+  Status ValidateQuantizationCompatibility(const QuantizationScheme& scheme) const;
 
   // The pool element index of `e`, checking everything it reads: the shape
   // (as ValidateAgainstShape), seq_ptr's length, e.seq < num_seqs, the
@@ -123,22 +120,18 @@ class BlockPagedLayout {
   // e.head < num_heads, e.dim < head_dim. OutOfRange for a position beyond
   // its bound, InvalidArgument for malformed index buffers. It reads O(1)
   // entries; ValidateIndexBuffers checks the whole tables once.
-  Result<uint64_t> ElementOffset(std::span<const uint64_t> shape,
-                                 std::span<const uint32_t> seq_ptr,
+  Result<uint64_t> ElementOffset(std::span<const uint64_t> shape, std::span<const uint32_t> seq_ptr,
                                  std::span<const uint32_t> block_table,
                                  const PagedElement& e) const;
-  Result<uint64_t> ElementOffset(std::span<const uint64_t> shape,
-                                 std::span<const uint64_t> seq_ptr,
+  Result<uint64_t> ElementOffset(std::span<const uint64_t> shape, std::span<const uint64_t> seq_ptr,
                                  std::span<const uint64_t> block_table,
                                  const PagedElement& e) const;
 
-  friend bool operator==(const BlockPagedLayout&,
-                         const BlockPagedLayout&) = default;
+  friend bool operator==(const BlockPagedLayout&, const BlockPagedLayout&) = default;
 
  private:
-  BlockPagedLayout(uint32_t page_size, uint64_t num_pages, uint32_t num_seqs,
-                   KvRole kv_role, std::optional<uint32_t> layer_index,
-                   IndexType index_type)
+  BlockPagedLayout(uint32_t page_size, uint64_t num_pages, uint32_t num_seqs, KvRole kv_role,
+                   std::optional<uint32_t> layer_index, IndexType index_type)
       : page_size_(page_size),
         num_pages_(num_pages),
         num_seqs_(num_seqs),

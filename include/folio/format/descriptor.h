@@ -71,8 +71,7 @@ struct BufferHandle {
 struct RowMajorLayout {
   static constexpr uint8_t tag() { return 0x01; }
   static constexpr std::string_view name() { return "row_major"; }
-  friend bool operator==(const RowMajorLayout&,
-                         const RowMajorLayout&) = default;
+  friend bool operator==(const RowMajorLayout&, const RowMajorLayout&) = default;
 };
 struct StridedLayout {
   static constexpr uint8_t tag() { return 0x03; }
@@ -108,8 +107,8 @@ class TensorDescriptor {
   //    buffer is producer-synced (sync_mode 0);
   //  - the encoding fits in u32 descriptor_length.
   static Result<TensorDescriptor> Create(
-      ElementType dtype, std::vector<uint64_t> shape, uint64_t byte_offset,
-      Layout layout, std::vector<BufferHandle> buffers,
+      ElementType dtype, std::vector<uint64_t> shape, uint64_t byte_offset, Layout layout,
+      std::vector<BufferHandle> buffers,
       std::optional<QuantizationScheme> quantization = std::nullopt);
 
   // Decodes one descriptor that fills `bytes` exactly. The input is
@@ -133,17 +132,13 @@ class TensorDescriptor {
   uint64_t byte_offset() const { return byte_offset_; }
   const Layout& layout() const { return layout_; }
   std::span<const BufferHandle> buffers() const { return buffers_; }
-  const std::optional<QuantizationScheme>& quantization() const {
-    return quantization_;
-  }
+  const std::optional<QuantizationScheme>& quantization() const { return quantization_; }
 
-  friend bool operator==(const TensorDescriptor&,
-                         const TensorDescriptor&) = default;
+  friend bool operator==(const TensorDescriptor&, const TensorDescriptor&) = default;
 
  private:
-  TensorDescriptor(ElementType dtype, std::vector<uint64_t> shape,
-                   uint64_t byte_offset, Layout layout,
-                   std::vector<BufferHandle> buffers,
+  TensorDescriptor(ElementType dtype, std::vector<uint64_t> shape, uint64_t byte_offset,
+                   Layout layout, std::vector<BufferHandle> buffers,
                    std::optional<QuantizationScheme> quantization)
       : dtype_(dtype),
         shape_(std::move(shape)),

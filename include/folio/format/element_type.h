@@ -27,9 +27,7 @@ enum class ElementType : uint8_t {
   kU64 = 0x17,
 };
 
-constexpr uint8_t ElementTypeTag(ElementType t) {
-  return static_cast<uint8_t>(t);
-}
+constexpr uint8_t ElementTypeTag(ElementType t) { return static_cast<uint8_t>(t); }
 
 // Bytes per element: 1, 2, 4 or 8.
 uint64_t ElementTypeBytes(ElementType t);

@@ -24,19 +24,19 @@ class JsonFields {
   JsonFields(const nlohmann::json& object, std::string where)
       : j_(object), where_(std::move(where)) {}
 
-  Result<uint64_t> U64(const char* key,
-                       uint64_t max = std::numeric_limits<uint64_t>::max()) const {
+  Result<uint64_t> U64(const char* key, uint64_t max = std::numeric_limits<uint64_t>::max()) const {
     const nlohmann::json* v = nullptr;
     // Parsed text stores non-negative integers unsigned, JSON built in code
     // may store them signed: both are accepted, negatives are not.
     FOLIO_RETURN_IF_ERROR(Find(key, &nlohmann::json::is_number_integer, "an unsigned integer", v));
     if (!v->is_number_unsigned() && v->get<int64_t>() < 0) {
-      return Status::InvalidArgument(where_ + ": " + key + " is missing or not an unsigned integer");
+      return Status::InvalidArgument(where_ + ": " + key +
+                                     " is missing or not an unsigned integer");
     }
     const auto x = v->get<uint64_t>();
     if (x > max) {
-      return Status::InvalidArgument(where_ + ": " + key + " = " + std::to_string(x) +
-                                     " exceeds " + std::to_string(max));
+      return Status::InvalidArgument(where_ + ": " + key + " = " + std::to_string(x) + " exceeds " +
+                                     std::to_string(max));
     }
     return x;
   }

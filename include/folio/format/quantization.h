@@ -45,12 +45,10 @@ class PerTensorAffine {
   int32_t zero_point() const { return zero_point_; }
   bool symmetric() const { return zero_point_ == 0; }
 
-  friend bool operator==(const PerTensorAffine&,
-                         const PerTensorAffine&) = default;
+  friend bool operator==(const PerTensorAffine&, const PerTensorAffine&) = default;
 
  private:
-  PerTensorAffine(float scale, int32_t zero_point)
-      : scale_(scale), zero_point_(zero_point) {}
+  PerTensorAffine(float scale, int32_t zero_point) : scale_(scale), zero_point_(zero_point) {}
   float scale_;
   int32_t zero_point_;
 };
@@ -61,10 +59,8 @@ class PerChannelAffine {
   // `scale_buffer_index`; the asymmetric form adds a zero-point buffer,
   // which must differ from the scale buffer. 0xFFFFFFFF is never a valid
   // buffer index.
-  static Result<PerChannelAffine> Symmetric(uint32_t axis,
-                                            uint32_t scale_buffer_index);
-  static Result<PerChannelAffine> Asymmetric(uint32_t axis,
-                                             uint32_t scale_buffer_index,
+  static Result<PerChannelAffine> Symmetric(uint32_t axis, uint32_t scale_buffer_index);
+  static Result<PerChannelAffine> Asymmetric(uint32_t axis, uint32_t scale_buffer_index,
                                              uint32_t zero_point_buffer_index);
 
   static constexpr uint8_t tag() { return 0x02; }
@@ -72,21 +68,15 @@ class PerChannelAffine {
   uint32_t axis() const { return axis_; }
   uint32_t scale_buffer_index() const { return scale_buffer_; }
   // nullopt when symmetric.
-  std::optional<uint32_t> zero_point_buffer_index() const {
-    return zero_point_buffer_;
-  }
+  std::optional<uint32_t> zero_point_buffer_index() const { return zero_point_buffer_; }
   bool symmetric() const { return !zero_point_buffer_.has_value(); }
   ElementType scale_type() const { return ElementType::kF32; }
 
-  friend bool operator==(const PerChannelAffine&,
-                         const PerChannelAffine&) = default;
+  friend bool operator==(const PerChannelAffine&, const PerChannelAffine&) = default;
 
  private:
-  PerChannelAffine(uint32_t axis, uint32_t scale_buffer,
-                   std::optional<uint32_t> zero_point_buffer)
-      : axis_(axis),
-        scale_buffer_(scale_buffer),
-        zero_point_buffer_(zero_point_buffer) {}
+  PerChannelAffine(uint32_t axis, uint32_t scale_buffer, std::optional<uint32_t> zero_point_buffer)
+      : axis_(axis), scale_buffer_(scale_buffer), zero_point_buffer_(zero_point_buffer) {}
   uint32_t axis_;
   uint32_t scale_buffer_;
   std::optional<uint32_t> zero_point_buffer_;
@@ -97,8 +87,7 @@ class PerBlockAffine {
   // block_size must be a power of two >= 2; scale_type f16, bf16 or f32.
   // Buffer indices as for PerChannelAffine.
   static Result<PerBlockAffine> Symmetric(uint32_t axis, uint32_t block_size,
-                                          uint32_t scale_buffer_index,
-                                          ElementType scale_type);
+                                          uint32_t scale_buffer_index, ElementType scale_type);
   static Result<PerBlockAffine> Asymmetric(uint32_t axis, uint32_t block_size,
                                            uint32_t scale_buffer_index,
                                            uint32_t zero_point_buffer_index,
@@ -109,19 +98,15 @@ class PerBlockAffine {
   uint32_t axis() const { return axis_; }
   uint32_t block_size() const { return block_size_; }
   uint32_t scale_buffer_index() const { return scale_buffer_; }
-  std::optional<uint32_t> zero_point_buffer_index() const {
-    return zero_point_buffer_;
-  }
+  std::optional<uint32_t> zero_point_buffer_index() const { return zero_point_buffer_; }
   bool symmetric() const { return !zero_point_buffer_.has_value(); }
   ElementType scale_type() const { return scale_type_; }
 
-  friend bool operator==(const PerBlockAffine&,
-                         const PerBlockAffine&) = default;
+  friend bool operator==(const PerBlockAffine&, const PerBlockAffine&) = default;
 
  private:
   PerBlockAffine(uint32_t axis, uint32_t block_size, uint32_t scale_buffer,
-                 std::optional<uint32_t> zero_point_buffer,
-                 ElementType scale_type)
+                 std::optional<uint32_t> zero_point_buffer, ElementType scale_type)
       : axis_(axis),
         block_size_(block_size),
         scale_buffer_(scale_buffer),
@@ -134,8 +119,7 @@ class PerBlockAffine {
   ElementType scale_type_;
 };
 
-using QuantizationScheme =
-    std::variant<PerTensorAffine, PerChannelAffine, PerBlockAffine>;
+using QuantizationScheme = std::variant<PerTensorAffine, PerChannelAffine, PerBlockAffine>;
 
 std::string_view SchemeName(const QuantizationScheme& scheme);
 

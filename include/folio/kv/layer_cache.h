@@ -51,8 +51,7 @@ struct KvSnapshot {
 class LayerCache {
  public:
   // Errors: zero dimension in `shape`, or total bytes overflowing.
-  static Result<LayerCache> Create(PageTableLayout layout, LaneShape shape,
-                                   DType dtype);
+  static Result<LayerCache> Create(PageTableLayout layout, LaneShape shape, DType dtype);
 
   LayerCache(LayerCache&&) noexcept = default;
   LayerCache& operator=(LayerCache&&) noexcept = default;
@@ -95,11 +94,9 @@ class LayerCache {
  private:
   LayerCache(PageTableLayout layout, LaneShape shape, DType dtype);
   template <typename T>
-  Status CheckRows(std::span<const T> keys, std::span<const T> values,
-                   uint64_t n) const;
+  Status CheckRows(std::span<const T> keys, std::span<const T> values, uint64_t n) const;
   template <typename T>
-  void WriteRows(std::span<const T> keys, std::span<const T> values,
-                 uint64_t n);
+  void WriteRows(std::span<const T> keys, std::span<const T> values, uint64_t n);
 
   PageTableLayout layout_;
   LaneShape shape_;

@@ -47,11 +47,9 @@ struct LaneShape {
 //   (((page * B + b) * H_kv + h) * P + offset) * d + f.
 // The only place this formula is written. Callers guarantee every argument
 // is in range (the layout and cache constructors check the total fits).
-constexpr uint64_t ScalarIndex(const LaneShape& s, uint64_t page_size,
-                               uint64_t physical_page, uint64_t offset_in_page,
-                               uint64_t b, uint64_t h, uint64_t f) {
-  return (((physical_page * s.batch + b) * s.num_kv_heads + h) * page_size +
-          offset_in_page) *
+constexpr uint64_t ScalarIndex(const LaneShape& s, uint64_t page_size, uint64_t physical_page,
+                               uint64_t offset_in_page, uint64_t b, uint64_t h, uint64_t f) {
+  return (((physical_page * s.batch + b) * s.num_kv_heads + h) * page_size + offset_in_page) *
              s.head_dim +
          f;
 }
@@ -79,12 +77,11 @@ class PageTableLayout {
   std::optional<Address> Resolve(uint64_t pos) const;
 
   // Scalar index of (b, h, pos, f); pos must be < capacity (checked).
-  uint64_t ScalarIndexOf(const LaneShape& s, uint64_t pos, uint64_t b,
-                         uint64_t h, uint64_t f) const;
+  uint64_t ScalarIndexOf(const LaneShape& s, uint64_t pos, uint64_t b, uint64_t h,
+                         uint64_t f) const;
 
  private:
-  PageTableLayout(uint64_t capacity, uint64_t page_size,
-                  std::vector<uint64_t> table)
+  PageTableLayout(uint64_t capacity, uint64_t page_size, std::vector<uint64_t> table)
       : capacity_(capacity), page_size_(page_size), table_(std::move(table)) {}
 
   uint64_t capacity_;
@@ -99,9 +96,9 @@ struct PayloadAccounting {
   uint64_t reserved_pages = 0;
   uint64_t active_pages = 0;  // ceil(n / P)
   uint64_t element_bytes = 0;
-  uint64_t allocated_scalar_slots = 0;  // reserved_pages * P * U
-  uint64_t live_scalar_slots = 0;       // n * U
-  uint64_t unused_scalar_slots = 0;     // allocated - live = tail + inactive
+  uint64_t allocated_scalar_slots = 0;         // reserved_pages * P * U
+  uint64_t live_scalar_slots = 0;              // n * U
+  uint64_t unused_scalar_slots = 0;            // allocated - live = tail + inactive
   uint64_t active_page_tail_scalar_slots = 0;  // (active_pages * P - n) * U
   uint64_t inactive_page_scalar_slots = 0;     // (reserved - active) * P * U
   uint64_t allocated_payload_bytes = 0;
@@ -113,9 +110,8 @@ struct PayloadAccounting {
 
 // Errors: n > capacity, a zero lane dimension, or any product overflowing
 // uint64.
-Result<PayloadAccounting> AccountPayload(const PageTableLayout& layout,
-                                         const LaneShape& shape, DType dtype,
-                                         uint64_t live_length);
+Result<PayloadAccounting> AccountPayload(const PageTableLayout& layout, const LaneShape& shape,
+                                         DType dtype, uint64_t live_length);
 
 }  // namespace folio::kv
 

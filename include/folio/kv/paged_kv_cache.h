@@ -69,8 +69,8 @@ struct PagedKvCacheConfig {
   uint64_t num_layers = 1;
   uint64_t num_kv_heads = 1;
   uint64_t head_dim = 1;
-  uint64_t page_size = 16;  // token slots per page
-  uint64_t num_pages = 1;   // pages in the pool, shared by all sequences
+  uint64_t page_size = 16;    // token slots per page
+  uint64_t num_pages = 1;     // pages in the pool, shared by all sequences
   DType dtype = DType::kF32;  // f32, bf16, f16 (f64 for reference use)
 };
 
@@ -96,11 +96,11 @@ class AppendPlan {
     uint64_t old_num_pages;  // table size before Prepare
     PageId cow_source;       // the shared tail it replaced, or -1
   };
-  uint64_t id_ = 0;  // 0 is never a live plan
-  std::vector<SeqId> seqs_;                // [num_requests]
-  std::vector<uint64_t> num_new_tokens_;   // [num_requests]
-  std::vector<int64_t> slot_mapping_;      // [sum of num_new_tokens]
-  std::vector<Undo> undo_;                 // [num_requests]
+  uint64_t id_ = 0;                       // 0 is never a live plan
+  std::vector<SeqId> seqs_;               // [num_requests]
+  std::vector<uint64_t> num_new_tokens_;  // [num_requests]
+  std::vector<int64_t> slot_mapping_;     // [sum of num_new_tokens]
+  std::vector<Undo> undo_;                // [num_requests]
 };
 
 // Pool-wide accounting. Byte counts cover every layer, K and V together.
@@ -237,8 +237,8 @@ class PagedKvCache {
 
   // Reads head_dim values of (layer, role, head) at committed position pos
   // of seq into out. Every argument must be in range (checked).
-  void ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos,
-               uint64_t head, float* out) const;
+  void ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos, uint64_t head,
+               float* out) const;
 
   // Metadata for one step of the listed sequences, in that order, for every
   // layer. context_lens include the plan's new tokens; block_table is padded
@@ -266,8 +266,7 @@ class PagedKvCache {
   };
 
   PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes);
-  Result<std::vector<Decision>> Decide(
-      std::span<const std::pair<SeqId, uint64_t>> requests);
+  Result<std::vector<Decision>> Decide(std::span<const std::pair<SeqId, uint64_t>> requests);
   void CopyPage(PageId from, PageId to);
   Status CheckNoPlan(const std::string& op) const;
   // Every reference change goes through Ref / Unref (or HoldPage /

@@ -50,7 +50,7 @@ struct BatchMetadata {
 // The attention-side subset of BatchMetadata as spans, so callers that do
 // not own vectors (Python, tests) can pass their own arrays.
 struct PagedBatchView {
-  std::span<const int32_t> block_table;   // [batch, max_pages]
+  std::span<const int32_t> block_table;  // [batch, max_pages]
   uint64_t max_pages;
   std::span<const int32_t> context_lens;  // [batch]
   std::span<const int32_t> query_indptr;  // [batch + 1]

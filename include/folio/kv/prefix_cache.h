@@ -36,8 +36,8 @@
 
 #include <cstdint>
 #include <map>
-#include <tuple>
 #include <span>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <vector>

@@ -22,8 +22,7 @@ class ByteTokenizer {
   static constexpr int32_t kVocabSize = 258;
 
   // Bytes -> ids, with begin/end framing when asked.
-  static std::vector<int32_t> Encode(std::string_view text, bool add_begin,
-                                     bool add_end);
+  static std::vector<int32_t> Encode(std::string_view text, bool add_begin, bool add_end);
   // Ids -> bytes; begin and end ids produce nothing. Errors: an id outside
   // [0, 258).
   static Result<std::string> Decode(std::span<const int32_t> ids);

@@ -26,20 +26,20 @@ struct RopeScaling {
   enum class Type : uint8_t { kNone, kLinear, kLlama3 };
   Type type = Type::kNone;
   double factor = 1.0;
-  double low_freq_factor = 1.0;   // llama3
-  double high_freq_factor = 4.0;  // llama3
+  double low_freq_factor = 1.0;            // llama3
+  double high_freq_factor = 4.0;           // llama3
   uint64_t original_max_positions = 8192;  // llama3
   friend bool operator==(const RopeScaling&, const RopeScaling&) = default;
 };
 
 struct ModelConfig {
   std::string architecture = "folio";  // folio, llama, mistral, qwen2, qwen3
-  uint64_t hidden_size = 8;        // model width D
-  uint64_t num_heads = 4;          // query heads H_q
-  uint64_t num_kv_heads = 2;       // shared K/V heads H_kv
-  uint64_t ffn_size = 12;          // SwiGLU inner width F
+  uint64_t hidden_size = 8;            // model width D
+  uint64_t num_heads = 4;              // query heads H_q
+  uint64_t num_kv_heads = 2;           // shared K/V heads H_kv
+  uint64_t ffn_size = 12;              // SwiGLU inner width F
   uint64_t num_layers = 2;
-  uint64_t max_positions = 12;     // context capacity
+  uint64_t max_positions = 12;  // context capacity
   uint64_t vocab_size = 258;
   double rope_theta = 10000.0;
   double norm_eps = 1e-6;
@@ -48,8 +48,8 @@ struct ModelConfig {
   uint64_t explicit_head_dim = 0;  // 0 = hidden_size / num_heads
   RopeStyle rope_style = RopeStyle::kInterleaved;
   RopeScaling rope_scaling;
-  bool attention_bias = false;     // biases on the q, k, v projections (Qwen2)
-  bool qk_norm = false;            // per-head RMSNorm of q and k before RoPE (Qwen3)
+  bool attention_bias = false;  // biases on the q, k, v projections (Qwen2)
+  bool qk_norm = false;         // per-head RMSNorm of q and k before RoPE (Qwen3)
 
   uint64_t head_dim() const {
     return explicit_head_dim != 0 ? explicit_head_dim : hidden_size / num_heads;

@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "folio/attention/paged_attention.h"
-#include "folio/core/dtype.h"
-#include "folio/core/thread_pool.h"
 #include "folio/core/aligned_buffer.h"
+#include "folio/core/dtype.h"
 #include "folio/core/status.h"
+#include "folio/core/thread_pool.h"
 #include "folio/kv/layer_cache.h"
 #include "folio/kv/page_table.h"
 #include "folio/kv/paged_kv_cache.h"
@@ -37,8 +37,7 @@ class DecoderCache {
   // Errors: layout capacity beyond the model's max_positions (a shorter
   // cache is fine: real models train for far longer contexts than a run
   // needs); zero batch; invalid KV dtype.
-  static Result<DecoderCache> Create(const Model& model,
-                                     const kv::PageTableLayout& layout,
+  static Result<DecoderCache> Create(const Model& model, const kv::PageTableLayout& layout,
                                      uint64_t batch, DType kv_dtype);
 
   const std::string& model_id() const { return model_id_; }
@@ -73,10 +72,9 @@ enum class LogitRows : uint8_t { kAll, kLast };
 class PagedAttentionPath {
  public:
   virtual ~PagedAttentionPath() = default;
-  virtual Status Attend(const attention::PagedAttentionParams& params,
-                        std::span<const float> q, const kv::PagedKvCache& cache,
-                        uint64_t layer, const kv::BatchMetadata& meta,
-                        std::span<float> out, ThreadPool* pool) = 0;
+  virtual Status Attend(const attention::PagedAttentionParams& params, std::span<const float> q,
+                        const kv::PagedKvCache& cache, uint64_t layer,
+                        const kv::BatchMetadata& meta, std::span<float> out, ThreadPool* pool) = 0;
 };
 
 // Computes in T (double for the worked example, float in production).
@@ -104,13 +102,11 @@ class Decoder {
   Result<std::vector<T>> Prefill(DecoderCache& cache, std::span<const int32_t> tokens,
                                  LogitRows rows = LogitRows::kAll) const;
   // One token per lane, [batch]; returns logits [batch, vocab].
-  Result<std::vector<T>> Decode(DecoderCache& cache,
-                                std::span<const int32_t> tokens) const;
+  Result<std::vector<T>> Decode(DecoderCache& cache, std::span<const int32_t> tokens) const;
 
   // The full-prefix forward pass with no cache: tokens [batch, n] at
   // positions 0..n-1, logits [batch, n, vocab].
-  Result<std::vector<T>> Forward(std::span<const int32_t> tokens,
-                                 uint64_t batch) const;
+  Result<std::vector<T>> Forward(std::span<const int32_t> tokens, uint64_t batch) const;
 
   // One continuous-batching step over sequences of a PagedKvCache (float
   // only). `meta` comes from cache.BuildBatchMetadata with the step's plan:
@@ -122,8 +118,7 @@ class Decoder {
   // The caller commits or aborts the cache's plan. `path` replaces the
   // direct page reads (null: direct).
   Result<std::vector<T>> Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
-                              std::span<const int32_t> tokens,
-                              LogitRows rows = LogitRows::kLast,
+                              std::span<const int32_t> tokens, LogitRows rows = LogitRows::kLast,
                               PagedAttentionPath* path = nullptr) const {
     return Step(cache, meta, tokens, std::span<const LogitRows>(&rows, 1), path);
   }

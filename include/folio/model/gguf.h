@@ -197,9 +197,7 @@ struct GgufValue {
   // u8/u16/u32/u64 -> uint64_t; i8/i16/i32/i64 -> int64_t; f32/f64 ->
   // double (f32 widens exactly); bool; string (the bytes, unchecked);
   // array -> its elements, each with type == element_type.
-  std::variant<uint64_t, int64_t, double, bool, std::string,
-               std::vector<GgufValue>>
-      data;
+  std::variant<uint64_t, int64_t, double, bool, std::string, std::vector<GgufValue>> data;
 
   bool operator==(const GgufValue&) const = default;
 };
@@ -236,8 +234,7 @@ class GgufFile {
 
   // Validates an in-memory image of a whole file and takes ownership of it.
   // `source` names the image in error messages.
-  static Result<GgufFile> FromBytes(std::vector<std::byte> bytes,
-                                    std::string source);
+  static Result<GgufFile> FromBytes(std::vector<std::byte> bytes, std::string source);
 
   GgufFile(GgufFile&&) noexcept = default;
   GgufFile& operator=(GgufFile&&) noexcept = default;
@@ -329,7 +326,7 @@ class GgufFile {
   std::map<std::string, size_t, std::less<>> tensor_index_;
   // The image. Moving a FileBytes keeps its bytes in place, so data_ and every Kv::value stay valid
   // across moves.
-  FileBytes bytes_;  // the mapped file, or an owned buffer
+  FileBytes bytes_;                  // the mapped file, or an owned buffer
   std::span<const std::byte> data_;  // the data section of the image
 };
 

@@ -28,8 +28,7 @@ class Model {
   // type or byte size (named); with check_finite, a non-finite parameter
   // (named with its tensor and index). File loaders validate structure and
   // leave values to the decoder, which refuses non-finite logits.
-  static Result<Model> Create(ModelConfig config, ModelWeights weights,
-                              bool check_finite = true);
+  static Result<Model> Create(ModelConfig config, ModelWeights weights, bool check_finite = true);
 
   // Deterministic initialisation, exactly as the worked example's course:
   // one SplitMix64 stream from `seed`; Xavier-uniform

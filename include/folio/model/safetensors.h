@@ -98,8 +98,7 @@ class SafetensorsFile {
 
   // Validates an in-memory image of a whole file and takes ownership of it.
   // `source` names the image in error messages (e.g. "<download of x>").
-  static Result<SafetensorsFile> FromBytes(std::vector<std::byte> bytes,
-                                           std::string source);
+  static Result<SafetensorsFile> FromBytes(std::vector<std::byte> bytes, std::string source);
 
   SafetensorsFile(SafetensorsFile&&) noexcept = default;
   SafetensorsFile& operator=(SafetensorsFile&&) noexcept = default;
@@ -123,9 +122,7 @@ class SafetensorsFile {
   std::span<const std::byte> Data(const TensorInfo& t) const;
 
   // The "__metadata__" object; empty if the header has none.
-  const std::map<std::string, std::string>& metadata() const {
-    return metadata_;
-  }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
   // The path given to Open or the name given to FromBytes.
   const std::string& source() const { return source_; }
@@ -142,7 +139,7 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
   // The image. Moving a FileBytes keeps its bytes in place, so data_ stays valid
   // across moves.
-  FileBytes bytes_;  // the mapped file, or an owned buffer
+  FileBytes bytes_;                  // the mapped file, or an owned buffer
   std::span<const std::byte> data_;  // the data section of the image
 };
 
@@ -165,8 +162,7 @@ struct TensorToWrite {
 // (overflow-checked), or if the header would exceed the reader's limit.
 // Every file this produces is accepted by SafetensorsFile.
 Result<std::vector<std::byte>> EncodeSafetensors(
-    std::span<const TensorToWrite> tensors,
-    const std::map<std::string, std::string>& metadata);
+    std::span<const TensorToWrite> tensors, const std::map<std::string, std::string>& metadata);
 
 // Writes what EncodeSafetensors would return to `path`, atomically: the bytes
 // go to "<path>.tmp", which is fsync'ed and then renamed over `path`. On any
@@ -174,8 +170,7 @@ Result<std::vector<std::byte>> EncodeSafetensors(
 // or the previous file); a crash mid-write can leave only "<path>.tmp".
 // Tensor data is written straight from the spans, not copied.
 // Errors: as EncodeSafetensors, plus IoError naming the path and the reason.
-Status WriteSafetensors(const std::filesystem::path& path,
-                        std::span<const TensorToWrite> tensors,
+Status WriteSafetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
                         const std::map<std::string, std::string>& metadata);
 
 }  // namespace folio::model

@@ -105,16 +105,14 @@ class Tokenizer {
   // Errors: kInvalidArgument (text is not valid UTF-8, naming the byte
   // offset), kNotFound (a byte with no token and no unk token),
   // kResourceExhausted (the split regex hit its backtracking limit).
-  Result<std::vector<int32_t>> Encode(std::string_view text,
-                                      bool add_special_tokens,
+  Result<std::vector<int32_t>> Encode(std::string_view text, bool add_special_tokens,
                                       bool allow_special = true) const;
 
   // Concatenates the tokens' bytes and replaces each ill-formed UTF-8
   // sequence with U+FFFD (maximal subparts, as `tokenizers` and Python do).
   // Errors: kOutOfRange (an id outside [0, vocab_size()) or with no token,
   // naming its position; `tokenizers` drops such ids silently).
-  Result<std::string> Decode(std::span<const int32_t> ids,
-                             bool skip_special_tokens) const;
+  Result<std::string> Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 
   uint64_t vocab_size() const;  // largest id + 1, added tokens included
   std::optional<int32_t> bos_id() const;
@@ -140,8 +138,7 @@ class Tokenizer {
 // tokenizer must outlive the decoder.
 class StreamingDecoder {
  public:
-  explicit StreamingDecoder(const Tokenizer& t,
-                            bool skip_special_tokens = true);
+  explicit StreamingDecoder(const Tokenizer& t, bool skip_special_tokens = true);
   std::string Push(int32_t id);
   std::string Flush();
 

@@ -34,7 +34,7 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  Tensor embedding;   // [vocab, hidden]
+  Tensor embedding;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
   Tensor final_norm;  // [hidden]
   Tensor lm_head;     // [vocab, hidden]; empty when tied

@@ -2,10 +2,10 @@
 //
 // A weight matrix stays in the type it was stored in (ops/weight_type.h:
 // every type whose row has has_matmul, today f32, f16, bf16 and Q8_0) and
-// is widened to f32 inside the kernel, one vector at a time; activations and outputs are f32. Decode (one activation row) is a
-// memory-bound matrix-vector product whose floor is the weight bytes over
-// the memory bandwidth; prefill (many rows) reads each weight row from
-// memory once per block of activation rows.
+// is widened to f32 inside the kernel, one vector at a time; activations and outputs are f32.
+// Decode (one activation row) is a memory-bound matrix-vector product whose floor is the weight
+// bytes over the memory bandwidth; prefill (many rows) reads each weight row from memory once per
+// block of activation rows.
 //
 // Determinism (docs/design.md, contract 3): the reduction that
 // produces y[r, j] has one fixed order that depends only on `cols`, the
@@ -58,14 +58,14 @@ Status ValidateWeightView(const WeightView& w);
 // the view, that its type has a kernel (has_matmul) and both sizes first
 // and returns InvalidArgument without reading or writing anything on a
 // mismatch. x and y must not overlap.
-Status MatMul(const WeightView& w, std::span<const float> x, uint64_t num_rows,
-              std::span<float> y, ThreadPool* pool = nullptr);
+Status MatMul(const WeightView& w, std::span<const float> x, uint64_t num_rows, std::span<float> y,
+              ThreadPool* pool = nullptr);
 
 // The scalar reference: each output accumulated in double in index order
 // from the weights as DequantizeRow decodes them (exactly), rounded to f32
 // once. Same validation.
-Status MatMulReference(const WeightView& w, std::span<const float> x,
-                       uint64_t num_rows, std::span<float> y);
+Status MatMulReference(const WeightView& w, std::span<const float> x, uint64_t num_rows,
+                       std::span<float> y);
 
 // out[i] = W[row, i] as f32, by DequantizeRow (exact for every type but
 // f64, which rounds once; Q8_0 gives f32(d) * q). For embedding lookups.

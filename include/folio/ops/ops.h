@@ -32,8 +32,7 @@ void MatVec(std::span<const T> w, std::span<const T> x, std::span<T> y) {
 // than 1/sqrt) is the worked example's; it differs from 1/sqrt only in the
 // last bits.
 template <typename T>
-void RmsNorm(std::span<const T> x, std::span<const T> gain, T eps,
-             std::span<T> y) {
+void RmsNorm(std::span<const T> x, std::span<const T> gain, T eps, std::span<T> y) {
   FOLIO_DCHECK(gain.size() == x.size() && y.size() == x.size());
   T sum_sq = 0;
   for (T v : x) sum_sq += v * v;

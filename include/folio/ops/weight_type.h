@@ -48,10 +48,8 @@ struct WeightTypeTraits {
 // The table, indexed by WeightType.
 inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
     //  type              name    block  bytes  matmul
-    {WeightType::kF64, "f64", 1, 8, false},
-    {WeightType::kF32, "f32", 1, 4, true},
-    {WeightType::kF16, "f16", 1, 2, true},
-    {WeightType::kBF16, "bf16", 1, 2, true},
+    {WeightType::kF64, "f64", 1, 8, false},        {WeightType::kF32, "f32", 1, 4, true},
+    {WeightType::kF16, "f16", 1, 2, true},         {WeightType::kBF16, "bf16", 1, 2, true},
     {WeightType::kQ8_0, "q8_0", 32, 2 + 32, true},
 };
 inline constexpr size_t kNumWeightTypes = std::size(kWeightTypeTraits);

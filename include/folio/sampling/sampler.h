@@ -36,8 +36,8 @@ struct SamplingParams {
 
 // Errors: empty logits, invalid params, a NaN logit.
 template <typename T>
-Result<int32_t> SelectToken(std::span<const T> logits,
-                            const SamplingParams& params, SplitMix64& rng);
+Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& params,
+                            SplitMix64& rng);
 
 // Log-probabilities of the model's own distribution: log-softmax of the raw
 // logits (temperature 1, before top-k / top-p / min-p), as OpenAI's
@@ -54,8 +54,7 @@ inline constexpr uint64_t kMaxTopLogprobs = 20;
 
 // Errors: empty logits, a NaN logit, token outside the row, top_n >
 // kMaxTopLogprobs.
-Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t token,
-                                      uint64_t top_n);
+Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t token, uint64_t top_n);
 
 }  // namespace folio::sampling
 

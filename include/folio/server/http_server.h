@@ -26,12 +26,12 @@
 namespace folio::server {
 
 struct ServerConfig {
-  std::string host = "127.0.0.1";  // loopback unless asked otherwise
-  int port = 8000;                  // 0 = any free port (printed)
-  uint64_t max_queue = 64;          // requests waiting to run; more -> 429
+  std::string host = "127.0.0.1";     // loopback unless asked otherwise
+  int port = 8000;                    // 0 = any free port (printed)
+  uint64_t max_queue = 64;            // requests waiting to run; more -> 429
   uint64_t max_body_bytes = 1 << 20;  // larger bodies -> 413
   uint64_t max_headers = 64;          // more header lines -> 431
-  uint64_t http_threads = 64;  // concurrent connections being served
+  uint64_t http_threads = 64;         // concurrent connections being served
   int listen_backlog = 512;
   std::chrono::seconds read_timeout{10};
   std::chrono::seconds write_timeout{10};

@@ -26,8 +26,8 @@ class Histogram {
   void Render(std::string_view name, std::string_view help, std::string& out) const;
 
  private:
-  std::vector<double> bounds_;   // increasing upper bounds, +Inf implied
-  std::vector<uint64_t> counts_; // [bounds_.size() + 1], per bucket (not cumulative)
+  std::vector<double> bounds_;    // increasing upper bounds, +Inf implied
+  std::vector<uint64_t> counts_;  // [bounds_.size() + 1], per bucket (not cumulative)
   double sum_ = 0.0;
   uint64_t count_ = 0;
 };
@@ -35,12 +35,12 @@ class Histogram {
 // The engine's state after its latest step, published by the engine thread.
 struct EngineSnapshot {
   uint64_t running = 0;
-  uint64_t waiting = 0;        // in the engine's queue
-  uint64_t queued = 0;         // handed over, not yet given to the engine
+  uint64_t waiting = 0;  // in the engine's queue
+  uint64_t queued = 0;   // handed over, not yet given to the engine
   uint64_t pages_total = 0;
-  uint64_t pages_used = 0;     // held by requests or the prefix cache
+  uint64_t pages_used = 0;  // held by requests or the prefix cache
   uint64_t pages_free = 0;
-  uint64_t pages_cached = 0;   // held only by the prefix cache
+  uint64_t pages_cached = 0;  // held only by the prefix cache
   uint64_t prefix_query_tokens = 0;
   uint64_t prefix_hit_tokens = 0;
   uint64_t preemptions = 0;

@@ -51,7 +51,7 @@ struct ApiError {
   std::string message;
   std::string param;  // the field at fault; empty = null
   std::string type = "invalid_request_error";
-  std::string code;  // empty = null
+  std::string code;          // empty = null
   std::string Body() const;  // the JSON text
 };
 
@@ -61,17 +61,17 @@ enum class Endpoint { kCompletions, kChat };
 
 // What validation needs to know about the served model.
 struct ModelInfo {
-  std::string name;            // the only accepted "model" value
+  std::string name;  // the only accepted "model" value
   uint64_t vocab_size = 0;
-  uint64_t max_positions = 0;  // the model's context
-  uint64_t pool_positions = 0; // token slots in the whole KV pool
+  uint64_t max_positions = 0;                   // the model's context
+  uint64_t pool_positions = 0;                  // token slots in the whole KV pool
   const model::Tokenizer* tokenizer = nullptr;  // required
   // Text prompts: the tokenizer's own special tokens (bos, eos as its
   // post-processor says), and an id put before them (the built-in byte
   // models' begin token, which their tokenizer does not add).
   bool add_special_tokens = true;
   std::optional<int32_t> prepend_id;
-  std::vector<int32_t> stop_token_ids;       // every request (eos)
+  std::vector<int32_t> stop_token_ids;  // every request (eos)
   ChatTemplate chat_template = ChatTemplate::kPlain;
   std::vector<int32_t> chat_stop_token_ids;  // chat requests (end of turn)
 };
