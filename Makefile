@@ -79,7 +79,7 @@ fuzz: configure $(FUZZ_DIR)/CMakeCache.txt
 # The C++ sources clang-format keeps (.clang-format): every tracked .h and
 # .cc under include, src, bench, tools and python/src, except generated
 # files.
-FORMAT_GENERATED = src/model/unicode_tables.cc
+FORMAT_GENERATED = src/tokenizer/unicode_tables.cc
 FORMAT_FILES = $(filter-out $(FORMAT_GENERATED),$(shell git ls-files -- \
   'include/*.h' 'include/*.cc' 'src/*.h' 'src/*.cc' 'bench/*.h' 'bench/*.cc' \
   'tools/*.h' 'tools/*.cc' 'python/src/*.h' 'python/src/*.cc'))

@@ -11,9 +11,9 @@
 
 #include "folio/engine/generate.h"
 #include "folio/kv/page_table.h"
-#include "folio/model/byte_tokenizer.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::cli {
 namespace {
@@ -238,7 +238,7 @@ Status RunModelSections(const LayoutRunConfig& cfg, const model::Model& m,
   engine::GenerationParams params;
   params.max_new_tokens = cfg.max_new_tokens;
   params.sampling = {cfg.temperature, cfg.top_k};
-  params.end_token = model::ByteTokenizer::kEnd;
+  params.end_token = tokenizer::ByteTokenizer::kEnd;
   json runs;
   std::vector<engine::GenerationResult> results;
   std::vector<uint64_t> next_random;
@@ -343,7 +343,7 @@ Result<json> BuildLayoutReport(const LayoutRunConfig& cfg) {
   FOLIO_ASSIGN_OR_RETURN(
       kv::PageTableLayout layout,
       kv::PageTableLayout::Create(cfg.model.max_positions, cfg.page_size, cfg.page_table));
-  const std::vector<int32_t> doc = model::ByteTokenizer::Encode(cfg.document, true, true);
+  const std::vector<int32_t> doc = tokenizer::ByteTokenizer::Encode(cfg.document, true, true);
   if (doc.size() > layout.capacity()) {
     return Status::OutOfRange("document frames to " + std::to_string(doc.size()) +
                               " tokens; capacity is " + std::to_string(layout.capacity()));

@@ -31,10 +31,10 @@
 #include "folio/engine/engine.h"
 #include "folio/engine/generate.h"
 #include "folio/kv/page_table.h"
-#include "folio/model/byte_tokenizer.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
 #include "folio/model/model_tokenizer.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 #ifndef FOLIO_SOURCE_DIR
 #define FOLIO_SOURCE_DIR "."
@@ -215,7 +215,7 @@ int RunGenerate(const GenerateFlags& f) {
   const model::Model* m = served->model.get();
   // Byte-level output is printed byte by byte (escaped unless --raw); a
   // real tokenizer streams complete UTF-8.
-  std::optional<model::Tokenizer> tokenizer = served->file_tokenizer;
+  std::optional<tokenizer::Tokenizer> tokenizer = served->file_tokenizer;
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error());
   Result<std::vector<int32_t>> ids = served->EncodePrompt(f.prompt);
@@ -257,7 +257,8 @@ int RunGenerate(const GenerateFlags& f) {
       // A real tokenizer streams complete UTF-8 (the end token adds no
       // text); the built-in byte model's bytes are printed one by one,
       // escaped unless --raw.
-      const std::string piece = tokenizer ? o.text : *model::ByteTokenizer::Decode(o.new_tokens);
+      const std::string piece =
+          tokenizer ? o.text : *tokenizer::ByteTokenizer::Decode(o.new_tokens);
       std::cout << (f.raw || tokenizer ? piece : Printable(piece)) << std::flush;
       generated += o.new_tokens.size();
       if (o.finish != engine::FinishReason::kNone) finish = o.finish;
@@ -302,7 +303,7 @@ int RunBatch(const BatchFlags& f) {
   ec.max_num_batched_tokens = f.max_num_batched_tokens;
   ec.max_num_seqs = std::min<uint64_t>({f.prompts.size(), f.max_num_batched_tokens, 4});
   Result<engine::Engine> eng =
-      engine::Engine::Create(*m, ec, nullptr, &model::ByteTokenizer::AsTokenizer());
+      engine::Engine::Create(*m, ec, nullptr, &tokenizer::ByteTokenizer::AsTokenizer());
   if (!eng) return Fail(eng.error());
   std::map<engine::RequestId, size_t> index;
   for (size_t i = 0; i < f.prompts.size(); ++i) {
@@ -311,7 +312,7 @@ int RunBatch(const BatchFlags& f) {
     p.max_tokens = f.max_tokens;
     p.seed = f.seed + i;
     Result<engine::RequestId> id =
-        eng->AddRequest(model::ByteTokenizer::Encode(f.prompts[i], true, false), p);
+        eng->AddRequest(tokenizer::ByteTokenizer::Encode(f.prompts[i], true, false), p);
     if (!id) return Fail(id.error());
     index[*id] = i;
     std::cout << "request " << i << ": \"" << f.prompts[i] << "\" (" << f.prompts[i].size() + 1

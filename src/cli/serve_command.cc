@@ -10,11 +10,11 @@
 #include "cli/served_model.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
-#include "folio/model/byte_tokenizer.h"
 #include "folio/model/gguf.h"
 #include "folio/model/model.h"
 #include "folio/server/chat_template.h"
 #include "folio/server/http_server.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::cli {
 namespace {
@@ -94,9 +94,9 @@ int RunServe(const ServeFlags& f) {
     // folio's byte-level models: the begin token first, no stop token (as
     // `folio generate`), the plain chat template.
     info.add_special_tokens = false;
-    info.prepend_id = model::ByteTokenizer::kBegin;
+    info.prepend_id = tokenizer::ByteTokenizer::kBegin;
   } else {
-    const model::Tokenizer& tokenizer = served->tokenizer();
+    const tokenizer::Tokenizer& tokenizer = served->tokenizer();
     if (std::optional<int32_t> eos = tokenizer.eos_id()) info.stop_token_ids.push_back(*eos);
     info.chat_template = server::DetectChatTemplate(ReadChatTemplateSource(f.model));
     const std::string_view end = server::ChatEndOfTurn(info.chat_template);

@@ -1,16 +1,16 @@
 #include "cli/served_model.h"
 
-#include "folio/model/byte_tokenizer.h"
 #include "folio/model/model_tokenizer.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::cli {
 
-const model::Tokenizer& ServedModel::tokenizer() const {
-  return file_tokenizer ? *file_tokenizer : model::ByteTokenizer::AsTokenizer();
+const tokenizer::Tokenizer& ServedModel::tokenizer() const {
+  return file_tokenizer ? *file_tokenizer : tokenizer::ByteTokenizer::AsTokenizer();
 }
 
 Result<std::vector<int32_t>> ServedModel::EncodePrompt(std::string_view text) const {
-  if (byte_level()) return model::ByteTokenizer::Encode(text, /*add_begin=*/true, false);
+  if (byte_level()) return tokenizer::ByteTokenizer::Encode(text, /*add_begin=*/true, false);
   return file_tokenizer->Encode(text, /*add_special_tokens=*/true);
 }
 
@@ -27,7 +27,7 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
   FOLIO_ASSIGN_OR_RETURN(model::Model m, model::LoadModel(path));
   s.model = std::make_unique<model::Model>(std::move(m));
   FOLIO_ASSIGN_OR_RETURN(s.file_tokenizer, model::LoadModelTokenizer(path));
-  if (!s.file_tokenizer && s.model->config().vocab_size != model::ByteTokenizer::kVocabSize) {
+  if (!s.file_tokenizer && s.model->config().vocab_size != tokenizer::ByteTokenizer::kVocabSize) {
     return Status::NotFound("no tokenizer beside " + path +
                             ", and its vocabulary is not folio's byte-level one");
   }

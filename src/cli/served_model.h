@@ -21,17 +21,17 @@
 
 #include "folio/core/status.h"
 #include "folio/model/model.h"
-#include "folio/model/tokenizer.h"
+#include "folio/tokenizer/tokenizer.h"
 
 namespace folio::cli {
 
 struct ServedModel {
   bool builtin = false;
   std::unique_ptr<model::Model> model;
-  std::optional<model::Tokenizer> file_tokenizer;  // the model file's, if any
+  std::optional<tokenizer::Tokenizer> file_tokenizer;  // the model file's, if any
 
   // The file's tokenizer, or the byte-level one.
-  const model::Tokenizer& tokenizer() const;
+  const tokenizer::Tokenizer& tokenizer() const;
   bool byte_level() const { return !file_tokenizer.has_value(); }
   // Prompt ids: the begin token and the bytes (byte-level), or Encode with
   // special tokens.

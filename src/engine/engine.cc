@@ -10,7 +10,7 @@
 namespace folio::engine {
 
 Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, ThreadPool* pool,
-                              const model::Tokenizer* tokenizer, EnginePolicies policies) {
+                              const tokenizer::Tokenizer* tokenizer, EnginePolicies policies) {
   if (config.max_num_seqs == 0 || config.max_num_batched_tokens < config.max_num_seqs) {
     return Status::InvalidArgument(
         "need max_num_seqs >= 1 and max_num_batched_tokens >= "
@@ -41,7 +41,7 @@ Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, Th
 }
 
 Engine::Engine(std::unique_ptr<KvCacheManager> kv, const model::Model& model, EngineConfig config,
-               ThreadPool* pool, const model::Tokenizer* tokenizer, EnginePolicies policies)
+               ThreadPool* pool, const tokenizer::Tokenizer* tokenizer, EnginePolicies policies)
     : config_(config),
       kv_(std::move(kv)),
       scheduler_({config.max_num_batched_tokens, config.max_num_seqs}, kv_.get(),

@@ -8,7 +8,7 @@
 #include "folio/core/thread_pool.h"
 #include "folio/engine/generate.h"
 #include "folio/format/kv_snapshot.h"
-#include "folio/model/byte_tokenizer.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 #include "testing/engine_drive.h"
 #include "testing/test_model.h"
 
@@ -286,7 +286,7 @@ TEST(Engine, PrefixCacheSkipsTheSharedStem) {
 }
 
 TEST(Engine, StopStringsEndTheTextBeforeThem) {
-  const model::Tokenizer& tok = model::ByteTokenizer::AsTokenizer();
+  const tokenizer::Tokenizer& tok = tokenizer::ByteTokenizer::AsTokenizer();
   RequestParams p;
   p.max_tokens = 24;
   auto plain = *Engine::Create(TestModel(), {}, nullptr, &tok);
@@ -333,7 +333,7 @@ TEST(Engine, RejectsBadStopAndLogprobRequests) {
   RequestParams p;
   p.stop_strings = {"x"};
   EXPECT_EQ(no_tokenizer.AddRequest({0, 1}, p).status().code(), StatusCode::kInvalidArgument);
-  auto engine = *Engine::Create(TestModel(), {}, nullptr, &model::ByteTokenizer::AsTokenizer());
+  auto engine = *Engine::Create(TestModel(), {}, nullptr, &tokenizer::ByteTokenizer::AsTokenizer());
   p.stop_strings = {"x", ""};
   EXPECT_EQ(engine.AddRequest({0, 1}, p).status().code(), StatusCode::kInvalidArgument);
   p.stop_strings = {};
@@ -371,7 +371,7 @@ TEST(Engine, WatermarkHoldsBackAdmissionButNeverStarves) {
 // engine with another page layout finish with the same tokens, log-prob
 // bits and text as in an engine that never exported.
 TEST(EngineSnapshot, ImportedRequestsContinueBitIdentically) {
-  const model::Tokenizer& tok = model::ByteTokenizer::AsTokenizer();
+  const tokenizer::Tokenizer& tok = tokenizer::ByteTokenizer::AsTokenizer();
   auto prompts = SharedStemPrompts();
   RequestParams params = SampledWithLogprobs();
   params.stop_strings = {"zz"};

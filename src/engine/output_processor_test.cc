@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "folio/model/byte_tokenizer.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::engine {
 namespace {
@@ -44,7 +44,7 @@ TEST(OutputProcessor, MaxTokensEndsTheRequestWithLength) {
 }
 
 TEST(OutputProcessor, AStopTokenIsKeptAndEndsTheRequest) {
-  OutputProcessor p(&model::ByteTokenizer::AsTokenizer());
+  OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer());
   RequestParams params;
   params.stop_token_ids = {Byte('!')};
   p.Add(0, p.NewState(params));
@@ -56,7 +56,7 @@ TEST(OutputProcessor, AStopTokenIsKeptAndEndsTheRequest) {
 }
 
 TEST(OutputProcessor, TextThatMightStartAStopStringIsHeldBack) {
-  OutputProcessor p(&model::ByteTokenizer::AsTokenizer());
+  OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer());
   RequestParams params;
   params.max_tokens = 64;
   params.stop_strings = {"END"};
@@ -97,7 +97,7 @@ TEST(OutputProcessor, TheSameSeedGivesTheSameTokens) {
 }
 
 TEST(OutputProcessor, ARestoredStateContinuesTheTextAndTheStream) {
-  const model::Tokenizer& tok = model::ByteTokenizer::AsTokenizer();
+  const tokenizer::Tokenizer& tok = tokenizer::ByteTokenizer::AsTokenizer();
   OutputProcessor p(&tok);
   RequestParams params;
   params.max_tokens = 5;

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <vector>
 
-#include "folio/model/byte_tokenizer.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::model {
 namespace {
@@ -22,7 +22,7 @@ DecoderCache MakeCache(const Model& m, const PageTableLayout& layout, uint64_t b
   return *DecoderCache::Create(m, layout, batch, dtype);
 }
 
-std::vector<int32_t> Document() { return ByteTokenizer::Encode("abcde", true, true); }
+std::vector<int32_t> Document() { return tokenizer::ByteTokenizer::Encode("abcde", true, true); }
 
 // Per-layer snapshots plus length: everything a failed step must not change.
 struct CacheState {

@@ -1,9 +1,13 @@
 #include "folio/model/model_tokenizer.h"
 
 #include "folio/model/gguf.h"
+#include "folio/tokenizer/tokenizer.h"
 
 namespace folio::model {
 namespace {
+
+using tokenizer::Tokenizer;
+using tokenizer::TokenizerSpec;
 
 Result<Tokenizer> FromGguf(const GgufFile& f) {
   TokenizerSpec spec;

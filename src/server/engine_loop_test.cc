@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "folio/model/byte_tokenizer.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 #include "testing/test_model.h"
 
 namespace folio::server {
@@ -18,7 +18,7 @@ engine::Engine MakeEngine(uint64_t max_num_seqs = 4, uint64_t num_pages = 32) {
   c.num_pages = num_pages;
   c.max_num_seqs = max_num_seqs;
   c.max_num_batched_tokens = 32;
-  return *engine::Engine::Create(TestModel(), c, nullptr, &model::ByteTokenizer::AsTokenizer());
+  return *engine::Engine::Create(TestModel(), c, nullptr, &tokenizer::ByteTokenizer::AsTokenizer());
 }
 
 engine::RequestParams Params(uint64_t max_tokens) {

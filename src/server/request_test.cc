@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "folio/model/byte_tokenizer.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::server {
 namespace {
@@ -15,7 +15,7 @@ ModelInfo Model() {
   m.vocab_size = 258;
   m.max_positions = 64;
   m.pool_positions = 128;
-  m.tokenizer = &model::ByteTokenizer::AsTokenizer();
+  m.tokenizer = &tokenizer::ByteTokenizer::AsTokenizer();
   m.add_special_tokens = false;
   m.prepend_id = 0;
   return m;

@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "folio/model/tokenizer.h"
 #include "folio/server/engine_loop.h"
 #include "folio/server/request.h"
+#include "folio/tokenizer/tokenizer.h"
 
 namespace folio::server {
 
@@ -19,7 +19,7 @@ struct ResponseContext {
   int64_t created = 0;  // unix seconds
   std::string model;
   bool logprobs = false;
-  const model::Tokenizer* tokenizer = nullptr;  // token strings for log-probs
+  const tokenizer::Tokenizer* tokenizer = nullptr;  // token strings for log-probs
 };
 
 // "stop", "length", "abort"; null while unfinished.

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "folio/model/byte_tokenizer.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::server {
 namespace {
@@ -18,7 +18,7 @@ ResponseContext Ctx(Endpoint ep, bool logprobs = false) {
   c.created = 5;
   c.model = "builtin";
   c.logprobs = logprobs;
-  c.tokenizer = &model::ByteTokenizer::AsTokenizer();
+  c.tokenizer = &tokenizer::ByteTokenizer::AsTokenizer();
   return c;
 }
 

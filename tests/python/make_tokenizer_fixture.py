@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerates the byte-level BPE tokenizer fixtures in tests/data/tokenizer/.
 
-folio's C++ tokenizer (src/model/bpe_tokenizer.cc) must produce exactly the
+folio's C++ tokenizer (src/tokenizer/bpe_tokenizer.cc) must produce exactly the
 ids of Hugging Face `tokenizers`. This script trains three small byte-level
 BPE tokenizers on text written below (no downloads), saves each as a
 tokenizer.json, and records what `tokenizers` does with a corpus of awkward

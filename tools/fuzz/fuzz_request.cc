@@ -9,8 +9,8 @@
 #include <variant>
 
 #include "folio/core/check.h"
-#include "folio/model/byte_tokenizer.h"
 #include "folio/server/request.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace folio::server;
@@ -20,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     m.vocab_size = 258;
     m.max_positions = 512;
     m.pool_positions = 1024;
-    m.tokenizer = &folio::model::ByteTokenizer::AsTokenizer();
+    m.tokenizer = &folio::tokenizer::ByteTokenizer::AsTokenizer();
     m.add_special_tokens = false;
     m.prepend_id = 0;
     m.chat_template = ChatTemplate::kChatML;

@@ -38,7 +38,7 @@
 #include "folio/format/kv_snapshot.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
-#include "folio/model/tokenizer.h"
+#include "folio/tokenizer/tokenizer.h"
 
 namespace folio::engine {
 
@@ -88,7 +88,7 @@ class Engine {
   // bad limits.
   static Result<Engine> Create(const model::Model& model, EngineConfig config,
                                ThreadPool* pool = nullptr,
-                               const model::Tokenizer* tokenizer = nullptr,
+                               const tokenizer::Tokenizer* tokenizer = nullptr,
                                EnginePolicies policies = {});
 
   // Errors: an empty prompt, token ids outside the vocabulary, invalid
@@ -140,7 +140,7 @@ class Engine {
 
  private:
   Engine(std::unique_ptr<KvCacheManager> kv, const model::Model& model, EngineConfig config,
-         ThreadPool* pool, const model::Tokenizer* tokenizer, EnginePolicies policies);
+         ThreadPool* pool, const tokenizer::Tokenizer* tokenizer, EnginePolicies policies);
 
   // The checks AddRequest makes on a request's prompt and parameters.
   Status ValidateRequest(std::span<const int32_t> prompt, const RequestParams& params) const;

@@ -21,15 +21,15 @@
 #include "folio/core/splitmix64.h"
 #include "folio/core/status.h"
 #include "folio/engine/request.h"
-#include "folio/model/tokenizer.h"
+#include "folio/tokenizer/tokenizer.h"
 
 namespace folio::engine {
 
 class OutputProcessor {
  public:
   // tokenizer may be null (no text, no stop strings); it must outlive this.
-  explicit OutputProcessor(const model::Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
-  const model::Tokenizer* tokenizer() const { return tokenizer_; }
+  explicit OutputProcessor(const tokenizer::Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  const tokenizer::Tokenizer* tokenizer() const { return tokenizer_; }
 
   // One request's output state.
   struct State {
@@ -37,7 +37,7 @@ class OutputProcessor {
     SplitMix64 rng{0};
     uint64_t num_output_tokens = 0;
     // With a tokenizer: all text decoded so far, and how much of it was sent.
-    std::optional<model::StreamingDecoder> detok;
+    std::optional<tokenizer::StreamingDecoder> detok;
     std::string text;
     size_t text_sent = 0;
     uint64_t prompt_logit_rows_sent = 0;  // RequestParams::prompt_logits
@@ -71,7 +71,7 @@ class OutputProcessor {
   static bool EmitText(State& s, int32_t token, StepOutput& out);
   static void FlushText(State& s, StepOutput& out);
 
-  const model::Tokenizer* tokenizer_;
+  const tokenizer::Tokenizer* tokenizer_;
   std::map<RequestId, State> states_;
 };
 

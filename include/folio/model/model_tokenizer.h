@@ -6,7 +6,7 @@
 #include <optional>
 
 #include "folio/core/status.h"
-#include "folio/model/tokenizer.h"
+#include "folio/tokenizer/tokenizer.h"
 
 namespace folio::model {
 
@@ -14,7 +14,8 @@ namespace folio::model {
 // metadata (gpt2-style BPE or llama SentencePiece). nullopt for a folder
 // without tokenizer.json (folio's byte-level models use ByteTokenizer).
 // Errors name the file and the key.
-Result<std::optional<Tokenizer>> LoadModelTokenizer(const std::filesystem::path& model_path);
+Result<std::optional<tokenizer::Tokenizer>> LoadModelTokenizer(
+    const std::filesystem::path& model_path);
 
 }  // namespace folio::model
 

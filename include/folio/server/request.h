@@ -40,8 +40,8 @@
 #include <vector>
 
 #include "folio/engine/engine.h"
-#include "folio/model/tokenizer.h"
 #include "folio/server/chat_template.h"
+#include "folio/tokenizer/tokenizer.h"
 
 namespace folio::server {
 
@@ -63,9 +63,9 @@ enum class Endpoint { kCompletions, kChat };
 struct ModelInfo {
   std::string name;  // the only accepted "model" value
   uint64_t vocab_size = 0;
-  uint64_t max_positions = 0;                   // the model's context
-  uint64_t pool_positions = 0;                  // token slots in the whole KV pool
-  const model::Tokenizer* tokenizer = nullptr;  // required
+  uint64_t max_positions = 0;                       // the model's context
+  uint64_t pool_positions = 0;                      // token slots in the whole KV pool
+  const tokenizer::Tokenizer* tokenizer = nullptr;  // required
   // Text prompts: the tokenizer's own special tokens (bos, eos as its
   // post-processor says), and an id put before them (the built-in byte
   // models' begin token, which their tokenizer does not add).

@@ -24,7 +24,7 @@
 //   decoder         ByteLevel
 // Split patterns are Oniguruma syntax (what `tokenizers` uses); folio runs
 // them with PCRE2 after writing \s, \p{..} and \d out as explicit Unicode
-// 16.0 ranges, the tables `tokenizers` 0.23 has; src/model/split_regex.h
+// 16.0 ranges, the tables `tokenizers` 0.23 has; src/tokenizer/split_regex.h
 // lists the accepted syntax. NFC, the Digits pre-tokenizer and single_word
 // follow the Unicode data `tokenizers` itself uses (tools/
 // gen_unicode_tables.py reads it off the library), so they agree with it on
@@ -36,8 +36,8 @@
 //
 // Thread safety: a Tokenizer is immutable after construction; Encode and
 // Decode may run concurrently. Copies share the same tables.
-#ifndef FOLIO_MODEL_TOKENIZER_H_
-#define FOLIO_MODEL_TOKENIZER_H_
+#ifndef FOLIO_TOKENIZER_TOKENIZER_H_
+#define FOLIO_TOKENIZER_TOKENIZER_H_
 
 #include <cstdint>
 #include <filesystem>
@@ -50,7 +50,7 @@
 
 #include "folio/core/status.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 
 // What the GGUF loader passes (from tokenizer.ggml.* metadata).
 struct TokenizerSpec {
@@ -79,7 +79,7 @@ struct TokenizerSpec {
   bool add_space_prefix = true;
 };
 
-struct TokenizerImpl;  // src/model/tokenizer_internal.h
+struct TokenizerImpl;  // src/tokenizer/tokenizer_internal.h
 
 class Tokenizer {
  public:
@@ -149,6 +149,6 @@ class StreamingDecoder {
   std::string pending_;   // bytes of an incomplete UTF-8 sequence
 };
 
-}  // namespace folio::model
+}  // namespace folio::tokenizer
 
-#endif  // FOLIO_MODEL_TOKENIZER_H_
+#endif  // FOLIO_TOKENIZER_TOKENIZER_H_

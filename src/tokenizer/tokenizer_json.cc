@@ -9,12 +9,12 @@
 #include <sstream>
 #include <unordered_set>
 
-#include "folio/model/tokenizer.h"
-#include "model/tokenizer_internal.h"
-#include "model/tokenizer_json_internal.h"
-#include "model/unicode.h"
+#include "folio/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/tokenizer_json_internal.h"
+#include "tokenizer/unicode.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 namespace {
 
 using json_internal::CheckObject;
@@ -387,4 +387,4 @@ Result<Tokenizer> Tokenizer::FromTokenizerJson(const std::filesystem::path& path
   return Tokenizer(std::move(t));
 }
 
-}  // namespace folio::model
+}  // namespace folio::tokenizer

@@ -1,9 +1,9 @@
-#include "folio/model/byte_tokenizer.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 #include "folio/core/status.h"
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 
 std::vector<int32_t> ByteTokenizer::Encode(std::string_view text, bool add_begin, bool add_end) {
   std::vector<int32_t> ids;
@@ -47,4 +47,4 @@ const Tokenizer& ByteTokenizer::AsTokenizer() {
   return *tokenizer;
 }
 
-}  // namespace folio::model
+}  // namespace folio::tokenizer

@@ -15,8 +15,8 @@
 // Everything else (\w \b \h \R \X \K back-references, ^ $ anchors, named
 // groups, script properties, POSIX brackets) is refused as kUnimplemented
 // rather than risk a silently different split.
-#ifndef FOLIO_MODEL_SPLIT_REGEX_H_
-#define FOLIO_MODEL_SPLIT_REGEX_H_
+#ifndef FOLIO_TOKENIZER_SPLIT_REGEX_H_
+#define FOLIO_TOKENIZER_SPLIT_REGEX_H_
 
 #include <cstddef>
 #include <memory>
@@ -27,7 +27,7 @@
 
 #include "folio/core/status.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 
 // Oniguruma pattern -> PCRE2 pattern. Errors: kUnimplemented (a construct
 // listed above as refused, named), kInvalidArgument (not UTF-8, a bad
@@ -57,6 +57,6 @@ class SplitRegex {
   std::string literal_;
 };
 
-}  // namespace folio::model
+}  // namespace folio::tokenizer
 
-#endif  // FOLIO_MODEL_SPLIT_REGEX_H_
+#endif  // FOLIO_TOKENIZER_SPLIT_REGEX_H_

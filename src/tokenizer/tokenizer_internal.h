@@ -1,7 +1,7 @@
 // What a Tokenizer holds, shared by its two loaders (tokenizer_json.cc,
 // tokenizer_spec.cc) and the encoder/decoder (bpe_tokenizer.cc).
-#ifndef FOLIO_MODEL_TOKENIZER_INTERNAL_H_
-#define FOLIO_MODEL_TOKENIZER_INTERNAL_H_
+#ifndef FOLIO_TOKENIZER_TOKENIZER_INTERNAL_H_
+#define FOLIO_TOKENIZER_TOKENIZER_INTERNAL_H_
 
 #include <array>
 #include <cstddef>
@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "folio/core/status.h"
-#include "folio/model/tokenizer.h"
-#include "model/split_regex.h"
+#include "folio/tokenizer/tokenizer.h"
+#include "tokenizer/split_regex.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 
 // Limits on what a loader accepts; real tokenizers are far below them
 // (Llama-3: 128256 tokens, 280147 merges, a 9 MB tokenizer.json).
@@ -136,6 +136,6 @@ Status FinishTokenizer(TokenizerImpl* impl);
 // Message helpers: untrusted text is clipped and quoted.
 std::string QuoteToken(std::string_view s);
 
-}  // namespace folio::model
+}  // namespace folio::tokenizer
 
-#endif  // FOLIO_MODEL_TOKENIZER_INTERNAL_H_
+#endif  // FOLIO_TOKENIZER_TOKENIZER_INTERNAL_H_

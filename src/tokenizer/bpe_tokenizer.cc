@@ -6,11 +6,11 @@
 #include <cstdio>
 #include <queue>
 
-#include "folio/model/tokenizer.h"
-#include "model/tokenizer_internal.h"
-#include "model/unicode.h"
+#include "folio/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/unicode.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 namespace {
 
 constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";
@@ -312,4 +312,4 @@ std::string StreamingDecoder::Flush() {
   return out;
 }
 
-}  // namespace folio::model
+}  // namespace folio::tokenizer

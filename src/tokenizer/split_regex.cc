@@ -1,4 +1,4 @@
-#include "model/split_regex.h"
+#include "tokenizer/split_regex.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <optional>
 
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 namespace {
 
 using unicode::Ranges;
@@ -346,4 +346,4 @@ Status SplitRegex::FindAll(std::string_view text,
   return Status::Ok();
 }
 
-}  // namespace folio::model
+}  // namespace folio::tokenizer

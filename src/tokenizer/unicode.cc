@@ -1,9 +1,9 @@
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
 #include <algorithm>
 #include <unordered_map>
 
-namespace folio::model::unicode {
+namespace folio::tokenizer::unicode {
 namespace {
 
 constexpr char32_t kMaxCodePoint = 0x10FFFF;
@@ -390,4 +390,4 @@ int CharToByte(char32_t cp) {
   return cp < table.size() ? table[cp] : -1;
 }
 
-}  // namespace folio::model::unicode
+}  // namespace folio::tokenizer::unicode

@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "folio/model/tokenizer.h"
-#include "model/unicode.h"
+#include "folio/tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 namespace {
 
 using Json = nlohmann::json;
@@ -416,4 +416,4 @@ TEST(BpeTokenizer, LowestRankMergesFirstThenLeftmost) {
 }
 
 }  // namespace
-}  // namespace folio::model
+}  // namespace folio::tokenizer

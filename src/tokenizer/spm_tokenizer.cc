@@ -2,10 +2,10 @@
 #include <cstdio>
 #include <queue>
 
-#include "model/tokenizer_internal.h"
-#include "model/unicode.h"
+#include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/unicode.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 namespace {
 
 // llama.cpp's llm_tokenizer_spm: start from UTF-8 characters, repeatedly
@@ -109,4 +109,4 @@ Status EncodeSpm(const TokenizerImpl& t, std::string_view text, bool allow_speci
   return Status::Ok();
 }
 
-}  // namespace folio::model
+}  // namespace folio::tokenizer

@@ -1,10 +1,10 @@
 // Tokenizer::FromSpec: a tokenizer from GGUF-style plain data.
 #include <memory>
 
-#include "folio/model/tokenizer.h"
-#include "model/tokenizer_internal.h"
+#include "folio/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_internal.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 namespace {
 
 // The split patterns llama.cpp and `tokenizers` use for these models.
@@ -187,4 +187,4 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
   return Tokenizer(std::move(t));
 }
 
-}  // namespace folio::model
+}  // namespace folio::tokenizer

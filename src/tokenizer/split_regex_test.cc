@@ -1,11 +1,11 @@
 // Split-pattern translation and the Unicode helpers beneath the tokenizers.
-#include "model/split_regex.h"
+#include "tokenizer/split_regex.h"
 
 #include <gtest/gtest.h>
 
-#include "model/unicode.h"
+#include "tokenizer/unicode.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 namespace {
 
 using Spans = std::vector<std::pair<size_t, size_t>>;
@@ -187,4 +187,4 @@ TEST(TokenizerUnicode, ByteMapRoundTrips) {
 }
 
 }  // namespace
-}  // namespace folio::model
+}  // namespace folio::tokenizer

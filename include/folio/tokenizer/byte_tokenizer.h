@@ -1,8 +1,8 @@
 // The worked example's byte tokenizer: id 0 = begin, id 1 = end, byte b ->
 // b + 2, vocabulary 258. "abcde" encodes (framed) to [0, 99, 100, 101, 102,
 // 103, 1].
-#ifndef FOLIO_MODEL_BYTE_TOKENIZER_H_
-#define FOLIO_MODEL_BYTE_TOKENIZER_H_
+#ifndef FOLIO_TOKENIZER_BYTE_TOKENIZER_H_
+#define FOLIO_TOKENIZER_BYTE_TOKENIZER_H_
 
 #include <cstdint>
 #include <span>
@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "folio/core/status.h"
-#include "folio/model/tokenizer.h"
+#include "folio/tokenizer/tokenizer.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 
 class ByteTokenizer {
  public:
@@ -35,6 +35,6 @@ class ByteTokenizer {
   static const Tokenizer& AsTokenizer();
 };
 
-}  // namespace folio::model
+}  // namespace folio::tokenizer
 
-#endif  // FOLIO_MODEL_BYTE_TOKENIZER_H_
+#endif  // FOLIO_TOKENIZER_BYTE_TOKENIZER_H_

@@ -1,8 +1,8 @@
-#include "folio/model/byte_tokenizer.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 #include <gtest/gtest.h>
 
-namespace folio::model {
+namespace folio::tokenizer {
 namespace {
 
 TEST(ByteTokenizer, FramesDocument) {
@@ -44,4 +44,4 @@ TEST(ByteTokenizer, AsTokenizerHasTheSameIds) {
 }
 
 }  // namespace
-}  // namespace folio::model
+}  // namespace folio::tokenizer

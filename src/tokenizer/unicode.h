@@ -2,8 +2,8 @@
 // general categories (Unicode 16.0), White_Space, NFC as Hugging Face
 // `tokenizers` computes it, and GPT-2's byte <-> character map. The data is
 // in unicode_tables.cc, written by tools/gen_unicode_tables.py.
-#ifndef FOLIO_MODEL_UNICODE_H_
-#define FOLIO_MODEL_UNICODE_H_
+#ifndef FOLIO_TOKENIZER_UNICODE_H_
+#define FOLIO_TOKENIZER_UNICODE_H_
 
 #include <array>
 #include <cstddef>
@@ -15,7 +15,7 @@
 
 #include "folio/core/status.h"
 
-namespace folio::model::unicode {
+namespace folio::tokenizer::unicode {
 
 // General categories, in the order tools/gen_unicode_tables.py writes them.
 enum class Category : uint8_t {
@@ -115,6 +115,6 @@ const std::array<char32_t, 256>& ByteToChar();
 // The byte a character stands for, or -1.
 int CharToByte(char32_t cp);
 
-}  // namespace folio::model::unicode
+}  // namespace folio::tokenizer::unicode
 
-#endif  // FOLIO_MODEL_UNICODE_H_
+#endif  // FOLIO_TOKENIZER_UNICODE_H_

@@ -1,8 +1,8 @@
 // JSON reading shared by the tokenizer.json loader's files: typed field
 // access with messages naming the JSON path, and the pipeline components
 // (tokenizer_json_components.cc).
-#ifndef FOLIO_MODEL_TOKENIZER_JSON_INTERNAL_H_
-#define FOLIO_MODEL_TOKENIZER_JSON_INTERNAL_H_
+#ifndef FOLIO_TOKENIZER_TOKENIZER_JSON_INTERNAL_H_
+#define FOLIO_TOKENIZER_TOKENIZER_JSON_INTERNAL_H_
 
 #include <cstdint>
 #include <initializer_list>
@@ -12,9 +12,9 @@
 #include <string_view>
 
 #include "folio/core/status.h"
-#include "model/tokenizer_internal.h"
+#include "tokenizer/tokenizer_internal.h"
 
-namespace folio::model::json_internal {
+namespace folio::tokenizer::json_internal {
 
 using Json = nlohmann::json;
 
@@ -48,6 +48,6 @@ Status LoadPostProcessor(const Json& v, const std::string& where, int depth, boo
                          TokenizerImpl* t);
 Status LoadDecoder(const Json& v, const std::string& where, int depth);
 
-}  // namespace folio::model::json_internal
+}  // namespace folio::tokenizer::json_internal
 
-#endif  // FOLIO_MODEL_TOKENIZER_JSON_INTERNAL_H_
+#endif  // FOLIO_TOKENIZER_TOKENIZER_JSON_INTERNAL_H_

@@ -8,10 +8,10 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "folio/model/tokenizer.h"
-#include "model/unicode.h"
+#include "folio/tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 namespace {
 
 using Json = nlohmann::json;
@@ -590,4 +590,4 @@ TEST(TokenizerSpecErrors, ByteWithoutTokenFailsEncode) {
 }
 
 }  // namespace
-}  // namespace folio::model
+}  // namespace folio::tokenizer

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "model/tokenizer_json_internal.h"
+#include "tokenizer/tokenizer_json_internal.h"
 
-namespace folio::model::json_internal {
+namespace folio::tokenizer::json_internal {
 
 Status Corrupt(const std::string& where, const std::string& what) {
   return Status::Corruption(where + ": " + what);
@@ -284,4 +284,4 @@ Status LoadDecoder(const Json& v, const std::string& where, int depth) {
   return Unsupported(where, "decoder type '" + type + "'");
 }
 
-}  // namespace folio::model::json_internal
+}  // namespace folio::tokenizer::json_internal

@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "model/tokenizer_internal.h"
-#include "model/unicode.h"
+#include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/unicode.h"
 
-namespace folio::model {
+namespace folio::tokenizer {
 
 // Added-token splitting, as AddedVocabulary::find_matches: matches are
 // leftmost-longest over all added tokens; a special one is skipped when
@@ -207,4 +207,4 @@ Status FinishTokenizer(TokenizerImpl* t) {
   return Status::Ok();
 }
 
-}  // namespace folio::model
+}  // namespace folio::tokenizer
