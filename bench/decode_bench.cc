@@ -14,6 +14,7 @@
 #include "bench/memory_bandwidth.h"
 #include "bench/report.h"
 #include "bench/timing.h"
+#include "folio/checkpoint/model_io.h"
 #include "folio/core/dtype.h"
 #include "folio/core/splitmix64.h"
 #include "folio/engine/engine.h"
@@ -162,7 +163,7 @@ Result<std::unique_ptr<model::Model>> LoadOrSynthesize(const std::string& path,
                                                        uint64_t seed, ThreadPool* pool) {
   if (!path.empty()) {
     std::cerr << "loading " << path << "...\n";
-    FOLIO_ASSIGN_OR_RETURN(model::Model m, model::LoadModel(path));
+    FOLIO_ASSIGN_OR_RETURN(model::Model m, checkpoint::LoadModel(path));
     return std::make_unique<model::Model>(std::move(m));
   }
   std::cerr << "building a synthetic model: " << synthetic.num_layers << " layers, "

@@ -53,7 +53,7 @@ model::ModelConfig SyntheticConfig(uint64_t layers);
 Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& config, uint64_t seed,
                                              ThreadPool* pool = nullptr);
 
-// The model at `path` (a folder or .gguf, loaded with model::LoadModel), or,
+// The model at `path` (a folder or .gguf, loaded with checkpoint::LoadModel), or,
 // when path is empty, `synthetic` with SyntheticWeights(seed) over `pool`.
 // Says on stderr what it is doing; a benchmark's models are big.
 Result<std::unique_ptr<model::Model>> LoadOrSynthesize(const std::string& path,

@@ -26,6 +26,8 @@
 #include "cli/layout_report.h"
 #include "cli/serve_command.h"
 #include "cli/served_model.h"
+#include "folio/checkpoint/model_io.h"
+#include "folio/checkpoint/model_tokenizer.h"
 #include "folio/core/checked_math.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
@@ -33,7 +35,6 @@
 #include "folio/kv/page_table.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
-#include "folio/model/model_tokenizer.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
 #ifndef FOLIO_SOURCE_DIR
@@ -377,7 +378,7 @@ int RunLogits(const LogitsFlags& f) {
     tokens.push_back(static_cast<int32_t>(t));
   }
   if (tokens.empty()) return Fail(Status::InvalidArgument("--tokens is empty"));
-  Result<model::Model> m = model::LoadModel(f.model);
+  Result<model::Model> m = checkpoint::LoadModel(f.model);
   if (!m) return Fail(m.error());
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error());
@@ -414,7 +415,7 @@ int RunLogits(const LogitsFlags& f) {
 
 // `folio info MODEL`: what a model is and what it costs to run.
 int RunInfo(const std::string& path) {
-  Result<model::Model> m = model::LoadModel(path);
+  Result<model::Model> m = checkpoint::LoadModel(path);
   if (!m) return Fail(m.error());
   const model::ModelConfig& c = m->config();
   std::map<std::string, uint64_t> bytes_by_type;
@@ -554,7 +555,7 @@ int main(int argc, char** argv) {
   if (*save_cmd) {
     auto m = folio::model::Model::FromSeed(folio::model::WorkedExampleConfig(), save_seed);
     if (!m) return Fail(m.error());
-    folio::Status s = folio::model::SaveModel(*m, save_dir);
+    folio::Status s = folio::checkpoint::SaveModel(*m, save_dir);
     if (!s.ok()) return Fail(s);
     std::cout << "saved model " << m->id() << " to " << save_dir << "\n";
     return 0;

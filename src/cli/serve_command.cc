@@ -8,9 +8,9 @@
 #include <optional>
 
 #include "cli/served_model.h"
+#include "folio/checkpoint/gguf.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
-#include "folio/model/gguf.h"
 #include "folio/model/model.h"
 #include "folio/server/chat_template.h"
 #include "folio/server/http_server.h"
@@ -51,7 +51,7 @@ std::string ReadChatTemplateSource(const std::filesystem::path& path) {
     }
     return "";
   }
-  Result<model::GgufFile> f = model::GgufFile::Open(path);
+  Result<checkpoint::GgufFile> f = checkpoint::GgufFile::Open(path);
   if (!f) return "";
   Result<std::string> t = f->GetString("tokenizer.chat_template");
   return t ? *t : "";

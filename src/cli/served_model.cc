@@ -1,6 +1,7 @@
 #include "cli/served_model.h"
 
-#include "folio/model/model_tokenizer.h"
+#include "folio/checkpoint/model_io.h"
+#include "folio/checkpoint/model_tokenizer.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::cli {
@@ -24,9 +25,9 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
     s.model = std::make_unique<model::Model>(std::move(m));
     return s;
   }
-  FOLIO_ASSIGN_OR_RETURN(model::Model m, model::LoadModel(path));
+  FOLIO_ASSIGN_OR_RETURN(model::Model m, checkpoint::LoadModel(path));
   s.model = std::make_unique<model::Model>(std::move(m));
-  FOLIO_ASSIGN_OR_RETURN(s.file_tokenizer, model::LoadModelTokenizer(path));
+  FOLIO_ASSIGN_OR_RETURN(s.file_tokenizer, checkpoint::LoadModelTokenizer(path));
   if (!s.file_tokenizer && s.model->config().vocab_size != tokenizer::ByteTokenizer::kVocabSize) {
     return Status::NotFound("no tokenizer beside " + path +
                             ", and its vocabulary is not folio's byte-level one");

@@ -3,7 +3,7 @@
 //
 //   "builtin" (or "")  the worked example's weights (seed 20) with
 //                      `builtin_positions` positions, byte-level;
-//   a folder / .gguf   model::LoadModel plus the file's tokenizer
+//   a folder / .gguf   checkpoint::LoadModel plus the file's tokenizer
 //                      (LoadModelTokenizer); a byte-level model without one
 //                      uses ByteTokenizer::AsTokenizer().
 //

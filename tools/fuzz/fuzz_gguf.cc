@@ -5,12 +5,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "folio/model/gguf.h"
+#include "folio/checkpoint/gguf.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(data),
                                reinterpret_cast<const std::byte*>(data) + size);
-  auto file = folio::model::GgufFile::FromBytes(std::move(bytes), "fuzz");
+  auto file = folio::checkpoint::GgufFile::FromBytes(std::move(bytes), "fuzz");
   if (!file.ok()) return 0;
   for (const std::string& key : file->Keys()) (void)file->Get(key);
   for (const auto& t : file->tensors()) {

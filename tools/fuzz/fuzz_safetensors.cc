@@ -5,12 +5,12 @@
 #include <cstdint>
 #include <vector>
 
-#include "folio/model/safetensors.h"
+#include "folio/checkpoint/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::byte> bytes(reinterpret_cast<const std::byte*>(data),
                                reinterpret_cast<const std::byte*>(data) + size);
-  auto file = folio::model::SafetensorsFile::FromBytes(std::move(bytes), "fuzz");
+  auto file = folio::checkpoint::SafetensorsFile::FromBytes(std::move(bytes), "fuzz");
   if (!file.ok()) return 0;
   for (const auto& t : file->tensors()) {
     const auto span = file->Data(t);

@@ -10,7 +10,6 @@
 #define FOLIO_MODEL_MODEL_H_
 
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -67,22 +66,6 @@ ModelWeights InitializeWeights(const ModelConfig& config, SplitMix64& rng);
 
 // SHA-256 of the canonical encoding of config and tensors.
 std::string ComputeModelId(const ModelConfig& config, const ModelWeights& weights);
-
-// A folder with config.json (Hugging Face style keys) and model.safetensors
-// (tensors in their stored types with Hugging Face Llama names). Writes
-// atomically per file; the folder is created if missing. Q8_0 tensors have
-// no safetensors dtype and are refused.
-Status SaveModel(const Model& model, const std::filesystem::path& dir);
-
-// Loads a model from
-//   - a folder with config.json and model.safetensors (or sharded
-//     model-*.safetensors with model.safetensors.index.json): folio's own
-//     FolioForCausalLM, or Hugging Face LlamaForCausalLM,
-//     MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM; tensors
-//     F64, F32, F16 or BF16, memory-mapped;
-//   - a .gguf file (llama, qwen2, qwen3; F32, F16, BF16 and Q8_0 tensors).
-// Errors name the file and the field or tensor.
-Result<Model> LoadModel(const std::filesystem::path& path);
 
 }  // namespace folio::model
 

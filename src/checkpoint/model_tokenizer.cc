@@ -1,9 +1,9 @@
-#include "folio/model/model_tokenizer.h"
+#include "folio/checkpoint/model_tokenizer.h"
 
-#include "folio/model/gguf.h"
+#include "folio/checkpoint/gguf.h"
 #include "folio/tokenizer/tokenizer.h"
 
-namespace folio::model {
+namespace folio::checkpoint {
 namespace {
 
 using tokenizer::Tokenizer;
@@ -74,4 +74,4 @@ Result<std::optional<Tokenizer>> LoadModelTokenizer(const std::filesystem::path&
   return std::optional<Tokenizer>(std::move(*t));
 }
 
-}  // namespace folio::model
+}  // namespace folio::checkpoint

@@ -4,14 +4,19 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "folio/checkpoint/model_io.h"
+#include "folio/checkpoint/safetensors.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
-#include "folio/model/safetensors.h"
 
-namespace folio::model {
+namespace folio::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
+using model::Decoder;
+using model::Model;
+using model::ModelConfig;
+using model::WorkedExampleConfig;
 
 class ModelIoTest : public ::testing::Test {
  protected:
@@ -146,4 +151,4 @@ TEST_F(ModelIoTest, MissingFolderIsNotFound) {
 }
 
 }  // namespace
-}  // namespace folio::model
+}  // namespace folio::checkpoint

@@ -9,11 +9,12 @@
 #include <sstream>
 #include <system_error>
 
+#include "checkpoint/loaders.h"
+#include "folio/checkpoint/model_io.h"
+#include "folio/checkpoint/safetensors.h"
 #include "folio/model/model.h"
-#include "folio/model/safetensors.h"
-#include "model/loaders.h"
 
-namespace folio::model {
+namespace folio::checkpoint {
 namespace {
 
 using nlohmann::json;
@@ -418,4 +419,4 @@ Result<Model> LoadModel(const std::filesystem::path& path) {
   return LoadGgufModel(path);
 }
 
-}  // namespace folio::model
+}  // namespace folio::checkpoint

@@ -1,6 +1,6 @@
 // The tokenizer that travels with a model file.
-#ifndef FOLIO_MODEL_MODEL_TOKENIZER_H_
-#define FOLIO_MODEL_MODEL_TOKENIZER_H_
+#ifndef FOLIO_CHECKPOINT_MODEL_TOKENIZER_H_
+#define FOLIO_CHECKPOINT_MODEL_TOKENIZER_H_
 
 #include <filesystem>
 #include <optional>
@@ -8,7 +8,7 @@
 #include "folio/core/status.h"
 #include "folio/tokenizer/tokenizer.h"
 
-namespace folio::model {
+namespace folio::checkpoint {
 
 // A Hugging Face folder's tokenizer.json, or a GGUF file's tokenizer.ggml.*
 // metadata (gpt2-style BPE or llama SentencePiece). nullopt for a folder
@@ -17,6 +17,6 @@ namespace folio::model {
 Result<std::optional<tokenizer::Tokenizer>> LoadModelTokenizer(
     const std::filesystem::path& model_path);
 
-}  // namespace folio::model
+}  // namespace folio::checkpoint
 
-#endif  // FOLIO_MODEL_MODEL_TOKENIZER_H_
+#endif  // FOLIO_CHECKPOINT_MODEL_TOKENIZER_H_

@@ -39,8 +39,8 @@
 //   - rank is limited to kMaxSafetensorsRank (Unimplemented above it);
 //   - the header limit is kMaxSafetensorsHeaderBytes (100 MiB); the
 //     reference's is 100,000,000 bytes, slightly less.
-#ifndef FOLIO_MODEL_SAFETENSORS_H_
-#define FOLIO_MODEL_SAFETENSORS_H_
+#ifndef FOLIO_CHECKPOINT_SAFETENSORS_H_
+#define FOLIO_CHECKPOINT_SAFETENSORS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -57,7 +57,7 @@
 #include "folio/core/file_bytes.h"
 #include "folio/core/status.h"
 
-namespace folio::model {
+namespace folio::checkpoint {
 
 // The largest header (N above) the reader accepts and the writer produces.
 // It bounds the memory a hostile length prefix can make the reader spend on
@@ -173,6 +173,6 @@ Result<std::vector<std::byte>> EncodeSafetensors(
 Status WriteSafetensors(const std::filesystem::path& path, std::span<const TensorToWrite> tensors,
                         const std::map<std::string, std::string>& metadata);
 
-}  // namespace folio::model
+}  // namespace folio::checkpoint
 
-#endif  // FOLIO_MODEL_SAFETENSORS_H_
+#endif  // FOLIO_CHECKPOINT_SAFETENSORS_H_

@@ -1,4 +1,4 @@
-#include "folio/model/gguf.h"
+#include "folio/checkpoint/gguf.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,7 +16,7 @@
 
 #include "folio/core/dtype.h"
 
-namespace folio::model {
+namespace folio::checkpoint {
 namespace {
 
 using Bytes = std::vector<std::byte>;
@@ -1115,4 +1115,4 @@ TEST(Gguf, DequantizesAQ8_0TensorFromAFile) {
 }
 
 }  // namespace
-}  // namespace folio::model
+}  // namespace folio::checkpoint

@@ -1,4 +1,4 @@
-#include "folio/model/safetensors.h"
+#include "folio/checkpoint/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-namespace folio::model {
+namespace folio::checkpoint {
 namespace {
 
 constexpr char kSource[] = "mem.safetensors";
@@ -558,4 +558,4 @@ TEST(Safetensors, HeaderBitFlipsGiveAnErrorOrAConsistentFile) {
 }
 
 }  // namespace
-}  // namespace folio::model
+}  // namespace folio::checkpoint

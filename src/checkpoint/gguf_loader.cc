@@ -4,10 +4,10 @@
 #include <map>
 #include <memory>
 
-#include "folio/model/gguf.h"
-#include "model/loaders.h"
+#include "checkpoint/loaders.h"
+#include "folio/checkpoint/gguf.h"
 
-namespace folio::model {
+namespace folio::checkpoint {
 namespace {
 
 // llama.cpp's tensor names for the Hugging Face names ForEachTensor uses.
@@ -148,4 +148,4 @@ Result<Model> LoadGgufModel(const std::filesystem::path& path) {
   return model;
 }
 
-}  // namespace folio::model
+}  // namespace folio::checkpoint

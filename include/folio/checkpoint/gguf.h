@@ -69,8 +69,8 @@
 //     final padding (llama.cpp's mmap loader accepts that too).
 // Strings are read as bytes: GGUF says UTF-8, but neither ggml nor folio
 // checks it (some vocabularies hold partial UTF-8 sequences).
-#ifndef FOLIO_MODEL_GGUF_H_
-#define FOLIO_MODEL_GGUF_H_
+#ifndef FOLIO_CHECKPOINT_GGUF_H_
+#define FOLIO_CHECKPOINT_GGUF_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -89,7 +89,7 @@
 #include "folio/core/status.h"
 #include "folio/ops/weight_type.h"
 
-namespace folio::model {
+namespace folio::checkpoint {
 namespace internal {
 class GgufCursor;  // gguf.cc's bounds-checked little-endian reader
 }  // namespace internal
@@ -335,6 +335,6 @@ class GgufFile {
 // F32, F16, BF16 and Q8_0)".
 Result<ops::WeightType> WeightTypeOf(const GgufFile::TensorInfo& t);
 
-}  // namespace folio::model
+}  // namespace folio::checkpoint
 
-#endif  // FOLIO_MODEL_GGUF_H_
+#endif  // FOLIO_CHECKPOINT_GGUF_H_

@@ -1,4 +1,4 @@
-#include "folio/model/gguf.h"
+#include "folio/checkpoint/gguf.h"
 
 #include <algorithm>
 #include <bit>
@@ -16,7 +16,7 @@
 #include "folio/core/dtype.h"
 #include "folio/core/str_cat.h"
 
-namespace folio::model {
+namespace folio::checkpoint {
 namespace {
 
 constexpr uint64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
@@ -857,4 +857,4 @@ std::span<const std::byte> GgufFile::Data(const TensorInfo& t) const {
   return data_.subspan(t.offset, t.num_bytes);
 }
 
-}  // namespace folio::model
+}  // namespace folio::checkpoint

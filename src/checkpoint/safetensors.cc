@@ -1,4 +1,4 @@
-#include "folio/model/safetensors.h"
+#include "folio/checkpoint/safetensors.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -17,7 +17,7 @@
 #include "folio/core/checked_math.h"
 #include "folio/core/str_cat.h"
 
-namespace folio::model {
+namespace folio::checkpoint {
 namespace {
 
 using Json = nlohmann::json;
@@ -433,4 +433,4 @@ Status WriteSafetensors(const std::filesystem::path& path, std::span<const Tenso
   return Status::IoError(StrCat(tmp.string(), ": cannot ", error));
 }
 
-}  // namespace folio::model
+}  // namespace folio::checkpoint
