@@ -28,7 +28,7 @@ using nlohmann::json;
 
 model::ModelConfig SyntheticConfig(uint64_t layers) {
   model::ModelConfig c;
-  c.architecture = "llama";
+  c.architecture = model::Architecture::kLlama;
   c.hidden_size = 2048;
   c.num_heads = 32;
   c.num_kv_heads = 8;
@@ -374,7 +374,7 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
   report["command"] = command;
   report["machine"] = MachineJson(machine, load_start, run_load);
   report["model"] = {{"name", model_name},
-                     {"architecture", config.architecture},
+                     {"architecture", model::ArchitectureName(config.architecture)},
                      {"hidden_size", config.hidden_size},
                      {"num_layers", config.num_layers},
                      {"num_heads", config.num_heads},

@@ -3,6 +3,9 @@
 // memory-mapped in place.
 #include <map>
 #include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
 
 #include "checkpoint/loaders.h"
 #include "folio/checkpoint/gguf.h"
@@ -40,20 +43,34 @@ std::string GgufName(const std::string& hf) {
   return hf;
 }
 
+// "a, b and c": the GGUF architectures folio loads, in table order.
+std::string GgufNameList() {
+  std::vector<std::string_view> names;
+  for (const ArchitectureTraits& t : model::kArchitectureTraits) {
+    if (!t.gguf_name.empty()) names.push_back(t.gguf_name);
+  }
+  std::string list;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) list += i + 1 == names.size() ? " and " : ", ";
+    list += names[i];
+  }
+  return list;
+}
+
 Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   FOLIO_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3") {
-    return Status::Unimplemented("general.architecture \"" + arch +
-                                 "\" (folio loads llama, qwen2 and qwen3)");
+  const std::optional<Architecture> known = model::ArchitectureFromGgufName(arch);
+  if (!known) {
+    return Status::Unimplemented("general.architecture \"" + arch + "\" (folio loads " +
+                                 GgufNameList() + ")");
   }
+  const ArchitectureTraits& t = model::TraitsOf(*known);
   auto key = [&](const char* k) { return arch + "." + k; };
   ModelConfig c;
-  c.architecture = arch;
-  // llama.cpp's converter permutes llama's Q/K rows so that adjacent pairs
-  // rotate together; Qwen files keep Hugging Face's NeoX halves.
-  c.rope_style = arch == "llama" ? RopeStyle::kInterleaved : RopeStyle::kNeox;
-  c.attention_bias = arch == "qwen2";
-  c.qk_norm = arch == "qwen3";
+  c.architecture = *known;
+  c.rope_style = t.gguf_rope_style;
+  c.attention_bias = t.attention_bias == Fixed::kAlways;
+  c.qk_norm = t.qk_norm == Fixed::kAlways;
   FOLIO_ASSIGN_OR_RETURN(c.max_positions, f.GetUint(key("context_length")));
   FOLIO_ASSIGN_OR_RETURN(c.hidden_size, f.GetUint(key("embedding_length")));
   FOLIO_ASSIGN_OR_RETURN(c.num_layers, f.GetUint(key("block_count")));

@@ -10,6 +10,9 @@
 namespace folio::checkpoint {
 
 // The model library's types the loaders build.
+using model::Architecture;
+using model::ArchitectureTraits;
+using model::Fixed;
 using model::Model;
 using model::ModelConfig;
 using model::ModelWeights;

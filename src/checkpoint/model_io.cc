@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <system_error>
@@ -21,14 +22,36 @@ using nlohmann::json;
 
 constexpr size_t kMaxConfigBytes = 1 << 20;
 
-// Hugging Face architecture names and the folio architecture each maps to.
-const std::map<std::string, std::string>& HfArchitectures() {
-  static const auto* m = new std::map<std::string, std::string>{{"FolioForCausalLM", "folio"},
-                                                                {"LlamaForCausalLM", "llama"},
-                                                                {"MistralForCausalLM", "mistral"},
-                                                                {"Qwen2ForCausalLM", "qwen2"},
-                                                                {"Qwen3ForCausalLM", "qwen3"}};
-  return *m;
+// Whether a config's value of an option fits what the architecture fixes.
+bool Fits(Fixed fixed, bool value) {
+  switch (fixed) {
+    case Fixed::kNo:
+      return true;
+    case Fixed::kOff:
+      return !value;
+    case Fixed::kAlways:
+      return value;
+  }
+  return false;
+}
+
+// "A, B, C" of every architecture's Hugging Face class or name, in table
+// order.
+std::string HfClassList() {
+  std::string list;
+  for (const ArchitectureTraits& t : model::kArchitectureTraits) {
+    if (!list.empty()) list += ", ";
+    list += t.hf_class;
+  }
+  return list;
+}
+std::string NameList() {
+  std::string list;
+  for (const ArchitectureTraits& t : model::kArchitectureTraits) {
+    if (!list.empty()) list += ", ";
+    list += t.name;
+  }
+  return list;
 }
 
 json RopeScalingJson(const RopeScaling& s) {
@@ -51,15 +74,13 @@ json RopeScalingJson(const RopeScaling& s) {
 // RoPE, the architecture's fixed bias/norm choices); FolioForCausalLM with
 // every field spelled out otherwise (e.g. a GGUF llama's interleaved RoPE).
 json ConfigToJson(const ModelConfig& c) {
-  std::string hf = "FolioForCausalLM";
+  const ArchitectureTraits& arch = model::TraitsOf(c.architecture);
   const bool neox = c.rope_style == RopeStyle::kNeox;
-  if (neox && c.architecture == "llama" && !c.qk_norm) hf = "LlamaForCausalLM";
-  if (neox && c.architecture == "mistral" && !c.qk_norm && !c.attention_bias)
-    hf = "MistralForCausalLM";
-  if (neox && c.architecture == "qwen2" && c.attention_bias && !c.qk_norm) hf = "Qwen2ForCausalLM";
-  if (neox && c.architecture == "qwen3" && c.qk_norm) hf = "Qwen3ForCausalLM";
-  json j = {{"architectures", {hf}},
-            {"model_type", hf == "FolioForCausalLM" ? "folio" : c.architecture},
+  const bool native = arch.hf_native && neox && Fits(arch.attention_bias, c.attention_bias) &&
+                      Fits(arch.qk_norm, c.qk_norm);
+  const ArchitectureTraits& cls = native ? arch : model::TraitsOf(Architecture::kFolio);
+  json j = {{"architectures", {cls.hf_class}},
+            {"model_type", cls.name},
             {"hidden_size", c.hidden_size},
             {"num_attention_heads", c.num_heads},
             {"num_key_value_heads", c.num_kv_heads},
@@ -75,8 +96,8 @@ json ConfigToJson(const ModelConfig& c) {
             {"attention_bias", c.attention_bias},
             {"sliding_window", c.window == 0 ? json(nullptr) : json(c.window)},
             {"hidden_act", "silu"}};
-  if (hf == "FolioForCausalLM") {
-    j["folio_architecture"] = c.architecture;
+  if (!native) {
+    j["folio_architecture"] = arch.name;
     j["rope_style"] = neox ? "neox" : "interleaved";
     j["qk_norm"] = c.qk_norm;
   }
@@ -168,17 +189,18 @@ Status ParseRopeScaling(const json& j, RopeScaling& out) {
 Result<ModelConfig> ConfigFromJson(const json& j) {
   if (!j.is_object()) return Status::InvalidArgument("config is not a JSON object");
   auto arch = j.find("architectures");
-  if (arch == j.end() || !arch->is_array() || arch->size() != 1 || !(*arch)[0].is_string() ||
-      !HfArchitectures().count((*arch)[0].get<std::string>())) {
-    return Status::Unimplemented(
-        "architectures must be one of FolioForCausalLM, LlamaForCausalLM, "
-        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (got " +
-        (arch == j.end() ? std::string("nothing") : arch->dump()) + ")");
+  std::optional<Architecture> cls;
+  if (arch != j.end() && arch->is_array() && arch->size() == 1 && (*arch)[0].is_string()) {
+    cls = model::ArchitectureFromHfClass((*arch)[0].get<std::string>());
   }
-  const std::string hf = (*arch)[0].get<std::string>();
+  if (!cls) {
+    return Status::Unimplemented("architectures must be one of " + HfClassList() + " (got " +
+                                 (arch == j.end() ? std::string("nothing") : arch->dump()) + ")");
+  }
+  const ArchitectureTraits& t = model::TraitsOf(*cls);
   const ConfigReader r(j);
   ModelConfig c;
-  c.architecture = HfArchitectures().at(hf);
+  c.architecture = *cls;
   c.rope_style = RopeStyle::kNeox;
   c.tie_embeddings = false;  // the default of every supported HF class
   c.rope_theta = 10000.0;
@@ -205,24 +227,33 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
   bool mlp_bias = false;
   FOLIO_RETURN_IF_ERROR(r.Bool("mlp_bias", mlp_bias, false));
   if (mlp_bias) return Status::Unimplemented("mlp_bias true");
-  bool use_sliding = c.architecture == "mistral" || c.architecture == "folio";
+  bool use_sliding = t.hf_sliding_window_default;
   FOLIO_RETURN_IF_ERROR(r.Bool("use_sliding_window", use_sliding, false));
   if (use_sliding) {
     FOLIO_RETURN_IF_ERROR(r.U64("sliding_window", c.window, false));
-    if (c.window != 0 && (c.architecture == "qwen2" || c.architecture == "qwen3")) {
+    if (c.window != 0 && t.hf_window_per_layer) {
       return Status::Unimplemented("use_sliding_window with per-layer windows (Qwen)");
     }
   }
-  if (c.architecture == "qwen2") c.attention_bias = true;
-  if (c.architecture == "qwen3") c.qk_norm = true;
-  if (hf == "FolioForCausalLM") {
+  if (t.attention_bias == Fixed::kAlways) c.attention_bias = true;
+  if (t.qk_norm == Fixed::kAlways) c.qk_norm = true;
+  if (!t.hf_native) {
     std::string style;
     FOLIO_RETURN_IF_ERROR(r.String("rope_style", style));
     if (style != "interleaved" && style != "neox") {
       return Status::InvalidArgument("\"rope_style\" must be \"interleaved\" or \"neox\"");
     }
     c.rope_style = style == "neox" ? RopeStyle::kNeox : RopeStyle::kInterleaved;
-    FOLIO_RETURN_IF_ERROR(r.String("folio_architecture", c.architecture, false));
+    if (r.Has("folio_architecture")) {
+      std::string name;
+      FOLIO_RETURN_IF_ERROR(r.String("folio_architecture", name));
+      std::optional<Architecture> named = model::ArchitectureFromName(name);
+      if (!named) {
+        return Status::Unimplemented("\"folio_architecture\" \"" + name + "\" (folio runs " +
+                                     NameList() + ")");
+      }
+      c.architecture = *named;
+    }
     FOLIO_RETURN_IF_ERROR(r.Bool("qk_norm", c.qk_norm, false));
     auto tie = j.find("tie_word_embeddings");
     if (tie == j.end() || !tie->is_boolean()) {

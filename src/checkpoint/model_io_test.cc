@@ -144,6 +144,74 @@ TEST_F(ModelIoTest, BadConfigValuesAreNamed) {
   EXPECT_EQ(LoadModel(dir_).status().code(), StatusCode::kCorruption);
 }
 
+// Architectures are refused by name, listing what folio runs.
+TEST_F(ModelIoTest, UnknownArchitecturesAreNamed) {
+  ASSERT_TRUE(SaveModel(*Model::FromSeed(WorkedExampleConfig(), 20), dir_).ok());
+  const auto good = ReadConfig();
+  auto cfg = good;
+  cfg["architectures"] = {"GPT2LMHeadModel"};
+  WriteConfig(cfg);
+  EXPECT_NE(LoadModel(dir_).status().message().find(
+                "architectures must be one of FolioForCausalLM, LlamaForCausalLM, "
+                "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (got "
+                "[\"GPT2LMHeadModel\"])"),
+            std::string::npos);
+  cfg = good;
+  cfg["folio_architecture"] = "gpt2";
+  WriteConfig(cfg);
+  auto r = LoadModel(dir_);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(r.error().message().find("\"folio_architecture\" \"gpt2\""), std::string::npos);
+  cfg = good;
+  cfg["folio_architecture"] = "qwen2";
+  WriteConfig(cfg);
+  r = LoadModel(dir_);
+  ASSERT_TRUE(r.has_value()) << r.error().ToString();
+  EXPECT_EQ(r->config().architecture, model::Architecture::kQwen2);
+}
+
+// Each architecture saves under its Hugging Face class when that class can
+// express the config, and under FolioForCausalLM otherwise; both reload to
+// the same config and id.
+TEST_F(ModelIoTest, ArchitecturesRoundTripThroughTheirClass) {
+  struct Case {
+    model::Architecture arch;
+    model::RopeStyle rope;
+    bool bias, qk_norm;
+    const char* cls;
+  };
+  using model::Architecture;
+  using model::RopeStyle;
+  const Case cases[] = {
+      {Architecture::kFolio, RopeStyle::kInterleaved, false, false, "FolioForCausalLM"},
+      {Architecture::kLlama, RopeStyle::kNeox, true, false, "LlamaForCausalLM"},
+      {Architecture::kLlama, RopeStyle::kInterleaved, false, false, "FolioForCausalLM"},
+      {Architecture::kMistral, RopeStyle::kNeox, false, false, "MistralForCausalLM"},
+      {Architecture::kMistral, RopeStyle::kNeox, true, false, "FolioForCausalLM"},
+      {Architecture::kQwen2, RopeStyle::kNeox, true, false, "Qwen2ForCausalLM"},
+      {Architecture::kQwen2, RopeStyle::kNeox, false, false, "FolioForCausalLM"},
+      {Architecture::kQwen3, RopeStyle::kNeox, false, true, "Qwen3ForCausalLM"},
+      {Architecture::kQwen3, RopeStyle::kNeox, false, false, "FolioForCausalLM"},
+  };
+  for (const Case& k : cases) {
+    ModelConfig c = WorkedExampleConfig();
+    c.architecture = k.arch;
+    c.rope_style = k.rope;
+    c.attention_bias = k.bias;
+    c.qk_norm = k.qk_norm;
+    c.tie_embeddings = false;
+    auto model = *Model::FromSeed(c, 20);
+    fs::remove_all(dir_);
+    ASSERT_TRUE(SaveModel(model, dir_).ok());
+    EXPECT_EQ(ReadConfig()["architectures"][0], k.cls) << model::ArchitectureName(k.arch);
+    auto loaded = LoadModel(dir_);
+    ASSERT_TRUE(loaded.has_value()) << loaded.error().ToString();
+    EXPECT_EQ(loaded->config(), c) << model::ArchitectureName(k.arch) << " as " << k.cls;
+    EXPECT_EQ(loaded->id(), model.id());
+  }
+}
+
 TEST_F(ModelIoTest, MissingFolderIsNotFound) {
   auto r = LoadModel(dir_ / "nowhere");
   ASSERT_FALSE(r.has_value());

@@ -429,7 +429,7 @@ int RunInfo(const std::string& path) {
   const uint64_t kv_elems_per_token = 2 * c.num_layers * c.num_kv_heads * c.head_dim();
   nlohmann::json j = {
       {"path", path},
-      {"architecture", c.architecture},
+      {"architecture", model::ArchitectureName(c.architecture)},
       {"layers", c.num_layers},
       {"hidden_size", c.hidden_size},
       {"num_heads", c.num_heads},

@@ -118,7 +118,7 @@ ModelWeights InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
 std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
   Sha256 h;
   h.Str("folio-model-id/2");
-  h.Str(c.architecture);
+  h.Str(std::string(ArchitectureName(c.architecture)));
   for (uint64_t v : {c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim(), c.ffn_size,
                      c.num_layers, c.max_positions, c.vocab_size, c.window}) {
     h.U64(v);

@@ -13,13 +13,9 @@
 #include <vector>
 
 #include "folio/core/status.h"
+#include "folio/model/architecture.h"
 
 namespace folio::model {
-
-// How RoPE pairs features inside a head. kInterleaved rotates (2p, 2p+1)
-// (the worked example; GGUF llama files, whose converter permuted Q/K rows
-// to match); kNeox rotates (p, p + head_dim/2) (Hugging Face Llama, Qwen).
-enum class RopeStyle : uint8_t { kInterleaved, kNeox };
 
 // Frequency scaling of RoPE (Hugging Face's rope_scaling).
 struct RopeScaling {
@@ -33,11 +29,11 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string architecture = "folio";  // folio, llama, mistral, qwen2, qwen3
-  uint64_t hidden_size = 8;            // model width D
-  uint64_t num_heads = 4;              // query heads H_q
-  uint64_t num_kv_heads = 2;           // shared K/V heads H_kv
-  uint64_t ffn_size = 12;              // SwiGLU inner width F
+  Architecture architecture = Architecture::kFolio;
+  uint64_t hidden_size = 8;   // model width D
+  uint64_t num_heads = 4;     // query heads H_q
+  uint64_t num_kv_heads = 2;  // shared K/V heads H_kv
+  uint64_t ffn_size = 12;     // SwiGLU inner width F
   uint64_t num_layers = 2;
   uint64_t max_positions = 12;  // context capacity
   uint64_t vocab_size = 258;

@@ -10,7 +10,7 @@
 // IsWeightType, the table (a static_assert), DequantizeRow and the matmul
 // kernel dispatch (src/ops/matmul_kernel.cc) all handle it; file readers
 // map their own type ids here through their own exhaustive switches
-// (GGUF: model::WeightTypeOf; safetensors: model_io.cc).
+// (GGUF: checkpoint::WeightTypeOf; safetensors: checkpoint/model_io.cc).
 //
 // ops knows nothing of models or files: a WeightType says how a run of
 // elements is laid out in bytes, nothing else.

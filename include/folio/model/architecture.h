@@ -1,0 +1,165 @@
+// The model architectures folio runs: one enum, one table row per
+// architecture.
+//
+// A row says everything that differs between architectures outside the
+// config's numbers: folio's name (hashed into model ids), the Hugging Face
+// class and GGUF general.architecture that name it in files, GGUF's RoPE
+// layout, and which of the decoder's options the architecture fixes. Files
+// name architectures by string only at the edge: the loaders look a name up
+// here and refuse, by name, one that has no row. As with ops::WeightType,
+// IsArchitecture switches exhaustively with no `default` and a static_assert
+// ties the table to the enum, so a new enumerator does not compile until it
+// has its row.
+#ifndef FOLIO_MODEL_ARCHITECTURE_H_
+#define FOLIO_MODEL_ARCHITECTURE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <string_view>
+
+namespace folio::model {
+
+// How RoPE pairs features inside a head. kInterleaved rotates (2p, 2p+1)
+// (the worked example; GGUF llama files, whose converter permuted Q/K rows
+// to match); kNeox rotates (p, p + head_dim/2) (Hugging Face Llama, Qwen).
+enum class RopeStyle : uint8_t { kInterleaved, kNeox };
+
+// Values are the table's row indices; add new architectures at the end.
+//   kFolio: folio's own FolioForCausalLM (the worked example; any config a
+//     Hugging Face class cannot express, every option spelled out).
+//   kLlama, kMistral, kQwen2, kQwen3: the Hugging Face families. GGUF files
+//     of Mistral models say "llama" and load as kLlama.
+enum class Architecture : uint8_t { kFolio, kLlama, kMistral, kQwen2, kQwen3 };
+
+// Whether an architecture fixes one of the decoder's options.
+enum class Fixed : uint8_t {
+  kNo,     // the config says (config.json's key, folio's own field)
+  kOff,    // always off: a config with it on needs folio's own class
+  kAlways  // always on: the loaders set it
+};
+
+struct ArchitectureTraits {
+  Architecture architecture;
+  // ModelConfig's name; model ids hash it (docs/spec/model-id.md): never
+  // rename one.
+  std::string_view name;
+  std::string_view hf_class;   // config.json "architectures"
+  std::string_view gguf_name;  // GGUF general.architecture; "" = none
+  RopeStyle gguf_rope_style;   // how a GGUF file of it rotates
+  // A Hugging Face class: NeoX RoPE and the choices below. false for
+  // folio's own class, which spells out rope_style, qk_norm and
+  // folio_architecture in config.json.
+  bool hf_native;
+  Fixed attention_bias;  // biases on the q, k, v projections
+  Fixed qk_norm;         // per-head RMSNorm of q and k before RoPE
+  // config.json's use_sliding_window when it is absent.
+  bool hf_sliding_window_default;
+  // A sliding window in config.json is per layer (Qwen): refused.
+  bool hf_window_per_layer;
+};
+
+// The table, indexed by Architecture.
+inline constexpr ArchitectureTraits kArchitectureTraits[] = {
+    {.architecture = Architecture::kFolio,
+     .name = "folio",
+     .hf_class = "FolioForCausalLM",
+     .gguf_name = "",
+     .gguf_rope_style = RopeStyle::kInterleaved,
+     .hf_native = false,
+     .attention_bias = Fixed::kNo,
+     .qk_norm = Fixed::kNo,
+     .hf_sliding_window_default = true,
+     .hf_window_per_layer = false},
+    // llama.cpp's converter permutes llama's Q/K rows so that adjacent
+    // pairs rotate together.
+    {.architecture = Architecture::kLlama,
+     .name = "llama",
+     .hf_class = "LlamaForCausalLM",
+     .gguf_name = "llama",
+     .gguf_rope_style = RopeStyle::kInterleaved,
+     .hf_native = true,
+     .attention_bias = Fixed::kNo,
+     .qk_norm = Fixed::kOff,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = false},
+    {.architecture = Architecture::kMistral,
+     .name = "mistral",
+     .hf_class = "MistralForCausalLM",
+     .gguf_name = "",
+     .gguf_rope_style = RopeStyle::kInterleaved,
+     .hf_native = true,
+     .attention_bias = Fixed::kOff,
+     .qk_norm = Fixed::kOff,
+     .hf_sliding_window_default = true,
+     .hf_window_per_layer = false},
+    // Qwen GGUF files keep Hugging Face's NeoX halves.
+    {.architecture = Architecture::kQwen2,
+     .name = "qwen2",
+     .hf_class = "Qwen2ForCausalLM",
+     .gguf_name = "qwen2",
+     .gguf_rope_style = RopeStyle::kNeox,
+     .hf_native = true,
+     .attention_bias = Fixed::kAlways,
+     .qk_norm = Fixed::kOff,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = true},
+    {.architecture = Architecture::kQwen3,
+     .name = "qwen3",
+     .hf_class = "Qwen3ForCausalLM",
+     .gguf_name = "qwen3",
+     .gguf_rope_style = RopeStyle::kNeox,
+     .hf_native = true,
+     .attention_bias = Fixed::kNo,
+     .qk_norm = Fixed::kAlways,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = true},
+};
+inline constexpr size_t kNumArchitectures = std::size(kArchitectureTraits);
+
+// True for every enumerator, false for any other value. Its switch is
+// what makes a new enumerator fail to compile until it is listed here.
+constexpr bool IsArchitecture(Architecture a) {
+  switch (a) {
+    case Architecture::kFolio:
+    case Architecture::kLlama:
+    case Architecture::kMistral:
+    case Architecture::kQwen2:
+    case Architecture::kQwen3:
+      return true;
+  }
+  return false;
+}
+
+namespace internal {
+// Row i describes the architecture with value i, and the value after the
+// last row is none: so the table has exactly one row per enumerator.
+constexpr bool ArchitectureTableIsComplete() {
+  for (size_t i = 0; i < kNumArchitectures; ++i) {
+    if (static_cast<size_t>(kArchitectureTraits[i].architecture) != i) return false;
+    if (!IsArchitecture(static_cast<Architecture>(i))) return false;
+  }
+  return !IsArchitecture(static_cast<Architecture>(kNumArchitectures));
+}
+[[noreturn]] void BadArchitecture(Architecture a);  // a FOLIO_CHECK failure
+}  // namespace internal
+static_assert(internal::ArchitectureTableIsComplete(),
+              "kArchitectureTraits needs exactly one row per Architecture, in enum order");
+
+// The row of `a`; a value outside the enum is a FOLIO_CHECK failure.
+constexpr const ArchitectureTraits& TraitsOf(Architecture a) {
+  if (!IsArchitecture(a)) internal::BadArchitecture(a);
+  return kArchitectureTraits[static_cast<size_t>(a)];
+}
+constexpr std::string_view ArchitectureName(Architecture a) { return TraitsOf(a).name; }
+
+// Lookups by the names files use; nullopt for a name with no row (an empty
+// GGUF name never matches).
+std::optional<Architecture> ArchitectureFromName(std::string_view name);
+std::optional<Architecture> ArchitectureFromHfClass(std::string_view hf_class);
+std::optional<Architecture> ArchitectureFromGgufName(std::string_view gguf_name);
+
+}  // namespace folio::model
+
+#endif  // FOLIO_MODEL_ARCHITECTURE_H_

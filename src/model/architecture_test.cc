@@ -1,0 +1,50 @@
+#include "folio/model/architecture.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace folio::model {
+namespace {
+
+// The names model ids hash (docs/spec/model-id.md), in enum order.
+TEST(Architecture, NamesAreTheModelIdSpecs) {
+  std::vector<std::string> names;
+  for (const ArchitectureTraits& t : kArchitectureTraits) names.emplace_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3"}));
+}
+
+TEST(Architecture, EveryRowIsFoundByEachOfItsNames) {
+  for (const ArchitectureTraits& t : kArchitectureTraits) {
+    EXPECT_EQ(&TraitsOf(t.architecture), &t);
+    EXPECT_EQ(ArchitectureName(t.architecture), t.name);
+    EXPECT_EQ(ArchitectureFromName(t.name), t.architecture) << t.name;
+    EXPECT_EQ(ArchitectureFromHfClass(t.hf_class), t.architecture) << t.hf_class;
+    if (!t.gguf_name.empty()) {
+      EXPECT_EQ(ArchitectureFromGgufName(t.gguf_name), t.architecture);
+    }
+  }
+}
+
+TEST(Architecture, UnknownNamesAreNotFound) {
+  EXPECT_EQ(ArchitectureFromName("gpt2"), std::nullopt);
+  EXPECT_EQ(ArchitectureFromName(""), std::nullopt);
+  EXPECT_EQ(ArchitectureFromName("Llama"), std::nullopt);  // case matters
+  EXPECT_EQ(ArchitectureFromHfClass("GPT2LMHeadModel"), std::nullopt);
+  EXPECT_EQ(ArchitectureFromHfClass("llama"), std::nullopt);
+  EXPECT_EQ(ArchitectureFromGgufName(""), std::nullopt);
+  EXPECT_EQ(ArchitectureFromGgufName("mistral"), std::nullopt);  // GGUF says llama
+  EXPECT_EQ(ArchitectureFromGgufName("folio"), std::nullopt);
+}
+
+TEST(Architecture, FamiliesFixWhatTheyFix) {
+  EXPECT_EQ(TraitsOf(Architecture::kQwen2).attention_bias, Fixed::kAlways);
+  EXPECT_EQ(TraitsOf(Architecture::kQwen3).qk_norm, Fixed::kAlways);
+  EXPECT_EQ(TraitsOf(Architecture::kLlama).gguf_rope_style, RopeStyle::kInterleaved);
+  EXPECT_EQ(TraitsOf(Architecture::kQwen2).gguf_rope_style, RopeStyle::kNeox);
+  EXPECT_FALSE(TraitsOf(Architecture::kFolio).hf_native);
+}
+
+}  // namespace
+}  // namespace folio::model
