@@ -126,7 +126,10 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
 
 Result<Model> LoadGgufModel(const std::filesystem::path& path) {
   FOLIO_ASSIGN_OR_RETURN(GgufFile opened, GgufFile::Open(path));
-  auto file = std::make_shared<GgufFile>(std::move(opened));
+  return GgufModel(std::make_shared<const GgufFile>(std::move(opened)), path);
+}
+
+Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesystem::path& path) {
   Result<ModelConfig> config = ConfigFromGguf(*file);
   if (!config) return config.error().WithContext(path.string());
 

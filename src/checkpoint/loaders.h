@@ -3,9 +3,12 @@
 #define FOLIO_CHECKPOINT_LOADERS_H_
 
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 
+#include "folio/checkpoint/gguf.h"
 #include "folio/model/model.h"
+#include "folio/tokenizer/tokenizer.h"
 
 namespace folio::checkpoint {
 
@@ -26,6 +29,16 @@ Result<ModelConfig> ParseHfConfig(const nlohmann::json& config);
 
 // A GGUF file (gguf_loader.cc).
 Result<Model> LoadGgufModel(const std::filesystem::path& path);
+// The model in an open GGUF file, whose tensors it maps in place (the model
+// keeps `file` alive); errors name `path`.
+Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesystem::path& path);
+
+// A folio or Hugging Face folder (model_io.cc).
+Result<Model> LoadFolderModel(const std::filesystem::path& dir);
+
+// The tokenizer a GGUF file's tokenizer.ggml.* metadata describes
+// (model_tokenizer.cc); errors name the key.
+Result<tokenizer::Tokenizer> GgufTokenizer(const GgufFile& file);
 
 }  // namespace folio::checkpoint
 

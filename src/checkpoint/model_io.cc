@@ -403,6 +403,8 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
 
 }  // namespace
 
+Result<Model> LoadFolderModel(const std::filesystem::path& dir) { return LoadFolder(dir); }
+
 Result<ModelConfig> ParseHfConfig(const nlohmann::json& j) { return ConfigFromJson(j); }
 
 Status SaveModel(const Model& model, const std::filesystem::path& dir) {
@@ -443,7 +445,7 @@ Status SaveModel(const Model& model, const std::filesystem::path& dir) {
 
 Result<Model> LoadModel(const std::filesystem::path& path) {
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) return LoadFolder(path);
+  if (std::filesystem::is_directory(path, ec)) return LoadFolderModel(path);
   if (!std::filesystem::exists(path, ec)) {
     return Status::NotFound("no model at " + path.string());
   }

@@ -1,15 +1,15 @@
 #include "folio/checkpoint/model_tokenizer.h"
 
+#include "checkpoint/loaders.h"
 #include "folio/checkpoint/gguf.h"
 #include "folio/tokenizer/tokenizer.h"
 
 namespace folio::checkpoint {
-namespace {
 
 using tokenizer::Tokenizer;
 using tokenizer::TokenizerSpec;
 
-Result<Tokenizer> FromGguf(const GgufFile& f) {
+Result<Tokenizer> GgufTokenizer(const GgufFile& f) {
   TokenizerSpec spec;
   FOLIO_ASSIGN_OR_RETURN(std::string kind, f.GetString("tokenizer.ggml.model"));
   if (kind == "gpt2") {
@@ -58,8 +58,6 @@ Result<Tokenizer> FromGguf(const GgufFile& f) {
   return Tokenizer::FromSpec(std::move(spec));
 }
 
-}  // namespace
-
 Result<std::optional<Tokenizer>> LoadModelTokenizer(const std::filesystem::path& model_path) {
   std::error_code ec;
   if (std::filesystem::is_directory(model_path, ec)) {
@@ -69,7 +67,7 @@ Result<std::optional<Tokenizer>> LoadModelTokenizer(const std::filesystem::path&
     return std::optional<Tokenizer>(std::move(t));
   }
   FOLIO_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(model_path));
-  Result<Tokenizer> t = FromGguf(f);
+  Result<Tokenizer> t = GgufTokenizer(f);
   if (!t) return t.error().WithContext(model_path.string());
   return std::optional<Tokenizer>(std::move(*t));
 }

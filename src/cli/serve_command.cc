@@ -1,14 +1,11 @@
 #include "cli/serve_command.h"
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli/served_model.h"
-#include "folio/checkpoint/gguf.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
 #include "folio/model/model.h"
@@ -22,39 +19,6 @@ namespace {
 int Fail(const Status& s) {
   std::cerr << "folio serve: " << s.ToString() << "\n";
   return 1;
-}
-
-// The Jinja chat template a model file carries: a Hugging Face folder's
-// tokenizer_config.json "chat_template" (a string, or a list of named
-// templates, "default" preferred), or GGUF's tokenizer.chat_template.
-// Empty when there is none or it cannot be read.
-std::string ReadChatTemplateSource(const std::filesystem::path& path) {
-  if (std::filesystem::is_directory(path)) {
-    std::ifstream in(path / "tokenizer_config.json");
-    if (!in) return "";
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (!j.is_object()) return "";
-    auto t = j.find("chat_template");
-    if (t == j.end()) return "";
-    if (t->is_string()) return t->get<std::string>();
-    if (t->is_array()) {
-      std::string first;
-      for (const nlohmann::json& named : *t) {
-        if (!named.is_object() || !named.contains("template") || !named["template"].is_string()) {
-          continue;
-        }
-        const std::string text = named["template"].get<std::string>();
-        if (named.value("name", "") == "default") return text;
-        if (first.empty()) first = text;
-      }
-      return first;
-    }
-    return "";
-  }
-  Result<checkpoint::GgufFile> f = checkpoint::GgufFile::Open(path);
-  if (!f) return "";
-  Result<std::string> t = f->GetString("tokenizer.chat_template");
-  return t ? *t : "";
 }
 
 }  // namespace
@@ -98,7 +62,7 @@ int RunServe(const ServeFlags& f) {
   } else {
     const tokenizer::Tokenizer& tokenizer = served->tokenizer();
     if (std::optional<int32_t> eos = tokenizer.eos_id()) info.stop_token_ids.push_back(*eos);
-    info.chat_template = server::DetectChatTemplate(ReadChatTemplateSource(f.model));
+    info.chat_template = server::DetectChatTemplate(served->chat_template);
     const std::string_view end = server::ChatEndOfTurn(info.chat_template);
     if (!end.empty()) {
       std::optional<int32_t> id = tokenizer.TokenId(end);

@@ -1,7 +1,6 @@
 #include "cli/served_model.h"
 
-#include "folio/checkpoint/model_io.h"
-#include "folio/checkpoint/model_tokenizer.h"
+#include "folio/checkpoint/checkpoint.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::cli {
@@ -25,9 +24,10 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
     s.model = std::make_unique<model::Model>(std::move(m));
     return s;
   }
-  FOLIO_ASSIGN_OR_RETURN(model::Model m, checkpoint::LoadModel(path));
-  s.model = std::make_unique<model::Model>(std::move(m));
-  FOLIO_ASSIGN_OR_RETURN(s.file_tokenizer, checkpoint::LoadModelTokenizer(path));
+  FOLIO_ASSIGN_OR_RETURN(checkpoint::Checkpoint c, checkpoint::LoadCheckpoint(path));
+  s.model = std::make_unique<model::Model>(std::move(c.model));
+  s.file_tokenizer = std::move(c.tokenizer);
+  s.chat_template = std::move(c.chat_template);
   if (!s.file_tokenizer && s.model->config().vocab_size != tokenizer::ByteTokenizer::kVocabSize) {
     return Status::NotFound("no tokenizer beside " + path +
                             ", and its vocabulary is not folio's byte-level one");

@@ -3,9 +3,10 @@
 //
 //   "builtin" (or "")  the worked example's weights (seed 20) with
 //                      `builtin_positions` positions, byte-level;
-//   a folder / .gguf   checkpoint::LoadModel plus the file's tokenizer
-//                      (LoadModelTokenizer); a byte-level model without one
-//                      uses ByteTokenizer::AsTokenizer().
+//   a folder / .gguf   checkpoint::LoadCheckpoint: the model, the file's
+//                      tokenizer and chat template, each file read once; a
+//                      byte-level model without a tokenizer uses
+//                      ByteTokenizer::AsTokenizer().
 //
 // Byte-level prompts start with the begin token and stop on nothing, as
 // `folio generate` does; other prompts get the tokenizer's special tokens.
@@ -29,6 +30,7 @@ struct ServedModel {
   bool builtin = false;
   std::unique_ptr<model::Model> model;
   std::optional<tokenizer::Tokenizer> file_tokenizer;  // the model file's, if any
+  std::string chat_template;  // the model file's Jinja source; empty if none
 
   // The file's tokenizer, or the byte-level one.
   const tokenizer::Tokenizer& tokenizer() const;
