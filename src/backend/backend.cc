@@ -12,8 +12,10 @@ namespace folio::backend {
 
 std::string_view BackendName(BackendKind kind) {
   switch (kind) {
-    case BackendKind::kCpu: return "cpu";
-    case BackendKind::kReference: return "reference";
+    case BackendKind::kCpu:
+      return "cpu";
+    case BackendKind::kReference:
+      return "reference";
   }
   return "unknown";
 }
@@ -107,15 +109,13 @@ class CpuBackend final : public HostBackend {
                 std::span<float> y) override {
     return ops::MatMul(w.host, x, rows, y, pool_);
   }
-  Result<std::unique_ptr<AttentionPlan>> PlanAttention(const attention::PagedAttentionParams& params,
-                                                       std::span<const float> query,
-                                                       std::span<float> out,
-                                                       const kv::PagedKvView& kv,
-                                                       const kv::PagedBatchView& batch) override {
+  Result<std::unique_ptr<AttentionPlan>> PlanAttention(
+      const attention::PagedAttentionParams& params, std::span<const float> query,
+      std::span<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch) override {
     if (kv.dtype == DType::kF64) return PlanReference(params, query, out, kv, batch);
     FOLIO_ASSIGN_OR_RETURN(attention::PagedAttentionPlan plan,
-                           attention::PagedAttentionPlan::Create(
-                               params, query, out, kv, batch, pool_ ? pool_->num_threads() : 1));
+                           attention::PagedAttentionPlan::Create(params, query, out, kv, batch,
+                                                                 pool_ ? pool_->num_threads() : 1));
     return std::unique_ptr<AttentionPlan>(new Plan(std::move(plan)));
   }
   Status RunAttention(const AttentionPlan& plan, std::span<const float> query,
@@ -142,11 +142,9 @@ class ReferenceBackend final : public HostBackend {
                 std::span<float> y) override {
     return ops::MatMulReference(w.host, x, rows, y);
   }
-  Result<std::unique_ptr<AttentionPlan>> PlanAttention(const attention::PagedAttentionParams& params,
-                                                       std::span<const float> query,
-                                                       std::span<float> out,
-                                                       const kv::PagedKvView& kv,
-                                                       const kv::PagedBatchView& batch) override {
+  Result<std::unique_ptr<AttentionPlan>> PlanAttention(
+      const attention::PagedAttentionParams& params, std::span<const float> query,
+      std::span<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch) override {
     return PlanReference(params, query, out, kv, batch);
   }
   Status RunAttention(const AttentionPlan& plan, std::span<const float> query,
@@ -159,8 +157,10 @@ class ReferenceBackend final : public HostBackend {
 
 std::unique_ptr<Backend> MakeBackend(BackendKind kind, ThreadPool* pool) {
   switch (kind) {
-    case BackendKind::kCpu: return std::make_unique<CpuBackend>(pool);
-    case BackendKind::kReference: return std::make_unique<ReferenceBackend>();
+    case BackendKind::kCpu:
+      return std::make_unique<CpuBackend>(pool);
+    case BackendKind::kReference:
+      return std::make_unique<ReferenceBackend>();
   }
   FOLIO_CHECK(false, "unknown backend kind ", static_cast<int>(kind));
   return nullptr;
