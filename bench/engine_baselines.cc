@@ -10,8 +10,9 @@ namespace folio::bench {
 
 Status GatherAttention::Attend(const attention::PagedAttentionParams& params,
                                std::span<const float> q, const kv::PagedKvCache& cache,
-                               uint64_t layer, const kv::BatchMetadata& meta, std::span<float> out,
-                               ThreadPool* pool) {
+                               uint64_t layer, const kv::BatchMetadata& meta,
+                               std::span<float> out) {
+  ThreadPool* const pool = pool_;
   const kv::PagedKvCacheConfig& kc = cache.config();
   const uint64_t batch = meta.batch;
   uint64_t max_context = 0;

@@ -23,9 +23,11 @@ namespace folio::bench {
 
 class GatherAttention final : public model::PagedAttentionPath {
  public:
+  // pool (optional) spreads the copy and the kernel; it must outlive this.
+  explicit GatherAttention(ThreadPool* pool = nullptr) : pool_(pool) {}
   Status Attend(const attention::PagedAttentionParams& params, std::span<const float> q,
                 const kv::PagedKvCache& cache, uint64_t layer, const kv::BatchMetadata& meta,
-                std::span<float> out, ThreadPool* pool) override;
+                std::span<float> out) override;
   // K/V bytes copied so far.
   uint64_t kv_copy_bytes() const { return kv_copy_bytes_; }
 
@@ -33,6 +35,7 @@ class GatherAttention final : public model::PagedAttentionPath {
   // The dense tensors, grown when a step needs more and otherwise reused (a
   // dense engine keeps its batch buffers too, so the baseline pays the
   // copy, not an allocation and first touch per layer).
+  ThreadPool* pool_;
   AlignedBuffer keys_, values_;  // [batch, kv_heads, max_context, head_dim]
   uint64_t kv_copy_bytes_ = 0;
 };

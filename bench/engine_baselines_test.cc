@@ -16,12 +16,7 @@ using test_support::Drive;
 using test_support::InOrder;
 using test_support::TestModel;
 
-const std::vector<std::vector<int32_t>> kPrompts = {
-    {0, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110},
-    {0, 7},
-    {0, 50, 60, 70, 80, 90},
-    {0, 200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217},
-};
+const std::vector<std::vector<int32_t>>& kPrompts = test_support::TestPrompts();
 
 engine::RequestParams Sampled() {
   engine::RequestParams p;

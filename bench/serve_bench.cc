@@ -94,7 +94,7 @@ class WorkloadRun {
       policies.admission = reservation;
     }
     if (mode.gather) {
-      gather = std::make_shared<GatherAttention>();
+      gather = std::make_shared<GatherAttention>(pool);
       policies.attention = gather;
     }
     FOLIO_ASSIGN_OR_RETURN(engine::Engine eng,

@@ -455,5 +455,41 @@ TEST_F(PagedAttentionErrors, UnsupportedKernelDtype) {
   EXPECT_EQ(Call().code(), StatusCode::kUnimplemented);
 }
 
+// Plan once per step, run per layer: one plan over two layers' pools (the
+// same placement, different content) gives each layer PagedAttention's bits.
+TEST(PagedAttentionPlan, OnePlanRunsEveryLayerWithTheKernelsBits) {
+  const std::vector<SeqSpec> seqs = {{300, 1, 31}, {40, 40, 32}, {1, 1, 33}};
+  const std::vector<SeqSpec> other = {{300, 1, 41}, {40, 40, 42}, {1, 1, 43}};
+  const PagedBatch layer0 = Place(seqs, 2, 32, 16, DType::kBF16, 7);
+  const PagedBatch layer1 = Place(other, 2, 32, 16, DType::kBF16, 7);  // same tables
+  ASSERT_EQ(layer0.block_table, layer1.block_table);
+  const auto q = Queries(seqs, 4, 32);
+  ThreadPool pool(2);
+  std::vector<float> out(q.size());
+  auto plan = PagedAttentionPlan::Create(Gqa(4, 32), q, out, layer0.kv(), layer0.batch(), 2);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const PagedBatch* layer : {&layer0, &layer1, &layer0}) {
+    ASSERT_TRUE(plan->Run(q, layer->kv(), out, &pool).ok());
+    EXPECT_EQ(out, RunKernel(Gqa(4, 32), q, *layer, &pool));
+  }
+}
+
+TEST(PagedAttentionPlan, RunRefusesOtherBuffersAndShapes) {
+  const std::vector<SeqSpec> seqs = {{20, 2, 51}};
+  const PagedBatch b = Place(seqs, 2, 32, 16, DType::kF32, 8);
+  const auto q = Queries(seqs, 4, 32);
+  std::vector<float> out(q.size()), other_out(q.size());
+  auto plan = PagedAttentionPlan::Create(Gqa(4, 32), q, out, b.kv(), b.batch(), 1);
+  ASSERT_TRUE(plan.ok());
+  EXPECT_EQ(plan->Run(q, b.kv(), other_out).code(), StatusCode::kInvalidArgument);
+  kv::PagedKvView wider = b.kv();
+  wider.num_pages += 1;
+  EXPECT_EQ(plan->Run(q, wider, out).code(), StatusCode::kInvalidArgument);
+  kv::PagedKvView bf16 = b.kv();
+  bf16.dtype = DType::kBF16;
+  EXPECT_EQ(plan->Run(q, bf16, out).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(plan->Run(q, b.kv(), out).ok());
+}
+
 }  // namespace
 }  // namespace folio::attention

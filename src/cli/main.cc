@@ -26,6 +26,7 @@
 #include "cli/layout_report.h"
 #include "cli/serve_command.h"
 #include "cli/served_model.h"
+#include "folio/backend/backend.h"
 #include "folio/checkpoint/model_io.h"
 #include "folio/checkpoint/model_tokenizer.h"
 #include "folio/core/checked_math.h"
@@ -183,8 +184,9 @@ int RunLayout(const LayoutFlags& f) {
 // prompt prefilled in one step, no prefix caching (one request shares
 // nothing). generate and logits run through it, the path serving uses.
 engine::EngineConfig SingleRequestEngine(uint64_t capacity, uint64_t page_size, DType kv_dtype,
-                                         uint64_t prompt_tokens) {
+                                         uint64_t prompt_tokens, backend::BackendKind backend) {
   engine::EngineConfig ec;
+  ec.backend = backend;
   ec.page_size = std::max<uint64_t>(1, std::min(page_size, capacity));
   ec.num_pages = std::max<uint64_t>(1, CeilDiv(capacity, ec.page_size));
   ec.kv_dtype = kv_dtype;
@@ -206,6 +208,7 @@ struct GenerateFlags {
   uint64_t threads = 0;
   uint64_t max_context = 4096;
   std::string kv_dtype = "f32";
+  std::string backend = "cpu";
   bool raw = false;
 };
 
@@ -229,8 +232,10 @@ int RunGenerate(const GenerateFlags& f) {
   }
   // The serving path: one request on the engine. Generation stops at the
   // context's end (the last token selected is never fed).
+  Result<backend::BackendKind> backend = backend::ParseBackendKind(f.backend);
+  if (!backend) return Fail(backend.error().WithContext("--backend"));
   const engine::EngineConfig ec =
-      SingleRequestEngine(capacity, f.page_size, *kv_dtype, prompt.size());
+      SingleRequestEngine(capacity, f.page_size, *kv_dtype, prompt.size(), *backend);
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
   if (!pool) return Fail(pool.error());
   Result<engine::Engine> eng =
@@ -363,6 +368,7 @@ struct LogitsFlags {
   std::string tokens;
   uint64_t greedy = 0;
   std::string kv_dtype = "f32";
+  std::string backend = "cpu";
   uint64_t page_size = 16;
   uint64_t threads = 1;
   uint64_t max_context = 4096;
@@ -384,7 +390,10 @@ int RunLogits(const LogitsFlags& f) {
   if (!kv_dtype) return Fail(kv_dtype.error());
   // The serving path: one request on the engine, prompt logits on, greedy.
   const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
-  engine::EngineConfig ec = SingleRequestEngine(capacity, f.page_size, *kv_dtype, tokens.size());
+  Result<backend::BackendKind> backend = backend::ParseBackendKind(f.backend);
+  if (!backend) return Fail(backend.error().WithContext("--backend"));
+  engine::EngineConfig ec =
+      SingleRequestEngine(capacity, f.page_size, *kv_dtype, tokens.size(), *backend);
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
   if (!pool) return Fail(pool.error());
   Result<engine::Engine> eng = engine::Engine::Create(*m, ec, pool->get());
@@ -478,6 +487,7 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--threads", gen.threads, "0 = all cores");
   gen_cmd->add_option("--max-context", gen.max_context, "cache positions");
   gen_cmd->add_option("--kv-dtype", gen.kv_dtype, "f64, f32, bf16 or f16");
+  gen_cmd->add_option("--backend", gen.backend, "cpu (SIMD kernels) or reference (scalar)");
   gen_cmd->add_flag("--raw", gen.raw, "write bytes as generated (default escapes non-ASCII)");
 
   std::string save_dir;
@@ -493,6 +503,7 @@ int main(int argc, char** argv) {
   logits_cmd->add_option("--tokens", logits.tokens, "prompt ids, e.g. 1,2,3")->required();
   logits_cmd->add_option("--greedy", logits.greedy, "greedy tokens to generate after");
   logits_cmd->add_option("--kv-dtype", logits.kv_dtype, "f32, bf16, f16 or f64");
+  logits_cmd->add_option("--backend", logits.backend, "cpu (SIMD kernels) or reference (scalar)");
   logits_cmd->add_option("--page-size", logits.page_size);
   logits_cmd->add_option("--threads", logits.threads);
   logits_cmd->add_option("--max-context", logits.max_context, "cache positions");

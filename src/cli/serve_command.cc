@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cli/served_model.h"
+#include "folio/backend/backend.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
 #include "folio/model/model.h"
@@ -37,6 +38,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   cmd->add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per step");
   cmd->add_option("--builtin-context", f.builtin_context, "positions of the built-in model");
   cmd->add_option("--kv-dtype", f.kv_dtype, "f32, bf16, f16 or f64");
+  cmd->add_option("--backend", f.backend, "cpu (SIMD kernels) or reference (scalar)");
   cmd->add_option("--max-queue", f.max_queue, "requests waiting to run; beyond: 429");
   cmd->add_option("--max-body-bytes", f.max_body_bytes, "larger request bodies: 413");
   cmd->add_option("--http-threads", f.http_threads, "connections served at once");
@@ -84,7 +86,10 @@ int RunServe(const ServeFlags& f) {
 
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error());
+  Result<backend::BackendKind> backend = backend::ParseBackendKind(f.backend);
+  if (!backend) return Fail(backend.error().WithContext("--backend"));
   engine::EngineConfig ec;
+  ec.backend = *backend;
   ec.page_size = f.page_size;
   ec.num_pages = f.num_pages;
   ec.kv_dtype = *kv_dtype;

@@ -21,6 +21,7 @@ struct ServeFlags {
   uint64_t max_num_batched_tokens = 256;
   uint64_t builtin_context = 512;  // positions of the built-in model
   std::string kv_dtype = "f32";
+  std::string backend = "cpu";
   uint64_t max_queue = 64;
   uint64_t max_body_bytes = 1 << 20;
   uint64_t http_threads = 64;

@@ -30,23 +30,26 @@ Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, Th
   kc.page_size = config.page_size;
   kc.num_pages = config.num_pages;
   kc.dtype = config.kv_dtype;
-  FOLIO_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::Create(kc, config.prefix_caching));
+  std::shared_ptr<backend::Backend> backend = backend::MakeBackend(config.backend, pool);
+  FOLIO_ASSIGN_OR_RETURN(KvCacheManager kv,
+                         KvCacheManager::Create(kc, config.prefix_caching, backend.get()));
   if (!policies.admission) {
     const auto watermark_pages =
         static_cast<uint64_t>(std::ceil(config.watermark * static_cast<double>(config.num_pages)));
     policies.admission = std::make_shared<WatermarkAdmission>(watermark_pages);
   }
-  return Engine(std::make_unique<KvCacheManager>(std::move(kv)), model, config, pool, tokenizer,
-                std::move(policies));
+  return Engine(std::make_unique<KvCacheManager>(std::move(kv)), model, config, std::move(backend),
+                tokenizer, std::move(policies));
 }
 
 Engine::Engine(std::unique_ptr<KvCacheManager> kv, const model::Model& model, EngineConfig config,
-               ThreadPool* pool, const tokenizer::Tokenizer* tokenizer, EnginePolicies policies)
+               std::shared_ptr<backend::Backend> backend, const tokenizer::Tokenizer* tokenizer,
+               EnginePolicies policies)
     : config_(config),
       kv_(std::move(kv)),
       scheduler_({config.max_num_batched_tokens, config.max_num_seqs}, kv_.get(),
                  std::move(policies.admission)),
-      runner_(model, pool, std::move(policies.attention)),
+      runner_(model, std::move(backend), std::move(policies.attention)),
       outputs_(tokenizer) {}
 
 Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestParams& params) const {

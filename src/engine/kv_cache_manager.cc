@@ -8,8 +8,10 @@
 namespace folio::engine {
 
 Result<KvCacheManager> KvCacheManager::Create(const kv::PagedKvCacheConfig& config,
-                                              bool prefix_caching) {
-  FOLIO_ASSIGN_OR_RETURN(kv::PagedKvCache cache, kv::PagedKvCache::Create(config));
+                                              bool prefix_caching, backend::Backend* backend) {
+  FOLIO_ASSIGN_OR_RETURN(kv::PagedKvCache cache, backend != nullptr
+                                                     ? backend->CreateKvPool(config)
+                                                     : kv::PagedKvCache::Create(config));
   return KvCacheManager(std::move(cache), prefix_caching);
 }
 

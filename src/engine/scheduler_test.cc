@@ -145,6 +145,22 @@ class SchedulerTest : public ::testing::Test {
   }
   uint64_t Free() const { return kv_->cache().pool().num_free(); }
 
+  // Two requests of 7 tokens and 12 outputs in a pool of 5 pages of 4: both
+  // are admitted (2 pages each) and, at position 8, both need a third; the
+  // younger is preempted. Returns the plans of the steps until then.
+  struct TwoRequests {
+    RequestId old, young;
+    std::vector<RequestId> preempted;  // by the step that preempted
+  };
+  TwoRequests RunUntilPreempted() {
+    Make({.num_pages = 5, .prefix_caching = false});
+    TwoRequests t{Add(Prompt(7, 1), 12), Add(Prompt(7, 2), 12), {}};
+    Step();
+    EXPECT_EQ(sched_->num_running(), 2u);
+    for (int i = 0; i < 12 && t.preempted.empty(); ++i) t.preempted = Step().preempted;
+    return t;
+  }
+
   std::unique_ptr<KvCacheManager> kv_;
   std::shared_ptr<Counting> policy_;
   std::unique_ptr<Scheduler> sched_;
@@ -391,16 +407,7 @@ TEST_F(SchedulerTest, CachedPagesAreEvictedBeforeAnythingIsPreempted) {
 }
 
 TEST_F(SchedulerTest, PreemptionTakesTheMostRecentlyAdmittedFirst) {
-  Make({.num_pages = 5, .prefix_caching = false});
-  const RequestId old = Add(Prompt(7, 1), 12);  // 2 pages
-  const RequestId young = Add(Prompt(7, 2), 12);
-  Step();
-  ASSERT_EQ(sched_->num_running(), 2u);
-  std::vector<RequestId> preempted;
-  for (int i = 0; i < 12 && preempted.empty(); ++i) {
-    const SchedulerOutput out = Step();
-    preempted = out.preempted;
-  }
+  const auto [old, young, preempted] = RunUntilPreempted();
   EXPECT_EQ(preempted, std::vector<RequestId>{young});
   EXPECT_EQ(sched_->waiting().front(), young);
   EXPECT_EQ(sched_->running().front(), old);
@@ -408,13 +415,8 @@ TEST_F(SchedulerTest, PreemptionTakesTheMostRecentlyAdmittedFirst) {
 }
 
 TEST_F(SchedulerTest, APreemptedRequestRecomputesItsGeneratedTokensToo) {
-  Make({.num_pages = 5, .prefix_caching = false});
-  Add(Prompt(7, 1), 12);
-  const RequestId young = Add(Prompt(7, 2), 12);
-  Step();
-  SchedulerOutput out;
-  for (int i = 0; i < 12 && out.preempted.empty(); ++i) out = Step();
-  ASSERT_FALSE(out.preempted.empty());
+  const RequestId young = RunUntilPreempted().young;
+  ASSERT_GT(sched_->stats().preemptions, 0u);
   const Sequence& s = sched_->sequence(young);
   EXPECT_EQ(s.num_computed, 0u);
   EXPECT_GT(s.num_output_tokens(), 0u);
@@ -514,13 +516,8 @@ TEST_F(SchedulerTest, AbortingMidPrefillFreesThePartialPrompt) {
 }
 
 TEST_F(SchedulerTest, AbortingAPreemptedRequestReleasesItOnce) {
-  Make({.num_pages = 5, .prefix_caching = false});
-  Add(Prompt(7, 1), 12);
-  const RequestId young = Add(Prompt(7, 2), 12);
-  Step();
-  SchedulerOutput out;
-  for (int i = 0; i < 12 && out.preempted.empty(); ++i) out = Step();
-  ASSERT_EQ(out.preempted, std::vector<RequestId>{young});
+  const auto [old, young, preempted] = RunUntilPreempted();
+  ASSERT_EQ(preempted, std::vector<RequestId>{young});
   sched_->Finish(young);
   EXPECT_EQ(sched_->num_waiting(), 0u);
   RunToEnd();

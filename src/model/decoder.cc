@@ -8,6 +8,7 @@
 
 #include "folio/attention/paged_attention.h"
 #include "folio/attention/reference.h"
+#include "folio/backend/backend.h"
 #include "folio/core/aligned_buffer.h"
 #include "folio/core/checked_math.h"
 #include "folio/ops/matmul.h"
@@ -59,7 +60,8 @@ std::span<T> Row(std::vector<T>& v, uint64_t row, uint64_t width) {
 // page placement.
 template <typename T>
 Status Attend(const attention::AttentionParams& ap, uint64_t batch, std::span<const T> q,
-              const KvArrayView& k, const KvArrayView& v, std::span<T> out, ThreadPool* pool) {
+              const KvArrayView& k, const KvArrayView& v, std::span<T> out,
+              backend::Backend* backend) {
   const uint64_t n = ap.query_len, hd = k.shape.head_dim;
   if constexpr (std::is_same_v<T, float>) {
     if (k.dtype != DType::kF64) {
@@ -84,8 +86,10 @@ Status Attend(const attention::AttentionParams& ap, uint64_t batch, std::span<co
       p.window = ap.window;
       const kv::PagedKvView pool_view{
           k.data, v.data, k.dtype, k.num_pages * batch, k.shape.num_kv_heads, k.page_size, hd};
-      return attention::PagedAttention(p, q, pool_view, {block_table, pages, context, indptr}, out,
-                                       pool);
+      FOLIO_ASSIGN_OR_RETURN(
+          std::unique_ptr<backend::AttentionPlan> plan,
+          backend->PlanAttention(p, q, out, pool_view, {block_table, pages, context, indptr}));
+      return backend->RunAttention(*plan, q, pool_view, out);
     }
   }
   std::vector<T> qh(q.size()), attn(q.size());
@@ -103,14 +107,15 @@ class Linear;
 template <>
 class Linear<double> {
  public:
-  explicit Linear(const Tensor& t)
+  Linear(const Tensor& t, backend::Backend*)
       : values_(t.ToDoubles()), rows_(t.shape.at(0)), cols_(t.shape.at(1)) {}
-  void Apply(std::span<const double> x, uint64_t num_rows, std::span<double> y, ThreadPool*) const {
+  void Apply(std::span<const double> x, uint64_t num_rows, std::span<double> y,
+             backend::Backend*) const {
     for (uint64_t r = 0; r < num_rows; ++r) {
       ops::MatVec<double>(values_, x.subspan(r * cols_, cols_), y.subspan(r * rows_, rows_));
     }
   }
-  void Row(uint64_t i, std::span<double> out) const {
+  void Row(uint64_t i, std::span<double> out, backend::Backend*) const {
     std::copy_n(values_.begin() + static_cast<ptrdiff_t>(i * cols_), cols_, out.begin());
   }
 
@@ -119,33 +124,40 @@ class Linear<double> {
   uint64_t rows_, cols_;
 };
 
-// float32: weights stay as stored and the SIMD kernel widens them as it
-// reads; a type without a matmul kernel (f64) is decoded to f32 once.
+// float32: weights stay as stored, uploaded once to the backend, whose
+// kernels widen them as they read; a type without a matmul kernel (f64) is
+// decoded to f32 once first.
 template <>
 class Linear<float> {
  public:
-  explicit Linear(const Tensor& t) : owner_(t.owner) {
+  Linear(const Tensor& t, backend::Backend* backend) : owner_(t.owner) {
     const uint64_t rows = t.shape.at(0), cols = t.shape.at(1);
+    ops::WeightView view{t.bytes.data(), t.type, rows, cols};
     if (!ops::TraitsOf(t.type).has_matmul) {
       converted_.resize(rows * cols);
       ops::DequantizeRow(t.type, t.bytes.data(), converted_);
-      view_ = {reinterpret_cast<const std::byte*>(converted_.data()), ops::WeightType::kF32, rows,
-               cols};
-      return;
+      view = {reinterpret_cast<const std::byte*>(converted_.data()), ops::WeightType::kF32, rows,
+              cols};
     }
-    view_ = {t.bytes.data(), t.type, rows, cols};
+    Result<backend::Weight> w = backend->Upload(view);
+    FOLIO_CHECK(w.ok(), w.status().ToString());  // the model validated its tensors
+    weight_ = *w;
   }
   Status Apply(std::span<const float> x, uint64_t num_rows, std::span<float> y,
-               ThreadPool* pool) const {
-    return ops::MatMul(view_, x.first(num_rows * view_.cols), num_rows,
-                       y.first(num_rows * view_.rows), pool);
+               backend::Backend* backend) const {
+    const ops::WeightView& v = weight_.host;
+    return backend->MatMul(weight_, x.first(num_rows * v.cols), num_rows,
+                           y.first(num_rows * v.rows));
   }
-  void Row(uint64_t i, std::span<float> out) const { ops::WidenRow(view_, i, out); }
+  void Row(uint64_t i, std::span<float> out, backend::Backend* backend) const {
+    const auto id = static_cast<int32_t>(i);
+    backend->Embed(weight_, std::span<const int32_t>(&id, 1), out);
+  }
 
  private:
   std::shared_ptr<const void> owner_;  // keeps a mapped file alive
   std::vector<float> converted_;
-  ops::WeightView view_{};
+  backend::Weight weight_{};
 };
 
 template <typename T>
@@ -158,12 +170,12 @@ std::vector<T> Values(const Tensor& t) {
 // Status-returning apply for both specialisations.
 template <typename T>
 Status ApplyLinear(const Linear<T>& l, std::span<const T> x, uint64_t rows, std::span<T> y,
-                   ThreadPool* pool) {
+                   backend::Backend* backend) {
   if constexpr (std::is_same_v<T, double>) {
-    l.Apply(x, rows, y, pool);
+    l.Apply(x, rows, y, backend);
     return Status::Ok();
   } else {
-    return l.Apply(x, rows, y, pool);
+    return l.Apply(x, rows, y, backend);
   }
 }
 
@@ -204,27 +216,36 @@ struct Decoder<T>::Weights {
   Linear<T> head;                // the embedding again when tied
   std::vector<double> inv_freq;  // RoPE, one per rotated pair
 
-  explicit Weights(const Model& m)
-      : embedding(m.weights().embedding),
+  Weights(const Model& m, backend::Backend* b)
+      : embedding(m.weights().embedding, b),
         final_norm(Values<T>(m.weights().final_norm)),
-        head(m.config().tie_embeddings ? m.weights().embedding : m.weights().lm_head),
+        head(m.config().tie_embeddings ? m.weights().embedding : m.weights().lm_head, b),
         inv_freq(RopeInverseFrequencies(m.config())) {
     for (const LayerWeights& l : m.weights().layers) {
       layers.push_back(Layer{Values<T>(l.attn_norm), Values<T>(l.ffn_norm), Values<T>(l.bq),
                              Values<T>(l.bk), Values<T>(l.bv), Values<T>(l.q_norm),
-                             Values<T>(l.k_norm), Linear<T>(l.wq), Linear<T>(l.wk), Linear<T>(l.wv),
-                             Linear<T>(l.wo), Linear<T>(l.w_gate), Linear<T>(l.w_up),
-                             Linear<T>(l.w_down)});
+                             Values<T>(l.k_norm), Linear<T>(l.wq, b), Linear<T>(l.wk, b),
+                             Linear<T>(l.wv, b), Linear<T>(l.wo, b), Linear<T>(l.w_gate, b),
+                             Linear<T>(l.w_up, b), Linear<T>(l.w_down, b)});
     }
   }
 };
 
 template <typename T>
 Decoder<T>::Decoder(const Model& model, ThreadPool* pool)
-    : pool_(pool),
+    : Decoder(model, std::is_same_v<T, float>
+                         ? std::shared_ptr<backend::Backend>(
+                               backend::MakeBackend(backend::BackendKind::kCpu, pool))
+                         : nullptr) {}
+
+template <typename T>
+Decoder<T>::Decoder(const Model& model, std::shared_ptr<backend::Backend> backend)
+    : backend_(std::move(backend)),
       config_(model.config()),
       model_id_(model.id()),
-      weights_(std::make_unique<const Weights>(model)) {}
+      weights_(std::make_unique<const Weights>(model, backend_.get())) {
+  if constexpr (std::is_same_v<T, float>) FOLIO_CHECK(backend_ != nullptr);
+}
 
 template <typename T>
 Decoder<T>::~Decoder() = default;
@@ -269,9 +290,33 @@ Result<std::vector<T>> Decoder<T>::Run(const RowPlan& plan, AttendFn&& attend) c
     }
   }
 
+  // The ops, on the backend for float (double, the worked example, runs
+  // the scalar ops directly). Norms and RoPE work row by row.
+  backend::Backend* const be = backend_.get();
+  auto rms_norm = [&](std::span<const T> in, const std::vector<T>& gain, std::span<T> out) {
+    if constexpr (std::is_same_v<T, float>) {
+      be->RmsNorm(in, gain, eps, out);
+    } else {
+      for (uint64_t off = 0; off < in.size(); off += gain.size()) {
+        ops::RmsNorm<T>(in.subspan(off, gain.size()), gain, eps, out.subspan(off, gain.size()));
+      }
+    }
+  };
+  auto rope = [&](std::vector<T>& y) {
+    if constexpr (std::is_same_v<T, float>) {
+      be->Rope(y, rows, hd, cos, sin, neox);
+    } else {
+      const uint64_t width = y.size() / rows;
+      for (uint64_t r = 0; r < rows; ++r) {
+        ops::Rope<T>(Row(y, r, width), hd, std::span<const T>(cos).subspan(r * half, half),
+                     std::span<const T>(sin).subspan(r * half, half), neox);
+      }
+    }
+  };
+
   std::vector<T> x(rows * d);  // residual stream [rows, hidden]
   for (uint64_t r = 0; r < rows; ++r) {
-    w.embedding.Row(static_cast<uint64_t>(plan.tokens[r]), Row(x, r, d));
+    w.embedding.Row(static_cast<uint64_t>(plan.tokens[r]), Row(x, r, d), be);
   }
   std::vector<T> h(rows * d), q(rows * qs), k(rows * kvs), v(rows * kvs);
   std::vector<T> attn(q.size()), delta(rows * d);
@@ -281,50 +326,44 @@ Result<std::vector<T>> Decoder<T>::Run(const RowPlan& plan, AttendFn&& attend) c
     for (uint64_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
   };
   auto head_norm = [&](std::vector<T>& y, const std::vector<T>& gain) {
-    if (gain.empty()) return;
-    for (uint64_t off = 0; off < y.size(); off += hd) {
-      const std::span<T> head = std::span<T>(y).subspan(off, hd);
-      ops::RmsNorm<T>(head, gain, eps, head);
-    }
+    if (!gain.empty()) rms_norm(y, gain, y);
   };
   for (uint64_t layer = 0; layer < c.num_layers; ++layer) {
     const auto& lw = w.layers[layer];
-    for (uint64_t r = 0; r < rows; ++r)
-      ops::RmsNorm<T>(Row(x, r, d), lw.attn_norm, eps, Row(h, r, d));
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wq, h, rows, q, pool_));
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wk, h, rows, k, pool_));
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wv, h, rows, v, pool_));
+    rms_norm(x, lw.attn_norm, h);
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wq, h, rows, q, be));
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wk, h, rows, k, be));
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wv, h, rows, v, be));
     add_bias(q, lw.bq);
     add_bias(k, lw.bk);
     add_bias(v, lw.bv);
     head_norm(q, lw.q_norm);
     head_norm(k, lw.k_norm);
-    for (uint64_t r = 0; r < rows; ++r) {
-      const std::span<const T> rc = std::span<const T>(cos).subspan(r * half, half);
-      const std::span<const T> rs = std::span<const T>(sin).subspan(r * half, half);
-      ops::Rope<T>(Row(q, r, qs), hd, rc, rs, neox);
-      ops::Rope<T>(Row(k, r, kvs), hd, rc, rs, neox);
-    }
+    rope(q);
+    rope(k);
     FOLIO_RETURN_IF_ERROR(attend(layer, std::span<const T>(q), std::span<const T>(k),
                                  std::span<const T>(v), std::span<T>(attn)));
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wo, attn, rows, delta, pool_));
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wo, attn, rows, delta, be));
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
-    for (uint64_t r = 0; r < rows; ++r)
-      ops::RmsNorm<T>(Row(x, r, d), lw.ffn_norm, eps, Row(h, r, d));
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.gate, h, rows, gate, pool_));
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.up, h, rows, up, pool_));
-    ops::SwiGlu<T>(gate, up);
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.down, gate, rows, delta, pool_));
+    rms_norm(x, lw.ffn_norm, h);
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.gate, h, rows, gate, be));
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.up, h, rows, up, be));
+    if constexpr (std::is_same_v<T, float>) {
+      be->SwiGlu(gate, up);
+    } else {
+      ops::SwiGlu<T>(gate, up);
+    }
+    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.down, gate, rows, delta, be));
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
   }
   // The output head only for the rows asked for.
   const uint64_t out_rows = plan.logit_rows.size();
   std::vector<T> hn(out_rows * d);
   for (uint64_t o = 0; o < out_rows; ++o) {
-    ops::RmsNorm<T>(Row(x, plan.logit_rows[o], d), w.final_norm, eps, Row(hn, o, d));
+    rms_norm(Row(x, plan.logit_rows[o], d), w.final_norm, Row(hn, o, d));
   }
   std::vector<T> logits(out_rows * c.vocab_size);
-  FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(w.head, hn, out_rows, logits, pool_));
+  FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(w.head, hn, out_rows, logits, be));
   for (uint64_t o = 0; o < out_rows; ++o) {
     for (T value : Row(logits, o, c.vocab_size)) {
       if (!std::isfinite(value)) {
@@ -382,7 +421,8 @@ Result<std::vector<T>> Decoder<T>::Prefill(DecoderCache& cache, std::span<const 
     kv::LayerCache& lc = cache.layer(layer);
     FOLIO_RETURN_IF_ERROR(lc.Stage(std::span<const T>(kh), std::span<const T>(vh), n)
                               .WithContext("layer " + std::to_string(layer)));
-    return Attend<T>(ap, batch, q, lc.View(KvRole::kKey), lc.View(KvRole::kValue), out, pool_);
+    return Attend<T>(ap, batch, q, lc.View(KvRole::kKey), lc.View(KvRole::kValue), out,
+                     backend_.get());
   };
   Result<std::vector<T>> logits = Run(RowPlan{tokens, lanes.positions, lanes.logit_rows}, attend);
   for (size_t l = 0; l < cache.num_layers(); ++l) {
@@ -432,7 +472,7 @@ Result<std::vector<T>> Decoder<T>::Forward(std::span<const int32_t> tokens, uint
       return KvArrayView{
           reinterpret_cast<const std::byte*>(a.data()), DTypeOf<T>(), table, 1, n, shape, n};
     };
-    return Attend<T>(ap, batch, q, view(keys), view(values), out, pool_);
+    return Attend<T>(ap, batch, q, view(keys), view(values), out, backend_.get());
   };
   return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows}, attend);
 }
@@ -488,12 +528,19 @@ Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::Batch
     p.num_q_heads = config_.num_heads;
     p.scale = 1.0 / std::sqrt(static_cast<double>(config_.head_dim()));
     p.window = config_.window;
+    std::unique_ptr<backend::AttentionPlan> plan;
     auto attend = [&](uint64_t layer, std::span<const float> q, std::span<const float> k,
                       std::span<const float> v, std::span<float> out) -> Status {
-      FOLIO_RETURN_IF_ERROR(cache.WriteRows(layer, meta.slot_mapping, k, v)
+      FOLIO_RETURN_IF_ERROR(backend_->WriteKv(cache, layer, meta.slot_mapping, k, v)
                                 .WithContext("layer " + std::to_string(layer)));
-      if (path != nullptr) return path->Attend(p, q, cache, layer, meta, out, pool_);
-      return attention::PagedAttention(p, q, cache.View(layer), kv::ViewOf(meta), out, pool_);
+      if (path != nullptr) return path->Attend(p, q, cache, layer, meta, out);
+      // Every layer has the step's metadata and reuses the q/out buffers:
+      // one plan, made at the first layer, runs them all.
+      if (!plan) {
+        FOLIO_ASSIGN_OR_RETURN(
+            plan, backend_->PlanAttention(p, q, out, cache.View(layer), kv::ViewOf(meta)));
+      }
+      return backend_->RunAttention(*plan, q, cache.View(layer), out);
     };
     return Run(RowPlan{tokens, positions, logit_rows}, attend);
   }

@@ -4,6 +4,9 @@
 #ifndef FOLIO_TESTING_TEST_MODEL_H_
 #define FOLIO_TESTING_TEST_MODEL_H_
 
+#include <cstdint>
+#include <vector>
+
 #include "folio/model/model.h"
 
 namespace folio::test_support {
@@ -15,6 +18,18 @@ inline const model::Model& TestModel() {
     return new model::Model(*model::Model::FromSeed(c, 11));
   }();
   return *m;
+}
+
+// Four prompts of different lengths in the test model's vocabulary, for
+// engine runs.
+inline const std::vector<std::vector<int32_t>>& TestPrompts() {
+  static const std::vector<std::vector<int32_t>> prompts = {
+      {0, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110},
+      {0, 7},
+      {0, 50, 60, 70, 80, 90},
+      {0, 200, 201, 202, 203, 204, 205, 206, 207, 208, 209, 210, 211, 212, 213, 214, 215, 216, 217},
+  };
+  return prompts;
 }
 
 }  // namespace folio::test_support

@@ -109,6 +109,32 @@ def test_hugging_face_folder(tmp_path, name, dtype, extra, shards):
     check(a, w_ref, run_folio(tmp_path / "m"))
 
 
+@pytest.mark.parametrize("name,dtype", [("llama", "bf16"), ("qwen3", "f32")])
+def test_reference_backend_matches_numpy_and_the_cpu_backend(tmp_path, name, dtype):
+    """The backend seam on real checkpoints: `--backend reference` runs the
+    scalar references (double-accumulating matmul, float64 attention) behind
+    the same seam as the SIMD kernels. Both pass the float64 NumPy check, so
+    they agree within twice its tolerance, and greedy tokens are equal."""
+    a = ck.Arch(name=name)
+    w, w_ref = decisive(a, 40 + len(name), lambda w: ck.stored(w, dtype))
+    ck.write_hf(tmp_path / "m", a, w, dtype)
+    ref = run_folio(tmp_path / "m", "--backend", "reference")
+    cpu = run_folio(tmp_path / "m")
+    check(a, w_ref, ref)
+    assert ref["greedy"] == cpu["greedy"]
+    got, want = np.array(ref["logits"]), np.array(cpu["logits"])
+    assert np.abs(got - want).max() <= 2 * tolerance(ck.forward(a, w_ref, PROMPT))
+
+
+def test_unknown_backend_is_refused_by_name(tmp_path):
+    a = ck.Arch(name="llama")
+    ck.write_hf(tmp_path / "m", a, ck.random_weights(a, 1), "f32")
+    out = subprocess.run([FOLIO, "logits", "--model", str(tmp_path / "m"), "--tokens", "1,2",
+                          "--backend", "cuda"], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "--backend" in out.stderr and "cuda" in out.stderr
+
+
 GGUF_CASES = [("llama", "q8_0"), ("llama", "f16"), ("qwen2", "f32"), ("qwen3", "bf16"),
               ("qwen3", "q8_0")]
 

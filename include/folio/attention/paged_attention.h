@@ -32,6 +32,7 @@
 #define FOLIO_ATTENTION_PAGED_ATTENTION_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "folio/core/status.h"
@@ -74,6 +75,37 @@ Status ValidatePagedAttention(const PagedAttentionParams& params, size_t query_s
 Status PagedAttention(const PagedAttentionParams& params, std::span<const float> query,
                       const kv::PagedKvView& kv, const kv::PagedBatchView& batch,
                       std::span<float> out, ThreadPool* pool = nullptr);
+
+// One call's validated metadata and work split, made once per step and run
+// for every layer (FlashInfer's plan/run split): a step's layers share
+// their block tables, context lengths and query rows, and the decoder
+// reuses its query and output buffers, so one plan serves them all. The
+// plan keeps pointers into `batch`'s arrays and into query and out: they
+// must outlive it and stay where they are. Run checks that it gets the
+// planned buffers and a K/V view of the planned shape (every layer's pool
+// has the same), so a misuse is an error, never a wrong read. Results are
+// PagedAttention's, bit for bit.
+class PagedAttentionPlan {
+ public:
+  // Errors: ValidatePagedAttention's; K/V dtype other than f32, bf16, f16.
+  static Result<PagedAttentionPlan> Create(const PagedAttentionParams& params,
+                                           std::span<const float> query, std::span<float> out,
+                                           const kv::PagedKvView& kv,
+                                           const kv::PagedBatchView& batch, size_t num_threads);
+  PagedAttentionPlan(PagedAttentionPlan&&) noexcept;
+  PagedAttentionPlan& operator=(PagedAttentionPlan&&) noexcept;
+  ~PagedAttentionPlan();
+
+  // Errors (nothing read): other buffers than planned, a K/V view of
+  // another shape or dtype.
+  Status Run(std::span<const float> query, const kv::PagedKvView& kv, std::span<float> out,
+             ThreadPool* pool = nullptr) const;
+
+ private:
+  struct Impl;
+  explicit PagedAttentionPlan(std::unique_ptr<const Impl> impl);
+  std::unique_ptr<const Impl> impl_;
+};
 
 // The scalar reference: per row, a two-pass softmax over the visible keys
 // in float64, read through the same addressing. K/V dtype f64, f32, bf16 or

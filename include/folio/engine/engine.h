@@ -52,6 +52,9 @@ struct EngineConfig {
   // Free pages kept back at admission for running sequences to grow into,
   // as a fraction of the pool (vLLM's default is 1%).
   double watermark = 0.01;
+  // What computes: the SIMD kernels (cpu) or their scalar references
+  // (reference: slow, for checking; see backend/backend.h).
+  backend::BackendKind backend = backend::BackendKind::kCpu;
 };
 
 // Parts of the engine a benchmark may replace to measure folio against a
@@ -140,7 +143,8 @@ class Engine {
 
  private:
   Engine(std::unique_ptr<KvCacheManager> kv, const model::Model& model, EngineConfig config,
-         ThreadPool* pool, const tokenizer::Tokenizer* tokenizer, EnginePolicies policies);
+         std::shared_ptr<backend::Backend> backend, const tokenizer::Tokenizer* tokenizer,
+         EnginePolicies policies);
 
   // The checks AddRequest makes on a request's prompt and parameters.
   Status ValidateRequest(std::span<const int32_t> prompt, const RequestParams& params) const;

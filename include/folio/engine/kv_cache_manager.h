@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "folio/backend/backend.h"
 #include "folio/core/status.h"
 #include "folio/kv/paged_kv_cache.h"
 #include "folio/kv/prefix_cache.h"
@@ -39,8 +40,10 @@ namespace folio::engine {
 
 class KvCacheManager {
  public:
-  // Errors: PagedKvCache::Create's.
-  static Result<KvCacheManager> Create(const kv::PagedKvCacheConfig& config, bool prefix_caching);
+  // The pool is the backend's (host memory when backend is null). Errors:
+  // PagedKvCache::Create's.
+  static Result<KvCacheManager> Create(const kv::PagedKvCacheConfig& config, bool prefix_caching,
+                                       backend::Backend* backend = nullptr);
 
   const kv::PagedKvCacheConfig& config() const { return cache_.config(); }
   uint64_t page_size() const { return cache_.config().page_size; }

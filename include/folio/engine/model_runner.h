@@ -24,11 +24,11 @@ namespace folio::engine {
 
 class ModelRunner {
  public:
-  // pool (optional) spreads the kernels; attention (optional) replaces the
-  // direct page reads, for benchmarks (model::PagedAttentionPath).
-  ModelRunner(const model::Model& model, ThreadPool* pool,
+  // backend (not null) computes; attention (optional) replaces the direct
+  // page reads, for benchmarks (model::PagedAttentionPath).
+  ModelRunner(const model::Model& model, std::shared_ptr<backend::Backend> backend,
               std::shared_ptr<model::PagedAttentionPath> attention)
-      : decoder_(model, pool), attention_(std::move(attention)) {}
+      : decoder_(model, std::move(backend)), attention_(std::move(attention)) {}
 
   const model::ModelConfig& config() const { return decoder_.config(); }
   const std::string& model_id() const { return decoder_.model_id(); }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "folio/attention/paged_attention.h"
+#include "folio/backend/backend.h"
 #include "folio/core/aligned_buffer.h"
 #include "folio/core/dtype.h"
 #include "folio/core/status.h"
@@ -64,30 +65,33 @@ class DecoderCache {
 enum class LogitRows : uint8_t { kAll, kLast };
 
 // How a paged-cache step's attention reads K/V. Decoder::Step's own path
-// reads the pages straight through the block tables
-// (attention::PagedAttention); a benchmark plugs a baseline in here (the
-// dense gather of bench/gather_attention.h). An implementation writes
-// attention of q ([rows, num_heads * head_dim]) over the cache's layer
-// into out, and must give the same bits as the direct path.
+// reads the pages straight through the block tables (the backend's paged
+// attention); a benchmark plugs a baseline in here (the dense gather of
+// bench/engine_baselines.h). An implementation writes attention of q
+// ([rows, num_heads * head_dim]) over the cache's layer into out, and must
+// give the same bits as the direct path.
 class PagedAttentionPath {
  public:
   virtual ~PagedAttentionPath() = default;
   virtual Status Attend(const attention::PagedAttentionParams& params, std::span<const float> q,
                         const kv::PagedKvCache& cache, uint64_t layer,
-                        const kv::BatchMetadata& meta, std::span<float> out, ThreadPool* pool) = 0;
+                        const kv::BatchMetadata& meta, std::span<float> out) = 0;
 };
 
 // Computes in T (double for the worked example, float in production).
-// T = double widens every weight to float64 once; T = float keeps f32, f16,
-// bf16 and Q8_0 weights as stored (kernels widen them as they read; f64
-// weights are rounded to f32 once) and runs the SIMD kernels: matmuls
-// (ops/matmul.h) and, for f32/bf16/f16 caches, paged attention
-// (attention/paged_attention.h), spread over `pool` when given. Results
-// never depend on the pool's size.
+// T = double widens every weight to float64 once and runs the scalar ops.
+// T = float runs every op on a compute backend (backend/backend.h): weights
+// are uploaded once as stored (f32, f16, bf16 and Q8_0; the kernels widen
+// them as they read; f64 weights are rounded to f32 once), and each paged
+// step plans its attention once and runs the plan for every layer. The
+// cpu backend's results never depend on its pool's size.
 template <typename T>
 class Decoder {
  public:
+  // T = float: the cpu backend over `pool`.
   explicit Decoder(const Model& model, ThreadPool* pool = nullptr);
+  // T = float: any backend (not null). T = double ignores it.
+  Decoder(const Model& model, std::shared_ptr<backend::Backend> backend);
   ~Decoder();
   Decoder(Decoder&&) noexcept;
 
@@ -146,7 +150,7 @@ class Decoder {
   template <typename AttendFn>
   Result<std::vector<T>> Run(const RowPlan& plan, AttendFn&& attend) const;
 
-  ThreadPool* pool_;
+  std::shared_ptr<backend::Backend> backend_;  // float only
   ModelConfig config_;
   std::string model_id_;
   std::unique_ptr<const Weights> weights_;

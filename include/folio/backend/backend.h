@@ -1,0 +1,102 @@
+// The compute backend seam: everything a forward pass does that touches
+// device memory or computes goes through one Backend, so the model is
+// written once and a device (a GPU, later) plugs in here without touching
+// the scheduler or the model.
+//
+//   weights     Upload a stored matrix once; MatMul and Embed take the handle
+//   K/V pools   CreateKvPool; WriteKv writes a step's rows through the slot
+//               mapping
+//   ops         MatMul, Embed, RmsNorm, Rope, SwiGlu (f32 activations)
+//   attention   PlanAttention once per step (metadata validated, work
+//               split), RunAttention per layer (FlashInfer's plan/run)
+//
+// Two backends live here:
+//   cpu        today's kernels: Highway SIMD matmul and paged attention,
+//              spread over a thread pool;
+//   reference  the scalar references that sit beside every kernel (the
+//              double-accumulating matmul, the float64 two-pass attention),
+//              one thread: slow, simple, and the oracle a new backend is
+//              checked against.
+// Both keep weights, K/V pools and activations in host memory, so a handle
+// is the host view itself. Results differ between backends only by the
+// kernels' rounding (stated in docs/design.md); within one backend they
+// follow the determinism contract (independent of batch, placement,
+// chunking and thread count).
+#ifndef FOLIO_BACKEND_BACKEND_H_
+#define FOLIO_BACKEND_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "folio/attention/paged_attention.h"
+#include "folio/core/status.h"
+#include "folio/core/thread_pool.h"
+#include "folio/kv/paged_kv_cache.h"
+#include "folio/ops/matmul.h"
+
+namespace folio::backend {
+
+enum class BackendKind : uint8_t { kCpu, kReference };
+std::string_view BackendName(BackendKind kind);
+// "cpu" or "reference"; anything else is InvalidArgument naming the choices.
+Result<BackendKind> ParseBackendKind(std::string_view name);
+
+// A matrix as a backend holds it. The host backends keep the caller's view
+// (its bytes must outlive the handle); a device backend would keep its own
+// copy here.
+struct Weight {
+  ops::WeightView host;
+};
+
+// A step's attention plan, opaque to the caller.
+class AttentionPlan {
+ public:
+  virtual ~AttentionPlan() = default;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendKind kind() const = 0;
+
+  // Errors: an invalid view (ops::ValidateWeightView).
+  virtual Result<Weight> Upload(const ops::WeightView& w) = 0;
+  // y [rows, w.rows] = x [rows, w.cols] times W transposed.
+  virtual Status MatMul(const Weight& w, std::span<const float> x, uint64_t rows,
+                        std::span<float> y) = 0;
+  // out [ids.size(), w.cols]: the rows of w named by ids (each < w.rows; checked).
+  virtual void Embed(const Weight& w, std::span<const int32_t> ids, std::span<float> out) = 0;
+  // Per row of x ([rows, gain.size()]): out = x / rms(x) * gain.
+  virtual void RmsNorm(std::span<const float> x, std::span<const float> gain, float eps,
+                       std::span<float> out) = 0;
+  // Rotates each head_dim-wide head of x's row r by angles cos/sin [rows, head_dim / 2].
+  virtual void Rope(std::span<float> x, uint64_t rows, uint64_t head_dim,
+                    std::span<const float> cos, std::span<const float> sin, bool neox) = 0;
+  // gate = silu(gate) * up, element-wise.
+  virtual void SwiGlu(std::span<float> gate, std::span<const float> up) = 0;
+
+  virtual Result<kv::PagedKvCache> CreateKvPool(const kv::PagedKvCacheConfig& config) = 0;
+  // PagedKvCache::WriteRows' contract.
+  virtual Status WriteKv(kv::PagedKvCache& cache, uint64_t layer,
+                         std::span<const int64_t> slot_mapping, std::span<const float> keys,
+                         std::span<const float> values) = 0;
+
+  // Plans a step's attention for query/out buffers that every layer reuses
+  // (PagedAttentionPlan's contract: batch's arrays and the buffers outlive
+  // the plan). Errors: the metadata's, named.
+  virtual Result<std::unique_ptr<AttentionPlan>> PlanAttention(
+      const attention::PagedAttentionParams& params, std::span<const float> query,
+      std::span<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch) = 0;
+  // One layer: out = attention of query over kv (a pool of the planned shape).
+  virtual Status RunAttention(const AttentionPlan& plan, std::span<const float> query,
+                              const kv::PagedKvView& kv, std::span<float> out) = 0;
+};
+
+// pool (optional, cpu only) spreads the kernels; it must outlive the backend.
+std::unique_ptr<Backend> MakeBackend(BackendKind kind, ThreadPool* pool = nullptr);
+
+}  // namespace folio::backend
+
+#endif  // FOLIO_BACKEND_BACKEND_H_
