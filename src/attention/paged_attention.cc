@@ -351,55 +351,13 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size, 
   return Status::Ok();
 }
 
-struct PagedAttentionPlan::Impl {
-  PagedAttentionParams params;
-  kv::PagedKvView kv_shape;  // the planned pool shape (its pointers unused)
-  kv::PagedBatchView batch;
-  const float* query;
-  float* out;
-  size_t query_size, out_size;
-  Plan plan;
-};
+namespace {
 
-PagedAttentionPlan::PagedAttentionPlan(std::unique_ptr<const Impl> impl) : impl_(std::move(impl)) {}
-PagedAttentionPlan::PagedAttentionPlan(PagedAttentionPlan&&) noexcept = default;
-PagedAttentionPlan& PagedAttentionPlan::operator=(PagedAttentionPlan&&) noexcept = default;
-PagedAttentionPlan::~PagedAttentionPlan() = default;
-
-Result<PagedAttentionPlan> PagedAttentionPlan::Create(
-    const PagedAttentionParams& params, std::span<const float> query, std::span<float> out,
-    const kv::PagedKvView& kv, const kv::PagedBatchView& batch, size_t num_threads) {
-  FOLIO_RETURN_IF_ERROR(ValidatePagedAttention(params, query.size(), out.size(), kv, batch));
-  if (kv.dtype != DType::kF32 && kv.dtype != DType::kBF16 && kv.dtype != DType::kF16) {
-    return Status::Unimplemented("paged attention kernel reads f32, bf16 or f16 K/V (got " +
-                                 std::string(DTypeName(kv.dtype)) + ")");
-  }
-  auto impl = std::make_unique<Impl>(
-      Impl{params, kv, batch, query.data(), out.data(), query.size(), out.size(), Plan{}});
-  impl->plan = MakePlan(params, query, out, kv, batch, std::max<size_t>(1, num_threads));
-  return PagedAttentionPlan(std::move(impl));
-}
-
-Status PagedAttentionPlan::Run(std::span<const float> query, const kv::PagedKvView& kv,
-                               std::span<float> out, ThreadPool* pool) const {
-  const Impl& im = *impl_;
-  if (query.data() != im.query || query.size() != im.query_size || out.data() != im.out ||
-      out.size() != im.out_size) {
-    return Status::InvalidArgument(
-        "paged attention plan run with other query or out buffers "
-        "than it was planned for");
-  }
-  const kv::PagedKvView& p = im.kv_shape;
-  if (kv.dtype != p.dtype || kv.num_pages != p.num_pages || kv.num_kv_heads != p.num_kv_heads ||
-      kv.page_size != p.page_size || kv.head_dim != p.head_dim) {
-    return Status::InvalidArgument(
-        "paged attention plan run on a K/V pool of another shape or "
-        "dtype than it was planned for");
-  }
-  const Plan& plan = im.plan;
-  const kv::PagedBatchView& batch = im.batch;
+// Runs a call's plan: every range on the pool, then the held folds.
+void RunPlan(const Plan& plan, const PagedAttentionParams& params, const kv::PagedBatchView& batch,
+             const kv::PagedKvView& kv, ThreadPool* pool) {
   const uint64_t head_dim = kv.head_dim;
-  const auto scale = static_cast<float>(im.params.scale);
+  const auto scale = static_cast<float>(params.scale);
   HeldStates held(plan, head_dim);
   auto parallel_for = [&](size_t n, const std::function<void(size_t)>& fn) {
     if (pool) {
@@ -455,16 +413,77 @@ Status PagedAttentionPlan::Run(std::span<const float> query, const kv::PagedKvVi
     FinalizeRows(held.prefix(i), held.prefix_acc(i), plan.rows.outs.data() + item.row_begin, n,
                  head_dim);
   });
+}
+
+}  // namespace
+
+struct PagedAttentionPlan::Impl {
+  PagedAttentionParams params;
+  kv::PagedKvView kv_shape;  // the planned pool shape (its pointers unused)
+  kv::PagedBatchView batch;
+  const float* query;
+  float* out;
+  size_t query_size, out_size;
+  Plan plan;
+};
+
+PagedAttentionPlan::PagedAttentionPlan(std::unique_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+PagedAttentionPlan::PagedAttentionPlan(PagedAttentionPlan&&) noexcept = default;
+PagedAttentionPlan& PagedAttentionPlan::operator=(PagedAttentionPlan&&) noexcept = default;
+PagedAttentionPlan::~PagedAttentionPlan() = default;
+
+namespace {
+
+// A call's checks: the metadata, then the K/V dtypes the kernel reads.
+Status CheckCall(const PagedAttentionParams& params, std::span<const float> query,
+                 std::span<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch) {
+  FOLIO_RETURN_IF_ERROR(ValidatePagedAttention(params, query.size(), out.size(), kv, batch));
+  if (kv.dtype != DType::kF32 && kv.dtype != DType::kBF16 && kv.dtype != DType::kF16) {
+    return Status::Unimplemented("paged attention kernel reads f32, bf16 or f16 K/V (got " +
+                                 std::string(DTypeName(kv.dtype)) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<PagedAttentionPlan> PagedAttentionPlan::Create(
+    const PagedAttentionParams& params, std::span<const float> query, std::span<float> out,
+    const kv::PagedKvView& kv, const kv::PagedBatchView& batch, size_t num_threads) {
+  FOLIO_RETURN_IF_ERROR(CheckCall(params, query, out, kv, batch));
+  auto impl = std::make_unique<Impl>(
+      Impl{params, kv, batch, query.data(), out.data(), query.size(), out.size(), Plan{}});
+  impl->plan = MakePlan(params, query, out, kv, batch, std::max<size_t>(1, num_threads));
+  return PagedAttentionPlan(std::move(impl));
+}
+
+Status PagedAttentionPlan::Run(std::span<const float> query, const kv::PagedKvView& kv,
+                               std::span<float> out, ThreadPool* pool) const {
+  const Impl& im = *impl_;
+  if (query.data() != im.query || query.size() != im.query_size || out.data() != im.out ||
+      out.size() != im.out_size) {
+    return Status::InvalidArgument(
+        "paged attention plan run with other query or out buffers "
+        "than it was planned for");
+  }
+  const kv::PagedKvView& p = im.kv_shape;
+  if (kv.dtype != p.dtype || kv.num_pages != p.num_pages || kv.num_kv_heads != p.num_kv_heads ||
+      kv.page_size != p.page_size || kv.head_dim != p.head_dim) {
+    return Status::InvalidArgument(
+        "paged attention plan run on a K/V pool of another shape or "
+        "dtype than it was planned for");
+  }
+  RunPlan(im.plan, im.params, im.batch, kv, pool);
   return Status::Ok();
 }
 
 Status PagedAttention(const PagedAttentionParams& params, std::span<const float> query,
                       const kv::PagedKvView& kv, const kv::PagedBatchView& batch,
                       std::span<float> out, ThreadPool* pool) {
-  FOLIO_ASSIGN_OR_RETURN(
-      PagedAttentionPlan plan,
-      PagedAttentionPlan::Create(params, query, out, kv, batch, pool ? pool->num_threads() : 1));
-  return plan.Run(query, kv, out, pool);
+  FOLIO_RETURN_IF_ERROR(CheckCall(params, query, out, kv, batch));
+  const Plan plan = MakePlan(params, query, out, kv, batch, pool ? pool->num_threads() : 1);
+  RunPlan(plan, params, batch, kv, pool);
+  return Status::Ok();
 }
 
 }  // namespace folio::attention
