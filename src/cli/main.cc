@@ -11,11 +11,13 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "bench/attention_bench.h"
 #include "bench/decode_bench.h"
@@ -422,6 +424,55 @@ int RunLogits(const LogitsFlags& f) {
   return 0;
 }
 
+// `folio tokenize`: a model's tokenizer alone (a model folder, a GGUF file
+// with or without tensors, or a bare tokenizer.json), so its ids can be
+// checked against another tool's. Text comes from --text or standard
+// input; ids go out as JSON. --decode reads comma-separated ids instead.
+struct TokenizeFlags {
+  std::string model;
+  std::optional<std::string> text;
+  bool decode = false;
+  bool no_special = false;  // encode: no bos/eos; decode: keep special tokens' text
+};
+
+int RunTokenize(const TokenizeFlags& f) {
+  Result<tokenizer::Tokenizer> tok = [&]() -> Result<tokenizer::Tokenizer> {
+    if (std::filesystem::path(f.model).extension() == ".json") {
+      return tokenizer::Tokenizer::FromTokenizerJson(f.model);
+    }
+    FOLIO_ASSIGN_OR_RETURN(std::optional<tokenizer::Tokenizer> t,
+                           checkpoint::LoadModelTokenizer(f.model));
+    if (!t) return Status::NotFound(f.model + " has no tokenizer (no tokenizer.json)");
+    return std::move(*t);
+  }();
+  if (!tok) return Fail(tok.error());
+  std::string text;
+  if (f.text) {
+    text = *f.text;
+  } else {
+    std::ostringstream in;
+    in << std::cin.rdbuf();
+    text = in.str();
+  }
+  if (f.decode) {
+    Result<std::vector<uint64_t>> parsed = cli::ParseUintList("--text", text);
+    if (!parsed) return Fail(parsed.error());
+    std::vector<int32_t> ids;
+    for (const uint64_t id : *parsed) {
+      if (id > INT32_MAX) return Fail(Status::OutOfRange("token id " + std::to_string(id)));
+      ids.push_back(static_cast<int32_t>(id));
+    }
+    Result<std::string> decoded = tok->Decode(ids, /*skip_special_tokens=*/!f.no_special);
+    if (!decoded) return Fail(decoded.error());
+    std::cout << nlohmann::json{{"text", *decoded}}.dump() << "\n";
+    return 0;
+  }
+  Result<std::vector<int32_t>> ids = tok->Encode(text, /*add_special_tokens=*/!f.no_special);
+  if (!ids) return Fail(ids.error());
+  std::cout << nlohmann::json{{"ids", *ids}}.dump() << "\n";
+  return 0;
+}
+
 // `folio info MODEL`: what a model is and what it costs to run.
 int RunInfo(const std::string& path) {
   Result<model::Model> m = checkpoint::LoadModel(path);
@@ -496,6 +547,16 @@ int main(int argc, char** argv) {
   save_cmd->add_option("dir", save_dir)->required();
   save_cmd->add_option("--seed", save_seed);
 
+  TokenizeFlags tokenize;
+  CLI::App* tokenize_cmd = app.add_subcommand(
+      "tokenize", "a model's tokenizer alone: text to ids (or ids to text), as JSON");
+  tokenize_cmd->add_option("--model", tokenize.model, "model folder, .gguf file or tokenizer.json")
+      ->required();
+  tokenize_cmd->add_option("--text", tokenize.text, "the text (default: standard input)");
+  tokenize_cmd->add_flag("--decode", tokenize.decode, "read comma-separated ids, print the text");
+  tokenize_cmd->add_flag("--no-special", tokenize.no_special,
+                         "encode without bos/eos; decode special tokens as text");
+
   LogitsFlags logits;
   CLI::App* logits_cmd =
       app.add_subcommand("logits", "prefill logits and a greedy continuation, as JSON");
@@ -556,6 +617,7 @@ int main(int argc, char** argv) {
   }
   if (*serve_cmd) return RunServe(serve);
   if (*logits_cmd) return RunLogits(logits);
+  if (*tokenize_cmd) return RunTokenize(tokenize);
   if (*info_cmd) return RunInfo(info_path);
   if (*batch_cmd) return RunBatch(batch);
   if (*kv_cmds.exp) return RunKvExport(kv_flags);

@@ -406,6 +406,35 @@ TEST(BpeTokenizer, IgnoreMergesEmitsWholeVocabularyWord) {
   EXPECT_EQ(*whole->Encode("abc", false), (Ids{258}));
 }
 
+// SmolLM's pre-tokenizer (GGUF "smollm") isolates every digit before the
+// GPT-2 split, as its tokenizer.json's Digits(individual_digits) step does:
+// the merge "1 2" can join "12" under gpt-2 but never under smollm.
+TEST(BpeTokenizer, SmollmSplitsDigitsOneByOne) {
+  auto with_digits = [](const std::string& pre) {
+    TokenizerSpec spec;
+    spec.pre_tokenizer = pre;
+    for (int b = 0; b < 256; ++b) {
+      std::string s;
+      unicode::AppendUtf8(unicode::ByteToChar()[static_cast<size_t>(b)], &s);
+      spec.tokens.push_back(s);
+    }
+    spec.tokens.push_back("12");  // 256
+    spec.merges = {"1 2"};
+    return Tokenizer::FromSpec(spec);
+  };
+  auto gpt2 = with_digits("gpt-2");
+  auto smollm = with_digits("smollm");
+  ASSERT_TRUE(gpt2.ok() && smollm.ok());
+  EXPECT_EQ(*gpt2->Encode("x12", false), (Ids{'x', 256}));
+  EXPECT_EQ(*smollm->Encode("x12", false), (Ids{'x', '1', '2'}));
+}
+
+TEST(BpeTokenizer, AnUnknownPreTokenizerIsRefusedByName) {
+  auto tok = Tokenizer::FromSpec(UnreachableWordSpec("tekken-v99"));
+  ASSERT_FALSE(tok.ok());
+  EXPECT_NE(tok.status().ToString().find("tekken-v99"), std::string::npos);
+}
+
 TEST(BpeTokenizer, LowestRankMergesFirstThenLeftmost) {
   auto tok = Tokenizer::FromSpec(UnreachableWordSpec("gpt-2"));
   ASSERT_TRUE(tok.ok());

@@ -34,18 +34,26 @@ Status CheckOptionalId(const char* field, const std::optional<int32_t>& id, size
   return Status::Ok();
 }
 
-std::string_view PatternForPreTokenizer(std::string_view name, bool* ignore_merges, bool* nfc) {
-  *ignore_merges = false;
-  *nfc = false;
+// A GGUF pre-tokenizer name's splitting, as llama.cpp's vocabulary loader
+// and the model's tokenizer.json do it: the split patterns in order (a
+// digits step first for the families whose tokenizer.json starts with
+// Digits(individual_digits)), whether merges are skipped for words in the
+// vocabulary, and NFC normalization. An empty `patterns` means unknown.
+struct PreTokenizerSplits {
+  bool individual_digits = false;  // a Digits step before the regex
+  std::string_view pattern;
+  bool ignore_merges = false;
+  bool nfc = false;
+};
+
+PreTokenizerSplits SplitsForPreTokenizer(std::string_view name) {
   if (name == "llama-bpe" || name == "llama3") {
-    *ignore_merges = true;  // llama.cpp and tokenizer.json both set it
-    return kLlama3Pattern;
+    return {false, kLlama3Pattern, true, false};  // llama.cpp and tokenizer.json both ignore merges
   }
-  if (name == "qwen2") {
-    *nfc = true;  // Qwen2's tokenizer.json normalizes with NFC
-    return kQwen2Pattern;
-  }
-  if (name == "gpt-2" || name == "default") return kGpt2Pattern;
+  if (name == "qwen2") return {false, kQwen2Pattern, false, true};  // tokenizer.json: NFC
+  if (name == "gpt-2" || name == "default") return {false, kGpt2Pattern, false, false};
+  // SmolLM's tokenizer.json: Digits(individual_digits) then ByteLevel.
+  if (name == "smollm") return {true, kGpt2Pattern, false, false};
   return {};
 }
 
@@ -141,19 +149,23 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
     }
   } else {
     t->kind = TokenizerImpl::Kind::kByteLevelBpe;
-    bool ignore_merges = false, nfc = false;
-    const std::string_view pattern =
-        PatternForPreTokenizer(spec.pre_tokenizer, &ignore_merges, &nfc);
-    if (pattern.empty()) {
+    const PreTokenizerSplits splits = SplitsForPreTokenizer(spec.pre_tokenizer);
+    if (splits.pattern.empty()) {
       return Status::Unimplemented("tokenizer spec: pre_tokenizer " +
                                    QuoteToken(spec.pre_tokenizer) +
                                    " is not supported (llama-bpe, llama3, qwen2, "
-                                   "gpt-2, default are)");
+                                   "smollm, gpt-2, default are)");
     }
-    t->ignore_merges = ignore_merges;
-    t->nfc = nfc;
+    t->ignore_merges = splits.ignore_merges;
+    t->nfc = splits.nfc;
+    if (splits.individual_digits) {
+      PreSplitStep digits;
+      digits.kind = PreSplitStep::Kind::kDigits;
+      digits.individual_digits = true;
+      t->pre_splits.push_back(std::move(digits));
+    }
     PreSplitStep step;
-    FOLIO_ASSIGN_OR_RETURN(step.regex, SplitRegex::Compile(pattern));
+    FOLIO_ASSIGN_OR_RETURN(step.regex, SplitRegex::Compile(splits.pattern));
     t->pre_splits.push_back(std::move(step));
     for (size_t id = 0; id < n; ++id) {
       if (auto bytes = ByteLevelToBytes(t->vocab[id])) {

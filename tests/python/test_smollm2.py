@@ -1,0 +1,76 @@
+"""folio on a real downloaded checkpoint: SmolLM2-135M-Instruct, Q4_1 GGUF
+(tests/python/smollm2.py says where it comes from; every test here skips,
+saying why, when it is absent)."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import smollm2
+
+FOLIO = os.environ.get("FOLIO_BIN", str(Path(__file__).resolve().parents[2] / "build/bin/folio"))
+
+# Awkward strings: digits (split one by one by this pre-tokenizer), CJK,
+# emoji, contractions, whitespace runs, code, a chat marker.
+TEXTS = [
+    "The capital of France is",
+    "In 2024, 1234567 people paid $3.50 each (+12.5%).",
+    "東京は日本の首都です。北京是中国的首都。",
+    "emoji 🙂👍🏽 and flags 🇫🇷🇩🇪",
+    "I'm sure you'll see they'd've done it; it's 'quoted'.",
+    "tabs\tand  double  spaces   and\n\n\nnewlines  \n end ",
+    "def f(x):\n    return {'a': [1, 2, 3]}  # comment\n",
+    "<|im_start|>user\nhi<|im_end|>",
+    "",
+]
+
+
+def hf_tokenizer(gguf_path):
+    """A Hugging Face `tokenizers` tokenizer built from the file's own
+    vocabulary and merges, configured as SmolLM2's tokenizer.json is
+    (Digits(individual) then ByteLevel): an implementation folio did not
+    write."""
+    import gguf
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    r = gguf.GGUFReader(str(gguf_path))
+    tokens = r.fields["tokenizer.ggml.tokens"].contents()
+    merges = [tuple(m.split(" ")) for m in r.fields["tokenizer.ggml.merges"].contents()]
+    types = r.fields["tokenizer.ggml.token_type"].contents()
+    tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    tok.decoder = decoders.ByteLevel()
+    # Control tokens (type 3) are matched whole, as the file marks them.
+    tok.add_special_tokens([t for t, ty in zip(tokens, types) if ty == 3])
+    return tok
+
+
+def folio_tokenize(model, text):
+    out = subprocess.run([FOLIO, "tokenize", "--model", str(model), "--no-special"],
+                         input=text, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)["ids"]
+
+
+def test_tokenization_matches_hugging_face_tokenizers():
+    model = smollm2.require()
+    hf = hf_tokenizer(model)
+    for text in TEXTS:
+        want = hf.encode(text, add_special_tokens=False).ids
+        assert folio_tokenize(model, text) == want, text
+        out = subprocess.run([FOLIO, "tokenize", "--model", str(model), "--decode",
+                              "--no-special", "--text", ",".join(map(str, want))],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["text"] == text
+
+
+def test_the_file_names_its_pre_tokenizer_and_template():
+    import gguf
+    model = smollm2.require()
+    r = gguf.GGUFReader(str(model))
+    assert r.fields["tokenizer.ggml.pre"].contents() == "smollm"
+    assert "<|im_start|>" in r.fields["tokenizer.chat_template"].contents()
