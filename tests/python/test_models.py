@@ -171,3 +171,23 @@ def test_bad_tokens_error_names_the_tokens_flag(tmp_path, tokens):
     bad = {"abc": "abc", "-1": "-1", "1,,2": ""}[tokens]
     assert f"--tokens entry '{bad}' is not a non-negative integer" in out.stderr, out.stderr
     assert "--page-table" not in out.stderr
+
+
+def test_info_reports_bits_per_weight_by_type(tmp_path):
+    """A Q8_0 block is 32 int8 quants and an f16 scale: 34 bytes for 32
+    weights, 8.5 bits each; f32 tensors (the norms) are 32."""
+    a = ck.Arch(name="llama")
+    ck.write_gguf(tmp_path / "m.gguf", a, ck.random_weights(a, 2), "q8_0")
+    out = subprocess.run([FOLIO, "info", str(tmp_path / "m.gguf")], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    types = info["weight_types"]
+    assert types["q8_0"]["bits_per_weight"] == 8.5
+    assert types["q8_0"]["bytes"] * 8 == types["q8_0"]["elements"] * 8.5
+    if "f32" in types:
+        assert types["f32"]["bits_per_weight"] == 32.0
+    total = sum(t["bytes"] for t in types.values())
+    assert total == info["weight_bytes"]
+    elements = sum(t["elements"] for t in types.values())
+    assert info["bits_per_weight"] == 8 * total / elements
