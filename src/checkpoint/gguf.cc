@@ -100,9 +100,13 @@ constexpr std::optional<ops::WeightType> ToWeightType(GgmlType t) {
     case GgmlType::kQ8_0:
       return ops::WeightType::kQ8_0;
     case GgmlType::kQ4_0:
+      return ops::WeightType::kQ4_0;
     case GgmlType::kQ4_1:
+      return ops::WeightType::kQ4_1;
     case GgmlType::kQ5_0:
+      return ops::WeightType::kQ5_0;
     case GgmlType::kQ5_1:
+      return ops::WeightType::kQ5_1;
     case GgmlType::kQ8_1:
     case GgmlType::kQ2_K:
     case GgmlType::kQ3_K:

@@ -1047,13 +1047,13 @@ TEST(Gguf, HeaderBitFlipsGiveAnErrorOrAConsistentFile) {
 // --- Weight types: which ggml types folio computes with, and Q8_0 read
 // from a file through ops' one decoder. ---
 
-TEST(Gguf, MapsFiveGgmlTypesToWeightTypesAndNoOthers) {
+TEST(Gguf, MapsNineGgmlTypesToWeightTypesAndNoOthers) {
   const std::pair<GgmlType, ops::WeightType> kMapped[] = {
-      {GgmlType::kF64, ops::WeightType::kF64},
-      {GgmlType::kF32, ops::WeightType::kF32},
-      {GgmlType::kF16, ops::WeightType::kF16},
-      {GgmlType::kBF16, ops::WeightType::kBF16},
-      {GgmlType::kQ8_0, ops::WeightType::kQ8_0}};
+      {GgmlType::kF64, ops::WeightType::kF64},   {GgmlType::kF32, ops::WeightType::kF32},
+      {GgmlType::kF16, ops::WeightType::kF16},   {GgmlType::kBF16, ops::WeightType::kBF16},
+      {GgmlType::kQ8_0, ops::WeightType::kQ8_0}, {GgmlType::kQ4_0, ops::WeightType::kQ4_0},
+      {GgmlType::kQ4_1, ops::WeightType::kQ4_1}, {GgmlType::kQ5_0, ops::WeightType::kQ5_0},
+      {GgmlType::kQ5_1, ops::WeightType::kQ5_1}};
   for (const TypeRow& row : kTypeRows) {
     SCOPED_TRACE(row.name);
     const std::optional<ops::WeightType> type = WeightTypeOf(row.type);
@@ -1068,19 +1068,84 @@ TEST(Gguf, MapsFiveGgmlTypesToWeightTypesAndNoOthers) {
     }
   }
   EXPECT_EQ(WeightTypeOf(static_cast<GgmlType>(4)), std::nullopt);
-  EXPECT_EQ(GgmlTypesFolioLoads(), "F64, F32, F16, BF16 and Q8_0");
+  EXPECT_EQ(GgmlTypesFolioLoads(), "F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1");
 }
 
 TEST(Gguf, RefusesATensorOfAnotherGgmlTypeByName) {
-  TensorInfo info{"blk.0.attn_q.weight", GgmlType::kQ4_1, {32, 2}, 0, 40};
+  TensorInfo info{"blk.0.attn_q.weight", GgmlType::kQ4_K, {256, 2}, 0, 288};
   const Result<ops::WeightType> type = WeightTypeOf(info);
   ASSERT_FALSE(type.has_value());
   EXPECT_EQ(type.error().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(type.error().message(),
-            "tensor blk.0.attn_q.weight has ggml type Q4_1 (folio loads F64, "
-            "F32, F16, BF16 and Q8_0)");
+            "tensor blk.0.attn_q.weight has ggml type Q4_K (folio loads F64, "
+            "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1)");
   info.type = GgmlType::kQ8_0;
   EXPECT_EQ(WeightTypeOf(info).value(), ops::WeightType::kQ8_0);
+}
+
+// The legacy 4- and 5-bit blocks: a row that is not whole 32-element
+// blocks, or bytes short of what the shape needs, is refused naming the
+// tensor, from the same table that sizes every type.
+TEST(Gguf, RefusesLegacyQuantTensorsOfPartialBlocksOrShortData) {
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1}) {
+    const std::string name(GgmlTypeName(type));
+    SCOPED_TRACE(name);
+    EXPECT_TRUE(IsCorrupt(ParseTensors({{"t",
+                                         static_cast<uint32_t>(type),
+                                         {48, 2},
+                                         Filler(4 * GgmlBlockBytes(type), 1),
+                                         std::nullopt}}),
+                          "tensor 0 't': dims [48, 2] of " + name +
+                              ": dims[0] = 48 is not a multiple of the block size 32"));
+    TestTensor t = Tensor("t", type, {64, 2});
+    const uint64_t want = 4 * GgmlBlockBytes(type);
+    ASSERT_EQ(t.data.size(), want);
+    t.data.resize(want - 1);
+    EXPECT_TRUE(IsCorrupt(ParseTensors({t}), "tensor 't': " + std::to_string(want) +
+                                                 " bytes at offset 0 run past the data section"));
+  }
+}
+
+// One block of each legacy type read from a file: element j takes the low
+// nibble of qs[j] (j < 16) or the high nibble of qs[j - 16], and for the
+// 5-bit types bit j of qh as its bit 4 (ggml's dequantize_row_q4_0 etc.).
+TEST(Gguf, DequantizesLegacyQuantBlocksFromAFile) {
+  Bytes qs;
+  for (int j = 0; j < 16; ++j) qs.push_back(static_cast<std::byte>(j | (15 - j) << 4));
+  const Bytes qh = U32(0xA5A5'0F0Fu);
+  const Bytes d = Le<uint16_t>(F32ToF16Bits(0.5f)), m = Le<uint16_t>(F32ToF16Bits(-3.0f));
+  const std::pair<GgmlType, Bytes> kBlocks[] = {{GgmlType::kQ4_0, Join({d, qs})},
+                                                {GgmlType::kQ4_1, Join({d, m, qs})},
+                                                {GgmlType::kQ5_0, Join({d, qh, qs})},
+                                                {GgmlType::kQ5_1, Join({d, m, qh, qs})}};
+  for (const auto& [type, block] : kBlocks) {
+    SCOPED_TRACE(GgmlTypeName(type));
+    TestTensor t = Tensor("q", type, {32});
+    ASSERT_EQ(block.size(), t.data.size());
+    t.data = block;
+    auto file = ParseTensors({t});
+    ASSERT_TRUE(file.has_value()) << file.error().ToString();
+    const TensorInfo* info = file->Find("q");
+    std::vector<float> out(32);
+    ops::DequantizeRow(WeightTypeOf(*info).value(), file->Data(*info).data(), out);
+    const bool five = type == GgmlType::kQ5_0 || type == GgmlType::kQ5_1;
+    for (int j = 0; j < 32; ++j) {
+      int q = j < 16 ? j : 15 - (j - 16);
+      if (five) q |= static_cast<int>((0xA5A5'0F0Fu >> j) & 1) << 4;
+      float want = 0;
+      switch (type) {
+        case GgmlType::kQ4_0:
+          want = 0.5f * static_cast<float>(q - 8);
+          break;
+        case GgmlType::kQ5_0:
+          want = 0.5f * static_cast<float>(q - 16);
+          break;
+        default:  // the _1 types: exact here (halves plus -3)
+          want = 0.5f * static_cast<float>(q) - 3.0f;
+      }
+      EXPECT_EQ(out[static_cast<size_t>(j)], want) << "element " << j;
+    }
+  }
 }
 
 TEST(Gguf, DequantizesQ8_0ScalingEachBlockByItsF16Scale) {

@@ -430,8 +430,13 @@ Status SaveModel(const Model& model, const std::filesystem::path& dir) {
                       d = DType::kBF16;
                       break;
                     case TensorType::kQ8_0:
-                      status = Status::Unimplemented("tensor " + name +
-                                                     " is q8_0, which safetensors cannot hold");
+                    case TensorType::kQ4_0:
+                    case TensorType::kQ4_1:
+                    case TensorType::kQ5_0:
+                    case TensorType::kQ5_1:
+                      status = Status::Unimplemented("tensor " + name + " is " +
+                                                     std::string(model::TensorTypeName(t.type)) +
+                                                     ", which safetensors cannot hold");
                       return;
                   }
                   tensors.push_back({name, d, t.shape, t.bytes});

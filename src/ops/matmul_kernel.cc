@@ -361,6 +361,10 @@ void MatMulRowsImpl(const MatMulTask& t) {
     case WeightType::kQ8_0:
       return RowsT<void>(t);
     case WeightType::kF64:  // no kernel (has_matmul false): MatMul refused it
+    case WeightType::kQ4_0:
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_0:
+    case WeightType::kQ5_1:
       break;
   }
   FOLIO_CHECK(false, "matmul kernel: no kernel for weight type ", WeightTypeName(t.w.type));

@@ -73,6 +73,25 @@ Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols, uint64_t seed
               static_cast<std::byte>(static_cast<int8_t>(rng.NextU64() % 255) - 127);
           break;
         }
+        case WeightType::kQ4_0:
+        case WeightType::kQ4_1:
+        case WeightType::kQ5_0:
+        case WeightType::kQ5_1: {
+          // Random quant bytes; the f16 d (and m) in [2^-9, 2^-6).
+          const uint32_t block_bytes = TraitsOf(type).block_bytes;
+          if (i % 32 != 0) break;
+          std::byte* block = row + i / 32 * block_bytes;
+          for (uint32_t k = 0; k < block_bytes; ++k) {
+            block[k] = static_cast<std::byte>(rng.NextU64() & 0xff);
+          }
+          const bool has_min = type == WeightType::kQ4_1 || type == WeightType::kQ5_1;
+          for (int k = 0; k < (has_min ? 2 : 1); ++k) {
+            const uint16_t d = F32ToF16Bits(std::ldexp(1.0f + static_cast<float>(rng.NextUnit()),
+                                                       -9 + static_cast<int>(rng.NextU64() % 3)));
+            std::memcpy(block + 2 * k, &d, 2);
+          }
+          break;
+        }
       }
     }
   }
@@ -354,7 +373,7 @@ TEST(MatMul, RejectsBadCallsBeforeTouchingMemory) {
       {"num_rows mismatch", {data, WeightType::kF32, 2, 4}, 8, 3, 4, "x must hold"},
       {"q8_0 cols", {data, WeightType::kQ8_0, 1, 48}, 48, 1, 1, "multiple of 32"},
       {"null data", {nullptr, WeightType::kBF16, 2, 4}, 4, 1, 2, "null"},
-      {"unknown type", {data, static_cast<WeightType>(9), 1, 4}, 4, 1, 1, "unknown weight type"},
+      {"unknown type", {data, static_cast<WeightType>(200), 1, 4}, 4, 1, 1, "unknown weight type"},
       {"no kernel for f64",
        {data, WeightType::kF64, 1, 4},
        4,

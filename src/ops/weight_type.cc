@@ -41,6 +41,53 @@ void DecodeQ8_0(const std::byte* src, std::span<Out> out) {
   }
 }
 
+// ggml's dequantize_row_q4_0, _q4_1, _q5_0 and _q5_1 (ggml-quants.c), one
+// template: a block is f16 d, then f16 m for the _1 types, then the u32 qh
+// for the 5-bit types, then 16 bytes qs. Element j (of 32) has 4 low bits
+// from qs[j % 16] (low nibble for j < 16, high for j >= 16) and, in the
+// 5-bit types, bit 4 from bit j of qh. As in ggml, the integer (q - 8 for
+// Q4_0, q - 16 for Q5_0, q otherwise) is multiplied by f32(d), and the _1
+// types then add f32(m) in f32. The product is exact (d has an 11-bit
+// significand, |q| < 32, and no f16 times 31 leaves f32's normal range),
+// so the addition is the one rounding whether or not a compiler fuses the
+// two, as ggml's build may: the result is ggml's bit for bit on any
+// platform. Double output widens that f32 value (adding in double would
+// round differently).
+template <WeightType kType, typename Out>
+void DecodeLegacy(const std::byte* src, std::span<Out> out) {
+  constexpr bool kHasMin = kType == WeightType::kQ4_1 || kType == WeightType::kQ5_1;
+  constexpr bool kFiveBit = kType == WeightType::kQ5_0 || kType == WeightType::kQ5_1;
+  constexpr int kOffset = kType == WeightType::kQ4_0 ? 8 : kType == WeightType::kQ5_0 ? 16 : 0;
+  constexpr size_t kElems = TraitsOf(kType).block_size;
+  constexpr size_t kBytes = TraitsOf(kType).block_bytes;
+  constexpr size_t kQhAt = kHasMin ? 4 : 2;
+  constexpr size_t kQsAt = kQhAt + (kFiveBit ? 4 : 0);
+  static_assert(kElems == 32 && kQsAt + kElems / 2 == kBytes, "a legacy block's layout");
+  for (size_t b = 0; b < out.size() / kElems; ++b) {
+    const std::byte* block = src + b * kBytes;
+    uint16_t bits;
+    std::memcpy(&bits, block, 2);
+    const float d = F16BitsToF32(bits);
+    float m = 0.0f;
+    if constexpr (kHasMin) {
+      std::memcpy(&bits, block + 2, 2);
+      m = F16BitsToF32(bits);
+    }
+    uint32_t qh = 0;
+    if constexpr (kFiveBit) {
+      for (size_t i = 0; i < 4; ++i) qh |= std::to_integer<uint32_t>(block[kQhAt + i]) << (8 * i);
+    }
+    for (size_t j = 0; j < kElems; ++j) {
+      const auto qs = std::to_integer<uint32_t>(block[kQsAt + j % (kElems / 2)]);
+      const uint32_t low = j < kElems / 2 ? qs & 0x0f : qs >> 4;
+      const uint32_t q = low | (((qh >> j) & 1) << 4);
+      float x = static_cast<float>(static_cast<int>(q) - kOffset) * d;
+      if constexpr (kHasMin) x = x + m;
+      out[b * kElems + j] = static_cast<Out>(x);
+    }
+  }
+}
+
 template <typename Out>
 void Dequantize(WeightType type, const std::byte* src, std::span<Out> out) {
   const WeightTypeTraits& traits = TraitsOf(type);
@@ -57,6 +104,14 @@ void Dequantize(WeightType type, const std::byte* src, std::span<Out> out) {
       return DecodeElements<DType::kBF16>(src, out);
     case WeightType::kQ8_0:
       return DecodeQ8_0(src, out);
+    case WeightType::kQ4_0:
+      return DecodeLegacy<WeightType::kQ4_0>(src, out);
+    case WeightType::kQ4_1:
+      return DecodeLegacy<WeightType::kQ4_1>(src, out);
+    case WeightType::kQ5_0:
+      return DecodeLegacy<WeightType::kQ5_0>(src, out);
+    case WeightType::kQ5_1:
+      return DecodeLegacy<WeightType::kQ5_1>(src, out);
   }
 }
 

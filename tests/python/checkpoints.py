@@ -216,6 +216,19 @@ def gguf_name(hf):
     return f"blk.{i}.{GGUF_NAMES[rest]}"
 
 
+GGUF_DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")
+
+
+def gguf_qtype(dtype: str):
+    """The gguf package's type for a storage name: f32, f16, bf16, q8_0 and
+    the legacy 4- and 5-bit blocks q4_0, q4_1, q5_0, q5_1 (quantized by the
+    package over rows of whole 32-element blocks)."""
+    import gguf
+    if dtype not in GGUF_DTYPES:
+        raise ValueError(dtype)
+    return gguf.GGMLQuantizationType[dtype.upper()]
+
+
 def write_gguf(path: Path, a: Arch, w: dict, dtype: str):
     import gguf
     arch = "llama" if a.name in ("llama", "mistral") else a.name
@@ -231,9 +244,7 @@ def write_gguf(path: Path, a: Arch, w: dict, dtype: str):
     wr.add_rope_dimension_count(a.head_dim)
     wr.add_rope_freq_base(a.rope_theta)
     wr.add_layer_norm_rms_eps(a.eps)
-    qtype = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
-             "bf16": gguf.GGMLQuantizationType.BF16,
-             "q8_0": gguf.GGMLQuantizationType.Q8_0}[dtype]
+    qtype = gguf_qtype(dtype)
     for name, x in w.items():
         if arch == "llama" and name.endswith("q_proj.weight"):
             x = permute_for_gguf(x, a.heads)

@@ -35,9 +35,7 @@ def run_folio(model: Path, *extra):
 
 def gguf_stored(w, dtype):
     import gguf
-    qtype = {"f32": gguf.GGMLQuantizationType.F32, "f16": gguf.GGMLQuantizationType.F16,
-             "bf16": gguf.GGMLQuantizationType.BF16,
-             "q8_0": gguf.GGMLQuantizationType.Q8_0}[dtype]
+    qtype = ck.gguf_qtype(dtype)
     out = {}
     for name, x in w.items():
         x32 = x.astype(np.float32)
@@ -136,7 +134,8 @@ def test_unknown_backend_is_refused_by_name(tmp_path):
 
 
 GGUF_CASES = [("llama", "q8_0"), ("llama", "f16"), ("qwen2", "f32"), ("qwen3", "bf16"),
-              ("qwen3", "q8_0")]
+              ("qwen3", "q8_0"), ("llama", "q4_0"), ("qwen2", "q4_1"), ("qwen3", "q5_0"),
+              ("llama", "q5_1")]
 
 
 @pytest.mark.parametrize("name,dtype", GGUF_CASES, ids=[f"{n}-{d}" for n, d in GGUF_CASES])

@@ -15,7 +15,7 @@ for sub in ("gguf", "safetensors", "request"):
 a = ck.Arch(name="qwen2", hidden=32, heads=2, kv_heads=1, head_dim=16, ffn=32,
             layers=1, vocab=64)
 w = ck.random_weights(a, 1)
-for dtype in ("f32", "f16", "q8_0"):
+for dtype in ("f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"):
     ck.write_gguf(out / "gguf" / f"tiny-{dtype}.gguf", a, w, dtype)
 for dtype in ("f32", "bf16"):
     ck.write_hf(out / "hf", a, w, dtype)

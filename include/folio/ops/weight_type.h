@@ -30,27 +30,43 @@ namespace folio::ops {
 //     little-endian.
 //   kQ8_0 (ggml's block_q8_0): blocks of 32 elements, 34 bytes each: the
 //     block's scale d as f16, then 32 int8 q; element = d * q.
+//   The legacy ggml blocks, 32 elements each, every field little-endian:
+//   element j's 4 low bits are the low nibble of qs[j] for j < 16 and the
+//   high nibble of qs[j - 16] for j >= 16; the 5-bit types take bit 4 from
+//   bit j of the u32 qh. d and m are f16; arithmetic is f32 (see
+//   DequantizeRow):
+//   kQ4_0 (block_q4_0, 18 bytes): d, qs[16]; element = (q - 8) * d.
+//   kQ4_1 (block_q4_1, 20 bytes): d, m, qs[16]; element = q * d + m.
+//   kQ5_0 (block_q5_0, 22 bytes): d, qh, qs[16]; element = (q - 16) * d.
+//   kQ5_1 (block_q5_1, 24 bytes): d, m, qh, qs[16]; element = q * d + m.
 // Values are the table's row indices; add new types at the end.
-enum class WeightType : uint8_t { kF64, kF32, kF16, kBF16, kQ8_0 };
+enum class WeightType : uint8_t { kF64, kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1 };
 
 struct WeightTypeTraits {
   WeightType type;
-  // "f64", "f32", "f16", "bf16", "q8_0". Model ids hash these names
+  // "f64", "f32", "f16", "bf16", "q8_0", "q4_0", ... Model ids hash these names
   // (docs/spec/model-id.md): never rename one.
   std::string_view name;
   uint32_t block_size;   // elements per block (1 for an element type)
   uint32_t block_bytes;  // bytes per block
   // ops::MatMul has a SIMD kernel (and the scalar reference) for it. f64
-  // has none: the float decoder rounds f64 weights to f32 once.
+  // and, for now, the legacy 4- and 5-bit blocks have none: the float
+  // decoder decodes such weights to f32 once, at load.
   bool has_matmul;
 };
 
 // The table, indexed by WeightType.
 inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
     //  type              name    block  bytes  matmul
-    {WeightType::kF64, "f64", 1, 8, false},        {WeightType::kF32, "f32", 1, 4, true},
-    {WeightType::kF16, "f16", 1, 2, true},         {WeightType::kBF16, "bf16", 1, 2, true},
+    {WeightType::kF64, "f64", 1, 8, false},
+    {WeightType::kF32, "f32", 1, 4, true},
+    {WeightType::kF16, "f16", 1, 2, true},
+    {WeightType::kBF16, "bf16", 1, 2, true},
     {WeightType::kQ8_0, "q8_0", 32, 2 + 32, true},
+    {WeightType::kQ4_0, "q4_0", 32, 2 + 16, false},
+    {WeightType::kQ4_1, "q4_1", 32, 2 + 2 + 16, false},
+    {WeightType::kQ5_0, "q5_0", 32, 2 + 4 + 16, false},
+    {WeightType::kQ5_1, "q5_1", 32, 2 + 2 + 4 + 16, false},
 };
 inline constexpr size_t kNumWeightTypes = std::size(kWeightTypeTraits);
 
@@ -63,6 +79,10 @@ constexpr bool IsWeightType(WeightType t) {
     case WeightType::kF16:
     case WeightType::kBF16:
     case WeightType::kQ8_0:
+    case WeightType::kQ4_0:
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_0:
+    case WeightType::kQ5_1:
       return true;
   }
   return false;
@@ -108,9 +128,15 @@ uint64_t WeightRowBytes(WeightType type, uint64_t cols);
 // out.size() a multiple of the block size; `src` needs no alignment) —
 // ggml's to_float, and the one scalar decoder of every type; the SIMD
 // kernels decode the same values in registers and are tested against it.
-// Exact for every type and both outputs (a Q8_0 element is f32(d) * q,
-// exact in a 24-bit significand), except f64 into float, which rounds to
-// nearest once. Whole blocks and a known type are FOLIO_CHECKed.
+// The quantized types compute as ggml's dequantize_row_* do, in f32:
+// f32(d) times the integer q (q - 8, q - 16), exact in a 24-bit
+// significand; the _1 types then add f32(m), rounded to nearest once (the
+// exact product makes a fused multiply-add give the same bits). Double
+// output is that f32 value widened, so both outputs agree with ggml bit
+// for bit; element
+// types widen exactly, except f64 into float, which rounds to nearest
+// once. A NaN or infinite scale decodes to NaN/inf as in ggml. Whole
+// blocks and a known type are FOLIO_CHECKed.
 void DequantizeRow(WeightType type, const std::byte* src, std::span<float> out);
 void DequantizeRow(WeightType type, const std::byte* src, std::span<double> out);
 
