@@ -90,3 +90,53 @@ def folio_logits(model, ids, steps, *extra):
                           *extra], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+def test_logits_and_greedy_tokens_match_a_float64_reference(ref):
+    """folio's logits (Q4_1 and Q8_0 blocks decoded as ggml does, f32
+    compute) against a float64 forward pass over the `gguf` package's own
+    dequantization: within the bound every model test uses, 1e-4 of the
+    logits' scale (f32 rounding over 30 layers measured ~1.5e-6 of it).
+    Greedy tokens equal the reference's wherever the reference's top two
+    differ by more than ten times that bound (else the comparison stops
+    there: a near-tie is a coin flip, not a test)."""
+    import numpy as np
+
+    import checkpoints as ck
+    a, w = ref
+    model = smollm2.require()
+    for prompt in PROMPTS:
+        ids = folio_tokenize(model, prompt)
+        got = folio_logits(model, ids, 6)
+        want = ck.forward(a, w, ids)
+        tol = 1e-4 * max(1.0, np.abs(want).max())
+        assert np.abs(np.array(got["logits"]) - want).max() <= tol, prompt
+        seq = list(ids)
+        for step, token in enumerate(got["greedy"]):
+            row = ck.forward(a, w, seq)[-1]
+            top2 = np.sort(row)[-2:]
+            if top2[1] - top2[0] <= 10 * tol:
+                break
+            assert token == int(np.argmax(row)), (prompt, step)
+            seq.append(token)
+
+
+def test_the_capital_of_france_is_paris():
+    model = smollm2.require()
+    out = subprocess.run([FOLIO, "generate", "--model", str(model), "--prompt",
+                          "The capital of France is", "--max-tokens", "3", "--threads", "2"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("The capital of France is Paris"), out.stdout
+
+
+def test_info_reads_its_own_metadata():
+    model = smollm2.require()
+    out = subprocess.run([FOLIO, "info", str(model)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert info["architecture"] == "llama"
+    assert (info["layers"], info["hidden_size"], info["vocab_size"]) == (30, 576, 49152)
+    assert set(info["weight_types"]) == {"q4_1", "q8_0", "f32"}
+    assert info["weight_types"]["q4_1"]["bits_per_weight"] == 5.0  # 20 bytes per 32 weights
