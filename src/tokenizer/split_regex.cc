@@ -209,8 +209,11 @@ Result<std::string> TranslateSplitPattern(std::string_view p) {
           ++i;
         }
         continue;
+      case '$':  // Oniguruma (Ruby syntax): the end of a line, not only of the text
+        out.append("(?=\\n|\\z)");
+        ++i;
+        continue;
       case '^':
-      case '$':
         return Unsupported(std::string("anchor ") + c, i);
       case '(': {
         if (i + 1 < p.size() && p[i + 1] == '?') {

@@ -9,10 +9,11 @@
 //   \p{X} \P{X} \p{^X}  X a general category (L, Lu, N, Nd, P, ...)
 //   \d \D      \p{Nd}
 //   \v         U+000B (in PCRE2 \v is a class)
+//   $          the end of a line, as in Ruby: (?=\n|\z)
 //   \r \n \t \f \a \e \xHH \x{H..} \uHHHH and escaped punctuation as is
 //   groups (?: (?i: (?-i: (?i) (?-i) (?= (?! (?<= (?<! (?> and plain ( ),
 //   classes without nesting or && intersection, quantifiers, alternation.
-// Everything else (\w \b \h \R \X \K back-references, ^ $ anchors, named
+// Everything else (\w \b \h \R \X \K back-references, the ^ anchor, named
 // groups, script properties, POSIX brackets) is refused as kUnimplemented
 // rather than risk a silently different split.
 #ifndef FOLIO_TOKENIZER_SPLIT_REGEX_H_

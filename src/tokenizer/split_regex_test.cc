@@ -32,12 +32,19 @@ TEST(TokenizerSplitRegex, RefusesConstructsItCannotReproduce) {
   ExpectUnsupported("\\bword", "escape \\b");
   ExpectUnsupported("\\h", "escape \\h");  // hex digit in Oniguruma
   ExpectUnsupported("^a", "anchor ^");
-  ExpectUnsupported("a$", "anchor $");
   ExpectUnsupported("(?<name>a)", "group syntax");
   ExpectUnsupported("\\p{Han}", "property \\p{Han}");
   ExpectUnsupported("[[:alpha:]]", "nested class");
   ExpectUnsupported("[a-z&&[^aeiou]]", "intersection");
   ExpectUnsupported("(a)\\1", "escape \\1");
+}
+
+// Ruby's $ (DeepSeek-LLM's "\\s+$"): the end of any line, not only of the
+// text, and never a match that would swallow the newline.
+TEST(TokenizerSplitRegex, DollarIsTheEndOfALine) {
+  EXPECT_EQ(Split("\\s+$", "a  \nb \t"), (std::vector<std::string>{"  ", " \t"}));
+  EXPECT_EQ(Split("b$", "ab\nab"), (std::vector<std::string>{"b", "b"}));
+  EXPECT_EQ(Split("[$]", "a$b"), (std::vector<std::string>{"$"}));
 }
 
 TEST(TokenizerSplitRegex, RejectsMalformedPatterns) {
