@@ -5,6 +5,7 @@
 // vocabularies, SentencePiece on a hand-built vocabulary, and streaming
 // decode.
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <cstdlib>
 #include <fstream>
@@ -429,10 +430,59 @@ TEST(BpeTokenizer, SmollmSplitsDigitsOneByOne) {
   EXPECT_EQ(*smollm->Encode("x12", false), (Ids{'x', '1', '2'}));
 }
 
-TEST(BpeTokenizer, AnUnknownPreTokenizerIsRefusedByName) {
+// Every name llama.cpp's loader maps to a split list builds a tokenizer
+// whose regexes compile and run on awkward text; the spot checks pin a few
+// families' distinguishing splits (their full agreement with Hugging Face
+// `tokenizers` is tests/python/test_pretokenizers.py's).
+TEST(BpeTokenizer, EveryKnownPreTokenizerBuilds) {
+  const std::vector<std::string> names = Tokenizer::KnownPreTokenizers();
+  EXPECT_GE(names.size(), 70u);
+  const std::string text =
+      "I'M 12345 東京 ﾃｽﾄ 🙂 x  \n\n  y\tdef f(a):\n    return a+1 \xC3\xA9";
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    auto tok = Tokenizer::FromSpec(UnreachableWordSpec(name));
+    ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+    auto ids = tok->Encode(text, false);
+    ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+    EXPECT_EQ(*tok->Decode(*ids, false), text);
+  }
+  for (const char* name : {"llama-bpe", "gpt-2", "qwen2", "smollm", "deepseek-llm", "tekken",
+                           "gpt-4o", "falcon", "bloom", "chameleon", "deepseek-v3"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << name;
+  }
+  // Names are unique.
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(std::adjacent_find(sorted.begin(), sorted.end()), sorted.end());
+}
+
+TEST(BpeTokenizer, PreTokenizerFamiliesSplitDigitsTheirWay) {
+  // The spec's merges join b+c and a+b only; "12" is a token joined by "1 2".
+  auto digits = [](const std::string& pre) -> Ids {
+    TokenizerSpec spec = UnreachableWordSpec(pre);
+    spec.tokens.push_back("12");  // 259
+    spec.merges.push_back("1 2");
+    auto tok = Tokenizer::FromSpec(spec);
+    EXPECT_TRUE(tok.ok()) << pre;
+    return tok.ok() ? *tok->Encode("1212", false) : Ids{};
+  };
+  EXPECT_EQ(digits("gpt-2"), (Ids{259, 259}));                     // \p{N}+ together
+  EXPECT_EQ(digits("starcoder"), (Ids{'1', '2', '1', '2'}));       // Digits(individual)
+  EXPECT_EQ(digits("deepseek-coder"), (Ids{'1', '2', '1', '2'}));  // \p{N}
+  EXPECT_EQ(digits("llama3"), (Ids{259, '1', '2'}));               // \p{N}{1,3}: 121|2
+  EXPECT_EQ(digits("falcon"), (Ids{259, '1', '2'}));               // [0-9]{3} isolated: 121|2
+}
+
+TEST(BpeTokenizer, AnUnknownPreTokenizerIsRefusedNamingTheKnownOnes) {
   auto tok = Tokenizer::FromSpec(UnreachableWordSpec("tekken-v99"));
   ASSERT_FALSE(tok.ok());
-  EXPECT_NE(tok.status().ToString().find("tekken-v99"), std::string::npos);
+  EXPECT_EQ(tok.status().code(), StatusCode::kUnimplemented);
+  const std::string m = tok.status().ToString();
+  EXPECT_NE(m.find("tekken-v99"), std::string::npos) << m;
+  for (const std::string& name : Tokenizer::KnownPreTokenizers()) {
+    EXPECT_NE(m.find(name), std::string::npos) << name;
+  }
 }
 
 TEST(BpeTokenizer, LowestRankMergesFirstThenLeftmost) {

@@ -503,8 +503,8 @@ TEST(TokenizerSpecErrors, EmptyVocabulary) {
 }
 
 TEST(TokenizerSpecErrors, UnknownPreTokenizer) {
-  ExpectSpecRefused([](TokenizerSpec& s) { s.pre_tokenizer = "falcon"; },
-                    StatusCode::kUnimplemented, "pre_tokenizer 'falcon'");
+  ExpectSpecRefused([](TokenizerSpec& s) { s.pre_tokenizer = "falcon-v9"; },
+                    StatusCode::kUnimplemented, "pre_tokenizer 'falcon-v9'");
 }
 
 TEST(TokenizerSpecErrors, TokenTypesOfWrongLength) {

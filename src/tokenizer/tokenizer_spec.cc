@@ -1,5 +1,8 @@
 // Tokenizer::FromSpec: a tokenizer from GGUF-style plain data.
 #include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "folio/tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_internal.h"
@@ -7,13 +10,64 @@
 namespace folio::tokenizer {
 namespace {
 
-// The split patterns llama.cpp and `tokenizers` use for these models.
+// Split patterns, in the Oniguruma syntax of the models' tokenizer.json
+// files (llama.cpp's llama-vocab.cpp lists them per pre-tokenizer type,
+// some rewritten for its own regex engine; where it gives the original
+// tokenizer.json pattern, that one is used here).
+constexpr std::string_view kGpt2Pattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kLlama3Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 constexpr std::string_view kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr std::string_view kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kQwen35Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kGpt4oPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kTekkenPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kJais2Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s{512}(?!\S)|\s{256}(?!\S)|\s{128}(?!\S)|\s{64}(?!\S)|\s{32}(?!\S)|\s{16}(?!\S)|\s{8}(?!\S)|\s{4}(?!\S)|\s{1,2}(?!\S)|\s{1})";
+constexpr std::string_view kSeedCoderPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1}| ?[^\s\p{L}\p{N}\r\n]+|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kBailingMoePattern =
+    R"('(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+)";
+constexpr std::string_view kUfakzekaPattern =
+    R"([^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kExaoneMoePattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?(?:\p{L}\p{M}*(?: \p{L}\p{M}*)*)+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]?|\s*[\r\n]|\s+(?!\S)|\s+)";
+constexpr std::string_view kCjkKanaPattern = "[一-龥぀-ゟ゠-ヿ]+";
+constexpr std::string_view kCjkHangulPattern = "[一-龥ࠀ-一가-퟿]+";
+constexpr std::string_view kDeepseekV3Pattern =
+    R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)re";
+constexpr std::string_view kSpark25Pattern =
+    R"re([!"#$%&'()*+,\-./:;<=>?@\[\\\]^_`{|}~][A-Za-z]+|[^\r\n\p{L}\p{P}\p{S}]?[\p{L}\p{M}]+| ?[\p{P}\p{S}]+|[\r\n]|\s+(?!\S)|\s+)re";
+// DeepSeek-LLM's letters (a subset of Lu/Ll/Lt), with escapes: some are NFC
+// singletons (U+1F7D, U+2126, U+212A, ...) an editor may silently replace.
+constexpr std::string_view kDeepseekLlmLetters =
+    "\\s?[A-Za-z\u00B5\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u01BA\u01BC-\u01BF\u01C4-"
+    "\u0293\u0295-\u02AF\u0370-\u0373\u0376\u0377\u037B-\u037D\u037F\u0386\u0388-"
+    "\u038A\u038C\u038E-\u03A1\u03A3-\u03F5\u03F7-\u0481\u048A-\u052F\u0531-\u0556"
+    "\u10A0-\u10C5\u13A0-\u13F5\u13F8-\u13FD\u1C90-\u1CBA\u1CBD-\u1CBF\u1D00-\u1D2B"
+    "\u1D6B-\u1D77\u1D79-\u1D9A\u1E00-\u1F15\u1F18-\u1F1D\u1F20-\u1F45\u1F48-\u1F4D"
+    "\u1F50-\u1F57\u1F59\u1F5B\u1F5D\u1F5F-\u1F7D\u1F80-\u1FB4\u1FB6-\u1FBC\u1FBE"
+    "\u1FC2-\u1FC4\u1FC6-\u1FCC\u1FD0-\u1FD3\u1FD6-\u1FDB\u1FE0-\u1FEC\u1FF2-\u1FF4"
+    "\u1FF6-\u1FFC\u2102\u2107\u210A-\u2113\u2115\u2119-\u211D\u2124\u2126\u2128"
+    "\u212A-\u212D\u212F-\u2134\u2139\u213C-\u213F\u2145-\u2149\u214E\u2183\u2184"
+    "\u2C00-\u2C7B\u2C7E-\u2CE4\u2CEB-\u2CEE\u2CF2\u2CF3\uA640-\uA66D\uA680-\uA69B"
+    "\uA722-\uA76F\uA771-\uA787\uA78B-\uA78E\uAB70-\uABBF\uFB00-\uFB06\uFB13-\uFB17"
+    "\uFF21-\uFF3A\uFF41-\uFF5A\U00010400-\U0001044F\U000104B0-\U000104D3\U000104D8-"
+    "\U000104FB\U00010C80-\U00010CB2\U00010CC0-\U00010CF2\U000118A0-\U000118DF"
+    "\U0001E900-\U0001E943]+";
+constexpr std::string_view kBloomPattern = R"( ?[^(\s|.,!?…。，、।۔،)]+)";
+constexpr std::string_view kYoutuCjkPattern =
+    "[가-힣ㄱ-ㆎ]+|[！…“”‘’—：；，、-〿︰-﹏]+|[ㄅ-ㄯ]+|[一-龥぀-ゟ゠-"
+    "ヿ]"
+    "+";
+constexpr std::string_view kYoutuPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+constexpr std::string_view kLagunaPattern =
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 enum TokenType : int32_t {
   kNormal = 1,
@@ -34,30 +88,96 @@ Status CheckOptionalId(const char* field, const std::optional<int32_t>& id, size
   return Status::Ok();
 }
 
-// A GGUF pre-tokenizer name's splitting, as llama.cpp's vocabulary loader
-// and the model's tokenizer.json do it: the split patterns in order (a
-// digits step first for the families whose tokenizer.json starts with
-// Digits(individual_digits)), whether merges are skipped for words in the
-// vocabulary, and NFC normalization. An empty `patterns` means unknown.
-struct PreTokenizerSplits {
-  bool individual_digits = false;  // a Digits step before the regex
-  std::string_view pattern;
+// One split step: a regex whose matches become pieces (Isolated), or,
+// where the family's tokenizer.json has Digits(individual_digits), that.
+struct SplitStep {
+  std::string_view pattern;  // empty for the digits step
+};
+constexpr SplitStep kDigitsStep{};
+
+// A family of GGUF pre-tokenizer names (tokenizer.ggml.pre) that split
+// alike, as llama.cpp's vocabulary loader maps them: the steps in order,
+// whether merges are skipped for words in the vocabulary, NFC.
+struct PreTokenizerFamily {
+  std::vector<std::string_view> names;
+  std::vector<SplitStep> steps;
   bool ignore_merges = false;
   bool nfc = false;
 };
 
-PreTokenizerSplits SplitsForPreTokenizer(std::string_view name) {
-  if (name == "llama-bpe" || name == "llama3") {
-    return {false, kLlama3Pattern, true, false};  // llama.cpp and tokenizer.json both ignore merges
+const std::vector<PreTokenizerFamily>& PreTokenizerFamilies() {
+  static const auto* families = new std::vector<PreTokenizerFamily>{
+      // llama.cpp and the tokenizer.json files both ignore merges here.
+      {{"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+        "jina-v5-nano"},
+       {{kLlama3Pattern}},
+       true},
+      {{"dbrx", "smaug-bpe", "chatglm-bpe", "glm4"}, {{kLlama3Pattern}}},
+      {{"qwen2", "deepseek-r1-qwen"}, {{kQwen2Pattern}}, false, true},  // tokenizer.json: NFC
+      {{"stablelm2", "kormo", "f2llmv2", "megrez", "hunyuan", "solar-open", "grok-2"},
+       {{kQwen2Pattern}}},
+      {{"qwen35"}, {{kQwen35Pattern}}},
+      {{"gpt-2", "default", "phi-2", "jina-es", "jina-de", "gigachat", "jina-v2-es", "jina-v2-de",
+        "a.x-4.0", "mellum", "modern-bert", "mpt", "olmo", "jais", "trillion", "granite-docling",
+        "exaone4"},
+       {{kGpt2Pattern}}},
+      // tokenizer.json: Digits(individual_digits) then ByteLevel.
+      {{"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b",
+        "mellum2"},
+       {kDigitsStep, {kGpt2Pattern}}},
+      {{"deepseek-llm"},
+       {{R"([\r\n])"},
+        {kDeepseekLlmLetters},
+        {R"(\s?[!-/:-~！-／：-～‘-‟　-。]+)"},
+        {R"(\s+$)"},
+        {kCjkHangulPattern},
+        {R"(\p{N}+)"}}},
+      {{"deepseek-coder"},
+       {{R"([\r\n])"}, {R"(\s?\p{L}+)"}, {R"(\s?\p{P}+)"}, {kCjkHangulPattern}, {R"(\p{N})"}}},
+      {{"deepseek-v3", "hunyuan-dense", "joyai-llm", "hy_v4"},
+       {{R"(\p{N}{1,3})"}, {kCjkKanaPattern}, {kDeepseekV3Pattern}}},
+      {{"spark2_5"}, {{R"(\p{N}{1,3})"}, {kCjkKanaPattern}, {kSpark25Pattern}, {R"(\p{N})"}}},
+      {{"falcon"}, {{R"([\p{P}\$\+<=>\^~\|`]+)"}, {kGpt2Pattern}, {R"([0-9][0-9][0-9])"}}},
+      {{"poro-chat", "bloom", "gpt3-finnish"}, {{kBloomPattern}}},
+      {{"viking"}, {{kBloomPattern}, {R"(\p{N})"}}},
+      {{"tekken"}, {{kTekkenPattern}}, true},
+      {{"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"}, {{kGpt4oPattern}}},
+      {{"chameleon"},
+       {{R"(<sentinel:[0-9]+>)"},
+        {R"((IMGIMG)((A|B|C|D|E|F|G|H|I){1,4})Z)"},
+        {"([\\t\\n]|    |  )"},
+        {R"(\p{N})"},
+        {R"([\p{P}!-/:-@\[-`{-~])"},
+        {kGpt2Pattern}}},
+      {{"jais-2"}, {{kJais2Pattern}}},
+      {{"seed-coder"}, {{kSeedCoderPattern}}},
+      {{"bailingmoe", "bailingmoe2", "llada-moe"}, {{kBailingMoePattern}}},
+      {{"ufakzeka"}, {{kUfakzekaPattern}}},
+      {{"exaone-moe"}, {{kExaoneMoePattern}}},
+      {{"youtu"}, {{kYoutuCjkPattern}, {kYoutuPattern}}, true},
+      {{"laguna"}, {{R"([^\n]+|[\n]+)"}, {kLagunaPattern}}},
+  };
+  return *families;
+}
+
+const PreTokenizerFamily* FindPreTokenizer(std::string_view name) {
+  for (const PreTokenizerFamily& f : PreTokenizerFamilies()) {
+    for (std::string_view n : f.names) {
+      if (n == name) return &f;
+    }
   }
-  if (name == "qwen2") return {false, kQwen2Pattern, false, true};  // tokenizer.json: NFC
-  if (name == "gpt-2" || name == "default") return {false, kGpt2Pattern, false, false};
-  // SmolLM's tokenizer.json: Digits(individual_digits) then ByteLevel.
-  if (name == "smollm") return {true, kGpt2Pattern, false, false};
-  return {};
+  return nullptr;
 }
 
 }  // namespace
+
+std::vector<std::string> Tokenizer::KnownPreTokenizers() {
+  std::vector<std::string> names;
+  for (const PreTokenizerFamily& f : PreTokenizerFamilies()) {
+    names.insert(names.end(), f.names.begin(), f.names.end());
+  }
+  return names;
+}
 
 Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
   const size_t n = spec.tokens.size();
@@ -149,24 +269,28 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
     }
   } else {
     t->kind = TokenizerImpl::Kind::kByteLevelBpe;
-    const PreTokenizerSplits splits = SplitsForPreTokenizer(spec.pre_tokenizer);
-    if (splits.pattern.empty()) {
+    const PreTokenizerFamily* family = FindPreTokenizer(spec.pre_tokenizer);
+    if (family == nullptr) {
+      std::string known;
+      for (const std::string& name : KnownPreTokenizers()) {
+        known += (known.empty() ? "" : ", ") + name;
+      }
       return Status::Unimplemented("tokenizer spec: pre_tokenizer " +
                                    QuoteToken(spec.pre_tokenizer) +
-                                   " is not supported (llama-bpe, llama3, qwen2, "
-                                   "smollm, gpt-2, default are)");
+                                   " is not supported (known: " + known + ")");
     }
-    t->ignore_merges = splits.ignore_merges;
-    t->nfc = splits.nfc;
-    if (splits.individual_digits) {
-      PreSplitStep digits;
-      digits.kind = PreSplitStep::Kind::kDigits;
-      digits.individual_digits = true;
-      t->pre_splits.push_back(std::move(digits));
+    t->ignore_merges = family->ignore_merges;
+    t->nfc = family->nfc;
+    for (const SplitStep& s : family->steps) {
+      PreSplitStep step;
+      if (s.pattern.empty()) {
+        step.kind = PreSplitStep::Kind::kDigits;
+        step.individual_digits = true;
+      } else {
+        FOLIO_ASSIGN_OR_RETURN(step.regex, SplitRegex::Compile(s.pattern));
+      }
+      t->pre_splits.push_back(std::move(step));
     }
-    PreSplitStep step;
-    FOLIO_ASSIGN_OR_RETURN(step.regex, SplitRegex::Compile(splits.pattern));
-    t->pre_splits.push_back(std::move(step));
     for (size_t id = 0; id < n; ++id) {
       if (auto bytes = ByteLevelToBytes(t->vocab[id])) {
         t->model_ids_by_bytes.emplace(*std::move(bytes), static_cast<int32_t>(id));

@@ -67,9 +67,10 @@ struct TokenizerSpec {
   // Decode when asked); user-defined tokens are always matched in text.
   std::vector<int32_t> token_types;
   std::vector<std::string> merges;  // "a b" pairs, BPE only, rank = index
-  // tokenizer.ggml.pre, BPE only: "llama-bpe" / "llama3" (Llama-3 pattern,
-  // ignore_merges), "qwen2" (Qwen2 pattern and NFC, as the Hugging Face
-  // tokenizer does), "gpt-2" / "default" (GPT-2 pattern).
+  // tokenizer.ggml.pre, BPE only: one of Tokenizer::KnownPreTokenizers(),
+  // the names llama.cpp's vocabulary loader maps to split regexes (e.g.
+  // "llama-bpe" / "llama3": Llama-3 pattern and ignore_merges; "qwen2":
+  // Qwen2 pattern and NFC; "gpt-2" / "default": GPT-2 pattern).
   std::string pre_tokenizer;
   std::optional<int32_t> bos_id, eos_id, unk_id, pad_id;
   bool add_bos = false, add_eos = false;
@@ -96,6 +97,9 @@ class Tokenizer {
   // Errors: kInvalidArgument (inconsistent spec, naming the field and
   // value), kResourceExhausted, kUnimplemented (unknown pre_tokenizer).
   static Result<Tokenizer> FromSpec(TokenizerSpec spec);
+  // The TokenizerSpec::pre_tokenizer names FromSpec accepts, grouped by
+  // family (names that split alike are adjacent).
+  static std::vector<std::string> KnownPreTokenizers();
 
   // Encodes UTF-8 text. Added/special tokens that appear literally in the
   // text are matched leftmost-longest first; with allow_special false the
