@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
 
 #include "folio/checkpoint/gguf.h"
 #include "folio/model/model.h"
@@ -37,8 +39,10 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
 Result<Model> LoadFolderModel(const std::filesystem::path& dir);
 
 // The tokenizer a GGUF file's tokenizer.ggml.* metadata describes
-// (model_tokenizer.cc); errors name the key.
-Result<tokenizer::Tokenizer> GgufTokenizer(const GgufFile& file);
+// (model_tokenizer.cc), pre_tokenizer replacing tokenizer.ggml.pre when
+// given; errors name the key.
+Result<tokenizer::Tokenizer> GgufTokenizer(
+    const GgufFile& file, const std::optional<std::string>& pre_tokenizer = std::nullopt);
 
 }  // namespace folio::checkpoint
 

@@ -9,7 +9,8 @@ namespace folio::checkpoint {
 using tokenizer::Tokenizer;
 using tokenizer::TokenizerSpec;
 
-Result<Tokenizer> GgufTokenizer(const GgufFile& f) {
+Result<Tokenizer> GgufTokenizer(const GgufFile& f,
+                                const std::optional<std::string>& pre_tokenizer) {
   TokenizerSpec spec;
   FOLIO_ASSIGN_OR_RETURN(std::string kind, f.GetString("tokenizer.ggml.model"));
   if (kind == "gpt2") {
@@ -35,6 +36,7 @@ Result<Tokenizer> GgufTokenizer(const GgufFile& f) {
   if (f.Has("tokenizer.ggml.pre")) {
     FOLIO_ASSIGN_OR_RETURN(spec.pre_tokenizer, f.GetString("tokenizer.ggml.pre"));
   }
+  if (pre_tokenizer) spec.pre_tokenizer = *pre_tokenizer;
   auto id = [&](const char* key, std::optional<int32_t>& out) -> Status {
     if (!f.Has(key)) return Status::Ok();
     FOLIO_ASSIGN_OR_RETURN(uint64_t v, f.GetUint(key));
@@ -58,16 +60,22 @@ Result<Tokenizer> GgufTokenizer(const GgufFile& f) {
   return Tokenizer::FromSpec(std::move(spec));
 }
 
-Result<std::optional<Tokenizer>> LoadModelTokenizer(const std::filesystem::path& model_path) {
+Result<std::optional<Tokenizer>> LoadModelTokenizer(
+    const std::filesystem::path& model_path, const std::optional<std::string>& pre_tokenizer) {
   std::error_code ec;
   if (std::filesystem::is_directory(model_path, ec)) {
+    if (pre_tokenizer) {
+      return Status::InvalidArgument(
+          "a pre-tokenizer override applies to a GGUF file's tokenizer.ggml.pre; " +
+          model_path.string() + " is a folder (its tokenizer.json names its own)");
+    }
     const auto path = model_path / "tokenizer.json";
     if (!std::filesystem::exists(path, ec)) return std::optional<Tokenizer>();
     FOLIO_ASSIGN_OR_RETURN(Tokenizer t, Tokenizer::FromTokenizerJson(path));
     return std::optional<Tokenizer>(std::move(t));
   }
   FOLIO_ASSIGN_OR_RETURN(GgufFile f, GgufFile::Open(model_path));
-  Result<Tokenizer> t = GgufTokenizer(f);
+  Result<Tokenizer> t = GgufTokenizer(f, pre_tokenizer);
   if (!t) return t.error().WithContext(model_path.string());
   return std::optional<Tokenizer>(std::move(*t));
 }

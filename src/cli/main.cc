@@ -433,15 +433,20 @@ struct TokenizeFlags {
   std::optional<std::string> text;
   bool decode = false;
   bool no_special = false;  // encode: no bos/eos; decode: keep special tokens' text
+  std::optional<std::string> tokenizer_pre;  // replaces the GGUF's tokenizer.ggml.pre
 };
 
 int RunTokenize(const TokenizeFlags& f) {
   Result<tokenizer::Tokenizer> tok = [&]() -> Result<tokenizer::Tokenizer> {
     if (std::filesystem::path(f.model).extension() == ".json") {
+      if (f.tokenizer_pre) {
+        return Status::InvalidArgument("--tokenizer-pre applies to a GGUF file; " + f.model +
+                                       " is a tokenizer.json, which names its own pre-tokenizer");
+      }
       return tokenizer::Tokenizer::FromTokenizerJson(f.model);
     }
     FOLIO_ASSIGN_OR_RETURN(std::optional<tokenizer::Tokenizer> t,
-                           checkpoint::LoadModelTokenizer(f.model));
+                           checkpoint::LoadModelTokenizer(f.model, f.tokenizer_pre));
     if (!t) return Status::NotFound(f.model + " has no tokenizer (no tokenizer.json)");
     return std::move(*t);
   }();
@@ -580,6 +585,9 @@ int main(int argc, char** argv) {
   tokenize_cmd->add_flag("--decode", tokenize.decode, "read comma-separated ids, print the text");
   tokenize_cmd->add_flag("--no-special", tokenize.no_special,
                          "encode without bos/eos; decode special tokens as text");
+  tokenize_cmd->add_option("--tokenizer-pre", tokenize.tokenizer_pre,
+                           "pre-tokenizer name replacing the GGUF file's tokenizer.ggml.pre "
+                           "(a name llama.cpp knows, e.g. llama-bpe, qwen2, gpt-4o)");
 
   LogitsFlags logits;
   CLI::App* logits_cmd =

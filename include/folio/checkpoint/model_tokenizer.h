@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <string>
 
 #include "folio/core/status.h"
 #include "folio/tokenizer/tokenizer.h"
@@ -14,8 +15,14 @@ namespace folio::checkpoint {
 // metadata (gpt2-style BPE or llama SentencePiece). nullopt for a folder
 // without tokenizer.json (folio's byte-level models use ByteTokenizer).
 // Errors name the file and the key.
+//
+// pre_tokenizer, when given, replaces a GGUF file's tokenizer.ggml.pre (one
+// of Tokenizer::KnownPreTokenizers(), else kUnimplemented listing them); a
+// tokenizer.json carries its own pre-tokenizer, so it is refused there
+// (kInvalidArgument).
 Result<std::optional<tokenizer::Tokenizer>> LoadModelTokenizer(
-    const std::filesystem::path& model_path);
+    const std::filesystem::path& model_path,
+    const std::optional<std::string>& pre_tokenizer = std::nullopt);
 
 }  // namespace folio::checkpoint
 
