@@ -92,6 +92,12 @@ Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols, uint64_t seed
           }
           break;
         }
+        case WeightType::kQ4_K:
+        case WeightType::kQ5_K:
+        case WeightType::kQ6_K:
+          // No kernel (has_matmul false), so never asked for here.
+          ADD_FAILURE() << WeightTypeName(type) << " has no matmul kernel to test";
+          return m;
       }
     }
   }
