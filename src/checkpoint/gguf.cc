@@ -107,12 +107,15 @@ constexpr std::optional<ops::WeightType> ToWeightType(GgmlType t) {
       return ops::WeightType::kQ5_0;
     case GgmlType::kQ5_1:
       return ops::WeightType::kQ5_1;
+    case GgmlType::kQ4_K:
+      return ops::WeightType::kQ4_K;
+    case GgmlType::kQ5_K:
+      return ops::WeightType::kQ5_K;
+    case GgmlType::kQ6_K:
+      return ops::WeightType::kQ6_K;
     case GgmlType::kQ8_1:
     case GgmlType::kQ2_K:
     case GgmlType::kQ3_K:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
     case GgmlType::kQ8_K:
     case GgmlType::kIQ2_XXS:
     case GgmlType::kIQ2_XS:
