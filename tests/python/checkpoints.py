@@ -216,17 +216,55 @@ def gguf_name(hf):
     return f"blk.{i}.{GGUF_NAMES[rest]}"
 
 
-GGUF_DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")
+GGUF_DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+               "q4_k", "q5_k", "q6_k")
+# The K-quants, which the gguf package decodes but cannot encode; their
+# rows must be whole 256-element super-blocks.
+KQUANT_DTYPES = ("q4_k", "q5_k", "q6_k")
 
 
 def gguf_qtype(dtype: str):
-    """The gguf package's type for a storage name: f32, f16, bf16, q8_0 and
-    the legacy 4- and 5-bit blocks q4_0, q4_1, q5_0, q5_1 (quantized by the
-    package over rows of whole 32-element blocks)."""
+    """The gguf package's type for a storage name: f32, f16, bf16, q8_0, the
+    legacy 4- and 5-bit blocks q4_0, q4_1, q5_0, q5_1 (quantized by the
+    package over rows of whole 32-element blocks) and the K-quants."""
     import gguf
     if dtype not in GGUF_DTYPES:
         raise ValueError(dtype)
     return gguf.GGMLQuantizationType[dtype.upper()]
+
+
+def kquant_blocks(x, dtype: str):
+    """K-quant blocks standing for the 2-D weight x: random bytes (seeded by
+    x's bytes, so the same x gives the same blocks), with each block's f16
+    super-block scale d set to a finite value, c * U(0.5, 1.5), and for the
+    types with mins dmin to d times the mean quant, so the weights centre
+    near 0; c makes their spread match x's. Returns uint8 rows for
+    GGUFWriter's raw_dtype; gguf.quants.dequantize of them is the weight."""
+    import zlib
+    import gguf
+    qtype = gguf_qtype(dtype)
+    block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    assert x.ndim == 2 and x.shape[1] % block == 0, x.shape
+    n = x.size // block
+    rng = np.random.default_rng(zlib.crc32(np.ascontiguousarray(x).tobytes()))
+    raw = rng.integers(0, 256, size=(n, block_bytes), dtype=np.uint8)
+    u = rng.uniform(0.5, 1.5, size=n)
+    mean_q = {"q4_k": 7.5, "q5_k": 15.5, "q6_k": None}[dtype]
+
+    def f16_bytes(v):
+        return v.astype(np.float16).view(np.uint8).reshape(n, 2)
+
+    def with_scale(c):
+        b = raw.copy()
+        if mean_q is None:  # q6_k: d is the block's last two bytes
+            b[:, block_bytes - 2:] = f16_bytes(c * u)
+        else:  # q4_k, q5_k: d, then dmin
+            b[:, 0:2] = f16_bytes(c * u)
+            b[:, 2:4] = f16_bytes(c * u * mean_q)
+        return b.reshape(x.shape[0], -1)
+
+    unit = gguf.quants.dequantize(with_scale(1.0), qtype)
+    return with_scale(float(np.std(x) / np.std(unit)))
 
 
 def write_gguf(path: Path, a: Arch, w: dict, dtype: str):
@@ -246,13 +284,18 @@ def write_gguf(path: Path, a: Arch, w: dict, dtype: str):
     wr.add_layer_norm_rms_eps(a.eps)
     qtype = gguf_qtype(dtype)
     for name, x in w.items():
-        if arch == "llama" and name.endswith("q_proj.weight"):
-            x = permute_for_gguf(x, a.heads)
-        if arch == "llama" and name.endswith("k_proj.weight"):
-            x = permute_for_gguf(x, a.kv_heads)
-        x32 = x.astype(np.float32)
+        def rows(r):  # rows of x, or of its blocks, in the file's order
+            if arch == "llama" and name.endswith("q_proj.weight"):
+                return permute_for_gguf(r, a.heads)
+            if arch == "llama" and name.endswith("k_proj.weight"):
+                return permute_for_gguf(r, a.kv_heads)
+            return r
+        x32 = rows(x).astype(np.float32)
         if x.ndim == 1 or dtype == "f32":
             wr.add_tensor(gguf_name(name), x32)
+        elif dtype in KQUANT_DTYPES:
+            # The blocks stand for x as the reference reads it, unpermuted.
+            wr.add_tensor(gguf_name(name), rows(kquant_blocks(x, dtype)), raw_dtype=qtype)
         else:
             data = gguf.quants.quantize(x32, qtype)
             wr.add_tensor(gguf_name(name), data, raw_dtype=qtype)
