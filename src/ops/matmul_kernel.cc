@@ -368,6 +368,10 @@ void MatMulRowsImpl(const MatMulTask& t) {
     case WeightType::kQ4_K:
     case WeightType::kQ5_K:
     case WeightType::kQ6_K:
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ4_XS:
       break;
   }
   FOLIO_CHECK(false, "matmul kernel: no kernel for weight type ", WeightTypeName(t.w.type));

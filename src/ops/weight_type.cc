@@ -179,6 +179,96 @@ void DecodeQ6K(const std::byte* src, std::span<Out> out) {
   }
 }
 
+// ggml's dequantize_row_q2_K and _q3_K. Both lay 256 elements out in two
+// halves n of 128, each in 4 groups k of 32, each in two sub-blocks h of
+// 16: element 128n + 32k + 16h + l takes bits 2k, 2k + 1 of qs[32n + 16h
+// + l] as q and sub-block scale 8n + 2k + h.
+//   Q2_K (scales[16], qs[64], f16 d, dmin): scale byte s gives d * (s &
+//   15) and dmin * (s >> 4); the element is (d * (s & 15)) * q - dmin *
+//   (s >> 4), products exact (11 by 4 by 2 bits), one rounding.
+//   Q3_K (hmask[32], qs[64], scales[12], f16 d): q minus 4 unless bit 4n +
+//   k of hmask[16h + l] is set; scale j (6 bits) has low bits from the low
+//   (j < 8) or high nibble of byte j % 8 and bits 4-5 from bits 2 (j / 4)
+//   of byte 8 + j % 4 (ggml's kmask shuffle); the element is (d * (sc -
+//   32)) * q, exact (11 by 6 by 3 bits).
+template <WeightType kType, typename Out>
+void DecodeQ2Q3K(const std::byte* src, std::span<Out> out) {
+  constexpr bool kQ3 = kType == WeightType::kQ3_K;
+  constexpr size_t kElems = TraitsOf(kType).block_size;
+  constexpr size_t kBytes = TraitsOf(kType).block_bytes;
+  constexpr size_t kQsAt = kQ3 ? kElems / 8 : kElems / 16;
+  constexpr size_t kScalesAt = kQ3 ? kQsAt + kElems / 4 : 0;
+  constexpr size_t kDAt = kQ3 ? kScalesAt + 12 : kQsAt + kElems / 4;
+  static_assert(kElems == 256 && kDAt + (kQ3 ? 2 : 4) == kBytes, "a Q2_K/Q3_K block's layout");
+  for (size_t b = 0; b < out.size() / kElems; ++b) {
+    const std::byte* block = src + b * kBytes;
+    const float d = F16At(block + kDAt);
+    const float dmin = kQ3 ? 0.0f : F16At(block + kDAt + 2);
+    for (size_t j = 0; j < 16; ++j) {  // sub-block j = 8n + 2k + h
+      const size_t n = j / 8, k = j % 8 / 2, h = j % 2;
+      float dl, ml = 0.0f;
+      if constexpr (kQ3) {
+        const uint32_t low = (ByteAt(block, kScalesAt + j % 8) >> (j < 8 ? 0 : 4)) & 0x0f;
+        const uint32_t high = (ByteAt(block, kScalesAt + 8 + j % 4) >> (2 * (j / 4))) & 3;
+        dl = d * static_cast<float>(static_cast<int>(low | high << 4) - 32);
+      } else {
+        const uint32_t s = ByteAt(block, kScalesAt + j);
+        dl = d * static_cast<float>(s & 0x0f);
+        ml = dmin * static_cast<float>(s >> 4);
+      }
+      for (size_t l = 0; l < 16; ++l) {
+        int q = static_cast<int>((ByteAt(block, kQsAt + 32 * n + 16 * h + l) >> (2 * k)) & 3);
+        float x;
+        if constexpr (kQ3) {
+          if (((ByteAt(block, 16 * h + l) >> (4 * n + k)) & 1) == 0) q -= 4;
+          x = dl * static_cast<float>(q);
+        } else {
+          x = dl * static_cast<float>(q) - ml;
+        }
+        out[b * kElems + 16 * j + l] = static_cast<Out>(x);
+      }
+    }
+  }
+}
+
+// ggml's kvalues_iq4nl: the 16 levels of the IQ4 types.
+constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+// ggml's dequantize_row_iq4_nl and _iq4_xs: 32 elements at a time take
+// nibbles in the legacy order (element j < 16 the low nibble of qs[j],
+// element j + 16 its high nibble) through kIq4nlValues, times d (IQ4_NL,
+// blocks of 32: f16 d, qs[16]) or times d * (ls - 32) (IQ4_XS, super-blocks
+// of 256: f16 d, u16 scales_h, scales_l[4], qs[128]; sub-block b's 6-bit
+// ls has low bits from nibble b % 2 of scales_l[b / 2] and bits 4-5 from
+// bits 2b, 2b + 1 of scales_h). Every product is exact (11, 6 and 7 bits).
+template <WeightType kType, typename Out>
+void DecodeIq4(const std::byte* src, std::span<Out> out) {
+  constexpr bool kXs = kType == WeightType::kIQ4_XS;
+  constexpr size_t kElems = TraitsOf(kType).block_size;
+  constexpr size_t kBytes = TraitsOf(kType).block_bytes;
+  constexpr size_t kQsAt = kXs ? 8 : 2;
+  static_assert(kQsAt + kElems / 2 == kBytes, "an IQ4 block's layout");
+  for (size_t b = 0; b < out.size() / kElems; ++b) {
+    const std::byte* block = src + b * kBytes;
+    const float d = F16At(block);
+    const uint32_t scales_h = ByteAt(block, 2) | ByteAt(block, 3) << 8;
+    for (size_t sb = 0; sb < kElems / 32; ++sb) {
+      float dl = d;
+      if constexpr (kXs) {
+        const uint32_t ls = ((ByteAt(block, 4 + sb / 2) >> (4 * (sb % 2))) & 0x0f) |
+                            ((scales_h >> (2 * sb)) & 3) << 4;
+        dl = d * static_cast<float>(static_cast<int>(ls) - 32);
+      }
+      for (size_t j = 0; j < 32; ++j) {
+        const uint32_t qs = ByteAt(block, kQsAt + 16 * sb + j % 16);
+        const uint32_t q = j < 16 ? qs & 0x0f : qs >> 4;
+        out[b * kElems + 32 * sb + j] = static_cast<Out>(dl * static_cast<float>(kIq4nlValues[q]));
+      }
+    }
+  }
+}
+
 template <typename Out>
 void Dequantize(WeightType type, const std::byte* src, std::span<Out> out) {
   const WeightTypeTraits& traits = TraitsOf(type);
@@ -209,6 +299,14 @@ void Dequantize(WeightType type, const std::byte* src, std::span<Out> out) {
       return DecodeQ4Q5K<WeightType::kQ5_K>(src, out);
     case WeightType::kQ6_K:
       return DecodeQ6K(src, out);
+    case WeightType::kQ2_K:
+      return DecodeQ2Q3K<WeightType::kQ2_K>(src, out);
+    case WeightType::kQ3_K:
+      return DecodeQ2Q3K<WeightType::kQ3_K>(src, out);
+    case WeightType::kIQ4_NL:
+      return DecodeIq4<WeightType::kIQ4_NL>(src, out);
+    case WeightType::kIQ4_XS:
+      return DecodeIq4<WeightType::kIQ4_XS>(src, out);
   }
 }
 

@@ -41,6 +41,13 @@ constexpr Row kRows[] = {
     {WeightType::kQ4_K, "q4_k", 256, 144, false},
     {WeightType::kQ5_K, "q5_k", 256, 176, false},
     {WeightType::kQ6_K, "q6_k", 256, 210, false},
+    // block_q2_K (scales[16], qs[64], d, dmin), block_q3_K (hmask[32],
+    // qs[64], scales[12], d), block_iq4_nl (d, qs[16]), block_iq4_xs (d,
+    // scales_h, scales_l[4], qs[128]).
+    {WeightType::kQ2_K, "q2_k", 256, 84, false},
+    {WeightType::kQ3_K, "q3_k", 256, 110, false},
+    {WeightType::kIQ4_NL, "iq4_nl", 32, 18, false},
+    {WeightType::kIQ4_XS, "iq4_xs", 256, 136, false},
 };
 
 TEST(WeightType, TableHasOneRowPerTypeInEnumOrder) {
@@ -88,7 +95,13 @@ TEST(WeightType, RowBytesAreWholeBlocks) {
   EXPECT_EQ(WeightRowBytes(WeightType::kQ4_K, 4096), 2304u);
   EXPECT_EQ(WeightRowBytes(WeightType::kQ5_K, 4096), 2816u);
   EXPECT_EQ(WeightRowBytes(WeightType::kQ6_K, 4096), 3360u);
-  for (WeightType t : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
+  EXPECT_EQ(WeightRowBytes(WeightType::kQ2_K, 4096), 1344u);
+  EXPECT_EQ(WeightRowBytes(WeightType::kQ3_K, 4096), 1760u);
+  EXPECT_EQ(WeightRowBytes(WeightType::kIQ4_NL, 4096), 2304u);
+  EXPECT_EQ(WeightRowBytes(WeightType::kIQ4_NL, 48), 0u);
+  EXPECT_EQ(WeightRowBytes(WeightType::kIQ4_XS, 4096), 2176u);
+  for (WeightType t : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kQ2_K,
+                       WeightType::kQ3_K, WeightType::kIQ4_XS}) {
     EXPECT_EQ(WeightRowBytes(t, 128), 0u) << WeightTypeName(t);  // not whole super-blocks
     EXPECT_EQ(WeightRowBytes(t, 288), 0u) << WeightTypeName(t);
   }
@@ -367,30 +380,140 @@ void GgmlQ6K(const uint8_t* x, float* y) {
   }
 }
 
-// Where each K-quant keeps its f16 super-block scales.
+// One block_q2_K; the product dl * q is exact, kept unfused.
+void GgmlQ2K(const uint8_t* x, float* y) {
+  const uint8_t* q = x + 16;
+  const float d = F16Le(x + 80), min = F16Le(x + 82);
+  int is = 0;
+  for (int n = 0; n < 256; n += 128) {
+    int shift = 0;
+    for (int j = 0; j < 4; ++j) {
+      uint8_t sc = x[is++];
+      float dl = d * (sc & 0xF), ml = min * (sc >> 4);
+      for (int l = 0; l < 16; ++l) {
+        const volatile float p = dl * static_cast<float>(static_cast<int8_t>((q[l] >> shift) & 3));
+        *y++ = p - ml;
+      }
+      sc = x[is++];
+      dl = d * (sc & 0xF), ml = min * (sc >> 4);
+      for (int l = 0; l < 16; ++l) {
+        const volatile float p =
+            dl * static_cast<float>(static_cast<int8_t>((q[l + 16] >> shift) & 3));
+        *y++ = p - ml;
+      }
+      shift += 2;
+    }
+    q += 32;
+  }
+}
+
+// One block_q3_K, with ggml's kmask shuffle of the 12 scale bytes.
+void GgmlQ3K(const uint8_t* x, float* y) {
+  constexpr uint32_t kmask1 = 0x03030303, kmask2 = 0x0f0f0f0f;
+  const uint8_t* hm = x;
+  const uint8_t* q = x + 32;
+  const float d_all = F16Le(x + 108);
+  uint32_t aux[4];
+  std::memcpy(aux, x + 96, 12);
+  const uint32_t tmp = aux[2];
+  aux[2] = ((aux[0] >> 4) & kmask2) | (((tmp >> 4) & kmask1) << 4);
+  aux[3] = ((aux[1] >> 4) & kmask2) | (((tmp >> 6) & kmask1) << 4);
+  aux[0] = (aux[0] & kmask2) | (((tmp >> 0) & kmask1) << 4);
+  aux[1] = (aux[1] & kmask2) | (((tmp >> 2) & kmask1) << 4);
+  const auto* scales = reinterpret_cast<const int8_t*>(aux);
+  int is = 0;
+  uint8_t m = 1;
+  for (int n = 0; n < 256; n += 128) {
+    int shift = 0;
+    for (int j = 0; j < 4; ++j) {
+      float dl = d_all * (scales[is++] - 32);
+      for (int l = 0; l < 16; ++l) {
+        *y++ = dl * static_cast<float>(static_cast<int8_t>((q[l + 0] >> shift) & 3) -
+                                       ((hm[l + 0] & m) ? 0 : 4));
+      }
+      dl = d_all * (scales[is++] - 32);
+      for (int l = 0; l < 16; ++l) {
+        *y++ = dl * static_cast<float>(static_cast<int8_t>((q[l + 16] >> shift) & 3) -
+                                       ((hm[l + 16] & m) ? 0 : 4));
+      }
+      shift += 2;
+      m = static_cast<uint8_t>(m << 1);
+    }
+    q += 32;
+  }
+}
+
+// ggml's kvalues_iq4nl.
+constexpr int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                      1,    13,   25,  38,  53,  69,  89,  113};
+
+// One block_iq4_nl (32 elements).
+void GgmlIq4Nl(const uint8_t* x, float* y) {
+  const float d = F16Le(x);
+  const uint8_t* qs = x + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * kvalues_iq4nl[qs[j] & 0xf];
+    y[j + 16] = d * kvalues_iq4nl[qs[j] >> 4];
+  }
+}
+
+// One block_iq4_xs.
+void GgmlIq4Xs(const uint8_t* x, float* y) {
+  const float d = F16Le(x);
+  const auto scales_h = static_cast<uint16_t>(x[2] | x[3] << 8);
+  const uint8_t* scales_l = x + 4;
+  const uint8_t* qs = x + 8;
+  for (int ib = 0; ib < 8; ++ib) {
+    const int ls = ((scales_l[ib / 2] >> 4 * (ib % 2)) & 0xf) | (((scales_h >> 2 * ib) & 3) << 4);
+    const float dl = d * (ls - 32);
+    for (int j = 0; j < 16; ++j) {
+      y[j + 0] = dl * kvalues_iq4nl[qs[j] & 0xf];
+      y[j + 16] = dl * kvalues_iq4nl[qs[j] >> 4];
+    }
+    y += 32;
+    qs += 16;
+  }
+}
+
+// Where each K-quant (and IQ4 type) keeps its f16 super-block scales.
 struct KCase {
   WeightType type;
   std::vector<size_t> f16_at;  // byte offsets of d (and dmin)
 };
-const KCase kKQuants[] = {
-    {WeightType::kQ4_K, {0, 2}}, {WeightType::kQ5_K, {0, 2}}, {WeightType::kQ6_K, {208}}};
+const KCase kKQuants[] = {{WeightType::kQ4_K, {0, 2}}, {WeightType::kQ5_K, {0, 2}},
+                          {WeightType::kQ6_K, {208}},  {WeightType::kQ2_K, {80, 82}},
+                          {WeightType::kQ3_K, {108}},  {WeightType::kIQ4_NL, {0}},
+                          {WeightType::kIQ4_XS, {0}}};
 
 void GgmlK(WeightType type, const uint8_t* block, float* y) {
-  if (type == WeightType::kQ6_K) return GgmlQ6K(block, y);
-  GgmlQ4Q5K(block, type == WeightType::kQ5_K, y);
+  switch (type) {
+    case WeightType::kQ6_K:
+      return GgmlQ6K(block, y);
+    case WeightType::kQ2_K:
+      return GgmlQ2K(block, y);
+    case WeightType::kQ3_K:
+      return GgmlQ3K(block, y);
+    case WeightType::kIQ4_NL:
+      return GgmlIq4Nl(block, y);
+    case WeightType::kIQ4_XS:
+      return GgmlIq4Xs(block, y);
+    default:
+      return GgmlQ4Q5K(block, type == WeightType::kQ5_K, y);
+  }
 }
 
 // DequantizeRow (float and double out) over `bytes` (whole blocks) against
 // GgmlK; returns the number of mismatching elements.
 size_t KMismatches(WeightType type, const std::vector<uint8_t>& bytes) {
   const size_t block_bytes = TraitsOf(type).block_bytes;
+  const size_t elems = TraitsOf(type).block_size;
   const size_t blocks = bytes.size() / block_bytes;
   const auto* src = reinterpret_cast<const std::byte*>(bytes.data());
-  std::vector<float> out(blocks * 256), want(blocks * 256);
-  std::vector<double> out64(blocks * 256);
+  std::vector<float> out(blocks * elems), want(blocks * elems);
+  std::vector<double> out64(blocks * elems);
   DequantizeRow(type, src, out);
   DequantizeRow(type, src, out64);
-  for (size_t b = 0; b < blocks; ++b) GgmlK(type, &bytes[b * block_bytes], &want[b * 256]);
+  for (size_t b = 0; b < blocks; ++b) GgmlK(type, &bytes[b * block_bytes], &want[b * elems]);
   size_t mismatches = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     const bool same64 = std::isnan(want[i]) ? std::isnan(out64[i])
@@ -398,7 +521,7 @@ size_t KMismatches(WeightType type, const std::vector<uint8_t>& bytes) {
                                                   std::bit_cast<uint64_t>(double{want[i]});
     if (!SameFloat(want[i], out[i]) || !same64) {
       if (++mismatches <= 5) {
-        ADD_FAILURE() << WeightTypeName(type) << " block " << i / 256 << " element " << i % 256
+        ADD_FAILURE() << WeightTypeName(type) << " block " << i / elems << " element " << i % elems
                       << ": want " << want[i] << " got " << out[i] << " / " << out64[i];
       }
     }
@@ -446,7 +569,9 @@ TEST(DequantizeRow, KQuantsEqualGgmlsFormulaForEveryQuantAndScale) {
 TEST(DequantizeRow, KQuantsEqualGgmlsFormulaOnRandomBlocks) {
   SplitMix64 rng(24);
   for (const KCase& c : kKQuants) {
-    std::vector<uint8_t> bytes(8192 * TraitsOf(c.type).block_bytes);
+    // 8192 * 256 elements, whatever the block size.
+    std::vector<uint8_t> bytes(8192 * 256 / TraitsOf(c.type).block_size *
+                               TraitsOf(c.type).block_bytes);
     for (uint8_t& v : bytes) v = static_cast<uint8_t>(rng.NextU64());
     EXPECT_EQ(KMismatches(c.type, bytes), 0u) << WeightTypeName(c.type);
   }
@@ -497,6 +622,51 @@ TEST(DequantizeRow, Q6KByHand) {
   EXPECT_EQ(out[128 + 96 + 17], 2.0f * 5 * -4);
   EXPECT_EQ(out[128 + 96 + 16], 2.0f * 5 * -32);
   EXPECT_EQ(out[16], 0.0f);  // scales[1] = 0
+}
+
+// One Q3_K block by hand, d = 1. Sub-block 9 (half 1, group 0, second 16)
+// takes its scale's low bits from byte 1's high nibble (3) and bits 4-5
+// from bits 4-5 of byte 9 (2): 35 - 32 = 3. Its element 5 (128 + 16 + 5)
+// has q 2 from qs[32 + 16 + 5] and hmask[16 + 5] bit 4 set (no -4): 6; its
+// element 6 has q 0 and the bit clear: -4 * 3. Sub-block 0's scale is 0 -
+// 32, its element 0 is 0 - 4.
+TEST(DequantizeRow, Q3KByHand) {
+  std::vector<uint8_t> b(110, 0);
+  b[96 + 1] = 0x30;
+  b[96 + 9] = 0x20;
+  b[32 + 32 + 16 + 5] = 0x02;
+  b[16 + 5] = 0x10;
+  b[108] = 0x00, b[109] = 0x3c;  // d = 1
+  std::vector<float> out(256);
+  DequantizeRow(WeightType::kQ3_K, reinterpret_cast<const std::byte*>(b.data()), out);
+  EXPECT_EQ(out[128 + 16 + 5], 6.0f);
+  EXPECT_EQ(out[128 + 16 + 6], -12.0f);
+  EXPECT_EQ(out[0], 128.0f);
+}
+
+// One IQ4_XS block by hand, d = 1: sub-block 1's ls is scales_l[0]'s high
+// nibble 5 plus bits 2-3 of scales_h (2) as bits 4-5: 37, so dl = 5; its
+// element 0 is the low nibble 0 of qs[16] (kvalues -127), element 16 the
+// high nibble 15 (113). Sub-block 0's ls is 0: dl = -32.
+TEST(DequantizeRow, Iq4XsByHand) {
+  std::vector<uint8_t> b(136, 0);
+  b[0] = 0x00, b[1] = 0x3c;  // d = 1
+  b[2] = 0x08;               // scales_h
+  b[4] = 0x50;               // scales_l[0]
+  b[8 + 16] = 0xf0;
+  std::vector<float> out(256);
+  DequantizeRow(WeightType::kIQ4_XS, reinterpret_cast<const std::byte*>(b.data()), out);
+  EXPECT_EQ(out[32], 5.0f * -127);
+  EXPECT_EQ(out[48], 5.0f * 113);
+  EXPECT_EQ(out[0], -32.0f * -127);
+  // IQ4_NL: the same nibbles straight through the table, times d.
+  std::vector<uint8_t> nl = {0x00, 0x3c, 0x8f};
+  nl.resize(18);
+  std::vector<float> out_nl(32);
+  DequantizeRow(WeightType::kIQ4_NL, reinterpret_cast<const std::byte*>(nl.data()), out_nl);
+  EXPECT_EQ(out_nl[0], 113.0f);
+  EXPECT_EQ(out_nl[16], 1.0f);
+  EXPECT_EQ(out_nl[1], -127.0f);
 }
 
 TEST(DequantizeRow, ElementTypesWidenExactlyAndF64RoundsIntoFloat) {

@@ -55,6 +55,23 @@ namespace folio::ops {
 //     (k % 2)] (low nibble for k < 2, high for k >= 2), 2 high bits from
 //     bits 2k and 2k + 1 of qh[l], and scale sc[l / 16 + 2k];
 //     element = (d * sc) * (q - 32).
+//   kQ2_K (block_q2_K, 84 bytes): scales[16], qs[64], d, dmin. Each half
+//     of 128 elements uses 32 qs and 8 scale bytes: its element 32k + 16h
+//     + l (k < 4, h < 2, l < 16) is bits 2k, 2k + 1 of qs[16h + l] and
+//     scale byte s = scales[2k + h]; element = (d * (s & 15)) * q -
+//     dmin * (s >> 4).
+//   kQ3_K (block_q3_K, 110 bytes): hmask[32], qs[64], scales[12], d. Laid
+//     out as Q2_K, plus bit 4n + k of hmask[16h + l] (n the half): q is the
+//     2 bits minus 4 where that bit is clear; the 16 6-bit scales are
+//     low nibbles of bytes 0-7 then high nibbles, with bits 4-5 from bits
+//     2 (j / 4) of byte 8 + j % 4; element = (d * (sc - 32)) * q.
+//   kIQ4_NL (block_iq4_nl, 18 bytes per 32): d, qs[16]: the legacy nibble
+//     order, element = d * kvalues_iq4nl[q] (a fixed non-linear table).
+//   kIQ4_XS (block_iq4_xs, 136 bytes per 256): d, u16 scales_h,
+//     scales_l[4], qs[128]: sub-block b of 32 has the 6-bit scale ls from
+//     nibble b % 2 of scales_l[b / 2] and bits 2b, 2b + 1 of scales_h, and
+//     IQ4_NL's nibble order in qs[16b..]; element = (d * (ls - 32)) *
+//     kvalues_iq4nl[q].
 // Values are the table's row indices; add new types at the end.
 enum class WeightType : uint8_t {
   kF64,
@@ -69,6 +86,10 @@ enum class WeightType : uint8_t {
   kQ4_K,
   kQ5_K,
   kQ6_K,
+  kQ2_K,
+  kQ3_K,
+  kIQ4_NL,
+  kIQ4_XS,
 };
 
 struct WeightTypeTraits {
@@ -99,6 +120,10 @@ inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
     {WeightType::kQ4_K, "q4_k", 256, 2 + 2 + 12 + 128, false},
     {WeightType::kQ5_K, "q5_k", 256, 2 + 2 + 12 + 32 + 128, false},
     {WeightType::kQ6_K, "q6_k", 256, 128 + 64 + 16 + 2, false},
+    {WeightType::kQ2_K, "q2_k", 256, 16 + 64 + 2 + 2, false},
+    {WeightType::kQ3_K, "q3_k", 256, 32 + 64 + 12 + 2, false},
+    {WeightType::kIQ4_NL, "iq4_nl", 32, 2 + 16, false},
+    {WeightType::kIQ4_XS, "iq4_xs", 256, 2 + 2 + 4 + 128, false},
 };
 inline constexpr size_t kNumWeightTypes = std::size(kWeightTypeTraits);
 
@@ -118,6 +143,10 @@ constexpr bool IsWeightType(WeightType t) {
     case WeightType::kQ4_K:
     case WeightType::kQ5_K:
     case WeightType::kQ6_K:
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ4_XS:
       return true;
   }
   return false;
@@ -168,8 +197,9 @@ uint64_t WeightRowBytes(WeightType type, uint64_t cols);
 // significand; the _1 types then add f32(m), rounded to nearest once (the
 // exact product makes a fused multiply-add give the same bits). Q4_K and
 // Q5_K likewise: d * sc, dmin * m and (d * sc) * q are exact, so only the
-// subtraction rounds. Q6_K's (d * sc) * (q - 32) can round in its second
-// product, computed in that order as in ggml. Double output is that f32
+// subtraction rounds, and Q2_K's too; Q3_K, IQ4_NL and IQ4_XS round
+// nowhere. Q6_K's (d * sc) * (q - 32) can round in its second product,
+// computed in that order as in ggml. Double output is that f32
 // value widened, so both outputs agree with ggml bit for bit; element
 // types widen exactly, except f64 into float, which rounds to nearest
 // once. A NaN or infinite scale decodes to NaN/inf as in ggml. Whole
