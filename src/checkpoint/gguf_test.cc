@@ -1047,14 +1047,16 @@ TEST(Gguf, HeaderBitFlipsGiveAnErrorOrAConsistentFile) {
 // --- Weight types: which ggml types folio computes with, and Q8_0 read
 // from a file through ops' one decoder. ---
 
-TEST(Gguf, MapsTwelveGgmlTypesToWeightTypesAndNoOthers) {
+TEST(Gguf, MapsSixteenGgmlTypesToWeightTypesAndNoOthers) {
   const std::pair<GgmlType, ops::WeightType> kMapped[] = {
-      {GgmlType::kF64, ops::WeightType::kF64},   {GgmlType::kF32, ops::WeightType::kF32},
-      {GgmlType::kF16, ops::WeightType::kF16},   {GgmlType::kBF16, ops::WeightType::kBF16},
-      {GgmlType::kQ8_0, ops::WeightType::kQ8_0}, {GgmlType::kQ4_0, ops::WeightType::kQ4_0},
-      {GgmlType::kQ4_1, ops::WeightType::kQ4_1}, {GgmlType::kQ5_0, ops::WeightType::kQ5_0},
-      {GgmlType::kQ5_1, ops::WeightType::kQ5_1}, {GgmlType::kQ4_K, ops::WeightType::kQ4_K},
-      {GgmlType::kQ5_K, ops::WeightType::kQ5_K}, {GgmlType::kQ6_K, ops::WeightType::kQ6_K}};
+      {GgmlType::kF64, ops::WeightType::kF64},       {GgmlType::kF32, ops::WeightType::kF32},
+      {GgmlType::kF16, ops::WeightType::kF16},       {GgmlType::kBF16, ops::WeightType::kBF16},
+      {GgmlType::kQ8_0, ops::WeightType::kQ8_0},     {GgmlType::kQ4_0, ops::WeightType::kQ4_0},
+      {GgmlType::kQ4_1, ops::WeightType::kQ4_1},     {GgmlType::kQ5_0, ops::WeightType::kQ5_0},
+      {GgmlType::kQ5_1, ops::WeightType::kQ5_1},     {GgmlType::kQ4_K, ops::WeightType::kQ4_K},
+      {GgmlType::kQ5_K, ops::WeightType::kQ5_K},     {GgmlType::kQ6_K, ops::WeightType::kQ6_K},
+      {GgmlType::kQ2_K, ops::WeightType::kQ2_K},     {GgmlType::kQ3_K, ops::WeightType::kQ3_K},
+      {GgmlType::kIQ4_NL, ops::WeightType::kIQ4_NL}, {GgmlType::kIQ4_XS, ops::WeightType::kIQ4_XS}};
   for (const TypeRow& row : kTypeRows) {
     SCOPED_TRACE(row.name);
     const std::optional<ops::WeightType> type = WeightTypeOf(row.type);
@@ -1070,7 +1072,8 @@ TEST(Gguf, MapsTwelveGgmlTypesToWeightTypesAndNoOthers) {
   }
   EXPECT_EQ(WeightTypeOf(static_cast<GgmlType>(4)), std::nullopt);
   EXPECT_EQ(GgmlTypesFolioLoads(),
-            "F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K");
+            "F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, "
+            "Q3_K, IQ4_NL and IQ4_XS");
 }
 
 TEST(Gguf, RefusesATensorOfAnotherGgmlTypeByName) {
@@ -1080,7 +1083,8 @@ TEST(Gguf, RefusesATensorOfAnotherGgmlTypeByName) {
   EXPECT_EQ(type.error().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(type.error().message(),
             "tensor blk.0.attn_q.weight has ggml type IQ2_XXS (folio loads F64, "
-            "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K and Q6_K)");
+            "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, "
+            "IQ4_NL and IQ4_XS)");
   info.type = GgmlType::kQ8_0;
   EXPECT_EQ(WeightTypeOf(info).value(), ops::WeightType::kQ8_0);
 }
@@ -1090,7 +1094,8 @@ TEST(Gguf, RefusesATensorOfAnotherGgmlTypeByName) {
 // refused naming the tensor, from the same table that sizes every type.
 TEST(Gguf, RefusesBlockQuantTensorsOfPartialBlocksOrShortData) {
   for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
-                        GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K}) {
+                        GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ2_K,
+                        GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS}) {
     const std::string name(GgmlTypeName(type));
     SCOPED_TRACE(name);
     const uint64_t block = GgmlBlockSize(type);
@@ -1158,13 +1163,16 @@ TEST(Gguf, DequantizesLegacyQuantBlocksFromAFile) {
 // the type WeightTypeOf maps, to what ops' decoder makes of the same bytes
 // (whose values ops' own tests check against ggml's formulas).
 TEST(Gguf, ReadsKQuantTensorsAsTheirWeightTypes) {
-  const std::pair<GgmlType, ops::WeightType> kTypes[] = {{GgmlType::kQ4_K, ops::WeightType::kQ4_K},
-                                                         {GgmlType::kQ5_K, ops::WeightType::kQ5_K},
-                                                         {GgmlType::kQ6_K, ops::WeightType::kQ6_K}};
+  const std::pair<GgmlType, ops::WeightType> kTypes[] = {
+      {GgmlType::kQ4_K, ops::WeightType::kQ4_K},    {GgmlType::kQ5_K, ops::WeightType::kQ5_K},
+      {GgmlType::kQ6_K, ops::WeightType::kQ6_K},    {GgmlType::kQ2_K, ops::WeightType::kQ2_K},
+      {GgmlType::kQ3_K, ops::WeightType::kQ3_K},    {GgmlType::kIQ4_NL, ops::WeightType::kIQ4_NL},
+      {GgmlType::kIQ4_XS, ops::WeightType::kIQ4_XS}};
   for (const auto& [ggml, weight] : kTypes) {
     SCOPED_TRACE(GgmlTypeName(ggml));
     const TestTensor t = Tensor("k", ggml, {256, 2}, 7);
-    ASSERT_EQ(t.data.size(), 2 * ops::TraitsOf(weight).block_bytes);
+    ASSERT_EQ(t.data.size(),
+              512 / ops::TraitsOf(weight).block_size * ops::TraitsOf(weight).block_bytes);
     auto file = ParseTensors({Tensor("a", GgmlType::kF32, {3}), t});
     ASSERT_TRUE(file.has_value()) << file.error().ToString();
     const TensorInfo* info = file->Find("k");
