@@ -217,16 +217,22 @@ def gguf_name(hf):
 
 
 GGUF_DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-               "q4_k", "q5_k", "q6_k")
-# The K-quants, which the gguf package decodes but cannot encode; their
-# rows must be whole 256-element super-blocks.
-KQUANT_DTYPES = ("q4_k", "q5_k", "q6_k")
+               "q4_k", "q5_k", "q6_k", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
+# The K-quants and IQ4 types, which the gguf package decodes but cannot
+# encode; rows must be whole 256-element super-blocks (32 for iq4_nl).
+KQUANT_DTYPES = ("q4_k", "q5_k", "q6_k", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
+# Per type: the byte offset of the block's f16 d, and for the types with
+# mins the mean quant times sc that dmin (right after d) is scaled by so
+# that the weights centre near 0 (None: no dmin).
+KQUANT_SCALES = {"q4_k": (0, 7.5), "q5_k": (0, 15.5), "q6_k": (208, None),
+                 "q2_k": (80, 1.5), "q3_k": (108, None), "iq4_nl": (0, None),
+                 "iq4_xs": (0, None)}
 
 
 def gguf_qtype(dtype: str):
     """The gguf package's type for a storage name: f32, f16, bf16, q8_0, the
     legacy 4- and 5-bit blocks q4_0, q4_1, q5_0, q5_1 (quantized by the
-    package over rows of whole 32-element blocks) and the K-quants."""
+    package over rows of whole 32-element blocks), the K-quants and IQ4."""
     import gguf
     if dtype not in GGUF_DTYPES:
         raise ValueError(dtype)
@@ -234,12 +240,13 @@ def gguf_qtype(dtype: str):
 
 
 def kquant_blocks(x, dtype: str):
-    """K-quant blocks standing for the 2-D weight x: random bytes (seeded by
-    x's bytes, so the same x gives the same blocks), with each block's f16
-    super-block scale d set to a finite value, c * U(0.5, 1.5), and for the
-    types with mins dmin to d times the mean quant, so the weights centre
-    near 0; c makes their spread match x's. Returns uint8 rows for
-    GGUFWriter's raw_dtype; gguf.quants.dequantize of them is the weight."""
+    """K-quant (or IQ4) blocks standing for the 2-D weight x: random bytes
+    (seeded by x's bytes, so the same x gives the same blocks), with each
+    block's f16 super-block scale d set to a finite value, c * U(0.5, 1.5),
+    and for the types with mins dmin to d times KQUANT_SCALES' mean, so the
+    weights centre near 0; c makes their spread match x's. Returns uint8
+    rows for GGUFWriter's raw_dtype; gguf.quants.dequantize of them is the
+    weight."""
     import zlib
     import gguf
     qtype = gguf_qtype(dtype)
@@ -249,18 +256,16 @@ def kquant_blocks(x, dtype: str):
     rng = np.random.default_rng(zlib.crc32(np.ascontiguousarray(x).tobytes()))
     raw = rng.integers(0, 256, size=(n, block_bytes), dtype=np.uint8)
     u = rng.uniform(0.5, 1.5, size=n)
-    mean_q = {"q4_k": 7.5, "q5_k": 15.5, "q6_k": None}[dtype]
+    d_at, mean_q = KQUANT_SCALES[dtype]
 
     def f16_bytes(v):
         return v.astype(np.float16).view(np.uint8).reshape(n, 2)
 
     def with_scale(c):
         b = raw.copy()
-        if mean_q is None:  # q6_k: d is the block's last two bytes
-            b[:, block_bytes - 2:] = f16_bytes(c * u)
-        else:  # q4_k, q5_k: d, then dmin
-            b[:, 0:2] = f16_bytes(c * u)
-            b[:, 2:4] = f16_bytes(c * u * mean_q)
+        b[:, d_at:d_at + 2] = f16_bytes(c * u)
+        if mean_q is not None:  # dmin follows d
+            b[:, d_at + 2:d_at + 4] = f16_bytes(c * u * mean_q)
         return b.reshape(x.shape[0], -1)
 
     unit = gguf.quants.dequantize(with_scale(1.0), qtype)
