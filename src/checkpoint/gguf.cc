@@ -107,21 +107,28 @@ constexpr std::optional<ops::WeightType> ToWeightType(GgmlType t) {
       return ops::WeightType::kQ5_0;
     case GgmlType::kQ5_1:
       return ops::WeightType::kQ5_1;
-    case GgmlType::kQ8_1:
-    case GgmlType::kQ2_K:
-    case GgmlType::kQ3_K:
     case GgmlType::kQ4_K:
+      return ops::WeightType::kQ4_K;
     case GgmlType::kQ5_K:
+      return ops::WeightType::kQ5_K;
     case GgmlType::kQ6_K:
+      return ops::WeightType::kQ6_K;
+    case GgmlType::kQ2_K:
+      return ops::WeightType::kQ2_K;
+    case GgmlType::kQ3_K:
+      return ops::WeightType::kQ3_K;
+    case GgmlType::kIQ4_NL:
+      return ops::WeightType::kIQ4_NL;
+    case GgmlType::kIQ4_XS:
+      return ops::WeightType::kIQ4_XS;
+    case GgmlType::kQ8_1:
     case GgmlType::kQ8_K:
     case GgmlType::kIQ2_XXS:
     case GgmlType::kIQ2_XS:
     case GgmlType::kIQ3_XXS:
     case GgmlType::kIQ1_S:
-    case GgmlType::kIQ4_NL:
     case GgmlType::kIQ3_S:
     case GgmlType::kIQ2_S:
-    case GgmlType::kIQ4_XS:
     case GgmlType::kI8:
     case GgmlType::kI16:
     case GgmlType::kI32:

@@ -1047,13 +1047,16 @@ TEST(Gguf, HeaderBitFlipsGiveAnErrorOrAConsistentFile) {
 // --- Weight types: which ggml types folio computes with, and Q8_0 read
 // from a file through ops' one decoder. ---
 
-TEST(Gguf, MapsNineGgmlTypesToWeightTypesAndNoOthers) {
+TEST(Gguf, MapsSixteenGgmlTypesToWeightTypesAndNoOthers) {
   const std::pair<GgmlType, ops::WeightType> kMapped[] = {
-      {GgmlType::kF64, ops::WeightType::kF64},   {GgmlType::kF32, ops::WeightType::kF32},
-      {GgmlType::kF16, ops::WeightType::kF16},   {GgmlType::kBF16, ops::WeightType::kBF16},
-      {GgmlType::kQ8_0, ops::WeightType::kQ8_0}, {GgmlType::kQ4_0, ops::WeightType::kQ4_0},
-      {GgmlType::kQ4_1, ops::WeightType::kQ4_1}, {GgmlType::kQ5_0, ops::WeightType::kQ5_0},
-      {GgmlType::kQ5_1, ops::WeightType::kQ5_1}};
+      {GgmlType::kF64, ops::WeightType::kF64},       {GgmlType::kF32, ops::WeightType::kF32},
+      {GgmlType::kF16, ops::WeightType::kF16},       {GgmlType::kBF16, ops::WeightType::kBF16},
+      {GgmlType::kQ8_0, ops::WeightType::kQ8_0},     {GgmlType::kQ4_0, ops::WeightType::kQ4_0},
+      {GgmlType::kQ4_1, ops::WeightType::kQ4_1},     {GgmlType::kQ5_0, ops::WeightType::kQ5_0},
+      {GgmlType::kQ5_1, ops::WeightType::kQ5_1},     {GgmlType::kQ4_K, ops::WeightType::kQ4_K},
+      {GgmlType::kQ5_K, ops::WeightType::kQ5_K},     {GgmlType::kQ6_K, ops::WeightType::kQ6_K},
+      {GgmlType::kQ2_K, ops::WeightType::kQ2_K},     {GgmlType::kQ3_K, ops::WeightType::kQ3_K},
+      {GgmlType::kIQ4_NL, ops::WeightType::kIQ4_NL}, {GgmlType::kIQ4_XS, ops::WeightType::kIQ4_XS}};
   for (const TypeRow& row : kTypeRows) {
     SCOPED_TRACE(row.name);
     const std::optional<ops::WeightType> type = WeightTypeOf(row.type);
@@ -1068,36 +1071,44 @@ TEST(Gguf, MapsNineGgmlTypesToWeightTypesAndNoOthers) {
     }
   }
   EXPECT_EQ(WeightTypeOf(static_cast<GgmlType>(4)), std::nullopt);
-  EXPECT_EQ(GgmlTypesFolioLoads(), "F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1");
+  EXPECT_EQ(GgmlTypesFolioLoads(),
+            "F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, "
+            "Q3_K, IQ4_NL and IQ4_XS");
 }
 
 TEST(Gguf, RefusesATensorOfAnotherGgmlTypeByName) {
-  TensorInfo info{"blk.0.attn_q.weight", GgmlType::kQ4_K, {256, 2}, 0, 288};
+  TensorInfo info{"blk.0.attn_q.weight", GgmlType::kIQ2_XXS, {256, 2}, 0, 132};
   const Result<ops::WeightType> type = WeightTypeOf(info);
   ASSERT_FALSE(type.has_value());
   EXPECT_EQ(type.error().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(type.error().message(),
-            "tensor blk.0.attn_q.weight has ggml type Q4_K (folio loads F64, "
-            "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1)");
+            "tensor blk.0.attn_q.weight has ggml type IQ2_XXS (folio loads F64, "
+            "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, "
+            "IQ4_NL and IQ4_XS)");
   info.type = GgmlType::kQ8_0;
   EXPECT_EQ(WeightTypeOf(info).value(), ops::WeightType::kQ8_0);
 }
 
-// The legacy 4- and 5-bit blocks: a row that is not whole 32-element
-// blocks, or bytes short of what the shape needs, is refused naming the
-// tensor, from the same table that sizes every type.
-TEST(Gguf, RefusesLegacyQuantTensorsOfPartialBlocksOrShortData) {
-  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1}) {
+// The legacy 4- and 5-bit blocks (32 elements) and the K-quants (256): a
+// row that is not whole blocks, or bytes short of what the shape needs, is
+// refused naming the tensor, from the same table that sizes every type.
+TEST(Gguf, RefusesBlockQuantTensorsOfPartialBlocksOrShortData) {
+  for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
+                        GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ2_K,
+                        GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS}) {
     const std::string name(GgmlTypeName(type));
     SCOPED_TRACE(name);
+    const uint64_t block = GgmlBlockSize(type);
+    const std::string partial = std::to_string(block * 3 / 2);
     EXPECT_TRUE(IsCorrupt(ParseTensors({{"t",
                                          static_cast<uint32_t>(type),
-                                         {48, 2},
+                                         {block * 3 / 2, 2},
                                          Filler(4 * GgmlBlockBytes(type), 1),
                                          std::nullopt}}),
-                          "tensor 0 't': dims [48, 2] of " + name +
-                              ": dims[0] = 48 is not a multiple of the block size 32"));
-    TestTensor t = Tensor("t", type, {64, 2});
+                          "tensor 0 't': dims [" + partial + ", 2] of " + name +
+                              ": dims[0] = " + partial + " is not a multiple of the block size " +
+                              std::to_string(block)));
+    TestTensor t = Tensor("t", type, {2 * block, 2});
     const uint64_t want = 4 * GgmlBlockBytes(type);
     ASSERT_EQ(t.data.size(), want);
     t.data.resize(want - 1);
@@ -1145,6 +1156,31 @@ TEST(Gguf, DequantizesLegacyQuantBlocksFromAFile) {
       }
       EXPECT_EQ(out[static_cast<size_t>(j)], want) << "element " << j;
     }
+  }
+}
+
+// A K-quant tensor of two super-blocks read from a file decodes, through
+// the type WeightTypeOf maps, to what ops' decoder makes of the same bytes
+// (whose values ops' own tests check against ggml's formulas).
+TEST(Gguf, ReadsKQuantTensorsAsTheirWeightTypes) {
+  const std::pair<GgmlType, ops::WeightType> kTypes[] = {
+      {GgmlType::kQ4_K, ops::WeightType::kQ4_K},    {GgmlType::kQ5_K, ops::WeightType::kQ5_K},
+      {GgmlType::kQ6_K, ops::WeightType::kQ6_K},    {GgmlType::kQ2_K, ops::WeightType::kQ2_K},
+      {GgmlType::kQ3_K, ops::WeightType::kQ3_K},    {GgmlType::kIQ4_NL, ops::WeightType::kIQ4_NL},
+      {GgmlType::kIQ4_XS, ops::WeightType::kIQ4_XS}};
+  for (const auto& [ggml, weight] : kTypes) {
+    SCOPED_TRACE(GgmlTypeName(ggml));
+    const TestTensor t = Tensor("k", ggml, {256, 2}, 7);
+    ASSERT_EQ(t.data.size(),
+              512 / ops::TraitsOf(weight).block_size * ops::TraitsOf(weight).block_bytes);
+    auto file = ParseTensors({Tensor("a", GgmlType::kF32, {3}), t});
+    ASSERT_TRUE(file.has_value()) << file.error().ToString();
+    const TensorInfo* info = file->Find("k");
+    ASSERT_EQ(WeightTypeOf(*info).value(), weight);
+    std::vector<float> got(512), want(512);
+    ops::DequantizeRow(weight, file->Data(*info).data(), got);
+    ops::DequantizeRow(weight, t.data.data(), want);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
   }
 }
 

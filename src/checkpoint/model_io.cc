@@ -434,6 +434,13 @@ Status SaveModel(const Model& model, const std::filesystem::path& dir) {
                     case TensorType::kQ4_1:
                     case TensorType::kQ5_0:
                     case TensorType::kQ5_1:
+                    case TensorType::kQ4_K:
+                    case TensorType::kQ5_K:
+                    case TensorType::kQ6_K:
+                    case TensorType::kQ2_K:
+                    case TensorType::kQ3_K:
+                    case TensorType::kIQ4_NL:
+                    case TensorType::kIQ4_XS:
                       status = Status::Unimplemented("tensor " + name + " is " +
                                                      std::string(model::TensorTypeName(t.type)) +
                                                      ", which safetensors cannot hold");

@@ -88,6 +88,187 @@ void DecodeLegacy(const std::byte* src, std::span<Out> out) {
   }
 }
 
+uint32_t ByteAt(const std::byte* p, size_t i) { return std::to_integer<uint32_t>(p[i]); }
+
+float F16At(const std::byte* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return F16BitsToF32(bits);
+}
+
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (of 8)
+// from a K-quant's 12 scale bytes. Sub-blocks 0-3 keep theirs in the low 6
+// bits of bytes j and j + 4; sub-blocks 4-7 take their low 4 bits from the
+// nibbles of byte j + 4 and their top 2 bits from the spare top bits of
+// bytes j - 4 (scale) and j (min).
+void ScaleMinK4(size_t j, const std::byte* s, uint32_t& sc, uint32_t& m) {
+  if (j < 4) {
+    sc = ByteAt(s, j) & 63;
+    m = ByteAt(s, j + 4) & 63;
+  } else {
+    sc = (ByteAt(s, j + 4) & 0x0f) | (ByteAt(s, j - 4) >> 6) << 4;
+    m = (ByteAt(s, j + 4) >> 4) | (ByteAt(s, j) >> 6) << 4;
+  }
+}
+
+// ggml's dequantize_row_q4_K and _q5_K: a super-block is f16 d and dmin,
+// 12 scale bytes, (Q5_K) 32 bytes qh, 128 bytes qs. Sub-block g (32
+// elements) has scale d * sc and min dmin * m (ScaleMinK4); its element l
+// takes the low (g even) or high (g odd) nibble of qs[32 * (g / 2) + l]
+// and, in Q5_K, bit 4 from bit g of qh[l]. As in ggml, the element is
+// (d * sc) * q - dmin * m in f32: d * sc (11 by 6 bits), dmin * m and
+// (d * sc) * q (17 by 5 bits) are exact, so the subtraction is the one
+// rounding, fused or not.
+template <WeightType kType, typename Out>
+void DecodeQ4Q5K(const std::byte* src, std::span<Out> out) {
+  constexpr bool kFiveBit = kType == WeightType::kQ5_K;
+  constexpr size_t kElems = TraitsOf(kType).block_size;
+  constexpr size_t kBytes = TraitsOf(kType).block_bytes;
+  constexpr size_t kScalesAt = 4;
+  constexpr size_t kQhAt = kScalesAt + 12;
+  constexpr size_t kQsAt = kQhAt + (kFiveBit ? kElems / 8 : 0);
+  static_assert(kElems == 256 && kQsAt + kElems / 2 == kBytes, "a Q4_K/Q5_K block's layout");
+  for (size_t b = 0; b < out.size() / kElems; ++b) {
+    const std::byte* block = src + b * kBytes;
+    const float d = F16At(block);
+    const float dmin = F16At(block + 2);
+    for (size_t g = 0; g < 8; ++g) {
+      uint32_t sc, m;
+      ScaleMinK4(g, block + kScalesAt, sc, m);
+      const float dl = d * static_cast<float>(sc);
+      const float ml = dmin * static_cast<float>(m);
+      for (size_t l = 0; l < 32; ++l) {
+        const uint32_t qs = ByteAt(block, kQsAt + 32 * (g / 2) + l);
+        uint32_t q = g % 2 == 0 ? qs & 0x0f : qs >> 4;
+        if constexpr (kFiveBit) q |= ((ByteAt(block, kQhAt + l) >> g) & 1) << 4;
+        out[b * kElems + 32 * g + l] = static_cast<Out>(dl * static_cast<float>(q) - ml);
+      }
+    }
+  }
+}
+
+// ggml's dequantize_row_q6_K: a super-block is ql[128], qh[64], int8
+// scales[16], f16 d. Half h (128 elements) uses ql[64h..], qh[32h..] and
+// scales[8h..]; its element 32k + l (k < 4, l < 32) has the low (k < 2)
+// or high nibble of ql[l + 32 (k % 2)], bits 2k and 2k + 1 of qh[l] as
+// bits 4-5, and scale scales[l / 16 + 2k]. The element is (d * sc) * (q -
+// 32) in f32, in that order as in ggml: d * sc (11 by 8 bits) is exact,
+// the second product (19 by 6 bits) may round.
+template <typename Out>
+void DecodeQ6K(const std::byte* src, std::span<Out> out) {
+  constexpr size_t kElems = TraitsOf(WeightType::kQ6_K).block_size;
+  constexpr size_t kBytes = TraitsOf(WeightType::kQ6_K).block_bytes;
+  constexpr size_t kQhAt = kElems / 2, kScalesAt = kQhAt + kElems / 4, kDAt = kScalesAt + 16;
+  static_assert(kElems == 256 && kDAt + 2 == kBytes, "a Q6_K block's layout");
+  for (size_t b = 0; b < out.size() / kElems; ++b) {
+    const std::byte* block = src + b * kBytes;
+    const float d = F16At(block + kDAt);
+    for (size_t h = 0; h < 2; ++h) {
+      for (size_t k = 0; k < 4; ++k) {
+        for (size_t l = 0; l < 32; ++l) {
+          const uint32_t ql = ByteAt(block, 64 * h + 32 * (k % 2) + l);
+          const uint32_t qh = ByteAt(block, kQhAt + 32 * h + l);
+          const uint32_t q = (k < 2 ? ql & 0x0f : ql >> 4) | ((qh >> (2 * k)) & 3) << 4;
+          const auto sc = static_cast<int8_t>(block[kScalesAt + 8 * h + l / 16 + 2 * k]);
+          const float dl = d * static_cast<float>(sc);
+          out[b * kElems + 128 * h + 32 * k + l] =
+              static_cast<Out>(dl * static_cast<float>(static_cast<int>(q) - 32));
+        }
+      }
+    }
+  }
+}
+
+// ggml's dequantize_row_q2_K and _q3_K. Both lay 256 elements out in two
+// halves n of 128, each in 4 groups k of 32, each in two sub-blocks h of
+// 16: element 128n + 32k + 16h + l takes bits 2k, 2k + 1 of qs[32n + 16h
+// + l] as q and sub-block scale 8n + 2k + h.
+//   Q2_K (scales[16], qs[64], f16 d, dmin): scale byte s gives d * (s &
+//   15) and dmin * (s >> 4); the element is (d * (s & 15)) * q - dmin *
+//   (s >> 4), products exact (11 by 4 by 2 bits), one rounding.
+//   Q3_K (hmask[32], qs[64], scales[12], f16 d): q minus 4 unless bit 4n +
+//   k of hmask[16h + l] is set; scale j (6 bits) has low bits from the low
+//   (j < 8) or high nibble of byte j % 8 and bits 4-5 from bits 2 (j / 4)
+//   of byte 8 + j % 4 (ggml's kmask shuffle); the element is (d * (sc -
+//   32)) * q, exact (11 by 6 by 3 bits).
+template <WeightType kType, typename Out>
+void DecodeQ2Q3K(const std::byte* src, std::span<Out> out) {
+  constexpr bool kQ3 = kType == WeightType::kQ3_K;
+  constexpr size_t kElems = TraitsOf(kType).block_size;
+  constexpr size_t kBytes = TraitsOf(kType).block_bytes;
+  constexpr size_t kQsAt = kQ3 ? kElems / 8 : kElems / 16;
+  constexpr size_t kScalesAt = kQ3 ? kQsAt + kElems / 4 : 0;
+  constexpr size_t kDAt = kQ3 ? kScalesAt + 12 : kQsAt + kElems / 4;
+  static_assert(kElems == 256 && kDAt + (kQ3 ? 2 : 4) == kBytes, "a Q2_K/Q3_K block's layout");
+  for (size_t b = 0; b < out.size() / kElems; ++b) {
+    const std::byte* block = src + b * kBytes;
+    const float d = F16At(block + kDAt);
+    const float dmin = kQ3 ? 0.0f : F16At(block + kDAt + 2);
+    for (size_t j = 0; j < 16; ++j) {  // sub-block j = 8n + 2k + h
+      const size_t n = j / 8, k = j % 8 / 2, h = j % 2;
+      float dl, ml = 0.0f;
+      if constexpr (kQ3) {
+        const uint32_t low = (ByteAt(block, kScalesAt + j % 8) >> (j < 8 ? 0 : 4)) & 0x0f;
+        const uint32_t high = (ByteAt(block, kScalesAt + 8 + j % 4) >> (2 * (j / 4))) & 3;
+        dl = d * static_cast<float>(static_cast<int>(low | high << 4) - 32);
+      } else {
+        const uint32_t s = ByteAt(block, kScalesAt + j);
+        dl = d * static_cast<float>(s & 0x0f);
+        ml = dmin * static_cast<float>(s >> 4);
+      }
+      for (size_t l = 0; l < 16; ++l) {
+        int q = static_cast<int>((ByteAt(block, kQsAt + 32 * n + 16 * h + l) >> (2 * k)) & 3);
+        float x;
+        if constexpr (kQ3) {
+          if (((ByteAt(block, 16 * h + l) >> (4 * n + k)) & 1) == 0) q -= 4;
+          x = dl * static_cast<float>(q);
+        } else {
+          x = dl * static_cast<float>(q) - ml;
+        }
+        out[b * kElems + 16 * j + l] = static_cast<Out>(x);
+      }
+    }
+  }
+}
+
+// ggml's kvalues_iq4nl: the 16 levels of the IQ4 types.
+constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+// ggml's dequantize_row_iq4_nl and _iq4_xs: 32 elements at a time take
+// nibbles in the legacy order (element j < 16 the low nibble of qs[j],
+// element j + 16 its high nibble) through kIq4nlValues, times d (IQ4_NL,
+// blocks of 32: f16 d, qs[16]) or times d * (ls - 32) (IQ4_XS, super-blocks
+// of 256: f16 d, u16 scales_h, scales_l[4], qs[128]; sub-block b's 6-bit
+// ls has low bits from nibble b % 2 of scales_l[b / 2] and bits 4-5 from
+// bits 2b, 2b + 1 of scales_h). Every product is exact (11, 6 and 7 bits).
+template <WeightType kType, typename Out>
+void DecodeIq4(const std::byte* src, std::span<Out> out) {
+  constexpr bool kXs = kType == WeightType::kIQ4_XS;
+  constexpr size_t kElems = TraitsOf(kType).block_size;
+  constexpr size_t kBytes = TraitsOf(kType).block_bytes;
+  constexpr size_t kQsAt = kXs ? 8 : 2;
+  static_assert(kQsAt + kElems / 2 == kBytes, "an IQ4 block's layout");
+  for (size_t b = 0; b < out.size() / kElems; ++b) {
+    const std::byte* block = src + b * kBytes;
+    const float d = F16At(block);
+    const uint32_t scales_h = ByteAt(block, 2) | ByteAt(block, 3) << 8;
+    for (size_t sb = 0; sb < kElems / 32; ++sb) {
+      float dl = d;
+      if constexpr (kXs) {
+        const uint32_t ls = ((ByteAt(block, 4 + sb / 2) >> (4 * (sb % 2))) & 0x0f) |
+                            ((scales_h >> (2 * sb)) & 3) << 4;
+        dl = d * static_cast<float>(static_cast<int>(ls) - 32);
+      }
+      for (size_t j = 0; j < 32; ++j) {
+        const uint32_t qs = ByteAt(block, kQsAt + 16 * sb + j % 16);
+        const uint32_t q = j < 16 ? qs & 0x0f : qs >> 4;
+        out[b * kElems + 32 * sb + j] = static_cast<Out>(dl * static_cast<float>(kIq4nlValues[q]));
+      }
+    }
+  }
+}
+
 template <typename Out>
 void Dequantize(WeightType type, const std::byte* src, std::span<Out> out) {
   const WeightTypeTraits& traits = TraitsOf(type);
@@ -112,6 +293,20 @@ void Dequantize(WeightType type, const std::byte* src, std::span<Out> out) {
       return DecodeLegacy<WeightType::kQ5_0>(src, out);
     case WeightType::kQ5_1:
       return DecodeLegacy<WeightType::kQ5_1>(src, out);
+    case WeightType::kQ4_K:
+      return DecodeQ4Q5K<WeightType::kQ4_K>(src, out);
+    case WeightType::kQ5_K:
+      return DecodeQ4Q5K<WeightType::kQ5_K>(src, out);
+    case WeightType::kQ6_K:
+      return DecodeQ6K(src, out);
+    case WeightType::kQ2_K:
+      return DecodeQ2Q3K<WeightType::kQ2_K>(src, out);
+    case WeightType::kQ3_K:
+      return DecodeQ2Q3K<WeightType::kQ3_K>(src, out);
+    case WeightType::kIQ4_NL:
+      return DecodeIq4<WeightType::kIQ4_NL>(src, out);
+    case WeightType::kIQ4_XS:
+      return DecodeIq4<WeightType::kIQ4_XS>(src, out);
   }
 }
 

@@ -216,17 +216,60 @@ def gguf_name(hf):
     return f"blk.{i}.{GGUF_NAMES[rest]}"
 
 
-GGUF_DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1")
+GGUF_DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
+               "q4_k", "q5_k", "q6_k", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
+# The K-quants and IQ4 types, which the gguf package decodes but cannot
+# encode; rows must be whole 256-element super-blocks (32 for iq4_nl).
+KQUANT_DTYPES = ("q4_k", "q5_k", "q6_k", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
+# Per type: the byte offset of the block's f16 d, and for the types with
+# mins the mean quant times sc that dmin (right after d) is scaled by so
+# that the weights centre near 0 (None: no dmin).
+KQUANT_SCALES = {"q4_k": (0, 7.5), "q5_k": (0, 15.5), "q6_k": (208, None),
+                 "q2_k": (80, 1.5), "q3_k": (108, None), "iq4_nl": (0, None),
+                 "iq4_xs": (0, None)}
 
 
 def gguf_qtype(dtype: str):
-    """The gguf package's type for a storage name: f32, f16, bf16, q8_0 and
-    the legacy 4- and 5-bit blocks q4_0, q4_1, q5_0, q5_1 (quantized by the
-    package over rows of whole 32-element blocks)."""
+    """The gguf package's type for a storage name: f32, f16, bf16, q8_0, the
+    legacy 4- and 5-bit blocks q4_0, q4_1, q5_0, q5_1 (quantized by the
+    package over rows of whole 32-element blocks), the K-quants and IQ4."""
     import gguf
     if dtype not in GGUF_DTYPES:
         raise ValueError(dtype)
     return gguf.GGMLQuantizationType[dtype.upper()]
+
+
+def kquant_blocks(x, dtype: str):
+    """K-quant (or IQ4) blocks standing for the 2-D weight x: random bytes
+    (seeded by x's bytes, so the same x gives the same blocks), with each
+    block's f16 super-block scale d set to a finite value, c * U(0.5, 1.5),
+    and for the types with mins dmin to d times KQUANT_SCALES' mean, so the
+    weights centre near 0; c makes their spread match x's. Returns uint8
+    rows for GGUFWriter's raw_dtype; gguf.quants.dequantize of them is the
+    weight."""
+    import zlib
+    import gguf
+    qtype = gguf_qtype(dtype)
+    block, block_bytes = gguf.GGML_QUANT_SIZES[qtype]
+    assert x.ndim == 2 and x.shape[1] % block == 0, x.shape
+    n = x.size // block
+    rng = np.random.default_rng(zlib.crc32(np.ascontiguousarray(x).tobytes()))
+    raw = rng.integers(0, 256, size=(n, block_bytes), dtype=np.uint8)
+    u = rng.uniform(0.5, 1.5, size=n)
+    d_at, mean_q = KQUANT_SCALES[dtype]
+
+    def f16_bytes(v):
+        return v.astype(np.float16).view(np.uint8).reshape(n, 2)
+
+    def with_scale(c):
+        b = raw.copy()
+        b[:, d_at:d_at + 2] = f16_bytes(c * u)
+        if mean_q is not None:  # dmin follows d
+            b[:, d_at + 2:d_at + 4] = f16_bytes(c * u * mean_q)
+        return b.reshape(x.shape[0], -1)
+
+    unit = gguf.quants.dequantize(with_scale(1.0), qtype)
+    return with_scale(float(np.std(x) / np.std(unit)))
 
 
 def write_gguf(path: Path, a: Arch, w: dict, dtype: str):
@@ -246,13 +289,18 @@ def write_gguf(path: Path, a: Arch, w: dict, dtype: str):
     wr.add_layer_norm_rms_eps(a.eps)
     qtype = gguf_qtype(dtype)
     for name, x in w.items():
-        if arch == "llama" and name.endswith("q_proj.weight"):
-            x = permute_for_gguf(x, a.heads)
-        if arch == "llama" and name.endswith("k_proj.weight"):
-            x = permute_for_gguf(x, a.kv_heads)
-        x32 = x.astype(np.float32)
+        def rows(r):  # rows of x, or of its blocks, in the file's order
+            if arch == "llama" and name.endswith("q_proj.weight"):
+                return permute_for_gguf(r, a.heads)
+            if arch == "llama" and name.endswith("k_proj.weight"):
+                return permute_for_gguf(r, a.kv_heads)
+            return r
+        x32 = rows(x).astype(np.float32)
         if x.ndim == 1 or dtype == "f32":
             wr.add_tensor(gguf_name(name), x32)
+        elif dtype in KQUANT_DTYPES:
+            # The blocks stand for x as the reference reads it, unpermuted.
+            wr.add_tensor(gguf_name(name), rows(kquant_blocks(x, dtype)), raw_dtype=qtype)
         else:
             data = gguf.quants.quantize(x32, qtype)
             wr.add_tensor(gguf_name(name), data, raw_dtype=qtype)

@@ -41,6 +41,9 @@ def gguf_stored(w, dtype):
         x32 = x.astype(np.float32)
         if x.ndim == 1 or dtype == "f32":
             out[name] = x32.astype(np.float64)
+        elif dtype in ck.KQUANT_DTYPES:  # random blocks, see ck.kquant_blocks
+            q = ck.kquant_blocks(x, dtype)
+            out[name] = gguf.quants.dequantize(q, qtype).reshape(x.shape).astype(np.float64)
         else:
             q = gguf.quants.quantize(x32, qtype)
             out[name] = gguf.quants.dequantize(q, qtype).reshape(x.shape).astype(np.float64)
@@ -135,12 +138,16 @@ def test_unknown_backend_is_refused_by_name(tmp_path):
 
 GGUF_CASES = [("llama", "q8_0"), ("llama", "f16"), ("qwen2", "f32"), ("qwen3", "bf16"),
               ("qwen3", "q8_0"), ("llama", "q4_0"), ("qwen2", "q4_1"), ("qwen3", "q5_0"),
-              ("llama", "q5_1")]
+              ("llama", "q5_1"), ("llama", "q4_k"), ("qwen3", "q5_k"), ("qwen2", "q6_k"),
+              ("qwen2", "q2_k"), ("llama", "q3_k"), ("qwen3", "iq4_nl"), ("llama", "iq4_xs")]
+# K-quant and IQ4_XS rows are whole 256-element super-blocks: every
+# matrix's input width (hidden, heads * head_dim, ffn) is 256 in those cases.
+KQUANT_ARCH = {"hidden": 256, "head_dim": 64, "ffn": 256}
 
 
 @pytest.mark.parametrize("name,dtype", GGUF_CASES, ids=[f"{n}-{d}" for n, d in GGUF_CASES])
 def test_gguf_file(tmp_path, name, dtype):
-    a = ck.Arch(name=name)
+    a = ck.Arch(name=name, **(KQUANT_ARCH if dtype in ck.KQUANT_DTYPES else {}))
     w, w_ref = decisive(a, 7 + len(name), lambda w: gguf_stored(w, dtype))
     ck.write_gguf(tmp_path / "m.gguf", a, w, dtype)
     check(a, w_ref, run_folio(tmp_path / "m.gguf"))

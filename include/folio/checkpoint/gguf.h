@@ -180,14 +180,14 @@ uint64_t GgmlBlockSize(GgmlType t);
 uint64_t GgmlBlockBytes(GgmlType t);
 
 // The folio weight type (ops/weight_type.h) a ggml type is read as:
-// F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1 map to their
-// namesakes (with the same block
-// layout, checked at compile time); every other type, and a value outside
-// the enum, is nullopt. One exhaustive switch over GgmlType: the only place
-// ggml ids become weight types.
+// F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
+// Q2_K, Q3_K, IQ4_NL and IQ4_XS map to their namesakes (with the same block layout, checked at
+// compile time); every other type, and a value outside the enum, is nullopt. One exhaustive switch
+// over GgmlType: the only place ggml ids become weight types.
 std::optional<ops::WeightType> WeightTypeOf(GgmlType t);
 // The ggml names of the types WeightTypeOf maps, in WeightType order:
-// "F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1".
+// "F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
+// Q2_K, Q3_K, IQ4_NL and IQ4_XS".
 std::string GgmlTypesFolioLoads();
 
 // A decoded metadata value. Scalars keep the type they were written with.
@@ -332,8 +332,9 @@ class GgufFile {
 };
 
 // The weight type of tensor `t`, or Unimplemented naming it and its ggml
-// type: "tensor blk.0.attn_q.weight has ggml type Q4_K (folio loads F64,
-// F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0 and Q5_1)".
+// type: "tensor blk.0.attn_q.weight has ggml type IQ2_XXS (folio loads
+// F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K,
+// Q3_K, IQ4_NL and IQ4_XS)".
 Result<ops::WeightType> WeightTypeOf(const GgufFile::TensorInfo& t);
 
 }  // namespace folio::checkpoint

@@ -15,7 +15,8 @@ namespace folio::checkpoint {
 // A folder with config.json (Hugging Face style keys) and model.safetensors
 // (tensors in their stored types with Hugging Face Llama names). Writes
 // atomically per file; the folder is created if missing. Quantized tensors
-// (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1) have no safetensors dtype and are refused.
+// (Q8_0, the legacy 4- and 5-bit blocks, the K-quants and IQ4 types) have
+// no safetensors dtype and are refused.
 Status SaveModel(const model::Model& model, const std::filesystem::path& dir);
 
 // Loads a model from
@@ -25,8 +26,9 @@ Status SaveModel(const model::Model& model, const std::filesystem::path& dir);
 //     MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM; tensors
 //     F64, F32, F16 or BF16, memory-mapped;
 //   - a .gguf file (llama, qwen2, qwen3; F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-//     Q5_0 and Q5_1 tensors; the 4- and 5-bit types are decoded to f32 at
-//     load until they have matmul kernels).
+//     Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL and IQ4_XS
+//     tensors; all quantized types but Q8_0 are decoded to f32 at load
+//     until they have matmul kernels).
 // Errors name the file and the field or tensor.
 Result<model::Model> LoadModel(const std::filesystem::path& path);
 

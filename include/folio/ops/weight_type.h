@@ -39,8 +39,58 @@ namespace folio::ops {
 //   kQ4_1 (block_q4_1, 20 bytes): d, m, qs[16]; element = q * d + m.
 //   kQ5_0 (block_q5_0, 22 bytes): d, qh, qs[16]; element = (q - 16) * d.
 //   kQ5_1 (block_q5_1, 24 bytes): d, m, qh, qs[16]; element = q * d + m.
+//   The K-quants: super-blocks of 256 elements in sub-blocks whose scales
+//   (and mins) are small integers times the super-block's f16 d (dmin):
+//   kQ4_K (block_q4_K, 144 bytes): d, dmin, scales[12], qs[128]. Eight
+//     sub-blocks of 32; sub-block g has a 6-bit scale sc and min m packed
+//     in scales as ggml's get_scale_min_k4 unpacks them; its 4-bit q are
+//     the low (g even) or high (g odd) nibbles of qs[32 * (g / 2) + l];
+//     element = (d * sc) * q - dmin * m.
+//   kQ5_K (block_q5_K, 176 bytes): d, dmin, scales[12], qh[32], qs[128]:
+//     Q4_K's layout with bit 4 of element l of sub-block g from bit g of
+//     qh[l].
+//   kQ6_K (block_q6_K, 210 bytes): ql[128], qh[64], int8 scales[16], d.
+//     Each half of 128 elements uses 64 ql, 32 qh and 8 scales: its
+//     element 32 * k + l (k < 4, l < 32) has 4 low bits from ql[l + 32 *
+//     (k % 2)] (low nibble for k < 2, high for k >= 2), 2 high bits from
+//     bits 2k and 2k + 1 of qh[l], and scale sc[l / 16 + 2k];
+//     element = (d * sc) * (q - 32).
+//   kQ2_K (block_q2_K, 84 bytes): scales[16], qs[64], d, dmin. Each half
+//     of 128 elements uses 32 qs and 8 scale bytes: its element 32k + 16h
+//     + l (k < 4, h < 2, l < 16) is bits 2k, 2k + 1 of qs[16h + l] and
+//     scale byte s = scales[2k + h]; element = (d * (s & 15)) * q -
+//     dmin * (s >> 4).
+//   kQ3_K (block_q3_K, 110 bytes): hmask[32], qs[64], scales[12], d. Laid
+//     out as Q2_K, plus bit 4n + k of hmask[16h + l] (n the half): q is the
+//     2 bits minus 4 where that bit is clear; the 16 6-bit scales are
+//     low nibbles of bytes 0-7 then high nibbles, with bits 4-5 from bits
+//     2 (j / 4) of byte 8 + j % 4; element = (d * (sc - 32)) * q.
+//   kIQ4_NL (block_iq4_nl, 18 bytes per 32): d, qs[16]: the legacy nibble
+//     order, element = d * kvalues_iq4nl[q] (a fixed non-linear table).
+//   kIQ4_XS (block_iq4_xs, 136 bytes per 256): d, u16 scales_h,
+//     scales_l[4], qs[128]: sub-block b of 32 has the 6-bit scale ls from
+//     nibble b % 2 of scales_l[b / 2] and bits 2b, 2b + 1 of scales_h, and
+//     IQ4_NL's nibble order in qs[16b..]; element = (d * (ls - 32)) *
+//     kvalues_iq4nl[q].
 // Values are the table's row indices; add new types at the end.
-enum class WeightType : uint8_t { kF64, kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_1, kQ5_0, kQ5_1 };
+enum class WeightType : uint8_t {
+  kF64,
+  kF32,
+  kF16,
+  kBF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+  kQ2_K,
+  kQ3_K,
+  kIQ4_NL,
+  kIQ4_XS,
+};
 
 struct WeightTypeTraits {
   WeightType type;
@@ -50,7 +100,7 @@ struct WeightTypeTraits {
   uint32_t block_size;   // elements per block (1 for an element type)
   uint32_t block_bytes;  // bytes per block
   // ops::MatMul has a SIMD kernel (and the scalar reference) for it. f64
-  // and, for now, the legacy 4- and 5-bit blocks have none: the float
+  // and, for now, the legacy 4- and 5-bit blocks and the K-quants have none: the float
   // decoder decodes such weights to f32 once, at load.
   bool has_matmul;
 };
@@ -67,6 +117,13 @@ inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
     {WeightType::kQ4_1, "q4_1", 32, 2 + 2 + 16, false},
     {WeightType::kQ5_0, "q5_0", 32, 2 + 4 + 16, false},
     {WeightType::kQ5_1, "q5_1", 32, 2 + 2 + 4 + 16, false},
+    {WeightType::kQ4_K, "q4_k", 256, 2 + 2 + 12 + 128, false},
+    {WeightType::kQ5_K, "q5_k", 256, 2 + 2 + 12 + 32 + 128, false},
+    {WeightType::kQ6_K, "q6_k", 256, 128 + 64 + 16 + 2, false},
+    {WeightType::kQ2_K, "q2_k", 256, 16 + 64 + 2 + 2, false},
+    {WeightType::kQ3_K, "q3_k", 256, 32 + 64 + 12 + 2, false},
+    {WeightType::kIQ4_NL, "iq4_nl", 32, 2 + 16, false},
+    {WeightType::kIQ4_XS, "iq4_xs", 256, 2 + 2 + 4 + 128, false},
 };
 inline constexpr size_t kNumWeightTypes = std::size(kWeightTypeTraits);
 
@@ -83,6 +140,13 @@ constexpr bool IsWeightType(WeightType t) {
     case WeightType::kQ4_1:
     case WeightType::kQ5_0:
     case WeightType::kQ5_1:
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
+    case WeightType::kQ6_K:
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ4_XS:
       return true;
   }
   return false;
@@ -131,9 +195,12 @@ uint64_t WeightRowBytes(WeightType type, uint64_t cols);
 // The quantized types compute as ggml's dequantize_row_* do, in f32:
 // f32(d) times the integer q (q - 8, q - 16), exact in a 24-bit
 // significand; the _1 types then add f32(m), rounded to nearest once (the
-// exact product makes a fused multiply-add give the same bits). Double
-// output is that f32 value widened, so both outputs agree with ggml bit
-// for bit; element
+// exact product makes a fused multiply-add give the same bits). Q4_K and
+// Q5_K likewise: d * sc, dmin * m and (d * sc) * q are exact, so only the
+// subtraction rounds, and Q2_K's too; Q3_K, IQ4_NL and IQ4_XS round
+// nowhere. Q6_K's (d * sc) * (q - 32) can round in its second product,
+// computed in that order as in ggml. Double output is that f32
+// value widened, so both outputs agree with ggml bit for bit; element
 // types widen exactly, except f64 into float, which rounds to nearest
 // once. A NaN or infinite scale decodes to NaN/inf as in ggml. Whole
 // blocks and a known type are FOLIO_CHECKed.
