@@ -81,6 +81,10 @@ class HostBackend : public Backend {
 struct ReferencePlan final : AttentionPlan {
   ReferencePlan(const attention::PagedAttentionParams& p, const kv::PagedBatchView& b)
       : params(p), batch(b) {}
+  Status Run(std::span<const float> query, const kv::PagedKvView& kv,
+             std::span<float> out) const override {
+    return attention::PagedAttentionReference(params, query, kv, batch, out);
+  }
   attention::PagedAttentionParams params;
   kv::PagedBatchView batch;
 };
@@ -93,12 +97,6 @@ Result<std::unique_ptr<AttentionPlan>> PlanReference(const attention::PagedAtten
   FOLIO_RETURN_IF_ERROR(
       attention::ValidatePagedAttention(params, query.size(), out.size(), kv, batch));
   return std::unique_ptr<AttentionPlan>(new ReferencePlan(params, batch));
-}
-
-Status RunReference(const AttentionPlan& plan, std::span<const float> query,
-                    const kv::PagedKvView& kv, std::span<float> out) {
-  const auto& p = static_cast<const ReferencePlan&>(plan);
-  return attention::PagedAttentionReference(p.params, query, kv, p.batch, out);
 }
 
 class CpuBackend final : public HostBackend {
@@ -116,18 +114,19 @@ class CpuBackend final : public HostBackend {
     FOLIO_ASSIGN_OR_RETURN(attention::PagedAttentionPlan plan,
                            attention::PagedAttentionPlan::Create(params, query, out, kv, batch,
                                                                  pool_ ? pool_->num_threads() : 1));
-    return std::unique_ptr<AttentionPlan>(new Plan(std::move(plan)));
-  }
-  Status RunAttention(const AttentionPlan& plan, std::span<const float> query,
-                      const kv::PagedKvView& kv, std::span<float> out) override {
-    if (const auto* p = dynamic_cast<const Plan*>(&plan)) return p->plan.Run(query, kv, out, pool_);
-    return RunReference(plan, query, kv, out);
+    return std::unique_ptr<AttentionPlan>(new Plan(std::move(plan), pool_));
   }
 
  private:
   struct Plan final : AttentionPlan {
-    explicit Plan(attention::PagedAttentionPlan p) : plan(std::move(p)) {}
+    Plan(attention::PagedAttentionPlan p, ThreadPool* threads)
+        : plan(std::move(p)), pool(threads) {}
+    Status Run(std::span<const float> query, const kv::PagedKvView& kv,
+               std::span<float> out) const override {
+      return plan.Run(query, kv, out, pool);
+    }
     attention::PagedAttentionPlan plan;
+    ThreadPool* pool;
   };
   ThreadPool* pool_;
 };
@@ -146,10 +145,6 @@ class ReferenceBackend final : public HostBackend {
       const attention::PagedAttentionParams& params, std::span<const float> query,
       std::span<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch) override {
     return PlanReference(params, query, out, kv, batch);
-  }
-  Status RunAttention(const AttentionPlan& plan, std::span<const float> query,
-                      const kv::PagedKvView& kv, std::span<float> out) override {
-    return RunReference(plan, query, kv, out);
   }
 };
 

@@ -89,7 +89,7 @@ Status Attend(const attention::AttentionParams& ap, uint64_t batch, std::span<co
       FOLIO_ASSIGN_OR_RETURN(
           std::unique_ptr<backend::AttentionPlan> plan,
           backend->PlanAttention(p, q, out, pool_view, {block_table, pages, context, indptr}));
-      return backend->RunAttention(*plan, q, pool_view, out);
+      return plan->Run(q, pool_view, out);
     }
   }
   std::vector<T> qh(q.size()), attn(q.size());
@@ -115,8 +115,12 @@ class Linear<double> {
       ops::MatVec<double>(values_, x.subspan(r * cols_, cols_), y.subspan(r * rows_, rows_));
     }
   }
-  void Row(uint64_t i, std::span<double> out, backend::Backend*) const {
-    std::copy_n(values_.begin() + static_cast<ptrdiff_t>(i * cols_), cols_, out.begin());
+  // out [ids.size(), cols]: the rows named by ids (checked by the caller).
+  void Embed(std::span<const int32_t> ids, std::span<double> out, backend::Backend*) const {
+    for (size_t r = 0; r < ids.size(); ++r) {
+      std::copy_n(values_.begin() + static_cast<ptrdiff_t>(static_cast<uint64_t>(ids[r]) * cols_),
+                  cols_, out.begin() + static_cast<ptrdiff_t>(r * cols_));
+    }
   }
 
  private:
@@ -149,9 +153,8 @@ class Linear<float> {
     return backend->MatMul(weight_, x.first(num_rows * v.cols), num_rows,
                            y.first(num_rows * v.rows));
   }
-  void Row(uint64_t i, std::span<float> out, backend::Backend* backend) const {
-    const auto id = static_cast<int32_t>(i);
-    backend->Embed(weight_, std::span<const int32_t>(&id, 1), out);
+  void Embed(std::span<const int32_t> ids, std::span<float> out, backend::Backend* backend) const {
+    backend->Embed(weight_, ids, out);
   }
 
  private:
@@ -314,10 +317,8 @@ Result<std::vector<T>> Decoder<T>::Run(const RowPlan& plan, AttendFn&& attend) c
     }
   };
 
-  std::vector<T> x(rows * d);  // residual stream [rows, hidden]
-  for (uint64_t r = 0; r < rows; ++r) {
-    w.embedding.Row(static_cast<uint64_t>(plan.tokens[r]), Row(x, r, d), be);
-  }
+  std::vector<T> x(rows * d);             // residual stream [rows, hidden]
+  w.embedding.Embed(plan.tokens, x, be);  // CheckTokens bounded the ids
   std::vector<T> h(rows * d), q(rows * qs), k(rows * kvs), v(rows * kvs);
   std::vector<T> attn(q.size()), delta(rows * d);
   std::vector<T> gate(rows * c.ffn_size), up(rows * c.ffn_size);
@@ -540,7 +541,7 @@ Result<std::vector<T>> Decoder<T>::Step(kv::PagedKvCache& cache, const kv::Batch
         FOLIO_ASSIGN_OR_RETURN(
             plan, backend_->PlanAttention(p, q, out, cache.View(layer), kv::ViewOf(meta)));
       }
-      return backend_->RunAttention(*plan, q, cache.View(layer), out);
+      return plan->Run(q, cache.View(layer), out);
     };
     return Run(RowPlan{tokens, positions, logit_rows}, attend);
   }

@@ -8,7 +8,7 @@
 //               mapping
 //   ops         MatMul, Embed, RmsNorm, Rope, SwiGlu (f32 activations)
 //   attention   PlanAttention once per step (metadata validated, work
-//               split), RunAttention per layer (FlashInfer's plan/run)
+//               split), AttentionPlan::Run per layer (FlashInfer's plan/run)
 //
 // Two backends live here:
 //   cpu        today's kernels: Highway SIMD matmul and paged attention,
@@ -50,10 +50,16 @@ struct Weight {
   ops::WeightView host;
 };
 
-// A step's attention plan, opaque to the caller.
+// A step's attention plan: made once by Backend::PlanAttention, run for
+// every layer. It knows its backend's kernel, so running it dispatches
+// once, through this call.
 class AttentionPlan {
  public:
   virtual ~AttentionPlan() = default;
+  // One layer: out = attention of query over kv (a pool of the planned
+  // shape; the planned query and out buffers).
+  virtual Status Run(std::span<const float> query, const kv::PagedKvView& kv,
+                     std::span<float> out) const = 0;
 };
 
 class Backend {
@@ -89,9 +95,6 @@ class Backend {
   virtual Result<std::unique_ptr<AttentionPlan>> PlanAttention(
       const attention::PagedAttentionParams& params, std::span<const float> query,
       std::span<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch) = 0;
-  // One layer: out = attention of query over kv (a pool of the planned shape).
-  virtual Status RunAttention(const AttentionPlan& plan, std::span<const float> query,
-                              const kv::PagedKvView& kv, std::span<float> out) = 0;
 };
 
 // pool (optional, cpu only) spreads the kernels; it must outlive the backend.
