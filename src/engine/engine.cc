@@ -171,7 +171,8 @@ Result<std::vector<StepOutput>> Engine::Step() {
       if (!prompt_part.prompt_logits.empty()) out.push_back(std::move(prompt_part));
       continue;
     }
-    FOLIO_ASSIGN_OR_RETURN(StepOutput o, outputs_.Process(id, mine.last(vocab)));
+    FOLIO_ASSIGN_OR_RETURN(StepOutput o,
+                           outputs_.Process(id, mine.last(vocab), s.num_output_tokens() + 1));
     o.prompt_logits = std::move(prompt_part.prompt_logits);
     scheduler_.AppendToken(id, o.new_tokens.front());
     if (o.finish != FinishReason::kNone) {

@@ -36,7 +36,6 @@ Result<OutputProcessor::State> OutputProcessor::RestoredState(const RequestParam
                                                               uint64_t text_sent) const {
   State s = NewState(params);
   s.rng = SplitMix64(rng_state);
-  s.num_output_tokens = output.size();
   if (s.detok) {
     for (const int32_t t : output) s.text += s.detok->Push(t);
   }
@@ -58,13 +57,13 @@ const OutputProcessor::State& OutputProcessor::state(RequestId id) const {
   return it->second;
 }
 
-Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float> logits) {
+Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float> logits,
+                                            uint64_t num_output_tokens) {
   auto it = states_.find(id);
   FOLIO_CHECK(it != states_.end(), "no request ", id);
   State& s = it->second;
   FOLIO_ASSIGN_OR_RETURN(int32_t token,
                          sampling::SelectToken<float>(logits, s.params.sampling, s.rng));
-  ++s.num_output_tokens;
   StepOutput o{id, {token}, {}, {}, FinishReason::kNone, {}};
   if (s.params.logprobs) {
     FOLIO_ASSIGN_OR_RETURN(sampling::TokenLogprobs lp,
@@ -77,7 +76,7 @@ Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float>
   } else if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
     FlushText(s, o);
     o.finish = FinishReason::kStop;
-  } else if (s.num_output_tokens == s.params.max_tokens) {
+  } else if (num_output_tokens == s.params.max_tokens) {
     FlushText(s, o);
     o.finish = FinishReason::kLength;
   }

@@ -20,11 +20,13 @@ std::vector<float> Peak(int32_t id) {
 }
 int32_t Byte(char c) { return static_cast<unsigned char>(c) + 2; }
 
-// Feeds the bytes of `text` greedily; returns the outputs.
-std::vector<StepOutput> Feed(OutputProcessor& p, RequestId id, const std::string& text) {
+// Feeds the bytes of `text` greedily, the first as generated token number
+// `first`; returns the outputs.
+std::vector<StepOutput> Feed(OutputProcessor& p, RequestId id, const std::string& text,
+                             uint64_t first = 1) {
   std::vector<StepOutput> out;
   for (const char c : text) {
-    auto o = p.Process(id, Peak(Byte(c)));
+    auto o = p.Process(id, Peak(Byte(c)), first + out.size());
     EXPECT_TRUE(o.ok()) << o.status().ToString();
     out.push_back(*o);
     if (o->finish != FinishReason::kNone) break;
@@ -37,8 +39,8 @@ TEST(OutputProcessor, MaxTokensEndsTheRequestWithLength) {
   RequestParams params;
   params.max_tokens = 2;
   p.Add(0, p.NewState(params));
-  EXPECT_EQ(p.Process(0, Peak(5))->finish, FinishReason::kNone);
-  const StepOutput last = *p.Process(0, Peak(6));
+  EXPECT_EQ(p.Process(0, Peak(5), 1)->finish, FinishReason::kNone);
+  const StepOutput last = *p.Process(0, Peak(6), 2);
   EXPECT_EQ(last.finish, FinishReason::kLength);
   EXPECT_EQ(last.new_tokens, std::vector<int32_t>{6});
 }
@@ -88,9 +90,9 @@ TEST(OutputProcessor, TheSameSeedGivesTheSameTokens) {
   const std::vector<float> flat(kVocab, 0.0f);
   std::vector<int32_t> a, b, c;
   for (int i = 0; i < 32; ++i) {
-    a.push_back(p.Process(0, flat)->new_tokens[0]);
-    b.push_back(p.Process(1, flat)->new_tokens[0]);
-    c.push_back(p.Process(2, flat)->new_tokens[0]);
+    a.push_back(p.Process(0, flat, a.size() + 1)->new_tokens[0]);
+    b.push_back(p.Process(1, flat, b.size() + 1)->new_tokens[0]);
+    c.push_back(p.Process(2, flat, c.size() + 1)->new_tokens[0]);
   }
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
@@ -110,8 +112,8 @@ TEST(OutputProcessor, ARestoredStateContinuesTheTextAndTheStream) {
       params, s.rng.state(), std::vector<int32_t>{Byte('a'), Byte('b'), Byte('x')}, s.text_sent);
   ASSERT_TRUE(restored.ok());
   p.Add(1, std::move(*restored));
-  const auto a = Feed(p, 0, "yq");
-  const auto b = Feed(p, 1, "yq");
+  const auto a = Feed(p, 0, "yq", 4);
+  const auto b = Feed(p, 1, "yq", 4);
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(a[1].text, b[1].text);

@@ -35,7 +35,6 @@ class OutputProcessor {
   struct State {
     RequestParams params;
     SplitMix64 rng{0};
-    uint64_t num_output_tokens = 0;
     // With a tokenizer: all text decoded so far, and how much of it was sent.
     std::optional<tokenizer::StreamingDecoder> detok;
     std::string text;
@@ -58,7 +57,10 @@ class OutputProcessor {
   // Samples request id's next token from its logits row ([vocab]) and
   // returns the step's output for it; finish is set when it is its last.
   // Errors: the sampler's (a non-finite row).
-  Result<StepOutput> Process(RequestId id, std::span<const float> logits);
+  // num_output_tokens counts the request's generated tokens with this one
+  // (the scheduler's sequence holds them; max_tokens is checked against it).
+  Result<StepOutput> Process(RequestId id, std::span<const float> logits,
+                             uint64_t num_output_tokens);
   // RequestParams::prompt_logits: appends to out.prompt_logits the rows of
   // `logits` ([rows, vocab], positions first_position, ...) that are prompt
   // positions not returned before (a recomputed prompt returns nothing
