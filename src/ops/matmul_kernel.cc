@@ -3,12 +3,15 @@
 // has. A task computes outputs [row_begin, row_end) for all its activation
 // rows, in one of two ways:
 //
-// - Decode (one activation row): a memory-bound stream. Tiles of 8 weight
-//   rows are read straight from their stored type and widened in registers,
-//   8 independent multiply-add chains per x load.
+// - Decode (one activation row): a stream over the stored bytes. Tiles of
+//   8 weight rows are read straight from their stored type and decoded in
+//   registers (element types widened; quantized blocks unpacked by their
+//   codec below into integer levels and sub-block scales), 8 independent
+//   multiply-add chains per x load.
 // - Prefill (several rows): blocks of kBlockOut outputs x kBlockAct
 //   activation rows, walked in chunks of kChunkCols columns. Each chunk of
-//   the block's weight rows is widened to f32 once into a small buffer and
+//   the block's weight rows is decoded once into a small buffer (f32
+//   values, or a quantized type's levels plus per-sub-block scales) and
 //   then used by every activation row of the block through register tiles
 //   of kTileRows x kPrefillCols, whose accumulators persist in a buffer
 //   between chunks. A weight row is read from memory once per activation
@@ -20,16 +23,19 @@
 // exactly one vector accumulator that walks the columns in increasing order
 // — a vector stored between chunks and loaded back is the same vector — so
 // the path, the tile shape, the chunking, the task split and the rows in a
-// call never change a bit. Widening (bf16, f16, int8 to f32) is exact, so
-// widening in registers or into the buffer gives the same operands. The
-// scalar tail uses std::fma so that its rounding does not depend on whether
-// the compiler contracts a * b + c.
+// call never change a bit. Decoding gives DequantizeRow's values (widening
+// is exact; a quantized element rounds once, as DequantizeRow's does), so
+// decoding in registers or into the buffer gives the same operands. The
+// scalar tail uses std::fma so that its rounding does not depend on
+// whether the compiler contracts a * b + c.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
 
+#include "folio/core/dtype.h"
+#include "ops/block_layout.h"
 #include "ops/matmul_internal.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -50,8 +56,7 @@ using VF = hn::Vec<DF>;
 
 // f32 lanes of this target (fixed-width targets only: 1 on SCALAR).
 constexpr size_t kLanes = HWY_LANES(float);
-static_assert(kQ8_0BlockElems % kLanes == 0, "a Q8_0 block must fill whole vectors");
-constexpr size_t kQ8Vecs = kQ8_0BlockElems / kLanes;  // vectors per Q8_0 block
+static_assert(16 % kLanes == 0, "a sub-block (16 or 32 elements) must fill whole vectors");
 // Decode: outputs per tile (8 beat 4 in a 1-thread bf16 measurement here,
 // 0.86 vs 0.82 of the streaming-read bandwidth).
 constexpr size_t kDecodeCols = 8;
@@ -71,12 +76,275 @@ constexpr size_t kPrefillCols = 4;
 constexpr size_t kBlockOut = 32;
 constexpr size_t kBlockAct = 64;
 constexpr size_t kChunkCols = 1024;
-static_assert(kChunkCols % kQ8_0BlockElems == 0 && kBlockOut % kPrefillCols == 0);
+static_assert(kChunkCols % 256 == 0 && kBlockOut % kPrefillCols == 0);  // whole blocks per chunk
 
-template <typename S>
-constexpr bool kIsQ8 = std::is_same_v<S, void>;  // S = void selects Q8_0
+// ------------------------------------------------------- block codecs
+//
+// A quantized type is read through a codec: its blocks (kBlock elements,
+// kBytes bytes) are cut into sub-blocks of kSub elements that share one
+// scale and, for the types with a min, one bias. For sub-block g of a block
+// at b, Q(b, g, v) is vector v (elements v * kLanes ...) of its integer
+// levels as f32 (exact: they are small integers), Scale and Bias broadcast
+// the sub-block's scale and bias, and Weights combines them into the
+// elements' f32 values, DequantizeRow's bit for bit.
+// Open unpacks what a whole block shares (the K-quants' packed scales) once
+// into a Head. Every field is read with unaligned loads of at most
+// kLanes bytes inside the block, so nothing reads past a block.
 
-// Exact widening of a stored element type S (not Q8_0).
+using DI = hn::RebindToSigned<DF>;
+using VI = hn::Vec<DI>;
+using DU = hn::RebindToUnsigned<DF>;
+
+// kLanes bytes at p, each widened to an i32 lane.
+HWY_INLINE VI Bytes(const std::byte* p) {
+  return hn::PromoteTo(DI(),
+                       hn::LoadU(hn::Rebind<uint8_t, DF>(), reinterpret_cast<const uint8_t*>(p)));
+}
+HWY_INLINE VI SignedBytes(const std::byte* p) {
+  return hn::PromoteTo(DI(),
+                       hn::LoadU(hn::Rebind<int8_t, DF>(), reinterpret_cast<const int8_t*>(p)));
+}
+// The low (high = false) or high nibbles of kLanes bytes at p.
+HWY_INLINE VI Nibbles(const std::byte* p, bool high) {
+  const VI b = Bytes(p);
+  return high ? hn::ShiftRight<4>(b) : hn::And(b, hn::Set(DI(), 0x0f));
+}
+// (v >> shift) & mask per lane (shift the same for every lane).
+HWY_INLINE VI Bits(VI v, int shift, int mask) {
+  return hn::And(hn::ShiftRightSame(v, shift), hn::Set(DI(), mask));
+}
+HWY_INLINE VF Float(VI q) { return hn::ConvertTo(DF(), q); }
+HWY_INLINE float F16Scalar(const std::byte* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return F16BitsToF32(bits);
+}
+// An f16 at p broadcast to every lane: one broadcast and one vector
+// conversion, rather than a scalar conversion and a broadcast.
+HWY_INLINE VF F16Vec(const std::byte* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(DF(), hn::BitCast(dh, hn::Set(hn::RebindToUnsigned<decltype(dh)>(), bits)));
+}
+
+struct NoHead {};
+
+// Q8_0: d, int8 q[32].
+struct CodecQ8_0 {
+  static constexpr WeightType kType = WeightType::kQ8_0;
+  static constexpr size_t kSub = 32;
+  static constexpr bool kHasBias = false;
+  using Head = NoHead;
+  static HWY_INLINE void Open(const std::byte*, Head&) {}
+  static HWY_INLINE VF Q(const std::byte* b, size_t, size_t v) {
+    return Float(SignedBytes(b + kQ8_0ScaleBytes + v * kLanes));
+  }
+  static HWY_INLINE VF Scale(const std::byte* b, const Head&, size_t) { return F16Vec(b); }
+  static HWY_INLINE VF Bias(const std::byte*, const Head&, size_t) { return hn::Zero(DF()); }
+};
+
+// The legacy 4- and 5-bit blocks (d, [m], [u32 qh], qs[16]): element j's
+// low bits are nibble j / 16 of qs[j % 16], bit 4 is bit j of qh.
+template <WeightType kT>
+struct CodecLegacy {
+  static constexpr WeightType kType = kT;
+  static constexpr size_t kSub = 32;
+  static constexpr bool kHasBias = kT == WeightType::kQ4_1 || kT == WeightType::kQ5_1;
+  static constexpr bool kFiveBit = kT == WeightType::kQ5_0 || kT == WeightType::kQ5_1;
+  static constexpr int kOffset = kT == WeightType::kQ4_0 ? 8 : kT == WeightType::kQ5_0 ? 16 : 0;
+  static constexpr size_t kQhAt = kHasBias ? 4 : 2;
+  static constexpr size_t kQsAt = kQhAt + (kFiveBit ? 4 : 0);
+  static_assert(kLanes <= 16, "a vector of a legacy block reads one half of its nibbles");
+  using Head = NoHead;
+  static HWY_INLINE void Open(const std::byte*, Head&) {}
+  static HWY_INLINE VF Q(const std::byte* b, size_t, size_t v) {
+    const size_t e = v * kLanes;
+    VI q = Nibbles(b + kQsAt + e % 16, e >= 16);
+    if constexpr (kFiveBit) {
+      uint32_t qh;
+      std::memcpy(&qh, b + kQhAt, 4);
+      const auto bit = hn::And(hn::Shr(hn::Set(DU(), qh), hn::Iota(DU(), static_cast<uint32_t>(e))),
+                               hn::Set(DU(), 1));
+      q = hn::Or(q, hn::ShiftLeft<4>(hn::BitCast(DI(), bit)));
+    }
+    if constexpr (kOffset != 0) q = hn::Sub(q, hn::Set(DI(), kOffset));
+    return Float(q);
+  }
+  static HWY_INLINE VF Scale(const std::byte* b, const Head&, size_t) { return F16Vec(b); }
+  static HWY_INLINE VF Bias(const std::byte* b, const Head&, size_t) { return F16Vec(b + 2); }
+};
+
+// Q4_K and Q5_K (d, dmin, scales[12], [qh[32]], qs[128]): sub-block g of
+// 32 takes nibble g % 2 of qs[32 (g / 2) + l] and (Q5_K) bit g of qh[l];
+// scale d * sc, bias -(dmin * m).
+template <WeightType kT>
+struct CodecQ45K {
+  static constexpr WeightType kType = kT;
+  static constexpr size_t kSub = 32;
+  static constexpr bool kHasBias = true;
+  static constexpr bool kFiveBit = kT == WeightType::kQ5_K;
+  static constexpr size_t kQhAt = 16, kQsAt = kQhAt + (kFiveBit ? 32 : 0);
+  struct Head {
+    float scale[8], bias[8];
+  };
+  static HWY_INLINE void Open(const std::byte* b, Head& h) {
+    const float d = F16Scalar(b), dmin = F16Scalar(b + 2);
+    for (size_t g = 0; g < 8; ++g) {
+      uint32_t sc, m;
+      ScaleMinK4(g, b + 4, sc, m);
+      h.scale[g] = d * static_cast<float>(sc);
+      h.bias[g] = -(dmin * static_cast<float>(m));
+    }
+  }
+  static HWY_INLINE VF Q(const std::byte* b, size_t g, size_t v) {
+    const size_t l = v * kLanes;
+    VI q = Nibbles(b + kQsAt + 32 * (g / 2) + l, g % 2 != 0);
+    if constexpr (kFiveBit) {
+      q = hn::Or(q, hn::ShiftLeft<4>(Bits(Bytes(b + kQhAt + l), static_cast<int>(g), 1)));
+    }
+    return Float(q);
+  }
+  static HWY_INLINE VF Scale(const std::byte*, const Head& h, size_t g) {
+    return hn::Set(DF(), h.scale[g]);
+  }
+  static HWY_INLINE VF Bias(const std::byte*, const Head& h, size_t g) {
+    return hn::Set(DF(), h.bias[g]);
+  }
+};
+
+// Q6_K (ql[128], qh[64], int8 scales[16], d): sub-block g of 16 is half n
+// = g / 8, group k = g % 8 / 2, part h = g % 2: element l (16h ...) of the
+// group has nibble k / 2 of ql[64n + 32 (k % 2) + l] and bits 2k, 2k + 1 of
+// qh[32n + l] as bits 4-5; q - 32, scale d * scales[g].
+struct CodecQ6K {
+  static constexpr WeightType kType = WeightType::kQ6_K;
+  static constexpr size_t kSub = 16;
+  static constexpr bool kHasBias = false;
+  struct Head {
+    float scale[16];
+  };
+  static HWY_INLINE void Open(const std::byte* b, Head& h) {
+    const float d = F16Scalar(b + 208);
+    for (size_t g = 0; g < 16; ++g) {
+      h.scale[g] = d * static_cast<float>(static_cast<int8_t>(b[192 + g]));
+    }
+  }
+  static HWY_INLINE VF Q(const std::byte* b, size_t g, size_t v) {
+    const size_t n = g / 8, k = g % 8 / 2, l = 16 * (g % 2) + v * kLanes;
+    const VI low = Nibbles(b + 64 * n + 32 * (k % 2) + l, k >= 2);
+    const VI high = Bits(Bytes(b + 128 + 32 * n + l), static_cast<int>(2 * k), 3);
+    return Float(hn::Sub(hn::Or(low, hn::ShiftLeft<4>(high)), hn::Set(DI(), 32)));
+  }
+  static HWY_INLINE VF Scale(const std::byte*, const Head& h, size_t g) {
+    return hn::Set(DF(), h.scale[g]);
+  }
+  static HWY_INLINE VF Bias(const std::byte*, const Head&, size_t) { return hn::Zero(DF()); }
+};
+
+// Q2_K (scales[16], qs[64], d, dmin) and Q3_K (hmask[32], qs[64],
+// scales[12], d): sub-block g of 16 is half n = g / 8, group k = g % 8 / 2,
+// part h = g % 2, and takes bits 2k, 2k + 1 of qs[32n + 16h + l]. Q2_K:
+// scale d * (s & 15), bias -(dmin * (s >> 4)) for s = scales[g]. Q3_K: q - 4
+// unless bit 4n + k of hmask[16h + l] is set, scale d * (ScaleQ3K - 32).
+template <WeightType kT>
+struct CodecQ23K {
+  static constexpr WeightType kType = kT;
+  static constexpr size_t kSub = 16;
+  static constexpr bool kQ3 = kT == WeightType::kQ3_K;
+  static constexpr bool kHasBias = !kQ3;
+  static constexpr size_t kQsAt = kQ3 ? 32 : 16;
+  struct Head {
+    float scale[16], bias[16];
+  };
+  static HWY_INLINE void Open(const std::byte* b, Head& h) {
+    if constexpr (kQ3) {
+      const float d = F16Scalar(b + 108);
+      for (size_t g = 0; g < 16; ++g) {
+        h.scale[g] = d * static_cast<float>(static_cast<int>(ScaleQ3K(g, b + 96)) - 32);
+      }
+    } else {
+      const float d = F16Scalar(b + 80), dmin = F16Scalar(b + 82);
+      for (size_t g = 0; g < 16; ++g) {
+        const auto s = std::to_integer<uint32_t>(b[g]);
+        h.scale[g] = d * static_cast<float>(s & 0x0f);
+        h.bias[g] = -(dmin * static_cast<float>(s >> 4));
+      }
+    }
+  }
+  static HWY_INLINE VF Q(const std::byte* b, size_t g, size_t v) {
+    const size_t n = g / 8, k = g % 8 / 2, l = 16 * (g % 2) + v * kLanes;
+    VI q = Bits(Bytes(b + kQsAt + 32 * n + l), static_cast<int>(2 * k), 3);
+    if constexpr (kQ3) {
+      const VI set = Bits(Bytes(b + l), static_cast<int>(4 * n + k), 1);
+      q = hn::Sub(hn::Or(q, hn::ShiftLeft<2>(set)), hn::Set(DI(), 4));
+    }
+    return Float(q);
+  }
+  static HWY_INLINE VF Scale(const std::byte*, const Head& h, size_t g) {
+    return hn::Set(DF(), h.scale[g]);
+  }
+  static HWY_INLINE VF Bias(const std::byte*, const Head& h, size_t g) {
+    return hn::Set(DF(), h.bias[g]);
+  }
+};
+
+// IQ4_NL (d, qs[16] per 32) and IQ4_XS (d, u16 scales_h, scales_l[4],
+// qs[128] per 256): sub-block g of 32 has the legacy nibble order in
+// qs[16g ...], each nibble a level of kIq4nlValues; scale d (IQ4_NL) or d *
+// (ScaleIq4Xs - 32).
+alignas(64) constexpr float kIq4Levels[16] = {
+    kIq4nlValues[0],  kIq4nlValues[1],  kIq4nlValues[2],  kIq4nlValues[3],
+    kIq4nlValues[4],  kIq4nlValues[5],  kIq4nlValues[6],  kIq4nlValues[7],
+    kIq4nlValues[8],  kIq4nlValues[9],  kIq4nlValues[10], kIq4nlValues[11],
+    kIq4nlValues[12], kIq4nlValues[13], kIq4nlValues[14], kIq4nlValues[15]};
+template <WeightType kT>
+struct CodecIq4 {
+  static constexpr WeightType kType = kT;
+  static constexpr size_t kSub = 32;
+  static constexpr bool kHasBias = false;
+  static constexpr bool kXs = kT == WeightType::kIQ4_XS;
+  static constexpr size_t kQsAt = kXs ? 8 : 2;
+  struct Head {
+    float scale[kXs ? 8 : 1];
+  };
+  static HWY_INLINE void Open(const std::byte* b, Head& h) {
+    if constexpr (kXs) {
+      const float d = F16Scalar(b);
+      const uint32_t scales_h = std::to_integer<uint32_t>(b[2]) | std::to_integer<uint32_t>(b[3])
+                                                                      << 8;
+      for (size_t g = 0; g < 8; ++g) {
+        h.scale[g] = d * static_cast<float>(static_cast<int>(ScaleIq4Xs(g, scales_h, b + 4)) - 32);
+      }
+    }
+  }
+  static HWY_INLINE VF Q(const std::byte* b, size_t g, size_t v) {
+    const size_t e = v * kLanes;
+    return hn::GatherIndex(DF(), kIq4Levels, Nibbles(b + kQsAt + 16 * g + e % 16, e >= 16));
+  }
+  static HWY_INLINE VF Scale(const std::byte* b, const Head& h, size_t g) {
+    if constexpr (kXs) {
+      return hn::Set(DF(), h.scale[g]);
+    } else {
+      return F16Vec(b);
+    }
+  }
+  static HWY_INLINE VF Bias(const std::byte*, const Head&, size_t) { return hn::Zero(DF()); }
+};
+
+// True for the codecs above; false for the element types (float, f16, bf16).
+template <typename K>
+constexpr bool kIsBlock = requires {
+  K::kSub;
+};
+template <class C>
+constexpr size_t kBlockElems = TraitsOf(C::kType).block_size;
+template <class C>
+constexpr size_t kBlockBytes = TraitsOf(C::kType).block_bytes;
+template <class C>
+constexpr size_t kSubVecs = C::kSub / kLanes;
+
+// Exact widening of a stored element type S.
 template <typename S>
 HWY_INLINE VF LoadWide(DF d, const S* p) {
   if constexpr (std::is_same_v<S, float>) {
@@ -97,88 +365,111 @@ HWY_INLINE float ScalarWide(const S* p) {
   }
 }
 
-// A Q8_0 block's scale and its int8 values as f32 (both exact): the
-// vector form of DequantizeRow's Q8_0 decoder (ops/weight_type.h), tested
-// against it through MatMulReference and WidenRow.
-HWY_INLINE float Q8Scale(const std::byte* block) {
-  return ScalarWide(reinterpret_cast<const hwy::float16_t*>(block));
-}
-// The scale broadcast to every lane: one broadcast and one vector
-// conversion, rather than a scalar conversion and a broadcast.
-HWY_INLINE VF Q8ScaleVec(DF d, const std::byte* block) {
-  uint16_t bits;
-  std::memcpy(&bits, block, kQ8_0ScaleBytes);
-  const hn::Rebind<hwy::float16_t, DF> dh;
-  return hn::PromoteTo(d, hn::BitCast(dh, hn::Set(hn::RebindToUnsigned<decltype(dh)>(), bits)));
-}
-HWY_INLINE VF Q8Values(DF d, const std::byte* block, size_t v) {
-  const auto* q = reinterpret_cast<const int8_t*>(block + kQ8_0ScaleBytes) + v * kLanes;
-  return hn::ConvertTo(
-      d, hn::PromoteTo(hn::Rebind<int32_t, DF>(), hn::LoadU(hn::Rebind<int8_t, DF>(), q)));
-}
-
-// The lane sum of an accumulator, then the scalar tail in order.
-template <typename S>
+// The lane sum of an accumulator, then (element types) the scalar tail in
+// order.
+template <typename K>
 HWY_INLINE float Finish(DF d, VF acc, const std::byte* w_row, const float* x, size_t cols) {
   float s = hn::GetLane(hn::SumOfLanes(d, acc));
-  if constexpr (!kIsQ8<S>) {
-    const auto* w = reinterpret_cast<const S*>(w_row);
+  if constexpr (!kIsBlock<K>) {
+    const auto* w = reinterpret_cast<const K*>(w_row);
     for (size_t i = cols - cols % kLanes; i < cols; ++i) s = std::fma(ScalarWide(w + i), x[i], s);
   }
   return s;
 }
 
+// Vector v of sub-block g's weights as f32: Scale * Q (+ Bias, fused),
+// which is DequantizeRow's value bit for bit (it computes the exact product
+// and rounds once, at the multiply or at the add of the bias).
+template <class C>
+HWY_INLINE VF Weights(const std::byte* block, size_t g, size_t v, VF scale, VF bias) {
+  if constexpr (C::kHasBias) {
+    return hn::MulAdd(scale, C::Q(block, g, v), bias);
+  } else {
+    return hn::Mul(scale, C::Q(block, g, v));
+  }
+}
+
 // ---------------------------------------------------------------- decode
 
-// y[c] = dot(W row c, x) for kC consecutive rows starting at w_rows.
+// Prefetches the line kPrefetchBytes ahead of each 64-byte line of a
+// block (once every few blocks for blocks shorter than a line).
+template <class C>
+HWY_INLINE void PrefetchBlock(const std::byte* block, size_t b) {
+  constexpr size_t kEvery = std::max<size_t>(1, 64 / kBlockBytes<C>);
+  if (b % kEvery != 0) return;
+  for (size_t at = 0; at < kBlockBytes<C>; at += 64) hwy::Prefetch(block + at + kPrefetchBytes);
+}
+
+// y[c] = dot(W row c, x) for kC consecutive rows of a block type.
+template <class C, size_t kC>
+HWY_NOINLINE void DecodeBlockTile(const std::byte* w_rows, size_t row_bytes, const float* x,
+                                  size_t cols, float* y) {
+  const DF d;
+  constexpr size_t kVecs = kSubVecs<C>;
+  VF acc[kC];
+  for (size_t c = 0; c < kC; ++c) acc[c] = hn::Zero(d);
+  typename C::Head head[kC];
+  for (size_t b = 0; b < cols / kBlockElems<C>; ++b) {
+    const std::byte* block[kC];
+    for (size_t c = 0; c < kC; ++c) {
+      block[c] = w_rows + c * row_bytes + b * kBlockBytes<C>;
+      PrefetchBlock<C>(block[c], b);
+      C::Open(block[c], head[c]);
+    }
+    for (size_t g = 0; g < kBlockElems<C> / C::kSub; ++g) {
+      const float* xs = x + b * kBlockElems<C> + g * C::kSub;
+      VF xv[kVecs];
+      for (size_t v = 0; v < kVecs; ++v) xv[v] = hn::LoadU(d, xs + v * kLanes);
+      for (size_t c = 0; c < kC; ++c) {
+        const VF scale = C::Scale(block[c], head[c], g), bias = C::Bias(block[c], head[c], g);
+        for (size_t v = 0; v < kVecs; ++v) {
+          acc[c] = hn::MulAdd(Weights<C>(block[c], g, v, scale, bias), xv[v], acc[c]);
+        }
+      }
+    }
+  }
+  for (size_t c = 0; c < kC; ++c) y[c] = hn::GetLane(hn::SumOfLanes(d, acc[c]));
+}
+
+// The same for an element type S.
 template <typename S, size_t kC>
-HWY_NOINLINE void DecodeTile(const std::byte* w_rows, size_t row_bytes, const float* x, size_t cols,
-                             float* y) {
+HWY_NOINLINE void DecodeElementTile(const std::byte* w_rows, size_t row_bytes, const float* x,
+                                    size_t cols, float* y) {
   const DF d;
   VF acc[kC];
   for (size_t c = 0; c < kC; ++c) acc[c] = hn::Zero(d);
-  if constexpr (kIsQ8<S>) {
-    for (size_t b = 0; b < cols / kQ8_0BlockElems; ++b) {
-      VF xv[kQ8Vecs];
-      for (size_t v = 0; v < kQ8Vecs; ++v)
-        xv[v] = hn::LoadU(d, x + b * kQ8_0BlockElems + v * kLanes);
-      for (size_t c = 0; c < kC; ++c) {
-        const std::byte* block = w_rows + c * row_bytes + b * kQ8_0BlockBytes;
-        if (b % 2 == 0) hwy::Prefetch(block + kPrefetchBytes);  // >= 1 a line
-        VF p = hn::Mul(Q8Values(d, block, 0), xv[0]);
-        for (size_t v = 1; v < kQ8Vecs; ++v) p = hn::MulAdd(Q8Values(d, block, v), xv[v], p);
-        acc[c] = hn::MulAdd(Q8ScaleVec(d, block), p, acc[c]);
-      }
+  const S* w[kC];
+  for (size_t c = 0; c < kC; ++c) w[c] = reinterpret_cast<const S*>(w_rows + c * row_bytes);
+  const auto step = [&](size_t i) HWY_ATTR {
+    const VF xv = hn::LoadU(d, x + i);
+    for (size_t c = 0; c < kC; ++c) acc[c] = hn::MulAdd(LoadWide(d, w[c] + i), xv, acc[c]);
+  };
+  const size_t vec_end = cols - cols % kLanes;
+  // One prefetch per 64-byte line of each row (it may run past the row:
+  // a prefetch never faults).
+  constexpr size_t kLineSteps = std::max<size_t>(1, 64 / (kLanes * sizeof(S)));
+  size_t i = 0;
+  for (; i + kLineSteps * kLanes <= vec_end; i += kLineSteps * kLanes) {
+    for (size_t c = 0; c < kC; ++c) {
+      hwy::Prefetch(reinterpret_cast<const std::byte*>(w[c] + i) + kPrefetchBytes);
     }
-  } else {
-    const S* w[kC];
-    for (size_t c = 0; c < kC; ++c) w[c] = reinterpret_cast<const S*>(w_rows + c * row_bytes);
-    const auto step = [&](size_t i) HWY_ATTR {
-      const VF xv = hn::LoadU(d, x + i);
-      for (size_t c = 0; c < kC; ++c) acc[c] = hn::MulAdd(LoadWide(d, w[c] + i), xv, acc[c]);
-    };
-    const size_t vec_end = cols - cols % kLanes;
-    // One prefetch per 64-byte line of each row (it may run past the row:
-    // a prefetch never faults).
-    constexpr size_t kLineSteps = std::max<size_t>(1, 64 / (kLanes * sizeof(S)));
-    size_t i = 0;
-    for (; i + kLineSteps * kLanes <= vec_end; i += kLineSteps * kLanes) {
-      for (size_t c = 0; c < kC; ++c) {
-        hwy::Prefetch(reinterpret_cast<const std::byte*>(w[c] + i) + kPrefetchBytes);
-      }
-      for (size_t k = 0; k < kLineSteps; ++k) step(i + k * kLanes);
-    }
-    for (; i < vec_end; i += kLanes) step(i);
+    for (size_t k = 0; k < kLineSteps; ++k) step(i + k * kLanes);
   }
+  for (; i < vec_end; i += kLanes) step(i);
   for (size_t c = 0; c < kC; ++c) y[c] = Finish<S>(d, acc[c], w_rows + c * row_bytes, x, cols);
 }
 
-template <typename S>
+template <typename K>
 void Decode(const MatMulTask& t) {
   const uint64_t row_bytes = WeightRowBytes(t.w.type, t.w.cols);
   const auto tile = [&](auto cols_tag, uint64_t j) HWY_ATTR {
-    DecodeTile<S, decltype(cols_tag)::value>(t.w.data + j * row_bytes, row_bytes, t.x, t.w.cols,
-                                             t.y + j);
+    constexpr size_t kC = decltype(cols_tag)::value;
+    const std::byte* rows = t.w.data + j * row_bytes;
+    if constexpr (kIsBlock<K>) {
+      DecodeBlockTile<K, kC>(rows, row_bytes, t.x, t.w.cols, t.y + j);
+    } else {
+      DecodeElementTile<K, kC>(rows, row_bytes, t.x, t.w.cols, t.y + j);
+    }
   };
   uint64_t j = t.row_begin;
   for (; j + kDecodeCols <= t.row_end; j += kDecodeCols)
@@ -190,17 +481,15 @@ void Decode(const MatMulTask& t) {
 // ---------------------------------------------------------------- prefill
 
 // One chunk of a block's weight rows as f32: row c's chunk starts at
-// rows[c]; for Q8_0, rows hold the int8 values and scales[c] the chunk's
-// block scales.
+// rows[c].
 struct Panel {
   const float* rows[kBlockOut];
-  const float* scales[kBlockOut];
-  size_t cols;  // columns in this chunk (a multiple of kLanes; of 32 for Q8_0)
+  size_t cols;  // columns in this chunk (a multiple of kLanes; of the block for a block type)
 };
 
 // acc[r * kBlockOut + c] (one vector each) += the chunk's products of x
 // rows r < kR (x[r] points at the chunk) and panel rows c < kC.
-template <bool kQ8, size_t kR, size_t kC>
+template <size_t kR, size_t kC>
 HWY_NOINLINE void PanelTile(const Panel& panel, size_t c0, const float* const* x, float* acc,
                             bool first) {
   const DF d;
@@ -211,32 +500,12 @@ HWY_NOINLINE void PanelTile(const Panel& panel, size_t c0, const float* const* x
     }
   }
   const float* const* w = panel.rows + c0;
-  if constexpr (kQ8) {
-    for (size_t b = 0; b < panel.cols / kQ8_0BlockElems; ++b) {
-      const size_t i0 = b * kQ8_0BlockElems;
-      VF xv[kR][kQ8Vecs];
-      for (size_t r = 0; r < kR; ++r) {
-        for (size_t v = 0; v < kQ8Vecs; ++v) xv[r][v] = hn::LoadU(d, x[r] + i0 + v * kLanes);
-      }
-      for (size_t c = 0; c < kC; ++c) {
-        VF q[kQ8Vecs];
-        for (size_t v = 0; v < kQ8Vecs; ++v) q[v] = hn::Load(d, w[c] + i0 + v * kLanes);
-        const VF scale = hn::Set(d, panel.scales[c0 + c][b]);
-        for (size_t r = 0; r < kR; ++r) {
-          VF p = hn::Mul(q[0], xv[r][0]);
-          for (size_t v = 1; v < kQ8Vecs; ++v) p = hn::MulAdd(q[v], xv[r][v], p);
-          a[r][c] = hn::MulAdd(scale, p, a[r][c]);
-        }
-      }
-    }
-  } else {
-    for (size_t i = 0; i < panel.cols; i += kLanes) {
-      VF wv[kC];
-      for (size_t c = 0; c < kC; ++c) wv[c] = hn::LoadU(d, w[c] + i);
-      for (size_t r = 0; r < kR; ++r) {
-        const VF xv = hn::LoadU(d, x[r] + i);
-        for (size_t c = 0; c < kC; ++c) a[r][c] = hn::MulAdd(wv[c], xv, a[r][c]);
-      }
+  for (size_t i = 0; i < panel.cols; i += kLanes) {
+    VF wv[kC];
+    for (size_t c = 0; c < kC; ++c) wv[c] = hn::LoadU(d, w[c] + i);
+    for (size_t r = 0; r < kR; ++r) {
+      const VF xv = hn::LoadU(d, x[r] + i);
+      for (size_t c = 0; c < kC; ++c) a[r][c] = hn::MulAdd(wv[c], xv, a[r][c]);
     }
   }
   for (size_t r = 0; r < kR; ++r) {
@@ -244,18 +513,16 @@ HWY_NOINLINE void PanelTile(const Panel& panel, size_t c0, const float* const* x
   }
 }
 
-// Scratch of one thread, kept between calls: the widened chunk, Q8_0
-// scales and the accumulators, vector-aligned.
+// Scratch of one thread, kept between calls: the widened chunk and the
+// accumulators, vector-aligned.
 struct Scratch {
   hwy::AlignedFreeUniquePtr<float[]> wide = hwy::AllocateAligned<float>(kBlockOut * kChunkCols);
-  hwy::AlignedFreeUniquePtr<float[]> scales =
-      hwy::AllocateAligned<float>(kBlockOut * kChunkCols / kQ8_0BlockElems);
   hwy::AlignedFreeUniquePtr<float[]> acc =
       hwy::AllocateAligned<float>(kBlockAct * kBlockOut * kLanes);
 };
 
 // Fills panel with columns [k0, k0 + n) of rows [j0, j0 + jn) of W.
-template <typename S>
+template <typename K>
 void WidenChunk(const MatMulTask& t, uint64_t j0, size_t jn, size_t k0, size_t n, Scratch& s,
                 Panel& panel) {
   const DF d;
@@ -265,35 +532,38 @@ void WidenChunk(const MatMulTask& t, uint64_t j0, size_t jn, size_t k0, size_t n
     const std::byte* row = t.w.data + (j0 + c) * row_bytes;
     float* out = s.wide.get() + c * kChunkCols;
     panel.rows[c] = out;
-    if constexpr (kIsQ8<S>) {
-      float* scales = s.scales.get() + c * (kChunkCols / kQ8_0BlockElems);
-      panel.scales[c] = scales;
-      for (size_t b = 0; b < n / kQ8_0BlockElems; ++b) {
-        const std::byte* block = row + (k0 / kQ8_0BlockElems + b) * kQ8_0BlockBytes;
-        scales[b] = Q8Scale(block);
-        for (size_t v = 0; v < kQ8Vecs; ++v) {
-          hn::Store(Q8Values(d, block, v), d, out + b * kQ8_0BlockElems + v * kLanes);
+    if constexpr (kIsBlock<K>) {
+      constexpr size_t kSubs = kBlockElems<K> / K::kSub;
+      for (size_t b = 0; b < n / kBlockElems<K>; ++b) {
+        const std::byte* block = row + (k0 / kBlockElems<K> + b) * kBlockBytes<K>;
+        typename K::Head head;
+        K::Open(block, head);
+        for (size_t g = 0; g < kSubs; ++g) {
+          const VF scale = K::Scale(block, head, g), bias = K::Bias(block, head, g);
+          for (size_t v = 0; v < kSubVecs<K>; ++v) {
+            hn::Store(Weights<K>(block, g, v, scale, bias), d,
+                      out + (b * kSubs + g) * K::kSub + v * kLanes);
+          }
         }
       }
-    } else if constexpr (std::is_same_v<S, float>) {
+    } else if constexpr (std::is_same_v<K, float>) {
       panel.rows[c] = reinterpret_cast<const float*>(row) + k0;  // already f32
     } else {
-      const S* src = reinterpret_cast<const S*>(row) + k0;
+      const K* src = reinterpret_cast<const K*>(row) + k0;
       for (size_t i = 0; i < n; i += kLanes) hn::Store(LoadWide(d, src + i), d, out + i);
     }
   }
 }
 
 // Runs the panel over activation rows [r0, r0 + rn) (x rows at column k0).
-template <bool kQ8>
 void PanelBlock(const Panel& panel, size_t jn, const MatMulTask& t, uint64_t r0, size_t rn,
                 size_t k0, float* acc, bool first) {
   const auto tile = [&](auto rows_tag, auto cols_tag, size_t r, size_t c) HWY_ATTR {
     constexpr size_t kR = decltype(rows_tag)::value;
     const float* x[kR];
     for (size_t k = 0; k < kR; ++k) x[k] = t.x + (r0 + r + k) * t.w.cols + k0;
-    PanelTile<kQ8, kR, decltype(cols_tag)::value>(panel, c, x, acc + (r * kBlockOut + c) * kLanes,
-                                                  first);
+    PanelTile<kR, decltype(cols_tag)::value>(panel, c, x, acc + (r * kBlockOut + c) * kLanes,
+                                             first);
   };
   using Rows = std::integral_constant<size_t, kTileRows>;
   using One = std::integral_constant<size_t, 1>;
@@ -311,12 +581,12 @@ void PanelBlock(const Panel& panel, size_t jn, const MatMulTask& t, uint64_t r0,
   }
 }
 
-template <typename S>
+template <typename K>
 void Prefill(const MatMulTask& t) {
   thread_local Scratch scratch;
   const DF d;
   const uint64_t cols = t.w.cols, row_bytes = WeightRowBytes(t.w.type, cols);
-  const size_t vec_end = kIsQ8<S> ? cols : cols - cols % kLanes;
+  const size_t vec_end = kIsBlock<K> ? cols : cols - cols % kLanes;
   Panel panel;
   for (uint64_t j0 = t.row_begin; j0 < t.row_end; j0 += kBlockOut) {
     const size_t jn = std::min<uint64_t>(kBlockOut, t.row_end - j0);
@@ -327,26 +597,26 @@ void Prefill(const MatMulTask& t) {
         for (size_t k = 0; k < rn * kBlockOut; ++k) hn::Store(hn::Zero(d), d, acc + k * kLanes);
       }
       for (size_t k0 = 0; k0 < vec_end; k0 += kChunkCols) {
-        WidenChunk<S>(t, j0, jn, k0, std::min(kChunkCols, vec_end - k0), scratch, panel);
-        PanelBlock<kIsQ8<S>>(panel, jn, t, r0, rn, k0, acc, k0 == 0);
+        WidenChunk<K>(t, j0, jn, k0, std::min(kChunkCols, vec_end - k0), scratch, panel);
+        PanelBlock(panel, jn, t, r0, rn, k0, acc, k0 == 0);
       }
       for (size_t r = 0; r < rn; ++r) {
         for (size_t c = 0; c < jn; ++c) {
           const VF a = hn::Load(d, acc + (r * kBlockOut + c) * kLanes);
           t.y[(r0 + r) * t.w.rows + j0 + c] =
-              Finish<S>(d, a, t.w.data + (j0 + c) * row_bytes, t.x + (r0 + r) * cols, cols);
+              Finish<K>(d, a, t.w.data + (j0 + c) * row_bytes, t.x + (r0 + r) * cols, cols);
         }
       }
     }
   }
 }
 
-template <typename S>
+template <typename K>
 void RowsT(const MatMulTask& t) {
   if (t.num_rows == 1) {
-    Decode<S>(t);
+    Decode<K>(t);
   } else {
-    Prefill<S>(t);
+    Prefill<K>(t);
   }
 }
 
@@ -359,19 +629,30 @@ void MatMulRowsImpl(const MatMulTask& t) {
     case WeightType::kBF16:
       return RowsT<hwy::bfloat16_t>(t);
     case WeightType::kQ8_0:
-      return RowsT<void>(t);
-    case WeightType::kF64:  // no kernel (has_matmul false): MatMul refused it
+      return RowsT<CodecQ8_0>(t);
     case WeightType::kQ4_0:
+      return RowsT<CodecLegacy<WeightType::kQ4_0>>(t);
     case WeightType::kQ4_1:
+      return RowsT<CodecLegacy<WeightType::kQ4_1>>(t);
     case WeightType::kQ5_0:
+      return RowsT<CodecLegacy<WeightType::kQ5_0>>(t);
     case WeightType::kQ5_1:
+      return RowsT<CodecLegacy<WeightType::kQ5_1>>(t);
     case WeightType::kQ4_K:
+      return RowsT<CodecQ45K<WeightType::kQ4_K>>(t);
     case WeightType::kQ5_K:
+      return RowsT<CodecQ45K<WeightType::kQ5_K>>(t);
     case WeightType::kQ6_K:
+      return RowsT<CodecQ6K>(t);
     case WeightType::kQ2_K:
+      return RowsT<CodecQ23K<WeightType::kQ2_K>>(t);
     case WeightType::kQ3_K:
+      return RowsT<CodecQ23K<WeightType::kQ3_K>>(t);
     case WeightType::kIQ4_NL:
+      return RowsT<CodecIq4<WeightType::kIQ4_NL>>(t);
     case WeightType::kIQ4_XS:
+      return RowsT<CodecIq4<WeightType::kIQ4_XS>>(t);
+    case WeightType::kF64:  // no kernel (has_matmul false): MatMul refused it
       break;
   }
   FOLIO_CHECK(false, "matmul kernel: no kernel for weight type ", WeightTypeName(t.w.type));

@@ -38,6 +38,35 @@ struct Matrix {
 
 float Uniform(SplitMix64& rng) { return static_cast<float>(2.0 * rng.NextUnit() - 1.0); }
 
+// Where a quantized block keeps its f16 scales (d, and dmin or m), from
+// ggml's block structs.
+std::vector<uint32_t> ScaleOffsets(WeightType type) {
+  switch (type) {
+    case WeightType::kF64:
+    case WeightType::kF32:
+    case WeightType::kF16:
+    case WeightType::kBF16:
+      return {};
+    case WeightType::kQ8_0:
+    case WeightType::kQ4_0:
+    case WeightType::kQ5_0:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ4_XS:
+    case WeightType::kQ3_K:
+      return {type == WeightType::kQ3_K ? 108u : 0u};
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_1:
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
+      return {0, 2};
+    case WeightType::kQ6_K:
+      return {208};
+    case WeightType::kQ2_K:
+      return {80, 82};
+  }
+  return {};
+}
+
 // Elements uniform in [-1, 1) rounded to the type; Q8_0 blocks get a scale
 // in [2^-9, 2^-6) and q uniform in [-127, 127].
 Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols, uint64_t seed) {
@@ -76,37 +105,38 @@ Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols, uint64_t seed
         case WeightType::kQ4_0:
         case WeightType::kQ4_1:
         case WeightType::kQ5_0:
-        case WeightType::kQ5_1: {
-          // Random quant bytes; the f16 d (and m) in [2^-9, 2^-6).
-          const uint32_t block_bytes = TraitsOf(type).block_bytes;
-          if (i % 32 != 0) break;
-          std::byte* block = row + i / 32 * block_bytes;
-          for (uint32_t k = 0; k < block_bytes; ++k) {
-            block[k] = static_cast<std::byte>(rng.NextU64() & 0xff);
-          }
-          const bool has_min = type == WeightType::kQ4_1 || type == WeightType::kQ5_1;
-          for (int k = 0; k < (has_min ? 2 : 1); ++k) {
-            const uint16_t d = F32ToF16Bits(std::ldexp(1.0f + static_cast<float>(rng.NextUnit()),
-                                                       -9 + static_cast<int>(rng.NextU64() % 3)));
-            std::memcpy(block + 2 * k, &d, 2);
-          }
-          break;
-        }
+        case WeightType::kQ5_1:
         case WeightType::kQ4_K:
         case WeightType::kQ5_K:
         case WeightType::kQ6_K:
         case WeightType::kQ2_K:
         case WeightType::kQ3_K:
         case WeightType::kIQ4_NL:
-        case WeightType::kIQ4_XS:
-          // No kernel (has_matmul false), so never asked for here.
-          ADD_FAILURE() << WeightTypeName(type) << " has no matmul kernel to test";
-          return m;
+        case WeightType::kIQ4_XS: {
+          // Random bytes, then each f16 scale field (ScaleOffsets) set in
+          // [2^-9, 2^-6) so that no scale is NaN, infinite or huge.
+          const WeightTypeTraits& traits = TraitsOf(type);
+          if (i % traits.block_size != 0) break;
+          std::byte* block = row + i / traits.block_size * traits.block_bytes;
+          for (uint32_t k = 0; k < traits.block_bytes; ++k) {
+            block[k] = static_cast<std::byte>(rng.NextU64() & 0xff);
+          }
+          for (uint32_t at : ScaleOffsets(type)) {
+            const uint16_t d = F32ToF16Bits(std::ldexp(1.0f + static_cast<float>(rng.NextUnit()),
+                                                       -9 + static_cast<int>(rng.NextU64() % 3)));
+            std::memcpy(block + at, &d, 2);
+          }
+          break;
+        }
       }
     }
   }
   return m;
 }
+
+// A column count unit that every type's rows can take: 32, or the block
+// when it is larger (the K-quants' 256).
+uint64_t Unit(WeightType type) { return std::max<uint64_t>(32, TraitsOf(type).block_size); }
 
 std::vector<float> RandomActivations(uint64_t n, uint64_t seed) {
   SplitMix64 rng(seed);
@@ -135,7 +165,8 @@ TEST(MatMul, MatchesReferenceForEveryTypeAndShape) {
   ForEachTarget([&] {
     uint64_t seed = 1;
     for (WeightType type : kKernelTypes) {
-      for (uint64_t cols : {32, 96, 4096 + 32}) {
+      const uint64_t unit = Unit(type);
+      for (uint64_t cols : {unit, 3 * unit, 4096 + unit}) {
         for (uint64_t rows : {1, 7, 64}) {
           const Matrix w = RandomMatrix(type, rows, cols, ++seed);
           std::vector<float> wide(rows * cols);
@@ -169,6 +200,36 @@ TEST(MatMul, MatchesReferenceForEveryTypeAndShape) {
   });
 }
 
+// A quantized matrix multiplies bit for bit as the f32 matrix that
+// DequantizeRow makes of it (matmul.h: the kernel decodes each weight to
+// that f32 in registers and then follows the f32 order), for decode, small
+// batches and prefill, on 1 and 3 threads.
+TEST(MatMul, QuantizedEqualsF32OfItsDequantizedWeights) {
+  ThreadPool pool(3);
+  ForEachTarget([&] {
+    uint64_t seed = 500;
+    for (WeightType type : kKernelTypes) {
+      if (TraitsOf(type).block_size == 1) continue;
+      const uint64_t rows = 45, cols = 2048 + Unit(type);
+      SCOPED_TRACE(WeightTypeName(type));
+      const Matrix w = RandomMatrix(type, rows, cols, ++seed);
+      std::vector<float> wide(rows * cols);
+      DequantizeRow(type, w.bytes.data(), wide);
+      const WeightView f32{reinterpret_cast<const std::byte*>(wide.data()), WeightType::kF32, rows,
+                           cols};
+      for (uint64_t num_rows : {1, 2, 5, 70}) {
+        const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
+        std::vector<float> want(num_rows * rows), got(want.size()), got3(want.size());
+        ASSERT_TRUE(MatMul(f32, x, num_rows, want).ok());
+        ASSERT_TRUE(MatMul(w.view, x, num_rows, got).ok());
+        ASSERT_TRUE(MatMul(w.view, x, num_rows, got3, &pool).ok());
+        EXPECT_TRUE(SameBits(want, got)) << "num_rows " << num_rows;
+        EXPECT_TRUE(SameBits(want, got3)) << "num_rows " << num_rows << ", 3 threads";
+      }
+    }
+  });
+}
+
 // Each row of a 17-row (prefill) call, split over 3 threads, equals a
 // 1-row (decode) call on that row alone, bit for bit. Shapes cover partial
 // tiles (rows not a multiple of 4 or 8) and a scalar tail (cols % 16 != 0).
@@ -178,8 +239,8 @@ TEST(MatMul, PrefillRowEqualsDecodeOfThatRowAlone) {
     uint64_t seed = 100;
     for (WeightType type : kKernelTypes) {
       for (uint64_t rows : {1, 7, 203}) {
-        for (uint64_t cols : {4096 + 32, 4096 + 37}) {
-          if (type == WeightType::kQ8_0 && cols % 32 != 0) continue;
+        for (uint64_t cols : {4096 + Unit(type), uint64_t{4096 + 37}}) {
+          if (cols % TraitsOf(type).block_size != 0) continue;
           SCOPED_TRACE(testing::Message()
                        << WeightTypeName(type) << " rows " << rows << " cols " << cols);
           const uint64_t num_rows = 17;
@@ -231,7 +292,7 @@ TEST(MatMul, UnalignedWeightsGiveTheSameBits) {
   ForEachTarget([&] {
     for (WeightType type : kKernelTypes) {
       SCOPED_TRACE(WeightTypeName(type));
-      const uint64_t rows = 19, cols = 1024 + 64;
+      const uint64_t rows = 19, cols = 1024 + 2 * Unit(type);
       const Matrix w = RandomMatrix(type, rows, cols, 400);
       AlignedBuffer shifted(w.bytes.size() + 1);
       std::memcpy(shifted.data() + 1, w.bytes.data(), w.bytes.size());
@@ -254,8 +315,9 @@ TEST(MatMul, BitsDoNotDependOnThreadCount) {
   ForEachTarget([&] {
     uint64_t seed = 200;
     for (WeightType type : kKernelTypes) {
+      const uint64_t cols_a = 4096 + Unit(type);
       for (const auto [rows, cols, num_rows] :
-           {std::array<uint64_t, 3>{203, 4096 + 32, 1}, {203, 4096 + 32, 17}, {7, 1024, 64}}) {
+           {std::array<uint64_t, 3>{203, cols_a, 1}, {203, cols_a, 17}, {7, 1024, 64}}) {
         SCOPED_TRACE(testing::Message() << WeightTypeName(type) << " rows " << rows << " cols "
                                         << cols << " num_rows " << num_rows);
         const Matrix w = RandomMatrix(type, rows, cols, ++seed);
@@ -276,13 +338,13 @@ TEST(MatMul, BitsDoNotDependOnThreadCount) {
 // here over every finite f16 value (subnormals included) and random bf16 /
 // Q8_0 values.
 TEST(MatMul, IdentityActivationsReproduceWidenedWeights) {
-  constexpr uint64_t kCols = 32;
-  std::vector<float> eye(kCols * kCols, 0.0f);
-  for (uint64_t i = 0; i < kCols; ++i) eye[i * kCols + i] = 1.0f;
   ForEachTarget([&] {
     for (WeightType type : kKernelTypes) {
       SCOPED_TRACE(WeightTypeName(type));
-      Matrix w = RandomMatrix(type, 63488 / kCols, kCols, 7);
+      const uint64_t cols = Unit(type);
+      std::vector<float> eye(cols * cols, 0.0f);
+      for (uint64_t i = 0; i < cols; ++i) eye[i * cols + i] = 1.0f;
+      Matrix w = RandomMatrix(type, 63488 / cols, cols, 7);
       if (type == WeightType::kF16) {  // every finite f16: exponent field < 31
         uint64_t k = 0;
         for (uint32_t bits = 0; bits < 0x10000; ++bits) {
@@ -293,11 +355,11 @@ TEST(MatMul, IdentityActivationsReproduceWidenedWeights) {
         ASSERT_EQ(k, 63488u);
       }
       const uint64_t rows = w.view.rows;
-      std::vector<float> y(kCols * rows), row(kCols);
-      ASSERT_TRUE(MatMul(w.view, eye, kCols, y).ok());
+      std::vector<float> y(cols * rows), row(cols);
+      ASSERT_TRUE(MatMul(w.view, eye, cols, y).ok());
       for (uint64_t j = 0; j < rows; ++j) {
         WidenRow(w.view, j, row);
-        for (uint64_t i = 0; i < kCols; ++i) {
+        for (uint64_t i = 0; i < cols; ++i) {
           // == rather than bits: a -0 weight comes back as +0 + -0 = +0.
           ASSERT_EQ(y[i * rows + j], row[i]) << "row " << j << " col " << i;
         }

@@ -7,6 +7,7 @@
 #include "folio/core/checked_math.h"
 #include "folio/core/dtype.h"
 #include "folio/core/status.h"
+#include "ops/block_layout.h"
 
 namespace folio::ops {
 namespace internal {
@@ -96,21 +97,6 @@ float F16At(const std::byte* p) {
   return F16BitsToF32(bits);
 }
 
-// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (of 8)
-// from a K-quant's 12 scale bytes. Sub-blocks 0-3 keep theirs in the low 6
-// bits of bytes j and j + 4; sub-blocks 4-7 take their low 4 bits from the
-// nibbles of byte j + 4 and their top 2 bits from the spare top bits of
-// bytes j - 4 (scale) and j (min).
-void ScaleMinK4(size_t j, const std::byte* s, uint32_t& sc, uint32_t& m) {
-  if (j < 4) {
-    sc = ByteAt(s, j) & 63;
-    m = ByteAt(s, j + 4) & 63;
-  } else {
-    sc = (ByteAt(s, j + 4) & 0x0f) | (ByteAt(s, j - 4) >> 6) << 4;
-    m = (ByteAt(s, j + 4) >> 4) | (ByteAt(s, j) >> 6) << 4;
-  }
-}
-
 // ggml's dequantize_row_q4_K and _q5_K: a super-block is f16 d and dmin,
 // 12 scale bytes, (Q5_K) 32 bytes qh, 128 bytes qs. Sub-block g (32
 // elements) has scale d * sc and min dmin * m (ScaleMinK4); its element l
@@ -134,7 +120,7 @@ void DecodeQ4Q5K(const std::byte* src, std::span<Out> out) {
     const float dmin = F16At(block + 2);
     for (size_t g = 0; g < 8; ++g) {
       uint32_t sc, m;
-      ScaleMinK4(g, block + kScalesAt, sc, m);
+      internal::ScaleMinK4(g, block + kScalesAt, sc, m);
       const float dl = d * static_cast<float>(sc);
       const float ml = dmin * static_cast<float>(m);
       for (size_t l = 0; l < 32; ++l) {
@@ -208,9 +194,8 @@ void DecodeQ2Q3K(const std::byte* src, std::span<Out> out) {
       const size_t n = j / 8, k = j % 8 / 2, h = j % 2;
       float dl, ml = 0.0f;
       if constexpr (kQ3) {
-        const uint32_t low = (ByteAt(block, kScalesAt + j % 8) >> (j < 8 ? 0 : 4)) & 0x0f;
-        const uint32_t high = (ByteAt(block, kScalesAt + 8 + j % 4) >> (2 * (j / 4))) & 3;
-        dl = d * static_cast<float>(static_cast<int>(low | high << 4) - 32);
+        const uint32_t sc = internal::ScaleQ3K(j, block + kScalesAt);
+        dl = d * static_cast<float>(static_cast<int>(sc) - 32);
       } else {
         const uint32_t s = ByteAt(block, kScalesAt + j);
         dl = d * static_cast<float>(s & 0x0f);
@@ -230,10 +215,6 @@ void DecodeQ2Q3K(const std::byte* src, std::span<Out> out) {
     }
   }
 }
-
-// ggml's kvalues_iq4nl: the 16 levels of the IQ4 types.
-constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                     1,    13,   25,  38,  53,  69,  89,  113};
 
 // ggml's dequantize_row_iq4_nl and _iq4_xs: 32 elements at a time take
 // nibbles in the legacy order (element j < 16 the low nibble of qs[j],
@@ -256,14 +237,14 @@ void DecodeIq4(const std::byte* src, std::span<Out> out) {
     for (size_t sb = 0; sb < kElems / 32; ++sb) {
       float dl = d;
       if constexpr (kXs) {
-        const uint32_t ls = ((ByteAt(block, 4 + sb / 2) >> (4 * (sb % 2))) & 0x0f) |
-                            ((scales_h >> (2 * sb)) & 3) << 4;
+        const uint32_t ls = internal::ScaleIq4Xs(sb, scales_h, block + 4);
         dl = d * static_cast<float>(static_cast<int>(ls) - 32);
       }
       for (size_t j = 0; j < 32; ++j) {
         const uint32_t qs = ByteAt(block, kQsAt + 16 * sb + j % 16);
         const uint32_t q = j < 16 ? qs & 0x0f : qs >> 4;
-        out[b * kElems + 32 * sb + j] = static_cast<Out>(dl * static_cast<float>(kIq4nlValues[q]));
+        out[b * kElems + 32 * sb + j] =
+            static_cast<Out>(dl * static_cast<float>(internal::kIq4nlValues[q]));
       }
     }
   }

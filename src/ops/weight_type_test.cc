@@ -30,24 +30,24 @@ constexpr Row kRows[] = {
     {WeightType::kBF16, "bf16", 1, 2, true},
     {WeightType::kQ8_0, "q8_0", 32, 34, true},
     // ggml's block_q4_0 (d, qs[16]), block_q4_1 (d, m, qs[16]), block_q5_0
-    // (d, qh[4], qs[16]), block_q5_1 (d, m, qh[4], qs[16]); no kernels yet.
-    {WeightType::kQ4_0, "q4_0", 32, 18, false},
-    {WeightType::kQ4_1, "q4_1", 32, 20, false},
-    {WeightType::kQ5_0, "q5_0", 32, 22, false},
-    {WeightType::kQ5_1, "q5_1", 32, 24, false},
+    // (d, qh[4], qs[16]), block_q5_1 (d, m, qh[4], qs[16]).
+    {WeightType::kQ4_0, "q4_0", 32, 18, true},
+    {WeightType::kQ4_1, "q4_1", 32, 20, true},
+    {WeightType::kQ5_0, "q5_0", 32, 22, true},
+    {WeightType::kQ5_1, "q5_1", 32, 24, true},
     // ggml's block_q4_K (d, dmin, scales[12], qs[128]), block_q5_K (d, dmin,
     // scales[12], qh[32], qs[128]), block_q6_K (ql[128], qh[64], scales[16],
     // d): super-blocks of QK_K = 256.
-    {WeightType::kQ4_K, "q4_k", 256, 144, false},
-    {WeightType::kQ5_K, "q5_k", 256, 176, false},
-    {WeightType::kQ6_K, "q6_k", 256, 210, false},
+    {WeightType::kQ4_K, "q4_k", 256, 144, true},
+    {WeightType::kQ5_K, "q5_k", 256, 176, true},
+    {WeightType::kQ6_K, "q6_k", 256, 210, true},
     // block_q2_K (scales[16], qs[64], d, dmin), block_q3_K (hmask[32],
     // qs[64], scales[12], d), block_iq4_nl (d, qs[16]), block_iq4_xs (d,
     // scales_h, scales_l[4], qs[128]).
-    {WeightType::kQ2_K, "q2_k", 256, 84, false},
-    {WeightType::kQ3_K, "q3_k", 256, 110, false},
-    {WeightType::kIQ4_NL, "iq4_nl", 32, 18, false},
-    {WeightType::kIQ4_XS, "iq4_xs", 256, 136, false},
+    {WeightType::kQ2_K, "q2_k", 256, 84, true},
+    {WeightType::kQ3_K, "q3_k", 256, 110, true},
+    {WeightType::kIQ4_NL, "iq4_nl", 32, 18, true},
+    {WeightType::kIQ4_XS, "iq4_xs", 256, 136, true},
 };
 
 TEST(WeightType, TableHasOneRowPerTypeInEnumOrder) {

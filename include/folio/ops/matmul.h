@@ -1,10 +1,13 @@
 // Weight-stationary matrix kernels for the decoder's linear layers.
 //
 // A weight matrix stays in the type it was stored in (ops/weight_type.h:
-// every type whose row has has_matmul, today f32, f16, bf16 and Q8_0) and
-// is widened to f32 inside the kernel, one vector at a time; activations and outputs are f32.
-// Decode (one activation row) is a memory-bound matrix-vector product whose floor is the weight
-// bytes over the memory bandwidth; prefill (many rows) reads each weight row from memory once per
+// every type whose row has has_matmul, all but f64) and is decoded inside
+// the kernel, one vector at a time: element types are widened to f32, the
+// quantized types' blocks are unpacked in registers into their integer
+// levels and their sub-block scales; nothing is expanded to f32 in memory.
+// Activations and outputs are f32. Decode (one activation row) is a
+// matrix-vector product whose floor is the weight bytes over the memory
+// bandwidth; prefill (many rows) reads each weight row from memory once per
 // block of activation rows.
 //
 // Determinism (docs/design.md, contract 3): the reduction that
@@ -14,13 +17,16 @@
 // threads or the thread count. So prefill and decode produce identical
 // bits for the same (row, output). The order, with N = f32 lanes of the
 // target (1 on the scalar fallback, 8 on AVX2, 16 on AVX-512):
-//   f32 / f16 / bf16: one N-lane accumulator over the whole vectors
+//   every type: one N-lane accumulator over the whole vectors
 //     i = 0, N, 2N, ... (fused multiply-add, lane k sums i + k in index
 //     order), the target's fixed lane-sum tree, then the scalar tail
-//     cols - cols % N ... cols - 1 in order with fused multiply-add;
-//   Q8_0: per 32-element block in order, p = q * x over the block's 32 / N
-//     vectors (multiply, then fused multiply-adds in order), then
-//     acc = d * p + acc (fused); at the end the lane-sum tree.
+//     cols - cols % N ... cols - 1 in order with fused multiply-add (only
+//     element types have one: a block type's rows are whole blocks).
+//     Each weight is first decoded to exactly the f32 that DequantizeRow
+//     gives (widening; for a quantized block, scale * level, plus the bias
+//     in one fused step where the type has a min). So a quantized matrix's
+//     product is bit for bit that of the f32 matrix DequantizeRow makes of
+//     it, computed without ever storing that matrix.
 #ifndef FOLIO_OPS_MATMUL_H_
 #define FOLIO_OPS_MATMUL_H_
 

@@ -99,9 +99,9 @@ struct WeightTypeTraits {
   std::string_view name;
   uint32_t block_size;   // elements per block (1 for an element type)
   uint32_t block_bytes;  // bytes per block
-  // ops::MatMul has a SIMD kernel (and the scalar reference) for it. f64
-  // and, for now, the legacy 4- and 5-bit blocks and the K-quants have none: the float
-  // decoder decodes such weights to f32 once, at load.
+  // ops::MatMul has a SIMD kernel (and the scalar reference) for it, which
+  // reads the stored blocks. f64 has none: the float decoder rounds such
+  // weights to f32 once, at load.
   bool has_matmul;
 };
 
@@ -113,17 +113,17 @@ inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
     {WeightType::kF16, "f16", 1, 2, true},
     {WeightType::kBF16, "bf16", 1, 2, true},
     {WeightType::kQ8_0, "q8_0", 32, 2 + 32, true},
-    {WeightType::kQ4_0, "q4_0", 32, 2 + 16, false},
-    {WeightType::kQ4_1, "q4_1", 32, 2 + 2 + 16, false},
-    {WeightType::kQ5_0, "q5_0", 32, 2 + 4 + 16, false},
-    {WeightType::kQ5_1, "q5_1", 32, 2 + 2 + 4 + 16, false},
-    {WeightType::kQ4_K, "q4_k", 256, 2 + 2 + 12 + 128, false},
-    {WeightType::kQ5_K, "q5_k", 256, 2 + 2 + 12 + 32 + 128, false},
-    {WeightType::kQ6_K, "q6_k", 256, 128 + 64 + 16 + 2, false},
-    {WeightType::kQ2_K, "q2_k", 256, 16 + 64 + 2 + 2, false},
-    {WeightType::kQ3_K, "q3_k", 256, 32 + 64 + 12 + 2, false},
-    {WeightType::kIQ4_NL, "iq4_nl", 32, 2 + 16, false},
-    {WeightType::kIQ4_XS, "iq4_xs", 256, 2 + 2 + 4 + 128, false},
+    {WeightType::kQ4_0, "q4_0", 32, 2 + 16, true},
+    {WeightType::kQ4_1, "q4_1", 32, 2 + 2 + 16, true},
+    {WeightType::kQ5_0, "q5_0", 32, 2 + 4 + 16, true},
+    {WeightType::kQ5_1, "q5_1", 32, 2 + 2 + 4 + 16, true},
+    {WeightType::kQ4_K, "q4_k", 256, 2 + 2 + 12 + 128, true},
+    {WeightType::kQ5_K, "q5_k", 256, 2 + 2 + 12 + 32 + 128, true},
+    {WeightType::kQ6_K, "q6_k", 256, 128 + 64 + 16 + 2, true},
+    {WeightType::kQ2_K, "q2_k", 256, 16 + 64 + 2 + 2, true},
+    {WeightType::kQ3_K, "q3_k", 256, 32 + 64 + 12 + 2, true},
+    {WeightType::kIQ4_NL, "iq4_nl", 32, 2 + 16, true},
+    {WeightType::kIQ4_XS, "iq4_xs", 256, 2 + 2 + 4 + 128, true},
 };
 inline constexpr size_t kNumWeightTypes = std::size(kWeightTypeTraits);
 

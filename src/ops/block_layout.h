@@ -1,0 +1,52 @@
+// Block-layout facts that the scalar decoder (weight_type.cc) and the SIMD
+// kernel (matmul_kernel.cc) both read, so that neither keeps its own copy.
+#ifndef FOLIO_OPS_BLOCK_LAYOUT_H_
+#define FOLIO_OPS_BLOCK_LAYOUT_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace folio::ops::internal {
+
+// ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (of 8)
+// from a Q4_K/Q5_K super-block's 12 scale bytes `s`. Sub-blocks 0-3 keep
+// theirs in the low 6 bits of bytes j and j + 4; sub-blocks 4-7 take their
+// low 4 bits from the nibbles of byte j + 4 and their top 2 bits from the
+// spare top bits of bytes j - 4 (scale) and j (min).
+inline void ScaleMinK4(size_t j, const std::byte* s, uint32_t& sc, uint32_t& m) {
+  const auto at = [s](size_t i) { return std::to_integer<uint32_t>(s[i]); };
+  if (j < 4) {
+    sc = at(j) & 63;
+    m = at(j + 4) & 63;
+  } else {
+    sc = (at(j + 4) & 0x0f) | (at(j - 4) >> 6) << 4;
+    m = (at(j + 4) >> 4) | (at(j) >> 6) << 4;
+  }
+}
+
+// Q3_K's 6-bit scale j (of 16) from its 12 scale bytes: low bits from the
+// low (j < 8) or high nibble of byte j % 8, bits 4-5 from bits 2 (j / 4)
+// and 2 (j / 4) + 1 of byte 8 + j % 4 (ggml's kmask shuffle). Unbiased:
+// the scale is this minus 32.
+inline uint32_t ScaleQ3K(size_t j, const std::byte* s) {
+  const auto at = [s](size_t i) { return std::to_integer<uint32_t>(s[i]); };
+  const uint32_t low = (at(j % 8) >> (j < 8 ? 0 : 4)) & 0x0f;
+  const uint32_t high = (at(8 + j % 4) >> (2 * (j / 4))) & 3;
+  return low | high << 4;
+}
+
+// IQ4_XS's 6-bit scale of sub-block j (of 8): low bits from nibble j % 2 of
+// scales_l[j / 2] (the 4 bytes at `scales_l`), bits 4-5 from bits 2j, 2j +
+// 1 of the u16 scales_h. Unbiased: the scale is this minus 32.
+inline uint32_t ScaleIq4Xs(size_t j, uint32_t scales_h, const std::byte* scales_l) {
+  return ((std::to_integer<uint32_t>(scales_l[j / 2]) >> (4 * (j % 2))) & 0x0f) |
+         ((scales_h >> (2 * j)) & 3) << 4;
+}
+
+// ggml's kvalues_iq4nl: the 16 levels of the IQ4 types.
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
+}  // namespace folio::ops::internal
+
+#endif  // FOLIO_OPS_BLOCK_LAYOUT_H_
