@@ -40,12 +40,13 @@ std::string FolderChatTemplate(const std::filesystem::path& dir) {
 
 }  // namespace
 
-Result<Checkpoint> LoadCheckpoint(const std::filesystem::path& path) {
+Result<Checkpoint> LoadCheckpoint(const std::filesystem::path& path,
+                                  const std::optional<std::string>& pre_tokenizer) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     FOLIO_ASSIGN_OR_RETURN(Model model, LoadFolderModel(path));
     Checkpoint c{std::move(model), std::nullopt, ""};
-    FOLIO_ASSIGN_OR_RETURN(c.tokenizer, LoadModelTokenizer(path));
+    FOLIO_ASSIGN_OR_RETURN(c.tokenizer, LoadModelTokenizer(path, pre_tokenizer));
     c.chat_template = FolderChatTemplate(path);
     return c;
   }
@@ -56,7 +57,7 @@ Result<Checkpoint> LoadCheckpoint(const std::filesystem::path& path) {
   auto file = std::make_shared<const GgufFile>(std::move(opened));
   FOLIO_ASSIGN_OR_RETURN(Model model, GgufModel(file, path));
   Checkpoint c{std::move(model), std::nullopt, ""};
-  Result<tokenizer::Tokenizer> tok = GgufTokenizer(*file);
+  Result<tokenizer::Tokenizer> tok = GgufTokenizer(*file, pre_tokenizer);
   if (!tok) return tok.error().WithContext(path.string());
   c.tokenizer = std::move(*tok);
   if (Result<std::string> t = file->GetString("tokenizer.chat_template")) c.chat_template = *t;

@@ -199,7 +199,8 @@ engine::EngineConfig SingleRequestEngine(uint64_t capacity, uint64_t page_size, 
 }
 
 struct GenerateFlags {
-  std::string model_dir;  // empty = built-in worked example
+  std::string model_dir;                     // empty = built-in worked example
+  std::optional<std::string> tokenizer_pre;  // replaces the GGUF's tokenizer.ggml.pre
   std::string prompt = "a";
   uint64_t max_tokens = 8;
   double temperature = 0.0;
@@ -216,7 +217,7 @@ struct GenerateFlags {
 
 int RunGenerate(const GenerateFlags& f) {
   Result<ServedModel> served =
-      LoadServedModel(f.model_dir, model::WorkedExampleConfig().max_positions);
+      LoadServedModel(f.model_dir, model::WorkedExampleConfig().max_positions, f.tokenizer_pre);
   if (!served) return Fail(served.error());
   const model::Model* m = served->model.get();
   // Byte-level output is printed byte by byte (escaped unless --raw); a
@@ -569,6 +570,7 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--kv-dtype", gen.kv_dtype, "f64, f32, bf16 or f16");
   gen_cmd->add_option("--backend", gen.backend, "cpu (SIMD kernels) or reference (scalar)");
   gen_cmd->add_flag("--raw", gen.raw, "write bytes as generated (default escapes non-ASCII)");
+  AddTokenizerPreOption(*gen_cmd, gen.tokenizer_pre);
 
   std::string save_dir;
   uint64_t save_seed = 20;
@@ -585,9 +587,7 @@ int main(int argc, char** argv) {
   tokenize_cmd->add_flag("--decode", tokenize.decode, "read comma-separated ids, print the text");
   tokenize_cmd->add_flag("--no-special", tokenize.no_special,
                          "encode without bos/eos; decode special tokens as text");
-  tokenize_cmd->add_option("--tokenizer-pre", tokenize.tokenizer_pre,
-                           "pre-tokenizer name replacing the GGUF file's tokenizer.ggml.pre "
-                           "(a name llama.cpp knows, e.g. llama-bpe, qwen2, gpt-4o)");
+  AddTokenizerPreOption(*tokenize_cmd, tokenize.tokenizer_pre);
 
   LogitsFlags logits;
   CLI::App* logits_cmd =

@@ -38,6 +38,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   cmd->add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per step");
   cmd->add_option("--builtin-context", f.builtin_context, "positions of the built-in model");
   cmd->add_option("--kv-dtype", f.kv_dtype, "f32, bf16, f16 or f64");
+  AddTokenizerPreOption(*cmd, f.tokenizer_pre);
   cmd->add_option("--backend", f.backend, "cpu (SIMD kernels) or reference (scalar)");
   cmd->add_option("--max-queue", f.max_queue, "requests waiting to run; beyond: 429");
   cmd->add_option("--max-body-bytes", f.max_body_bytes, "larger request bodies: 413");
@@ -50,7 +51,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
 }
 
 int RunServe(const ServeFlags& f) {
-  Result<ServedModel> served = LoadServedModel(f.model, f.builtin_context);
+  Result<ServedModel> served = LoadServedModel(f.model, f.builtin_context, f.tokenizer_pre);
   if (!served) return Fail(served.error());
   const bool builtin = served->builtin;
   const model::Model* m = served->model.get();

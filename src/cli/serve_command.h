@@ -5,13 +5,15 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace folio::cli {
 
 struct ServeFlags {
-  std::string model = "builtin";  // a model folder, a .gguf file, or builtin
-  std::string served_model_name;  // default: builtin / the path's file name
+  std::string model = "builtin";             // a model folder, a .gguf file, or builtin
+  std::string served_model_name;             // default: builtin / the path's file name
+  std::optional<std::string> tokenizer_pre;  // replaces the GGUF's tokenizer.ggml.pre
   std::string host = "127.0.0.1";
   int port = 8000;
   uint64_t threads = 0;  // compute threads, 0 = all cores

@@ -1,5 +1,7 @@
 #include "cli/served_model.h"
 
+#include <CLI/CLI.hpp>
+
 #include "folio/checkpoint/checkpoint.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
@@ -14,9 +16,14 @@ Result<std::vector<int32_t>> ServedModel::EncodePrompt(std::string_view text) co
   return file_tokenizer->Encode(text, /*add_special_tokens=*/true);
 }
 
-Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_positions) {
+Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_positions,
+                                    const std::optional<std::string>& tokenizer_pre) {
   ServedModel s;
   if (path.empty() || path == "builtin") {
+    if (tokenizer_pre) {
+      return Status::InvalidArgument(
+          "--tokenizer-pre applies to a GGUF file; the built-in model is byte-level");
+    }
     model::ModelConfig c = model::WorkedExampleConfig();
     c.max_positions = builtin_positions;
     FOLIO_ASSIGN_OR_RETURN(model::Model m, model::Model::FromSeed(c, 20));
@@ -24,7 +31,7 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
     s.model = std::make_unique<model::Model>(std::move(m));
     return s;
   }
-  FOLIO_ASSIGN_OR_RETURN(checkpoint::Checkpoint c, checkpoint::LoadCheckpoint(path));
+  FOLIO_ASSIGN_OR_RETURN(checkpoint::Checkpoint c, checkpoint::LoadCheckpoint(path, tokenizer_pre));
   s.model = std::make_unique<model::Model>(std::move(c.model));
   s.file_tokenizer = std::move(c.tokenizer);
   s.chat_template = std::move(c.chat_template);
@@ -33,6 +40,12 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
                             ", and its vocabulary is not folio's byte-level one");
   }
   return s;
+}
+
+void AddTokenizerPreOption(CLI::App& cmd, std::optional<std::string>& value) {
+  cmd.add_option("--tokenizer-pre", value,
+                 "pre-tokenizer name replacing the GGUF file's tokenizer.ggml.pre "
+                 "(a name llama.cpp knows, e.g. llama-bpe, qwen2, gpt-4o)");
 }
 
 }  // namespace folio::cli

@@ -24,6 +24,10 @@
 #include "folio/model/model.h"
 #include "folio/tokenizer/tokenizer.h"
 
+namespace CLI {
+class App;
+}
+
 namespace folio::cli {
 
 struct ServedModel {
@@ -41,8 +45,14 @@ struct ServedModel {
 };
 
 // Errors: the model's; NotFound for a model with neither a tokenizer nor
-// folio's byte-level vocabulary.
-Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_positions);
+// folio's byte-level vocabulary. tokenizer_pre overrides a GGUF file's
+// tokenizer.ggml.pre (--tokenizer-pre); InvalidArgument for the built-in
+// model or a folder, whose tokenizers name their own.
+Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_positions,
+                                    const std::optional<std::string>& tokenizer_pre = {});
+
+// Adds --tokenizer-pre NAME (generate, serve, tokenize) to `cmd`.
+void AddTokenizerPreOption(CLI::App& cmd, std::optional<std::string>& value);
 
 }  // namespace folio::cli
 

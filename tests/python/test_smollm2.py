@@ -140,3 +140,37 @@ def test_info_reads_its_own_metadata():
     assert (info["layers"], info["hidden_size"], info["vocab_size"]) == (30, 576, 49152)
     assert set(info["weight_types"]) == {"q4_1", "q8_0", "f32"}
     assert info["weight_types"]["q4_1"]["bits_per_weight"] == 5.0  # 20 bytes per 32 weights
+
+
+def test_generate_and_serve_take_a_pre_tokenizer_override():
+    """--tokenizer-pre reaches generate: "deepseek-llm" splits this prompt
+    into more pieces than SmolLM2's own "smollm" (its regexes isolate
+    punctuation and newlines that smollm keeps with their neighbours), so
+    the same prompt has more tokens, as `folio tokenize` with the same
+    override counts; an unknown name is refused by generate and serve,
+    naming it."""
+    model = smollm2.require()
+
+    def prompt_tokens(*extra):
+        out = subprocess.run([FOLIO, "generate", "--model", str(model), "--prompt",
+                              PROMPT, "--max-tokens", "1", *extra],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        summary = [line for line in out.stderr.splitlines() if "prompt +" in line][-1]
+        return int(summary.lstrip("[").split()[0])
+
+    def tokenize(pre):
+        out = subprocess.run([FOLIO, "tokenize", "--model", str(model), "--tokenizer-pre", pre],
+                             input=PROMPT, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return len(json.loads(out.stdout)["ids"])
+
+    PROMPT = "I'M SURE   it's  fine\n\n\n  x"
+    own = prompt_tokens()
+    assert prompt_tokens("--tokenizer-pre", "smollm") == own == tokenize("smollm")
+    other = prompt_tokens("--tokenizer-pre", "deepseek-llm")
+    assert other == tokenize("deepseek-llm") and other > own
+    for command in (["generate", "--prompt", "x"], ["serve", "--port", "0"]):
+        out = subprocess.run([FOLIO, *command, "--model", str(model), "--tokenizer-pre",
+                              "no-such-pre"], capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0 and "no-such-pre" in out.stderr, (command, out.stderr)

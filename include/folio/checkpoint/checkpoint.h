@@ -27,8 +27,10 @@ struct Checkpoint {
 };
 
 // A folder or .gguf file, as LoadModel (model_io.h) and LoadModelTokenizer
-// (model_tokenizer.h) read it, with the same errors, in that order.
-Result<Checkpoint> LoadCheckpoint(const std::filesystem::path& path);
+// (model_tokenizer.h) read it, with the same errors, in that order;
+// pre_tokenizer overrides a GGUF file's tokenizer.ggml.pre as there.
+Result<Checkpoint> LoadCheckpoint(const std::filesystem::path& path,
+                                  const std::optional<std::string>& pre_tokenizer = std::nullopt);
 
 }  // namespace folio::checkpoint
 
