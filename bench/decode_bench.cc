@@ -201,8 +201,50 @@ CLI::App* AddDecodeBenchCommand(CLI::App& bench, DecodeBenchOptions& o) {
   cmd->add_option("--bandwidth-passes", o.bandwidth_passes,
                   "timed bandwidth passes, best counts (default 5; quick 3)");
   cmd->add_flag("--no-matmul-only", o.no_matmul_only, "skip timing one token's matmuls alone");
+  cmd->add_option("--batch-sizes", o.batch_sizes,
+                  "also time decode with this many sequences per step (e.g. 2,4,8)")
+      ->delimiter(',');
   return cmd;
 }
+
+namespace {
+
+// Step times of `steps` engine steps in which `batch` sequences each
+// decode one token: the requests (prompt_ids with the first token varied,
+// so no two are alike) are prefilled first, untimed.
+Result<std::vector<double>> TimeBatchedDecode(const model::Model& m, engine::EngineConfig ec,
+                                              uint64_t batch, std::vector<int32_t> prompt_ids,
+                                              uint64_t steps, uint64_t pages_per_seq,
+                                              ThreadPool& pool) {
+  ec.num_pages = (pages_per_seq + 1) * batch;  // a page of slack each for admission's watermark
+  ec.max_num_seqs = batch;
+  ec.max_num_batched_tokens = prompt_ids.size() * batch;
+  Result<engine::Engine> eng = engine::Engine::Create(m, ec, &pool);
+  if (!eng) return eng.error();
+  for (uint64_t i = 0; i < batch; ++i) {
+    prompt_ids[0] = static_cast<int32_t>(i % m.config().vocab_size);
+    engine::RequestParams params;
+    params.max_tokens = steps + 1;  // the prefill step samples the first
+    Result<engine::RequestId> id = eng->AddRequest(prompt_ids, params);
+    if (!id) return id.error();
+  }
+  Result<std::vector<engine::StepOutput>> first = eng->Step();  // every prompt at once
+  if (!first) return first.error();
+  std::vector<double> step_us;
+  for (uint64_t i = 0; i < steps; ++i) {
+    const double t0 = NowUs();
+    Result<std::vector<engine::StepOutput>> r = eng->Step();
+    step_us.push_back(NowUs() - t0);
+    if (!r) return r.error();
+    if (r->size() != batch) {
+      return Status::FailedPrecondition("a batched step decoded " + std::to_string(r->size()) +
+                                        " sequences, not " + std::to_string(batch));
+    }
+  }
+  return step_us;
+}
+
+}  // namespace
 
 int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
   auto fail = [](const Status& s) {
@@ -349,6 +391,26 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
     row["floor_ms_per_token"] = 1e3 / floor_tps;
     row["fraction_of_floor"] = decode_tps / floor_tps;
     row["achieved_weight_gbps"] = static_cast<double>(weight_bytes) * decode_tps / 1e9;
+
+    json batched = json::array();
+    for (uint64_t batch : o.batch_sizes) {
+      if (batch <= 1) continue;
+      std::cerr << "  decode " << batch << " sequences, " << steps << " steps...";
+      Result<std::vector<double>> b_us =
+          TimeBatchedDecode(*m, ec, batch, prompt_ids, steps, capacity / o.page_size, pool);
+      if (!b_us) return fail(b_us.error().WithContext("batch " + std::to_string(batch)));
+      const double b_ms = Quantile(*b_us, 0.5) / 1e3;
+      const double b_tps = static_cast<double>(batch) * 1e3 / b_ms;
+      std::cerr << " " << Fixed(b_tps, 2) << " tokens/s (median step " << Fixed(b_ms, 1) << " ms; "
+                << Fixed(b_tps / decode_tps, 2) << "x one sequence)\n";
+      batched.push_back({{"sequences", batch},
+                         {"step_ms_median", b_ms},
+                         {"step_ms_p10", Quantile(*b_us, 0.1) / 1e3},
+                         {"step_ms_p90", Quantile(*b_us, 0.9) / 1e3},
+                         {"tokens_per_second", b_tps},
+                         {"speedup_vs_one_sequence", b_tps / decode_tps}});
+    }
+    if (!batched.empty()) row["batched_decode"] = batched;
 
     if (!o.no_matmul_only) {
       std::cerr << "  one token's matmuls alone...";

@@ -39,6 +39,9 @@ struct DecodeBenchOptions {
   uint64_t bandwidth_mib = 0;     // 0 = 2048 (quick: 1024)
   uint64_t bandwidth_passes = 0;  // 0 = 5 (quick: 3)
   bool no_matmul_only = false;    // skip timing the matmuls alone
+  // Decode batches to time besides the single stream: for each B > 1, B
+  // requests decode together, one token each per engine step.
+  std::vector<uint64_t> batch_sizes;
 };
 
 // The synthetic model's config: hidden 2048, 32 heads, 8 K/V heads (head

@@ -3,15 +3,17 @@
 // has. A task computes outputs [row_begin, row_end) for all its activation
 // rows, in one of two ways:
 //
-// - Decode (one activation row): a stream over the stored bytes. Tiles of
-//   8 weight rows are read straight from their stored type and decoded in
-//   registers (element types widened; quantized blocks unpacked by their
-//   codec below into integer levels and sub-block scales), 8 independent
-//   multiply-add chains per x load.
-// - Prefill (several rows): blocks of kBlockOut outputs x kBlockAct
+// - Decode (up to kMaxDecodeRows activation rows: one sequence's token, or
+//   a small decode batch): a stream over the stored bytes. Tiles of 8
+//   weight rows (4 for 2 activation rows, 2 for 4) are read straight from
+//   their stored type and decoded in registers (element types widened;
+//   quantized blocks unpacked by their codec below), and each decoded
+//   vector feeds the multiply-add chains of every activation row of the
+//   group, so a weight is decoded once per group and read from memory once
+//   per call.
+// - Prefill (more rows): blocks of kBlockOut outputs x kBlockAct
 //   activation rows, walked in chunks of kChunkCols columns. Each chunk of
-//   the block's weight rows is decoded once into a small buffer (f32
-//   values, or a quantized type's levels plus per-sub-block scales) and
+//   the block's weight rows is decoded once into a small buffer of f32 and
 //   then used by every activation row of the block through register tiles
 //   of kTileRows x kPrefillCols, whose accumulators persist in a buffer
 //   between chunks. A weight row is read from memory once per activation
@@ -60,6 +62,13 @@ static_assert(16 % kLanes == 0, "a sub-block (16 or 32 elements) must fill whole
 // Decode: outputs per tile (8 beat 4 in a 1-thread bf16 measurement here,
 // 0.86 vs 0.82 of the streaming-read bandwidth).
 constexpr size_t kDecodeCols = 8;
+// Up to this many activation rows (a small decode batch) take the decode
+// path, which decodes each weight once per group of up to 4 rows; more take
+// prefill, which decodes a chunk once into a buffer for up to kBlockAct.
+// Measured (SmolLM2-135M, 2 threads, engine decode tokens/s, decode path
+// vs prefill path): Q4_1 x1.48 at 2 rows, x1.22 at 4, x0.87 at 8; f16
+// x1.83, x1.21, x1.02 (docs/performance-log.md, 2026-12-01).
+constexpr size_t kMaxDecodeRows = 4;
 // Decode: software prefetch distance along each weight row. The hardware
 // prefetchers restart at every 4 KiB page of each of the 8 row streams;
 // prefetching 512 bytes ahead lifted 2-thread bf16 decode from ~0.82 to
@@ -400,14 +409,19 @@ HWY_INLINE void PrefetchBlock(const std::byte* block, size_t b) {
   for (size_t at = 0; at < kBlockBytes<C>; at += 64) hwy::Prefetch(block + at + kPrefetchBytes);
 }
 
-// y[c] = dot(W row c, x) for kC consecutive rows of a block type.
-template <class C, size_t kC>
+// y[r * y_stride + c] = dot(W row c, x row r) for kC consecutive weight
+// rows and kR activation rows (x row r at x + r * cols), block types. Each
+// weight vector is decoded once and used by all kR rows; every (r, c)
+// accumulator walks the columns exactly as a one-row call's does.
+template <class C, size_t kR, size_t kC>
 HWY_NOINLINE void DecodeBlockTile(const std::byte* w_rows, size_t row_bytes, const float* x,
-                                  size_t cols, float* y) {
+                                  size_t cols, float* y, size_t y_stride) {
   const DF d;
   constexpr size_t kVecs = kSubVecs<C>;
-  VF acc[kC];
-  for (size_t c = 0; c < kC; ++c) acc[c] = hn::Zero(d);
+  VF acc[kR][kC];
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t c = 0; c < kC; ++c) acc[r][c] = hn::Zero(d);
+  }
   typename C::Head head[kC];
   for (size_t b = 0; b < cols / kBlockElems<C>; ++b) {
     const std::byte* block[kC];
@@ -417,32 +431,43 @@ HWY_NOINLINE void DecodeBlockTile(const std::byte* w_rows, size_t row_bytes, con
       C::Open(block[c], head[c]);
     }
     for (size_t g = 0; g < kBlockElems<C> / C::kSub; ++g) {
-      const float* xs = x + b * kBlockElems<C> + g * C::kSub;
-      VF xv[kVecs];
-      for (size_t v = 0; v < kVecs; ++v) xv[v] = hn::LoadU(d, xs + v * kLanes);
+      const size_t i0 = b * kBlockElems<C> + g * C::kSub;
+      VF xv[kR][kVecs];
+      for (size_t r = 0; r < kR; ++r) {
+        for (size_t v = 0; v < kVecs; ++v) xv[r][v] = hn::LoadU(d, x + r * cols + i0 + v * kLanes);
+      }
       for (size_t c = 0; c < kC; ++c) {
         const VF scale = C::Scale(block[c], head[c], g), bias = C::Bias(block[c], head[c], g);
         for (size_t v = 0; v < kVecs; ++v) {
-          acc[c] = hn::MulAdd(Weights<C>(block[c], g, v, scale, bias), xv[v], acc[c]);
+          const VF w = Weights<C>(block[c], g, v, scale, bias);
+          for (size_t r = 0; r < kR; ++r) acc[r][c] = hn::MulAdd(w, xv[r][v], acc[r][c]);
         }
       }
     }
   }
-  for (size_t c = 0; c < kC; ++c) y[c] = hn::GetLane(hn::SumOfLanes(d, acc[c]));
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t c = 0; c < kC; ++c) y[r * y_stride + c] = hn::GetLane(hn::SumOfLanes(d, acc[r][c]));
+  }
 }
 
 // The same for an element type S.
-template <typename S, size_t kC>
+template <typename S, size_t kR, size_t kC>
 HWY_NOINLINE void DecodeElementTile(const std::byte* w_rows, size_t row_bytes, const float* x,
-                                    size_t cols, float* y) {
+                                    size_t cols, float* y, size_t y_stride) {
   const DF d;
-  VF acc[kC];
-  for (size_t c = 0; c < kC; ++c) acc[c] = hn::Zero(d);
+  VF acc[kR][kC];
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t c = 0; c < kC; ++c) acc[r][c] = hn::Zero(d);
+  }
   const S* w[kC];
   for (size_t c = 0; c < kC; ++c) w[c] = reinterpret_cast<const S*>(w_rows + c * row_bytes);
   const auto step = [&](size_t i) HWY_ATTR {
-    const VF xv = hn::LoadU(d, x + i);
-    for (size_t c = 0; c < kC; ++c) acc[c] = hn::MulAdd(LoadWide(d, w[c] + i), xv, acc[c]);
+    VF xv[kR];
+    for (size_t r = 0; r < kR; ++r) xv[r] = hn::LoadU(d, x + r * cols + i);
+    for (size_t c = 0; c < kC; ++c) {
+      const VF wv = LoadWide(d, w[c] + i);
+      for (size_t r = 0; r < kR; ++r) acc[r][c] = hn::MulAdd(wv, xv[r], acc[r][c]);
+    }
   };
   const size_t vec_end = cols - cols % kLanes;
   // One prefetch per 64-byte line of each row (it may run past the row:
@@ -456,26 +481,47 @@ HWY_NOINLINE void DecodeElementTile(const std::byte* w_rows, size_t row_bytes, c
     for (size_t k = 0; k < kLineSteps; ++k) step(i + k * kLanes);
   }
   for (; i < vec_end; i += kLanes) step(i);
-  for (size_t c = 0; c < kC; ++c) y[c] = Finish<S>(d, acc[c], w_rows + c * row_bytes, x, cols);
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t c = 0; c < kC; ++c) {
+      y[r * y_stride + c] = Finish<S>(d, acc[r][c], w_rows + c * row_bytes, x + r * cols, cols);
+    }
+  }
 }
 
-template <typename K>
-void Decode(const MatMulTask& t) {
+// Activation rows [r0, r0 + kR) of a decode-path task: tiles of kC weight
+// rows (kR * kC = kDecodeCols accumulators), then narrower tiles for the
+// rest.
+template <typename K, size_t kR>
+void DecodeRows(const MatMulTask& t, uint64_t r0) {
   const uint64_t row_bytes = WeightRowBytes(t.w.type, t.w.cols);
+  const float* x = t.x + r0 * t.w.cols;
+  float* y = t.y + r0 * t.w.rows;
   const auto tile = [&](auto cols_tag, uint64_t j) HWY_ATTR {
     constexpr size_t kC = decltype(cols_tag)::value;
     const std::byte* rows = t.w.data + j * row_bytes;
     if constexpr (kIsBlock<K>) {
-      DecodeBlockTile<K, kC>(rows, row_bytes, t.x, t.w.cols, t.y + j);
+      DecodeBlockTile<K, kR, kC>(rows, row_bytes, x, t.w.cols, y + j, t.w.rows);
     } else {
-      DecodeElementTile<K, kC>(rows, row_bytes, t.x, t.w.cols, t.y + j);
+      DecodeElementTile<K, kR, kC>(rows, row_bytes, x, t.w.cols, y + j, t.w.rows);
     }
   };
+  constexpr size_t kC = kDecodeCols / kR;
   uint64_t j = t.row_begin;
-  for (; j + kDecodeCols <= t.row_end; j += kDecodeCols)
-    tile(std::integral_constant<size_t, kDecodeCols>(), j);
-  for (; j + 4 <= t.row_end; j += 4) tile(std::integral_constant<size_t, 4>(), j);
+  for (; j + kC <= t.row_end; j += kC) tile(std::integral_constant<size_t, kC>(), j);
+  if constexpr (kC > 4) {
+    for (; j + 4 <= t.row_end; j += 4) tile(std::integral_constant<size_t, 4>(), j);
+  }
   for (; j < t.row_end; ++j) tile(std::integral_constant<size_t, 1>(), j);
+}
+
+// Up to kMaxDecodeRows activation rows, in groups of 4, 2 and 1: each group
+// decodes the weights once; a weight tile stays in L1 across groups.
+template <typename K>
+void Decode(const MatMulTask& t) {
+  uint64_t r = 0;
+  for (; r + 4 <= t.num_rows; r += 4) DecodeRows<K, 4>(t, r);
+  for (; r + 2 <= t.num_rows; r += 2) DecodeRows<K, 2>(t, r);
+  for (; r < t.num_rows; ++r) DecodeRows<K, 1>(t, r);
 }
 
 // ---------------------------------------------------------------- prefill
@@ -613,7 +659,7 @@ void Prefill(const MatMulTask& t) {
 
 template <typename K>
 void RowsT(const MatMulTask& t) {
-  if (t.num_rows == 1) {
+  if (t.num_rows <= kMaxDecodeRows) {
     Decode<K>(t);
   } else {
     Prefill<K>(t);

@@ -230,8 +230,8 @@ TEST(MatMul, QuantizedEqualsF32OfItsDequantizedWeights) {
   });
 }
 
-// Each row of a 17-row (prefill) call, split over 3 threads, equals a
-// 1-row (decode) call on that row alone, bit for bit. Shapes cover partial
+// Each row of a 3-, 4-, 5- or 17-row (small batch or prefill) call, split over
+// 3 threads, equals a 1-row (decode) call on that row alone, bit for bit. Shapes cover partial
 // tiles (rows not a multiple of 4 or 8) and a scalar tail (cols % 16 != 0).
 TEST(MatMul, PrefillRowEqualsDecodeOfThatRowAlone) {
   ThreadPool pool(3);
@@ -241,20 +241,23 @@ TEST(MatMul, PrefillRowEqualsDecodeOfThatRowAlone) {
       for (uint64_t rows : {1, 7, 203}) {
         for (uint64_t cols : {4096 + Unit(type), uint64_t{4096 + 37}}) {
           if (cols % TraitsOf(type).block_size != 0) continue;
-          SCOPED_TRACE(testing::Message()
-                       << WeightTypeName(type) << " rows " << rows << " cols " << cols);
-          const uint64_t num_rows = 17;
-          const Matrix w = RandomMatrix(type, rows, cols, ++seed);
-          const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
-          std::vector<float> batch(num_rows * rows);
-          ASSERT_TRUE(MatMul(w.view, x, num_rows, batch, &pool).ok());
-          for (uint64_t r = 0; r < num_rows; ++r) {
-            std::vector<float> alone(rows);
-            ASSERT_TRUE(MatMul(w.view, std::span(x).subspan(r * cols, cols), 1, alone).ok());
-            const std::vector<float> from_batch(
-                batch.begin() + static_cast<ptrdiff_t>(r * rows),
-                batch.begin() + static_cast<ptrdiff_t>((r + 1) * rows));
-            ASSERT_TRUE(SameBits(alone, from_batch)) << "row " << r;
+          // 3 and 4 rows take the small-batch decode path (groups of 2 + 1
+          // and 4), 5 and 17 the prefill path.
+          for (uint64_t num_rows : {3, 4, 5, 17}) {
+            SCOPED_TRACE(testing::Message() << WeightTypeName(type) << " rows " << rows << " cols "
+                                            << cols << " num_rows " << num_rows);
+            const Matrix w = RandomMatrix(type, rows, cols, ++seed);
+            const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
+            std::vector<float> batch(num_rows * rows);
+            ASSERT_TRUE(MatMul(w.view, x, num_rows, batch, &pool).ok());
+            for (uint64_t r = 0; r < num_rows; ++r) {
+              std::vector<float> alone(rows);
+              ASSERT_TRUE(MatMul(w.view, std::span(x).subspan(r * cols, cols), 1, alone).ok());
+              const std::vector<float> from_batch(
+                  batch.begin() + static_cast<ptrdiff_t>(r * rows),
+                  batch.begin() + static_cast<ptrdiff_t>((r + 1) * rows));
+              ASSERT_TRUE(SameBits(alone, from_batch)) << "row " << r;
+            }
           }
         }
       }
