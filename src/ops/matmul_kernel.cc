@@ -386,6 +386,18 @@ HWY_INLINE float Finish(DF d, VF acc, const std::byte* w_row, const float* x, si
   return s;
 }
 
+// The order of a block type (matmul.h). Every type but Q8_0 decodes each
+// weight to f32 and goes on as f32 weights. Q8_0 is "factored": a block's
+// levels are multiplied by x first, p = Q * x over its vectors (multiply,
+// then fused multiply-adds in order), and the scale enters once, acc =
+// Scale * p + acc. That saves a multiply per vector, which matters where
+// unpacking is one sign extension: measured on SmolLM2-135M (1 thread),
+// factored Q8_0 decodes x1.2 faster and prefills x0.85 as fast; the 4-bit
+// types, whose unpacking costs more, decoded no faster factored and
+// prefilled x0.83 as fast (docs/performance-log.md, 2026-12-01).
+template <class C>
+constexpr bool kFactored = C::kType == WeightType::kQ8_0;
+
 // Vector v of sub-block g's weights as f32: Scale * Q (+ Bias, fused),
 // which is DequantizeRow's value bit for bit (it computes the exact product
 // and rounds once, at the multiply or at the add of the bias).
@@ -404,7 +416,7 @@ HWY_INLINE VF Weights(const std::byte* block, size_t g, size_t v, VF scale, VF b
 // block (once every few blocks for blocks shorter than a line).
 template <class C>
 HWY_INLINE void PrefetchBlock(const std::byte* block, size_t b) {
-  constexpr size_t kEvery = std::max<size_t>(1, 64 / kBlockBytes<C>);
+  constexpr size_t kEvery = (64 + kBlockBytes<C> - 1) / kBlockBytes<C>;
   if (b % kEvery != 0) return;
   for (size_t at = 0; at < kBlockBytes<C>; at += 64) hwy::Prefetch(block + at + kPrefetchBytes);
 }
@@ -438,9 +450,20 @@ HWY_NOINLINE void DecodeBlockTile(const std::byte* w_rows, size_t row_bytes, con
       }
       for (size_t c = 0; c < kC; ++c) {
         const VF scale = C::Scale(block[c], head[c], g), bias = C::Bias(block[c], head[c], g);
-        for (size_t v = 0; v < kVecs; ++v) {
-          const VF w = Weights<C>(block[c], g, v, scale, bias);
-          for (size_t r = 0; r < kR; ++r) acc[r][c] = hn::MulAdd(w, xv[r][v], acc[r][c]);
+        if constexpr (kFactored<C>) {
+          VF p[kR];
+          const VF q0 = C::Q(block[c], g, 0);
+          for (size_t r = 0; r < kR; ++r) p[r] = hn::Mul(q0, xv[r][0]);
+          for (size_t v = 1; v < kVecs; ++v) {
+            const VF q = C::Q(block[c], g, v);
+            for (size_t r = 0; r < kR; ++r) p[r] = hn::MulAdd(q, xv[r][v], p[r]);
+          }
+          for (size_t r = 0; r < kR; ++r) acc[r][c] = hn::MulAdd(scale, p[r], acc[r][c]);
+        } else {
+          for (size_t v = 0; v < kVecs; ++v) {
+            const VF w = Weights<C>(block[c], g, v, scale, bias);
+            for (size_t r = 0; r < kR; ++r) acc[r][c] = hn::MulAdd(w, xv[r][v], acc[r][c]);
+          }
         }
       }
     }
@@ -527,15 +550,18 @@ void Decode(const MatMulTask& t) {
 // ---------------------------------------------------------------- prefill
 
 // One chunk of a block's weight rows as f32: row c's chunk starts at
-// rows[c].
+// rows[c]. For a factored type (Q8_0) rows hold the integer levels and
+// scales[c] the chunk's sub-block scales.
 struct Panel {
   const float* rows[kBlockOut];
+  const float* scales[kBlockOut];
   size_t cols;  // columns in this chunk (a multiple of kLanes; of the block for a block type)
 };
 
 // acc[r * kBlockOut + c] (one vector each) += the chunk's products of x
-// rows r < kR (x[r] points at the chunk) and panel rows c < kC.
-template <size_t kR, size_t kC>
+// rows r < kR (x[r] points at the chunk) and panel rows c < kC: plain f32
+// weights (kSub = 0), or a factored type's levels in sub-blocks of kSub.
+template <size_t kSub, size_t kR, size_t kC>
 HWY_NOINLINE void PanelTile(const Panel& panel, size_t c0, const float* const* x, float* acc,
                             bool first) {
   const DF d;
@@ -546,12 +572,33 @@ HWY_NOINLINE void PanelTile(const Panel& panel, size_t c0, const float* const* x
     }
   }
   const float* const* w = panel.rows + c0;
-  for (size_t i = 0; i < panel.cols; i += kLanes) {
-    VF wv[kC];
-    for (size_t c = 0; c < kC; ++c) wv[c] = hn::LoadU(d, w[c] + i);
-    for (size_t r = 0; r < kR; ++r) {
-      const VF xv = hn::LoadU(d, x[r] + i);
-      for (size_t c = 0; c < kC; ++c) a[r][c] = hn::MulAdd(wv[c], xv, a[r][c]);
+  if constexpr (kSub > 0) {
+    constexpr size_t kVecs = kSub / kLanes;
+    for (size_t sb = 0; sb < panel.cols / kSub; ++sb) {
+      const size_t i0 = sb * kSub;
+      VF xv[kR][kVecs];
+      for (size_t r = 0; r < kR; ++r) {
+        for (size_t v = 0; v < kVecs; ++v) xv[r][v] = hn::LoadU(d, x[r] + i0 + v * kLanes);
+      }
+      for (size_t c = 0; c < kC; ++c) {
+        VF q[kVecs];
+        for (size_t v = 0; v < kVecs; ++v) q[v] = hn::Load(d, w[c] + i0 + v * kLanes);
+        const VF scale = hn::Set(d, panel.scales[c0 + c][sb]);
+        for (size_t r = 0; r < kR; ++r) {
+          VF p = hn::Mul(q[0], xv[r][0]);
+          for (size_t v = 1; v < kVecs; ++v) p = hn::MulAdd(q[v], xv[r][v], p);
+          a[r][c] = hn::MulAdd(scale, p, a[r][c]);
+        }
+      }
+    }
+  } else {
+    for (size_t i = 0; i < panel.cols; i += kLanes) {
+      VF wv[kC];
+      for (size_t c = 0; c < kC; ++c) wv[c] = hn::LoadU(d, w[c] + i);
+      for (size_t r = 0; r < kR; ++r) {
+        const VF xv = hn::LoadU(d, x[r] + i);
+        for (size_t c = 0; c < kC; ++c) a[r][c] = hn::MulAdd(wv[c], xv, a[r][c]);
+      }
     }
   }
   for (size_t r = 0; r < kR; ++r) {
@@ -559,10 +606,13 @@ HWY_NOINLINE void PanelTile(const Panel& panel, size_t c0, const float* const* x
   }
 }
 
-// Scratch of one thread, kept between calls: the widened chunk and the
-// accumulators, vector-aligned.
+// Scratch of one thread, kept between calls: the widened chunk, a
+// factored type's sub-block scales (sub-blocks have 16 elements or more)
+// and the accumulators, vector-aligned.
 struct Scratch {
+  static constexpr size_t kMaxSubs = kChunkCols / 16;
   hwy::AlignedFreeUniquePtr<float[]> wide = hwy::AllocateAligned<float>(kBlockOut * kChunkCols);
+  hwy::AlignedFreeUniquePtr<float[]> scales = hwy::AllocateAligned<float>(kBlockOut * kMaxSubs);
   hwy::AlignedFreeUniquePtr<float[]> acc =
       hwy::AllocateAligned<float>(kBlockAct * kBlockOut * kLanes);
 };
@@ -579,17 +629,22 @@ void WidenChunk(const MatMulTask& t, uint64_t j0, size_t jn, size_t k0, size_t n
     float* out = s.wide.get() + c * kChunkCols;
     panel.rows[c] = out;
     if constexpr (kIsBlock<K>) {
+      static_assert(K::kSub >= 16, "Scratch::scales holds a scale per 16 elements");
       constexpr size_t kSubs = kBlockElems<K> / K::kSub;
+      float* scales = s.scales.get() + c * Scratch::kMaxSubs;
+      panel.scales[c] = scales;
       for (size_t b = 0; b < n / kBlockElems<K>; ++b) {
         const std::byte* block = row + (k0 / kBlockElems<K> + b) * kBlockBytes<K>;
         typename K::Head head;
         K::Open(block, head);
         for (size_t g = 0; g < kSubs; ++g) {
+          const size_t sb = b * kSubs + g;
           const VF scale = K::Scale(block, head, g), bias = K::Bias(block, head, g);
           for (size_t v = 0; v < kSubVecs<K>; ++v) {
-            hn::Store(Weights<K>(block, g, v, scale, bias), d,
-                      out + (b * kSubs + g) * K::kSub + v * kLanes);
+            const VF w = kFactored<K> ? K::Q(block, g, v) : Weights<K>(block, g, v, scale, bias);
+            hn::Store(w, d, out + sb * K::kSub + v * kLanes);
           }
+          if constexpr (kFactored<K>) scales[sb] = hn::GetLane(scale);
         }
       }
     } else if constexpr (std::is_same_v<K, float>) {
@@ -602,14 +657,15 @@ void WidenChunk(const MatMulTask& t, uint64_t j0, size_t jn, size_t k0, size_t n
 }
 
 // Runs the panel over activation rows [r0, r0 + rn) (x rows at column k0).
+template <size_t kSub>
 void PanelBlock(const Panel& panel, size_t jn, const MatMulTask& t, uint64_t r0, size_t rn,
                 size_t k0, float* acc, bool first) {
   const auto tile = [&](auto rows_tag, auto cols_tag, size_t r, size_t c) HWY_ATTR {
     constexpr size_t kR = decltype(rows_tag)::value;
     const float* x[kR];
     for (size_t k = 0; k < kR; ++k) x[k] = t.x + (r0 + r + k) * t.w.cols + k0;
-    PanelTile<kR, decltype(cols_tag)::value>(panel, c, x, acc + (r * kBlockOut + c) * kLanes,
-                                             first);
+    PanelTile<kSub, kR, decltype(cols_tag)::value>(panel, c, x, acc + (r * kBlockOut + c) * kLanes,
+                                                   first);
   };
   using Rows = std::integral_constant<size_t, kTileRows>;
   using One = std::integral_constant<size_t, 1>;
@@ -626,6 +682,18 @@ void PanelBlock(const Panel& panel, size_t jn, const MatMulTask& t, uint64_t r0,
     for (; r < rn; ++r) tile(One(), One(), r, c);
   }
 }
+
+// The sub-block a type's panel is factored by; 0 for plain f32 weights.
+template <typename K>
+constexpr size_t PanelSub() {
+  if constexpr (kIsBlock<K>) {
+    return kFactored<K> ? K::kSub : 0;
+  } else {
+    return 0;
+  }
+}
+template <typename K>
+constexpr size_t kPanelSub = PanelSub<K>();
 
 template <typename K>
 void Prefill(const MatMulTask& t) {
@@ -644,7 +712,7 @@ void Prefill(const MatMulTask& t) {
       }
       for (size_t k0 = 0; k0 < vec_end; k0 += kChunkCols) {
         WidenChunk<K>(t, j0, jn, k0, std::min(kChunkCols, vec_end - k0), scratch, panel);
-        PanelBlock(panel, jn, t, r0, rn, k0, acc, k0 == 0);
+        PanelBlock<kPanelSub<K>>(panel, jn, t, r0, rn, k0, acc, k0 == 0);
       }
       for (size_t r = 0; r < rn; ++r) {
         for (size_t c = 0; c < jn; ++c) {

@@ -200,16 +200,16 @@ TEST(MatMul, MatchesReferenceForEveryTypeAndShape) {
   });
 }
 
-// A quantized matrix multiplies bit for bit as the f32 matrix that
-// DequantizeRow makes of it (matmul.h: the kernel decodes each weight to
-// that f32 in registers and then follows the f32 order), for decode, small
-// batches and prefill, on 1 and 3 threads.
+// Every quantized type but Q8_0 (matmul.h: they decode each weight to f32
+// in registers and then follow the f32 order) multiplies bit for bit as the
+// f32 matrix that DequantizeRow makes of it, for decode, small batches and
+// prefill, on 1 and 3 threads.
 TEST(MatMul, QuantizedEqualsF32OfItsDequantizedWeights) {
   ThreadPool pool(3);
   ForEachTarget([&] {
     uint64_t seed = 500;
     for (WeightType type : kKernelTypes) {
-      if (TraitsOf(type).block_size == 1) continue;
+      if (TraitsOf(type).block_size == 1 || type == WeightType::kQ8_0) continue;
       const uint64_t rows = 45, cols = 2048 + Unit(type);
       SCOPED_TRACE(WeightTypeName(type));
       const Matrix w = RandomMatrix(type, rows, cols, ++seed);

@@ -17,16 +17,19 @@
 // threads or the thread count. So prefill and decode produce identical
 // bits for the same (row, output). The order, with N = f32 lanes of the
 // target (1 on the scalar fallback, 8 on AVX2, 16 on AVX-512):
-//   every type: one N-lane accumulator over the whole vectors
+//   every type but Q8_0: one N-lane accumulator over the whole vectors
 //     i = 0, N, 2N, ... (fused multiply-add, lane k sums i + k in index
 //     order), the target's fixed lane-sum tree, then the scalar tail
 //     cols - cols % N ... cols - 1 in order with fused multiply-add (only
-//     element types have one: a block type's rows are whole blocks).
-//     Each weight is first decoded to exactly the f32 that DequantizeRow
-//     gives (widening; for a quantized block, scale * level, plus the bias
-//     in one fused step where the type has a min). So a quantized matrix's
-//     product is bit for bit that of the f32 matrix DequantizeRow makes of
-//     it, computed without ever storing that matrix.
+//     element types have one: a block type's rows are whole blocks). Each
+//     weight is first decoded to exactly the f32 that DequantizeRow gives
+//     (widening; for a quantized block, scale * level, plus the bias in
+//     one fused step where the type has a min), so a quantized matrix's
+//     product is bit for bit that of the f32 matrix DequantizeRow makes
+//     of it, computed without ever storing that matrix;
+//   Q8_0: per 32-element block in order, p = q * x over the block's 32 / N
+//     vectors (multiply, then fused multiply-adds in order), then
+//     acc = d * p + acc (fused); at the end the lane-sum tree.
 #ifndef FOLIO_OPS_MATMUL_H_
 #define FOLIO_OPS_MATMUL_H_
 
