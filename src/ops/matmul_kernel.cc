@@ -137,6 +137,26 @@ HWY_INLINE VF F16Vec(const std::byte* p) {
   return hn::PromoteTo(DF(), hn::BitCast(dh, hn::Set(hn::RebindToUnsigned<decltype(dh)>(), bits)));
 }
 
+// out[i] = scale * float(bytes[i]) for i < n (a multiple of 8), bytes
+// unsigned (kSigned false) or int8: the K-quants' sub-block scales, in
+// vectors. The products are exact (an f16 times a small integer), as in
+// DequantizeRow.
+template <bool kSigned>
+HWY_INLINE void ScaleBytes(const uint8_t* bytes, size_t n, float scale, float* out) {
+  const hn::CappedTag<float, 8> d8;
+  const hn::RebindToSigned<decltype(d8)> di8;
+  for (size_t i = 0; i < n; i += hn::Lanes(d8)) {
+    hn::Vec<decltype(di8)> q;
+    if constexpr (kSigned) {
+      q = hn::PromoteTo(di8, hn::LoadU(hn::Rebind<int8_t, decltype(d8)>(),
+                                       reinterpret_cast<const int8_t*>(bytes + i)));
+    } else {
+      q = hn::PromoteTo(di8, hn::LoadU(hn::Rebind<uint8_t, decltype(d8)>(), bytes + i));
+    }
+    hn::StoreU(hn::Mul(hn::Set(d8, scale), hn::ConvertTo(d8, q)), d8, out + i);
+  }
+}
+
 struct NoHead {};
 
 // Q8_0: d, int8 q[32].
@@ -197,14 +217,20 @@ struct CodecQ45K {
   struct Head {
     float scale[8], bias[8];
   };
+  // ScaleMinK4 for all 8 sub-blocks at once, on 32-bit words (ggml's
+  // kmask shuffle): scales[g] and mins[g] as bytes, then in vectors.
   static HWY_INLINE void Open(const std::byte* b, Head& h) {
-    const float d = F16Scalar(b), dmin = F16Scalar(b + 2);
-    for (size_t g = 0; g < 8; ++g) {
-      uint32_t sc, m;
-      ScaleMinK4(g, b + 4, sc, m);
-      h.scale[g] = d * static_cast<float>(sc);
-      h.bias[g] = -(dmin * static_cast<float>(m));
-    }
+    uint32_t w[3];
+    std::memcpy(w, b + 4, 12);
+    constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
+    const uint32_t packed[4] = {w[0] & kLow6,                                   // scales 0-3
+                                (w[2] & kLow4) | (((w[0] >> 6) & kTop2) << 4),  // scales 4-7
+                                w[1] & kLow6,                                   // mins 0-3
+                                ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kTop2) << 4)};  // mins 4-7
+    uint8_t bytes[16];
+    std::memcpy(bytes, packed, 16);
+    ScaleBytes<false>(bytes, 8, F16Scalar(b), h.scale);
+    ScaleBytes<false>(bytes + 8, 8, -F16Scalar(b + 2), h.bias);
   }
   static HWY_INLINE VF Q(const std::byte* b, size_t g, size_t v) {
     const size_t l = v * kLanes;
@@ -234,10 +260,7 @@ struct CodecQ6K {
     float scale[16];
   };
   static HWY_INLINE void Open(const std::byte* b, Head& h) {
-    const float d = F16Scalar(b + 208);
-    for (size_t g = 0; g < 16; ++g) {
-      h.scale[g] = d * static_cast<float>(static_cast<int8_t>(b[192 + g]));
-    }
+    ScaleBytes<true>(reinterpret_cast<const uint8_t*>(b + 192), 16, F16Scalar(b + 208), h.scale);
   }
   static HWY_INLINE VF Q(const std::byte* b, size_t g, size_t v) {
     const size_t n = g / 8, k = g % 8 / 2, l = 16 * (g % 2) + v * kLanes;
