@@ -359,6 +359,8 @@ Arguments (NumPy arrays, C-contiguous ones are read without copying):
 GQA: num_q_heads must be a multiple of num_kv_heads; query head h reads
 K/V head h // (num_q_heads // num_kv_heads). Returns float32
 [batch, num_q_heads, L, head_dim]. A sequence with n = 0 outputs zeros.
+NaN or +inf scores (from a NaN query or key, an infinite key) make the rows
+that see them NaN, as IEEE arithmetic does; nothing non-finite is hidden.
 
 The L query rows are the last L tokens of their sequence's context, so a
 context 0 < n < L is an error with or without the causal mask.

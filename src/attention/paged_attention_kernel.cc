@@ -306,14 +306,26 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
     return hn::AndNot(hn::FirstN(d, first[r] > s ? first[r] - s : 0),
                       hn::FirstN(d, last[r] > s ? last[r] - s : 0));
   };
+  // A seen score that is NaN or +inf makes the row's softmax NaN in IEEE
+  // arithmetic (NaN - m, or inf - inf); Max and Exp would hide it (Max drops
+  // a NaN operand, Exp clamps its input), so such a row is marked and its
+  // sum set to NaN below, which Finalize and MergeInto carry to the output.
+  // A -inf score is an exact zero weight, as in IEEE arithmetic.
   alignas(64) float old_max[kGroup] = {}, new_max[kGroup] = {}, corr[kGroup];
+  bool poisoned[kGroup] = {};
   for (size_t r = 0; r < rows; ++r) {
     if (first[r] >= last[r]) continue;
     const auto neg_inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+    const auto pos_inf = hn::Set(d, std::numeric_limits<float>::infinity());
     auto vmax = neg_inf;
+    auto bad = hn::FirstN(d, 0);
     for (size_t s = 0; s < kTileKeys; s += lanes) {
-      vmax = hn::Max(vmax, hn::IfThenElse(seen(r, s), hn::Load(d, scores[r] + s), neg_inf));
+      const auto sc = hn::Load(d, scores[r] + s);
+      const auto m = seen(r, s);
+      vmax = hn::Max(vmax, hn::IfThenElse(m, sc, neg_inf));
+      bad = hn::Or(bad, hn::And(m, hn::Or(hn::IsNaN(sc), hn::Eq(sc, pos_inf))));
     }
+    poisoned[r] = !hn::AllFalse(d, bad);
     old_max[r] = t.states[g0 + r].max;
     new_max[r] = std::max(old_max[r], hn::GetLane(hn::MaxOfLanes(d, vmax)));
   }
@@ -337,6 +349,7 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
     SoftmaxState& st = t.states[g0 + r];
     st.sum = st.sum * corr[r] + hn::GetLane(hn::SumOfLanes(d, vsum));
     st.max = new_max[r];
+    if (poisoned[r]) st.sum = std::numeric_limits<float>::quiet_NaN();
   }
   // acc = acc * corr + sum_s p_s v_s per row, s ascending.
   float* acc_rows[kGroup];

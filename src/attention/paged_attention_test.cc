@@ -349,6 +349,80 @@ TEST(PagedAttention, EmptyContextOutputsZeros) {
   });
 }
 
+// Non-finite input propagates as IEEE arithmetic would, as the float64
+// reference does: a NaN query row, a NaN in a key, or a key whose score is
+// +inf gives NaN in every row that sees it, and only there; a NaN value
+// row poisons the rows that weigh it; a key scoring -inf (others finite)
+// has weight exactly 0, so those rows stay finite and equal the reference.
+TEST(PagedAttention, NonFiniteInputPropagatesAsIeee) {
+  const auto all_nan = [](const std::vector<float>& out, size_t row, size_t width) {
+    for (size_t f = 0; f < width; ++f) {
+      if (!std::isnan(out[row * width + f])) return false;
+    }
+    return true;
+  };
+  const auto all_finite = [](const std::vector<float>& out, size_t row, size_t width) {
+    for (size_t f = 0; f < width; ++f) {
+      if (!std::isfinite(out[row * width + f])) return false;
+    }
+    return true;
+  };
+  ForEachTarget([&] {
+    // One sequence of 40 keys, a prefill of all 40 rows (causal), one head.
+    constexpr uint64_t kD = 8, kN = 40, kBad = 25;
+    const std::vector<SeqSpec> seqs = {{kN, kN, 5}};
+    const auto p = Gqa(1, kD);
+    const auto key_at = [&](PagedBatch& b, uint64_t pos, bool value) -> std::byte* {
+      const kv::LaneShape shape{1, 1, kD};
+      const auto phys = static_cast<uint64_t>(b.block_table[pos / b.page_size]);
+      const uint64_t i = kv::ScalarIndex(shape, b.page_size, phys, pos % b.page_size, 0, 0, 0);
+      return (value ? b.values.data() : b.keys.data()) + i * sizeof(float);
+    };
+    const auto set = [](std::byte* at, float v) { std::memcpy(at, &v, sizeof(v)); };
+    const auto q = Queries(seqs, 1, kD);
+    for (int kind = 0; kind < 5; ++kind) {
+      SCOPED_TRACE(kind);
+      PagedBatch b = Place(seqs, 1, kD, 16, DType::kF32, 3);
+      std::vector<float> query = q;
+      switch (kind) {
+        case 0:  // NaN in one element of key kBad
+          set(key_at(b, kBad, false) + 3 * sizeof(float), std::nanf(""));
+          break;
+        case 1:  // key kBad scores +inf for every row: a huge key along q
+          for (uint64_t f = 0; f < kD; ++f) set(key_at(b, kBad, false) + f * 4, INFINITY);
+          for (float& v : query) v = std::fabs(v) + 0.25f;
+          break;
+        case 2:  // NaN value row kBad
+          for (uint64_t f = 0; f < kD; ++f) set(key_at(b, kBad, true) + f * 4, std::nanf(""));
+          break;
+        case 3:  // NaN query row kBad
+          query[kBad * kD + 1] = std::nanf("");
+          break;
+        case 4:  // key kBad scores -inf for every row
+          for (uint64_t f = 0; f < kD; ++f) set(key_at(b, kBad, false) + f * 4, -INFINITY);
+          for (float& v : query) v = std::fabs(v) + 0.25f;
+          break;
+      }
+      const auto out = RunKernel(p, query, b);
+      std::vector<float> ref(query.size());
+      ASSERT_TRUE(PagedAttentionReference(p, query, b.kv(), b.batch(), ref).ok());
+      for (uint64_t row = 0; row < kN; ++row) {
+        SCOPED_TRACE(row);
+        const bool sees = row >= kBad;  // causal: row i sees keys 0..i
+        const bool want_nan = kind == 3 ? row == kBad : kind != 4 && sees;
+        EXPECT_EQ(all_nan(ref, row, kD), want_nan);
+        if (want_nan) {
+          EXPECT_TRUE(all_nan(out, row, kD));
+        } else {
+          ASSERT_TRUE(all_finite(out, row, kD));
+          const double tol = ReferenceTolerance(kD, p.scale, row + 1);
+          for (uint64_t f = 0; f < kD; ++f) EXPECT_NEAR(out[row * kD + f], ref[row * kD + f], tol);
+        }
+      }
+    }
+  });
+}
+
 TEST(PagedAttention, NonCausalRowsSeeEveryKey) {
   ForEachTarget([&] {
     const std::vector<SeqSpec> seqs = {{20, 5, 3}};

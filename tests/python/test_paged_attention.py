@@ -444,3 +444,29 @@ def test_unsupported_dtype_is_a_type_error(mutate, message):
     mutate(case)
     with pytest.raises(TypeError, match=re.escape(message)):
         run(case)
+
+
+def test_non_finite_input_propagates_as_ieee_arithmetic():
+    """A NaN query row, a NaN in a key, or a key scoring +inf makes the
+    rows that see it NaN, as NumPy's float64 softmax does; the other rows
+    stay finite and match the reference."""
+    rng = np.random.default_rng(16)
+    for kind in ("nan_query", "nan_key", "inf_key"):
+        case = make_case(rng, [12], num_rows=1, num_kv_heads=1, page_size=4, head_dim=8)
+        q, k = case["query"], case["key_pages"]
+        page = case["block_table"][0, 5 // 4]
+        if kind == "nan_query":
+            q[0, 0, 0, 2] = np.nan
+        elif kind == "nan_key":
+            k[page, 0, 5 % 4, 3] = np.nan
+        else:
+            q[...] = np.abs(q) + 0.25
+            k[page, 0, 5 % 4, :] = np.inf
+        out = run(case)
+        assert np.isnan(out).all(), kind
+        # The same key in a second sequence that does not reach it is harmless.
+        case2 = make_case(rng, [12, 4], num_rows=1, num_kv_heads=1, page_size=4, head_dim=8)
+        bad_page = case2["block_table"][0, 1]
+        case2["key_pages"][bad_page, 0, 1, 3] = np.nan
+        out2 = run(case2)
+        assert np.isnan(out2[0]).all() and np.isfinite(out2[1]).all(), kind

@@ -17,6 +17,12 @@
 // only position - j < w. Without the causal mask every row sees all n keys
 // (and window must be 0). Query head h reads K/V head
 // h / (num_q_heads / num_kv_heads). A sequence with n = 0 outputs zeros.
+// Non-finite input follows IEEE arithmetic, as the float64 reference does:
+// a row that sees a NaN or +inf score (a NaN query or key element, an
+// infinite key) outputs NaN, a -inf score is a zero weight, and a NaN or
+// infinite value row reaches the output through its weight. (One case
+// differs: a row whose every visible score is -inf outputs zeros, where
+// IEEE's 0 / 0 would be NaN.)
 //
 // Determinism (docs/design.md, contract 3): a row's keys are cut
 // into chunks of kChunkKeys at fixed logical positions and each chunk into
