@@ -1,5 +1,6 @@
 #include "cli/serve_command.h"
 
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -27,8 +28,9 @@ int Fail(const Status& s) {
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
   cmd->add_option("--model", f.model, "model folder, .gguf file, or 'builtin' (default)");
-  cmd->add_option("--served-model-name", f.served_model_name,
-                  "the name clients use (default: builtin / the model's file name)");
+  cmd->add_option("--served-model-name", f.served_model_names,
+                  "names clients may use; replies carry the first (default: builtin / the "
+                  "model's file name)");
   cmd->add_option("--host", f.host, "address to bind (default loopback 127.0.0.1)");
   cmd->add_option("--port", f.port, "0 = any free port (printed)");
   cmd->add_option("--threads", f.threads, "compute threads, 0 = all cores");
@@ -47,10 +49,28 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
                   "seconds in-flight requests get to finish on SIGINT/SIGTERM");
   cmd->add_option("--step-delay-us", f.step_delay_us,
                   "sleep after each engine step (tests, demos: a slower model)");
+  cmd->add_option("--default-max-tokens", f.default_max_tokens,
+                  "max_tokens of a chat request that gives none (0: the rest of the context)");
+  cmd->add_option("--api-key", f.api_key,
+                  "require 'Authorization: Bearer KEY' (default: $FOLIO_API_KEY; none if unset)");
+  cmd->add_flag("--auth-health", f.auth_health, "require the key on /health too");
+  cmd->add_flag("--insecure-no-auth", f.insecure_no_auth,
+                "allow binding a non-loopback address without an API key");
   return cmd;
 }
 
-int RunServe(const ServeFlags& f) {
+int RunServe(const ServeFlags& flags) {
+  ServeFlags f = flags;
+  if (f.api_key.empty()) {
+    if (const char* env = std::getenv("FOLIO_API_KEY"); env != nullptr) f.api_key = env;
+  }
+  const bool loopback = f.host == "127.0.0.1" || f.host == "localhost" || f.host == "::1";
+  if (!loopback && f.api_key.empty() && !f.insecure_no_auth) {
+    return Fail(Status::InvalidArgument(
+        "--host " + f.host +
+        " is reachable beyond this machine: give --api-key (or FOLIO_API_KEY), or "
+        "--insecure-no-auth to serve it without authentication"));
+  }
   Result<ServedModel> served = LoadServedModel(f.model, f.builtin_context, f.tokenizer_pre);
   if (!served) return Fail(served.error());
   const bool builtin = served->builtin;
@@ -76,11 +96,15 @@ int RunServe(const ServeFlags& f) {
       }
     }
   }
-  info.name = !f.served_model_name.empty() ? f.served_model_name
-              : builtin                    ? "builtin"
-                                           : std::filesystem::path(f.model).filename().string();
+  info.name = !f.served_model_names.empty() ? f.served_model_names[0]
+              : builtin                     ? "builtin"
+                                            : std::filesystem::path(f.model).filename().string();
   if (info.name.empty())
     info.name = std::filesystem::path(f.model).parent_path().filename().string();
+  if (f.served_model_names.size() > 1) {
+    info.aliases.assign(f.served_model_names.begin() + 1, f.served_model_names.end());
+  }
+  info.default_max_tokens = f.default_max_tokens;
   info.vocab_size = m->config().vocab_size;
   info.max_positions = m->config().max_positions;
   info.pool_positions = f.num_pages * f.page_size;
@@ -109,8 +133,11 @@ int RunServe(const ServeFlags& f) {
   sc.http_threads = f.http_threads;
   sc.drain_timeout = std::chrono::seconds(f.drain_timeout_s);
   sc.step_delay = std::chrono::microseconds(f.step_delay_us);
-  if (f.host != "127.0.0.1" && f.host != "localhost" && f.host != "::1") {
-    std::cerr << "folio serve: binding " << f.host << ", reachable beyond this machine\n";
+  sc.api_key = f.api_key;
+  sc.auth_health = f.auth_health;
+  if (!loopback) {
+    std::cerr << "folio serve: binding " << f.host << ", reachable beyond this machine"
+              << (f.api_key.empty() ? ", WITHOUT authentication\n" : "\n");
   }
   std::cerr << "folio serve: model " << info.name << " (" << info.max_positions
             << " positions, vocabulary " << info.vocab_size << ", chat template "

@@ -7,13 +7,14 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace folio::cli {
 
 struct ServeFlags {
-  std::string model = "builtin";             // a model folder, a .gguf file, or builtin
-  std::string served_model_name;             // default: builtin / the path's file name
-  std::optional<std::string> tokenizer_pre;  // replaces the GGUF's tokenizer.ggml.pre
+  std::string model = "builtin";                // a model folder, a .gguf file, or builtin
+  std::vector<std::string> served_model_names;  // first: replies' name; default: file name
+  std::optional<std::string> tokenizer_pre;     // replaces the GGUF's tokenizer.ggml.pre
   std::string host = "127.0.0.1";
   int port = 8000;
   uint64_t threads = 0;  // compute threads, 0 = all cores
@@ -29,6 +30,10 @@ struct ServeFlags {
   uint64_t http_threads = 64;
   uint64_t drain_timeout_s = 30;
   uint64_t step_delay_us = 0;
+  uint64_t default_max_tokens = 4096;  // chat requests without max_tokens; 0 = no cap
+  std::string api_key;                 // also FOLIO_API_KEY; empty = none
+  bool auth_health = false;
+  bool insecure_no_auth = false;  // allow a non-loopback host without a key
 };
 
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags);

@@ -9,7 +9,10 @@
 #include <atomic>
 #include <ctime>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
+#include <set>
 
 #include "folio/server/engine_loop.h"
 #include "folio/server/metrics.h"
@@ -91,6 +94,25 @@ std::string_view StatusText(int status) {
 
 std::string Sse(const std::string& data) { return "data: " + data + "\n\n"; }
 
+// a == b without an early exit, so the time taken does not say how much of
+// a guessed key was right.
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff |= static_cast<unsigned char>(a[i] ^ (b.empty() ? 0 : b[i % b.size()]));
+  }
+  return diff == 0;
+}
+
+// A seed for a request that gave none: different for every request, so
+// identical requests at temperature > 0 differ, as with OpenAI's API.
+uint64_t DrawSeed() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return rng();
+}
+
 class Handlers {
  public:
   Handlers(const ModelInfo& model, EngineLoop& loop, Metrics& metrics)
@@ -118,6 +140,10 @@ class Handlers {
     ParseResult parsed = ParseRequest(endpoint, req.body, model_);
     if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Reply(res, *e);
     ParsedRequest& r = std::get<ParsedRequest>(parsed);
+    NoteIgnored(r.ignored_fields);
+    if (!r.seed_given) r.params.seed = DrawSeed();
+    res.set_header("X-Folio-Seed", std::to_string(r.params.seed));
+    const bool include_usage = r.include_usage;
     ResponseContext ctx;
     ctx.endpoint = endpoint;
     ctx.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
@@ -145,16 +171,51 @@ class Handlers {
     events.erase(events.begin());
     if (!r.stream) return Whole(res, ch, std::move(ctx), prompt_tokens, std::move(events));
     streaming = true;
-    Stream(res, ch, std::move(ctx), prompt_tokens, std::move(events));
+    Stream(res, ch, std::move(ctx), prompt_tokens, include_usage, std::move(events));
+  }
+
+  json ModelJson(const std::string& id) const {
+    return {{"id", id},
+            {"object", "model"},
+            {"created", 0},
+            {"owned_by", "folio"},
+            {"max_model_len", model_.max_positions}};
   }
 
   void Models(httplib::Response& res) {
-    json m = {{"id", model_.name},
-              {"object", "model"},
-              {"created", 0},
-              {"owned_by", "folio"},
-              {"max_model_len", model_.max_positions}};
-    SetJson(res, 200, json{{"object", "list"}, {"data", json::array({m})}}.dump());
+    json data = json::array({ModelJson(model_.name)});
+    for (const std::string& alias : model_.aliases) data.push_back(ModelJson(alias));
+    SetJson(res, 200, json{{"object", "list"}, {"data", data}}.dump());
+  }
+
+  // GET /v1/models/{id}.
+  void Model(const std::string& id, httplib::Response& res) {
+    if (!model_.Serves(id)) {
+      ApiError e = InvalidField("model", "the model '" + id + "' does not exist");
+      e.http_status = 404;
+      e.code = "model_not_found";
+      return Reply(res, e);
+    }
+    SetJson(res, 200, ModelJson(id).dump());
+  }
+
+  void Tokenize(const httplib::Request& req, httplib::Response& res) {
+    auto parsed = ParseTokenize(req.body, model_);
+    if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Reply(res, *e);
+    const auto& ids = std::get<std::vector<int32_t>>(parsed);
+    metrics_.CountResponse(200);
+    SetJson(res, 200,
+            json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model_.max_positions}}
+                .dump());
+  }
+
+  void Detokenize(const httplib::Request& req, httplib::Response& res) {
+    auto parsed = ParseDetokenize(req.body, model_);
+    if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Reply(res, *e);
+    metrics_.CountResponse(200);
+    SetJson(res, 200,
+            json{{"prompt", std::get<std::string>(parsed)}}.dump(-1, ' ', false,
+                                                                 json::error_handler_t::replace));
   }
 
   void Reply(httplib::Response& res, const ApiError& e) {
@@ -183,21 +244,35 @@ class Handlers {
     }
   }
 
-  // Streaming: server-sent events, one chunk per engine output, then a
-  // usage chunk and [DONE]. The provider runs on this connection's worker
-  // thread until the stream ends or a write fails (the client left).
+  // Logs each ignored request field name once per server.
+  void NoteIgnored(const std::vector<std::string>& fields) {
+    if (fields.empty()) return;
+    std::lock_guard<std::mutex> lock(ignored_mu_);
+    for (const std::string& f : fields) {
+      if (ignored_.size() < 256 && ignored_.insert(f).second) {
+        std::cerr << "folio serve: ignoring request field '" << f.substr(0, 64)
+                  << "' (not used by folio; logged once)\n";
+      }
+    }
+  }
+
+  // Streaming: server-sent events, one chunk per engine output, then (if
+  // asked) a usage chunk, and [DONE]. The provider runs on this
+  // connection's worker thread until the stream ends or a write fails (the
+  // client left).
   void Stream(httplib::Response& res, const std::shared_ptr<Channel>& ch, ResponseContext ctx,
-              uint64_t prompt_tokens, std::vector<Event> events) {
+              uint64_t prompt_tokens, bool include_usage, std::vector<Event> events) {
     struct State {
       std::shared_ptr<Channel> channel;
       ResponseBuilder builder;
       uint64_t prompt_tokens;
+      bool include_usage;
       std::vector<Event> pending;
       bool finished = false;
       std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
     };
-    auto state = std::make_shared<State>(
-        State{ch, ResponseBuilder(std::move(ctx)), prompt_tokens, std::move(events)});
+    auto state = std::make_shared<State>(State{ch, ResponseBuilder(std::move(ctx)), prompt_tokens,
+                                               include_usage, std::move(events)});
     metrics_.CountResponse(200);
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
@@ -223,7 +298,10 @@ class Handlers {
             if (!chunk.empty() && !write(Sse(chunk))) return false;
             if (e.finish != engine::FinishReason::kNone) {
               state->finished = true;
-              if (!write(Sse(state->builder.UsageChunk(state->prompt_tokens)))) return false;
+              if (state->include_usage &&
+                  !write(Sse(state->builder.UsageChunk(state->prompt_tokens)))) {
+                return false;
+              }
               if (!write(Sse("[DONE]"))) return false;
               sink.done();
               return true;
@@ -247,6 +325,8 @@ class Handlers {
   Metrics& metrics_;
   std::atomic<uint64_t> next_id_{0};
   std::atomic<uint64_t> active_{0};
+  std::mutex ignored_mu_;
+  std::set<std::string> ignored_;
 };
 
 }  // namespace
@@ -273,12 +353,27 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   });
   const uint64_t max_headers = config.max_headers;
   svr.set_pre_routing_handler(
-      [&handlers, max_headers](const httplib::Request& req, httplib::Response& res) {
-        if (req.headers.size() <= max_headers) return httplib::Server::HandlerResponse::Unhandled;
-        ApiError e = ServerError(431, "invalid_request_error",
-                                 "more than " + std::to_string(max_headers) + " header lines");
-        handlers.Reply(res, e);
-        return httplib::Server::HandlerResponse::Handled;
+      [&handlers, &config, max_headers](const httplib::Request& req, httplib::Response& res) {
+        if (req.headers.size() > max_headers) {
+          ApiError e = ServerError(431, "invalid_request_error",
+                                   "more than " + std::to_string(max_headers) + " header lines");
+          handlers.Reply(res, e);
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (!config.api_key.empty() && (req.path != "/health" || config.auth_health)) {
+          const std::string given = req.get_header_value("Authorization");
+          constexpr std::string_view kBearer = "Bearer ";
+          const bool bearer = given.size() >= kBearer.size() && given.starts_with(kBearer);
+          if (!ConstantTimeEquals(bearer ? given.substr(kBearer.size()) : "", config.api_key)) {
+            ApiError e = ServerError(401, "invalid_request_error",
+                                     "a valid API key is required: Authorization: Bearer KEY");
+            e.code = "invalid_api_key";
+            res.set_header("WWW-Authenticate", "Bearer");
+            handlers.Reply(res, e);
+            return httplib::Server::HandlerResponse::Handled;
+          }
+        }
+        return httplib::Server::HandlerResponse::Unhandled;
       });
   // httplib's own refusals (413 body too large, 404 no route, 400 bad
   // request line) get an OpenAI-style body too; handlers' bodies are kept.
@@ -314,6 +409,15 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   });
   svr.Get("/v1/models",
           [&](const httplib::Request&, httplib::Response& res) { handlers.Models(res); });
+  svr.Get(R"(/v1/models/(.+))", [&](const httplib::Request& req, httplib::Response& res) {
+    handlers.Model(req.matches[1], res);
+  });
+  svr.Post("/tokenize", [&](const httplib::Request& req, httplib::Response& res) {
+    handlers.Tokenize(req, res);
+  });
+  svr.Post("/detokenize", [&](const httplib::Request& req, httplib::Response& res) {
+    handlers.Detokenize(req, res);
+  });
   svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
     const bool up = loop.accepting();
     SetJson(res, up ? 200 : 503, json{{"status", up ? "ok" : "draining"}}.dump());

@@ -13,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-// The fields each endpoint knows. Anything else is refused by name.
+// The fields each endpoint knows. Anything else is ignored (and listed).
 const std::set<std::string, std::less<>> kCommonFields = {"model",
                                                           "max_tokens",
                                                           "temperature",
@@ -29,7 +29,11 @@ const std::set<std::string, std::less<>> kCommonFields = {"model",
                                                           "user",
                                                           "presence_penalty",
                                                           "frequency_penalty",
-                                                          "logit_bias"};
+                                                          "logit_bias",
+                                                          "response_format",
+                                                          "tools",
+                                                          "functions",
+                                                          "tool_choice"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of",
                                                               "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {"messages", "top_logprobs",
@@ -250,12 +254,23 @@ std::optional<ApiError> CheckNeutral(const Fields& f) {
     if (!v->is_object()) return WrongType("logit_bias", "an object", *v);
     if (!v->empty()) return InvalidField("logit_bias", "'logit_bias' is not supported");
   }
-  if (const json* v = f.Find("stream_options"); v != nullptr) {
-    if (!v->is_object()) return WrongType("stream_options", "an object", *v);
-    for (const auto& [k, val] : v->items()) {
-      if (k != "include_usage" || !val.is_boolean()) {
-        return InvalidField("stream_options", "stream_options supports include_usage: bool");
-      }
+  if (const json* v = f.Find("response_format"); v != nullptr) {
+    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
+    if (!text) {
+      return InvalidField("response_format",
+                          "only 'response_format': {\"type\": \"text\"} is supported");
+    }
+  }
+  for (const char* key : {"tools", "functions"}) {
+    if (const json* v = f.Find(key); v != nullptr) {
+      if (!v->is_array()) return WrongType(key, "an array", *v);
+      if (!v->empty())
+        return InvalidField(key, StrCat("'", key, "' (tool calling) is not supported"));
+    }
+  }
+  if (const json* v = f.Find("tool_choice"); v != nullptr) {
+    if (!v->is_string() || (*v != "none" && *v != "auto")) {
+      return InvalidField("tool_choice", "'tool_choice' can only be \"none\" or \"auto\"");
     }
   }
   // Completions only (chat refuses them as unknown fields).
@@ -287,24 +302,104 @@ ApiError InvalidField(std::string param, std::string message) {
   return e;
 }
 
+namespace {
+
+// The body as a JSON object and its "model" checked, or the error.
+std::variant<json, ApiError> ObjectWithModel(std::string_view body, const ModelInfo& m) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidField("", "the request body is not valid JSON");
+  if (!j.is_object()) return InvalidField("", "the request body must be a JSON object");
+  std::optional<std::string> model_name;
+  FOLIO_RETURN_API_ERROR(Fields(j).String("model", model_name));
+  if (model_name && !m.Serves(*model_name)) {
+    ApiError e =
+        InvalidField("model", StrCat("the model ", Quote(*model_name),
+                                     " does not exist; this server serves ", Quote(m.name)));
+    e.http_status = 404;
+    e.code = "model_not_found";
+    return e;
+  }
+  return j;
+}
+
+}  // namespace
+
+std::variant<std::vector<int32_t>, ApiError> ParseTokenize(std::string_view body,
+                                                           const ModelInfo& m) {
+  std::variant<json, ApiError> parsed = ObjectWithModel(body, m);
+  if (ApiError* e = std::get_if<ApiError>(&parsed)) return std::move(*e);
+  const json& j = std::get<json>(parsed);
+  std::vector<int32_t> ids;
+  if (j.contains("messages") && !j["messages"].is_null()) {
+    FOLIO_RETURN_API_ERROR(ParseMessages(j, m, ids));
+    return ids;
+  }
+  const Fields f(j);
+  std::optional<std::string> prompt;
+  FOLIO_RETURN_API_ERROR(f.String("prompt", prompt));
+  if (!prompt) return InvalidField("prompt", "'prompt' (a string) or 'messages' is required");
+  std::optional<bool> add_special;
+  FOLIO_RETURN_API_ERROR(f.Bool("add_special_tokens", add_special));
+  ModelInfo plain = m;
+  if (!add_special.value_or(true)) {
+    plain.add_special_tokens = false;
+    plain.prepend_id.reset();
+  }
+  FOLIO_RETURN_API_ERROR(EncodeText(plain, *prompt, "prompt", ids));
+  return ids;
+}
+
+std::variant<std::string, ApiError> ParseDetokenize(std::string_view body, const ModelInfo& m) {
+  std::variant<json, ApiError> parsed = ObjectWithModel(body, m);
+  if (ApiError* e = std::get_if<ApiError>(&parsed)) return std::move(*e);
+  const json& j = std::get<json>(parsed);
+  auto it = j.find("tokens");
+  if (it == j.end() || !it->is_array()) {
+    return InvalidField("tokens", "'tokens' (an array of token ids) is required");
+  }
+  std::vector<int32_t> ids;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& t = (*it)[i];
+    const bool in_range = t.is_number_integer() &&
+                          (t.is_number_unsigned() || t.get<int64_t>() >= 0) &&
+                          t.get<uint64_t>() < m.vocab_size;
+    if (!in_range) {
+      return InvalidField("tokens", StrCat("token ", i, " (", Clip(t.dump()),
+                                           ") is not an id in [0, ", m.vocab_size, ")"));
+    }
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  Result<std::string> text = m.tokenizer->Decode(ids, /*skip_special_tokens=*/false);
+  if (!text) return InvalidField("tokens", text.error().message());
+  return *text;
+}
+
+bool ModelInfo::Serves(std::string_view model) const {
+  if (model == name) return true;
+  for (const std::string& alias : aliases) {
+    if (model == alias) return true;
+  }
+  return false;
+}
+
 ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelInfo& m) {
   FOLIO_CHECK(m.tokenizer != nullptr);
   const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return InvalidField("", "the request body is not valid JSON");
   if (!j.is_object()) return InvalidField("", "the request body must be a JSON object");
   const bool chat = endpoint == Endpoint::kChat;
-  for (const auto& [key, value] : j.items()) {
-    if (!kCommonFields.contains(key) && !(chat ? kChatFields : kCompletionFields).contains(key)) {
-      return InvalidField(Clip(key), StrCat("unrecognized request argument ", Quote(key)));
-    }
-  }
   const Fields f(j);
   ParsedRequest r;
   r.endpoint = endpoint;
+  for (const auto& [key, value] : j.items()) {
+    if (!kCommonFields.contains(key) && !(chat ? kChatFields : kCompletionFields).contains(key)) {
+      r.ignored_fields.push_back(key);
+    }
+  }
 
   std::optional<std::string> model_name;
   FOLIO_RETURN_API_ERROR(f.String("model", model_name));
-  if (model_name && *model_name != m.name) {
+  if (model_name && !m.Serves(*model_name)) {
     ApiError e =
         InvalidField("model", StrCat("the model ", Quote(*model_name),
                                      " does not exist; this server serves ", Quote(m.name)));
@@ -335,10 +430,18 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   r.params.sampling.min_p = min_p.value_or(0.0);
   r.params.sampling.top_k = top_k && *top_k > 0 ? static_cast<uint64_t>(*top_k) : 0;
   r.params.seed = static_cast<uint64_t>(seed.value_or(0));
+  r.seed_given = seed.has_value();
 
   std::optional<bool> stream;
   FOLIO_RETURN_API_ERROR(f.Bool("stream", stream));
   r.stream = stream.value_or(false);
+  if (const json* v = f.Find("stream_options"); v != nullptr) {
+    if (!v->is_object()) return WrongType("stream_options", "an object", *v);
+    const Fields options(*v);
+    std::optional<bool> include_usage;
+    FOLIO_RETURN_API_ERROR(options.Bool("include_usage", include_usage));
+    r.include_usage = include_usage.value_or(false);
+  }
   FOLIO_RETURN_API_ERROR(ParseStop(j, r.params.stop_strings));
 
   const auto max_top = static_cast<int64_t>(sampling::kMaxTopLogprobs);
@@ -387,8 +490,10 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
                " exceeds the limit of ", limit, " positions (model context ", m.max_positions,
                ", KV pool ", m.pool_positions, ")"));
   }
+  uint64_t chat_default = room;
+  if (m.default_max_tokens > 0) chat_default = std::min(chat_default, m.default_max_tokens);
   r.params.max_tokens = max_tokens ? static_cast<uint64_t>(*max_tokens)
-                                   : (chat ? room : std::min<uint64_t>(16, room));
+                                   : (chat ? chat_default : std::min<uint64_t>(16, room));
 
   r.params.stop_token_ids = m.stop_token_ids;
   if (chat) {

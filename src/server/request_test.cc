@@ -39,6 +39,64 @@ ApiError Err(Endpoint ep, const std::string& body, const ModelInfo& m = Model())
   return std::get<ApiError>(r);
 }
 
+// Unknown fields change nothing and are listed for the server's log;
+// fields of the other endpoint are unknown here too.
+TEST(ParseRequest, UnknownFieldsAreIgnoredAndListed) {
+  ParsedRequest r = Ok(Endpoint::kCompletions, R"({"prompt": "ab", "store": false,
+      "metadata": {"a": 1}, "top_logprobs": 2, "service_tier": "auto"})");
+  EXPECT_EQ(r.ignored_fields,
+            (std::vector<std::string>{"metadata", "service_tier", "store", "top_logprobs"}));
+  EXPECT_EQ(r.prompt, Ok(Endpoint::kCompletions, R"({"prompt": "ab"})").prompt);
+  EXPECT_TRUE(Ok(Endpoint::kCompletions, R"({"prompt": "ab"})").ignored_fields.empty());
+  // The neutral values of fields folio cannot honour pass.
+  Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}], "tools": [],
+      "tool_choice": "none", "response_format": {"type": "text"}, "functions": null})");
+}
+
+TEST(ParseRequest, UsageSeedAliasesAndDefaultMaxTokens) {
+  EXPECT_FALSE(Ok(Endpoint::kCompletions, R"({"prompt": "a", "stream": true})").include_usage);
+  EXPECT_TRUE(Ok(Endpoint::kCompletions,
+                 R"({"prompt": "a", "stream_options": {"include_usage": true, "x": 1}})")
+                  .include_usage);
+  EXPECT_FALSE(Ok(Endpoint::kCompletions, R"({"prompt": "a"})").seed_given);
+  EXPECT_TRUE(Ok(Endpoint::kCompletions, R"({"prompt": "a", "seed": 0})").seed_given);
+  ModelInfo m = Model();
+  m.aliases = {"other", "third"};
+  Ok(Endpoint::kCompletions, R"({"prompt": "a", "model": "third"})", m);
+  EXPECT_EQ(Err(Endpoint::kCompletions, R"({"prompt": "a", "model": "fourth"})", m).http_status,
+            404);
+  const std::string chat = R"({"messages": [{"role": "user", "content": "x"}]})";
+  const uint64_t uncapped = Ok(Endpoint::kChat, chat, m).params.max_tokens;
+  m.default_max_tokens = 5;
+  EXPECT_EQ(Ok(Endpoint::kChat, chat, m).params.max_tokens, 5u);
+  m.default_max_tokens = uncapped + 100;
+  EXPECT_EQ(Ok(Endpoint::kChat, chat, m).params.max_tokens, uncapped);
+}
+
+TEST(ParseTokenize, PromptMessagesAndDetokenize) {
+  const ModelInfo m = Model();
+  auto ids = ParseTokenize(R"({"prompt": "ab"})", m);
+  ASSERT_TRUE(std::holds_alternative<std::vector<int32_t>>(ids));
+  EXPECT_EQ(std::get<std::vector<int32_t>>(ids),
+            Ok(Endpoint::kCompletions, R"({"prompt": "ab"})").prompt);
+  auto chat = ParseTokenize(R"({"messages": [{"role": "user", "content": "x"}]})", m);
+  ASSERT_TRUE(std::holds_alternative<std::vector<int32_t>>(chat));
+  EXPECT_EQ(std::get<std::vector<int32_t>>(chat),
+            Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}]})").prompt);
+  auto bad = ParseTokenize(R"({"prompt": 3})", m);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
+  EXPECT_EQ(std::get<ApiError>(bad).param, "prompt");
+
+  auto text = ParseDetokenize(R"({"tokens": [99, 100]})", m);
+  ASSERT_TRUE(std::holds_alternative<std::string>(text));
+  EXPECT_EQ(std::get<std::string>(text), "ab");  // byte tokens are byte + 2
+  for (const char* body : {R"({"tokens": [-1]})", R"({"tokens": [1e9]})", R"({})"}) {
+    auto e = ParseDetokenize(body, m);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(e)) << body;
+    EXPECT_EQ(std::get<ApiError>(e).param, "tokens");
+  }
+}
+
 TEST(ParseRequest, CompletionDefaults) {
   ParsedRequest r = Ok(Endpoint::kCompletions, R"({"model": "builtin", "prompt": "ab"})");
   EXPECT_EQ(r.prompt, (std::vector<int32_t>{0, 'a' + 2, 'b' + 2}));
@@ -181,8 +239,7 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(
         BadCase{kC, "{", ""}, BadCase{kC, "", ""}, BadCase{kC, "[1]", ""},
         BadCase{kC, "\"prompt\"", ""}, BadCase{kC, R"({"prompt": "a"} x)", ""},
-        BadCase{kC, R"({"prompt": "a", "bogus": 1})", "bogus"}, BadCase{kC, R"({})", "prompt"},
-        BadCase{kC, R"({"prompt": 5})", "prompt"},
+        BadCase{kC, R"({})", "prompt"}, BadCase{kC, R"({"prompt": 5})", "prompt"},
         BadCase{kC, R"({"prompt": ["a", "b"]})", "prompt"},
         BadCase{kC, R"({"prompt": [[1, 2]]})", "prompt"},
         BadCase{kC, R"({"prompt": [1, 258]})", "prompt"},
@@ -223,15 +280,23 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, R"({"prompt": "a", "logprobs": 21})", "logprobs"},
         BadCase{kC, R"({"prompt": "a", "logprobs": true})", "logprobs"},
         BadCase{kC, R"({"prompt": "a", "stream": "yes"})", "stream"},
-        BadCase{kC, R"({"prompt": "a", "stream_options": {"x": 1}})", "stream_options"},
+        BadCase{kC, R"({"prompt": "a", "stream_options": []})", "stream_options"},
+        BadCase{kC, R"({"prompt": "a", "stream_options": {"include_usage": 1}})", "include_usage"},
+        BadCase{kC, R"({"prompt": "a", "response_format": {"type": "json_object"}})",
+                "response_format"},
+        BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
+                "tools"},
+        BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"}], "functions": {}})",
+                "functions"},
+        BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"}],
+                           "tool_choice": "required"})",
+                "tool_choice"},
         BadCase{kC, R"({"prompt": "a", "user": 5})", "user"},
         BadCase{kC, R"({"prompt": "a", "presence_penalty": 0.5})", "presence_penalty"},
         BadCase{kC, R"({"prompt": "a", "logit_bias": {"5": 1}})", "logit_bias"},
         BadCase{kC, R"({"prompt": "a", "echo": true})", "echo"},
         BadCase{kC, R"({"prompt": "a", "best_of": 2})", "best_of"},
         BadCase{kC, R"({"prompt": "a", "suffix": "z"})", "suffix"},
-        BadCase{kC, R"({"prompt": "a", "top_logprobs": 2})", "top_logprobs"},
-        BadCase{kC, R"({"prompt": "a", "messages": []})", "messages"},
         BadCase{kChat, R"({})", "messages"}, BadCase{kChat, R"({"messages": {}})", "messages"},
         BadCase{kChat, R"({"messages": []})", "messages"},
         BadCase{kChat, R"({"messages": [1]})", "messages[0]"},
@@ -245,7 +310,6 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kChat, std::string("{") + kMsgs + R"(, "top_logprobs": 2})", "top_logprobs"},
         BadCase{kChat, std::string("{") + kMsgs + R"(, "logprobs": true, "top_logprobs": 30})",
                 "top_logprobs"},
-        BadCase{kChat, std::string("{") + kMsgs + R"(, "prompt": "a"})", "prompt"},
         BadCase{kChat, std::string("{") + kMsgs + R"(, "max_completion_tokens": 0})",
                 "max_completion_tokens"},
         BadCase{kChat, std::string("{") + kMsgs + R"(, "max_tokens": 1000})", "max_tokens"}));

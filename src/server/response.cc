@@ -40,14 +40,18 @@ json ResponseBuilder::LogprobsJson(const std::vector<sampling::TokenLogprobs>& l
   if (ctx_.endpoint == Endpoint::kChat) {
     json content = json::array();
     for (const sampling::TokenLogprobs& lp : lps) {
-      const std::string tok = TokenString(lp.token);
+      // "bytes" are the token's own bytes (OpenAI: for tokens that are
+      // part of a character), not those of the U+FFFD its text shows.
       json top = json::array();
       for (const auto& [id, logprob] : lp.top) {
-        const std::string t = TokenString(id);
-        top.push_back({{"token", t}, {"logprob", logprob}, {"bytes", Bytes(t)}});
+        top.push_back({{"token", TokenString(id)},
+                       {"logprob", logprob},
+                       {"bytes", Bytes(ctx_.tokenizer->TokenBytes(id))}});
       }
-      content.push_back(
-          {{"token", tok}, {"logprob", lp.logprob}, {"bytes", Bytes(tok)}, {"top_logprobs", top}});
+      content.push_back({{"token", TokenString(lp.token)},
+                         {"logprob", lp.logprob},
+                         {"bytes", Bytes(ctx_.tokenizer->TokenBytes(lp.token))},
+                         {"top_logprobs", top}});
     }
     out = {{"content", content}};
   } else {

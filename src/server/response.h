@@ -34,7 +34,8 @@ class ResponseBuilder {
   std::string Add(const Event& e);
   // The whole non-streaming response.
   std::string Body(uint64_t prompt_tokens) const;
-  // The last streamed chunk: no choices' text, just usage.
+  // The usage chunk streamed before [DONE] when the request asked for it
+  // (stream_options.include_usage): choices [] and usage, as OpenAI sends.
   std::string UsageChunk(uint64_t prompt_tokens) const;
   uint64_t completion_tokens() const { return completion_tokens_; }
 

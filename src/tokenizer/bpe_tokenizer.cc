@@ -268,6 +268,11 @@ std::optional<int32_t> Tokenizer::TokenId(std::string_view token) const {
   return it->second;
 }
 
+const std::string& Tokenizer::TokenBytes(int32_t id) const {
+  static const std::string kEmpty;
+  return ValidId(*impl_, id) ? impl_->piece[static_cast<size_t>(id)] : kEmpty;
+}
+
 const std::string& Tokenizer::TokenText(int32_t id) const {
   static const std::string kEmpty;
   return ValidId(*impl_, id) ? impl_->vocab[static_cast<size_t>(id)] : kEmpty;

@@ -177,9 +177,15 @@ def test_stream_matches_the_whole_response(server, endpoint):
         body["messages"] = [{"role": "user", "content": "tell me about pages"}]
     status, whole = server.post(endpoint, body)
     assert status == 200, whole
-    events = server.stream(endpoint, body)
+    # Without stream_options.include_usage every chunk has a choice (so
+    # `chunk.choices[0]` never fails); with it, one more chunk with
+    # choices [] carries the usage, as OpenAI does.
+    plain = [json.loads(e) for e in server.stream(endpoint, body)[:-1]]
+    assert all(c["choices"] and "usage" not in c for c in plain)
+    events = server.stream(endpoint, {**body, "stream_options": {"include_usage": True}})
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
+    assert len(chunks) == len(plain) + 1 and chunks[-1]["choices"] == []
     if endpoint == "/v1/completions":
         text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
         assert text == whole["choices"][0]["text"]
@@ -221,6 +227,15 @@ def test_logprobs(server):
     content = r["choices"][0]["logprobs"]["content"]
     assert len(content) == 3
     assert all(len(c["top_logprobs"]) == 4 and c["logprob"] <= 0 for c in content)
+    # "bytes" are the token's own: one byte per built-in token, also for the
+    # bytes >= 0x80 whose text alone is U+FFFD (3 bytes of UTF-8).
+    status, r = server.post("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "x"}], "max_tokens": 40, "logprobs": True,
+        "top_logprobs": 2, "temperature": 1.0, "seed": 8})
+    content = r["choices"][0]["logprobs"]["content"]
+    assert any(c["bytes"][0] >= 0x80 for c in content)
+    assert all(len(c["bytes"]) == 1 for c in content)
+    assert all(len(t["bytes"]) == 1 for c in content for t in c["top_logprobs"])
 
 
 BAD = [
@@ -242,7 +257,10 @@ BAD = [
     ("/v1/completions", {"prompt": "a", "stream": 1}, "stream"),
     ("/v1/completions", {"prompt": "a", "seed": 1.5}, "seed"),
     ("/v1/completions", {"prompt": "a", "user": []}, "user"),
-    ("/v1/completions", {"prompt": "a", "frobnicate": True}, "frobnicate"),
+    ("/v1/completions", {"prompt": "a", "response_format": {"type": "json_object"}},
+     "response_format"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
+                              "tools": [{"type": "function"}]}, "tools"),
     ("/v1/completions", {}, "prompt"),
     ("/v1/chat/completions", {"messages": []}, "messages"),
     ("/v1/chat/completions", {"messages": [{"role": "user"}]}, "messages[0].content"),
@@ -387,3 +405,79 @@ def test_random_and_mutated_bodies_never_break_the_server(server):
     assert status == 200
     m = server.metrics()
     assert m["folio_requests_running"] == 0 and m["folio_kv_pages_held_by_requests"] == 0
+
+
+def test_unknown_fields_are_ignored_and_logged_once(server):
+    body = {"prompt": "a", "max_tokens": 2, "seed": 9}
+    want = server.post("/v1/completions", body)[1]["choices"][0]["text"]
+    for _ in range(2):
+        status, r = server.post("/v1/completions", {**body, "frobnicate": True, "store": False,
+                                                    "response_format": {"type": "text"}})
+        assert status == 200, r
+        assert r["choices"][0]["text"] == want
+    assert wait_until(lambda: any("'frobnicate'" in line for line in server.log))
+    assert sum("'frobnicate'" in line for line in server.log) == 1
+
+
+def test_a_request_without_a_seed_gets_a_random_one_reported_back(server):
+    body = {"prompt": "random", "max_tokens": 16, "temperature": 1.0}
+    seeds, texts = set(), set()
+    for _ in range(3):
+        status, headers, payload = server.request("POST", "/v1/completions", body)
+        assert status == 200
+        seeds.add(int(headers["X-Folio-Seed"]))
+        texts.add(json.loads(payload)["choices"][0]["text"])
+    assert len(seeds) == 3 and len(texts) > 1
+    # The reported seed reproduces the text.
+    seed = seeds.pop()
+    status, headers, payload = server.request("POST", "/v1/completions", {**body, "seed": seed})
+    assert int(headers["X-Folio-Seed"]) == seed
+    again = server.post("/v1/completions", {**body, "seed": seed})[1]["choices"][0]["text"]
+    assert json.loads(payload)["choices"][0]["text"] == again
+
+
+def test_model_by_id_and_tokenize_detokenize(server):
+    status, _, body = server.request("GET", "/v1/models/builtin")
+    assert status == 200 and json.loads(body)["id"] == "builtin"
+    status, _, body = server.request("GET", "/v1/models/gpt-4")
+    assert status == 404 and json.loads(body)["error"]["code"] == "model_not_found"
+    status, r = server.post("/tokenize", {"prompt": "hi"})
+    assert status == 200, r
+    completion = server.post("/v1/completions", {"prompt": "hi", "max_tokens": 1})[1]
+    assert r["count"] == len(r["tokens"]) == completion["usage"]["prompt_tokens"]
+    messages = [{"role": "user", "content": "hi"}]
+    status, chat = server.post("/tokenize", {"messages": messages})
+    chat_completion = server.post("/v1/chat/completions", {"messages": messages,
+                                                           "max_tokens": 1})[1]
+    assert chat["count"] == chat_completion["usage"]["prompt_tokens"]
+    status, r = server.post("/detokenize", {"tokens": [104 + 2, 105 + 2]})
+    assert status == 200 and r == {"prompt": "hi"}
+    status, r = server.post("/detokenize", {"tokens": [-1]})
+    assert status == 400 and r["error"]["param"] == "tokens"
+
+
+def test_api_key_and_aliases():
+    s = Server("--api-key", "s3cret", "--served-model-name", "main", "alias")
+    try:
+        status, _, body = s.request("GET", "/v1/models")
+        assert status == 401 and json.loads(body)["error"]["code"] == "invalid_api_key"
+        for auth in ("Bearer wrong", "Bearer s3cre", "s3cret", "Bearer s3cret2", "bearer s3cret"):
+            status, _, _ = s.request("GET", "/v1/models", headers={"Authorization": auth})
+            assert status == 401, auth
+        assert s.request("GET", "/health")[0] == 200  # open unless --auth-health
+        good = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
+        status, _, body = s.request("GET", "/v1/models", headers=good)
+        assert status == 200
+        assert [m["id"] for m in json.loads(body)["data"]] == ["main", "alias"]
+        status, _, body = s.request("POST", "/v1/completions",
+                                    json.dumps({"model": "alias", "prompt": "a",
+                                                "max_tokens": 1}), headers=good)
+        assert status == 200 and json.loads(body)["model"] == "main"
+    finally:
+        assert s.stop() == 0
+
+
+def test_a_public_address_needs_a_key_or_an_explicit_opt_out():
+    out = subprocess.run([FOLIO, "serve", "--host", "0.0.0.0", "--port", "0"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "--insecure-no-auth" in out.stderr

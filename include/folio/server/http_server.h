@@ -1,7 +1,14 @@
 // `folio serve`: an OpenAI-compatible HTTP front end over one Engine.
 //
 //   POST /v1/completions, POST /v1/chat/completions  (stream: true -> SSE)
-//   GET  /v1/models, /health, /metrics (Prometheus text)
+//   GET  /v1/models, /v1/models/{id}, /health, /metrics (Prometheus text)
+//   POST /tokenize, /detokenize (as vLLM's: {"prompt"} or {"messages"} ->
+//        {"tokens", "count", "max_model_len"}; {"tokens"} -> {"prompt"})
+//
+// With an API key every endpoint but /health (unless auth_health) needs
+// "Authorization: Bearer KEY", compared in constant time; otherwise 401.
+// A request without a seed gets a random one, sent back in the
+// X-Folio-Seed response header (as is the one a request gave).
 //
 // Threads: cpp-httplib's worker pool runs the handlers; one engine thread
 // (EngineLoop) owns the Engine; a watcher thread waits for SIGINT/SIGTERM.
@@ -37,6 +44,8 @@ struct ServerConfig {
   std::chrono::seconds write_timeout{10};
   std::chrono::seconds drain_timeout{30};
   std::chrono::microseconds step_delay{0};  // EngineLoopConfig::step_delay
+  std::string api_key;                      // empty: no authentication
+  bool auth_health = false;                 // /health needs the key too
 };
 
 // Serves until SIGINT/SIGTERM, drains, returns. Writes one line

@@ -7,28 +7,38 @@
 // that does not tokenize, token ids outside the vocabulary, prompt +
 // max_tokens beyond the model's context or the KV pool. JSON null counts as
 // an absent field (clients send nulls for unset options). Unknown fields
-// are refused, so a typo never silently changes a request.
+// are ignored and listed in ParsedRequest::ignored_fields (the server logs
+// each name once), as vLLM's and llama.cpp's servers do: clients send
+// fields like store, service_tier or metadata that change nothing here.
+// Known fields folio cannot honour are refused by name unless they carry
+// their neutral value.
 //
 // Fields (both endpoints unless marked):
-//   model        string; must name the served model (404 otherwise)
+//   model        string; must name the served model or an alias (404
+//                otherwise)
 //   prompt       completions: a string, a one-string array, or token ids
 //   messages     chat: non-empty array of {role, content}; role one of
 //                system/user/assistant/tool; content a string or an array
 //                of {"type": "text", "text": ...} parts
 //   max_tokens   integer >= 1 (chat also accepts max_completion_tokens);
-//                default 16 (completions) or the rest of the context (chat)
+//                default 16 (completions) or, for chat, the rest of the
+//                context capped at ModelInfo::default_max_tokens
 //   temperature  number in [0, 2]; default 1
 //   top_p        number in (0, 1];  top_k integer >= -1 (-1 and 0: off);
 //   min_p        number in [0, 1]
-//   seed         integer (two's complement for negatives); default 0
+//   seed         integer (two's complement for negatives); when absent the
+//                server draws one (seed_given false) and reports it
 //   stop         a non-empty string or an array of up to 16 of them
 //   n            1 (larger is refused)
 //   logprobs     completions: integer 0..20 (alternatives per token);
 //                chat: boolean, with top_logprobs integer 0..20
-//   stream       boolean;  stream_options {include_usage: bool} accepted
+//   stream       boolean;  stream_options {include_usage: bool}: the usage
+//                chunk (choices []) before [DONE] only when true
 //   user         string (ignored)
 //   presence_penalty, frequency_penalty: only 0; echo: only false;
-//   best_of: only 1; suffix: only null or ""; logit_bias: only {}.
+//   best_of: only 1; suffix: only null or ""; logit_bias: only {};
+//   response_format: only {"type": "text"}; tools, functions: only [];
+//   tool_choice: only "none" or "auto" (there are no tools to choose).
 #ifndef FOLIO_SERVER_REQUEST_H_
 #define FOLIO_SERVER_REQUEST_H_
 
@@ -61,7 +71,8 @@ enum class Endpoint { kCompletions, kChat };
 
 // What validation needs to know about the served model.
 struct ModelInfo {
-  std::string name;  // the only accepted "model" value
+  std::string name;                  // the served model's name, used in replies
+  std::vector<std::string> aliases;  // more accepted "model" values
   uint64_t vocab_size = 0;
   uint64_t max_positions = 0;                       // the model's context
   uint64_t pool_positions = 0;                      // token slots in the whole KV pool
@@ -74,6 +85,13 @@ struct ModelInfo {
   std::vector<int32_t> stop_token_ids;  // every request (eos)
   ChatTemplate chat_template = ChatTemplate::kPlain;
   std::vector<int32_t> chat_stop_token_ids;  // chat requests (end of turn)
+  // Chat's max_tokens when the request has none: the rest of the context,
+  // but at most this (0: no cap), so a client that leaves a non-streamed
+  // request cannot hold a sequence for the whole pool.
+  uint64_t default_max_tokens = 0;
+
+  // True for name and every alias.
+  bool Serves(std::string_view model) const;
 };
 
 struct ParsedRequest {
@@ -81,7 +99,10 @@ struct ParsedRequest {
   std::vector<int32_t> prompt;
   engine::RequestParams params;
   bool stream = false;
-  bool logprobs = false;  // return log-probs (params carries top_logprobs)
+  bool include_usage = false;               // stream_options.include_usage
+  bool logprobs = false;                    // return log-probs (params carries top_logprobs)
+  bool seed_given = false;                  // false: params.seed is 0, the server draws one
+  std::vector<std::string> ignored_fields;  // unknown top-level fields, in order
 };
 
 using ParseResult = std::variant<ParsedRequest, ApiError>;
@@ -89,6 +110,15 @@ using ParseResult = std::variant<ParsedRequest, ApiError>;
 // body is the raw HTTP body. Never throws; every failure is an ApiError
 // (400, or 404 for an unknown model) naming the field.
 ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelInfo& model);
+
+// POST /tokenize, as vLLM's: {"prompt": string, "add_special_tokens":
+// bool = true} or {"messages": [...]} (rendered as a chat request's, with
+// the template's own special tokens); "model" as above; other fields
+// ignored. The prompt's ids, or an ApiError naming the field.
+std::variant<std::vector<int32_t>, ApiError> ParseTokenize(std::string_view body,
+                                                           const ModelInfo& model);
+// POST /detokenize: {"tokens": [ids]} -> the text (special tokens kept).
+std::variant<std::string, ApiError> ParseDetokenize(std::string_view body, const ModelInfo& model);
 
 // Limits checked here.
 inline constexpr uint64_t kMaxStopStrings = 16;

@@ -125,6 +125,10 @@ class Tokenizer {
   // Raw vocabulary string (byte-level or ▁ form); empty for an id with no
   // token or outside the vocabulary.
   const std::string& TokenText(int32_t id) const;
+  // The bytes the token stands for, as Decode concatenates them before it
+  // replaces ill-formed UTF-8 (a byte-fallback or partial-character token
+  // is its raw bytes); empty for an id with no token.
+  const std::string& TokenBytes(int32_t id) const;
   bool IsSpecial(int32_t id) const;  // skipped by Decode when asked
 
  private:
