@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "folio/core/check.h"
 #include "folio/core/str_cat.h"
 
 namespace folio {
@@ -98,12 +99,36 @@ void ThreadPool::StopAndJoin() {
 
 ThreadPool::~ThreadPool() { StopAndJoin(); }
 
-void ThreadPool::RunTasks() {
-  for (size_t i = next_.fetch_add(1); i < num_tasks_; i = next_.fetch_add(1)) (*fn_)(i);
+namespace {
+// The index part of ThreadPool::next_ once a loop's last index is claimed:
+// no task count reaches it, so a stale claim attempt always stops there.
+constexpr uint64_t kExhausted = 0xffffffff;
+}  // namespace
+
+void ThreadPool::RunTasks(uint32_t generation) {
+  uint64_t v = next_.load(std::memory_order_acquire);
+  while (true) {
+    if (static_cast<uint32_t>(v >> 32) != generation) return;  // a newer loop
+    const uint64_t i = v & kExhausted;
+    // This loop's count while index i is unclaimed (the loop cannot end
+    // before); if the loop ended meanwhile, the word has changed and the
+    // swap below fails.
+    const size_t n = num_tasks_.load(std::memory_order_relaxed);
+    if (i >= n) return;
+    const uint64_t claimed = i + 1 == n ? (v & ~kExhausted) | kExhausted : v + 1;
+    if (!next_.compare_exchange_weak(v, claimed, std::memory_order_acq_rel)) continue;
+    (*fn_)(i);
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) {
+      // Under the mutex, so a caller about to sleep cannot miss it.
+      std::lock_guard<std::mutex> lock(mu_);
+      done_cv_.notify_one();
+    }
+    v = next_.load(std::memory_order_acquire);
+  }
 }
 
 void ThreadPool::WorkerLoop() {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   const auto has_work = [&] { return stop_.load() || generation_.load() != seen; };
   while (true) {
     if (!SpinUntil(has_work)) {
@@ -112,12 +137,7 @@ void ThreadPool::WorkerLoop() {
     }
     if (stop_.load()) return;
     seen = generation_.load();
-    RunTasks();
-    if (busy_workers_.fetch_sub(1) == 1) {
-      // Under the mutex, so a caller about to sleep cannot miss it.
-      std::lock_guard<std::mutex> lock(mu_);
-      done_cv_.notify_one();
-    }
+    RunTasks(seen);
   }
 }
 
@@ -127,19 +147,22 @@ void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t)>& fn) {
     for (size_t i = 0; i < n; ++i) fn(i);
     return;
   }
+  FOLIO_CHECK(n < kExhausted, "ParallelFor of ", n, " tasks: at most 2^32 - 2");
   fn_ = &fn;
-  num_tasks_ = n;
-  next_.store(0);
-  busy_workers_.store(workers_.size());
+  num_tasks_.store(n, std::memory_order_relaxed);
+  done_.store(0);
+  uint32_t generation;
   {
     // Published under the mutex, so a worker about to sleep cannot miss it;
     // spinning workers see the new generation directly.
     std::lock_guard<std::mutex> lock(mu_);
-    generation_.fetch_add(1);
+    generation = generation_.load() + 1;
+    next_.store(uint64_t{generation} << 32, std::memory_order_release);
+    generation_.store(generation);
   }
   start_cv_.notify_all();
-  RunTasks();
-  const auto all_done = [&] { return busy_workers_.load() == 0; };
+  RunTasks(generation);
+  const auto all_done = [&] { return done_.load(std::memory_order_acquire) == n; };
   if (!SpinUntil(all_done)) {
     std::unique_lock<std::mutex> lock(mu_);
     done_cv_.wait(lock, all_done);

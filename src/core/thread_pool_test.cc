@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -45,6 +46,53 @@ TEST(ThreadPool, WakesSleepingAndSpinningWorkers) {
     if (round % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(3));
   }
   for (size_t i = 0; i < hits.size(); ++i) EXPECT_EQ(hits[i].load(), 6) << i;
+}
+
+// A worker whose core is taken (here: one that is held back before it
+// looks for work) must not hold the caller up: the caller runs every index
+// itself and returns. Before the caller stole the rest, ParallelFor waited
+// for every worker to run, so this test hung until the release below,
+// which only comes after it returned (the future's guard turns a hang into
+// a failure instead of ctest's timeout).
+TEST(ThreadPool, CallerDoesNotWaitForAWorkerThatIsNotScheduled) {
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  auto pool = ThreadPool::Create(2, [released](std::function<void()> body) {
+    return std::thread([released, body = std::move(body)] {
+      released.wait();
+      body();
+    });
+  });
+  ASSERT_TRUE(pool.ok());
+  std::vector<std::atomic<int>> hits(16);
+  auto done = std::async(std::launch::async, [&] {
+    for (int round = 0; round < 3; ++round) {
+      (*pool)->ParallelFor(hits.size(), [&](size_t i) { hits[i].fetch_add(1); });
+    }
+  });
+  const bool returned = done.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  release.set_value();
+  done.wait();
+  EXPECT_TRUE(returned);
+  for (size_t i = 0; i < hits.size(); ++i) EXPECT_EQ(hits[i].load(), 3) << i;
+  // The late worker joins in from now on without taking a stale index.
+  for (int round = 0; round < 200; ++round) {
+    (*pool)->ParallelFor(hits.size(), [&](size_t i) { hits[i].fetch_add(1); });
+  }
+  for (size_t i = 0; i < hits.size(); ++i) EXPECT_EQ(hits[i].load(), 203) << i;
+}
+
+// Many short loops back to back on 4 threads: a worker still leaving one
+// loop while the next starts must never run an index twice or skip one.
+TEST(ThreadPool, BackToBackLoopsNeverShareAnIndex) {
+  ThreadPool pool(4);
+  for (size_t n : {1, 2, 3, 5, 8}) {
+    std::vector<std::atomic<int>> hits(n);
+    for (int round = 0; round < 2000; ++round) {
+      pool.ParallelFor(n, [&](size_t i) { hits[i].fetch_add(1); });
+    }
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 2000) << n << " " << i;
+  }
 }
 
 // Starts threads as std::thread does, except that the `fail_at`-th start

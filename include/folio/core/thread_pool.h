@@ -7,6 +7,12 @@
 // a pool of 1 thread runs everything inline. Idle threads spin briefly
 // before they sleep, so back-to-back loops (every layer of a decode step)
 // do not pay a thread wake-up each.
+//
+// Indices are claimed one at a time, and ParallelFor returns as soon as
+// every index has run: it waits for the tasks other threads claimed, never
+// for a worker that has not been scheduled yet. So when another process
+// holds a core, the caller runs the unclaimed rest itself instead of
+// waiting for that core's worker to wake up.
 #ifndef FOLIO_CORE_THREAD_POOL_H_
 #define FOLIO_CORE_THREAD_POOL_H_
 
@@ -56,20 +62,26 @@ class ThreadPool {
   Status StartWorkers(size_t num_threads, const StartThread& start);
   void StopAndJoin();
   void WorkerLoop();
-  void RunTasks();
+  // Claims and runs indices of loop `generation` until none is left or a
+  // newer loop has started.
+  void RunTasks(uint32_t generation);
 
   std::vector<std::thread> workers_;
   std::mutex mu_;  // taken only to sleep and to wake sleepers
   std::condition_variable start_cv_;
   std::condition_variable done_cv_;
-  std::atomic<uint64_t> generation_{0};  // bumped (under mu_) per ParallelFor
-  std::atomic<size_t> busy_workers_{0};  // workers yet to finish this loop
+  std::atomic<uint32_t> generation_{0};  // bumped (under mu_) per ParallelFor
   std::atomic<bool> stop_{false};        // set under mu_
-  // The loop being run: written before generation_ is bumped, read by the
-  // workers after they see the new generation.
+  // The loop being run: written before next_ is published with the new
+  // generation, read by a thread only after it claimed an index of it.
   const std::function<void(size_t)>* fn_ = nullptr;
-  size_t num_tasks_ = 0;
-  std::atomic<size_t> next_{0};
+  std::atomic<size_t> num_tasks_{0};
+  // (generation << 32) | next unclaimed index, or | kExhausted once the
+  // last index is claimed: a claim is one compare-and-swap that also checks
+  // the loop, so a worker that wakes late for a loop that has ended can
+  // never take an index of the next one.
+  std::atomic<uint64_t> next_{0};
+  std::atomic<size_t> done_{0};  // indices of this loop that have run
 };
 
 }  // namespace folio
