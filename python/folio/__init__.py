@@ -1,9 +1,13 @@
 """folio: a C++20 LLM inference engine built around a paged KV cache.
 
-The Python package wraps folio's own kernels and its Hurray tensor
-descriptors; nothing is reimplemented here. See help(folio.paged_attention)
-for the attention contract and help(folio.TensorDescriptor) /
-help(folio.BlockPagedLayout) for descriptors.
+The Python package wraps folio's own engine, kernels and Hurray tensor
+descriptors; nothing is reimplemented here.
+
+- folio.LLM, folio.AsyncLLM, folio.SamplingParams: the engine, with vLLM's
+  names (help(folio.LLM), help(folio.AsyncLLM)).
+- folio.paged_attention: the attention kernel on NumPy arrays.
+- folio.read_snapshot: KV snapshot files.
+- folio.TensorDescriptor, folio.BlockPagedLayout, ...: Hurray descriptors.
 """
 from folio._folio import (
     BlockPagedLayout,
@@ -31,9 +35,22 @@ from folio._folio import (
     uint32,
     uint64,
 )
+from folio.async_llm import AsyncLLM
+from folio.llm import LLM
+from folio.outputs import CompletionOutput, Logprob, RequestOutput
+from folio._engine import Tokenizer
+from folio.sampling_params import SamplingParams
 
 __all__ = [
     "__version__",
+    # the engine
+    "AsyncLLM",
+    "CompletionOutput",
+    "LLM",
+    "Logprob",
+    "RequestOutput",
+    "SamplingParams",
+    "Tokenizer",
     "paged_attention",
     # KV snapshots
     "KvSnapshot",

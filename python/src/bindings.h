@@ -2,7 +2,7 @@
 //
 // module.cc creates the module and calls one Bind* function per file, so
 // each folio module's bindings live in their own file (attention.cc,
-// format.cc) and share the error translation below.
+// format.cc, snapshot.cc, llm.cc) and share the error translation below.
 #ifndef FOLIO_PYTHON_BINDINGS_H_
 #define FOLIO_PYTHON_BINDINGS_H_
 
@@ -18,6 +18,13 @@ namespace folio::python {
 // NotImplementedError, NotFound KeyError, IoError OSError, anything else
 // RuntimeError. Exceptions exist only here, at the edge (STYLE.md, Errors).
 void ThrowIfError(const Status& status);
+// Loading a model: as ThrowIfError, but NotFound (no such file, a missing
+// file or key in a model folder) raises FileNotFoundError.
+void ThrowIfModelError(const Status& status);
+// Refusing a request (its prompt or parameters, a request that could never
+// fit the KV pool or the model's context): ValueError whatever the code,
+// since the request is what is wrong, not the engine.
+void ThrowIfRequestError(const Status& status);
 
 // folio.paged_attention (attention.cc).
 void BindAttention(nanobind::module_& m);
@@ -33,6 +40,11 @@ void BindFormat(nanobind::module_& m);
 // folio.read_snapshot and folio.KvSnapshot (snapshot.cc): KV snapshot files
 // with their pages as NumPy arrays.
 void BindSnapshot(nanobind::module_& m);
+
+// folio._folio.EngineCore (llm.cc): a loaded model, its tokenizer and chat
+// prompt, an engine and the engine's own thread (engine_thread.h); the
+// pure-Python folio.LLM and folio.AsyncLLM are built on it.
+void BindLlm(nanobind::module_& m);
 
 }  // namespace folio::python
 

@@ -4,35 +4,52 @@
 #include "bindings.h"
 
 namespace folio::python {
+namespace {
 
-void ThrowIfError(const Status& status) {
-  if (status.ok()) return;
-  PyObject* type = PyExc_RuntimeError;
+PyObject* ExceptionType(const Status& status) {
   switch (status.code()) {
     case StatusCode::kOk:
-      return;
+      return nullptr;
     case StatusCode::kInvalidArgument:
     case StatusCode::kOutOfRange:
     case StatusCode::kCorruption:
     case StatusCode::kFailedPrecondition:
-      type = PyExc_ValueError;
-      break;
+      return PyExc_ValueError;
     case StatusCode::kUnimplemented:
-      type = PyExc_NotImplementedError;
-      break;
+      return PyExc_NotImplementedError;
     case StatusCode::kNotFound:
-      type = PyExc_KeyError;
-      break;
+      return PyExc_KeyError;
     case StatusCode::kIoError:
-      type = PyExc_OSError;
-      break;
+      return PyExc_OSError;
     case StatusCode::kResourceExhausted:
-      type = PyExc_RuntimeError;
-      break;
+      return PyExc_RuntimeError;
   }
+  return PyExc_RuntimeError;
+}
+
+[[noreturn]] void Raise(PyObject* type, const Status& status) {
   // nanobind's python_error picks up the error indicator set here.
   PyErr_SetString(type, status.message().c_str());
   throw nanobind::python_error();
+}
+
+}  // namespace
+
+void ThrowIfError(const Status& status) {
+  if (status.ok()) return;
+  Raise(ExceptionType(status), status);
+}
+
+void ThrowIfModelError(const Status& status) {
+  if (status.ok()) return;
+  Raise(status.code() == StatusCode::kNotFound ? PyExc_FileNotFoundError : ExceptionType(status),
+        status);
+}
+
+void ThrowIfRequestError(const Status& status) {
+  if (status.ok()) return;
+  Raise(status.code() == StatusCode::kUnimplemented ? PyExc_NotImplementedError : PyExc_ValueError,
+        status);
 }
 
 }  // namespace folio::python

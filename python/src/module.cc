@@ -9,9 +9,10 @@
 #endif
 
 NB_MODULE(_folio, m) {
-  m.doc() = "folio's C++ kernels over NumPy arrays, and its Hurray tensor descriptors";
+  m.doc() = "folio's engine, its C++ kernels over NumPy arrays, and its Hurray tensor descriptors";
   m.attr("__version__") = FOLIO_VERSION;
   folio::python::BindAttention(m);
   folio::python::BindFormat(m);
   folio::python::BindSnapshot(m);
+  folio::python::BindLlm(m);
 }

@@ -99,6 +99,11 @@ class Engine {
   // or the model's positions, stop strings that are empty or given without
   // a tokenizer, top_logprobs > 20.
   Result<RequestId> AddRequest(std::vector<int32_t> prompt, RequestParams params);
+  // The checks AddRequest makes, without adding anything: a caller that
+  // hands requests to the engine's own thread (the Python package) refuses
+  // a bad one at once. Reads only what Create fixed (config, model shape,
+  // tokenizer), so it may run on any thread while another steps.
+  Status ValidateRequest(std::span<const int32_t> prompt, const RequestParams& params) const;
   // Finishes a request at once and frees its pages. NotFound if unknown or
   // already finished.
   Status Abort(RequestId id);
@@ -145,9 +150,6 @@ class Engine {
   Engine(std::unique_ptr<KvCacheManager> kv, const model::Model& model, EngineConfig config,
          std::shared_ptr<backend::Backend> backend, const tokenizer::Tokenizer* tokenizer,
          EnginePolicies policies);
-
-  // The checks AddRequest makes on a request's prompt and parameters.
-  Status ValidateRequest(std::span<const int32_t> prompt, const RequestParams& params) const;
 
   EngineConfig config_;
   // On the heap, so the scheduler's pointer to it survives moving the engine.

@@ -1,0 +1,329 @@
+"""What folio.LLM and folio.AsyncLLM share: opening the engine, turning
+prompts and SamplingParams into engine requests, and engine events into
+RequestOutputs. The engine itself (folio._folio.EngineCore, python/src/
+llm.cc) runs on its own C++ thread; this module only feeds and reads it.
+"""
+from __future__ import annotations
+
+import os
+import random
+from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union,
+                    cast)
+
+from folio import _folio
+from folio.outputs import CompletionOutput, Logprob, PositionLogprobs, RequestOutput
+from folio.sampling_params import SamplingParams
+
+#: A prompt: text, token ids, or vLLM's {"prompt": text} /
+#: {"prompt_token_ids": ids} dicts.
+PromptType = Union[str, Sequence[int], Mapping[str, Any]]
+#: A chat message: {"role": ..., "content": text or [{"type": "text", "text": ...}]}.
+ChatMessage = Mapping[str, Any]
+
+# KV dtype spellings accepted besides folio's own (f32, bf16, f16, f64).
+_KV_DTYPES = {"auto": "f32", "float32": "f32", "float": "f32", "bfloat16": "bf16",
+              "float16": "f16", "half": "f16", "float64": "f64", "double": "f64"}
+_ROLES = ("system", "user", "assistant", "tool")
+
+# An engine event, as EngineCore.take() returns it.
+Event = Tuple[int, List[int], str, Optional[List[Tuple[int, float, List[Tuple[int, float]]]]],
+              Optional[str], Optional[str]]
+
+
+class Tokenizer:
+    """The model's tokenizer (``llm.get_tokenizer()``), with the method names
+    of Hugging Face tokenizers that vLLM code uses.
+
+    Built-in byte-level models: id 0 begins a sequence, id 1 ends one, and
+    byte b is id b + 2; ``add_special_tokens`` adds the begin id, as
+    ``folio generate`` does.
+    """
+
+    def __init__(self, core: _folio.EngineCore, info: Mapping[str, Any]) -> None:
+        self._core = core
+        self._info = info
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> List[int]:
+        """Text -> token ids; ValueError for text the tokenizer refuses."""
+        return list(self._core.encode(text, add_special_tokens))
+
+    def decode(self, token_ids: Iterable[int], skip_special_tokens: bool = True) -> str:
+        """Token ids -> text (ill-formed UTF-8 becomes U+FFFD); ValueError for an id
+        outside the vocabulary."""
+        return str(self._core.decode([int(t) for t in token_ids], skip_special_tokens))
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> Dict[str, List[int]]:
+        return {"input_ids": self.encode(text, add_special_tokens)}
+
+    def apply_chat_template(self, messages: Sequence[ChatMessage], *, tokenize: bool = False,
+                            add_generation_prompt: bool = True,
+                            chat_template: Optional[str] = None) -> Union[str, List[int]]:
+        """The prompt for a chat, ending where the assistant's reply begins.
+
+        Today folio renders ChatML (for a model whose template is ChatML) or
+        its plain "role: content" form; this is the one place that renders a
+        chat, where a Jinja engine will plug in. tokenize=True returns ids
+        (with the tokenizer's special tokens, as LLM.chat sends them).
+        """
+        if chat_template is not None:
+            raise NotImplementedError("folio has no Jinja engine yet: chat_template must be None "
+                                      "(the model's template is detected as ChatML or plain)")
+        if not add_generation_prompt:
+            raise NotImplementedError("folio's chat templates always end with the assistant's "
+                                      "turn (add_generation_prompt=True)")
+        text = str(self._core.render_chat(_chat_messages(messages)))
+        return self.encode(text, add_special_tokens=True) if tokenize else text
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self._info["vocab_size"])
+
+    @property
+    def eos_token_id(self) -> Optional[int]:
+        v = self._info["eos_token_id"]
+        return None if v is None else int(v)
+
+    @property
+    def bos_token_id(self) -> Optional[int]:
+        v = self._info["bos_token_id"]
+        return None if v is None else int(v)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+
+def _chat_messages(messages: Sequence[ChatMessage]) -> List[Tuple[str, str]]:
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
+        raise ValueError("messages must be a non-empty list of {'role', 'content'} dicts")
+    out = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise ValueError(f"messages[{i}] must be a dict with 'role' and 'content'")
+        role, content = m.get("role"), m.get("content")
+        if role not in _ROLES:
+            raise ValueError(f"messages[{i}].role must be one of {', '.join(_ROLES)} "
+                             f"(got {role!r})")
+        if isinstance(content, list):
+            parts = []
+            for j, p in enumerate(content):
+                if not isinstance(p, Mapping) or p.get("type") != "text" or \
+                        not isinstance(p.get("text"), str):
+                    raise ValueError(f"messages[{i}].content[{j}] must be "
+                                     "{'type': 'text', 'text': str}")
+                parts.append(p["text"])
+            content = "".join(parts)
+        if not isinstance(content, str):
+            raise ValueError(f"messages[{i}].content must be a string or a list of text parts "
+                             f"(got {type(content).__name__})")
+        out.append((str(role), content))
+    return out
+
+
+class Request:
+    """One request's accumulated output; turns engine events into
+    RequestOutputs."""
+
+    def __init__(self, key: int, request_id: str, prompt: Optional[str],
+                 prompt_token_ids: List[int], logprobs: bool) -> None:
+        self.key = key
+        self.request_id = request_id
+        self.prompt = prompt
+        self.prompt_token_ids = prompt_token_ids
+        self.token_ids: List[int] = []
+        self.text = ""
+        self.logprobs: Optional[List[PositionLogprobs]] = [] if logprobs else None
+        self.cumulative_logprob: Optional[float] = 0.0 if logprobs else None
+        self.finish_reason: Optional[str] = None
+        self.stop_token_ids: Sequence[int] = ()
+        self.error: Optional[str] = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None or self.error is not None
+
+    def apply(self, event: Event, token_text: Any) -> None:
+        _, tokens, text, logprobs, finish, error = event
+        self.token_ids.extend(tokens)
+        self.text += text
+        if logprobs is not None:
+            if self.logprobs is None:  # an imported request that asked for them
+                self.logprobs = [None] * (len(self.token_ids) - len(tokens))
+                self.cumulative_logprob = 0.0
+            for token, logprob, top in logprobs:
+                entry: Dict[int, Logprob] = {}
+                rank = None
+                for r, (alt, alt_lp) in enumerate(top, start=1):
+                    entry[alt] = Logprob(alt_lp, r, token_text(alt))
+                    if alt == token:
+                        rank = r
+                entry[token] = Logprob(logprob, rank, token_text(token))
+                self.logprobs.append(entry)
+                assert self.cumulative_logprob is not None
+                self.cumulative_logprob += logprob
+        if finish is not None:
+            self.finish_reason = finish
+        if error is not None:
+            self.error = error
+
+    def output(self) -> RequestOutput:
+        stop_reason: Optional[int] = None
+        if self.finish_reason == "stop" and self.token_ids and \
+                self.token_ids[-1] in self.stop_token_ids:
+            stop_reason = self.token_ids[-1]
+        completion = CompletionOutput(
+            index=0, text=self.text, token_ids=list(self.token_ids),
+            cumulative_logprob=self.cumulative_logprob,
+            logprobs=None if self.logprobs is None else list(self.logprobs),
+            finish_reason=self.finish_reason, stop_reason=stop_reason)
+        return RequestOutput(request_id=self.request_id, prompt=self.prompt,
+                             prompt_token_ids=list(self.prompt_token_ids),
+                             outputs=[completion], finished=self.finish_reason is not None)
+
+
+class EngineCore:
+    """The loaded model and engine (both LLM classes hold one)."""
+
+    def __init__(self, model: Union[str, "os.PathLike[str]"], *, kv_dtype: str,
+                 page_size: int, num_pages: Optional[int], kv_bytes: Optional[int],
+                 max_num_seqs: int, max_num_batched_tokens: int, threads: int,
+                 prefix_caching: bool, tokenizer_pre: Optional[str], builtin_context: int,
+                 backend: str, watermark: float, seed: int) -> None:
+        for name, v in (("page_size", page_size), ("max_num_seqs", max_num_seqs),
+                        ("max_num_batched_tokens", max_num_batched_tokens),
+                        ("builtin_context", builtin_context)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"{name} must be an integer >= 1 (got {v!r})")
+        for name, o in (("num_pages", num_pages), ("kv_bytes", kv_bytes)):
+            if o is not None and (not isinstance(o, int) or isinstance(o, bool) or o < 1):
+                raise ValueError(f"{name} must be None or an integer >= 1 (got {o!r})")
+        if not isinstance(threads, int) or threads < 0:
+            raise ValueError(f"threads must be an integer >= 0 (0 = every core; got {threads!r})")
+        self.native = _folio.EngineCore(
+            model=os.fspath(model), builtin_context=builtin_context, tokenizer_pre=tokenizer_pre,
+            kv_dtype=_KV_DTYPES.get(kv_dtype, kv_dtype), page_size=page_size,
+            num_pages=num_pages, kv_bytes=kv_bytes, max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, threads=threads,
+            prefix_caching=prefix_caching, backend=backend, watermark=watermark)
+        self.info: Dict[str, Any] = dict(self.native.info())
+        self.tokenizer = Tokenizer(self.native, self.info)
+        self._seeds = random.Random(seed)
+        self._next_key = 0
+        self._token_text: Dict[int, str] = {}
+
+    def token_text(self, token: int) -> str:
+        s = self._token_text.get(token)
+        if s is None:
+            s = self._token_text[token] = str(self.native.token_text(token))
+        return s
+
+    def new_key(self) -> int:
+        self._next_key += 1
+        return self._next_key
+
+    def encode_prompt(self, prompt: PromptType) -> Tuple[Optional[str], List[int]]:
+        """(prompt text or None, prompt ids)."""
+        if isinstance(prompt, Mapping):
+            if "prompt_token_ids" in prompt:
+                prompt = cast(Sequence[int], prompt["prompt_token_ids"])
+            elif "prompt" in prompt:
+                prompt = cast(str, prompt["prompt"])
+            else:
+                raise ValueError("a prompt dict needs 'prompt' or 'prompt_token_ids'")
+        if isinstance(prompt, str):
+            return prompt, self.tokenizer.encode(prompt, add_special_tokens=True)
+        ids = []
+        for i, t in enumerate(prompt):
+            if not isinstance(t, int) or isinstance(t, bool):
+                raise ValueError(f"prompt token {i} must be an int (got {t!r})")
+            ids.append(t)
+        return None, ids
+
+    def make_request(self, prompt: PromptType, params: SamplingParams, request_id: Optional[str],
+                     chat: bool = False) -> Tuple[Request, _folio.RequestParams]:
+        """Checks a request (ValueError) without submitting it."""
+        if not isinstance(params, SamplingParams):
+            raise TypeError(f"sampling_params must be a folio.SamplingParams "
+                            f"(got {type(params).__name__})")
+        text, ids = self.encode_prompt(prompt)
+        stops: List[int] = []
+        eos = self.info["eos_token_id"]
+        if not params.ignore_eos and eos is not None:
+            stops.append(int(eos))
+        if chat:
+            stops += [int(t) for t in self.info["chat_stop_token_ids"]]
+        max_tokens = params.max_tokens
+        if max_tokens is None:  # the rest of the context (the last token is never fed)
+            max_tokens = max(1, int(self.info["max_positions"]) - len(ids) + 1)
+        seed = params.seed if params.seed is not None else self._seeds.getrandbits(64)
+        native = params._native(seed, max_tokens, stops)
+        self.native.check(ids, native)
+        key = self.new_key()
+        r = Request(key, request_id if request_id is not None else str(key), text, ids,
+                    params.logprobs is not None)
+        r.stop_token_ids = list(params.stop_token_ids or []) + stops
+        return r, native
+
+    def chat_prompts(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]]
+                     ) -> Tuple[List[str], bool]:
+        """Rendered prompts for one conversation or a list of them; True for a list."""
+        batched = isinstance(messages, Sequence) and len(messages) > 0 and \
+            isinstance(messages[0], Sequence) and not isinstance(messages[0], (str, Mapping))
+        convs = cast(Sequence[Sequence[ChatMessage]], messages if batched else [messages])
+        return [cast(str, self.tokenizer.apply_chat_template(c)) for c in convs], batched
+
+    def import_requests(self, snapshot: Union[bytes, str, "os.PathLike[str]"],
+                        request_ids: Optional[Sequence[str]]) -> List[Request]:
+        """Continues a KV snapshot's requests here; their Requests, in order.
+
+        Runs on the caller's thread and blocks it for at most one engine step.
+        """
+        if isinstance(snapshot, (bytes, bytearray, memoryview)):
+            data = bytes(snapshot)
+        else:
+            with open(os.fspath(snapshot), "rb") as f:
+                data = f.read()
+        first = self._next_key + 1
+        states = self.native.import_kv(data, first)
+        self._next_key += len(states)
+        if request_ids is not None and len(request_ids) != len(states):
+            for s in states:
+                self.native.abort(int(s["key"]))
+            raise ValueError(f"the snapshot holds {len(states)} requests; got "
+                             f"{len(request_ids)} request_ids")
+        reqs = []
+        for i, s in enumerate(states):
+            key = int(s["key"])
+            r = Request(key, request_ids[i] if request_ids is not None else str(key), None,
+                        [int(t) for t in s["prompt"]], False)
+            r.token_ids = [int(t) for t in s["output"]]
+            r.text = str(s["text"])
+            r.stop_token_ids = [int(t) for t in s["params"]["stop_token_ids"]]
+            reqs.append(r)
+        return reqs
+
+    def stats(self) -> Dict[str, Union[int, float]]:
+        s: Dict[str, Union[int, float]] = dict(self.native.stats())
+        s["in_flight"] = int(self.native.in_flight)
+        return s
+
+
+def normalize_prompts(prompts: Union[PromptType, Sequence[PromptType]]) -> List[PromptType]:
+    """One prompt or a list of them -> a list."""
+    if isinstance(prompts, (str, Mapping)):
+        return [prompts]
+    seq = list(cast(Sequence[Any], prompts))
+    if seq and all(isinstance(t, int) and not isinstance(t, bool) for t in seq):
+        return [cast(Sequence[int], seq)]  # one prompt of token ids
+    return cast(List[PromptType], seq)
+
+
+def params_for(sampling_params: Union[SamplingParams, Sequence[SamplingParams], None],
+               n: int) -> List[SamplingParams]:
+    if sampling_params is None:
+        return [SamplingParams()] * n
+    if isinstance(sampling_params, SamplingParams):
+        return [sampling_params] * n
+    ps = list(sampling_params)
+    if len(ps) != n:
+        raise ValueError(f"got {len(ps)} sampling_params for {n} prompts")
+    return ps

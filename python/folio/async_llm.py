@@ -1,0 +1,213 @@
+"""folio.AsyncLLM: streaming generation for asyncio servers, in the shape of
+vLLM's ``AsyncLLMEngine`` / ``AsyncLLM``.
+
+    engine = AsyncLLM("builtin")
+    async for out in engine.generate("a", SamplingParams(max_tokens=8), "req-1"):
+        print(out.outputs[0].text)      # cumulative: all the text so far
+
+Every request shares one continuous-batching engine that runs on its own C++
+thread, computing with the interpreter's lock released. The thread never
+calls into Python: it writes a byte to a pipe when events wait, and the
+event loop (``loop.add_reader``) takes them and hands each to its request's
+stream. An AsyncLLM belongs to the first event loop that uses it.
+
+Outputs are cumulative (vLLM's default ``RequestOutputKind.CUMULATIVE``):
+each RequestOutput holds all the text, token ids and log-probs so far. A
+consumer slower than the engine gets the steps it missed merged into its
+next output; nothing is lost, and the last output has ``finished`` set.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import (Any, AsyncGenerator, Dict, List, Optional, Sequence, Type, Union)
+
+from folio._engine import ChatMessage, EngineCore, Event, PromptType, Request, Tokenizer
+from folio.outputs import RequestOutput
+from folio.sampling_params import SamplingParams
+
+
+class AsyncLLM:
+    """A model and its engine for concurrent, streamed requests.
+
+    Takes folio.LLM's arguments. Use ``async with AsyncLLM(...) as engine:``
+    or call shutdown() when done.
+    """
+
+    def __init__(self, model: Union[str, "os.PathLike[str]"] = "builtin", *,
+                 kv_dtype: str = "f32", page_size: int = 16, num_pages: Optional[int] = None,
+                 kv_bytes: Optional[int] = None, max_num_seqs: int = 64,
+                 max_num_batched_tokens: int = 1024, threads: int = 0,
+                 prefix_caching: bool = True, enable_prefix_caching: Optional[bool] = None,
+                 tokenizer_pre: Optional[str] = None, builtin_context: int = 512,
+                 backend: str = "cpu", watermark: float = 0.01, seed: int = 0) -> None:
+        self._core = EngineCore(
+            model, kv_dtype=kv_dtype, page_size=page_size, num_pages=num_pages,
+            kv_bytes=kv_bytes, max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, threads=threads,
+            prefix_caching=prefix_caching if enable_prefix_caching is None
+            else enable_prefix_caching,
+            tokenizer_pre=tokenizer_pre, builtin_context=builtin_context, backend=backend,
+            watermark=watermark, seed=seed)
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._queues: Dict[int, "asyncio.Queue[Event]"] = {}
+        self._keys: Dict[str, int] = {}  # request id -> engine key, while running
+        self._closed = False
+
+    # ------------------------------------------------------------ streams
+
+    async def generate(self, prompt: PromptType, sampling_params: Optional[SamplingParams] = None,
+                       request_id: Optional[str] = None) -> AsyncGenerator[RequestOutput, None]:
+        """Streams one request's RequestOutputs until it finishes.
+
+        prompt: text, token ids or a vLLM prompt dict. request_id: unique
+        among running requests (default: a fresh number). ValueError for a
+        bad request, raised before anything runs. Leaving the loop early
+        (break, cancellation) aborts the request. An aborted request's last
+        output has finish_reason "abort".
+        """
+        self._attach()
+        if request_id is not None and request_id in self._keys:
+            raise ValueError(f"request_id {request_id!r} is already running")
+        r, native = self._core.make_request(prompt, sampling_params or SamplingParams(),
+                                            request_id)
+        async for out in self._stream(r, lambda: self._core.native.submit(
+                r.key, r.prompt_token_ids, native)):
+            yield out
+
+    async def chat(self, messages: Sequence[ChatMessage],
+                   sampling_params: Optional[SamplingParams] = None,
+                   request_id: Optional[str] = None) -> AsyncGenerator[RequestOutput, None]:
+        """As generate(), for a conversation rendered as LLM.chat renders it."""
+        self._attach()
+        if request_id is not None and request_id in self._keys:
+            raise ValueError(f"request_id {request_id!r} is already running")
+        texts, _ = self._core.chat_prompts(messages)
+        r, native = self._core.make_request(texts[0], sampling_params or SamplingParams(),
+                                            request_id, chat=True)
+        async for out in self._stream(r, lambda: self._core.native.submit(
+                r.key, r.prompt_token_ids, native)):
+            yield out
+
+    async def _stream(self, r: Request, start: Any) -> AsyncGenerator[RequestOutput, None]:
+        queue: "asyncio.Queue[Event]" = asyncio.Queue()
+        self._queues[r.key] = queue
+        self._keys[r.request_id] = r.key
+        try:
+            if start is not None:
+                start()
+            while not r.finished:
+                r.apply(await queue.get(), self._core.token_text)
+                while not queue.empty() and not r.finished:
+                    r.apply(queue.get_nowait(), self._core.token_text)
+                if r.error is not None:
+                    raise RuntimeError(f"request {r.request_id}: {r.error}")
+                yield r.output()
+        finally:
+            self._queues.pop(r.key, None)
+            self._keys.pop(r.request_id, None)
+            if not r.finished and not self._closed:
+                self._core.native.abort(r.key)
+
+    async def abort(self, request_id: Union[str, Sequence[str]]) -> None:
+        """Ends running requests now and frees their pages; their streams
+        end with finish_reason "abort". Unknown or finished ids are ignored."""
+        ids = [request_id] if isinstance(request_id, str) else list(request_id)
+        for rid in ids:
+            key = self._keys.get(rid)
+            if key is not None:
+                self._core.native.abort(key)
+
+    # ------------------------------------------------------------ KV snapshots
+
+    async def export_kv(self, request_ids: Union[str, Sequence[str]],
+                        path: Union[str, "os.PathLike[str]", None] = None) -> bytes:
+        """Running requests' K/V pages and state as KV snapshot bytes (also
+        written to path when given); they keep running here (abort them to
+        hand them off). ValueError for a request that is not running (still
+        waiting for pages, finished, or unknown)."""
+        ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
+        keys = []
+        for rid in ids:
+            if rid not in self._keys:
+                raise ValueError(f"request {rid!r} is not running")
+            keys.append(self._keys[rid])
+        loop = asyncio.get_running_loop()
+        data, _ = await loop.run_in_executor(None, self._core.native.export_kv, keys, False)
+        if path is not None:
+            with open(os.fspath(path), "wb") as f:
+                f.write(data)
+        return bytes(data)
+
+    def import_kv(self, snapshot: Union[bytes, str, "os.PathLike[str]"],
+                  request_ids: Optional[Sequence[str]] = None
+                  ) -> List[AsyncGenerator[RequestOutput, None]]:
+        """Continues a KV snapshot's requests here; one stream each, in the
+        snapshot's order. Their outputs include the tokens and text generated
+        before the export; log-probs only for tokens generated here. Blocks
+        the event loop for at most one engine step. ValueError when the
+        snapshot does not fit this engine (nothing changes then)."""
+        self._attach()
+        for rid in request_ids or []:
+            if rid in self._keys:
+                raise ValueError(f"request_id {rid!r} is already running")
+        reqs = self._core.import_requests(snapshot, request_ids)
+        return [self._stream(r, None) for r in reqs]
+
+    # ------------------------------------------------------------ the engine
+
+    def get_tokenizer(self) -> Tokenizer:
+        return self._core.tokenizer
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._core.tokenizer
+
+    @property
+    def model_info(self) -> Dict[str, Any]:
+        return dict(self._core.info)
+
+    def stats(self) -> Dict[str, Union[int, float]]:
+        """As LLM.stats()."""
+        return self._core.stats()
+
+    def reset_prefix_cache(self) -> bool:
+        return bool(self._core.native.reset_prefix_cache())
+
+    @property
+    def is_running(self) -> bool:
+        return not self._closed
+
+    def shutdown(self) -> None:
+        """Aborts what is still running (each stream ends with "abort") and
+        stops the engine thread. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._core.native.shutdown()
+        self._on_events()
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(self._core.native.notify_fd)
+
+    async def __aenter__(self) -> "AsyncLLM":
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                        tb: Any) -> None:
+        self.shutdown()
+
+    def _attach(self) -> None:
+        if self._closed:
+            raise RuntimeError("the AsyncLLM was shut down")
+        loop = asyncio.get_running_loop()
+        if self._loop is None:
+            self._loop = loop
+            loop.add_reader(self._core.native.notify_fd, self._on_events)
+        elif self._loop is not loop:
+            raise RuntimeError("an AsyncLLM serves the event loop that first used it")
+
+    def _on_events(self) -> None:
+        for event in self._core.native.take():
+            queue = self._queues.get(event[0])
+            if queue is not None:
+                queue.put_nowait(event)

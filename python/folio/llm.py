@@ -1,0 +1,260 @@
+"""folio.LLM: offline batch inference, as vLLM's ``LLM`` class.
+
+    from folio import LLM, SamplingParams
+    llm = LLM("builtin")            # or a model folder / .gguf file
+    outs = llm.generate(["a", "b"], SamplingParams(temperature=0, max_tokens=8))
+    print(outs[0].outputs[0].text)
+
+The engine runs on its own C++ thread; generate() hands every prompt over at
+once (continuous batching does the rest) and waits with the interpreter's
+lock released. One LLM serves one generate() at a time (calls from several
+threads queue); use folio.AsyncLLM to interleave requests.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+from folio import _folio
+
+from folio._engine import (ChatMessage, EngineCore, PromptType, Request, Tokenizer,
+                           normalize_prompts, params_for)
+from folio.outputs import RequestOutput
+from folio.sampling_params import SamplingParams
+
+#: Wait at most this long for engine events between checks for Ctrl-C.
+_POLL_S = 0.1
+
+
+class LLM:
+    """A model and a continuous-batching engine over one paged KV pool.
+
+    model: a model folder (Hugging Face or folio), a .gguf file, or
+    "builtin" (folio's byte-level worked example, seed 20, with
+    builtin_context positions; nothing to download). Loaded as
+    ``folio serve --model`` loads it (FileNotFoundError if it is not there).
+
+    Engine options (``folio serve``'s flags): kv_dtype ("f32" default, "bf16",
+    "f16", "f64"; "auto" = f32), page_size (tokens per KV page), num_pages or
+    kv_bytes (the pool; default: what max_num_seqs full-context sequences
+    need, at most 512 MiB), max_num_seqs (sequences per step),
+    max_num_batched_tokens (tokens per step: decodes plus prefill chunks),
+    threads (compute threads, 0 = every core), prefix_caching (also
+    ``enable_prefix_caching``), tokenizer_pre (replaces a GGUF file's
+    pre-tokenizer name), backend ("cpu" or the scalar "reference"),
+    watermark (pool fraction kept free at admission). seed draws the seeds
+    of requests whose SamplingParams.seed is None, in submission order.
+
+    Raises ValueError for bad options, FileNotFoundError for a missing model.
+    """
+
+    def __init__(self, model: Union[str, "os.PathLike[str]"] = "builtin", *,
+                 kv_dtype: str = "f32", page_size: int = 16, num_pages: Optional[int] = None,
+                 kv_bytes: Optional[int] = None, max_num_seqs: int = 64,
+                 max_num_batched_tokens: int = 1024, threads: int = 0,
+                 prefix_caching: bool = True, enable_prefix_caching: Optional[bool] = None,
+                 tokenizer_pre: Optional[str] = None, builtin_context: int = 512,
+                 backend: str = "cpu", watermark: float = 0.01, seed: int = 0) -> None:
+        self._core = EngineCore(
+            model, kv_dtype=kv_dtype, page_size=page_size, num_pages=num_pages,
+            kv_bytes=kv_bytes, max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, threads=threads,
+            prefix_caching=prefix_caching if enable_prefix_caching is None
+            else enable_prefix_caching,
+            tokenizer_pre=tokenizer_pre, builtin_context=builtin_context, backend=backend,
+            watermark=watermark, seed=seed)
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ generation
+
+    def generate(self, prompts: Union[PromptType, Sequence[PromptType]],
+                 sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
+                 *, use_tqdm: bool = True) -> List[RequestOutput]:
+        """Completes each prompt; one finished RequestOutput per prompt, in order.
+
+        prompts: a string, a list of token ids, a {"prompt": ...} /
+        {"prompt_token_ids": ...} dict, or a list of any of these.
+        sampling_params: one for all prompts or one per prompt (default
+        SamplingParams()). Every request is checked before any runs:
+        ValueError for bad parameters, a prompt that does not tokenize, token
+        ids outside the vocabulary, or a request that could never fit the
+        model's context or the KV pool. use_tqdm: a progress bar when tqdm is
+        installed.
+        """
+        items = normalize_prompts(prompts)
+        params = params_for(sampling_params, len(items))
+        return self._run([(p, sp) for p, sp in zip(items, params)], False, use_tqdm)
+
+    def chat(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]],
+             sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
+             *, use_tqdm: bool = True, chat_template: Optional[str] = None,
+             add_generation_prompt: bool = True) -> List[RequestOutput]:
+        """Replies to one conversation (a list of {"role", "content"} dicts)
+        or to each of a list of them, as ``folio serve``'s chat endpoint does:
+        the prompt is rendered by Tokenizer.apply_chat_template (ChatML or
+        plain) and the template's end-of-turn token also stops a reply.
+        """
+        if chat_template is not None or not add_generation_prompt:
+            self._core.tokenizer.apply_chat_template(
+                [{"role": "user", "content": ""}], chat_template=chat_template,
+                add_generation_prompt=add_generation_prompt)
+        texts, _ = self._core.chat_prompts(messages)
+        params = params_for(sampling_params, len(texts))
+        return self._run([(t, sp) for t, sp in zip(texts, params)], True, use_tqdm)
+
+    def _run(self, items: Sequence[Any], chat: bool, use_tqdm: bool) -> List[RequestOutput]:
+        with self._lock:
+            reqs = self._submit(self._make(items, chat))
+            self._wait(reqs, use_tqdm)
+            return [r.output() for r in reqs]
+
+    def _make(self, items: Sequence[Any], chat: bool
+              ) -> List[Tuple[Request, _folio.RequestParams]]:
+        """Checks every request before any is submitted."""
+        made = []
+        for i, (p, sp) in enumerate(items):
+            try:
+                made.append(self._core.make_request(p, sp, None, chat))
+            except ValueError as e:
+                if len(items) == 1:
+                    raise
+                raise ValueError(f"prompt {i}: {e}") from None
+        return made
+
+    def _submit(self, made: List[Tuple[Request, _folio.RequestParams]]) -> List[Request]:
+        """Hands checked requests over together, so a batch starts together."""
+        self._core.native.submit_many([r.key for r, _ in made],
+                                      [r.prompt_token_ids for r, _ in made],
+                                      [p for _, p in made])
+        return [r for r, _ in made]
+
+    def _wait(self, reqs: List[Request], use_tqdm: bool) -> None:
+        """Applies events until every request finished; aborts them all on an
+        exception (Ctrl-C included) so their pages are freed."""
+        by_key = {r.key: r for r in reqs}
+        left = len(reqs)
+        bar = _progress(len(reqs)) if use_tqdm and len(reqs) > 1 else None
+        try:
+            while left:
+                for event in self._core.native.wait(_POLL_S):
+                    r = by_key.get(event[0])
+                    if r is None:
+                        continue
+                    r.apply(event, self._core.token_text)
+                    if r.finished:
+                        left -= 1
+                        if bar is not None:
+                            bar.update(1)
+                        if r.error is not None:
+                            raise RuntimeError(f"request {r.request_id}: {r.error}")
+        except BaseException:
+            for r in reqs:
+                if not r.finished:
+                    self._core.native.abort(r.key)
+            self._drain({r.key for r in reqs if not r.finished})
+            raise
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def _drain(self, keys: set[int]) -> None:
+        while keys:
+            for event in self._core.native.wait(_POLL_S):
+                if event[4] is not None or event[5] is not None:
+                    keys.discard(event[0])
+
+    # ------------------------------------------------------------ KV snapshots
+
+    def export_kv(self, prompts: Union[PromptType, Sequence[PromptType]],
+                  sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
+                  *, decode_tokens: int = 1,
+                  path: Union[str, "os.PathLike[str]", None] = None) -> bytes:
+        """Prefill here, decode elsewhere: runs the prompts until each has
+        generated at least decode_tokens tokens, then returns their K/V pages
+        and request state as KV snapshot bytes (docs/spec/kv-snapshot.md;
+        also written to path when given) and drops them here. Another engine
+        over the same model, KV dtype and page size continues them with
+        import_kv, bit for bit as if they had never moved. Requests that
+        finish before the export are not in the snapshot. The KV dtype must
+        be f32, bf16 or f16.
+        """
+        if not isinstance(decode_tokens, int) or decode_tokens < 1:
+            raise ValueError(f"decode_tokens must be an integer >= 1 (got {decode_tokens!r})")
+        items = normalize_prompts(prompts)
+        params = params_for(sampling_params, len(items))
+        with self._lock:
+            reqs = self._submit(self._make(list(zip(items, params)), False))
+            by_key = {r.key: r for r in reqs}
+            try:
+                while any(not r.finished and len(r.token_ids) < decode_tokens for r in reqs):
+                    for event in self._core.native.wait(_POLL_S):
+                        if event[0] in by_key:
+                            by_key[event[0]].apply(event, self._core.token_text)
+                data, _ = self._core.native.export_kv([r.key for r in reqs if not r.finished],
+                                                      True)
+            finally:
+                for r in reqs:
+                    if not r.finished:
+                        self._core.native.abort(r.key)
+                self._drain({r.key for r in reqs if not r.finished})
+        if path is not None:
+            with open(os.fspath(path), "wb") as f:
+                f.write(data)
+        return bytes(data)
+
+    def import_kv(self, snapshot: Union[bytes, str, "os.PathLike[str]"], *,
+                  use_tqdm: bool = False) -> List[RequestOutput]:
+        """Continues a KV snapshot's requests (bytes or a file, from export_kv
+        or ``folio kv export``) to the end; one RequestOutput each, in the
+        snapshot's order. token_ids and text include what was generated
+        before the export; log-probs exist only for tokens generated here
+        (earlier positions are None). ValueError if the snapshot does not
+        match this engine (model, KV dtype, page size) or its pages do not
+        fit the pool; nothing changes then.
+        """
+        with self._lock:
+            reqs = self._core.import_requests(snapshot, None)
+            self._wait(reqs, use_tqdm)
+            return [r.output() for r in reqs]
+
+    # ------------------------------------------------------------ the engine
+
+    def get_tokenizer(self) -> Tokenizer:
+        """The model's tokenizer (encode / decode / apply_chat_template)."""
+        return self._core.tokenizer
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        return self._core.tokenizer
+
+    @property
+    def model_info(self) -> Dict[str, Any]:
+        """The model's and engine's shape: vocab_size, max_positions, kv_dtype,
+        page_size, num_pages, page_bytes, chat_template, ..."""
+        return dict(self._core.info)
+
+    def stats(self) -> Dict[str, Union[int, float]]:
+        """The engine's counters, as of its last step: num_running,
+        num_waiting, num_pages, pages_used, pages_free, pages_cached (held
+        only by the prefix cache), pages_held_by_requests,
+        prefix_cache_hit_rate (of cacheable prompt tokens), prefix_query_tokens,
+        prefix_hit_tokens, prefix_evictions, preemptions, steps,
+        prompt_tokens_computed, decode_tokens, peak_running, in_flight."""
+        return self._core.stats()
+
+    def reset_prefix_cache(self) -> bool:
+        """Gives every page only the prefix cache holds back to the pool."""
+        return bool(self._core.native.reset_prefix_cache())
+
+    def shutdown(self) -> None:
+        """Stops the engine thread (also done when the LLM is collected)."""
+        self._core.native.shutdown()
+
+
+def _progress(total: int) -> Any:
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc="Processed prompts", unit="req", dynamic_ncols=True)

@@ -1,0 +1,74 @@
+"""What folio.LLM and folio.AsyncLLM return: vLLM's output classes.
+
+``RequestOutput.outputs`` holds one ``CompletionOutput`` (folio supports
+n = 1). Text, token ids and log-probs are cumulative: each streamed
+RequestOutput of AsyncLLM.generate holds everything generated so far (vLLM's
+default, ``RequestOutputKind.CUMULATIVE``), and the last one has
+``finished`` set and a ``finish_reason``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Union
+
+
+@dataclass
+class Logprob:
+    """One token's log-probability (vLLM's ``Logprob``).
+
+    rank is 1 for the most likely token; folio knows ranks among the
+    returned alternatives only, so the sampled token's rank is None when it
+    is not among them.
+    """
+
+    logprob: float
+    rank: Optional[int] = None
+    decoded_token: Optional[str] = None
+
+
+#: Per generated token: {token id: Logprob} for the sampled token and the
+#: requested alternatives (vLLM's ``SampleLogprobs``). None for a position
+#: whose log-probs this engine never saw (tokens generated before a KV
+#: snapshot was imported).
+PositionLogprobs = Optional[Dict[int, Logprob]]
+
+
+@dataclass
+class CompletionOutput:
+    """One completion of a request (vLLM's ``CompletionOutput``).
+
+    text: the detokenized output, ending before a stop string; special
+    tokens skipped. token_ids: every generated token, a stop token included.
+    cumulative_logprob: the sum of the sampled tokens' log-probabilities,
+    None unless SamplingParams.logprobs was set. finish_reason: None while
+    running, then "stop" (a stop string or token, or end of sequence),
+    "length" (max_tokens) or "abort". stop_reason: the stop token id that
+    finished it, when one did.
+    """
+
+    index: int
+    text: str
+    token_ids: List[int]
+    cumulative_logprob: Optional[float]
+    logprobs: Optional[List[PositionLogprobs]]
+    finish_reason: Optional[str] = None
+    stop_reason: Union[int, str, None] = None
+
+    def finished(self) -> bool:
+        return self.finish_reason is not None
+
+
+@dataclass
+class RequestOutput:
+    """A request's prompt and its outputs so far (vLLM's ``RequestOutput``).
+
+    prompt is None for a request given as token ids.
+    """
+
+    request_id: str
+    prompt: Optional[str]
+    prompt_token_ids: List[int]
+    outputs: List[CompletionOutput]
+    finished: bool
+    prompt_logprobs: None = None
+    metrics: Optional[Dict[str, float]] = field(default=None, repr=False)

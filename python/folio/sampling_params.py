@@ -1,0 +1,187 @@
+"""folio.SamplingParams: vLLM's sampling parameters, for what folio supports.
+
+The names and defaults are vLLM's (``vllm.SamplingParams``), so code written
+for vLLM runs unchanged where it uses what folio has. Each parameter maps
+onto one field of folio's request (include/folio/engine/request.h and
+include/folio/sampling/sampler.h):
+
+==========================  =================================================
+vLLM parameter              folio
+==========================  =================================================
+temperature (1.0)           sampling temperature; 0 is greedy (argmax, ties
+                            to the lowest id, no random draw)
+top_k (-1; 0 also off)      top_k (0 = no limit)
+top_p (1.0)                 top_p, in (0, 1]
+min_p (0.0)                 min_p, in [0, 1]
+seed (None)                 the request's own SplitMix64 stream; None draws
+                            one from the engine's ``seed`` (LLM(seed=0)), so
+                            a script's results repeat run to run
+max_tokens (16)             max_tokens; None = the rest of the context
+stop (None)                 stop strings: the text ends before one
+stop_token_ids (None)       stop tokens (kept in token_ids)
+ignore_eos (False)          False adds the tokenizer's end-of-sequence id to
+                            the stop tokens (not for byte-level models,
+                            which stop on nothing, as ``folio generate``)
+logprobs (None)             the sampled token's log-probability plus this
+                            many alternatives (0 to 20)
+skip_special_tokens (True)  the engine's detokenizer always skips them
+n (1)                       one completion per request
+==========================  =================================================
+
+Sampling order (sampler.h): candidates sorted by logit, cut to top_k,
+weighted by exp((logit - max) / temperature), cut to top_p, then min_p,
+then one draw. Log-probabilities are those of the model's own distribution
+(log-softmax of the raw logits), as vLLM's default ``logprobs_mode``.
+
+vLLM parameters folio does not implement are accepted only at their neutral
+value; any other value raises ValueError naming every such parameter.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Optional, Union
+
+from folio import _folio
+
+#: Log-prob alternatives the engine returns at most (sampling::kMaxTopLogprobs).
+MAX_LOGPROBS = 20
+
+# vLLM parameters folio has no implementation for, with the values that
+# mean "off" (None also matches {} and []); anything else is refused by name.
+_NEUTRAL: Dict[str, Any] = {
+    "n": 1,
+    "best_of": (None, 1),
+    "presence_penalty": 0.0,
+    "frequency_penalty": 0.0,
+    "repetition_penalty": 1.0,
+    "use_beam_search": False,
+    "length_penalty": 1.0,
+    "min_tokens": 0,
+    "prompt_logprobs": None,
+    "detokenize": True,
+    "skip_special_tokens": True,
+    "spaces_between_special_tokens": True,
+    "include_stop_str_in_output": False,
+    "logit_bias": None,
+    "allowed_token_ids": None,
+    "bad_words": None,
+    "truncate_prompt_tokens": None,
+    "guided_decoding": None,
+    "structured_outputs": None,
+}
+
+
+@dataclass
+class SamplingParams:
+    """How one request samples and when it stops (vLLM's names and defaults).
+
+    Raises ValueError for an out-of-range value or a vLLM parameter folio
+    does not support set to anything but its neutral value.
+    """
+
+    n: int = 1
+    best_of: Optional[int] = None
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    min_p: float = 0.0
+    seed: Optional[int] = None
+    stop: Optional[Union[str, List[str]]] = None
+    stop_token_ids: Optional[List[int]] = None
+    ignore_eos: bool = False
+    max_tokens: Optional[int] = 16
+    min_tokens: int = 0
+    logprobs: Optional[int] = None
+    prompt_logprobs: Optional[int] = None
+    detokenize: bool = True
+    skip_special_tokens: bool = True
+    spaces_between_special_tokens: bool = True
+    include_stop_str_in_output: bool = False
+    logit_bias: Optional[Dict[int, float]] = None
+    allowed_token_ids: Optional[List[int]] = None
+    bad_words: Optional[List[str]] = None
+    truncate_prompt_tokens: Optional[int] = None
+    use_beam_search: bool = False
+    length_penalty: float = 1.0
+    guided_decoding: Optional[Any] = None
+    structured_outputs: Optional[Any] = None
+    # Normalised by __post_init__: stop as a list of strings.
+    _stop_list: List[str] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        unsupported = [
+            f"{name}={getattr(self, name)!r}"
+            for name, neutral in _NEUTRAL.items()
+            if not any(_is_neutral(getattr(self, name), n)
+                       for n in (neutral if isinstance(neutral, tuple) else (neutral,)))
+        ]
+        if unsupported:
+            raise ValueError("folio does not support these sampling parameters (only their "
+                             "neutral values): " + ", ".join(unsupported))
+        _check_number("temperature", self.temperature, 0.0, math.inf, low_open=False)
+        _check_number("top_p", self.top_p, 0.0, 1.0, low_open=True)
+        _check_number("min_p", self.min_p, 0.0, 1.0, low_open=False)
+        if not _is_int(self.top_k) or self.top_k < -1:
+            raise ValueError(f"top_k must be -1, 0 (no limit) or a positive integer "
+                             f"(got {self.top_k!r})")
+        if self.max_tokens is not None and (not _is_int(self.max_tokens) or self.max_tokens < 1):
+            raise ValueError(f"max_tokens must be None or an integer >= 1 "
+                             f"(got {self.max_tokens!r})")
+        if self.seed is not None and not _is_int(self.seed):
+            raise ValueError(f"seed must be None or an integer (got {self.seed!r})")
+        if self.logprobs is not None and (not _is_int(self.logprobs)
+                                          or not 0 <= self.logprobs <= MAX_LOGPROBS):
+            raise ValueError(f"logprobs must be None or an integer in [0, {MAX_LOGPROBS}] "
+                             f"(got {self.logprobs!r})")
+        stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
+        for i, s in enumerate(stop):
+            if not isinstance(s, str) or not s:
+                raise ValueError(f"stop[{i}] must be a non-empty string (got {s!r})")
+        self._stop_list = stop
+        for i, t in enumerate(self.stop_token_ids or []):
+            if not _is_int(t) or t < 0:
+                raise ValueError(f"stop_token_ids[{i}] must be a token id >= 0 (got {t!r})")
+
+    def clone(self) -> "SamplingParams":
+        """A copy (vLLM's name)."""
+        return SamplingParams(**{f.name: getattr(self, f.name) for f in fields(self) if f.init})
+
+    def _native(self, seed: int, max_tokens: int,
+                extra_stop_token_ids: List[int]) -> _folio.RequestParams:
+        """The engine's parameters: seed and max_tokens resolved by the caller."""
+        stop_ids = list(self.stop_token_ids or [])
+        stop_ids += [t for t in extra_stop_token_ids if t not in stop_ids]
+        return _folio.RequestParams(
+            temperature=float(self.temperature), top_k=int(self.top_k),
+            top_p=float(self.top_p), min_p=float(self.min_p),
+            seed=seed & 0xFFFF_FFFF_FFFF_FFFF, max_tokens=max_tokens,
+            stop_token_ids=stop_ids, stop=self._stop_list, logprobs=self.logprobs)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_neutral(value: object, neutral: object) -> bool:
+    if neutral is None:
+        return value is None or value == {} or value == []
+    if isinstance(neutral, float):
+        return isinstance(value, (int, float)) and float(value) == neutral
+    if neutral is True or neutral is False:
+        return value is neutral
+    return bool(value == neutral)
+
+
+def _check_number(name: str, v: object, lo: float, hi: float, *, low_open: bool) -> None:
+    ok = False
+    if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+        ok = (v > lo if low_open else v >= lo) and v <= hi
+    if not ok:
+        lo_bracket = "(" if low_open else "["
+        hi_text = "inf)" if hi == math.inf else f"{hi:g}]"
+        raise ValueError(f"{name} must be a finite number in {lo_bracket}{lo:g}, {hi_text} "
+                         f"(got {v!r})")

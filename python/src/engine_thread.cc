@@ -1,0 +1,306 @@
+#include "engine_thread.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "folio/core/check.h"
+
+namespace folio::python {
+
+Result<std::unique_ptr<EngineThread>> EngineThread::Start(engine::Engine& engine) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    return Status::IoError(std::string("cannot create the engine's event pipe: ") +
+                           std::strerror(errno));
+  }
+  for (const int fd : fds) {
+    // Non-blocking both ways: the engine never waits for a reader, and Take
+    // drains without blocking.
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  return std::unique_ptr<EngineThread>(new EngineThread(engine, fds[0], fds[1]));
+}
+
+EngineThread::EngineThread(engine::Engine& engine, int read_fd, int write_fd)
+    : engine_(engine), pipe_{read_fd, write_fd} {
+  Publish();
+  thread_ = std::thread([this] { Run(); });
+}
+
+EngineThread::~EngineThread() {
+  Stop();
+  close(pipe_[0]);
+  close(pipe_[1]);
+}
+
+Status EngineThread::Submit(uint64_t key, std::vector<int32_t> prompt,
+                            engine::RequestParams params) {
+  std::vector<Submission> one;
+  one.push_back({key, std::move(prompt), std::move(params)});
+  return SubmitAll(std::move(one));
+}
+
+Status EngineThread::SubmitAll(std::vector<Submission> requests) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Status::FailedPrecondition("the engine was shut down");
+    for (Submission& r : requests) {
+      Command c;
+      c.kind = Command::Kind::kSubmit;
+      c.key = r.key;
+      c.prompt = std::move(r.prompt);
+      c.params = std::move(r.params);
+      commands_.push_back(std::move(c));
+    }
+    queued_submits_ += requests.size();
+    in_flight_ += requests.size();
+    counters_.waiting += requests.size();
+  }
+  work_cv_.notify_one();
+  return Status::Ok();
+}
+
+void EngineThread::Abort(uint64_t key) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return;  // Stop() aborts everything anyway
+    Command c;
+    c.kind = Command::Kind::kAbort;
+    c.key = key;
+    commands_.push_back(std::move(c));
+  }
+  work_cv_.notify_one();
+}
+
+Status EngineThread::Call(const std::function<void(engine::Engine&)>& fn) {
+  std::promise<bool> done;
+  std::future<bool> ran = done.get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_) return Status::FailedPrecondition("the engine was shut down");
+    Command c;
+    c.kind = Command::Kind::kCall;
+    c.fn = fn;
+    c.done = &done;
+    commands_.push_back(std::move(c));
+  }
+  work_cv_.notify_one();
+  if (!ran.get()) return Status::FailedPrecondition("the engine was shut down");
+  return Status::Ok();
+}
+
+void EngineThread::Adopt(engine::RequestId id, uint64_t key) {
+  FOLIO_CHECK(std::this_thread::get_id() == thread_.get_id(), "Adopt outside a Call");
+  FOLIO_CHECK(by_id_.emplace(id, key).second, "request ", id, " adopted twice");
+  by_key_[key] = id;
+  std::lock_guard lock(mu_);
+  ++in_flight_;
+}
+
+std::optional<engine::RequestId> EngineThread::IdOf(uint64_t key) const {
+  FOLIO_CHECK(std::this_thread::get_id() == thread_.get_id(), "IdOf outside a Call");
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<RequestEvent> EngineThread::Take() {
+  std::vector<RequestEvent> out;
+  std::lock_guard lock(mu_);
+  out.swap(outbox_);
+  if (signaled_) {
+    char buf[64];
+    while (read(pipe_[0], buf, sizeof(buf)) > 0) {
+    }
+    signaled_ = false;
+  }
+  return out;
+}
+
+std::vector<RequestEvent> EngineThread::Wait(std::chrono::milliseconds timeout) {
+  {
+    std::unique_lock lock(mu_);
+    events_cv_.wait_for(lock, timeout, [&] { return !outbox_.empty(); });
+  }
+  return Take();
+}
+
+EngineCounters EngineThread::counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
+}
+
+uint64_t EngineThread::in_flight() const {
+  std::lock_guard lock(mu_);
+  return in_flight_;
+}
+
+void EngineThread::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  work_cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void EngineThread::Emit(RequestEvent e, bool final) {
+  if (final) {
+    auto it = by_key_.find(e.key);
+    if (it != by_key_.end()) {
+      by_id_.erase(it->second);
+      by_key_.erase(it);
+    }
+    std::lock_guard lock(mu_);
+    --in_flight_;
+  }
+  staged_.push_back(std::move(e));
+}
+
+void EngineThread::Handle(Command& c) {
+  switch (c.kind) {
+    case Command::Kind::kSubmit: {
+      Result<engine::RequestId> id = engine_.AddRequest(std::move(c.prompt), std::move(c.params));
+      if (!id) {
+        RequestEvent e;
+        e.key = c.key;
+        e.error = id.error();
+        Emit(std::move(e), /*final=*/true);
+        return;
+      }
+      by_key_[c.key] = *id;
+      by_id_[*id] = c.key;
+      return;
+    }
+    case Command::Kind::kAbort: {
+      auto it = by_key_.find(c.key);
+      if (it == by_key_.end()) return;  // finished (or refused) already
+      const Status s = engine_.Abort(it->second);
+      FOLIO_CHECK(s.ok(), s.ToString());  // every known request is unfinished
+      RequestEvent e;
+      e.key = c.key;
+      e.finish = engine::FinishReason::kAbort;
+      Emit(std::move(e), /*final=*/true);
+      return;
+    }
+    case Command::Kind::kCall:
+      c.fn(engine_);
+      c.done->set_value(true);
+      return;
+  }
+}
+
+void EngineThread::Run() {
+  for (;;) {
+    std::deque<Command> commands;
+    {
+      std::unique_lock lock(mu_);
+      work_cv_.wait(lock, [&] { return stopping_ || !commands_.empty() || !by_key_.empty(); });
+      if (stopping_) break;
+      commands.swap(commands_);
+      queued_submits_ = 0;  // from here on they count in the engine's queue
+    }
+    for (Command& c : commands) Handle(c);
+    if (engine_.HasUnfinished()) {
+      Result<std::vector<engine::StepOutput>> step = engine_.Step();
+      if (!step) {
+        // Not expected (every request was validated): fail them all rather
+        // than leave a caller waiting.
+        std::vector<uint64_t> keys;
+        for (const auto& [key, id] : by_key_) keys.push_back(key);
+        for (const uint64_t key : keys) {
+          (void)engine_.Abort(by_key_.at(key));
+          RequestEvent e;
+          e.key = key;
+          e.error = step.error();
+          Emit(std::move(e), /*final=*/true);
+        }
+      } else {
+        for (engine::StepOutput& out : *step) {
+          auto it = by_id_.find(out.id);
+          FOLIO_CHECK(it != by_id_.end(), "no key for request ", out.id);
+          RequestEvent e;
+          e.key = it->second;
+          e.tokens = std::move(out.new_tokens);
+          e.text = std::move(out.text);
+          e.logprobs = std::move(out.logprobs);
+          e.finish = out.finish;
+          Emit(std::move(e), out.finish != engine::FinishReason::kNone);
+        }
+      }
+    }
+    // Counters first, then events: a caller that sees its request finish
+    // sees the pages it freed too.
+    Publish();
+    Deliver();
+  }
+  // Stopping: every unfinished request ends with an abort; queued calls
+  // are dropped (their callers get FailedPrecondition).
+  AbortAll();
+  std::deque<Command> left;
+  {
+    std::lock_guard lock(mu_);
+    left.swap(commands_);
+  }
+  for (Command& c : left) {
+    if (c.kind == Command::Kind::kCall) {
+      c.done->set_value(false);
+    } else if (c.kind == Command::Kind::kSubmit) {
+      RequestEvent e;
+      e.key = c.key;
+      e.error = Status::FailedPrecondition("the engine was shut down");
+      Emit(std::move(e), /*final=*/true);
+    }
+  }
+  Publish();
+  Deliver();
+}
+
+void EngineThread::AbortAll() {
+  std::vector<uint64_t> keys;
+  for (const auto& [key, id] : by_key_) keys.push_back(key);
+  for (const uint64_t key : keys) {
+    (void)engine_.Abort(by_key_.at(key));
+    RequestEvent e;
+    e.key = key;
+    e.finish = engine::FinishReason::kAbort;
+    Emit(std::move(e), /*final=*/true);
+  }
+}
+
+void EngineThread::Publish() {
+  // O(1) counters only: this runs every step.
+  const kv::BlockPool& pool = engine_.cache().pool();
+  EngineCounters c;
+  c.running = engine_.num_running();
+  c.pages_total = pool.num_pages();
+  c.pages_used = pool.num_used();
+  c.pages_free = pool.num_free();
+  c.pages_cached = engine_.cached_pages();
+  c.stats = engine_.stats();
+  std::lock_guard lock(mu_);
+  c.waiting = engine_.num_waiting() + queued_submits_;
+  counters_ = c;
+}
+
+void EngineThread::Deliver() {
+  if (staged_.empty()) return;
+  {
+    std::lock_guard lock(mu_);
+    for (RequestEvent& e : staged_) outbox_.push_back(std::move(e));
+    if (!signaled_) {
+      const char byte = 1;
+      // The pipe is empty whenever signaled_ is false, so one byte fits.
+      FOLIO_CHECK(write(pipe_[1], &byte, 1) == 1, "event pipe: ", std::strerror(errno));
+      signaled_ = true;
+    }
+  }
+  staged_.clear();
+  events_cv_.notify_all();
+}
+
+}  // namespace folio::python

@@ -1,0 +1,485 @@
+// folio._folio.EngineCore: what folio.LLM and folio.AsyncLLM (python/folio/)
+// stand on. It loads a model the way `folio serve` does (cli/served_model.h),
+// builds one engine over one KV pool, and runs it on its own thread
+// (engine_thread.h). Everything Python sees is plain values: token ids,
+// strings, tuples, dicts; the pure-Python layer makes vLLM's objects.
+//
+// The interpreter's lock is released whenever this code waits (loading a
+// model, waiting for events, calls that run on the engine thread), and the
+// engine thread never touches Python.
+#include <Python.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.h"
+#include "chat_prompt.h"
+#include "cli/served_model.h"
+#include "engine_thread.h"
+#include "folio/backend/backend.h"
+#include "folio/core/checked_math.h"
+#include "folio/core/dtype.h"
+#include "folio/core/thread_pool.h"
+#include "folio/engine/engine.h"
+#include "folio/format/kv_snapshot.h"
+#include "folio/tokenizer/byte_tokenizer.h"
+
+namespace nb = nanobind;
+
+namespace folio::python {
+namespace {
+
+// Default pool when neither num_pages nor kv_bytes is given: enough pages
+// for max_num_seqs full-context sequences, but at most this many bytes.
+constexpr uint64_t kDefaultKvBytes = uint64_t{512} << 20;
+
+nb::str Utf8(const std::string& s) {
+  // Engine text is well-formed UTF-8 (StreamingDecoder, Tokenizer::Decode);
+  // "replace" only guards the edge.
+  return nb::steal<nb::str>(
+      PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
+}
+
+[[noreturn]] void RaiseValue(const std::string& message) {
+  PyErr_SetString(PyExc_ValueError, message.c_str());
+  throw nb::python_error();
+}
+
+struct EngineOptions {
+  uint64_t builtin_context = 512;
+  std::optional<std::string> tokenizer_pre;
+  std::string kv_dtype = "f32";
+  uint64_t page_size = 16;
+  std::optional<uint64_t> num_pages;
+  std::optional<uint64_t> kv_bytes;
+  uint64_t max_num_seqs = 64;
+  uint64_t max_num_batched_tokens = 1024;
+  uint64_t threads = 0;
+  bool prefix_caching = true;
+  std::string backend = "cpu";
+  double watermark = 0.01;
+};
+
+class EngineCore {
+ public:
+  EngineCore(const std::string& model, const EngineOptions& o) {
+    const bool builtin = model.empty() || model == "builtin";
+    if (!builtin && !std::filesystem::exists(model)) {
+      PyErr_SetString(
+          PyExc_FileNotFoundError,
+          ("no model at " + model + " (a model folder, a .gguf file, or \"builtin\")").c_str());
+      throw nb::python_error();
+    }
+    if (o.page_size == 0) RaiseValue("page_size must be >= 1 (got 0)");
+    Result<DType> kv_dtype = ParseDType(o.kv_dtype);
+    if (!kv_dtype) ThrowIfError(kv_dtype.error().WithContext("kv_dtype"));
+    Result<backend::BackendKind> backend = backend::ParseBackendKind(o.backend);
+    if (!backend) ThrowIfError(backend.error().WithContext("backend"));
+    {
+      Result<cli::ServedModel> served = Status::FailedPrecondition("not loaded");
+      {
+        nb::gil_scoped_release release;
+        served = cli::LoadServedModel(model, o.builtin_context, o.tokenizer_pre);
+      }
+      if (!served) ThrowIfModelError(served.error());
+      served_ = std::move(*served);
+    }
+    const model::ModelConfig& mc = served_.model->config();
+    page_bytes_ =
+        2 * mc.num_layers * mc.num_kv_heads * o.page_size * mc.head_dim() * DTypeSize(*kv_dtype);
+
+    engine::EngineConfig ec;
+    ec.backend = *backend;
+    ec.page_size = o.page_size;
+    ec.kv_dtype = *kv_dtype;
+    ec.max_num_seqs = o.max_num_seqs;
+    ec.max_num_batched_tokens = o.max_num_batched_tokens;
+    ec.prefix_caching = o.prefix_caching;
+    ec.watermark = o.watermark;
+    if (o.num_pages && o.kv_bytes) RaiseValue("give num_pages or kv_bytes, not both");
+    if (o.num_pages) {
+      ec.num_pages = *o.num_pages;
+    } else if (o.kv_bytes) {
+      ec.num_pages = *o.kv_bytes / page_bytes_;
+      if (ec.num_pages == 0) {
+        RaiseValue("kv_bytes " + std::to_string(*o.kv_bytes) + " holds no page of " +
+                   std::to_string(page_bytes_) + " bytes");
+      }
+    } else {
+      const uint64_t full = CeilDiv(mc.max_positions, o.page_size) * o.max_num_seqs;
+      ec.num_pages = std::max<uint64_t>(1, std::min(full, kDefaultKvBytes / page_bytes_));
+    }
+    if (ec.num_pages == 0) RaiseValue("num_pages must be >= 1 (got 0)");
+
+    chat_ = ChatPrompt::ForModel(served_.tokenizer(), served_.byte_level(), served_.chat_template);
+    Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(o.threads);
+    if (!pool) ThrowIfError(pool.error().WithContext("threads"));
+    pool_ = std::move(*pool);
+    Result<engine::Engine> eng =
+        engine::Engine::Create(*served_.model, ec, pool_.get(), &served_.tokenizer());
+    if (!eng) ThrowIfRequestError(eng.error());
+    engine_ = std::make_unique<engine::Engine>(std::move(*eng));
+    config_ = ec;
+    Result<std::unique_ptr<EngineThread>> thread = EngineThread::Start(*engine_);
+    if (!thread) ThrowIfError(thread.error());
+    thread_ = std::move(*thread);
+  }
+
+  ~EngineCore() { Shutdown(); }
+
+  void Shutdown() {
+    if (!thread_) return;
+    nb::gil_scoped_release release;
+    thread_->Stop();
+  }
+
+  // ------------------------------------------------------------ the model
+
+  nb::dict Info() const {
+    const model::ModelConfig& mc = served_.model->config();
+    nb::dict d;
+    d["builtin"] = served_.builtin;
+    d["byte_level"] = served_.byte_level();
+    d["vocab_size"] = mc.vocab_size;
+    d["max_positions"] = mc.max_positions;
+    d["num_layers"] = mc.num_layers;
+    d["num_kv_heads"] = mc.num_kv_heads;
+    d["head_dim"] = mc.head_dim();
+    d["kv_dtype"] = std::string(DTypeName(config_.kv_dtype));
+    d["page_size"] = config_.page_size;
+    d["num_pages"] = config_.num_pages;
+    d["page_bytes"] = page_bytes_;
+    d["max_num_seqs"] = config_.max_num_seqs;
+    d["max_num_batched_tokens"] = config_.max_num_batched_tokens;
+    d["prefix_caching"] = config_.prefix_caching;
+    d["chat_template"] = std::string(chat_.name());
+    d["chat_stop_token_ids"] = chat_.stop_token_ids();
+    const tokenizer::Tokenizer& t = served_.tokenizer();
+    d["eos_token_id"] = served_.byte_level() ? std::nullopt : t.eos_id();
+    d["bos_token_id"] = served_.byte_level()
+                            ? std::optional<int32_t>(tokenizer::ByteTokenizer::kBegin)
+                            : t.bos_id();
+    return d;
+  }
+
+  // ------------------------------------------------------------ tokenizer
+
+  std::vector<int32_t> Encode(const std::string& text, bool add_special_tokens) const {
+    if (served_.byte_level()) {
+      return tokenizer::ByteTokenizer::Encode(text, /*add_begin=*/add_special_tokens, false);
+    }
+    Result<std::vector<int32_t>> ids = served_.file_tokenizer->Encode(text, add_special_tokens);
+    if (!ids) ThrowIfRequestError(ids.error());
+    return std::move(*ids);
+  }
+
+  nb::str Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
+    Result<std::string> text = served_.tokenizer().Decode(ids, skip_special_tokens);
+    if (!text) ThrowIfRequestError(text.error());
+    return Utf8(*text);
+  }
+
+  // One token's own text, as log-prob entries show it.
+  nb::str TokenText(int32_t id) const {
+    Result<std::string> s = served_.tokenizer().Decode(std::span<const int32_t>(&id, 1), false);
+    return Utf8(s ? *s : std::string());
+  }
+
+  nb::str RenderChat(const std::vector<std::pair<std::string, std::string>>& messages) const {
+    std::vector<server::ChatMessage> m;
+    m.reserve(messages.size());
+    for (const auto& [role, content] : messages) m.push_back({role, content});
+    return Utf8(chat_.Render(m));
+  }
+
+  // ------------------------------------------------------------ requests
+
+  void Check(const std::vector<int32_t>& prompt, const engine::RequestParams& params) const {
+    ThrowIfRequestError(engine_->ValidateRequest(prompt, params));
+  }
+
+  // Refuses a bad request at once (ValueError), then hands it to the
+  // engine thread.
+  void Submit(uint64_t key, std::vector<int32_t> prompt, const engine::RequestParams& params) {
+    Check(prompt, params);
+    ThrowIfError(thread_->Submit(key, std::move(prompt), params));
+  }
+
+  // Checks every request first (ValueError naming the first bad one,
+  // nothing submitted), then hands them over together.
+  void SubmitMany(const std::vector<uint64_t>& keys, std::vector<std::vector<int32_t>> prompts,
+                  const std::vector<const engine::RequestParams*>& params) {
+    if (keys.size() != prompts.size() || keys.size() != params.size()) {
+      RaiseValue("submit_many needs as many keys, prompts and params");
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const Status s = engine_->ValidateRequest(prompts[i], *params[i]);
+      if (!s.ok()) ThrowIfRequestError(s.WithContext("request " + std::to_string(i)));
+    }
+    std::vector<EngineThread::Submission> all(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      all[i] = {keys[i], std::move(prompts[i]), *params[i]};
+    }
+    ThrowIfError(thread_->SubmitAll(std::move(all)));
+  }
+
+  void Abort(uint64_t key) { thread_->Abort(key); }
+
+  nb::list Take() { return Events(thread_->Take()); }
+
+  nb::list Wait(double timeout_s) {
+    std::vector<RequestEvent> events;
+    {
+      nb::gil_scoped_release release;
+      events = thread_->Wait(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)));
+    }
+    return Events(std::move(events));
+  }
+
+  int notify_fd() const { return thread_->notify_fd(); }
+  uint64_t in_flight() const { return thread_->in_flight(); }
+
+  nb::dict Stats() const {
+    const EngineCounters c = thread_->counters();
+    nb::dict d;
+    d["num_running"] = c.running;
+    d["num_waiting"] = c.waiting;
+    d["num_pages"] = c.pages_total;
+    d["pages_used"] = c.pages_used;
+    d["pages_free"] = c.pages_free;
+    d["pages_cached"] = c.pages_cached;
+    d["pages_held_by_requests"] = c.pages_used - c.pages_cached;
+    d["prefix_cache_hit_rate"] = c.stats.prefix_hit_rate();
+    d["prefix_query_tokens"] = c.stats.prefix_query_tokens;
+    d["prefix_hit_tokens"] = c.stats.prefix_hit_tokens;
+    d["prefix_evictions"] = c.stats.prefix_evictions;
+    d["preemptions"] = c.stats.preemptions;
+    d["steps"] = c.stats.steps;
+    d["prompt_tokens_computed"] = c.stats.prompt_tokens_computed;
+    d["decode_tokens"] = c.stats.decode_tokens;
+    d["peak_running"] = c.stats.peak_running;
+    return d;
+  }
+
+  bool ResetPrefixCache() {
+    Status cleared;
+    Status called;
+    {
+      nb::gil_scoped_release release;
+      called = thread_->Call([&](engine::Engine& e) { cleared = e.ClearPrefixCache(); });
+    }
+    ThrowIfError(called);
+    return cleared.ok();
+  }
+
+  // ------------------------------------------------------------ KV snapshots
+
+  // The requests' pages and state as snapshot bytes (format/kv_snapshot.h),
+  // and the keys exported; the requests keep running here. A request that
+  // already finished is an error, or left out with skip_finished.
+  nb::tuple ExportKv(const std::vector<uint64_t>& keys, bool skip_finished) {
+    Result<format::KvSnapshot> snap = Status::FailedPrecondition("not exported");
+    Status called;
+    std::vector<std::byte> bytes;
+    std::vector<uint64_t> exported;
+    {
+      nb::gil_scoped_release release;
+      called = thread_->Call([&](engine::Engine& e) {
+        std::vector<engine::RequestId> ids;
+        for (const uint64_t key : keys) {
+          std::optional<engine::RequestId> id = thread_->IdOf(key);
+          if (!id && skip_finished) continue;
+          if (!id) {
+            snap = Status::NotFound("request " + std::to_string(key) +
+                                    " is not running (finished, aborted or never added)");
+            return;
+          }
+          ids.push_back(*id);
+          exported.push_back(key);
+        }
+        snap = e.ExportSnapshot(ids);
+      });
+      if (called.ok() && snap) bytes = format::EncodeSnapshot(*snap);
+    }
+    ThrowIfError(called);
+    if (!snap) ThrowIfRequestError(snap.error());
+    return nb::make_tuple(nb::bytes(bytes.data(), bytes.size()), exported);
+  }
+
+  // Continues a snapshot's requests here under keys first_key, first_key
+  // + 1, ... (one per sequence, in order). Returns each one's state as the
+  // snapshot has it (a dict: prompt, output, params, text_sent ...) with
+  // "key" and "text": the text its exporter had returned.
+  nb::list ImportKv(nb::bytes data, uint64_t first_key) {
+    const auto* begin = static_cast<const std::byte*>(static_cast<const void*>(data.c_str()));
+    Result<format::KvSnapshot> snap = format::DecodeSnapshot(std::span(begin, data.size()));
+    if (!snap) ThrowIfRequestError(snap.error());
+    std::vector<uint64_t> keys;
+    for (uint64_t i = 0; i < snap->sequences.size(); ++i) keys.push_back(first_key + i);
+    Result<std::vector<engine::RequestId>> ids = Status::FailedPrecondition("not imported");
+    Status called;
+    {
+      nb::gil_scoped_release release;
+      called = thread_->Call([&](engine::Engine& e) {
+        ids = e.ImportSnapshot(*snap);
+        if (!ids) return;
+        for (size_t i = 0; i < ids->size(); ++i) thread_->Adopt((*ids)[i], keys[i]);
+      });
+    }
+    ThrowIfError(called);
+    if (!ids) ThrowIfRequestError(ids.error());
+    nb::object loads = nb::module_::import_("json").attr("loads");
+    nb::list out;
+    for (size_t i = 0; i < snap->sequences.size(); ++i) {
+      const format::SnapshotSequence& q = snap->sequences[i];
+      nb::dict d = nb::cast<nb::dict>(loads(nb::str(q.request.dump().c_str())));
+      d["key"] = keys[i];
+      // The text already returned: the first text_sent bytes of the
+      // output's streamed text, as the engine restored it.
+      tokenizer::StreamingDecoder detok(served_.tokenizer());
+      std::string text;
+      for (const int32_t t : q.request["output"].get<std::vector<int32_t>>()) text += detok.Push(t);
+      text.resize(std::min<size_t>(text.size(), q.request["text_sent"].get<size_t>()));
+      d["text"] = Utf8(text);
+      out.append(d);
+    }
+    return out;
+  }
+
+ private:
+  nb::list Events(std::vector<RequestEvent> events) const {
+    nb::list out;
+    for (RequestEvent& e : events) {
+      nb::object logprobs = nb::none();
+      if (!e.logprobs.empty()) {
+        nb::list lps;
+        for (const sampling::TokenLogprobs& lp : e.logprobs) {
+          nb::list top;
+          for (const auto& [id, v] : lp.top) top.append(nb::make_tuple(id, double{v}));
+          lps.append(nb::make_tuple(lp.token, double{lp.logprob}, top));
+        }
+        logprobs = lps;
+      }
+      nb::object finish = nb::none();
+      if (e.finish != engine::FinishReason::kNone) {
+        finish = nb::str(std::string(engine::FinishReasonName(e.finish)).c_str());
+      }
+      nb::object error = nb::none();
+      if (!e.error.ok()) error = Utf8(e.error.message());
+      out.append(nb::make_tuple(e.key, nb::cast(e.tokens), Utf8(e.text), logprobs, finish, error));
+    }
+    return out;
+  }
+
+  cli::ServedModel served_;
+  ChatPrompt chat_;
+  uint64_t page_bytes_ = 0;  // one page of K and V, every layer
+  engine::EngineConfig config_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<engine::Engine> engine_;
+  std::unique_ptr<EngineThread> thread_;  // last: stopped before the engine goes
+};
+
+}  // namespace
+
+void BindLlm(nb::module_& m) {
+  // What folio.SamplingParams becomes once checked (python/folio/
+  // sampling_params.py maps vLLM's names onto these fields).
+  nb::class_<engine::RequestParams>(m, "RequestParams",
+                                    "An engine request's parameters (built by SamplingParams).")
+      .def(
+          "__init__",
+          [](engine::RequestParams* self, double temperature, int64_t top_k, double top_p,
+             double min_p, uint64_t seed, uint64_t max_tokens, std::vector<int32_t> stop_token_ids,
+             std::vector<std::string> stop, std::optional<uint64_t> logprobs) {
+            if (top_k < -1) {
+              RaiseValue("top_k must be -1, 0 (no limit) or positive (got " +
+                         std::to_string(top_k) + ")");
+            }
+            engine::RequestParams* p = new (self) engine::RequestParams();
+            p->sampling.temperature = temperature;
+            p->sampling.top_k = top_k <= 0 ? 0 : static_cast<uint64_t>(top_k);
+            p->sampling.top_p = top_p;
+            p->sampling.min_p = min_p;
+            p->seed = seed;
+            p->max_tokens = max_tokens;
+            p->stop_token_ids = std::move(stop_token_ids);
+            p->stop_strings = std::move(stop);
+            p->logprobs = logprobs.has_value();
+            p->top_logprobs = logprobs.value_or(0);
+          },
+          nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("min_p"),
+          nb::arg("seed"), nb::arg("max_tokens"), nb::arg("stop_token_ids"), nb::arg("stop"),
+          nb::arg("logprobs").none())
+      .def_prop_ro("seed", [](const engine::RequestParams& p) { return p.seed; })
+      .def_prop_ro("max_tokens", [](const engine::RequestParams& p) { return p.max_tokens; });
+
+  nb::class_<EngineCore>(m, "EngineCore",
+                         "The engine behind folio.LLM and folio.AsyncLLM (use those).")
+      .def(
+          "__init__",
+          [](EngineCore* self, const std::string& model, uint64_t builtin_context,
+             std::optional<std::string> tokenizer_pre, const std::string& kv_dtype,
+             uint64_t page_size, std::optional<uint64_t> num_pages,
+             std::optional<uint64_t> kv_bytes, uint64_t max_num_seqs,
+             uint64_t max_num_batched_tokens, uint64_t threads, bool prefix_caching,
+             const std::string& backend, double watermark) {
+            EngineOptions o;
+            o.builtin_context = builtin_context;
+            o.tokenizer_pre = std::move(tokenizer_pre);
+            o.kv_dtype = kv_dtype;
+            o.page_size = page_size;
+            o.num_pages = num_pages;
+            o.kv_bytes = kv_bytes;
+            o.max_num_seqs = max_num_seqs;
+            o.max_num_batched_tokens = max_num_batched_tokens;
+            o.threads = threads;
+            o.prefix_caching = prefix_caching;
+            o.backend = backend;
+            o.watermark = watermark;
+            new (self) EngineCore(model, o);
+          },
+          nb::arg("model"), nb::arg("builtin_context"), nb::arg("tokenizer_pre").none(),
+          nb::arg("kv_dtype"), nb::arg("page_size"), nb::arg("num_pages").none(),
+          nb::arg("kv_bytes").none(), nb::arg("max_num_seqs"), nb::arg("max_num_batched_tokens"),
+          nb::arg("threads"), nb::arg("prefix_caching"), nb::arg("backend"), nb::arg("watermark"))
+      .def("info", &EngineCore::Info, "The model's and the engine's shape, as a dict.")
+      .def("encode", &EngineCore::Encode, nb::arg("text"), nb::arg("add_special_tokens"))
+      .def("decode", &EngineCore::Decode, nb::arg("ids"), nb::arg("skip_special_tokens"))
+      .def("token_text", &EngineCore::TokenText, nb::arg("id"))
+      .def("render_chat", &EngineCore::RenderChat, nb::arg("messages"),
+           "[(role, content), ...] -> the prompt text (the one place a chat is rendered).")
+      .def("check", &EngineCore::Check, nb::arg("prompt"), nb::arg("params"),
+           "Raises ValueError if the engine would refuse this request.")
+      .def("submit", &EngineCore::Submit, nb::arg("key"), nb::arg("prompt"), nb::arg("params"),
+           "Checks a request (ValueError) and hands it to the engine thread.")
+      .def("submit_many", &EngineCore::SubmitMany, nb::arg("keys"), nb::arg("prompts"),
+           nb::arg("params"), "submit() for many requests, all checked before any is submitted.")
+      .def("abort", &EngineCore::Abort, nb::arg("key"))
+      .def("take", &EngineCore::Take,
+           "Every event waiting: [(key, tokens, text, logprobs, finish, error)].")
+      .def("wait", &EngineCore::Wait, nb::arg("timeout_s"),
+           "As take(), waiting up to timeout_s for the first event (the GIL released).")
+      .def_prop_ro("notify_fd", &EngineCore::notify_fd,
+                   "A file descriptor that is readable while events wait.")
+      .def_prop_ro("in_flight", &EngineCore::in_flight)
+      .def("stats", &EngineCore::Stats)
+      .def("reset_prefix_cache", &EngineCore::ResetPrefixCache)
+      .def("export_kv", &EngineCore::ExportKv, nb::arg("keys"), nb::arg("skip_finished"))
+      .def("import_kv", &EngineCore::ImportKv, nb::arg("data"), nb::arg("first_key"))
+      .def("shutdown", &EngineCore::Shutdown);
+}
+
+}  // namespace folio::python
