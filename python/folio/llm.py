@@ -184,20 +184,14 @@ class LLM:
         items = normalize_prompts(prompts)
         params = params_for(sampling_params, len(items))
         with self._lock:
-            reqs = self._submit(self._make(list(zip(items, params)), False))
-            by_key = {r.key: r for r in reqs}
-            try:
-                while any(not r.finished and len(r.token_ids) < decode_tokens for r in reqs):
-                    for event in self._core.native.wait(_POLL_S):
-                        if event[0] in by_key:
-                            by_key[event[0]].apply(event, self._core.token_text)
-                data, _ = self._core.native.export_kv([r.key for r in reqs if not r.finished],
-                                                      True)
-            finally:
-                for r in reqs:
-                    if not r.finished:
-                        self._core.native.abort(r.key)
-                self._drain({r.key for r in reqs if not r.finished})
+            made = self._make(list(zip(items, params)), False)
+            reqs = [r for r, _ in made]
+            # Submitted with the export, so no step runs in between.
+            data, _ = self._core.native.export_when(
+                [r.key for r in reqs], [r.prompt_token_ids for r in reqs], [p for _, p in made],
+                decode_tokens)
+            # Every request ended: finished, or exported and aborted here.
+            self._wait(reqs, use_tqdm=False)
         if path is not None:
             with open(os.fspath(path), "wb") as f:
                 f.write(data)

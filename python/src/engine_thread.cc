@@ -48,20 +48,24 @@ Status EngineThread::SubmitAll(std::vector<Submission> requests) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) return Status::FailedPrecondition("the engine was shut down");
-    for (Submission& r : requests) {
-      Command c;
-      c.kind = Command::Kind::kSubmit;
-      c.key = r.key;
-      c.prompt = std::move(r.prompt);
-      c.params = std::move(r.params);
-      commands_.push_back(std::move(c));
-    }
-    queued_submits_ += requests.size();
-    in_flight_ += requests.size();
-    counters_.waiting += requests.size();
+    QueueLocked(requests);
   }
   work_cv_.notify_one();
   return Status::Ok();
+}
+
+void EngineThread::QueueLocked(std::vector<Submission>& requests) {
+  for (Submission& r : requests) {
+    Command c;
+    c.kind = Command::Kind::kSubmit;
+    c.key = r.key;
+    c.prompt = std::move(r.prompt);
+    c.params = std::move(r.params);
+    commands_.push_back(std::move(c));
+  }
+  queued_submits_ += requests.size();
+  in_flight_ += requests.size();
+  counters_.waiting += requests.size();
 }
 
 void EngineThread::Abort(uint64_t key) {
@@ -77,13 +81,21 @@ void EngineThread::Abort(uint64_t key) {
 }
 
 Status EngineThread::Call(const std::function<void(engine::Engine&)>& fn) {
+  return CallWhen(nullptr, fn);
+}
+
+Status EngineThread::CallWhen(const std::function<bool(const engine::Engine&)>& ready,
+                              const std::function<void(engine::Engine&)>& fn,
+                              std::vector<Submission> first) {
   std::promise<bool> done;
   std::future<bool> ran = done.get_future();
   {
     std::lock_guard lock(mu_);
     if (stopping_) return Status::FailedPrecondition("the engine was shut down");
+    QueueLocked(first);
     Command c;
     c.kind = Command::Kind::kCall;
+    c.ready = ready;
     c.fn = fn;
     c.done = &done;
     commands_.push_back(std::move(c));
@@ -99,6 +111,19 @@ void EngineThread::Adopt(engine::RequestId id, uint64_t key) {
   by_key_[key] = id;
   std::lock_guard lock(mu_);
   ++in_flight_;
+}
+
+bool EngineThread::AbortNow(uint64_t key) {
+  FOLIO_CHECK(std::this_thread::get_id() == thread_.get_id(), "AbortNow outside a Call");
+  auto it = by_key_.find(key);
+  if (it == by_key_.end()) return false;
+  const Status s = engine_.Abort(it->second);
+  FOLIO_CHECK(s.ok(), s.ToString());  // every known request is unfinished
+  RequestEvent e;
+  e.key = key;
+  e.finish = engine::FinishReason::kAbort;
+  Emit(std::move(e), /*final=*/true);
+  return true;
 }
 
 std::optional<engine::RequestId> EngineThread::IdOf(uint64_t key) const {
@@ -176,21 +201,26 @@ void EngineThread::Handle(Command& c) {
       by_id_[*id] = c.key;
       return;
     }
-    case Command::Kind::kAbort: {
-      auto it = by_key_.find(c.key);
-      if (it == by_key_.end()) return;  // finished (or refused) already
-      const Status s = engine_.Abort(it->second);
-      FOLIO_CHECK(s.ok(), s.ToString());  // every known request is unfinished
-      RequestEvent e;
-      e.key = c.key;
-      e.finish = engine::FinishReason::kAbort;
-      Emit(std::move(e), /*final=*/true);
+    case Command::Kind::kAbort:
+      AbortNow(c.key);  // false: finished (or refused) already
       return;
-    }
     case Command::Kind::kCall:
-      c.fn(engine_);
-      c.done->set_value(true);
+      deferred_.push_back(std::move(c));
+      RunReadyCalls();
       return;
+  }
+}
+
+void EngineThread::RunReadyCalls() {
+  for (size_t i = 0; i < deferred_.size();) {
+    Command& c = deferred_[i];
+    if (c.ready && !c.ready(engine_)) {
+      ++i;
+      continue;
+    }
+    c.fn(engine_);
+    c.done->set_value(true);
+    deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
   }
 }
 
@@ -233,6 +263,7 @@ void EngineThread::Run() {
         }
       }
     }
+    RunReadyCalls();
     // Counters first, then events: a caller that sees its request finish
     // sees the pages it freed too.
     Publish();
@@ -246,6 +277,8 @@ void EngineThread::Run() {
     std::lock_guard lock(mu_);
     left.swap(commands_);
   }
+  for (Command& c : deferred_) c.done->set_value(false);
+  deferred_.clear();
   for (Command& c : left) {
     if (c.kind == Command::Kind::kCall) {
       c.done->set_value(false);
@@ -263,13 +296,7 @@ void EngineThread::Run() {
 void EngineThread::AbortAll() {
   std::vector<uint64_t> keys;
   for (const auto& [key, id] : by_key_) keys.push_back(key);
-  for (const uint64_t key : keys) {
-    (void)engine_.Abort(by_key_.at(key));
-    RequestEvent e;
-    e.key = key;
-    e.finish = engine::FinishReason::kAbort;
-    Emit(std::move(e), /*final=*/true);
-  }
+  for (const uint64_t key : keys) AbortNow(key);
 }
 
 void EngineThread::Publish() {

@@ -64,15 +64,16 @@ class EngineThread {
   EngineThread(const EngineThread&) = delete;
   EngineThread& operator=(const EngineThread&) = delete;
 
-  // Hands a request over; its events carry `key`. The request should have
-  // passed Engine::ValidateRequest; if AddRequest still refuses it, its one
-  // event carries the error. Errors: FailedPrecondition after Stop.
-  Status Submit(uint64_t key, std::vector<int32_t> prompt, engine::RequestParams params);
   struct Submission {
     uint64_t key = 0;
     std::vector<int32_t> prompt;
     engine::RequestParams params;
   };
+
+  // Hands a request over; its events carry `key`. The request should have
+  // passed Engine::ValidateRequest; if AddRequest still refuses it, its one
+  // event carries the error. Errors: FailedPrecondition after Stop.
+  Status Submit(uint64_t key, std::vector<int32_t> prompt, engine::RequestParams params);
   // Submits all at once: the thread adds them before its next step, so a
   // batch starts together (LLM.generate).
   Status SubmitAll(std::vector<Submission> requests);
@@ -82,10 +83,20 @@ class EngineThread {
   // Runs fn(engine) on the thread between two steps and waits for it.
   // Errors: FailedPrecondition after Stop.
   Status Call(const std::function<void(engine::Engine&)>& fn);
+  // As Call, but fn runs right after the first step (or at once) when
+  // ready(engine) holds, so it sees the engine at an exact point, e.g. when
+  // every request of a batch has generated n tokens. `first` are submitted
+  // together with the call, so no step runs between them.
+  Status CallWhen(const std::function<bool(const engine::Engine&)>& ready,
+                  const std::function<void(engine::Engine&)>& fn,
+                  std::vector<Submission> first = {});
   // Registers engine request `id` (added inside a Call, e.g. by
   // ImportSnapshot) under `key`, so its events reach the caller. Only
   // inside a Call.
   void Adopt(engine::RequestId id, uint64_t key);
+  // Aborts request `key` in the engine (its last event has finish kAbort).
+  // Only inside a Call; false if it is not running.
+  bool AbortNow(uint64_t key);
   // The engine's id for `key`; nullopt once it finished (or before the
   // thread added it). Only inside a Call.
   std::optional<engine::RequestId> IdOf(uint64_t key) const;
@@ -112,6 +123,7 @@ class EngineThread {
     uint64_t key = 0;
     std::vector<int32_t> prompt;
     engine::RequestParams params;
+    std::function<bool(const engine::Engine&)> ready;  // kCall: run fn once it holds
     std::function<void(engine::Engine&)> fn;
     std::promise<bool>* done = nullptr;  // kCall: true once fn ran, false if dropped
   };
@@ -119,6 +131,10 @@ class EngineThread {
   EngineThread(engine::Engine& engine, int read_fd, int write_fd);
   void Run();
   void Handle(Command& c);
+  // Queues submissions; mu_ held.
+  void QueueLocked(std::vector<Submission>& requests);
+  // Runs the deferred calls whose condition holds.
+  void RunReadyCalls();
   // Queues e for the caller; the request is finished when final.
   void Emit(RequestEvent e, bool final);
   void AbortAll();
@@ -144,6 +160,7 @@ class EngineThread {
   std::map<uint64_t, engine::RequestId> by_key_;
   std::map<engine::RequestId, uint64_t> by_id_;
   std::vector<RequestEvent> staged_;
+  std::vector<Command> deferred_;  // kCall commands waiting for their condition
   std::thread thread_;
 };
 

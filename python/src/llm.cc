@@ -221,8 +221,17 @@ class EngineCore {
   // nothing submitted), then hands them over together.
   void SubmitMany(const std::vector<uint64_t>& keys, std::vector<std::vector<int32_t>> prompts,
                   const std::vector<const engine::RequestParams*>& params) {
+    ThrowIfError(thread_->SubmitAll(Checked(keys, std::move(prompts), params)));
+  }
+
+  void Abort(uint64_t key) { thread_->Abort(key); }
+
+  // Every request checked (ValueError naming the first bad one).
+  std::vector<EngineThread::Submission> Checked(
+      const std::vector<uint64_t>& keys, std::vector<std::vector<int32_t>> prompts,
+      const std::vector<const engine::RequestParams*>& params) const {
     if (keys.size() != prompts.size() || keys.size() != params.size()) {
-      RaiseValue("submit_many needs as many keys, prompts and params");
+      RaiseValue("need as many keys, prompts and params");
     }
     for (size_t i = 0; i < keys.size(); ++i) {
       const Status s = engine_->ValidateRequest(prompts[i], *params[i]);
@@ -232,10 +241,8 @@ class EngineCore {
     for (size_t i = 0; i < keys.size(); ++i) {
       all[i] = {keys[i], std::move(prompts[i]), *params[i]};
     }
-    ThrowIfError(thread_->SubmitAll(std::move(all)));
+    return all;
   }
-
-  void Abort(uint64_t key) { thread_->Abort(key); }
 
   nb::list Take() { return Events(thread_->Take()); }
 
@@ -311,6 +318,48 @@ class EngineCore {
         }
         snap = e.ExportSnapshot(ids);
       });
+      if (called.ok() && snap) bytes = format::EncodeSnapshot(*snap);
+    }
+    ThrowIfError(called);
+    if (!snap) ThrowIfRequestError(snap.error());
+    return nb::make_tuple(nb::bytes(bytes.data(), bytes.size()), exported);
+  }
+
+  // Prefill here, decode elsewhere: submits the requests, waits until each
+  // has generated decode_tokens tokens (or finished), then, between the
+  // same two steps, exports the unfinished ones and aborts them here.
+  // Returns (snapshot bytes, the keys exported).
+  nb::tuple ExportWhen(const std::vector<uint64_t>& keys, std::vector<std::vector<int32_t>> prompts,
+                       const std::vector<const engine::RequestParams*>& params,
+                       uint64_t decode_tokens) {
+    std::vector<EngineThread::Submission> requests = Checked(keys, std::move(prompts), params);
+    Result<format::KvSnapshot> snap = Status::FailedPrecondition("not exported");
+    Status called;
+    std::vector<std::byte> bytes;
+    std::vector<uint64_t> exported;
+    {
+      nb::gil_scoped_release release;
+      called = thread_->CallWhen(
+          [&](const engine::Engine& e) {
+            for (const uint64_t key : keys) {
+              const std::optional<engine::RequestId> id = thread_->IdOf(key);
+              if (id && e.scheduler().sequence(*id).output().size() < decode_tokens) return false;
+            }
+            return true;
+          },
+          [&](engine::Engine& e) {
+            std::vector<engine::RequestId> ids;
+            for (const uint64_t key : keys) {
+              if (const std::optional<engine::RequestId> id = thread_->IdOf(key)) {
+                ids.push_back(*id);
+                exported.push_back(key);
+              }
+            }
+            snap = e.ExportSnapshot(ids);
+            if (!snap) return;
+            for (const uint64_t key : exported) thread_->AbortNow(key);
+          },
+          std::move(requests));
       if (called.ok() && snap) bytes = format::EncodeSnapshot(*snap);
     }
     ThrowIfError(called);
@@ -478,6 +527,8 @@ void BindLlm(nb::module_& m) {
       .def("stats", &EngineCore::Stats)
       .def("reset_prefix_cache", &EngineCore::ResetPrefixCache)
       .def("export_kv", &EngineCore::ExportKv, nb::arg("keys"), nb::arg("skip_finished"))
+      .def("export_when", &EngineCore::ExportWhen, nb::arg("keys"), nb::arg("prompts"),
+           nb::arg("params"), nb::arg("decode_tokens"))
       .def("import_kv", &EngineCore::ImportKv, nb::arg("data"), nb::arg("first_key"))
       .def("shutdown", &EngineCore::Shutdown);
 }
