@@ -9,6 +9,7 @@ descriptors; nothing is reimplemented here.
 - folio.read_snapshot: KV snapshot files.
 - folio.TensorDescriptor, folio.BlockPagedLayout, ...: Hurray descriptors.
 """
+from folio import _folio
 from folio._folio import (
     BlockPagedLayout,
     BufferHandle,
@@ -21,7 +22,6 @@ from folio._folio import (
     RowMajorLayout,
     StridedLayout,
     TensorDescriptor,
-    __version__,
     bfloat16,
     float16,
     float32,
@@ -40,6 +40,8 @@ from folio.llm import LLM
 from folio.outputs import CompletionOutput, Logprob, RequestOutput
 from folio._engine import Tokenizer
 from folio.sampling_params import SamplingParams
+
+__version__: str = getattr(_folio, "__version__")
 
 __all__ = [
     "__version__",

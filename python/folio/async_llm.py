@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import (Any, AsyncGenerator, Dict, List, Optional, Sequence, Type, Union)
+from typing import Any, AsyncGenerator, Dict, List, Optional, Sequence, Set, Type, Union
 
 from folio._engine import ChatMessage, EngineCore, Event, PromptType, Request, Tokenizer
 from folio.outputs import RequestOutput
@@ -51,7 +51,9 @@ class AsyncLLM:
             watermark=watermark, seed=seed)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._queues: Dict[int, "asyncio.Queue[Event]"] = {}
-        self._keys: Dict[str, int] = {}  # request id -> engine key, while running
+        self._keys: Dict[str, int] = {}  # request id -> engine key, while streamed
+        self._ended: Set[int] = set()  # streamed keys whose last event was taken
+        self._finals: Dict[int, "asyncio.Future[None]"] = {}  # abort() waits for these
         self._closed = False
 
     # ------------------------------------------------------------ streams
@@ -106,17 +108,27 @@ class AsyncLLM:
         finally:
             self._queues.pop(r.key, None)
             self._keys.pop(r.request_id, None)
+            self._ended.discard(r.key)
             if not r.finished and not self._closed:
                 self._core.native.abort(r.key)
 
     async def abort(self, request_id: Union[str, Sequence[str]]) -> None:
-        """Ends running requests now and frees their pages; their streams
-        end with finish_reason "abort". Unknown or finished ids are ignored."""
+        """Ends running requests and frees their pages; returns once the
+        engine has done so. Their streams end with finish_reason "abort" (or
+        their own, if they finished first). Unknown ids are ignored."""
         ids = [request_id] if isinstance(request_id, str) else list(request_id)
+        waits = []
         for rid in ids:
             key = self._keys.get(rid)
-            if key is not None:
-                self._core.native.abort(key)
+            if key is None or key in self._ended or self._closed:
+                continue
+            final = self._finals.get(key)
+            if final is None:
+                final = self._finals[key] = asyncio.get_running_loop().create_future()
+            self._core.native.abort(key)
+            waits.append(final)
+        if waits:
+            await asyncio.gather(*waits)
 
     # ------------------------------------------------------------ KV snapshots
 
@@ -208,6 +220,13 @@ class AsyncLLM:
 
     def _on_events(self) -> None:
         for event in self._core.native.take():
-            queue = self._queues.get(event[0])
+            key = event[0]
+            queue = self._queues.get(key)
             if queue is not None:
                 queue.put_nowait(event)
+            if event[4] is not None or event[5] is not None:  # its last event
+                if queue is not None:
+                    self._ended.add(key)
+                final = self._finals.pop(key, None)
+                if final is not None and not final.done():
+                    final.set_result(None)

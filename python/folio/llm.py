@@ -12,6 +12,7 @@ threads queue); use folio.AsyncLLM to interleave requests.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import threading
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
@@ -247,8 +248,9 @@ class LLM:
 
 
 def _progress(total: int) -> Any:
+    """A tqdm bar when tqdm is installed (it is optional), else None."""
     try:
-        from tqdm.auto import tqdm
+        tqdm = importlib.import_module("tqdm.auto").tqdm
     except ImportError:
         return None
     return tqdm(total=total, desc="Processed prompts", unit="req", dynamic_ncols=True)
