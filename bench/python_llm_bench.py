@@ -13,10 +13,15 @@
    max_num_batched_tokens = prefill_step, page size 16, f32 K/V, no prefix
    caching (random prompts share nothing), a pool of num_seqs full-length
    requests, every core.
+   The two run alternately, --rounds times each, and the medians and the
+   paired ratios are reported: the machine is shared, so only runs close
+   in time compare.
 2. Streaming latency: one request of stream_tokens tokens on AsyncLLM,
    consumed token by token, against the same request through
-   LLM.generate: the difference per token is what streaming adds (the
-   event-loop wake-up, building each cumulative RequestOutput).
+   LLM.generate, alternately: the difference per token is what streaming
+   adds (the event loop's wake-up, building each cumulative
+   RequestOutput). On the built-in model (a step costs microseconds, so
+   the difference is the overhead itself) and on --model.
 Prints one JSON object.
 """
 import argparse
@@ -48,11 +53,7 @@ def cpp_bench(a):
     return " ".join(cmd), report
 
 
-def python_batch(a):
-    pages = a.num_seqs * math.ceil((a.input_len + a.output_len) / 16)
-    llm = LLM(a.model, prefix_caching=False, max_num_seqs=a.num_seqs,
-              max_num_batched_tokens=a.prefill_step, page_size=16, num_pages=pages,
-              kv_dtype="f32", threads=0)
+def python_batch(a, llm):
     vocab = llm.model_info["vocab_size"]
     rng = random.Random(7)
     prompts = [[rng.randrange(vocab) for _ in range(a.input_len)] for _ in range(a.num_seqs)]
@@ -62,25 +63,17 @@ def python_batch(a):
     outs = llm.generate(prompts, params, use_tqdm=False)
     seconds = time.perf_counter() - t0
     tokens = sum(len(o.outputs[0].token_ids) for o in outs)
-    llm.shutdown()
     return {"output_tokens": tokens, "seconds": seconds,
             "output_tokens_per_second": tokens / seconds}
 
 
-def streaming(a):
-    params = SamplingParams(temperature=0, max_tokens=a.stream_tokens, ignore_eos=True)
+def streaming(model, tokens, rounds):
+    params = SamplingParams(temperature=0, max_tokens=tokens, ignore_eos=True)
     prompt = "The capital of France is"
-    llm = LLM(a.model, threads=0)
-    llm.generate(prompt, SamplingParams(max_tokens=2), use_tqdm=False)
-    runs = []
-    for _ in range(a.repeats):
-        t0 = time.perf_counter()
-        llm.generate(prompt, params, use_tqdm=False)
-        runs.append((time.perf_counter() - t0) / a.stream_tokens)
-    llm.shutdown()
-    plain = statistics.median(runs)
+    llm = LLM(model, threads=0)
+    engine = AsyncLLM(model, threads=0)
 
-    async def stream_once(engine):
+    async def stream_once():
         gaps, last, n = [], time.perf_counter(), 0
         t0 = last
         async for out in engine.generate(prompt, params):
@@ -88,21 +81,32 @@ def streaming(a):
             k = len(out.outputs[0].token_ids)
             gaps.extend([(now - last) / (k - n)] * (k - n))
             last, n = now, k
-        return (time.perf_counter() - t0) / a.stream_tokens, gaps
+        return (time.perf_counter() - t0) / tokens, gaps
 
-    async def main():
-        async with AsyncLLM(a.model, threads=0) as engine:
-            await stream_once(engine)
-            return [await stream_once(engine) for _ in range(a.repeats)]
+    plain, streamed, gaps = [], [], []
 
-    streamed = asyncio.run(main())
-    per_token = statistics.median(s for s, _ in streamed)
-    gaps = sorted(g for _, gs in streamed for g in gs[1:])
-    return {"tokens": a.stream_tokens, "generate_s_per_token": plain,
-            "asyncllm_s_per_token": per_token,
-            "added_us_per_token": (per_token - plain) * 1e6,
-            "asyncllm_inter_token_p50_ms": gaps[len(gaps) // 2] * 1e3,
-            "asyncllm_inter_token_p99_ms": gaps[int(len(gaps) * 0.99)] * 1e3}
+    async def alternate():
+        for r in range(rounds + 1):  # the first round warms up
+            t0 = time.perf_counter()
+            llm.generate(prompt, params, use_tqdm=False)
+            p = (time.perf_counter() - t0) / tokens
+            s, g = await stream_once()
+            if r:
+                plain.append(p)
+                streamed.append(s)
+                gaps.extend(g[1:])
+
+    asyncio.run(alternate())
+    llm.shutdown()
+    engine.shutdown()
+    gaps.sort()
+    return {"model": model, "tokens": tokens, "rounds": rounds,
+            "generate_us_per_token": statistics.median(plain) * 1e6,
+            "asyncllm_us_per_token": statistics.median(streamed) * 1e6,
+            "added_us_per_token_paired_median":
+                statistics.median(s - p for s, p in zip(streamed, plain)) * 1e6,
+            "asyncllm_inter_token_p50_us": gaps[len(gaps) // 2] * 1e6,
+            "asyncllm_inter_token_p99_us": gaps[int(len(gaps) * 0.99)] * 1e6}
 
 
 def main():
@@ -114,18 +118,31 @@ def main():
     ap.add_argument("--output-len", type=int, default=32)
     ap.add_argument("--prefill-step", type=int, default=512)
     ap.add_argument("--stream-tokens", type=int, default=64)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--skip-cpp", action="store_true")
+    ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     result = {"model": a.model, "num_seqs": a.num_seqs, "input_len": a.input_len,
               "output_len": a.output_len, "prefill_step": a.prefill_step,
               "cpu_count": os.cpu_count()}
-    if not a.skip_cpp:
+    pages = a.num_seqs * math.ceil((a.input_len + a.output_len) / 16)
+    llm = LLM(a.model, prefix_caching=False, max_num_seqs=a.num_seqs,
+              max_num_batched_tokens=a.prefill_step, page_size=16, num_pages=pages,
+              kv_dtype="f32", threads=0)
+    cpp, py = [], []
+    for _ in range(a.rounds):
         cmd, report = cpp_bench(a)
-        result["cpp_command"] = cmd
-        result["cpp_paged"] = report["modes"]["paged"] if "modes" in report else report
-    result["python_generate"] = python_batch(a)
-    result["streaming"] = streaming(a)
+        cpp.append(report["modes"]["paged"]["output_tokens_per_second"])
+        py.append(python_batch(a, llm)["output_tokens_per_second"])
+    llm.shutdown()
+    result["cpp_command"] = cmd
+    result["batch"] = {"cpp_output_tokens_per_second": cpp,
+                       "python_output_tokens_per_second": py,
+                       "cpp_median": statistics.median(cpp),
+                       "python_median": statistics.median(py),
+                       "python_over_cpp_paired_median":
+                           statistics.median(p / c for p, c in zip(py, cpp))}
+    print(json.dumps(result["batch"]), file=sys.stderr, flush=True)  # progress
+    result["streaming_builtin"] = streaming("builtin", 480, 5)
+    result["streaming_model"] = streaming(a.model, a.stream_tokens, a.rounds)
     json.dump(result, sys.stdout, indent=2)
     print()
 

@@ -9,7 +9,8 @@ Every request shares one continuous-batching engine that runs on its own C++
 thread, computing with the interpreter's lock released. The thread never
 calls into Python: it writes a byte to a pipe when events wait, and the
 event loop (``loop.add_reader``) takes them and hands each to its request's
-stream. An AsyncLLM belongs to the first event loop that uses it.
+stream. An AsyncLLM serves one event loop at a time: the one that used it
+first, or a later one once that is closed.
 
 Outputs are cumulative (vLLM's default ``RequestOutputKind.CUMULATIVE``):
 each RequestOutput holds all the text, token ids and log-probs so far. A
@@ -212,11 +213,17 @@ class AsyncLLM:
         if self._closed:
             raise RuntimeError("the AsyncLLM was shut down")
         loop = asyncio.get_running_loop()
-        if self._loop is None:
-            self._loop = loop
-            loop.add_reader(self._core.native.notify_fd, self._on_events)
-        elif self._loop is not loop:
-            raise RuntimeError("an AsyncLLM serves the event loop that first used it")
+        if self._loop is loop:
+            return
+        if self._loop is not None and not self._loop.is_closed():
+            raise RuntimeError("an AsyncLLM serves one event loop at a time (the first that "
+                               "used it is still open)")
+        self._loop = loop  # the first loop, or one after the last closed
+        self._queues.clear()
+        self._keys.clear()
+        self._ended.clear()
+        self._finals.clear()
+        loop.add_reader(self._core.native.notify_fd, self._on_events)
 
     def _on_events(self) -> None:
         for event in self._core.native.take():
