@@ -322,8 +322,8 @@ def test_kv_snapshot_hand_off_continues_bit_for_bit(tmp_path):
         LLM("builtin", kv_dtype="f32").import_kv(path)
 
     async def streamed():  # running requests, exported and moved mid-stream
-        async with AsyncLLM("builtin", threads=1, kv_dtype="bf16") as src, \
-                AsyncLLM("builtin", threads=1, kv_dtype="bf16") as dst:
+        async with AsyncLLM("builtin", threads=1, kv_dtype="bf16", builtin_context=4096) as src, \
+                AsyncLLM("builtin", threads=1, kv_dtype="bf16", builtin_context=4096) as dst:
             # Long enough that it still runs when export_kv reaches the engine.
             stream = src.generate(prompts[0], long_params, "moving")
             await stream.__anext__()
@@ -337,12 +337,13 @@ def test_kv_snapshot_hand_off_continues_bit_for_bit(tmp_path):
                 pass
             return out, src_stats, last
 
-    long_params = dataclasses.replace(params[0], max_tokens=480)
+    long_params = dataclasses.replace(params[0], max_tokens=4000)
     out, src_stats, aborted = asyncio.run(streamed())
     assert aborted.outputs[0].finish_reason == "abort"
     assert out.request_id == "moved"
+    long = LLM("builtin", threads=1, kv_dtype="bf16", builtin_context=4096)
     assert out.outputs[0].token_ids == \
-        a.generate(prompts[0], long_params, use_tqdm=False)[0].outputs[0].token_ids
+        long.generate(prompts[0], long_params, use_tqdm=False)[0].outputs[0].token_ids
     assert src_stats["pages_held_by_requests"] == 0
 
 
