@@ -56,6 +56,13 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   cmd->add_flag("--auth-health", f.auth_health, "require the key on /health too");
   cmd->add_flag("--insecure-no-auth", f.insecure_no_auth,
                 "allow binding a non-loopback address without an API key");
+  cmd->add_option("--allowed-origins", f.allowed_origins,
+                  "browser Origins allowed to call the API ('*': any; default none)")
+      ->delimiter(',');
+  cmd->add_option("--allowed-hosts", f.allowed_hosts,
+                  "Host header names accepted (default: loopback names when bound to loopback, "
+                  "else any)")
+      ->delimiter(',');
   return cmd;
 }
 
@@ -135,6 +142,9 @@ int RunServe(const ServeFlags& flags) {
   sc.step_delay = std::chrono::microseconds(f.step_delay_us);
   sc.api_key = f.api_key;
   sc.auth_health = f.auth_health;
+  sc.allowed_origins = f.allowed_origins;
+  sc.allowed_hosts = f.allowed_hosts;
+  if (sc.allowed_hosts.empty() && loopback) sc.allowed_hosts = {"localhost", "127.0.0.1", "::1"};
   if (!loopback) {
     std::cerr << "folio serve: binding " << f.host << ", reachable beyond this machine"
               << (f.api_key.empty() ? ", WITHOUT authentication\n" : "\n");

@@ -104,6 +104,24 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// The host name of a Host header value: "name", "name:port", "[v6]" or
+// "[v6]:port" -> "name" / "v6".
+std::string_view HostName(std::string_view host) {
+  if (host.starts_with('[')) {
+    const size_t end = host.find(']');
+    return end == std::string_view::npos ? host : host.substr(1, end - 1);
+  }
+  const size_t colon = host.find(':');
+  return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
+
+bool Contains(const std::vector<std::string>& list, std::string_view value) {
+  for (const std::string& s : list) {
+    if (s == value) return true;
+  }
+  return false;
+}
+
 // A seed for a request that gave none: different for every request, so
 // identical requests at temperature > 0 differ, as with OpenAI's API.
 uint64_t DrawSeed() {
@@ -358,6 +376,21 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
           ApiError e = ServerError(431, "invalid_request_error",
                                    "more than " + std::to_string(max_headers) + " header lines");
           handlers.Reply(res, e);
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (!config.allowed_hosts.empty() &&
+            !Contains(config.allowed_hosts, HostName(req.get_header_value("Host")))) {
+          handlers.Reply(res, ServerError(403, "invalid_request_error",
+                                          "the Host header does not name this server "
+                                          "(--allowed-hosts)"));
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (req.has_header("Origin") && !Contains(config.allowed_origins, "*") &&
+            !Contains(config.allowed_origins, req.get_header_value("Origin"))) {
+          handlers.Reply(res, ServerError(403, "invalid_request_error",
+                                          "requests from browser origin '" +
+                                              req.get_header_value("Origin").substr(0, 100) +
+                                              "' are not allowed (--allowed-origins)"));
           return httplib::Server::HandlerResponse::Handled;
         }
         if (!config.api_key.empty() && (req.path != "/health" || config.auth_health)) {

@@ -310,7 +310,7 @@ def open_stream(s, max_tokens, seed=0):
     """A streaming request whose first chunk has arrived (it is running)."""
     sock = socket.create_connection((s.host, s.port), timeout=30)
     body = json.dumps({"prompt": "slow", "max_tokens": max_tokens, "stream": True, "seed": seed})
-    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                   f"\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
     got = b""
     while b"data: " not in got:
@@ -481,3 +481,27 @@ def test_a_public_address_needs_a_key_or_an_explicit_opt_out():
     out = subprocess.run([FOLIO, "serve", "--host", "0.0.0.0", "--port", "0"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "--insecure-no-auth" in out.stderr
+
+
+def test_browser_origins_and_foreign_hosts_are_refused(server):
+    body = json.dumps({"prompt": "a", "max_tokens": 1})
+    ok = {"Content-Type": "application/json"}
+    assert server.request("POST", "/v1/completions", body, ok)[0] == 200
+    # A web page's "simple" cross-origin POST carries its Origin.
+    status, _, payload = server.request(
+        "POST", "/v1/completions", body, {"Content-Type": "text/plain",
+                                          "Origin": "https://evil.example"})
+    assert status == 403 and "evil.example" in json.loads(payload)["error"]["message"]
+    # DNS rebinding: the page's own name, resolved to 127.0.0.1.
+    status, _, _ = server.request("POST", "/v1/completions", body,
+                                  {**ok, "Host": "evil.example:8000"})
+    assert status == 403
+    for host in ("localhost:1234", "127.0.0.1", "[::1]:80"):
+        assert server.request("GET", "/health", None, {"Host": host})[0] == 200, host
+    s = Server("--allowed-origins", "https://app.example")
+    try:
+        status, _, _ = s.request("POST", "/v1/completions", body,
+                                 {**ok, "Origin": "https://app.example"})
+        assert status == 200
+    finally:
+        assert s.stop() == 0
