@@ -77,6 +77,10 @@ std::string_view StatusText(int status) {
       return "Bad Request";
     case 404:
       return "Not Found";
+    case 411:
+      return "Length Required";
+    case 415:
+      return "Unsupported Media Type";
     case 405:
       return "Method Not Allowed";
     case 413:
@@ -372,6 +376,35 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   const uint64_t max_headers = config.max_headers;
   svr.set_pre_routing_handler(
       [&handlers, &config, max_headers](const httplib::Request& req, httplib::Response& res) {
+        // Runs after the headers are read and before any body byte is.
+        // Replies are whole JSON bodies: a Range header would have httplib
+        // cut them up (a few KB of ranges made /metrics 8 MB); the request
+        // object is httplib's own, non-const one.
+        const_cast<httplib::Request&>(req).ranges.clear();
+        const auto refuse = [&](int status, std::string message) {
+          handlers.Reply(res, ServerError(status, "invalid_request_error", std::move(message)));
+          return httplib::Server::HandlerResponse::Handled;
+        };
+        // Bodies: a declared length over the limit is refused before it
+        // is read; chunked bodies, whose length httplib does not bound
+        // while reading, and compressed ones, which it would inflate, are
+        // refused.
+        if (req.has_header("Content-Length")) {
+          const std::string length = req.get_header_value("Content-Length");
+          const bool digits = !length.empty() && length.size() <= 19 &&
+                              length.find_first_not_of("0123456789") == std::string::npos;
+          if (!digits || std::stoull(length) > config.max_body_bytes) {
+            return refuse(413, "the request body is larger than " +
+                                   std::to_string(config.max_body_bytes) + " bytes");
+          }
+        }
+        if (req.has_header("Transfer-Encoding")) {
+          return refuse(411, "chunked request bodies are not accepted: send Content-Length");
+        }
+        if (req.has_header("Content-Encoding") &&
+            req.get_header_value("Content-Encoding") != "identity") {
+          return refuse(415, "compressed request bodies are not accepted (Content-Encoding)");
+        }
         if (req.headers.size() > max_headers) {
           ApiError e = ServerError(431, "invalid_request_error",
                                    "more than " + std::to_string(max_headers) + " header lines");

@@ -505,3 +505,43 @@ def test_browser_origins_and_foreign_hosts_are_refused(server):
         assert status == 200
     finally:
         assert s.stop() == 0
+
+
+def raw_request(s, head, body=b""):
+    """Sends raw bytes, returns (status, body) of the reply."""
+    with socket.create_connection((s.host, s.port), timeout=30) as sock:
+        sock.sendall(head.encode() + body)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        head_bytes, _, rest = got.partition(b"\r\n\r\n")
+        status = int(head_bytes.split(b" ")[1])
+        length = re.search(rb"Content-Length: (\d+)", head_bytes)
+        while length and len(rest) < int(length.group(1)):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        return status, rest
+
+
+def test_bodies_are_bounded_before_they_are_read(server):
+    pre = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    # A 2 GB announcement is refused at once, before any body byte.
+    status, body = raw_request(server, pre + "Content-Length: 2000000000\r\n\r\n")
+    assert status == 413 and "error" in json.loads(body)
+    status, body = raw_request(server, pre + "Transfer-Encoding: chunked\r\n\r\n",
+                               b"5\r\nhello\r\n0\r\n\r\n")
+    assert status == 411 and "Content-Length" in json.loads(body)["error"]["message"]
+    payload = b'{"prompt": "a", "max_tokens": 1}'
+    status, body = raw_request(server, pre + "Content-Encoding: gzip\r\n"
+                               f"Content-Length: {len(payload)}\r\n\r\n", payload)
+    assert status == 415
+    # Range is ignored: the whole reply, not a multipart of byte ranges.
+    ranges = ",".join(f"{i}-{i}" for i in range(0, 40, 2))
+    full = server.request("GET", "/metrics")[2]
+    status, _, body = server.request("GET", "/metrics", None, {"Range": f"bytes={ranges}"})
+    assert status == 200 and body.startswith(b"#") and len(body) < 2 * len(full)
