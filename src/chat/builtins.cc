@@ -513,8 +513,10 @@ Result<std::vector<std::pair<Value, Value>>> DictItems(CallArgs& args, std::stri
   return items;
 }
 
-// datetime.now().strftime(fmt): C strftime, with datetime's own %f
-// (microseconds) and its empty %z / %Z (a naive datetime has no zone).
+// datetime.strftime(fmt): C strftime, with datetime's own %f
+// (microseconds), %z and %Z. The local clock is HF's naive datetime.now()
+// (no zone: %z and %Z are empty); the fixed clock is a UTC datetime
+// (+0000, UTC).
 Result<Value> StrftimeNow(CallArgs& args, const BuiltinContext& ctx) {
   FOLIO_ASSIGN_OR_RETURN(auto slots, Bind("strftime_now", args, {"format"}));
   if (!slots[0])
@@ -546,6 +548,7 @@ Result<Value> StrftimeNow(CallArgs& args, const BuiltinContext& ctx) {
         continue;
       }
       if (c == 'z' || c == 'Z') {
+        if (ctx.now_epoch_seconds) fmt += c == 'z' ? "+0000" : "UTC";
         ++i;
         continue;
       }

@@ -2,6 +2,7 @@
 //   folio layout    the worked-example report (JSON)
 //   folio generate  stream a continuation from the built-in or a saved model
 //   folio serve     OpenAI-compatible HTTP server (cli/serve_command.h)
+//   folio template  a chat template rendered for a conversation (cli/template_command.h)
 //   folio save-model  write the built-in model as config.json + safetensors
 //   folio bench attention  paged vs dense attention decode timings (JSON)
 //   folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON)
@@ -28,6 +29,7 @@
 #include "cli/layout_report.h"
 #include "cli/serve_command.h"
 #include "cli/served_model.h"
+#include "cli/template_command.h"
 #include "folio/backend/backend.h"
 #include "folio/checkpoint/model_io.h"
 #include "folio/checkpoint/model_tokenizer.h"
@@ -617,6 +619,9 @@ int main(int argc, char** argv) {
   ServeFlags serve;
   CLI::App* serve_cmd = AddServeCommand(app, serve);
 
+  TemplateFlags template_flags;
+  CLI::App* template_cmd = AddTemplateCommand(app, template_flags);
+
   std::string info_path;
   CLI::App* info_cmd =
       app.add_subcommand("info", "architecture, sizes, dtypes, KV bytes per token");
@@ -648,6 +653,7 @@ int main(int argc, char** argv) {
     return folio::bench::RunDecodeBench(bench_decode, folio::bench::CommandLine(argc, argv));
   }
   if (*serve_cmd) return RunServe(serve);
+  if (*template_cmd) return RunTemplate(template_flags);
   if (*logits_cmd) return RunLogits(logits);
   if (*tokenize_cmd) return RunTokenize(tokenize);
   if (*info_cmd) return RunInfo(info_path);

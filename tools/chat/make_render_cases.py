@@ -5,7 +5,7 @@ that jinja2 raises) comes from rendering it as Hugging Face's
 apply_chat_template does: jinja2's ImmutableSandboxedEnvironment with
 trim_blocks, lstrip_blocks, the loopcontrols extension, HF's generation
 tag, tojson filter and raise_exception / strftime_now globals.
-strftime_now reads a fixed clock (EPOCH, UTC), as folio's tests pass
+strftime_now reads a fixed UTC clock (EPOCH), as folio's tests pass
 RenderOptions::now_epoch_seconds.
 
 Usage: python3 tools/chat/make_render_cases.py  (rewrites
@@ -50,7 +50,7 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
 
 
 def strftime_now(format):
-    return datetime.fromtimestamp(EPOCH, timezone.utc).replace(tzinfo=None).strftime(format)
+    return datetime.fromtimestamp(EPOCH, timezone.utc).strftime(format)
 
 
 def hf_environment():
@@ -346,7 +346,7 @@ CASES = [
     ("Range", "{{ range(3)|list }} {{ range(1, 4)|list }} {{ range(5, 0, -2)|list }} {{ range(3) }}",
      {}),
     ("DictGlobal", "{{ dict(a=1, b=2) }} {{ dict([('x', 1)]) }}", {}),
-    ("StrftimeNow", "{{ strftime_now('%Y-%m-%d %H:%M:%S %A %B %j %%') }}", {}),
+    ("StrftimeNow", "{{ strftime_now('%Y-%m-%d %H:%M:%S %A %B %j %% %f %z %Z %d %b %Y') }}", {}),
     # Undefined and errors.
     ("UndefinedComparisons", "{{ missing == missing }} {{ missing == none }} {{ missing != 1 }}",
      {}),
