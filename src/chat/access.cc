@@ -131,7 +131,7 @@ SliceIndexes AdjustSlice(int64_t length, std::optional<int64_t> start, std::opti
     lo = std::min(lo, length);
     hi = std::min(hi, length);
     const int64_t count = hi > lo ? (hi - lo + step - 1) / step : 0;
-    return {lo, step, count};
+    return {lo, hi, step, count};
   }
   lo = start.value_or(length - 1);
   hi = stop.value_or(-length - 1);
@@ -140,7 +140,7 @@ SliceIndexes AdjustSlice(int64_t length, std::optional<int64_t> start, std::opti
   lo = std::min(lo, length - 1);
   hi = std::min(hi, length - 1);
   const int64_t count = lo > hi ? (lo - hi - step - 1) / -step : 0;
-  return {lo, step, count};
+  return {lo, hi, step, count};
 }
 
 Result<Value> GetSlice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
@@ -158,9 +158,15 @@ Result<Value> GetSlice(const Value& obj, const Value& start, const Value& stop, 
   const bool sliceable = obj.is_string() || (obj.is_list() && (obj.flavor() == ListFlavor::kList ||
                                                                obj.flavor() == ListFlavor::kTuple ||
                                                                obj.flavor() == ListFlavor::kRange));
-  // A TypeError (bad bounds, a type without slicing) is caught by jinja2's
-  // getitem and gives an undefined value; a zero step is a ValueError.
-  if (!sliceable || !ok) return Value::Undefined(UndefinedReason::kPlain);
+  // jinja2 slices with Python's own [] (not its getitem), so a type without
+  // slicing or a bad bound is an error here, not an undefined value.
+  if (!sliceable) {
+    if (obj.is_dict()) return TypeError("unhashable type: 'slice'");
+    return TypeError(StrCat("'", TypeName(obj), "' object is not subscriptable"));
+  }
+  if (!ok) {
+    return TypeError("slice indices must be integers or None or have an __index__ method");
+  }
   if (st && *st == 0) return Status::InvalidArgument("slice step cannot be zero");
   const int64_t step_v = st.value_or(1);
   if (obj.is_string()) {
@@ -200,6 +206,22 @@ Result<Value> GetSlice(const Value& obj, const Value& start, const Value& stop, 
   items.reserve(static_cast<size_t>(ix.count));
   for (int64_t k = 0; k < ix.count; ++k) {
     items.push_back(l.items[static_cast<size_t>(ix.start + k * step_v)]);
+  }
+  if (l.flavor == ListFlavor::kRange) {
+    // range(a, b, s)[i:j:k] is range(a + i*s, a + j*s, s*k), as Python
+    // computes it (in wrapping arithmetic: only the printed bounds of a
+    // range at the ends of int64 could be off).
+    auto wrap = [](int64_t a, int64_t i, int64_t s) {
+      return static_cast<int64_t>(static_cast<uint64_t>(a) +
+                                  static_cast<uint64_t>(i) * static_cast<uint64_t>(s));
+    };
+    auto r = std::make_shared<ListObject>();
+    r->flavor = ListFlavor::kRange;
+    r->range_start = wrap(l.range_start, ix.start, l.range_step);
+    r->range_stop = wrap(l.range_start, ix.stop, l.range_step);
+    r->range_step = wrap(0, l.range_step, step_v);
+    r->items = std::move(items);
+    return Value::FromObject(Kind::kList, std::move(r));
   }
   const ListFlavor flavor = l.flavor == ListFlavor::kTuple ? ListFlavor::kTuple : ListFlavor::kList;
   return *MakeList(std::move(items), flavor);  // no deeper than obj

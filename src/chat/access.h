@@ -44,7 +44,7 @@ Result<Value> GetSlice(const Value& obj, const Value& start, const Value& stop, 
 // Python's slice index arithmetic (PySlice_AdjustIndices): the indexes of
 // a slice of a sequence of `length` items.
 struct SliceIndexes {
-  int64_t start = 0, step = 1, count = 0;
+  int64_t start = 0, stop = 0, step = 1, count = 0;
 };
 SliceIndexes AdjustSlice(int64_t length, std::optional<int64_t> start, std::optional<int64_t> stop,
                          int64_t step);

@@ -192,10 +192,12 @@ Result<Value> StrResult(std::string s, const BuiltinContext& ctx) {
   return Value::Str(std::move(s));
 }
 
-Result<std::vector<Value>> Items(const Value& v) {
-  std::optional<std::vector<Value>> items = Iterate(v);
-  if (!items) return TypeError(StrCat("'", TypeName(v), "' object is not iterable"));
-  return std::move(*items);
+Result<std::vector<Value>> Items(const Value& v) { return Iterate(v); }
+
+Result<Value> Generator(std::vector<Value> items, const Status& error, const BuiltinContext& ctx) {
+  FOLIO_ASSIGN_OR_RETURN(Value v, ListResult(std::move(items), ctx, ListFlavor::kIterator));
+  if (!error.ok()) const_cast<ListObject&>(v.list()).error = error;
+  return v;
 }
 
 Result<Value> AttrPath(const Value& item, const Value& attribute) {
@@ -332,7 +334,7 @@ Result<bool> ApplyTest(TestId id, const Value& v, CallArgs& args, const BuiltinC
       return v.kind() == Kind::kCallable || v.is_undefined() || v.kind() == Kind::kLoop;
     case TestId::kEscaped:
       FOLIO_RETURN_IF_ERROR(no_args("escaped"));
-      return false;
+      return v.is_string() && v.markup();
     case TestId::kLower:
     case TestId::kUpper: {
       FOLIO_RETURN_IF_ERROR(no_args(id == TestId::kLower ? "lower" : "upper"));

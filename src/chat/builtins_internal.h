@@ -24,8 +24,12 @@ Result<Value> ListResult(std::vector<Value> items, const BuiltinContext& ctx,
                          ListFlavor flavor = ListFlavor::kList);
 Result<Value> StrResult(std::string s, const BuiltinContext& ctx);
 
-// iter(v)'s items; TypeError for what Python cannot iterate.
+// iter(v)'s items (value.h's Iterate).
 Result<std::vector<Value>> Items(const Value& v);
+
+// A generator's value: `items`, then `error` (if not ok) for whoever
+// iterates past them.
+Result<Value> Generator(std::vector<Value> items, const Status& error, const BuiltinContext& ctx);
 
 // jinja2's make_attrgetter: "a.b.0" looked up part by part with getitem.
 Result<Value> AttrPath(const Value& item, const Value& attribute);
@@ -42,6 +46,9 @@ struct JsonOptions {
   bool sort_keys = false;
 };
 Result<std::string> JsonDumps(const Value& v, const JsonOptions& options, uint64_t max_bytes);
+
+// markupsafe's escape: & < > ' " as HTML entities.
+std::string Escape(std::string_view s);
 
 // str.splitlines(keepends).
 std::vector<std::string_view> SplitLines(std::string_view s, bool keepends);

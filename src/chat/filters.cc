@@ -235,6 +235,8 @@ Result<Value> DoRound(const Value& v, CallArgs& args) {
   return Value::Float(r / scale);
 }
 
+}  // namespace
+
 std::string Escape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -261,6 +263,8 @@ std::string Escape(std::string_view s) {
   }
   return out;
 }
+
+namespace {
 
 // str.strip(chars): chars nullopt = whitespace.
 std::string_view StripChars(std::string_view s, const std::optional<std::string_view>& chars,
@@ -402,6 +406,11 @@ struct KeyFn {
       FOLIO_ASSIGN_OR_RETURN(Value k, attr.is_none() ? Result<Value>(item) : AttrPath(item, attr));
       return case_sensitive ? k : IgnoreCase(k);
     };
+    if (multi && (!attribute || !attribute->is_string())) {
+      // jinja2's make_multi_attrgetter: the key is a list, even of one.
+      FOLIO_ASSIGN_OR_RETURN(Value k, one(attribute ? *attribute : Value::None()));
+      return *MakeList({std::move(k)});
+    }
     if (!attribute || attribute->is_none()) return one(Value::None());
     if (multi && attribute->is_string()) {
       std::vector<Value> keys;
@@ -470,20 +479,27 @@ Result<Value> DoMinMax(const Value& v, CallArgs& args, bool max) {
   return items[best];
 }
 
-Result<Value> DoUnique(const Value& v, CallArgs& args, const BuiltinContext& ctx) {
-  FOLIO_ASSIGN_OR_RETURN(auto p, Bind("do_unique", args, {"case_sensitive", "attribute"}));
+Status UniqueBody(const Value& v, const std::vector<std::optional<Value>>& p,
+                  std::vector<Value>& out) {
   FOLIO_ASSIGN_OR_RETURN(std::vector<Value> items, Items(v));
   const KeyFn key{p[1], false, FlagOf(p[0], false)};
-  std::vector<Value> seen, out;
+  std::vector<Value> seen;
   for (const Value& item : items) {
     FOLIO_ASSIGN_OR_RETURN(Value k, key(item));
     if (!Hashable(k)) return TypeError(StrCat("unhashable type: '", TypeName(k), "'"));
-    if (std::none_of(seen.begin(), seen.end(), [&](const Value& s) { return Equals(s, k); })) {
+    if (std::none_of(seen.begin(), seen.end(), [&](const Value& x) { return Equals(x, k); })) {
       seen.push_back(std::move(k));
       out.push_back(item);
     }
   }
-  return Iterator(std::move(out), ctx);
+  return Status::Ok();
+}
+
+Result<Value> DoUnique(const Value& v, CallArgs& args, const BuiltinContext& ctx) {
+  FOLIO_ASSIGN_OR_RETURN(auto p, Bind("do_unique", args, {"case_sensitive", "attribute"}));
+  std::vector<Value> out;
+  const Status s = UniqueBody(v, p, out);
+  return Generator(std::move(out), s, ctx);
 }
 
 Result<Value> DoSum(const Value& v, CallArgs& args, const BuiltinContext& ctx) {
@@ -501,12 +517,13 @@ Result<Value> DoSum(const Value& v, CallArgs& args, const BuiltinContext& ctx) {
   return acc;
 }
 
-// map, select, reject, selectattr, rejectattr.
-Result<Value> DoMap(const Value& v, CallArgs& args, const BuiltinContext& ctx) {
-  if (!Truthy(v)) return Iterator({}, ctx);
+// map, select, reject, selectattr, rejectattr, unique, items, batch and
+// slice are generators in jinja2: their bodies run when iterated, so what
+// fails there fails only then (Generator keeps the error for that).
+
+Status MapBody(const Value& v, CallArgs& args, const BuiltinContext& ctx, std::vector<Value>& out) {
+  if (!Truthy(v)) return Status::Ok();
   FOLIO_ASSIGN_OR_RETURN(std::vector<Value> items, Items(v));
-  std::vector<Value> out;
-  out.reserve(items.size());
   if (args.args.empty()) {
     std::optional<Value> attribute, fallback;
     for (auto& [k, val] : args.kwargs) {
@@ -524,7 +541,7 @@ Result<Value> DoMap(const Value& v, CallArgs& args, const BuiltinContext& ctx) {
       if (fallback && !fallback->is_none() && x.is_undefined()) x = *fallback;
       out.push_back(std::move(x));
     }
-    return Iterator(std::move(out), ctx);
+    return Status::Ok();
   }
   const std::string name = S(args.args[0]);
   for (const Value& item : items) {
@@ -534,13 +551,12 @@ Result<Value> DoMap(const Value& v, CallArgs& args, const BuiltinContext& ctx) {
     FOLIO_ASSIGN_OR_RETURN(Value x, ApplyFilterByName(name, item, rest, ctx));
     out.push_back(std::move(x));
   }
-  return Iterator(std::move(out), ctx);
+  return Status::Ok();
 }
 
-Result<Value> DoSelect(const Value& v, CallArgs& args, const BuiltinContext& ctx, bool keep,
-                       bool by_attribute) {
-  if (!Truthy(v)) return Iterator({}, ctx);
-  FOLIO_ASSIGN_OR_RETURN(std::vector<Value> items, Items(v));
+Status SelectBody(const Value& v, CallArgs& args, const BuiltinContext& ctx, bool keep,
+                  bool by_attribute, std::vector<Value>& out) {
+  if (!Truthy(v)) return Status::Ok();
   size_t off = 0;
   std::optional<Value> attribute;
   if (by_attribute) {
@@ -552,7 +568,7 @@ Result<Value> DoSelect(const Value& v, CallArgs& args, const BuiltinContext& ctx
   }
   std::optional<std::string> test;
   if (args.args.size() > off) test = S(args.args[off]);
-  std::vector<Value> out;
+  FOLIO_ASSIGN_OR_RETURN(std::vector<Value> items, Items(v));
   for (const Value& item : items) {
     Value x = item;
     if (attribute) {
@@ -569,48 +585,63 @@ Result<Value> DoSelect(const Value& v, CallArgs& args, const BuiltinContext& ctx
     }
     if (pass == keep) out.push_back(item);
   }
-  return Iterator(std::move(out), ctx);
+  return Status::Ok();
 }
 
-Result<Value> DoBatchOrSlice(const Value& v, CallArgs& args, const BuiltinContext& ctx,
-                             bool batch) {
-  FOLIO_ASSIGN_OR_RETURN(auto p, Bind(batch ? "do_batch" : "do_slice", args,
-                                      {batch ? "linecount" : "slices", "fill_with"}));
-  if (!p[0]) return TypeError("missing required argument");
+Result<Value> DoMap(const Value& v, CallArgs& args, const BuiltinContext& ctx) {
+  std::vector<Value> out;
+  const Status s = MapBody(v, args, ctx, out);
+  return Generator(std::move(out), s, ctx);
+}
+
+Result<Value> DoSelect(const Value& v, CallArgs& args, const BuiltinContext& ctx, bool keep,
+                       bool by_attribute) {
+  std::vector<Value> out;
+  const Status s = SelectBody(v, args, ctx, keep, by_attribute, out);
+  return Generator(std::move(out), s, ctx);
+}
+
+Status BatchBody(const Value& v, const std::vector<std::optional<Value>>& p,
+                 const BuiltinContext& ctx, std::vector<Value>& groups) {
   FOLIO_ASSIGN_OR_RETURN(std::vector<Value> items, Items(v));
   const std::optional<Value> fill = p[1] && !p[1]->is_none() ? p[1] : std::optional<Value>();
-  std::vector<Value> groups;
   auto group = [&](std::vector<Value> g) -> Status {
     FOLIO_ASSIGN_OR_RETURN(Value l, ListResult(std::move(g), ctx));
     groups.push_back(std::move(l));
     return Status::Ok();
   };
-  if (batch) {
-    // jinja2 compares len(tmp) == linecount, so a non-int never closes a batch.
-    const bool sized = p[0]->is_integral();
-    const int64_t n = sized ? p[0]->as_int() : -1;
-    std::vector<Value> tmp;
-    for (const Value& item : items) {
-      if (sized && static_cast<int64_t>(tmp.size()) == n) {
-        FOLIO_RETURN_IF_ERROR(group(std::move(tmp)));
-        tmp.clear();
-      }
-      tmp.push_back(item);
-    }
-    if (!tmp.empty()) {
-      if (fill && sized && static_cast<int64_t>(tmp.size()) < n) {
-        if (n > static_cast<int64_t>(ctx.max_bytes))
-          return Status::ResourceExhausted("batch too large");
-        tmp.resize(static_cast<size_t>(n), *fill);
-      }
+  // jinja2 compares len(tmp) == linecount, so a non-int never closes a batch.
+  const bool sized = p[0]->is_integral();
+  const int64_t n = sized ? p[0]->as_int() : -1;
+  std::vector<Value> tmp;
+  for (const Value& item : items) {
+    if (sized && static_cast<int64_t>(tmp.size()) == n) {
       FOLIO_RETURN_IF_ERROR(group(std::move(tmp)));
+      tmp.clear();
     }
-    return Iterator(std::move(groups), ctx);
+    tmp.push_back(item);
   }
+  if (!tmp.empty()) {
+    if (fill && sized && static_cast<int64_t>(tmp.size()) < n) {
+      if (n > static_cast<int64_t>(ctx.max_bytes)) {
+        return Status::ResourceExhausted("batch too large");
+      }
+      tmp.resize(static_cast<size_t>(n), *fill);
+    }
+    FOLIO_RETURN_IF_ERROR(group(std::move(tmp)));
+  }
+  return Status::Ok();
+}
+
+Status SliceBody(const Value& v, const std::vector<std::optional<Value>>& p,
+                 const BuiltinContext& ctx, std::vector<Value>& groups) {
+  FOLIO_ASSIGN_OR_RETURN(std::vector<Value> items, Items(v));
+  const std::optional<Value> fill = p[1] && !p[1]->is_none() ? p[1] : std::optional<Value>();
   FOLIO_ASSIGN_OR_RETURN(int64_t slices, IntParam(p[0], 0, "slices"));
   if (slices == 0) return Status::InvalidArgument("integer division or modulo by zero");
-  if (slices > static_cast<int64_t>(ctx.max_bytes))
+  if (slices > static_cast<int64_t>(ctx.max_bytes)) {
     return Status::ResourceExhausted("too many slices");
+  }
   const auto length = static_cast<int64_t>(items.size());
   // Python's floor division and modulo, for a negative count too.
   int64_t per = length / slices, extra = length % slices;
@@ -623,9 +654,20 @@ Result<Value> DoBatchOrSlice(const Value& v, CallArgs& args, const BuiltinContex
     const SliceIndexes ix = AdjustSlice(length, start, end, 1);
     std::vector<Value> tmp(items.begin() + ix.start, items.begin() + ix.start + ix.count);
     if (fill && n >= extra) tmp.push_back(*fill);
-    FOLIO_RETURN_IF_ERROR(group(std::move(tmp)));
+    FOLIO_ASSIGN_OR_RETURN(Value l, ListResult(std::move(tmp), ctx));
+    groups.push_back(std::move(l));
   }
-  return Iterator(std::move(groups), ctx);
+  return Status::Ok();
+}
+
+Result<Value> DoBatchOrSlice(const Value& v, CallArgs& args, const BuiltinContext& ctx,
+                             bool batch) {
+  FOLIO_ASSIGN_OR_RETURN(auto p, Bind(batch ? "do_batch" : "do_slice", args,
+                                      {batch ? "linecount" : "slices", "fill_with"}));
+  if (!p[0]) return TypeError("missing required argument");
+  std::vector<Value> groups;
+  const Status s = batch ? BatchBody(v, p, ctx, groups) : SliceBody(v, p, ctx, groups);
+  return Generator(std::move(groups), s, ctx);
 }
 
 Result<Value> DoDictsort(const Value& v, CallArgs& args, const BuiltinContext& ctx) {
@@ -769,14 +811,18 @@ Result<Value> ApplyFilter(FilterId id, const Value& v, CallArgs& args, const Bui
     }
     case FilterId::kDictsort:
       return DoDictsort(v, args, ctx);
-    case FilterId::kEscape:
+    case FilterId::kEscape: {
       FOLIO_RETURN_IF_ERROR(NoArgs("escape", args));
-      return StrResult(Escape(S(v)), ctx);
+      if (v.is_string() && v.markup()) return v;  // already safe
+      FOLIO_ASSIGN_OR_RETURN(Value e, StrResult(Escape(S(v)), ctx));
+      return Value::Markup(std::move(e));
+    }
     case FilterId::kFirst: {
       FOLIO_RETURN_IF_ERROR(NoArgs("sync_do_first", args));
       if (v.is_list() && v.flavor() == ListFlavor::kIterator) {
         const ListObject& l = v.list();
         if (l.consumed < l.items.size()) return l.items[l.consumed++];
+        if (l.error) return *l.error;
       } else {
         FOLIO_ASSIGN_OR_RETURN(std::vector<Value> items, Items(v));
         if (!items.empty()) return items.front();
@@ -807,7 +853,9 @@ Result<Value> ApplyFilter(FilterId id, const Value& v, CallArgs& args, const Bui
     case FilterId::kItems: {
       FOLIO_RETURN_IF_ERROR(NoArgs("do_items", args));
       if (v.is_undefined()) return Iterator({}, ctx);
-      if (!v.is_dict()) return TypeError("Can only get item pairs from a mapping.");
+      if (!v.is_dict()) {
+        return Generator({}, TypeError("Can only get item pairs from a mapping."), ctx);
+      }
       std::vector<Value> pairs;
       for (const auto& [k, val] : v.dict().items) {
         pairs.push_back(*MakeList({k, val}, ListFlavor::kTuple));
@@ -865,7 +913,7 @@ Result<Value> ApplyFilter(FilterId id, const Value& v, CallArgs& args, const Bui
       return DoRound(v, args);
     case FilterId::kSafe:
       FOLIO_RETURN_IF_ERROR(NoArgs("do_mark_safe", args));
-      return Value::Str(S(v));
+      return Value::Markup(v.is_string() ? v : Value::Str(S(v)));
     case FilterId::kSlice:
       return DoBatchOrSlice(v, args, ctx, false);
     case FilterId::kSort:

@@ -59,7 +59,15 @@ struct MacroObject : CallableObject {
 // length look ahead, and the filter runs in the order jinja2 runs it.
 struct LoopObject : Object {
   void AppendRepr(std::string& out, uint32_t, size_t) const override {
-    out += StrCat("<LoopContext ", index0 + 1, ">");
+    // The length is known without running the loop's filter unless it has
+    // one that has not run to the end yet.
+    out += StrCat("<LoopContext ", index0 + 1);
+    if (stmt->cond == nullptr || next_source == source.size()) {
+      const size_t length =
+          stmt->cond ? static_cast<size_t>(index0 + 1) + ahead.size() : source.size();
+      out += StrCat("/", length);
+    }
+    out += ">";
   }
   std::vector<Value> source;
   size_t next_source = 0;
@@ -86,6 +94,14 @@ class Interpreter {
     sym_caller_ = Symbol("caller");
     sym_varargs_ = Symbol("varargs");
     sym_kwargs_ = Symbol("kwargs");
+  }
+
+  // Evaluates a constant expression as jinja2's compiler does (as_const):
+  // see FoldConstant.
+  Result<Value> Fold(const Expr& e) {
+    folding_ = true;
+    Frame& root = NewFrame(nullptr);
+    return Eval(e, root);
   }
 
   ~Interpreter() {
@@ -302,9 +318,10 @@ class Interpreter {
         return Status::Ok();
       }
       case Target::Kind::kTuple: {
-        std::optional<std::vector<Value>> items = Iterate(v);
-        if (!items || v.is_undefined()) {
-          if (v.is_undefined()) return Located(t.pos, UndefinedError(v));
+        if (v.is_undefined()) return Located(t.pos, UndefinedError(v));
+        Result<std::vector<Value>> items = Iterate(v);
+        if (!items) {
+          if (v.is_list()) return Located(t.pos, items.error());  // a generator's error
           return Located(t.pos,
                          TypeError(StrCat("cannot unpack non-iterable ", TypeName(v), " object")));
         }
@@ -327,11 +344,8 @@ class Interpreter {
 
   Result<Flow> ExecFor(const Stmt& s, Frame& frame) {
     FOLIO_ASSIGN_OR_RETURN(Value iterable, Eval(*s.expr, frame));
-    std::optional<std::vector<Value>> items = Iterate(iterable);
-    if (!items) {
-      return Located(s.expr->pos,
-                     TypeError(StrCat("'", TypeName(iterable), "' object is not iterable")));
-    }
+    Result<std::vector<Value>> items = Iterate(iterable);
+    if (!items) return Located(s.expr->pos, items.error());
     auto loop = std::make_shared<LoopObject>();
     loop->depth = iterable.depth() + 1;
     loop->source = std::move(*items);
@@ -494,6 +508,7 @@ class Interpreter {
       case ExprKind::kLiteral:
         return e.literal;
       case ExprKind::kName:
+        if (folding_) return NotConstant();
         return Lookup(e.symbol, frame);
       case ExprKind::kList:
       case ExprKind::kTuple: {
@@ -546,7 +561,14 @@ class Interpreter {
             }
           }
           Result<Value> r = GetSlice(obj, bounds[0], bounds[1], bounds[2]);
-          if (!r) return Located(e.pos, r.error());
+          if (!r) {
+            // Folding slices through jinja2's getitem, which turns a
+            // TypeError into an undefined value.
+            if (folding_ && !obj.is_undefined() && !r.error().message().starts_with("slice step")) {
+              return Value::Undefined(UndefinedReason::kPlain);
+            }
+            return Located(e.pos, r.error());
+          }
           return r;
         }
         FOLIO_ASSIGN_OR_RETURN(Value key, Eval(index, frame));
@@ -558,8 +580,10 @@ class Interpreter {
       case ExprKind::kSlice:
         return Status::InvalidArgument(StrCat(Where(e.pos), ": a slice outside []"));
       case ExprKind::kCall:
+        if (folding_) return NotConstant();
         return EvalCall(e, frame, nullptr);
       case ExprKind::kFilter:
+        if (folding_ && NeedsContext(e)) return NotConstant();
         return EvalFilter(e, frame, nullptr);
       case ExprKind::kTest:
         return EvalTest(e, frame);
@@ -613,12 +637,30 @@ class Interpreter {
         FOLIO_ASSIGN_OR_RETURN(Value c, Eval(*e.children[0], frame));
         if (Truthy(c)) return Eval(*e.children[1], frame);
         if (e.children[2]) return Eval(*e.children[2], frame);
+        if (folding_) return NotConstant();
         return Value::Undefined(UndefinedReason::kMessage,
                                 "the inline if-expression evaluated to false and no else "
                                 "section was defined.");
       }
     }
     return Value();
+  }
+
+  // jinja2's Impossible: the expression cannot be folded.
+  static Status NotConstant() { return Status::FailedPrecondition("not a constant"); }
+  // Filters jinja2 passes its context, which it never folds.
+  static bool NeedsContext(const Expr& e) {
+    if (e.builtin < 0 || e.children[0] == nullptr) return true;
+    switch (static_cast<FilterId>(e.builtin)) {
+      case FilterId::kMap:
+      case FilterId::kSelect:
+      case FilterId::kReject:
+      case FilterId::kSelectattr:
+      case FilterId::kRejectattr:
+        return true;
+      default:
+        return false;
+    }
   }
 
   Status TooDeep(uint32_t pos) const {
@@ -820,10 +862,16 @@ class Interpreter {
   uint64_t iterations_ = 0;
   uint64_t call_depth_ = 0;
   int depth_ = 0;
+  bool folding_ = false;  // evaluating a constant expression (Fold)
   int sym_loop_ = -1, sym_caller_ = -1, sym_varargs_ = -1, sym_kwargs_ = -1;
 };
 
 }  // namespace
+
+Result<Value> FoldConstant(const Program& program, const TemplateLimits& limits, const Expr& e) {
+  Interpreter interp(program, limits, RenderOptions{}, std::vector<Value>(program.symbols.size()));
+  return interp.Fold(e);
+}
 
 Result<std::string> RenderProgram(const Program& program, const TemplateLimits& limits,
                                   const RenderOptions& options, std::vector<Value> variables) {

@@ -20,6 +20,13 @@ namespace folio::chat::internal {
 Result<std::string> RenderProgram(const Program& program, const TemplateLimits& limits,
                                   const RenderOptions& options, std::vector<Value> variables);
 
+// The value of e as jinja2's compiler computes it to fold constants
+// (Expr.as_const): an error where e reads a variable, calls something,
+// uses a filter that needs the render's context (map, select, ...), or is
+// an inline if without else that takes no branch; a slice of something
+// without slicing is undefined rather than an error.
+Result<Value> FoldConstant(const Program& program, const TemplateLimits& limits, const Expr& e);
+
 }  // namespace folio::chat::internal
 
 #endif  // FOLIO_CHAT_INTERPRETER_H_

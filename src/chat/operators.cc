@@ -6,6 +6,7 @@
 
 #include "chat/access.h"
 #include "chat/builtins.h"
+#include "chat/builtins_internal.h"
 #include "chat/text.h"
 #include "folio/core/str_cat.h"
 
@@ -151,7 +152,11 @@ Result<Value> Numeric(BinaryOp op, const Value& a, const Value& b) {
       if (x < 0 && y != std::floor(y) && std::isfinite(y)) {
         return Status::Unimplemented("a negative number raised to a fractional power is complex");
       }
-      return Value::Float(std::pow(x, y));
+      if (const double r = std::pow(x, y); std::isinf(r) && std::isfinite(x) && std::isfinite(y)) {
+        return Status::InvalidArgument("(34, 'Numerical result out of range')");  // OverflowError
+      } else {
+        return Value::Float(r);
+      }
   }
   return Status::InvalidArgument("bad operator");
 }
@@ -188,12 +193,25 @@ bool IsRepeatable(const Value& v) {
 }  // namespace
 
 Result<Value> Arithmetic(BinaryOp op, const Value& a, const Value& b, uint64_t max_bytes) {
+  // str % x is str's own: an undefined x formats as "".
+  if (op == BinaryOp::kMod && a.is_string()) return PercentFormat(a.str(), b, max_bytes);
   if (a.is_undefined()) return UndefinedError(a);
   if (b.is_undefined()) return UndefinedError(b);
   if (a.is_number() && b.is_number()) return Numeric(op, a, b);
   switch (op) {
     case BinaryOp::kAdd:
       if (a.is_string()) {
+        if (a.markup()) {
+          // Markup + x escapes x (unless it is Markup too); still Markup.
+          if (!b.is_string()) {
+            return TypeError(
+                StrCat("unsupported operand type(s) for +: 'Markup' and '", TypeName(b), "'"));
+          }
+          std::string rhs = b.markup() ? std::string(b.str()) : Escape(b.str());
+          const uint64_t size = a.str().size() + rhs.size();
+          if (size > max_bytes) return TooLong(size, max_bytes);
+          return Value::Markup(Value::Str(std::string(a.str()) + rhs));
+        }
         if (!b.is_string()) {
           return TypeError(StrCat("can only concatenate str (not \"", TypeName(b), "\") to str"));
         }
@@ -229,8 +247,6 @@ Result<Value> Arithmetic(BinaryOp op, const Value& a, const Value& b, uint64_t m
       }
       break;
     case BinaryOp::kMod:
-      if (a.is_string()) return PercentFormat(a.str(), b, max_bytes);
-      break;
     case BinaryOp::kSub:
     case BinaryOp::kDiv:
     case BinaryOp::kFloorDiv:
@@ -325,7 +341,10 @@ Result<bool> Contains(const Value& container, const Value& item) {
           return true;
         }
       }
-      if (l.flavor == ListFlavor::kIterator) l.consumed = l.items.size();
+      if (l.flavor == ListFlavor::kIterator) {
+        l.consumed = l.items.size();
+        if (l.error) return *l.error;
+      }
       return false;
     }
     case Kind::kDict:
@@ -443,6 +462,13 @@ Result<std::string> FormatOne(const Spec& spec, const Value& v) {
 Result<Value> PercentFormat(std::string_view format, const Value& args, uint64_t max_bytes) {
   std::vector<Value> positional;
   const bool is_tuple = args.is_list() && args.flavor() == ListFlavor::kTuple;
+  // Python takes any argument with __getitem__ (dict, list, range, an
+  // undefined value) as a mapping, and then does not insist that every
+  // argument is used.
+  const bool mapping_like =
+      !is_tuple && (args.is_dict() || args.is_undefined() ||
+                    (args.is_list() &&
+                     (args.flavor() == ListFlavor::kList || args.flavor() == ListFlavor::kRange)));
   if (is_tuple) {
     positional = args.list().items;
   } else {
@@ -466,6 +492,7 @@ Result<Value> PercentFormat(std::string_view format, const Value& args, uint64_t
     if (format[i] == '(') {
       const size_t close = format.find(')', i);
       if (close == std::string_view::npos) return Status::InvalidArgument("incomplete format key");
+      if (args.is_undefined()) return UndefinedError(args);
       if (!args.is_dict()) return TypeError("format requires a mapping");
       const std::string_view key = format.substr(i + 1, close - i - 1);
       const Value* v = args.dict().FindString(key);
@@ -510,7 +537,7 @@ Result<Value> PercentFormat(std::string_view format, const Value& args, uint64_t
     out += piece;
     if (out.size() > max_bytes) return TooLong(out.size(), max_bytes);
   }
-  if (!used_mapping && next_arg < positional.size() && !(args.is_dict() && !is_tuple)) {
+  if (!used_mapping && next_arg < positional.size() && !mapping_like) {
     return TypeError("not all arguments converted during string formatting");
   }
   return Value::Str(std::move(out));

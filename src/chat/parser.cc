@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "chat/lexer.h"
+#include "chat/optimizer.h"
 #include "folio/core/str_cat.h"
 
 namespace folio::chat::internal {
@@ -1035,12 +1036,14 @@ class Parser {
 
 }  // namespace
 
-Result<std::unique_ptr<Program>> ParseProgram(std::string_view source) {
+Result<std::unique_ptr<Program>> ParseProgram(std::string_view source,
+                                              const TemplateLimits& limits) {
   auto prog = std::make_unique<Program>();
   prog->source = NormalizeSource(source);
   FOLIO_ASSIGN_OR_RETURN(std::vector<Token> tokens, Tokenize(prog->source, prog->strings));
   Parser parser(*prog, std::move(tokens));
   FOLIO_RETURN_IF_ERROR(parser.Run());
+  FoldConstants(*prog, limits);
   return prog;
 }
 

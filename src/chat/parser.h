@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "chat/ast.h"
+#include "folio/chat/template.h"
 #include "folio/core/status.h"
 
 namespace folio::chat::internal {
@@ -21,7 +22,9 @@ inline constexpr int kMaxParseDepth = 100;
 // not (include, extends, import, recursive loops, *args, a jinja2 filter
 // folio lacks), kResourceExhausted for nesting past kMaxParseDepth. The
 // message starts with line:column and names the construct.
-Result<std::unique_ptr<Program>> ParseProgram(std::string_view source);
+// `limits` bound the work of folding constant expressions (optimizer.h).
+Result<std::unique_ptr<Program>> ParseProgram(std::string_view source,
+                                              const TemplateLimits& limits);
 
 }  // namespace folio::chat::internal
 

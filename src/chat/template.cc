@@ -87,7 +87,7 @@ Result<std::string> RenderJson(const internal::Program& program, const TemplateL
 
 Result<Template> Template::Parse(std::string_view source, TemplateLimits limits) {
   FOLIO_ASSIGN_OR_RETURN(std::unique_ptr<internal::Program> program,
-                         internal::ParseProgram(source));
+                         internal::ParseProgram(source, limits));
   return Template(std::shared_ptr<const internal::Program>(std::move(program)), limits);
 }
 

@@ -465,7 +465,7 @@ bool Hashable(const Value& v) {
   }
 }
 
-std::optional<std::vector<Value>> Iterate(const Value& v) {
+Result<std::vector<Value>> Iterate(const Value& v) {
   switch (v.kind()) {
     case Kind::kUndefined:
       return std::vector<Value>{};
@@ -485,6 +485,7 @@ std::optional<std::vector<Value>> Iterate(const Value& v) {
       if (l.flavor != ListFlavor::kIterator) return l.items;
       std::vector<Value> rest(l.items.begin() + static_cast<ptrdiff_t>(l.consumed), l.items.end());
       l.consumed = l.items.size();
+      if (l.error) return *l.error;
       return rest;
     }
     case Kind::kDict: {
@@ -500,9 +501,12 @@ std::optional<std::vector<Value>> Iterate(const Value& v) {
     case Kind::kNamespace:
     case Kind::kCallable:
     case Kind::kLoop:
-      return std::nullopt;
+      break;
   }
-  return std::nullopt;
+  std::string message = "'";
+  message += TypeName(v);
+  message += "' object is not iterable";
+  return Status::InvalidArgument(std::move(message));
 }
 
 std::optional<int64_t> Length(const Value& v) {

@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "folio/core/status.h"
+
 namespace folio::chat::internal {
 
 // Containers nest at most this deep (Python's repr and json.dumps stop
@@ -155,6 +157,14 @@ class Value {
   ListFlavor flavor() const;
 
   UndefinedReason undefined_reason() const { return reason_; }
+
+  // A string marked safe (markupsafe's Markup: what escape and safe
+  // return). Only `+` and escape itself treat it differently.
+  bool markup() const { return markup_; }
+  static Value Markup(Value s) {
+    s.markup_ = true;
+    return s;
+  }
   // The message jinja2's UndefinedError would carry for this value.
   std::string UndefinedMessage() const;
 
@@ -162,6 +172,7 @@ class Value {
   explicit Value(Kind k) : kind_(k) {}
   Kind kind_ = Kind::kUndefined;
   UndefinedReason reason_ = UndefinedReason::kPlain;  // kUndefined only
+  bool markup_ = false;                               // kString only
   union {
     int64_t i_ = 0;  // bool (0/1), int; kUndefined kElement: the index
     double f_;
@@ -181,6 +192,10 @@ struct ListObject : Object {
   ListFlavor flavor = ListFlavor::kList;
   int64_t range_start = 0, range_stop = 0, range_step = 1;  // kRange, for printing
   mutable size_t consumed = 0;                              // kIterator: items already taken
+  // kIterator: what the generator raises after its items. jinja2's map,
+  // select, unique, ... are generators that fail only when iterated that
+  // far; folio computes the items at once and keeps the failure for then.
+  std::optional<Status> error;
 };
 
 struct DictObject : Object {
@@ -233,10 +248,11 @@ std::optional<int> Compare(const Value& a, const Value& b);
 // hash(v) would succeed: not a list, dict or a tuple holding one.
 bool Hashable(const Value& v);
 
-// Items of an iterable: a list flavour, a dict's keys, a string's
-// characters. nullopt when v is not iterable (undefined iterates as empty).
-// An iterator's items are marked consumed.
-std::optional<std::vector<Value>> Iterate(const Value& v);
+// iter(v)'s items: a list flavour's, a dict's keys, a string's characters;
+// an undefined value iterates as empty. TypeError (kInvalidArgument) when v
+// is not iterable, or a generator's deferred error. An iterator's items
+// are marked consumed.
+Result<std::vector<Value>> Iterate(const Value& v);
 // len(v); nullopt where Python has no len().
 std::optional<int64_t> Length(const Value& v);
 
