@@ -8,6 +8,7 @@
 //   folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON)
 //   folio bench serve      continuous batching: dense vs gather vs paged (JSON)
 //   folio bench kv-transfer  export / encode / write / read / import of a KV cache (JSON)
+//   folio bench template   chat template render time (JSON)
 //   folio kv export|import|inspect  KV snapshots between processes
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -24,6 +25,7 @@
 #include "bench/decode_bench.h"
 #include "bench/kv_transfer_bench.h"
 #include "bench/serve_bench.h"
+#include "bench/template_bench.h"
 #include "cli/flag_lists.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
@@ -638,6 +640,8 @@ int main(int argc, char** argv) {
   CLI::App* bench_kv_cmd = folio::bench::AddKvTransferBenchCommand(*bench_cmd, bench_kv);
   folio::bench::ServeBenchOptions bench_serve;
   CLI::App* bench_serve_cmd = folio::bench::AddServeBenchCommand(*bench_cmd, bench_serve);
+  folio::bench::TemplateBenchOptions bench_template;
+  CLI::App* bench_template_cmd = folio::bench::AddTemplateBenchCommand(*bench_cmd, bench_template);
 
   CLI11_PARSE(app, argc, argv);
   if (*bench_attention_cmd) {
@@ -648,6 +652,9 @@ int main(int argc, char** argv) {
   }
   if (*bench_serve_cmd) {
     return folio::bench::RunServeBench(bench_serve, folio::bench::CommandLine(argc, argv));
+  }
+  if (*bench_template_cmd) {
+    return folio::bench::RunTemplateBench(bench_template, folio::bench::CommandLine(argc, argv));
   }
   if (*bench_decode_cmd) {
     return folio::bench::RunDecodeBench(bench_decode, folio::bench::CommandLine(argc, argv));
