@@ -1,6 +1,6 @@
 """Seed corpora for the parser fuzzers: small valid files of each format.
 
-Usage: make_seeds.py OUT_DIR   (writes OUT_DIR/{gguf,safetensors,request}/...)
+Usage: make_seeds.py OUT_DIR   (writes OUT_DIR/{gguf,safetensors,request,jinja}/...)
 """
 import json
 import sys
@@ -43,3 +43,18 @@ bodies = [
 ]
 for i, b in enumerate(bodies):
     (out / "request" / f"body{i}.json").write_text(json.dumps(b))
+
+# Chat templates (tools/fuzz/fuzz_jinja.cc): every template of the chat
+# module's jinja2-checked cases, and the benchmark's Llama-3-style one.
+root = Path(__file__).resolve().parents[2]
+(out / "jinja").mkdir(parents=True, exist_ok=True)
+cases = json.loads((root / "src/chat/testdata/render_cases.json").read_text(encoding="utf-8"))
+for i, case in enumerate(cases):
+    (out / "jinja" / f"case{i:03d}.jinja").write_text(case["template"], encoding="utf-8")
+(out / "jinja" / "llama3.jinja").write_text(
+    "{% set loop_messages = messages %}{% for message in loop_messages %}"
+    "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'"
+    "+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+    "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+    "{% endif %}", encoding="utf-8")
