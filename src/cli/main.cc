@@ -2,6 +2,7 @@
 //   folio layout    the worked-example report (JSON)
 //   folio generate  stream a continuation from the built-in or a saved model
 //   folio serve     OpenAI-compatible HTTP server (cli/serve_command.h)
+//   folio chat      an interactive chat in the terminal (cli/chat_command.h)
 //   folio template  a chat template rendered for a conversation (cli/template_command.h)
 //   folio save-model  write the built-in model as config.json + safetensors
 //   folio bench attention  paged vs dense attention decode timings (JSON)
@@ -26,6 +27,7 @@
 #include "bench/kv_transfer_bench.h"
 #include "bench/serve_bench.h"
 #include "bench/template_bench.h"
+#include "cli/chat_command.h"
 #include "cli/flag_lists.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
@@ -620,6 +622,8 @@ int main(int argc, char** argv) {
 
   ServeFlags serve;
   CLI::App* serve_cmd = AddServeCommand(app, serve);
+  ChatFlags chat_flags;
+  CLI::App* chat_cmd = AddChatCommand(app, chat_flags);
 
   TemplateFlags template_flags;
   CLI::App* template_cmd = AddTemplateCommand(app, template_flags);
@@ -660,6 +664,7 @@ int main(int argc, char** argv) {
     return folio::bench::RunDecodeBench(bench_decode, folio::bench::CommandLine(argc, argv));
   }
   if (*serve_cmd) return RunServe(serve);
+  if (*chat_cmd) return RunChat(chat_flags);
   if (*template_cmd) return RunTemplate(template_flags);
   if (*logits_cmd) return RunLogits(logits);
   if (*tokenize_cmd) return RunTokenize(tokenize);

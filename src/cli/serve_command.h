@@ -15,6 +15,7 @@ struct ServeFlags {
   std::string model = "builtin";                // a model folder, a .gguf file, or builtin
   std::vector<std::string> served_model_names;  // first: replies' name; default: file name
   std::optional<std::string> tokenizer_pre;     // replaces the GGUF's tokenizer.ggml.pre
+  std::optional<std::string> chat_template;     // a template file instead of the model's
   std::string host = "127.0.0.1";
   int port = 8000;
   uint64_t threads = 0;  // compute threads, 0 = all cores

@@ -15,10 +15,10 @@ struct Case {
   std::vector<uint32_t> scale_offsets;
 };
 const Case kCases[] = {
-    {WeightType::kQ8_0, {0}},          {WeightType::kQ4_0, {0}},     {WeightType::kQ4_1, {0, 2}},
-    {WeightType::kQ5_0, {0}},          {WeightType::kQ5_1, {0, 2}},  {WeightType::kQ4_K, {0, 2}},
-    {WeightType::kQ5_K, {0, 2}},       {WeightType::kQ6_K, {208}},   {WeightType::kQ2_K, {80, 82}},
-    {WeightType::kQ3_K, {108}},        {WeightType::kIQ4_NL, {0}},   {WeightType::kIQ4_XS, {0}},
+    {WeightType::kQ8_0, {0}},    {WeightType::kQ4_0, {0}},    {WeightType::kQ4_1, {0, 2}},
+    {WeightType::kQ5_0, {0}},    {WeightType::kQ5_1, {0, 2}}, {WeightType::kQ4_K, {0, 2}},
+    {WeightType::kQ5_K, {0, 2}}, {WeightType::kQ6_K, {208}},  {WeightType::kQ2_K, {80, 82}},
+    {WeightType::kQ3_K, {108}},  {WeightType::kIQ4_NL, {0}},  {WeightType::kIQ4_XS, {0}},
 };
 
 // Blocks whose every other byte is 0x7c (inf/NaN high bytes if read as an

@@ -201,7 +201,10 @@ class Handlers {
             {"object", "model"},
             {"created", 0},
             {"owned_by", "folio"},
-            {"max_model_len", model_.max_positions}};
+            {"max_model_len", model_.max_positions},
+            {"chat_template", model_.chat_format
+                                  ? std::string(ChatFormatSourceName(model_.chat_format->source()))
+                                  : std::string("none")}};
   }
 
   void Models(httplib::Response& res) {
