@@ -20,10 +20,12 @@ namespace {
 constexpr int kMaxEvalDepth = 2000;
 
 // A scope: the names a for loop, macro call, with or set block binds.
-// Frames live until the render ends (a macro keeps a pointer to the frame
-// it was defined in); a scope's values are dropped when it closes.
+// A scope's values are dropped when it closes; the frame is reused unless
+// a macro was defined in it or below it (the macro keeps a pointer to it
+// and late-binds its names), in which case it lives until the render ends.
 struct Frame {
   Frame* parent = nullptr;
+  bool captured = false;
   std::vector<std::pair<int, Value>> vars;
 
   const Value* Find(int sym) const {
@@ -126,9 +128,23 @@ class Interpreter {
   }
 
   Frame& NewFrame(Frame* parent) {
-    frames_.emplace_back();
-    frames_.back().parent = parent;
-    return frames_.back();
+    Frame* f = nullptr;
+    if (free_frames_.empty()) {
+      f = &frames_.emplace_back();
+    } else {
+      f = free_frames_.back();
+      free_frames_.pop_back();
+      f->captured = false;
+    }
+    f->parent = parent;
+    return *f;
+  }
+
+  // Closes a scope: its values go, and the frame is reused if no macro
+  // holds it.
+  void ReleaseFrame(Frame& f) {
+    f.vars.clear();
+    if (!f.captured) free_frames_.push_back(&f);
   }
 
   // --- errors -----------------------------------------------------------
@@ -242,7 +258,7 @@ class Interpreter {
         Frame& inner = NewFrame(&frame);
         Flow flow = Flow::kNormal;
         Result<std::string> text = Capture(s.body, inner, &flow);
-        inner.vars.clear();
+        ReleaseFrame(inner);
         if (!text) return text.error();
         if (flow != Flow::kNormal) return flow;
         Value v = Value::Str(std::move(*text));
@@ -265,7 +281,7 @@ class Interpreter {
         Frame& inner = NewFrame(&frame);
         Flow flow = Flow::kNormal;
         Result<std::string> text = Capture(s.body, inner, &flow);
-        inner.vars.clear();
+        ReleaseFrame(inner);
         if (!text) return text.error();
         const Value input = Value::Str(std::move(*text));
         FOLIO_ASSIGN_OR_RETURN(Value v, EvalFilter(*s.expr, frame, &input));
@@ -279,13 +295,13 @@ class Interpreter {
           FOLIO_RETURN_IF_ERROR(Assign(target, v, inner));
         }
         Result<Flow> flow = ExecBody(s.body, inner);
-        inner.vars.clear();
+        ReleaseFrame(inner);
         return flow;
       }
       case StmtKind::kScope: {
         Frame& inner = NewFrame(&frame);
         Result<Flow> flow = ExecBody(s.body, inner);
-        inner.vars.clear();
+        ReleaseFrame(inner);
         return flow;
       }
     }
@@ -293,6 +309,7 @@ class Interpreter {
   }
 
   Value MakeMacro(const Stmt& def, Frame& frame, std::string_view name) {
+    for (Frame* f = &frame; f != nullptr && !f->captured; f = f->parent) f->captured = true;
     auto m = std::make_shared<MacroObject>();
     m->def = &def;
     m->closure = &frame;
@@ -373,7 +390,8 @@ class Interpreter {
       }
       if (*flow == Flow::kBreak) break;
     }
-    body_frame.vars.clear();
+    ReleaseFrame(body_frame);
+    // The test frame stays: the loop object may outlive the loop.
     if (loop->test_frame) loop->test_frame->vars.clear();
     FOLIO_RETURN_IF_ERROR(status);
     if (loop->index0 < 0) return ExecBody(s.else_body, frame);
@@ -809,7 +827,7 @@ class Interpreter {
       return Capture(def.body, f, &flow);
     }();
     --call_depth_;
-    f.vars.clear();
+    ReleaseFrame(f);
     if (!text) return text.error();
     return Value::Str(std::move(*text));
   }
@@ -857,7 +875,8 @@ class Interpreter {
   std::vector<Value> globals_;  // by symbol, made on first use
   BuiltinContext ctx_;
   std::vector<std::shared_ptr<NamespaceObject>> namespaces_;
-  std::deque<Frame> frames_;
+  std::deque<Frame> frames_;  // stable addresses
+  std::vector<Frame*> free_frames_;
   std::string* out_ = nullptr;
   uint64_t iterations_ = 0;
   uint64_t call_depth_ = 0;

@@ -250,6 +250,7 @@ class Lexer {
 
   Status LexRaw() {
     const size_t start = pos_;
+    if (start == src_.size()) return Status::Ok();  // as an unclosed comment at the end
     for (size_t p = src_.find("{%", pos_); p != std::string_view::npos;
          p = src_.find("{%", p + 1)) {
       size_t q = p + 2;
@@ -275,6 +276,9 @@ class Lexer {
   }
 
   Status LexComment(size_t begin) {
+    // jinja2 reports a missing end only when a character follows the
+    // opening tag: "{#" at the very end is an empty comment.
+    if (pos_ == src_.size()) return Status::Ok();
     for (size_t p = pos_; p < src_.size(); ++p) {
       if (StartsWith(p, "+#}") || StartsWith(p, "-#}")) {
         pos_ = AfterTagEnd(p + 3, src_[p]);

@@ -119,6 +119,10 @@ CASES = [
     ("RawMinus", "a {%- raw -%} x {%- endraw -%} b", {}),
     ("BracesInsideTag", "{{ {'a': {'b': 1}}['a']['b'] }}", {}),
     ("LoneBraceIsText", "a { b } c %} d }}", {}),
+    ("CommentOpenAtTheEnd", "a\n  {#", {}),
+    ("RawOpenAtTheEnd", "a {%- raw -%}  ", {}),
+    ("UnicodeSpacesStripped", "a\u3000\u00a0 {%- if true -%} \u2003b{% endif %}", {}),
+    ("LstripWithUnicodeSpace", "x\n\u3000\t{% if true %}y{% endif %}", {}),
     # Literals and printing.
     ("PrintInt", "{{ 42 }} {{ -7 }} {{ 1_000 }} {{ 0x1F }} {{ 0o17 }} {{ 0b101 }}", {}),
     ("PrintFloat", "{{ 1.0 }} {{ 0.1 }} {{ 1e-05 }} {{ 1.5e20 }} {{ 1e16 }} {{ 1e15 }} {{ 2.5E3 }}",
@@ -386,6 +390,8 @@ CASES = [
     ("SyntaxMissingEnd", "{{ 1 ", {}),
     ("SyntaxAssignToConst", "{% set true = 1 %}", {}),
     ("SyntaxEndforWithoutFor", "{% endfor %}", {}),
+    ("SyntaxBlockOpenAtTheEnd", "a{%", {}),
+    ("SyntaxCommentUnclosedBeforeText", "a{# b", {}),
 ]
 
 

@@ -12,6 +12,7 @@ Usage: python3 tools/chat/random_differential.py [--folio build/bin/folio]
            [--seed 1] [--cases 500] [--show 20]
 """
 import argparse
+import copy
 import json
 import random
 import re
@@ -107,9 +108,11 @@ def main():
         template = Path(tmp) / "t.jinja"
         for _ in range(args.cases):
             source = "".join(stmt(rng) for _ in range(rng.randint(1, 3)))
-            want = render(source, {**VARS, "messages": [], "tools": None, "documents": None,
-                                   "add_generation_prompt": True, "bos_token": "",
-                                   "eos_token": ""})
+            # A copy each time: jinja2's indent filter extends a list it is
+            # given in place (s += "\n") before it fails.
+            want = render(source, {**copy.deepcopy(VARS), "messages": [], "tools": None,
+                                   "documents": None, "add_generation_prompt": True,
+                                   "bos_token": "", "eos_token": ""})
             template.write_text(source, encoding="utf-8")
             out = subprocess.run([args.folio, "template", "--template", str(template),
                                   "--messages", str(messages), "--strftime-now", str(EPOCH)],
