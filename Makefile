@@ -7,8 +7,9 @@
 #   make build         configure (Release) and build into build/
 #   make asan          an ASan + UBSan build in build-asan/, and its tests
 #   make fuzz          libFuzzer (clang, ASan + UBSan) on the GGUF, safetensors,
-#                      Hurray descriptor and KV snapshot readers and the server's
-#                      request parser, FUZZ_SECONDS (60) each, in build-fuzz/
+#                      Hurray descriptor and KV snapshot readers, the server's
+#                      request parser and the chat template interpreter,
+#                      FUZZ_SECONDS (60) each, in build-fuzz/
 #   make format        clang-format -i the C++ sources (FORMAT_FILES)
 #   make format-check  fail if any of them is not clang-formatted (.ci/run)
 #   make clean         remove build/, build-asan/ and build-fuzz/
@@ -55,7 +56,7 @@ asan: setup
 # descriptor_seeds, and a KV snapshot that the Release build's `folio kv
 # export` writes. (make test runs the descriptor fuzzer for 20 s too:
 # src/format/CMakeLists.txt.)
-FUZZERS = gguf safetensors descriptor snapshot request
+FUZZERS = gguf safetensors descriptor snapshot request jinja
 
 $(FUZZ_DIR)/CMakeCache.txt:
 	cmake -S . -B $(FUZZ_DIR) -DCMAKE_CXX_COMPILER=clang++ \

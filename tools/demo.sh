@@ -25,9 +25,9 @@ if [[ -s "$model" ]]; then
   echo "completion (greedy, streamed):"
   "$folio" generate --model "$model" --prompt "The capital of France is" --max-tokens 24 \
     --threads 2
-  echo "chat (its ChatML markers, greedy, streamed):"
-  "$folio" generate --model "$model" --max-tokens 48 --threads 2 --prompt \
-    $'<|im_start|>user\nWhat is the capital of France? Answer in one sentence.<|im_end|>\n<|im_start|>assistant\n'
+  echo "chat (two turns rendered with the model's own chat template, greedy, streamed):"
+  printf '%s\n' "What is the capital of France? Answer in one sentence." "And of Germany?" |
+    "$folio" chat --model "$model" --max-tokens 48 --threads 2
 else
   echo "(no real model: tools/setup.sh could not fetch SmolLM2 into $(dirname "$model");"
   echo " the built-in model above is what this machine can run)"

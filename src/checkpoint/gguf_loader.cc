@@ -10,6 +10,7 @@
 
 #include "checkpoint/loaders.h"
 #include "folio/checkpoint/gguf.h"
+#include "folio/ops/block_scales.h"
 
 namespace folio::checkpoint {
 namespace {
@@ -157,6 +158,10 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
         t.type = *type;
         t.shape.assign(info.dims.rbegin(), info.dims.rend());  // ggml lists innermost first
         t.bytes = file->Data(info);
+        if (Status s = ops::CheckBlockScales(t.type, t.bytes); !s.ok()) {
+          status = s.WithContext(path.string() + ": tensor " + name);
+          return;
+        }
         t.owner = file;
         unused.erase(it);
       });

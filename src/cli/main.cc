@@ -2,11 +2,14 @@
 //   folio layout    the worked-example report (JSON)
 //   folio generate  stream a continuation from the built-in or a saved model
 //   folio serve     OpenAI-compatible HTTP server (cli/serve_command.h)
+//   folio chat      an interactive chat in the terminal (cli/chat_command.h)
+//   folio template  a chat template rendered for a conversation (cli/template_command.h)
 //   folio save-model  write the built-in model as config.json + safetensors
 //   folio bench attention  paged vs dense attention decode timings (JSON)
 //   folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON)
 //   folio bench serve      continuous batching: dense vs gather vs paged (JSON)
 //   folio bench kv-transfer  export / encode / write / read / import of a KV cache (JSON)
+//   folio bench template   chat template render time (JSON)
 //   folio kv export|import|inspect  KV snapshots between processes
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -23,11 +26,14 @@
 #include "bench/decode_bench.h"
 #include "bench/kv_transfer_bench.h"
 #include "bench/serve_bench.h"
+#include "bench/template_bench.h"
+#include "cli/chat_command.h"
 #include "cli/flag_lists.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
 #include "cli/serve_command.h"
 #include "cli/served_model.h"
+#include "cli/template_command.h"
 #include "folio/backend/backend.h"
 #include "folio/checkpoint/model_io.h"
 #include "folio/checkpoint/model_tokenizer.h"
@@ -616,6 +622,11 @@ int main(int argc, char** argv) {
 
   ServeFlags serve;
   CLI::App* serve_cmd = AddServeCommand(app, serve);
+  ChatFlags chat_flags;
+  CLI::App* chat_cmd = AddChatCommand(app, chat_flags);
+
+  TemplateFlags template_flags;
+  CLI::App* template_cmd = AddTemplateCommand(app, template_flags);
 
   std::string info_path;
   CLI::App* info_cmd =
@@ -633,6 +644,8 @@ int main(int argc, char** argv) {
   CLI::App* bench_kv_cmd = folio::bench::AddKvTransferBenchCommand(*bench_cmd, bench_kv);
   folio::bench::ServeBenchOptions bench_serve;
   CLI::App* bench_serve_cmd = folio::bench::AddServeBenchCommand(*bench_cmd, bench_serve);
+  folio::bench::TemplateBenchOptions bench_template;
+  CLI::App* bench_template_cmd = folio::bench::AddTemplateBenchCommand(*bench_cmd, bench_template);
 
   CLI11_PARSE(app, argc, argv);
   if (*bench_attention_cmd) {
@@ -644,10 +657,15 @@ int main(int argc, char** argv) {
   if (*bench_serve_cmd) {
     return folio::bench::RunServeBench(bench_serve, folio::bench::CommandLine(argc, argv));
   }
+  if (*bench_template_cmd) {
+    return folio::bench::RunTemplateBench(bench_template, folio::bench::CommandLine(argc, argv));
+  }
   if (*bench_decode_cmd) {
     return folio::bench::RunDecodeBench(bench_decode, folio::bench::CommandLine(argc, argv));
   }
   if (*serve_cmd) return RunServe(serve);
+  if (*chat_cmd) return RunChat(chat_flags);
+  if (*template_cmd) return RunTemplate(template_flags);
   if (*logits_cmd) return RunLogits(logits);
   if (*tokenize_cmd) return RunTokenize(tokenize);
   if (*info_cmd) return RunInfo(info_path);

@@ -11,7 +11,7 @@
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
 #include "folio/model/model.h"
-#include "folio/server/chat_template.h"
+#include "folio/server/chat_format.h"
 #include "folio/server/http_server.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
@@ -41,6 +41,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   cmd->add_option("--builtin-context", f.builtin_context, "positions of the built-in model");
   cmd->add_option("--kv-dtype", f.kv_dtype, "f32, bf16, f16 or f64");
   AddTokenizerPreOption(*cmd, f.tokenizer_pre);
+  AddChatTemplateOption(*cmd, f.chat_template);
   cmd->add_option("--backend", f.backend, "cpu (SIMD kernels) or reference (scalar)");
   cmd->add_option("--max-queue", f.max_queue, "requests waiting to run; beyond: 429");
   cmd->add_option("--max-body-bytes", f.max_body_bytes, "larger request bodies: 413");
@@ -56,6 +57,13 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   cmd->add_flag("--auth-health", f.auth_health, "require the key on /health too");
   cmd->add_flag("--insecure-no-auth", f.insecure_no_auth,
                 "allow binding a non-loopback address without an API key");
+  cmd->add_option("--allowed-origins", f.allowed_origins,
+                  "browser Origins allowed to call the API ('*': any; default none)")
+      ->delimiter(',');
+  cmd->add_option("--allowed-hosts", f.allowed_hosts,
+                  "Host header names accepted (default: loopback names when bound to loopback, "
+                  "else any)")
+      ->delimiter(',');
   return cmd;
 }
 
@@ -79,23 +87,21 @@ int RunServe(const ServeFlags& flags) {
   info.tokenizer = &served->tokenizer();
   if (served->byte_level()) {
     // folio's byte-level models: the begin token first, no stop token (as
-    // `folio generate`), the plain chat template.
+    // `folio generate`), the plain chat format unless a file is given.
     info.add_special_tokens = false;
     info.prepend_id = tokenizer::ByteTokenizer::kBegin;
   } else {
     const tokenizer::Tokenizer& tokenizer = served->tokenizer();
     if (std::optional<int32_t> eos = tokenizer.eos_id()) info.stop_token_ids.push_back(*eos);
-    info.chat_template = server::DetectChatTemplate(served->chat_template);
-    const std::string_view end = server::ChatEndOfTurn(info.chat_template);
-    if (!end.empty()) {
-      std::optional<int32_t> id = tokenizer.TokenId(end);
-      if (id) {
-        info.chat_stop_token_ids.push_back(*id);
-      } else {
-        info.chat_template = server::ChatTemplate::kPlain;  // markers not in the vocabulary
-      }
-    }
   }
+  // Checked here, at load: a template folio cannot render stops the start.
+  Result<server::ChatFormat> chat_format = served->MakeChatFormat(f.chat_template);
+  if (!chat_format) {
+    return Fail(chat_format.error().WithContext(
+        f.chat_template ? *f.chat_template
+                        : "the model's chat template (--chat-template FILE renders with another)"));
+  }
+  info.chat_format = &*chat_format;
   info.name = !f.served_model_names.empty() ? f.served_model_names[0]
               : builtin                     ? "builtin"
                                             : std::filesystem::path(f.model).filename().string();
@@ -135,14 +141,17 @@ int RunServe(const ServeFlags& flags) {
   sc.step_delay = std::chrono::microseconds(f.step_delay_us);
   sc.api_key = f.api_key;
   sc.auth_health = f.auth_health;
+  sc.allowed_origins = f.allowed_origins;
+  sc.allowed_hosts = f.allowed_hosts;
+  if (sc.allowed_hosts.empty() && loopback) sc.allowed_hosts = {"localhost", "127.0.0.1", "::1"};
   if (!loopback) {
     std::cerr << "folio serve: binding " << f.host << ", reachable beyond this machine"
               << (f.api_key.empty() ? ", WITHOUT authentication\n" : "\n");
   }
   std::cerr << "folio serve: model " << info.name << " (" << info.max_positions
             << " positions, vocabulary " << info.vocab_size << ", chat template "
-            << server::ChatTemplateName(info.chat_template) << "), " << f.num_pages << " pages of "
-            << f.page_size << " tokens\n";
+            << server::ChatFormatSourceName(chat_format->source()) << "), " << f.num_pages
+            << " pages of " << f.page_size << " tokens\n";
   if (Status s = server::Serve(*eng, info, sc); !s.ok()) return Fail(s);
   return 0;
 }

@@ -15,6 +15,7 @@ struct ServeFlags {
   std::string model = "builtin";                // a model folder, a .gguf file, or builtin
   std::vector<std::string> served_model_names;  // first: replies' name; default: file name
   std::optional<std::string> tokenizer_pre;     // replaces the GGUF's tokenizer.ggml.pre
+  std::optional<std::string> chat_template;     // a template file instead of the model's
   std::string host = "127.0.0.1";
   int port = 8000;
   uint64_t threads = 0;  // compute threads, 0 = all cores
@@ -25,7 +26,7 @@ struct ServeFlags {
   uint64_t builtin_context = 512;  // positions of the built-in model
   std::string kv_dtype = "f32";
   std::string backend = "cpu";
-  uint64_t max_queue = 64;
+  uint64_t max_queue = 32;  // below http_threads, so 429 is reachable
   uint64_t max_body_bytes = 1 << 20;
   uint64_t http_threads = 64;
   uint64_t drain_timeout_s = 30;
@@ -34,6 +35,8 @@ struct ServeFlags {
   std::string api_key;                 // also FOLIO_API_KEY; empty = none
   bool auth_health = false;
   bool insecure_no_auth = false;  // allow a non-loopback host without a key
+  std::vector<std::string> allowed_origins;
+  std::vector<std::string> allowed_hosts;
 };
 
 CLI::App* AddServeCommand(CLI::App& app, ServeFlags& flags);

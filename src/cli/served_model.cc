@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "folio/checkpoint/checkpoint.h"
+#include "folio/core/file_bytes.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::cli {
@@ -40,6 +41,23 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
                             ", and its vocabulary is not folio's byte-level one");
   }
   return s;
+}
+
+Result<server::ChatFormat> ServedModel::MakeChatFormat(
+    const std::optional<std::string>& template_path) const {
+  std::optional<std::string> file_text;
+  if (template_path) {
+    FOLIO_ASSIGN_OR_RETURN(FileBytes bytes, FileBytes::Map(*template_path));
+    const std::span<const std::byte> b = bytes.bytes();
+    file_text.emplace(reinterpret_cast<const char*>(b.data()), b.size());
+  }
+  return server::ChatFormat::Create(chat_template, file_text,
+                                    byte_level() ? nullptr : &*file_tokenizer);
+}
+
+void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value) {
+  cmd.add_option("--chat-template", value,
+                 "a Jinja chat template file to use instead of the model's own");
 }
 
 void AddTokenizerPreOption(CLI::App& cmd, std::optional<std::string>& value) {

@@ -22,6 +22,7 @@
 
 #include "folio/core/status.h"
 #include "folio/model/model.h"
+#include "folio/server/chat_format.h"
 #include "folio/tokenizer/tokenizer.h"
 
 namespace CLI {
@@ -42,6 +43,10 @@ struct ServedModel {
   // Prompt ids: the begin token and the bytes (byte-level), or Encode with
   // special tokens.
   Result<std::vector<int32_t>> EncodePrompt(std::string_view text) const;
+  // The chat format: the file at template_path (--chat-template) when
+  // given, else the model's own template, else ChatML or plain
+  // (server/chat_format.h). A template that does not parse is an error.
+  Result<server::ChatFormat> MakeChatFormat(const std::optional<std::string>& template_path) const;
 };
 
 // Errors: the model's; NotFound for a model with neither a tokenizer nor
@@ -53,6 +58,8 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
 
 // Adds --tokenizer-pre NAME (generate, serve, tokenize) to `cmd`.
 void AddTokenizerPreOption(CLI::App& cmd, std::optional<std::string>& value);
+// Adds --chat-template FILE (serve, chat) to `cmd`.
+void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value);
 
 }  // namespace folio::cli
 

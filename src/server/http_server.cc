@@ -77,6 +77,10 @@ std::string_view StatusText(int status) {
       return "Bad Request";
     case 404:
       return "Not Found";
+    case 411:
+      return "Length Required";
+    case 415:
+      return "Unsupported Media Type";
     case 405:
       return "Method Not Allowed";
     case 413:
@@ -102,6 +106,24 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
     diff |= static_cast<unsigned char>(a[i] ^ (b.empty() ? 0 : b[i % b.size()]));
   }
   return diff == 0;
+}
+
+// The host name of a Host header value: "name", "name:port", "[v6]" or
+// "[v6]:port" -> "name" / "v6".
+std::string_view HostName(std::string_view host) {
+  if (host.starts_with('[')) {
+    const size_t end = host.find(']');
+    return end == std::string_view::npos ? host : host.substr(1, end - 1);
+  }
+  const size_t colon = host.find(':');
+  return colon == std::string_view::npos ? host : host.substr(0, colon);
+}
+
+bool Contains(const std::vector<std::string>& list, std::string_view value) {
+  for (const std::string& s : list) {
+    if (s == value) return true;
+  }
+  return false;
 }
 
 // A seed for a request that gave none: different for every request, so
@@ -179,7 +201,10 @@ class Handlers {
             {"object", "model"},
             {"created", 0},
             {"owned_by", "folio"},
-            {"max_model_len", model_.max_positions}};
+            {"max_model_len", model_.max_positions},
+            {"chat_template", model_.chat_format
+                                  ? std::string(ChatFormatSourceName(model_.chat_format->source()))
+                                  : std::string("none")}};
   }
 
   void Models(httplib::Response& res) {
@@ -354,10 +379,54 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   const uint64_t max_headers = config.max_headers;
   svr.set_pre_routing_handler(
       [&handlers, &config, max_headers](const httplib::Request& req, httplib::Response& res) {
+        // Runs after the headers are read and before any body byte is.
+        // Replies are whole JSON bodies: a Range header would have httplib
+        // cut them up (a few KB of ranges made /metrics 8 MB); the request
+        // object is httplib's own, non-const one.
+        const_cast<httplib::Request&>(req).ranges.clear();
+        const auto refuse = [&](int status, std::string message) {
+          handlers.Reply(res, ServerError(status, "invalid_request_error", std::move(message)));
+          return httplib::Server::HandlerResponse::Handled;
+        };
+        // Bodies: a declared length over the limit is refused before it
+        // is read; chunked bodies, whose length httplib does not bound
+        // while reading, and compressed ones, which it would inflate, are
+        // refused.
+        if (req.has_header("Content-Length")) {
+          const std::string length = req.get_header_value("Content-Length");
+          const bool digits = !length.empty() && length.size() <= 19 &&
+                              length.find_first_not_of("0123456789") == std::string::npos;
+          if (!digits || std::stoull(length) > config.max_body_bytes) {
+            return refuse(413, "the request body is larger than " +
+                                   std::to_string(config.max_body_bytes) + " bytes");
+          }
+        }
+        if (req.has_header("Transfer-Encoding")) {
+          return refuse(411, "chunked request bodies are not accepted: send Content-Length");
+        }
+        if (req.has_header("Content-Encoding") &&
+            req.get_header_value("Content-Encoding") != "identity") {
+          return refuse(415, "compressed request bodies are not accepted (Content-Encoding)");
+        }
         if (req.headers.size() > max_headers) {
           ApiError e = ServerError(431, "invalid_request_error",
                                    "more than " + std::to_string(max_headers) + " header lines");
           handlers.Reply(res, e);
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (!config.allowed_hosts.empty() &&
+            !Contains(config.allowed_hosts, HostName(req.get_header_value("Host")))) {
+          handlers.Reply(res, ServerError(403, "invalid_request_error",
+                                          "the Host header does not name this server "
+                                          "(--allowed-hosts)"));
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        if (req.has_header("Origin") && !Contains(config.allowed_origins, "*") &&
+            !Contains(config.allowed_origins, req.get_header_value("Origin"))) {
+          handlers.Reply(res, ServerError(403, "invalid_request_error",
+                                          "requests from browser origin '" +
+                                              req.get_header_value("Origin").substr(0, 100) +
+                                              "' are not allowed (--allowed-origins)"));
           return httplib::Server::HandlerResponse::Handled;
         }
         if (!config.api_key.empty() && (req.path != "/health" || config.auth_health)) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "folio/core/check.h"
 #include "folio/core/str_cat.h"
 #include "folio/sampling/sampler.h"
 
@@ -168,6 +169,7 @@ std::optional<ApiError> ParsePrompt(const json& body, const ModelInfo& m,
 
 std::optional<ApiError> ParseMessages(const json& body, const ModelInfo& m,
                                       std::vector<int32_t>& out) {
+  FOLIO_CHECK(m.chat_format != nullptr, "ModelInfo::chat_format is required for chat");
   auto it = body.find("messages");
   if (it == body.end() || it->is_null()) {
     return InvalidField("messages", "'messages' is required");
@@ -177,44 +179,51 @@ std::optional<ApiError> ParseMessages(const json& body, const ModelInfo& m,
   if (it->size() > kMaxMessages) {
     return InvalidField("messages", StrCat("at most ", kMaxMessages, " messages"));
   }
-  std::vector<ChatMessage> messages;
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   for (size_t i = 0; i < it->size(); ++i) {
     const json& msg = (*it)[i];
     const std::string at = StrCat("messages[", i, "]");
     if (!msg.is_object()) return WrongType(at, "an object", msg);
-    ChatMessage cm;
     auto role = msg.find("role");
     if (role == msg.end() || !role->is_string()) {
       return InvalidField(StrCat(at, ".role"), StrCat(at, ".role must be a string"));
     }
-    cm.role = role->get<std::string>();
-    if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" && cm.role != "tool" &&
-        cm.role != "developer") {
-      return InvalidField(StrCat(at, ".role"), StrCat("unknown role ", Quote(cm.role)));
+    const std::string& r = role->get_ref<const std::string&>();
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer") {
+      return InvalidField(StrCat(at, ".role"), StrCat("unknown role ", Quote(r)));
     }
     auto content = msg.find("content");
     if (content == msg.end() || content->is_null()) {
       return InvalidField(StrCat(at, ".content"), StrCat(at, ".content is required"));
     }
+    std::string text;
     if (content->is_string()) {
-      cm.content = content->get<std::string>();
+      text = content->get<std::string>();
     } else if (content->is_array()) {
       for (const json& part : *content) {
-        auto text = part.is_object() ? part.find("text") : part.end();
+        auto part_text = part.is_object() ? part.find("text") : part.end();
         auto type = part.is_object() ? part.find("type") : part.end();
-        if (!part.is_object() || type == part.end() || *type != "text" || text == part.end() ||
-            !text->is_string()) {
+        if (!part.is_object() || type == part.end() || *type != "text" || part_text == part.end() ||
+            !part_text->is_string()) {
           return InvalidField(StrCat(at, ".content"),
                               "content parts must be {\"type\": \"text\", \"text\": string}");
         }
-        cm.content += text->get<std::string>();
+        text += part_text->get<std::string>();
       }
     } else {
       return WrongType(StrCat(at, ".content"), "a string or an array of text parts", *content);
     }
-    messages.push_back(std::move(cm));
+    // The message as the client sent it (its other keys reach the
+    // template), with the content joined into one string.
+    nlohmann::ordered_json message = nlohmann::ordered_json::parse(msg.dump());
+    message["content"] = std::move(text);
+    messages.push_back(std::move(message));
   }
-  return EncodeText(m, RenderChat(m.chat_template, messages), "messages", out);
+  Result<RenderedChat> rendered = m.chat_format->Render(messages, /*add_generation_prompt=*/true);
+  if (!rendered) return InvalidField("messages", rendered.error().message());
+  ModelInfo encode = m;
+  encode.add_special_tokens = m.add_special_tokens && rendered->add_special_tokens;
+  return EncodeText(encode, rendered->text, "messages", out);
 }
 
 std::optional<ApiError> ParseStop(const json& body, std::vector<std::string>& out) {
@@ -497,8 +506,8 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
 
   r.params.stop_token_ids = m.stop_token_ids;
   if (chat) {
-    r.params.stop_token_ids.insert(r.params.stop_token_ids.end(), m.chat_stop_token_ids.begin(),
-                                   m.chat_stop_token_ids.end());
+    const std::vector<int32_t>& ends = m.chat_format->end_of_turn_ids();
+    r.params.stop_token_ids.insert(r.params.stop_token_ids.end(), ends.begin(), ends.end());
   }
   // The engine's own checks, so nothing it would refuse gets past here.
   if (Status s = r.params.sampling.Validate(); !s.ok()) return InvalidField("", s.message());

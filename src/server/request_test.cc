@@ -18,6 +18,8 @@ ModelInfo Model() {
   m.tokenizer = &tokenizer::ByteTokenizer::AsTokenizer();
   m.add_special_tokens = false;
   m.prepend_id = 0;
+  static const ChatFormat plain = *ChatFormat::Create("", std::nullopt, nullptr);
+  m.chat_format = &plain;
   return m;
 }
 
@@ -166,12 +168,33 @@ TEST(ParseRequest, ChatUsesThePlainTemplate) {
 TEST(ParseRequest, ChatStopTokensOnlyForChat) {
   ModelInfo m = Model();
   m.stop_token_ids = {1};
-  m.chat_stop_token_ids = {7};
   EXPECT_EQ(Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}]})", m)
                 .params.stop_token_ids,
-            (std::vector<int32_t>{1, 7}));
+            (std::vector<int32_t>{1}));  // the plain format has no end-of-turn token
   EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": "x"})", m).params.stop_token_ids,
             (std::vector<int32_t>{1}));
+}
+
+// A chat template renders the messages as the client sent them (other keys
+// included); what it raises is a 400 naming messages, quoting it.
+TEST(ParseRequest, ChatRendersThroughTheTemplateAndReportsItsErrors) {
+  ModelInfo m = Model();
+  const ChatFormat f = *ChatFormat::Create(
+      "",
+      std::string("{% for m in messages %}{% if m.role == 'assistant' and m.name is defined %}"
+                  "{{ raise_exception('no names: ' ~ m.name) }}{% endif %}"
+                  "[{{ m.role }}|{{ m.content }}]{% endfor %}"),
+      nullptr);
+  m.chat_format = &f;
+  ParsedRequest r = Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "hi"}]})", m);
+  std::vector<int32_t> want = {0};
+  for (char c : std::string("[user|hi]")) want.push_back(static_cast<unsigned char>(c) + 2);
+  EXPECT_EQ(r.prompt, want);
+  ApiError e = Err(Endpoint::kChat,
+                   R"({"messages": [{"role": "assistant", "content": "a", "name": "bob"}]})", m);
+  EXPECT_EQ(e.http_status, 400);
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_EQ(e.message, "chat template raised: no names: bob");
 }
 
 TEST(ParseRequest, MaxCompletionTokensForChat) {

@@ -197,3 +197,28 @@ def test_info_reports_bits_per_weight_by_type(tmp_path):
     assert total == info["weight_bytes"]
     elements = sum(t["elements"] for t in types.values())
     assert info["bits_per_weight"] == 8 * total / elements
+
+
+@pytest.mark.parametrize("dtype,field,bits", [("q4_1", 2, 0x7c00), ("q4_k", 0, 0x7e00),
+                                              ("q6_k", 208, 0xfc00)])
+def test_a_non_finite_block_scale_is_refused_at_load_naming_the_tensor(tmp_path, dtype, field,
+                                                                      bits):
+    """A NaN or infinite f16 scale would make its whole block NaN or inf;
+    the loader reads every block's scales and names the tensor, the block
+    and the field instead of loading it."""
+    import gguf
+    a = ck.Arch(name="llama", **(KQUANT_ARCH if dtype in ck.KQUANT_DTYPES else {}))
+    path = tmp_path / "m.gguf"
+    ck.write_gguf(path, a, ck.random_weights(a, 4), dtype)
+    target = "blk.0.ffn_up.weight"
+    t = next(t for t in gguf.GGUFReader(str(path)).tensors if t.name == target)
+    block_bytes = gguf.GGML_QUANT_SIZES[t.tensor_type][1]
+    raw = bytearray(path.read_bytes())
+    at = t.data_offset + 2 * block_bytes + field
+    raw[at:at + 2] = bits.to_bytes(2, "little")
+    path.write_bytes(bytes(raw))
+    out = subprocess.run([FOLIO, "logits", "--model", str(path), "--tokens", "1,2"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert target in out.stderr and "block 2 of" in out.stderr and "non-finite" in out.stderr, \
+        out.stderr

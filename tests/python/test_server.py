@@ -214,7 +214,10 @@ def test_stop_string_cuts_the_text(server):
 
 
 def test_logprobs(server):
-    status, r = server.post("/v1/completions", {"prompt": "lp", "max_tokens": 3, "logprobs": 2})
+    # A fixed seed: completions' top_logprobs is keyed by token text, and two
+    # byte tokens >= 0x80 both show as U+FFFD, so some draws have one key.
+    status, r = server.post("/v1/completions", {"prompt": "lp", "max_tokens": 3, "logprobs": 2,
+                                                "seed": 0})
     assert status == 200, r
     lp = r["choices"][0]["logprobs"]
     assert len(lp["tokens"]) == len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == 3
@@ -310,7 +313,7 @@ def open_stream(s, max_tokens, seed=0):
     """A streaming request whose first chunk has arrived (it is running)."""
     sock = socket.create_connection((s.host, s.port), timeout=30)
     body = json.dumps({"prompt": "slow", "max_tokens": max_tokens, "stream": True, "seed": seed})
-    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+    sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                   f"\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
     got = b""
     while b"data: " not in got:
@@ -481,3 +484,67 @@ def test_a_public_address_needs_a_key_or_an_explicit_opt_out():
     out = subprocess.run([FOLIO, "serve", "--host", "0.0.0.0", "--port", "0"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "--insecure-no-auth" in out.stderr
+
+
+def test_browser_origins_and_foreign_hosts_are_refused(server):
+    body = json.dumps({"prompt": "a", "max_tokens": 1})
+    ok = {"Content-Type": "application/json"}
+    assert server.request("POST", "/v1/completions", body, ok)[0] == 200
+    # A web page's "simple" cross-origin POST carries its Origin.
+    status, _, payload = server.request(
+        "POST", "/v1/completions", body, {"Content-Type": "text/plain",
+                                          "Origin": "https://evil.example"})
+    assert status == 403 and "evil.example" in json.loads(payload)["error"]["message"]
+    # DNS rebinding: the page's own name, resolved to 127.0.0.1.
+    status, _, _ = server.request("POST", "/v1/completions", body,
+                                  {**ok, "Host": "evil.example:8000"})
+    assert status == 403
+    for host in ("localhost:1234", "127.0.0.1", "[::1]:80"):
+        assert server.request("GET", "/health", None, {"Host": host})[0] == 200, host
+    s = Server("--allowed-origins", "https://app.example")
+    try:
+        status, _, _ = s.request("POST", "/v1/completions", body,
+                                 {**ok, "Origin": "https://app.example"})
+        assert status == 200
+    finally:
+        assert s.stop() == 0
+
+
+def raw_request(s, head, body=b""):
+    """Sends raw bytes, returns (status, body) of the reply."""
+    with socket.create_connection((s.host, s.port), timeout=30) as sock:
+        sock.sendall(head.encode() + body)
+        got = b""
+        while b"\r\n\r\n" not in got:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        head_bytes, _, rest = got.partition(b"\r\n\r\n")
+        status = int(head_bytes.split(b" ")[1])
+        length = re.search(rb"Content-Length: (\d+)", head_bytes)
+        while length and len(rest) < int(length.group(1)):
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            rest += chunk
+        return status, rest
+
+
+def test_bodies_are_bounded_before_they_are_read(server):
+    pre = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    # A 2 GB announcement is refused at once, before any body byte.
+    status, body = raw_request(server, pre + "Content-Length: 2000000000\r\n\r\n")
+    assert status == 413 and "error" in json.loads(body)
+    status, body = raw_request(server, pre + "Transfer-Encoding: chunked\r\n\r\n",
+                               b"5\r\nhello\r\n0\r\n\r\n")
+    assert status == 411 and "Content-Length" in json.loads(body)["error"]["message"]
+    payload = b'{"prompt": "a", "max_tokens": 1}'
+    status, body = raw_request(server, pre + "Content-Encoding: gzip\r\n"
+                               f"Content-Length: {len(payload)}\r\n\r\n", payload)
+    assert status == 415
+    # Range is ignored: the whole reply, not a multipart of byte ranges.
+    ranges = ",".join(f"{i}-{i}" for i in range(0, 40, 2))
+    full = server.request("GET", "/metrics")[2]
+    status, _, body = server.request("GET", "/metrics", None, {"Range": f"bytes={ranges}"})
+    assert status == 200 and body.startswith(b"#") and len(body) < 2 * len(full)

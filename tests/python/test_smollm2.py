@@ -174,3 +174,48 @@ def test_generate_and_serve_take_a_pre_tokenizer_override():
         out = subprocess.run([FOLIO, *command, "--model", str(model), "--tokenizer-pre",
                               "no-such-pre"], capture_output=True, text=True, timeout=120)
         assert out.returncode != 0 and "no-such-pre" in out.stderr, (command, out.stderr)
+
+
+def test_serve_and_chat_render_the_model_s_own_template():
+    """The server's chat prompt is the model's own template (which adds
+    SmolLM's default system prompt) rendered as jinja2 renders it and
+    tokenized as Hugging Face tokenizes it: the issue counted 37 tokens for
+    this question; `folio chat` keeps the conversation, and /reset drops it."""
+    import gguf
+    from test_chat_templates import oracle
+    model = smollm2.require()
+    r = gguf.GGUFReader(str(model))
+    source = r.fields["tokenizer.chat_template"].contents()
+    tokens = r.fields["tokenizer.ggml.tokens"].contents()
+    bos = tokens[r.fields["tokenizer.ggml.bos_token_id"].contents()]
+    eos = tokens[r.fields["tokenizer.ggml.eos_token_id"].contents()]
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    want = oracle(source, json.dumps(messages), True, bos, eos).text
+    want_ids = hf_tokenizer(model).encode(want, add_special_tokens=False).ids
+    assert "You are a helpful AI assistant named SmolLM" in want and len(want_ids) == 37
+
+    from test_server import Server
+    s = Server("--model", str(model))
+    try:
+        status, reply = s.post("/v1/chat/completions", {"messages": messages, "max_tokens": 12,
+                                                        "temperature": 0})
+        assert status == 200, reply
+        assert reply["usage"]["prompt_tokens"] == len(want_ids)
+        assert "Paris" in reply["choices"][0]["message"]["content"]
+        assert reply["choices"][0]["finish_reason"] == "stop"  # <|im_end|> ends the turn
+        status, ids = s.post("/tokenize", {"messages": messages})
+        assert ids["tokens"] == want_ids
+        models = json.loads(s.request("GET", "/v1/models")[2])
+        assert models["data"][0]["chat_template"] == "model"
+    finally:
+        assert s.stop() == 0
+
+    out = subprocess.run([FOLIO, "chat", "--model", str(model), "--max-tokens", "24"],
+                         input="What is the capital of France?\nAnd of Germany?\n/reset\n"
+                               "And of Germany?\n",
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    replies = out.stdout.splitlines()
+    assert "Paris" in replies[0] and "Berlin" in replies[1], replies
+    assert "(conversation reset)" in out.stderr
+    assert "chat template model" in out.stderr

@@ -1,6 +1,6 @@
 """Seed corpora for the parser fuzzers: small valid files of each format.
 
-Usage: make_seeds.py OUT_DIR   (writes OUT_DIR/{gguf,safetensors,request}/...)
+Usage: make_seeds.py OUT_DIR   (writes OUT_DIR/{gguf,safetensors,request,jinja}/...)
 """
 import json
 import sys
@@ -17,6 +17,16 @@ a = ck.Arch(name="qwen2", hidden=32, heads=2, kv_heads=1, head_dim=16, ffn=32,
 w = ck.random_weights(a, 1)
 for dtype in ("f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"):
     ck.write_gguf(out / "gguf" / f"tiny-{dtype}.gguf", a, w, dtype)
+# The K-quants and IQ4 need rows of whole 256-element super-blocks: a
+# model just wide enough, 140-350 KB a file. `make fuzz` passes -max_len
+# 65536, so the fuzzer sees each one's first 64 KB: the header and tensor
+# table, where the loader checks types, shapes, block counts and offsets,
+# and then data cut short, which it must refuse by name.
+wide = ck.Arch(name="llama", hidden=256, heads=2, kv_heads=1, head_dim=128, ffn=256,
+               layers=1, vocab=64)
+ww = ck.random_weights(wide, 2)
+for dtype in ck.KQUANT_DTYPES:
+    ck.write_gguf(out / "gguf" / f"wide-{dtype}.gguf", wide, ww, dtype)
 for dtype in ("f32", "bf16"):
     ck.write_hf(out / "hf", a, w, dtype)
     (out / "hf" / "model.safetensors").rename(out / "safetensors" / f"tiny-{dtype}.safetensors")
@@ -33,3 +43,18 @@ bodies = [
 ]
 for i, b in enumerate(bodies):
     (out / "request" / f"body{i}.json").write_text(json.dumps(b))
+
+# Chat templates (tools/fuzz/fuzz_jinja.cc): every template of the chat
+# module's jinja2-checked cases, and the benchmark's Llama-3-style one.
+root = Path(__file__).resolve().parents[2]
+(out / "jinja").mkdir(parents=True, exist_ok=True)
+cases = json.loads((root / "src/chat/testdata/render_cases.json").read_text(encoding="utf-8"))
+for i, case in enumerate(cases):
+    (out / "jinja" / f"case{i:03d}.jinja").write_text(case["template"], encoding="utf-8")
+(out / "jinja" / "llama3.jinja").write_text(
+    "{% set loop_messages = messages %}{% for message in loop_messages %}"
+    "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'"
+    "+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+    "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+    "{% endif %}", encoding="utf-8")

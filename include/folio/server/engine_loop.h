@@ -65,7 +65,7 @@ class Channel {
 };
 
 struct EngineLoopConfig {
-  uint64_t max_queue = 64;
+  uint64_t max_queue = 32;
   // Sleep after every step (0 = none): lets tests and demos slow a tiny
   // model down to the pace of a real one.
   std::chrono::microseconds step_delay{0};

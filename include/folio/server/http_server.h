@@ -10,6 +10,14 @@
 // A request without a seed gets a random one, sent back in the
 // X-Folio-Seed response header (as is the one a request gave).
 //
+// Browsers: a request with an Origin header is refused (403) unless the
+// origin is in allowed_origins ("*" allows any), so a web page cannot
+// start generations on a local server with a "simple" cross-origin POST.
+// The Host header must name an allowed host (allowed_hosts, by name with
+// or without a port; empty = any); Serve fills loopback names in when it
+// binds a loopback address and none are given, which defeats DNS
+// rebinding (a page's own name resolving to 127.0.0.1).
+//
 // Threads: cpp-httplib's worker pool runs the handlers; one engine thread
 // (EngineLoop) owns the Engine; a watcher thread waits for SIGINT/SIGTERM.
 // A handler validates its body (request.h), submits to the EngineLoop's
@@ -25,6 +33,7 @@
 #include <chrono>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "folio/core/status.h"
 #include "folio/engine/engine.h"
@@ -35,7 +44,7 @@ namespace folio::server {
 struct ServerConfig {
   std::string host = "127.0.0.1";     // loopback unless asked otherwise
   int port = 8000;                    // 0 = any free port (printed)
-  uint64_t max_queue = 64;            // requests waiting to run; more -> 429
+  uint64_t max_queue = 32;            // requests waiting to run; more -> 429
   uint64_t max_body_bytes = 1 << 20;  // larger bodies -> 413
   uint64_t max_headers = 64;          // more header lines -> 431
   uint64_t http_threads = 64;         // concurrent connections being served
@@ -43,9 +52,11 @@ struct ServerConfig {
   std::chrono::seconds read_timeout{10};
   std::chrono::seconds write_timeout{10};
   std::chrono::seconds drain_timeout{30};
-  std::chrono::microseconds step_delay{0};  // EngineLoopConfig::step_delay
-  std::string api_key;                      // empty: no authentication
-  bool auth_health = false;                 // /health needs the key too
+  std::chrono::microseconds step_delay{0};   // EngineLoopConfig::step_delay
+  std::string api_key;                       // empty: no authentication
+  bool auth_health = false;                  // /health needs the key too
+  std::vector<std::string> allowed_origins;  // Origin values accepted; "*" = any
+  std::vector<std::string> allowed_hosts;    // Host names accepted; empty = any
 };
 
 // Serves until SIGINT/SIGTERM, drains, returns. Writes one line

@@ -17,9 +17,12 @@
 //   model        string; must name the served model or an alias (404
 //                otherwise)
 //   prompt       completions: a string, a one-string array, or token ids
-//   messages     chat: non-empty array of {role, content}; role one of
-//                system/user/assistant/tool; content a string or an array
-//                of {"type": "text", "text": ...} parts
+//   messages     chat: non-empty array of {role, content, ...}; role one
+//                of system/user/assistant/tool/developer; content a string
+//                or an array of {"type": "text", "text": ...} parts (joined);
+//                other keys reach the chat template as given. Rendered by
+//                ModelInfo::chat_format; what the template raises is a 400
+//                naming messages and quoting it
 //   max_tokens   integer >= 1 (chat also accepts max_completion_tokens);
 //                default 16 (completions) or, for chat, the rest of the
 //                context capped at ModelInfo::default_max_tokens
@@ -50,7 +53,7 @@
 #include <vector>
 
 #include "folio/engine/engine.h"
-#include "folio/server/chat_template.h"
+#include "folio/server/chat_format.h"
 #include "folio/tokenizer/tokenizer.h"
 
 namespace folio::server {
@@ -83,8 +86,9 @@ struct ModelInfo {
   bool add_special_tokens = true;
   std::optional<int32_t> prepend_id;
   std::vector<int32_t> stop_token_ids;  // every request (eos)
-  ChatTemplate chat_template = ChatTemplate::kPlain;
-  std::vector<int32_t> chat_stop_token_ids;  // chat requests (end of turn)
+  // Chat requests: how messages become the prompt (required for chat);
+  // its end_of_turn_ids() stop chat requests besides stop_token_ids.
+  const ChatFormat* chat_format = nullptr;
   // Chat's max_tokens when the request has none: the rest of the context,
   // but at most this (0: no cap), so a client that leaves a non-streamed
   // request cannot hold a sequence for the whole pool.

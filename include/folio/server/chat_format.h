@@ -1,0 +1,79 @@
+// How a served model turns a conversation into prompt text: its own chat
+// template (the Jinja source a model file ships), a template file given
+// with --chat-template, or, only when the model ships none, ChatML (when
+// its vocabulary has ChatML's markers) or folio's documented plain format.
+// Templates render through folio::chat::Template, exactly as Hugging
+// Face's apply_chat_template renders them with jinja2.
+//
+// The fallbacks, written as templates too:
+//   chatml  <|im_start|>{role}\n{content}<|im_end|>\n per message, then
+//           <|im_start|>assistant\n
+//   plain   {role}: {content}\n per message, then assistant:
+#ifndef FOLIO_SERVER_CHAT_FORMAT_H_
+#define FOLIO_SERVER_CHAT_FORMAT_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "folio/chat/template.h"
+#include "folio/core/status.h"
+#include "folio/tokenizer/tokenizer.h"
+
+namespace folio::server {
+
+enum class ChatFormatSource { kModel, kFile, kChatML, kPlain };
+
+// "model", "file", "chatml", "plain".
+std::string_view ChatFormatSourceName(ChatFormatSource source);
+
+struct RenderedChat {
+  std::string text;
+  // Encode with the tokenizer's own special tokens (bos, eos): false for a
+  // model's or a file's template, which writes them as text itself.
+  bool add_special_tokens = false;
+};
+
+class ChatFormat {
+ public:
+  // model_source: the model file's template ("" when it has none);
+  // file_source: --chat-template's text, which wins when given. tokenizer:
+  // the model's (bos/eos texts, end-of-turn ids); nullptr for folio's
+  // byte-level models, which get the plain format. A template that does
+  // not parse is the parse error (line:column, the construct), prefixed
+  // with where the template came from: templates are checked at load, not
+  // at the first request.
+  static Result<ChatFormat> Create(std::string_view model_source,
+                                   const std::optional<std::string>& file_source,
+                                   const tokenizer::Tokenizer* tokenizer);
+
+  // messages: a JSON array of message objects ({"role", "content", ...},
+  // content a string; other keys are passed on as given). extra: more
+  // template variables (tools, documents, anything else), an object or
+  // null. Errors: the template's own (raise_exception gives
+  // kInvalidArgument "chat template raised: ..."), a render limit.
+  Result<RenderedChat> Render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                              const nlohmann::ordered_json& extra = nullptr) const;
+
+  ChatFormatSource source() const { return source_; }
+  // Token ids that end an assistant turn besides eos: the end-of-turn
+  // markers (<|im_end|>, <|eot_id|>, <end_of_turn>, <|end|>, ...) that the
+  // template writes and the vocabulary holds as one token.
+  const std::vector<int32_t>& end_of_turn_ids() const { return end_of_turn_ids_; }
+
+ private:
+  ChatFormat(chat::Template t, ChatFormatSource source)
+      : template_(std::move(t)), source_(source) {}
+
+  chat::Template template_;
+  ChatFormatSource source_;
+  std::string bos_token_, eos_token_;
+  std::vector<int32_t> end_of_turn_ids_;
+};
+
+}  // namespace folio::server
+
+#endif  // FOLIO_SERVER_CHAT_FORMAT_H_

@@ -1,0 +1,40 @@
+// `folio chat`: an interactive chat in the terminal with a model, rendered
+// with its own chat template (or --chat-template FILE, or ChatML / plain
+// when it ships none), each reply streamed as it is generated.
+#ifndef FOLIO_CLI_CHAT_COMMAND_H_
+#define FOLIO_CLI_CHAT_COMMAND_H_
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace folio::cli {
+
+struct ChatFlags {
+  std::string model = "builtin";
+  std::optional<std::string> chat_template;
+  std::optional<std::string> tokenizer_pre;
+  std::optional<std::string> system;  // a system message first
+  uint64_t max_tokens = 512;          // per reply
+  double temperature = 0.0;
+  uint64_t top_k = 0;
+  double top_p = 1.0;
+  uint64_t seed = 0;
+  uint64_t threads = 0;
+  uint64_t max_context = 4096;
+  uint64_t page_size = 16;
+  std::string kv_dtype = "f32";
+};
+
+CLI::App* AddChatCommand(CLI::App& app, ChatFlags& flags);
+
+// Reads user turns from standard input, one per line, until end of input
+// (Ctrl-D); "/reset" starts over (keeping --system), "/exit" leaves.
+// Replies stream to standard output; prompts and notes go to standard
+// error, so a piped transcript holds only the replies.
+int RunChat(const ChatFlags& flags);
+
+}  // namespace folio::cli
+
+#endif  // FOLIO_CLI_CHAT_COMMAND_H_

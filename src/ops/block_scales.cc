@@ -1,0 +1,83 @@
+#include "folio/ops/block_scales.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "folio/core/str_cat.h"
+
+namespace folio::ops {
+namespace {
+
+// A scale field of a block: its byte offset and ggml's name for it.
+struct ScaleField {
+  uint32_t offset;
+  const char* name;
+};
+
+// The f16 scale fields of each type's block (ggml's block_* structs). An
+// exhaustive switch: a new type must say where its scales are.
+std::span<const ScaleField> ScaleFields(WeightType type) {
+  static constexpr ScaleField kD[] = {{0, "d"}};
+  static constexpr ScaleField kDM[] = {{0, "d"}, {2, "m"}};
+  static constexpr ScaleField kDDmin[] = {{0, "d"}, {2, "dmin"}};
+  static constexpr ScaleField kQ6K[] = {{208, "d"}};
+  static constexpr ScaleField kQ2K[] = {{80, "d"}, {82, "dmin"}};
+  static constexpr ScaleField kQ3K[] = {{108, "d"}};
+  switch (type) {
+    case WeightType::kF64:
+    case WeightType::kF32:
+    case WeightType::kF16:
+    case WeightType::kBF16:
+      return {};
+    case WeightType::kQ8_0:
+    case WeightType::kQ4_0:
+    case WeightType::kQ5_0:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ4_XS:
+      return kD;
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_1:
+      return kDM;
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K:
+      return kDDmin;
+    case WeightType::kQ6_K:
+      return kQ6K;
+    case WeightType::kQ2_K:
+      return kQ2K;
+    case WeightType::kQ3_K:
+      return kQ3K;
+  }
+  return {};
+}
+
+}  // namespace
+
+Status CheckBlockScales(WeightType type, std::span<const std::byte> bytes) {
+  const WeightTypeTraits& traits = TraitsOf(type);
+  const std::span<const ScaleField> fields = ScaleFields(type);
+  if (fields.empty()) return Status::Ok();
+  if (bytes.size() % traits.block_bytes != 0) {
+    return Status::InvalidArgument(StrCat(bytes.size(), " bytes are not whole ", traits.name,
+                                          " blocks of ", traits.block_bytes, " bytes"));
+  }
+  const uint64_t blocks = bytes.size() / traits.block_bytes;
+  for (uint64_t b = 0; b < blocks; ++b) {
+    const std::byte* block = bytes.data() + b * traits.block_bytes;
+    for (const ScaleField& f : fields) {
+      uint16_t bits;
+      std::memcpy(&bits, block + f.offset, 2);
+      if ((bits & 0x7c00) == 0x7c00) {  // exponent all ones: inf or NaN
+        char hex[8];
+        std::snprintf(hex, sizeof(hex), "0x%04x", bits);
+        return Status::InvalidArgument(StrCat(traits.name, " block ", b, " of ", blocks,
+                                              " has a non-finite scale ", f.name, " (f16 ", hex,
+                                              (bits & 0x03ff) != 0 ? ", NaN)" : ", infinity)"));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace folio::ops
