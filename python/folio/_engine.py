@@ -5,6 +5,7 @@ llm.cc) runs on its own C++ thread; this module only feeds and reads it.
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union,
@@ -23,7 +24,7 @@ ChatMessage = Mapping[str, Any]
 # KV dtype spellings accepted besides folio's own (f32, bf16, f16, f64).
 _KV_DTYPES = {"auto": "f32", "float32": "f32", "float": "f32", "bfloat16": "bf16",
               "float16": "f16", "half": "f16", "float64": "f64", "double": "f64"}
-_ROLES = ("system", "user", "assistant", "tool")
+_ROLES = ("system", "user", "assistant", "tool", "developer")
 
 # An engine event, as EngineCore.take() returns it.
 Event = Tuple[int, List[int], str, Optional[List[Tuple[int, float, List[Tuple[int, float]]]]],
@@ -57,22 +58,33 @@ class Tokenizer:
 
     def apply_chat_template(self, messages: Sequence[ChatMessage], *, tokenize: bool = False,
                             add_generation_prompt: bool = True,
-                            chat_template: Optional[str] = None) -> Union[str, List[int]]:
-        """The prompt for a chat, ending where the assistant's reply begins.
+                            chat_template: Optional[str] = None,
+                            **kwargs: Any) -> Union[str, List[int]]:
+        """The prompt for a chat, as Hugging Face's apply_chat_template makes it.
 
-        Today folio renders ChatML (for a model whose template is ChatML) or
-        its plain "role: content" form; this is the one place that renders a
-        chat, where a Jinja engine will plug in. tokenize=True returns ids
-        (with the tokenizer's special tokens, as LLM.chat sends them).
+        Rendered by folio's Jinja engine with the model's own chat template
+        (chat_template: a template's text to use instead), or, for a model
+        that ships none, ChatML or folio's plain format; byte-level models
+        get the plain format. kwargs become template variables (tools,
+        documents, ...). tokenize=True returns ids, with the tokenizer's
+        special tokens unless the template writes them itself, as LLM.chat
+        sends them. ValueError for a template that does not parse or
+        raises.
         """
-        if chat_template is not None:
-            raise NotImplementedError("folio has no Jinja engine yet: chat_template must be None "
-                                      "(the model's template is detected as ChatML or plain)")
-        if not add_generation_prompt:
-            raise NotImplementedError("folio's chat templates always end with the assistant's "
-                                      "turn (add_generation_prompt=True)")
-        text = str(self._core.render_chat(_chat_messages(messages)))
-        return self.encode(text, add_special_tokens=True) if tokenize else text
+        text, ids, _ = self._render(messages, add_generation_prompt, chat_template, kwargs)
+        return ids if tokenize else text
+
+    def _render(self, messages: Sequence[ChatMessage], add_generation_prompt: bool,
+                chat_template: Optional[str], extra: Mapping[str, Any]
+                ) -> Tuple[str, List[int], List[int]]:
+        """(prompt text, prompt ids, end-of-turn ids): the one place a chat
+        becomes a prompt (python/src/chat_prompt.h)."""
+        text, add_special, stops = self._core.render_chat(
+            json.dumps(_chat_messages(messages)), add_generation_prompt, chat_template,
+            json.dumps(dict(extra)) if extra else "null")
+        # Byte-level models always start with the begin token, as folio serve.
+        special = bool(add_special) or bool(self._info["byte_level"])
+        return str(text), self.encode(str(text), add_special_tokens=special), list(stops)
 
     @property
     def vocab_size(self) -> int:
@@ -92,7 +104,9 @@ class Tokenizer:
         return self.vocab_size
 
 
-def _chat_messages(messages: Sequence[ChatMessage]) -> List[Tuple[str, str]]:
+def _chat_messages(messages: Sequence[ChatMessage]) -> List[Dict[str, Any]]:
+    """Messages as the template sees them: content parts joined into one
+    string, other keys passed on, as folio serve does."""
     if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
         raise ValueError("messages must be a non-empty list of {'role', 'content'} dicts")
     out = []
@@ -115,7 +129,7 @@ def _chat_messages(messages: Sequence[ChatMessage]) -> List[Tuple[str, str]]:
         if not isinstance(content, str):
             raise ValueError(f"messages[{i}].content must be a string or a list of text parts "
                              f"(got {type(content).__name__})")
-        out.append((str(role), content))
+        out.append({**m, "content": content})
     return out
 
 
@@ -224,7 +238,9 @@ class EngineCore:
         """(prompt text or None, prompt ids)."""
         if isinstance(prompt, Mapping):
             if "prompt_token_ids" in prompt:
-                prompt = cast(Sequence[int], prompt["prompt_token_ids"])
+                text = prompt.get("prompt")
+                _, ids = self.encode_prompt(cast(Sequence[int], prompt["prompt_token_ids"]))
+                return (text if isinstance(text, str) else None), ids
             elif "prompt" in prompt:
                 prompt = cast(str, prompt["prompt"])
             else:
@@ -239,7 +255,7 @@ class EngineCore:
         return None, ids
 
     def make_request(self, prompt: PromptType, params: SamplingParams, request_id: Optional[str],
-                     chat: bool = False) -> Tuple[Request, _folio.RequestParams]:
+                     chat_stops: Sequence[int] = ()) -> Tuple[Request, _folio.RequestParams]:
         """Checks a request (ValueError) without submitting it."""
         if not isinstance(params, SamplingParams):
             raise TypeError(f"sampling_params must be a folio.SamplingParams "
@@ -249,8 +265,7 @@ class EngineCore:
         eos = self.info["eos_token_id"]
         if not params.ignore_eos and eos is not None:
             stops.append(int(eos))
-        if chat:
-            stops += [int(t) for t in self.info["chat_stop_token_ids"]]
+        stops += [int(t) for t in chat_stops if t not in stops]
         max_tokens = params.max_tokens
         if max_tokens is None:  # the rest of the context (the last token is never fed)
             max_tokens = max(1, int(self.info["max_positions"]) - len(ids) + 1)
@@ -263,13 +278,21 @@ class EngineCore:
         r.stop_token_ids = list(params.stop_token_ids or []) + stops
         return r, native
 
-    def chat_prompts(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]]
-                     ) -> Tuple[List[str], bool]:
-        """Rendered prompts for one conversation or a list of them; True for a list."""
+    def chat_prompts(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]],
+                     chat_template: Optional[str] = None, add_generation_prompt: bool = True,
+                     extra: Optional[Mapping[str, Any]] = None
+                     ) -> List[Tuple[Dict[str, Any], List[int]]]:
+        """For one conversation or a list of them: ({"prompt", "prompt_token_ids"},
+        end-of-turn ids) each."""
         batched = isinstance(messages, Sequence) and len(messages) > 0 and \
             isinstance(messages[0], Sequence) and not isinstance(messages[0], (str, Mapping))
         convs = cast(Sequence[Sequence[ChatMessage]], messages if batched else [messages])
-        return [cast(str, self.tokenizer.apply_chat_template(c)) for c in convs], batched
+        out = []
+        for c in convs:
+            text, ids, stops = self.tokenizer._render(c, add_generation_prompt, chat_template,
+                                                      extra or {})
+            out.append(({"prompt": text, "prompt_token_ids": ids}, stops))
+        return out
 
     def import_requests(self, snapshot: Union[bytes, str, "os.PathLike[str]"],
                         request_ids: Optional[Sequence[str]]) -> List[Request]:

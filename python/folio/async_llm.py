@@ -80,14 +80,17 @@ class AsyncLLM:
 
     async def chat(self, messages: Sequence[ChatMessage],
                    sampling_params: Optional[SamplingParams] = None,
-                   request_id: Optional[str] = None) -> AsyncGenerator[RequestOutput, None]:
+                   request_id: Optional[str] = None, *, chat_template: Optional[str] = None,
+                   chat_template_kwargs: Optional[Dict[str, Any]] = None
+                   ) -> AsyncGenerator[RequestOutput, None]:
         """As generate(), for a conversation rendered as LLM.chat renders it."""
         self._attach()
         if request_id is not None and request_id in self._keys:
             raise ValueError(f"request_id {request_id!r} is already running")
-        texts, _ = self._core.chat_prompts(messages)
-        r, native = self._core.make_request(texts[0], sampling_params or SamplingParams(),
-                                            request_id, chat=True)
+        [(prompt, stops)] = self._core.chat_prompts(messages, chat_template, True,
+                                                    chat_template_kwargs)
+        r, native = self._core.make_request(prompt, sampling_params or SamplingParams(),
+                                            request_id, stops)
         async for out in self._stream(r, lambda: self._core.native.submit(
                 r.key, r.prompt_token_ids, native)):
             yield out

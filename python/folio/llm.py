@@ -85,38 +85,37 @@ class LLM:
         """
         items = normalize_prompts(prompts)
         params = params_for(sampling_params, len(items))
-        return self._run([(p, sp) for p, sp in zip(items, params)], False, use_tqdm)
+        return self._run([(p, sp, ()) for p, sp in zip(items, params)], use_tqdm)
 
     def chat(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]],
              sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
              *, use_tqdm: bool = True, chat_template: Optional[str] = None,
-             add_generation_prompt: bool = True) -> List[RequestOutput]:
+             add_generation_prompt: bool = True,
+             chat_template_kwargs: Optional[Dict[str, Any]] = None) -> List[RequestOutput]:
         """Replies to one conversation (a list of {"role", "content"} dicts)
         or to each of a list of them, as ``folio serve``'s chat endpoint does:
-        the prompt is rendered by Tokenizer.apply_chat_template (ChatML or
-        plain) and the template's end-of-turn token also stops a reply.
+        the prompt is the model's own chat template rendered by folio's
+        Jinja engine (Tokenizer.apply_chat_template; chat_template: a
+        template's text instead; chat_template_kwargs: more template
+        variables), and the template's end-of-turn tokens also stop a reply.
         """
-        if chat_template is not None or not add_generation_prompt:
-            self._core.tokenizer.apply_chat_template(
-                [{"role": "user", "content": ""}], chat_template=chat_template,
-                add_generation_prompt=add_generation_prompt)
-        texts, _ = self._core.chat_prompts(messages)
-        params = params_for(sampling_params, len(texts))
-        return self._run([(t, sp) for t, sp in zip(texts, params)], True, use_tqdm)
+        prompts = self._core.chat_prompts(messages, chat_template, add_generation_prompt,
+                                          chat_template_kwargs)
+        params = params_for(sampling_params, len(prompts))
+        return self._run([(p, sp, stops) for (p, stops), sp in zip(prompts, params)], use_tqdm)
 
-    def _run(self, items: Sequence[Any], chat: bool, use_tqdm: bool) -> List[RequestOutput]:
+    def _run(self, items: Sequence[Any], use_tqdm: bool) -> List[RequestOutput]:
         with self._lock:
-            reqs = self._submit(self._make(items, chat))
+            reqs = self._submit(self._make(items))
             self._wait(reqs, use_tqdm)
             return [r.output() for r in reqs]
 
-    def _make(self, items: Sequence[Any], chat: bool
-              ) -> List[Tuple[Request, _folio.RequestParams]]:
-        """Checks every request before any is submitted."""
+    def _make(self, items: Sequence[Any]) -> List[Tuple[Request, _folio.RequestParams]]:
+        """Checks every (prompt, params, chat stops) before any is submitted."""
         made = []
-        for i, (p, sp) in enumerate(items):
+        for i, (p, sp, stops) in enumerate(items):
             try:
-                made.append(self._core.make_request(p, sp, None, chat))
+                made.append(self._core.make_request(p, sp, None, stops))
             except ValueError as e:
                 if len(items) == 1:
                     raise
@@ -185,7 +184,7 @@ class LLM:
         items = normalize_prompts(prompts)
         params = params_for(sampling_params, len(items))
         with self._lock:
-            made = self._make(list(zip(items, params)), False)
+            made = self._make([(p, sp, ()) for p, sp in zip(items, params)])
             reqs = [r for r, _ in made]
             # Submitted with the export, so no step runs in between.
             data, _ = self._core.native.export_when(

@@ -1,27 +1,33 @@
 #include "chat_prompt.h"
 
-#include <optional>
+#include <nlohmann/json.hpp>
 
 namespace folio::python {
 
-ChatPrompt ChatPrompt::ForModel(const tokenizer::Tokenizer& tokenizer, bool byte_level,
-                                std::string_view jinja_source) {
-  ChatPrompt p;
-  if (byte_level) return p;  // folio's byte models: plain, no end-of-turn token
-  p.template_ = server::DetectChatTemplate(jinja_source);
-  const std::string_view end = server::ChatEndOfTurn(p.template_);
-  if (!end.empty()) {
-    if (std::optional<int32_t> id = tokenizer.TokenId(end)) {
-      p.stop_token_ids_.push_back(*id);
-    } else {
-      p.template_ = server::ChatTemplate::kPlain;  // its markers are not in the vocabulary
-    }
+Result<ChatPrompt> RenderChatPrompt(const cli::ServedModel& model,
+                                    const server::ChatFormat& model_format,
+                                    std::string_view messages_json, bool add_generation_prompt,
+                                    const std::optional<std::string>& template_text,
+                                    std::string_view extra_json) {
+  const auto messages = nlohmann::ordered_json::parse(messages_json, nullptr, false);
+  const auto extra = nlohmann::ordered_json::parse(extra_json, nullptr, false);
+  if (messages.is_discarded() || !messages.is_array()) {
+    return Status::InvalidArgument("messages must be a JSON array of message objects");
   }
-  return p;
-}
-
-std::string ChatPrompt::Render(std::span<const server::ChatMessage> messages) const {
-  return server::RenderChat(template_, messages);
+  if (extra.is_discarded() || !(extra.is_object() || extra.is_null())) {
+    return Status::InvalidArgument("the template's extra variables must be a JSON object");
+  }
+  std::optional<server::ChatFormat> custom;
+  if (template_text) {
+    Result<server::ChatFormat> f = server::ChatFormat::Create(
+        model.chat_template, template_text, model.byte_level() ? nullptr : &*model.file_tokenizer);
+    if (!f) return f.error();
+    custom.emplace(std::move(*f));
+  }
+  const server::ChatFormat& format = custom ? *custom : model_format;
+  FOLIO_ASSIGN_OR_RETURN(server::RenderedChat r,
+                         format.Render(messages, add_generation_prompt, extra));
+  return ChatPrompt{std::move(r.text), r.add_special_tokens, format.end_of_turn_ids()};
 }
 
 }  // namespace folio::python

@@ -1,44 +1,44 @@
-// Chat messages -> a prompt for the Python package's LLM.chat, in one
-// place: when folio has a Jinja engine (src/chat), this file is what
-// changes, and nothing above it.
+// Chat messages -> a prompt for the Python package's LLM.chat and
+// Tokenizer.apply_chat_template, in one place.
 //
-// Today it is the server's choice (server/chat_template.h, as `folio serve`
-// makes it in src/cli/serve_command.cc): a byte-level model renders the
-// plain template and stops on nothing extra; a model whose Jinja source is
-// recognised as ChatML renders ChatML and stops at the end-of-turn marker
-// when its vocabulary has it (plain otherwise).
+// It renders exactly as `folio serve` does (server/chat_format.h, through
+// cli::ServedModel::MakeChatFormat): the model's own Jinja template, or a
+// template the caller gives, or, for a model that ships none, ChatML or
+// folio's plain format; byte-level models get the plain format.
 #ifndef FOLIO_PYTHON_CHAT_PROMPT_H_
 #define FOLIO_PYTHON_CHAT_PROMPT_H_
 
 #include <cstdint>
-#include <span>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "folio/server/chat_template.h"
-#include "folio/tokenizer/tokenizer.h"
+#include "cli/served_model.h"
+#include "folio/core/status.h"
+#include "folio/server/chat_format.h"
 
 namespace folio::python {
 
-class ChatPrompt {
- public:
-  // jinja_source: the model file's chat template (may be empty).
-  static ChatPrompt ForModel(const tokenizer::Tokenizer& tokenizer, bool byte_level,
-                             std::string_view jinja_source);
-
-  // The prompt text for messages, ending where the assistant's reply
-  // begins.
-  std::string Render(std::span<const server::ChatMessage> messages) const;
+struct ChatPrompt {
+  std::string text;
+  // Encode with the tokenizer's special tokens (false when the template
+  // writes them itself).
+  bool add_special_tokens = true;
   // Token ids that end an assistant turn (added to a chat request's stops).
-  const std::vector<int32_t>& stop_token_ids() const { return stop_token_ids_; }
-  // "plain" or "chatml".
-  std::string_view name() const { return server::ChatTemplateName(template_); }
-
- private:
-  server::ChatTemplate template_ = server::ChatTemplate::kPlain;
-  std::vector<int32_t> stop_token_ids_;
+  std::vector<int32_t> stop_token_ids;
 };
+
+// messages_json: a JSON array of {"role", "content": string, ...} objects;
+// extra_json: a JSON object of more template variables (or "null").
+// template_text: a Jinja template replacing the model's (nullopt: the
+// model's). Errors: malformed JSON, a template that does not parse, the
+// template's own errors (raise_exception), a render limit.
+Result<ChatPrompt> RenderChatPrompt(const cli::ServedModel& model,
+                                    const server::ChatFormat& model_format,
+                                    std::string_view messages_json, bool add_generation_prompt,
+                                    const std::optional<std::string>& template_text,
+                                    std::string_view extra_json);
 
 }  // namespace folio::python
 

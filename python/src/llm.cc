@@ -123,7 +123,14 @@ class EngineCore {
     }
     if (ec.num_pages == 0) RaiseValue("num_pages must be >= 1 (got 0)");
 
-    chat_ = ChatPrompt::ForModel(served_.tokenizer(), served_.byte_level(), served_.chat_template);
+    // A model whose chat template does not parse still generates; chat()
+    // raises the parse error.
+    Result<server::ChatFormat> chat = served_.MakeChatFormat(std::nullopt);
+    if (chat) {
+      chat_.emplace(std::move(*chat));
+    } else {
+      chat_error_ = chat.error().WithContext("the model's chat template");
+    }
     Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(o.threads);
     if (!pool) ThrowIfError(pool.error().WithContext("threads"));
     pool_ = std::move(*pool);
@@ -164,8 +171,9 @@ class EngineCore {
     d["max_num_seqs"] = config_.max_num_seqs;
     d["max_num_batched_tokens"] = config_.max_num_batched_tokens;
     d["prefix_caching"] = config_.prefix_caching;
-    d["chat_template"] = std::string(chat_.name());
-    d["chat_stop_token_ids"] = chat_.stop_token_ids();
+    d["chat_template"] =
+        chat_ ? std::string(server::ChatFormatSourceName(chat_->source())) : std::string("error");
+    d["chat_stop_token_ids"] = chat_ ? chat_->end_of_turn_ids() : std::vector<int32_t>();
     const tokenizer::Tokenizer& t = served_.tokenizer();
     d["eos_token_id"] = served_.byte_level() ? std::nullopt : t.eos_id();
     d["bos_token_id"] = served_.byte_level()
@@ -197,11 +205,30 @@ class EngineCore {
     return Utf8(s ? *s : std::string());
   }
 
-  nb::str RenderChat(const std::vector<std::pair<std::string, std::string>>& messages) const {
-    std::vector<server::ChatMessage> m;
-    m.reserve(messages.size());
-    for (const auto& [role, content] : messages) m.push_back({role, content});
-    return Utf8(chat_.Render(m));
+  // (prompt text, add_special_tokens, end-of-turn ids); the one place a
+  // chat is rendered (chat_prompt.h).
+  nb::tuple RenderChat(const std::string& messages_json, bool add_generation_prompt,
+                       const std::optional<std::string>& chat_template,
+                       const std::string& extra_json) const {
+    if (!chat_ && !chat_template) ThrowIfRequestError(chat_error_);
+    Result<ChatPrompt> p = Status::FailedPrecondition("not rendered");
+    {
+      nb::gil_scoped_release release;
+      p = chat_ ? RenderChatPrompt(served_, *chat_, messages_json, add_generation_prompt,
+                                   chat_template, extra_json)
+                : Status::FailedPrecondition("no chat format");
+    }
+    if (!chat_ && chat_template) {
+      // The model's own template failed to parse; a given one can still work.
+      Result<server::ChatFormat> f =
+          server::ChatFormat::Create(served_.chat_template, chat_template,
+                                     served_.byte_level() ? nullptr : &*served_.file_tokenizer);
+      if (!f) ThrowIfRequestError(f.error());
+      p = RenderChatPrompt(served_, *f, messages_json, add_generation_prompt, std::nullopt,
+                           extra_json);
+    }
+    if (!p) ThrowIfRequestError(p.error());
+    return nb::make_tuple(Utf8(p->text), p->add_special_tokens, p->stop_token_ids);
   }
 
   // ------------------------------------------------------------ requests
@@ -433,7 +460,8 @@ class EngineCore {
   }
 
   cli::ServedModel served_;
-  ChatPrompt chat_;
+  std::optional<server::ChatFormat> chat_;  // the model's; nullopt if it did not parse
+  Status chat_error_;
   uint64_t page_bytes_ = 0;  // one page of K and V, every layer
   engine::EngineConfig config_;
   std::unique_ptr<ThreadPool> pool_;
@@ -508,8 +536,9 @@ void BindLlm(nb::module_& m) {
       .def("encode", &EngineCore::Encode, nb::arg("text"), nb::arg("add_special_tokens"))
       .def("decode", &EngineCore::Decode, nb::arg("ids"), nb::arg("skip_special_tokens"))
       .def("token_text", &EngineCore::TokenText, nb::arg("id"))
-      .def("render_chat", &EngineCore::RenderChat, nb::arg("messages"),
-           "[(role, content), ...] -> the prompt text (the one place a chat is rendered).")
+      .def("render_chat", &EngineCore::RenderChat, nb::arg("messages_json"),
+           nb::arg("add_generation_prompt"), nb::arg("chat_template").none(), nb::arg("extra_json"),
+           "JSON messages -> (prompt text, add_special_tokens, end-of-turn ids).")
       .def("check", &EngineCore::Check, nb::arg("prompt"), nb::arg("params"),
            "Raises ValueError if the engine would refuse this request.")
       .def("submit", &EngineCore::Submit, nb::arg("key"), nb::arg("prompt"), nb::arg("params"),

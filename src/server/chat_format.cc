@@ -16,9 +16,16 @@ constexpr std::string_view kPlain =
 
 // Markers that end a turn in the common families' templates.
 constexpr std::string_view kEndOfTurnMarkers[] = {
-    "<|im_end|>",   "<|eot_id|>",           "<|eom_id|>",
-    "<end_of_turn>", "<|end|>",             "<|endoftext|>",
-    "</s>",          "<|END_OF_TURN_TOKEN|>", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<end_of_turn>",
+    "<|end|>",
+    "<|endoftext|>",
+    "</s>",
+    "<|END_OF_TURN_TOKEN|>",
+    "<\xef\xbd\x9c"
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
 
 }  // namespace
 

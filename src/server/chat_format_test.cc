@@ -70,8 +70,8 @@ TEST(ChatFormat, TheModelsTemplateAndAFileThatOverridesIt) {
   EXPECT_FALSE(r->add_special_tokens);
   EXPECT_EQ(f->end_of_turn_ids(), std::vector<int32_t>{*llama.TokenId("<|eot_id|>")});
 
-  Result<ChatFormat> file = ChatFormat::Create(source, std::string("{{ messages | length }}"),
-                                               &llama);
+  Result<ChatFormat> file =
+      ChatFormat::Create(source, std::string("{{ messages | length }}"), &llama);
   ASSERT_TRUE(file.ok());
   EXPECT_EQ(file->source(), ChatFormatSource::kFile);
   EXPECT_EQ(file->Render(kMessages, true)->text, "2");
@@ -99,7 +99,8 @@ TEST(ChatFormat, TemplateErrorsAtLoadAndRaisesAtRender) {
   Result<RenderedChat> r = strict->Render(kMessages, true);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.status().message(), "chat template raised: Conversations must start with a user turn");
+  EXPECT_EQ(r.status().message(),
+            "chat template raised: Conversations must start with a user turn");
 }
 
 }  // namespace

@@ -165,8 +165,22 @@ def test_tokenizer_and_chat(llm):
     assert len(llm.chat([messages, messages[1:]], params, use_tqdm=False)) == 2
     with pytest.raises(ValueError, match="role"):
         llm.chat([{"role": "robot", "content": "x"}])
-    with pytest.raises(NotImplementedError, match="Jinja"):
-        llm.chat(messages, chat_template="{{ messages }}")
+    # A template of one's own, rendered by folio's Jinja engine, with
+    # variables of one's own.
+    own = ("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+           "{% if add_generation_prompt %}<{{ who }}>{% endif %}")
+    assert tok.apply_chat_template(messages, chat_template=own, who="bot") == \
+        "<system>be brief<user>hi<bot>"
+    assert tok.apply_chat_template(messages, chat_template=own, add_generation_prompt=False) == \
+        "<system>be brief<user>hi"
+    out = llm.chat(messages, params, chat_template=own, chat_template_kwargs={"who": "bot"},
+                   use_tqdm=False)[0]
+    assert out.prompt == "<system>be brief<user>hi<bot>"
+    assert out.prompt_token_ids == tok.encode(out.prompt)
+    with pytest.raises(ValueError, match="chat template raised: no"):
+        llm.chat(messages, chat_template="{{ raise_exception('no') }}")
+    with pytest.raises(ValueError):
+        llm.chat(messages, chat_template="{% for %}")
 
 
 def test_bad_inputs_raise_clear_exceptions(tmp_path, llm):
@@ -350,7 +364,7 @@ def test_kv_snapshot_hand_off_continues_bit_for_bit(tmp_path):
 def test_real_model_greedy_batch():
     model = smollm2.require()
     llm = LLM(str(model), threads=0, max_num_seqs=4)
-    assert llm.model_info["chat_template"] == "chatml"
+    assert llm.model_info["chat_template"] == "model"  # its own Jinja template
     prompts = ["The capital of France is", "def add(a, b):\n    return", "Water boils at"]
     outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
     assert outs[0].outputs[0].text.startswith(" Paris"), outs[0].outputs[0].text
