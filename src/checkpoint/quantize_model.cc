@@ -3,6 +3,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <optional>
 #include <system_error>
@@ -61,11 +62,12 @@ struct RowOrder {
 
 struct Source {
   std::optional<model::Model> model;
-  std::string format;             // "gguf" or "folder"
-  std::vector<GgufKeyValue> kvs;  // a GGUF source's metadata
-  std::string name;               // a folder's name
-  std::string chat_template;      // a folder's
-  bool permute_qk = false;        // Hugging Face NeoX rows into GGUF llama's order
+  std::string format;              // "gguf" or "folder"
+  std::vector<GgufKeyValue> kvs;   // a GGUF source's metadata
+  std::string name;                // a folder's name
+  std::string chat_template;       // a folder's
+  std::vector<std::string> order;  // a GGUF source's tensor names, in file order
+  bool permute_qk = false;         // Hugging Face NeoX rows into GGUF llama's order
 };
 
 Result<Source> OpenSource(const std::filesystem::path& in) {
@@ -88,6 +90,7 @@ Result<Source> OpenSource(const std::filesystem::path& in) {
   FOLIO_ASSIGN_OR_RETURN(GgufFile opened, GgufFile::Open(in));
   auto file = std::make_shared<const GgufFile>(std::move(opened));
   FOLIO_ASSIGN_OR_RETURN(src.kvs, ReadGgufMetadata(*file));
+  for (const GgufFile::TensorInfo& t : file->tensors()) src.order.push_back(t.name);
   FOLIO_ASSIGN_OR_RETURN(model::Model m, GgufModel(file, in));
   src.model.emplace(std::move(m));
   src.format = "gguf";
@@ -349,6 +352,22 @@ Result<QuantizeReport> QuantizeModel(const std::filesystem::path& in,
         orders.push_back(order);
       });
   FOLIO_CHECK(tensors.size() == report.tensors.size());
+  if (!src.order.empty()) {  // a GGUF source's tensors stay in its order
+    std::map<std::string_view, size_t> planned;
+    for (size_t i = 0; i < report.tensors.size(); ++i) planned[report.tensors[i].name] = i;
+    std::vector<TensorQuantization> plan;
+    std::vector<const model::Tensor*> ordered_tensors;
+    std::vector<RowOrder> ordered_orders;
+    for (const std::string& name : src.order) {
+      const size_t i = planned.at(name);  // GgufModel matched every tensor
+      plan.push_back(report.tensors[i]);
+      ordered_tensors.push_back(tensors[i]);
+      ordered_orders.push_back(orders[i]);
+    }
+    report.tensors = std::move(plan);
+    tensors = std::move(ordered_tensors);
+    orders = std::move(ordered_orders);
+  }
 
   std::vector<GgufTensorSpec> specs;
   for (const TensorQuantization& t : report.tensors) {

@@ -147,7 +147,8 @@ struct QuantizeReport {
 // that LoadModel reads what was written. Llama-family sources whose Q/K
 // rows are in Hugging Face's NeoX order are permuted into GGUF llama's
 // interleaved order (as llama.cpp's converter does); a GGUF source's rows
-// are kept as they are.
+// are kept as they are, and so is the order of its tensors
+// (report.tensors lists them in the order written).
 // Errors: LoadModel's for `in`; GgufMetadataFor's; InvalidArgument naming
 // the tensor and row for a non-finite weight, OutOfRange for one beyond the
 // target type's range (QuantizeRow); IoError for the output. On any error
