@@ -3,6 +3,7 @@
 //   folio generate  stream a continuation from the built-in or a saved model
 //   folio serve     OpenAI-compatible HTTP server (cli/serve_command.h)
 //   folio save-model  write the built-in model as config.json + safetensors
+//   folio quantize  a model file as GGUF with its matrices in another type (cli/quantize_command.h)
 //   folio bench attention  paged vs dense attention decode timings (JSON)
 //   folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON)
 //   folio bench serve      continuous batching: dense vs gather vs paged (JSON)
@@ -26,6 +27,7 @@
 #include "cli/flag_lists.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
+#include "cli/quantize_command.h"
 #include "cli/serve_command.h"
 #include "cli/served_model.h"
 #include "folio/backend/backend.h"
@@ -617,6 +619,9 @@ int main(int argc, char** argv) {
   ServeFlags serve;
   CLI::App* serve_cmd = AddServeCommand(app, serve);
 
+  QuantizeFlags quantize;
+  CLI::App* quantize_cmd = AddQuantizeCommand(app, quantize);
+
   std::string info_path;
   CLI::App* info_cmd =
       app.add_subcommand("info", "architecture, sizes, dtypes, KV bytes per token");
@@ -648,6 +653,7 @@ int main(int argc, char** argv) {
     return folio::bench::RunDecodeBench(bench_decode, folio::bench::CommandLine(argc, argv));
   }
   if (*serve_cmd) return RunServe(serve);
+  if (*quantize_cmd) return RunQuantize(quantize);
   if (*logits_cmd) return RunLogits(logits);
   if (*tokenize_cmd) return RunTokenize(tokenize);
   if (*info_cmd) return RunInfo(info_path);
