@@ -45,11 +45,11 @@ GgufValue Uint(uint64_t v) {
   return {GgufValueType::kU64, GgufValueType::kU8, v};
 }
 
-// Where a Q or K projection's rows (or bias elements) come from: Hugging
-// Face orders each head's features as two halves that RoPE pairs (NeoX),
-// GGUF llama files as adjacent pairs, so llama.cpp's converter permutes
-// them. Row h * head_dim + 2p + s of the file is row h * head_dim + s *
-// head_dim / 2 + p of the source. heads == 0: no permutation.
+// Where a Q or K projection's rows come from: Hugging Face orders each
+// head's features as two halves that RoPE pairs (NeoX), GGUF llama files
+// as adjacent pairs, so llama.cpp's converter permutes them. Row h *
+// head_dim + 2p + s of the file is row h * head_dim + s * head_dim / 2 + p
+// of the source. heads == 0: no permutation.
 struct RowOrder {
   uint64_t heads = 0;
   uint64_t head_dim = 0;
@@ -126,8 +126,7 @@ Status EncodeTensor(const model::Tensor& src, const TensorQuantization& plan, Ro
   const uint64_t out_row_bytes = ops::WeightRowBytes(plan.type, cols);
   FOLIO_CHECK(src_row_bytes * rows == src.bytes.size() && out_row_bytes * rows == out.size(),
               plan.name);
-  // A 1-D Q or K bias is permuted element by element (one row).
-  const bool permute_elements = order.heads != 0 && plan.shape.size() == 1;
+  FOLIO_CHECK(order.heads == 0 || plan.shape.size() == 2, plan.name, " permuted but not a matrix");
   // Rows are independent; ~16k elements a task keeps tasks short and many.
   const uint64_t chunk = std::max<uint64_t>(1, 16384 / cols);
   const uint64_t num_chunks = (rows + chunk - 1) / chunk;
@@ -137,12 +136,8 @@ Status EncodeTensor(const model::Tensor& src, const TensorQuantization& plan, Ro
     std::vector<double> source(cols), decoded(cols);  // one row each
     std::vector<float> row(cols);
     for (uint64_t r = c * chunk; r < std::min(rows, (c + 1) * chunk); ++r) {
-      const uint64_t from = permute_elements ? r : order.SourceRow(r);
+      const uint64_t from = order.SourceRow(r);
       ops::DequantizeRow(src.type, src.bytes.data() + from * src_row_bytes, std::span(source));
-      if (permute_elements) {
-        const std::vector<double> unpermuted = source;
-        for (uint64_t i = 0; i < cols; ++i) source[i] = unpermuted[order.SourceRow(i)];
-      }
       // f64 weights round to f32 here, once; every other type widens
       // exactly, so `row` is the source's own f32 value.
       for (uint64_t i = 0; i < cols; ++i) row[i] = static_cast<float>(source[i]);
@@ -269,12 +264,13 @@ Result<std::vector<GgufKeyValue>> GgufMetadataFor(const model::ModelConfig& c, s
         StrCat(folio_name, " with interleaved RoPE: its GGUF files ", "rotate NeoX halves"));
   }
   if (c.attention_bias != (t.attention_bias == Fixed::kAlways)) {
-    return Status::Unimplemented(StrCat(folio_name, " with attention_bias ", c.attention_bias,
-                                        ": GGUF ", t.gguf_name, " files say otherwise"));
+    return Status::Unimplemented(StrCat(folio_name, " with attention_bias ",
+                                        c.attention_bias ? "true" : "false", ": GGUF ", t.gguf_name,
+                                        " files say otherwise"));
   }
   if (c.qk_norm != (t.qk_norm == Fixed::kAlways)) {
-    return Status::Unimplemented(StrCat(folio_name, " with qk_norm ", c.qk_norm, ": GGUF ",
-                                        t.gguf_name, " files say otherwise"));
+    return Status::Unimplemented(StrCat(folio_name, " with qk_norm ", c.qk_norm ? "true" : "false",
+                                        ": GGUF ", t.gguf_name, " files say otherwise"));
   }
   if (c.rope_scaling.type == model::RopeScaling::Type::kLlama3) {
     return Status::Unimplemented(
@@ -342,10 +338,12 @@ Result<QuantizeReport> QuantizeModel(const std::filesystem::path& in,
       [&](const std::string& hf_name, const std::vector<uint64_t>&, const model::Tensor& t) {
         tensors.push_back(&t);
         RowOrder order;
+        // Matrices only: llama and mistral, the architectures permuted,
+        // have no q/k biases in GGUF (GgufMetadataFor refuses them).
         if (src.permute_qk) {
-          if (hf_name.find("q_proj") != std::string::npos) {
+          if (hf_name.ends_with("q_proj.weight")) {
             order = {config.num_heads, config.head_dim()};
-          } else if (hf_name.find("k_proj") != std::string::npos) {
+          } else if (hf_name.ends_with("k_proj.weight")) {
             order = {config.num_kv_heads, config.head_dim()};
           }
         }
