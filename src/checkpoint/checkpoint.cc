@@ -10,11 +10,7 @@
 #include "folio/checkpoint/model_tokenizer.h"
 
 namespace folio::checkpoint {
-namespace {
 
-// tokenizer_config.json's "chat_template": a string, or a list of named
-// templates ("default" preferred, else the first). Empty when absent or
-// unreadable.
 std::string FolderChatTemplate(const std::filesystem::path& dir) {
   std::ifstream in(dir / "tokenizer_config.json");
   if (!in) return "";
@@ -37,8 +33,6 @@ std::string FolderChatTemplate(const std::filesystem::path& dir) {
   }
   return "";
 }
-
-}  // namespace
 
 Result<Checkpoint> LoadCheckpoint(const std::filesystem::path& path,
                                   const std::optional<std::string>& pre_tokenizer) {

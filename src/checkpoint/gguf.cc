@@ -524,6 +524,45 @@ uint64_t GgmlBlockBytes(GgmlType t) { return GgmlTraitsOf(t).block_bytes; }
 
 std::optional<ops::WeightType> WeightTypeOf(GgmlType t) { return ToWeightType(t); }
 
+GgmlType GgmlTypeOf(ops::WeightType t) {
+  switch (t) {
+    case ops::WeightType::kF64:
+      return GgmlType::kF64;
+    case ops::WeightType::kF32:
+      return GgmlType::kF32;
+    case ops::WeightType::kF16:
+      return GgmlType::kF16;
+    case ops::WeightType::kBF16:
+      return GgmlType::kBF16;
+    case ops::WeightType::kQ8_0:
+      return GgmlType::kQ8_0;
+    case ops::WeightType::kQ4_0:
+      return GgmlType::kQ4_0;
+    case ops::WeightType::kQ4_1:
+      return GgmlType::kQ4_1;
+    case ops::WeightType::kQ5_0:
+      return GgmlType::kQ5_0;
+    case ops::WeightType::kQ5_1:
+      return GgmlType::kQ5_1;
+    case ops::WeightType::kQ4_K:
+      return GgmlType::kQ4_K;
+    case ops::WeightType::kQ5_K:
+      return GgmlType::kQ5_K;
+    case ops::WeightType::kQ6_K:
+      return GgmlType::kQ6_K;
+    case ops::WeightType::kQ2_K:
+      return GgmlType::kQ2_K;
+    case ops::WeightType::kQ3_K:
+      return GgmlType::kQ3_K;
+    case ops::WeightType::kIQ4_NL:
+      return GgmlType::kIQ4_NL;
+    case ops::WeightType::kIQ4_XS:
+      return GgmlType::kIQ4_XS;
+  }
+  ops::TraitsOf(t);  // a value outside the enum: a FOLIO_CHECK failure
+  __builtin_unreachable();
+}
+
 std::string GgmlTypesFolioLoads() {
   std::vector<std::string_view> names;
   for (const ops::WeightTypeTraits& w : ops::kWeightTypeTraits) {

@@ -13,10 +13,8 @@
 #include "folio/ops/block_scales.h"
 
 namespace folio::checkpoint {
-namespace {
 
-// llama.cpp's tensor names for the Hugging Face names ForEachTensor uses.
-std::string GgufName(const std::string& hf) {
+std::string GgufTensorName(const std::string& hf) {
   static const std::vector<std::pair<std::string, std::string>> kLayer = {
       {"input_layernorm.weight", "attn_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -44,6 +42,8 @@ std::string GgufName(const std::string& hf) {
   }
   return hf;
 }
+
+namespace {
 
 // "a, b and c": the GGUF architectures folio loads, in table order.
 std::string GgufNameList() {
@@ -143,7 +143,7 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
   ForEachTensor(
       *config, weights, [&](const std::string& hf_name, const std::vector<uint64_t>&, Tensor& t) {
         if (!status.ok()) return;
-        const std::string name = GgufName(hf_name);
+        const std::string name = GgufTensorName(hf_name);
         auto it = unused.find(name);
         if (it == unused.end()) {
           status = Status::NotFound(path.string() + ": missing tensor " + name);

@@ -1071,6 +1071,8 @@ TEST(Gguf, MapsSixteenGgmlTypesToWeightTypesAndNoOthers) {
     }
   }
   EXPECT_EQ(WeightTypeOf(static_cast<GgmlType>(4)), std::nullopt);
+  for (const auto& [ggml, weight] : kMapped) EXPECT_EQ(GgmlTypeOf(weight), ggml);  // the inverse
+  EXPECT_EQ(std::size(kMapped), ops::kNumWeightTypes);
   EXPECT_EQ(GgmlTypesFolioLoads(),
             "F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, "
             "Q3_K, IQ4_NL and IQ4_XS");

@@ -35,8 +35,18 @@ Result<Model> LoadGgufModel(const std::filesystem::path& path);
 // keeps `file` alive); errors name `path`.
 Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesystem::path& path);
 
+// llama.cpp's GGUF name of a tensor ForEachTensor names the Hugging Face
+// way ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight");
+// other names unchanged (gguf_loader.cc).
+std::string GgufTensorName(const std::string& hf_name);
+
 // A folio or Hugging Face folder (model_io.cc).
 Result<Model> LoadFolderModel(const std::filesystem::path& dir);
+
+// A folder's chat template: tokenizer_config.json's "chat_template", a
+// string or a list of named templates ("default" preferred, else the
+// first); empty when absent or unreadable (checkpoint.cc).
+std::string FolderChatTemplate(const std::filesystem::path& dir);
 
 // The tokenizer a GGUF file's tokenizer.ggml.* metadata describes
 // (model_tokenizer.cc), pre_tokenizer replacing tokenizer.ggml.pre when

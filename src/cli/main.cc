@@ -5,6 +5,7 @@
 //   folio chat      an interactive chat in the terminal (cli/chat_command.h)
 //   folio template  a chat template rendered for a conversation (cli/template_command.h)
 //   folio save-model  write the built-in model as config.json + safetensors
+//   folio quantize  a model file as GGUF with its matrices in another type (cli/quantize_command.h)
 //   folio bench attention  paged vs dense attention decode timings (JSON)
 //   folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON)
 //   folio bench serve      continuous batching: dense vs gather vs paged (JSON)
@@ -31,6 +32,7 @@
 #include "cli/flag_lists.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
+#include "cli/quantize_command.h"
 #include "cli/serve_command.h"
 #include "cli/served_model.h"
 #include "cli/template_command.h"
@@ -628,6 +630,9 @@ int main(int argc, char** argv) {
   TemplateFlags template_flags;
   CLI::App* template_cmd = AddTemplateCommand(app, template_flags);
 
+  QuantizeFlags quantize;
+  CLI::App* quantize_cmd = AddQuantizeCommand(app, quantize);
+
   std::string info_path;
   CLI::App* info_cmd =
       app.add_subcommand("info", "architecture, sizes, dtypes, KV bytes per token");
@@ -666,6 +671,7 @@ int main(int argc, char** argv) {
   if (*serve_cmd) return RunServe(serve);
   if (*chat_cmd) return RunChat(chat_flags);
   if (*template_cmd) return RunTemplate(template_flags);
+  if (*quantize_cmd) return RunQuantize(quantize);
   if (*logits_cmd) return RunLogits(logits);
   if (*tokenize_cmd) return RunTokenize(tokenize);
   if (*info_cmd) return RunInfo(info_path);

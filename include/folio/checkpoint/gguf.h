@@ -185,6 +185,9 @@ uint64_t GgmlBlockBytes(GgmlType t);
 // compile time); every other type, and a value outside the enum, is nullopt. One exhaustive switch
 // over GgmlType: the only place ggml ids become weight types.
 std::optional<ops::WeightType> WeightTypeOf(GgmlType t);
+// The ggml type a weight type is written as: the inverse of WeightTypeOf
+// (every weight type has one). One exhaustive switch over WeightType.
+GgmlType GgmlTypeOf(ops::WeightType t);
 // The ggml names of the types WeightTypeOf maps, in WeightType order:
 // "F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
 // Q2_K, Q3_K, IQ4_NL and IQ4_XS".

@@ -7,8 +7,9 @@
 // and DequantizeRow (ggml's to_float). Every function that depends on the
 // type switches over WeightType exhaustively with no `default`, and the
 // build uses -Wall -Werror, so a new enumerator fails to compile until
-// IsWeightType, the table (a static_assert), DequantizeRow and the matmul
-// kernel dispatch (src/ops/matmul_kernel.cc) all handle it; file readers
+// IsWeightType, the table (a static_assert), DequantizeRow, the matmul
+// kernel dispatch (src/ops/matmul_kernel.cc) and the encoders (HasQuantizer
+// and QuantizeRow, ops/quantize.h) all handle it; file readers
 // map their own type ids here through their own exhaustive switches
 // (GGUF: checkpoint::WeightTypeOf; safetensors: checkpoint/model_io.cc).
 //

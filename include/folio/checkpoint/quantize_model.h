@@ -1,0 +1,162 @@
+// Quantizing a model file into a GGUF file: what `folio quantize` runs.
+//
+// Any model LoadModel reads (a GGUF file, a Hugging Face or folio folder of
+// a llama, mistral, qwen2 or qwen3 model) comes out as a GGUF file that
+// LoadModel, llama.cpp and the gguf Python package read. Matrices take the
+// scheme's types (ops::QuantizeRow encodes them, from the source decoded to
+// f32 by ops::DequantizeRow); 1-D tensors (norms, biases) are written as
+// f32.
+//
+// Schemes (--type): f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k,
+// q5_k and q6_k put every matrix in that type (as llama-quantize --pure
+// does; its default would also raise the output head to Q6_K); q4_k_m and
+// q5_k_m are llama.cpp's Q4_K_M and Q5_K_M mixes (PlanQuantization).
+//
+// Metadata: from a GGUF source every key is copied in order, with
+// general.file_type set to the scheme's llama.cpp file type and
+// general.quantization_version to 2 when a tensor is quantized. From a
+// folder, llama.cpp's keys for the config (GgufMetadataFor) and the chat
+// template of tokenizer_config.json; no tokenizer.ggml.* keys, so such a
+// file has no tokenizer for `folio generate` (the model loads).
+#ifndef FOLIO_CHECKPOINT_QUANTIZE_MODEL_H_
+#define FOLIO_CHECKPOINT_QUANTIZE_MODEL_H_
+
+#include <cstdint>
+#include <filesystem>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "folio/checkpoint/gguf_writer.h"
+#include "folio/core/status.h"
+#include "folio/core/thread_pool.h"
+#include "folio/model/config.h"
+#include "folio/ops/weight_type.h"
+
+namespace folio::checkpoint {
+
+// How a scheme varies the type from tensor to tensor.
+enum class QuantizeMix : uint8_t {
+  kPure,  // every matrix in the base type
+  kKM,    // llama.cpp's _K_M mixes (PlanQuantization)
+};
+
+struct QuantizeScheme {
+  std::string_view name;  // the --type spelling
+  ops::WeightType base;   // the type of (most) matrices
+  QuantizeMix mix;
+  // llama.cpp's LLAMA_FTYPE: ALL_F32 0, MOSTLY_F16 1, Q4_0 2, Q4_1 3, Q8_0
+  // 7, Q5_0 8, Q5_1 9, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16, Q5_K_M 17, Q6_K
+  // 18, BF16 32. A pure q4_k or q5_k file says Q4_K_S or Q5_K_S, the
+  // llama.cpp types closest to it.
+  uint32_t file_type;
+};
+
+inline constexpr QuantizeScheme kQuantizeSchemes[] = {
+    {"f32", ops::WeightType::kF32, QuantizeMix::kPure, 0},
+    {"f16", ops::WeightType::kF16, QuantizeMix::kPure, 1},
+    {"bf16", ops::WeightType::kBF16, QuantizeMix::kPure, 32},
+    {"q8_0", ops::WeightType::kQ8_0, QuantizeMix::kPure, 7},
+    {"q4_0", ops::WeightType::kQ4_0, QuantizeMix::kPure, 2},
+    {"q4_1", ops::WeightType::kQ4_1, QuantizeMix::kPure, 3},
+    {"q5_0", ops::WeightType::kQ5_0, QuantizeMix::kPure, 8},
+    {"q5_1", ops::WeightType::kQ5_1, QuantizeMix::kPure, 9},
+    {"q4_k", ops::WeightType::kQ4_K, QuantizeMix::kPure, 14},
+    {"q5_k", ops::WeightType::kQ5_K, QuantizeMix::kPure, 16},
+    {"q6_k", ops::WeightType::kQ6_K, QuantizeMix::kPure, 18},
+    {"q4_k_m", ops::WeightType::kQ4_K, QuantizeMix::kKM, 15},
+    {"q5_k_m", ops::WeightType::kQ5_K, QuantizeMix::kKM, 17},
+};
+
+// The scheme called `name`, or InvalidArgument listing the names.
+Result<QuantizeScheme> ParseQuantizeScheme(std::string_view name);
+
+// One tensor's decision.
+struct TensorQuantization {
+  std::string name;             // its GGUF name ("blk.0.attn_q.weight")
+  std::vector<uint64_t> shape;  // row-major ([out, in] for a matrix)
+  ops::WeightType wanted;       // what the scheme asks for
+  ops::WeightType type;         // what is written: wanted, or its fallback
+  bool fallback() const { return type != wanted; }
+};
+
+// The type a matrix with rows of `cols` elements takes when they are not
+// whole blocks of `wanted`: llama.cpp's fallbacks, Q4_K -> Q5_0, Q5_K ->
+// Q5_1, Q6_K -> Q8_0 (block 32, about the same bits), and f16 when that
+// does not fit either, or for a 32-element type (llama.cpp refuses those).
+// `wanted` itself when cols is whole blocks of it.
+ops::WeightType FallbackType(ops::WeightType wanted, uint64_t cols);
+
+// Layer i of n gets the _K_M mixes' extra bits: the first and last eighth
+// of the layers and every third layer between (llama.cpp's use_more_bits:
+// i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2, integer division).
+bool MoreBitsLayer(uint64_t i, uint64_t n);
+
+// Each tensor of a model of `config`, in ForEachTensor order, with its
+// type: 1-D tensors f32; matrices the scheme's base type, except in the
+// _K_M mixes, where the output head (output.weight, or token_embd.weight
+// when the embedding is tied and serves as the head) and attn_v.weight and
+// ffn_down.weight of MoreBitsLayer layers take Q6_K (llama.cpp's rules for
+// Q4_K_M and Q5_K_M in models without experts). Then FallbackType.
+std::vector<TensorQuantization> PlanQuantization(const model::ModelConfig& config,
+                                                 const QuantizeScheme& scheme);
+
+// llama.cpp's metadata for a model of `config` (from a folder):
+// general.architecture (its GGUF name; mistral says llama), general.name,
+// general.file_type, general.quantization_version when `quantized`, and
+// {arch}.context_length, embedding_length, block_count,
+// feed_forward_length, attention.head_count, attention.head_count_kv,
+// attention.layer_norm_rms_epsilon (f32), rope.freq_base (f32),
+// rope.dimension_count, vocab_size, attention.key_length and value_length
+// (with an explicit head dim), rope.scaling.type and factor (linear), and
+// attention.sliding_window (with a window). Unimplemented for what a GGUF
+// file cannot say to folio's loader: the folio architecture (no GGUF
+// name), llama3 RoPE scaling (llama.cpp stores it as a rope_freqs tensor),
+// a bias or q/k-norm choice the GGUF architecture fixes otherwise, or
+// interleaved RoPE for an architecture whose GGUF files rotate NeoX halves.
+Result<std::vector<GgufKeyValue>> GgufMetadataFor(const model::ModelConfig& config,
+                                                  std::string name, uint32_t file_type,
+                                                  bool quantized);
+
+// Sums over the weights of some tensors.
+struct QuantizeStats {
+  uint64_t tensors = 0;
+  uint64_t elements = 0;
+  uint64_t bytes = 0;            // as written, without padding
+  double sum_sq_error = 0.0;     // sum (written - source)^2, in double
+  double sum_sq_weight = 0.0;    // sum source^2
+  double BitsPerWeight() const;  // 8 bytes / elements; 0 when empty
+  // sqrt(sum_sq_error / sum_sq_weight); 0 when the weights are all 0.
+  double RmsRelativeError() const;
+};
+
+struct QuantizeReport {
+  std::string source_format;                // "gguf" or "folder"
+  std::vector<TensorQuantization> tensors;  // the plan, as written
+  // One per weight type written, in WeightType order.
+  std::vector<std::pair<ops::WeightType, QuantizeStats>> by_type;
+  QuantizeStats total;
+  uint64_t file_bytes = 0;
+};
+
+// Reads `in`, plans (PlanQuantization), encodes every tensor's rows in
+// parallel on `pool` (each row's error is summed in double, then the rows'
+// sums in row order, so the report does not depend on the thread count),
+// writes `out` atomically (WriteGgufFile) and checks, before the rename,
+// that LoadModel reads what was written. Llama-family sources whose Q/K
+// rows are in Hugging Face's NeoX order are permuted into GGUF llama's
+// interleaved order (as llama.cpp's converter does); a GGUF source's rows
+// are kept as they are, and so is the order of its tensors
+// (report.tensors lists them in the order written).
+// Errors: LoadModel's for `in`; GgufMetadataFor's; InvalidArgument naming
+// the tensor and row for a non-finite weight, OutOfRange for one beyond the
+// target type's range (QuantizeRow); IoError for the output. On any error
+// `out` is left as it was.
+Result<QuantizeReport> QuantizeModel(const std::filesystem::path& in,
+                                     const std::filesystem::path& out, const QuantizeScheme& scheme,
+                                     ThreadPool& pool);
+
+}  // namespace folio::checkpoint
+
+#endif  // FOLIO_CHECKPOINT_QUANTIZE_MODEL_H_

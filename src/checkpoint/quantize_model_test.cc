@@ -1,0 +1,347 @@
+#include "folio/checkpoint/quantize_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "folio/checkpoint/model_io.h"
+#include "folio/core/str_cat.h"
+#include "folio/model/decoder.h"
+#include "folio/ops/quantize.h"
+
+namespace folio::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+using ops::WeightType;
+
+QuantizeScheme Scheme(std::string_view name) { return *ParseQuantizeScheme(name); }
+
+// A small model whose rows fit every type (256 and 512 columns) and whose
+// head dim (32) has room for the Q/K permutation to matter.
+model::ModelConfig SmallConfig(model::Architecture arch, bool tied) {
+  model::ModelConfig c;
+  c.architecture = arch;
+  c.rope_style = model::RopeStyle::kNeox;  // as Hugging Face folders are
+  c.hidden_size = 256;
+  c.num_heads = 8;
+  c.num_kv_heads = 2;
+  c.ffn_size = 512;
+  c.num_layers = 3;
+  c.max_positions = 64;
+  c.vocab_size = 300;
+  c.tie_embeddings = tied;
+  c.norm_eps = 1e-5;
+  c.rope_theta = 10000.0;
+  c.attention_bias = arch == model::Architecture::kQwen2;
+  c.qk_norm = arch == model::Architecture::kQwen3;
+  return c;
+}
+
+std::vector<char> FileBytesOf(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(QuantizeScheme, EveryNameParsesAndOthersAreListed) {
+  for (const QuantizeScheme& s : kQuantizeSchemes) {
+    EXPECT_EQ(Scheme(s.name).base, s.base) << s.name;
+    EXPECT_TRUE(ops::HasQuantizer(s.base)) << s.name;
+  }
+  const Result<QuantizeScheme> bad = ParseQuantizeScheme("q3_k_m");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.error().message().find("f32, f16, bf16, q8_0"), std::string::npos);
+  EXPECT_NE(bad.error().message().find("q4_k_m, q5_k_m"), std::string::npos);
+}
+
+TEST(QuantizePlan, FallbacksAreLlamaCppsThenF16) {
+  EXPECT_EQ(FallbackType(WeightType::kQ4_K, 512), WeightType::kQ4_K);
+  EXPECT_EQ(FallbackType(WeightType::kQ4_K, 576), WeightType::kQ5_0);
+  EXPECT_EQ(FallbackType(WeightType::kQ5_K, 576), WeightType::kQ5_1);
+  EXPECT_EQ(FallbackType(WeightType::kQ6_K, 576), WeightType::kQ8_0);
+  EXPECT_EQ(FallbackType(WeightType::kQ6_K, 48), WeightType::kF16);
+  EXPECT_EQ(FallbackType(WeightType::kQ8_0, 48), WeightType::kF16);
+  EXPECT_EQ(FallbackType(WeightType::kQ4_0, 32), WeightType::kQ4_0);
+  EXPECT_EQ(FallbackType(WeightType::kBF16, 7), WeightType::kBF16);
+}
+
+TEST(QuantizePlan, MoreBitsLayersAreTheOuterEighthsAndEveryThird) {
+  auto layers = [](uint64_t n) {
+    std::vector<uint64_t> out;
+    for (uint64_t i = 0; i < n; ++i) {
+      if (MoreBitsLayer(i, n)) out.push_back(i);
+    }
+    return out;
+  };
+  // 30 layers (SmolLM2): n/8 = 3, 7n/8 = 26.
+  EXPECT_EQ(layers(30), (std::vector<uint64_t>{0, 1, 2, 5, 8, 11, 14, 17, 20, 23, 26, 27, 28, 29}));
+  // 32 layers (Llama 7B): n/8 = 4, 7n/8 = 28.
+  EXPECT_EQ(layers(32),
+            (std::vector<uint64_t>{0, 1, 2, 3, 6, 9, 12, 15, 18, 21, 24, 27, 28, 29, 30, 31}));
+  // 3 layers: n/8 = 0, 7n/8 = 2; (i - 0) % 3 == 2 adds nothing new.
+  EXPECT_EQ(layers(3), (std::vector<uint64_t>{2}));
+}
+
+TEST(QuantizePlan, PureSchemesPutEveryMatrixInTheirTypeAndVectorsInF32) {
+  const auto plan =
+      PlanQuantization(SmallConfig(model::Architecture::kQwen2, false), Scheme("q8_0"));
+  size_t matrices = 0;
+  for (const TensorQuantization& t : plan) {
+    EXPECT_EQ(t.type, t.shape.size() == 1 ? WeightType::kF32 : WeightType::kQ8_0) << t.name;
+    EXPECT_FALSE(t.fallback());
+    matrices += t.shape.size() == 2;
+  }
+  EXPECT_EQ(matrices, 2 + 3 * 7u);  // embedding, head; q k v o gate up down
+  EXPECT_EQ(plan.front().name, "token_embd.weight");
+  EXPECT_EQ(plan.back().name, "output.weight");
+}
+
+TEST(QuantizePlan, KMMixesRaiseTheHeadAndSomeAttnVAndFfnDownToQ6K) {
+  for (const char* name : {"q4_k_m", "q5_k_m"}) {
+    SCOPED_TRACE(name);
+    const WeightType base = Scheme(name).base;
+    for (bool tied : {false, true}) {
+      model::ModelConfig c = SmallConfig(model::Architecture::kLlama, tied);
+      c.num_layers = 8;  // MoreBitsLayer: 0, 3, 6, 7
+      std::set<std::string> q6;
+      for (const TensorQuantization& t : PlanQuantization(c, Scheme(name))) {
+        if (t.type == WeightType::kQ6_K) q6.insert(t.name);
+        if (t.shape.size() == 1) {
+          EXPECT_EQ(t.type, WeightType::kF32);
+        } else if (t.type != WeightType::kQ6_K) {
+          EXPECT_EQ(t.type, base) << t.name;
+        }
+      }
+      std::set<std::string> want = {tied ? "token_embd.weight" : "output.weight"};
+      for (int i : {0, 3, 6, 7}) {
+        want.insert("blk." + std::to_string(i) + ".attn_v.weight");
+        want.insert("blk." + std::to_string(i) + ".ffn_down.weight");
+      }
+      EXPECT_EQ(q6, want);
+    }
+  }
+}
+
+// SmolLM2's shape: rows of 576 are not whole 256-blocks.
+TEST(QuantizePlan, RowsThatAreNotWholeBlocksFallBack) {
+  model::ModelConfig c = SmallConfig(model::Architecture::kLlama, true);
+  c.hidden_size = 576;
+  c.num_heads = 9;
+  c.num_kv_heads = 3;
+  c.ffn_size = 1536;
+  c.num_layers = 8;
+  for (const TensorQuantization& t : PlanQuantization(c, Scheme("q4_k_m"))) {
+    if (t.shape.size() == 1) continue;
+    SCOPED_TRACE(t.name);
+    if (t.name.find("ffn_down") != std::string::npos) {  // rows of 1536 fit
+      EXPECT_FALSE(t.fallback());
+    } else if (t.wanted == WeightType::kQ6_K) {  // the tied head, attn_v
+      EXPECT_EQ(t.type, WeightType::kQ8_0);
+    } else {
+      EXPECT_EQ(t.wanted, WeightType::kQ4_K);
+      EXPECT_EQ(t.type, WeightType::kQ5_0);
+    }
+  }
+}
+
+TEST(GgufMetadataFor, WritesLlamaCppsKeys) {
+  model::ModelConfig c = SmallConfig(model::Architecture::kMistral, false);
+  c.window = 16;
+  c.explicit_head_dim = 64;
+  c.rope_scaling.type = model::RopeScaling::Type::kLinear;
+  c.rope_scaling.factor = 2.0;
+  Result<std::vector<GgufKeyValue>> kvs = GgufMetadataFor(c, "m", 15, true);
+  ASSERT_TRUE(kvs.ok()) << kvs.error().ToString();
+  std::map<std::string, GgufValue> got;
+  for (const auto& kv : *kvs) got[kv.key] = kv.value;
+  EXPECT_EQ(got.at("general.architecture"), GgufString("llama"));  // mistral files say llama
+  EXPECT_EQ(got.at("general.name"), GgufString("m"));
+  EXPECT_EQ(got.at("general.file_type"), GgufU32(15));
+  EXPECT_EQ(got.at("general.quantization_version"), GgufU32(2));
+  EXPECT_EQ(got.at("llama.embedding_length"), GgufU32(256));
+  EXPECT_EQ(got.at("llama.attention.head_count_kv"), GgufU32(2));
+  EXPECT_EQ(got.at("llama.attention.key_length"), GgufU32(64));
+  EXPECT_EQ(got.at("llama.rope.dimension_count"), GgufU32(64));
+  EXPECT_EQ(got.at("llama.attention.layer_norm_rms_epsilon"), GgufF32(1e-5f));
+  EXPECT_EQ(got.at("llama.rope.scaling.type"), GgufString("linear"));
+  EXPECT_EQ(got.at("llama.attention.sliding_window"), GgufU32(16));
+  EXPECT_FALSE(GgufMetadataFor(c, "m", 15, false)->empty());
+}
+
+TEST(GgufMetadataFor, RefusesWhatAGgufFileCannotSay) {
+  model::ModelConfig folio = model::WorkedExampleConfig();
+  EXPECT_EQ(GgufMetadataFor(folio, "m", 0, false).error().code(), StatusCode::kUnimplemented);
+  model::ModelConfig llama3 = SmallConfig(model::Architecture::kLlama, false);
+  llama3.rope_scaling.type = model::RopeScaling::Type::kLlama3;
+  EXPECT_NE(GgufMetadataFor(llama3, "m", 0, false).error().message().find("rope_freqs"),
+            std::string::npos);
+  model::ModelConfig biased = SmallConfig(model::Architecture::kLlama, false);
+  biased.attention_bias = true;
+  EXPECT_EQ(GgufMetadataFor(biased, "m", 0, false).error().code(), StatusCode::kUnimplemented);
+  model::ModelConfig interleaved_qwen = SmallConfig(model::Architecture::kQwen3, false);
+  interleaved_qwen.rope_style = model::RopeStyle::kInterleaved;
+  EXPECT_EQ(GgufMetadataFor(interleaved_qwen, "m", 0, false).error().code(),
+            StatusCode::kUnimplemented);
+}
+
+class QuantizeModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("folio_quantize_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // A Hugging Face folder of a seeded model (f64 weights).
+  fs::path SaveHf(const model::ModelConfig& c, const std::string& name) {
+    const fs::path folder = dir_ / name;
+    EXPECT_TRUE(SaveModel(*model::Model::FromSeed(c, 5), folder).ok());
+    return folder;
+  }
+  Result<QuantizeReport> Quantize(const fs::path& in, const fs::path& out, std::string_view type,
+                                  size_t threads = 2) {
+    ThreadPool pool(threads);
+    return QuantizeModel(in, out, Scheme(type), pool);
+  }
+
+  fs::path dir_;
+};
+
+// The float64 forward pass of the folder and of its f32 GGUF agree to f32
+// rounding of the weights, for every architecture: Q/K rows are permuted
+// for llama's interleaved RoPE, Qwen's biases and q/k norms come along.
+TEST_F(QuantizeModelTest, AnF32GgufComputesWhatTheFolderComputes) {
+  using model::Architecture;
+  for (Architecture arch :
+       {Architecture::kLlama, Architecture::kMistral, Architecture::kQwen2, Architecture::kQwen3}) {
+    for (bool tied : {false, true}) {
+      const std::string name = StrCat(model::ArchitectureName(arch), tied ? "_tied" : "");
+      SCOPED_TRACE(name);
+      const fs::path folder = SaveHf(SmallConfig(arch, tied), name);
+      const fs::path out = dir_ / (name + ".gguf");
+      Result<QuantizeReport> r = Quantize(folder, out, "f32");
+      ASSERT_TRUE(r.ok()) << r.error().ToString();
+      EXPECT_EQ(r->source_format, "folder");
+      Result<model::Model> hf = LoadModel(folder), gguf = LoadModel(out);
+      ASSERT_TRUE(gguf.ok()) << gguf.error().ToString();
+      EXPECT_EQ(gguf->config().rope_style, model::TraitsOf(arch).gguf_rope_style);
+      EXPECT_EQ(gguf->config().tie_embeddings, tied);
+      const std::vector<int32_t> tokens = {1, 17, 250, 3, 99};
+      const std::vector<double> want = *model::Decoder<double>(*hf).Forward(tokens, 1);
+      const std::vector<double> got = *model::Decoder<double>(*gguf).Forward(tokens, 1);
+      ASSERT_EQ(got.size(), want.size());
+      double scale = 0.0, diff = 0.0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        scale = std::max(scale, std::fabs(want[i]));
+        diff = std::max(diff, std::fabs(got[i] - want[i]));
+      }
+      EXPECT_LE(diff, 1e-5 * std::max(1.0, scale));  // f32 weights: ~1e-7 relative each
+      EXPECT_LT(r->total.RmsRelativeError(), 1e-7);  // f64 rounded to f32
+    }
+  }
+}
+
+// GGUF in, GGUF out: every key is kept (general.file_type and
+// general.quantization_version updated), tensors keep their names and
+// order, and each row is QuantizeRow of the source row.
+TEST_F(QuantizeModelTest, AGgufSourceKeepsItsMetadataAndItsRows) {
+  const fs::path f32 = dir_ / "f32.gguf";
+  ASSERT_TRUE(
+      Quantize(SaveHf(SmallConfig(model::Architecture::kQwen2, true), "hf"), f32, "f32").ok());
+  const fs::path q8 = dir_ / "q8.gguf";
+  Result<QuantizeReport> r = Quantize(f32, q8, "q8_0");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->source_format, "gguf");
+  GgufFile src = *GgufFile::Open(f32), dst = *GgufFile::Open(q8);
+  const std::vector<std::string> src_keys = src.Keys();
+  ASSERT_EQ(dst.Keys().size(), src_keys.size() + 1);  // + general.quantization_version
+  for (size_t i = 0; i < src_keys.size(); ++i) {
+    ASSERT_EQ(dst.Keys()[i], src_keys[i]);
+    if (src_keys[i] != "general.file_type") {
+      EXPECT_EQ(*dst.Get(src_keys[i]), *src.Get(src_keys[i]));
+    }
+  }
+  EXPECT_EQ(*dst.GetUint("general.file_type"), 7u);
+  EXPECT_EQ(*dst.GetUint("general.quantization_version"), 2u);
+  ASSERT_EQ(dst.tensors().size(), src.tensors().size());
+  for (size_t i = 0; i < src.tensors().size(); ++i) {
+    const auto& s = src.tensors()[i];
+    const auto& d = dst.tensors()[i];
+    EXPECT_EQ(d.name, s.name);
+    EXPECT_EQ(d.dims, s.dims);
+    EXPECT_EQ(d.type, s.dims.size() == 1 ? GgmlType::kF32 : GgmlType::kQ8_0);
+    const auto src_bytes = src.Data(s);
+    std::vector<float> values(src_bytes.size() / 4);
+    std::memcpy(values.data(), src_bytes.data(), src_bytes.size());
+    std::vector<std::byte> want(d.num_bytes);
+    ASSERT_TRUE(ops::QuantizeRow(*WeightTypeOf(d), values, want.data()).ok());
+    const auto got = dst.Data(d);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end())) << d.name;
+  }
+  // The report's sums are those of the written bytes.
+  EXPECT_EQ(r->total.tensors, src.tensors().size());
+  EXPECT_GT(r->total.RmsRelativeError(), 0.0);
+  EXPECT_LT(r->total.RmsRelativeError(), 0.01);
+}
+
+// Contract 3 for the tool: the file and the report's sums do not depend on
+// the thread count.
+TEST_F(QuantizeModelTest, TheOutputDoesNotDependOnTheThreadCount) {
+  const fs::path folder = SaveHf(SmallConfig(model::Architecture::kLlama, false), "hf");
+  Result<QuantizeReport> one = Quantize(folder, dir_ / "one.gguf", "q4_k_m", 1);
+  Result<QuantizeReport> three = Quantize(folder, dir_ / "three.gguf", "q4_k_m", 3);
+  ASSERT_TRUE(one.ok() && three.ok());
+  EXPECT_EQ(FileBytesOf(dir_ / "one.gguf"), FileBytesOf(dir_ / "three.gguf"));
+  EXPECT_EQ(one->total.sum_sq_error, three->total.sum_sq_error);
+  ASSERT_EQ(one->by_type.size(), 3u);  // f32, q4_k, q6_k
+  EXPECT_EQ(one->by_type[0].first, WeightType::kF32);
+  EXPECT_EQ(one->by_type[1].first, WeightType::kQ4_K);
+  EXPECT_EQ(one->by_type[2].first, WeightType::kQ6_K);
+  EXPECT_NEAR(one->by_type[1].second.BitsPerWeight(), 4.5, 1e-12);  // 144 bytes per 256
+  EXPECT_NEAR(one->by_type[2].second.BitsPerWeight(), 6.5625, 1e-12);
+  EXPECT_EQ(one->total.bytes + 0, one->by_type[0].second.bytes + one->by_type[1].second.bytes +
+                                      one->by_type[2].second.bytes);
+  EXPECT_GE(one->file_bytes, one->total.bytes);
+}
+
+// A NaN weight is refused naming the tensor and row, and an existing output
+// file is left as it was.
+TEST_F(QuantizeModelTest, ANonFiniteWeightIsRefusedAndLeavesTheOutputAlone) {
+  const model::ModelConfig c = SmallConfig(model::Architecture::kLlama, true);
+  model::ModelWeights w = model::Model::FromSeed(c, 5)->weights();
+  std::vector<double> down = w.layers[1].w_down.ToDoubles();
+  down[3 * c.ffn_size + 7] = std::numeric_limits<double>::quiet_NaN();
+  w.layers[1].w_down = model::Tensor::FromDoubles(w.layers[1].w_down.shape, down);
+  const fs::path folder = dir_ / "nan";
+  ASSERT_TRUE(SaveModel(*model::Model::Create(c, w, /*check_finite=*/false), folder).ok());
+  const fs::path out = dir_ / "out.gguf";
+  std::ofstream(out) << "previous";
+  Result<QuantizeReport> r = Quantize(folder, out, "q8_0");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.error().message().find("tensor blk.1.ffn_down.weight: row 3: element 7 is nan"),
+            std::string::npos)
+      << r.error().message();
+  EXPECT_EQ(FileBytesOf(out), (std::vector<char>{'p', 'r', 'e', 'v', 'i', 'o', 'u', 's'}));
+  EXPECT_FALSE(fs::exists(dir_ / "out.gguf.tmp"));
+}
+
+TEST_F(QuantizeModelTest, AMissingInputIsNotFound) {
+  EXPECT_EQ(Quantize(dir_ / "absent", dir_ / "out.gguf", "q8_0").error().code(),
+            StatusCode::kNotFound);
+  EXPECT_FALSE(fs::exists(dir_ / "out.gguf"));
+}
+
+}  // namespace
+}  // namespace folio::checkpoint
