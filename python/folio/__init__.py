@@ -5,6 +5,8 @@ descriptors; nothing is reimplemented here.
 
 - folio.LLM, folio.AsyncLLM, folio.SamplingParams: the engine, with vLLM's
   names (help(folio.LLM), help(folio.AsyncLLM)).
+- folio.apply_chat_template: a chat rendered as Hugging Face's
+  apply_chat_template renders it (folio's Jinja engine).
 - folio.paged_attention: the attention kernel on NumPy arrays.
 - folio.read_snapshot: KV snapshot files.
 - folio.TensorDescriptor, folio.BlockPagedLayout, ...: Hurray descriptors.
@@ -36,6 +38,7 @@ from folio._folio import (
     uint64,
 )
 from folio.async_llm import AsyncLLM
+from folio.chat_template import apply_chat_template
 from folio.llm import LLM
 from folio.outputs import CompletionOutput, Logprob, RequestOutput
 from folio._engine import Tokenizer
@@ -53,6 +56,7 @@ __all__ = [
     "RequestOutput",
     "SamplingParams",
     "Tokenizer",
+    "apply_chat_template",
     "paged_attention",
     # KV snapshots
     "KvSnapshot",

@@ -46,6 +46,10 @@ void BindSnapshot(nanobind::module_& m);
 // pure-Python folio.LLM and folio.AsyncLLM are built on it.
 void BindLlm(nanobind::module_& m);
 
+// folio._folio.render_chat_template (chat.cc): a template's source rendered
+// by folio's Jinja engine, for folio.apply_chat_template.
+void BindChat(nanobind::module_& m);
+
 }  // namespace folio::python
 
 #endif  // FOLIO_PYTHON_BINDINGS_H_

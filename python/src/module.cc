@@ -15,4 +15,5 @@ NB_MODULE(_folio, m) {
   folio::python::BindFormat(m);
   folio::python::BindSnapshot(m);
   folio::python::BindLlm(m);
+  folio::python::BindChat(m);
 }

@@ -1,0 +1,53 @@
+// folio._folio.render_chat_template: a chat template's source rendered with
+// template variables by folio's Jinja engine (folio/chat/template.h), for
+// folio.apply_chat_template when it is given a template rather than a model.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "bindings.h"
+#include "folio/chat/template.h"
+
+namespace folio::python {
+namespace nb = nanobind;
+
+namespace {
+
+std::string RenderChatTemplate(const std::string& source, const std::string& variables_json,
+                               std::optional<int64_t> strftime_now) {
+  const nlohmann::ordered_json vars =
+      nlohmann::ordered_json::parse(variables_json, nullptr, /*allow_exceptions=*/false);
+  if (!vars.is_object()) {
+    ThrowIfError(Status::InvalidArgument("template variables must be a JSON object"));
+  }
+  Result<chat::Template> t = chat::Template::Parse(source);
+  ThrowIfError(t.status());
+  chat::RenderOptions options;
+  options.now_epoch_seconds = strftime_now;
+  std::string text;
+  {
+    nb::gil_scoped_release release;
+    Result<std::string> r = t->Render(vars, options);
+    nb::gil_scoped_acquire acquire;
+    ThrowIfError(r.status());
+    text = std::move(*r);
+  }
+  return text;
+}
+
+}  // namespace
+
+void BindChat(nb::module_& m) {
+  m.def("render_chat_template", &RenderChatTemplate, nb::arg("source"),
+        nb::arg("variables_json"), nb::arg("strftime_now") = nb::none(),
+        "Renders a Jinja chat template with the variables (a JSON object), as jinja2 does "
+        "under Hugging Face's apply_chat_template. ValueError for a template that does not "
+        "parse or that raises (the message starts 'chat template raised: '); "
+        "NotImplementedError for a construct folio does not support.");
+}
+
+}  // namespace folio::python
