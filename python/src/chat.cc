@@ -42,8 +42,8 @@ std::string RenderChatTemplate(const std::string& source, const std::string& var
 }  // namespace
 
 void BindChat(nb::module_& m) {
-  m.def("render_chat_template", &RenderChatTemplate, nb::arg("source"),
-        nb::arg("variables_json"), nb::arg("strftime_now") = nb::none(),
+  m.def("render_chat_template", &RenderChatTemplate, nb::arg("source"), nb::arg("variables_json"),
+        nb::arg("strftime_now") = nb::none(),
         "Renders a Jinja chat template with the variables (a JSON object), as jinja2 does "
         "under Hugging Face's apply_chat_template. ValueError for a template that does not "
         "parse or that raises (the message starts 'chat template raised: '); "
