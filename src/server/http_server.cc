@@ -396,7 +396,8 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
           const std::string length = req.get_header_value("Content-Length");
           const bool digits = !length.empty() && length.size() <= 19 &&
                               length.find_first_not_of("0123456789") == std::string::npos;
-          if (!digits || std::stoull(length) > config.max_body_bytes) {
+          if (!digits) return refuse(400, "Content-Length is not a byte count");
+          if (std::stoull(length) > config.max_body_bytes) {
             return refuse(413, "the request body is larger than " +
                                    std::to_string(config.max_body_bytes) + " bytes");
           }

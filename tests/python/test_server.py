@@ -536,6 +536,8 @@ def test_bodies_are_bounded_before_they_are_read(server):
     # A 2 GB announcement is refused at once, before any body byte.
     status, body = raw_request(server, pre + "Content-Length: 2000000000\r\n\r\n")
     assert status == 413 and "error" in json.loads(body)
+    status, body = raw_request(server, pre + "Content-Length: 12abc\r\n\r\n")
+    assert status == 400 and "byte count" in json.loads(body)["error"]["message"]
     status, body = raw_request(server, pre + "Transfer-Encoding: chunked\r\n\r\n",
                                b"5\r\nhello\r\n0\r\n\r\n")
     assert status == 411 and "Content-Length" in json.loads(body)["error"]["message"]
