@@ -20,6 +20,7 @@
 #include "folio/kv/page_table.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
+#include "folio/ops/weight_type.h"
 
 namespace folio::bench {
 namespace {
@@ -340,6 +341,41 @@ TEST(DecodeBench, SyntheticWeightsMakeAModelThatDecodes) {
   Result<std::vector<float>> logits = decoder.Decode(*cache, std::span<const int32_t>(&next, 1));
   ASSERT_TRUE(logits.ok()) << logits.status().ToString();
   EXPECT_EQ(logits->size(), c.vocab_size);
+}
+
+// --weight-type: every matrix re-encoded (here Q8_0), its values within
+// half a step of the bf16 source; vectors untouched; a type folio cannot
+// write is refused.
+TEST(DecodeBench, QuantizeWeightsReencodesEveryMatrix) {
+  model::ModelConfig c = SyntheticConfig(1);  // the 1B shape, shrunk to 32-wide rows
+  c.hidden_size = 64;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.ffn_size = 96;
+  c.vocab_size = 40;
+  ThreadPool pool(2);
+  Result<model::ModelWeights> w = SyntheticWeights(c, 4, &pool);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  Result<model::ModelWeights> q = QuantizeWeights(*w, ops::WeightType::kQ8_0, &pool);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  const model::Tensor& src = w->layers[0].w_up;
+  const model::Tensor& got = q->layers[0].w_up;
+  EXPECT_EQ(got.type, model::TensorType::kQ8_0);
+  EXPECT_EQ(got.shape, src.shape);
+  EXPECT_EQ(q->final_norm.type, model::TensorType::kF32);
+  EXPECT_EQ(q->embedding.type, model::TensorType::kQ8_0);
+  const uint64_t cols = src.shape[1];
+  std::vector<float> a(cols), b(cols);
+  for (uint64_t r = 0; r < src.shape[0]; ++r) {
+    ops::DequantizeRow(src.type, src.bytes.data() + r * ops::WeightRowBytes(src.type, cols), a);
+    ops::DequantizeRow(got.type, got.bytes.data() + r * ops::WeightRowBytes(got.type, cols), b);
+    for (uint64_t i = 0; i < cols; ++i) {
+      // Q8_0: d = absmax / 127 <= 0.05 / 127 per block; error <= d / 2,
+      // plus the f16 rounding of d (2^-11 relative) on every level.
+      ASSERT_NEAR(b[i], a[i], 0.05 / 127 / 2 + 0.05 * 0x1p-10) << r << " " << i;
+    }
+  }
+  EXPECT_FALSE(QuantizeWeights(*w, ops::WeightType::kIQ4_XS, &pool).ok());
 }
 
 TEST(DecodeBench, SyntheticConfigIsAbout1B) {

@@ -8,7 +8,9 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bench/machine_info.h"
 #include "bench/memory_bandwidth.h"
@@ -17,10 +19,12 @@
 #include "folio/checkpoint/model_io.h"
 #include "folio/core/dtype.h"
 #include "folio/core/splitmix64.h"
+#include "folio/core/str_cat.h"
 #include "folio/engine/engine.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
 #include "folio/ops/matmul.h"
+#include "folio/ops/quantize.h"
 
 namespace folio::bench {
 
@@ -158,9 +162,59 @@ Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& c, uint64
   return w;
 }
 
+Result<model::ModelWeights> QuantizeWeights(const model::ModelWeights& w, ops::WeightType type,
+                                            ThreadPool* pool) {
+  if (!ops::HasQuantizer(type)) {
+    return Status::Unimplemented(
+        StrCat("folio cannot write ", ops::WeightTypeName(type), " weights (ops::QuantizeRow)"));
+  }
+  model::ModelWeights out = w;
+  Status status;
+  std::mutex mu;
+  const auto convert = [&](model::Tensor& t) {
+    if (t.shape.size() != 2 || !status.ok()) return;
+    const uint64_t rows = t.shape[0], cols = t.shape[1];
+    const uint64_t in_row = ops::WeightRowBytes(t.type, cols);
+    const uint64_t out_row = ops::WeightRowBytes(type, cols);
+    if (out_row == 0) {
+      status = Status::InvalidArgument(
+          StrCat("a row of ", cols, " is not whole ", ops::WeightTypeName(type), " blocks"));
+      return;
+    }
+    auto data = std::make_shared<std::vector<std::byte>>(rows * out_row);
+    const auto one = [&](size_t r) {
+      std::vector<float> row(cols);
+      ops::DequantizeRow(t.type, t.bytes.data() + r * in_row, row);
+      Status s = ops::QuantizeRow(type, row, data->data() + r * out_row);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (status.ok()) status = s;
+      }
+    };
+    if (pool != nullptr) {
+      pool->ParallelFor(rows, one);
+    } else {
+      for (uint64_t r = 0; r < rows; ++r) one(r);
+    }
+    t.type = type;
+    t.bytes = std::span<const std::byte>(data->data(), data->size());
+    t.owner = std::move(data);
+  };
+  for (model::LayerWeights& l : out.layers) {
+    for (model::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      convert(*t);
+    }
+  }
+  convert(out.embedding);
+  if (!out.lm_head.empty()) convert(out.lm_head);
+  FOLIO_RETURN_IF_ERROR(status);
+  return out;
+}
+
 Result<std::unique_ptr<model::Model>> LoadOrSynthesize(const std::string& path,
                                                        const model::ModelConfig& synthetic,
-                                                       uint64_t seed, ThreadPool* pool) {
+                                                       uint64_t seed, ThreadPool* pool,
+                                                       ops::WeightType weight_type) {
   if (!path.empty()) {
     std::cerr << "loading " << path << "...\n";
     FOLIO_ASSIGN_OR_RETURN(model::Model m, checkpoint::LoadModel(path));
@@ -169,6 +223,10 @@ Result<std::unique_ptr<model::Model>> LoadOrSynthesize(const std::string& path,
   std::cerr << "building a synthetic model: " << synthetic.num_layers << " layers, "
             << synthetic.ParameterCount() << " parameters, bf16...\n";
   FOLIO_ASSIGN_OR_RETURN(model::ModelWeights w, SyntheticWeights(synthetic, seed, pool));
+  if (weight_type != ops::WeightType::kBF16) {
+    std::cerr << "quantizing its matrices to " << ops::WeightTypeName(weight_type) << "...\n";
+    FOLIO_ASSIGN_OR_RETURN(w, QuantizeWeights(w, weight_type, pool));
+  }
   FOLIO_ASSIGN_OR_RETURN(model::Model m,
                          model::Model::Create(synthetic, std::move(w), /*check_finite=*/false));
   return std::make_unique<model::Model>(std::move(m));
@@ -201,6 +259,9 @@ CLI::App* AddDecodeBenchCommand(CLI::App& bench, DecodeBenchOptions& o) {
   cmd->add_option("--bandwidth-passes", o.bandwidth_passes,
                   "timed bandwidth passes, best counts (default 5; quick 3)");
   cmd->add_flag("--no-matmul-only", o.no_matmul_only, "skip timing one token's matmuls alone");
+  cmd->add_option("--weight-type", o.weight_type,
+                  "the synthetic model's matrices: bf16 (default), f32, f16, q8_0, q4_0, q4_1, "
+                  "q5_0, q5_1, q4_k, q5_k or q6_k");
   cmd->add_option("--batch-sizes", o.batch_sizes,
                   "also time decode with this many sequences per step (e.g. 2,4,8)")
       ->delimiter(',');
@@ -263,6 +324,17 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
   }
   if (steps == 0) return fail(Status::InvalidArgument("--decode-tokens must be > 0"));
 
+  std::optional<ops::WeightType> synthetic_type;
+  for (const ops::WeightTypeTraits& row : ops::kWeightTypeTraits) {
+    if (row.name == o.weight_type) synthetic_type = row.type;
+  }
+  if (!synthetic_type) {
+    return fail(Status::InvalidArgument("--weight-type: unknown type '" + o.weight_type + "'"));
+  }
+  if (!o.model.empty() && *synthetic_type != ops::WeightType::kBF16) {
+    return fail(Status::InvalidArgument("--weight-type applies to the synthetic model only"));
+  }
+
   const MachineInfo machine = ReadMachineInfo();
   const std::array<double, 3> load_start = ReadLoadAverage();
   const CpuSnapshot run_start = TakeCpuSnapshot();
@@ -272,7 +344,7 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
   const uint64_t layers = o.layers ? o.layers : (o.quick ? 4 : 16);
   ThreadPool fill_pool(0);
   Result<std::unique_ptr<model::Model>> loaded =
-      LoadOrSynthesize(o.model, SyntheticConfig(layers), o.seed, &fill_pool);
+      LoadOrSynthesize(o.model, SyntheticConfig(layers), o.seed, &fill_pool, *synthetic_type);
   if (!loaded) return fail(loaded.error());
   std::unique_ptr<model::Model> m = std::move(*loaded);
   const std::string model_name = !o.model.empty() ? o.model

@@ -18,6 +18,7 @@
 #include "folio/model/config.h"
 #include "folio/model/model.h"
 #include "folio/model/weights.h"
+#include "folio/ops/weight_type.h"
 
 namespace CLI {
 class App;
@@ -36,9 +37,10 @@ struct DecodeBenchOptions {
   std::string kv_dtype = "bf16";
   uint64_t page_size = 16;
   uint64_t seed = 7;
-  uint64_t bandwidth_mib = 0;     // 0 = 2048 (quick: 1024)
-  uint64_t bandwidth_passes = 0;  // 0 = 5 (quick: 3)
-  bool no_matmul_only = false;    // skip timing the matmuls alone
+  uint64_t bandwidth_mib = 0;        // 0 = 2048 (quick: 1024)
+  uint64_t bandwidth_passes = 0;     // 0 = 5 (quick: 3)
+  bool no_matmul_only = false;       // skip timing the matmuls alone
+  std::string weight_type = "bf16";  // the synthetic model's matrices (ops::WeightType name)
   // Decode batches to time besides the single stream: for each B > 1, B
   // requests decode together, one token each per engine step.
   std::vector<uint64_t> batch_sizes;
@@ -57,11 +59,19 @@ Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& config, u
                                              ThreadPool* pool = nullptr);
 
 // The model at `path` (a folder or .gguf, loaded with checkpoint::LoadModel), or,
-// when path is empty, `synthetic` with SyntheticWeights(seed) over `pool`.
-// Says on stderr what it is doing; a benchmark's models are big.
-Result<std::unique_ptr<model::Model>> LoadOrSynthesize(const std::string& path,
-                                                       const model::ModelConfig& synthetic,
-                                                       uint64_t seed, ThreadPool* pool);
+// when path is empty, `synthetic` with SyntheticWeights(seed) over `pool`,
+// its matrices then quantized to `weight_type` (ops::QuantizeRow) unless
+// that is bf16. Says on stderr what it is doing; a benchmark's models are
+// big.
+Result<std::unique_ptr<model::Model>> LoadOrSynthesize(
+    const std::string& path, const model::ModelConfig& synthetic, uint64_t seed, ThreadPool* pool,
+    ops::WeightType weight_type = ops::WeightType::kBF16);
+
+// The same weights with every matrix (2-D tensor) re-encoded as `type`,
+// row by row over `pool`; vectors stay as they are. Errors: a type
+// ops::QuantizeRow cannot write, or rows that are not whole blocks of it.
+Result<model::ModelWeights> QuantizeWeights(const model::ModelWeights& w, ops::WeightType type,
+                                            ThreadPool* pool);
 
 // Bytes of weights one decoded token reads: every matrix the decoder
 // multiplies (per layer q, k, v, o, gate, up, down; then the output head,

@@ -179,10 +179,16 @@ template <WeightType kT>
 struct CodecLegacy {
   static constexpr WeightType kType = kT;
   static constexpr size_t kSub = 32;
-  static constexpr bool kHasBias = kT == WeightType::kQ4_1 || kT == WeightType::kQ5_1;
+  static constexpr bool kHasMin = kT == WeightType::kQ4_1 || kT == WeightType::kQ5_1;
   static constexpr bool kFiveBit = kT == WeightType::kQ5_0 || kT == WeightType::kQ5_1;
   static constexpr int kOffset = kT == WeightType::kQ4_0 ? 8 : kT == WeightType::kQ5_0 ? 16 : 0;
-  static constexpr size_t kQhAt = kHasBias ? 4 : 2;
+  // Every legacy type is decoded as scale * q + bias: the _1 types' bias is
+  // m, the _0 types' is -offset * d, so (q - offset) * d needs no integer
+  // subtract per vector. Both products are exact (an f16 d times a small
+  // integer), and so is their sum, d * (q - offset): the fused step gives
+  // DequantizeRow's value exactly.
+  static constexpr bool kHasBias = true;
+  static constexpr size_t kQhAt = kHasMin ? 4 : 2;
   static constexpr size_t kQsAt = kQhAt + (kFiveBit ? 4 : 0);
   static_assert(kLanes <= 16, "a vector of a legacy block reads one half of its nibbles");
   using Head = NoHead;
@@ -197,11 +203,16 @@ struct CodecLegacy {
                                hn::Set(DU(), 1));
       q = hn::Or(q, hn::ShiftLeft<4>(hn::BitCast(DI(), bit)));
     }
-    if constexpr (kOffset != 0) q = hn::Sub(q, hn::Set(DI(), kOffset));
     return Float(q);
   }
   static HWY_INLINE VF Scale(const std::byte* b, const Head&, size_t) { return F16Vec(b); }
-  static HWY_INLINE VF Bias(const std::byte* b, const Head&, size_t) { return F16Vec(b + 2); }
+  static HWY_INLINE VF Bias(const std::byte* b, const Head&, size_t) {
+    if constexpr (kHasMin) {
+      return F16Vec(b + 2);
+    } else {
+      return hn::Mul(F16Vec(b), hn::Set(DF(), static_cast<float>(-kOffset)));
+    }
+  }
 };
 
 // Q4_K and Q5_K (d, dmin, scales[12], [qh[32]], qs[128]): sub-block g of
