@@ -12,7 +12,10 @@
 namespace folio::server {
 namespace {
 
-using nlohmann::json;
+// Ordered, so every object keeps the client's key order: a chat template
+// that prints a message or a tool schema sees it as the client wrote it,
+// as jinja2 under transformers does.
+using json = nlohmann::ordered_json;
 
 // The fields each endpoint knows. Anything else is ignored (and listed).
 const std::set<std::string, std::less<>> kCommonFields = {"model",
@@ -126,10 +129,14 @@ class Fields {
 
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 
+// The model's ids for text: its prepended id (built-in byte models), then
+// the tokenizer's, with the tokenizer's special tokens when both the model
+// and `special` want them. prepend false leaves the prepended id out too.
 std::optional<ApiError> EncodeText(const ModelInfo& m, std::string_view text,
-                                   std::string_view field, std::vector<int32_t>& out) {
-  if (m.prepend_id) out.push_back(*m.prepend_id);
-  Result<std::vector<int32_t>> ids = m.tokenizer->Encode(text, m.add_special_tokens);
+                                   std::string_view field, std::vector<int32_t>& out,
+                                   bool special = true, bool prepend = true) {
+  if (prepend && m.prepend_id) out.push_back(*m.prepend_id);
+  Result<std::vector<int32_t>> ids = m.tokenizer->Encode(text, m.add_special_tokens && special);
   if (!ids) {
     return InvalidField(std::string(field),
                         StrCat("'", field, "' does not tokenize: ", ids.error().message()));
@@ -179,7 +186,7 @@ std::optional<ApiError> ParseMessages(const json& body, const ModelInfo& m,
   if (it->size() > kMaxMessages) {
     return InvalidField("messages", StrCat("at most ", kMaxMessages, " messages"));
   }
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  json messages = json::array();
   for (size_t i = 0; i < it->size(); ++i) {
     const json& msg = (*it)[i];
     const std::string at = StrCat("messages[", i, "]");
@@ -215,15 +222,13 @@ std::optional<ApiError> ParseMessages(const json& body, const ModelInfo& m,
     }
     // The message as the client sent it (its other keys reach the
     // template), with the content joined into one string.
-    nlohmann::ordered_json message = nlohmann::ordered_json::parse(msg.dump());
+    json message = msg;
     message["content"] = std::move(text);
     messages.push_back(std::move(message));
   }
   Result<RenderedChat> rendered = m.chat_format->Render(messages, /*add_generation_prompt=*/true);
   if (!rendered) return InvalidField("messages", rendered.error().message());
-  ModelInfo encode = m;
-  encode.add_special_tokens = m.add_special_tokens && rendered->add_special_tokens;
-  return EncodeText(encode, rendered->text, "messages", out);
+  return EncodeText(m, rendered->text, "messages", out, rendered->add_special_tokens);
 }
 
 std::optional<ApiError> ParseStop(const json& body, std::vector<std::string>& out) {
@@ -349,12 +354,8 @@ std::variant<std::vector<int32_t>, ApiError> ParseTokenize(std::string_view body
   if (!prompt) return InvalidField("prompt", "'prompt' (a string) or 'messages' is required");
   std::optional<bool> add_special;
   FOLIO_RETURN_API_ERROR(f.Bool("add_special_tokens", add_special));
-  ModelInfo plain = m;
-  if (!add_special.value_or(true)) {
-    plain.add_special_tokens = false;
-    plain.prepend_id.reset();
-  }
-  FOLIO_RETURN_API_ERROR(EncodeText(plain, *prompt, "prompt", ids));
+  const bool special = add_special.value_or(true);
+  FOLIO_RETURN_API_ERROR(EncodeText(m, *prompt, "prompt", ids, special, special));
   return ids;
 }
 

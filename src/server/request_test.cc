@@ -47,7 +47,7 @@ TEST(ParseRequest, UnknownFieldsAreIgnoredAndListed) {
   ParsedRequest r = Ok(Endpoint::kCompletions, R"({"prompt": "ab", "store": false,
       "metadata": {"a": 1}, "top_logprobs": 2, "service_tier": "auto"})");
   EXPECT_EQ(r.ignored_fields,
-            (std::vector<std::string>{"metadata", "service_tier", "store", "top_logprobs"}));
+            (std::vector<std::string>{"store", "metadata", "top_logprobs", "service_tier"}));
   EXPECT_EQ(r.prompt, Ok(Endpoint::kCompletions, R"({"prompt": "ab"})").prompt);
   EXPECT_TRUE(Ok(Endpoint::kCompletions, R"({"prompt": "ab"})").ignored_fields.empty());
   // The neutral values of fields folio cannot honour pass.
@@ -195,6 +195,18 @@ TEST(ParseRequest, ChatRendersThroughTheTemplateAndReportsItsErrors) {
   EXPECT_EQ(e.http_status, 400);
   EXPECT_EQ(e.param, "messages");
   EXPECT_EQ(e.message, "chat template raised: no names: bob");
+
+  // The messages reach the template with their keys in the client's order.
+  const ChatFormat json_format =
+      *ChatFormat::Create("", std::string("{{ messages[0] | tojson }}"), nullptr);
+  m.chat_format = &json_format;
+  ParsedRequest keys =
+      Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "name": "z", "content": "x"}]})", m);
+  std::vector<int32_t> want_keys = {0};
+  for (char c : std::string(R"({"role": "user", "name": "z", "content": "x"})")) {
+    want_keys.push_back(static_cast<unsigned char>(c) + 2);
+  }
+  EXPECT_EQ(keys.prompt, want_keys);
 }
 
 TEST(ParseRequest, MaxCompletionTokensForChat) {
