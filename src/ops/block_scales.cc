@@ -7,23 +7,16 @@
 #include "folio/core/str_cat.h"
 
 namespace folio::ops {
-namespace {
-
-// A scale field of a block: its byte offset and ggml's name for it.
-struct ScaleField {
-  uint32_t offset;
-  const char* name;
-};
 
 // The f16 scale fields of each type's block (ggml's block_* structs). An
 // exhaustive switch: a new type must say where its scales are.
-std::span<const ScaleField> ScaleFields(WeightType type) {
-  static constexpr ScaleField kD[] = {{0, "d"}};
-  static constexpr ScaleField kDM[] = {{0, "d"}, {2, "m"}};
-  static constexpr ScaleField kDDmin[] = {{0, "d"}, {2, "dmin"}};
-  static constexpr ScaleField kQ6K[] = {{208, "d"}};
-  static constexpr ScaleField kQ2K[] = {{80, "d"}, {82, "dmin"}};
-  static constexpr ScaleField kQ3K[] = {{108, "d"}};
+std::span<const BlockScaleField> BlockScaleFields(WeightType type) {
+  static constexpr BlockScaleField kD[] = {{0, "d"}};
+  static constexpr BlockScaleField kDM[] = {{0, "d"}, {2, "m"}};
+  static constexpr BlockScaleField kDDmin[] = {{0, "d"}, {2, "dmin"}};
+  static constexpr BlockScaleField kQ6K[] = {{208, "d"}};
+  static constexpr BlockScaleField kQ2K[] = {{80, "d"}, {82, "dmin"}};
+  static constexpr BlockScaleField kQ3K[] = {{108, "d"}};
   switch (type) {
     case WeightType::kF64:
     case WeightType::kF32:
@@ -52,11 +45,9 @@ std::span<const ScaleField> ScaleFields(WeightType type) {
   return {};
 }
 
-}  // namespace
-
 Status CheckBlockScales(WeightType type, std::span<const std::byte> bytes) {
   const WeightTypeTraits& traits = TraitsOf(type);
-  const std::span<const ScaleField> fields = ScaleFields(type);
+  const std::span<const BlockScaleField> fields = BlockScaleFields(type);
   if (fields.empty()) return Status::Ok();
   if (bytes.size() % traits.block_bytes != 0) {
     return Status::InvalidArgument(StrCat(bytes.size(), " bytes are not whole ", traits.name,
@@ -65,7 +56,7 @@ Status CheckBlockScales(WeightType type, std::span<const std::byte> bytes) {
   const uint64_t blocks = bytes.size() / traits.block_bytes;
   for (uint64_t b = 0; b < blocks; ++b) {
     const std::byte* block = bytes.data() + b * traits.block_bytes;
-    for (const ScaleField& f : fields) {
+    for (const BlockScaleField& f : fields) {
       uint16_t bits;
       std::memcpy(&bits, block + f.offset, 2);
       if ((bits & 0x7c00) == 0x7c00) {  // exponent all ones: inf or NaN

@@ -13,6 +13,7 @@
 #include "folio/core/aligned_buffer.h"
 #include "folio/core/dtype.h"
 #include "folio/core/splitmix64.h"
+#include "folio/ops/block_scales.h"
 #include "ops/matmul_internal.h"
 #include "testing/simd_targets.h"
 
@@ -37,35 +38,6 @@ struct Matrix {
 };
 
 float Uniform(SplitMix64& rng) { return static_cast<float>(2.0 * rng.NextUnit() - 1.0); }
-
-// Where a quantized block keeps its f16 scales (d, and dmin or m), from
-// ggml's block structs.
-std::vector<uint32_t> ScaleOffsets(WeightType type) {
-  switch (type) {
-    case WeightType::kF64:
-    case WeightType::kF32:
-    case WeightType::kF16:
-    case WeightType::kBF16:
-      return {};
-    case WeightType::kQ8_0:
-    case WeightType::kQ4_0:
-    case WeightType::kQ5_0:
-    case WeightType::kIQ4_NL:
-    case WeightType::kIQ4_XS:
-    case WeightType::kQ3_K:
-      return {type == WeightType::kQ3_K ? 108u : 0u};
-    case WeightType::kQ4_1:
-    case WeightType::kQ5_1:
-    case WeightType::kQ4_K:
-    case WeightType::kQ5_K:
-      return {0, 2};
-    case WeightType::kQ6_K:
-      return {208};
-    case WeightType::kQ2_K:
-      return {80, 82};
-  }
-  return {};
-}
 
 // Elements uniform in [-1, 1) rounded to the type; Q8_0 blocks get a scale
 // in [2^-9, 2^-6) and q uniform in [-127, 127].
@@ -113,7 +85,7 @@ Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols, uint64_t seed
         case WeightType::kQ3_K:
         case WeightType::kIQ4_NL:
         case WeightType::kIQ4_XS: {
-          // Random bytes, then each f16 scale field (ScaleOffsets) set in
+          // Random bytes, then each f16 scale field (BlockScaleFields) set in
           // [2^-9, 2^-6) so that no scale is NaN, infinite or huge.
           const WeightTypeTraits& traits = TraitsOf(type);
           if (i % traits.block_size != 0) break;
@@ -121,10 +93,10 @@ Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols, uint64_t seed
           for (uint32_t k = 0; k < traits.block_bytes; ++k) {
             block[k] = static_cast<std::byte>(rng.NextU64() & 0xff);
           }
-          for (uint32_t at : ScaleOffsets(type)) {
+          for (const BlockScaleField& field : BlockScaleFields(type)) {
             const uint16_t d = F32ToF16Bits(std::ldexp(1.0f + static_cast<float>(rng.NextUnit()),
                                                        -9 + static_cast<int>(rng.NextU64() % 3)));
-            std::memcpy(block + at, &d, 2);
+            std::memcpy(block + field.offset, &d, 2);
           }
           break;
         }

@@ -5,12 +5,24 @@
 #define FOLIO_OPS_BLOCK_SCALES_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "folio/core/status.h"
 #include "folio/ops/weight_type.h"
 
 namespace folio::ops {
+
+// An f16 scale field of a quantized block: its byte offset in the block and
+// ggml's name for it ("d", "m", "dmin").
+struct BlockScaleField {
+  uint32_t offset;
+  const char* name;
+};
+
+// The scale fields of `type`'s blocks (ggml's block_* structs); empty for
+// the element types.
+std::span<const BlockScaleField> BlockScaleFields(WeightType type);
 
 // For a quantized type, reads every block's f16 scale fields (d, and dmin
 // or m where the type has one: ggml's block layouts, weight_type.h) and
