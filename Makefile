@@ -10,6 +10,11 @@
 #                      Hurray descriptor and KV snapshot readers, the server's
 #                      request parser and the chat template interpreter,
 #                      FUZZ_SECONDS (60) each, in build-fuzz/
+#   make abuse         hostile clients against folio serve on loopback
+#                      (tools/abuse_suite.py: slowloris, idle keep-alives,
+#                      oversized and chunked bodies, a gzip bomb, a header
+#                      flood, 64 streams, SIGTERM under a slow client), about
+#                      a minute; prints JSON, fails when a target is missed
 #   make format        clang-format -i the C++ sources (FORMAT_FILES)
 #   make format-check  fail if any of them is not clang-formatted (.ci/run)
 #   make clean         remove build/, build-asan/ and build-fuzz/
@@ -23,7 +28,7 @@ CMAKE_FLAGS ?=
 FUZZ_DIR  ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build test demo asan fuzz clean format format-check
+.PHONY: all setup configure build test demo asan fuzz abuse clean format format-check
 
 all: build
 
@@ -43,6 +48,9 @@ test: build
 
 demo: build
 	@bash tools/demo.sh $(BUILD_DIR)
+
+abuse: build
+	python3 tools/abuse_suite.py --folio $(BUILD_DIR)/bin/folio
 
 asan: setup
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_SANITIZE=ON $(CMAKE_FLAGS)

@@ -10,7 +10,7 @@ debian_packages=(
   libssl-dev libhwy-dev
   libpcre2-dev
   zlib1g-dev  # CRC-32 of KV snapshots
-  libcpp-httplib-dev
+  libboost-dev  # Beast and Asio (header-only): the HTTP front end
   # the Python extension's headers, and pip for the packages below
   python3-dev python3-pip
   # libFuzzer for make fuzz and the format_fuzz_descriptor test

@@ -45,7 +45,16 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   cmd->add_option("--backend", f.backend, "cpu (SIMD kernels) or reference (scalar)");
   cmd->add_option("--max-queue", f.max_queue, "requests waiting to run; beyond: 429");
   cmd->add_option("--max-body-bytes", f.max_body_bytes, "larger request bodies: 413");
-  cmd->add_option("--http-threads", f.http_threads, "connections served at once");
+  cmd->add_option("--max-connections", f.max_connections, "open connections; beyond: 503")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  cmd->add_option("--io-threads", f.io_threads, "threads serving the connections")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--read-timeout", f.read_timeout_s,
+                  "seconds a client has to send a request's header, and then its body")
+      ->check(CLI::Range(1, 3600));
+  cmd->add_option("--keep-alive-timeout", f.keep_alive_timeout_s,
+                  "seconds an idle connection is kept between requests")
+      ->check(CLI::Range(1, 3600));
   cmd->add_option("--drain-timeout", f.drain_timeout_s,
                   "seconds in-flight requests get to finish on SIGINT/SIGTERM");
   cmd->add_option("--step-delay-us", f.step_delay_us,
@@ -136,7 +145,10 @@ int RunServe(const ServeFlags& flags) {
   sc.port = f.port;
   sc.max_queue = f.max_queue;
   sc.max_body_bytes = f.max_body_bytes;
-  sc.http_threads = f.http_threads;
+  sc.max_connections = f.max_connections;
+  sc.io_threads = f.io_threads;
+  sc.read_timeout = std::chrono::seconds(f.read_timeout_s);
+  sc.keep_alive_timeout = std::chrono::seconds(f.keep_alive_timeout_s);
   sc.drain_timeout = std::chrono::seconds(f.drain_timeout_s);
   sc.step_delay = std::chrono::microseconds(f.step_delay_us);
   sc.api_key = f.api_key;

@@ -26,9 +26,12 @@ struct ServeFlags {
   uint64_t builtin_context = 512;  // positions of the built-in model
   std::string kv_dtype = "f32";
   std::string backend = "cpu";
-  uint64_t max_queue = 32;  // below http_threads, so 429 is reachable
+  uint64_t max_queue = 32;
   uint64_t max_body_bytes = 1 << 20;
-  uint64_t http_threads = 64;
+  uint64_t max_connections = 2048;
+  uint64_t io_threads = 2;
+  uint64_t read_timeout_s = 10;
+  uint64_t keep_alive_timeout_s = 5;
   uint64_t drain_timeout_s = 30;
   uint64_t step_delay_us = 0;
   uint64_t default_max_tokens = 4096;  // chat requests without max_tokens; 0 = no cap

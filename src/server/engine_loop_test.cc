@@ -51,6 +51,24 @@ void UntilRunning(Channel& ch, std::vector<Event>& seen) {
   ASSERT_EQ(seen[0].kind, Event::Kind::kAccepted);
 }
 
+TEST(Channel, NotifyAfterEachPushAndTryTakeNeverWaits) {
+  Channel ch;
+  std::vector<Event> got;
+  EXPECT_FALSE(ch.TryTake(got));
+  ch.Push(Event{});  // before the callback: not announced
+  int notified = 0;
+  ch.SetNotify([&] { ++notified; });
+  ch.Push(Event{});
+  ch.Push(Event{});
+  EXPECT_EQ(notified, 2);
+  EXPECT_TRUE(ch.TryTake(got));
+  EXPECT_EQ(got.size(), 3u);
+  EXPECT_FALSE(ch.TryTake(got));
+  ch.SetNotify(nullptr);
+  ch.Push(Event{});
+  EXPECT_EQ(notified, 2);
+}
+
 TEST(EngineLoop, TokensMatchTheEngineRunDirectly) {
   engine::Engine direct = MakeEngine();
   auto want = direct.Generate({kPrompt}, Params(10));

@@ -1,102 +1,58 @@
+// The HTTP/1.1 front end on Boost.Beast over Asio: a few I/O threads serve
+// every connection; a connection costs a socket and a small buffer, never a
+// thread. Each connection is a Session on its own strand:
+//
+//   read header (deadline: read_timeout, or keep_alive_timeout between
+//   requests) -> check it (limits, Host, Origin, key, encoding)
+//   -> read body (deadline: read_timeout; size bounded while reading,
+//   chunked or not) -> route
+//   -> simple route: answer at once
+//   -> generation: parse and submit on the work pool (tokenizing a large
+//      prompt must not hold an I/O thread), then follow the request's
+//      Channel: the engine thread's Push posts a wake-up to the strand,
+//      which writes what arrived (each write under write_timeout). Meanwhile
+//      a read on the socket watches for the client leaving; if it leaves,
+//      the request is aborted and its pages freed, streamed or not.
+//
+// A reply that refuses a request before its body was read closes the
+// connection after a bounded lingering read, so the client sees the reply
+// rather than a reset.
 #include "folio/server/http_server.h"
 
-#include <httplib.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#include <sys/resource.h>
 
+#include <array>
 #include <atomic>
-#include <ctime>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <functional>
 #include <iostream>
-#include <mutex>
-#include <nlohmann/json.hpp>
-#include <random>
-#include <set>
+#include <optional>
+#include <sstream>
+#include <thread>
 
 #include "folio/server/engine_loop.h"
 #include "folio/server/metrics.h"
-#include "server/response.h"
+#include "server/api.h"
 
 namespace folio::server {
 namespace {
 
-using nlohmann::json;
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
 
-// SIGINT/SIGTERM write one byte here; the watcher thread reads it. A pipe
-// because write() is async-signal-safe and a condition variable is not.
-int g_signal_pipe[2] = {-1, -1};
-
-void OnSignal(int) {
-  const char byte = 's';
-  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &byte, 1);
-}
-
-// True when a byte arrived within timeout_ms.
-bool WaitSignal(int timeout_ms) {
-  pollfd p{g_signal_pipe[0], POLLIN, 0};
-  if (poll(&p, 1, timeout_ms) <= 0) return false;
-  char byte;
-  return read(g_signal_pipe[0], &byte, 1) == 1;
-}
-
-void SetJson(httplib::Response& res, int status, const std::string& body) {
-  res.status = status;
-  res.set_content(body, "application/json");
-}
-
-void SetError(httplib::Response& res, const ApiError& e) { SetJson(res, e.http_status, e.Body()); }
-
-ApiError ServerError(int status, std::string type, std::string message) {
-  ApiError e;
-  e.http_status = status;
-  e.type = std::move(type);
-  e.message = std::move(message);
-  return e;
-}
-
-// An engine refusal at admission, as the client should see it.
-ApiError FromEngineStatus(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kResourceExhausted:
-      return InvalidField("max_tokens", "the request could never fit the KV pool: " + s.message());
-    case StatusCode::kOutOfRange:
-      return InvalidField("max_tokens", s.message());
-    case StatusCode::kFailedPrecondition:
-      return ServerError(503, "server_error", s.message());
-    case StatusCode::kInvalidArgument:
-      return InvalidField("", s.message());
-    default:
-      return ServerError(500, "server_error", s.ToString());
-  }
-}
-
-std::string_view StatusText(int status) {
-  switch (status) {
-    case 400:
-      return "Bad Request";
-    case 404:
-      return "Not Found";
-    case 411:
-      return "Length Required";
-    case 415:
-      return "Unsupported Media Type";
-    case 405:
-      return "Method Not Allowed";
-    case 413:
-      return "Payload Too Large";
-    case 414:
-      return "URI Too Long";
-    case 416:
-      return "Range Not Satisfiable";
-    case 431:
-      return "Request Header Fields Too Large";
-    default:
-      return "Error";
-  }
-}
-
-std::string Sse(const std::string& data) { return "data: " + data + "\n\n"; }
+// Bytes a refused connection may still send before it is closed, so that
+// it reads the refusal instead of a reset.
+constexpr uint64_t kLingerBytes = 4 << 20;
+constexpr std::chrono::seconds kLingerTime{2};
+// Bytes a client may pipeline behind a running generation; past it the
+// connection is no longer watched for departure until the reply is done.
+constexpr size_t kWatchBufferBytes = 64 << 10;
 
 // a == b without an early exit, so the time taken does not say how much of
 // a guessed key was right.
@@ -126,233 +82,483 @@ bool Contains(const std::vector<std::string>& list, std::string_view value) {
   return false;
 }
 
-// A seed for a request that gave none: different for every request, so
-// identical requests at temperature > 0 differ, as with OpenAI's API.
-uint64_t DrawSeed() {
-  static std::mutex mu;
-  static std::mt19937_64 rng{std::random_device{}()};
-  std::lock_guard<std::mutex> lock(mu);
-  return rng();
+std::string_view View(beast::string_view s) { return {s.data(), s.size()}; }
+
+ApiError BadRequest(int status, std::string message) {
+  return ServerError(status, "invalid_request_error", std::move(message));
 }
 
-class Handlers {
+// Shared by every session.
+struct ServerState {
+  const ServerConfig& config;
+  Api& api;
+  net::thread_pool& work;
+  std::atomic<uint64_t> connections{0};
+  // Generations whose reply is not yet written in full.
+  std::atomic<uint64_t> generating{0};
+};
+
+class Session : public std::enable_shared_from_this<Session> {
  public:
-  Handlers(const ModelInfo& model, EngineLoop& loop, Metrics& metrics)
-      : model_(model), loop_(loop), metrics_(metrics) {}
-
-  // Requests whose response is not yet handed to httplib in full: a
-  // handler running, or a stream not yet ended.
-  uint64_t active() const { return active_.load(); }
-
-  void Generate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res) {
-    struct Guard {  // a stream's release callback does the decrement
-      std::atomic<uint64_t>& active;
-      bool streaming = false;
-      ~Guard() {
-        if (!streaming) --active;
-      }
-    };
-    ++active_;
-    Guard guard{active_};
-    GenerateImpl(endpoint, req, res, guard.streaming);
+  Session(tcp::socket socket, ServerState& state)
+      : socket_(std::move(socket)), deadline_(socket_.get_executor()), state_(state) {
+    ++state_.connections;
+    beast::error_code ignored;  // stream chunks leave at once, not after a delayed ack
+    socket_.set_option(tcp::no_delay(true), ignored);
+  }
+  ~Session() {
+    EndGeneration();
+    --state_.connections;
   }
 
-  void GenerateImpl(Endpoint endpoint, const httplib::Request& req, httplib::Response& res,
-                    bool& streaming) {
-    ParseResult parsed = ParseRequest(endpoint, req.body, model_);
-    if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Reply(res, *e);
-    ParsedRequest& r = std::get<ParsedRequest>(parsed);
-    NoteIgnored(r.ignored_fields);
-    if (!r.seed_given) r.params.seed = DrawSeed();
-    res.set_header("X-Folio-Seed", std::to_string(r.params.seed));
-    const bool include_usage = r.include_usage;
-    ResponseContext ctx;
-    ctx.endpoint = endpoint;
-    ctx.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
-    ctx.created = static_cast<int64_t>(std::time(nullptr));
-    ctx.model = model_.name;
-    ctx.logprobs = r.logprobs;
-    ctx.tokenizer = model_.tokenizer;
-
-    Result<std::shared_ptr<Channel>> channel =
-        loop_.Submit(std::move(r.prompt), std::move(r.params));
-    if (!channel) {
-      const bool full = channel.error().code() == StatusCode::kResourceExhausted;
-      ApiError e = ServerError(full ? 429 : 503, full ? "rate_limit_error" : "server_error",
-                               channel.error().message());
-      res.set_header("Retry-After", "1");
-      return Reply(res, e);
-    }
-    std::shared_ptr<Channel> ch = *channel;
-    std::vector<Event> events;
-    while (events.empty()) ch->Wait(events, std::chrono::seconds(1));
-    if (events[0].kind == Event::Kind::kError) {
-      return Reply(res, FromEngineStatus(events[0].error));
-    }
-    const uint64_t prompt_tokens = events[0].prompt_tokens;
-    events.erase(events.begin());
-    if (!r.stream) return Whole(res, ch, std::move(ctx), prompt_tokens, std::move(events));
-    streaming = true;
-    Stream(res, ch, std::move(ctx), prompt_tokens, include_usage, std::move(events));
-  }
-
-  json ModelJson(const std::string& id) const {
-    return {{"id", id},
-            {"object", "model"},
-            {"created", 0},
-            {"owned_by", "folio"},
-            {"max_model_len", model_.max_positions},
-            {"chat_template", model_.chat_format
-                                  ? std::string(ChatFormatSourceName(model_.chat_format->source()))
-                                  : std::string("none")}};
-  }
-
-  void Models(httplib::Response& res) {
-    json data = json::array({ModelJson(model_.name)});
-    for (const std::string& alias : model_.aliases) data.push_back(ModelJson(alias));
-    SetJson(res, 200, json{{"object", "list"}, {"data", data}}.dump());
-  }
-
-  // GET /v1/models/{id}.
-  void Model(const std::string& id, httplib::Response& res) {
-    if (!model_.Serves(id)) {
-      ApiError e = InvalidField("model", "the model '" + id + "' does not exist");
-      e.http_status = 404;
-      e.code = "model_not_found";
-      return Reply(res, e);
-    }
-    SetJson(res, 200, ModelJson(id).dump());
-  }
-
-  void Tokenize(const httplib::Request& req, httplib::Response& res) {
-    auto parsed = ParseTokenize(req.body, model_);
-    if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Reply(res, *e);
-    const auto& ids = std::get<std::vector<int32_t>>(parsed);
-    metrics_.CountResponse(200);
-    SetJson(res, 200,
-            json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model_.max_positions}}
-                .dump());
-  }
-
-  void Detokenize(const httplib::Request& req, httplib::Response& res) {
-    auto parsed = ParseDetokenize(req.body, model_);
-    if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Reply(res, *e);
-    metrics_.CountResponse(200);
-    SetJson(res, 200,
-            json{{"prompt", std::get<std::string>(parsed)}}.dump(-1, ' ', false,
-                                                                 json::error_handler_t::replace));
-  }
-
-  void Reply(httplib::Response& res, const ApiError& e) {
-    metrics_.CountResponse(e.http_status);
-    SetError(res, e);
+  void Start() {
+    net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
   }
 
  private:
-  // Non-streaming: waits for the finish, answers once.
-  void Whole(httplib::Response& res, const std::shared_ptr<Channel>& ch, ResponseContext ctx,
-             uint64_t prompt_tokens, std::vector<Event> events) {
-    ResponseBuilder builder(std::move(ctx));
-    for (;;) {
-      for (const Event& e : events) {
-        if (e.kind == Event::Kind::kError) {
-          return Reply(res, ServerError(500, "server_error", e.error.ToString()));
-        }
-        builder.Add(e);
-        if (e.finish != engine::FinishReason::kNone) {
-          metrics_.CountResponse(200);
-          return SetJson(res, 200, builder.Body(prompt_tokens));
-        }
+  const ServerConfig& config() const { return state_.config; }
+
+  // Deadlines: one timer; a new Arm replaces the previous deadline, and a
+  // wait that fires for a replaced deadline does nothing.
+  void Arm(std::chrono::steady_clock::duration d) {
+    const uint64_t gen = ++deadline_gen_;
+    deadline_.expires_after(d);
+    deadline_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+      if (!ec && gen == self->deadline_gen_) self->Close();
+    });
+  }
+  void Disarm() {
+    ++deadline_gen_;
+    deadline_.cancel();
+  }
+
+  // Ends the connection now: pending operations complete with errors and
+  // do nothing more; an unfinished generation is aborted.
+  void Close() {
+    if (closed_) return;
+    closed_ = true;
+    Disarm();
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    EndGeneration();
+  }
+
+  void ReadHeader() {
+    if (closed_) return;
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(config().max_header_bytes));
+    parser_->body_limit(config().max_body_bytes);
+    Arm(requests_ == 0 ? std::chrono::steady_clock::duration(config().read_timeout)
+                       : std::chrono::steady_clock::duration(config().keep_alive_timeout));
+    http::async_read_header(
+        socket_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (closed_) return;
+    if (ec) return OnReadError(ec);
+    ++requests_;
+    const auto& req = parser_->get();
+    keep_alive_ = req.keep_alive();
+    version_ = req.version();
+    if (std::optional<ApiError> e = CheckHeader(req)) {
+      Reply reply = state_.api.Refuse(*e);
+      if (e->http_status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return Send(std::move(reply), /*close=*/!parser_->is_done());
+    }
+    if (parser_->is_done()) return Dispatch();
+    const auto expect = req.find(http::field::expect);
+    if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
+      // The client waits for this before it sends the body.
+      continue_.emplace(http::status::continue_, req.version());
+      Arm(config().write_timeout);
+      return http::async_write(socket_, *continue_,
+                               [self = shared_from_this()](beast::error_code wec, size_t) {
+                                 if (self->closed_) return;
+                                 if (wec) return self->Close();
+                                 self->ReadBody();
+                               });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    Arm(config().read_timeout);
+    http::async_read(socket_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (self->closed_) return;
+                       if (ec) return self->OnReadError(ec);
+                       self->Dispatch();
+                     });
+  }
+
+  // A request that could not be read: answer what deserves an answer, then
+  // close; a timeout or a client that left just closes.
+  void OnReadError(beast::error_code ec) {
+    if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+        ec == net::error::eof || ec == net::error::operation_aborted ||
+        ec == net::error::connection_reset) {
+      return Close();  // the client left (or its deadline passed): nobody to answer
+    }
+    ApiError e;
+    if (ec == http::error::header_limit) {
+      e = BadRequest(431, "the request header is larger than " +
+                              std::to_string(config().max_header_bytes) + " bytes");
+    } else if (ec == http::error::body_limit) {
+      e = BadRequest(413, "the request body is larger than " +
+                              std::to_string(config().max_body_bytes) + " bytes");
+    } else if (ec == http::error::bad_content_length) {
+      e = BadRequest(400, "Content-Length is not a byte count");
+    } else {
+      e = BadRequest(400, "malformed HTTP request: " + ec.message());
+    }
+    Send(state_.api.Refuse(e), /*close=*/true);
+  }
+
+  // The checks a request's header must pass before its body is read.
+  std::optional<ApiError> CheckHeader(const http::request<http::string_body>& req) const {
+    uint64_t count = 0;
+    for ([[maybe_unused]] const auto& field : req) ++count;
+    if (count > config().max_headers) {
+      return BadRequest(431, "more than " + std::to_string(config().max_headers) + " header lines");
+    }
+    const auto encoding = req.find(http::field::content_encoding);
+    if (encoding != req.end() && !beast::iequals(encoding->value(), "identity")) {
+      return BadRequest(415, "compressed request bodies are not accepted (Content-Encoding)");
+    }
+    if (!config().allowed_hosts.empty() &&
+        !Contains(config().allowed_hosts, HostName(View(req[http::field::host])))) {
+      return BadRequest(403, "the Host header does not name this server (--allowed-hosts)");
+    }
+    const auto origin = req.find(http::field::origin);
+    if (origin != req.end() && !Contains(config().allowed_origins, "*") &&
+        !Contains(config().allowed_origins, View(origin->value()))) {
+      return BadRequest(403, "requests from browser origin '" +
+                                 std::string(View(origin->value()).substr(0, 100)) +
+                                 "' are not allowed (--allowed-origins)");
+    }
+    if (!config().api_key.empty() && (Path(req) != "/health" || config().auth_health)) {
+      const std::string_view given = View(req[http::field::authorization]);
+      constexpr std::string_view kBearer = "Bearer ";
+      const bool bearer = given.starts_with(kBearer);
+      if (!ConstantTimeEquals(bearer ? given.substr(kBearer.size()) : "", config().api_key)) {
+        ApiError e = BadRequest(401, "a valid API key is required: Authorization: Bearer KEY");
+        e.code = "invalid_api_key";
+        return e;
       }
-      events.clear();
-      while (events.empty()) ch->Wait(events, std::chrono::seconds(1));
+    }
+    return std::nullopt;
+  }
+
+  static std::string_view Path(const http::request<http::string_body>& req) {
+    std::string_view target = View(req.target());
+    return target.substr(0, target.find('?'));
+  }
+
+  void Dispatch() {
+    Disarm();
+    const auto& req = parser_->get();
+    const std::string_view path = Path(req);
+    const Route route = FindRoute(View(req.method_string()), path);
+    if (route != Route::kCompletions && route != Route::kChat) {
+      Reply reply;
+      try {
+        reply = state_.api.Answer(route, path, req.body());
+      } catch (const std::exception& e) {
+        reply = state_.api.Refuse(ServerError(500, "server_error", e.what()));
+      }
+      return Send(std::move(reply), !keep_alive_);
+    }
+    ++state_.generating;
+    generating_ = true;
+    const Endpoint endpoint = route == Route::kChat ? Endpoint::kChat : Endpoint::kCompletions;
+    net::post(state_.work, [self = shared_from_this(), endpoint,
+                            body = std::move(parser_->get().body())] {
+      std::variant<Generation, Reply> submitted;
+      try {
+        submitted = self->state_.api.Submit(endpoint, body);
+      } catch (const std::exception& e) {
+        submitted = self->state_.api.Refuse(ServerError(500, "server_error", e.what()));
+      }
+      net::post(self->socket_.get_executor(), [self, submitted = std::move(submitted)]() mutable {
+        self->OnSubmitted(std::move(submitted));
+      });
+    });
+  }
+
+  void OnSubmitted(std::variant<Generation, Reply> submitted) {
+    if (Reply* reply = std::get_if<Reply>(&submitted)) {
+      EndGeneration();
+      return Send(std::move(*reply), !keep_alive_);
+    }
+    output_.emplace(std::move(std::get<Generation>(submitted)), state_.api.metrics());
+    if (closed_) return EndGeneration();  // left while the request was parsed
+    std::weak_ptr<Session> weak = weak_from_this();
+    output_->generation().channel->SetNotify([weak, executor = socket_.get_executor()] {
+      net::post(executor, [weak] {
+        if (auto self = weak.lock()) self->Pump();
+      });
+    });
+    Watch();
+    Pump();
+  }
+
+  // Reads while a generation runs: a read error means the client left;
+  // bytes that arrive are kept for the next request.
+  void Watch() {
+    watching_ = true;
+    socket_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->watching_ = false;
+                              if (self->closed_) return;
+                              if (ec == net::error::operation_aborted && self->after_watch_) {
+                                auto next = std::move(self->after_watch_);
+                                self->after_watch_ = nullptr;
+                                return next();
+                              }
+                              if (ec)
+                                return self->Close();  // the client left: aborts the generation
+                              self->buffer_.commit(n);
+                              if (!self->output_ || self->output_->done()) {
+                                if (self->after_watch_) {
+                                  auto next = std::move(self->after_watch_);
+                                  self->after_watch_ = nullptr;
+                                  return next();
+                                }
+                                return;
+                              }
+                              if (self->buffer_.size() < kWatchBufferBytes) self->Watch();
+                            });
+  }
+
+  // Writes what the generation's channel holds, one write at a time.
+  void Pump() {
+    if (closed_ || writing_ || !output_ || pumped_done_) return;
+    std::vector<Event> events;
+    output_->generation().channel->TryTake(events);
+    GenerationStep step = output_->Feed(events);
+    if (step.reply) {
+      pumped_done_ = true;
+      return Send(std::move(*step.reply), !keep_alive_);
+    }
+    if (step.start_stream) StartStream();
+    if (!step.stream_data.empty()) {
+      if (version_ >= 11) {
+        std::ostringstream chunk;
+        chunk << std::hex << step.stream_data.size() << "\r\n";
+        pending_ += chunk.str() + step.stream_data + "\r\n";
+      } else {
+        pending_ += step.stream_data;  // HTTP/1.0: no chunks; the close ends the body
+      }
+    }
+    if (step.done) {
+      pumped_done_ = true;
+      if (version_ >= 11) pending_ += "0\r\n\r\n";
+    }
+    Flush();
+  }
+
+  void StartStream() {
+    http::response<http::empty_body> head{http::status::ok, version_};
+    head.set(http::field::content_type, "text/event-stream");
+    head.set(http::field::cache_control, "no-cache");
+    head.set("X-Folio-Seed", std::to_string(output_->generation().seed));
+    if (version_ >= 11) {
+      head.chunked(true);
+      head.keep_alive(keep_alive_);
+    } else {
+      keep_alive_ = false;
+      head.keep_alive(false);
+    }
+    std::ostringstream os;
+    os << head.base();
+    pending_ = os.str() + pending_;
+  }
+
+  void Flush() {
+    if (writing_ || closed_) return;
+    if (pending_.empty()) {
+      if (pumped_done_) FinishStream();
+      return;
+    }
+    writing_ = true;
+    out_.swap(pending_);
+    pending_.clear();
+    Arm(config().write_timeout);
+    net::async_write(socket_, net::buffer(out_),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       self->writing_ = false;
+                       if (self->closed_) return;
+                       if (ec) return self->Close();
+                       self->Disarm();
+                       self->Pump();
+                       self->Flush();
+                     });
+  }
+
+  void FinishStream() {
+    EndGeneration();
+    if (!keep_alive_) return Close();
+    Next();
+  }
+
+  // The generation is over (replied, refused or the client gone).
+  void EndGeneration() {
+    if (output_) {
+      const std::shared_ptr<Channel>& ch = output_->generation().channel;
+      ch->SetNotify(nullptr);
+      if (!output_->done()) state_.api.loop().Abort(ch);
+    }
+    output_.reset();
+    if (generating_) {
+      generating_ = false;
+      --state_.generating;
     }
   }
 
-  // Logs each ignored request field name once per server.
-  void NoteIgnored(const std::vector<std::string>& fields) {
-    if (fields.empty()) return;
-    std::lock_guard<std::mutex> lock(ignored_mu_);
-    for (const std::string& f : fields) {
-      if (ignored_.size() < 256 && ignored_.insert(f).second) {
-        std::cerr << "folio serve: ignoring request field '" << f.substr(0, 64)
-                  << "' (not used by folio; logged once)\n";
-      }
+  // On to the connection's next request, once the watch read is back.
+  void Next() {
+    pumped_done_ = false;
+    if (watching_) {
+      after_watch_ = [this] { ReadHeader(); };
+      beast::error_code ignored;
+      socket_.cancel(ignored);
+      return;
     }
+    ReadHeader();
   }
 
-  // Streaming: server-sent events, one chunk per engine output, then (if
-  // asked) a usage chunk, and [DONE]. The provider runs on this
-  // connection's worker thread until the stream ends or a write fails (the
-  // client left).
-  void Stream(httplib::Response& res, const std::shared_ptr<Channel>& ch, ResponseContext ctx,
-              uint64_t prompt_tokens, bool include_usage, std::vector<Event> events) {
-    struct State {
-      std::shared_ptr<Channel> channel;
-      ResponseBuilder builder;
-      uint64_t prompt_tokens;
-      bool include_usage;
-      std::vector<Event> pending;
-      bool finished = false;
-      std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
-    };
-    auto state = std::make_shared<State>(State{ch, ResponseBuilder(std::move(ctx)), prompt_tokens,
-                                               include_usage, std::move(events)});
-    metrics_.CountResponse(200);
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [state](size_t, httplib::DataSink& sink) {
-          std::vector<Event> evs;
-          evs.swap(state->pending);
-          if (evs.empty()) state->channel->Wait(evs, std::chrono::milliseconds(200));
-          auto write = [&](const std::string& s) {
-            state->last_write = std::chrono::steady_clock::now();
-            return sink.write(s.data(), s.size());
-          };
-          for (const Event& e : evs) {
-            if (e.kind == Event::Kind::kError) {
-              state->finished = true;
-              const ApiError err = ServerError(500, "server_error", e.error.ToString());
-              write(Sse(err.Body()));
-              write(Sse("[DONE]"));
-              sink.done();
-              return true;
-            }
-            const std::string chunk = state->builder.Add(e);
-            if (!chunk.empty() && !write(Sse(chunk))) return false;
-            if (e.finish != engine::FinishReason::kNone) {
-              state->finished = true;
-              if (state->include_usage &&
-                  !write(Sse(state->builder.UsageChunk(state->prompt_tokens)))) {
-                return false;
-              }
-              if (!write(Sse("[DONE]"))) return false;
-              sink.done();
-              return true;
-            }
-          }
-          // Nothing to say for a while (queued behind others): an SSE
-          // comment, so a client that left is noticed by the failed write.
-          if (std::chrono::steady_clock::now() - state->last_write > std::chrono::seconds(1)) {
-            if (!write(": keep-alive\n\n")) return false;
-          }
-          return true;
-        },
-        [state, loop = &loop_, active = &active_](bool) {
-          if (!state->finished) loop->Abort(state->channel);
-          --*active;
+  void Send(Reply reply, bool close) {
+    if (closed_) return;
+    EndGeneration();
+    auto res = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(reply.status), version_);
+    res->set(http::field::content_type, reply.content_type);
+    for (auto& [name, value] : reply.headers) res->set(name, value);
+    res->body() = std::move(reply.body);
+    res->keep_alive(!close && keep_alive_);
+    res->prepare_payload();
+    const bool linger = close && parser_ && !parser_->is_done();
+    Arm(config().write_timeout);
+    http::async_write(
+        socket_, *res,
+        [self = shared_from_this(), res, close, linger](beast::error_code ec, size_t) {
+          if (self->closed_) return;
+          if (ec) return self->Close();
+          self->Disarm();
+          if (linger) return self->Linger();
+          if (close || !res->keep_alive()) return self->Close();
+          self->Next();
         });
   }
 
-  const ModelInfo& model_;
-  EngineLoop& loop_;
-  Metrics& metrics_;
-  std::atomic<uint64_t> next_id_{0};
-  std::atomic<uint64_t> active_{0};
-  std::mutex ignored_mu_;
-  std::set<std::string> ignored_;
+  // After refusing a request whose body was not read: stop sending, read
+  // and drop what the client still sends (bounded in bytes and time), then
+  // close, so the client reads the refusal instead of a reset.
+  void Linger() {
+    beast::error_code ignored;
+    socket_.shutdown(tcp::socket::shutdown_send, ignored);
+    Arm(kLingerTime);
+    LingerRead();
+  }
+  void LingerRead() {
+    socket_.async_read_some(net::buffer(drain_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (self->closed_) return;
+                              self->lingered_ += n;
+                              if (ec || self->lingered_ > kLingerBytes) return self->Close();
+                              self->LingerRead();
+                            });
+  }
+
+  tcp::socket socket_;
+  net::steady_timer deadline_;
+  ServerState& state_;
+  uint64_t deadline_gen_ = 0;
+  beast::flat_buffer buffer_{1 << 20};
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<http::response<http::empty_body>> continue_;
+  uint64_t requests_ = 0;
+  unsigned version_ = 11;
+  bool keep_alive_ = false;
+  bool closed_ = false;
+  // A generation in progress.
+  bool generating_ = false;
+  std::optional<GenerationOutput> output_;
+  bool pumped_done_ = false;
+  bool writing_ = false;
+  bool watching_ = false;
+  std::function<void()> after_watch_;
+  std::string pending_, out_;
+  std::array<char, 16384> drain_{};
+  uint64_t lingered_ = 0;
 };
+
+// Accepts connections; past max_connections a newcomer gets a 503 and is
+// closed at once.
+class Listener : public std::enable_shared_from_this<Listener> {
+ public:
+  Listener(net::io_context& ioc, tcp::acceptor& acceptor, ServerState& state)
+      : ioc_(ioc), acceptor_(acceptor), retry_(ioc), state_(state) {}
+
+  void Accept() {
+    acceptor_.async_accept(net::make_strand(ioc_),
+                           [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+                             self->OnAccept(ec, std::move(socket));
+                           });
+  }
+
+ private:
+  void OnAccept(beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+    if (ec) {
+      // Out of file descriptors and the like: say so once, back off a little.
+      if (!warned_) std::cerr << "folio serve: accept failed: " << ec.message() << "\n";
+      warned_ = true;
+      retry_.expires_after(std::chrono::milliseconds(50));
+      retry_.async_wait([self = shared_from_this()](beast::error_code) { self->Accept(); });
+      return;
+    }
+    if (state_.connections.load() >= state_.config.max_connections) {
+      static const std::string kBusy = [] {
+        const std::string body =
+            ServerError(503, "server_error", "too many open connections").Body();
+        return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+               "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
+               std::to_string(body.size()) + "\r\n\r\n" + body;
+      }();
+      // One try, never waiting: a client too slow to take a few hundred
+      // bytes at once gets the close alone.
+      beast::error_code ignored;
+      socket.non_blocking(true, ignored);
+      socket.write_some(net::buffer(kBusy), ignored);
+      socket.close(ignored);
+      state_.api.metrics().CountResponse(503);
+    } else {
+      std::make_shared<Session>(std::move(socket), state_)->Start();
+    }
+    Accept();
+  }
+
+  net::io_context& ioc_;
+  tcp::acceptor& acceptor_;
+  net::steady_timer retry_;
+  ServerState& state_;
+  bool warned_ = false;
+};
+
+// Room for max_connections sockets: raises the soft descriptor limit
+// toward the hard one.
+void RaiseDescriptorLimit(uint64_t connections) {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  const rlim_t want = static_cast<rlim_t>(connections + 256);
+  if (lim.rlim_cur >= want) return;
+  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
+  setrlimit(RLIMIT_NOFILE, &lim);
+}
 
 }  // namespace
 
@@ -362,194 +568,96 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   loop_config.max_queue = config.max_queue;
   loop_config.step_delay = config.step_delay;
   EngineLoop loop(engine, loop_config, metrics);
-  Handlers handlers(model, loop, metrics);
-
-  httplib::Server svr;
-  const uint64_t threads = std::max<uint64_t>(config.http_threads, 1);
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  svr.set_payload_max_length(config.max_body_bytes);
-  svr.set_read_timeout(config.read_timeout.count(), 0);
-  svr.set_write_timeout(config.write_timeout.count(), 0);
-  int listen_fd = -1;
-  svr.set_socket_options([&listen_fd](int fd) {
-    int yes = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    listen_fd = fd;
-  });
-  const uint64_t max_headers = config.max_headers;
-  svr.set_pre_routing_handler(
-      [&handlers, &config, max_headers](const httplib::Request& req, httplib::Response& res) {
-        // Runs after the headers are read and before any body byte is.
-        // Replies are whole JSON bodies: a Range header would have httplib
-        // cut them up (a few KB of ranges made /metrics 8 MB); the request
-        // object is httplib's own, non-const one.
-        const_cast<httplib::Request&>(req).ranges.clear();
-        const auto refuse = [&](int status, std::string message) {
-          handlers.Reply(res, ServerError(status, "invalid_request_error", std::move(message)));
-          return httplib::Server::HandlerResponse::Handled;
-        };
-        // Bodies: a declared length over the limit is refused before it
-        // is read; chunked bodies, whose length httplib does not bound
-        // while reading, and compressed ones, which it would inflate, are
-        // refused.
-        if (req.has_header("Content-Length")) {
-          const std::string length = req.get_header_value("Content-Length");
-          const bool digits = !length.empty() && length.size() <= 19 &&
-                              length.find_first_not_of("0123456789") == std::string::npos;
-          if (!digits) return refuse(400, "Content-Length is not a byte count");
-          if (std::stoull(length) > config.max_body_bytes) {
-            return refuse(413, "the request body is larger than " +
-                                   std::to_string(config.max_body_bytes) + " bytes");
-          }
-        }
-        if (req.has_header("Transfer-Encoding")) {
-          return refuse(411, "chunked request bodies are not accepted: send Content-Length");
-        }
-        if (req.has_header("Content-Encoding") &&
-            req.get_header_value("Content-Encoding") != "identity") {
-          return refuse(415, "compressed request bodies are not accepted (Content-Encoding)");
-        }
-        if (req.headers.size() > max_headers) {
-          ApiError e = ServerError(431, "invalid_request_error",
-                                   "more than " + std::to_string(max_headers) + " header lines");
-          handlers.Reply(res, e);
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        if (!config.allowed_hosts.empty() &&
-            !Contains(config.allowed_hosts, HostName(req.get_header_value("Host")))) {
-          handlers.Reply(res, ServerError(403, "invalid_request_error",
-                                          "the Host header does not name this server "
-                                          "(--allowed-hosts)"));
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        if (req.has_header("Origin") && !Contains(config.allowed_origins, "*") &&
-            !Contains(config.allowed_origins, req.get_header_value("Origin"))) {
-          handlers.Reply(res, ServerError(403, "invalid_request_error",
-                                          "requests from browser origin '" +
-                                              req.get_header_value("Origin").substr(0, 100) +
-                                              "' are not allowed (--allowed-origins)"));
-          return httplib::Server::HandlerResponse::Handled;
-        }
-        if (!config.api_key.empty() && (req.path != "/health" || config.auth_health)) {
-          const std::string given = req.get_header_value("Authorization");
-          constexpr std::string_view kBearer = "Bearer ";
-          const bool bearer = given.size() >= kBearer.size() && given.starts_with(kBearer);
-          if (!ConstantTimeEquals(bearer ? given.substr(kBearer.size()) : "", config.api_key)) {
-            ApiError e = ServerError(401, "invalid_request_error",
-                                     "a valid API key is required: Authorization: Bearer KEY");
-            e.code = "invalid_api_key";
-            res.set_header("WWW-Authenticate", "Bearer");
-            handlers.Reply(res, e);
-            return httplib::Server::HandlerResponse::Handled;
-          }
-        }
-        return httplib::Server::HandlerResponse::Unhandled;
-      });
-  // httplib's own refusals (413 body too large, 404 no route, 400 bad
-  // request line) get an OpenAI-style body too; handlers' bodies are kept.
-  svr.set_error_handler(httplib::Server::HandlerWithResponse(
-      [&metrics](const httplib::Request&, httplib::Response& res) {
-        if (!res.body.empty() || res.is_chunked_content_provider_) {
-          return httplib::Server::HandlerResponse::Unhandled;
-        }
-        metrics.CountResponse(res.status);
-        std::string message =
-            "HTTP " + std::to_string(res.status) + " " + std::string(StatusText(res.status));
-        SetError(res, ServerError(res.status, "invalid_request_error", message));
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  svr.set_exception_handler(
-      [&metrics](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "internal error";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& ex) {
-          what = ex.what();
-        } catch (...) {
-        }
-        metrics.CountResponse(500);
-        SetError(res, ServerError(500, "server_error", what));
-      });
-
-  svr.Post("/v1/completions", [&](const httplib::Request& req, httplib::Response& res) {
-    handlers.Generate(Endpoint::kCompletions, req, res);
-  });
-  svr.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
-    handlers.Generate(Endpoint::kChat, req, res);
-  });
-  svr.Get("/v1/models",
-          [&](const httplib::Request&, httplib::Response& res) { handlers.Models(res); });
-  svr.Get(R"(/v1/models/(.+))", [&](const httplib::Request& req, httplib::Response& res) {
-    handlers.Model(req.matches[1], res);
-  });
-  svr.Post("/tokenize", [&](const httplib::Request& req, httplib::Response& res) {
-    handlers.Tokenize(req, res);
-  });
-  svr.Post("/detokenize", [&](const httplib::Request& req, httplib::Response& res) {
-    handlers.Detokenize(req, res);
-  });
-  svr.Get("/health", [&](const httplib::Request&, httplib::Response& res) {
-    const bool up = loop.accepting();
-    SetJson(res, up ? 200 : 503, json{{"status", up ? "ok" : "draining"}}.dump());
-  });
-  svr.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.Render(loop.snapshot()), "text/plain; version=0.0.4");
-  });
-
-  int port = config.port;
-  if (port == 0) {
-    port = svr.bind_to_any_port(config.host);
-    if (port < 0) return Status::IoError("cannot bind " + config.host + " to any port");
-  } else if (!svr.bind_to_port(config.host, port)) {
-    return Status::IoError("cannot bind " + config.host + ":" + std::to_string(port));
-  }
-  // httplib listens with a backlog of 5; a burst of clients deserves more.
-  // Linux takes a second listen() on a listening socket as a new backlog.
-  if (listen_fd >= 0) (void)::listen(listen_fd, config.listen_backlog);
-
-  if (pipe(g_signal_pipe) != 0) return Status::IoError("pipe() failed");
-  struct sigaction sa = {};
-  sa.sa_handler = OnSignal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+  Api api(model, loop, metrics);
+  RaiseDescriptorLimit(config.max_connections);
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return
 
-  std::thread watcher([&] {
-    while (!WaitSignal(1000)) {
+  // Destroyed in reverse: the I/O context (and every session with it)
+  // before the state the sessions count in, the work pool and the loop.
+  net::thread_pool work(2);
+  ServerState state{config, api, work};
+  net::io_context ioc;
+
+  tcp::acceptor acceptor(ioc);
+  {
+    beast::error_code ec;
+    const net::ip::address address = net::ip::make_address(config.host, ec);
+    if (ec) return Status::InvalidArgument("--host " + config.host + " is not an IP address");
+    const tcp::endpoint endpoint(address, static_cast<unsigned short>(config.port));
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor.listen(config.listen_backlog, ec);
+    if (ec) {
+      return Status::IoError("cannot bind " + config.host + ":" + std::to_string(config.port) +
+                             ": " + ec.message());
     }
-    if (!svr.is_running() && !loop.accepting()) return;  // Serve is leaving
+  }
+  const int port = acceptor.local_endpoint().port();
+  std::make_shared<Listener>(ioc, acceptor, state)->Accept();
+
+  // SIGINT/SIGTERM: refuse new requests (503), let in-flight ones finish
+  // (up to drain_timeout, or until a second signal), abort the rest, give
+  // streams a moment to send their last events, stop.
+  auto control = net::make_strand(ioc);  // the handlers below never run at once
+  net::signal_set signals(control, SIGINT, SIGTERM);
+  net::steady_timer poll(control);
+  bool skip_wait = false;
+  Clock::time_point deadline, grace;
+  std::function<void()> drain, finish;
+  drain = [&] {
+    if (skip_wait || (loop.in_flight() == 0 && state.generating.load() == 0) ||
+        Clock::now() >= deadline) {
+      loop.Stop();  // aborts whatever is left; each session gets its last event
+      grace = Clock::now() + std::chrono::seconds(2);
+      return finish();
+    }
+    poll.expires_after(std::chrono::milliseconds(10));
+    poll.async_wait([&](beast::error_code) { drain(); });
+  };
+  finish = [&] {
+    if (state.generating.load() == 0 || Clock::now() >= grace) {
+      beast::error_code ignored;
+      acceptor.close(ignored);
+      ioc.stop();
+      return;
+    }
+    poll.expires_after(std::chrono::milliseconds(5));
+    poll.async_wait([&](beast::error_code) { finish(); });
+  };
+  signals.async_wait([&](beast::error_code ec, int) {
+    if (ec) return;
     std::cerr << "folio serve: draining " << loop.in_flight() << " requests\n";
     loop.StopAccepting();
-    const auto deadline = std::chrono::steady_clock::now() + config.drain_timeout;
-    while ((loop.in_flight() > 0 || handlers.active() > 0) &&
-           std::chrono::steady_clock::now() < deadline) {
-      if (WaitSignal(10)) break;  // a second signal: stop waiting
-    }
-    loop.Stop();  // aborts whatever is left; each handler gets its answer
-    // Streams end within one provider wait after their last event; give
-    // them that long before the listener stops (which cuts streams short).
-    const auto grace = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-    while (handlers.active() > 0 && std::chrono::steady_clock::now() < grace) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    svr.stop();
+    deadline = Clock::now() + config.drain_timeout;
+    signals.async_wait([&](beast::error_code ec2, int) {
+      if (!ec2) skip_wait = true;
+    });
+    drain();
   });
+
   std::cerr << "folio serve: listening on http://" << config.host << ":" << port << std::endl;
-  const bool ok = svr.listen_after_bind();
-  if (!ok) {
-    // listen ended without a signal: wake the watcher and leave.
-    loop.StopAccepting();
-    OnSignal(0);
-  }
-  watcher.join();
+  // A handler that throws (out of memory, say) loses its connection, not
+  // the server: the thread logs it and runs on.
+  const auto run = [&ioc] {
+    for (;;) {
+      try {
+        ioc.run();
+        return;
+      } catch (const std::exception& e) {
+        std::cerr << "folio serve: a connection failed: " << e.what() << "\n";
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const uint64_t io_threads = std::max<uint64_t>(config.io_threads, 1);
+  for (uint64_t i = 1; i < io_threads; ++i) threads.emplace_back(run);
+  run();
+  for (std::thread& t : threads) t.join();
   loop.Stop();
-  signal(SIGINT, SIG_DFL);
-  signal(SIGTERM, SIG_DFL);
-  close(g_signal_pipe[0]);
-  close(g_signal_pipe[1]);
+  work.join();
   std::cerr << "folio serve: stopped\n";
-  return ok ? Status::Ok() : Status::IoError("the server stopped unexpectedly");
+  return Status::Ok();
 }
 
 }  // namespace folio::server

@@ -20,6 +20,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -50,18 +51,27 @@ struct Event {
 };
 
 // A request's events, in order. Written by the engine thread, read by one
-// handler thread.
+// reader: a thread blocking in Wait, or an event-driven one that sets a
+// notify callback and takes events with TryTake when woken.
 class Channel {
  public:
   void Push(Event e);
   // Moves every queued event into out (appending); waits up to timeout for
   // the first. False when nothing arrived.
   bool Wait(std::vector<Event>& out, std::chrono::milliseconds timeout);
+  // Moves every queued event into out without waiting. False when none.
+  bool TryTake(std::vector<Event>& out);
+  // Called after each Push, on the pushing (engine) thread and outside the
+  // channel's lock, so it must only schedule work, never do it. Events
+  // pushed before the callback was set are not announced: call TryTake
+  // once after setting it.
+  void SetNotify(std::function<void()> notify);
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Event> events_;
+  std::function<void()> notify_;
 };
 
 struct EngineLoopConfig {

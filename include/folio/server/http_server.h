@@ -18,15 +18,27 @@
 // binds a loopback address and none are given, which defeats DNS
 // rebinding (a page's own name resolving to 127.0.0.1).
 //
-// Threads: cpp-httplib's worker pool runs the handlers; one engine thread
-// (EngineLoop) owns the Engine; a watcher thread waits for SIGINT/SIGTERM.
-// A handler validates its body (request.h), submits to the EngineLoop's
-// bounded queue (429 + Retry-After when full) and reads its Channel. A
-// streaming client that goes away makes its next write fail; the stream's
-// release callback then aborts the request, which frees its pages.
+// Threads: io_threads event-driven I/O threads (Boost.Beast over Asio)
+// serve every connection, so an idle, slow or streaming client costs a
+// socket, not a thread; two work threads parse and tokenize generation
+// requests; one engine thread (EngineLoop) owns the Engine. A generation is
+// validated (request.h), submitted to the EngineLoop's bounded queue (429 +
+// Retry-After when full) and followed through its Channel, whose events
+// wake the connection. A client that goes away, streamed or not, is
+// noticed by a read that watches its socket; the request is then aborted,
+// which frees its pages.
+//
+// Limits, enforced while reading: header bytes (431) and lines (431), body
+// bytes, chunked or not (413; a declared Content-Length over the limit is
+// refused before any body byte), no compressed bodies (415). Deadlines:
+// read_timeout for a request's header and for its body, keep_alive_timeout
+// for an idle connection between requests, write_timeout for each write.
+// Past max_connections a new connection gets 503 and is closed. Range
+// headers are ignored.
+//
 // On SIGINT/SIGTERM new requests get 503, in-flight ones finish (up to
-// drain_timeout, then they are aborted), and Serve returns. A second
-// signal skips the wait.
+// drain_timeout, then they are aborted), and Serve returns whatever clients
+// do. A second signal skips the wait.
 #ifndef FOLIO_SERVER_HTTP_SERVER_H_
 #define FOLIO_SERVER_HTTP_SERVER_H_
 
@@ -42,15 +54,18 @@
 namespace folio::server {
 
 struct ServerConfig {
-  std::string host = "127.0.0.1";     // loopback unless asked otherwise
-  int port = 8000;                    // 0 = any free port (printed)
-  uint64_t max_queue = 32;            // requests waiting to run; more -> 429
-  uint64_t max_body_bytes = 1 << 20;  // larger bodies -> 413
-  uint64_t max_headers = 64;          // more header lines -> 431
-  uint64_t http_threads = 64;         // concurrent connections being served
-  int listen_backlog = 512;
-  std::chrono::seconds read_timeout{10};
-  std::chrono::seconds write_timeout{10};
+  std::string host = "127.0.0.1";        // loopback unless asked otherwise
+  int port = 8000;                       // 0 = any free port (printed)
+  uint64_t max_queue = 32;               // requests waiting to run; more -> 429
+  uint64_t max_body_bytes = 1 << 20;     // larger bodies -> 413
+  uint64_t max_headers = 64;             // more header lines -> 431
+  uint64_t max_header_bytes = 16 << 10;  // a longer header -> 431
+  uint64_t max_connections = 2048;       // more open connections -> 503
+  uint64_t io_threads = 2;               // threads serving the sockets
+  int listen_backlog = 1024;
+  std::chrono::seconds read_timeout{10};       // a request's header; its body
+  std::chrono::seconds write_timeout{10};      // each write to a client
+  std::chrono::seconds keep_alive_timeout{5};  // idle between requests
   std::chrono::seconds drain_timeout{30};
   std::chrono::microseconds step_delay{0};   // EngineLoopConfig::step_delay
   std::string api_key;                       // empty: no authentication

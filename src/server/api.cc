@@ -1,0 +1,247 @@
+#include "server/api.h"
+
+#include <ctime>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace folio::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::string_view kModelPrefix = "/v1/models/";
+
+// An engine refusal at admission, as the client should see it.
+ApiError FromEngineStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kResourceExhausted:
+      return InvalidField("max_tokens", "the request could never fit the KV pool: " + s.message());
+    case StatusCode::kOutOfRange:
+      return InvalidField("max_tokens", s.message());
+    case StatusCode::kFailedPrecondition:
+      return ServerError(503, "server_error", s.message());
+    case StatusCode::kInvalidArgument:
+      return InvalidField("", s.message());
+    default:
+      return ServerError(500, "server_error", s.ToString());
+  }
+}
+
+Reply JsonReply(int status, std::string body) {
+  Reply r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+Reply ErrorReply(const ApiError& e) { return JsonReply(e.http_status, e.Body()); }
+
+std::string Sse(std::string_view data) { return "data: " + std::string(data) + "\n\n"; }
+
+// A seed for a request that gave none: different for every request, so
+// identical requests at temperature > 0 differ, as with OpenAI's API.
+uint64_t DrawSeed() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return rng();
+}
+
+}  // namespace
+
+ApiError ServerError(int status, std::string type, std::string message) {
+  ApiError e;
+  e.http_status = status;
+  e.type = std::move(type);
+  e.message = std::move(message);
+  return e;
+}
+
+Route FindRoute(std::string_view method, std::string_view path) {
+  const bool get = method == "GET";
+  const bool post = method == "POST";
+  const auto pick = [&](bool ok, Route r) { return ok ? r : Route::kMethodNotAllowed; };
+  if (path == "/v1/completions") return pick(post, Route::kCompletions);
+  if (path == "/v1/chat/completions") return pick(post, Route::kChat);
+  if (path == "/v1/models") return pick(get, Route::kModels);
+  if (path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size()) {
+    return pick(get, Route::kModel);
+  }
+  if (path == "/tokenize") return pick(post, Route::kTokenize);
+  if (path == "/detokenize") return pick(post, Route::kDetokenize);
+  if (path == "/health") return pick(get, Route::kHealth);
+  if (path == "/metrics") return pick(get, Route::kMetrics);
+  return Route::kNotFound;
+}
+
+GenerationOutput::GenerationOutput(Generation g, Metrics& metrics)
+    : g_(std::move(g)), metrics_(metrics), builder_(g_.ctx) {}
+
+GenerationStep GenerationOutput::Feed(std::vector<Event>& events) {
+  GenerationStep step;
+  for (const Event& e : events) {
+    if (done_) break;
+    if (!accepted_) {
+      if (e.kind == Event::Kind::kError) {
+        ApiError err = FromEngineStatus(e.error);
+        metrics_.CountResponse(err.http_status);
+        step.reply = ErrorReply(err);
+        done_ = true;
+        break;
+      }
+      accepted_ = true;
+      prompt_tokens_ = e.prompt_tokens;
+      if (g_.stream) {
+        metrics_.CountResponse(200);
+        step.start_stream = true;
+      }
+      continue;
+    }
+    if (e.kind == Event::Kind::kError) {
+      const ApiError err = ServerError(500, "server_error", e.error.ToString());
+      done_ = true;
+      if (g_.stream) {
+        step.stream_data += Sse(err.Body()) + Sse("[DONE]");
+      } else {
+        metrics_.CountResponse(500);
+        step.reply = ErrorReply(err);
+      }
+      break;
+    }
+    const std::string chunk = builder_.Add(e);
+    if (g_.stream && !chunk.empty()) step.stream_data += Sse(chunk);
+    if (e.finish == engine::FinishReason::kNone) continue;
+    done_ = true;
+    if (g_.stream) {
+      if (g_.include_usage) step.stream_data += Sse(builder_.UsageChunk(prompt_tokens_));
+      step.stream_data += Sse("[DONE]");
+    } else {
+      metrics_.CountResponse(200);
+      step.reply = JsonReply(200, builder_.Body(prompt_tokens_));
+    }
+    break;
+  }
+  events.clear();
+  step.done = done_;
+  if (step.reply) step.reply->headers.emplace_back("X-Folio-Seed", std::to_string(g_.seed));
+  return step;
+}
+
+Api::Api(const ModelInfo& model, EngineLoop& loop, Metrics& metrics)
+    : model_(model), loop_(loop), metrics_(metrics) {}
+
+Reply Api::Refuse(const ApiError& e) {
+  metrics_.CountResponse(e.http_status);
+  return ErrorReply(e);
+}
+
+json Api::ModelJson(const std::string& id) const {
+  return json{{"id", id},
+              {"object", "model"},
+              {"created", 0},
+              {"owned_by", "folio"},
+              {"max_model_len", model_.max_positions},
+              {"chat_template",
+               model_.chat_format ? std::string(ChatFormatSourceName(model_.chat_format->source()))
+                                  : std::string("none")}};
+}
+
+Reply Api::Answer(Route route, std::string_view path, std::string_view body) {
+  switch (route) {
+    case Route::kHealth: {
+      const bool up = loop_.accepting();
+      return JsonReply(up ? 200 : 503, json{{"status", up ? "ok" : "draining"}}.dump());
+    }
+    case Route::kMetrics: {
+      Reply r = JsonReply(200, metrics_.Render(loop_.snapshot()));
+      r.content_type = "text/plain; version=0.0.4";
+      return r;
+    }
+    case Route::kModels: {
+      json data = json::array({ModelJson(model_.name)});
+      for (const std::string& alias : model_.aliases) data.push_back(ModelJson(alias));
+      metrics_.CountResponse(200);
+      return JsonReply(200, json{{"object", "list"}, {"data", data}}.dump());
+    }
+    case Route::kModel: {
+      const std::string id(path.substr(kModelPrefix.size()));
+      if (!model_.Serves(id)) {
+        ApiError e = InvalidField("model", "the model '" + id.substr(0, 200) + "' does not exist");
+        e.http_status = 404;
+        e.code = "model_not_found";
+        return Refuse(e);
+      }
+      metrics_.CountResponse(200);
+      return JsonReply(200, ModelJson(id).dump());
+    }
+    case Route::kTokenize: {
+      auto parsed = ParseTokenize(body, model_);
+      if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Refuse(*e);
+      const auto& ids = std::get<std::vector<int32_t>>(parsed);
+      metrics_.CountResponse(200);
+      return JsonReply(
+          200, json{{"tokens", ids}, {"count", ids.size()}, {"max_model_len", model_.max_positions}}
+                   .dump());
+    }
+    case Route::kDetokenize: {
+      auto parsed = ParseDetokenize(body, model_);
+      if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Refuse(*e);
+      metrics_.CountResponse(200);
+      return JsonReply(200, json{{"prompt", std::get<std::string>(parsed)}}.dump(
+                                -1, ' ', false, json::error_handler_t::replace));
+    }
+    case Route::kMethodNotAllowed:
+      return Refuse(
+          ServerError(405, "invalid_request_error",
+                      "this method is not allowed on " + std::string(path.substr(0, 200))));
+    case Route::kNotFound:
+    case Route::kCompletions:
+    case Route::kChat:
+      break;
+  }
+  return Refuse(ServerError(404, "invalid_request_error",
+                            "no such endpoint: " + std::string(path.substr(0, 200))));
+}
+
+void Api::NoteIgnored(const std::vector<std::string>& fields) {
+  if (fields.empty()) return;
+  std::lock_guard<std::mutex> lock(ignored_mu_);
+  for (const std::string& f : fields) {
+    if (ignored_.size() < 256 && ignored_.insert(f).second) {
+      std::cerr << "folio serve: ignoring request field '" << f.substr(0, 64)
+                << "' (not used by folio; logged once)\n";
+    }
+  }
+}
+
+std::variant<Generation, Reply> Api::Submit(Endpoint endpoint, std::string_view body) {
+  ParseResult parsed = ParseRequest(endpoint, body, model_);
+  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Refuse(*e);
+  ParsedRequest& r = std::get<ParsedRequest>(parsed);
+  NoteIgnored(r.ignored_fields);
+  if (!r.seed_given) r.params.seed = DrawSeed();
+  Generation g;
+  g.seed = r.params.seed;
+  g.stream = r.stream;
+  g.include_usage = r.include_usage;
+  g.ctx.endpoint = endpoint;
+  g.ctx.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
+  g.ctx.created = static_cast<int64_t>(std::time(nullptr));
+  g.ctx.model = model_.name;
+  g.ctx.logprobs = r.logprobs;
+  g.ctx.tokenizer = model_.tokenizer;
+  Result<std::shared_ptr<Channel>> channel = loop_.Submit(std::move(r.prompt), std::move(r.params));
+  if (!channel) {
+    const bool full = channel.error().code() == StatusCode::kResourceExhausted;
+    Reply reply = Refuse(ServerError(full ? 429 : 503, full ? "rate_limit_error" : "server_error",
+                                     channel.error().message()));
+    reply.headers.emplace_back("Retry-After", "1");
+    reply.headers.emplace_back("X-Folio-Seed", std::to_string(g.seed));
+    return reply;
+  }
+  g.channel = *channel;
+  return g;
+}
+
+}  // namespace folio::server

@@ -1,0 +1,125 @@
+// The server's endpoints, apart from any transport: what each route answers,
+// and how a generation's engine events become a reply or a stream. The HTTP
+// front end (http_server.cc) reads requests off sockets, checks their
+// headers, and hands method, path and body here; it writes back what comes
+// out. Nothing here blocks on a client.
+#ifndef FOLIO_SRC_SERVER_API_H_
+#define FOLIO_SRC_SERVER_API_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "folio/core/status.h"
+#include "folio/server/engine_loop.h"
+#include "folio/server/metrics.h"
+#include "folio/server/request.h"
+#include "server/response.h"
+
+namespace folio::server {
+
+// One whole HTTP reply.
+struct Reply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;  // beyond Content-Type
+};
+
+ApiError ServerError(int status, std::string type, std::string message);
+
+enum class Route {
+  kNotFound,
+  kMethodNotAllowed,
+  kCompletions,
+  kChat,
+  kModels,
+  kModel,  // /v1/models/{id}
+  kTokenize,
+  kDetokenize,
+  kHealth,
+  kMetrics,
+};
+
+// The route of a method and a path (query string already removed).
+Route FindRoute(std::string_view method, std::string_view path);
+
+// A generation the engine accepted into its queue.
+struct Generation {
+  std::shared_ptr<Channel> channel;
+  ResponseContext ctx;
+  bool stream = false;
+  bool include_usage = false;
+  uint64_t seed = 0;
+};
+
+// What a generation's events say to write next.
+struct GenerationStep {
+  std::optional<Reply> reply;  // a whole reply (non-streaming, or refused before it began)
+  bool start_stream = false;   // write the stream's header first
+  std::string stream_data;     // server-sent events to write
+  bool done = false;           // nothing more will come
+};
+
+// Turns one generation's events, in order, into its reply: a whole JSON
+// body, or server-sent events (one chunk per output, a usage chunk when
+// asked, then [DONE]). Before the engine accepts the request an error
+// event becomes a whole error reply, streaming or not.
+class GenerationOutput {
+ public:
+  GenerationOutput(Generation g, Metrics& metrics);
+  GenerationStep Feed(std::vector<Event>& events);
+  const Generation& generation() const { return g_; }
+  bool done() const { return done_; }
+
+ private:
+  Generation g_;
+  Metrics& metrics_;
+  ResponseBuilder builder_;
+  bool accepted_ = false;
+  bool done_ = false;
+  uint64_t prompt_tokens_ = 0;
+};
+
+class Api {
+ public:
+  // model, loop and metrics must outlive the Api.
+  Api(const ModelInfo& model, EngineLoop& loop, Metrics& metrics);
+
+  // Every route but the two generation ones. path is the request's path
+  // (for kModel, the id follows "/v1/models/"). Counted in the metrics,
+  // except /health and /metrics.
+  Reply Answer(Route route, std::string_view path, std::string_view body);
+  // Parses a generation request, gives it a seed if it has none and hands
+  // it to the engine loop. May take a while (tokenization of a large
+  // prompt): call it off the I/O threads.
+  std::variant<Generation, Reply> Submit(Endpoint endpoint, std::string_view body);
+  // An error reply, counted.
+  Reply Refuse(const ApiError& e);
+
+  EngineLoop& loop() { return loop_; }
+  Metrics& metrics() { return metrics_; }
+
+ private:
+  nlohmann::json ModelJson(const std::string& id) const;
+  void NoteIgnored(const std::vector<std::string>& fields);
+
+  const ModelInfo& model_;
+  EngineLoop& loop_;
+  Metrics& metrics_;
+  std::atomic<uint64_t> next_id_{0};
+  std::mutex ignored_mu_;
+  std::set<std::string> ignored_;
+};
+
+}  // namespace folio::server
+
+#endif  // FOLIO_SRC_SERVER_API_H_

@@ -1,0 +1,371 @@
+#!/usr/bin/env python3
+"""Hostile clients against `folio serve`, on loopback, bounded in count and
+time: the abuse suite of the hardening work. A program, not a test: it
+prints one JSON object (per attack: the answers seen, /health latency
+while the attack runs, the server's RSS growth) and exits 1 when a target
+is missed.
+
+Targets: /health p99 under 100 ms during every attack, server RSS growth
+under 64 MiB across the suite, every attack answered with the documented
+status, no KV page held afterwards (/metrics), and SIGTERM under a slow
+client exiting within the drain timeout.
+
+    python3 tools/abuse_suite.py [--folio build/bin/folio] [--scale 1.0]
+
+--scale shrinks connection counts and durations (0.2 for a quick look).
+"""
+import argparse
+import asyncio
+import gzip
+import json
+import multiprocessing
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+async def read_status(reader, timeout):
+    """The status code of the reply on reader (None if the connection ends
+    or nothing comes within timeout), after reading the whole header."""
+    try:
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+    except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError,
+            asyncio.LimitOverrunError):
+        return None
+    m = re.match(rb"HTTP/1\.[01] (\d+)", head)
+    return int(m.group(1)) if m else None
+
+
+def probe_loop(port, stop, out):
+    """GET /health on a fresh connection every 50 ms until stop is set; runs
+    in its own process so the attackers' event loop does not delay it."""
+    import socket
+    latencies, failures = [], 0
+    while not stop.is_set():
+        t0 = time.perf_counter()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+                sock.sendall(HEALTH)
+                got = b""
+                while b"\r\n\r\n" not in got:
+                    chunk = sock.recv(4096)
+                    if not chunk:
+                        break
+                    got += chunk
+            if got.startswith(b"HTTP/1.1 200"):
+                latencies.append(time.perf_counter() - t0)
+            else:
+                failures += 1
+        except OSError:
+            failures += 1
+        time.sleep(0.05)
+    out.send((latencies, failures))
+
+
+class Probe:
+    """/health latency while an attack runs (probe_loop in a child process)."""
+
+    def __init__(self, port):
+        ctx = multiprocessing.get_context("fork")
+        self.stop = ctx.Event()
+        self.recv, send = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=probe_loop, args=(port, self.stop, send), daemon=True)
+        self.proc.start()
+
+    def summary(self):
+        self.stop.set()
+        latencies, failures = self.recv.recv()
+        self.proc.join()
+        lat = sorted(latencies) or [float("inf")]
+        p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]
+        return {"probes": len(latencies), "failed": failures,
+                "p50_ms": round(statistics.median(lat) * 1e3, 2), "p99_ms": round(p99 * 1e3, 2),
+                "max_ms": round(lat[-1] * 1e3, 2)}
+
+
+async def open_conn(port):
+    try:
+        return await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 10)
+    except (OSError, asyncio.TimeoutError):
+        return None
+
+
+async def slowloris(port, n, seconds):
+    """n connections, each sending one header line every 2 s: the server
+    must cut them at its read timeout, without an answer."""
+    conns = [c for c in await asyncio.gather(*(open_conn(port) for _ in range(n))) if c]
+
+    async def dribble(r, w):
+        closed = asyncio.create_task(r.read(1))  # b"" once the server closes
+        try:
+            w.write(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            end = time.time() + seconds
+            i = 0
+            while time.time() < end and not closed.done():
+                await asyncio.wait([closed], timeout=2)
+                if not closed.done():
+                    w.write(b"X-Slow-%d: 1\r\n" % i)
+                    await w.drain()
+                i += 1
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            w.close()
+        if not closed.done():
+            closed.cancel()
+            return "open"
+        try:
+            return "closed by server" if closed.result() == b"" else "answered"
+        except (ConnectionError, OSError):
+            return "closed by server"
+    results = await asyncio.gather(*(dribble(r, w) for r, w in conns))
+    return {"connections": len(conns), "outcomes": count(results)}
+
+
+async def idle_keepalive(port, n, seconds):
+    """n connections that make one request and then sit idle: the server
+    closes them at its keep-alive timeout."""
+    conns = [c for c in await asyncio.gather(*(open_conn(port) for _ in range(n))) if c]
+
+    async def idle(r, w):
+        w.write(HEALTH)
+        status = await read_status(r, 10)
+        try:
+            await asyncio.wait_for(r.read(), seconds)  # the reply's body, then the end
+            outcome = "closed by server"
+        except asyncio.TimeoutError:
+            outcome = "open"
+        except (ConnectionError, OSError):
+            outcome = "closed by server"
+        w.close()
+        return f"{status} then {outcome}"
+    return {"connections": len(conns),
+            "outcomes": count(await asyncio.gather(*(idle(r, w) for r, w in conns)))}
+
+
+async def big_content_length(port, n):
+    """n requests announcing a 2 GB body and sending a little of it."""
+    async def one():
+        c = await open_conn(port)
+        if not c:
+            return None
+        r, w = c
+        w.write(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                b"Content-Length: 2000000000\r\n\r\n" + b"a" * 65536)
+        status = await read_status(r, 10)
+        w.close()
+        return status
+    return {"requests": n, "statuses": count(await asyncio.gather(*(one() for _ in range(n))))}
+
+
+async def chunked_body(port, total):
+    """One chunked body of `total` bytes, sent as fast as the server reads."""
+    r, w = await open_conn(port)
+    w.write(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n")
+    chunk = b"100000\r\n" + b"a" * 0x100000 + b"\r\n"
+    reply = asyncio.create_task(read_status(r, 60))  # read while sending, as curl does
+    sent = 0
+    try:
+        while sent < total and not reply.done():
+            w.write(chunk)
+            await asyncio.wait_for(w.drain(), 10)
+            sent += 0x100000
+    except (ConnectionError, OSError, asyncio.TimeoutError):
+        pass
+    status = await reply
+    w.close()
+    return {"sent_mib_before_cut": sent >> 20, "status": status}
+
+
+async def gzip_bomb(port, payload):
+    """A small gzip body (payload) that would inflate to 512 MiB."""
+    r, w = await open_conn(port)
+    w.write(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Encoding: gzip\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(payload))
+    w.write(payload)
+    status = await read_status(r, 10)
+    w.close()
+    return {"compressed_kib": len(payload) >> 10, "status": status}
+
+
+async def header_flood(port, mib):
+    """Header lines without end (mib MiB offered)."""
+    r, w = await open_conn(port)
+    w.write(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+    line = b"X-Flood: " + b"a" * 1000 + b"\r\n"
+    reply = asyncio.create_task(read_status(r, 60))
+    sent = 0
+    try:
+        while sent < (mib << 20) and not reply.done():
+            w.write(line * 64)
+            await asyncio.wait_for(w.drain(), 10)
+            sent += len(line) * 64
+    except (ConnectionError, OSError, asyncio.TimeoutError):
+        pass
+    status = await reply
+    w.close()
+    return {"sent_kib_before_cut": sent >> 10, "status": status}
+
+
+async def streams(port, n, max_tokens):
+    """n concurrent streaming completions, read to [DONE]."""
+    async def one(i):
+        c = await open_conn(port)
+        if not c:
+            return None
+        r, w = c
+        body = json.dumps({"prompt": "abuse", "max_tokens": max_tokens, "stream": True,
+                           "seed": i}).encode()
+        w.write(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        status = await read_status(r, 60)
+        rest = await asyncio.wait_for(r.read(), 120)
+        w.close()
+        if status == 200 and b"[DONE]" not in rest:
+            return "200 without [DONE]"
+        return status
+    return {"streams": n, "statuses": count(await asyncio.gather(*(one(i) for i in range(n))))}
+
+
+def count(items):
+    out = {}
+    for x in items:
+        out[str(x)] = out.get(str(x), 0) + 1
+    return out
+
+
+def start_server(folio, extra=()):
+    proc = subprocess.Popen([folio, "serve", "--port", "0", "--threads", "1", *extra],
+                            stderr=subprocess.PIPE, text=True)
+    for line in proc.stderr:
+        m = re.search(r"listening on http://[\d.]+:(\d+)", line)
+        if m:
+            break
+    else:
+        raise SystemExit("folio serve did not start")
+    import threading
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    return proc, int(m.group(1))
+
+
+def metrics(port):
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            out[name] = float(value)
+    return out
+
+
+async def attack(name, make, port, pid, expect, min_seconds=3.0):
+    """Runs make() until min_seconds have passed (at least once), /health
+    probed throughout; ok when every round met expect."""
+    probe = Probe(port)
+    before = rss_kib(pid)
+    t0 = time.perf_counter()
+    rounds, all_met = 0, True
+    while rounds == 0 or time.perf_counter() - t0 < min_seconds:
+        result = await make()
+        all_met = all_met and expect(result)
+        rounds += 1
+    elapsed = time.perf_counter() - t0
+    health = probe.summary()
+    ok = all_met and health["p99_ms"] < 100 and health["failed"] == 0
+    return name, {"result": result, "rounds": rounds, "health": health,
+                  "seconds": round(elapsed, 1),
+                  "rss_before_mib": round(before / 1024, 1),
+                  "rss_after_mib": round(rss_kib(pid) / 1024, 1), "ok": ok}
+
+
+async def suite(folio, scale):
+    n = lambda k: max(4, int(k * scale))  # noqa: E731
+    proc, port = start_server(folio)
+    report = {"attacks": {}}
+    try:
+        await asyncio.sleep(0.5)
+        rss0 = rss_kib(proc.pid)
+        bomb = gzip.compress(b"\0" * (512 << 20), compresslevel=9)
+        attacks = [
+            ("slowloris", lambda: slowloris(port, n(1000), 16),  # past the 10 s read timeout
+             lambda r: r["outcomes"].get("closed by server", 0) == r["connections"]),
+            ("idle_keepalive", lambda: idle_keepalive(port, n(1000), 10),
+             lambda r: r["outcomes"].get("200 then closed by server", 0) == r["connections"]),
+            ("content_length_2gb", lambda: big_content_length(port, n(66)),
+             lambda r: r["statuses"].get("413", 0) == r["requests"]),
+            ("chunked_256mib", lambda: chunked_body(port, int(256 * scale + 8) << 20),
+             lambda r: r["status"] == 413),
+            ("gzip_bomb", lambda: gzip_bomb(port, bomb), lambda r: r["status"] == 415),
+            ("header_flood", lambda: header_flood(port, int(200 * scale) + 4),
+             lambda r: r["status"] == 431),
+            ("streams_64", lambda: streams(port, n(64), 256),
+             # past --max-queue (32) waiting requests the answer is 429
+             lambda r: r["statuses"].get("200", 0) + r["statuses"].get("429", 0) == r["streams"]),
+        ]
+        for name, make, expect in attacks:
+            key, value = await attack(name, make, port, proc.pid, expect)
+            report["attacks"][key] = value
+        m = metrics(port)
+        report["pages_held_after"] = m["folio_kv_pages_held_by_requests"]
+        report["requests_running_after"] = m["folio_requests_running"]
+        report["rss_growth_mib"] = round((rss_kib(proc.pid) - rss0) / 1024, 1)
+        report["rss_peak_mib"] = round(max(v["rss_after_mib"]
+                                           for v in report["attacks"].values()), 1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+    # SIGTERM while a client dribbles its header.
+    proc, port = start_server(folio, ("--drain-timeout", "5"))
+    r, w = await open_conn(port)
+    w.write(b"GET /health HTTP/1.1\r\n")
+    await w.drain()
+    t0 = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        rc = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = "hung"
+    w.close()
+    report["sigterm_under_slow_client"] = {"exit": rc,
+                                           "seconds": round(time.perf_counter() - t0, 2),
+                                           "ok": rc == 0 and time.perf_counter() - t0 < 5}
+    report["ok"] = (all(v["ok"] for v in report["attacks"].values()) and
+                    report["pages_held_after"] == 0 and report["rss_growth_mib"] < 64 and
+                    report["sigterm_under_slow_client"]["ok"])
+    return report
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--folio", default=os.path.join(os.path.dirname(__file__), "..",
+                                                    "build", "bin", "folio"))
+    ap.add_argument("--scale", type=float, default=1.0)
+    args = ap.parse_args()
+    report = asyncio.run(suite(args.folio, args.scale))
+    print(json.dumps(report, indent=1))
+    sys.exit(0 if report["ok"] else 1)
+
+
+if __name__ == "__main__":
+    main()
