@@ -105,6 +105,7 @@ def make_body(rng, args):
     n = rng.randint(*args.prompt_words)
     prompt = " ".join(rng.choice(WORDS) for _ in range(n))
     return {"prompt": prompt, "max_tokens": rng.randint(*args.max_tokens), "stream": True,
+            "stream_options": {"include_usage": True},  # the token count
             "temperature": 0.8, "seed": rng.randrange(1 << 31)}
 
 
