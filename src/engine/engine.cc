@@ -22,6 +22,13 @@ Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, Th
     return Status::InvalidArgument("watermark must be in [0, 1) (got " +
                                    std::to_string(config.watermark) + ")");
   }
+  const SpeculativeConfig& sp = config.speculative;
+  if (sp.num_draft_tokens > kMaxDraftTokens || sp.ngram_min == 0 || sp.ngram_min > sp.ngram_max) {
+    return Status::InvalidArgument(
+        "speculative decoding needs num_draft_tokens <= " + std::to_string(kMaxDraftTokens) +
+        " and 1 <= ngram_min <= ngram_max (got " + std::to_string(sp.num_draft_tokens) + ", " +
+        std::to_string(sp.ngram_min) + ", " + std::to_string(sp.ngram_max) + ")");
+  }
   const model::ModelConfig& c = model.config();
   kv::PagedKvCacheConfig kc;
   kc.num_layers = c.num_layers;
@@ -50,7 +57,8 @@ Engine::Engine(std::unique_ptr<KvCacheManager> kv, const model::Model& model, En
       scheduler_({config.max_num_batched_tokens, config.max_num_seqs}, kv_.get(),
                  std::move(policies.admission)),
       runner_(model, std::move(backend), std::move(policies.attention)),
-      outputs_(tokenizer) {}
+      outputs_(tokenizer),
+      drafter_(config.speculative.ngram_min, config.speculative.ngram_max) {}
 
 Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestParams& params) const {
   FOLIO_RETURN_IF_ERROR(params.sampling.Validate());
@@ -75,6 +83,10 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
     return Status::InvalidArgument(
         "prompt_logits needs an engine without prefix caching (a "
         "cached page's rows are never computed)");
+  }
+  if (params.num_draft_tokens && *params.num_draft_tokens > kMaxDraftTokens) {
+    return Status::InvalidArgument("num_draft_tokens " + std::to_string(*params.num_draft_tokens) +
+                                   " exceeds " + std::to_string(kMaxDraftTokens));
   }
   if (params.top_logprobs > sampling::kMaxTopLogprobs) {
     return Status::InvalidArgument("top_logprobs " + std::to_string(params.top_logprobs) +
@@ -114,8 +126,13 @@ Status Engine::Abort(RequestId id) {
     return Status::NotFound("no unfinished request " + std::to_string(id));
   }
   scheduler_.Finish(id);
-  outputs_.Remove(id);
+  Forget(id);
   return Status::Ok();
+}
+
+void Engine::Forget(RequestId id) {
+  outputs_.Remove(id);
+  drafting_.erase(id);
 }
 
 EngineStats Engine::stats() const {
@@ -129,19 +146,97 @@ EngineStats Engine::stats() const {
   e.prefix_hit_tokens = s.prefix_hit_tokens;
   e.prefix_evictions = kv_->num_evictions();
   e.peak_running = s.peak_running;
+  e.draft_verifications = draft_stats_.draft_verifications;
+  e.draft_tokens = draft_stats_.draft_tokens;
+  e.draft_accepted_tokens = draft_stats_.draft_accepted_tokens;
+  e.drafted_at = draft_stats_.drafted_at;
+  e.accepted_at = draft_stats_.accepted_at;
   return e;
+}
+
+void Engine::ProposeDrafts() {
+  for (const RequestId id : scheduler_.running()) {
+    const Sequence& s = scheduler_.sequence(id);
+    if (s.num_pending() != 1 || s.num_computed < s.num_prompt_tokens) continue;  // prefilling
+    const uint64_t k =
+        outputs_.state(id).params.num_draft_tokens.value_or(config_.speculative.num_draft_tokens);
+    // Tokens this step may still emit: the pending token's successor, then
+    // one per accepted draft token.
+    const uint64_t room = s.max_tokens - s.num_output_tokens();
+    const uint64_t limit = std::min(k, room - 1);
+    std::vector<int32_t> draft;
+    if (limit > 0) {
+      DraftState& d = drafting_[id];
+      if (d.pause > 0) {
+        --d.pause;
+      } else {
+        draft = drafter_.Propose(s.tokens, limit);
+      }
+    }
+    scheduler_.SetDraft(id, std::move(draft));
+  }
+}
+
+Result<StepOutput> Engine::VerifyDraft(RequestId id, std::span<const float> logits) {
+  const uint64_t vocab = runner_.config().vocab_size;
+  const Sequence& s = scheduler_.sequence(id);
+  const std::vector<int32_t> draft = s.draft;  // AcceptDraft clears it
+  const uint64_t emitted_before = s.num_output_tokens();
+  StepOutput merged{id, {}, {}, {}, FinishReason::kNone, {}};
+  uint64_t accepted = 0;
+  Status failed;
+  for (uint64_t i = 0; i <= draft.size(); ++i) {
+    // Exactly plain decoding's draw for this position: its logits (bit for
+    // bit: a row's result does not depend on the rows beside it) from the
+    // request's own stream, advanced once per emitted token.
+    Result<StepOutput> o =
+        outputs_.Process(id, logits.subspan(i * vocab, vocab), emitted_before + 1 + i);
+    if (!o.ok()) {
+      failed = o.status();
+      break;
+    }
+    const int32_t token = o->new_tokens.front();
+    merged.new_tokens.push_back(token);
+    merged.text += o->text;
+    for (auto& lp : o->logprobs) merged.logprobs.push_back(std::move(lp));
+    merged.finish = o->finish;
+    if (o->finish != FinishReason::kNone || i == draft.size() || token != draft[i]) break;
+    ++accepted;
+  }
+  // The cache keeps the accepted draft's rows and drops the rest, also when
+  // sampling failed (then nothing follows them).
+  FOLIO_RETURN_IF_ERROR(scheduler_.AcceptDraft(id, accepted));
+  FOLIO_RETURN_IF_ERROR(failed);
+  scheduler_.AppendToken(id, merged.new_tokens.back());
+
+  ++draft_stats_.draft_verifications;
+  draft_stats_.draft_tokens += draft.size();
+  draft_stats_.draft_accepted_tokens += accepted;
+  for (uint64_t i = 0; i < draft.size(); ++i) ++draft_stats_.drafted_at[i];
+  for (uint64_t i = 0; i < accepted; ++i) ++draft_stats_.accepted_at[i];
+  DraftState& d = drafting_[id];
+  if (accepted > 0) {
+    d.misses = 0;
+  } else {
+    ++d.misses;
+    d.pause = std::min<uint64_t>((uint64_t{1} << std::min<uint64_t>(d.misses - 1, 5)) - 1, 31);
+  }
+  return merged;
 }
 
 Result<std::vector<StepOutput>> Engine::Step() {
   std::vector<StepOutput> out;
   if (!HasUnfinished()) return out;
+  ProposeDrafts();
   FOLIO_ASSIGN_OR_RETURN(SchedulerOutput plan, scheduler_.Schedule());
   if (plan.empty()) return out;
-  // Every row's logits for requests that asked for their prompt's.
+  // Every row's logits for requests that asked for their prompt's, and for
+  // drafts to verify.
   std::vector<model::LogitRows> rows(plan.scheduled.size(), model::LogitRows::kLast);
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const Sequence& s = scheduler_.sequence(plan.scheduled[i].id);
-    if (outputs_.state(s.id).params.prompt_logits && s.num_computed < s.num_prompt_tokens) {
+    if ((outputs_.state(s.id).params.prompt_logits && s.num_computed < s.num_prompt_tokens) ||
+        plan.scheduled[i].num_draft != 0) {
       rows[i] = model::LogitRows::kAll;
     }
   }
@@ -163,7 +258,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
     const std::span<const float> mine = all.subspan(offset * vocab, n * vocab);
     offset += n;
     StepOutput prompt_part{id, {}, {}, {}, FinishReason::kNone, {}};
-    if (rows[i] == model::LogitRows::kAll) {
+    if (rows[i] == model::LogitRows::kAll && plan.scheduled[i].num_draft == 0) {
       outputs_.AddPromptLogits(id, s.num_computed - n, s.num_prompt_tokens, mine, vocab,
                                prompt_part);
     }
@@ -171,13 +266,17 @@ Result<std::vector<StepOutput>> Engine::Step() {
       if (!prompt_part.prompt_logits.empty()) out.push_back(std::move(prompt_part));
       continue;
     }
-    FOLIO_ASSIGN_OR_RETURN(StepOutput o,
-                           outputs_.Process(id, mine.last(vocab), s.num_output_tokens() + 1));
+    StepOutput o{id, {}, {}, {}, FinishReason::kNone, {}};
+    if (plan.scheduled[i].num_draft != 0) {
+      FOLIO_ASSIGN_OR_RETURN(o, VerifyDraft(id, mine));
+    } else {
+      FOLIO_ASSIGN_OR_RETURN(o, outputs_.Process(id, mine.last(vocab), s.num_output_tokens() + 1));
+      scheduler_.AppendToken(id, o.new_tokens.front());
+    }
     o.prompt_logits = std::move(prompt_part.prompt_logits);
-    scheduler_.AppendToken(id, o.new_tokens.front());
     if (o.finish != FinishReason::kNone) {
       scheduler_.Finish(id);
-      outputs_.Remove(id);
+      Forget(id);
     }
     out.push_back(std::move(o));
   }

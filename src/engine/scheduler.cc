@@ -44,6 +44,7 @@ const Sequence& Scheduler::sequence(RequestId id) const {
 }
 
 void Scheduler::Release(Sequence& s) {
+  s.draft.clear();
   if (!s.seq) return;
   kv_->Free(*s.seq);
   s.seq.reset();
@@ -84,14 +85,16 @@ Result<SchedulerOutput> Scheduler::Schedule() {
     for (const RequestId id : running_) {
       const Sequence& s = sequences_.at(id);
       if ((s.num_pending() == 1) != decodes || budget == 0) continue;
-      const uint64_t n = std::min(s.num_pending(), budget);
+      const uint64_t drafted = decodes ? std::min<uint64_t>(s.draft.size(), budget - 1) : 0;
+      const uint64_t n = std::min(s.num_pending(), budget) + drafted;
       ScheduledSequence p;
       p.id = id;
       p.seq = *s.seq;
       p.num_tokens = n;
+      p.num_draft = drafted;
       p.new_pages = kv_->NumNewPages(*s.seq, s.num_computed, n);
       needed += p.new_pages;
-      promised += kv_->NumNewPages(*s.seq, s.num_computed, s.num_pending());
+      promised += kv_->NumNewPages(*s.seq, s.num_computed, s.num_pending() + drafted);
       picks.push_back(p);
       budget -= n;
     }
@@ -133,8 +136,9 @@ Result<SchedulerOutput> Scheduler::Schedule() {
     ++admitted;
   }
 
-  // Make room: evict (inside Allocate), then shed the newest admissions,
-  // then preempt running sequences, most recently admitted first.
+  // Make room: evict (inside Allocate), then drop drafts, then shed the
+  // newest admissions, then preempt running sequences, most recently
+  // admitted first.
   while (!picks.empty()) {
     std::vector<std::pair<kv::SeqId, uint64_t>> requests;
     for (const ScheduledSequence& p : picks) requests.emplace_back(p.seq, p.num_tokens);
@@ -144,6 +148,18 @@ Result<SchedulerOutput> Scheduler::Schedule() {
       out.plan = std::move(**plan);
       break;
     }
+    bool dropped = false;
+    for (ScheduledSequence& p : picks) {
+      if (p.num_draft == 0) continue;
+      const Sequence& s = sequences_.at(p.id);
+      needed -= p.new_pages;
+      p.num_tokens -= p.num_draft;
+      p.num_draft = 0;
+      p.new_pages = kv_->NumNewPages(p.seq, s.num_computed, p.num_tokens);
+      needed += p.new_pages;
+      dropped = true;
+    }
+    if (dropped) continue;
     if (picks.back().admitted_now) {
       Unadmit(picks.back());
       needed -= picks.back().new_pages;
@@ -166,9 +182,11 @@ Result<SchedulerOutput> Scheduler::Schedule() {
   for (const ScheduledSequence& p : picks) {
     const Sequence& s = sequences_.at(p.id);
     out.seqs.push_back(p.seq);
-    out.token_ids.insert(out.token_ids.end(),
-                         s.tokens.begin() + static_cast<ptrdiff_t>(s.num_computed),
-                         s.tokens.begin() + static_cast<ptrdiff_t>(s.num_computed + p.num_tokens));
+    const auto first = s.tokens.begin() + static_cast<ptrdiff_t>(s.num_computed);
+    out.token_ids.insert(out.token_ids.end(), first,
+                         first + static_cast<ptrdiff_t>(p.num_tokens - p.num_draft));
+    out.token_ids.insert(out.token_ids.end(), s.draft.begin(),
+                         s.draft.begin() + static_cast<ptrdiff_t>(p.num_draft));
   }
   return out;
 }
@@ -177,6 +195,7 @@ void Scheduler::Abandon(SchedulerOutput&& out) {
   if (out.plan) kv_->Abort(std::move(*out.plan));
   for (const ScheduledSequence& p : out.scheduled) {
     if (p.admitted_now) Unadmit(p);
+    if (p.num_draft != 0) Get(p.id).draft.clear();
   }
   out.scheduled.clear();
 }
@@ -198,7 +217,8 @@ Status Scheduler::Commit(const SchedulerOutput& out) {
     } else {
       stats_.prompt_tokens_computed += p.num_tokens;
     }
-    s.num_computed += p.num_tokens;
+    s.num_computed += p.num_tokens - p.num_draft;  // a draft's rows wait for AcceptDraft
+    s.draft.resize(p.num_draft);
   }
   stats_.peak_running = std::max<uint64_t>(stats_.peak_running, running_.size());
   for (const ScheduledSequence& p : out.scheduled) {
@@ -206,6 +226,22 @@ Status Scheduler::Commit(const SchedulerOutput& out) {
     FOLIO_RETURN_IF_ERROR(kv_->CacheFullPages(p.seq, s.tokens, s.num_computed));
   }
   return Status::Ok();
+}
+
+void Scheduler::SetDraft(RequestId id, std::vector<int32_t> draft) {
+  Get(id).draft = std::move(draft);
+}
+
+Status Scheduler::AcceptDraft(RequestId id, uint64_t num_accepted) {
+  Sequence& s = Get(id);
+  FOLIO_CHECK(s.seq.has_value() && s.num_pending() == 0 && num_accepted <= s.draft.size(),
+              "request ", id, ": no committed draft of ", num_accepted, " tokens");
+  s.tokens.insert(s.tokens.end(), s.draft.begin(),
+                  s.draft.begin() + static_cast<ptrdiff_t>(num_accepted));
+  s.num_computed += num_accepted;
+  s.draft.clear();
+  FOLIO_RETURN_IF_ERROR(kv_->Truncate(*s.seq, s.num_computed));
+  return kv_->CacheFullPages(*s.seq, s.tokens, s.num_computed);
 }
 
 void Scheduler::AppendToken(RequestId id, int32_t token) {

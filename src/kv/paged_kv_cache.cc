@@ -267,6 +267,21 @@ Status PagedKvCache::Release(SeqId seq) {
   return Status::Ok();
 }
 
+Status PagedKvCache::Truncate(SeqId seq, uint64_t length) {
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("truncation of sequence " + Str(seq)));
+  const auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return UnknownSeq("truncate", seq);
+  Sequence& s = it->second;
+  if (length > s.length) {
+    return Status::OutOfRange("cannot truncate sequence " + Str(seq) + " of " + Str(s.length) +
+                              " tokens to " + Str(length));
+  }
+  const uint64_t keep = CeilDiv(length, config_.page_size);
+  for (; s.table.size() > keep; s.table.pop_back()) Unref(s.table.back());
+  s.length = length;
+  return Status::Ok();
+}
+
 const PagedKvCache::Sequence& PagedKvCache::Find(SeqId seq) const {
   const auto it = seqs_.find(seq);
   FOLIO_CHECK(it != seqs_.end(), "unknown sequence ", seq);

@@ -642,3 +642,48 @@ TEST(PagedKvCacheTest, PagesMoveInTokenMajorOrder) {
 
 }  // namespace
 }  // namespace folio::kv
+
+namespace folio::kv {
+namespace {
+
+TEST(PagedKvCache, TruncateReleasesPagesPastTheNewLengthAndKeepsTheRest) {
+  PagedKvCache c = Make(4, 8);
+  const SeqId s = c.AddSequence();
+  Append(c, s, 6, 1);  // pages 0-1 hold tokens 0..5
+  Append(c, s, 5, 2);  // a draft of 5: tokens 6..10, a third page
+  const std::vector<PageId> before(c.block_table(s).begin(), c.block_table(s).end());
+  ASSERT_EQ(before.size(), 3u);
+  const uint64_t free_before = c.Stats().pages_free;
+  ASSERT_TRUE(c.Truncate(s, 7).ok());  // keep one of the draft's tokens
+  EXPECT_EQ(c.length(s), 7u);
+  EXPECT_EQ(c.block_table(s).size(), 2u);
+  EXPECT_EQ(c.Stats().pages_free, free_before + 1);
+  EXPECT_EQ(c.Stats().tail_slots_unwritten, 1u);
+  ExpectRows(c, s, 0, 6, 1);
+  ExpectRows(c, s, 6, 7, 2);
+  // The page released is the next one handed out, and appending continues
+  // where the truncation left off.
+  Append(c, s, 2, 3);
+  EXPECT_EQ(c.block_table(s)[2], before[2]);
+  ExpectRows(c, s, 7, 9, 3);
+  ASSERT_TRUE(c.Truncate(s, 9).ok());  // its own length: nothing changes
+  EXPECT_EQ(c.length(s), 9u);
+}
+
+TEST(PagedKvCache, TruncateRefusesGrowthUnknownSequencesAndPendingPlans) {
+  PagedKvCache c = Make(4, 8);
+  const SeqId s = c.AddSequence();
+  Append(c, s, 3, 1);
+  EXPECT_EQ(c.Truncate(s, 4).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(c.Truncate(s + 1, 0).code(), StatusCode::kNotFound);
+  AppendPlan plan = Prepare(c, {{s, 1}});
+  EXPECT_EQ(c.Truncate(s, 1).code(), StatusCode::kFailedPrecondition);
+  c.Abort(std::move(plan));
+  EXPECT_EQ(c.length(s), 3u);
+  ASSERT_TRUE(c.Truncate(s, 0).ok());
+  EXPECT_TRUE(c.block_table(s).empty());
+  EXPECT_EQ(c.Stats().pages_used, 0u);
+}
+
+}  // namespace
+}  // namespace folio::kv

@@ -23,13 +23,16 @@
 #ifndef FOLIO_ENGINE_ENGINE_H_
 #define FOLIO_ENGINE_ENGINE_H_
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <vector>
 
 #include "folio/core/status.h"
 #include "folio/core/thread_pool.h"
+#include "folio/engine/drafter.h"
 #include "folio/engine/kv_cache_manager.h"
 #include "folio/engine/model_runner.h"
 #include "folio/engine/output_processor.h"
@@ -41,6 +44,21 @@
 #include "folio/tokenizer/tokenizer.h"
 
 namespace folio::engine {
+
+// Most draft tokens verified per step and request.
+inline constexpr uint64_t kMaxDraftTokens = 8;
+
+// Speculative decoding with prompt lookup (engine/drafter.h). Each step, a
+// running request in its decode phase gets up to num_draft_tokens tokens
+// from the n-gram drafter (n from ngram_max down to ngram_min), verified in
+// the same step as its pending token. Back-off: after a draft with nothing
+// accepted, a request's drafting pauses for 2^(misses-1) - 1 steps (at most
+// 31), misses counting such drafts in a row; one accepted token resets it.
+struct SpeculativeConfig {
+  uint64_t num_draft_tokens = 0;  // the default per request; 0 = off
+  uint64_t ngram_min = 2;
+  uint64_t ngram_max = 4;
+};
 
 struct EngineConfig {
   uint64_t page_size = 16;
@@ -55,6 +73,7 @@ struct EngineConfig {
   // What computes: the SIMD kernels (cpu) or their scalar references
   // (reference: slow, for checking; see backend/backend.h).
   backend::BackendKind backend = backend::BackendKind::kCpu;
+  SpeculativeConfig speculative{};
 };
 
 // Parts of the engine a benchmark may replace to measure folio against a
@@ -77,6 +96,14 @@ struct EngineStats {
   uint64_t prefix_hit_tokens = 0;
   uint64_t prefix_evictions = 0;  // cached pages given back to the pool
   uint64_t peak_running = 0;      // most sequences in one step
+  // Speculative decoding: drafts verified (one per request and step with a
+  // draft), their tokens, the tokens accepted; per draft position i, how
+  // many drafts reached it and how many had it accepted.
+  uint64_t draft_verifications = 0;
+  uint64_t draft_tokens = 0;
+  uint64_t draft_accepted_tokens = 0;
+  std::array<uint64_t, kMaxDraftTokens> drafted_at{};
+  std::array<uint64_t, kMaxDraftTokens> accepted_at{};
   double prefix_hit_rate() const {
     return prefix_query_tokens == 0
                ? 0.0
@@ -151,6 +178,20 @@ class Engine {
          std::shared_ptr<backend::Backend> backend, const tokenizer::Tokenizer* tokenizer,
          EnginePolicies policies);
 
+  // Speculative decoding: sets each decoding request's draft for the next
+  // step (or clears it while its drafting pauses).
+  void ProposeDrafts();
+  // Samples a verified draft's rows position by position as plain decoding
+  // would, keeps the draft tokens that match, and appends the token after
+  // them. logits: one row per fed token.
+  Result<StepOutput> VerifyDraft(RequestId id, std::span<const float> logits);
+  void Forget(RequestId id);
+
+  struct DraftState {
+    uint64_t misses = 0;  // drafts in a row with nothing accepted
+    uint64_t pause = 0;   // steps left without drafting
+  };
+
   EngineConfig config_;
   // On the heap, so the scheduler's pointer to it survives moving the engine.
   std::unique_ptr<KvCacheManager> kv_;
@@ -159,6 +200,9 @@ class Engine {
   OutputProcessor outputs_;
   RequestId next_id_ = 0;
   uint64_t steps_ = 0;
+  NgramDrafter drafter_;
+  std::map<RequestId, DraftState> drafting_;
+  EngineStats draft_stats_;  // only the draft_* and *_at fields
 };
 
 }  // namespace folio::engine

@@ -70,6 +70,10 @@ class KvCacheManager {
   // Lets go of a sequence's pages; its cached pages stay cached. The
   // sequence must exist (checked); no plan may be pending (checked).
   void Free(kv::SeqId seq);
+  // Drops the committed tokens of seq past `length` (a rejected draft's):
+  // PagedKvCache::Truncate. The prefix cache is untouched: it never holds a
+  // page with tokens the engine has not confirmed. Errors: Truncate's.
+  Status Truncate(kv::SeqId seq, uint64_t length) { return cache_.Truncate(seq, length); }
 
   // Plans one step: requests are (sequence, new tokens), num_new_pages the
   // pages they need in all. Evicts cached pages as the free list needs,

@@ -4,6 +4,7 @@
 #define FOLIO_ENGINE_REQUEST_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,11 @@ struct RequestParams {
   // Needs an engine without prefix caching (a cached page's rows are never
   // computed); not carried by KV snapshots.
   bool prompt_logits = false;
+  // Speculative decoding (engine/drafter.h): draft tokens the engine's
+  // drafter may propose per step for this request, 0 = off; unset: the
+  // engine's default (EngineConfig::speculative). The output is the same
+  // either way, bit for bit; only the speed differs.
+  std::optional<uint64_t> num_draft_tokens;
 };
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };

@@ -1,6 +1,8 @@
 // Scheduler: the waiting and running queues, and a plan for each step.
 //
-// Every step: running sequences decode first (one token each), then
+// Every step: running sequences decode first (one token each, plus the
+// draft tokens a speculative drafter proposed for it, as far as the budget
+// allows), then
 // partially prefilled ones get their next prompt chunk, then waiting
 // requests are admitted first come first served, all under a token budget
 // (max_num_batched_tokens) and a cap on running sequences (max_num_seqs).
@@ -20,7 +22,8 @@
 // when it does not fit, nobody behind it is admitted.
 //
 // Making room: when the step's pages do not fit, cached prefix pages are
-// evicted first (least recently used), then this step's newest admissions
+// evicted first (least recently used), then drafts are dropped (a
+// speculation never costs anyone their pages), then this step's newest admissions
 // are undone, then running sequences are preempted, most recently admitted
 // first (vLLM's recompute policy): their pages are freed and they go back
 // to the front of the waiting queue, to be recomputed later (mostly from
@@ -56,6 +59,10 @@ struct Sequence {
   uint64_t max_tokens = 0;       // generated tokens it may have
   uint64_t num_computed = 0;     // tokens whose K/V are in the cache
   std::optional<kv::SeqId> seq;  // while it holds pages
+  // Speculative decoding: tokens proposed to follow `tokens`, fed after its
+  // pending token in the next step and verified by the engine. Never part
+  // of `tokens` until accepted; after Commit, exactly the ones fed.
+  std::vector<int32_t> draft;
 
   // Tokens still to feed: its prompt and generated tokens beyond the cache.
   uint64_t num_pending() const { return tokens.size() - num_computed; }
@@ -113,6 +120,9 @@ struct ScheduledSequence {
   uint64_t num_tokens = 0;
   bool admitted_now = false;  // starts running with this step
   uint64_t new_pages = 0;     // pages this step allocates for it (as counted)
+  // Of num_tokens, the draft tokens fed after the pending one (decodes
+  // only): their K/V rows are written but unconfirmed until AcceptDraft.
+  uint64_t num_draft = 0;
   // Prefix-cache accounting of an admission: tokens that could have come
   // from the cache (whole pages before the last token) and those that did.
   uint64_t prefix_query_tokens = 0;
@@ -159,8 +169,22 @@ class Scheduler {
   // waiting without their pages, in their places.
   void Abandon(SchedulerOutput&& out);
   // The step ran: lengths advance, admissions start running, full pages
-  // are cached. Errors: the prefix cache's (the step itself stands).
+  // are cached. A sequence fed a draft advances by its pending token only;
+  // its cache holds the draft's rows too until AcceptDraft says how many
+  // stand. Errors: the prefix cache's (the step itself stands).
   Status Commit(const SchedulerOutput& out);
+
+  // Proposes draft tokens for a running sequence in its decode phase (its
+  // next step feeds them after its pending token). Replaces any earlier
+  // draft; empty clears it. id must be known (checked).
+  void SetDraft(RequestId id, std::vector<int32_t> draft);
+  // After Commit of a step that fed id a draft: the first num_accepted
+  // draft tokens become the sequence's, their rows stay in the cache, the
+  // rest of the draft's rows are dropped (pages only they used go back to
+  // the pool) and the newly full pages are cached. Call AppendToken after
+  // it with the token that follows them. Errors: Truncate's or the prefix
+  // cache's.
+  Status AcceptDraft(RequestId id, uint64_t num_accepted);
 
   // Appends a generated token to a sequence (after Commit).
   void AppendToken(RequestId id, int32_t token);

@@ -179,6 +179,14 @@ class PagedKvCache {
   // first, so its first page is the next one handed out). Errors: NotFound,
   // or FailedPrecondition while a plan is pending.
   Status Release(SeqId seq);
+  // Shortens seq to its first `length` committed tokens: the pages past the
+  // ones those tokens fill are released (last first, so the free list hands
+  // them out again in the order they were taken), and the slots after
+  // `length` in its new tail page count as unwritten. Speculative decoding
+  // drops a rejected draft's rows this way. Errors: NotFound; length
+  // beyond the sequence's (OutOfRange); a plan pending (FailedPrecondition).
+  // Nothing changes on error.
+  Status Truncate(SeqId seq, uint64_t length);
 
   // References held outside any sequence, by the prefix cache. A holder
   // keeps only full pages (every slot written), so Stats counts a held page

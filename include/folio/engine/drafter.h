@@ -1,0 +1,47 @@
+// Speculative decoding's drafters: cheap guesses of the tokens a request
+// will produce next, which the engine then verifies in one target step.
+//
+// A drafter only proposes; it never decides what is emitted. The engine
+// feeds a request's pending token and its draft d1..dk in one step, then
+// samples position by position exactly as plain decoding would (same
+// logits bits, same random stream, one draw per emitted token), and keeps
+// going only while the token it drew equals the next draft token. So the
+// emitted stream is plain decoding's, token for token, whatever the
+// drafter proposes; a good drafter only makes it faster.
+#ifndef FOLIO_ENGINE_DRAFTER_H_
+#define FOLIO_ENGINE_DRAFTER_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace folio::engine {
+
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to max_tokens tokens proposed to follow `tokens` (a request's prompt
+  // and output so far); possibly none.
+  virtual std::vector<int32_t> Propose(std::span<const int32_t> tokens,
+                                       uint64_t max_tokens) const = 0;
+};
+
+// Prompt lookup (n-gram matching, as vLLM's and llama.cpp's): the last n
+// tokens, for n from max_n down to min_n, are looked for earlier in the
+// request's tokens; at the most recent earlier match, the tokens that
+// followed it are the draft. No model; strong wherever the output copies
+// its input (rewrites, summaries, code edits), silent elsewhere. Cost: one
+// backward scan per n, O(tokens * n).
+class NgramDrafter final : public Drafter {
+ public:
+  // 1 <= min_n <= max_n (checked).
+  NgramDrafter(uint64_t min_n, uint64_t max_n);
+  std::vector<int32_t> Propose(std::span<const int32_t> tokens, uint64_t max_tokens) const override;
+
+ private:
+  uint64_t min_n_, max_n_;
+};
+
+}  // namespace folio::engine
+
+#endif  // FOLIO_ENGINE_DRAFTER_H_

@@ -1,0 +1,203 @@
+// Speculative decoding's contract: with drafts verified, every request's
+// tokens, log-prob bits, text and finish are plain decoding's, under every
+// schedule; rejected drafts leave no page behind.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "folio/core/splitmix64.h"
+#include "folio/core/thread_pool.h"
+#include "folio/engine/engine.h"
+#include "testing/engine_drive.h"
+#include "testing/test_model.h"
+
+namespace folio::engine {
+namespace {
+
+using test_support::Drive;
+using test_support::InOrder;
+using test_support::Outcome;
+using test_support::TestModel;
+
+// Prompts that repeat themselves, so the n-gram drafter has something to
+// propose, and the shared test prompts, where it mostly has not.
+std::vector<std::vector<int32_t>> Prompts() {
+  std::vector<std::vector<int32_t>> prompts = test_support::TestPrompts();
+  for (int32_t period : {2, 3, 5}) {
+    std::vector<int32_t> p = {0};
+    for (int32_t i = 0; i < 18; ++i) p.push_back(40 + (i % period) * 7);
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
+RequestParams Params(bool greedy, uint64_t k) {
+  RequestParams p;
+  p.sampling = greedy ? sampling::SamplingParams{0.0, 0, 1.0, 0.0}
+                      : sampling::SamplingParams{0.8, 40, 0.95, 0.0};
+  p.max_tokens = 40;
+  p.seed = 77;
+  p.logprobs = true;
+  p.top_logprobs = 2;
+  p.stop_token_ids = {1};
+  p.num_draft_tokens = k;
+  return p;
+}
+
+void ExpectNoLeak(Engine& engine) {
+  const kv::PoolStats st = engine.cache().Stats();
+  EXPECT_EQ(st.pages_used, st.pages_held_only);
+  ASSERT_TRUE(engine.ClearPrefixCache().ok());
+  EXPECT_EQ(engine.cache().Stats().pages_used, 0u);
+  EXPECT_TRUE(engine.cache().pool().CheckInvariants().ok());
+}
+
+// Plain decoding, each prompt alone.
+std::vector<Outcome> Reference(const std::vector<std::vector<int32_t>>& prompts,
+                               const RequestParams& params) {
+  EngineConfig solo;
+  solo.prefix_caching = false;
+  std::vector<Outcome> want;
+  for (const auto& p : prompts) {
+    auto e = *Engine::Create(TestModel(), solo);
+    want.push_back(Drive(e, {p}, params, {0})[0]);
+  }
+  return want;
+}
+
+TEST(Speculative, OutputIsPlainDecodingsUnderEveryDraftLengthAndSchedule) {
+  const auto prompts = Prompts();
+  ThreadPool two(2);
+  EngineConfig chunks;
+  chunks.page_size = 3;
+  chunks.max_num_batched_tokens = 7;
+  chunks.max_num_seqs = 3;
+  EngineConfig tight;
+  tight.page_size = 4;
+  tight.num_pages = 24;  // preempts, and drafts get dropped to make room
+  struct Variant {
+    const char* name;
+    EngineConfig config;
+    ThreadPool* pool;
+  };
+  const std::vector<Variant> variants = {
+      {"batched", {}, nullptr},
+      {"chunks of 7, pages of 3", chunks, nullptr},
+      {"preempting", tight, nullptr},
+      {"two threads", {}, &two},
+  };
+  uint64_t drafted = 0, accepted = 0;
+  for (const bool greedy : {true, false}) {
+    const std::vector<Outcome> want = Reference(prompts, Params(greedy, 0));
+    for (const uint64_t k : {1, 3, 8}) {
+      for (const Variant& v : variants) {
+        SCOPED_TRACE(std::string(greedy ? "greedy, " : "sampled, ") + "k=" + std::to_string(k) +
+                     ", " + v.name);
+        auto engine = *Engine::Create(TestModel(), v.config, v.pool);
+        EXPECT_EQ(Drive(engine, prompts, Params(greedy, k), InOrder(prompts.size())), want);
+        const EngineStats st = engine.stats();
+        drafted += st.draft_tokens;
+        accepted += st.draft_accepted_tokens;
+        for (uint64_t i = 0; i + 1 < kMaxDraftTokens; ++i) {
+          EXPECT_LE(st.accepted_at[i], st.drafted_at[i]);
+          EXPECT_GE(st.accepted_at[i], st.accepted_at[i + 1]);
+          EXPECT_GE(st.drafted_at[i], st.drafted_at[i + 1]);
+        }
+        if (k < kMaxDraftTokens) {
+          EXPECT_EQ(st.drafted_at[k], 0u);
+        }
+        ExpectNoLeak(engine);
+      }
+    }
+  }
+  // Both paths were taken: drafts accepted and drafts rejected.
+  EXPECT_GT(accepted, 0u);
+  EXPECT_LT(accepted, drafted);
+}
+
+TEST(Speculative, RequestsWithAndWithoutDraftsShareSteps) {
+  const auto prompts = Prompts();
+  const std::vector<Outcome> want = Reference(prompts, Params(true, 0));
+  EngineConfig config;
+  config.speculative.num_draft_tokens = 4;  // the engine's default; half opt out
+  auto engine = *Engine::Create(TestModel(), config);
+  std::map<RequestId, size_t> index;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    RequestParams p = Params(true, 0);
+    if (i % 2 == 0) p.num_draft_tokens.reset();
+    index[*engine.AddRequest(prompts[i], p)] = i;
+  }
+  std::vector<Outcome> got(prompts.size());
+  while (engine.HasUnfinished()) {
+    auto step = engine.Step();
+    ASSERT_TRUE(step.ok()) << step.status().ToString();
+    for (const StepOutput& o : *step) test_support::Record(o, got[index.at(o.id)]);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_GT(engine.stats().draft_verifications, 0u);
+  ExpectNoLeak(engine);
+}
+
+// Random workloads: random draft lengths per request, random pool sizes
+// (preemption), random aborts between steps. Every request that was not
+// aborted ends as plain decoding would have it; no page is ever lost.
+TEST(Speculative, RandomWorkloadsKeepThePoolAndTheOutput) {
+  const auto prompts = Prompts();
+  SplitMix64 rng(2026);
+  for (int round = 0; round < 12; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const bool greedy = rng.NextU64() % 2 == 0;
+    const std::vector<Outcome> want = Reference(prompts, Params(greedy, 0));
+    EngineConfig config;
+    config.page_size = 2 + rng.NextU64() % 4;
+    config.num_pages = 70 / config.page_size + rng.NextU64() % 40;
+    config.max_num_seqs = 1 + rng.NextU64() % 5;
+    config.max_num_batched_tokens = config.max_num_seqs + rng.NextU64() % 24;
+    auto engine = *Engine::Create(TestModel(), config);
+    std::map<RequestId, size_t> index;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      index[*engine.AddRequest(prompts[i], Params(greedy, rng.NextU64() % (kMaxDraftTokens + 1)))] =
+          i;
+    }
+    std::vector<Outcome> got(prompts.size());
+    std::vector<bool> aborted(prompts.size(), false);
+    while (engine.HasUnfinished()) {
+      auto step = engine.Step();
+      ASSERT_TRUE(step.ok()) << step.status().ToString();
+      for (const StepOutput& o : *step) test_support::Record(o, got[index.at(o.id)]);
+      if (rng.NextU64() % 16 == 0) {
+        for (const auto& [id, i] : index) {
+          if (engine.scheduler().Contains(id)) {
+            ASSERT_TRUE(engine.Abort(id).ok());
+            aborted[i] = true;
+            break;
+          }
+        }
+      }
+      const kv::PoolStats st = engine.cache().Stats();
+      EXPECT_EQ(st.pages_used + st.pages_free, st.pages_total);
+    }
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      if (!aborted[i]) {
+        EXPECT_EQ(got[i], want[i]) << "prompt " << i;
+      }
+    }
+    ExpectNoLeak(engine);
+  }
+}
+
+TEST(Speculative, BadSettingsAreRefused) {
+  EngineConfig config;
+  config.speculative.num_draft_tokens = kMaxDraftTokens + 1;
+  EXPECT_EQ(Engine::Create(TestModel(), config).status().code(), StatusCode::kInvalidArgument);
+  config.speculative = {2, 3, 2};
+  EXPECT_EQ(Engine::Create(TestModel(), config).status().code(), StatusCode::kInvalidArgument);
+  auto engine = *Engine::Create(TestModel(), {});
+  RequestParams p = Params(true, kMaxDraftTokens + 1);
+  EXPECT_EQ(engine.AddRequest({0, 5}, p).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace folio::engine
