@@ -15,6 +15,7 @@
 #include "bench/machine_info.h"
 #include "bench/memory_bandwidth.h"
 #include "bench/serve_bench.h"
+#include "bench/speculative_bench.h"
 #include "bench/svg_plot.h"
 #include "bench/timing.h"
 #include "folio/kv/page_table.h"
@@ -467,4 +468,32 @@ TEST(KvTransferBench, ReportsEveryStageAndTheBytes) {
 }
 
 }  // namespace
+// The built-in model (no download): every configuration's tokens equal
+// plain decoding's, and each row reports what the docs describe.
+TEST(SpeculativeBench, ReportsEveryKindAndDraftLengthWithIdenticalOutputs) {
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() /
+      ("folio_speculative_bench_" + std::to_string(::getpid()) + ".json");
+  SpeculativeBenchOptions o;
+  o.max_tokens = 24;
+  o.rounds = 1;
+  o.threads = 1;
+  o.draft_tokens = {2};
+  o.json_output = out.string();
+  ASSERT_EQ(RunSpeculativeBench(o, "test"), 0);
+  std::ifstream in(o.json_output);
+  const nlohmann::json r = nlohmann::json::parse(in);
+  std::filesystem::remove(out);
+  EXPECT_TRUE(r["outputs_identical_to_plain_decoding"].get<bool>());
+  for (const char* kind : {"grounded", "free"}) {
+    const nlohmann::json& rows = r["kinds"][kind];
+    ASSERT_EQ(rows.size(), 2u) << kind;
+    EXPECT_EQ(rows[0]["draft_tokens"], 0);
+    EXPECT_EQ(rows[0]["speedup"]["median"], 1.0);
+    EXPECT_EQ(rows[1]["draft_tokens"], 2);
+    EXPECT_EQ(rows[1]["tokens"], rows[0]["tokens"]);
+    EXPECT_GE(rows[1]["tokens_per_target_step"].get<double>(), 1.0);
+  }
+}
+
 }  // namespace folio::bench

@@ -27,6 +27,7 @@
 #include "bench/decode_bench.h"
 #include "bench/kv_transfer_bench.h"
 #include "bench/serve_bench.h"
+#include "bench/speculative_bench.h"
 #include "bench/template_bench.h"
 #include "cli/chat_command.h"
 #include "cli/flag_lists.h"
@@ -221,6 +222,7 @@ struct GenerateFlags {
   std::string kv_dtype = "f32";
   std::string backend = "cpu";
   bool raw = false;
+  uint64_t speculative_tokens = 0;
 };
 
 int RunGenerate(const GenerateFlags& f) {
@@ -245,8 +247,10 @@ int RunGenerate(const GenerateFlags& f) {
   // context's end (the last token selected is never fed).
   Result<backend::BackendKind> backend = backend::ParseBackendKind(f.backend);
   if (!backend) return Fail(backend.error().WithContext("--backend"));
-  const engine::EngineConfig ec =
+  engine::EngineConfig ec =
       SingleRequestEngine(capacity, f.page_size, *kv_dtype, prompt.size(), *backend);
+  ec.speculative.num_draft_tokens = f.speculative_tokens;
+  ec.max_num_batched_tokens = std::max(ec.max_num_batched_tokens, 1 + f.speculative_tokens);
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
   if (!pool) return Fail(pool.error());
   Result<engine::Engine> eng =
@@ -578,6 +582,11 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--kv-dtype", gen.kv_dtype, "f64, f32, bf16 or f16");
   gen_cmd->add_option("--backend", gen.backend, "cpu (SIMD kernels) or reference (scalar)");
   gen_cmd->add_flag("--raw", gen.raw, "write bytes as generated (default escapes non-ASCII)");
+  gen_cmd
+      ->add_option("--speculative-tokens", gen.speculative_tokens,
+                   "draft tokens per step (speculative decoding by prompt lookup; 0: off); "
+                   "the output never changes")
+      ->check(CLI::Range(uint64_t{0}, folio::engine::kMaxDraftTokens));
   AddTokenizerPreOption(*gen_cmd, gen.tokenizer_pre);
 
   std::string save_dir;
@@ -651,6 +660,9 @@ int main(int argc, char** argv) {
   CLI::App* bench_serve_cmd = folio::bench::AddServeBenchCommand(*bench_cmd, bench_serve);
   folio::bench::TemplateBenchOptions bench_template;
   CLI::App* bench_template_cmd = folio::bench::AddTemplateBenchCommand(*bench_cmd, bench_template);
+  folio::bench::SpeculativeBenchOptions bench_speculative;
+  CLI::App* bench_speculative_cmd =
+      folio::bench::AddSpeculativeBenchCommand(*bench_cmd, bench_speculative);
 
   CLI11_PARSE(app, argc, argv);
   if (*bench_attention_cmd) {
@@ -664,6 +676,10 @@ int main(int argc, char** argv) {
   }
   if (*bench_template_cmd) {
     return folio::bench::RunTemplateBench(bench_template, folio::bench::CommandLine(argc, argv));
+  }
+  if (*bench_speculative_cmd) {
+    return folio::bench::RunSpeculativeBench(bench_speculative,
+                                             folio::bench::CommandLine(argc, argv));
   }
   if (*bench_decode_cmd) {
     return folio::bench::RunDecodeBench(bench_decode, folio::bench::CommandLine(argc, argv));

@@ -43,6 +43,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   AddTokenizerPreOption(*cmd, f.tokenizer_pre);
   AddChatTemplateOption(*cmd, f.chat_template);
   cmd->add_option("--backend", f.backend, "cpu (SIMD kernels) or reference (scalar)");
+  cmd->add_option("--speculative-tokens", f.speculative_tokens,
+                  "draft tokens per step for speculative decoding by prompt lookup (0: off; "
+                  "requests may set num_draft_tokens); the output never changes")
+      ->check(CLI::Range(uint64_t{0}, engine::kMaxDraftTokens));
   cmd->add_option("--max-queue", f.max_queue, "requests waiting to run; beyond: 429");
   cmd->add_option("--max-body-bytes", f.max_body_bytes, "larger request bodies: 413");
   cmd->add_option("--max-connections", f.max_connections, "open connections; beyond: 503")
@@ -135,6 +139,7 @@ int RunServe(const ServeFlags& flags) {
   ec.kv_dtype = *kv_dtype;
   ec.max_num_seqs = f.max_num_seqs;
   ec.max_num_batched_tokens = f.max_num_batched_tokens;
+  ec.speculative.num_draft_tokens = f.speculative_tokens;
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
   if (!pool) return Fail(pool.error());
   Result<engine::Engine> eng = engine::Engine::Create(*m, ec, pool->get(), info.tokenizer);

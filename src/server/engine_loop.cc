@@ -167,6 +167,11 @@ void EngineLoop::Publish(uint64_t handled_adds) {
   snapshot_.prefix_hit_tokens = st.prefix_hit_tokens;
   snapshot_.preemptions = st.preemptions;
   snapshot_.steps = st.steps;
+  snapshot_.draft_verifications = st.draft_verifications;
+  snapshot_.draft_tokens = st.draft_tokens;
+  snapshot_.draft_accepted_tokens = st.draft_accepted_tokens;
+  snapshot_.drafted_at = st.drafted_at;
+  snapshot_.accepted_at = st.accepted_at;
 }
 
 void EngineLoop::Run() {

@@ -112,6 +112,19 @@ std::string Metrics::Render(const EngineSnapshot& e) const {
   Gauge(out, "folio_preemptions_total", "counter", "Sequences preempted for lack of pages.",
         d(e.preemptions));
   Gauge(out, "folio_engine_steps_total", "counter", "Engine steps run.", d(e.steps));
+  Gauge(out, "folio_spec_verifications_total", "counter",
+        "Speculative drafts verified (one per request and step with a draft).",
+        d(e.draft_verifications));
+  Gauge(out, "folio_spec_draft_tokens_total", "counter", "Draft tokens proposed and verified.",
+        d(e.draft_tokens));
+  Gauge(out, "folio_spec_accepted_tokens_total", "counter", "Draft tokens accepted.",
+        d(e.draft_accepted_tokens));
+  out += "# HELP folio_spec_acceptance_rate Accepted / drafted at each draft position.\n";
+  out += "# TYPE folio_spec_acceptance_rate gauge\n";
+  for (size_t i = 0; i < e.drafted_at.size() && e.drafted_at[i] != 0; ++i) {
+    out += "folio_spec_acceptance_rate{position=\"" + std::to_string(i) + "\"} " +
+           std::to_string(d(e.accepted_at[i]) / d(e.drafted_at[i])) + "\n";
+  }
   std::lock_guard lock(mu_);
   Gauge(out, "folio_prompt_tokens_total", "counter",
         "Prompt tokens of requests the engine accepted.", d(prompt_tokens_));

@@ -37,7 +37,8 @@ const std::set<std::string, std::less<>> kCommonFields = {"model",
                                                           "response_format",
                                                           "tools",
                                                           "functions",
-                                                          "tool_choice"};
+                                                          "tool_choice",
+                                                          "num_draft_tokens"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of",
                                                               "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {"messages", "top_logprobs",
@@ -441,6 +442,12 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   r.params.sampling.top_k = top_k && *top_k > 0 ? static_cast<uint64_t>(*top_k) : 0;
   r.params.seed = static_cast<uint64_t>(seed.value_or(0));
   r.seed_given = seed.has_value();
+  // folio's extension: speculative decoding for this request (0: off;
+  // absent: the server's --speculative-tokens). The output is the same.
+  std::optional<int64_t> num_draft_tokens;
+  FOLIO_RETURN_API_ERROR(f.Int("num_draft_tokens", 0, static_cast<int64_t>(engine::kMaxDraftTokens),
+                               num_draft_tokens));
+  if (num_draft_tokens) r.params.num_draft_tokens = static_cast<uint64_t>(*num_draft_tokens);
 
   std::optional<bool> stream;
   FOLIO_RETURN_API_ERROR(f.Bool("stream", stream));

@@ -693,3 +693,31 @@ def test_connections_beyond_the_cap_get_503():
         for sock in held:
             sock.close()
         assert s.stop() == 0
+
+
+def test_speculative_decoding_never_changes_the_output():
+    """--speculative-tokens drafts by prompt lookup; per-request
+    num_draft_tokens overrides it. Text and log-probs are plain decoding's."""
+    s = Server("--speculative-tokens", "4")
+    try:
+        replies = {}
+        for k in (0, None, 2, 8):
+            for temperature in (0.0, 0.9):
+                body = {"prompt": "abcabcabcabcabcabc", "max_tokens": 40, "seed": 5,
+                        "temperature": temperature, "logprobs": 2}
+                if k is not None:
+                    body["num_draft_tokens"] = k
+                status, r = s.post("/v1/completions", body)
+                assert status == 200, r
+                replies[(k, temperature)] = (r["choices"][0]["text"], r["choices"][0]["logprobs"])
+        for temperature in (0.0, 0.9):
+            got = [replies[(k, temperature)] for k in (0, None, 2, 8)]
+            assert all(g == got[0] for g in got)
+        m = s.metrics()
+        assert m["folio_spec_verifications_total"] > 0
+        assert 0 < m["folio_spec_accepted_tokens_total"] <= m["folio_spec_draft_tokens_total"]
+        assert m["folio_kv_pages_held_by_requests"] == 0
+        status, r = s.post("/v1/completions", {"prompt": "a", "num_draft_tokens": 9})
+        assert status == 400 and r["error"]["param"] == "num_draft_tokens"
+    finally:
+        assert s.stop() == 0

@@ -6,12 +6,15 @@
 #ifndef FOLIO_SERVER_METRICS_H_
 #define FOLIO_SERVER_METRICS_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "folio/engine/engine.h"
 
 namespace folio::server {
 
@@ -45,6 +48,12 @@ struct EngineSnapshot {
   uint64_t prefix_hit_tokens = 0;
   uint64_t preemptions = 0;
   uint64_t steps = 0;
+  // Speculative decoding (engine::EngineStats's draft counters).
+  uint64_t draft_verifications = 0;
+  uint64_t draft_tokens = 0;
+  uint64_t draft_accepted_tokens = 0;
+  std::array<uint64_t, engine::kMaxDraftTokens> drafted_at{};
+  std::array<uint64_t, engine::kMaxDraftTokens> accepted_at{};
 };
 
 class Metrics {

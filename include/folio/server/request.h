@@ -41,6 +41,9 @@
 //   presence_penalty, frequency_penalty: only 0; echo: only false;
 //   best_of: only 1; suffix: only null or ""; logit_bias: only {};
 //   response_format: only {"type": "text"}; tools, functions: only [];
+//   num_draft_tokens (folio's own): integer 0..8, draft tokens per step
+//                for speculative decoding (0: off; absent: the server's
+//                default); never changes the output;
 //   tool_choice: only "none" or "auto" (there are no tools to choose).
 #ifndef FOLIO_SERVER_REQUEST_H_
 #define FOLIO_SERVER_REQUEST_H_
