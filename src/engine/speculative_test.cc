@@ -188,6 +188,34 @@ TEST(Speculative, RandomWorkloadsKeepThePoolAndTheOutput) {
   }
 }
 
+// Pages cached while drafts came and went serve later requests exactly:
+// the prefix cache only ever saw accepted tokens.
+TEST(Speculative, ThePrefixCacheHoldsOnlyAcceptedTokens) {
+  const auto prompts = Prompts();
+  const RequestParams params = Params(true, 5);
+  const std::vector<Outcome> want = Reference(prompts, Params(true, 0));
+  EngineConfig config;
+  config.page_size = 3;
+  auto engine = *Engine::Create(TestModel(), config);
+  EXPECT_EQ(Drive(engine, prompts, params, InOrder(prompts.size())), want);
+  ASSERT_GT(engine.stats().draft_accepted_tokens, 0u);
+  ASSERT_LT(engine.stats().draft_accepted_tokens, engine.stats().draft_tokens);
+  // Each prompt followed by its own continuation: the cache holds the
+  // pages of both, and the continuation's must be the accepted tokens'.
+  std::vector<std::vector<int32_t>> again;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    std::vector<int32_t> p = prompts[i];
+    p.insert(p.end(), want[i].tokens.begin(), want[i].tokens.end() - 1);
+    if (p.size() + params.max_tokens <= TestModel().config().max_positions) again.push_back(p);
+  }
+  ASSERT_FALSE(again.empty());
+  const EngineStats before = engine.stats();
+  const std::vector<Outcome> warm = Drive(engine, again, Params(true, 0), InOrder(again.size()));
+  EXPECT_GT(engine.stats().prefix_hit_tokens, before.prefix_hit_tokens);
+  EXPECT_EQ(warm, Reference(again, Params(true, 0)));
+  ExpectNoLeak(engine);
+}
+
 TEST(Speculative, BadSettingsAreRefused) {
   EngineConfig config;
   config.speculative.num_draft_tokens = kMaxDraftTokens + 1;
