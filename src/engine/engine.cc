@@ -84,6 +84,14 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
         "prompt_logits needs an engine without prefix caching (a "
         "cached page's rows are never computed)");
   }
+  if (params.n == 0 || params.n > config_.max_num_seqs) {
+    return Status::InvalidArgument("n = " + std::to_string(params.n) +
+                                   " samples: need 1 <= n <= max_num_seqs (" +
+                                   std::to_string(config_.max_num_seqs) + ")");
+  }
+  if (params.n > 1 && params.prompt_logits) {
+    return Status::InvalidArgument("prompt_logits needs n = 1");
+  }
   if (params.num_draft_tokens && *params.num_draft_tokens > kMaxDraftTokens) {
     return Status::InvalidArgument("num_draft_tokens " + std::to_string(*params.num_draft_tokens) +
                                    " exceeds " + std::to_string(kMaxDraftTokens));
@@ -116,13 +124,22 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
   s.num_prompt_tokens = prompt.size();
   s.max_tokens = params.max_tokens;
   s.tokens = std::move(prompt);
+  s.group_size = params.n;
   outputs_.Add(id, outputs_.NewState(params));
   scheduler_.AddWaiting(std::move(s));
   return id;
 }
 
 Status Engine::Abort(RequestId id) {
-  if (!scheduler_.Contains(id)) {
+  if (auto group = groups_.find(id); group != groups_.end()) {
+    const std::vector<RequestId> members = group->second;  // Forget edits it
+    for (const RequestId m : members) {
+      scheduler_.Finish(m);
+      Forget(m);
+    }
+    return Status::Ok();
+  }
+  if (!scheduler_.Contains(id) || members_.count(id) != 0) {
     return Status::NotFound("no unfinished request " + std::to_string(id));
   }
   scheduler_.Finish(id);
@@ -133,6 +150,55 @@ Status Engine::Abort(RequestId id) {
 void Engine::Forget(RequestId id) {
   outputs_.Remove(id);
   drafting_.erase(id);
+  RequestId request = id;
+  if (auto m = members_.find(id); m != members_.end()) {
+    request = m->second.request;
+    members_.erase(m);
+  }
+  if (auto group = groups_.find(request); group != groups_.end()) {
+    std::erase(group->second, id);
+    if (group->second.empty()) groups_.erase(group);
+  }
+}
+
+void Engine::Label(StepOutput& o, RequestId member) const {
+  if (auto m = members_.find(member); m != members_.end()) {
+    o.id = m->second.request;
+    o.index = m->second.index;
+  }
+}
+
+Result<std::vector<StepOutput>> Engine::ForkAndSample(RequestId parent,
+                                                      std::span<const float> logits) {
+  const uint64_t n = scheduler_.sequence(parent).group_size;
+  const RequestParams params = outputs_.state(parent).params;
+  std::vector<RequestId> ids = {parent};
+  for (uint64_t i = 1; i < n; ++i) {
+    const RequestId child = next_id_++;
+    FOLIO_RETURN_IF_ERROR(scheduler_.Fork(parent, child));
+    RequestParams p = params;
+    p.seed = SampleSeed(params.seed, i);
+    p.n = 1;
+    outputs_.Add(child, outputs_.NewState(p));
+    members_[child] = {parent, i};
+    ids.push_back(child);
+  }
+  groups_[parent] = ids;
+  std::vector<StepOutput> out;
+  for (const RequestId id : ids) {
+    const Sequence& s = scheduler_.sequence(id);
+    FOLIO_ASSIGN_OR_RETURN(StepOutput o, outputs_.Process(id, logits, s.num_output_tokens() + 1));
+    scheduler_.AppendToken(id, o.new_tokens.front());
+    if (o.finish != FinishReason::kNone) {
+      scheduler_.Finish(id);
+      Label(o, id);
+      Forget(id);
+    } else {
+      Label(o, id);
+    }
+    out.push_back(std::move(o));
+  }
+  return out;
 }
 
 EngineStats Engine::stats() const {
@@ -266,6 +332,11 @@ Result<std::vector<StepOutput>> Engine::Step() {
       if (!prompt_part.prompt_logits.empty()) out.push_back(std::move(prompt_part));
       continue;
     }
+    if (s.group_size > 1) {  // n samples: fork after the shared prefill
+      FOLIO_ASSIGN_OR_RETURN(std::vector<StepOutput> samples, ForkAndSample(id, mine.last(vocab)));
+      for (StepOutput& o : samples) out.push_back(std::move(o));
+      continue;
+    }
     StepOutput o{id, {}, {}, {}, FinishReason::kNone, {}};
     if (plan.scheduled[i].num_draft != 0) {
       FOLIO_ASSIGN_OR_RETURN(o, VerifyDraft(id, mine));
@@ -274,6 +345,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
       scheduler_.AppendToken(id, o.new_tokens.front());
     }
     o.prompt_logits = std::move(prompt_part.prompt_logits);
+    Label(o, id);
     if (o.finish != FinishReason::kNone) {
       scheduler_.Finish(id);
       Forget(id);
@@ -285,6 +357,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
 
 Result<std::vector<std::vector<int32_t>>> Engine::Generate(
     const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params) {
+  if (params.n != 1) return Status::InvalidArgument("Generate runs one sample per prompt (n = 1)");
   std::vector<RequestId> ids;
   for (const auto& p : prompts) {
     FOLIO_ASSIGN_OR_RETURN(RequestId id, AddRequest(p, params));

@@ -46,6 +46,12 @@ void KvCacheManager::Free(kv::SeqId seq) {
   chains_.erase(seq);
 }
 
+Result<kv::SeqId> KvCacheManager::Fork(kv::SeqId seq) {
+  FOLIO_ASSIGN_OR_RETURN(kv::SeqId child, cache_.Fork(seq));
+  chains_[child] = chains_.at(seq);
+  return child;
+}
+
 Result<bool> KvCacheManager::EvictOne() {
   if (!prefix_caching_) return false;
   return prefix_.EvictOne(cache_);

@@ -22,6 +22,12 @@ std::string_view FinishReasonName(FinishReason r) {
   return "unknown";
 }
 
+uint64_t SampleSeed(uint64_t seed, uint64_t index) {
+  if (index == 0) return seed;
+  SplitMix64 mix(seed ^ (index * 0xD1B54A32D192ED03ULL));
+  return mix.NextU64();
+}
+
 OutputProcessor::State OutputProcessor::NewState(const RequestParams& params) const {
   State s;
   s.params = params;

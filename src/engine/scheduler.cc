@@ -101,9 +101,14 @@ Result<SchedulerOutput> Scheduler::Schedule() {
   }
   const uint64_t page = kv_->page_size();
   uint64_t admitted = 0;
+  // Running slots taken: one per running sequence, and a group's whole
+  // size until it forks.
+  uint64_t slots = 0;
+  for (const RequestId id : running_) slots += sequences_.at(id).group_size;
   for (const RequestId id : waiting_) {
-    if (budget == 0 || running_.size() + admitted >= config_.max_num_seqs) break;
+    if (budget == 0) break;
     Sequence& s = sequences_.at(id);
+    if (slots + s.group_size > config_.max_num_seqs) break;  // FCFS: nobody overtakes
     Result<KvCacheManager::Started> started = kv_->StartSequence(s.tokens);
     if (!started.ok()) return fail(started.status());
     s.seq = started->seq;
@@ -134,6 +139,7 @@ Result<SchedulerOutput> Scheduler::Schedule() {
     picks.push_back(p);
     budget -= n;
     ++admitted;
+    slots += s.group_size;
   }
 
   // Make room: evict (inside Allocate), then drop drafts, then shed the
@@ -225,6 +231,24 @@ Status Scheduler::Commit(const SchedulerOutput& out) {
     const Sequence& s = sequences_.at(p.id);
     FOLIO_RETURN_IF_ERROR(kv_->CacheFullPages(p.seq, s.tokens, s.num_computed));
   }
+  return Status::Ok();
+}
+
+Status Scheduler::Fork(RequestId parent, RequestId child) {
+  Sequence& p = Get(parent);
+  FOLIO_CHECK(
+      p.seq.has_value() && p.num_pending() == 0 && p.group_size > 1 && sequences_.count(child) == 0,
+      "request ", parent, " cannot fork into ", child);
+  FOLIO_ASSIGN_OR_RETURN(kv::SeqId seq, kv_->Fork(*p.seq));
+  Sequence c = p;
+  c.id = child;
+  c.seq = seq;
+  c.group_size = 1;
+  c.draft.clear();
+  --p.group_size;
+  const Sequence& added = sequences_.emplace(child, std::move(c)).first->second;
+  running_.push_back(child);
+  policy_->OnAdmit(added);
   return Status::Ok();
 }
 

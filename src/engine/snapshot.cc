@@ -82,6 +82,11 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
     }
     const Sequence& r = scheduler_.sequence(id);
     const OutputProcessor::State& o = outputs_.state(id);
+    if (o.params.n > 1 || groups_.count(id) != 0) {
+      return Status::FailedPrecondition("request " + std::to_string(id) +
+                                        " has parallel samples (n > 1), which snapshots do not "
+                                        "carry");
+    }
     if (!r.seq) {
       return Status::FailedPrecondition("request " + std::to_string(id) +
                                         " is waiting and holds no pages yet");

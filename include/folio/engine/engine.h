@@ -131,8 +131,8 @@ class Engine {
   // a bad one at once. Reads only what Create fixed (config, model shape,
   // tokenizer), so it may run on any thread while another steps.
   Status ValidateRequest(std::span<const int32_t> prompt, const RequestParams& params) const;
-  // Finishes a request at once and frees its pages. NotFound if unknown or
-  // already finished.
+  // Finishes a request at once (every sample of it) and frees its pages.
+  // NotFound if unknown or already finished.
   Status Abort(RequestId id);
   // Runs one step. Returns the requests that produced tokens or finished.
   // On an error nothing changed (admissions are undone, the step's pages
@@ -160,7 +160,8 @@ class Engine {
   // then continues bit-identically to an engine that never exported.
   Result<std::vector<RequestId>> ImportSnapshot(const format::KvSnapshot& snapshot);
 
-  // Runs every prompt to completion; tokens per prompt, in order.
+  // Runs every prompt to completion; tokens per prompt, in order. One
+  // sample per prompt (params.n must be 1).
   Result<std::vector<std::vector<int32_t>>> Generate(
       const std::vector<std::vector<int32_t>>& prompts, const RequestParams& params);
 
@@ -185,7 +186,20 @@ class Engine {
   // would, keeps the draft tokens that match, and appends the token after
   // them. logits: one row per fed token.
   Result<StepOutput> VerifyDraft(RequestId id, std::span<const float> logits);
+  // A group's prompt is in: forks it into its n samples (scheduler and
+  // output states), then each draws its first token from the same logits.
+  Result<std::vector<StepOutput>> ForkAndSample(RequestId parent, std::span<const float> logits);
+  // Names the request and sample a member sequence's output belongs to.
+  void Label(StepOutput& o, RequestId member) const;
+  // Forgets a finished or aborted member sequence's state.
   void Forget(RequestId id);
+
+  // A parallel sample's sequence: its request (the id AddRequest gave)
+  // and its index. Sample 0 is the request's own sequence, not listed.
+  struct Member {
+    RequestId request = 0;
+    uint64_t index = 0;
+  };
 
   struct DraftState {
     uint64_t misses = 0;  // drafts in a row with nothing accepted
@@ -202,6 +216,9 @@ class Engine {
   uint64_t steps_ = 0;
   NgramDrafter drafter_;
   std::map<RequestId, DraftState> drafting_;
+  std::map<RequestId, Member> members_;
+  // A request with n > 1 that forked: the member sequences still running.
+  std::map<RequestId, std::vector<RequestId>> groups_;
   EngineStats draft_stats_;  // only the draft_* and *_at fields
 };
 

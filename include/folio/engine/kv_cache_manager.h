@@ -70,6 +70,11 @@ class KvCacheManager {
   // Lets go of a sequence's pages; its cached pages stay cached. The
   // sequence must exist (checked); no plan may be pending (checked).
   void Free(kv::SeqId seq);
+  // A new sequence sharing every page of seq (a parallel sample after the
+  // shared prefill); the partial tail page is copied when one of them
+  // first writes to it. Its prefix-cache chain continues from seq's.
+  // Errors: PagedKvCache::Fork's.
+  Result<kv::SeqId> Fork(kv::SeqId seq);
   // Drops the committed tokens of seq past `length` (a rejected draft's):
   // PagedKvCache::Truncate. The prefix cache is untouched: it never holds a
   // page with tokens the engine has not confirmed. Errors: Truncate's.

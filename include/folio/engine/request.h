@@ -36,7 +36,19 @@ struct RequestParams {
   // engine's default (EngineConfig::speculative). The output is the same
   // either way, bit for bit; only the speed differs.
   std::optional<uint64_t> num_draft_tokens;
+  // Parallel samples of one prompt (OpenAI's n). The prompt is prefilled
+  // once; then the request forks into n sequences that share its pages
+  // (the partial tail page is copied on first write). Sample i draws from
+  // the stream SampleSeed(seed, i), so it equals a request for one sample
+  // with that seed, bit for bit. Step outputs name the sample by index.
+  uint64_t n = 1;
 };
+
+// The seed of parallel sample `index` of a request seeded `seed`: seed
+// itself for sample 0, else one SplitMix64 draw from seed mixed with the
+// index, so samples of one request and of neighbouring seeds do not
+// collide in practice.
+uint64_t SampleSeed(uint64_t seed, uint64_t index);
 
 enum class FinishReason { kNone, kStop, kLength, kAbort };
 std::string_view FinishReasonName(FinishReason r);
@@ -54,6 +66,7 @@ struct StepOutput {
   // step computed, in order, [rows, vocab]; every position exactly once
   // over the request's life (a chunked prompt's come step by step).
   std::vector<float> prompt_logits;
+  uint64_t index = 0;  // the parallel sample (RequestParams::n), 0..n-1
 };
 
 }  // namespace folio::engine

@@ -63,6 +63,10 @@ struct Sequence {
   // pending token in the next step and verified by the engine. Never part
   // of `tokens` until accepted; after Commit, exactly the ones fed.
   std::vector<int32_t> draft;
+  // Running slots (max_num_seqs) it takes: a request for n parallel
+  // samples holds n from admission, and becomes n sequences of one slot
+  // each when it forks after its prefill.
+  uint64_t group_size = 1;
 
   // Tokens still to feed: its prompt and generated tokens beyond the cache.
   uint64_t num_pending() const { return tokens.size() - num_computed; }
@@ -173,6 +177,13 @@ class Scheduler {
   // its cache holds the draft's rows too until AcceptDraft says how many
   // stand. Errors: the prefix cache's (the step itself stands).
   Status Commit(const SchedulerOutput& out);
+
+  // Forks a running sequence whose prompt is in (nothing pending) into a
+  // new running sequence `child` with the same tokens and every page
+  // shared: a parallel sample. The parent gives up one of its group's
+  // slots to it. child must be new and the parent's group larger than 1
+  // (checked). Errors: the KV manager's.
+  Status Fork(RequestId parent, RequestId child);
 
   // Proposes draft tokens for a running sequence in its decode phase (its
   // next step feeds them after its pending token). Replaces any earlier
