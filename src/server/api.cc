@@ -76,7 +76,7 @@ Route FindRoute(std::string_view method, std::string_view path) {
 }
 
 GenerationOutput::GenerationOutput(Generation g, Metrics& metrics)
-    : g_(std::move(g)), metrics_(metrics), builder_(g_.ctx) {}
+    : g_(std::move(g)), metrics_(metrics), builder_(g_.ctx, g_.n) {}
 
 GenerationStep GenerationOutput::Feed(std::vector<Event>& events) {
   GenerationStep step;
@@ -111,7 +111,7 @@ GenerationStep GenerationOutput::Feed(std::vector<Event>& events) {
     }
     const std::string chunk = builder_.Add(e);
     if (g_.stream && !chunk.empty()) step.stream_data += Sse(chunk);
-    if (e.finish == engine::FinishReason::kNone) continue;
+    if (!builder_.done()) continue;  // every choice has its finish
     done_ = true;
     if (g_.stream) {
       if (g_.include_usage) step.stream_data += Sse(builder_.UsageChunk(prompt_tokens_));
@@ -225,6 +225,7 @@ std::variant<Generation, Reply> Api::Submit(Endpoint endpoint, std::string_view 
   g.seed = r.params.seed;
   g.stream = r.stream;
   g.include_usage = r.include_usage;
+  g.n = r.params.n;
   g.ctx.endpoint = endpoint;
   g.ctx.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
   g.ctx.created = static_cast<int64_t>(std::time(nullptr));

@@ -59,6 +59,7 @@ struct Generation {
   bool stream = false;
   bool include_usage = false;
   uint64_t seed = 0;
+  uint64_t n = 1;  // choices
 };
 
 // What a generation's events say to write next.

@@ -122,3 +122,33 @@ TEST(GenerationOutput, FailureMidStreamEndsTheStream) {
 
 }  // namespace
 }  // namespace folio::server
+
+namespace folio::server {
+namespace {
+
+TEST(GenerationOutput, ParallelChoicesEndWhenEveryOneHasItsFinish) {
+  Metrics metrics;
+  Generation g = Gen(false, false);
+  g.n = 2;
+  GenerationOutput out(std::move(g), metrics);
+  Event a = Output("a", engine::FinishReason::kLength);
+  Event b = Output("b");
+  b.index = 1;
+  std::vector<Event> events = {Accepted(1), a, b};
+  GenerationStep step = out.Feed(events);
+  EXPECT_FALSE(step.done || step.reply);  // choice 1 still running
+  Event c = Output("c", engine::FinishReason::kStop);
+  c.index = 1;
+  events = {c};
+  step = out.Feed(events);
+  ASSERT_TRUE(step.reply && step.done);
+  const json j = json::parse(step.reply->body);
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][0]["text"], "a");
+  EXPECT_EQ(j["choices"][1]["text"], "bc");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "stop");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 3);
+}
+
+}  // namespace
+}  // namespace folio::server

@@ -110,7 +110,19 @@ void EngineLoop::Finish(engine::RequestId id, Event e, std::string_view reason) 
   metrics_.CountFinished(reason);
   metrics_.ObserveRequestLatency(
       std::chrono::duration<double>(Clock::now() - it->second.arrival).count());
-  outbox_.emplace_back(it->second.channel, std::move(e));
+  const std::vector<bool>& done = it->second.sample_done;
+  for (uint64_t i = 0; i < done.size(); ++i) {
+    if (done[i] || i == e.index) continue;
+    Event other;
+    other.kind = e.kind;
+    other.finish = e.finish;
+    other.error = e.error;
+    other.prompt_tokens = e.prompt_tokens;
+    other.index = i;
+    outbox_.emplace_back(it->second.channel, std::move(other));
+  }
+  if (e.index >= done.size() || !done[e.index])
+    outbox_.emplace_back(it->second.channel, std::move(e));
   by_channel_.erase(it->second.channel.get());
   live_.erase(it);
   std::lock_guard lock(mu_);
@@ -130,6 +142,7 @@ void EngineLoop::Handle(Command& c) {
     return;
   }
   const uint64_t prompt_tokens = c.prompt.size();
+  const uint64_t samples = std::max<uint64_t>(c.params.n, 1);
   Result<engine::RequestId> id = engine_.AddRequest(std::move(c.prompt), std::move(c.params));
   if (!id) {
     Event e;
@@ -140,7 +153,8 @@ void EngineLoop::Handle(Command& c) {
     --in_flight_;
     return;
   }
-  live_[*id] = Live{c.channel, prompt_tokens, 0, c.arrival, c.arrival};
+  live_[*id] =
+      Live{c.channel, std::vector<bool>(samples, false), prompt_tokens, 0, c.arrival, c.arrival};
   by_channel_[c.channel.get()] = *id;
   metrics_.CountTokens(prompt_tokens, 0);
   Event e;
@@ -223,7 +237,12 @@ void EngineLoop::Run() {
           e.text = std::move(out.text);
           e.logprobs = std::move(out.logprobs);
           e.finish = out.finish;
-          if (out.finish == engine::FinishReason::kNone) {
+          e.index = out.index;
+          const bool finishing = out.finish != engine::FinishReason::kNone;
+          const bool last =
+              finishing && std::count(live.sample_done.begin(), live.sample_done.end(), false) == 1;
+          if (!last) {
+            if (finishing) live.sample_done[out.index] = true;
             outbox_.emplace_back(live.channel, std::move(e));
           } else {
             const std::string reason(engine::FinishReasonName(out.finish));

@@ -259,7 +259,7 @@ std::optional<ApiError> ParseStop(const json& body, std::vector<std::string>& ou
 }
 
 // Options folio does not implement, accepted only at their neutral value.
-std::optional<ApiError> CheckNeutral(const Fields& f) {
+std::optional<ApiError> CheckNeutral(const Fields& f, uint64_t n) {
   for (const char* key : {"presence_penalty", "frequency_penalty"}) {
     std::optional<double> v;
     FOLIO_RETURN_API_ERROR(f.Number(key, -2.0, 2.0, false, v));
@@ -293,7 +293,10 @@ std::optional<ApiError> CheckNeutral(const Fields& f) {
   FOLIO_RETURN_API_ERROR(f.Bool("echo", echo));
   if (echo.value_or(false)) return InvalidField("echo", "'echo' is not supported");
   std::optional<int64_t> best_of;
-  FOLIO_RETURN_API_ERROR(f.Int("best_of", 1, 1, best_of));
+  FOLIO_RETURN_API_ERROR(f.Int("best_of", 1, kI64Max, best_of));
+  if (best_of && static_cast<uint64_t>(*best_of) != n) {
+    return InvalidField("best_of", "only best_of = n is supported (n = " + std::to_string(n) + ")");
+  }
   std::optional<std::string> suffix;
   FOLIO_RETURN_API_ERROR(f.String("suffix", suffix));
   if (suffix && !suffix->empty()) return InvalidField("suffix", "'suffix' is not supported");
@@ -421,9 +424,9 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   std::optional<std::string> user;
   FOLIO_RETURN_API_ERROR(f.String("user", user));
   std::optional<int64_t> n;
-  FOLIO_RETURN_API_ERROR(f.Int("n", 1, kI64Max, n));
-  if (n && *n != 1) return InvalidField("n", "only n = 1 is supported");
-  FOLIO_RETURN_API_ERROR(CheckNeutral(f));
+  FOLIO_RETURN_API_ERROR(f.Int("n", 1, static_cast<int64_t>(kMaxChoices), n));
+  r.params.n = static_cast<uint64_t>(n.value_or(1));
+  FOLIO_RETURN_API_ERROR(CheckNeutral(f, r.params.n));
 
   std::optional<double> temperature, top_p, min_p;
   FOLIO_RETURN_API_ERROR(f.Number("temperature", 0.0, kMaxTemperature, false, temperature));

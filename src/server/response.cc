@@ -1,6 +1,9 @@
 #include "server/response.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
+
+#include "folio/core/check.h"
 
 namespace folio::server {
 namespace {
@@ -27,7 +30,8 @@ std::string FinishReasonJson(engine::FinishReason r) {
   return r == engine::FinishReason::kNone ? "" : std::string(engine::FinishReasonName(r));
 }
 
-ResponseBuilder::ResponseBuilder(ResponseContext ctx) : ctx_(std::move(ctx)) {}
+ResponseBuilder::ResponseBuilder(ResponseContext ctx, uint64_t n)
+    : ctx_(std::move(ctx)), choices_(std::max<uint64_t>(n, 1)) {}
 
 std::string ResponseBuilder::TokenString(int32_t id) const {
   Result<std::string> s = ctx_.tokenizer->Decode(std::span<const int32_t>(&id, 1), false);
@@ -75,9 +79,10 @@ json ResponseBuilder::LogprobsJson(const std::vector<sampling::TokenLogprobs>& l
   return out;
 }
 
-std::string ResponseBuilder::ChunkJson(const Event& e, bool first) const {
+std::string ResponseBuilder::ChunkJson(const Event& e, const Choice& c) const {
   const bool chat = ctx_.endpoint == Endpoint::kChat;
-  json choice = {{"index", 0}};
+  const bool first = !c.sent_first;
+  json choice = {{"index", e.index}};
   if (chat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";
@@ -87,7 +92,7 @@ std::string ResponseBuilder::ChunkJson(const Event& e, bool first) const {
     choice["text"] = e.text;
   }
   if (ctx_.logprobs && !e.logprobs.empty()) {
-    uint64_t offset = text_offset_;
+    uint64_t offset = c.text_offset;
     choice["logprobs"] = LogprobsJson(e.logprobs, &offset);
   } else {
     choice["logprobs"] = nullptr;
@@ -102,39 +107,49 @@ std::string ResponseBuilder::ChunkJson(const Event& e, bool first) const {
 }
 
 std::string ResponseBuilder::Add(const Event& e) {
-  const bool first = !sent_first_;
+  FOLIO_CHECK(e.index < choices_.size(), "choice ", e.index, " of ", choices_.size());
+  Choice& c = choices_[e.index];
   std::string chunk;
-  if (first || !e.text.empty() || !e.logprobs.empty() || e.finish != engine::FinishReason::kNone) {
-    chunk = ChunkJson(e, first);
-    sent_first_ = true;
+  if (!c.sent_first || !e.text.empty() || !e.logprobs.empty() ||
+      e.finish != engine::FinishReason::kNone) {
+    chunk = ChunkJson(e, c);
+    c.sent_first = true;
   }
-  text_ += e.text;
+  c.text += e.text;
   completion_tokens_ += e.tokens.size();
   for (const sampling::TokenLogprobs& lp : e.logprobs) {
-    text_offset_ += TokenString(lp.token).size();
-    logprobs_.push_back(lp);
+    c.text_offset += TokenString(lp.token).size();
+    c.logprobs.push_back(lp);
   }
-  if (e.finish != engine::FinishReason::kNone) finish_ = e.finish;
+  if (e.finish != engine::FinishReason::kNone && c.finish == engine::FinishReason::kNone) {
+    c.finish = e.finish;
+    ++finished_;
+  }
   return chunk;
 }
 
 std::string ResponseBuilder::Body(uint64_t prompt_tokens) const {
   const bool chat = ctx_.endpoint == Endpoint::kChat;
-  json choice = {{"index", 0}};
-  if (chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text_}};
-  } else {
-    choice["text"] = text_;
+  json choices = json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    json choice = {{"index", i}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    uint64_t offset = 0;
+    choice["logprobs"] = ctx_.logprobs ? LogprobsJson(c.logprobs, &offset) : json(nullptr);
+    const std::string finish = FinishReasonJson(c.finish);
+    choice["finish_reason"] = finish.empty() ? json(nullptr) : json(finish);
+    choices.push_back(std::move(choice));
   }
-  uint64_t offset = 0;
-  choice["logprobs"] = ctx_.logprobs ? LogprobsJson(logprobs_, &offset) : json(nullptr);
-  const std::string finish = FinishReasonJson(finish_);
-  choice["finish_reason"] = finish.empty() ? json(nullptr) : json(finish);
   return Dump({{"id", ctx_.id},
                {"object", chat ? "chat.completion" : "text_completion"},
                {"created", ctx_.created},
                {"model", ctx_.model},
-               {"choices", json::array({choice})},
+               {"choices", choices},
                {"usage", Usage(prompt_tokens, completion_tokens_)}});
 }
 

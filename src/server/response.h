@@ -25,13 +25,16 @@ struct ResponseContext {
 // "stop", "length", "abort"; null while unfinished.
 std::string FinishReasonJson(engine::FinishReason r);
 
-// Builds one request's response from its events, in order.
+// Builds one request's response from its events, in order: n choices
+// (parallel samples), each event naming its choice by Event::index.
 class ResponseBuilder {
  public:
-  explicit ResponseBuilder(ResponseContext ctx);
+  explicit ResponseBuilder(ResponseContext ctx, uint64_t n = 1);
   // Folds an output event in. Streaming: returns the chunk's JSON text, or
   // "" when the event adds nothing a client would see.
   std::string Add(const Event& e);
+  // Every choice has its finish.
+  bool done() const { return finished_ == choices_.size(); }
   // The whole non-streaming response.
   std::string Body(uint64_t prompt_tokens) const;
   // The usage chunk streamed before [DONE] when the request asked for it
@@ -40,18 +43,22 @@ class ResponseBuilder {
   uint64_t completion_tokens() const { return completion_tokens_; }
 
  private:
+  struct Choice {
+    std::string text;
+    uint64_t text_offset = 0;  // completions' text_offset, in bytes
+    std::vector<sampling::TokenLogprobs> logprobs;
+    engine::FinishReason finish = engine::FinishReason::kNone;
+    bool sent_first = false;
+  };
   std::string TokenString(int32_t id) const;
-  std::string ChunkJson(const Event& e, bool first) const;
+  std::string ChunkJson(const Event& e, const Choice& c) const;
   nlohmann::json LogprobsJson(const std::vector<sampling::TokenLogprobs>& lps,
                               uint64_t* offset) const;
 
   ResponseContext ctx_;
-  std::string text_;
+  std::vector<Choice> choices_;
+  uint64_t finished_ = 0;
   uint64_t completion_tokens_ = 0;
-  uint64_t text_offset_ = 0;  // completions' text_offset, in bytes
-  std::vector<sampling::TokenLogprobs> logprobs_;
-  engine::FinishReason finish_ = engine::FinishReason::kNone;
-  bool sent_first_ = false;
 };
 
 }  // namespace folio::server

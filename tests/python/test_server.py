@@ -255,7 +255,8 @@ BAD = [
     ("/v1/completions", {"prompt": "a", "stop": ["ok", ""]}, "stop"),
     ("/v1/completions", {"prompt": [1, 300]}, "prompt"),
     ("/v1/completions", {"prompt": 7}, "prompt"),
-    ("/v1/completions", {"prompt": "a", "n": 2}, "n"),
+    ("/v1/completions", {"prompt": "a", "n": 65}, "n"),
+    ("/v1/completions", {"prompt": "a", "n": 2, "best_of": 3}, "best_of"),
     ("/v1/completions", {"prompt": "a", "logprobs": 50}, "logprobs"),
     ("/v1/completions", {"prompt": "a", "stream": 1}, "stream"),
     ("/v1/completions", {"prompt": "a", "seed": 1.5}, "seed"),
@@ -719,5 +720,52 @@ def test_speculative_decoding_never_changes_the_output():
         assert m["folio_kv_pages_held_by_requests"] == 0
         status, r = s.post("/v1/completions", {"prompt": "a", "num_draft_tokens": 9})
         assert status == 400 and r["error"]["param"] == "num_draft_tokens"
+    finally:
+        assert s.stop() == 0
+
+
+def test_n_parallel_samples(server):
+    """n choices from one prefill: choice 0 is the one-sample request with the
+    same seed; streaming interleaves choices by index; usage counts all."""
+    body = {"prompt": "parallel", "max_tokens": 12, "seed": 9, "temperature": 1.0, "n": 3}
+    status, r = server.post("/v1/completions", body)
+    assert status == 200, r
+    assert [c["index"] for c in r["choices"]] == [0, 1, 2]
+    assert all(c["finish_reason"] == "length" for c in r["choices"])
+    assert r["usage"]["completion_tokens"] == 36
+    status, one = server.post("/v1/completions", {**body, "n": 1})
+    assert one["choices"][0]["text"] == r["choices"][0]["text"]
+    assert len({c["text"] for c in r["choices"]}) > 1  # distinct streams
+    events = server.stream("/v1/completions", {**body, "stream_options": {"include_usage": True}})
+    assert events[-1] == "[DONE]"
+    texts, finishes = ["", "", ""], [None, None, None]
+    for e in events[:-2]:
+        for c in json.loads(e)["choices"]:
+            texts[c["index"]] += c["text"]
+            finishes[c["index"]] = c["finish_reason"] or finishes[c["index"]]
+    assert texts == [c["text"] for c in r["choices"]] and finishes == ["length"] * 3
+    assert json.loads(events[-2])["usage"]["completion_tokens"] == 36
+    status, chat = server.post("/v1/chat/completions", {
+        "messages": [{"role": "user", "content": "hi"}], "max_tokens": 5, "n": 2, "seed": 1})
+    assert status == 200 and [c["index"] for c in chat["choices"]] == [0, 1]
+    status, r = server.post("/v1/completions", {"prompt": "a", "n": 9})
+    assert status == 400 and "max_num_seqs" in r["error"]["message"]
+    m = server.metrics()
+    assert m["folio_requests_running"] == 0 and m["folio_kv_pages_held_by_requests"] == 0
+
+
+def test_disconnect_aborts_every_sample():
+    s = Server("--step-delay-us", "5000")
+    try:
+        body = json.dumps({"prompt": "slow", "max_tokens": 300, "n": 3, "stream": True})
+        sock = socket.create_connection((s.host, s.port), timeout=30)
+        sock.sendall((f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                      f"Content-Length: {len(body)}\r\n\r\n{body}").encode())
+        assert wait_until(lambda: s.metrics()["folio_requests_running"] == 3)
+        sock.close()
+        assert wait_until(lambda: s.metrics()["folio_requests_running"] == 0)
+        m = s.metrics()
+        assert m['folio_requests_finished_total{reason="abort"}'] == 1
+        assert m["folio_kv_pages_held_by_requests"] == 0
     finally:
         assert s.stop() == 0

@@ -45,6 +45,7 @@ struct Event {
   std::string text;
   std::vector<sampling::TokenLogprobs> logprobs;
   engine::FinishReason finish = engine::FinishReason::kNone;
+  uint64_t index = 0;  // kOutput: the parallel sample (choice) it belongs to
   Status error;
   // kAccepted and the finishing kOutput: the prompt's length in tokens.
   uint64_t prompt_tokens = 0;
@@ -116,12 +117,15 @@ class EngineLoop {
   };
   struct Live {  // a request inside the engine
     std::shared_ptr<Channel> channel;
+    std::vector<bool> sample_done;  // [n]: each sample ends with one finish event
     uint64_t prompt_tokens = 0;
     uint64_t generated = 0;
     Clock::time_point arrival, last_token;
   };
   void Run();
   void Handle(Command& c);
+  // Ends a request: `e` goes out as the finish of every sample that has
+  // none yet (for the last sample to finish, that is the one).
   void Finish(engine::RequestId id, Event e, std::string_view reason);
   // Aborts every live request in the engine and finishes each with a copy
   // of `last`.

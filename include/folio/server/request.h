@@ -38,8 +38,11 @@
 //   stream       boolean;  stream_options {include_usage: bool}: the usage
 //                chunk (choices []) before [DONE] only when true
 //   user         string (ignored)
+//   n            integer 1..64: parallel samples, choices 0..n-1 (sample i
+//                seeded engine::SampleSeed(seed, i); the engine's
+//                max_num_seqs bounds it too);
 //   presence_penalty, frequency_penalty: only 0; echo: only false;
-//   best_of: only 1; suffix: only null or ""; logit_bias: only {};
+//   best_of: only n; suffix: only null or ""; logit_bias: only {};
 //   response_format: only {"type": "text"}; tools, functions: only [];
 //   num_draft_tokens (folio's own): integer 0..8, draft tokens per step
 //                for speculative decoding (0: off; absent: the server's
@@ -128,6 +131,7 @@ std::variant<std::vector<int32_t>, ApiError> ParseTokenize(std::string_view body
 std::variant<std::string, ApiError> ParseDetokenize(std::string_view body, const ModelInfo& model);
 
 // Limits checked here.
+inline constexpr uint64_t kMaxChoices = 64;  // n
 inline constexpr uint64_t kMaxStopStrings = 16;
 inline constexpr uint64_t kMaxStopBytes = 256;
 inline constexpr uint64_t kMaxMessages = 1024;
