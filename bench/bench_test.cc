@@ -14,6 +14,7 @@
 #include "bench/kv_transfer_bench.h"
 #include "bench/machine_info.h"
 #include "bench/memory_bandwidth.h"
+#include "bench/parallel_bench.h"
 #include "bench/serve_bench.h"
 #include "bench/speculative_bench.h"
 #include "bench/svg_plot.h"
@@ -494,6 +495,31 @@ TEST(SpeculativeBench, ReportsEveryKindAndDraftLengthWithIdenticalOutputs) {
     EXPECT_EQ(rows[1]["tokens"], rows[0]["tokens"]);
     EXPECT_GE(rows[1]["tokens_per_target_step"].get<double>(), 1.0);
   }
+}
+
+// Forked samples hold fewer pages than copies doing the same work, and
+// both runs produce the same number of tokens, bounded or not.
+TEST(ParallelBench, SharingSavesPagesForTheSameWork) {
+  const std::filesystem::path out =
+      std::filesystem::temp_directory_path() /
+      ("folio_parallel_bench_" + std::to_string(::getpid()) + ".json");
+  ParallelBenchOptions o;
+  o.requests = 3;
+  o.n_list = {3};
+  o.max_len = 64;
+  o.page_size = 4;
+  o.threads = 1;
+  o.json_output = out.string();
+  ASSERT_EQ(RunParallelBench(o, "test"), 0);
+  std::ifstream in(o.json_output);
+  const nlohmann::json r = nlohmann::json::parse(in);
+  std::filesystem::remove(out);
+  ASSERT_EQ(r["rows"].size(), 1u);
+  const nlohmann::json& row = r["rows"][0];
+  EXPECT_LT(row["unbounded"]["shared"]["peak_pages"], row["unbounded"]["copied"]["peak_pages"]);
+  EXPECT_GT(row["pages_saved_fraction"].get<double>(), 0.0);
+  EXPECT_EQ(row["unbounded"]["shared"]["tokens"], row["unbounded"]["copied"]["tokens"]);
+  EXPECT_EQ(row["at_budget"]["shared"]["tokens"], row["at_budget"]["copied"]["tokens"]);
 }
 
 }  // namespace folio::bench

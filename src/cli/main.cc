@@ -26,6 +26,7 @@
 #include "bench/attention_bench.h"
 #include "bench/decode_bench.h"
 #include "bench/kv_transfer_bench.h"
+#include "bench/parallel_bench.h"
 #include "bench/serve_bench.h"
 #include "bench/speculative_bench.h"
 #include "bench/template_bench.h"
@@ -660,6 +661,8 @@ int main(int argc, char** argv) {
   CLI::App* bench_serve_cmd = folio::bench::AddServeBenchCommand(*bench_cmd, bench_serve);
   folio::bench::TemplateBenchOptions bench_template;
   CLI::App* bench_template_cmd = folio::bench::AddTemplateBenchCommand(*bench_cmd, bench_template);
+  folio::bench::ParallelBenchOptions bench_parallel;
+  CLI::App* bench_parallel_cmd = folio::bench::AddParallelBenchCommand(*bench_cmd, bench_parallel);
   folio::bench::SpeculativeBenchOptions bench_speculative;
   CLI::App* bench_speculative_cmd =
       folio::bench::AddSpeculativeBenchCommand(*bench_cmd, bench_speculative);
@@ -676,6 +679,9 @@ int main(int argc, char** argv) {
   }
   if (*bench_template_cmd) {
     return folio::bench::RunTemplateBench(bench_template, folio::bench::CommandLine(argc, argv));
+  }
+  if (*bench_parallel_cmd) {
+    return folio::bench::RunParallelBench(bench_parallel, folio::bench::CommandLine(argc, argv));
   }
   if (*bench_speculative_cmd) {
     return folio::bench::RunSpeculativeBench(bench_speculative,
