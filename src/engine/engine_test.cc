@@ -16,6 +16,7 @@ namespace folio::engine {
 namespace {
 
 using test_support::Drive;
+using test_support::ExpectNoLeak;
 using test_support::InOrder;
 using test_support::Outcome;
 using test_support::TestModel;
@@ -28,16 +29,6 @@ RequestParams Sampled() {
   p.max_tokens = 12;
   p.seed = 1234;
   return p;
-}
-
-// Every page a finished engine still holds is a cached prefix page, and
-// clearing the cache gives every page back.
-void ExpectNoLeak(Engine& engine) {
-  const kv::PoolStats st = engine.cache().Stats();
-  EXPECT_EQ(st.pages_used, st.pages_held_only);
-  ASSERT_TRUE(engine.ClearPrefixCache().ok());
-  EXPECT_EQ(engine.cache().Stats().pages_used, 0u);
-  EXPECT_TRUE(engine.cache().pool().CheckInvariants().ok());
 }
 
 std::vector<std::vector<int32_t>> RunEngine(const EngineConfig& config,

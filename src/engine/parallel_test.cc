@@ -17,6 +17,7 @@ namespace folio::engine {
 namespace {
 
 using test_support::Drive;
+using test_support::ExpectNoLeak;
 using test_support::Outcome;
 using test_support::TestModel;
 
@@ -30,15 +31,6 @@ RequestParams Params(uint64_t n, uint64_t seed) {
   p.stop_token_ids = {3};
   p.n = n;
   return p;
-}
-
-void ExpectNoLeak(Engine& engine) {
-  const kv::PoolStats st = engine.cache().Stats();
-  EXPECT_EQ(st.pages_used, st.pages_held_only);
-  ASSERT_TRUE(engine.ClearPrefixCache().ok());
-  EXPECT_EQ(engine.cache().Stats().pages_used, 0u);
-  EXPECT_TRUE(engine.cache().pool().CheckInvariants().ok());
-  EXPECT_EQ(engine.cache().num_sequences(), 0u);
 }
 
 // Steps to the end; outcomes by (request, sample).

@@ -17,6 +17,7 @@ namespace folio::engine {
 namespace {
 
 using test_support::Drive;
+using test_support::ExpectNoLeak;
 using test_support::InOrder;
 using test_support::Outcome;
 using test_support::TestModel;
@@ -44,14 +45,6 @@ RequestParams Params(bool greedy, uint64_t k) {
   p.stop_token_ids = {1};
   p.num_draft_tokens = k;
   return p;
-}
-
-void ExpectNoLeak(Engine& engine) {
-  const kv::PoolStats st = engine.cache().Stats();
-  EXPECT_EQ(st.pages_used, st.pages_held_only);
-  ASSERT_TRUE(engine.ClearPrefixCache().ok());
-  EXPECT_EQ(engine.cache().Stats().pages_used, 0u);
-  EXPECT_TRUE(engine.cache().pool().CheckInvariants().ok());
 }
 
 // Plain decoding, each prompt alone.

@@ -65,6 +65,18 @@ inline std::vector<Outcome> Drive(engine::Engine& engine,
   return out;
 }
 
+// After every request finished or was aborted: the only pages in use are
+// the prefix cache's, clearing it gives every page back, no sequence is
+// left and the pool's refcounts are consistent.
+inline void ExpectNoLeak(engine::Engine& engine) {
+  const kv::PoolStats st = engine.cache().Stats();
+  EXPECT_EQ(st.pages_used, st.pages_held_only);
+  ASSERT_TRUE(engine.ClearPrefixCache().ok());
+  EXPECT_EQ(engine.cache().Stats().pages_used, 0u);
+  EXPECT_TRUE(engine.cache().pool().CheckInvariants().ok());
+  EXPECT_EQ(engine.cache().num_sequences(), 0u);
+}
+
 inline std::vector<size_t> InOrder(size_t n) {
   std::vector<size_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = i;
