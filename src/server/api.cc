@@ -76,7 +76,7 @@ Route FindRoute(std::string_view method, std::string_view path) {
 }
 
 GenerationOutput::GenerationOutput(Generation g, Metrics& metrics)
-    : g_(std::move(g)), metrics_(metrics), builder_(g_.ctx, g_.n) {}
+    : g_(std::move(g)), metrics_(metrics), builder_(g_.ctx, g_.samples, g_.n) {}
 
 GenerationStep GenerationOutput::Feed(std::vector<Event>& events) {
   GenerationStep step;
@@ -225,7 +225,8 @@ std::variant<Generation, Reply> Api::Submit(Endpoint endpoint, std::string_view 
   g.seed = r.params.seed;
   g.stream = r.stream;
   g.include_usage = r.include_usage;
-  g.n = r.params.n;
+  g.n = r.n;
+  g.samples = r.params.n;
   g.ctx.endpoint = endpoint;
   g.ctx.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
   g.ctx.created = static_cast<int64_t>(std::time(nullptr));

@@ -59,7 +59,8 @@ struct Generation {
   bool stream = false;
   bool include_usage = false;
   uint64_t seed = 0;
-  uint64_t n = 1;  // choices
+  uint64_t n = 1;        // choices returned
+  uint64_t samples = 1;  // samples generated (best_of)
 };
 
 // What a generation's events say to write next.

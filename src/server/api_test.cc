@@ -130,6 +130,7 @@ TEST(GenerationOutput, ParallelChoicesEndWhenEveryOneHasItsFinish) {
   Metrics metrics;
   Generation g = Gen(false, false);
   g.n = 2;
+  g.samples = 2;
   GenerationOutput out(std::move(g), metrics);
   Event a = Output("a", engine::FinishReason::kLength);
   Event b = Output("b");
@@ -151,4 +152,28 @@ TEST(GenerationOutput, ParallelChoicesEndWhenEveryOneHasItsFinish) {
 }
 
 }  // namespace
+
+TEST(ResponseBuilder, BestOfReturnsTheHighestCumulativeLogprobsBestFirst) {
+  ResponseContext ctx = Gen(false, false).ctx;
+  ResponseBuilder b(ctx, /*samples=*/3, /*returned=*/2);
+  const auto event = [](uint64_t index, std::string text, std::vector<float> logprobs) {
+    Event e = Output(std::move(text), engine::FinishReason::kLength);
+    e.index = index;
+    e.tokens.assign(logprobs.size(), 'x' + 2);
+    for (float lp : logprobs) e.logprobs.push_back({'x' + 2, lp, {}});
+    return e;
+  };
+  b.Add(event(0, "a", {-1.0f, -1.0f}));   // -2
+  b.Add(event(1, "b", {-0.5f}));          // -0.5: best
+  b.Add(event(2, "c", {-0.25f, -1.5f}));  // -1.75
+  ASSERT_TRUE(b.done());
+  const json j = json::parse(b.Body(4));
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][0]["text"], "b");
+  EXPECT_EQ(j["choices"][0]["index"], 0);
+  EXPECT_EQ(j["choices"][1]["text"], "c");
+  EXPECT_EQ(j["choices"][1]["logprobs"], nullptr);  // the client did not ask for them
+  EXPECT_EQ(j["usage"]["completion_tokens"], 5);    // every sample generated counts
+}
+
 }  // namespace folio::server

@@ -293,9 +293,9 @@ std::optional<ApiError> CheckNeutral(const Fields& f, uint64_t n) {
   FOLIO_RETURN_API_ERROR(f.Bool("echo", echo));
   if (echo.value_or(false)) return InvalidField("echo", "'echo' is not supported");
   std::optional<int64_t> best_of;
-  FOLIO_RETURN_API_ERROR(f.Int("best_of", 1, kI64Max, best_of));
-  if (best_of && static_cast<uint64_t>(*best_of) != n) {
-    return InvalidField("best_of", "only best_of = n is supported (n = " + std::to_string(n) + ")");
+  FOLIO_RETURN_API_ERROR(f.Int("best_of", 1, static_cast<int64_t>(kMaxChoices), best_of));
+  if (best_of && static_cast<uint64_t>(*best_of) < n) {
+    return InvalidField("best_of", "best_of must be at least n (n = " + std::to_string(n) + ")");
   }
   std::optional<std::string> suffix;
   FOLIO_RETURN_API_ERROR(f.String("suffix", suffix));
@@ -425,8 +425,13 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   FOLIO_RETURN_API_ERROR(f.String("user", user));
   std::optional<int64_t> n;
   FOLIO_RETURN_API_ERROR(f.Int("n", 1, static_cast<int64_t>(kMaxChoices), n));
-  r.params.n = static_cast<uint64_t>(n.value_or(1));
-  FOLIO_RETURN_API_ERROR(CheckNeutral(f, r.params.n));
+  r.n = static_cast<uint64_t>(n.value_or(1));
+  FOLIO_RETURN_API_ERROR(CheckNeutral(f, r.n));
+  std::optional<int64_t> best_of;
+  if (!chat) {
+    FOLIO_RETURN_API_ERROR(f.Int("best_of", 1, static_cast<int64_t>(kMaxChoices), best_of));
+  }
+  r.params.n = best_of ? static_cast<uint64_t>(*best_of) : r.n;
 
   std::optional<double> temperature, top_p, min_p;
   FOLIO_RETURN_API_ERROR(f.Number("temperature", 0.0, kMaxTemperature, false, temperature));
@@ -455,6 +460,9 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   std::optional<bool> stream;
   FOLIO_RETURN_API_ERROR(f.Bool("stream", stream));
   r.stream = stream.value_or(false);
+  if (r.stream && r.params.n > r.n) {
+    return InvalidField("best_of", "best_of > n cannot be streamed");
+  }
   if (const json* v = f.Find("stream_options"); v != nullptr) {
     if (!v->is_object()) return WrongType("stream_options", "an object", *v);
     const Fields options(*v);
@@ -481,7 +489,8 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
     r.logprobs = logprobs.has_value();
     r.params.top_logprobs = static_cast<uint64_t>(logprobs.value_or(0));
   }
-  r.params.logprobs = r.logprobs;
+  // Ranking best_of samples needs every token's log-probability.
+  r.params.logprobs = r.logprobs || r.params.n > r.n;
 
   std::optional<int64_t> max_tokens;
   const char* max_tokens_field = "max_tokens";

@@ -30,8 +30,10 @@ std::string FinishReasonJson(engine::FinishReason r) {
   return r == engine::FinishReason::kNone ? "" : std::string(engine::FinishReasonName(r));
 }
 
-ResponseBuilder::ResponseBuilder(ResponseContext ctx, uint64_t n)
-    : ctx_(std::move(ctx)), choices_(std::max<uint64_t>(n, 1)) {}
+ResponseBuilder::ResponseBuilder(ResponseContext ctx, uint64_t samples, uint64_t returned)
+    : ctx_(std::move(ctx)),
+      choices_(std::max<uint64_t>(samples, 1)),
+      returned_(returned == 0 ? choices_.size() : std::min<uint64_t>(returned, choices_.size())) {}
 
 std::string ResponseBuilder::TokenString(int32_t id) const {
   Result<std::string> s = ctx_.tokenizer->Decode(std::span<const int32_t>(&id, 1), false);
@@ -130,9 +132,21 @@ std::string ResponseBuilder::Add(const Event& e) {
 
 std::string ResponseBuilder::Body(uint64_t prompt_tokens) const {
   const bool chat = ctx_.endpoint == Endpoint::kChat;
+  std::vector<size_t> order(choices_.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (returned_ < choices_.size()) {
+    std::vector<double> score(choices_.size(), 0.0);
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      for (const sampling::TokenLogprobs& lp : choices_[i].logprobs)
+        score[i] += static_cast<double>(lp.logprob);
+    }
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return score[a] > score[b]; });
+    order.resize(returned_);
+  }
   json choices = json::array();
-  for (size_t i = 0; i < choices_.size(); ++i) {
-    const Choice& c = choices_[i];
+  for (size_t i = 0; i < order.size(); ++i) {
+    const Choice& c = choices_[order[i]];
     json choice = {{"index", i}};
     if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};

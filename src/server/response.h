@@ -25,11 +25,14 @@ struct ResponseContext {
 // "stop", "length", "abort"; null while unfinished.
 std::string FinishReasonJson(engine::FinishReason r);
 
-// Builds one request's response from its events, in order: n choices
-// (parallel samples), each event naming its choice by Event::index.
+// Builds one request's response from its events, in order: `samples`
+// parallel samples, each event naming its own by Event::index. The whole
+// response returns `returned` of them (at most samples): all in index
+// order, or, when fewer, the ones with the highest cumulative
+// log-probability, best first (best_of; ties to the lower index).
 class ResponseBuilder {
  public:
-  explicit ResponseBuilder(ResponseContext ctx, uint64_t n = 1);
+  explicit ResponseBuilder(ResponseContext ctx, uint64_t samples = 1, uint64_t returned = 0);
   // Folds an output event in. Streaming: returns the chunk's JSON text, or
   // "" when the event adds nothing a client would see.
   std::string Add(const Event& e);
@@ -57,6 +60,7 @@ class ResponseBuilder {
 
   ResponseContext ctx_;
   std::vector<Choice> choices_;
+  uint64_t returned_;
   uint64_t finished_ = 0;
   uint64_t completion_tokens_ = 0;
 };

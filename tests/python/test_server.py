@@ -256,7 +256,8 @@ BAD = [
     ("/v1/completions", {"prompt": [1, 300]}, "prompt"),
     ("/v1/completions", {"prompt": 7}, "prompt"),
     ("/v1/completions", {"prompt": "a", "n": 65}, "n"),
-    ("/v1/completions", {"prompt": "a", "n": 2, "best_of": 3}, "best_of"),
+    ("/v1/completions", {"prompt": "a", "n": 2, "best_of": 1}, "best_of"),
+    ("/v1/completions", {"prompt": "a", "best_of": 2, "stream": True}, "best_of"),
     ("/v1/completions", {"prompt": "a", "logprobs": 50}, "logprobs"),
     ("/v1/completions", {"prompt": "a", "stream": 1}, "stream"),
     ("/v1/completions", {"prompt": "a", "seed": 1.5}, "seed"),
@@ -769,3 +770,19 @@ def test_disconnect_aborts_every_sample():
         assert m["folio_kv_pages_held_by_requests"] == 0
     finally:
         assert s.stop() == 0
+
+
+def test_best_of_returns_the_most_likely_samples(server):
+    """best_of 4, n 2: the two of the four samples (the same four that n = 4
+    gives for this seed) with the highest summed log-probability, best first."""
+    body = {"prompt": "rank", "max_tokens": 8, "seed": 21, "temperature": 1.0}
+    status, four = server.post("/v1/completions", {**body, "n": 4, "logprobs": 0})
+    assert status == 200, four
+    scored = sorted(((sum(c["logprobs"]["token_logprobs"]), -c["index"], c["text"])
+                     for c in four["choices"]), reverse=True)
+    status, best = server.post("/v1/completions", {**body, "n": 2, "best_of": 4})
+    assert status == 200, best
+    assert [c["text"] for c in best["choices"]] == [scored[0][2], scored[1][2]]
+    assert [c["index"] for c in best["choices"]] == [0, 1]
+    assert best["choices"][0]["logprobs"] is None
+    assert best["usage"]["completion_tokens"] == 32

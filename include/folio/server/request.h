@@ -42,7 +42,10 @@
 //                seeded engine::SampleSeed(seed, i); the engine's
 //                max_num_seqs bounds it too);
 //   presence_penalty, frequency_penalty: only 0; echo: only false;
-//   best_of: only n; suffix: only null or ""; logit_bias: only {};
+//   best_of      completions: integer n..64 (default n): samples generated,
+//                the n with the highest cumulative log-probability
+//                returned, best first; more than n cannot stream; suffix: only null or "";
+//                logit_bias: only {};
 //   response_format: only {"type": "text"}; tools, functions: only [];
 //   num_draft_tokens (folio's own): integer 0..8, draft tokens per step
 //                for speculative decoding (0: off; absent: the server's
@@ -113,6 +116,9 @@ struct ParsedRequest {
   bool logprobs = false;                    // return log-probs (params carries top_logprobs)
   bool seed_given = false;                  // false: params.seed is 0, the server draws one
   std::vector<std::string> ignored_fields;  // unknown top-level fields, in order
+  // Choices returned; params.n samples are generated (best_of), and when
+  // there are more the n with the highest cumulative log-probability win.
+  uint64_t n = 1;
 };
 
 using ParseResult = std::variant<ParsedRequest, ApiError>;
