@@ -154,6 +154,44 @@ TEST(ParallelSamples, SamplesTakeTheirSlotsFromAdmission) {
   ExpectNoLeak(engine);
 }
 
+// Samples share pages, so preempting one alone would free almost nothing:
+// a group is preempted whole, and still ends as plain sampling would.
+TEST(ParallelSamples, AGroupIsPreemptedWhole) {
+  EngineConfig config;
+  config.page_size = 4;
+  config.num_pages = 12;  // 3 samples of 8 + 20 tokens need up to 21
+  config.prefix_caching = false;
+  auto engine = *Engine::Create(TestModel(), config);
+  const std::vector<int32_t> prompt = {0, 9, 8, 7, 6, 5, 4, 3};
+  RequestParams p = Params(3, 5);
+  p.stop_token_ids.clear();
+  const RequestId id = *engine.AddRequest(prompt, p);
+  std::vector<uint64_t> deltas;
+  std::map<uint64_t, Outcome> got;
+  while (engine.HasUnfinished()) {
+    const uint64_t before = engine.stats().preemptions;
+    auto step = engine.Step();
+    ASSERT_TRUE(step.ok()) << step.status().ToString();
+    for (const StepOutput& o : *step) {
+      ASSERT_EQ(o.id, id);
+      test_support::Record(o, got[o.index]);
+    }
+    if (engine.stats().preemptions != before) deltas.push_back(engine.stats().preemptions - before);
+  }
+  ASSERT_FALSE(deltas.empty());
+  EXPECT_EQ(deltas.front(), 3u);  // all three samples at once
+  EngineConfig solo;
+  solo.prefix_caching = false;
+  for (uint64_t i = 0; i < 3; ++i) {
+    RequestParams one = p;
+    one.n = 1;
+    one.seed = SampleSeed(p.seed, i);
+    auto e = *Engine::Create(TestModel(), solo);
+    EXPECT_EQ(got[i], Drive(e, {prompt}, one, {0})[0]) << "sample " << i;
+  }
+  ExpectNoLeak(engine);
+}
+
 TEST(ParallelSamples, BadRequestsAreRefused) {
   EngineConfig config;
   config.max_num_seqs = 4;

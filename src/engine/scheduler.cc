@@ -174,15 +174,23 @@ Result<SchedulerOutput> Scheduler::Schedule() {
     }
     // Nothing admitted now is left: every pick runs already, so running_
     // is not empty.
-    Sequence& victim = Get(running_.back());
-    for (const ScheduledSequence& p : picks) {
-      if (p.id == victim.id) needed -= p.new_pages;
+    // A parallel sample goes with its whole group: its siblings hold the
+    // pages it shares, so preempting it alone would free almost nothing.
+    const RequestId group = Get(running_.back()).group_id();
+    std::vector<RequestId> victims;
+    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+      if (sequences_.at(*it).group_id() == group) victims.push_back(*it);
     }
-    picks.erase(std::remove_if(picks.begin(), picks.end(),
-                               [&](const ScheduledSequence& p) { return p.id == victim.id; }),
-                picks.end());
-    out.preempted.push_back(victim.id);
-    Preempt(victim);
+    for (const RequestId v : victims) {
+      for (const ScheduledSequence& p : picks) {
+        if (p.id == v) needed -= p.new_pages;
+      }
+      picks.erase(std::remove_if(picks.begin(), picks.end(),
+                                 [&](const ScheduledSequence& p) { return p.id == v; }),
+                  picks.end());
+      out.preempted.push_back(v);
+      Preempt(Get(v));  // newest first, so the group's oldest ends up first in line
+    }
   }
 
   for (const ScheduledSequence& p : picks) {
@@ -242,6 +250,7 @@ Status Scheduler::Fork(RequestId parent, RequestId child) {
   FOLIO_ASSIGN_OR_RETURN(kv::SeqId seq, kv_->Fork(*p.seq));
   Sequence c = p;
   c.id = child;
+  c.group = p.group_id();
   c.seq = seq;
   c.group_size = 1;
   c.draft.clear();

@@ -27,7 +27,8 @@
 // are undone, then running sequences are preempted, most recently admitted
 // first (vLLM's recompute policy): their pages are freed and they go back
 // to the front of the waiting queue, to be recomputed later (mostly from
-// the prefix cache).
+// the prefix cache). The parallel samples of one request are preempted
+// together, since they share pages.
 //
 // Atomicity: Schedule either returns a plan whose pages are reserved, or an
 // error having undone its admissions (preemptions it made stand: they are
@@ -67,6 +68,10 @@ struct Sequence {
   // samples holds n from admission, and becomes n sequences of one slot
   // each when it forks after its prefill.
   uint64_t group_size = 1;
+  // The request whose samples it belongs to, for a forked sample (unset:
+  // its own): preemption takes a group whole.
+  std::optional<RequestId> group;
+  RequestId group_id() const { return group.value_or(id); }
 
   // Tokens still to feed: its prompt and generated tokens beyond the cache.
   uint64_t num_pending() const { return tokens.size() - num_computed; }
