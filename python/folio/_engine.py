@@ -194,6 +194,32 @@ class Request:
                              outputs=[completion], finished=self.finish_reason is not None)
 
 
+def _speculative(config: Optional[Mapping[str, Any]]) -> Dict[str, int]:
+    """vLLM's speculative_config, as folio's engine takes it: prompt lookup
+    ("ngram") only; the output is the same with or without it."""
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise ValueError(f"speculative_config must be a dict (got {config!r})")
+    known = {"method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"}
+    unknown = sorted(set(config) - known)
+    if unknown:
+        raise ValueError(f"speculative_config: folio does not support {', '.join(unknown)} "
+                         f"(it knows {', '.join(sorted(known))})")
+    method = config.get("method", "ngram")
+    if method != "ngram":
+        raise ValueError(f"speculative_config: method {method!r} is not supported "
+                         "(folio drafts by prompt lookup: 'ngram')")
+    out = {"num_speculative_tokens": config.get("num_speculative_tokens", 3),
+           "prompt_lookup_min": config.get("prompt_lookup_min", 2),
+           "prompt_lookup_max": config.get("prompt_lookup_max", 4)}
+    for name, v in out.items():
+        if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name.startswith("num") else 1):
+            raise ValueError(f"speculative_config: {name} must be an integer "
+                             f"(got {v!r})")
+    return out
+
+
 class EngineCore:
     """The loaded model and engine (both LLM classes hold one)."""
 
@@ -201,7 +227,9 @@ class EngineCore:
                  page_size: int, num_pages: Optional[int], kv_bytes: Optional[int],
                  max_num_seqs: int, max_num_batched_tokens: int, threads: int,
                  prefix_caching: bool, tokenizer_pre: Optional[str], builtin_context: int,
-                 backend: str, watermark: float, seed: int) -> None:
+                 backend: str, watermark: float, seed: int,
+                 speculative_config: Optional[Mapping[str, Any]] = None) -> None:
+        spec = _speculative(speculative_config)
         for name, v in (("page_size", page_size), ("max_num_seqs", max_num_seqs),
                         ("max_num_batched_tokens", max_num_batched_tokens),
                         ("builtin_context", builtin_context)):
@@ -217,7 +245,7 @@ class EngineCore:
             kv_dtype=_KV_DTYPES.get(kv_dtype, kv_dtype), page_size=page_size,
             num_pages=num_pages, kv_bytes=kv_bytes, max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens, threads=threads,
-            prefix_caching=prefix_caching, backend=backend, watermark=watermark)
+            prefix_caching=prefix_caching, backend=backend, watermark=watermark, **spec)
         self.info: Dict[str, Any] = dict(self.native.info())
         self.tokenizer = Tokenizer(self.native, self.info)
         self._seeds = random.Random(seed)

@@ -46,6 +46,11 @@ class LLM:
     pre-tokenizer name), backend ("cpu" or the scalar "reference"),
     watermark (pool fraction kept free at admission). seed draws the seeds
     of requests whose SamplingParams.seed is None, in submission order.
+    speculative_config (vLLM's): {"method": "ngram",
+    "num_speculative_tokens": 3, "prompt_lookup_min": 2,
+    "prompt_lookup_max": 4} drafts by prompt lookup and verifies the drafts
+    in one step; the outputs are exactly those without it, only faster on
+    input-grounded prompts. Other methods raise ValueError.
 
     Raises ValueError for bad options, FileNotFoundError for a missing model.
     """
@@ -56,7 +61,8 @@ class LLM:
                  max_num_batched_tokens: int = 1024, threads: int = 0,
                  prefix_caching: bool = True, enable_prefix_caching: Optional[bool] = None,
                  tokenizer_pre: Optional[str] = None, builtin_context: int = 512,
-                 backend: str = "cpu", watermark: float = 0.01, seed: int = 0) -> None:
+                 backend: str = "cpu", watermark: float = 0.01, seed: int = 0,
+                 speculative_config: Optional[Dict[str, Any]] = None) -> None:
         self._core = EngineCore(
             model, kv_dtype=kv_dtype, page_size=page_size, num_pages=num_pages,
             kv_bytes=kv_bytes, max_num_seqs=max_num_seqs,
@@ -64,7 +70,7 @@ class LLM:
             prefix_caching=prefix_caching if enable_prefix_caching is None
             else enable_prefix_caching,
             tokenizer_pre=tokenizer_pre, builtin_context=builtin_context, backend=backend,
-            watermark=watermark, seed=seed)
+            watermark=watermark, seed=seed, speculative_config=speculative_config)
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ generation

@@ -70,6 +70,7 @@ struct EngineOptions {
   bool prefix_caching = true;
   std::string backend = "cpu";
   double watermark = 0.01;
+  engine::SpeculativeConfig speculative;
 };
 
 class EngineCore {
@@ -108,6 +109,7 @@ class EngineCore {
     ec.max_num_batched_tokens = o.max_num_batched_tokens;
     ec.prefix_caching = o.prefix_caching;
     ec.watermark = o.watermark;
+    ec.speculative = o.speculative;
     if (o.num_pages && o.kv_bytes) RaiseValue("give num_pages or kv_bytes, not both");
     if (o.num_pages) {
       ec.num_pages = *o.num_pages;
@@ -171,6 +173,7 @@ class EngineCore {
     d["max_num_seqs"] = config_.max_num_seqs;
     d["max_num_batched_tokens"] = config_.max_num_batched_tokens;
     d["prefix_caching"] = config_.prefix_caching;
+    d["num_speculative_tokens"] = config_.speculative.num_draft_tokens;
     d["chat_template"] =
         chat_ ? std::string(server::ChatFormatSourceName(chat_->source())) : std::string("error");
     d["chat_stop_token_ids"] = chat_ ? chat_->end_of_turn_ids() : std::vector<int32_t>();
@@ -512,7 +515,8 @@ void BindLlm(nb::module_& m) {
              uint64_t page_size, std::optional<uint64_t> num_pages,
              std::optional<uint64_t> kv_bytes, uint64_t max_num_seqs,
              uint64_t max_num_batched_tokens, uint64_t threads, bool prefix_caching,
-             const std::string& backend, double watermark) {
+             const std::string& backend, double watermark, uint64_t num_speculative_tokens,
+             uint64_t prompt_lookup_min, uint64_t prompt_lookup_max) {
             EngineOptions o;
             o.builtin_context = builtin_context;
             o.tokenizer_pre = std::move(tokenizer_pre);
@@ -526,12 +530,15 @@ void BindLlm(nb::module_& m) {
             o.prefix_caching = prefix_caching;
             o.backend = backend;
             o.watermark = watermark;
+            o.speculative = {num_speculative_tokens, prompt_lookup_min, prompt_lookup_max};
             new (self) EngineCore(model, o);
           },
           nb::arg("model"), nb::arg("builtin_context"), nb::arg("tokenizer_pre").none(),
           nb::arg("kv_dtype"), nb::arg("page_size"), nb::arg("num_pages").none(),
           nb::arg("kv_bytes").none(), nb::arg("max_num_seqs"), nb::arg("max_num_batched_tokens"),
-          nb::arg("threads"), nb::arg("prefix_caching"), nb::arg("backend"), nb::arg("watermark"))
+          nb::arg("threads"), nb::arg("prefix_caching"), nb::arg("backend"), nb::arg("watermark"),
+          nb::arg("num_speculative_tokens") = 0, nb::arg("prompt_lookup_min") = 2,
+          nb::arg("prompt_lookup_max") = 4)
       .def("info", &EngineCore::Info, "The model's and the engine's shape, as a dict.")
       .def("encode", &EngineCore::Encode, nb::arg("text"), nb::arg("add_special_tokens"))
       .def("decode", &EngineCore::Decode, nb::arg("ids"), nb::arg("skip_special_tokens"))

@@ -449,3 +449,24 @@ def test_pip_install_in_a_fresh_venv(tmp_path):
                        capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("[70, 56, 216, 6]") and str(venv) in r.stdout
+
+
+def test_speculative_config_changes_nothing_but_speed():
+    """vLLM's speculative_config with prompt lookup: the same tokens and
+    log-prob values, greedy and sampled; other methods are refused."""
+    prompts = ["abcabcabcabcabc", "the cat sat on the mat, the cat sat on the"]
+    plain = LLM("builtin", threads=1)
+    spec = LLM("builtin", threads=1, speculative_config={
+        "method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3})
+    assert spec._core.info["num_speculative_tokens"] == 4  # the engine got it
+    for params in (SamplingParams(temperature=0.0, max_tokens=40, logprobs=2),
+                   SamplingParams(temperature=0.9, max_tokens=40, seed=3, logprobs=2)):
+        want = plain.generate(prompts, params)
+        got = spec.generate(prompts, params)
+        for a, b in zip(want, got):
+            assert a.outputs[0].token_ids == b.outputs[0].token_ids
+            assert a.outputs[0].logprobs == b.outputs[0].logprobs
+    with pytest.raises(ValueError, match="method 'eagle'"):
+        LLM("builtin", speculative_config={"method": "eagle"})
+    with pytest.raises(ValueError, match="draft_model"):
+        LLM("builtin", speculative_config={"draft_model": "x"})
