@@ -27,8 +27,9 @@ _KV_DTYPES = {"auto": "f32", "float32": "f32", "float": "f32", "bfloat16": "bf16
 _ROLES = ("system", "user", "assistant", "tool", "developer")
 
 # An engine event, as EngineCore.take() returns it.
+# (key, tokens, text, logprobs, finish, error, sample index, final).
 Event = Tuple[int, List[int], str, Optional[List[Tuple[int, float, List[Tuple[int, float]]]]],
-              Optional[str], Optional[str]]
+              Optional[str], Optional[str], int, bool]
 
 
 class Tokenizer:
@@ -133,36 +134,56 @@ def _chat_messages(messages: Sequence[ChatMessage]) -> List[Dict[str, Any]]:
     return out
 
 
-class Request:
-    """One request's accumulated output; turns engine events into
-    RequestOutputs."""
+class _Sample:
+    """One parallel sample's accumulated output."""
 
-    def __init__(self, key: int, request_id: str, prompt: Optional[str],
-                 prompt_token_ids: List[int], logprobs: bool) -> None:
-        self.key = key
-        self.request_id = request_id
-        self.prompt = prompt
-        self.prompt_token_ids = prompt_token_ids
+    def __init__(self, logprobs: bool) -> None:
         self.token_ids: List[int] = []
         self.text = ""
         self.logprobs: Optional[List[PositionLogprobs]] = [] if logprobs else None
         self.cumulative_logprob: Optional[float] = 0.0 if logprobs else None
         self.finish_reason: Optional[str] = None
+
+
+class Request:
+    """One request's accumulated output (n samples); turns engine events
+    into RequestOutputs."""
+
+    def __init__(self, key: int, request_id: str, prompt: Optional[str],
+                 prompt_token_ids: List[int], logprobs: bool, n: int = 1) -> None:
+        self.key = key
+        self.request_id = request_id
+        self.prompt = prompt
+        self.prompt_token_ids = prompt_token_ids
+        self.samples = [_Sample(logprobs) for _ in range(n)]
         self.stop_token_ids: Sequence[int] = ()
         self.error: Optional[str] = None
+        self.done = False  # the engine's last event for it arrived
+
+    # Sample 0's fields, for callers of one-sample requests.
+    @property
+    def token_ids(self) -> List[int]:
+        return self.samples[0].token_ids
+
+    @property
+    def finish_reason(self) -> Optional[str]:
+        return self.samples[0].finish_reason
 
     @property
     def finished(self) -> bool:
-        return self.finish_reason is not None or self.error is not None
+        return self.done or self.error is not None
 
     def apply(self, event: Event, token_text: Any) -> None:
-        _, tokens, text, logprobs, finish, error = event
-        self.token_ids.extend(tokens)
-        self.text += text
+        _, tokens, text, logprobs, finish, error, index, final = event
+        while index >= len(self.samples):  # not expected: the engine keeps n
+            self.samples.append(_Sample(self.samples[0].logprobs is not None))
+        s = self.samples[index]
+        s.token_ids.extend(tokens)
+        s.text += text
         if logprobs is not None:
-            if self.logprobs is None:  # an imported request that asked for them
-                self.logprobs = [None] * (len(self.token_ids) - len(tokens))
-                self.cumulative_logprob = 0.0
+            if s.logprobs is None:  # an imported request that asked for them
+                s.logprobs = [None] * (len(s.token_ids) - len(tokens))
+                s.cumulative_logprob = 0.0
             for token, logprob, top in logprobs:
                 entry: Dict[int, Logprob] = {}
                 rank = None
@@ -171,27 +192,31 @@ class Request:
                     if alt == token:
                         rank = r
                 entry[token] = Logprob(logprob, rank, token_text(token))
-                self.logprobs.append(entry)
-                assert self.cumulative_logprob is not None
-                self.cumulative_logprob += logprob
+                s.logprobs.append(entry)
+                assert s.cumulative_logprob is not None
+                s.cumulative_logprob += logprob
         if finish is not None:
-            self.finish_reason = finish
+            s.finish_reason = finish
         if error is not None:
             self.error = error
+        if final:
+            self.done = True
 
     def output(self) -> RequestOutput:
-        stop_reason: Optional[int] = None
-        if self.finish_reason == "stop" and self.token_ids and \
-                self.token_ids[-1] in self.stop_token_ids:
-            stop_reason = self.token_ids[-1]
-        completion = CompletionOutput(
-            index=0, text=self.text, token_ids=list(self.token_ids),
-            cumulative_logprob=self.cumulative_logprob,
-            logprobs=None if self.logprobs is None else list(self.logprobs),
-            finish_reason=self.finish_reason, stop_reason=stop_reason)
+        completions = []
+        for i, s in enumerate(self.samples):
+            stop_reason: Optional[int] = None
+            if s.finish_reason == "stop" and s.token_ids and \
+                    s.token_ids[-1] in self.stop_token_ids:
+                stop_reason = s.token_ids[-1]
+            completions.append(CompletionOutput(
+                index=i, text=s.text, token_ids=list(s.token_ids),
+                cumulative_logprob=s.cumulative_logprob,
+                logprobs=None if s.logprobs is None else list(s.logprobs),
+                finish_reason=s.finish_reason, stop_reason=stop_reason))
         return RequestOutput(request_id=self.request_id, prompt=self.prompt,
                              prompt_token_ids=list(self.prompt_token_ids),
-                             outputs=[completion], finished=self.finish_reason is not None)
+                             outputs=completions, finished=self.done)
 
 
 def _speculative(config: Optional[Mapping[str, Any]]) -> Dict[str, int]:
@@ -302,7 +327,7 @@ class EngineCore:
         self.native.check(ids, native)
         key = self.new_key()
         r = Request(key, request_id if request_id is not None else str(key), text, ids,
-                    params.logprobs is not None)
+                    params.logprobs is not None, params.n)
         r.stop_token_ids = list(params.stop_token_ids or []) + stops
         return r, native
 
@@ -346,8 +371,8 @@ class EngineCore:
             key = int(s["key"])
             r = Request(key, request_ids[i] if request_ids is not None else str(key), None,
                         [int(t) for t in s["prompt"]], False)
-            r.token_ids = [int(t) for t in s["output"]]
-            r.text = str(s["text"])
+            r.samples[0].token_ids = [int(t) for t in s["output"]]
+            r.samples[0].text = str(s["text"])
             r.stop_token_ids = [int(t) for t in s["params"]["stop_token_ids"]]
             reqs.append(r)
         return reqs

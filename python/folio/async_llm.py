@@ -235,7 +235,7 @@ class AsyncLLM:
             queue = self._queues.get(key)
             if queue is not None:
                 queue.put_nowait(event)
-            if event[4] is not None or event[5] is not None:  # its last event
+            if event[7]:  # its last event
                 if queue is not None:
                     self._ended.add(key)
                 final = self._finals.pop(key, None)

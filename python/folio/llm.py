@@ -167,7 +167,7 @@ class LLM:
     def _drain(self, keys: set[int]) -> None:
         while keys:
             for event in self._core.native.wait(_POLL_S):
-                if event[4] is not None or event[5] is not None:
+                if event[7]:
                     keys.discard(event[0])
 
     # ------------------------------------------------------------ KV snapshots

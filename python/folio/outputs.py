@@ -1,10 +1,10 @@
 """What folio.LLM and folio.AsyncLLM return: vLLM's output classes.
 
-``RequestOutput.outputs`` holds one ``CompletionOutput`` (folio supports
-n = 1). Text, token ids and log-probs are cumulative: each streamed
-RequestOutput of AsyncLLM.generate holds everything generated so far (vLLM's
-default, ``RequestOutputKind.CUMULATIVE``), and the last one has
-``finished`` set and a ``finish_reason``.
+``RequestOutput.outputs`` holds one ``CompletionOutput`` per sample
+(SamplingParams.n), by index. Text, token ids and log-probs are cumulative:
+each streamed RequestOutput of AsyncLLM.generate holds everything generated
+so far (vLLM's default, ``RequestOutputKind.CUMULATIVE``), and the last one
+has ``finished`` set and every sample's ``finish_reason``.
 """
 from __future__ import annotations
 

@@ -25,7 +25,9 @@ ignore_eos (False)          False adds the tokenizer's end-of-sequence id to
 logprobs (None)             the sampled token's log-probability plus this
                             many alternatives (0 to 20)
 skip_special_tokens (True)  the engine's detokenizer always skips them
-n (1)                       one completion per request
+n (1)                       parallel samples from one prefill, sharing its
+                            KV pages (outputs[i]; sample 0 is the one-sample
+                            completion for the same seed); best_of only n
 ==========================  =================================================
 
 Sampling order (sampler.h): candidates sorted by logit, cut to top_k,
@@ -50,8 +52,6 @@ MAX_LOGPROBS = 20
 # vLLM parameters folio has no implementation for, with the values that
 # mean "off" (None also matches {} and []); anything else is refused by name.
 _NEUTRAL: Dict[str, Any] = {
-    "n": 1,
-    "best_of": (None, 1),
     "presence_penalty": 0.0,
     "frequency_penalty": 0.0,
     "repetition_penalty": 1.0,
@@ -122,6 +122,11 @@ class SamplingParams:
         if unsupported:
             raise ValueError("folio does not support these sampling parameters (only their "
                              "neutral values): " + ", ".join(unsupported))
+        if not _is_int(self.n) or self.n < 1:
+            raise ValueError(f"n must be an integer >= 1 (got {self.n!r})")
+        if self.best_of is not None and self.best_of != self.n:
+            raise ValueError(f"folio does not support best_of != n (got best_of={self.best_of!r}, "
+                             f"n={self.n!r})")
         _check_number("temperature", self.temperature, 0.0, math.inf, low_open=False)
         _check_number("top_p", self.top_p, 0.0, 1.0, low_open=True)
         _check_number("min_p", self.min_p, 0.0, 1.0, low_open=False)
@@ -159,7 +164,7 @@ class SamplingParams:
             temperature=float(self.temperature), top_k=int(self.top_k),
             top_p=float(self.top_p), min_p=float(self.min_p),
             seed=seed & 0xFFFF_FFFF_FFFF_FFFF, max_tokens=max_tokens,
-            stop_token_ids=stop_ids, stop=self._stop_list, logprobs=self.logprobs)
+            stop_token_ids=stop_ids, stop=self._stop_list, logprobs=self.logprobs, n=self.n)
 
 
 def _is_int(v: object) -> bool:

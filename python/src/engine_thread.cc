@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -120,9 +121,8 @@ bool EngineThread::AbortNow(uint64_t key) {
   const Status s = engine_.Abort(it->second);
   FOLIO_CHECK(s.ok(), s.ToString());  // every known request is unfinished
   RequestEvent e;
-  e.key = key;
   e.finish = engine::FinishReason::kAbort;
-  Emit(std::move(e), /*final=*/true);
+  End(key, e);
   return true;
 }
 
@@ -173,13 +173,31 @@ void EngineThread::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void EngineThread::End(uint64_t key, const RequestEvent& proto) {
+  std::vector<uint64_t> open;
+  if (auto it = finished_samples_.find(key); it != finished_samples_.end()) {
+    for (uint64_t i = 0; i < it->second.size(); ++i) {
+      if (!it->second[i]) open.push_back(i);
+    }
+  }
+  if (open.empty()) open.push_back(0);
+  for (size_t j = 0; j < open.size(); ++j) {
+    RequestEvent e = proto;
+    e.key = key;
+    e.index = open[j];
+    Emit(std::move(e), j + 1 == open.size());
+  }
+}
+
 void EngineThread::Emit(RequestEvent e, bool final) {
+  e.final = final;
   if (final) {
     auto it = by_key_.find(e.key);
     if (it != by_key_.end()) {
       by_id_.erase(it->second);
       by_key_.erase(it);
     }
+    finished_samples_.erase(e.key);
     std::lock_guard lock(mu_);
     --in_flight_;
   }
@@ -189,6 +207,7 @@ void EngineThread::Emit(RequestEvent e, bool final) {
 void EngineThread::Handle(Command& c) {
   switch (c.kind) {
     case Command::Kind::kSubmit: {
+      const uint64_t samples = std::max<uint64_t>(c.params.n, 1);
       Result<engine::RequestId> id = engine_.AddRequest(std::move(c.prompt), std::move(c.params));
       if (!id) {
         RequestEvent e;
@@ -199,6 +218,7 @@ void EngineThread::Handle(Command& c) {
       }
       by_key_[c.key] = *id;
       by_id_[*id] = c.key;
+      finished_samples_[c.key].assign(samples, false);
       return;
     }
     case Command::Kind::kAbort:
@@ -245,9 +265,8 @@ void EngineThread::Run() {
         for (const uint64_t key : keys) {
           (void)engine_.Abort(by_key_.at(key));
           RequestEvent e;
-          e.key = key;
           e.error = step.error();
-          Emit(std::move(e), /*final=*/true);
+          End(key, e);
         }
       } else {
         for (engine::StepOutput& out : *step) {
@@ -259,7 +278,15 @@ void EngineThread::Run() {
           e.text = std::move(out.text);
           e.logprobs = std::move(out.logprobs);
           e.finish = out.finish;
-          Emit(std::move(e), out.finish != engine::FinishReason::kNone);
+          e.index = out.index;
+          bool final = out.finish != engine::FinishReason::kNone;
+          if (final) {
+            std::vector<bool>& done = finished_samples_[e.key];
+            if (done.size() <= out.index) done.resize(out.index + 1, false);
+            done[out.index] = true;
+            final = std::find(done.begin(), done.end(), false) == done.end();
+          }
+          Emit(std::move(e), final);
         }
       }
     }

@@ -42,7 +42,9 @@ struct RequestEvent {
   std::string text;  // the text these tokens add (engine::StepOutput::text)
   std::vector<sampling::TokenLogprobs> logprobs;
   engine::FinishReason finish = engine::FinishReason::kNone;
-  Status error;  // not ok: the request failed; its last event
+  Status error;        // not ok: the request failed
+  uint64_t index = 0;  // the parallel sample (RequestParams::n)
+  bool final = false;  // the request's last event (every sample finished)
 };
 
 // Counters published after every step, read without waiting for the thread.
@@ -137,6 +139,9 @@ class EngineThread {
   void RunReadyCalls();
   // Queues e for the caller; the request is finished when final.
   void Emit(RequestEvent e, bool final);
+  // Ends request `key` with `proto` (an abort or an error) for each of its
+  // samples that has not finished; the last of those events is final.
+  void End(uint64_t key, const RequestEvent& proto);
   void AbortAll();
   void Publish();
   // Moves the staged events to the outbox and wakes the readers.
@@ -159,6 +164,7 @@ class EngineThread {
   // The thread's own.
   std::map<uint64_t, engine::RequestId> by_key_;
   std::map<engine::RequestId, uint64_t> by_id_;
+  std::map<uint64_t, std::vector<bool>> finished_samples_;  // key -> [n]
   std::vector<RequestEvent> staged_;
   std::vector<Command> deferred_;  // kCall commands waiting for their condition
   std::thread thread_;

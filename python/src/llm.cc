@@ -457,7 +457,8 @@ class EngineCore {
       }
       nb::object error = nb::none();
       if (!e.error.ok()) error = Utf8(e.error.message());
-      out.append(nb::make_tuple(e.key, nb::cast(e.tokens), Utf8(e.text), logprobs, finish, error));
+      out.append(nb::make_tuple(e.key, nb::cast(e.tokens), Utf8(e.text), logprobs, finish, error,
+                                e.index, e.final));
     }
     return out;
   }
@@ -483,7 +484,7 @@ void BindLlm(nb::module_& m) {
           "__init__",
           [](engine::RequestParams* self, double temperature, int64_t top_k, double top_p,
              double min_p, uint64_t seed, uint64_t max_tokens, std::vector<int32_t> stop_token_ids,
-             std::vector<std::string> stop, std::optional<uint64_t> logprobs) {
+             std::vector<std::string> stop, std::optional<uint64_t> logprobs, uint64_t n) {
             if (top_k < -1) {
               RaiseValue("top_k must be -1, 0 (no limit) or positive (got " +
                          std::to_string(top_k) + ")");
@@ -499,10 +500,11 @@ void BindLlm(nb::module_& m) {
             p->stop_strings = std::move(stop);
             p->logprobs = logprobs.has_value();
             p->top_logprobs = logprobs.value_or(0);
+            p->n = n;
           },
           nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("min_p"),
           nb::arg("seed"), nb::arg("max_tokens"), nb::arg("stop_token_ids"), nb::arg("stop"),
-          nb::arg("logprobs").none())
+          nb::arg("logprobs").none(), nb::arg("n") = 1)
       .def_prop_ro("seed", [](const engine::RequestParams& p) { return p.seed; })
       .def_prop_ro("max_tokens", [](const engine::RequestParams& p) { return p.max_tokens; });
 
@@ -554,7 +556,7 @@ void BindLlm(nb::module_& m) {
            nb::arg("params"), "submit() for many requests, all checked before any is submitted.")
       .def("abort", &EngineCore::Abort, nb::arg("key"))
       .def("take", &EngineCore::Take,
-           "Every event waiting: [(key, tokens, text, logprobs, finish, error)].")
+           "Every event waiting: [(key, tokens, text, logprobs, finish, error, index, final)].")
       .def("wait", &EngineCore::Wait, nb::arg("timeout_s"),
            "As take(), waiting up to timeout_s for the first event (the GIL released).")
       .def_prop_ro("notify_fd", &EngineCore::notify_fd,

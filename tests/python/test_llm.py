@@ -196,8 +196,12 @@ def test_bad_inputs_raise_clear_exceptions(tmp_path, llm):
         LLM("builtin", max_num_seqs=0)
     with pytest.raises(ValueError, match="num_pages or kv_bytes"):
         LLM("builtin", num_pages=4, kv_bytes=1 << 20)
-    with pytest.raises(ValueError, match="presence_penalty=0.5.*n=2|n=2.*presence_penalty=0.5"):
-        SamplingParams(presence_penalty=0.5, n=2)
+    with pytest.raises(ValueError, match="presence_penalty=0.5.*use_beam_search=True"):
+        SamplingParams(presence_penalty=0.5, use_beam_search=True)
+    with pytest.raises(ValueError, match="n must be"):
+        SamplingParams(n=0)
+    with pytest.raises(ValueError, match="best_of != n"):
+        SamplingParams(n=2, best_of=3)
     for kwargs, field in [({"temperature": -1}, "temperature"), ({"top_p": 0}, "top_p"),
                           ({"top_k": -2}, "top_k"), ({"min_p": 1.5}, "min_p"),
                           ({"max_tokens": 0}, "max_tokens"), ({"logprobs": 21}, "logprobs"),
@@ -470,3 +474,27 @@ def test_speculative_config_changes_nothing_but_speed():
         LLM("builtin", speculative_config={"method": "eagle"})
     with pytest.raises(ValueError, match="draft_model"):
         LLM("builtin", speculative_config={"draft_model": "x"})
+
+
+def test_n_samples_share_one_prefill_and_equal_one_sample_requests(llm):
+    """outputs[i] of an n-sample request equals a one-sample request seeded
+    as the engine seeds sample i; sample 0 keeps the request's seed."""
+    params = SamplingParams(temperature=1.0, max_tokens=10, seed=42, n=3, logprobs=1)
+    out = llm.generate("parallel", params)[0]
+    assert [c.index for c in out.outputs] == [0, 1, 2] and out.finished
+    assert all(c.finish_reason == "length" and len(c.token_ids) == 10 for c in out.outputs)
+    one = llm.generate("parallel", SamplingParams(temperature=1.0, max_tokens=10, seed=42,
+                                                  logprobs=1))[0].outputs[0]
+    assert out.outputs[0].token_ids == one.token_ids
+    assert out.outputs[0].cumulative_logprob == one.cumulative_logprob
+    assert len({tuple(c.token_ids) for c in out.outputs}) > 1
+
+    async def stream():
+        engine = AsyncLLM("builtin", threads=1)
+        last = None
+        async for o in engine.generate("parallel", params, "r"):
+            last = o
+        return last
+
+    streamed = asyncio.run(stream())
+    assert [c.token_ids for c in streamed.outputs] == [c.token_ids for c in out.outputs]
