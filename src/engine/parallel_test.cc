@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
 #include "folio/core/checked_math.h"
+#include "folio/core/splitmix64.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
 #include "testing/engine_drive.h"
@@ -190,6 +192,67 @@ TEST(ParallelSamples, AGroupIsPreemptedWhole) {
     EXPECT_EQ(got[i], Drive(e, {prompt}, one, {0})[0]) << "sample " << i;
   }
   ExpectNoLeak(engine);
+}
+
+// Random workloads: random n, draft lengths, pool sizes (so forks are
+// copied on write and groups preempted), chunk budgets and aborts between
+// steps. Every sample of every request not aborted ends as its one-sample
+// request would; the pool is conserved at every step and empty at the end.
+TEST(ParallelSamples, RandomWorkloadsKeepThePoolAndEverySample) {
+  SplitMix64 rng(77);
+  EngineConfig solo;
+  solo.prefix_caching = false;
+  uint64_t preemptions = 0, aborts = 0;
+  for (int round = 0; round < 10; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    EngineConfig config;
+    config.page_size = 2 + rng.NextU64() % 4;
+    config.max_num_seqs = 4 + rng.NextU64() % 4;
+    config.num_pages = 52 / config.page_size + 2 + rng.NextU64() % 16;  // tight: preempts
+    config.max_num_batched_tokens = config.max_num_seqs + rng.NextU64() % 24;
+    config.prefix_caching = rng.NextU64() % 2 == 0;
+    auto engine = *Engine::Create(TestModel(), config);
+    std::map<RequestId, std::pair<size_t, RequestParams>> jobs;
+    for (size_t j = 0; j < Jobs().size(); ++j) {
+      RequestParams p = Params(1 + rng.NextU64() % 4, 1000 + rng.NextU64() % 1000);
+      p.num_draft_tokens = rng.NextU64() % 4;
+      jobs[*engine.AddRequest(Jobs()[j].prompt, p)] = {j, p};
+    }
+    std::map<std::pair<RequestId, uint64_t>, Outcome> got;
+    std::set<RequestId> aborted;
+    while (engine.HasUnfinished()) {
+      auto step = engine.Step();
+      ASSERT_TRUE(step.ok()) << step.status().ToString();
+      for (const StepOutput& o : *step) test_support::Record(o, got[{o.id, o.index}]);
+      if (rng.NextU64() % 12 == 0) {
+        for (const auto& [id, job] : jobs) {
+          if (aborted.count(id) == 0 && engine.Abort(id).ok()) {
+            aborted.insert(id);
+            break;
+          }
+        }
+      }
+      const kv::PoolStats st = engine.cache().Stats();
+      ASSERT_EQ(st.pages_used + st.pages_free, st.pages_total);
+      ASSERT_TRUE(engine.cache().pool().CheckInvariants().ok());
+    }
+    for (const auto& [id, job] : jobs) {
+      if (aborted.count(id) != 0) continue;
+      for (uint64_t i = 0; i < job.second.n; ++i) {
+        RequestParams one = job.second;
+        one.n = 1;
+        one.seed = SampleSeed(job.second.seed, i);
+        auto e = *Engine::Create(TestModel(), solo);
+        EXPECT_EQ((got[{id, i}]), Drive(e, {Jobs()[job.first].prompt}, one, {0})[0])
+            << "job " << job.first << " sample " << i;
+      }
+    }
+    preemptions += engine.stats().preemptions;
+    aborts += aborted.size();
+    ExpectNoLeak(engine);
+  }
+  EXPECT_GT(preemptions, 0u);  // the paths this test is for were taken
+  EXPECT_GT(aborts, 0u);
 }
 
 TEST(ParallelSamples, BadRequestsAreRefused) {
