@@ -27,6 +27,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from load_test import get_metrics  # noqa: E402  (tools/ is not a package)
+
 HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
 
@@ -263,20 +266,6 @@ def start_server(folio, extra=()):
     return proc, int(m.group(1))
 
 
-def metrics(port):
-    import http.client
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    c.request("GET", "/metrics")
-    text = c.getresponse().read().decode()
-    c.close()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, value = line.rsplit(" ", 1)
-            out[name] = float(value)
-    return out
-
-
 async def attack(name, make, port, pid, expect, min_seconds=3.0):
     """Runs make() until min_seconds have passed (at least once), /health
     probed throughout; ok when every round met expect."""
@@ -324,7 +313,7 @@ async def suite(folio, scale):
         for name, make, expect in attacks:
             key, value = await attack(name, make, port, proc.pid, expect)
             report["attacks"][key] = value
-        m = metrics(port)
+        m = get_metrics("127.0.0.1", port)
         report["pages_held_after"] = m["folio_kv_pages_held_by_requests"]
         report["requests_running_after"] = m["folio_requests_running"]
         report["rss_growth_mib"] = round((rss_kib(proc.pid) - rss0) / 1024, 1)
