@@ -314,11 +314,12 @@ class EngineCore:
             raise TypeError(f"sampling_params must be a folio.SamplingParams "
                             f"(got {type(params).__name__})")
         text, ids = self.encode_prompt(prompt)
-        stops: List[int] = []
+        # Stop tokens, once: the request's own, then eos, then the chat's.
+        stops: List[int] = [int(t) for t in params.stop_token_ids or []]
         eos = self.info["eos_token_id"]
-        if not params.ignore_eos and eos is not None:
-            stops.append(int(eos))
-        stops += [int(t) for t in chat_stops if t not in stops]
+        extra = ([int(eos)] if not params.ignore_eos and eos is not None else []) + \
+            [int(t) for t in chat_stops]
+        stops += [t for t in extra if t not in stops]
         max_tokens = params.max_tokens
         if max_tokens is None:  # the rest of the context (the last token is never fed)
             max_tokens = max(1, int(self.info["max_positions"]) - len(ids) + 1)
@@ -328,7 +329,7 @@ class EngineCore:
         key = self.new_key()
         r = Request(key, request_id if request_id is not None else str(key), text, ids,
                     params.logprobs is not None, params.n)
-        r.stop_token_ids = list(params.stop_token_ids or []) + stops
+        r.stop_token_ids = stops
         return r, native
 
     def chat_prompts(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]],

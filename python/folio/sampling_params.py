@@ -155,11 +155,9 @@ class SamplingParams:
         """A copy (vLLM's name)."""
         return SamplingParams(**{f.name: getattr(self, f.name) for f in fields(self) if f.init})
 
-    def _native(self, seed: int, max_tokens: int,
-                extra_stop_token_ids: List[int]) -> _folio.RequestParams:
-        """The engine's parameters: seed and max_tokens resolved by the caller."""
-        stop_ids = list(self.stop_token_ids or [])
-        stop_ids += [t for t in extra_stop_token_ids if t not in stop_ids]
+    def _native(self, seed: int, max_tokens: int, stop_ids: List[int]) -> _folio.RequestParams:
+        """The engine's parameters: seed, max_tokens and the whole list of stop
+        tokens resolved by the caller (_engine.EngineCore.make_request)."""
         return _folio.RequestParams(
             temperature=float(self.temperature), top_k=int(self.top_k),
             top_p=float(self.top_p), min_p=float(self.min_p),

@@ -10,7 +10,7 @@
 
 namespace folio::chat::internal {
 
-// Marks constant expressions (Expr::constant) and replaces each largest one
+// Finds constant expressions and replaces each largest one
 // that evaluates, to a value jinja2 would write back as a literal, by that
 // literal; a {{ }} whose whole expression folds becomes text.
 void FoldConstants(Program& program, const TemplateLimits& limits);
