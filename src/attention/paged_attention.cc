@@ -268,6 +268,12 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size, 
     return Status::InvalidArgument("a window needs the causal mask");
   }
   if (kv.num_pages > INT32_MAX) return Status::InvalidArgument("num_pages exceeds int32 page ids");
+  if (IsQuantized(kv.dtype) != (kv.key_scales != nullptr && kv.value_scales != nullptr) ||
+      (!IsQuantized(kv.dtype) && (kv.key_scales != nullptr || kv.value_scales != nullptr))) {
+    return Status::InvalidArgument(
+        std::string("K/V dtype ") + std::string(DTypeName(kv.dtype)) +
+        (IsQuantized(kv.dtype) ? " needs key and value scales" : " takes no scales"));
+  }
   const uint64_t batch = b.context_lens.size();
   if (b.query_indptr.size() != batch + 1) {
     return Status::InvalidArgument("query_indptr has " + std::to_string(b.query_indptr.size()) +
@@ -438,9 +444,9 @@ namespace {
 Status CheckCall(const PagedAttentionParams& params, std::span<const float> query,
                  std::span<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch) {
   FOLIO_RETURN_IF_ERROR(ValidatePagedAttention(params, query.size(), out.size(), kv, batch));
-  if (kv.dtype != DType::kF32 && kv.dtype != DType::kBF16 && kv.dtype != DType::kF16) {
-    return Status::Unimplemented("paged attention kernel reads f32, bf16 or f16 K/V (got " +
-                                 std::string(DTypeName(kv.dtype)) + ")");
+  if (kv.dtype == DType::kF64) {
+    return Status::Unimplemented(
+        "paged attention kernel reads f32, bf16, f16, i8 or f8e4m3 K/V (got f64)");
   }
   return Status::Ok();
 }
@@ -468,7 +474,9 @@ Status PagedAttentionPlan::Run(std::span<const float> query, const kv::PagedKvVi
   }
   const kv::PagedKvView& p = im.kv_shape;
   if (kv.dtype != p.dtype || kv.num_pages != p.num_pages || kv.num_kv_heads != p.num_kv_heads ||
-      kv.page_size != p.page_size || kv.head_dim != p.head_dim) {
+      kv.page_size != p.page_size || kv.head_dim != p.head_dim ||
+      (kv.key_scales == nullptr) != (p.key_scales == nullptr) ||
+      (kv.value_scales == nullptr) != (p.value_scales == nullptr)) {
     return Status::InvalidArgument(
         "paged attention plan run on a K/V pool of another shape or "
         "dtype than it was planned for");

@@ -4,6 +4,12 @@
 // Numeric choices, all fixed so that a row's bits depend only on its own
 // inputs (contract 3):
 // - accumulation is f32; K/V of narrower dtypes are widened exactly;
+// - quantized K/V (i8, f8e4m3) are widened to their codes' values and the
+//   page's scale is applied once per key, not per element: a key's score
+//   is dot(q, codes) * key scale * softmax scale, and a value row's weight
+//   p is multiplied by its value scale before the row is accumulated.
+//   f8e4m3 codes widen through f16 bits (exact, and subnormals stay out of
+//   f32 arithmetic) to their value / 256, and the 256 joins the scale;
 // - a dot product runs over head_dim with one vector accumulator in index
 //   order, a balanced tree over adjacent lane pairs (LaneSums), then the
 //   scalar tail; a block of keys and rows shares every K and query load;
@@ -53,12 +59,35 @@ constexpr size_t kAccs = 8;
 #endif
 static_assert(kAccs % kGroup == 0);
 
+// The storage lane of an f8e4m3 pool: its codes are bytes.
+using E4M3Code = uint8_t;
+template <typename S>
+constexpr bool kQuantized = std::is_same_v<S, int8_t> || std::is_same_v<S, E4M3Code>;
+// What LoadF's value of a code is multiplied by to give the code's value:
+// f8e4m3 codes load as value / 256 (see the top of this file).
+template <typename S>
+constexpr float kCodeScale = std::is_same_v<S, E4M3Code> ? 256.0f : 1.0f;
+
 // One vector of S widened to f32, and one scalar.
 template <typename S>
 HWY_INLINE hn::Vec<DF> LoadF(const S* HWY_RESTRICT p) {
   const DF d;
   if constexpr (std::is_same_v<S, float>) {
     return hn::LoadU(d, p);
+  } else if constexpr (std::is_same_v<S, int8_t>) {
+    const hn::Rebind<int8_t, DF> d8;
+    const hn::Rebind<int32_t, DF> d32;
+    return hn::ConvertTo(d, hn::PromoteTo(d32, hn::LoadU(d8, p)));
+  } else if constexpr (std::is_same_v<S, E4M3Code>) {
+    // s eeee mmm -> the f16 s 0eeee mmm0000000, whose value is the code's
+    // value / 2^8 (f16's exponent bias is 15, E4M3's 7), subnormals too.
+    const hn::Rebind<uint8_t, DF> d8;
+    const hn::Rebind<uint16_t, DF> d16;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const auto x = hn::PromoteTo(d16, hn::LoadU(d8, p));
+    const auto bits = hn::Or(hn::ShiftLeft<7>(hn::And(x, hn::Set(d16, 0x7f))),
+                             hn::ShiftLeft<8>(hn::And(x, hn::Set(d16, 0x80))));
+    return hn::PromoteTo(d, hn::BitCast(dh, bits));
   } else {
     const hn::Rebind<S, DF> ds;
     return hn::PromoteTo(d, hn::LoadU(ds, p));
@@ -68,6 +97,10 @@ template <typename S>
 HWY_INLINE float ScalarF(const S* p) {
   if constexpr (std::is_same_v<S, float>) {
     return *p;
+  } else if constexpr (std::is_same_v<S, int8_t>) {
+    return static_cast<float>(*p);
+  } else if constexpr (std::is_same_v<S, E4M3Code>) {
+    return E4M3BitsToF32(*p) / kCodeScale<S>;
   } else {
     uint16_t bits;
     std::memcpy(&bits, p, 2);
@@ -182,11 +215,11 @@ HWY_INLINE void ScoreBlock(const float* const* q, const S* const* k, size_t head
 
 // scores[r][s] = scale * dot(q[r], key of tile slot s) for the slots
 // [s_begin, s_end) (other slots of a block compute junk from a stand-in key
-// and are never read).
+// and are never read). Quantized keys: dot(q[r], codes) * kscale[s] * scale.
 template <typename S, size_t R>
-HWY_INLINE void TileScores(const float* const* q, const S* const* krow, size_t s_begin,
-                           size_t s_end, size_t head_dim, float scale, float (*scores)[kTileKeys],
-                           TilePrefetch& prefetch) {
+HWY_INLINE void TileScores(const float* const* q, const S* const* krow, const float* kscale,
+                           size_t s_begin, size_t s_end, size_t head_dim, float scale,
+                           float (*scores)[kTileKeys], TilePrefetch& prefetch) {
   constexpr size_t kKeys = kAccs / R;
   static_assert(kTileKeys % kKeys == 0);
   for (size_t b = s_begin - s_begin % kKeys; b < s_end; b += kKeys) {
@@ -197,7 +230,13 @@ HWY_INLINE void TileScores(const float* const* q, const S* const* krow, size_t s
     float out[kAccs];
     ScoreBlock<S, R>(q, k, head_dim, prefetch, out);
     for (size_t j = 0; j < kKeys; ++j) {
-      for (size_t r = 0; r < R; ++r) scores[r][b + j] = out[j * R + r] * scale;
+      for (size_t r = 0; r < R; ++r) {
+        if constexpr (kQuantized<S>) {
+          scores[r][b + j] = out[j * R + r] * kscale[b + j] * scale;
+        } else {
+          scores[r][b + j] = out[j * R + r] * scale;
+        }
+      }
     }
   }
 }
@@ -261,12 +300,13 @@ HWY_INLINE void TileValues(float* const* acc_rows, const float* corr, const floa
 }
 
 // One group of up to kGroup rows, all reading the K/V head whose rows of the
-// tile are krow/vrow: the scores, the online-softmax update and the value
+// tile are krow/vrow (with scales kscale/vscale by tile slot when
+// quantized): the scores, the online-softmax update and the value
 // accumulation for the tile at t0 (keys [a0, t1) visible to some row).
 template <typename S>
 HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t t0, uint64_t a0,
                           uint64_t t1, const S* const* krow, const S* const* vrow,
-                          TilePrefetch& prefetch) {
+                          const float* kscale, const float* vscale, TilePrefetch& prefetch) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
   const uint64_t head_dim = t.kv.head_dim;
@@ -292,11 +332,11 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
   const float* q[kGroup];
   for (size_t r = 0; r < kGroup; ++r) q[r] = t.queries[g0 + std::min(r, rows - 1)];
   if (rows == 1) {
-    TileScores<S, 1>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+    TileScores<S, 1>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
   } else if (rows == 2) {
-    TileScores<S, 2>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+    TileScores<S, 2>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
   } else {
-    TileScores<S, kGroup>(q, krow, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+    TileScores<S, kGroup>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
   }
   // Online-softmax update: one rescale per row per tile, over the slots it
   // sees; p is 0 elsewhere. The group's rescale factors come from one
@@ -350,6 +390,11 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
     st.sum = st.sum * corr[r] + hn::GetLane(hn::SumOfLanes(d, vsum));
     st.max = new_max[r];
     if (poisoned[r]) st.sum = std::numeric_limits<float>::quiet_NaN();
+    // Quantized values: each weight takes its value row's scale, so the
+    // accumulation below reads codes as they are.
+    if constexpr (kQuantized<S>) {
+      for (size_t s = first[r]; s < last[r]; ++s) p[r][s] *= vscale[s];
+    }
   }
   // acc = acc * corr + sum_s p_s v_s per row, s ascending.
   float* acc_rows[kGroup];
@@ -388,21 +433,26 @@ void RunChunkT(const ChunkTask& t) {
 
   // Fills rows[0][s] (K) and rows[1][s] (V) of the task's first head for keys
   // [begin, end) of the tile at t0, reading each page's table entry once;
-  // the task's head h has its rows h * head_stride further on.
+  // the task's head h has its rows h * head_stride further on. Quantized
+  // pools: scales[s] is where the first head's scales of slot s's page
+  // sit (head h's is h further on).
   uint64_t cached_page = UINT64_MAX;
-  uint64_t page_offset = 0;
-  const auto locate = [&](uint64_t t0, uint64_t begin, uint64_t end, const S*(*rows)[kTileKeys]) {
+  uint64_t page_offset = 0, scale_offset = 0;
+  const auto locate = [&](uint64_t t0, uint64_t begin, uint64_t end, const S*(*rows)[kTileKeys],
+                          uint64_t* scales) {
     for (uint64_t j = begin; j < end;) {  // one run of keys per page
       const uint64_t logical_page = j / page, in_page = j % page;
       if (logical_page != cached_page) {
         cached_page = logical_page;
         const auto phys = static_cast<uint64_t>(t.table[logical_page]);
-        page_offset = (phys * t.kv.num_kv_heads + t.kv_head_begin) * head_stride;
+        scale_offset = phys * t.kv.num_kv_heads + t.kv_head_begin;
+        page_offset = scale_offset * head_stride;
       }
       const uint64_t run_end = std::min(end, j + (page - in_page));
       for (uint64_t at = page_offset + in_page * head_dim; j < run_end; ++j, at += head_dim) {
         rows[0][j - t0] = kbase + at;
         rows[1][j - t0] = vbase + at;
+        scales[j - t0] = scale_offset;
       }
     }
   };
@@ -422,8 +472,15 @@ void RunChunkT(const ChunkTask& t) {
   const S* head_rows[2][kTileKeys];
   const S*(*cur)[kTileKeys] = rows_a;
   const S*(*next)[kTileKeys] = rows_b;
+  uint64_t scales_a[kTileKeys], scales_b[kTileKeys];
+  uint64_t* cur_scales = scales_a;
+  uint64_t* next_scales = scales_b;
+  // The current head's key and value scales (times kCodeScale) by tile
+  // slot; slots outside a tile's keys keep stale but finite values, read
+  // only for the junk scores nobody uses.
+  alignas(64) float head_scales[2][kTileKeys] = {};
   const uint64_t first_t0 = lo - lo % kTileKeys;
-  locate(first_t0, lo, std::min(first_t0 + kTileKeys, hi), cur);
+  locate(first_t0, lo, std::min(first_t0 + kTileKeys, hi), cur, cur_scales);
 
   // Page-major walk: every head of a tile before the next tile. A page's
   // heads are one contiguous block per pool, so the walk reads
@@ -437,11 +494,15 @@ void RunChunkT(const ChunkTask& t) {
     // runs it next.
     const uint64_t n0 = t0 + kTileKeys;
     const uint64_t n1 = std::min(n0 + kTileKeys, n0 < hi ? hi : t.prefetch_end);
-    if (n0 < n1) locate(n0, n0, n1, next);
+    if (n0 < n1) locate(n0, n0, n1, next, next_scales);
     for (uint64_t h = 0; h < t.num_kv_heads; ++h) {
       for (size_t s = s_begin; s < s_end; ++s) {
         head_rows[0][s] = cur[0][s] + h * head_stride;
         head_rows[1][s] = cur[1][s] + h * head_stride;
+        if constexpr (kQuantized<S>) {
+          head_scales[0][s] = t.kv.key_scales[cur_scales[s] + h] * kCodeScale<S>;
+          head_scales[1][s] = t.kv.value_scales[cur_scales[s] + h] * kCodeScale<S>;
+        }
       }
       // The next (tile, head)'s rows, prefetched a few lines at a time from
       // inside this one's loops so the misses spread over its compute.
@@ -454,11 +515,13 @@ void RunChunkT(const ChunkTask& t) {
       const uint64_t row0 = h * t.rows_per_head;
       for (uint64_t g0 = 0; g0 < t.rows_per_head; g0 += kGroup) {
         const auto rows = static_cast<size_t>(std::min<uint64_t>(kGroup, t.rows_per_head - g0));
-        GroupTile<S>(t, row0 + g0, rows, t0, a0, t1, head_rows[0], head_rows[1], prefetch);
+        GroupTile<S>(t, row0 + g0, rows, t0, a0, t1, head_rows[0], head_rows[1], head_scales[0],
+                     head_scales[1], prefetch);
       }
       prefetch.Finish();
     }
     std::swap(cur, next);
+    std::swap(cur_scales, next_scales);
   }
 }
 
@@ -470,6 +533,10 @@ void RunChunkImpl(const ChunkTask& t) {
       return RunChunkT<hwy::bfloat16_t>(t);
     case DType::kF16:
       return RunChunkT<hwy::float16_t>(t);
+    case DType::kI8:
+      return RunChunkT<int8_t>(t);
+    case DType::kF8E4M3:
+      return RunChunkT<E4M3Code>(t);
     default:
       FOLIO_CHECK(false, "paged attention kernel: dtype ", DTypeName(t.kv.dtype));
   }

@@ -14,10 +14,13 @@ Status PagedAttentionReference(const PagedAttentionParams& params, std::span<con
   FOLIO_RETURN_IF_ERROR(ValidatePagedAttention(params, query.size(), out.size(), kv, batch));
   const uint64_t d = kv.head_dim, group = params.num_q_heads / kv.num_kv_heads;
   const kv::LaneShape shape = kv.lane_shape();
-  auto load = [&](const std::byte* base, const int32_t* table, uint64_t g, uint64_t j, uint64_t f) {
+  // Quantized K/V: the code's value times its page's scale, in float64.
+  auto load = [&](const std::byte* base, const float* scales, const int32_t* table, uint64_t g,
+                  uint64_t j, uint64_t f) {
     const auto phys = static_cast<uint64_t>(table[j / kv.page_size]);
-    return LoadElement<double>(
+    const double x = LoadElement<double>(
         kv.dtype, base, kv::ScalarIndex(shape, kv.page_size, phys, j % kv.page_size, 0, g, f));
+    return scales == nullptr ? x : x * double{scales[phys * kv.num_kv_heads + g]};
   };
   std::vector<double> weights, acc(d);
   for (uint64_t s = 0; s < batch.context_lens.size(); ++s) {
@@ -33,7 +36,8 @@ Status PagedAttentionReference(const PagedAttentionParams& params, std::span<con
         double max_score = -std::numeric_limits<double>::infinity();
         for (uint64_t j = lo; j < hi; ++j) {
           double dot = 0;
-          for (uint64_t f = 0; f < d; ++f) dot += double{q[f]} * load(kv.key_pages, table, g, j, f);
+          for (uint64_t f = 0; f < d; ++f)
+            dot += double{q[f]} * load(kv.key_pages, kv.key_scales, table, g, j, f);
           weights[j - lo] = dot * params.scale;
           max_score = std::max(max_score, weights[j - lo]);
         }
@@ -42,7 +46,7 @@ Status PagedAttentionReference(const PagedAttentionParams& params, std::span<con
         std::fill(acc.begin(), acc.end(), 0.0);
         for (uint64_t j = lo; j < hi; ++j) {
           for (uint64_t f = 0; f < d; ++f) {
-            acc[f] += weights[j - lo] / sum * load(kv.value_pages, table, g, j, f);
+            acc[f] += weights[j - lo] / sum * load(kv.value_pages, kv.value_scales, table, g, j, f);
           }
         }
         for (uint64_t f = 0; f < d; ++f) out[at + f] = static_cast<float>(acc[f]);

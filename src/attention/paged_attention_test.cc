@@ -27,16 +27,24 @@ void ForEachTarget(const std::function<void()>& fn) {
 
 // A batch of sequences placed in a page pool. Every sequence's logical K/V
 // content comes from its own seed, so the same content can be placed with
-// different page sizes and permutations. Every slot no sequence owns is NaN.
+// different page sizes and permutations. Every slot no sequence owns is NaN
+// (quantized pools: every page no sequence owns has NaN scales).
 struct PagedBatch {
   uint64_t num_kv_heads = 0, head_dim = 0, page_size = 0, num_pages = 0;
   DType dtype = DType::kF32;
-  std::vector<std::byte> keys, values;  // [num_pages, H_kv, P, D]
+  std::vector<std::byte> keys, values;          // [num_pages, H_kv, P, D]
+  std::vector<float> key_scales, value_scales;  // quantized: [num_pages, H_kv]
   uint64_t max_pages = 0;
   std::vector<int32_t> block_table, context_lens, query_indptr;
 
   kv::PagedKvView kv() const {
-    return {keys.data(), values.data(), dtype, num_pages, num_kv_heads, page_size, head_dim};
+    kv::PagedKvView v{keys.data(),  values.data(), dtype,   num_pages,
+                      num_kv_heads, page_size,     head_dim};
+    if (IsQuantized(dtype)) {
+      v.key_scales = key_scales.data();
+      v.value_scales = value_scales.data();
+    }
+    return v;
   }
   kv::PagedBatchView batch() const { return {block_table, max_pages, context_lens, query_indptr}; }
 };
@@ -77,10 +85,28 @@ PagedBatch Place(const std::vector<SeqSpec>& seqs, uint64_t kv_heads, uint64_t h
   const uint64_t slots = total * kv_heads * page_size * head_dim;
   b.keys.resize(slots * esize);
   b.values.resize(slots * esize);
-  for (uint64_t i = 0; i < slots; ++i) {
-    StoreElement(dtype, b.keys.data(), i, std::numeric_limits<float>::quiet_NaN());
-    StoreElement(dtype, b.values.data(), i, std::numeric_limits<float>::quiet_NaN());
+  const bool quantized = IsQuantized(dtype);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (quantized) {
+    b.key_scales.assign(total * kv_heads, nan);
+    b.value_scales.assign(total * kv_heads, nan);
+  } else {
+    for (uint64_t i = 0; i < slots; ++i) {
+      StoreElement(dtype, b.keys.data(), i, nan);
+      StoreElement(dtype, b.values.data(), i, nan);
+    }
   }
+  // Quantized content: Content's value as a code of the dtype's full
+  // range, and a scale per (logical page, head, role) between 1 and 1.75
+  // times the one that maps the range back to [-1, 1].
+  const float code_max = dtype == DType::kI8 ? 127.0f : 448.0f;
+  const auto store = [&](std::vector<std::byte>& pool, uint64_t i, float x) {
+    if (dtype == DType::kI8) {
+      pool[i] = static_cast<std::byte>(static_cast<int8_t>(std::nearbyint(x * code_max)));
+    } else {
+      StoreElement(dtype, pool.data(), i, quantized ? x * code_max : x);
+    }
+  };
   const kv::LaneShape shape{1, kv_heads, head_dim};
   size_t next = 0;
   b.query_indptr.push_back(0);
@@ -93,8 +119,15 @@ PagedBatch Place(const std::vector<SeqSpec>& seqs, uint64_t kv_heads, uint64_t h
       for (uint64_t h = 0; h < kv_heads; ++h) {
         for (uint64_t f = 0; f < head_dim; ++f) {
           const uint64_t i = kv::ScalarIndex(shape, page_size, phys, pos % page_size, 0, h, f);
-          StoreElement(dtype, b.keys.data(), i, Content(s.seed, pos, h, f, 0));
-          StoreElement(dtype, b.values.data(), i, Content(s.seed, pos, h, f, 1));
+          store(b.keys, i, Content(s.seed, pos, h, f, 0));
+          store(b.values, i, Content(s.seed, pos, h, f, 1));
+        }
+        if (quantized) {
+          const uint64_t lp = pos / page_size;
+          b.key_scales[phys * kv_heads + h] =
+              (1.0f + 0.25f * static_cast<float>((s.seed + lp + h) % 4)) / code_max;
+          b.value_scales[phys * kv_heads + h] =
+              (1.0f + 0.25f * static_cast<float>((s.seed + lp + h + 1) % 4)) / code_max;
         }
       }
     }
@@ -162,7 +195,9 @@ TEST_P(PagedAttentionGrid, MatchesReference) {
   p.window = c.window;
   std::vector<float> ref(q.size());
   ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
-  const double tol = ReferenceTolerance(c.head_dim, p.scale, c.context + 1);
+  // Quantized K/V reach 1.75 in magnitude.
+  const double tol =
+      ReferenceTolerance(c.head_dim, p.scale, c.context + 1) * (IsQuantized(c.dtype) ? 4.0 : 1.0);
   ForEachTarget([&] {
     const auto out = RunKernel(p, q, b);
     for (size_t i = 0; i < out.size(); ++i) {
@@ -186,6 +221,15 @@ std::vector<GridCase> Grid() {
   cases.push_back({16, 530, 37, 8, 2, 64, 100, DType::kF32});  // windowed prefill
   cases.push_back({5, 700, 1, 4, 4, 16, 64, DType::kF16});     // windowed decode
   cases.push_back({128, 129, 9, 16, 2, 128, 0, DType::kF32});
+  // Quantized pages: page scales change inside a tile (page 3, 5), GQA,
+  // prefill, the scalar tail (head dim 37) and a window.
+  for (DType q : {DType::kI8, DType::kF8E4M3}) {
+    cases.push_back({16, 100, 1, 8, 2, 64, 0, q});
+    cases.push_back({3, 40, 40, 4, 2, 64, 0, q});
+    cases.push_back({16, 300, 1, 4, 1, 37, 0, q});
+    cases.push_back({5, 530, 37, 8, 2, 64, 100, q});
+    cases.push_back({16, 530, 1, 8, 2, 128, 0, q});
+  }
   return cases;
 }
 
@@ -217,6 +261,34 @@ TEST(PagedAttentionDeterminism, PagePlacementAndPageSizeDoNotChangeBits) {
       for (uint64_t seed : {2, 3}) {
         EXPECT_EQ(RunKernel(Gqa(8, 64), q, Place(seqs, 2, 64, page, DType::kBF16, seed)), want)
             << "page " << page << " seed " << seed;
+      }
+    }
+  });
+}
+
+// Quantized pages carry their scales with them: placement, batch company,
+// threads and split never change a row's bits. (Page size does change the
+// content here, since each page has its own scales.)
+TEST(PagedAttentionDeterminism, QuantizedPagesKeepTheContract) {
+  ForEachTarget([&] {
+    for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
+      const SeqSpec me{700, 3, 5};
+      const auto q = Queries({me}, 8, 64);
+      const auto want = RunKernel(Gqa(8, 64), q, Place({me}, 2, 64, 16, dtype, 1));
+      for (uint64_t seed : {2, 3}) {
+        EXPECT_EQ(RunKernel(Gqa(8, 64), q, Place({me}, 2, 64, 16, dtype, seed)), want)
+            << DTypeName(dtype) << " seed " << seed;
+      }
+      const std::vector<SeqSpec> crowd = {{33, 33, 22}, me, {1000, 1, 23}, {5, 2, 24}};
+      const PagedBatch b = Place(crowd, 2, 64, 16, dtype, 5);
+      const auto crowd_q = Queries(crowd, 8, 64);
+      EXPECT_EQ(RowsOf(RunKernel(Gqa(8, 64), crowd_q, b), b, 1, 8 * 64), want) << DTypeName(dtype);
+      for (size_t threads : {2, 3}) {
+        ThreadPool pool(threads);
+        auto p = Gqa(8, 64);
+        p.split_k = SplitK::kAlways;
+        EXPECT_EQ(RowsOf(RunKernel(p, crowd_q, b, &pool), b, 1, 8 * 64), want)
+            << DTypeName(dtype) << " " << threads << " threads";
       }
     }
   });
@@ -520,6 +592,22 @@ TEST_F(PagedAttentionErrors, NegativeContext) {
 TEST_F(PagedAttentionErrors, QueryIndptrMismatch) {
   b_.query_indptr.pop_back();
   ExpectError("query_indptr has 2 entries");
+}
+
+TEST_F(PagedAttentionErrors, ScalesExactlyForQuantizedDtypes) {
+  std::vector<float> scales(b_.num_pages * b_.num_kv_heads, 1.0f);
+  kv::PagedKvView v = b_.kv();
+  v.key_scales = scales.data();
+  v.value_scales = scales.data();
+  std::vector<float> q(3 * 4 * 8), out(q.size());
+  PagedAttentionParams p = Gqa(4, 8);
+  Status s = PagedAttention(p, q, v, b_.batch(), out);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("f32 takes no scales"), std::string::npos) << s.ToString();
+  v.dtype = DType::kI8;
+  v.value_scales = nullptr;
+  s = PagedAttention(p, q, v, b_.batch(), out);
+  EXPECT_NE(s.message().find("i8 needs key and value scales"), std::string::npos) << s.ToString();
 }
 
 TEST_F(PagedAttentionErrors, UnsupportedKernelDtype) {

@@ -309,9 +309,11 @@ Result<TensorType> FromSafetensorsDType(DType d, const std::string& name) {
     case DType::kBF16:
       return TensorType::kBF16;
     case DType::kI8:
+    case DType::kF8E4M3:
       break;
   }
-  return Status::Unimplemented("tensor " + name + " is i8; weights must be a float type");
+  return Status::Unimplemented("tensor " + name + " is " + std::string(DTypeName(d)) +
+                               "; weights must be a float type");
 }
 
 // The safetensors files of a folder: model.safetensors, or the shards named

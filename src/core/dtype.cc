@@ -1,5 +1,6 @@
 #include "folio/core/dtype.h"
 
+#include <limits>
 #include <string>
 
 namespace folio {
@@ -16,6 +17,8 @@ std::string_view DTypeName(DType t) {
       return "f16";
     case DType::kI8:
       return "i8";
+    case DType::kF8E4M3:
+      return "f8e4m3";
   }
   return "unknown";
 }
@@ -26,8 +29,9 @@ Result<DType> ParseDType(std::string_view name) {
   if (name == "bf16" || name == "bfloat16") return DType::kBF16;
   if (name == "f16" || name == "float16") return DType::kF16;
   if (name == "i8" || name == "int8") return DType::kI8;
+  if (name == "f8e4m3" || name == "fp8" || name == "float8_e4m3fn") return DType::kF8E4M3;
   return Status::InvalidArgument("unknown dtype '" + std::string(name) +
-                                 "' (expected f64, f32, bf16, f16 or i8)");
+                                 "' (expected f64, f32, bf16, f16, i8 or f8e4m3)");
 }
 
 // binary16: 1 sign, 5 exponent (bias 15), 10 mantissa bits.
@@ -61,6 +65,43 @@ float F16BitsToF32(uint16_t h) {
     return sign ? -v : v;
   }
   return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+// E4M3: bias 7; exponent field 0 is subnormal (m * 2^-9); 0x7f is NaN.
+uint8_t F32ToE4M3Bits(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  const auto sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+  const uint32_t abs = u & 0x7fffffffu;
+  if (abs > 0x7f800000u) return static_cast<uint8_t>(sign | 0x7fu);
+  // 448 = 0x43e00000; everything from there on (464 and up would round to
+  // 512, which E4M3 lacks) saturates.
+  if (abs >= 0x43e00000u) return static_cast<uint8_t>(sign | 0x7eu);
+  if (abs < 0x3c800000u) {  // below 2^-6: subnormal, m = round(|f| * 2^9)
+    const float scaled = std::bit_cast<float>(abs) * 512.0f;  // exact, < 8
+    auto m = static_cast<uint32_t>(scaled);
+    const float rest = scaled - static_cast<float>(m);
+    if (rest > 0.5f || (rest == 0.5f && (m & 1u) != 0)) ++m;  // 8 is 2^-6, the least normal
+    return static_cast<uint8_t>(sign | m);
+  }
+  // Normal: rebias (127 -> 7) and round the mantissa 23 -> 3 bits; a carry
+  // into the exponent is the right answer.
+  uint32_t r = abs - (120u << 23);
+  r += 0x7ffffu + ((r >> 20) & 1u);
+  return static_cast<uint8_t>(sign | (r >> 20));
+}
+
+float E4M3BitsToF32(uint8_t bits) {
+  const uint32_t exp = (bits >> 3) & 0xfu;
+  const uint32_t mant = bits & 0x7u;
+  float v;
+  if (exp == 0xf && mant == 0x7) {
+    v = std::numeric_limits<float>::quiet_NaN();
+  } else if (exp == 0) {
+    v = static_cast<float>(mant) * 0x1.0p-9f;
+  } else {
+    v = std::bit_cast<float>(((exp + 120u) << 23) | (mant << 20));
+  }
+  return (bits & 0x80u) != 0 ? -v : v;
 }
 
 }  // namespace folio

@@ -24,10 +24,16 @@ Status UnknownSeq(const char* op, SeqId seq) {
 }
 
 // Every element NaN: one element written, then doubled by copying the
-// filled prefix, so even a multi-GiB pool fills at memcpy speed.
+// filled prefix, so even a multi-GiB pool fills at memcpy speed. A
+// quantized pool cannot hold NaN; its pages start as zeros and its scales
+// as NaN, which poisons every row they scale just the same.
 void FillNaN(AlignedBuffer& buf, DType dtype) {
   std::byte* data = buf.data();
   const size_t size = buf.size();
+  if (IsQuantized(dtype)) {
+    std::memset(data, 0, size);
+    return;
+  }
   StoreElement(dtype, data, 0, std::numeric_limits<float>::quiet_NaN());
   for (size_t done = DTypeSize(dtype); done < size;) {
     const size_t n = std::min(done, size - done);
@@ -45,6 +51,37 @@ void StoreRow(DType dtype, std::byte* base, uint64_t dst, const float* src, uint
   for (uint64_t f = 0; f < head_dim; ++f) StoreElement(dtype, base, dst + f, src[f]);
 }
 
+// The scale a page's head takes from its slot-0 row: the row's largest
+// magnitude times the headroom, mapped to the dtype's largest value. A
+// zero row stands for magnitude 1 (any positive scale would do; this one
+// keeps later rows' error relative to a unit-sized range).
+float PageScale(DType dtype, const float* row, uint64_t head_dim) {
+  float amax = 0.0f;
+  for (uint64_t f = 0; f < head_dim; ++f) amax = std::max(amax, std::abs(row[f]));
+  if (amax == 0.0f) amax = 1.0f;
+  return dtype == DType::kI8 ? amax * kI8ScaleHeadroom / 127.0f : amax * kF8ScaleHeadroom / 448.0f;
+}
+
+// head_dim floats quantized with `scale` to consecutive elements of `base`
+// from element `dst`, rounding to nearest even and saturating. Returns the
+// elements that saturated.
+uint64_t QuantizeRow(DType dtype, float scale, std::byte* base, uint64_t dst, const float* src,
+                     uint64_t head_dim) {
+  uint64_t saturated = 0;
+  for (uint64_t f = 0; f < head_dim; ++f) {
+    const float x = src[f] / scale;
+    if (dtype == DType::kI8) {
+      const float q = std::nearbyint(x);
+      saturated += std::abs(q) > 127.0f ? 1u : 0u;
+      base[dst + f] = static_cast<std::byte>(static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f)));
+    } else {
+      saturated += std::abs(x) > 448.0f ? 1u : 0u;
+      base[dst + f] = static_cast<std::byte>(F32ToE4M3Bits(x));
+    }
+  }
+  return saturated;
+}
+
 }  // namespace
 
 Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
@@ -55,9 +92,6 @@ Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
         "> 0 (got " +
         Str(c.num_layers) + ", " + Str(c.num_kv_heads) + ", " + Str(c.head_dim) + ", " +
         Str(c.page_size) + ", " + Str(c.num_pages) + ")");
-  }
-  if (c.dtype == DType::kI8) {
-    return Status::Unimplemented("KV dtype i8 needs a quantization scheme");
   }
   if (c.num_pages > kMaxInt32 || c.page_size > kMaxInt32) {
     return Status::OutOfRange("num_pages " + Str(c.num_pages) + " and page_size " +
@@ -91,13 +125,27 @@ PagedKvCache::PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes)
       role->emplace_back(config_.num_pages * page_bytes_);
       FillNaN(role->back(), config_.dtype);
     }
+    if (IsQuantized(config_.dtype)) {
+      for (auto* role : {&key_scales_, &value_scales_}) {
+        role->emplace_back(config_.num_pages * config_.num_kv_heads,
+                           std::numeric_limits<float>::quiet_NaN());
+      }
+    }
   }
+}
+
+const float* PagedKvCache::Scales(uint64_t layer, KvRole role) const {
+  if (!IsQuantized(config_.dtype)) return nullptr;
+  return (role == KvRole::kKey ? key_scales_ : value_scales_)[layer].data();
 }
 
 PagedKvView PagedKvCache::View(uint64_t layer) const {
   FOLIO_CHECK(layer < config_.num_layers, "layer=", layer);
-  return {keys_[layer].data(),  values_[layer].data(), config_.dtype,   config_.num_pages,
-          config_.num_kv_heads, config_.page_size,     config_.head_dim};
+  PagedKvView v{keys_[layer].data(),  values_[layer].data(), config_.dtype,   config_.num_pages,
+                config_.num_kv_heads, config_.page_size,     config_.head_dim};
+  v.key_scales = Scales(layer, KvRole::kKey);
+  v.value_scales = Scales(layer, KvRole::kValue);
+  return v;
 }
 
 SeqId PagedKvCache::AddSequence() {
@@ -214,6 +262,42 @@ Status PagedKvCache::WritePageTokenMajor(uint64_t layer, KvRole role, PageId pag
       std::memcpy(dst + (h * slots + t) * row, in.data() + (t * heads + h) * row, row);
     }
   }
+  return Status::Ok();
+}
+
+void PagedKvCache::ReadPageScales(uint64_t layer, KvRole role, PageId page,
+                                  std::span<float> out) const {
+  FOLIO_CHECK(IsQuantized(config_.dtype) && layer < config_.num_layers && page >= 0 &&
+                  static_cast<uint64_t>(page) < config_.num_pages &&
+                  out.size() == config_.num_kv_heads,
+              "layer=", layer, " page=", page);
+  const float* src = Scales(layer, role) + static_cast<uint64_t>(page) * config_.num_kv_heads;
+  std::copy_n(src, config_.num_kv_heads, out.data());
+}
+
+Status PagedKvCache::WritePageScales(uint64_t layer, KvRole role, PageId page,
+                                     std::span<const float> in) {
+  FOLIO_CHECK(IsQuantized(config_.dtype) && layer < config_.num_layers && page >= 0 &&
+                  static_cast<uint64_t>(page) < config_.num_pages &&
+                  in.size() == config_.num_kv_heads,
+              "layer=", layer, " page=", page);
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("write of page " + std::to_string(page) + "'s scales"));
+  if (pool_.refcount(page) != 1) {
+    return Status::FailedPrecondition("write of page " + std::to_string(page) + "'s scales with " +
+                                      Str(pool_.refcount(page)) +
+                                      " references (needs exactly its writer's)");
+  }
+  for (size_t h = 0; h < in.size(); ++h) {
+    if (!std::isfinite(in[h]) || !(in[h] > 0.0f)) {
+      return Status::InvalidArgument("page " + std::to_string(page) + " head " + Str(h) +
+                                     " scale " + std::to_string(in[h]) +
+                                     " is not a finite positive number");
+    }
+  }
+  auto& scales = role == KvRole::kKey ? key_scales_ : value_scales_;
+  std::copy(in.begin(), in.end(),
+            scales[layer].begin() +
+                static_cast<std::ptrdiff_t>(static_cast<uint64_t>(page) * config_.num_kv_heads));
   return Status::Ok();
 }
 
@@ -375,6 +459,15 @@ void PagedKvCache::CopyPage(PageId from, PageId to) {
   for (uint64_t l = 0; l < config_.num_layers; ++l) {
     std::memcpy(keys_[l].data() + dst, keys_[l].data() + src, page_bytes_);
     std::memcpy(values_[l].data() + dst, values_[l].data() + src, page_bytes_);
+    if (IsQuantized(config_.dtype)) {
+      for (auto* scales : {&key_scales_[l], &value_scales_[l]}) {
+        const uint64_t heads = config_.num_kv_heads;
+        const auto at = [&](PageId page) {
+          return scales->begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(page) * heads);
+        };
+        std::copy_n(at(from), heads, at(to));
+      }
+    }
   }
 }
 
@@ -460,14 +553,36 @@ Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_map
     }
   }
   const LaneShape lane{1, heads, head_dim};
+  if (IsQuantized(config_.dtype)) {
+    // A page's slot-0 row fixes its scales (see the top of the header);
+    // those first, so rows written in the same call as their page's first
+    // row use them.
+    for (size_t t = 0; t < slot_mapping.size(); ++t) {
+      const auto slot = static_cast<uint64_t>(slot_mapping[t]);
+      if (slot % page_size != 0) continue;
+      for (uint64_t h = 0; h < heads; ++h) {
+        const uint64_t src = (t * heads + h) * head_dim, at = slot / page_size * heads + h;
+        key_scales_[layer][at] = PageScale(config_.dtype, keys.data() + src, head_dim);
+        value_scales_[layer][at] = PageScale(config_.dtype, values.data() + src, head_dim);
+      }
+    }
+  }
   for (size_t t = 0; t < slot_mapping.size(); ++t) {
     const auto slot = static_cast<uint64_t>(slot_mapping[t]);
     for (uint64_t h = 0; h < heads; ++h) {
       const uint64_t dst =
           ScalarIndex(lane, page_size, slot / page_size, slot % page_size, 0, h, 0);
       const uint64_t src = (t * heads + h) * head_dim;
-      StoreRow(config_.dtype, keys_[layer].data(), dst, keys.data() + src, head_dim);
-      StoreRow(config_.dtype, values_[layer].data(), dst, values.data() + src, head_dim);
+      if (IsQuantized(config_.dtype)) {
+        const uint64_t at = slot / page_size * heads + h;
+        saturated_ += QuantizeRow(config_.dtype, key_scales_[layer][at], keys_[layer].data(), dst,
+                                  keys.data() + src, head_dim);
+        saturated_ += QuantizeRow(config_.dtype, value_scales_[layer][at], values_[layer].data(),
+                                  dst, values.data() + src, head_dim);
+      } else {
+        StoreRow(config_.dtype, keys_[layer].data(), dst, keys.data() + src, head_dim);
+        StoreRow(config_.dtype, values_[layer].data(), dst, values.data() + src, head_dim);
+      }
     }
   }
   return Status::Ok();
@@ -484,8 +599,10 @@ void PagedKvCache::ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos,
   const uint64_t row = ScalarIndex({1, config_.num_kv_heads, config_.head_dim}, page_size, page,
                                    pos % page_size, 0, head, 0);
   const std::byte* base = role == KvRole::kKey ? keys_[layer].data() : values_[layer].data();
+  const float scale =
+      IsQuantized(config_.dtype) ? Scales(layer, role)[page * config_.num_kv_heads + head] : 1.0f;
   for (uint64_t f = 0; f < config_.head_dim; ++f) {
-    out[f] = LoadElement<float>(config_.dtype, base, row + f);
+    out[f] = LoadElement<float>(config_.dtype, base, row + f) * scale;
   }
 }
 
@@ -582,9 +699,10 @@ PoolStats PagedKvCache::Stats() const {
   uint64_t committed = 0;
   for (const uint64_t f : filled) committed += f;
   st.tail_slots_unwritten = st.pages_used * page_size - committed;
-  const uint64_t bytes_per_page = page_bytes_ * config_.num_layers * 2;
+  const uint64_t bytes_per_page = (page_bytes_ + scale_bytes()) * config_.num_layers * 2;
   st.kv_bytes_total = bytes_per_page * st.pages_total;
   st.kv_bytes_used = bytes_per_page * st.pages_used;
+  st.kv_values_saturated = saturated_;
   return st;
 }
 

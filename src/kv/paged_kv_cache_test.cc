@@ -104,9 +104,187 @@ TEST(PagedKvCache, CreateRejectsAnOverflowingSize) {
             StatusCode::kOutOfRange);
 }
 
-TEST(PagedKvCache, CreateRejectsI8) {
-  EXPECT_EQ(PagedKvCache::Create({1, 1, 1, 1, 1, DType::kI8}).status().code(),
-            StatusCode::kUnimplemented);
+// ---- quantized pages ---------------------------------------------------------
+
+constexpr uint64_t kQDim = 16;
+
+// Random rows [n, kHeads, kQDim] in [-amp, amp), from a seed.
+std::vector<float> RandomRows(uint64_t n, float amp, uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<float> rows(n * kHeads * kQDim);
+  for (float& x : rows) x = amp * static_cast<float>(2 * rng.NextUnit() - 1);
+  return rows;
+}
+
+// Writes keys/values [n, kHeads, kQDim] as the next n tokens of seq in
+// every layer, in steps of the given sizes.
+void AppendRows(PagedKvCache& c, SeqId seq, const std::vector<float>& keys,
+                const std::vector<float>& values, const std::vector<uint64_t>& steps) {
+  uint64_t done = 0;
+  for (const uint64_t n : steps) {
+    AppendPlan plan = Prepare(c, {{seq, n}});
+    const auto first = static_cast<std::ptrdiff_t>(done * kHeads * kQDim);
+    const auto count = static_cast<std::ptrdiff_t>(n * kHeads * kQDim);
+    const std::vector<float> k(keys.begin() + first, keys.begin() + first + count);
+    const std::vector<float> v(values.begin() + first, values.begin() + first + count);
+    for (uint64_t l = 0; l < kLayers; ++l) {
+      const Status s = c.WriteRows(l, plan.slot_mapping(), k, v);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+    }
+    c.Commit(plan);
+    done += n;
+  }
+}
+
+PagedKvCache MakeQuantized(DType dtype, uint64_t page_size = 8, uint64_t num_pages = 12) {
+  return *PagedKvCache::Create({kLayers, kHeads, kQDim, page_size, num_pages, dtype});
+}
+
+TEST(PagedKvCache, QuantizedPoolsStartWithNaNScalesAndCountThemInBytes) {
+  for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
+    auto c = MakeQuantized(dtype);
+    const PagedKvView v = c.View(1);
+    ASSERT_NE(v.key_scales, nullptr);
+    ASSERT_NE(v.value_scales, nullptr);
+    for (size_t i = 0; i < 12 * kHeads; ++i) {
+      EXPECT_TRUE(std::isnan(v.key_scales[i]) && std::isnan(v.value_scales[i]));
+    }
+    EXPECT_EQ(c.scale_bytes(), kHeads * sizeof(float));
+    EXPECT_EQ(c.Stats().kv_bytes_total, 12 * kLayers * 2 * (8 * kHeads * kQDim + kHeads * 4));
+  }
+  EXPECT_EQ(Make(4, 3).View(0).key_scales, nullptr);
+  EXPECT_EQ(Make(4, 3).scale_bytes(), 0u);
+}
+
+// Every row reads back within half a code step of what was written, with
+// the scale its page's slot-0 row fixed; rows past the headroom saturate
+// at the largest code, and the cache counts them.
+TEST(PagedKvCache, QuantizedRowsReadBackWithinTheirPagesStep) {
+  for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
+    auto c = MakeQuantized(dtype);
+    const SeqId seq = c.AddSequence();
+    const uint64_t n = 37;
+    auto keys = RandomRows(n, 1.0f, 1), values = RandomRows(n, 3.0f, 2);
+    // Token 9 (page 1, slot 1) of key head 0 is 10x its page's first row.
+    for (uint64_t f = 0; f < kQDim; ++f) keys[(9 * kHeads) * kQDim + f] *= 10.0f;
+    AppendRows(c, seq, keys, values, {n});
+    const bool i8 = dtype == DType::kI8;
+    const float code_max = i8 ? 127.0f : 448.0f;
+    const float headroom = i8 ? kI8ScaleHeadroom : kF8ScaleHeadroom;
+    uint64_t saturated = 0;
+    float row[kQDim];
+    for (uint64_t l = 0; l < kLayers; ++l) {
+      for (KvRole role : {KvRole::kKey, KvRole::kValue}) {
+        const auto& src = role == KvRole::kKey ? keys : values;
+        for (uint64_t pos = 0; pos < n; ++pos) {
+          for (uint64_t h = 0; h < kHeads; ++h) {
+            const float* first = src.data() + (pos / 8 * 8 * kHeads + h) * kQDim;
+            float amax = 0;
+            for (uint64_t f = 0; f < kQDim; ++f) amax = std::max(amax, std::abs(first[f]));
+            const float scale = amax * headroom / code_max;
+            c.ReadRow(l, role, seq, pos, h, row);
+            for (uint64_t f = 0; f < kQDim; ++f) {
+              const float x = src[(pos * kHeads + h) * kQDim + f];
+              if (std::abs(x) > code_max * scale * (i8 ? 1.0f + 0.5f / 127 : 1.0f)) {
+                EXPECT_FLOAT_EQ(row[f], std::copysign(code_max * scale, x));
+                ++saturated;
+                continue;
+              }
+              // i8: half a step; f8e4m3: half an ulp of 3 mantissa bits
+              // (relative 2^-4) or, below 2^-6, half the subnormal step.
+              const double bound =
+                  i8 ? scale * 0.5 * (1 + 1e-5)
+                     : std::max(std::abs(x) * 0x1.0p-4, scale * 0x1.0p-10) * (1 + 1e-5);
+              ASSERT_LE(std::abs(double{row[f]} - x), bound)
+                  << DTypeName(dtype) << " pos " << pos << " head " << h << " f " << f;
+            }
+          }
+        }
+      }
+    }
+    EXPECT_GT(saturated, 0u) << DTypeName(dtype);
+    EXPECT_EQ(c.Stats().kv_values_saturated, saturated) << DTypeName(dtype);
+  }
+}
+
+// The bits a page holds do not depend on how its tokens were split into
+// steps: slot 0 fixes the scales, and no row is ever re-rounded.
+TEST(PagedKvCache, QuantizedPagesAreTheSameWhateverTheStepSizes) {
+  for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
+    const auto keys = RandomRows(45, 2.0f, 3), values = RandomRows(45, 0.5f, 4);
+    std::vector<std::vector<std::byte>> pages;
+    std::vector<std::vector<float>> scales;
+    for (const std::vector<uint64_t>& steps : std::vector<std::vector<uint64_t>>{
+             {45}, {1, 1, 1, 42}, {7, 1, 20, 12, 5}, {8, 8, 8, 8, 8, 5}}) {
+      auto c = MakeQuantized(dtype);
+      const SeqId seq = c.AddSequence();
+      AppendRows(c, seq, keys, values, steps);
+      std::vector<std::byte> bytes;
+      std::vector<float> sc;
+      for (uint64_t l = 0; l < kLayers; ++l) {
+        for (KvRole role : {KvRole::kKey, KvRole::kValue}) {
+          for (const PageId page : c.block_table(seq)) {
+            std::vector<std::byte> b(c.page_bytes());
+            c.ReadPageTokenMajor(l, role, page, 8, b);
+            bytes.insert(bytes.end(), b.begin(), b.end());
+            std::vector<float> s(kHeads);
+            c.ReadPageScales(l, role, page, s);
+            sc.insert(sc.end(), s.begin(), s.end());
+          }
+        }
+      }
+      pages.push_back(std::move(bytes));
+      scales.push_back(std::move(sc));
+    }
+    for (size_t i = 1; i < pages.size(); ++i) {
+      EXPECT_EQ(pages[i], pages[0]) << DTypeName(dtype) << " split " << i;
+      EXPECT_EQ(scales[i], scales[0]) << DTypeName(dtype) << " split " << i;
+    }
+  }
+}
+
+// Copy-on-write takes the scales along; a rewritten slot 0 sets them anew.
+TEST(PagedKvCache, QuantizedCopyOnWriteKeepsScalesAndSlotZeroResetsThem) {
+  auto c = MakeQuantized(DType::kI8);
+  const SeqId a = c.AddSequence();
+  AppendRows(c, a, RandomRows(11, 1.0f, 5), RandomRows(11, 1.0f, 6), {11});
+  const SeqId b = *c.Fork(a);
+  AppendRows(c, b, RandomRows(1, 1.0f, 7), RandomRows(1, 1.0f, 8), {1});
+  ASSERT_NE(c.block_table(a)[1], c.block_table(b)[1]);  // the tail was copied
+  float ra[kQDim], rb[kQDim];
+  for (uint64_t pos = 0; pos < 11; ++pos) {
+    c.ReadRow(1, KvRole::kValue, a, pos, 1, ra);
+    c.ReadRow(1, KvRole::kValue, b, pos, 1, rb);
+    ASSERT_EQ(std::memcmp(ra, rb, sizeof ra), 0) << pos;
+  }
+  // Back to 8 tokens and a fresh page 1 from a row 4x larger: its scale
+  // follows the new slot-0 row, so that row reads back unsaturated.
+  ASSERT_TRUE(c.Truncate(b, 8).ok());
+  auto big = RandomRows(1, 4.0f, 9);
+  AppendRows(c, b, big, big, {1});
+  c.ReadRow(0, KvRole::kKey, b, 8, 0, rb);
+  for (uint64_t f = 0; f < kQDim; ++f) {
+    EXPECT_NEAR(rb[f], big[f], 4.0f * kI8ScaleHeadroom / 127 / 2 * 1.001f) << f;
+  }
+}
+
+TEST(PagedKvCache, WritePageScalesRefusesBadScalesAndSharedPages) {
+  auto c = MakeQuantized(DType::kF8E4M3);
+  auto pages = **c.HoldNewPages(1);
+  const std::vector<float> ok = {0.5f, 2.0f};
+  EXPECT_TRUE(c.WritePageScales(0, KvRole::kKey, pages[0], ok).ok());
+  std::vector<float> got(kHeads);
+  c.ReadPageScales(0, KvRole::kKey, pages[0], got);
+  EXPECT_EQ(got, ok);
+  for (const float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity(),
+                          std::numeric_limits<float>::quiet_NaN()}) {
+    const Status s = c.WritePageScales(0, KvRole::kValue, pages[0], std::vector<float>{1, bad});
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("head 1 scale"), std::string::npos) << s.message();
+  }
+  ASSERT_TRUE(c.HoldPage(pages[0]).ok());
+  EXPECT_EQ(c.WritePageScales(0, KvRole::kKey, pages[0], ok).code(),
+            StatusCode::kFailedPrecondition);
 }
 
 TEST(PagedKvCache, UnwrittenSlotsStartAsNaN) {

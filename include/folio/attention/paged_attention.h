@@ -76,7 +76,8 @@ Status ValidatePagedAttention(const PagedAttentionParams& params, size_t query_s
 
 // The optimised kernel: Highway SIMD (the best target this CPU has, chosen at
 // run time), online softmax, GQA groups loaded once, split-K over the pool's
-// threads. K/V dtype f32, bf16 or f16; compute in f32. pool may be null
+// threads. K/V dtype f32, bf16, f16, or i8 / f8e4m3 with per-page scales
+// (paged_view.h), read in place; compute in f32. pool may be null
 // (single-threaded).
 Status PagedAttention(const PagedAttentionParams& params, std::span<const float> query,
                       const kv::PagedKvView& kv, const kv::PagedBatchView& batch,
@@ -93,7 +94,8 @@ Status PagedAttention(const PagedAttentionParams& params, std::span<const float>
 // PagedAttention's, bit for bit.
 class PagedAttentionPlan {
  public:
-  // Errors: ValidatePagedAttention's; K/V dtype other than f32, bf16, f16.
+  // Errors: ValidatePagedAttention's (which include scales present exactly
+  // for the quantized dtypes); K/V dtype f64.
   static Result<PagedAttentionPlan> Create(const PagedAttentionParams& params,
                                            std::span<const float> query, std::span<float> out,
                                            const kv::PagedKvView& kv,
@@ -114,8 +116,9 @@ class PagedAttentionPlan {
 };
 
 // The scalar reference: per row, a two-pass softmax over the visible keys
-// in float64, read through the same addressing. K/V dtype f64, f32, bf16 or
-// f16. For tests and for checking the kernel, not for speed.
+// in float64, read through the same addressing. K/V dtype f64, f32, bf16,
+// f16, or i8 / f8e4m3 (code times its page's scale). For tests and for checking the kernel, not for
+// speed.
 Status PagedAttentionReference(const PagedAttentionParams& params, std::span<const float> query,
                                const kv::PagedKvView& kv, const kv::PagedBatchView& batch,
                                std::span<float> out);

@@ -2,7 +2,9 @@
 //
 // folio computes in float64 (the worked example) or float32 (production)
 // and may store K/V and weights narrower. Widening is exact; narrowing to
-// bf16/f16 rounds to nearest, ties to even, as hardware converters do.
+// bf16/f16/f8e4m3 rounds to nearest, ties to even, as hardware converters
+// do. i8 and f8e4m3 hold quantized K/V: their real value is the stored one
+// times a scale kept beside them (kv/paged_kv_cache.h).
 #ifndef FOLIO_CORE_DTYPE_H_
 #define FOLIO_CORE_DTYPE_H_
 
@@ -16,7 +18,9 @@
 
 namespace folio {
 
-enum class DType : uint8_t { kF64, kF32, kBF16, kF16, kI8 };
+// kF8E4M3 is OCP FP8 E4M3 ("e4m3fn"): 1 sign, 4 exponent (bias 7) and 3
+// mantissa bits, no infinities, 0x7f / 0xff NaN, largest finite 448.
+enum class DType : uint8_t { kF64, kF32, kBF16, kF16, kI8, kF8E4M3 };
 
 constexpr size_t DTypeSize(DType t) {
   switch (t) {
@@ -29,15 +33,20 @@ constexpr size_t DTypeSize(DType t) {
     case DType::kF16:
       return 2;
     case DType::kI8:
+    case DType::kF8E4M3:
       return 1;
   }
   return 0;
 }
 
-// "f64", "f32", "bf16", "f16", "i8".
+// "f64", "f32", "bf16", "f16", "i8", "f8e4m3".
 std::string_view DTypeName(DType t);
-// Accepts the names above (and "float64", "float32", "bfloat16", "float16").
+// Accepts the names above and "float64", "float32", "bfloat16", "float16",
+// "int8", "fp8", "float8_e4m3fn".
 Result<DType> ParseDType(std::string_view name);
+
+// True for the dtypes whose elements need a scale to mean anything.
+constexpr bool IsQuantized(DType t) { return t == DType::kI8 || t == DType::kF8E4M3; }
 
 // float32 <-> bfloat16 bits. NaN stays NaN (quiet).
 constexpr uint16_t F32ToBF16Bits(float f) {
@@ -53,6 +62,13 @@ constexpr float BF16BitsToF32(uint16_t h) {
 // float32 <-> IEEE binary16 bits.
 uint16_t F32ToF16Bits(float f);
 float F16BitsToF32(uint16_t h);
+
+// float32 -> FP8 E4M3 bits, rounding to nearest even and saturating: a
+// finite value beyond +-448 becomes +-448 (the format has no infinity).
+// NaN becomes 0x7f (with the sign).
+uint8_t F32ToE4M3Bits(float f);
+// Exact: every E4M3 value is a float32.
+float E4M3BitsToF32(uint8_t bits);
 
 // Reads element i of a buffer of type `t` as T (T = float or double).
 // float64 storage read as float rounds once; narrower types widen exactly.
@@ -81,13 +97,15 @@ inline T LoadElement(DType t, const std::byte* base, size_t i) {
     }
     case DType::kI8:
       return static_cast<T>(static_cast<int8_t>(base[i]));
+    case DType::kF8E4M3:
+      return static_cast<T>(E4M3BitsToF32(static_cast<uint8_t>(base[i])));
   }
   FOLIO_CHECK(false, "unknown dtype");
   return T{};
 }
 
 // Writes `value` as element i of a buffer of type `t` (t must be a float
-// type). double -> bf16/f16 rounds through float32.
+// type). double -> bf16/f16/f8e4m3 rounds through float32.
 template <typename T>
 inline void StoreElement(DType t, std::byte* base, size_t i, T value) {
   switch (t) {
@@ -111,6 +129,9 @@ inline void StoreElement(DType t, std::byte* base, size_t i, T value) {
       std::memcpy(base + i * 2, &v, 2);
       return;
     }
+    case DType::kF8E4M3:
+      base[i] = static_cast<std::byte>(F32ToE4M3Bits(static_cast<float>(value)));
+      return;
     case DType::kI8:
       break;
   }

@@ -13,6 +13,23 @@
 // are reused: a reallocated page holds its previous owner's rows until they
 // are overwritten, and kernels must bound reads by context_lens (they do).
 //
+// Quantized pages. With dtype i8 or f8e4m3 a page stores
+// integers / FP8 codes, and each (layer, role, page, K/V head) has one f32
+// scale beside the pool: scales are [num_pages, num_kv_heads] floats per
+// layer and role, and element x of a row reads back as code(x) * scale
+// (PagedKvView's key_scales / value_scales). A page's scales are fixed
+// when its slot-0 row is written, from that row alone: the row's largest
+// magnitude times a headroom (kI8ScaleHeadroom, kF8ScaleHeadroom) maps to
+// the dtype's largest code (127 for i8, symmetric; 448 for f8e4m3). Later
+// rows are rounded to nearest even with that scale and saturate at the
+// largest code (PoolStats::kv_values_saturated counts those elements).
+// A scale that grew with the page would have to re-round rows already
+// written, and those rows' bits would then depend on how the page's tokens
+// were split into steps; a scale fixed by slot 0 makes every stored code a
+// function of its own row and its page's first row, so the determinism
+// contract holds for quantized caches unchanged. Rewriting slot 0 (after a
+// Truncate past it, or on a reused page) sets the scales again.
+//
 // Sequences. A sequence is a length and a block table: logical position p
 // lives at slot p % page_size of page table[p / page_size]. Outside a step,
 // table.size() == ceil(length / page_size): a page is allocated only when a
@@ -71,8 +88,16 @@ struct PagedKvCacheConfig {
   uint64_t head_dim = 1;
   uint64_t page_size = 16;    // token slots per page
   uint64_t num_pages = 1;     // pages in the pool, shared by all sequences
-  DType dtype = DType::kF32;  // f32, bf16, f16 (f64 for reference use)
+  DType dtype = DType::kF32;  // f32, bf16, f16, i8, f8e4m3 (f64 for reference use)
 };
+
+// How far past its slot-0 row's largest magnitude a quantized page's scale
+// reaches: a later row may be this many times larger before it saturates.
+// i8 pays for headroom in resolution (each doubling costs a bit), so it
+// keeps little; f8e4m3 keeps its relative precision at any magnitude and
+// can afford more. Chosen from measured perplexity (docs/performance.md).
+inline constexpr float kI8ScaleHeadroom = 1.5f;
+inline constexpr float kF8ScaleHeadroom = 4.0f;
 
 // Sequence ids count up from 0 and are never reused, so a stale id can only
 // ever be "unknown", never someone else's sequence.
@@ -120,8 +145,11 @@ struct PoolStats {
   // Pages referenced only by holds, no sequence: cached, reusable, and
   // evictable by their holder.
   uint64_t pages_held_only = 0;
-  uint64_t kv_bytes_total = 0;  // the whole pool
-  uint64_t kv_bytes_used = 0;   // pages_used pages
+  uint64_t kv_bytes_total = 0;  // the whole pool, scales included
+  uint64_t kv_bytes_used = 0;   // pages_used pages, scales included
+  // Quantized caches: elements written so far that saturated at the
+  // dtype's largest code (see the top of this file). Always 0 otherwise.
+  uint64_t kv_values_saturated = 0;
 };
 
 class PagedKvCache {
@@ -168,10 +196,20 @@ class PagedKvCache {
   // plan pending. Bad arguments are programming errors (checked), except
   // the page's state on writing (FailedPrecondition).
   uint64_t page_bytes() const { return page_bytes_; }
+  // A quantized page's scales for one layer and role: num_kv_heads floats
+  // beside page_bytes(). 0 for float dtypes.
+  uint64_t scale_bytes() const {
+    return IsQuantized(config_.dtype) ? config_.num_kv_heads * sizeof(float) : 0;
+  }
   void ReadPageTokenMajor(uint64_t layer, KvRole role, PageId page, uint64_t live_slots,
                           std::span<std::byte> out) const;
   Status WritePageTokenMajor(uint64_t layer, KvRole role, PageId page,
                              std::span<const std::byte> in);
+  // A quantized page's num_kv_heads scales of one layer and role; the cache
+  // must be quantized (checked). Writing has WritePageTokenMajor's rules
+  // and refuses a scale that is not finite and > 0 (InvalidArgument).
+  void ReadPageScales(uint64_t layer, KvRole role, PageId page, std::span<float> out) const;
+  Status WritePageScales(uint64_t layer, KvRole role, PageId page, std::span<const float> in);
   // A new sequence with seq's length and block table, sharing every page.
   // Errors: NotFound, or FailedPrecondition while a plan is pending.
   Result<SeqId> Fork(SeqId seq);
@@ -285,12 +323,17 @@ class PagedKvCache {
   void Unref(PageId page);
   void CheckPending(const AppendPlan& plan) const;
   const Sequence& Find(SeqId seq) const;
+  // [num_pages, num_kv_heads] scales of a quantized cache; null otherwise.
+  const float* Scales(uint64_t layer, KvRole role) const;
 
   PagedKvCacheConfig config_;
   uint64_t page_bytes_;  // one page of one layer and role
   BlockPool pool_;
   std::vector<AlignedBuffer> keys_;    // [num_layers] of [N, H_kv, P, d]
   std::vector<AlignedBuffer> values_;  // [num_layers] of [N, H_kv, P, d]
+  // Quantized dtypes only: [num_layers] of [N, H_kv] scales, NaN until set.
+  std::vector<std::vector<float>> key_scales_, value_scales_;
+  uint64_t saturated_ = 0;  // PoolStats::kv_values_saturated
   std::unordered_map<SeqId, Sequence> seqs_;
   std::vector<uint32_t> holds_;  // [num_pages], HoldPage references
   uint64_t held_only_ = 0;       // pages whose every reference is a hold

@@ -20,11 +20,16 @@ namespace folio::kv {
 struct PagedKvView {
   const std::byte* key_pages;    // [num_pages, num_kv_heads, page_size, head_dim]
   const std::byte* value_pages;  // [num_pages, num_kv_heads, page_size, head_dim]
-  DType dtype;                   // f32, bf16 or f16 (f64 for reference use)
+  DType dtype;                   // f32, bf16, f16, i8, f8e4m3 (f64 for reference use)
   uint64_t num_pages;
   uint64_t num_kv_heads;
   uint64_t page_size;
   uint64_t head_dim;
+  // Quantized dtypes (i8, f8e4m3): [num_pages, num_kv_heads] f32 scales;
+  // element (page, h, offset, f) means its code times the scale at
+  // page * num_kv_heads + h. Null for float dtypes.
+  const float* key_scales = nullptr;
+  const float* value_scales = nullptr;
 
   LaneShape lane_shape() const { return {1, num_kv_heads, head_dim}; }
 };
