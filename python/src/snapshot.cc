@@ -42,6 +42,9 @@ class Snapshot {
       case format::ElementType::kF16:
         dtype = {static_cast<uint8_t>(nb::dlpack::dtype_code::Float), 16, 1};
         break;
+      case format::ElementType::kI8:
+        dtype = nb::dtype<int8_t>();
+        break;
       default:
         dtype = nb::dtype<uint16_t>();
         break;  // bf16 bits
@@ -52,6 +55,29 @@ class Snapshot {
       delete static_cast<std::shared_ptr<const format::KvSnapshot>*>(p);
     });
     return Pages(const_cast<std::byte*>(pool.data()), 4, shape, owner, nullptr, dtype);
+  }
+
+  // An i8 snapshot's scales of one layer and role, float32 [num_pages,
+  // num_kv_heads]: element (page, slot, head, f) means code * scale[page,
+  // head]. ValueError for a float snapshot, which has none.
+  Pages Scales(uint64_t layer, bool value) const {
+    if (layer >= s_->num_layers) {
+      throw nb::index_error(
+          ("layer " + std::to_string(layer) + " of " + std::to_string(s_->num_layers)).c_str());
+    }
+    if (s_->key_scales.empty()) {
+      throw nb::value_error((std::string("a ") +
+                             std::string(format::ElementTypeName(s_->kv_dtype)) +
+                             " snapshot has no scales")
+                                .c_str());
+    }
+    const std::vector<float>& scales = value ? s_->value_scales[layer] : s_->key_scales[layer];
+    const size_t shape[2] = {s_->num_pages, s_->num_kv_heads};
+    auto* keep = new std::shared_ptr<const format::KvSnapshot>(s_);
+    nb::capsule owner(keep, [](void* p) noexcept {
+      delete static_cast<std::shared_ptr<const format::KvSnapshot>*>(p);
+    });
+    return Pages(const_cast<float*>(scales.data()), 2, shape, owner, nullptr, nb::dtype<float>());
   }
 
  private:
@@ -69,8 +95,10 @@ index buffers. Raises ValueError for a malformed or damaged file,
 FileNotFoundError if there is none.
 
 The result's keys(layer) / values(layer) are read-only NumPy arrays
-[num_pages, page_size, num_kv_heads, head_dim] (float32, float16, or uint16
-holding bfloat16 bits); sequences lists each sequence's block_table (indices
+[num_pages, page_size, num_kv_heads, head_dim] (float32, float16, uint16
+holding bfloat16 bits, or int8 codes); an i8 snapshot's key_scales(layer) /
+value_scales(layer) are float32 [num_pages, num_kv_heads], and an element
+means its code times its page's scale for its head; sequences lists each sequence's block_table (indices
 into those pages), num_tokens and request (the engine's state, a dict).
 )doc";
 
@@ -105,6 +133,12 @@ void BindSnapshot(nb::module_& m) {
       .def(
           "values", [](const Snapshot& s, uint64_t layer) { return s.Pool(layer, true); },
           nb::arg("layer"), "Layer `layer`'s value pages.")
+      .def(
+          "key_scales", [](const Snapshot& s, uint64_t layer) { return s.Scales(layer, false); },
+          nb::arg("layer"), "An i8 snapshot's key scales of layer `layer`, [num_pages, heads].")
+      .def(
+          "value_scales", [](const Snapshot& s, uint64_t layer) { return s.Scales(layer, true); },
+          nb::arg("layer"), "An i8 snapshot's value scales of layer `layer`, [num_pages, heads].")
       .def("__repr__", [](const Snapshot& s) {
         const format::KvSnapshot& k = s.get();
         return "<folio.KvSnapshot " + std::to_string(k.sequences.size()) + " sequences, " +

@@ -47,7 +47,7 @@ KvCommands AddKvCommands(CLI::App& app, KvFlags& f) {
     cmd->add_option("--model", f.model, "model folder or .gguf (default: built-in)");
     cmd->add_option("--page-size", f.page_size, "KV page size")->check(CLI::Range(1, 1 << 20));
     cmd->add_option("--num-pages", f.num_pages, "KV pool pages")->check(CLI::Range(1, 1 << 30));
-    cmd->add_option("--kv-dtype", f.kv_dtype, "f32, bf16 or f16");
+    cmd->add_option("--kv-dtype", f.kv_dtype, "f32, bf16, f16 or i8");
   };
   KvCommands c;
   c.exp = kv->add_subcommand("export", "prefill prompts, decode a few tokens, write a snapshot");

@@ -1,5 +1,7 @@
 // Engine::ExportSnapshot / ImportSnapshot: a request's pages and state out
 // of one engine and into another (format/kv_snapshot.h).
+#include <bit>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -20,6 +22,12 @@ Result<format::ElementType> ToElementType(DType d) {
       return format::ElementType::kBF16;
     case DType::kF16:
       return format::ElementType::kF16;
+    case DType::kI8:
+      return format::ElementType::kI8;
+    case DType::kF8E4M3:
+      return Status::Unimplemented(
+          "KV dtype f8e4m3 has no snapshot encoding: Hurray's quantization sections describe "
+          "i8 / u8 storage only, so an f8e4m3 cache's codes cannot be described faithfully");
     default:
       break;
   }
@@ -65,6 +73,13 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
   format::KvSnapshot s;
   s.model_id = runner_.model_id();
   FOLIO_ASSIGN_OR_RETURN(s.kv_dtype, ToElementType(kc.dtype));
+  if (IsQuantized(kc.dtype) && (kc.page_size < 2 || !std::has_single_bit(kc.page_size))) {
+    return Status::Unimplemented(
+        "page size " + std::to_string(kc.page_size) + " cannot be exported with KV dtype " +
+        std::string(DTypeName(kc.dtype)) +
+        ": a snapshot stores its scales as Hurray per-block scales with block_size = page size, "
+        "and block_size must be a power of two >= 2");
+  }
   s.page_size = kc.page_size;
   s.num_layers = kc.num_layers;
   s.num_kv_heads = kc.num_kv_heads;
@@ -113,15 +128,35 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
     s.sequences.push_back(std::move(q));
   }
   s.num_pages = pages.size();
+  const uint64_t heads = kc.num_kv_heads;
   for (uint64_t l = 0; l < kc.num_layers; ++l) {
     for (const kv::KvRole role : {kv::KvRole::kKey, kv::KvRole::kValue}) {
+      const bool key = role == kv::KvRole::kKey;
       std::vector<std::byte> pool(s.num_pages * cache.page_bytes());
       for (size_t j = 0; j < pages.size(); ++j) {
         cache.ReadPageTokenMajor(
             l, role, pages[j], live[j],
             std::span(pool).subspan(j * cache.page_bytes(), cache.page_bytes()));
       }
-      (role == kv::KvRole::kKey ? s.keys : s.values).push_back(std::move(pool));
+      (key ? s.keys : s.values).push_back(std::move(pool));
+      if (!IsQuantized(kc.dtype)) continue;
+      // Every exported page has its slot-0 row, which set its scales.
+      std::vector<float> scales(s.num_pages * heads);
+      for (size_t j = 0; j < pages.size(); ++j) {
+        const std::span<float> out = std::span(scales).subspan(j * heads, heads);
+        cache.ReadPageScales(l, role, pages[j], out);
+        for (uint64_t h = 0; h < heads; ++h) {
+          if (!std::isfinite(out[h]) || !(out[h] > 0.0f)) {
+            return Status::FailedPrecondition("layer " + std::to_string(l) +
+                                              (key ? " key" : " value") + " scale of page " +
+                                              std::to_string(pages[j]) + " head " +
+                                              std::to_string(h) + " is " + std::to_string(out[h]) +
+                                              ", not a finite number > 0 (the page's first row is "
+                                              "unwritten)");
+          }
+        }
+      }
+      (key ? s.key_scales : s.value_scales).push_back(std::move(scales));
     }
   }
   return s;
@@ -209,6 +244,7 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
   const std::vector<kv::PageId>& pages = *held;
   kv::PagedKvCache& cache = kv_->mutable_cache();
   const uint64_t page_bytes = cache.page_bytes();
+  const uint64_t heads = kc.num_kv_heads;
   for (uint64_t l = 0; l < s.num_layers; ++l) {
     for (size_t j = 0; j < pages.size(); ++j) {
       const auto at = [&](const std::vector<std::byte>& pool) {
@@ -216,6 +252,16 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
       };
       FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kKey, pages[j], at(s.keys[l])).ok());
       FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kValue, pages[j], at(s.values[l])).ok());
+      if (!IsQuantized(kc.dtype)) continue;
+      // Validate checked every scale (finite, > 0) and the dtype check that
+      // an i8 engine gets an i8 snapshot, so these cannot fail either.
+      const auto scales = [&](const std::vector<float>& all) {
+        return std::span(all).subspan(j * heads, heads);
+      };
+      FOLIO_CHECK(
+          cache.WritePageScales(l, kv::KvRole::kKey, pages[j], scales(s.key_scales[l])).ok());
+      FOLIO_CHECK(
+          cache.WritePageScales(l, kv::KvRole::kValue, pages[j], scales(s.value_scales[l])).ok());
     }
   }
   std::vector<RequestId> ids;

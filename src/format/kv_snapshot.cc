@@ -3,6 +3,9 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -33,6 +36,39 @@ constexpr uint64_t kMaxPages = std::numeric_limits<int32_t>::max();
 constexpr uint64_t kMaxSequences = 1 << 20;
 
 std::string Str(uint64_t v) { return std::to_string(v); }
+
+// A scale as it reads back exactly (std::to_string shows 6 decimals).
+std::string FloatStr(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(v));
+  return buf;
+}
+
+const char* RoleName(bool value) { return value ? "value" : "key"; }
+
+// i8 snapshots quantize per block of page_size tokens, and Hurray's
+// per-block block_size must be a power of two >= 2 (quantization.h).
+Status CheckQuantizedPageSize(uint64_t page_size) {
+  if (page_size < 2 || !std::has_single_bit(page_size)) {
+    return Status::InvalidArgument(
+        "kv_dtype i8 needs a page_size that is a power of two >= 2 "
+        "(Hurray's per-block block_size, which must equal the page "
+        "size); page_size is " +
+        Str(page_size));
+  }
+  return Status::Ok();
+}
+
+// Tensors per layer and role: one (all heads) for float dtypes, one per
+// K/V head for i8, whose scales are per page and head.
+uint64_t TensorsPerRole(const KvSnapshot& s) { return s.quantized() ? s.num_kv_heads : 1; }
+
+// An f32 in the file's byte order (little-endian).
+uint32_t LoadU32(const std::byte* p) {
+  uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
+  return v;
+}
 
 uint32_t Crc32(std::span<const std::byte> bytes) {
   uLong crc = crc32(0L, Z_NULL, 0);
@@ -73,19 +109,62 @@ uint64_t TotalTokens(const KvSnapshot& s) {
   return n;
 }
 
-// The key or value descriptor of one layer.
+// The key or value descriptor of one layer: all its heads for float
+// dtypes; for i8 one head's (which head is the tensor's position in the
+// file), [total_tokens, 1, head_dim] with a symmetric per-block (= per
+// page) scale in every page slot. The manifest's page_size must pass
+// CheckQuantizedPageSize for i8.
 Result<TensorDescriptor> Describe(const KvSnapshot& s, uint64_t layer, bool value) {
   FOLIO_ASSIGN_OR_RETURN(BlockPagedLayout layout,
                          BlockPagedLayout::Create(static_cast<uint32_t>(s.page_size), s.num_pages,
                                                   0, static_cast<uint32_t>(s.sequences.size()),
                                                   value ? KvRole::kValue : KvRole::kKey,
                                                   static_cast<uint32_t>(layer), IndexType::kU32));
-  std::vector<BufferHandle> buffers(3);
-  buffers[0].byte_size = s.num_pages * s.page_bytes();
+  const uint64_t heads = s.quantized() ? 1 : s.num_kv_heads;
+  std::vector<BufferHandle> buffers(s.quantized() ? 4 : 3);
+  buffers[0].byte_size =
+      s.num_pages * s.page_size * heads * s.head_dim * ElementTypeBytes(s.kv_dtype);
   buffers[1].byte_size = 4 * FlatTable(s).size();
   buffers[2].byte_size = 4 * (s.sequences.size() + 1);
-  return TensorDescriptor::Create(s.kv_dtype, {TotalTokens(s), s.num_kv_heads, s.head_dim}, 0,
-                                  layout, std::move(buffers));
+  std::optional<QuantizationScheme> quantization;
+  if (s.quantized()) {
+    FOLIO_ASSIGN_OR_RETURN(
+        PerBlockAffine scheme,
+        PerBlockAffine::Symmetric(0, static_cast<uint32_t>(s.page_size), 3, ElementType::kF32));
+    quantization = scheme;
+    buffers[3].byte_size = s.num_pages * s.page_size * sizeof(float);
+  }
+  return TensorDescriptor::Create(s.kv_dtype, {TotalTokens(s), heads, s.head_dim}, 0, layout,
+                                  std::move(buffers), std::move(quantization));
+}
+
+std::string QuantizationText(const std::optional<QuantizationScheme>& q) {
+  if (!q) return "none";
+  if (const auto* b = std::get_if<PerBlockAffine>(&*q)) {
+    return std::string(PerBlockAffine::name()) + " (axis " + Str(b->axis()) + ", block_size " +
+           Str(b->block_size()) + ", scale buffer " + Str(b->scale_buffer_index()) +
+           ", scale type " + std::string(ElementTypeName(b->scale_type())) +
+           (b->symmetric() ? ", symmetric)" : ", asymmetric)");
+  }
+  return std::string(SchemeName(*q));
+}
+
+// The first field in which a tensor's (valid) descriptor differs from the
+// one the manifest implies, for the error message.
+std::string Difference(const TensorDescriptor& got, const TensorDescriptor& want) {
+  if (got.dtype() != want.dtype()) {
+    return "element type " + std::string(ElementTypeName(got.dtype())) + ", want " +
+           std::string(ElementTypeName(want.dtype()));
+  }
+  if (!std::ranges::equal(got.shape(), want.shape())) return "shape";
+  if (got.quantization() != want.quantization()) {
+    return "quantization " + QuantizationText(got.quantization()) + ", want " +
+           QuantizationText(want.quantization());
+  }
+  if (!(got.layout() == want.layout())) {
+    return "block-paged fields (page size, page count, sequence count, layer or role)";
+  }
+  return "buffer table";
 }
 
 std::span<const std::byte> AsBytes(const std::vector<uint32_t>& v) {
@@ -98,6 +177,12 @@ json Manifest(const KvSnapshot& s) {
     seqs.push_back(
         {{"block_table", q.block_table}, {"num_tokens", q.num_tokens}, {"request", q.request}});
   }
+  const char* layout =
+      s.quantized()
+          ? "one tensor per layer, role and K/V head (layer 0 key heads 0..H-1, layer 0 value "
+            "heads 0..H-1, layer 1 key ...), each pool [num_pages, page_size, 1, head_dim] i8 "
+            "with per_block_affine f32 scales [num_pages, page_size], equal within a page"
+          : "token-major [num_pages, page_size, num_kv_heads, head_dim]";
   return {{"format", "folio-kv-snapshot"},
           {"model_id", s.model_id},
           {"kv_dtype", std::string(ElementTypeName(s.kv_dtype))},
@@ -106,7 +191,7 @@ json Manifest(const KvSnapshot& s) {
           {"num_kv_heads", s.num_kv_heads},
           {"head_dim", s.head_dim},
           {"num_pages", s.num_pages},
-          {"layout", "token-major [num_pages, page_size, num_kv_heads, head_dim]"},
+          {"layout", layout},
           {"sequences", seqs}};
 }
 
@@ -166,9 +251,9 @@ Result<KvSnapshot> ParseManifest(const json& m) {
 
 Status KvSnapshot::Validate() const {
   if (kv_dtype != ElementType::kF32 && kv_dtype != ElementType::kBF16 &&
-      kv_dtype != ElementType::kF16) {
+      kv_dtype != ElementType::kF16 && kv_dtype != ElementType::kI8) {
     return Status::InvalidArgument("kv_dtype " + std::string(ElementTypeName(kv_dtype)) +
-                                   " is not f32, bf16 or f16");
+                                   " is not f32, bf16, f16 or i8");
   }
   if (page_size == 0 || page_size > kMaxPageSize || num_layers == 0 || num_layers > kMaxLayers ||
       num_kv_heads == 0 || num_kv_heads > kMaxHeads || head_dim == 0 || head_dim > kMaxHeadDim ||
@@ -188,6 +273,39 @@ Status KvSnapshot::Validate() const {
   for (uint64_t l = 0; l < num_layers; ++l) {
     if (keys[l].size() != *pool || values[l].size() != *pool) {
       return Status::InvalidArgument("layer " + Str(l) + " pools are not " + Str(*pool) + " bytes");
+    }
+  }
+  if (!quantized()) {
+    if (!key_scales.empty() || !value_scales.empty()) {
+      return Status::InvalidArgument("kv_dtype " + std::string(ElementTypeName(kv_dtype)) +
+                                     " snapshot carries key_scales / value_scales (only i8 has "
+                                     "them)");
+    }
+  } else {
+    FOLIO_RETURN_IF_ERROR(CheckQuantizedPageSize(page_size));
+    if (key_scales.size() != num_layers || value_scales.size() != num_layers) {
+      return Status::InvalidArgument("snapshot has " + Str(key_scales.size()) + " key and " +
+                                     Str(value_scales.size()) + " value scale lists for " +
+                                     Str(num_layers) + " layers");
+    }
+    const uint64_t per_layer = num_pages * num_kv_heads;
+    for (uint64_t l = 0; l < num_layers; ++l) {
+      for (const bool value : {false, true}) {
+        const std::vector<float>& scales = value ? value_scales[l] : key_scales[l];
+        if (scales.size() != per_layer) {
+          return Status::InvalidArgument("layer " + Str(l) + " " + RoleName(value) +
+                                         " scales: " + Str(scales.size()) +
+                                         ", not num_pages * num_kv_heads = " + Str(per_layer));
+        }
+        for (uint64_t i = 0; i < per_layer; ++i) {
+          if (!std::isfinite(scales[i]) || !(scales[i] > 0.0f)) {
+            return Status::InvalidArgument("layer " + Str(l) + " " + RoleName(value) +
+                                           " scale of page " + Str(i / num_kv_heads) + " head " +
+                                           Str(i % num_kv_heads) + " is " + FloatStr(scales[i]) +
+                                           ", not a finite number > 0");
+          }
+        }
+      }
     }
   }
   std::vector<bool> used(num_pages, false);
@@ -227,30 +345,55 @@ std::vector<std::byte> EncodeSnapshot(const KvSnapshot& s) {
   FOLIO_CHECK(valid.ok(), valid.ToString());
   const std::string manifest = Manifest(s).dump();
   const std::vector<uint32_t> table = FlatTable(s), seq_ptr = SeqPtr(s);
+  const uint64_t heads = TensorsPerRole(s);
+  const uint64_t num_tensors = 2 * s.num_layers * heads;
   // Everything at once: the pools dominate, and growing the vector would
-  // copy them again at every doubling. A descriptor is under 256 bytes.
-  const uint64_t per_tensor =
-      4 + 256 + 3 * kAlign + s.num_pages * s.page_bytes() + 4 * (table.size() + seq_ptr.size());
+  // copy them again at every doubling. Every tensor's descriptor has the
+  // same size.
+  Result<TensorDescriptor> first = Describe(s, 0, false);
+  FOLIO_CHECK(first.ok(), first.status().ToString());
+  uint64_t per_tensor = 4 + first->encoded_size();
+  for (const BufferHandle& h : first->buffers()) per_tensor += kAlign + h.byte_size;
   internal::Writer w;
-  w.Reserve(kHeaderBytes + manifest.size() + 4 + 2 * s.num_layers * per_tensor + 4);
+  w.Reserve(kHeaderBytes + manifest.size() + 4 + num_tensors * per_tensor + 4);
   w.PutBytes(std::as_bytes(std::span<const char>(kMagic)));
   w.Put<uint32_t>(kSnapshotVersion);
   w.Put<uint32_t>(0);
   w.Put<uint64_t>(manifest.size());
   w.PutBytes(std::as_bytes(std::span<const char>(manifest)));
-  w.Put<uint32_t>(static_cast<uint32_t>(2 * s.num_layers));
+  w.Put<uint32_t>(static_cast<uint32_t>(num_tensors));
+  const uint64_t rows = s.num_pages * s.page_size, dim = s.head_dim;
   for (uint64_t l = 0; l < s.num_layers; ++l) {
     for (const bool value : {false, true}) {
-      Result<TensorDescriptor> d = Describe(s, l, value);
-      FOLIO_CHECK(d.ok(), d.status().ToString());
-      const std::vector<std::byte> desc = d->ToBytes();
-      w.Put<uint32_t>(static_cast<uint32_t>(desc.size()));
-      w.PutBytes(desc);
-      for (const std::span<const std::byte> buf :
-           {std::span<const std::byte>(value ? s.values[l] : s.keys[l]), AsBytes(table),
-            AsBytes(seq_ptr)}) {
+      const std::vector<std::byte>& pool = value ? s.values[l] : s.keys[l];
+      for (uint64_t h = 0; h < heads; ++h) {
+        Result<TensorDescriptor> d = Describe(s, l, value);
+        FOLIO_CHECK(d.ok(), d.status().ToString());
+        const std::vector<std::byte> desc = d->ToBytes();
+        w.Put<uint32_t>(static_cast<uint32_t>(desc.size()));
+        w.PutBytes(desc);
         w.PutZeros(PaddingTo64(w.size()));
-        w.PutBytes(buf);
+        if (!s.quantized()) {
+          w.PutBytes(pool);
+        } else {
+          // Head h's rows of the token-major pool, slot by slot.
+          for (uint64_t row = 0; row < rows; ++row) {
+            w.PutBytes(std::span(pool).subspan((row * s.num_kv_heads + h) * dim, dim));
+          }
+        }
+        for (const std::span<const std::byte> buf : {AsBytes(table), AsBytes(seq_ptr)}) {
+          w.PutZeros(PaddingTo64(w.size()));
+          w.PutBytes(buf);
+        }
+        if (s.quantized()) {
+          // The page's scale for head h, in each of its slots.
+          const std::vector<float>& scales = value ? s.value_scales[l] : s.key_scales[l];
+          w.PutZeros(PaddingTo64(w.size()));
+          for (uint64_t p = 0; p < s.num_pages; ++p) {
+            const auto bits = std::bit_cast<uint32_t>(scales[p * s.num_kv_heads + h]);
+            for (uint64_t t = 0; t < s.page_size; ++t) w.Put<uint32_t>(bits);
+          }
+        }
       }
     }
   }
@@ -294,13 +437,20 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
                   nullptr, /*allow_exceptions=*/false);
   if (manifest.is_discarded()) return Status::InvalidArgument("manifest is not valid JSON");
   FOLIO_ASSIGN_OR_RETURN(KvSnapshot s, ParseManifest(manifest));
+  if (s.quantized()) {
+    Status page_size = CheckQuantizedPageSize(s.page_size);
+    if (!page_size.ok()) return page_size.WithContext("manifest");
+  }
 
   FOLIO_RETURN_IF_ERROR(r.Read("num_tensors", num_tensors));
-  if (num_tensors != 2 * s.num_layers) {
-    return Status::InvalidArgument("snapshot has " + Str(num_tensors) + " tensors for " +
-                                   Str(s.num_layers) +
-                                   " layers (want one key and one value "
-                                   "per layer)");
+  const uint64_t heads = TensorsPerRole(s);
+  if (num_tensors != 2 * s.num_layers * heads) {
+    return Status::InvalidArgument(
+        "snapshot has " + Str(num_tensors) + " tensors for " + Str(s.num_layers) +
+        (s.quantized() ? " layers of " + Str(s.num_kv_heads) +
+                             " K/V heads (want one key and one value tensor per layer and K/V "
+                             "head for kv_dtype i8)"
+                       : " layers (want one key and one value per layer)"));
   }
   // Everything the manifest implies, before sizing anything from it.
   const auto pool_bytes = CheckedMul(s.num_pages, s.page_bytes());
@@ -310,10 +460,13 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
                                    " bytes; " + Str(r.remaining()) + " bytes remain");
   }
   const std::vector<uint32_t> table = FlatTable(s), seq_ptr = SeqPtr(s);
+  const uint64_t rows = s.num_pages * s.page_size, dim = s.head_dim;
   for (uint64_t i = 0; i < num_tensors; ++i) {
-    const uint64_t layer = i / 2;
-    const bool value = i % 2 == 1;
-    const std::string what = "layer " + Str(layer) + (value ? " value" : " key") + " tensor";
+    const uint64_t layer = i / (2 * heads);
+    const bool value = (i / heads) % 2 == 1;
+    const uint64_t head = i % heads;
+    const std::string what = "layer " + Str(layer) + " " + RoleName(value) +
+                             (s.quantized() ? " head " + Str(head) : std::string()) + " tensor";
     uint32_t desc_length = 0;
     std::span<const std::byte> desc_bytes;
     FOLIO_RETURN_IF_ERROR(r.Read("descriptor_length", desc_length));
@@ -324,9 +477,8 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
     Result<TensorDescriptor> want = Describe(s, layer, value);
     if (!want.ok()) return want.status().WithContext("manifest");
     if (!(*desc == *want)) {
-      return Status::InvalidArgument(what +
-                                     " descriptor disagrees with the manifest (dtype, "
-                                     "shape, block-paged fields, layer, role or buffer sizes)");
+      return Status::InvalidArgument(
+          what + " descriptor disagrees with the manifest: " + Difference(*desc, *want));
     }
     std::vector<std::span<const std::byte>> buffers;
     for (const BufferHandle& h : desc->buffers()) {
@@ -344,7 +496,36 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
                                      "manifest's");
     }
     auto& dst = value ? s.values : s.keys;
-    dst.emplace_back(buffers[0].begin(), buffers[0].end());
+    if (!s.quantized()) {
+      dst.emplace_back(buffers[0].begin(), buffers[0].end());
+      continue;
+    }
+    // i8: head `head`'s rows back into the token-major pool, and its one
+    // scale per page from the page's slots, which must agree.
+    auto& scales = value ? s.value_scales : s.key_scales;
+    if (head == 0) {
+      dst.emplace_back(*pool_bytes);
+      scales.emplace_back(s.num_pages * s.num_kv_heads);
+    }
+    std::byte* pool = dst.back().data();
+    for (uint64_t row = 0; row < rows; ++row) {
+      std::memcpy(pool + (row * s.num_kv_heads + head) * dim, buffers[0].data() + row * dim, dim);
+    }
+    const std::byte* slot_scales = buffers[3].data();
+    for (uint64_t p = 0; p < s.num_pages; ++p) {
+      const uint32_t first = LoadU32(slot_scales + 4 * p * s.page_size);
+      for (uint64_t t = 1; t < s.page_size; ++t) {
+        const uint32_t bits = LoadU32(slot_scales + 4 * (p * s.page_size + t));
+        if (bits != first) {
+          return Status::InvalidArgument(
+              what + ": page " + Str(p) + " slot " + Str(t) + " scale " +
+              FloatStr(std::bit_cast<float>(bits)) + " differs from slot 0's " +
+              FloatStr(std::bit_cast<float>(first)) +
+              " (folio keeps one scale per page and K/V head, so a page's slots must agree)");
+        }
+      }
+      scales.back()[p * s.num_kv_heads + head] = std::bit_cast<float>(first);
+    }
   }
   if (r.remaining() != 0) {
     return Status::InvalidArgument(Str(r.remaining()) + " unexpected bytes before the checksum");
@@ -396,6 +577,11 @@ json SnapshotSummary(const KvSnapshot& s, uint64_t file_bytes) {
   summary["page_references"] = refs;
   summary["shared_page_references"] = refs - s.num_pages;
   summary["kv_bytes"] = 2 * s.num_layers * s.num_pages * s.page_bytes();
+  if (s.quantized()) {
+    // As stored: one f32 per page slot and K/V head.
+    summary["scale_bytes"] =
+        2 * s.num_layers * s.num_kv_heads * s.num_pages * s.page_size * sizeof(float);
+  }
   summary["file_bytes"] = file_bytes;
   return summary;
 }

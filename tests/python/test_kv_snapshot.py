@@ -29,7 +29,7 @@ def export(path, *extra):
     return json.loads(run(*args, *extra).stdout)
 
 
-@pytest.mark.parametrize("dtype,page", [("f32", 4), ("bf16", 16), ("f16", 3)])
+@pytest.mark.parametrize("dtype,page", [("f32", 4), ("bf16", 16), ("f16", 3), ("i8", 8)])
 def test_import_in_another_process_continues_bit_identically(tmp_path, dtype, page):
     snap = tmp_path / "s.kvs"
     exported = export(snap, "--kv-dtype", dtype, "--page-size", str(page), "--decode-steps", "4")
@@ -138,6 +138,38 @@ def test_snapshot_pages_read_from_python_match_the_spec(tmp_path, dtype, np_dtyp
             for other in s.sequences)
         assert np.any(keys[last, :used].view(np.uint8) != 0)
         assert q["request"]["prompt"] and len(q["request"]["output"]) == 3
+
+
+def test_i8_snapshot_scales_are_hurray_per_block_sections(tmp_path):
+    """An i8 snapshot: one tensor per (layer, role, head), each quantized
+    per block on the paged axis with block_size = page_size, its scale
+    buffer holding the page's scale in every slot."""
+    np = pytest.importorskip("numpy")
+    folio = pytest.importorskip("folio")
+    snap = tmp_path / "s.kvs"
+    export(snap, "--kv-dtype", "i8", "--page-size", "4")
+    s = folio.read_snapshot(str(snap))
+    assert s.kv_dtype == "i8"
+    manifest, tensors = walk_container(snap.read_bytes())
+    heads = s.num_kv_heads
+    assert len(tensors) == 2 * s.num_layers * heads
+    for i, (desc, buffers) in enumerate(tensors):
+        layer, rest = divmod(i, 2 * heads)
+        role, head = divmod(rest, heads)
+        q = desc.quantization
+        assert (q.name, q.axis, q.block_size, q.is_symmetric) == ("per_block_affine", 0, 4, True)
+        assert q.scale_buffer_index == 3 and desc.layout.validate_quantization_compatibility(q) is None
+        assert desc.layout.layer_index == layer and desc.shape[1:] == [1, s.head_dim]
+        scales = (s.value_scales if role else s.key_scales)(layer)
+        assert scales.shape == (s.num_pages, heads) and np.all(scales > 0)
+        slot_scales = np.frombuffer(buffers[3], np.float32).reshape(s.num_pages, 4)
+        assert np.array_equal(slot_scales, np.repeat(scales[:, head:head + 1], 4, axis=1))
+        pages = (s.values if role else s.keys)(layer)
+        assert pages.dtype == np.int8
+        assert pages[:, :, head, :].tobytes() == buffers[0]
+    with pytest.raises(ValueError, match="f32 snapshot has no scales"):
+        export(snap, "--page-size", "4")
+        folio.read_snapshot(str(snap)).key_scales(0)
 
 
 def test_read_snapshot_refuses_bad_files(tmp_path):

@@ -8,7 +8,7 @@
 //
 //   magic "FOLIOKVS" | version u32 = 1 | flags u32 = 0
 //   manifest_length u64 | manifest (UTF-8 JSON)
-//   num_tensors u32 (= 2 * num_layers: layer 0 key, layer 0 value, ...)
+//   num_tensors u32
 //   per tensor: descriptor_length u32 | descriptor |
 //               per buffer: zeros to the next 64-byte file offset | bytes
 //   crc32 u32 (zlib's CRC-32 of every byte before it)
@@ -17,6 +17,21 @@
 // the KV dtype, numbered densely from 0 in order of first use; a page shared
 // by several sequences is stored once and named by each block table. Slots
 // past a sequence's last token are zero.
+//
+// f32 / bf16 / f16: num_tensors = 2 * num_layers (layer 0 key, layer 0
+// value, layer 1 key, ...), each [total_tokens, num_kv_heads, head_dim].
+//
+// i8: folio keeps one f32 scale per (layer, role, page, K/V head), but a
+// Hurray block-paged tensor's per-block scales are one per page slot,
+// shared by every head of the slot. So each (layer, role, head) is its own
+// tensor, [total_tokens, 1, head_dim] i8, quantized symmetric
+// PerBlockAffine (axis 0, block_size = page_size, f32 scales in buffer 3)
+// whose scale buffer repeats the page's scale for that head in each of the
+// page's slots. num_tensors = 2 * num_layers * num_kv_heads, in the order
+// layer 0 key heads 0..H-1, layer 0 value heads 0..H-1, layer 1 key heads
+// ...; a reader refuses a page whose slots' scales differ. Hurray's
+// block_size must be a power of two >= 2, so i8 snapshots need such a page
+// size. f8e4m3 has no encoding: Hurray quantizes i8 / u8 storage only.
 //
 // This module knows pages and tables, not engines: each sequence carries its
 // request state as an opaque JSON object that the engine writes and reads
@@ -47,7 +62,7 @@ struct SnapshotSequence {
 
 struct KvSnapshot {
   std::string model_id;
-  ElementType kv_dtype = ElementType::kF32;  // f32, bf16 or f16
+  ElementType kv_dtype = ElementType::kF32;  // f32, bf16, f16 or i8
   uint64_t page_size = 0;
   uint64_t num_layers = 0;
   uint64_t num_kv_heads = 0;
@@ -56,15 +71,22 @@ struct KvSnapshot {
   std::vector<SnapshotSequence> sequences;
   // [num_layers] pools of num_pages * page_bytes(), token-major.
   std::vector<std::vector<std::byte>> keys, values;
+  // i8 only: [num_layers] of [num_pages, num_kv_heads] f32 scales (page p,
+  // head h at p * num_kv_heads + h); element x of that page and head is
+  // code(x) * scale. Empty for float dtypes.
+  std::vector<std::vector<float>> key_scales, value_scales;
+
+  bool quantized() const { return kv_dtype == ElementType::kI8; }
 
   uint64_t page_bytes() const {
     return page_size * num_kv_heads * head_dim * ElementTypeBytes(kv_dtype);
   }
   // Every field against the others: dimensions in bounds, dtype f32 / bf16
-  // / f16, pools of the right size, every page used by some table and
+  // / f16 / i8, pools of the right size, every page used by some table and
   // every table entry < num_pages, num_tokens within its pages (and their
-  // last page non-empty), requests JSON objects. InvalidArgument naming the
-  // field otherwise.
+  // last page non-empty), requests JSON objects. i8 also: page_size a power
+  // of two >= 2, scales of the right size, every one finite and > 0; float
+  // dtypes: no scales. InvalidArgument naming the field otherwise.
   Status Validate() const;
 };
 
@@ -75,10 +97,10 @@ std::vector<std::byte> EncodeSnapshot(const KvSnapshot& snapshot);
 // Parses untrusted bytes: the checksum first, then every length, count and
 // offset bounded by what remains before anything is sized from it, the
 // manifest's schema and limits, each tensor's descriptor (dtype, shape,
-// block-paged fields, layer and role, buffer sizes) and its index buffers
-// against the manifest. Errors: InvalidArgument (malformed, naming the
-// field and byte offset), Corruption (checksum), Unimplemented (another
-// version).
+// block-paged fields, layer and role, quantization, buffer sizes) and its
+// index buffers against the manifest; for i8, that each page's slot scales
+// agree. Errors: InvalidArgument (malformed, naming the field and byte
+// offset), Corruption (checksum), Unimplemented (another version).
 Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes);
 
 // Writes to a temporary file next to `path` and renames it over `path`, so
@@ -88,7 +110,7 @@ Result<KvSnapshot> ReadSnapshotFile(const std::filesystem::path& path);
 
 // A summary for people and tools (`folio kv inspect --json`): the manifest
 // with each sequence's page count, page references (and how many are
-// shared) and byte counts. No pages.
+// shared) and byte counts (i8: scale_bytes too, as stored). No pages.
 nlohmann::json SnapshotSummary(const KvSnapshot& snapshot, uint64_t file_bytes);
 
 }  // namespace folio::format
