@@ -45,9 +45,9 @@ Result<Grid> GridOf(const AttentionBenchOptions& o) {
   for (const std::string& n : names) {
     Result<DType> d = ParseDType(n);
     if (!d) return d.error().WithContext("--kv-dtypes");
-    if (*d != DType::kF32 && *d != DType::kBF16 && *d != DType::kF16) {
-      return Status::InvalidArgument("--kv-dtypes: the kernel reads f32, bf16 or f16 (got " + n +
-                                     ")");
+    if (*d == DType::kF64) {
+      return Status::InvalidArgument(
+          "--kv-dtypes: the kernel reads f32, bf16, f16, i8 or f8e4m3 (got " + n + ")");
     }
     g.dtypes.push_back(*d);
   }
@@ -453,7 +453,8 @@ CLI::App* AddAttentionBenchCommand(CLI::App& bench, AttentionBenchOptions& o) {
   cmd->add_flag("--quick", o.quick, "contexts 1024,16384, batch 1, bf16");
   cmd->add_option("--contexts", o.contexts, "override the contexts")->delimiter(',');
   cmd->add_option("--batches", o.batches, "override the batch sizes")->delimiter(',');
-  cmd->add_option("--kv-dtypes", o.kv_dtypes, "override the K/V dtypes (f32, bf16, f16)")
+  cmd->add_option("--kv-dtypes", o.kv_dtypes,
+                  "override the K/V dtypes (f32, bf16, f16, i8, f8e4m3)")
       ->delimiter(',');
   cmd->add_option("--repeats", o.repeats, "timed samples per row (>= 5)")
       ->check(CLI::Range(5, 100000));

@@ -15,6 +15,22 @@ namespace {
 // Uniform in [-1, 1).
 double Symmetric(SplitMix64& rng) { return 2.0 * rng.NextUnit() - 1.0; }
 
+// The largest code of a quantized dtype: a value in [-1, 1) is stored as
+// value * CodeMax and every scale is 1 / CodeMax.
+float CodeMax(DType d) { return d == DType::kI8 ? 127.0f : 448.0f; }
+
+// Element i of a pool of dtype d holds x (quantized: x's code).
+void StoreCode(DType d, std::byte* base, uint64_t i, double x) {
+  if (d == DType::kI8) {
+    base[i] = static_cast<std::byte>(
+        static_cast<int8_t>(std::nearbyint(x * static_cast<double>(CodeMax(d)))));
+  } else if (d == DType::kF8E4M3) {
+    base[i] = static_cast<std::byte>(F32ToE4M3Bits(static_cast<float>(x) * CodeMax(d)));
+  } else {
+    StoreElement(d, base, i, x);
+  }
+}
+
 // Splits [0, n) into about `parts` contiguous ranges and runs fn(begin, end)
 // for each over the pool.
 template <typename Fn>
@@ -31,10 +47,8 @@ void ParallelRanges(ThreadPool& pool, uint64_t n, uint64_t parts, const Fn& fn) 
 
 Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, uint64_t seed,
                                                   bool shuffle, ThreadPool& pool) {
-  if (shape.kv_dtype != DType::kF32 && shape.kv_dtype != DType::kBF16 &&
-      shape.kv_dtype != DType::kF16) {
-    return Status::InvalidArgument("kv_dtype must be f32, bf16 or f16 (got " +
-                                   std::string(DTypeName(shape.kv_dtype)) + ")");
+  if (shape.kv_dtype == DType::kF64) {
+    return Status::InvalidArgument("kv_dtype must be f32, bf16, f16, i8 or f8e4m3 (got f64)");
   }
   if (shape.context == 0 || shape.batch == 0 || shape.page_size == 0 || shape.head_dim == 0 ||
       shape.num_kv_heads == 0 || shape.num_q_heads % shape.num_kv_heads != 0) {
@@ -68,8 +82,8 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, u
     for (uint64_t page = lo; page < hi; ++page) {
       SplitMix64 rng(seed ^ (0x6b76ull << 48) ^ page);
       for (uint64_t i = page * page_elems; i < (page + 1) * page_elems; ++i) {
-        StoreElement(shape.kv_dtype, f.paged_k_.data(), i, Symmetric(rng));
-        StoreElement(shape.kv_dtype, f.paged_v_.data(), i, Symmetric(rng));
+        StoreCode(shape.kv_dtype, f.paged_k_.data(), i, Symmetric(rng));
+        StoreCode(shape.kv_dtype, f.paged_v_.data(), i, Symmetric(rng));
       }
     }
   });
@@ -88,6 +102,12 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, u
     f.paged_table_ = perm;
   }
 
+  if (IsQuantized(shape.kv_dtype)) {
+    // One scale per (page, head) in both layouts: the pool's pages and the
+    // dense layout's one page per sequence.
+    f.scales_.assign(std::max(f.num_pages_, shape.batch) * shape.num_kv_heads,
+                     1.0f / CodeMax(shape.kv_dtype));
+  }
   f.dense_table_.resize(shape.batch);
   std::iota(f.dense_table_.begin(), f.dense_table_.end(), 0);
   f.context_lens_.assign(shape.batch, static_cast<int32_t>(shape.context));
@@ -120,8 +140,10 @@ attention::PagedAttentionParams AttentionFixture::params() const {
 }
 
 kv::PagedKvView AttentionFixture::paged_kv() const {
-  return {paged_k_.data(),     paged_v_.data(),  shape_.kv_dtype, num_pages_,
-          shape_.num_kv_heads, shape_.page_size, shape_.head_dim};
+  kv::PagedKvView v{paged_k_.data(),     paged_v_.data(),  shape_.kv_dtype, num_pages_,
+                    shape_.num_kv_heads, shape_.page_size, shape_.head_dim};
+  if (!scales_.empty()) v.key_scales = v.value_scales = scales_.data();
+  return v;
 }
 
 kv::PagedBatchView AttentionFixture::paged_batch() const {
@@ -129,8 +151,10 @@ kv::PagedBatchView AttentionFixture::paged_batch() const {
 }
 
 kv::PagedKvView AttentionFixture::dense_kv() const {
-  return {dense_k_.data(),     dense_v_.data(), shape_.kv_dtype, shape_.batch,
-          shape_.num_kv_heads, shape_.context,  shape_.head_dim};
+  kv::PagedKvView v{dense_k_.data(),     dense_v_.data(), shape_.kv_dtype, shape_.batch,
+                    shape_.num_kv_heads, shape_.context,  shape_.head_dim};
+  if (!scales_.empty()) v.key_scales = v.value_scales = scales_.data();
+  return v;
 }
 
 kv::PagedBatchView AttentionFixture::dense_batch() const {

@@ -27,20 +27,22 @@ struct AttentionShape {
   DType kv_dtype = DType::kBF16;
 
   uint64_t pages_per_seq() const { return (context + page_size - 1) / page_size; }
-  // Bytes of K plus V one decode step reads: batch * context * H_kv * d * 2.
+  // Bytes of K plus V one decode step reads: batch * context * H_kv * d * 2
+  // elements, plus a quantized pool's scales (one f32 per page and head).
   uint64_t kv_bytes() const {
-    return batch * context * num_kv_heads * head_dim * 2 * DTypeSize(kv_dtype);
+    const uint64_t scales = IsQuantized(kv_dtype) ? batch * pages_per_seq() * num_kv_heads * 4 : 0;
+    return (batch * context * num_kv_heads * head_dim * DTypeSize(kv_dtype) + scales) * 2;
   }
 };
 
 class AttentionFixture {
  public:
   // Fills the paged pool with seeded random K/V in [-1, 1) (SplitMix64 +
-  // StoreElement), shuffles which physical page holds which (sequence,
-  // logical page), gathers once into the dense buffers and draws the f32
-  // queries. Checks the shape fits int32 page ids and the kernel's dtypes.
-  // With shuffle = false the pages are dealt in pool order (sequence 0's
-  // pages first, each in logical order): the paged layout without scatter.
+  // StoreElement; quantized dtypes store codes), shuffles which physical page holds which
+  // (sequence, logical page), gathers once into the dense buffers and draws the f32 queries. Checks
+  // the shape fits int32 page ids and the kernel's dtypes. With shuffle = false the pages are dealt
+  // in pool order (sequence 0's pages first, each in logical order): the paged layout without
+  // scatter.
   static Result<AttentionFixture> Create(const AttentionShape& shape, uint64_t seed, bool shuffle,
                                          ThreadPool& pool);
 
@@ -78,6 +80,9 @@ class AttentionFixture {
   std::vector<int32_t> paged_table_;   // [batch, pages_per_seq], a shuffled permutation
   std::vector<int32_t> dense_table_;   // [batch, 1] = b
   std::vector<int32_t> context_lens_;  // [batch] = context
+  // Quantized dtypes: every page's (and dense sequence's) scales, all
+  // 1 / the dtype's largest code; empty otherwise.
+  std::vector<float> scales_;
   std::vector<int32_t> query_indptr_;  // [batch + 1] = 0, 1, ..., batch
   std::vector<float> query_;           // [batch, num_q_heads, head_dim]
 };

@@ -23,7 +23,8 @@ ChatMessage = Mapping[str, Any]
 
 # KV dtype spellings accepted besides folio's own (f32, bf16, f16, f64).
 _KV_DTYPES = {"auto": "f32", "float32": "f32", "float": "f32", "bfloat16": "bf16",
-              "float16": "f16", "half": "f16", "float64": "f64", "double": "f64"}
+              "float16": "f16", "half": "f16", "float64": "f64", "double": "f64",
+              "fp8": "f8e4m3", "fp8_e4m3": "f8e4m3", "int8": "i8"}
 _ROLES = ("system", "user", "assistant", "tool", "developer")
 
 # An engine event, as EngineCore.take() returns it.

@@ -98,8 +98,8 @@ class EngineCore {
       served_ = std::move(*served);
     }
     const model::ModelConfig& mc = served_.model->config();
-    page_bytes_ =
-        2 * mc.num_layers * mc.num_kv_heads * o.page_size * mc.head_dim() * DTypeSize(*kv_dtype);
+    page_bytes_ = kv::PagedKvCache::BytesPerPage(
+        {mc.num_layers, mc.num_kv_heads, mc.head_dim(), o.page_size, 1, *kv_dtype});
 
     engine::EngineConfig ec;
     ec.backend = *backend;

@@ -35,7 +35,7 @@ CLI::App* AddChatCommand(CLI::App& app, ChatFlags& f) {
   cmd->add_option("--threads", f.threads, "0 = all cores");
   cmd->add_option("--max-context", f.max_context, "positions the conversation may fill");
   cmd->add_option("--page-size", f.page_size, "KV tokens per page");
-  cmd->add_option("--kv-dtype", f.kv_dtype, "f32, bf16, f16 or f64");
+  cmd->add_option("--kv-dtype", f.kv_dtype, "f32, bf16, f16, i8, f8e4m3 or f64");
   return cmd;
 }
 

@@ -25,6 +25,7 @@
 
 #include "bench/attention_bench.h"
 #include "bench/decode_bench.h"
+#include "bench/kv_accuracy_bench.h"
 #include "bench/kv_transfer_bench.h"
 #include "bench/parallel_bench.h"
 #include "bench/serve_bench.h"
@@ -580,7 +581,7 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--page-size", gen.page_size);
   gen_cmd->add_option("--threads", gen.threads, "0 = all cores");
   gen_cmd->add_option("--max-context", gen.max_context, "cache positions");
-  gen_cmd->add_option("--kv-dtype", gen.kv_dtype, "f64, f32, bf16 or f16");
+  gen_cmd->add_option("--kv-dtype", gen.kv_dtype, "f32, bf16, f16, i8, f8e4m3 or f64");
   gen_cmd->add_option("--backend", gen.backend, "cpu (SIMD kernels) or reference (scalar)");
   gen_cmd->add_flag("--raw", gen.raw, "write bytes as generated (default escapes non-ASCII)");
   gen_cmd
@@ -613,7 +614,7 @@ int main(int argc, char** argv) {
   logits_cmd->add_option("--model", logits.model, "model folder or .gguf file")->required();
   logits_cmd->add_option("--tokens", logits.tokens, "prompt ids, e.g. 1,2,3")->required();
   logits_cmd->add_option("--greedy", logits.greedy, "greedy tokens to generate after");
-  logits_cmd->add_option("--kv-dtype", logits.kv_dtype, "f32, bf16, f16 or f64");
+  logits_cmd->add_option("--kv-dtype", logits.kv_dtype, "f32, bf16, f16, i8, f8e4m3 or f64");
   logits_cmd->add_option("--backend", logits.backend, "cpu (SIMD kernels) or reference (scalar)");
   logits_cmd->add_option("--page-size", logits.page_size);
   logits_cmd->add_option("--threads", logits.threads);
@@ -666,6 +667,9 @@ int main(int argc, char** argv) {
   folio::bench::SpeculativeBenchOptions bench_speculative;
   CLI::App* bench_speculative_cmd =
       folio::bench::AddSpeculativeBenchCommand(*bench_cmd, bench_speculative);
+  folio::bench::KvAccuracyBenchOptions bench_kv_accuracy;
+  CLI::App* bench_kv_accuracy_cmd =
+      folio::bench::AddKvAccuracyBenchCommand(*bench_cmd, bench_kv_accuracy);
 
   CLI11_PARSE(app, argc, argv);
   if (*bench_attention_cmd) {
@@ -686,6 +690,10 @@ int main(int argc, char** argv) {
   if (*bench_speculative_cmd) {
     return folio::bench::RunSpeculativeBench(bench_speculative,
                                              folio::bench::CommandLine(argc, argv));
+  }
+  if (*bench_kv_accuracy_cmd) {
+    return folio::bench::RunKvAccuracyBench(bench_kv_accuracy,
+                                            folio::bench::CommandLine(argc, argv));
   }
   if (*bench_decode_cmd) {
     return folio::bench::RunDecodeBench(bench_decode, folio::bench::CommandLine(argc, argv));

@@ -39,7 +39,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   cmd->add_option("--max-num-seqs", f.max_num_seqs, "requests running at once");
   cmd->add_option("--max-num-batched-tokens", f.max_num_batched_tokens, "tokens per step");
   cmd->add_option("--builtin-context", f.builtin_context, "positions of the built-in model");
-  cmd->add_option("--kv-dtype", f.kv_dtype, "f32, bf16, f16 or f64");
+  cmd->add_option(
+      "--kv-dtype", f.kv_dtype,
+      "f32, bf16, f16, i8 or f8e4m3 (i8 / f8e4m3: one scale per page and head), or f64");
   AddTokenizerPreOption(*cmd, f.tokenizer_pre);
   AddChatTemplateOption(*cmd, f.chat_template);
   cmd->add_option("--backend", f.backend, "cpu (SIMD kernels) or reference (scalar)");

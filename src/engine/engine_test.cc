@@ -62,6 +62,33 @@ TEST(Engine, ChunkSizeAndPageSizeDoNotChangeTokens) {
   EXPECT_EQ(RunEngine(small, kPrompts, Sampled()), want);
 }
 
+// Quantized KV pages keep contract 3: a page's scales come from its first
+// row, so batch company, prefill chunk size, preemption (recomputation)
+// and prefix-cache reuse leave every token as it was. (The page size is
+// held fixed: it decides which rows share a scale.)
+TEST(Engine, QuantizedKvTokensDoNotDependOnBatchChunkOrPreemption) {
+  for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
+    EngineConfig base;
+    base.kv_dtype = dtype;
+    base.page_size = 4;
+    const auto want = RunEngine(base, kPrompts, Sampled());
+    for (size_t i = 0; i < kPrompts.size(); ++i) {
+      EXPECT_EQ(RunEngine(base, {kPrompts[i]}, Sampled())[0], want[i]) << DTypeName(dtype);
+      EXPECT_EQ(want[i].size(), 12u);
+    }
+    EngineConfig chunked = base;
+    chunked.max_num_batched_tokens = 3;
+    chunked.max_num_seqs = 2;
+    chunked.prefix_caching = false;
+    EXPECT_EQ(RunEngine(chunked, kPrompts, Sampled()), want) << DTypeName(dtype);
+    EngineConfig tight = base;
+    tight.num_pages = 9;
+    EngineStats stats;
+    EXPECT_EQ(RunEngine(tight, kPrompts, Sampled(), &stats), want) << DTypeName(dtype);
+    EXPECT_GT(stats.preemptions, 0u);
+  }
+}
+
 TEST(Engine, PreemptedRequestsFinishWithTheSameTokens) {
   const auto want = RunEngine({}, kPrompts, Sampled());
   EngineConfig tight;

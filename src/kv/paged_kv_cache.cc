@@ -115,6 +115,12 @@ Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
   return PagedKvCache(c, *page_bytes);
 }
 
+uint64_t PagedKvCache::BytesPerPage(const PagedKvCacheConfig& c) {
+  const uint64_t scales = IsQuantized(c.dtype) ? c.num_kv_heads * sizeof(float) : 0;
+  return (c.num_kv_heads * c.page_size * c.head_dim * DTypeSize(c.dtype) + scales) * c.num_layers *
+         2;
+}
+
 PagedKvCache::PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes)
     : config_(config),
       page_bytes_(page_bytes),
@@ -699,7 +705,7 @@ PoolStats PagedKvCache::Stats() const {
   uint64_t committed = 0;
   for (const uint64_t f : filled) committed += f;
   st.tail_slots_unwritten = st.pages_used * page_size - committed;
-  const uint64_t bytes_per_page = (page_bytes_ + scale_bytes()) * config_.num_layers * 2;
+  const uint64_t bytes_per_page = BytesPerPage(config_);
   st.kv_bytes_total = bytes_per_page * st.pages_total;
   st.kv_bytes_used = bytes_per_page * st.pages_used;
   st.kv_values_saturated = saturated_;

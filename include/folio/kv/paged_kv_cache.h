@@ -96,8 +96,8 @@ struct PagedKvCacheConfig {
 // i8 pays for headroom in resolution (each doubling costs a bit), so it
 // keeps little; f8e4m3 keeps its relative precision at any magnitude and
 // can afford more. Chosen from measured perplexity (docs/performance.md).
-inline constexpr float kI8ScaleHeadroom = 1.5f;
-inline constexpr float kF8ScaleHeadroom = 4.0f;
+inline constexpr float kI8ScaleHeadroom = 3.0f;
+inline constexpr float kF8ScaleHeadroom = 8.0f;
 
 // Sequence ids count up from 0 and are never reused, so a stale id can only
 // ever be "unknown", never someone else's sequence.
@@ -159,6 +159,9 @@ class PagedKvCache {
   // INT64_MAX (slots are int64); i8 dtype (needs a quantization scheme); the
   // total byte size overflowing.
   static Result<PagedKvCache> Create(PagedKvCacheConfig config);
+  // What one page costs across every layer, K and V, scales included: the
+  // divisor of a KV byte budget. (config.num_pages is not read.)
+  static uint64_t BytesPerPage(const PagedKvCacheConfig& config);
 
   PagedKvCache(PagedKvCache&&) noexcept = default;
   PagedKvCache& operator=(PagedKvCache&&) noexcept = default;
