@@ -81,13 +81,15 @@ HWY_INLINE hn::Vec<DF> LoadF(const S* HWY_RESTRICT p) {
   } else if constexpr (std::is_same_v<S, E4M3Code>) {
     // s eeee mmm -> the f16 s 0eeee mmm0000000, whose value is the code's
     // value / 2^8 (f16's exponent bias is 15, E4M3's 7), subnormals too.
-    const hn::Rebind<uint8_t, DF> d8;
-    const hn::Rebind<uint16_t, DF> d16;
+    // Sign-extended to 16 bits and shifted left by 7, the code lands with
+    // its sign in bit 15 and a copy of it in bit 14, which the mask clears.
+    const hn::Rebind<int8_t, DF> d8;
+    const hn::Rebind<int16_t, DF> d16;
+    const hn::Rebind<uint16_t, DF> du16;
     const hn::Rebind<hwy::float16_t, DF> dh;
-    const auto x = hn::PromoteTo(d16, hn::LoadU(d8, p));
-    const auto bits = hn::Or(hn::ShiftLeft<7>(hn::And(x, hn::Set(d16, 0x7f))),
-                             hn::ShiftLeft<8>(hn::And(x, hn::Set(d16, 0x80))));
-    return hn::PromoteTo(d, hn::BitCast(dh, bits));
+    const auto* codes = reinterpret_cast<const int8_t*>(p);
+    const auto x = hn::BitCast(du16, hn::ShiftLeft<7>(hn::PromoteTo(d16, hn::LoadU(d8, codes))));
+    return hn::PromoteTo(d, hn::BitCast(dh, hn::And(x, hn::Set(du16, 0xbf80))));
   } else {
     const hn::Rebind<S, DF> ds;
     return hn::PromoteTo(d, hn::LoadU(ds, p));
