@@ -52,14 +52,14 @@ void StoreRow(DType dtype, std::byte* base, uint64_t dst, const float* src, uint
 }
 
 // The scale a page's head takes from its slot-0 row: the row's largest
-// magnitude times the headroom, mapped to the dtype's largest value. A
+// magnitude times the role's headroom, mapped to the dtype's largest value. A
 // zero row stands for magnitude 1 (any positive scale would do; this one
 // keeps later rows' error relative to a unit-sized range).
-float PageScale(DType dtype, const float* row, uint64_t head_dim) {
+float PageScale(DType dtype, KvRole role, const float* row, uint64_t head_dim) {
   float amax = 0.0f;
   for (uint64_t f = 0; f < head_dim; ++f) amax = std::max(amax, std::abs(row[f]));
   if (amax == 0.0f) amax = 1.0f;
-  return dtype == DType::kI8 ? amax * kI8ScaleHeadroom / 127.0f : amax * kF8ScaleHeadroom / 448.0f;
+  return amax * ScaleHeadroom(dtype, role) / (dtype == DType::kI8 ? 127.0f : 448.0f);
 }
 
 // head_dim floats quantized with `scale` to consecutive elements of `base`
@@ -568,8 +568,10 @@ Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_map
       if (slot % page_size != 0) continue;
       for (uint64_t h = 0; h < heads; ++h) {
         const uint64_t src = (t * heads + h) * head_dim, at = slot / page_size * heads + h;
-        key_scales_[layer][at] = PageScale(config_.dtype, keys.data() + src, head_dim);
-        value_scales_[layer][at] = PageScale(config_.dtype, values.data() + src, head_dim);
+        key_scales_[layer][at] =
+            PageScale(config_.dtype, KvRole::kKey, keys.data() + src, head_dim);
+        value_scales_[layer][at] =
+            PageScale(config_.dtype, KvRole::kValue, values.data() + src, head_dim);
       }
     }
   }

@@ -170,7 +170,6 @@ TEST(PagedKvCache, QuantizedRowsReadBackWithinTheirPagesStep) {
     AppendRows(c, seq, keys, values, {n});
     const bool i8 = dtype == DType::kI8;
     const float code_max = i8 ? 127.0f : 448.0f;
-    const float headroom = i8 ? kI8ScaleHeadroom : kF8ScaleHeadroom;
     uint64_t saturated = 0;
     float row[kQDim];
     for (uint64_t l = 0; l < kLayers; ++l) {
@@ -181,7 +180,7 @@ TEST(PagedKvCache, QuantizedRowsReadBackWithinTheirPagesStep) {
             const float* first = src.data() + (pos / 8 * 8 * kHeads + h) * kQDim;
             float amax = 0;
             for (uint64_t f = 0; f < kQDim; ++f) amax = std::max(amax, std::abs(first[f]));
-            const float scale = amax * headroom / code_max;
+            const float scale = amax * ScaleHeadroom(dtype, role) / code_max;
             c.ReadRow(l, role, seq, pos, h, row);
             for (uint64_t f = 0; f < kQDim; ++f) {
               const float x = src[(pos * kHeads + h) * kQDim + f];
@@ -264,7 +263,7 @@ TEST(PagedKvCache, QuantizedCopyOnWriteKeepsScalesAndSlotZeroResetsThem) {
   AppendRows(c, b, big, big, {1});
   c.ReadRow(0, KvRole::kKey, b, 8, 0, rb);
   for (uint64_t f = 0; f < kQDim; ++f) {
-    EXPECT_NEAR(rb[f], big[f], 4.0f * kI8ScaleHeadroom / 127 / 2 * 1.001f) << f;
+    EXPECT_NEAR(rb[f], big[f], 4.0f * kI8KeyHeadroom / 127 / 2 * 1.001f) << f;
   }
 }
 

@@ -19,7 +19,7 @@
 // layer and role, and element x of a row reads back as code(x) * scale
 // (PagedKvView's key_scales / value_scales). A page's scales are fixed
 // when its slot-0 row is written, from that row alone: the row's largest
-// magnitude times a headroom (kI8ScaleHeadroom, kF8ScaleHeadroom) maps to
+// magnitude times a headroom (ScaleHeadroom: per dtype, and for i8 per role) maps to
 // the dtype's largest code (127 for i8, symmetric; 448 for f8e4m3). Later
 // rows are rounded to nearest even with that scale and saturate at the
 // largest code (PoolStats::kv_values_saturated counts those elements).
@@ -94,10 +94,18 @@ struct PagedKvCacheConfig {
 // How far past its slot-0 row's largest magnitude a quantized page's scale
 // reaches: a later row may be this many times larger before it saturates.
 // i8 pays for headroom in resolution (each doubling costs a bit), so it
-// keeps little; f8e4m3 keeps its relative precision at any magnitude and
-// can afford more. Chosen from measured perplexity (docs/performance.md).
-inline constexpr float kI8ScaleHeadroom = 3.0f;
+// keeps little, and less for keys than for values: a head's key rows share
+// their large channels from token to token, value rows vary more (on
+// SmolLM2 they saturated several times as often). f8e4m3 keeps its
+// relative precision at any magnitude and can afford more. Chosen from
+// measured perplexity (docs/performance.md).
+inline constexpr float kI8KeyHeadroom = 2.0f;
+inline constexpr float kI8ValueHeadroom = 4.0f;
 inline constexpr float kF8ScaleHeadroom = 8.0f;
+constexpr float ScaleHeadroom(DType dtype, KvRole role) {
+  if (dtype != DType::kI8) return kF8ScaleHeadroom;
+  return role == KvRole::kKey ? kI8KeyHeadroom : kI8ValueHeadroom;
+}
 
 // Sequence ids count up from 0 and are never reused, so a stale id can only
 // ever be "unknown", never someone else's sequence.
