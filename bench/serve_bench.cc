@@ -21,6 +21,7 @@
 #include "folio/core/dtype.h"
 #include "folio/core/splitmix64.h"
 #include "folio/engine/engine.h"
+#include "folio/kv/paged_kv_cache.h"
 #include "folio/model/model.h"
 
 namespace folio::bench {
@@ -360,13 +361,18 @@ CLI::App* AddServeBenchCommand(CLI::App& bench, ServeBenchOptions& o) {
   cmd->add_option("--repeats", o.repeats, "runs of each mode (interleaved)")
       ->check(CLI::Range(1, 1000));
   cmd->add_option("--page-size", o.page_size)->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--kv-dtype", o.kv_dtype, "f32, bf16 or f16");
+  cmd->add_option("--kv-dtype", o.kv_dtype,
+                  "f32, bf16 or f16 (the dense and gather modes need a float cache)");
   cmd->add_option("--threads", o.threads, "worker threads (0 = every core)");
   cmd->add_option("--seed", o.seed, "workload and weight seed");
   cmd->add_option("--sweep-requests", o.sweep_requests,
                   "admission sweep budgets, in maximum-length requests (default 2,4,8)")
       ->delimiter(',');
   cmd->add_flag("--no-sweep", o.no_sweep, "skip the admission sweep");
+  cmd->add_option("--capacity-kv-dtypes", o.capacity_kv_dtypes,
+                  "capacity sweep: run the paged mode at each sweep budget's bytes (sized in "
+                  "--kv-dtype) once per KV dtype listed, e.g. f32,bf16,i8,f8e4m3")
+      ->delimiter(',');
   SetQuickDefaults(cmd, &o.quick,
                    {{"--num-seqs", [&o] { o.num_seqs = 8; }},
                     {"--min-input-len", [&o] { o.min_input_len = 64; }},
@@ -393,6 +399,12 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
   }
   Result<DType> kv_dtype = ParseDType(o.kv_dtype);
   if (!kv_dtype) return fail(kv_dtype.error().WithContext("--kv-dtype"));
+  std::vector<DType> capacity_dtypes;
+  for (const std::string& name : o.capacity_kv_dtypes) {
+    Result<DType> d = ParseDType(name);
+    if (!d) return fail(d.error().WithContext("--capacity-kv-dtypes"));
+    capacity_dtypes.push_back(*d);
+  }
 
   const MachineInfo machine = ReadMachineInfo();
   const std::array<double, 3> load_start = ReadLoadAverage();
@@ -420,14 +432,15 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
             << w.output_tokens << " output tokens; model " << model_name << " ("
             << mc.ParameterCount() << " parameters), " << pool.num_threads() << " threads\n";
 
-  auto config_for = [&](bool reserve, bool gather, uint64_t num_pages, uint64_t max_seqs) {
+  auto config_for = [&](bool reserve, bool gather, uint64_t num_pages, uint64_t max_seqs,
+                        std::optional<DType> dtype = std::nullopt) {
     ModeConfig mode;
     mode.reserve = reserve;
     mode.gather = gather;
     engine::EngineConfig& c = mode.config;
     c.page_size = o.page_size;
     c.num_pages = num_pages;
-    c.kv_dtype = *kv_dtype;
+    c.kv_dtype = dtype.value_or(*kv_dtype);
     c.max_num_batched_tokens = o.prefill_step;
     c.max_num_seqs = max_seqs;
     c.prefix_caching = false;  // random prompts share nothing; keep modes alike
@@ -515,6 +528,39 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
     }
   }
 
+  // Capacity: the same bytes, in pages of each KV dtype (scales included).
+  json capacity = json::array();
+  const auto page_cost = [&](DType d) {
+    return kv::PagedKvCache::BytesPerPage(
+        {mc.num_layers, mc.num_kv_heads, mc.head_dim(), o.page_size, 1, d});
+  };
+  for (const uint64_t k : o.sweep_requests) {
+    const uint64_t budget = k * pages_per_max_request * page_cost(*kv_dtype);
+    for (const DType d : capacity_dtypes) {
+      const uint64_t pages = budget / page_cost(d);
+      const std::string label =
+          "capacity " + std::string(DTypeName(d)) + " budget " + std::to_string(k);
+      std::cerr << "running " << label << " (" << pages << " pages)\n";
+      Result<std::unique_ptr<WorkloadRun>> run =
+          WorkloadRun::Start(*m, &pool, w, config_for(false, false, pages, o.num_seqs, d), label);
+      if (!run) return fail(run.error().WithContext(label));
+      while (!(*run)->done()) {
+        if (Status s = (*run)->Step(); !s.ok()) return fail(s.WithContext(label));
+      }
+      Result<RunResult> r = (*run)->Finish();
+      if (!r) return fail(r.error().WithContext(label));
+      capacity.push_back(
+          {{"kv_budget_bytes", budget},
+           {"kv_budget_max_length_requests", k},
+           {"kv_dtype", DTypeName(d)},
+           {"pages", pages},
+           {"concurrent", r->peak_running},
+           {"mean_concurrent", r->mean_running},
+           {"output_tokens_per_second", Rate(static_cast<double>(r->output_tokens), r->total_s)},
+           {"preemptions", r->preemptions}});
+    }
+  }
+
   const json& paged = modes_json["paged"];
   json targets = {
       {"paged_mean_tail_waste_under_4pct", paged["mean_tail_waste_fraction"].get<double>() < 0.04},
@@ -568,6 +614,7 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
   // modes ran in lockstep, so each pair saw the same machine load).
   report["paired_decode_step_ratios"] = paired;
   report["admission_sweep"] = sweep;
+  if (!capacity.empty()) report["capacity_by_kv_dtype"] = capacity;
   report["targets"] = targets;
 
   if (Status s = EmitJson(report, o.json_output); !s.ok()) return fail(s);

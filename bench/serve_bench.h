@@ -19,8 +19,11 @@
 //
 // An admission sweep then fixes KV byte budgets and runs the workload
 // paged (on demand) and reserved (maximum length), reporting how many
-// requests ran at once and the output throughput. docs/benchmarks.md
-// ("Serving") defines every field.
+// requests ran at once and the output throughput. With --capacity-kv-dtypes
+// a capacity sweep holds each budget's bytes fixed (sized in --kv-dtype)
+// and runs the paged mode once per KV dtype: a narrower cache fits more
+// pages, so more requests. docs/benchmarks.md ("Serving") defines every
+// field.
 #ifndef FOLIO_BENCH_SERVE_BENCH_H_
 #define FOLIO_BENCH_SERVE_BENCH_H_
 
@@ -59,6 +62,8 @@ struct ServeBenchOptions {
   // Admission sweep budgets, in maximum-length requests' worth of KV.
   std::vector<uint64_t> sweep_requests = {2, 4, 8};
   bool no_sweep = false;
+  // KV dtypes the capacity sweep compares at equal bytes (empty: none).
+  std::vector<std::string> capacity_kv_dtypes;
 };
 
 // The synthetic serving model: Llama-style with bf16 weights, 4 layers,
