@@ -60,7 +60,8 @@ struct RunResult {
   std::vector<double> decode_step_ms, ttft_ms, itl_ms;
   uint64_t peak_kv_bytes = 0, kv_copy_bytes = 0, reused_page_allocations = 0;
   double peak_tail_waste = 0.0;
-  uint64_t waste_slots = 0, allocated_slots = 0;  // summed over steps
+  uint64_t waste_slots = 0, allocated_slots = 0;     // summed over steps
+  uint64_t page_pairs = 0, adjacent_page_pairs = 0;  // summed over steps
   uint64_t peak_running = 0;
   double mean_running = 0.0;  // over steps
   uint64_t preemptions = 0, steps = 0;
@@ -162,6 +163,8 @@ class WorkloadRun {
     // Memory: what a contiguous engine holds is its reservations; a paged
     // one holds its used pages.
     const kv::PoolStats st = eng_.cache().Stats();
+    r_.page_pairs += st.page_pairs;
+    r_.adjacent_page_pairs += st.adjacent_page_pairs;
     const uint64_t held_pages = reservation_ ? reservation_->reserved_pages() : st.pages_used;
     const uint64_t held_slots = held_pages * config_.page_size;
     const uint64_t live_slots = st.pages_used * config_.page_size - st.tail_slots_unwritten;
@@ -291,6 +294,9 @@ json ModeJson(const std::vector<RunResult>& runs, uint64_t num_requests) {
       {"peak_tail_waste_fraction", first.peak_tail_waste},
       {"mean_tail_waste_fraction",
        allocated ? static_cast<double>(waste) / static_cast<double>(allocated) : 0.0},
+      {"adjacent_page_fraction", first.page_pairs ? static_cast<double>(first.adjacent_page_pairs) /
+                                                        static_cast<double>(first.page_pairs)
+                                                  : 0.0},
       {"peak_running", first.peak_running},
       {"mean_running", first.mean_running},
       {"preemptions", first.preemptions},

@@ -692,6 +692,10 @@ PoolStats PagedKvCache::Stats() const {
   // has filled, so a page shared by forks is counted once.
   std::vector<uint64_t> filled(pool_.num_pages(), 0);
   for (const auto& [id, seq] : seqs_) {
+    for (uint64_t lp = 1; lp < seq.table.size(); ++lp) {
+      ++st.page_pairs;
+      if (seq.table[lp] == seq.table[lp - 1] + 1) ++st.adjacent_page_pairs;
+    }
     for (uint64_t lp = 0; lp < seq.table.size(); ++lp) {
       const uint64_t start = lp * page_size;
       const uint64_t n = seq.length > start ? std::min(page_size, seq.length - start) : 0;

@@ -104,6 +104,24 @@ TEST(PagedKvCache, CreateRejectsAnOverflowingSize) {
             StatusCode::kOutOfRange);
 }
 
+// A fresh pool hands out 0, 1, 2, ...: one sequence growing alone gets
+// adjacent pages, two growing in turn interleave.
+TEST(PagedKvCache, StatsCountPhysicallyAdjacentPagePairs) {
+  auto alone = Make(2, 8);
+  const SeqId a = alone.AddSequence();
+  Append(alone, a, 6, 1);  // pages 0, 1, 2
+  EXPECT_EQ(alone.Stats().page_pairs, 2u);
+  EXPECT_EQ(alone.Stats().adjacent_page_pairs, 2u);
+  auto turns = Make(2, 8);
+  const SeqId x = turns.AddSequence(), y = turns.AddSequence();
+  for (int i = 0; i < 3; ++i) {
+    Append(turns, x, 2, 1);
+    Append(turns, y, 2, 2);
+  }
+  EXPECT_EQ(turns.Stats().page_pairs, 4u);
+  EXPECT_EQ(turns.Stats().adjacent_page_pairs, 0u);
+}
+
 // ---- quantized pages ---------------------------------------------------------
 
 constexpr uint64_t kQDim = 16;

@@ -155,6 +155,11 @@ struct PoolStats {
   uint64_t pages_held_only = 0;
   uint64_t kv_bytes_total = 0;  // the whole pool, scales included
   uint64_t kv_bytes_used = 0;   // pages_used pages, scales included
+  // Page order: over every sequence's block table, pairs of consecutive
+  // logical pages, and those whose second page is the physically next one
+  // (page + 1): how much of the pool a sequence reads as one stream.
+  uint64_t page_pairs = 0;
+  uint64_t adjacent_page_pairs = 0;
   // Quantized caches: elements written so far that saturated at the
   // dtype's largest code (see the top of this file). Always 0 otherwise.
   uint64_t kv_values_saturated = 0;
