@@ -28,7 +28,7 @@ CMAKE_FLAGS ?=
 FUZZ_DIR  ?= build-fuzz
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build test demo asan fuzz abuse clean format format-check
+.PHONY: all setup configure build test demo asan fuzz abuse bench-setup clean format format-check
 
 all: build
 
@@ -51,6 +51,11 @@ demo: build
 
 abuse: build
 	python3 tools/abuse_suite.py --folio $(BUILD_DIR)/bin/folio
+
+# Benchmark-only Python packages (bench/ort_attention_bench.py's ONNX
+# Runtime row); never needed by make test.
+bench-setup: setup
+	python3 -m pip install --quiet onnxruntime onnx
 
 asan: setup
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_SANITIZE=ON $(CMAKE_FLAGS)
