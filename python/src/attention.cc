@@ -108,9 +108,11 @@ DType KvDType(const AnyArray& pages) {
   if (t.lanes == 1 && t.bits == 16 && t.code == static_cast<uint8_t>(Code::Bfloat)) {
     return DType::kBF16;
   }
+  if (t == nb::dtype<int8_t>()) return DType::kI8;
+  if (t == nb::dtype<uint8_t>()) return DType::kF8E4M3;
   RaiseTypeError(
-      StrCat("key_pages must be float32, float16, or uint16 holding bfloat16 "
-             "bits; got ",
+      StrCat("key_pages must be float32, float16, uint16 holding bfloat16 bits, int8 codes or "
+             "uint8 holding FP8 E4M3 bits; got ",
              DTypeString(t)));
 }
 
@@ -212,11 +214,39 @@ std::span<const int32_t> AsInt32(const AnyArray& a, const char* name,
   RaiseTypeError(StrCat(name, " must be an integer array (int32 preferred); got ", DTypeString(t)));
 }
 
+// A quantized pool's scales, float32 [num_pages, num_kv_heads], copied
+// (they are small); refused for float pages.
+std::vector<float> PageScales(const std::optional<AnyArray>& scales, const char* name,
+                              DType kv_dtype, const AnyArray& pages) {
+  if (!IsQuantized(kv_dtype)) {
+    if (scales) {
+      RaiseValueError(
+          StrCat(name, " is only for int8 or FP8 (uint8) pages; these are ", DTypeName(kv_dtype)));
+    }
+    return {};
+  }
+  if (!scales) {
+    RaiseValueError(StrCat(DTypeName(kv_dtype), " pages need ", name,
+                           ": float32 [num_pages, num_kv_heads], code x scale = value"));
+  }
+  if (scales->dtype() != nb::dtype<float>()) {
+    RaiseTypeError(StrCat(name, " must be float32; got ", DTypeString(scales->dtype())));
+  }
+  if (scales->ndim() != 2 || scales->shape(0) != pages.shape(0) ||
+      scales->shape(1) != pages.shape(1)) {
+    RaiseValueError(StrCat(name, " must be [num_pages, num_kv_heads] = [", pages.shape(0), ", ",
+                           pages.shape(1), "]; got ", ShapeOf(*scales)));
+  }
+  const auto* data = static_cast<const float*>(scales->data());
+  return std::vector<float>(data, data + scales->size());
+}
+
 OutArray PagedAttentionBinding(const AnyArray& query, const AnyArray& key_pages,
                                const AnyArray& value_pages, const AnyArray& block_table,
                                const AnyArray& context_lens, int64_t page_size,
                                std::optional<double> scale, std::optional<std::string> mask,
-                               int64_t num_threads) {
+                               int64_t num_threads, std::optional<AnyArray> key_scales,
+                               std::optional<AnyArray> value_scales) {
   // Checked first: nothing below may allocate for an unreasonable request.
   if (num_threads < 0) {
     RaiseValueError(StrCat("num_threads must be >= 0 (0 = every core), got ", num_threads));
@@ -246,6 +276,8 @@ OutArray PagedAttentionBinding(const AnyArray& query, const AnyArray& key_pages,
     RaiseTypeError(StrCat("value_pages is ", DTypeString(value_pages.dtype()), " but key_pages is ",
                           DTypeString(key_pages.dtype())));
   }
+  const std::vector<float> kscales = PageScales(key_scales, "key_scales", kv_dtype, key_pages);
+  const std::vector<float> vscales = PageScales(value_scales, "value_scales", kv_dtype, key_pages);
   if (page_size < 1) RaiseValueError(StrCat("page_size must be >= 1, got ", page_size));
   if (static_cast<uint64_t>(page_size) != key_pages.shape(2)) {
     RaiseValueError(StrCat("page_size ", page_size, " does not match key_pages axis 2 (",
@@ -286,13 +318,17 @@ OutArray PagedAttentionBinding(const AnyArray& query, const AnyArray& key_pages,
   std::vector<int32_t> query_indptr(batch + 1);
   for (uint64_t b = 0; b <= batch; ++b) query_indptr[b] = static_cast<int32_t>(b * num_rows);
 
-  const kv::PagedKvView kv{static_cast<const std::byte*>(key_pages.data()),
-                           static_cast<const std::byte*>(value_pages.data()),
-                           kv_dtype,
-                           key_pages.shape(0),
-                           key_pages.shape(1),
-                           key_pages.shape(2),
-                           head_dim};
+  kv::PagedKvView kv{static_cast<const std::byte*>(key_pages.data()),
+                     static_cast<const std::byte*>(value_pages.data()),
+                     kv_dtype,
+                     key_pages.shape(0),
+                     key_pages.shape(1),
+                     key_pages.shape(2),
+                     head_dim};
+  if (IsQuantized(kv_dtype)) {
+    kv.key_scales = kscales.data();
+    kv.value_scales = vscales.data();
+  }
   const kv::PagedBatchView view{table, block_table.shape(1), contexts, query_indptr};
   attention::PagedAttentionParams params;
   params.num_q_heads = num_q_heads;
@@ -339,9 +375,10 @@ Arguments (NumPy arrays, C-contiguous ones are read without copying):
                 integer, bool or uint16 array) is a TypeError.
   key_pages,
   value_pages   [num_pages, num_kv_heads, page_size, head_dim], both of one
-                dtype: float32, float16, or uint16 holding bfloat16 bit
+                dtype: float32, float16, uint16 holding bfloat16 bit
                 patterns (NumPy has no bfloat16, so uint16 always means
-                bf16 here).
+                bf16 here), int8 codes, or uint8 holding FP8 E4M3 bits
+                (likewise: uint8 always means E4M3).
   block_table   integer [batch, max_pages]; row b lists the physical pages
                 of sequence b in logical order, then -1 padding.
   context_lens  integer [batch]; sequence b has n = context_lens[b] keys,
@@ -351,6 +388,11 @@ Arguments (NumPy arrays, C-contiguous ones are read without copying):
   scale         default head_dim ** -0.5; must be finite and > 0.
   mask          None (every row sees all n keys) or "causal" (query row i
                 is logical position n - L + i and sees keys 0 .. n - L + i).
+  key_scales,
+  value_scales  keyword only; required with int8 / uint8 (E4M3) pages and
+                refused otherwise: float32 [num_pages, num_kv_heads], so
+                element (page, head, slot, f) means code x scale[page, head]
+                (the engine's --kv-dtype i8 / f8e4m3 layout).
   num_threads   keyword only; 1 (default) runs on the calling thread, 0 on
                 every core; a value above the machine's core count
                 (std::thread::hardware_concurrency) is clamped to it.
@@ -384,7 +426,8 @@ void BindAttention(nb::module_& m) {
   using namespace nb::literals;
   m.def("paged_attention", &PagedAttentionBinding, "query"_a, "key_pages"_a, "value_pages"_a,
         "block_table"_a, "context_lens"_a, "page_size"_a, "scale"_a = nb::none(),
-        "mask"_a = nb::none(), nb::kw_only(), "num_threads"_a = 1, kPagedAttentionDoc);
+        "mask"_a = nb::none(), nb::kw_only(), "num_threads"_a = 1, "key_scales"_a = nb::none(),
+        "value_scales"_a = nb::none(), kPagedAttentionDoc);
 }
 
 }  // namespace folio::python

@@ -470,3 +470,76 @@ def test_non_finite_input_propagates_as_ieee_arithmetic():
         case2["key_pages"][bad_page, 0, 1, 3] = np.nan
         out2 = run(case2)
         assert np.isnan(out2[0]).all() and np.isfinite(out2[1]).all(), kind
+
+
+# ---------------------------------------------------------------- quantized pages
+
+def e4m3_to_f32(bits):
+    """FP8 E4M3 bit patterns -> float32 (exact), as the spec defines them."""
+    b = bits.astype(np.int32)
+    exp, mant = (b >> 3) & 0xF, b & 7
+    mag = np.where(exp == 0, mant * 2.0 ** -9, (8 + mant) * 2.0 ** (exp - 10.0))
+    return np.where(b & 0x80, -mag, mag).astype(np.float32)
+
+
+def quantize_case(case, kind, rng):
+    """The case's pages as int8 codes or E4M3 bits, with random positive
+    scales per (page, head); returns the quantized case and the f32 pages
+    the codes mean."""
+    keys, values = case["key_pages"], case["value_pages"]
+    out, meant = dict(case), {}
+    for name, pages in (("key", keys), ("value", values)):
+        scales = rng.uniform(0.01, 0.05, pages.shape[:2]).astype(np.float32)
+        x = np.nan_to_num(pages) / scales[:, :, None, None]
+        if kind == "int8":
+            codes = np.clip(np.rint(x), -127, 127).astype(np.int8)
+            value = codes.astype(np.float32)
+        else:  # E4M3: the nearest of the 256 patterns by brute force
+            table = e4m3_to_f32(np.arange(256, dtype=np.uint8))
+            table[np.isnan(table)] = np.inf
+            codes = np.abs(x[..., None] - table).argmin(axis=-1).astype(np.uint8)
+            value = e4m3_to_f32(codes)
+        out[name + "_pages"] = codes
+        out[name + "_scales"] = scales
+        meant[name + "_pages"] = (value * scales[:, :, None, None]).astype(np.float32)
+    return out, meant
+
+
+@pytest.mark.parametrize("kind", ["int8", "e4m3"])
+def test_quantized_pages_match_their_dequantized_values(kind):
+    rng = np.random.default_rng(12)
+    case = make_case(rng, [2, 17, 40], num_rows=2, group=2, head_dim=16, page_size=4)
+    q, meant = quantize_case(case, kind, rng)
+    out = folio.paged_attention(q["query"], q["key_pages"], q["value_pages"], q["block_table"],
+                                q["context_lens"], q["page_size"], mask="causal",
+                                key_scales=q["key_scales"], value_scales=q["value_scales"])
+    want = reference(case["query"], meant["key_pages"], meant["value_pages"],
+                     case["block_table"], case["context_lens"], case["page_size"], causal=True)
+    limit = 4 * tolerance(16, 40)
+    np.testing.assert_allclose(out, want, rtol=limit, atol=limit)
+    # Page placement never changes the bits: the same pages in reverse order.
+    perm = np.arange(q["key_pages"].shape[0])[::-1]
+    inverse = np.argsort(perm)
+    table = np.where(q["block_table"] >= 0, inverse[np.maximum(q["block_table"], 0)], -1)
+    moved = folio.paged_attention(q["query"], q["key_pages"][perm], q["value_pages"][perm],
+                                  table.astype(np.int32), q["context_lens"], q["page_size"],
+                                  mask="causal", key_scales=q["key_scales"][perm],
+                                  value_scales=q["value_scales"][perm])
+    assert np.array_equal(bits(moved), bits(out))
+
+
+def test_quantized_pages_need_their_scales_and_float_pages_refuse_them():
+    rng = np.random.default_rng(13)
+    case = make_case(rng, [5], page_size=4)
+    q, _ = quantize_case(case, "int8", rng)
+    base = (q["query"], q["key_pages"], q["value_pages"], q["block_table"], q["context_lens"], 4)
+    with pytest.raises(ValueError, match="i8 pages need key_scales"):
+        folio.paged_attention(*base, value_scales=q["value_scales"])
+    with pytest.raises(ValueError, match=r"value_scales must be \[num_pages, num_kv_heads\]"):
+        folio.paged_attention(*base, key_scales=q["key_scales"],
+                              value_scales=q["value_scales"][:, :1].copy())
+    with pytest.raises(TypeError, match="key_scales must be float32"):
+        folio.paged_attention(*base, key_scales=q["key_scales"].astype(np.float64),
+                              value_scales=q["value_scales"])
+    with pytest.raises(ValueError, match="key_scales is only for int8 or FP8"):
+        run(case, key_scales=q["key_scales"])
