@@ -257,6 +257,8 @@ class PagedKvCache {
   // kept current on every reference change rather than counted, so the
   // scheduler can ask every step.
   uint64_t pages_held_only() const { return held_only_; }
+  // PoolStats::kv_values_saturated, in O(1) for per-step metrics.
+  uint64_t values_saturated() const { return saturated_; }
 
   bool Contains(SeqId seq) const { return seqs_.count(seq) != 0; }
   uint64_t num_sequences() const { return seqs_.size(); }
