@@ -19,6 +19,8 @@ using test_support::Drive;
 using test_support::ExpectNoLeak;
 using test_support::InOrder;
 using test_support::Outcome;
+using test_support::SampledWithLogprobs;
+using test_support::SharedStemPrompts;
 using test_support::TestModel;
 
 const std::vector<std::vector<int32_t>>& kPrompts = test_support::TestPrompts();
@@ -247,27 +249,6 @@ TEST(Engine, RejectsBadRequests) {
   p.max_tokens = 20;
   EXPECT_EQ(small.AddRequest({0, 1}, p).status().code(), StatusCode::kResourceExhausted);
   EXPECT_FALSE(Engine::Create(TestModel(), {16, 8, DType::kF32, 2, 4}).ok());
-}
-
-// Prompts that share a 21-token stem (a system prompt), so the prefix cache
-// has something to find between requests, plus the unrelated ones.
-std::vector<std::vector<int32_t>> SharedStemPrompts() {
-  std::vector<int32_t> stem;
-  for (int32_t t = 0; t < 21; ++t) stem.push_back(2 + (t * 37) % 250);
-  std::vector<std::vector<int32_t>> prompts = kPrompts;
-  for (int32_t tail : {3, 9, 30}) {
-    std::vector<int32_t> p = stem;
-    for (int32_t t = 0; t < tail; ++t) p.push_back(2 + (t * 11 + tail) % 250);
-    prompts.push_back(p);
-  }
-  return prompts;
-}
-
-RequestParams SampledWithLogprobs() {
-  RequestParams p = Sampled();
-  p.logprobs = true;
-  p.top_logprobs = 3;
-  return p;
 }
 
 // Contract 3 in full: tokens and log-prob bits per request do not depend on

@@ -20,33 +20,11 @@ using test_support::Drive;
 using test_support::ExpectNoLeak;
 using test_support::InOrder;
 using test_support::Outcome;
+using test_support::SampledWithLogprobs;
+using test_support::SharedStemPrompts;
 using test_support::TestModel;
 
 const std::vector<std::vector<int32_t>>& kPrompts = test_support::TestPrompts();
-
-RequestParams SampledWithLogprobs() {
-  RequestParams p;
-  p.sampling = {0.8, 40, 0.95, 0.0};
-  p.max_tokens = 12;
-  p.seed = 1234;
-  p.logprobs = true;
-  p.top_logprobs = 3;
-  return p;
-}
-
-// The test prompts plus three sharing a 21-token stem, so that some pages
-// are shared between the exported sequences.
-std::vector<std::vector<int32_t>> SharedStemPrompts() {
-  std::vector<int32_t> stem;
-  for (int32_t t = 0; t < 21; ++t) stem.push_back(2 + (t * 37) % 250);
-  std::vector<std::vector<int32_t>> prompts = kPrompts;
-  for (int32_t tail : {3, 9, 30}) {
-    std::vector<int32_t> p = stem;
-    for (int32_t t = 0; t < tail; ++t) p.push_back(2 + (t * 11 + tail) % 250);
-    prompts.push_back(p);
-  }
-  return prompts;
-}
 
 EngineConfig I8Config() {
   EngineConfig config;

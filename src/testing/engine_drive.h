@@ -77,6 +77,18 @@ inline void ExpectNoLeak(engine::Engine& engine) {
   EXPECT_EQ(engine.cache().num_sequences(), 0u);
 }
 
+// Sampled requests of 12 tokens (seed 1234), with log-probs and 3
+// alternatives each, so a comparison covers the log-prob bits too.
+inline engine::RequestParams SampledWithLogprobs() {
+  engine::RequestParams p;
+  p.sampling = {0.8, 40, 0.95, 0.0};
+  p.max_tokens = 12;
+  p.seed = 1234;
+  p.logprobs = true;
+  p.top_logprobs = 3;
+  return p;
+}
+
 inline std::vector<size_t> InOrder(size_t n) {
   std::vector<size_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = i;

@@ -32,6 +32,21 @@ inline const std::vector<std::vector<int32_t>>& TestPrompts() {
   return prompts;
 }
 
+// TestPrompts plus three sharing a 21-token stem, so that some pages are
+// shared between sequences (prefix caching, snapshots that carry a shared
+// page once).
+inline std::vector<std::vector<int32_t>> SharedStemPrompts() {
+  std::vector<int32_t> stem;
+  for (int32_t t = 0; t < 21; ++t) stem.push_back(2 + (t * 37) % 250);
+  std::vector<std::vector<int32_t>> prompts = TestPrompts();
+  for (int32_t tail : {3, 9, 30}) {
+    std::vector<int32_t> p = stem;
+    for (int32_t t = 0; t < tail; ++t) p.push_back(2 + (t * 11 + tail) % 250);
+    prompts.push_back(p);
+  }
+  return prompts;
+}
+
 }  // namespace folio::test_support
 
 #endif  // FOLIO_TESTING_TEST_MODEL_H_
