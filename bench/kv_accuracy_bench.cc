@@ -6,18 +6,15 @@
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <sstream>
 
+#include "bench/bench_model.h"
 #include "bench/machine_info.h"
 #include "bench/quick_defaults.h"
 #include "bench/report.h"
-#include "folio/checkpoint/checkpoint.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
-#include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::bench {
 namespace {
@@ -158,24 +155,10 @@ int RunKvAccuracyBench(const KvAccuracyBenchOptions& o, const std::string& comma
   std::stringstream text;
   text << in.rdbuf();
 
-  std::optional<checkpoint::Checkpoint> ckpt;
-  std::unique_ptr<model::Model> builtin;
-  const model::Model* m = nullptr;
-  const tokenizer::Tokenizer* tok = &tokenizer::ByteTokenizer::AsTokenizer();
-  if (o.model.empty()) {
-    model::ModelConfig c = model::WorkedExampleConfig();
-    c.max_positions = 2048;
-    Result<model::Model> built = model::Model::FromSeed(c, 20);
-    if (!built) return fail(built.error());
-    builtin = std::make_unique<model::Model>(std::move(*built));
-    m = builtin.get();
-  } else {
-    Result<checkpoint::Checkpoint> loaded = checkpoint::LoadCheckpoint(o.model);
-    if (!loaded) return fail(loaded.error());
-    ckpt.emplace(std::move(*loaded));
-    m = &ckpt->model;
-    if (ckpt->tokenizer) tok = &*ckpt->tokenizer;
-  }
+  Result<BenchModel> loaded = BenchModel::Load(o.model, 2048);
+  if (!loaded) return fail(loaded.error());
+  const model::Model* m = &loaded->model();
+  const tokenizer::Tokenizer* tok = &loaded->tokenizer();
   Result<std::vector<int32_t>> ids = tok->Encode(text.str(), /*add_special_tokens=*/false);
   if (!ids) return fail(ids.error().WithContext(o.corpus));
   const uint64_t vocab = m->config().vocab_size;

@@ -4,15 +4,13 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
-#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <random>
 
+#include "bench/bench_model.h"
 #include "bench/machine_info.h"
 #include "bench/report.h"
 #include "bench/timing.h"
-#include "folio/checkpoint/checkpoint.h"
 #include "folio/core/checked_math.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
@@ -127,22 +125,9 @@ int RunParallelBench(const ParallelBenchOptions& o, const std::string& command) 
     std::cerr << "folio bench parallel: " << s.ToString() << "\n";
     return 1;
   };
-  std::optional<checkpoint::Checkpoint> ckpt;
-  std::optional<model::Model> builtin;
-  const model::Model* m = nullptr;
-  if (o.model.empty()) {
-    model::ModelConfig c = model::WorkedExampleConfig();
-    c.max_positions = 2 * o.max_len + 1;
-    Result<model::Model> built = model::Model::FromSeed(c, 20);
-    if (!built) return fail(built.error());
-    builtin.emplace(std::move(*built));
-    m = &*builtin;
-  } else {
-    Result<checkpoint::Checkpoint> loaded = checkpoint::LoadCheckpoint(o.model);
-    if (!loaded) return fail(loaded.error());
-    ckpt.emplace(std::move(*loaded));
-    m = &ckpt->model;
-  }
+  Result<BenchModel> loaded = BenchModel::Load(o.model, 2 * o.max_len + 1);
+  if (!loaded) return fail(loaded.error());
+  const model::Model* m = &loaded->model();
   if (2 * o.max_len > m->config().max_positions) {
     return fail(Status::InvalidArgument("--max-len: prompt + output may exceed the model's " +
                                         std::to_string(m->config().max_positions) + " positions"));

@@ -4,17 +4,14 @@
 #include <algorithm>
 #include <iostream>
 #include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
 
+#include "bench/bench_model.h"
 #include "bench/machine_info.h"
 #include "bench/report.h"
 #include "bench/timing.h"
-#include "folio/checkpoint/checkpoint.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
-#include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::bench {
 namespace {
@@ -138,24 +135,10 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
   if (o.ngram_min > o.ngram_max) {
     return fail(Status::InvalidArgument("--ngram-min exceeds --ngram-max"));
   }
-  std::optional<checkpoint::Checkpoint> ckpt;
-  std::unique_ptr<model::Model> builtin;
-  const model::Model* m = nullptr;
-  const tokenizer::Tokenizer* tok = &tokenizer::ByteTokenizer::AsTokenizer();
-  if (o.model.empty()) {
-    model::ModelConfig c = model::WorkedExampleConfig();
-    c.max_positions = 2048;
-    Result<model::Model> built = model::Model::FromSeed(c, 20);
-    if (!built) return fail(built.error());
-    builtin = std::make_unique<model::Model>(std::move(*built));
-    m = builtin.get();
-  } else {
-    Result<checkpoint::Checkpoint> loaded = checkpoint::LoadCheckpoint(o.model);
-    if (!loaded) return fail(loaded.error());
-    ckpt.emplace(std::move(*loaded));
-    m = &ckpt->model;
-    if (ckpt->tokenizer) tok = &*ckpt->tokenizer;
-  }
+  Result<BenchModel> loaded = BenchModel::Load(o.model, 2048);
+  if (!loaded) return fail(loaded.error());
+  const model::Model* m = &loaded->model();
+  const tokenizer::Tokenizer* tok = &loaded->tokenizer();
   // The built-in model's vocabulary has no end of sequence: it runs to max_tokens.
   std::vector<int32_t> stop_ids;
   if (!o.model.empty() && tok->eos_id()) stop_ids.push_back(*tok->eos_id());
