@@ -14,8 +14,11 @@ Result<LayerCache> LayerCache::Create(PageTableLayout layout, LaneShape shape, D
         "cache batch, num_kv_heads and head_dim must be > 0 (got " + std::to_string(shape.batch) +
         ", " + std::to_string(shape.num_kv_heads) + ", " + std::to_string(shape.head_dim) + ")");
   }
-  if (dtype == DType::kI8) {
-    return Status::Unimplemented("KV dtype i8 needs a quantization scheme");
+  if (IsQuantized(dtype)) {
+    return Status::Unimplemented(
+        "KV dtype " + std::string(DTypeName(dtype)) +
+        " needs a scale per page, which only the engine's paged cache keeps "
+        "(kv/paged_kv_cache.h)");
   }
   const auto bytes = CheckedProduct({layout.reserved_positions(), shape.batch, shape.num_kv_heads,
                                      shape.head_dim, DTypeSize(dtype)});

@@ -22,6 +22,16 @@ LayerCache MakeCache(PageTableLayout layout, DType dtype = DType::kF64) {
   return *LayerCache::Create(std::move(layout), {2, 3, 4}, dtype);
 }
 
+// 8-bit dtypes need per-page scales, which only PagedKvCache keeps.
+TEST(LayerCache, QuantizedDtypesAreRefusedByName) {
+  for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
+    auto c = LayerCache::Create(*PageTableLayout::Identity(4, 2), {1, 1, 2}, dtype);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().code(), StatusCode::kUnimplemented);
+    EXPECT_NE(c.status().message().find(DTypeName(dtype)), std::string::npos);
+  }
+}
+
 TEST(LayerCache, SnapshotReturnsRowsInLogicalOrder) {
   for (DType dtype : {DType::kF64, DType::kF32}) {
     auto paged = MakeCache(*PageTableLayout::Create(9, 2, {4, 0, 3, 1, 2}), dtype);

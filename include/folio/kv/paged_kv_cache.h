@@ -169,8 +169,7 @@ class PagedKvCache {
  public:
   // Errors: a zero dimension, page_size or num_pages; num_pages > INT32_MAX
   // (page ids are int32); page_size > INT32_MAX; num_pages * page_size >
-  // INT64_MAX (slots are int64); i8 dtype (needs a quantization scheme); the
-  // total byte size overflowing.
+  // INT64_MAX (slots are int64); the total byte size overflowing.
   static Result<PagedKvCache> Create(PagedKvCacheConfig config);
   // What one page costs across every layer, K and V, scales included: the
   // divisor of a KV byte budget. (config.num_pages is not read.)
