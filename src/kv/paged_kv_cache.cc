@@ -53,12 +53,13 @@ void StoreRow(DType dtype, std::byte* base, uint64_t dst, const float* src, uint
 
 // The scale a page's head takes from its slot-0 row: the row's largest
 // magnitude times the role's headroom, mapped to the dtype's largest value. A
-// zero row stands for magnitude 1 (any positive scale would do; this one
-// keeps later rows' error relative to a unit-sized range).
+// zero row (or one below 2^-100, whose scale could underflow to 0 and make
+// a later row's code NaN) stands for magnitude 1: any normal positive scale
+// would do, and this one keeps later rows' error relative to a unit range.
 float PageScale(DType dtype, KvRole role, const float* row, uint64_t head_dim) {
   float amax = 0.0f;
   for (uint64_t f = 0; f < head_dim; ++f) amax = std::max(amax, std::abs(row[f]));
-  if (amax == 0.0f) amax = 1.0f;
+  if (amax < 0x1p-100f) amax = 1.0f;
   return amax * ScaleHeadroom(dtype, role) / (dtype == DType::kI8 ? 127.0f : 448.0f);
 }
 

@@ -285,6 +285,26 @@ TEST(PagedKvCache, QuantizedCopyOnWriteKeepsScalesAndSlotZeroResetsThem) {
   }
 }
 
+// A first row of zeros (or of subnormals, whose scale would underflow)
+// gives the page a unit-range scale, so later rows stay finite codes.
+TEST(PagedKvCache, QuantizedPageWithATinyFirstRowStaysFinite) {
+  for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
+    for (const float first : {0.0f, 1e-44f}) {
+      auto c = MakeQuantized(dtype);
+      const SeqId seq = c.AddSequence();
+      std::vector<float> rows(2 * kHeads * kQDim, first);
+      for (size_t i = kHeads * kQDim; i < rows.size(); ++i) rows[i] = (i % 2 ? 0.0f : 0.25f);
+      AppendRows(c, seq, rows, rows, {2});
+      float row[kQDim];
+      c.ReadRow(0, KvRole::kKey, seq, 1, 0, row);
+      for (uint64_t f = 0; f < kQDim; ++f) {
+        ASSERT_TRUE(std::isfinite(row[f])) << DTypeName(dtype) << " " << first;
+        EXPECT_NEAR(row[f], rows[kHeads * kQDim + f], 0.02f) << DTypeName(dtype);
+      }
+    }
+  }
+}
+
 TEST(PagedKvCache, WritePageScalesRefusesBadScalesAndSharedPages) {
   auto c = MakeQuantized(DType::kF8E4M3);
   auto pages = **c.HoldNewPages(1);
