@@ -13,14 +13,14 @@
 // are reused: a reallocated page holds its previous owner's rows until they
 // are overwritten, and kernels must bound reads by context_lens (they do).
 //
-// Quantized pages. With dtype i8 or f8e4m3 a page stores
-// integers / FP8 codes, and each (layer, role, page, K/V head) has one f32
-// scale beside the pool: scales are [num_pages, num_kv_heads] floats per
-// layer and role, and element x of a row reads back as code(x) * scale
-// (PagedKvView's key_scales / value_scales). A page's scales are fixed
-// when its slot-0 row is written, from that row alone: the row's largest
-// magnitude times a headroom (ScaleHeadroom: per dtype, and for i8 per role) maps to
-// the dtype's largest code (127 for i8, symmetric; 448 for f8e4m3). Later
+// Quantized pages. With dtype i8 or f8e4m3 a page stores integers / FP8
+// codes, and each (layer, role, page, K/V head) has one f32 scale beside
+// the pool: scales are [num_pages, num_kv_heads] floats per layer and
+// role, and element x of a row reads back as code(x) * scale (PagedKvView's
+// key_scales / value_scales). A page's scales are fixed when its slot-0 row
+// is written, from that row alone: the row's largest magnitude times a
+// headroom (ScaleHeadroom: per dtype, and for i8 per role) maps to the
+// dtype's largest code (127 for i8, symmetric; 448 for f8e4m3). Later
 // rows are rounded to nearest even with that scale and saturate at the
 // largest code (PoolStats::kv_values_saturated counts those elements).
 // A scale that grew with the page would have to re-round rows already
