@@ -14,26 +14,17 @@ namespace {
 
 using test_support::Drive;
 using test_support::InOrder;
+using test_support::SampledWithLogprobs;
 using test_support::TestModel;
 
 const std::vector<std::vector<int32_t>>& kPrompts = test_support::TestPrompts();
-
-engine::RequestParams Sampled() {
-  engine::RequestParams p;
-  p.sampling = {0.8, 40, 0.95, 0.0};
-  p.max_tokens = 12;
-  p.seed = 1234;
-  p.logprobs = true;
-  p.top_logprobs = 3;
-  return p;
-}
 
 TEST(GatherAttention, GivesTheSameTokensAndLogprobBitsAndCountsCopies) {
   auto direct = *engine::Engine::Create(TestModel(), {});
   auto gather = std::make_shared<GatherAttention>();
   auto copying = *engine::Engine::Create(TestModel(), {}, nullptr, nullptr, {nullptr, gather});
-  EXPECT_EQ(Drive(copying, kPrompts, Sampled(), InOrder(kPrompts.size())),
-            Drive(direct, kPrompts, Sampled(), InOrder(kPrompts.size())));
+  EXPECT_EQ(Drive(copying, kPrompts, SampledWithLogprobs(), InOrder(kPrompts.size())),
+            Drive(direct, kPrompts, SampledWithLogprobs(), InOrder(kPrompts.size())));
   EXPECT_GT(gather->kv_copy_bytes(), 0u);
 }
 
@@ -45,13 +36,13 @@ TEST(MaxLengthReservation, NeverPreemptsAndKeepsTheTokens) {
   tight.num_pages = 9;           // cannot hold all four sequences at full length
   tight.prefix_caching = false;  // so every used page is a reserved one
   auto paged = *engine::Engine::Create(TestModel(), tight);
-  const auto want = Drive(paged, kPrompts, Sampled(), InOrder(kPrompts.size()));
+  const auto want = Drive(paged, kPrompts, SampledWithLogprobs(), InOrder(kPrompts.size()));
   EXPECT_GT(paged.stats().preemptions, 0u);
 
   auto reservation = std::make_shared<MaxLengthReservation>(tight.page_size);
   auto reserving =
       *engine::Engine::Create(TestModel(), tight, nullptr, nullptr, {reservation, nullptr});
-  EXPECT_EQ(Drive(reserving, kPrompts, Sampled(), InOrder(kPrompts.size())), want);
+  EXPECT_EQ(Drive(reserving, kPrompts, SampledWithLogprobs(), InOrder(kPrompts.size())), want);
   EXPECT_EQ(reserving.stats().preemptions, 0u);
   EXPECT_LE(reservation->peak_reserved_pages(), tight.num_pages);
   EXPECT_GE(reservation->peak_reserved_pages(), reserving.cache().pool().peak_used());

@@ -268,11 +268,13 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size, 
     return Status::InvalidArgument("a window needs the causal mask");
   }
   if (kv.num_pages > INT32_MAX) return Status::InvalidArgument("num_pages exceeds int32 page ids");
-  if (IsQuantized(kv.dtype) != (kv.key_scales != nullptr && kv.value_scales != nullptr) ||
-      (!IsQuantized(kv.dtype) && (kv.key_scales != nullptr || kv.value_scales != nullptr))) {
+  const bool quantized = IsQuantized(kv.dtype);
+  const bool both = kv.key_scales != nullptr && kv.value_scales != nullptr;
+  const bool any = kv.key_scales != nullptr || kv.value_scales != nullptr;
+  if (quantized ? !both : any) {
     return Status::InvalidArgument(
         std::string("K/V dtype ") + std::string(DTypeName(kv.dtype)) +
-        (IsQuantized(kv.dtype) ? " needs key and value scales" : " takes no scales"));
+        (quantized ? " needs key and value scales" : " takes no scales"));
   }
   const uint64_t batch = b.context_lens.size();
   if (b.query_indptr.size() != batch + 1) {

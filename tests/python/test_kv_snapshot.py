@@ -167,9 +167,10 @@ def test_i8_snapshot_scales_are_hurray_per_block_sections(tmp_path):
         pages = (s.values if role else s.keys)(layer)
         assert pages.dtype == np.int8
         assert pages[:, :, head, :].tobytes() == buffers[0]
+    export(snap, "--page-size", "4")
+    f32 = folio.read_snapshot(str(snap))
     with pytest.raises(ValueError, match="f32 snapshot has no scales"):
-        export(snap, "--page-size", "4")
-        folio.read_snapshot(str(snap)).key_scales(0)
+        f32.key_scales(0)
 
 
 def test_read_snapshot_refuses_bad_files(tmp_path):
