@@ -358,7 +358,7 @@ TEST(DecodeBench, QuantizeWeightsReencodesEveryMatrix) {
   ThreadPool pool(2);
   Result<model::ModelWeights> w = SyntheticWeights(c, 4, &pool);
   ASSERT_TRUE(w.ok()) << w.status().ToString();
-  Result<model::ModelWeights> q = QuantizeWeights(*w, ops::WeightType::kQ8_0, &pool);
+  Result<model::ModelWeights> q = model::QuantizeMatrices(*w, ops::WeightType::kQ8_0, &pool);
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   const model::Tensor& src = w->layers[0].w_up;
   const model::Tensor& got = q->layers[0].w_up;
@@ -377,7 +377,7 @@ TEST(DecodeBench, QuantizeWeightsReencodesEveryMatrix) {
       ASSERT_NEAR(b[i], a[i], 0.05 / 127 / 2 + 0.05 * 0x1p-10) << r << " " << i;
     }
   }
-  EXPECT_FALSE(QuantizeWeights(*w, ops::WeightType::kIQ4_XS, &pool).ok());
+  EXPECT_FALSE(model::QuantizeMatrices(*w, ops::WeightType::kIQ4_XS, &pool).ok());
 }
 
 TEST(DecodeBench, SyntheticConfigIsAbout1B) {

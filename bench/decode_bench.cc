@@ -16,6 +16,7 @@
 #include "bench/memory_bandwidth.h"
 #include "bench/report.h"
 #include "bench/timing.h"
+#include "folio/backend/backend.h"
 #include "folio/checkpoint/model_io.h"
 #include "folio/core/dtype.h"
 #include "folio/core/splitmix64.h"
@@ -108,28 +109,38 @@ void ForEachDecodeMatrix(const model::ModelConfig& c, const model::ModelWeights&
 }
 
 // The matmuls of one decoded token alone (no attention, norms, RoPE or
-// cache writes): the same ops::MatMul calls on one activation row, median
-// over `repeats` tokens. Weights without a matmul kernel (f64, which the
-// decoder rounds to f32 once) are skipped: the timing then says so through matmul_ms being absent.
+// cache writes): the same backend MatMul calls on one activation row,
+// median over `repeats` tokens. Weights without a matmul kernel (f64, which
+// the decoder rounds to f32 once) are skipped: the timing then says so
+// through matmul_ms being absent.
 Result<Timing> TimeMatmulsOnly(const model::ModelConfig& c, const model::ModelWeights& w,
-                               ThreadPool& pool, uint64_t repeats) {
-  std::vector<ops::WeightView> views;
+                               ThreadPool& pool, ops::MatMulActivations activations,
+                               uint64_t repeats) {
+  const std::unique_ptr<backend::Backend> cpu =
+      backend::MakeBackend(backend::BackendKind::kCpu, &pool, activations);
+  std::vector<backend::Weight> weights;
   uint64_t widest = 0;
-  bool ok = true;
-  ForEachDecodeMatrix(c, w, [&](const model::Tensor& t) {
-    if (!ops::TraitsOf(t.type).has_matmul || t.shape.size() != 2) ok = false;
-    views.push_back({t.bytes.data(), t.type, t.shape[0], t.shape.size() > 1 ? t.shape[1] : 0});
-    widest = std::max({widest, views.back().rows, views.back().cols});
-  });
-  if (!ok) {
-    return Status::Unimplemented("matmul-only timing needs matrices of types with a matmul kernel");
-  }
-  std::vector<float> x(widest, 0.01f), y(widest);
   Status failure;
+  ForEachDecodeMatrix(c, w, [&](const model::Tensor& t) {
+    if (!ops::TraitsOf(t.type).has_matmul || t.shape.size() != 2) {
+      failure =
+          Status::Unimplemented("matmul-only timing needs matrices of types with a matmul kernel");
+      return;
+    }
+    Result<backend::Weight> up = cpu->Upload({t.bytes.data(), t.type, t.shape[0], t.shape[1]});
+    if (!up) {
+      failure = up.error();
+      return;
+    }
+    weights.push_back(*up);
+    widest = std::max({widest, t.shape[0], t.shape[1]});
+  });
+  FOLIO_RETURN_IF_ERROR(failure);
+  std::vector<float> x(widest, 0.01f), y(widest);
   auto token = [&] {
-    for (const ops::WeightView& v : views) {
-      Status s = ops::MatMul(v, std::span<const float>(x).first(v.cols), 1,
-                             std::span<float>(y).first(v.rows), &pool);
+    for (const backend::Weight& v : weights) {
+      Status s = cpu->MatMul(v, std::span<const float>(x).first(v.host.cols), 1,
+                             std::span<float>(y).first(v.host.rows));
       if (!s.ok() && failure.ok()) failure = s;
     }
   };
@@ -162,55 +173,6 @@ Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& c, uint64
   return w;
 }
 
-Result<model::ModelWeights> QuantizeWeights(const model::ModelWeights& w, ops::WeightType type,
-                                            ThreadPool* pool) {
-  if (!ops::HasQuantizer(type)) {
-    return Status::Unimplemented(
-        StrCat("folio cannot write ", ops::WeightTypeName(type), " weights (ops::QuantizeRow)"));
-  }
-  model::ModelWeights out = w;
-  Status status;
-  std::mutex mu;
-  const auto convert = [&](model::Tensor& t) {
-    if (t.shape.size() != 2 || !status.ok()) return;
-    const uint64_t rows = t.shape[0], cols = t.shape[1];
-    const uint64_t in_row = ops::WeightRowBytes(t.type, cols);
-    const uint64_t out_row = ops::WeightRowBytes(type, cols);
-    if (out_row == 0) {
-      status = Status::InvalidArgument(
-          StrCat("a row of ", cols, " is not whole ", ops::WeightTypeName(type), " blocks"));
-      return;
-    }
-    auto data = std::make_shared<std::vector<std::byte>>(rows * out_row);
-    const auto one = [&](size_t r) {
-      std::vector<float> row(cols);
-      ops::DequantizeRow(t.type, t.bytes.data() + r * in_row, row);
-      Status s = ops::QuantizeRow(type, row, data->data() + r * out_row);
-      if (!s.ok()) {
-        std::lock_guard<std::mutex> lock(mu);
-        if (status.ok()) status = s;
-      }
-    };
-    if (pool != nullptr) {
-      pool->ParallelFor(rows, one);
-    } else {
-      for (uint64_t r = 0; r < rows; ++r) one(r);
-    }
-    t.type = type;
-    t.bytes = std::span<const std::byte>(data->data(), data->size());
-    t.owner = std::move(data);
-  };
-  for (model::LayerWeights& l : out.layers) {
-    for (model::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      convert(*t);
-    }
-  }
-  convert(out.embedding);
-  if (!out.lm_head.empty()) convert(out.lm_head);
-  FOLIO_RETURN_IF_ERROR(status);
-  return out;
-}
-
 Result<std::unique_ptr<model::Model>> LoadOrSynthesize(const std::string& path,
                                                        const model::ModelConfig& synthetic,
                                                        uint64_t seed, ThreadPool* pool,
@@ -225,7 +187,7 @@ Result<std::unique_ptr<model::Model>> LoadOrSynthesize(const std::string& path,
   FOLIO_ASSIGN_OR_RETURN(model::ModelWeights w, SyntheticWeights(synthetic, seed, pool));
   if (weight_type != ops::WeightType::kBF16) {
     std::cerr << "quantizing its matrices to " << ops::WeightTypeName(weight_type) << "...\n";
-    FOLIO_ASSIGN_OR_RETURN(w, QuantizeWeights(w, weight_type, pool));
+    FOLIO_ASSIGN_OR_RETURN(w, model::QuantizeMatrices(w, weight_type, pool));
   }
   FOLIO_ASSIGN_OR_RETURN(model::Model m,
                          model::Model::Create(synthetic, std::move(w), /*check_finite=*/false));
@@ -264,6 +226,10 @@ CLI::App* AddDecodeBenchCommand(CLI::App& bench, DecodeBenchOptions& o) {
                   "q5_0, q5_1, q4_k, q5_k or q6_k");
   cmd->add_option("--batch-sizes", o.batch_sizes,
                   "also time decode with this many sequences per step (e.g. 2,4,8)")
+      ->delimiter(',');
+  cmd->add_option("--matmul-activations", o.matmul_activations,
+                  "f32 (default), q8, or both side by side (f32,q8): how quantized weights "
+                  "multiply")
       ->delimiter(',');
   return cmd;
 }
@@ -323,6 +289,13 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
     return fail(Status::InvalidArgument("--threads-list: counts must be > 0"));
   }
   if (steps == 0) return fail(Status::InvalidArgument("--decode-tokens must be > 0"));
+  std::vector<ops::MatMulActivations> modes;
+  for (const std::string& name : o.matmul_activations) {
+    Result<ops::MatMulActivations> mode = ops::ParseMatMulActivations(name);
+    if (!mode) return fail(mode.error().WithContext("--matmul-activations"));
+    modes.push_back(*mode);
+  }
+  if (modes.empty()) return fail(Status::InvalidArgument("--matmul-activations is empty"));
 
   std::optional<ops::WeightType> synthetic_type;
   for (const ops::WeightTypeTraits& row : ops::kWeightTypeTraits) {
@@ -391,116 +364,121 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
     if (!bw) return fail(bw.error());
     std::cerr << " " << Fixed(bw->best_gbps, 2) << " GB/s\n";
 
-    // The serving path: one request on the engine, its prompt prefilled
-    // in one step, then one greedy decode step per token. A warm-up request
-    // runs first; without prefix caching the timed one recomputes it all.
-    engine::EngineConfig ec;
-    ec.page_size = o.page_size;
-    ec.num_pages = capacity / o.page_size;
-    ec.kv_dtype = *kv_dtype;
-    ec.max_num_batched_tokens = prompt;
-    ec.max_num_seqs = 1;
-    ec.prefix_caching = false;
-    Result<engine::Engine> eng = engine::Engine::Create(*m, ec, &pool);
-    if (!eng) return fail(eng.error());
-    std::cerr << "  prefill " << prompt << " tokens (warm-up + timed)...";
-    for (int pass = 0; pass < 2; ++pass) {
-      engine::RequestParams params;
-      params.max_tokens = pass == 0 ? 1 : steps + 1;
-      Result<engine::RequestId> id = eng->AddRequest(prompt_ids, params);
-      if (!id) return fail(id.error().WithContext("prefill"));
-      const double t0 = NowUs();
-      Result<std::vector<engine::StepOutput>> r = eng->Step();
-      const double us = NowUs() - t0;
-      if (!r) return fail(r.error().WithContext("prefill"));
-      if (pass == 1) {
-        json row;
-        row["prefill_ms"] = us / 1e3;
-        row["prefill_tokens_per_second"] = static_cast<double>(prompt) / (us / 1e6);
-        runs.push_back(row);
+    for (const ops::MatMulActivations mode : modes) {
+      // The serving path: one request on the engine, its prompt prefilled
+      // in one step, then one greedy decode step per token. A warm-up request
+      // runs first; without prefix caching the timed one recomputes it all.
+      std::cerr << "  matmul activations " << ops::MatMulActivationsName(mode) << "\n";
+      engine::EngineConfig ec;
+      ec.matmul_activations = mode;
+      ec.page_size = o.page_size;
+      ec.num_pages = capacity / o.page_size;
+      ec.kv_dtype = *kv_dtype;
+      ec.max_num_batched_tokens = prompt;
+      ec.max_num_seqs = 1;
+      ec.prefix_caching = false;
+      Result<engine::Engine> eng = engine::Engine::Create(*m, ec, &pool);
+      if (!eng) return fail(eng.error());
+      std::cerr << "  prefill " << prompt << " tokens (warm-up + timed)...";
+      for (int pass = 0; pass < 2; ++pass) {
+        engine::RequestParams params;
+        params.max_tokens = pass == 0 ? 1 : steps + 1;
+        Result<engine::RequestId> id = eng->AddRequest(prompt_ids, params);
+        if (!id) return fail(id.error().WithContext("prefill"));
+        const double t0 = NowUs();
+        Result<std::vector<engine::StepOutput>> r = eng->Step();
+        const double us = NowUs() - t0;
+        if (!r) return fail(r.error().WithContext("prefill"));
+        if (pass == 1) {
+          json row;
+          row["prefill_ms"] = us / 1e3;
+          row["prefill_tokens_per_second"] = static_cast<double>(prompt) / (us / 1e6);
+          runs.push_back(row);
+        }
       }
-    }
-    json& row = runs.back();
-    std::cerr << " " << Fixed(row["prefill_tokens_per_second"].get<double>(), 1)
-              << " tokens/s\n  decode " << steps << " steps...";
+      json& row = runs.back();
+      std::cerr << " " << Fixed(row["prefill_tokens_per_second"].get<double>(), 1)
+                << " tokens/s\n  decode " << steps << " steps...";
 
-    std::vector<double> step_us;
-    for (uint64_t i = 0; i < steps; ++i) {
-      const double t0 = NowUs();
-      Result<std::vector<engine::StepOutput>> r = eng->Step();
-      step_us.push_back(NowUs() - t0);
-      if (!r) return fail(r.error().WithContext("decode step " + std::to_string(i)));
-    }
-    if (eng->HasUnfinished())
-      return fail(Status::FailedPrecondition("the decode request did not finish"));
-    const double median_ms = Quantile(step_us, 0.5) / 1e3;
-    const double decode_tps = 1e3 / median_ms;
-    const double floor_tps = bw->best_gbps * 1e9 / static_cast<double>(weight_bytes);
-    std::cerr << " " << Fixed(decode_tps, 2) << " tokens/s (median " << Fixed(median_ms, 1)
-              << " ms; floor " << Fixed(floor_tps, 2) << " tokens/s => "
-              << Fixed(100 * decode_tps / floor_tps, 1) << "%)\n";
-
-    row["threads"] = pool.num_threads();
-    row["model"] = model_name;
-    row["parameters"] = parameters;
-    row["num_layers"] = config.num_layers;
-    row["weight_type"] = weight_type;
-    row["kv_dtype"] = std::string(DTypeName(*kv_dtype));
-    row["page_size"] = o.page_size;
-    row["prompt_tokens"] = prompt;
-    row["decode_tokens"] = steps;
-    row["weight_bytes_per_token"] = weight_bytes;
-    row["memory_bandwidth_gbps"] = bw->best_gbps;
-    row["memory_bandwidth_passes_gbps"] = bw->pass_gbps;
-    row["decode_tokens_per_second"] = decode_tps;
-    row["decode_ms_median"] = median_ms;
-    row["decode_ms_p10"] = Quantile(step_us, 0.1) / 1e3;
-    row["decode_ms_p90"] = Quantile(step_us, 0.9) / 1e3;
-    json step_ms = json::array();
-    for (double us : step_us) step_ms.push_back(us / 1e3);
-    row["decode_ms_steps"] = step_ms;
-    row["floor_tokens_per_second"] = floor_tps;
-    row["floor_ms_per_token"] = 1e3 / floor_tps;
-    row["fraction_of_floor"] = decode_tps / floor_tps;
-    row["achieved_weight_gbps"] = static_cast<double>(weight_bytes) * decode_tps / 1e9;
-
-    json batched = json::array();
-    for (uint64_t batch : o.batch_sizes) {
-      if (batch <= 1) continue;
-      std::cerr << "  decode " << batch << " sequences, " << steps << " steps...";
-      Result<std::vector<double>> b_us =
-          TimeBatchedDecode(*m, ec, batch, prompt_ids, steps, capacity / o.page_size, pool);
-      if (!b_us) return fail(b_us.error().WithContext("batch " + std::to_string(batch)));
-      const double b_ms = Quantile(*b_us, 0.5) / 1e3;
-      const double b_tps = static_cast<double>(batch) * 1e3 / b_ms;
-      std::cerr << " " << Fixed(b_tps, 2) << " tokens/s (median step " << Fixed(b_ms, 1) << " ms; "
-                << Fixed(b_tps / decode_tps, 2) << "x one sequence)\n";
-      batched.push_back({{"sequences", batch},
-                         {"step_ms_median", b_ms},
-                         {"step_ms_p10", Quantile(*b_us, 0.1) / 1e3},
-                         {"step_ms_p90", Quantile(*b_us, 0.9) / 1e3},
-                         {"tokens_per_second", b_tps},
-                         {"speedup_vs_one_sequence", b_tps / decode_tps}});
-    }
-    if (!batched.empty()) row["batched_decode"] = batched;
-
-    if (!o.no_matmul_only) {
-      std::cerr << "  one token's matmuls alone...";
-      Result<Timing> mm = TimeMatmulsOnly(config, m->weights(), pool, 9);
-      if (mm) {
-        const double mm_ms = mm->median_us / 1e3;
-        row["matmul_only_ms_median"] = mm_ms;
-        row["matmul_only_share_of_decode"] = mm_ms / median_ms;
-        row["matmul_only_fraction_of_floor"] = (1e3 / mm_ms) / floor_tps;
-        std::cerr << " " << Fixed(mm_ms, 1) << " ms (" << Fixed(100 * mm_ms / median_ms, 1)
-                  << "% of a decode step)\n";
-      } else {
-        std::cerr << " skipped: " << mm.error().ToString() << "\n";
+      std::vector<double> step_us;
+      for (uint64_t i = 0; i < steps; ++i) {
+        const double t0 = NowUs();
+        Result<std::vector<engine::StepOutput>> r = eng->Step();
+        step_us.push_back(NowUs() - t0);
+        if (!r) return fail(r.error().WithContext("decode step " + std::to_string(i)));
       }
+      if (eng->HasUnfinished())
+        return fail(Status::FailedPrecondition("the decode request did not finish"));
+      const double median_ms = Quantile(step_us, 0.5) / 1e3;
+      const double decode_tps = 1e3 / median_ms;
+      const double floor_tps = bw->best_gbps * 1e9 / static_cast<double>(weight_bytes);
+      std::cerr << " " << Fixed(decode_tps, 2) << " tokens/s (median " << Fixed(median_ms, 1)
+                << " ms; floor " << Fixed(floor_tps, 2) << " tokens/s => "
+                << Fixed(100 * decode_tps / floor_tps, 1) << "%)\n";
+
+      row["threads"] = pool.num_threads();
+      row["matmul_activations"] = std::string(ops::MatMulActivationsName(mode));
+      row["model"] = model_name;
+      row["parameters"] = parameters;
+      row["num_layers"] = config.num_layers;
+      row["weight_type"] = weight_type;
+      row["kv_dtype"] = std::string(DTypeName(*kv_dtype));
+      row["page_size"] = o.page_size;
+      row["prompt_tokens"] = prompt;
+      row["decode_tokens"] = steps;
+      row["weight_bytes_per_token"] = weight_bytes;
+      row["memory_bandwidth_gbps"] = bw->best_gbps;
+      row["memory_bandwidth_passes_gbps"] = bw->pass_gbps;
+      row["decode_tokens_per_second"] = decode_tps;
+      row["decode_ms_median"] = median_ms;
+      row["decode_ms_p10"] = Quantile(step_us, 0.1) / 1e3;
+      row["decode_ms_p90"] = Quantile(step_us, 0.9) / 1e3;
+      json step_ms = json::array();
+      for (double us : step_us) step_ms.push_back(us / 1e3);
+      row["decode_ms_steps"] = step_ms;
+      row["floor_tokens_per_second"] = floor_tps;
+      row["floor_ms_per_token"] = 1e3 / floor_tps;
+      row["fraction_of_floor"] = decode_tps / floor_tps;
+      row["achieved_weight_gbps"] = static_cast<double>(weight_bytes) * decode_tps / 1e9;
+
+      json batched = json::array();
+      for (uint64_t batch : o.batch_sizes) {
+        if (batch <= 1) continue;
+        std::cerr << "  decode " << batch << " sequences, " << steps << " steps...";
+        Result<std::vector<double>> b_us =
+            TimeBatchedDecode(*m, ec, batch, prompt_ids, steps, capacity / o.page_size, pool);
+        if (!b_us) return fail(b_us.error().WithContext("batch " + std::to_string(batch)));
+        const double b_ms = Quantile(*b_us, 0.5) / 1e3;
+        const double b_tps = static_cast<double>(batch) * 1e3 / b_ms;
+        std::cerr << " " << Fixed(b_tps, 2) << " tokens/s (median step " << Fixed(b_ms, 1)
+                  << " ms; " << Fixed(b_tps / decode_tps, 2) << "x one sequence)\n";
+        batched.push_back({{"sequences", batch},
+                           {"step_ms_median", b_ms},
+                           {"step_ms_p10", Quantile(*b_us, 0.1) / 1e3},
+                           {"step_ms_p90", Quantile(*b_us, 0.9) / 1e3},
+                           {"tokens_per_second", b_tps},
+                           {"speedup_vs_one_sequence", b_tps / decode_tps}});
+      }
+      if (!batched.empty()) row["batched_decode"] = batched;
+
+      if (!o.no_matmul_only) {
+        std::cerr << "  one token's matmuls alone...";
+        Result<Timing> mm = TimeMatmulsOnly(config, m->weights(), pool, mode, 9);
+        if (mm) {
+          const double mm_ms = mm->median_us / 1e3;
+          row["matmul_only_ms_median"] = mm_ms;
+          row["matmul_only_share_of_decode"] = mm_ms / median_ms;
+          row["matmul_only_fraction_of_floor"] = (1e3 / mm_ms) / floor_tps;
+          std::cerr << " " << Fixed(mm_ms, 1) << " ms (" << Fixed(100 * mm_ms / median_ms, 1)
+                    << "% of a decode step)\n";
+        } else {
+          std::cerr << " skipped: " << mm.error().ToString() << "\n";
+        }
+      }
+      const OtherLoad load = LoadBetween(before, TakeCpuSnapshot());
+      row["other_load_cores"] = load.other_cores;
+      row["steal_cores"] = load.steal_cores;
     }
-    const OtherLoad load = LoadBetween(before, TakeCpuSnapshot());
-    row["other_load_cores"] = load.other_cores;
-    row["steal_cores"] = load.steal_cores;
   }
   const OtherLoad run_load = LoadBetween(run_start, TakeCpuSnapshot());
   json report;

@@ -44,6 +44,8 @@ struct DecodeBenchOptions {
   // Decode batches to time besides the single stream: for each B > 1, B
   // requests decode together, one token each per engine step.
   std::vector<uint64_t> batch_sizes;
+  // Each thread count runs once per mode, in this order (ops::MatMulActivations).
+  std::vector<std::string> matmul_activations{"f32"};
 };
 
 // The synthetic model's config: hidden 2048, 32 heads, 8 K/V heads (head
@@ -66,12 +68,6 @@ Result<model::ModelWeights> SyntheticWeights(const model::ModelConfig& config, u
 Result<std::unique_ptr<model::Model>> LoadOrSynthesize(
     const std::string& path, const model::ModelConfig& synthetic, uint64_t seed, ThreadPool* pool,
     ops::WeightType weight_type = ops::WeightType::kBF16);
-
-// The same weights with every matrix (2-D tensor) re-encoded as `type`,
-// row by row over `pool`; vectors stay as they are. Errors: a type
-// ops::QuantizeRow cannot write, or rows that are not whole blocks of it.
-Result<model::ModelWeights> QuantizeWeights(const model::ModelWeights& w, ops::WeightType type,
-                                            ThreadPool* pool);
 
 // Bytes of weights one decoded token reads: every matrix the decoder
 // multiplies (per layer q, k, v, o, gate, up, down; then the output head,

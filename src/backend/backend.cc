@@ -2,6 +2,7 @@
 // element-wise ops, the K/V pool), one subclass each for the kernels.
 #include "folio/backend/backend.h"
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -33,9 +34,17 @@ namespace {
 // Host memory and the element-wise ops, which have one (scalar) version.
 class HostBackend : public Backend {
  public:
+  explicit HostBackend(ops::MatMulActivations activations) : activations_(activations) {}
+  // The threads Upload may pack with (none: the caller's alone).
+  virtual ThreadPool* pack_pool() const { return nullptr; }
   Result<Weight> Upload(const ops::WeightView& w) override {
     FOLIO_RETURN_IF_ERROR(ops::ValidateWeightView(w));
-    return Weight{w};
+    Weight weight{w, nullptr};
+    if (activations_ == ops::MatMulActivations::kQ8 && ops::HasPackedKernel(w.type)) {
+      FOLIO_ASSIGN_OR_RETURN(ops::PackedMatrix packed, ops::PackedMatrix::Pack(w, pack_pool()));
+      weight.packed = std::make_shared<const ops::PackedMatrix>(std::move(packed));
+    }
+    return weight;
   }
   void Embed(const Weight& w, std::span<const int32_t> ids, std::span<float> out) override {
     const uint64_t cols = w.host.cols;
@@ -74,6 +83,9 @@ class HostBackend : public Backend {
                  std::span<const float> keys, std::span<const float> values) override {
     return cache.WriteRows(layer, slot_mapping, keys, values);
   }
+
+ private:
+  ops::MatMulActivations activations_;
 };
 
 // The scalar attention plan, shared by the reference backend and the cpu
@@ -101,10 +113,13 @@ Result<std::unique_ptr<AttentionPlan>> PlanReference(const attention::PagedAtten
 
 class CpuBackend final : public HostBackend {
  public:
-  explicit CpuBackend(ThreadPool* pool) : pool_(pool) {}
+  CpuBackend(ThreadPool* pool, ops::MatMulActivations activations)
+      : HostBackend(activations), pool_(pool) {}
   BackendKind kind() const override { return BackendKind::kCpu; }
+  ThreadPool* pack_pool() const override { return pool_; }
   Status MatMul(const Weight& w, std::span<const float> x, uint64_t rows,
                 std::span<float> y) override {
+    if (w.packed) return ops::PackedMatMul(*w.packed, x, rows, y, pool_);
     return ops::MatMul(w.host, x, rows, y, pool_);
   }
   Result<std::unique_ptr<AttentionPlan>> PlanAttention(
@@ -132,13 +147,16 @@ class CpuBackend final : public HostBackend {
 };
 
 // The scalar references: MatMulReference accumulates each output in double
-// in index order; PagedAttentionReference is a two-pass softmax in double
-// per row. One thread.
+// in index order (PackedMatMulReference runs the packed kernel's scalar
+// chain); PagedAttentionReference is a two-pass softmax in double per row.
+// One thread.
 class ReferenceBackend final : public HostBackend {
  public:
+  explicit ReferenceBackend(ops::MatMulActivations activations) : HostBackend(activations) {}
   BackendKind kind() const override { return BackendKind::kReference; }
   Status MatMul(const Weight& w, std::span<const float> x, uint64_t rows,
                 std::span<float> y) override {
+    if (w.packed) return ops::PackedMatMulReference(*w.packed, x, rows, y);
     return ops::MatMulReference(w.host, x, rows, y);
   }
   Result<std::unique_ptr<AttentionPlan>> PlanAttention(
@@ -150,12 +168,13 @@ class ReferenceBackend final : public HostBackend {
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeBackend(BackendKind kind, ThreadPool* pool) {
+std::unique_ptr<Backend> MakeBackend(BackendKind kind, ThreadPool* pool,
+                                     ops::MatMulActivations activations) {
   switch (kind) {
     case BackendKind::kCpu:
-      return std::make_unique<CpuBackend>(pool);
+      return std::make_unique<CpuBackend>(pool, activations);
     case BackendKind::kReference:
-      return std::make_unique<ReferenceBackend>();
+      return std::make_unique<ReferenceBackend>(activations);
   }
   FOLIO_CHECK(false, "unknown backend kind ", static_cast<int>(kind));
   return nullptr;

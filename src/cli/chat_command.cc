@@ -36,6 +36,7 @@ CLI::App* AddChatCommand(CLI::App& app, ChatFlags& f) {
   cmd->add_option("--max-context", f.max_context, "positions the conversation may fill");
   cmd->add_option("--page-size", f.page_size, "KV tokens per page");
   cmd->add_option("--kv-dtype", f.kv_dtype, "f32, bf16, f16, i8, f8e4m3 or f64");
+  AddMatMulActivationsOption(*cmd, f.matmul_activations);
   return cmd;
 }
 
@@ -46,6 +47,8 @@ int RunChat(const ChatFlags& f) {
   if (!format) return Fail(format.error());
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error().WithContext("--kv-dtype"));
+  Result<ops::MatMulActivations> activations = ops::ParseMatMulActivations(f.matmul_activations);
+  if (!activations) return Fail(activations.error().WithContext("--matmul-activations"));
   const model::Model& m = *served->model;
   const tokenizer::Tokenizer& tok = served->tokenizer();
   const uint64_t context = std::min<uint64_t>(m.config().max_positions, f.max_context);
@@ -57,6 +60,7 @@ int RunChat(const ChatFlags& f) {
   ec.page_size = f.page_size;
   ec.num_pages = (context + f.page_size - 1) / f.page_size + 1;
   ec.kv_dtype = *kv_dtype;
+  ec.matmul_activations = *activations;
   ec.max_num_seqs = 1;
   ec.max_num_batched_tokens = context;
   ec.prefix_caching = true;

@@ -25,6 +25,7 @@ struct ChatFlags {
   uint64_t max_context = 4096;
   uint64_t page_size = 16;
   std::string kv_dtype = "f32";
+  std::string matmul_activations = "f32";
 };
 
 CLI::App* AddChatCommand(CLI::App& app, ChatFlags& flags);

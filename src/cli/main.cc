@@ -223,6 +223,7 @@ struct GenerateFlags {
   uint64_t max_context = 4096;
   std::string kv_dtype = "f32";
   std::string backend = "cpu";
+  std::string matmul_activations = "f32";
   bool raw = false;
   uint64_t speculative_tokens = 0;
 };
@@ -249,8 +250,11 @@ int RunGenerate(const GenerateFlags& f) {
   // context's end (the last token selected is never fed).
   Result<backend::BackendKind> backend = backend::ParseBackendKind(f.backend);
   if (!backend) return Fail(backend.error().WithContext("--backend"));
+  Result<ops::MatMulActivations> activations = ops::ParseMatMulActivations(f.matmul_activations);
+  if (!activations) return Fail(activations.error().WithContext("--matmul-activations"));
   engine::EngineConfig ec =
       SingleRequestEngine(capacity, f.page_size, *kv_dtype, prompt.size(), *backend);
+  ec.matmul_activations = *activations;
   ec.speculative.num_draft_tokens = f.speculative_tokens;
   ec.max_num_batched_tokens = std::max(ec.max_num_batched_tokens, 1 + f.speculative_tokens);
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
@@ -386,6 +390,7 @@ struct LogitsFlags {
   uint64_t greedy = 0;
   std::string kv_dtype = "f32";
   std::string backend = "cpu";
+  std::string matmul_activations = "f32";
   uint64_t page_size = 16;
   uint64_t threads = 1;
   uint64_t max_context = 4096;
@@ -409,8 +414,11 @@ int RunLogits(const LogitsFlags& f) {
   const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
   Result<backend::BackendKind> backend = backend::ParseBackendKind(f.backend);
   if (!backend) return Fail(backend.error().WithContext("--backend"));
+  Result<ops::MatMulActivations> activations = ops::ParseMatMulActivations(f.matmul_activations);
+  if (!activations) return Fail(activations.error().WithContext("--matmul-activations"));
   engine::EngineConfig ec =
       SingleRequestEngine(capacity, f.page_size, *kv_dtype, tokens.size(), *backend);
+  ec.matmul_activations = *activations;
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
   if (!pool) return Fail(pool.error());
   Result<engine::Engine> eng = engine::Engine::Create(*m, ec, pool->get());
@@ -583,6 +591,7 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--max-context", gen.max_context, "cache positions");
   gen_cmd->add_option("--kv-dtype", gen.kv_dtype, "f32, bf16, f16, i8, f8e4m3 or f64");
   gen_cmd->add_option("--backend", gen.backend, "cpu (SIMD kernels) or reference (scalar)");
+  AddMatMulActivationsOption(*gen_cmd, gen.matmul_activations);
   gen_cmd->add_flag("--raw", gen.raw, "write bytes as generated (default escapes non-ASCII)");
   gen_cmd
       ->add_option("--speculative-tokens", gen.speculative_tokens,
@@ -616,6 +625,7 @@ int main(int argc, char** argv) {
   logits_cmd->add_option("--greedy", logits.greedy, "greedy tokens to generate after");
   logits_cmd->add_option("--kv-dtype", logits.kv_dtype, "f32, bf16, f16, i8, f8e4m3 or f64");
   logits_cmd->add_option("--backend", logits.backend, "cpu (SIMD kernels) or reference (scalar)");
+  AddMatMulActivationsOption(*logits_cmd, logits.matmul_activations);
   logits_cmd->add_option("--page-size", logits.page_size);
   logits_cmd->add_option("--threads", logits.threads);
   logits_cmd->add_option("--max-context", logits.max_context, "cache positions");

@@ -45,6 +45,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   AddTokenizerPreOption(*cmd, f.tokenizer_pre);
   AddChatTemplateOption(*cmd, f.chat_template);
   cmd->add_option("--backend", f.backend, "cpu (SIMD kernels) or reference (scalar)");
+  AddMatMulActivationsOption(*cmd, f.matmul_activations);
   cmd->add_option("--speculative-tokens", f.speculative_tokens,
                   "draft tokens per step for speculative decoding by prompt lookup (0: off; "
                   "requests may set num_draft_tokens); the output never changes")
@@ -134,8 +135,11 @@ int RunServe(const ServeFlags& flags) {
   if (!kv_dtype) return Fail(kv_dtype.error());
   Result<backend::BackendKind> backend = backend::ParseBackendKind(f.backend);
   if (!backend) return Fail(backend.error().WithContext("--backend"));
+  Result<ops::MatMulActivations> activations = ops::ParseMatMulActivations(f.matmul_activations);
+  if (!activations) return Fail(activations.error().WithContext("--matmul-activations"));
   engine::EngineConfig ec;
   ec.backend = *backend;
+  ec.matmul_activations = *activations;
   ec.page_size = f.page_size;
   ec.num_pages = f.num_pages;
   ec.kv_dtype = *kv_dtype;

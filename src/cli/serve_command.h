@@ -26,6 +26,7 @@ struct ServeFlags {
   uint64_t builtin_context = 512;  // positions of the built-in model
   std::string kv_dtype = "f32";
   std::string backend = "cpu";
+  std::string matmul_activations = "f32";
   uint64_t max_queue = 32;
   uint64_t max_body_bytes = 1 << 20;
   uint64_t max_connections = 2048;

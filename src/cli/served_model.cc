@@ -66,4 +66,11 @@ void AddTokenizerPreOption(CLI::App& cmd, std::optional<std::string>& value) {
                  "(a name llama.cpp knows, e.g. llama-bpe, qwen2, gpt-4o)");
 }
 
+void AddMatMulActivationsOption(CLI::App& cmd, std::string& value) {
+  cmd.add_option("--matmul-activations", value,
+                 "quantized weights: f32 (default; exact products of the dequantized weights) or "
+                 "q8 (8-bit activations and integer dot products, as ggml: 2-3x faster matmuls, "
+                 "logits about a logit away)");
+}
+
 }  // namespace folio::cli

@@ -58,6 +58,8 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
 
 // Adds --tokenizer-pre NAME (generate, serve, tokenize) to `cmd`.
 void AddTokenizerPreOption(CLI::App& cmd, std::optional<std::string>& value);
+// --matmul-activations f32|q8 (ops::MatMulActivations), default f32.
+void AddMatMulActivationsOption(CLI::App& cmd, std::string& value);
 // Adds --chat-template FILE (serve, chat) to `cmd`.
 void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value);
 

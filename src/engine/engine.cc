@@ -37,7 +37,8 @@ Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, Th
   kc.page_size = config.page_size;
   kc.num_pages = config.num_pages;
   kc.dtype = config.kv_dtype;
-  std::shared_ptr<backend::Backend> backend = backend::MakeBackend(config.backend, pool);
+  std::shared_ptr<backend::Backend> backend =
+      backend::MakeBackend(config.backend, pool, config.matmul_activations);
   FOLIO_ASSIGN_OR_RETURN(KvCacheManager kv,
                          KvCacheManager::Create(kc, config.prefix_caching, backend.get()));
   if (!policies.admission) {

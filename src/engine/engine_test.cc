@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "folio/core/thread_pool.h"
@@ -88,6 +90,62 @@ TEST(Engine, QuantizedKvTokensDoNotDependOnBatchChunkOrPreemption) {
     EngineStats stats;
     EXPECT_EQ(RunEngine(tight, kPrompts, Sampled(), &stats), want) << DTypeName(dtype);
     EXPECT_GT(stats.preemptions, 0u);
+  }
+}
+
+// A model wide enough for 32-element blocks (the worked example is 8 wide),
+// its matrices in `type`.
+const model::Model& QuantizedModel(ops::WeightType type) {
+  static std::map<ops::WeightType, std::unique_ptr<model::Model>> models;
+  std::unique_ptr<model::Model>& m = models[type];
+  if (!m) {
+    model::ModelConfig c = model::WorkedExampleConfig();
+    c.hidden_size = 64;
+    c.ffn_size = 96;
+    c.max_positions = 96;
+    const model::Model f32 = *model::Model::FromSeed(c, 11);
+    Result<model::ModelWeights> w = model::QuantizeMatrices(f32.weights(), type);
+    EXPECT_TRUE(w.ok()) << w.status().ToString();
+    m = std::make_unique<model::Model>(*model::Model::Create(c, std::move(*w)));
+  }
+  return *m;
+}
+
+// q8 activations (the packed integer kernel) keep contract 3: tokens and
+// log-prob bits do not depend on batch company, chunk size, preemption or
+// thread count; and the mode is really on (its log-probs differ from f32's).
+TEST(Engine, Q8ActivationsKeepTokensAndLogprobsIndependentOfSchedule) {
+  const RequestParams params = SampledWithLogprobs();
+  ThreadPool two(2);
+  for (ops::WeightType type : {ops::WeightType::kQ4_1, ops::WeightType::kQ8_0}) {
+    SCOPED_TRACE(ops::WeightTypeName(type));
+    const model::Model& m = QuantizedModel(type);
+    const auto run = [&](EngineConfig config, const std::vector<std::vector<int32_t>>& prompts,
+                         ThreadPool* pool) {
+      auto e = Engine::Create(m, config, pool);
+      EXPECT_TRUE(e.ok()) << e.status().ToString();
+      auto out = Drive(*e, prompts, params, InOrder(prompts.size()));
+      ExpectNoLeak(*e);
+      return out;
+    };
+    EngineConfig q8;
+    q8.matmul_activations = ops::MatMulActivations::kQ8;
+    q8.page_size = 4;
+    const auto want = run(q8, kPrompts, nullptr);
+    for (size_t i = 0; i < kPrompts.size(); ++i) {
+      EXPECT_EQ(run(q8, {kPrompts[i]}, &two)[0], want[i]) << "prompt " << i << " alone";
+      EXPECT_EQ(want[i].tokens.size(), 12u);
+    }
+    EngineConfig chunked = q8;
+    chunked.max_num_batched_tokens = 5;
+    chunked.max_num_seqs = 2;
+    EXPECT_EQ(run(chunked, kPrompts, &two), want);
+    EngineConfig tight = q8;
+    tight.num_pages = 9;
+    EXPECT_EQ(run(tight, kPrompts, nullptr), want);
+    EngineConfig f32 = q8;
+    f32.matmul_activations = ops::MatMulActivations::kF32;
+    EXPECT_NE(run(f32, kPrompts, nullptr)[0].logprob_bits, want[0].logprob_bits);
   }
 }
 

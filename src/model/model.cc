@@ -7,6 +7,11 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <vector>
+
+#include "folio/core/str_cat.h"
+#include "folio/ops/quantize.h"
 
 namespace folio::model {
 namespace {
@@ -200,6 +205,55 @@ Result<Model> Model::FromSeed(const ModelConfig& config, uint64_t seed) {
   FOLIO_RETURN_IF_ERROR(config.Validate());
   SplitMix64 rng(seed);
   return Create(config, InitializeWeights(config, rng));
+}
+
+Result<ModelWeights> QuantizeMatrices(const ModelWeights& w, ops::WeightType type,
+                                      ThreadPool* pool) {
+  if (!ops::HasQuantizer(type)) {
+    return Status::Unimplemented(
+        StrCat("folio cannot write ", ops::WeightTypeName(type), " weights (ops::QuantizeRow)"));
+  }
+  ModelWeights out = w;
+  Status status;
+  std::mutex mu;
+  const auto convert = [&](Tensor& t) {
+    if (t.shape.size() != 2 || !status.ok()) return;
+    const uint64_t rows = t.shape[0], cols = t.shape[1];
+    const uint64_t in_row = ops::WeightRowBytes(t.type, cols);
+    const uint64_t out_row = ops::WeightRowBytes(type, cols);
+    if (out_row == 0) {
+      status = Status::InvalidArgument(
+          StrCat("a row of ", cols, " is not whole ", ops::WeightTypeName(type), " blocks"));
+      return;
+    }
+    auto data = std::make_shared<std::vector<std::byte>>(rows * out_row);
+    const auto one = [&](size_t r) {
+      std::vector<float> row(cols);
+      ops::DequantizeRow(t.type, t.bytes.data() + r * in_row, row);
+      Status s = ops::QuantizeRow(type, row, data->data() + r * out_row);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (status.ok()) status = s;
+      }
+    };
+    if (pool != nullptr) {
+      pool->ParallelFor(rows, one);
+    } else {
+      for (uint64_t r = 0; r < rows; ++r) one(r);
+    }
+    t.type = type;
+    t.bytes = std::span<const std::byte>(data->data(), data->size());
+    t.owner = std::move(data);
+  };
+  for (LayerWeights& l : out.layers) {
+    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      convert(*t);
+    }
+  }
+  convert(out.embedding);
+  if (!out.lm_head.empty()) convert(out.lm_head);
+  FOLIO_RETURN_IF_ERROR(status);
+  return out;
 }
 
 }  // namespace folio::model

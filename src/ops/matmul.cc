@@ -14,21 +14,6 @@
 namespace folio::ops {
 namespace {
 
-// Below this many multiply-adds a call runs on the calling thread: waking
-// the pool costs tens of microseconds, more than such a call takes.
-constexpr uint64_t kMinParallelMacs = uint64_t{1} << 18;
-// Output rows per task are a multiple of the decode tile (8 rows), so no
-// task ends in a partial tile it could have avoided.
-constexpr uint64_t kRowAlign = 8;
-// Tasks per thread. One contiguous block of outputs per thread keeps each
-// thread's weight reads one long stream for the hardware prefetchers; the
-// extra tasks let a thread that loses its core to another process hand
-// work to the others. Either way each output is computed by one thread in
-// the fixed order, so the split never changes a bit.
-constexpr uint64_t kTasksPerThread = 2;
-// Activation rows per task when outputs alone cannot feed every thread.
-constexpr uint64_t kRowBlockAlign = 4;
-
 std::string Str(uint64_t v) { return std::to_string(v); }
 
 bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
@@ -56,6 +41,58 @@ Status ValidateCall(const WeightView& w, size_t x_size, uint64_t num_rows, size_
 }
 
 }  // namespace
+
+namespace internal {
+
+// Below this many multiply-adds a call runs on the calling thread: waking
+// the pool costs tens of microseconds, more than such a call takes.
+constexpr uint64_t kMinParallelMacs = uint64_t{1} << 18;
+// Output rows per task are a multiple of the decode tile (8 rows), so no
+// task ends in a partial tile it could have avoided.
+constexpr uint64_t kRowAlign = 8;
+// Tasks per thread. One contiguous block of outputs per thread keeps each
+// thread's weight reads one long stream for the hardware prefetchers; the
+// extra tasks let a thread that loses its core to another process hand
+// work to the others. Either way each output is computed by one thread in
+// the fixed order, so the split never changes a bit.
+constexpr uint64_t kTasksPerThread = 2;
+// Activation rows per task when outputs alone cannot feed every thread.
+constexpr uint64_t kRowBlockAlign = 4;
+
+Split PlanSplit(uint64_t outs, uint64_t num_rows, uint64_t macs, ThreadPool* pool) {
+  // Outputs in blocks of out_block (a multiple of kRowAlign), activation
+  // rows in blocks of act_block; task i = (output block i / act_blocks,
+  // activation block i % act_blocks).
+  const uint64_t threads = pool == nullptr ? 1 : pool->num_threads();
+  const uint64_t want = macs < kMinParallelMacs ? 1 : threads * kTasksPerThread;
+  uint64_t out_blocks = std::min(want, CeilDiv(outs, kRowAlign));
+  const uint64_t out_block = CeilDiv(CeilDiv(outs, out_blocks), kRowAlign) * kRowAlign;
+  out_blocks = CeilDiv(outs, out_block);
+  uint64_t act_block = num_rows;
+  if (out_blocks < std::min(want, threads)) {
+    const uint64_t act_blocks = CeilDiv(threads, out_blocks);
+    act_block = CeilDiv(CeilDiv(num_rows, act_blocks), kRowBlockAlign) * kRowBlockAlign;
+  }
+  return {outs, out_block, out_blocks, num_rows, act_block, CeilDiv(num_rows, act_block)};
+}
+
+void RunSplit(const Split& split, ThreadPool* pool,
+              const std::function<void(uint64_t, uint64_t, uint64_t, uint64_t)>& task) {
+  const auto run = [&](size_t i) {
+    const uint64_t ob = i / split.act_blocks, ab = i % split.act_blocks;
+    const uint64_t r0 = ab * split.act_block;
+    task(ob * split.out_block, std::min((ob + 1) * split.out_block, split.outs), r0,
+         std::min(split.act_block, split.num_rows - r0));
+  };
+  const uint64_t num_tasks = split.out_blocks * split.act_blocks;
+  if (num_tasks == 1 || pool == nullptr) {
+    for (uint64_t i = 0; i < num_tasks; ++i) run(i);
+  } else {
+    pool->ParallelFor(num_tasks, run);
+  }
+}
+
+}  // namespace internal
 
 Status ValidateWeightView(const WeightView& w) {
   if (!IsWeightType(w.type)) {
@@ -92,41 +129,12 @@ Status MatMul(const WeightView& w, std::span<const float> x, uint64_t num_rows, 
     return Status::Ok();
   }
 
-  // Outputs in blocks of row_block (a multiple of kRowAlign), activation
-  // rows in blocks of act_block; task i = (output block i / act_blocks,
-  // activation block i % act_blocks). Sizes were validated, so the
-  // products below cannot overflow.
-  const uint64_t threads = pool == nullptr ? 1 : pool->num_threads();
-  const uint64_t macs = CheckedProduct({w.rows, w.cols, num_rows}).value_or(UINT64_MAX);
-  const uint64_t want = macs < kMinParallelMacs ? 1 : threads * kTasksPerThread;
-  const uint64_t row_blocks_max = CeilDiv(w.rows, kRowAlign);
-  uint64_t row_blocks = std::min(want, row_blocks_max);
-  const uint64_t row_block = CeilDiv(CeilDiv(w.rows, row_blocks), kRowAlign) * kRowAlign;
-  row_blocks = CeilDiv(w.rows, row_block);
-  uint64_t act_block = num_rows;
-  if (row_blocks < std::min(want, threads)) {
-    const uint64_t act_blocks = CeilDiv(threads, row_blocks);
-    act_block = CeilDiv(CeilDiv(num_rows, act_blocks), kRowBlockAlign) * kRowBlockAlign;
-  }
-  const uint64_t act_blocks = CeilDiv(num_rows, act_block);
-
-  const auto run = [&](size_t i) {
-    const uint64_t rb = i / act_blocks, ab = i % act_blocks;
-    const uint64_t r0 = ab * act_block;
-    internal::MatMulTask task{w,
-                              x.data() + r0 * w.cols,
-                              std::min(act_block, num_rows - r0),
-                              y.data() + r0 * w.rows,
-                              rb * row_block,
-                              std::min((rb + 1) * row_block, w.rows)};
+  const internal::Split split = internal::PlanSplit(
+      w.rows, num_rows, CheckedProduct({w.rows, w.cols, num_rows}).value_or(UINT64_MAX), pool);
+  internal::RunSplit(split, pool, [&](uint64_t j0, uint64_t j1, uint64_t r0, uint64_t rn) {
+    internal::MatMulTask task{w, x.data() + r0 * w.cols, rn, y.data() + r0 * w.rows, j0, j1};
     internal::MatMulRows(task);
-  };
-  const uint64_t num_tasks = row_blocks * act_blocks;
-  if (num_tasks == 1 || pool == nullptr) {
-    for (uint64_t i = 0; i < num_tasks; ++i) run(i);
-  } else {
-    pool->ParallelFor(num_tasks, run);
-  }
+  });
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 #define FOLIO_OPS_MATMUL_INTERNAL_H_
 
 #include <cstdint>
+#include <functional>
 
 #include "folio/ops/matmul.h"
 
@@ -20,6 +21,22 @@ struct MatMulTask {
   uint64_t row_begin;
   uint64_t row_end;
 };
+
+// How a call's outputs and activation rows are cut into tasks (shared by
+// MatMul and PackedMatMul): outputs in blocks of out_block (a multiple of
+// 8, the decode tile and the packed tile), activation rows in blocks of
+// act_block. The split never changes a bit: each output is computed by one
+// task in its fixed order.
+struct Split {
+  uint64_t outs, out_block, out_blocks;
+  uint64_t num_rows, act_block, act_blocks;
+};
+// macs: the call's multiply-adds (small calls run on the caller alone).
+Split PlanSplit(uint64_t outs, uint64_t num_rows, uint64_t macs, ThreadPool* pool);
+// Runs task(out_begin, out_end, row_begin, num_rows) for every task of the
+// split, over the pool when there is more than one.
+void RunSplit(const Split& split, ThreadPool* pool,
+              const std::function<void(uint64_t, uint64_t, uint64_t, uint64_t)>& task);
 
 // Runs one task with the best SIMD target this CPU has.
 void MatMulRows(const MatMulTask& task);

@@ -107,7 +107,7 @@ def test_logits_and_greedy_tokens_match_a_float64_reference(ref):
     model = smollm2.require()
     for prompt in PROMPTS:
         ids = folio_tokenize(model, prompt)
-        got = folio_logits(model, ids, 6)
+        got = folio_logits(model, ids, 6, "--matmul-activations", "f32")
         want = ck.forward(a, w, ids)
         tol = 1e-4 * max(1.0, np.abs(want).max())
         assert np.abs(np.array(got["logits"]) - want).max() <= tol, prompt
@@ -121,10 +121,45 @@ def test_logits_and_greedy_tokens_match_a_float64_reference(ref):
             seq.append(token)
 
 
-def test_the_capital_of_france_is_paris():
+def test_q8_activations_stay_near_the_float64_reference(ref):
+    """--matmul-activations q8 (8-bit activation blocks, integer dot
+    products: ggml's numerics) moves SmolLM2's logits by about one logit
+    (measured 1.0-1.7, 4-6% of the logits' scale; a float64 emulation of the
+    same activation rounding gives the same size, so it is the rounding, not
+    the kernel). The bound, 10% of the scale, catches any kernel error of
+    the weights' own size (a lost bias, a wrong scale), and the greedy
+    tokens agree with the reference wherever its top two differ by more
+    than twice the bound."""
+    import numpy as np
+
+    import checkpoints as ck
+    a, w = ref
+    model = smollm2.require()
+    for prompt in PROMPTS:
+        ids = folio_tokenize(model, prompt)
+        got = folio_logits(model, ids, 4, "--matmul-activations", "q8")
+        exact = folio_logits(model, ids, 0, "--matmul-activations", "f32")
+        want = ck.forward(a, w, ids)
+        scale = max(1.0, np.abs(want).max())
+        err = np.abs(np.array(got["logits"]) - want).max()
+        assert 1e-3 * scale < err <= 0.1 * scale, (prompt, err)  # q8 is really on
+        assert got["logits"] != exact["logits"]
+        seq = list(ids)
+        for step, token in enumerate(got["greedy"]):
+            row = ck.forward(a, w, seq)[-1]
+            top2 = np.sort(row)[-2:]
+            if top2[1] - top2[0] <= 0.2 * scale:
+                break
+            assert token == int(np.argmax(row)), (prompt, step)
+            seq.append(token)
+
+
+@pytest.mark.parametrize("activations", ["f32", "q8"])
+def test_the_capital_of_france_is_paris(activations):
     model = smollm2.require()
     out = subprocess.run([FOLIO, "generate", "--model", str(model), "--prompt",
-                          "The capital of France is", "--max-tokens", "3", "--threads", "2"],
+                          "The capital of France is", "--max-tokens", "3", "--threads", "2",
+                          "--matmul-activations", activations],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("The capital of France is Paris"), out.stdout
@@ -219,3 +254,11 @@ def test_serve_and_chat_render_the_model_s_own_template():
     assert "Paris" in replies[0] and "Berlin" in replies[1], replies
     assert "(conversation reset)" in out.stderr
     assert "chat template model" in out.stderr
+
+
+def test_an_unknown_matmul_mode_is_refused_by_name():
+    for command in (["generate", "--prompt", "x"], ["chat"]):
+        out = subprocess.run([FOLIO, *command, "--matmul-activations", "int4"],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode != 0
+        assert "--matmul-activations" in out.stderr and "int4" in out.stderr, out.stderr

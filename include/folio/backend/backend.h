@@ -35,6 +35,7 @@
 #include "folio/core/thread_pool.h"
 #include "folio/kv/paged_kv_cache.h"
 #include "folio/ops/matmul.h"
+#include "folio/ops/packed_matmul.h"
 
 namespace folio::backend {
 
@@ -44,10 +45,12 @@ std::string_view BackendName(BackendKind kind);
 Result<BackendKind> ParseBackendKind(std::string_view name);
 
 // A matrix as a backend holds it. The host backends keep the caller's view
-// (its bytes must outlive the handle); a device backend would keep its own
-// copy here.
+// (its bytes must outlive the handle) and, for a quantized type with a
+// packed integer kernel under q8 activations, their own repacked copy
+// (ops/packed_matmul.h); a device backend would keep its own copy here.
 struct Weight {
   ops::WeightView host;
+  std::shared_ptr<const ops::PackedMatrix> packed;  // null: the float kernel
 };
 
 // A step's attention plan: made once by Backend::PlanAttention, run for
@@ -98,7 +101,13 @@ class Backend {
 };
 
 // pool (optional, cpu only) spreads the kernels; it must outlive the backend.
-std::unique_ptr<Backend> MakeBackend(BackendKind kind, ThreadPool* pool = nullptr);
+// activations: how quantized weights multiply (ops::MatMulActivations);
+// under kQ8 the weights of every type with a packed kernel are repacked at
+// Upload and multiplied by 8-bit activations, by the SIMD kernel (cpu) or
+// its scalar chain (reference), which give the same bits.
+std::unique_ptr<Backend> MakeBackend(
+    BackendKind kind, ThreadPool* pool = nullptr,
+    ops::MatMulActivations activations = ops::MatMulActivations::kF32);
 
 }  // namespace folio::backend
 

@@ -16,6 +16,7 @@
 
 #include "folio/core/splitmix64.h"
 #include "folio/core/status.h"
+#include "folio/core/thread_pool.h"
 #include "folio/model/config.h"
 #include "folio/model/weights.h"
 
@@ -66,6 +67,13 @@ ModelWeights InitializeWeights(const ModelConfig& config, SplitMix64& rng);
 
 // SHA-256 of the canonical encoding of config and tensors.
 std::string ComputeModelId(const ModelConfig& config, const ModelWeights& weights);
+
+// The same weights with every matrix (2-D tensor) re-encoded as `type`,
+// row by row over `pool` (optional); vectors stay as they are. For
+// benchmarks and tests that need a model in a quantized type. Errors: a type
+// ops::QuantizeRow cannot write, or rows that are not whole blocks of it.
+Result<ModelWeights> QuantizeMatrices(const ModelWeights& w, ops::WeightType type,
+                                      ThreadPool* pool = nullptr);
 
 }  // namespace folio::model
 

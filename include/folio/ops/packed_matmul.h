@@ -1,0 +1,130 @@
+// Integer matmul for quantized weights: 8-bit activations, weights repacked
+// once at load into tiles of 8 interleaved rows, integer dot products.
+//
+// The float kernel (ops/matmul.h) decodes every weight to f32 and spends
+// most of its instructions doing so. This path does what ggml's CPU
+// backend does instead, and goes one step further on the layout:
+//   - each activation row is quantized once per call to blocks of 32 int8
+//     (one f32 scale per block, round to nearest even);
+//   - each weight matrix is repacked at load into tiles of 8 output rows.
+//     Within a tile and a 32-column block, 4 consecutive levels of each of
+//     the 8 rows sit side by side, so one 8-bit dot-product instruction
+//     (vpdpbusd; vpmaddubsw + vpmaddwd without VNNI) against 4 broadcast
+//     activation bytes yields 8 rows' partial sums in 8 lanes. The block's
+//     8 sums are then scaled by one vector multiply-add, and no horizontal
+//     sum is ever needed.
+//
+// Numeric contract. For output row j of a tile, activation row r and
+// block b (columns 32b ... 32b + 31), the stored levels q (small unsigned
+// integers), the weight's block scale s_jb and bias m_jb (or offset o, so
+// that weight = s * (q - o), or s * q + m) and the activation's block
+// (int8 a, scale d_b, sum of a A_b, and e_b = d_b * float(A_b)):
+//   I = sum_i q_i * a_i - o * A_b                       (exact, in int32)
+//   acc = fma(s_jb * d_b, float(I), acc)                (the product rounds)
+//   acc = fma(m_jb, e_b, acc)                           (bias types only)
+// over b = 0, 1, ... in order, from acc = 0; y[r, j] = acc. Integers are
+// exact and each output is one scalar chain, so the bits are the same on
+// every SIMD target (and the scalar fallback), for any batch, tile split or
+// thread count: PackedMatMulReference computes the same chain one output
+// at a time and must agree with `==`.
+//
+// Against the exact product of the dequantized weights with the f32
+// activations the difference is the activation rounding: at most
+// d_b / 2 * sum_i |w_i| per block, plus f32 accumulation.
+//
+// Types with a packed kernel (HasPackedKernel): Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, Q4_K, Q5_K. A K-quant's 32-element sub-block becomes a tile block
+// whose scale (d * sc) and bias (-dmin * m) are exact in f32. Every other
+// type stays on the float kernel.
+#ifndef FOLIO_OPS_PACKED_MATMUL_H_
+#define FOLIO_OPS_PACKED_MATMUL_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "folio/core/status.h"
+#include "folio/core/thread_pool.h"
+#include "folio/ops/matmul.h"
+#include "folio/ops/weight_type.h"
+
+namespace folio::ops {
+
+// How a matmul treats the activations of a quantized weight matrix.
+//   kF32: decode the weights to f32 and multiply exact f32 activations
+//         (ops::MatMul; bit for bit the product with the dequantized matrix);
+//   kQ8:  quantize activations to 8-bit blocks and use the packed integer
+//         kernel for the types that have one (the float kernel for others).
+enum class MatMulActivations : uint8_t { kF32, kQ8 };
+std::string_view MatMulActivationsName(MatMulActivations a);
+// "f32" or "q8"; anything else is InvalidArgument naming the choices.
+Result<MatMulActivations> ParseMatMulActivations(std::string_view name);
+
+bool HasPackedKernel(WeightType type);
+
+// One 32-element block of a quantized activation row.
+struct ActivationBlock {
+  int8_t q[32];  // round(x / d), in [-127, 127]
+  float d;       // max |x| / 127 (0 for an all-zero block; NaN or inf if x is)
+  float e;       // d * float(sum)
+  int32_t sum;   // sum of q
+  int32_t pad;
+};
+static_assert(sizeof(ActivationBlock) == 48);
+
+// out[b] for the blocks of x (x.size() == 32 * out.size()). A block with a
+// NaN or infinite element gets q = 0 and d = e = NaN, which makes every
+// output it reaches NaN. Bits do not depend on the SIMD target.
+void QuantizeActivations(std::span<const float> x, std::span<ActivationBlock> out);
+
+class PackedMatrix {
+ public:
+  static constexpr size_t kTileRows = 8;
+  static constexpr size_t kBlockCols = 32;
+
+  // Repacks a validated view of a type with a packed kernel, tiles spread
+  // over the pool when one is given. InvalidArgument for any other type or
+  // a bad view.
+  static Result<PackedMatrix> Pack(const WeightView& w, ThreadPool* pool = nullptr);
+
+  WeightType type() const { return type_; }
+  uint64_t rows() const { return rows_; }
+  uint64_t cols() const { return cols_; }
+  uint64_t num_tiles() const { return (rows_ + kTileRows - 1) / kTileRows; }
+  uint64_t num_blocks() const { return cols_ / kBlockCols; }
+  size_t tile_block_bytes() const { return tile_block_bytes_; }
+  size_t size_bytes() const { return size_bytes_; }
+  // Tile t's block b.
+  const std::byte* tile_block(uint64_t t, uint64_t b) const {
+    return data_.get() + (t * num_blocks() + b) * tile_block_bytes_;
+  }
+  // Row `row` as the f32 the packed levels, scales and biases give: equal to
+  // DequantizeRow of the original row (a test checks it for every type).
+  void WidenRow(uint64_t row, std::span<float> out) const;
+
+ private:
+  struct Free {
+    void operator()(std::byte* p) const;
+  };
+  WeightType type_ = WeightType::kQ8_0;
+  uint64_t rows_ = 0, cols_ = 0;
+  size_t tile_block_bytes_ = 0, size_bytes_ = 0;
+  std::unique_ptr<std::byte[], Free> data_;
+};
+
+// y[r, j] = the contract's chain for r < num_rows, j < w.rows() (x: [num_rows,
+// w.cols()] f32, y: [num_rows, w.rows()] f32). Tiles of output rows are split
+// over the pool's threads; any split gives the same bits. InvalidArgument on
+// a size mismatch or overlapping x and y, before anything is written.
+Status PackedMatMul(const PackedMatrix& w, std::span<const float> x, uint64_t num_rows,
+                    std::span<float> y, ThreadPool* pool = nullptr);
+
+// The same chain, one output at a time in scalar code.
+Status PackedMatMulReference(const PackedMatrix& w, std::span<const float> x, uint64_t num_rows,
+                             std::span<float> y);
+
+}  // namespace folio::ops
+
+#endif  // FOLIO_OPS_PACKED_MATMUL_H_

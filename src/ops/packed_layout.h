@@ -1,0 +1,144 @@
+// The packed matrix's tile layout (ops/packed_matmul.h), shared by the
+// packer and reference (packed_matmul.cc) and the SIMD kernel
+// (packed_matmul_kernel.cc).
+//
+// Tile t holds output rows 8t ... 8t + 7 (rows past the matrix are zero);
+// its blocks follow one another, each tile_block_bytes long and 32-byte
+// aligned:
+//   float scale[8]                one per row (lane)
+//   float bias[8]                 bias formats only
+//   levels                        4-bit formats: 4 vectors of 32 bytes;
+//                                 vector k's byte 4 * lane + i holds
+//                                 column 4k + i in its low nibble and
+//                                 column 16 + 4k + i in its high nibble.
+//                                 8-bit formats: 8 vectors; vector k's byte
+//                                 4 * lane + i holds column 4k + i.
+// So vector k (4-bit: its low nibbles for k < 4, high nibbles as k + 4)
+// pairs with activation bytes 4k ... 4k + 3 of the block.
+#ifndef FOLIO_OPS_PACKED_LAYOUT_H_
+#define FOLIO_OPS_PACKED_LAYOUT_H_
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "folio/ops/packed_matmul.h"
+
+namespace folio::ops::internal {
+
+// weight = scale * (level - offset) (offset formats) or scale * level + bias.
+struct PackedFormat {
+  int bits = 0;  // 4 (nibbles) or 8 (bytes) of storage per level
+  bool has_bias = false;
+  int offset = 0;
+};
+
+constexpr PackedFormat PackedFormatOf(WeightType type) {
+  switch (type) {
+    case WeightType::kQ4_0:
+      return {4, false, 8};
+    case WeightType::kQ4_1:
+    case WeightType::kQ4_K:
+      return {4, true, 0};
+    case WeightType::kQ5_0:
+      return {8, false, 16};
+    case WeightType::kQ5_1:
+    case WeightType::kQ5_K:
+      return {8, true, 0};
+    case WeightType::kQ8_0:  // levels are q + 128
+      return {8, false, 128};
+    case WeightType::kF64:
+    case WeightType::kF32:
+    case WeightType::kF16:
+    case WeightType::kBF16:
+    case WeightType::kQ6_K:
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ4_XS:
+      return {};
+  }
+  return {};
+}
+
+constexpr size_t TileBlockBytes(PackedFormat f) {
+  return (f.has_bias ? size_t{64} : size_t{32}) + (f.bits == 4 ? size_t{128} : size_t{256});
+}
+constexpr size_t kLevelsAt(PackedFormat f) { return f.has_bias ? size_t{64} : size_t{32}; }
+
+// Column c's level in lane `lane` of a tile block at tb.
+inline uint32_t PackedLevel(PackedFormat f, const std::byte* tb, size_t lane, size_t c) {
+  const auto* levels = reinterpret_cast<const uint8_t*>(tb + kLevelsAt(f));
+  if (f.bits == 4) {
+    const size_t col = c % 16;
+    const uint32_t byte = levels[(col / 4) * 32 + lane * 4 + col % 4];
+    return c < 16 ? byte & 0x0f : byte >> 4;
+  }
+  return levels[(c / 4) * 32 + lane * 4 + c % 4];
+}
+
+inline float PackedScale(const std::byte* tb, size_t lane) {
+  float s;
+  std::memcpy(&s, tb + 4 * lane, 4);
+  return s;
+}
+inline float PackedBias(const std::byte* tb, size_t lane) {
+  float m;
+  std::memcpy(&m, tb + 32 + 4 * lane, 4);
+  return m;
+}
+
+// The contract's chain for one output: lane `lane` of tile `tile` against
+// one activation row's blocks. The scalar targets and the reference both
+// run this.
+inline float PackedDot(const PackedMatrix& w, uint64_t tile, size_t lane,
+                       const ActivationBlock* act) {
+  const PackedFormat f = PackedFormatOf(w.type());
+  float acc = 0.0f;
+  for (uint64_t b = 0; b < w.num_blocks(); ++b) {
+    const std::byte* tb = w.tile_block(tile, b);
+    const ActivationBlock& a = act[b];
+    int32_t sum = 0;
+    for (size_t c = 0; c < PackedMatrix::kBlockCols; ++c) {
+      sum += static_cast<int32_t>(PackedLevel(f, tb, lane, c)) * a.q[c];
+    }
+    sum -= f.offset * a.sum;
+    const float scale = PackedScale(tb, lane) * a.d;
+    acc = std::fma(scale, static_cast<float>(sum), acc);
+    if (f.has_bias) acc = std::fma(PackedBias(tb, lane), a.e, acc);
+  }
+  return acc;
+}
+
+// The unit of work of PackedMatMul: tiles [tile_begin, tile_end) for
+// num_rows activation rows. act holds num_rows * w.num_blocks() blocks;
+// y[r * y_stride + j] receives output j of row r.
+struct PackedTask {
+  const PackedMatrix* w;
+  const ActivationBlock* act;
+  uint64_t num_rows;
+  float* y;
+  uint64_t y_stride;
+  uint64_t tile_begin;
+  uint64_t tile_end;
+};
+
+// A block whose largest |x| is below this quantizes to zeros with d = 0, so
+// that 127 / max |x| stays finite.
+inline constexpr float kMinActivationRange = 0x1p-100f;
+
+// The scalar quantizer (QuantizeActivations' contract), the bits every SIMD
+// target must give.
+void QuantizeActivationsScalar(const float* x, size_t num_blocks, ActivationBlock* out);
+
+// Runs one task with the best SIMD target this CPU has.
+void PackedRows(const PackedTask& task);
+// QuantizeActivations with the best SIMD target (the same bits).
+void QuantizeActivationsSimd(const float* x, size_t num_blocks, ActivationBlock* out);
+// The target PackedRows dispatches to ("AVX3_DL", "AVX3", "AVX2", "EMU128").
+const char* PackedTargetName();
+
+}  // namespace folio::ops::internal
+
+#endif  // FOLIO_OPS_PACKED_LAYOUT_H_

@@ -1,0 +1,318 @@
+// Packing, validation, threading and the scalar reference of the packed
+// integer matmul; the SIMD kernel is in packed_matmul_kernel.cc.
+#include "folio/ops/packed_matmul.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "folio/core/checked_math.h"
+#include "folio/core/dtype.h"
+#include "ops/block_layout.h"
+#include "ops/matmul_internal.h"
+#include "ops/packed_layout.h"
+
+namespace folio::ops {
+namespace {
+
+using internal::PackedFormat;
+using internal::PackedFormatOf;
+
+std::string Str(uint64_t v) { return std::to_string(v); }
+
+float F16At(const std::byte* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return F16BitsToF32(bits);
+}
+
+// The 32 levels, scale and bias of 32-element group g of a stored row, as
+// the packed format of `type` holds them (packed_layout.h).
+struct Group {
+  uint8_t level[32];
+  float scale;
+  float bias = 0.0f;
+};
+
+Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
+  Group out{};
+  const auto byte = [](const std::byte* p, size_t i) { return std::to_integer<uint32_t>(p[i]); };
+  // The legacy blocks: d, [m], [qh], qs[16] (weight_type.h).
+  const auto legacy = [&](size_t block_bytes, bool has_min, bool five_bit) {
+    const std::byte* b = row + g * block_bytes;
+    out.scale = F16At(b);
+    if (has_min) out.bias = F16At(b + 2);
+    const size_t qh_at = has_min ? 4 : 2, qs_at = qh_at + (five_bit ? 4 : 0);
+    uint32_t qh = 0;
+    if (five_bit) std::memcpy(&qh, b + qh_at, 4);
+    for (size_t j = 0; j < 32; ++j) {
+      const uint32_t q = byte(b + qs_at, j % 16);
+      uint32_t level = j < 16 ? q & 0x0f : q >> 4;
+      if (five_bit) level |= ((qh >> j) & 1) << 4;
+      out.level[j] = static_cast<uint8_t>(level);
+    }
+  };
+  // Q4_K / Q5_K sub-block g % 8 of super-block g / 8.
+  const auto k_quant = [&](size_t block_bytes, bool five_bit) {
+    const std::byte* b = row + (g / 8) * block_bytes;
+    const size_t sub = g % 8, qs_at = five_bit ? 48 : 16;
+    uint32_t sc = 0, m = 0;
+    internal::ScaleMinK4(sub, b + 4, sc, m);
+    out.scale = F16At(b) * static_cast<float>(sc);
+    out.bias = -(F16At(b + 2) * static_cast<float>(m));
+    for (size_t l = 0; l < 32; ++l) {
+      const uint32_t q = byte(b + qs_at + 32 * (sub / 2), l);
+      uint32_t level = sub % 2 == 0 ? q & 0x0f : q >> 4;
+      if (five_bit) level |= ((byte(b + 16, l) >> sub) & 1) << 4;
+      out.level[l] = static_cast<uint8_t>(level);
+    }
+  };
+  switch (type) {
+    case WeightType::kQ8_0: {
+      const std::byte* b = row + g * 34;
+      out.scale = F16At(b);
+      for (size_t j = 0; j < 32; ++j) {
+        out.level[j] = static_cast<uint8_t>(static_cast<int8_t>(byte(b + 2, j)) + 128);
+      }
+      break;
+    }
+    case WeightType::kQ4_0:
+      legacy(18, false, false);
+      break;
+    case WeightType::kQ4_1:
+      legacy(20, true, false);
+      break;
+    case WeightType::kQ5_0:
+      legacy(22, false, true);
+      break;
+    case WeightType::kQ5_1:
+      legacy(24, true, true);
+      break;
+    case WeightType::kQ4_K:
+      k_quant(144, false);
+      break;
+    case WeightType::kQ5_K:
+      k_quant(176, true);
+      break;
+    case WeightType::kF64:
+    case WeightType::kF32:
+    case WeightType::kF16:
+    case WeightType::kBF16:
+    case WeightType::kQ6_K:
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ4_XS:
+      FOLIO_CHECK(false, "no packed format for ", WeightTypeName(type));
+  }
+  return out;
+}
+
+void WriteGroup(PackedFormat f, const Group& group, size_t lane, std::byte* tb) {
+  std::memcpy(tb + 4 * lane, &group.scale, 4);
+  if (f.has_bias) std::memcpy(tb + 32 + 4 * lane, &group.bias, 4);
+  auto* levels = reinterpret_cast<uint8_t*>(tb + internal::kLevelsAt(f));
+  for (size_t c = 0; c < 32; ++c) {
+    if (f.bits == 4) {
+      const size_t col = c % 16;
+      uint8_t& byte = levels[(col / 4) * 32 + lane * 4 + col % 4];
+      byte = static_cast<uint8_t>(byte | (c < 16 ? group.level[c] : group.level[c] << 4));
+    } else {
+      levels[(c / 4) * 32 + lane * 4 + c % 4] = group.level[c];
+    }
+  }
+}
+
+Status ValidateCall(const PackedMatrix& w, std::span<const float> x, uint64_t num_rows,
+                    std::span<const float> y) {
+  const auto x_expected = CheckedMul(num_rows, w.cols());
+  if (!x_expected || x.size() != *x_expected) {
+    return Status::InvalidArgument("x must hold num_rows * cols = " + Str(num_rows) + " * " +
+                                   Str(w.cols()) + " floats (got " + Str(x.size()) + ")");
+  }
+  const auto y_expected = CheckedMul(num_rows, w.rows());
+  if (!y_expected || y.size() != *y_expected) {
+    return Status::InvalidArgument("y must hold num_rows * rows = " + Str(num_rows) + " * " +
+                                   Str(w.rows()) + " floats (got " + Str(y.size()) + ")");
+  }
+  const auto xa = reinterpret_cast<uintptr_t>(x.data()), ya = reinterpret_cast<uintptr_t>(y.data());
+  if (!x.empty() && !y.empty() && xa < ya + y.size_bytes() && ya < xa + x.size_bytes()) {
+    return Status::InvalidArgument("x and y overlap");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+namespace internal {
+
+// The scalar quantizer: the SIMD one (packed_matmul_kernel.cc) must give
+// these bits.
+void QuantizeActivationsScalar(const float* x, size_t num_blocks, ActivationBlock* out) {
+  for (size_t b = 0; b < num_blocks; ++b) {
+    const float* xb = x + 32 * b;
+    ActivationBlock& a = out[b];
+    float amax = 0.0f, poison = 0.0f;
+    for (size_t i = 0; i < 32; ++i) {
+      amax = std::max(amax, std::fabs(xb[i]));
+      poison += xb[i] * 0.0f;
+    }
+    std::memset(a.q, 0, sizeof(a.q));
+    a.sum = 0;
+    a.pad = 0;
+    if (poison != 0.0f) {  // NaN compares unequal too
+      a.d = a.e = std::nanf("");
+      continue;
+    }
+    if (amax < kMinActivationRange) {
+      a.d = a.e = 0.0f;
+      continue;
+    }
+    const float inverse = 127.0f / amax;
+    int32_t sum = 0;
+    for (size_t i = 0; i < 32; ++i) {
+      const auto q = static_cast<int32_t>(std::nearbyint(xb[i] * inverse));
+      a.q[i] = static_cast<int8_t>(std::clamp(q, -127, 127));
+      sum += a.q[i];
+    }
+    a.d = amax / 127.0f;
+    a.sum = sum;
+    a.e = a.d * static_cast<float>(sum);
+  }
+}
+
+}  // namespace internal
+
+std::string_view MatMulActivationsName(MatMulActivations a) {
+  switch (a) {
+    case MatMulActivations::kF32:
+      return "f32";
+    case MatMulActivations::kQ8:
+      return "q8";
+  }
+  return "unknown";
+}
+
+Result<MatMulActivations> ParseMatMulActivations(std::string_view name) {
+  for (const MatMulActivations a : {MatMulActivations::kF32, MatMulActivations::kQ8}) {
+    if (name == MatMulActivationsName(a)) return a;
+  }
+  return Status::InvalidArgument("matmul activations '" + std::string(name) +
+                                 "' is not one of: f32, q8");
+}
+
+bool HasPackedKernel(WeightType type) { return PackedFormatOf(type).bits != 0; }
+
+void QuantizeActivations(std::span<const float> x, std::span<ActivationBlock> out) {
+  FOLIO_CHECK(x.size() == out.size() * PackedMatrix::kBlockCols, "x has ", x.size(), " floats for ",
+              out.size(), " blocks");
+  internal::QuantizeActivationsSimd(x.data(), out.size(), out.data());
+}
+
+void PackedMatrix::Free::operator()(std::byte* p) const { std::free(p); }
+
+Result<PackedMatrix> PackedMatrix::Pack(const WeightView& w, ThreadPool* pool) {
+  FOLIO_RETURN_IF_ERROR(ValidateWeightView(w));
+  if (!HasPackedKernel(w.type)) {
+    return Status::InvalidArgument(std::string(WeightTypeName(w.type)) +
+                                   " weights have no packed integer kernel");
+  }
+  const PackedFormat f = PackedFormatOf(w.type);
+  PackedMatrix m;
+  m.type_ = w.type;
+  m.rows_ = w.rows;
+  m.cols_ = w.cols;
+  m.tile_block_bytes_ = internal::TileBlockBytes(f);
+  const auto bytes = CheckedProduct({m.num_tiles(), m.num_blocks(), m.tile_block_bytes_});
+  if (!bytes) {
+    return Status::InvalidArgument("a packed " + Str(w.rows) + " x " + Str(w.cols) +
+                                   " matrix overflows 64-bit byte sizes");
+  }
+  m.size_bytes_ = *bytes;
+  // 64-byte alignment (a multiple of every tile block's 32) for aligned loads.
+  const size_t alloc = std::max<size_t>(64, (m.size_bytes_ + 63) / 64 * 64);
+  m.data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, alloc)));
+  if (m.data_ == nullptr) throw std::bad_alloc();
+  std::memset(m.data_.get(), 0, alloc);
+  const uint64_t row_bytes = WeightRowBytes(w.type, w.cols);
+  const auto pack_rows = [&](uint64_t j0, uint64_t j1, uint64_t, uint64_t) {
+    for (uint64_t j = j0; j < j1; ++j) {
+      const std::byte* row = w.data + j * row_bytes;
+      for (uint64_t b = 0; b < m.num_blocks(); ++b) {
+        WriteGroup(f, ReadGroup(w.type, row, b), j % kTileRows,
+                   m.data_.get() + (j / kTileRows * m.num_blocks() + b) * m.tile_block_bytes_);
+      }
+    }
+  };
+  // Tasks own whole tiles (PlanSplit's blocks are multiples of 8 rows), so
+  // no two threads write one tile.
+  internal::RunSplit(internal::PlanSplit(w.rows, 1, *bytes, pool), pool, pack_rows);
+  return m;
+}
+
+void PackedMatrix::WidenRow(uint64_t row, std::span<float> out) const {
+  FOLIO_CHECK(row < rows_ && out.size() == cols_, "row ", row, " of ", rows_);
+  const PackedFormat f = PackedFormatOf(type_);
+  const size_t lane = row % kTileRows;
+  for (uint64_t b = 0; b < num_blocks(); ++b) {
+    const std::byte* tb = tile_block(row / kTileRows, b);
+    const float scale = internal::PackedScale(tb, lane);
+    for (size_t c = 0; c < kBlockCols; ++c) {
+      const auto level = static_cast<int32_t>(internal::PackedLevel(f, tb, lane, c));
+      out[b * kBlockCols + c] =
+          f.has_bias ? scale * static_cast<float>(level) + internal::PackedBias(tb, lane)
+                     : scale * static_cast<float>(level - f.offset);
+    }
+  }
+}
+
+Status PackedMatMul(const PackedMatrix& w, std::span<const float> x, uint64_t num_rows,
+                    std::span<float> y, ThreadPool* pool) {
+  FOLIO_RETURN_IF_ERROR(ValidateCall(w, x, num_rows, y));
+  if (y.empty()) return Status::Ok();
+  // The activations, quantized once for every tile (in parallel when there
+  // are many rows). The caller's buffer is kept between calls; the tasks
+  // (on other threads too) reach it through `act`, not by its name.
+  thread_local std::vector<ActivationBlock> buffer;
+  const uint64_t blocks = w.num_blocks();
+  buffer.resize(num_rows * blocks);
+  ActivationBlock* const act = buffer.data();
+  const uint64_t macs = CheckedProduct({w.rows(), w.cols(), num_rows}).value_or(UINT64_MAX);
+  internal::RunSplit(internal::PlanSplit(num_rows, 1, num_rows * w.cols(), pool), pool,
+                     [&](uint64_t r0, uint64_t r1, uint64_t, uint64_t) {
+                       internal::QuantizeActivationsSimd(x.data() + r0 * w.cols(),
+                                                         (r1 - r0) * blocks, act + r0 * blocks);
+                     });
+  const internal::Split split = internal::PlanSplit(w.rows(), num_rows, macs, pool);
+  internal::RunSplit(split, pool, [&](uint64_t j0, uint64_t j1, uint64_t r0, uint64_t rn) {
+    const internal::PackedTask task{&w,
+                                    act + r0 * blocks,
+                                    rn,
+                                    y.data() + r0 * w.rows(),
+                                    w.rows(),
+                                    j0 / PackedMatrix::kTileRows,
+                                    CeilDiv(j1, PackedMatrix::kTileRows)};
+    internal::PackedRows(task);
+  });
+  return Status::Ok();
+}
+
+Status PackedMatMulReference(const PackedMatrix& w, std::span<const float> x, uint64_t num_rows,
+                             std::span<float> y) {
+  FOLIO_RETURN_IF_ERROR(ValidateCall(w, x, num_rows, y));
+  std::vector<ActivationBlock> act(w.num_blocks());
+  for (uint64_t r = 0; r < num_rows; ++r) {
+    internal::QuantizeActivationsScalar(x.data() + r * w.cols(), act.size(), act.data());
+    for (uint64_t j = 0; j < w.rows(); ++j) {
+      y[r * w.rows() + j] = internal::PackedDot(w, j / PackedMatrix::kTileRows,
+                                                j % PackedMatrix::kTileRows, act.data());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace folio::ops

@@ -1,0 +1,268 @@
+// The packed integer matmul's kernel (ops/packed_matmul.h), compiled once
+// per Highway target and dispatched at run time.
+//
+// Highway 1.0.3 has no 8-bit dot product, so the x86 targets use a small
+// intrinsics path on 256-bit vectors (ARCHITECTURE: "a small intrinsics
+// path behind the same dispatch"):
+//   AVX3_DL  vpdpbusd (AVX512-VNNI): 4 products a lane, one instruction.
+//            Highway 1.0.3's AVX3_DL target string names AVX-VNNI rather
+//            than AVX512-VNNI, so that target adds avx512vnni itself.
+//   AVX2, AVX3  vpmaddubsw + vpmaddwd (Q8_0's signed levels through the
+//            sign trick, since u8 * i8 pairs of full-range bytes would
+//            saturate 16 bits).
+// Every other target runs PackedDot, the scalar chain. Integer sums are
+// exact, so all of these give the same bits (packed_matmul.h).
+//
+// A task walks its tiles; for each tile all the tile's blocks for 1-4
+// activation rows at once (kR), so a tile's levels are unpacked once per
+// group of rows. Prefill walks activation rows in blocks of kActBlock so
+// that those rows' quantized blocks stay in L2 while every tile of the task
+// passes over them.
+#define HWY_WANT_AVX3_DL
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "ops/packed_layout.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/packed_matmul_kernel.cc"
+// foreach_target.h re-includes this file once per target: it comes first.
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#include <immintrin.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+#if HWY_TARGET == HWY_AVX3_DL
+#pragma GCC target("avx512vnni")
+#endif
+namespace folio::ops::internal {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Activation rows per prefill block: 64 rows of a 1536-column matrix are
+// 144 KiB of quantized blocks.
+constexpr size_t kActBlock = 64;
+constexpr size_t kMaxRows = 4;
+
+// ------------------------------------------------------ quantization
+
+void QuantizeActivationsImpl(const float* x, size_t num_blocks, ActivationBlock* out) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<int8_t, decltype(d)> d8;
+  const size_t n = hn::Lanes(d);
+  for (size_t b = 0; b < num_blocks; ++b) {
+    const float* xb = x + 32 * b;
+    ActivationBlock& a = out[b];
+    auto amax = hn::Zero(d), poison = hn::Zero(d);
+    for (size_t i = 0; i < 32; i += n) {
+      const auto v = hn::LoadU(d, xb + i);
+      amax = hn::Max(amax, hn::Abs(v));
+      poison = hn::Add(poison, hn::Mul(v, hn::Zero(d)));
+    }
+    std::memset(a.q, 0, sizeof(a.q));
+    a.sum = 0;
+    a.pad = 0;
+    // A NaN or inf element makes the poison NaN; Max may drop a NaN, so the
+    // range is read only after that check.
+    if (hn::GetLane(hn::SumOfLanes(d, poison)) != 0.0f) {
+      a.d = a.e = __builtin_nanf("");
+      continue;
+    }
+    const float range = hn::GetLane(hn::MaxOfLanes(d, amax));
+    if (range < kMinActivationRange) {
+      a.d = a.e = 0.0f;
+      continue;
+    }
+    const auto inverse = hn::Set(d, 127.0f / range);
+    auto sum = hn::Zero(di);
+    for (size_t i = 0; i < 32; i += n) {
+      const auto q = hn::NearestInt(hn::Mul(hn::LoadU(d, xb + i), inverse));
+      sum = hn::Add(sum, q);
+      hn::StoreU(hn::DemoteTo(d8, q), d8, a.q + i);
+    }
+    a.sum = hn::GetLane(hn::SumOfLanes(di, sum));
+    a.d = range / 127.0f;
+    a.e = a.d * static_cast<float>(a.sum);
+  }
+}
+
+// ------------------------------------------------------------ tiles
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+
+constexpr bool kVnni = HWY_TARGET == HWY_AVX3_DL;
+
+HWY_INLINE __m256i Broadcast4Bytes(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// acc + per 32-bit lane the sum of 4 products of w's unsigned bytes and a's
+// signed bytes. kSigned: w holds q + 128 for a signed q (Q8_0), and without
+// VNNI the products are of q itself (no offset to take off afterwards).
+template <bool kSigned>
+HWY_INLINE __m256i DotBytes(__m256i acc, __m256i w, __m256i a) {
+  if constexpr (kVnni) {
+    return _mm256_dpbusd_epi32(acc, w, a);
+  } else {
+    __m256i pairs;
+    if constexpr (kSigned) {
+      const __m256i q = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
+      pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
+    } else {
+      pairs = _mm256_maddubs_epi16(w, a);
+    }
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+}
+
+// Outputs of tile `tb0` (its first block; blocks tbb bytes apart) for kR
+// activation rows act[r] (num_blocks each): y[r][lane] for lane < n_out.
+template <int kBits, bool kBias, int kOffset, size_t kR>
+HWY_NOINLINE void PackedTile(const std::byte* tb0, size_t tbb, size_t num_blocks,
+                             const ActivationBlock* const* act, float* const* y, size_t n_out) {
+  constexpr bool kSigned = kOffset == 128;
+  constexpr int kSubtract = kSigned && !kVnni ? 0 : kOffset;
+  constexpr size_t kLevelsAt = kBias ? 64 : 32;
+  __m256 acc[kR];
+  for (size_t r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  for (size_t b = 0; b < num_blocks; ++b) {
+    const std::byte* tb = tb0 + b * tbb;
+    const auto* levels = reinterpret_cast<const __m256i*>(tb + kLevelsAt);
+    __m256i sum[kR];
+    for (size_t r = 0; r < kR; ++r) sum[r] = _mm256_setzero_si256();
+    if constexpr (kBits == 4) {
+      for (size_t k = 0; k < 4; ++k) {
+        const __m256i v = _mm256_load_si256(levels + k);
+        const __m256i lo = _mm256_and_si256(v, low4);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        for (size_t r = 0; r < kR; ++r) {
+          sum[r] = DotBytes<false>(sum[r], lo, Broadcast4Bytes(act[r][b].q + 4 * k));
+          sum[r] = DotBytes<false>(sum[r], hi, Broadcast4Bytes(act[r][b].q + 16 + 4 * k));
+        }
+      }
+    } else {
+      for (size_t k = 0; k < 8; ++k) {
+        const __m256i v = _mm256_load_si256(levels + k);
+        for (size_t r = 0; r < kR; ++r) {
+          sum[r] = DotBytes<kSigned>(sum[r], v, Broadcast4Bytes(act[r][b].q + 4 * k));
+        }
+      }
+    }
+    const __m256 scale = _mm256_load_ps(reinterpret_cast<const float*>(tb));
+    for (size_t r = 0; r < kR; ++r) {
+      const ActivationBlock& a = act[r][b];
+      __m256i s = sum[r];
+      if constexpr (kSubtract != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(kSubtract * a.sum));
+      acc[r] =
+          _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(s), acc[r]);
+      if constexpr (kBias) {
+        const __m256 bias = _mm256_load_ps(reinterpret_cast<const float*>(tb + 32));
+        acc[r] = _mm256_fmadd_ps(bias, _mm256_set1_ps(a.e), acc[r]);
+      }
+    }
+  }
+  for (size_t r = 0; r < kR; ++r) {
+    if (n_out == PackedMatrix::kTileRows) {
+      _mm256_storeu_ps(y[r], acc[r]);
+    } else {
+      alignas(32) float out[PackedMatrix::kTileRows];
+      _mm256_store_ps(out, acc[r]);
+      std::copy_n(out, n_out, y[r]);
+    }
+  }
+}
+
+template <int kBits, bool kBias, int kOffset>
+void PackedRowsT(const PackedTask& t) {
+  const PackedMatrix& w = *t.w;
+  const size_t blocks = w.num_blocks();
+  const auto tiles = [&](uint64_t r0, size_t rn) HWY_ATTR {
+    for (uint64_t tile = t.tile_begin; tile < t.tile_end; ++tile) {
+      const size_t n_out =
+          std::min<uint64_t>(PackedMatrix::kTileRows, w.rows() - tile * PackedMatrix::kTileRows);
+      const std::byte* tb0 = w.tile_block(tile, 0);
+      for (uint64_t r = r0; r < r0 + rn; r += kMaxRows) {
+        const ActivationBlock* act[kMaxRows];
+        float* y[kMaxRows];
+        const size_t n = std::min<uint64_t>(kMaxRows, r0 + rn - r);
+        for (size_t k = 0; k < n; ++k) {
+          act[k] = t.act + (r + k) * blocks;
+          y[k] = t.y + (r + k) * t.y_stride + tile * PackedMatrix::kTileRows;
+        }
+        const size_t tbb = w.tile_block_bytes();
+        switch (n) {
+          case 4:
+            PackedTile<kBits, kBias, kOffset, 4>(tb0, tbb, blocks, act, y, n_out);
+            break;
+          case 3:
+            PackedTile<kBits, kBias, kOffset, 3>(tb0, tbb, blocks, act, y, n_out);
+            break;
+          case 2:
+            PackedTile<kBits, kBias, kOffset, 2>(tb0, tbb, blocks, act, y, n_out);
+            break;
+          default:
+            PackedTile<kBits, kBias, kOffset, 1>(tb0, tbb, blocks, act, y, n_out);
+            break;
+        }
+      }
+    }
+  };
+  for (uint64_t r0 = 0; r0 < t.num_rows; r0 += kActBlock) {
+    tiles(r0, std::min<uint64_t>(kActBlock, t.num_rows - r0));
+  }
+}
+
+void PackedRowsImpl(const PackedTask& t) {
+  const PackedFormat f = PackedFormatOf(t.w->type());
+  if (f.bits == 4) {
+    return f.has_bias ? PackedRowsT<4, true, 0>(t) : PackedRowsT<4, false, 8>(t);
+  }
+  if (f.has_bias) return PackedRowsT<8, true, 0>(t);
+  return f.offset == 128 ? PackedRowsT<8, false, 128>(t) : PackedRowsT<8, false, 16>(t);
+}
+
+#else  // every other target: the scalar chain
+
+void PackedRowsImpl(const PackedTask& t) {
+  const PackedMatrix& w = *t.w;
+  for (uint64_t r = 0; r < t.num_rows; ++r) {
+    const ActivationBlock* act = t.act + r * w.num_blocks();
+    for (uint64_t tile = t.tile_begin; tile < t.tile_end; ++tile) {
+      for (size_t lane = 0; lane < PackedMatrix::kTileRows; ++lane) {
+        const uint64_t j = tile * PackedMatrix::kTileRows + lane;
+        if (j < w.rows()) t.y[r * t.y_stride + j] = PackedDot(w, tile, lane, act);
+      }
+    }
+  }
+}
+
+#endif
+
+const char* PackedTargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace folio::ops::internal
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace folio::ops::internal {
+HWY_EXPORT(PackedRowsImpl);
+HWY_EXPORT(QuantizeActivationsImpl);
+HWY_EXPORT(PackedTargetNameImpl);
+void PackedRows(const PackedTask& task) { HWY_DYNAMIC_DISPATCH(PackedRowsImpl)(task); }
+void QuantizeActivationsSimd(const float* x, size_t num_blocks, ActivationBlock* out) {
+  HWY_DYNAMIC_DISPATCH(QuantizeActivationsImpl)(x, num_blocks, out);
+}
+const char* PackedTargetName() { return HWY_DYNAMIC_DISPATCH(PackedTargetNameImpl)(); }
+}  // namespace folio::ops::internal
+#endif

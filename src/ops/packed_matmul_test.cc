@@ -1,0 +1,273 @@
+// The packed integer matmul: the packing against DequantizeRow, the SIMD
+// quantizer and kernel against their scalar references (bits, every
+// target), row and thread independence, and the error against the exact
+// product of the dequantized weights within a derived bound.
+//
+// The packed kernel is also compiled for AVX3_DL (VNNI), so this test
+// enumerates that target too.
+#define HWY_WANT_AVX3_DL
+#include "folio/ops/packed_matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <vector>
+
+#include "ops/packed_layout.h"
+#include "ops/test_matrices.h"
+#include "testing/simd_targets.h"
+
+namespace folio::ops {
+namespace {
+
+using test_matrices::Matrix;
+using test_matrices::RandomActivations;
+using test_matrices::RandomMatrix;
+using test_matrices::SameBits;
+using test_matrices::Unit;
+
+std::vector<WeightType> PackedTypes() {
+  std::vector<WeightType> types;
+  for (const WeightTypeTraits& row : kWeightTypeTraits) {
+    if (HasPackedKernel(row.type)) types.push_back(row.type);
+  }
+  return types;
+}
+const std::vector<WeightType> kPackedTypes = PackedTypes();
+
+void ForEachTarget(const std::function<void()>& fn) {
+  test_support::ForEachSimdTarget(internal::PackedTargetName, fn);
+}
+
+PackedMatrix Pack(const Matrix& m) {
+  Result<PackedMatrix> p = PackedMatrix::Pack(m.view);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return std::move(*p);
+}
+
+TEST(PackedMatMul, TheIssueTypesArePacked) {
+  for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
+                       WeightType::kQ8_0, WeightType::kQ4_K, WeightType::kQ5_K}) {
+    EXPECT_TRUE(HasPackedKernel(t)) << WeightTypeName(t);
+  }
+  for (WeightType t :
+       {WeightType::kF32, WeightType::kF16, WeightType::kQ6_K, WeightType::kIQ4_NL}) {
+    EXPECT_FALSE(HasPackedKernel(t)) << WeightTypeName(t);
+  }
+}
+
+// Every packed row widens to DequantizeRow's f32, bit for bit: the packing
+// keeps every level, scale and bias (rows not a multiple of the tile too).
+TEST(PackedMatMul, PackingKeepsEveryWeight) {
+  uint64_t seed = 10;
+  for (WeightType type : kPackedTypes) {
+    SCOPED_TRACE(WeightTypeName(type));
+    const uint64_t rows = 13, cols = 2 * Unit(type);
+    const Matrix m = RandomMatrix(type, rows, cols, ++seed);
+    const PackedMatrix p = Pack(m);
+    std::vector<float> want(cols), got(cols);
+    for (uint64_t j = 0; j < rows; ++j) {
+      WidenRow(m.view, j, want);
+      p.WidenRow(j, got);
+      ASSERT_TRUE(SameBits(want, got)) << "row " << j;
+    }
+  }
+}
+
+// Blocks for the quantizer: random, all zero, tiny, huge, one NaN, one inf,
+// values on rounding ties.
+std::vector<float> AwkwardActivations() {
+  std::vector<float> x = RandomActivations(32 * 40, 77);
+  for (size_t i = 0; i < 32; ++i) x[32 + i] = 0.0f;
+  for (size_t i = 0; i < 32; ++i) x[64 + i] = x[64 + i] * 0x1p-110f;
+  for (size_t i = 0; i < 32; ++i) x[96 + i] = x[96 + i] * 0x1p120f;
+  x[128 + 5] = std::numeric_limits<float>::quiet_NaN();
+  x[160 + 31] = -std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < 32; ++i) x[192 + i] = (static_cast<float>(i) - 16.0f) / 2.0f;
+  x[192] = 127.0f;  // amax 127: every x * 127 / 127 lands on a half
+  for (size_t i = 0; i < 32; ++i) x[224 + i] = -0.0f;
+  return x;
+}
+
+TEST(PackedMatMul, QuantizerMatchesScalarOnEveryTarget) {
+  const std::vector<float> x = AwkwardActivations();
+  const size_t blocks = x.size() / 32;
+  std::vector<ActivationBlock> want(blocks), got(blocks);
+  internal::QuantizeActivationsScalar(x.data(), blocks, want.data());
+  ForEachTarget([&] {
+    QuantizeActivations(x, got);
+    for (size_t b = 0; b < blocks; ++b) {
+      EXPECT_EQ(std::memcmp(&want[b], &got[b], sizeof(ActivationBlock)), 0) << "block " << b;
+    }
+  });
+  // The contract's values on the special blocks.
+  EXPECT_EQ(want[1].d, 0.0f);
+  EXPECT_EQ(want[2].d, 0.0f);  // below 2^-100
+  EXPECT_TRUE(std::isnan(want[4].d) && std::isnan(want[5].d));
+  for (int8_t q : want[4].q) EXPECT_EQ(q, 0);
+  // Block 6 has amax 127 (scale 1) and x = (i - 16) / 2: ties round to even.
+  EXPECT_EQ(want[6].q[0], 127);
+  EXPECT_EQ(want[6].q[1], -8);  // -7.5
+  EXPECT_EQ(want[6].q[3], -6);  // -6.5
+  int32_t sum = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    sum = 0;
+    for (int8_t q : want[b].q) {
+      EXPECT_GE(q, -127);
+      sum += q;
+    }
+    EXPECT_EQ(sum, want[b].sum) << "block " << b;
+  }
+  // Every non-special block reproduces its largest element exactly as 127.
+  for (size_t b : {0, 3, 7, 8, 39}) {
+    float amax = 0;
+    for (size_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[32 * b + i]));
+    EXPECT_EQ(want[b].d, amax / 127.0f) << "block " << b;
+  }
+}
+
+// The SIMD kernel gives the scalar chain's bits for every packed type,
+// target, batch size (decode groups of 1-4, prefill blocks past 64 rows)
+// and thread count; output row counts cover partial tiles.
+TEST(PackedMatMul, EqualsReferenceBitForBit) {
+  ThreadPool pool(3);
+  ForEachTarget([&] {
+    uint64_t seed = 100;
+    for (WeightType type : kPackedTypes) {
+      for (uint64_t rows : {5, 24, 77}) {
+        const uint64_t cols = Unit(type) * (rows == 77 ? 3 : 1);
+        const Matrix m = RandomMatrix(type, rows, cols, ++seed);
+        const PackedMatrix p = Pack(m);
+        for (uint64_t num_rows : {1, 2, 3, 4, 7, 70}) {
+          SCOPED_TRACE(testing::Message()
+                       << WeightTypeName(type) << " rows " << rows << " num_rows " << num_rows);
+          const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
+          std::vector<float> want(num_rows * rows), got(want.size()), got3(want.size());
+          ASSERT_TRUE(PackedMatMulReference(p, x, num_rows, want).ok());
+          ASSERT_TRUE(PackedMatMul(p, x, num_rows, got).ok());
+          ASSERT_TRUE(PackedMatMul(p, x, num_rows, got3, &pool).ok());
+          EXPECT_TRUE(SameBits(want, got));
+          EXPECT_TRUE(SameBits(want, got3)) << "3 threads";
+        }
+      }
+    }
+  });
+}
+
+// A row's outputs do not depend on its batch: row r of a 70-row call equals
+// a 1-row call on that row.
+TEST(PackedMatMul, RowOfABatchEqualsThatRowAlone) {
+  ThreadPool pool(2);
+  for (WeightType type : {WeightType::kQ4_1, WeightType::kQ8_0, WeightType::kQ4_K}) {
+    const uint64_t rows = 40, cols = 2 * Unit(type), num_rows = 70;
+    const Matrix m = RandomMatrix(type, rows, cols, 5);
+    const PackedMatrix p = Pack(m);
+    const std::vector<float> x = RandomActivations(num_rows * cols, 6);
+    std::vector<float> all(num_rows * rows), one(rows);
+    ASSERT_TRUE(PackedMatMul(p, x, num_rows, all, &pool).ok());
+    for (uint64_t r : {0, 3, 4, 63, 64, 69}) {
+      ASSERT_TRUE(PackedMatMul(p, std::span(x).subspan(r * cols, cols), 1, one).ok());
+      EXPECT_EQ(std::memcmp(one.data(), all.data() + r * rows, rows * sizeof(float)), 0)
+          << WeightTypeName(type) << " row " << r;
+    }
+  }
+}
+
+// Against the exact product of the dequantized weights with the f32
+// activations (MatMulReference, accumulated in double): each activation
+// moves by at most half its block's step d_b (plus a few ulps of its
+// block's range from rounding 127 / max |x|, covered by 0.51), so the
+// product moves by at most sum_b 0.51 d_b sum_{i in b} |w_i|; the f32 chain
+// of 2 or 3 operations per block adds at most gamma_(3 nb + 1) times the sum
+// of its terms' magnitudes (Higham 3.1), and the double reference u |y|.
+TEST(PackedMatMul, ErrorAgainstExactProductIsWithinTheActivationRounding) {
+  constexpr double u = FLT_EPSILON / 2;
+  uint64_t seed = 900;
+  for (WeightType type : kPackedTypes) {
+    SCOPED_TRACE(WeightTypeName(type));
+    const uint64_t rows = 16, cols = 4 * Unit(type), num_rows = 3;
+    const Matrix m = RandomMatrix(type, rows, cols, ++seed);
+    const PackedMatrix p = Pack(m);
+    const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
+    std::vector<float> got(num_rows * rows), exact(num_rows * rows), wide(cols);
+    ASSERT_TRUE(PackedMatMul(p, x, num_rows, got).ok());
+    ASSERT_TRUE(MatMulReference(m.view, x, num_rows, exact).ok());
+    const internal::PackedFormat f = internal::PackedFormatOf(type);
+    const uint64_t nb = p.num_blocks();
+    const double n = static_cast<double>(3 * nb + 1);
+    const double gamma = n * u / (1 - n * u);
+    std::vector<ActivationBlock> act(nb);
+    double worst = 0;
+    for (uint64_t r = 0; r < num_rows; ++r) {
+      QuantizeActivations(std::span(x).subspan(r * cols, cols), act);
+      for (uint64_t j = 0; j < rows; ++j) {
+        WidenRow(m.view, j, wide);
+        double rounding = 0, terms = 0;
+        for (uint64_t b = 0; b < nb; ++b) {
+          const std::byte* tb = p.tile_block(j / 8, b);
+          double abs_w = 0, dot = 0;
+          for (size_t c = 0; c < 32; ++c) {
+            abs_w += std::fabs(wide[b * 32 + c]);
+            dot += static_cast<double>(internal::PackedLevel(f, tb, j % 8, c)) * act[b].q[c];
+          }
+          rounding += 0.51 * act[b].d * abs_w;
+          terms += std::fabs(internal::PackedScale(tb, j % 8) * act[b].d *
+                             (dot - f.offset * act[b].sum));
+          if (f.has_bias) terms += std::fabs(internal::PackedBias(tb, j % 8) * act[b].e);
+        }
+        const double want = exact[r * rows + j];
+        const double err = std::fabs(got[r * rows + j] - want);
+        const double tol = rounding + gamma * terms + u * std::fabs(want);
+        ASSERT_LE(err, tol) << "row " << r << " output " << j;
+        worst = std::max(worst, err / tol);
+      }
+    }
+    // The bound is not vacuous: the error uses a fair part of it somewhere.
+    EXPECT_GT(worst, 0.01);
+  }
+}
+
+TEST(PackedMatMul, NonFiniteActivationsPoisonTheirRow) {
+  const Matrix m = RandomMatrix(WeightType::kQ4_1, 8, 64, 3);
+  const PackedMatrix p = Pack(m);
+  std::vector<float> x = RandomActivations(2 * 64, 4), y(2 * 8);
+  x[64 + 40] = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(PackedMatMul(p, x, 2, y).ok());
+  for (size_t j = 0; j < 8; ++j) {
+    EXPECT_TRUE(std::isfinite(y[j]));
+    EXPECT_TRUE(std::isnan(y[8 + j]));
+  }
+}
+
+TEST(PackedMatMul, RefusesBadCallsBeforeWriting) {
+  const Matrix f16 = RandomMatrix(WeightType::kF16, 8, 32, 1);
+  const Result<PackedMatrix> refused = PackedMatrix::Pack(f16.view);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("f16"), std::string::npos);
+
+  const Matrix m = RandomMatrix(WeightType::kQ8_0, 8, 64, 2);
+  const PackedMatrix p = Pack(m);
+  std::vector<float> x(2 * 64, 1.0f), y(2 * 8, 7.0f);
+  EXPECT_FALSE(PackedMatMul(p, std::span(x).first(127), 2, y).ok());
+  EXPECT_FALSE(PackedMatMul(p, x, 2, std::span(y).first(15)).ok());
+  EXPECT_FALSE(PackedMatMulReference(p, x, 3, y).ok());
+  std::vector<float> shared(64 + 8);
+  EXPECT_FALSE(
+      PackedMatMul(p, std::span(shared).first(64), 1, std::span(shared).last(8 + 1).first(8)).ok());
+  for (float v : y) EXPECT_EQ(v, 7.0f);
+}
+
+TEST(PackedMatMul, ParsesActivationModes) {
+  EXPECT_EQ(*ParseMatMulActivations("q8"), MatMulActivations::kQ8);
+  EXPECT_EQ(*ParseMatMulActivations("f32"), MatMulActivations::kF32);
+  const Result<MatMulActivations> bad = ParseMatMulActivations("int4");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("int4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace folio::ops
