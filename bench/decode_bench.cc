@@ -359,12 +359,12 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
     ThreadPool pool(threads);
     std::cerr << "[threads " << pool.num_threads() << "] bandwidth (" << bw_mib << " MiB, best of "
               << bw_passes << ")...";
-    const CpuSnapshot before = TakeCpuSnapshot();
     Result<BandwidthResult> bw = MeasureReadBandwidth(bw_mib << 20, bw_passes, pool);
     if (!bw) return fail(bw.error());
     std::cerr << " " << Fixed(bw->best_gbps, 2) << " GB/s\n";
 
     for (const ops::MatMulActivations mode : modes) {
+      const CpuSnapshot before = TakeCpuSnapshot();  // other load during this mode's run
       // The serving path: one request on the engine, its prompt prefilled
       // in one step, then one greedy decode step per token. A warm-up request
       // runs first; without prefix caching the timed one recomputes it all.

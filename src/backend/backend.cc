@@ -34,14 +34,14 @@ namespace {
 // Host memory and the element-wise ops, which have one (scalar) version.
 class HostBackend : public Backend {
  public:
-  explicit HostBackend(ops::MatMulActivations activations) : activations_(activations) {}
-  // The threads Upload may pack with (none: the caller's alone).
-  virtual ThreadPool* pack_pool() const { return nullptr; }
+  // pool (optional) spreads the kernels and Upload's packing.
+  HostBackend(ThreadPool* pool, ops::MatMulActivations activations)
+      : pool_(pool), activations_(activations) {}
   Result<Weight> Upload(const ops::WeightView& w) override {
     FOLIO_RETURN_IF_ERROR(ops::ValidateWeightView(w));
     Weight weight{w, nullptr};
     if (activations_ == ops::MatMulActivations::kQ8 && ops::HasPackedKernel(w.type)) {
-      FOLIO_ASSIGN_OR_RETURN(ops::PackedMatrix packed, ops::PackedMatrix::Pack(w, pack_pool()));
+      FOLIO_ASSIGN_OR_RETURN(ops::PackedMatrix packed, ops::PackedMatrix::Pack(w, pool_));
       weight.packed = std::make_shared<const ops::PackedMatrix>(std::move(packed));
     }
     return weight;
@@ -84,6 +84,9 @@ class HostBackend : public Backend {
     return cache.WriteRows(layer, slot_mapping, keys, values);
   }
 
+ protected:
+  ThreadPool* pool_;
+
  private:
   ops::MatMulActivations activations_;
 };
@@ -114,9 +117,8 @@ Result<std::unique_ptr<AttentionPlan>> PlanReference(const attention::PagedAtten
 class CpuBackend final : public HostBackend {
  public:
   CpuBackend(ThreadPool* pool, ops::MatMulActivations activations)
-      : HostBackend(activations), pool_(pool) {}
+      : HostBackend(pool, activations) {}
   BackendKind kind() const override { return BackendKind::kCpu; }
-  ThreadPool* pack_pool() const override { return pool_; }
   Status MatMul(const Weight& w, std::span<const float> x, uint64_t rows,
                 std::span<float> y) override {
     if (w.packed) return ops::PackedMatMul(*w.packed, x, rows, y, pool_);
@@ -143,7 +145,6 @@ class CpuBackend final : public HostBackend {
     attention::PagedAttentionPlan plan;
     ThreadPool* pool;
   };
-  ThreadPool* pool_;
 };
 
 // The scalar references: MatMulReference accumulates each output in double
@@ -152,7 +153,8 @@ class CpuBackend final : public HostBackend {
 // One thread.
 class ReferenceBackend final : public HostBackend {
  public:
-  explicit ReferenceBackend(ops::MatMulActivations activations) : HostBackend(activations) {}
+  explicit ReferenceBackend(ops::MatMulActivations activations)
+      : HostBackend(nullptr, activations) {}
   BackendKind kind() const override { return BackendKind::kReference; }
   Status MatMul(const Weight& w, std::span<const float> x, uint64_t rows,
                 std::span<float> y) override {

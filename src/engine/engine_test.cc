@@ -120,12 +120,14 @@ TEST(Engine, Q8ActivationsKeepTokensAndLogprobsIndependentOfSchedule) {
   for (ops::WeightType type : {ops::WeightType::kQ4_1, ops::WeightType::kQ8_0}) {
     SCOPED_TRACE(ops::WeightTypeName(type));
     const model::Model& m = QuantizedModel(type);
+    EngineStats stats;
     const auto run = [&](EngineConfig config, const std::vector<std::vector<int32_t>>& prompts,
                          ThreadPool* pool) {
       auto e = Engine::Create(m, config, pool);
       EXPECT_TRUE(e.ok()) << e.status().ToString();
       auto out = Drive(*e, prompts, params, InOrder(prompts.size()));
       ExpectNoLeak(*e);
+      stats = e->stats();
       return out;
     };
     EngineConfig q8;
@@ -143,6 +145,7 @@ TEST(Engine, Q8ActivationsKeepTokensAndLogprobsIndependentOfSchedule) {
     EngineConfig tight = q8;
     tight.num_pages = 9;
     EXPECT_EQ(run(tight, kPrompts, nullptr), want);
+    EXPECT_GT(stats.preemptions, 0u);
     EngineConfig f32 = q8;
     f32.matmul_activations = ops::MatMulActivations::kF32;
     EXPECT_NE(run(f32, kPrompts, nullptr)[0].logprob_bits, want[0].logprob_bits);

@@ -16,33 +16,38 @@ namespace {
 
 std::string Str(uint64_t v) { return std::to_string(v); }
 
-bool Overlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
-  const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-  return a_bytes != 0 && b_bytes != 0 && pa < pb + b_bytes && pb < pa + a_bytes;
-}
-
 Status ValidateCall(const WeightView& w, size_t x_size, uint64_t num_rows, size_t y_size) {
   FOLIO_RETURN_IF_ERROR(ValidateWeightView(w));
   if (!TraitsOf(w.type).has_matmul) {
     return Status::InvalidArgument(std::string(TraitsOf(w.type).name) +
                                    " weights have no matmul kernel");
   }
-  const auto x_expected = CheckedMul(num_rows, w.cols);
-  if (!x_expected || x_size != *x_expected) {
-    return Status::InvalidArgument("x must hold num_rows * cols = " + Str(num_rows) + " * " +
-                                   Str(w.cols) + " floats (got " + Str(x_size) + ")");
-  }
-  const auto y_expected = CheckedMul(num_rows, w.rows);
-  if (!y_expected || y_size != *y_expected) {
-    return Status::InvalidArgument("y must hold num_rows * rows = " + Str(num_rows) + " * " +
-                                   Str(w.rows) + " floats (got " + Str(y_size) + ")");
-  }
-  return Status::Ok();
+  return internal::CheckActivationSizes(w.rows, w.cols, x_size, num_rows, y_size);
 }
 
 }  // namespace
 
 namespace internal {
+
+Status CheckActivationSizes(uint64_t rows, uint64_t cols, size_t x_size, uint64_t num_rows,
+                            size_t y_size) {
+  const auto x_expected = CheckedMul(num_rows, cols);
+  if (!x_expected || x_size != *x_expected) {
+    return Status::InvalidArgument("x must hold num_rows * cols = " + Str(num_rows) + " * " +
+                                   Str(cols) + " floats (got " + Str(x_size) + ")");
+  }
+  const auto y_expected = CheckedMul(num_rows, rows);
+  if (!y_expected || y_size != *y_expected) {
+    return Status::InvalidArgument("y must hold num_rows * rows = " + Str(num_rows) + " * " +
+                                   Str(rows) + " floats (got " + Str(y_size) + ")");
+  }
+  return Status::Ok();
+}
+
+bool Overlap(std::span<const float> x, std::span<const float> y) {
+  const auto px = reinterpret_cast<uintptr_t>(x.data()), py = reinterpret_cast<uintptr_t>(y.data());
+  return !x.empty() && !y.empty() && px < py + y.size_bytes() && py < px + x.size_bytes();
+}
 
 // Below this many multiply-adds a call runs on the calling thread: waking
 // the pool costs tens of microseconds, more than such a call takes.
@@ -120,7 +125,7 @@ Status ValidateWeightView(const WeightView& w) {
 Status MatMul(const WeightView& w, std::span<const float> x, uint64_t num_rows, std::span<float> y,
               ThreadPool* pool) {
   FOLIO_RETURN_IF_ERROR(ValidateCall(w, x.size(), num_rows, y.size()));
-  if (Overlap(x.data(), x.size_bytes(), y.data(), y.size_bytes())) {
+  if (internal::Overlap(x, y)) {
     return Status::InvalidArgument("x and y overlap");
   }
   if (y.empty()) return Status::Ok();

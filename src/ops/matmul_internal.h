@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
 
 #include "folio/ops/matmul.h"
 
@@ -21,6 +22,14 @@ struct MatMulTask {
   uint64_t row_begin;
   uint64_t row_end;
 };
+
+// The size checks every matmul entry point makes (MatMul, PackedMatMul and
+// their references): x holds num_rows * cols floats and y num_rows * rows,
+// products checked for overflow. InvalidArgument naming the sizes.
+Status CheckActivationSizes(uint64_t rows, uint64_t cols, size_t x_size, uint64_t num_rows,
+                            size_t y_size);
+// Whether x and y share a byte (an in-place call, which the kernels refuse).
+bool Overlap(std::span<const float> x, std::span<const float> y);
 
 // How a call's outputs and activation rows are cut into tasks (shared by
 // MatMul and PackedMatMul): outputs in blocks of out_block (a multiple of

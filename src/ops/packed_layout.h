@@ -67,15 +67,23 @@ constexpr size_t TileBlockBytes(PackedFormat f) {
 }
 constexpr size_t kLevelsAt(PackedFormat f) { return f.has_bias ? size_t{64} : size_t{32}; }
 
+// Where column c (< 32) of lane `lane` lives among a tile block's levels:
+// its byte, and its bit shift within it (4-bit formats: 0 for columns
+// below 16, 4 above).
+struct LevelSlot {
+  size_t byte;
+  int shift;
+};
+constexpr LevelSlot LevelAt(PackedFormat f, size_t lane, size_t c) {
+  const size_t col = f.bits == 4 ? c % 16 : c;
+  return {(col / 4) * 32 + lane * 4 + col % 4, f.bits == 4 && c >= 16 ? 4 : 0};
+}
+
 // Column c's level in lane `lane` of a tile block at tb.
 inline uint32_t PackedLevel(PackedFormat f, const std::byte* tb, size_t lane, size_t c) {
-  const auto* levels = reinterpret_cast<const uint8_t*>(tb + kLevelsAt(f));
-  if (f.bits == 4) {
-    const size_t col = c % 16;
-    const uint32_t byte = levels[(col / 4) * 32 + lane * 4 + col % 4];
-    return c < 16 ? byte & 0x0f : byte >> 4;
-  }
-  return levels[(c / 4) * 32 + lane * 4 + c % 4];
+  const LevelSlot at = LevelAt(f, lane, c);
+  const uint32_t byte = std::to_integer<uint32_t>(tb[kLevelsAt(f) + at.byte]);
+  return f.bits == 4 ? (byte >> at.shift) & 0x0f : byte;
 }
 
 inline float PackedScale(const std::byte* tb, size_t lane) {

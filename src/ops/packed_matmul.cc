@@ -115,34 +115,17 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
 void WriteGroup(PackedFormat f, const Group& group, size_t lane, std::byte* tb) {
   std::memcpy(tb + 4 * lane, &group.scale, 4);
   if (f.has_bias) std::memcpy(tb + 32 + 4 * lane, &group.bias, 4);
-  auto* levels = reinterpret_cast<uint8_t*>(tb + internal::kLevelsAt(f));
   for (size_t c = 0; c < 32; ++c) {
-    if (f.bits == 4) {
-      const size_t col = c % 16;
-      uint8_t& byte = levels[(col / 4) * 32 + lane * 4 + col % 4];
-      byte = static_cast<uint8_t>(byte | (c < 16 ? group.level[c] : group.level[c] << 4));
-    } else {
-      levels[(c / 4) * 32 + lane * 4 + c % 4] = group.level[c];
-    }
+    const internal::LevelSlot at = internal::LevelAt(f, lane, c);
+    tb[internal::kLevelsAt(f) + at.byte] |= std::byte{group.level[c]} << at.shift;
   }
 }
 
 Status ValidateCall(const PackedMatrix& w, std::span<const float> x, uint64_t num_rows,
                     std::span<const float> y) {
-  const auto x_expected = CheckedMul(num_rows, w.cols());
-  if (!x_expected || x.size() != *x_expected) {
-    return Status::InvalidArgument("x must hold num_rows * cols = " + Str(num_rows) + " * " +
-                                   Str(w.cols()) + " floats (got " + Str(x.size()) + ")");
-  }
-  const auto y_expected = CheckedMul(num_rows, w.rows());
-  if (!y_expected || y.size() != *y_expected) {
-    return Status::InvalidArgument("y must hold num_rows * rows = " + Str(num_rows) + " * " +
-                                   Str(w.rows()) + " floats (got " + Str(y.size()) + ")");
-  }
-  const auto xa = reinterpret_cast<uintptr_t>(x.data()), ya = reinterpret_cast<uintptr_t>(y.data());
-  if (!x.empty() && !y.empty() && xa < ya + y.size_bytes() && ya < xa + x.size_bytes()) {
-    return Status::InvalidArgument("x and y overlap");
-  }
+  FOLIO_RETURN_IF_ERROR(
+      internal::CheckActivationSizes(w.rows(), w.cols(), x.size(), num_rows, y.size()));
+  if (internal::Overlap(x, y)) return Status::InvalidArgument("x and y overlap");
   return Status::Ok();
 }
 

@@ -159,16 +159,15 @@ HWY_NOINLINE void PackedTile(const std::byte* tb0, size_t tbb, size_t num_blocks
       }
     }
     const __m256 scale = _mm256_load_ps(reinterpret_cast<const float*>(tb));
+    const __m256 bias =
+        kBias ? _mm256_load_ps(reinterpret_cast<const float*>(tb + 32)) : _mm256_setzero_ps();
     for (size_t r = 0; r < kR; ++r) {
       const ActivationBlock& a = act[r][b];
       __m256i s = sum[r];
       if constexpr (kSubtract != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(kSubtract * a.sum));
       acc[r] =
           _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(s), acc[r]);
-      if constexpr (kBias) {
-        const __m256 bias = _mm256_load_ps(reinterpret_cast<const float*>(tb + 32));
-        acc[r] = _mm256_fmadd_ps(bias, _mm256_set1_ps(a.e), acc[r]);
-      }
+      if constexpr (kBias) acc[r] = _mm256_fmadd_ps(bias, _mm256_set1_ps(a.e), acc[r]);
     }
   }
   for (size_t r = 0; r < kR; ++r) {
