@@ -3,10 +3,13 @@
 // (packed_matmul_kernel.cc).
 //
 // Tile t holds output rows 8t ... 8t + 7 (rows past the matrix are zero);
-// its blocks follow one another, each tile_block_bytes long and 32-byte
-// aligned:
-//   float scale[8]                one per row (lane)
-//   float bias[8]                 bias formats only
+// its blocks follow one another, each tile_block_bytes long:
+//   scale[8]                      one per row (lane): f16 where the stored
+//                                 type's scales are f16 (the legacy types
+//                                 and Q8_0, so a tile is no larger than the
+//                                 file's blocks), f32 for the K-quants,
+//                                 whose d * sc is not an f16
+//   bias[8]                       bias formats only, the same width
 //   levels                        4-bit formats: 4 vectors of 32 bytes;
 //                                 vector k's byte 4 * lane + i holds
 //                                 column 4k + i in its low nibble and
@@ -23,31 +26,36 @@
 #include <cstdint>
 #include <cstring>
 
+#include "folio/core/dtype.h"
 #include "folio/ops/packed_matmul.h"
 
 namespace folio::ops::internal {
 
 // weight = scale * (level - offset) (offset formats) or scale * level + bias.
+// A structural type, so that the kernel can take it as a template argument.
 struct PackedFormat {
   int bits = 0;  // 4 (nibbles) or 8 (bytes) of storage per level
   bool has_bias = false;
   int offset = 0;
+  bool f16_scales = false;  // scales and biases stored as f16 (else f32)
 };
 
 constexpr PackedFormat PackedFormatOf(WeightType type) {
   switch (type) {
     case WeightType::kQ4_0:
-      return {4, false, 8};
+      return {4, false, 8, true};
     case WeightType::kQ4_1:
+      return {4, true, 0, true};
     case WeightType::kQ4_K:
-      return {4, true, 0};
+      return {4, true, 0, false};
     case WeightType::kQ5_0:
-      return {8, false, 16};
+      return {8, false, 16, true};
     case WeightType::kQ5_1:
+      return {8, true, 0, true};
     case WeightType::kQ5_K:
-      return {8, true, 0};
+      return {8, true, 0, false};
     case WeightType::kQ8_0:  // levels are q + 128
-      return {8, false, 128};
+      return {8, false, 128, true};
     case WeightType::kF64:
     case WeightType::kF32:
     case WeightType::kF16:
@@ -62,10 +70,14 @@ constexpr PackedFormat PackedFormatOf(WeightType type) {
   return {};
 }
 
+// Bytes of one lane's scale (and bias).
+constexpr size_t ScaleBytes(PackedFormat f) { return f.f16_scales ? 2 : 4; }
+// Where a tile block's biases and levels start.
+constexpr size_t BiasAt(PackedFormat f) { return 8 * ScaleBytes(f); }
+constexpr size_t LevelsAt(PackedFormat f) { return BiasAt(f) * (f.has_bias ? 2 : 1); }
 constexpr size_t TileBlockBytes(PackedFormat f) {
-  return (f.has_bias ? size_t{64} : size_t{32}) + (f.bits == 4 ? size_t{128} : size_t{256});
+  return LevelsAt(f) + (f.bits == 4 ? size_t{128} : size_t{256});
 }
-constexpr size_t kLevelsAt(PackedFormat f) { return f.has_bias ? size_t{64} : size_t{32}; }
 
 // Where column c (< 32) of lane `lane` lives among a tile block's levels:
 // its byte, and its bit shift within it (4-bit formats: 0 for columns
@@ -82,19 +94,26 @@ constexpr LevelSlot LevelAt(PackedFormat f, size_t lane, size_t c) {
 // Column c's level in lane `lane` of a tile block at tb.
 inline uint32_t PackedLevel(PackedFormat f, const std::byte* tb, size_t lane, size_t c) {
   const LevelSlot at = LevelAt(f, lane, c);
-  const uint32_t byte = std::to_integer<uint32_t>(tb[kLevelsAt(f) + at.byte]);
+  const uint32_t byte = std::to_integer<uint32_t>(tb[LevelsAt(f) + at.byte]);
   return f.bits == 4 ? (byte >> at.shift) & 0x0f : byte;
 }
 
-inline float PackedScale(const std::byte* tb, size_t lane) {
-  float s;
-  std::memcpy(&s, tb + 4 * lane, 4);
-  return s;
+// The f16 or f32 at p, as f32 (exactly).
+inline float PackedFloat(PackedFormat f, const std::byte* p) {
+  if (f.f16_scales) {
+    uint16_t bits;
+    std::memcpy(&bits, p, 2);
+    return F16BitsToF32(bits);
+  }
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
 }
-inline float PackedBias(const std::byte* tb, size_t lane) {
-  float m;
-  std::memcpy(&m, tb + 32 + 4 * lane, 4);
-  return m;
+inline float PackedScale(PackedFormat f, const std::byte* tb, size_t lane) {
+  return PackedFloat(f, tb + ScaleBytes(f) * lane);
+}
+inline float PackedBias(PackedFormat f, const std::byte* tb, size_t lane) {
+  return PackedFloat(f, tb + BiasAt(f) + ScaleBytes(f) * lane);
 }
 
 // The contract's chain for one output: lane `lane` of tile `tile` against
@@ -112,9 +131,9 @@ inline float PackedDot(const PackedMatrix& w, uint64_t tile, size_t lane,
       sum += static_cast<int32_t>(PackedLevel(f, tb, lane, c)) * a.q[c];
     }
     sum -= f.offset * a.sum;
-    const float scale = PackedScale(tb, lane) * a.d;
+    const float scale = PackedScale(f, tb, lane) * a.d;
     acc = std::fma(scale, static_cast<float>(sum), acc);
-    if (f.has_bias) acc = std::fma(PackedBias(tb, lane), a.e, acc);
+    if (f.has_bias) acc = std::fma(PackedBias(f, tb, lane), a.e, acc);
   }
   return acc;
 }

@@ -112,12 +112,26 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
   return out;
 }
 
+// v as the format stores it: f16 formats hold values read from f16 fields,
+// so the conversion is exact (checked).
+void WriteFloat(PackedFormat f, float v, std::byte* p) {
+  if (f.f16_scales) {
+    const uint16_t bits = F32ToF16Bits(v);
+    FOLIO_CHECK(F16BitsToF32(bits) == v || (std::isnan(v) && std::isnan(F16BitsToF32(bits))),
+                "scale ", v, " is not an f16");
+    std::memcpy(p, &bits, 2);
+  } else {
+    std::memcpy(p, &v, 4);
+  }
+}
+
 void WriteGroup(PackedFormat f, const Group& group, size_t lane, std::byte* tb) {
-  std::memcpy(tb + 4 * lane, &group.scale, 4);
-  if (f.has_bias) std::memcpy(tb + 32 + 4 * lane, &group.bias, 4);
+  const size_t width = internal::ScaleBytes(f);
+  WriteFloat(f, group.scale, tb + width * lane);
+  if (f.has_bias) WriteFloat(f, group.bias, tb + internal::BiasAt(f) + width * lane);
   for (size_t c = 0; c < 32; ++c) {
     const internal::LevelSlot at = internal::LevelAt(f, lane, c);
-    tb[internal::kLevelsAt(f) + at.byte] |= std::byte{group.level[c]} << at.shift;
+    tb[internal::LevelsAt(f) + at.byte] |= std::byte{group.level[c]} << at.shift;
   }
 }
 
@@ -216,7 +230,8 @@ Result<PackedMatrix> PackedMatrix::Pack(const WeightView& w, ThreadPool* pool) {
                                    " matrix overflows 64-bit byte sizes");
   }
   m.size_bytes_ = *bytes;
-  // 64-byte alignment (a multiple of every tile block's 32) for aligned loads.
+  // Cache-line aligned (tile blocks are not all multiples of 32 bytes, so
+  // the kernel loads unaligned).
   const size_t alloc = std::max<size_t>(64, (m.size_bytes_ + 63) / 64 * 64);
   m.data_.reset(static_cast<std::byte*>(std::aligned_alloc(64, alloc)));
   if (m.data_ == nullptr) throw std::bad_alloc();
@@ -243,11 +258,11 @@ void PackedMatrix::WidenRow(uint64_t row, std::span<float> out) const {
   const size_t lane = row % kTileRows;
   for (uint64_t b = 0; b < num_blocks(); ++b) {
     const std::byte* tb = tile_block(row / kTileRows, b);
-    const float scale = internal::PackedScale(tb, lane);
+    const float scale = internal::PackedScale(f, tb, lane);
     for (size_t c = 0; c < kBlockCols; ++c) {
       const auto level = static_cast<int32_t>(internal::PackedLevel(f, tb, lane, c));
       out[b * kBlockCols + c] =
-          f.has_bias ? scale * static_cast<float>(level) + internal::PackedBias(tb, lane)
+          f.has_bias ? scale * static_cast<float>(level) + internal::PackedBias(f, tb, lane)
                      : scale * static_cast<float>(level - f.offset);
     }
   }

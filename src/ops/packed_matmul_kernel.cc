@@ -124,25 +124,34 @@ HWY_INLINE __m256i DotBytes(__m256i acc, __m256i w, __m256i a) {
   }
 }
 
+// Eight lanes' scales (or biases) at p, stored as f16 or f32.
+template <PackedFormat kF>
+HWY_INLINE __m256 LoadScales(const std::byte* p) {
+  if constexpr (kF.f16_scales) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  } else {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
+  }
+}
+
 // Outputs of tile `tb0` (its first block; blocks tbb bytes apart) for kR
 // activation rows act[r] (num_blocks each): y[r][lane] for lane < n_out.
-template <int kBits, bool kBias, int kOffset, size_t kR>
+template <PackedFormat kF, size_t kR>
 HWY_NOINLINE void PackedTile(const std::byte* tb0, size_t tbb, size_t num_blocks,
                              const ActivationBlock* const* act, float* const* y, size_t n_out) {
-  constexpr bool kSigned = kOffset == 128;
-  constexpr int kSubtract = kSigned && !kVnni ? 0 : kOffset;
-  constexpr size_t kLevelsAt = kBias ? 64 : 32;
+  constexpr bool kSigned = kF.offset == 128;
+  constexpr int kSubtract = kSigned && !kVnni ? 0 : kF.offset;
   __m256 acc[kR];
   for (size_t r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
   const __m256i low4 = _mm256_set1_epi8(0x0f);
   for (size_t b = 0; b < num_blocks; ++b) {
     const std::byte* tb = tb0 + b * tbb;
-    const auto* levels = reinterpret_cast<const __m256i*>(tb + kLevelsAt);
+    const auto* levels = reinterpret_cast<const __m256i_u*>(tb + LevelsAt(kF));
     __m256i sum[kR];
     for (size_t r = 0; r < kR; ++r) sum[r] = _mm256_setzero_si256();
-    if constexpr (kBits == 4) {
+    if constexpr (kF.bits == 4) {
       for (size_t k = 0; k < 4; ++k) {
-        const __m256i v = _mm256_load_si256(levels + k);
+        const __m256i v = _mm256_loadu_si256(levels + k);
         const __m256i lo = _mm256_and_si256(v, low4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
         for (size_t r = 0; r < kR; ++r) {
@@ -152,22 +161,21 @@ HWY_NOINLINE void PackedTile(const std::byte* tb0, size_t tbb, size_t num_blocks
       }
     } else {
       for (size_t k = 0; k < 8; ++k) {
-        const __m256i v = _mm256_load_si256(levels + k);
+        const __m256i v = _mm256_loadu_si256(levels + k);
         for (size_t r = 0; r < kR; ++r) {
           sum[r] = DotBytes<kSigned>(sum[r], v, Broadcast4Bytes(act[r][b].q + 4 * k));
         }
       }
     }
-    const __m256 scale = _mm256_load_ps(reinterpret_cast<const float*>(tb));
-    const __m256 bias =
-        kBias ? _mm256_load_ps(reinterpret_cast<const float*>(tb + 32)) : _mm256_setzero_ps();
+    const __m256 scale = LoadScales<kF>(tb);
+    const __m256 bias = kF.has_bias ? LoadScales<kF>(tb + BiasAt(kF)) : _mm256_setzero_ps();
     for (size_t r = 0; r < kR; ++r) {
       const ActivationBlock& a = act[r][b];
       __m256i s = sum[r];
       if constexpr (kSubtract != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(kSubtract * a.sum));
       acc[r] =
           _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(s), acc[r]);
-      if constexpr (kBias) acc[r] = _mm256_fmadd_ps(bias, _mm256_set1_ps(a.e), acc[r]);
+      if constexpr (kF.has_bias) acc[r] = _mm256_fmadd_ps(bias, _mm256_set1_ps(a.e), acc[r]);
     }
   }
   for (size_t r = 0; r < kR; ++r) {
@@ -181,14 +189,14 @@ HWY_NOINLINE void PackedTile(const std::byte* tb0, size_t tbb, size_t num_blocks
   }
 }
 
-template <int kBits, bool kBias, int kOffset>
+template <PackedFormat kF>
 void PackedRowsT(const PackedTask& t) {
   const PackedMatrix& w = *t.w;
   const size_t blocks = w.num_blocks();
   const auto tiles = [&](uint64_t r0, size_t rn) HWY_ATTR {
     for (uint64_t tile = t.tile_begin; tile < t.tile_end; ++tile) {
-      const size_t n_out =
-          std::min<uint64_t>(PackedMatrix::kTileRows, w.rows() - tile * PackedMatrix::kTileRows);
+      const size_t n_out = std::min<uint64_t>(PackedMatrix::kTileRows,
+                                              w.rows() - tile * PackedMatrix::kTileRows);
       const std::byte* tb0 = w.tile_block(tile, 0);
       for (uint64_t r = r0; r < r0 + rn; r += kMaxRows) {
         const ActivationBlock* act[kMaxRows];
@@ -201,16 +209,16 @@ void PackedRowsT(const PackedTask& t) {
         const size_t tbb = w.tile_block_bytes();
         switch (n) {
           case 4:
-            PackedTile<kBits, kBias, kOffset, 4>(tb0, tbb, blocks, act, y, n_out);
+            PackedTile<kF, 4>(tb0, tbb, blocks, act, y, n_out);
             break;
           case 3:
-            PackedTile<kBits, kBias, kOffset, 3>(tb0, tbb, blocks, act, y, n_out);
+            PackedTile<kF, 3>(tb0, tbb, blocks, act, y, n_out);
             break;
           case 2:
-            PackedTile<kBits, kBias, kOffset, 2>(tb0, tbb, blocks, act, y, n_out);
+            PackedTile<kF, 2>(tb0, tbb, blocks, act, y, n_out);
             break;
           default:
-            PackedTile<kBits, kBias, kOffset, 1>(tb0, tbb, blocks, act, y, n_out);
+            PackedTile<kF, 1>(tb0, tbb, blocks, act, y, n_out);
             break;
         }
       }
@@ -222,12 +230,33 @@ void PackedRowsT(const PackedTask& t) {
 }
 
 void PackedRowsImpl(const PackedTask& t) {
-  const PackedFormat f = PackedFormatOf(t.w->type());
-  if (f.bits == 4) {
-    return f.has_bias ? PackedRowsT<4, true, 0>(t) : PackedRowsT<4, false, 8>(t);
+  switch (t.w->type()) {
+    case WeightType::kQ4_0:
+      return PackedRowsT<PackedFormatOf(WeightType::kQ4_0)>(t);
+    case WeightType::kQ4_1:
+      return PackedRowsT<PackedFormatOf(WeightType::kQ4_1)>(t);
+    case WeightType::kQ4_K:
+      return PackedRowsT<PackedFormatOf(WeightType::kQ4_K)>(t);
+    case WeightType::kQ5_0:
+      return PackedRowsT<PackedFormatOf(WeightType::kQ5_0)>(t);
+    case WeightType::kQ5_1:
+      return PackedRowsT<PackedFormatOf(WeightType::kQ5_1)>(t);
+    case WeightType::kQ5_K:
+      return PackedRowsT<PackedFormatOf(WeightType::kQ5_K)>(t);
+    case WeightType::kQ8_0:
+      return PackedRowsT<PackedFormatOf(WeightType::kQ8_0)>(t);
+    case WeightType::kF64:  // PackedMatrix::Pack accepts none of these
+    case WeightType::kF32:
+    case WeightType::kF16:
+    case WeightType::kBF16:
+    case WeightType::kQ6_K:
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ4_XS:
+      break;
   }
-  if (f.has_bias) return PackedRowsT<8, true, 0>(t);
-  return f.offset == 128 ? PackedRowsT<8, false, 128>(t) : PackedRowsT<8, false, 16>(t);
+  FOLIO_CHECK(false, "no packed kernel for ", WeightTypeName(t.w->type()));
 }
 
 #else  // every other target: the scalar chain

@@ -215,9 +215,9 @@ TEST(PackedMatMul, ErrorAgainstExactProductIsWithinTheActivationRounding) {
             dot += static_cast<double>(internal::PackedLevel(f, tb, j % 8, c)) * act[b].q[c];
           }
           rounding += 0.51 * act[b].d * abs_w;
-          terms += std::fabs(internal::PackedScale(tb, j % 8) * act[b].d *
+          terms += std::fabs(internal::PackedScale(f, tb, j % 8) * act[b].d *
                              (dot - f.offset * act[b].sum));
-          if (f.has_bias) terms += std::fabs(internal::PackedBias(tb, j % 8) * act[b].e);
+          if (f.has_bias) terms += std::fabs(internal::PackedBias(f, tb, j % 8) * act[b].e);
         }
         const double want = exact[r * rows + j];
         const double err = std::fabs(got[r * rows + j] - want);
