@@ -195,8 +195,8 @@ void PackedRowsT(const PackedTask& t) {
   const size_t blocks = w.num_blocks();
   const auto tiles = [&](uint64_t r0, size_t rn) HWY_ATTR {
     for (uint64_t tile = t.tile_begin; tile < t.tile_end; ++tile) {
-      const size_t n_out = std::min<uint64_t>(PackedMatrix::kTileRows,
-                                              w.rows() - tile * PackedMatrix::kTileRows);
+      const size_t n_out =
+          std::min<uint64_t>(PackedMatrix::kTileRows, w.rows() - tile * PackedMatrix::kTileRows);
       const std::byte* tb0 = w.tile_block(tile, 0);
       for (uint64_t r = r0; r < r0 + rn; r += kMaxRows) {
         const ActivationBlock* act[kMaxRows];
