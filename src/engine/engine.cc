@@ -1,7 +1,9 @@
 #include "folio/engine/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -93,6 +95,7 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
   if (params.n > 1 && params.prompt_logits) {
     return Status::InvalidArgument("prompt_logits needs n = 1");
   }
+  if (params.beam.num_beams > 0) FOLIO_RETURN_IF_ERROR(ValidateBeamSearch(params));
   if (params.num_draft_tokens && *params.num_draft_tokens > kMaxDraftTokens) {
     return Status::InvalidArgument("num_draft_tokens " + std::to_string(*params.num_draft_tokens) +
                                    " exceeds " + std::to_string(kMaxDraftTokens));
@@ -109,10 +112,49 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
                               std::to_string(params.max_tokens) + " exceeds the model's " +
                               std::to_string(c.max_positions) + " positions");
   }
-  if (CeilDiv(*positions, config_.page_size) > config_.num_pages) {
-    return Status::ResourceExhausted("request needs " +
-                                     std::to_string(CeilDiv(*positions, config_.page_size)) +
-                                     " pages; the pool has " + std::to_string(config_.num_pages));
+  // A beam search's beams run together, so all of them must fit at once
+  // (with no page shared, at worst).
+  const std::optional<uint64_t> pages = CheckedMul(CeilDiv(*positions, config_.page_size),
+                                                   std::max<uint64_t>(params.beam.num_beams, 1));
+  if (!pages || *pages > config_.num_pages) {
+    return Status::ResourceExhausted(
+        "request needs " + (pages ? std::to_string(*pages) : std::string("too many")) + " pages" +
+        (params.beam.num_beams > 1 ? " for its beams" : "") + "; the pool has " +
+        std::to_string(config_.num_pages));
+  }
+  return Status::Ok();
+}
+
+Status Engine::ValidateBeamSearch(const RequestParams& params) const {
+  const BeamSearchParams& beam = params.beam;
+  const std::string what = "beam search (num_beams = " + std::to_string(beam.num_beams) + ") ";
+  if (beam.num_beams > config_.max_num_seqs) {
+    return Status::InvalidArgument(what + "needs num_beams <= max_num_seqs (" +
+                                   std::to_string(config_.max_num_seqs) + ")");
+  }
+  if (params.n > beam.num_beams) {
+    return Status::InvalidArgument(
+        what + "returns at most num_beams hypotheses (n = " + std::to_string(params.n) + ")");
+  }
+  if (!std::isfinite(beam.length_penalty)) {
+    return Status::InvalidArgument(what + "needs a finite length_penalty");
+  }
+  const sampling::SamplingParams& p = params.sampling;
+  if (p.temperature != 0.0 || p.top_k != 0 || p.top_p != 1.0 || p.min_p != 0.0) {
+    return Status::InvalidArgument(what +
+                                   "scores the model's own log-probabilities: temperature, "
+                                   "top_k, top_p and min_p must keep their defaults");
+  }
+  if (!params.stop_strings.empty() || params.logprobs || params.top_logprobs != 0 ||
+      params.prompt_logits || params.num_draft_tokens.value_or(0) != 0) {
+    return Status::InvalidArgument(
+        what + "takes no stop strings, logprobs, top_logprobs, prompt_logits or draft tokens");
+  }
+  const BeamSearch search(beam, params.max_tokens, params.stop_token_ids);
+  if (search.num_candidates() > runner_.config().vocab_size) {
+    return Status::InvalidArgument(what + "takes " + std::to_string(search.num_candidates()) +
+                                   " candidates a round, more than the vocabulary's " +
+                                   std::to_string(runner_.config().vocab_size) + " tokens");
   }
   return Status::Ok();
 }
@@ -126,12 +168,26 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
   s.max_tokens = params.max_tokens;
   s.tokens = std::move(prompt);
   s.group_size = params.n;
+  if (params.beam.num_beams > 0) {
+    s.group_size = params.beam.num_beams;
+    s.lockstep = true;
+    beams_.emplace(id, BeamGroup{BeamSearch(params.beam, params.max_tokens, params.stop_token_ids),
+                                 params.n,
+                                 {id},
+                                 {0.0},
+                                 {}});
+    beam_request_[id] = id;
+  }
   outputs_.Add(id, outputs_.NewState(params));
   scheduler_.AddWaiting(std::move(s));
   return id;
 }
 
 Status Engine::Abort(RequestId id) {
+  if (beams_.count(id) != 0) {
+    EndBeams(id, {}, nullptr);
+    return Status::Ok();
+  }
   if (auto group = groups_.find(id); group != groups_.end()) {
     const std::vector<RequestId> members = group->second;  // Forget edits it
     for (const RequestId m : members) {
@@ -140,7 +196,7 @@ Status Engine::Abort(RequestId id) {
     }
     return Status::Ok();
   }
-  if (!scheduler_.Contains(id) || members_.count(id) != 0) {
+  if (!scheduler_.Contains(id) || members_.count(id) != 0 || beam_request_.count(id) != 0) {
     return Status::NotFound("no unfinished request " + std::to_string(id));
   }
   scheduler_.Finish(id);
@@ -202,6 +258,96 @@ Result<std::vector<StepOutput>> Engine::ForkAndSample(RequestId parent,
   return out;
 }
 
+Status Engine::OfferBeam(RequestId seq, std::span<const float> logits) {
+  BeamGroup& g = beams_.at(beam_request_.at(seq));
+  FOLIO_ASSIGN_OR_RETURN(g.offered[seq], g.search.TopCandidates(logits));
+  return Status::Ok();
+}
+
+Status Engine::RunBeamRound(RequestId request, std::vector<StepOutput>& out) {
+  BeamGroup& g = beams_.at(request);
+  // Every live beam must have offered since it last ran: a preempted one
+  // offers again once recomputed (the same candidates, bit for bit).
+  for (const RequestId seq : g.live) {
+    const Sequence& s = scheduler_.sequence(seq);
+    if (g.offered.count(seq) == 0 || !s.seq || s.num_pending() != 0) return Status::Ok();
+  }
+  std::vector<BeamSearch::Beam> beams;
+  for (size_t b = 0; b < g.live.size(); ++b) {
+    beams.push_back(
+        {scheduler_.sequence(g.live[b]).output(), g.scores[b], std::move(g.offered.at(g.live[b]))});
+  }
+  g.offered.clear();
+  const std::vector<BeamSearch::Next> next = g.search.Step(beams);
+  if (next.empty()) {
+    EndBeams(request, beams, &out);
+    return Status::Ok();
+  }
+  // Each surviving beam's first child continues in its sequence; the
+  // others fork from it before it moves on, sharing its pages.
+  std::vector<RequestId> live(next.size());
+  std::vector<bool> continued(g.live.size(), false);
+  for (size_t j = 0; j < next.size(); ++j) {
+    const RequestId parent = g.live[next[j].parent];
+    if (!continued[next[j].parent]) {
+      continued[next[j].parent] = true;
+      live[j] = parent;
+      continue;
+    }
+    const RequestId child = next_id_++;
+    if (Status forked = scheduler_.Fork(parent, child); !forked.ok()) {
+      EndBeams(request, {}, nullptr);
+      return forked;
+    }
+    beam_request_[child] = request;
+    live[j] = child;
+  }
+  for (size_t b = 0; b < g.live.size(); ++b) {
+    if (continued[b]) continue;
+    scheduler_.Finish(g.live[b]);
+    beam_request_.erase(g.live[b]);
+  }
+  g.live = live;
+  g.scores.clear();
+  for (size_t j = 0; j < next.size(); ++j) {
+    scheduler_.AppendToken(live[j], next[j].token);
+    g.scores.push_back(next[j].score);
+  }
+  const Sequence& first = scheduler_.sequence(live[0]);
+  if (first.num_output_tokens() == first.max_tokens) {
+    std::vector<BeamSearch::Beam> ended;
+    for (size_t j = 0; j < live.size(); ++j) {
+      ended.push_back({scheduler_.sequence(live[j]).output(), g.scores[j], {}});
+    }
+    EndBeams(request, ended, &out);
+  }
+  return Status::Ok();
+}
+
+void Engine::EndBeams(RequestId request, std::span<const BeamSearch::Beam> live,
+                      std::vector<StepOutput>* out) {
+  BeamGroup& g = beams_.at(request);
+  if (out != nullptr) {
+    std::vector<BeamSearch::Hypothesis> best = g.search.Finish(live, g.n);
+    for (size_t i = 0; i < best.size(); ++i) {
+      StepOutput o;
+      o.id = request;
+      o.new_tokens = best[i].output;
+      o.text = outputs_.Text(best[i].output);
+      o.finish = best[i].ended ? FinishReason::kStop : FinishReason::kLength;
+      o.index = i;
+      o.beam_score = best[i].score;
+      out->push_back(std::move(o));
+    }
+  }
+  for (const RequestId seq : g.live) {
+    scheduler_.Finish(seq);
+    beam_request_.erase(seq);
+  }
+  beams_.erase(request);
+  outputs_.Remove(request);
+}
+
 EngineStats Engine::stats() const {
   const SchedulerStats& s = scheduler_.stats();
   EngineStats e;
@@ -225,6 +371,7 @@ void Engine::ProposeDrafts() {
   for (const RequestId id : scheduler_.running()) {
     const Sequence& s = scheduler_.sequence(id);
     if (s.num_pending() != 1 || s.num_computed < s.num_prompt_tokens) continue;  // prefilling
+    if (s.lockstep) continue;  // beams are scored, not drafted
     const uint64_t k =
         outputs_.state(id).params.num_draft_tokens.value_or(config_.speculative.num_draft_tokens);
     // Tokens this step may still emit: the pending token's successor, then
@@ -249,7 +396,8 @@ Result<StepOutput> Engine::VerifyDraft(RequestId id, std::span<const float> logi
   const Sequence& s = scheduler_.sequence(id);
   const std::vector<int32_t> draft = s.draft;  // AcceptDraft clears it
   const uint64_t emitted_before = s.num_output_tokens();
-  StepOutput merged{id, {}, {}, {}, FinishReason::kNone, {}};
+  StepOutput merged;
+  merged.id = id;
   uint64_t accepted = 0;
   Status failed;
   for (uint64_t i = 0; i <= draft.size(); ++i) {
@@ -302,7 +450,9 @@ Result<std::vector<StepOutput>> Engine::Step() {
   std::vector<model::LogitRows> rows(plan.scheduled.size(), model::LogitRows::kLast);
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const Sequence& s = scheduler_.sequence(plan.scheduled[i].id);
-    if ((outputs_.state(s.id).params.prompt_logits && s.num_computed < s.num_prompt_tokens) ||
+    // (A beam's sequence has no output state; beams refuse prompt_logits.)
+    if ((!s.lockstep && outputs_.state(s.id).params.prompt_logits &&
+         s.num_computed < s.num_prompt_tokens) ||
         plan.scheduled[i].num_draft != 0) {
       rows[i] = model::LogitRows::kAll;
     }
@@ -317,14 +467,16 @@ Result<std::vector<StepOutput>> Engine::Step() {
 
   const uint64_t vocab = runner_.config().vocab_size;
   const std::span<const float> all(*logits);
-  uint64_t offset = 0;  // rows of `all` before sequence i's
+  std::set<RequestId> rounds;  // beam requests with a beam that ran
+  uint64_t offset = 0;         // rows of `all` before sequence i's
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const RequestId id = plan.scheduled[i].id;
     const Sequence& s = scheduler_.sequence(id);
     const uint64_t n = rows[i] == model::LogitRows::kAll ? plan.scheduled[i].num_tokens : 1;
     const std::span<const float> mine = all.subspan(offset * vocab, n * vocab);
     offset += n;
-    StepOutput prompt_part{id, {}, {}, {}, FinishReason::kNone, {}};
+    StepOutput prompt_part;
+    prompt_part.id = id;
     if (rows[i] == model::LogitRows::kAll && plan.scheduled[i].num_draft == 0) {
       outputs_.AddPromptLogits(id, s.num_computed - n, s.num_prompt_tokens, mine, vocab,
                                prompt_part);
@@ -333,12 +485,18 @@ Result<std::vector<StepOutput>> Engine::Step() {
       if (!prompt_part.prompt_logits.empty()) out.push_back(std::move(prompt_part));
       continue;
     }
+    if (s.lockstep) {  // a beam: rounds run once the whole step is in
+      FOLIO_RETURN_IF_ERROR(OfferBeam(id, mine.last(vocab)));
+      rounds.insert(beam_request_.at(id));
+      continue;
+    }
     if (s.group_size > 1) {  // n samples: fork after the shared prefill
       FOLIO_ASSIGN_OR_RETURN(std::vector<StepOutput> samples, ForkAndSample(id, mine.last(vocab)));
       for (StepOutput& o : samples) out.push_back(std::move(o));
       continue;
     }
-    StepOutput o{id, {}, {}, {}, FinishReason::kNone, {}};
+    StepOutput o;
+    o.id = id;
     if (plan.scheduled[i].num_draft != 0) {
       FOLIO_ASSIGN_OR_RETURN(o, VerifyDraft(id, mine));
     } else {
@@ -353,6 +511,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
     }
     out.push_back(std::move(o));
   }
+  for (const RequestId request : rounds) FOLIO_RETURN_IF_ERROR(RunBeamRound(request, out));
   return out;
 }
 

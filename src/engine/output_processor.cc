@@ -53,6 +53,14 @@ Result<OutputProcessor::State> OutputProcessor::RestoredState(const RequestParam
   return s;
 }
 
+std::string OutputProcessor::Text(std::span<const int32_t> tokens) const {
+  if (tokenizer_ == nullptr) return {};
+  tokenizer::StreamingDecoder detok(*tokenizer_);
+  std::string text;
+  for (const int32_t t : tokens) text += detok.Push(t);
+  return text + detok.Flush();
+}
+
 void OutputProcessor::Add(RequestId id, State state) {
   FOLIO_CHECK(states_.emplace(id, std::move(state)).second, "request ", id, " exists");
 }
@@ -70,7 +78,9 @@ Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float>
   State& s = it->second;
   FOLIO_ASSIGN_OR_RETURN(int32_t token,
                          sampling::SelectToken<float>(logits, s.params.sampling, s.rng));
-  StepOutput o{id, {token}, {}, {}, FinishReason::kNone, {}};
+  StepOutput o;
+  o.id = id;
+  o.new_tokens = {token};
   if (s.params.logprobs) {
     FOLIO_ASSIGN_OR_RETURN(sampling::TokenLogprobs lp,
                            sampling::ComputeLogprobs(logits, token, s.params.top_logprobs));

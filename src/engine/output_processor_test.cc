@@ -131,13 +131,16 @@ TEST(OutputProcessor, PromptLogitsReturnEachPromptPositionOnce) {
   p.Add(0, p.NewState(params));
   const uint64_t vocab = 2;
   const std::vector<float> rows = {0, 1, 2, 3, 4, 5};  // positions 0, 1, 2
-  StepOutput first{0, {}, {}, {}, FinishReason::kNone, {}};
+  StepOutput first;
+  first.id = 0;
   p.AddPromptLogits(0, 0, 4, std::span(rows).first(4), vocab, first);
   EXPECT_EQ(first.prompt_logits, (std::vector<float>{0, 1, 2, 3}));
-  StepOutput again{0, {}, {}, {}, FinishReason::kNone, {}};
+  StepOutput again;
+  again.id = 0;
   p.AddPromptLogits(0, 0, 4, rows, vocab, again);  // recomputed from 0
   EXPECT_EQ(again.prompt_logits, (std::vector<float>{4, 5}));
-  StepOutput beyond{0, {}, {}, {}, FinishReason::kNone, {}};
+  StepOutput beyond;
+  beyond.id = 0;
   p.AddPromptLogits(0, 3, 4, rows, vocab, beyond);  // positions 3 (prompt), 4, 5 (output)
   EXPECT_EQ(beyond.prompt_logits, (std::vector<float>{0, 1}));
 }

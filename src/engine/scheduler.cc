@@ -84,7 +84,8 @@ Result<SchedulerOutput> Scheduler::Schedule() {
   for (const bool decodes : {true, false}) {
     for (const RequestId id : running_) {
       const Sequence& s = sequences_.at(id);
-      if ((s.num_pending() == 1) != decodes || budget == 0) continue;
+      // Nothing pending: a beam waiting for its siblings' logits.
+      if (s.num_pending() == 0 || (s.num_pending() == 1) != decodes || budget == 0) continue;
       const uint64_t drafted = decodes ? std::min<uint64_t>(s.draft.size(), budget - 1) : 0;
       const uint64_t n = std::min(s.num_pending(), budget) + drafted;
       ScheduledSequence p;
@@ -105,41 +106,69 @@ Result<SchedulerOutput> Scheduler::Schedule() {
   // size until it forks.
   uint64_t slots = 0;
   for (const RequestId id : running_) slots += sequences_.at(id).group_size;
-  for (const RequestId id : waiting_) {
-    if (budget == 0) break;
-    Sequence& s = sequences_.at(id);
-    if (slots + s.group_size > config_.max_num_seqs) break;  // FCFS: nobody overtakes
-    Result<KvCacheManager::Started> started = kv_->StartSequence(s.tokens);
-    if (!started.ok()) return fail(started.status());
-    s.seq = started->seq;
-    s.num_computed = started->num_cached_tokens;
-    const uint64_t n = std::min(s.num_pending(), budget);
-    const uint64_t need_all = kv_->NumNewPages(*s.seq, s.num_computed, s.num_pending());
-    const AdmissionQuery q{s,
-                           promised,
-                           need_all,
-                           kv_->NumAvailablePages(),
-                           kv_->num_pages(),
-                           running_.empty() && admitted == 0};
-    if (!policy_->CanAdmit(q)) {
-      Release(s);
-      break;  // FCFS: nobody overtakes the head of the queue
+  // Admits waiting_[i] and, for a lockstep group, the group's members
+  // queued right behind it, all or none. Returns how many it admitted.
+  auto admit = [&](size_t i) -> Result<size_t> {
+    const Sequence& head = sequences_.at(waiting_[i]);
+    size_t count = 1;
+    while (head.lockstep && i + count < waiting_.size() &&
+           sequences_.at(waiting_[i + count]).group_id() == head.group_id()) {
+      ++count;
     }
-    policy_->OnAdmit(s);
-    ScheduledSequence p;
-    p.id = id;
-    p.seq = *s.seq;
-    p.num_tokens = n;
-    p.admitted_now = true;
-    p.new_pages = kv_->NumNewPages(*s.seq, s.num_computed, n);
-    p.prefix_query_tokens = (s.tokens.size() - 1) / page * page;
-    p.prefix_hit_tokens = s.num_computed;
-    needed += p.new_pages;
-    promised += need_all;
-    picks.push_back(p);
-    budget -= n;
-    ++admitted;
-    slots += s.group_size;
+    // Each member needs a token of the budget and its slots.
+    uint64_t unit_slots = 0;
+    for (size_t k = 0; k < count; ++k) unit_slots += sequences_.at(waiting_[i + k]).group_size;
+    if (budget < count || slots + unit_slots > config_.max_num_seqs) return 0;
+    std::vector<uint64_t> need_all;
+    uint64_t need_unit = 0;
+    auto release_started = [&] {
+      for (size_t k = 0; k < need_all.size(); ++k) Release(sequences_.at(waiting_[i + k]));
+    };
+    for (size_t k = 0; k < count; ++k) {
+      Sequence& s = sequences_.at(waiting_[i + k]);
+      Result<KvCacheManager::Started> started = kv_->StartSequence(s.tokens);
+      if (!started.ok()) {
+        release_started();
+        return started.status();
+      }
+      s.seq = started->seq;
+      s.num_computed = started->num_cached_tokens;
+      need_all.push_back(kv_->NumNewPages(*s.seq, s.num_computed, s.num_pending()));
+      need_unit += need_all.back();
+    }
+    const AdmissionQuery q{
+        sequences_.at(waiting_[i]), promised,         need_unit,
+        kv_->NumAvailablePages(),   kv_->num_pages(), running_.empty() && admitted == 0};
+    if (!policy_->CanAdmit(q)) {
+      release_started();
+      return 0;
+    }
+    for (size_t k = 0; k < count; ++k) {
+      Sequence& s = sequences_.at(waiting_[i + k]);
+      policy_->OnAdmit(s);
+      const uint64_t n = std::min(s.num_pending(), budget - (count - 1 - k));
+      ScheduledSequence p;
+      p.id = s.id;
+      p.seq = *s.seq;
+      p.num_tokens = n;
+      p.admitted_now = true;
+      p.new_pages = kv_->NumNewPages(*s.seq, s.num_computed, n);
+      p.prefix_query_tokens = (s.tokens.size() - 1) / page * page;
+      p.prefix_hit_tokens = s.num_computed;
+      needed += p.new_pages;
+      promised += need_all[k];
+      picks.push_back(p);
+      budget -= n;
+      ++admitted;
+      slots += s.group_size;
+    }
+    return count;
+  };
+  for (size_t i = 0; i < waiting_.size() && budget != 0;) {
+    Result<size_t> taken = admit(i);
+    if (!taken.ok()) return fail(taken.status());
+    if (*taken == 0) break;  // FCFS: nobody overtakes the head of the queue
+    i += *taken;
   }
 
   // Make room: evict (inside Allocate), then drop drafts, then shed the
@@ -167,9 +196,16 @@ Result<SchedulerOutput> Scheduler::Schedule() {
     }
     if (dropped) continue;
     if (picks.back().admitted_now) {
-      Unadmit(picks.back());
-      needed -= picks.back().new_pages;
-      picks.pop_back();
+      // A lockstep group's admission is undone whole, as it was made.
+      const Sequence& newest = sequences_.at(picks.back().id);
+      const RequestId group = newest.group_id();
+      const bool lockstep = newest.lockstep;
+      do {
+        Unadmit(picks.back());
+        needed -= picks.back().new_pages;
+        picks.pop_back();
+      } while (lockstep && !picks.empty() && picks.back().admitted_now &&
+               sequences_.at(picks.back().id).group_id() == group);
       continue;
     }
     // Nothing admitted now is left: every pick runs already, so running_
@@ -244,9 +280,8 @@ Status Scheduler::Commit(const SchedulerOutput& out) {
 
 Status Scheduler::Fork(RequestId parent, RequestId child) {
   Sequence& p = Get(parent);
-  FOLIO_CHECK(
-      p.seq.has_value() && p.num_pending() == 0 && p.group_size > 1 && sequences_.count(child) == 0,
-      "request ", parent, " cannot fork into ", child);
+  FOLIO_CHECK(p.seq.has_value() && p.num_pending() == 0 && sequences_.count(child) == 0, "request ",
+              parent, " cannot fork into ", child);
   FOLIO_ASSIGN_OR_RETURN(kv::SeqId seq, kv_->Fork(*p.seq));
   Sequence c = p;
   c.id = child;
@@ -254,7 +289,7 @@ Status Scheduler::Fork(RequestId parent, RequestId child) {
   c.seq = seq;
   c.group_size = 1;
   c.draft.clear();
-  --p.group_size;
+  if (p.group_size > 1) --p.group_size;
   const Sequence& added = sequences_.emplace(child, std::move(c)).first->second;
   running_.push_back(child);
   policy_->OnAdmit(added);

@@ -95,6 +95,10 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
     if (!seen.insert(id).second) {
       return Status::InvalidArgument("request " + std::to_string(id) + " listed twice");
     }
+    if (beam_request_.count(id) != 0) {
+      return Status::FailedPrecondition("request " + std::to_string(id) +
+                                        " runs a beam search, which snapshots do not carry");
+    }
     const Sequence& r = scheduler_.sequence(id);
     const OutputProcessor::State& o = outputs_.state(id);
     if (o.params.n > 1 || groups_.count(id) != 0) {

@@ -83,6 +83,37 @@ template Result<int32_t> SelectToken<float>(std::span<const float>, const Sampli
 template Result<int32_t> SelectToken<double>(std::span<const double>, const SamplingParams&,
                                              SplitMix64&);
 
+Result<double> LogNormalizer(std::span<const float> logits) {
+  if (logits.empty()) return Status::InvalidArgument("logits are empty");
+  double max = -std::numeric_limits<double>::infinity();
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (std::isnan(logits[i])) {
+      return Status::InvalidArgument("logit " + std::to_string(i) + " is NaN");
+    }
+    max = std::max(max, static_cast<double>(logits[i]));
+  }
+  double sum = 0.0;
+  for (const float x : logits) sum += std::exp(static_cast<double>(x) - max);
+  return max + std::log(sum);
+}
+
+std::vector<int32_t> TopTokens(std::span<const float> logits, uint64_t k) {
+  // Kept sorted in one pass over the row: no vocabulary-sized buffer.
+  auto better = [&](int32_t a, int32_t b) {
+    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+    return la != lb ? la > lb : a < b;
+  };
+  std::vector<int32_t> best;
+  best.reserve(std::min<uint64_t>(k, logits.size()));
+  for (size_t i = 0; i < logits.size() && k > 0; ++i) {
+    const auto id = static_cast<int32_t>(i);
+    if (best.size() == k && !better(id, best.back())) continue;
+    if (best.size() == k) best.pop_back();
+    best.insert(std::upper_bound(best.begin(), best.end(), id, better), id);
+  }
+  return best;
+}
+
 Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t token,
                                       uint64_t top_n) {
   if (logits.empty()) return Status::InvalidArgument("logits are empty");
@@ -94,38 +125,16 @@ Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t tok
     return Status::InvalidArgument("top_logprobs " + std::to_string(top_n) + " exceeds " +
                                    std::to_string(kMaxTopLogprobs));
   }
-  double max = -std::numeric_limits<double>::infinity();
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (std::isnan(logits[i])) {
-      return Status::InvalidArgument("logit " + std::to_string(i) + " is NaN");
-    }
-    max = std::max(max, static_cast<double>(logits[i]));
-  }
-  double sum = 0.0;
-  for (const float x : logits) sum += std::exp(static_cast<double>(x) - max);
-  const double log_z = max + std::log(sum);
+  FOLIO_ASSIGN_OR_RETURN(const double log_z, LogNormalizer(logits));
   auto logprob = [&](size_t i) {
     return static_cast<float>(static_cast<double>(logits[i]) - log_z);
   };
-
   TokenLogprobs out;
   out.token = token;
   out.logprob = logprob(static_cast<size_t>(token));
-  // The best top_n by (logit desc, id asc), kept sorted in one pass over
-  // the row: no vocabulary-sized buffer per token (top_n <= 20).
-  auto better = [&](int32_t a, int32_t b) {
-    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
-    return la != lb ? la > lb : a < b;
-  };
-  std::vector<int32_t> best;
-  best.reserve(top_n);
-  for (size_t i = 0; i < logits.size() && top_n > 0; ++i) {
-    const auto id = static_cast<int32_t>(i);
-    if (best.size() == top_n && !better(id, best.back())) continue;
-    if (best.size() == top_n) best.pop_back();
-    best.insert(std::upper_bound(best.begin(), best.end(), id, better), id);
+  for (const int32_t id : TopTokens(logits, top_n)) {
+    out.top.emplace_back(id, logprob(static_cast<size_t>(id)));
   }
-  for (const int32_t id : best) out.top.emplace_back(id, logprob(static_cast<size_t>(id)));
   return out;
 }
 

@@ -32,6 +32,7 @@
 
 #include "folio/core/status.h"
 #include "folio/core/thread_pool.h"
+#include "folio/engine/beam_search.h"
 #include "folio/engine/drafter.h"
 #include "folio/engine/kv_cache_manager.h"
 #include "folio/engine/model_runner.h"
@@ -185,6 +186,8 @@ class Engine {
          std::shared_ptr<backend::Backend> backend, const tokenizer::Tokenizer* tokenizer,
          EnginePolicies policies);
 
+  // ValidateRequest's checks of a beam search request.
+  Status ValidateBeamSearch(const RequestParams& params) const;
   // Speculative decoding: sets each decoding request's draft for the next
   // step (or clears it while its drafting pauses).
   void ProposeDrafts();
@@ -199,12 +202,33 @@ class Engine {
   void Label(StepOutput& o, RequestId member) const;
   // Forgets a finished or aborted member sequence's state.
   void Forget(RequestId id);
+  // Beam search: records a beam's candidates from its logits row; once
+  // every live beam of its request has offered, runs the round (forks,
+  // finishes and extends the beams) and, when the search ends, appends
+  // the request's hypotheses to `out`.
+  Status OfferBeam(RequestId seq, std::span<const float> logits);
+  Status RunBeamRound(RequestId request, std::vector<StepOutput>& out);
+  // Ends a beam request: its best hypotheses into `out` (none when
+  // aborted), every live beam finished.
+  void EndBeams(RequestId request, std::span<const BeamSearch::Beam> live,
+                std::vector<StepOutput>* out);
 
   // A parallel sample's sequence: its request (the id AddRequest gave)
   // and its index. Sample 0 is the request's own sequence, not listed.
   struct Member {
     RequestId request = 0;
     uint64_t index = 0;
+  };
+
+  // A beam search request's state. Its beams are sequences of their own
+  // (the first one has the request's id), forked from each other.
+  struct BeamGroup {
+    BeamSearch search;
+    uint64_t n = 1;               // hypotheses to return
+    std::vector<RequestId> live;  // the live beams' sequences, in beam order
+    std::vector<double> scores;   // their summed log-probabilities
+    // This round's candidates, by sequence, from the beams that ran.
+    std::map<RequestId, std::vector<std::pair<int32_t, double>>> offered;
   };
 
   struct DraftState {
@@ -225,7 +249,9 @@ class Engine {
   std::map<RequestId, Member> members_;
   // A request with n > 1 that forked: the member sequences still running.
   std::map<RequestId, std::vector<RequestId>> groups_;
-  EngineStats draft_stats_;  // only the draft_* and *_at fields
+  std::map<RequestId, BeamGroup> beams_;         // by request
+  std::map<RequestId, RequestId> beam_request_;  // a beam's sequence -> its request
+  EngineStats draft_stats_;                      // only the draft_* and *_at fields
 };
 
 }  // namespace folio::engine

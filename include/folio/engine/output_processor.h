@@ -30,6 +30,9 @@ class OutputProcessor {
   // tokenizer may be null (no text, no stop strings); it must outlive this.
   explicit OutputProcessor(const tokenizer::Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
   const tokenizer::Tokenizer* tokenizer() const { return tokenizer_; }
+  // With a tokenizer, the text of `tokens` as Process streams it (empty
+  // without one).
+  std::string Text(std::span<const int32_t> tokens) const;
 
   // One request's output state.
   struct State {

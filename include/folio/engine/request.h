@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "folio/engine/beam_search.h"
 #include "folio/sampling/sampler.h"
 
 namespace folio::engine {
@@ -42,6 +43,14 @@ struct RequestParams {
   // the stream SampleSeed(seed, i), so it equals a request for one sample
   // with that seed, bit for bit. Step outputs name the sample by index.
   uint64_t n = 1;
+  // Beam search (engine/beam_search.h, Hugging Face's semantics) when
+  // beam.num_beams >= 1: the request runs num_beams beams as forked
+  // sequences on shared pages, ends on stop_token_ids, and returns its best
+  // n hypotheses (n <= num_beams) at the end, one StepOutput each with
+  // every token, index = rank (0: best) and beam_score set; nothing
+  // streams. Needs greedy sampling parameters (they do not apply), no stop
+  // strings, log-probs, prompt logits or drafts.
+  BeamSearchParams beam;
 };
 
 // The seed of parallel sample `index` of a request seeded `seed`: seed
@@ -55,7 +64,7 @@ std::string_view FinishReasonName(FinishReason r);
 
 // What one step produced for one request.
 struct StepOutput {
-  RequestId id;
+  RequestId id = 0;
   std::vector<int32_t> new_tokens;
   // With a tokenizer: the text these tokens add. Text that might be the
   // start of a stop string is held back until it is known not to be.
@@ -67,6 +76,9 @@ struct StepOutput {
   // over the request's life (a chunked prompt's come step by step).
   std::vector<float> prompt_logits;
   uint64_t index = 0;  // the parallel sample (RequestParams::n), 0..n-1
+  // Beam search: the hypothesis' score, its summed log-probability over
+  // length ** length_penalty.
+  std::optional<double> beam_score;
 };
 
 }  // namespace folio::engine

@@ -72,6 +72,10 @@ struct Sequence {
   // its own): preemption takes a group whole.
   std::optional<RequestId> group;
   RequestId group_id() const { return group.value_or(id); }
+  // Beam search: the group's beams advance together, so after a preemption
+  // its waiting members are admitted together or not at all (a beam
+  // admitted alone would wait for siblings that may never fit).
+  bool lockstep = false;
 
   // Tokens still to feed: its prompt and generated tokens beyond the cache.
   uint64_t num_pending() const { return tokens.size() - num_computed; }
@@ -185,9 +189,10 @@ class Scheduler {
 
   // Forks a running sequence whose prompt is in (nothing pending) into a
   // new running sequence `child` with the same tokens and every page
-  // shared: a parallel sample. The parent gives up one of its group's
-  // slots to it. child must be new and the parent's group larger than 1
-  // (checked). Errors: the KV manager's.
+  // shared: a parallel sample or a beam. A parent whose group is larger
+  // than 1 gives up one of its slots to the child; otherwise the child
+  // takes a slot of its own (beam search forks only as many as it just
+  // finished). child must be new (checked). Errors: the KV manager's.
   Status Fork(RequestId parent, RequestId child);
 
   // Proposes draft tokens for a running sequence in its decode phase (its

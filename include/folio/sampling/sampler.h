@@ -56,6 +56,15 @@ inline constexpr uint64_t kMaxTopLogprobs = 20;
 // kMaxTopLogprobs.
 Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t token, uint64_t top_n);
 
+// The log-softmax's normalizer of a row, log(sum exp(logit)), computed as
+// ComputeLogprobs does: in double, max + log(sum exp(logit - max)), summing
+// in vocabulary order. A token's log-probability is its logit minus this.
+// Errors: empty logits, a NaN logit.
+Result<double> LogNormalizer(std::span<const float> logits);
+// The ids of the k largest logits (all of them if the row is shorter),
+// largest first, ties by lower id first.
+std::vector<int32_t> TopTokens(std::span<const float> logits, uint64_t k);
+
 }  // namespace folio::sampling
 
 #endif  // FOLIO_SAMPLING_SAMPLER_H_
