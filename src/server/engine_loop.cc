@@ -239,6 +239,7 @@ void EngineLoop::Run() {
           e.logprobs = std::move(out.logprobs);
           e.finish = out.finish;
           e.index = out.index;
+          e.beam_score = out.beam_score;
           const bool finishing = out.finish != engine::FinishReason::kNone;
           const bool last =
               finishing && std::count(live.sample_done.begin(), live.sample_done.end(), false) == 1;

@@ -38,7 +38,8 @@ const std::set<std::string, std::less<>> kCommonFields = {"model",
                                                           "tools",
                                                           "functions",
                                                           "tool_choice",
-                                                          "num_draft_tokens"};
+                                                          "num_draft_tokens",
+                                                          "beam_search"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of",
                                                               "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {"messages", "top_logprobs",
@@ -303,6 +304,43 @@ std::optional<ApiError> CheckNeutral(const Fields& f, uint64_t n) {
   return std::nullopt;
 }
 
+// folio's extension "beam_search": {"num_beams": int, "length_penalty":
+// number (default 1), "early_stopping": true, false or "never" (default
+// false)}, Hugging Face's parameters (engine/beam_search.h).
+std::optional<ApiError> ParseBeamSearch(const Fields& f, engine::BeamSearchParams& out) {
+  const json* v = f.Find("beam_search");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_object()) return WrongType("beam_search", "an object", *v);
+  for (const auto& [key, value] : v->items()) {
+    if (key != "num_beams" && key != "length_penalty" && key != "early_stopping") {
+      return InvalidField("beam_search", StrCat("'beam_search' has no field ", Quote(key),
+                                                " (num_beams, length_penalty, early_stopping)"));
+    }
+  }
+  const Fields beam(*v);
+  std::optional<int64_t> num_beams;
+  FOLIO_RETURN_API_ERROR(beam.Int("num_beams", 1, static_cast<int64_t>(kMaxChoices), num_beams));
+  if (!num_beams) return InvalidField("beam_search", "'beam_search' needs 'num_beams'");
+  std::optional<double> length_penalty;
+  FOLIO_RETURN_API_ERROR(beam.Number("length_penalty", -1e6, 1e6, false, length_penalty));
+  out.num_beams = static_cast<uint64_t>(*num_beams);
+  out.length_penalty = length_penalty.value_or(1.0);
+  out.early_stopping = engine::EarlyStopping::kHeuristic;
+  if (const json* e = beam.Find("early_stopping"); e != nullptr) {
+    if (e->is_boolean()) {
+      out.early_stopping =
+          e->get<bool>() ? engine::EarlyStopping::kTrue : engine::EarlyStopping::kHeuristic;
+    } else if (e->is_string() && *e == "never") {
+      out.early_stopping = engine::EarlyStopping::kNever;
+    } else {
+      return InvalidField(
+          "early_stopping",
+          "'early_stopping' must be true, false or \"never\", got " + Clip(e->dump()));
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string ApiError::Body() const {
@@ -432,6 +470,9 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
     FOLIO_RETURN_API_ERROR(f.Int("best_of", 1, static_cast<int64_t>(kMaxChoices), best_of));
   }
   r.params.n = best_of ? static_cast<uint64_t>(*best_of) : r.n;
+  FOLIO_RETURN_API_ERROR(ParseBeamSearch(f, r.params.beam));
+  const bool beams = r.params.beam.num_beams > 0;
+  if (beams && best_of) return InvalidField("best_of", "'best_of' does not apply to beam search");
 
   std::optional<double> temperature, top_p, min_p;
   FOLIO_RETURN_API_ERROR(f.Number("temperature", 0.0, kMaxTemperature, false, temperature));
@@ -444,7 +485,9 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   } else {
     FOLIO_RETURN_API_ERROR(f.Int("seed", std::numeric_limits<int64_t>::min(), kI64Max, seed));
   }
-  r.params.sampling.temperature = temperature.value_or(1.0);
+  // Beam search scores the model's own log-probabilities: no temperature
+  // unless one is given (which the engine then refuses by name).
+  r.params.sampling.temperature = temperature.value_or(beams ? 0.0 : 1.0);
   r.params.sampling.top_p = top_p.value_or(1.0);
   r.params.sampling.min_p = min_p.value_or(0.0);
   r.params.sampling.top_k = top_k && *top_k > 0 ? static_cast<uint64_t>(*top_k) : 0;
@@ -462,6 +505,10 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   r.stream = stream.value_or(false);
   if (r.stream && r.params.n > r.n) {
     return InvalidField("best_of", "best_of > n cannot be streamed");
+  }
+  if (r.stream && beams) {
+    return InvalidField("beam_search",
+                        "beam search cannot be streamed (beams change until the end)");
   }
   if (const json* v = f.Find("stream_options"); v != nullptr) {
     if (!v->is_object()) return WrongType("stream_options", "an object", *v);

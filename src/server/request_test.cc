@@ -111,6 +111,21 @@ TEST(ParseRequest, CompletionDefaults) {
   EXPECT_TRUE(r.params.stop_strings.empty());
 }
 
+TEST(ParseRequest, BeamSearchExtension) {
+  ParsedRequest r = Ok(Endpoint::kCompletions, R"({"prompt": "ab", "n": 2,
+      "beam_search": {"num_beams": 3, "length_penalty": 0.5, "early_stopping": "never"}})");
+  EXPECT_EQ(r.params.beam.num_beams, 3u);
+  EXPECT_EQ(r.params.beam.length_penalty, 0.5);
+  EXPECT_EQ(r.params.beam.early_stopping, engine::EarlyStopping::kNever);
+  EXPECT_EQ(r.params.n, 2u);
+  EXPECT_EQ(r.params.sampling.temperature, 0.0);  // beams score the model's own log-probs
+  r = Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}],
+      "beam_search": {"num_beams": 2, "early_stopping": true}})");
+  EXPECT_EQ(r.params.beam.length_penalty, 1.0);
+  EXPECT_EQ(r.params.beam.early_stopping, engine::EarlyStopping::kTrue);
+  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": "ab"})").params.beam.num_beams, 0u);
+}
+
 TEST(ParseRequest, CompletionEveryField) {
   ParsedRequest r = Ok(Endpoint::kCompletions, R"({"model": "builtin", "prompt": [0, 5, 257],
       "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.05,
@@ -334,6 +349,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, R"({"prompt": "a", "echo": true})", "echo"},
         BadCase{kC, R"({"prompt": "a", "best_of": 65})", "best_of"},
         BadCase{kC, R"({"prompt": "a", "suffix": "z"})", "suffix"},
+        BadCase{kC, R"({"prompt": "a", "beam_search": 3})", "beam_search"},
+        BadCase{kC, R"({"prompt": "a", "beam_search": {}})", "beam_search"},
+        BadCase{kC, R"({"prompt": "a", "beam_search": {"num_beams": 2, "width": 2}})",
+                "beam_search"},
+        BadCase{kC, R"({"prompt": "a", "beam_search": {"num_beams": 0}})", "num_beams"},
+        BadCase{kC, R"({"prompt": "a", "beam_search": {"num_beams": 2, "early_stopping": 1}})",
+                "early_stopping"},
+        BadCase{kC, R"({"prompt": "a", "beam_search": {"num_beams": 2}, "best_of": 2})", "best_of"},
+        BadCase{kC, R"({"prompt": "a", "beam_search": {"num_beams": 2}, "stream": true})",
+                "beam_search"},
         BadCase{kChat, R"({})", "messages"}, BadCase{kChat, R"({"messages": {}})", "messages"},
         BadCase{kChat, R"({"messages": []})", "messages"},
         BadCase{kChat, R"({"messages": [1]})", "messages[0]"},

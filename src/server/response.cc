@@ -118,6 +118,7 @@ std::string ResponseBuilder::Add(const Event& e) {
     c.sent_first = true;
   }
   c.text += e.text;
+  if (e.beam_score) c.beam_score = e.beam_score;
   completion_tokens_ += e.tokens.size();
   for (const sampling::TokenLogprobs& lp : e.logprobs) {
     c.text_offset += TokenString(lp.token).size();
@@ -157,6 +158,7 @@ std::string ResponseBuilder::Body(uint64_t prompt_tokens) const {
     choice["logprobs"] = ctx_.logprobs ? LogprobsJson(c.logprobs, &offset) : json(nullptr);
     const std::string finish = FinishReasonJson(c.finish);
     choice["finish_reason"] = finish.empty() ? json(nullptr) : json(finish);
+    if (c.beam_score) choice["beam_score"] = *c.beam_score;  // folio's beam_search extension
     choices.push_back(std::move(choice));
   }
   return Dump({{"id", ctx_.id},

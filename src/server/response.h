@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "folio/server/engine_loop.h"
@@ -52,6 +53,7 @@ class ResponseBuilder {
     std::vector<sampling::TokenLogprobs> logprobs;
     engine::FinishReason finish = engine::FinishReason::kNone;
     bool sent_first = false;
+    std::optional<double> beam_score;
   };
   std::string TokenString(int32_t id) const;
   std::string ChunkJson(const Event& e, const Choice& c) const;

@@ -1,11 +1,13 @@
 """folio on a real downloaded checkpoint: SmolLM2-135M-Instruct, Q4_1 GGUF
 (tests/python/smollm2.py says where it comes from; every test here skips,
 saying why, when it is absent)."""
+import functools
 import json
 import os
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import smollm2
@@ -100,7 +102,6 @@ def test_logits_and_greedy_tokens_match_a_float64_reference(ref):
     Greedy tokens equal the reference's wherever the reference's top two
     differ by more than ten times that bound (else the comparison stops
     there: a near-tie is a coin flip, not a test)."""
-    import numpy as np
 
     import checkpoints as ck
     a, w = ref
@@ -130,7 +131,6 @@ def test_q8_activations_stay_near_the_float64_reference(ref):
     the weights' own size (a lost bias, a wrong scale), and the greedy
     tokens agree with the reference wherever its top two differ by more
     than twice the bound."""
-    import numpy as np
 
     import checkpoints as ck
     a, w = ref
@@ -262,3 +262,116 @@ def test_an_unknown_matmul_mode_is_refused_by_name():
                              capture_output=True, text=True, timeout=120)
         assert out.returncode != 0
         assert "--matmul-activations" in out.stderr and "int4" in out.stderr, out.stderr
+
+
+def numpy_beam_search(next_logits, prompt, num_beams, max_tokens, ends, length_penalty=1.0,
+                      early_stopping=False, n=1):
+    """Beam search written from Hugging Face transformers' definition
+    (BeamSearchScorer / BeamHypotheses: 2 * num_beams candidates, end tokens
+    ranked below num_beams make hypotheses, scores are summed log-probs over
+    length ** length_penalty, the three early_stopping modes), in float64
+    over the logits `next_logits(ids)` gives. Returns [(tokens, score,
+    ended)], best first."""
+    k = max(2, 1 + len(ends)) * num_beams
+    beams = [([], 0.0)]
+    kept = []  # [score, tokens, ended], in the order kept
+
+    def add(tokens, sum_logprob, ended):
+        score = sum_logprob / len(tokens) ** length_penalty
+        if len(kept) < num_beams or score > min(h[0] for h in kept):
+            kept.append((score, tokens, ended))
+            if len(kept) > num_beams:
+                del kept[min(range(len(kept)), key=lambda i: (kept[i][0], i))]
+
+    while True:
+        scores, beam_of, token_of = [], [], []
+        for b, (tokens, s) in enumerate(beams):
+            x = np.asarray(next_logits(prompt + tokens), dtype=np.float64)
+            m = x.max()
+            scores.append(s + (x - (m + np.log(np.exp(x - m).sum()))))
+            beam_of.append(np.full(len(x), b))
+            token_of.append(np.arange(len(x)))
+        scores, beam_of, token_of = map(np.concatenate, (scores, beam_of, token_of))
+        order = np.lexsort((token_of, beam_of, -scores))[:k]
+        nxt = []
+        for rank, i in enumerate(order):
+            b, t, sc = int(beam_of[i]), int(token_of[i]), float(scores[i])
+            if t in ends:
+                if rank < num_beams:
+                    add(beams[b][0] + [t], sc, True)
+            else:
+                nxt.append((beams[b][0] + [t], sc))
+            if len(nxt) == num_beams:
+                break
+        length = len(beams[0][0]) + 1
+        if len(kept) >= num_beams:
+            worst, best = min(h[0] for h in kept), float(scores[order[0]])
+            if early_stopping is True:
+                break
+            if early_stopping == "never" and length_penalty > 0:
+                length = max_tokens
+            if worst >= best / length ** length_penalty:
+                break
+        beams = nxt
+        if len(beams[0][0]) == max_tokens:
+            for tokens, s in beams:
+                add(tokens, s, False)
+            break
+    ranked = sorted(range(len(kept)), key=lambda i: (-kept[i][0], -i))
+    return [(kept[i][1], kept[i][0], kept[i][2]) for i in ranked[:n]]
+
+
+@functools.lru_cache(maxsize=None)
+def last_logits(model, ids):
+    return folio_logits(model, list(ids), 0)["logits"][-1]
+
+
+@pytest.mark.parametrize("beam", [
+    {"num_beams": 3, "length_penalty": 1.0, "early_stopping": False},
+    {"num_beams": 2, "length_penalty": 0.5, "early_stopping": "never"},
+])
+def test_beam_search_matches_a_numpy_reference(beam):
+    """The server's beam_search extension on SmolLM2's chat turn against a
+    NumPy beam search over folio's own logits (each beam's logits from a
+    separate `folio logits` run on its whole token list): the same
+    hypotheses, in the same order, with the same scores."""
+    import gguf
+    model = smollm2.require()
+    r = gguf.GGUFReader(str(model))
+    vocab = r.fields["tokenizer.ggml.tokens"].contents()
+    ends = {int(r.fields["tokenizer.ggml.eos_token_id"].contents()), vocab.index("<|im_end|>")}
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    max_tokens, n = 10, 2
+
+    from test_server import Server
+    s = Server("--model", str(model))
+    try:
+        status, ids = s.post("/tokenize", {"messages": messages})
+        assert status == 200, ids
+        prompt = ids["tokens"]
+        status, reply = s.post("/v1/chat/completions", {"messages": messages, "n": n,
+                                                        "max_tokens": max_tokens,
+                                                        "beam_search": beam})
+        assert status == 200, reply
+        status, err = s.post("/v1/chat/completions", {"messages": messages, "stream": True,
+                                                      "beam_search": beam})
+        assert status == 400 and err["error"]["param"] == "beam_search", err
+        status, err = s.post("/v1/chat/completions", {"messages": messages, "temperature": 0.7,
+                                                      "beam_search": beam})
+        assert status == 400 and "temperature" in err["error"]["message"], err
+        got_text = [c["message"]["content"] for c in reply["choices"]]
+        got_scores = [c["beam_score"] for c in reply["choices"]]
+        got_finish = [c["finish_reason"] for c in reply["choices"]]
+    finally:
+        assert s.stop() == 0
+
+    want = numpy_beam_search(lambda t: last_logits(str(model), tuple(t)), prompt,
+                             beam["num_beams"], max_tokens, ends, beam["length_penalty"],
+                             beam["early_stopping"], n)
+    tok = hf_tokenizer(model)
+    # The reply's text stops before the end token (a special token).
+    want_text = [tok.decode([t for t in tokens if t not in ends]) for tokens, _, _ in want]
+    assert got_text == want_text
+    assert got_finish == ["stop" if ended else "length" for _, _, ended in want]
+    np.testing.assert_allclose(got_scores, [score for _, score, _ in want], rtol=1e-9)
+    assert any(ended for _, _, ended in want) or beam["early_stopping"] == "never"

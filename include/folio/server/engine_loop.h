@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -45,7 +46,8 @@ struct Event {
   std::string text;
   std::vector<sampling::TokenLogprobs> logprobs;
   engine::FinishReason finish = engine::FinishReason::kNone;
-  uint64_t index = 0;  // kOutput: the parallel sample (choice) it belongs to
+  uint64_t index = 0;                // kOutput: the parallel sample (choice) it belongs to
+  std::optional<double> beam_score;  // kOutput of a beam search: the hypothesis' score
   Status error;
   // kAccepted and the finishing kOutput: the prompt's length in tokens.
   uint64_t prompt_tokens = 0;
