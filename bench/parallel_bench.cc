@@ -89,6 +89,48 @@ Result<Outcome> RunWorkload(const model::Model& m, const std::vector<Work>& work
   return o;
 }
 
+// Beam search of width w on every prompt, to its max_tokens (no end
+// tokens): the pool's peak pages (beams forked, sharing what they have in
+// common) against the peak of the pages the same beams would hold each
+// with its own copy (the sum of their lengths in pages), in the same run.
+struct BeamOutcome {
+  uint64_t peak_pages = 0;
+  uint64_t peak_copied_pages = 0;
+  uint64_t tokens = 0;
+  double seconds = 0;
+};
+
+Result<BeamOutcome> RunBeams(const model::Model& m, const std::vector<Work>& work, uint64_t width,
+                             uint64_t page_size, uint64_t num_pages, ThreadPool& pool) {
+  engine::EngineConfig ec;
+  ec.page_size = page_size;
+  ec.num_pages = num_pages;
+  ec.max_num_seqs = std::max<uint64_t>(64, width);
+  ec.max_num_batched_tokens = 2048;
+  ec.prefix_caching = false;
+  FOLIO_ASSIGN_OR_RETURN(engine::Engine eng, engine::Engine::Create(m, ec, &pool));
+  for (const Work& w : work) {
+    engine::RequestParams p;
+    p.max_tokens = w.max_tokens;
+    p.beam = {width, 1.0, engine::EarlyStopping::kHeuristic};
+    FOLIO_RETURN_IF_ERROR(eng.AddRequest(w.prompt, p).status());
+  }
+  BeamOutcome o;
+  const double t0 = NowUs();
+  while (eng.HasUnfinished()) {
+    FOLIO_ASSIGN_OR_RETURN(std::vector<engine::StepOutput> step, eng.Step());
+    for (const auto& s : step) o.tokens += s.new_tokens.size();
+    o.peak_pages = std::max<uint64_t>(o.peak_pages, eng.cache().pool().num_used());
+    uint64_t copied = 0;
+    for (const engine::RequestId id : eng.scheduler().running()) {
+      copied += CeilDiv(eng.scheduler().sequence(id).num_computed, page_size);
+    }
+    o.peak_copied_pages = std::max(o.peak_copied_pages, copied);
+  }
+  o.seconds = (NowUs() - t0) * 1e-6;
+  return o;
+}
+
 nlohmann::json OutcomeJson(const Outcome& o) {
   return {{"peak_pages", o.peak_pages},
           {"tokens", o.tokens},
@@ -105,6 +147,9 @@ CLI::App* AddParallelBenchCommand(CLI::App& bench, ParallelBenchOptions& o) {
   cmd->add_option("--model", o.model, "model folder or .gguf (default: the built-in model)");
   cmd->add_option("--json-output,-o", o.json_output, "write the JSON here (default: stdout)");
   cmd->add_option("--n-list", o.n_list, "samples per request (default 2,4,8)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--beam-widths", o.beam_widths, "beam search widths (default 2,4,8)")
       ->delimiter(',')
       ->check(CLI::Range(1, 64));
   cmd->add_option("--requests", o.requests, "requests (default 16)")->check(CLI::Range(1, 10000));
@@ -170,6 +215,23 @@ int RunParallelBench(const ParallelBenchOptions& o, const std::string& command) 
           (static_cast<double>(shared_b->tokens) / shared_b->seconds) /
               (static_cast<double>(copied_b->tokens) / copied_b->seconds)}});
   }
+  nlohmann::json beam_rows = nlohmann::json::array();
+  for (const uint64_t width : o.beam_widths) {
+    uint64_t unbounded = 0;
+    for (const Work& w : work) {
+      unbounded += width * (CeilDiv(w.prompt.size() + w.max_tokens, o.page_size) + 1);
+    }
+    Result<BeamOutcome> b = RunBeams(*m, work, width, o.page_size, unbounded, pool);
+    if (!b) return fail(b.error());
+    beam_rows.push_back(
+        {{"num_beams", width},
+         {"peak_pages", b->peak_pages},
+         {"peak_copied_pages", b->peak_copied_pages},
+         {"pages_saved_fraction",
+          1.0 - static_cast<double>(b->peak_pages) / static_cast<double>(b->peak_copied_pages)},
+         {"tokens_returned", b->tokens},
+         {"seconds", b->seconds}});
+  }
   const nlohmann::json report = {
       {"benchmark", "parallel"},
       {"command", command},
@@ -181,6 +243,7 @@ int RunParallelBench(const ParallelBenchOptions& o, const std::string& command) 
         {"seed", o.seed}}},
       {"page_size", o.page_size},
       {"rows", rows},
+      {"beam_rows", beam_rows},
       {"machine", MachineJson(machine, load_start, LoadBetween(run_start, TakeCpuSnapshot()))},
   };
   if (Status s = EmitJson(report, o.json_output); !s.ok()) return fail(s);

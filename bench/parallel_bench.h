@@ -24,6 +24,7 @@ struct ParallelBenchOptions {
   std::string model;
   std::string json_output;
   std::vector<uint64_t> n_list = {2, 4, 8};
+  std::vector<uint64_t> beam_widths = {2, 4, 8};
   uint64_t requests = 16;
   uint64_t page_size = 16;
   double budget_fraction = 0.5;  // of the unshared peak
