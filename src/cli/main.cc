@@ -406,7 +406,8 @@ int RunLogits(const LogitsFlags& f) {
     tokens.push_back(static_cast<int32_t>(t));
   }
   if (tokens.empty()) return Fail(Status::InvalidArgument("--tokens is empty"));
-  Result<model::Model> m = checkpoint::LoadModel(f.model);
+  Result<model::Model> m = f.model.empty() || f.model == "builtin" ? BuiltinModel(f.max_context)
+                                                                   : checkpoint::LoadModel(f.model);
   if (!m) return Fail(m.error());
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error());
@@ -620,7 +621,8 @@ int main(int argc, char** argv) {
   LogitsFlags logits;
   CLI::App* logits_cmd =
       app.add_subcommand("logits", "prefill logits and a greedy continuation, as JSON");
-  logits_cmd->add_option("--model", logits.model, "model folder or .gguf file")->required();
+  logits_cmd->add_option("--model", logits.model,
+                         "model folder, .gguf file, or 'builtin' (default)");
   logits_cmd->add_option("--tokens", logits.tokens, "prompt ids, e.g. 1,2,3")->required();
   logits_cmd->add_option("--greedy", logits.greedy, "greedy tokens to generate after");
   logits_cmd->add_option("--kv-dtype", logits.kv_dtype, "f32, bf16, f16, i8, f8e4m3 or f64");

@@ -17,6 +17,12 @@ Result<std::vector<int32_t>> ServedModel::EncodePrompt(std::string_view text) co
   return file_tokenizer->Encode(text, /*add_special_tokens=*/true);
 }
 
+Result<model::Model> BuiltinModel(uint64_t positions) {
+  model::ModelConfig c = model::WorkedExampleConfig();
+  c.max_positions = positions;
+  return model::Model::FromSeed(c, 20);
+}
+
 Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_positions,
                                     const std::optional<std::string>& tokenizer_pre) {
   ServedModel s;
@@ -25,9 +31,7 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
       return Status::InvalidArgument(
           "--tokenizer-pre applies to a GGUF file; the built-in model is byte-level");
     }
-    model::ModelConfig c = model::WorkedExampleConfig();
-    c.max_positions = builtin_positions;
-    FOLIO_ASSIGN_OR_RETURN(model::Model m, model::Model::FromSeed(c, 20));
+    FOLIO_ASSIGN_OR_RETURN(model::Model m, BuiltinModel(builtin_positions));
     s.builtin = true;
     s.model = std::make_unique<model::Model>(std::move(m));
     return s;

@@ -49,6 +49,11 @@ struct ServedModel {
   Result<server::ChatFormat> MakeChatFormat(const std::optional<std::string>& template_path) const;
 };
 
+// folio's built-in model (the worked example's shape, weights from seed 20,
+// the same for any number of positions): what serve, generate, chat and
+// logits run without --model.
+Result<model::Model> BuiltinModel(uint64_t positions);
+
 // Errors: the model's; NotFound for a model with neither a tokenizer nor
 // folio's byte-level vocabulary. tokenizer_pre overrides a GGUF file's
 // tokenizer.ggml.pre (--tokenizer-pre); InvalidArgument for the built-in

@@ -773,3 +773,39 @@ def test_best_of_returns_the_most_likely_samples(server):
     assert [c["index"] for c in best["choices"]] == [0, 1]
     assert best["choices"][0]["logprobs"] is None
     assert best["usage"]["completion_tokens"] == 32
+
+
+@pytest.mark.parametrize("beam", [
+    {"num_beams": 4, "length_penalty": 1.0, "early_stopping": False},
+    {"num_beams": 3, "length_penalty": -0.5, "early_stopping": True},
+])
+def test_beam_search_on_the_built_in_model_matches_a_numpy_reference(server, beam):
+    """The beam_search extension on the built-in model (no stop token: every
+    hypothesis runs to max_tokens) against the NumPy beam search over folio's
+    own logits (`folio logits`, one run per beam prefix): the same
+    hypotheses, in order, with the same scores. SmolLM2's chat turn checks
+    the end-token path (test_smollm2.py)."""
+    import numpy as np
+    import beam_reference
+    prompt = [0] + [2 + b for b in b"Paged attention"]
+    max_tokens, n = 6, 3
+    status, reply = server.post("/v1/completions", {"prompt": prompt, "n": n,
+                                                    "max_tokens": max_tokens,
+                                                    "beam_search": beam})
+    assert status == 200, reply
+    assert reply["usage"]["completion_tokens"] == n * max_tokens
+
+    def logits(ids):
+        out = subprocess.run([FOLIO, "logits", "--tokens", ",".join(map(str, ids))],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["logits"][-1]
+
+    want = beam_reference.beam_search(logits, prompt, beam["num_beams"], max_tokens, set(),
+                                      beam["length_penalty"], beam["early_stopping"], n)
+    got = [(c["text"], c["finish_reason"]) for c in reply["choices"]]
+    # Byte-level: token t is byte t - 2; 0 and 1 (begin, end) have no text.
+    assert got == [(bytes(t - 2 for t in tokens if t >= 2).decode("utf-8", "replace"), "length")
+                   for tokens, _, _ in want]
+    np.testing.assert_allclose([c["beam_score"] for c in reply["choices"]],
+                               [score for _, score, _ in want], rtol=1e-9)
