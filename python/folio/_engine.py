@@ -28,9 +28,10 @@ _KV_DTYPES = {"auto": "f32", "float32": "f32", "float": "f32", "bfloat16": "bf16
 _ROLES = ("system", "user", "assistant", "tool", "developer")
 
 # An engine event, as EngineCore.take() returns it.
-# (key, tokens, text, logprobs, finish, error, sample index, final).
+# (key, tokens, text, logprobs, finish, error, sample index, final,
+# beam_score).
 Event = Tuple[int, List[int], str, Optional[List[Tuple[int, float, List[Tuple[int, float]]]]],
-              Optional[str], Optional[str], int, bool]
+              Optional[str], Optional[str], int, bool, Optional[float]]
 
 
 class Tokenizer:
@@ -144,6 +145,7 @@ class _Sample:
         self.logprobs: Optional[List[PositionLogprobs]] = [] if logprobs else None
         self.cumulative_logprob: Optional[float] = 0.0 if logprobs else None
         self.finish_reason: Optional[str] = None
+        self.beam_score: Optional[float] = None
 
 
 class Request:
@@ -151,12 +153,22 @@ class Request:
     into RequestOutputs."""
 
     def __init__(self, key: int, request_id: str, prompt: Optional[str],
-                 prompt_token_ids: List[int], logprobs: bool, n: int = 1) -> None:
+                 prompt_token_ids: List[int], logprobs: bool, n: int = 1,
+                 best_of: Optional[int] = None, hide_logprobs: bool = False,
+                 length_penalty: Optional[float] = None) -> None:
+        """n: completions returned. best_of (> n): samples run, the n with the
+        highest cumulative log-probability returned (logprobs must be on;
+        hide_logprobs: the caller did not ask for them). length_penalty:
+        a beam search's (its hypotheses' summed log-probability is their
+        score times length ** length_penalty)."""
         self.key = key
         self.request_id = request_id
         self.prompt = prompt
         self.prompt_token_ids = prompt_token_ids
-        self.samples = [_Sample(logprobs) for _ in range(n)]
+        self.n = n
+        self.hide_logprobs = hide_logprobs
+        self.length_penalty = length_penalty
+        self.samples = [_Sample(logprobs) for _ in range(best_of or n)]
         self.stop_token_ids: Sequence[int] = ()
         self.error: Optional[str] = None
         self.done = False  # the engine's last event for it arrived
@@ -175,7 +187,7 @@ class Request:
         return self.done or self.error is not None
 
     def apply(self, event: Event, token_text: Any) -> None:
-        _, tokens, text, logprobs, finish, error, index, final = event
+        _, tokens, text, logprobs, finish, error, index, final, beam_score = event
         while index >= len(self.samples):  # not expected: the engine keeps n
             self.samples.append(_Sample(self.samples[0].logprobs is not None))
         s = self.samples[index]
@@ -198,22 +210,33 @@ class Request:
                 s.cumulative_logprob += logprob
         if finish is not None:
             s.finish_reason = finish
+        if beam_score is not None:
+            s.beam_score = beam_score
         if error is not None:
             self.error = error
         if final:
             self.done = True
 
     def output(self) -> RequestOutput:
+        samples = self.samples
+        if len(samples) > self.n:  # best_of: the n best once all are in
+            ranked = sorted(range(len(samples)),
+                            key=lambda i: -(samples[i].cumulative_logprob or 0.0))
+            samples = [samples[i] for i in ranked[:self.n]] if self.done else []
         completions = []
-        for i, s in enumerate(self.samples):
+        for i, s in enumerate(samples):
             stop_reason: Optional[int] = None
             if s.finish_reason == "stop" and s.token_ids and \
                     s.token_ids[-1] in self.stop_token_ids:
                 stop_reason = s.token_ids[-1]
+            cumulative = s.cumulative_logprob
+            if s.beam_score is not None and self.length_penalty is not None:
+                cumulative = s.beam_score * len(s.token_ids) ** self.length_penalty
             completions.append(CompletionOutput(
                 index=i, text=s.text, token_ids=list(s.token_ids),
-                cumulative_logprob=s.cumulative_logprob,
-                logprobs=None if s.logprobs is None else list(s.logprobs),
+                cumulative_logprob=cumulative,
+                logprobs=None if s.logprobs is None or self.hide_logprobs
+                else list(s.logprobs),
                 finish_reason=s.finish_reason, stop_reason=stop_reason))
         return RequestOutput(request_id=self.request_id, prompt=self.prompt,
                              prompt_token_ids=list(self.prompt_token_ids),
@@ -328,8 +351,12 @@ class EngineCore:
         native = params._native(seed, max_tokens, stops)
         self.native.check(ids, native)
         key = self.new_key()
+        ranked = not params.use_beam_search and (params.best_of or params.n) > params.n
         r = Request(key, request_id if request_id is not None else str(key), text, ids,
-                    params.logprobs is not None, params.n)
+                    params.logprobs is not None or ranked, params.n,
+                    best_of=params.best_of if ranked else None,
+                    hide_logprobs=ranked and params.logprobs is None,
+                    length_penalty=params.length_penalty if params.use_beam_search else None)
         r.stop_token_ids = stops
         return r, native
 

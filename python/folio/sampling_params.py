@@ -27,7 +27,20 @@ logprobs (None)             the sampled token's log-probability plus this
 skip_special_tokens (True)  the engine's detokenizer always skips them
 n (1)                       parallel samples from one prefill, sharing its
                             KV pages (outputs[i]; sample 0 is the one-sample
-                            completion for the same seed); best_of only n
+                            completion for the same seed)
+best_of (None = n)          that many samples, the n with the highest
+                            cumulative log-probability returned best first
+                            (outputs stay empty until the request finishes)
+use_beam_search (False)     beam search (Hugging Face's num_beams semantics;
+                            engine/beam_search.h) of width best_of (or n),
+                            on forked sequences sharing their pages; needs
+                            temperature=0 and no stop strings or logprobs;
+                            the n best hypotheses come back at the end,
+                            best first, cumulative_logprob their summed
+                            log-probability
+length_penalty (1.0)        beam search: score = sum / length ** penalty
+early_stopping (False)      beam search: True, False (HF's heuristic) or
+                            "never"
 ==========================  =================================================
 
 Sampling order (sampler.h): candidates sorted by logit, cut to top_k,
@@ -55,8 +68,6 @@ _NEUTRAL: Dict[str, Any] = {
     "presence_penalty": 0.0,
     "frequency_penalty": 0.0,
     "repetition_penalty": 1.0,
-    "use_beam_search": False,
-    "length_penalty": 1.0,
     "min_tokens": 0,
     "prompt_logprobs": None,
     "detokenize": True,
@@ -107,6 +118,7 @@ class SamplingParams:
     truncate_prompt_tokens: Optional[int] = None
     use_beam_search: bool = False
     length_penalty: float = 1.0
+    early_stopping: Union[bool, str] = False
     guided_decoding: Optional[Any] = None
     structured_outputs: Optional[Any] = None
     # Normalised by __post_init__: stop as a list of strings.
@@ -124,9 +136,21 @@ class SamplingParams:
                              "neutral values): " + ", ".join(unsupported))
         if not _is_int(self.n) or self.n < 1:
             raise ValueError(f"n must be an integer >= 1 (got {self.n!r})")
-        if self.best_of is not None and self.best_of != self.n:
-            raise ValueError(f"folio does not support best_of != n (got best_of={self.best_of!r}, "
-                             f"n={self.n!r})")
+        if self.best_of is not None and (not _is_int(self.best_of) or self.best_of < self.n):
+            raise ValueError(f"best_of must be None or an integer >= n (got "
+                             f"best_of={self.best_of!r}, n={self.n!r})")
+        _check_number("length_penalty", self.length_penalty, -math.inf, math.inf,
+                      low_open=True)
+        if self.early_stopping not in (True, False, "never"):
+            raise ValueError(f"early_stopping must be True, False or 'never' "
+                             f"(got {self.early_stopping!r})")
+        if self.use_beam_search:
+            if self.temperature != 0:
+                raise ValueError(f"beam search needs temperature=0: it scores the model's own "
+                                 f"log-probabilities (got temperature={self.temperature!r})")
+        elif self.length_penalty != 1.0 or self.early_stopping is not False:
+            raise ValueError("length_penalty and early_stopping apply to beam search only "
+                             "(use_beam_search=True)")
         _check_number("temperature", self.temperature, 0.0, math.inf, low_open=False)
         _check_number("top_p", self.top_p, 0.0, 1.0, low_open=True)
         _check_number("min_p", self.min_p, 0.0, 1.0, low_open=False)
@@ -158,11 +182,24 @@ class SamplingParams:
     def _native(self, seed: int, max_tokens: int, stop_ids: List[int]) -> _folio.RequestParams:
         """The engine's parameters: seed, max_tokens and the whole list of stop
         tokens resolved by the caller (_engine.EngineCore.make_request)."""
+        beams = self.best_of or self.n if self.use_beam_search else 0
+        # best_of > n samples are ranked by their log-probabilities.
+        logprobs = self.logprobs
+        if logprobs is None and not self.use_beam_search and self._samples > self.n:
+            logprobs = 0
         return _folio.RequestParams(
             temperature=float(self.temperature), top_k=int(self.top_k),
             top_p=float(self.top_p), min_p=float(self.min_p),
             seed=seed & 0xFFFF_FFFF_FFFF_FFFF, max_tokens=max_tokens,
-            stop_token_ids=stop_ids, stop=self._stop_list, logprobs=self.logprobs, n=self.n)
+            stop_token_ids=stop_ids, stop=self._stop_list, logprobs=logprobs,
+            n=self.n if self.use_beam_search else self._samples, num_beams=beams,
+            length_penalty=float(self.length_penalty),
+            early_stopping=str(self.early_stopping).lower())
+
+    @property
+    def _samples(self) -> int:
+        """Sequences the engine returns: best_of samples, or n hypotheses."""
+        return self.n if self.use_beam_search else (self.best_of or self.n)
 
 
 def _is_int(v: object) -> bool:

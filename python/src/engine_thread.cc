@@ -279,6 +279,7 @@ void EngineThread::Run() {
           e.logprobs = std::move(out.logprobs);
           e.finish = out.finish;
           e.index = out.index;
+          e.beam_score = out.beam_score;
           bool final = out.finish != engine::FinishReason::kNone;
           if (final) {
             std::vector<bool>& done = finished_samples_[e.key];

@@ -42,9 +42,10 @@ struct RequestEvent {
   std::string text;  // the text these tokens add (engine::StepOutput::text)
   std::vector<sampling::TokenLogprobs> logprobs;
   engine::FinishReason finish = engine::FinishReason::kNone;
-  Status error;        // not ok: the request failed
-  uint64_t index = 0;  // the parallel sample (RequestParams::n)
-  bool final = false;  // the request's last event (every sample finished)
+  Status error;                      // not ok: the request failed
+  uint64_t index = 0;                // the parallel sample (RequestParams::n)
+  bool final = false;                // the request's last event (every sample finished)
+  std::optional<double> beam_score;  // a beam search's hypothesis (StepOutput)
 };
 
 // Counters published after every step, read without waiting for the thread.

@@ -457,8 +457,10 @@ class EngineCore {
       }
       nb::object error = nb::none();
       if (!e.error.ok()) error = Utf8(e.error.message());
+      nb::object beam_score = nb::none();
+      if (e.beam_score) beam_score = nb::float_(*e.beam_score);
       out.append(nb::make_tuple(e.key, nb::cast(e.tokens), Utf8(e.text), logprobs, finish, error,
-                                e.index, e.final));
+                                e.index, e.final, beam_score));
     }
     return out;
   }
@@ -484,10 +486,20 @@ void BindLlm(nb::module_& m) {
           "__init__",
           [](engine::RequestParams* self, double temperature, int64_t top_k, double top_p,
              double min_p, uint64_t seed, uint64_t max_tokens, std::vector<int32_t> stop_token_ids,
-             std::vector<std::string> stop, std::optional<uint64_t> logprobs, uint64_t n) {
+             std::vector<std::string> stop, std::optional<uint64_t> logprobs, uint64_t n,
+             uint64_t num_beams, double length_penalty, const std::string& early_stopping) {
             if (top_k < -1) {
               RaiseValue("top_k must be -1, 0 (no limit) or positive (got " +
                          std::to_string(top_k) + ")");
+            }
+            engine::EarlyStopping stopping = engine::EarlyStopping::kHeuristic;
+            if (early_stopping == "true") {
+              stopping = engine::EarlyStopping::kTrue;
+            } else if (early_stopping == "never") {
+              stopping = engine::EarlyStopping::kNever;
+            } else if (early_stopping != "false") {
+              RaiseValue("early_stopping must be 'true', 'false' or 'never' (got '" +
+                         early_stopping + "')");
             }
             engine::RequestParams* p = new (self) engine::RequestParams();
             p->sampling.temperature = temperature;
@@ -501,10 +513,12 @@ void BindLlm(nb::module_& m) {
             p->logprobs = logprobs.has_value();
             p->top_logprobs = logprobs.value_or(0);
             p->n = n;
+            p->beam = {num_beams, length_penalty, stopping};
           },
           nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("min_p"),
           nb::arg("seed"), nb::arg("max_tokens"), nb::arg("stop_token_ids"), nb::arg("stop"),
-          nb::arg("logprobs").none(), nb::arg("n") = 1)
+          nb::arg("logprobs").none(), nb::arg("n") = 1, nb::arg("num_beams") = 0,
+          nb::arg("length_penalty") = 1.0, nb::arg("early_stopping") = "false")
       .def_prop_ro("seed", [](const engine::RequestParams& p) { return p.seed; })
       .def_prop_ro("max_tokens", [](const engine::RequestParams& p) { return p.max_tokens; });
 
@@ -556,7 +570,8 @@ void BindLlm(nb::module_& m) {
            nb::arg("params"), "submit() for many requests, all checked before any is submitted.")
       .def("abort", &EngineCore::Abort, nb::arg("key"))
       .def("take", &EngineCore::Take,
-           "Every event waiting: [(key, tokens, text, logprobs, finish, error, index, final)].")
+           "Every event waiting: [(key, tokens, text, logprobs, finish, error, index, final, "
+           "beam_score)].")
       .def("wait", &EngineCore::Wait, nb::arg("timeout_s"),
            "As take(), waiting up to timeout_s for the first event (the GIL released).")
       .def_prop_ro("notify_fd", &EngineCore::notify_fd,

@@ -37,6 +37,13 @@ def llm():
     return LLM("builtin", threads=1)
 
 
+@pytest.fixture(scope="module")
+def server_builtin():
+    s = Server()
+    yield s
+    assert s.stop() == 0, "".join(s.log)
+
+
 def lp_bits(out):
     """A completion's log-probs as exact values: [(token, logprob, [(id, lp)])]."""
     return [sorted((t, lp.logprob, lp.rank) for t, lp in pos.items())
@@ -196,18 +203,27 @@ def test_bad_inputs_raise_clear_exceptions(tmp_path, llm):
         LLM("builtin", max_num_seqs=0)
     with pytest.raises(ValueError, match="num_pages or kv_bytes"):
         LLM("builtin", num_pages=4, kv_bytes=1 << 20)
-    with pytest.raises(ValueError, match="presence_penalty=0.5.*use_beam_search=True"):
-        SamplingParams(presence_penalty=0.5, use_beam_search=True)
+    with pytest.raises(ValueError, match="presence_penalty=0.5.*repetition_penalty=1.2"):
+        SamplingParams(presence_penalty=0.5, repetition_penalty=1.2)
     with pytest.raises(ValueError, match="n must be"):
         SamplingParams(n=0)
-    with pytest.raises(ValueError, match="best_of != n"):
-        SamplingParams(n=2, best_of=3)
+    with pytest.raises(ValueError, match="best_of must be"):
+        SamplingParams(n=3, best_of=2)
+    with pytest.raises(ValueError, match="temperature=0"):
+        SamplingParams(use_beam_search=True)
+    with pytest.raises(ValueError, match="beam search only"):
+        SamplingParams(length_penalty=0.5)
+    with pytest.raises(ValueError, match="early_stopping"):
+        SamplingParams(use_beam_search=True, temperature=0, early_stopping="sometimes")
+    with pytest.raises(ValueError, match="logprobs"):  # the engine's refusal, by name
+        llm.generate("a", SamplingParams(use_beam_search=True, temperature=0, best_of=2,
+                                         logprobs=1))
     for kwargs, field in [({"temperature": -1}, "temperature"), ({"top_p": 0}, "top_p"),
                           ({"top_k": -2}, "top_k"), ({"min_p": 1.5}, "min_p"),
                           ({"max_tokens": 0}, "max_tokens"), ({"logprobs": 21}, "logprobs"),
                           ({"stop": [""]}, "stop"), ({"repetition_penalty": 1.2},
                                                      "repetition_penalty"),
-                          ({"best_of": 3}, "best_of"), ({"logit_bias": {1: 2.0}}, "logit_bias")]:
+                          ({"best_of": 0}, "best_of"), ({"logit_bias": {1: 2.0}}, "logit_bias")]:
         with pytest.raises(ValueError, match=field):
             SamplingParams(**kwargs)
     SamplingParams(best_of=1, logit_bias={}, top_k=0)  # neutral values pass
@@ -498,3 +514,49 @@ def test_n_samples_share_one_prefill_and_equal_one_sample_requests(llm):
 
     streamed = asyncio.run(stream())
     assert [c.token_ids for c in streamed.outputs] == [c.token_ids for c in out.outputs]
+
+
+def test_best_of_returns_the_n_most_likely_of_its_samples(llm):
+    """best_of=4, n=2 runs the four samples n=4 would (same seed) and returns
+    the two with the highest cumulative log-probability, best first; the
+    caller did not ask for log-probs, so none come back."""
+    every = llm.generate("paged", SamplingParams(n=4, seed=5, max_tokens=8, logprobs=0),
+                         use_tqdm=False)[0].outputs
+    best = llm.generate("paged", SamplingParams(n=2, best_of=4, seed=5, max_tokens=8),
+                        use_tqdm=False)[0].outputs
+    want = sorted(every, key=lambda o: -o.cumulative_logprob)[:2]
+    assert [o.token_ids for o in best] == [o.token_ids for o in want]
+    assert [o.cumulative_logprob for o in best] == [o.cumulative_logprob for o in want]
+    assert [o.index for o in best] == [0, 1]
+    assert all(o.logprobs is None for o in best)
+
+
+def test_beam_search_matches_the_numpy_reference_and_the_server(llm, server_builtin):
+    """use_beam_search (width best_of) through the Python engine: the same
+    hypotheses as the NumPy beam search over `folio logits` and as the
+    server's beam_search extension, cumulative_logprob their summed
+    log-probabilities."""
+    import numpy as np
+    import beam_reference
+    prompt = [0] + [2 + b for b in b"kv cache"]
+    params = SamplingParams(n=2, best_of=3, use_beam_search=True, temperature=0,
+                            length_penalty=0.7, early_stopping="never", max_tokens=5)
+    got = llm.generate({"prompt_token_ids": prompt}, params, use_tqdm=False)[0].outputs
+
+    def logits(ids):
+        out = subprocess.run([FOLIO, "logits", "--tokens", ",".join(map(str, ids))],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["logits"][-1]
+
+    want = beam_reference.beam_search(logits, prompt, 3, 5, set(), 0.7, "never", 2)
+    assert [o.token_ids for o in got] == [tokens for tokens, _, _ in want]
+    np.testing.assert_allclose([o.cumulative_logprob for o in got],
+                               [score * len(tokens) ** 0.7 for tokens, score, _ in want],
+                               rtol=1e-9)
+    assert [o.finish_reason for o in got] == ["length", "length"]
+    status, reply = server_builtin.post("/v1/completions", {
+        "prompt": prompt, "n": 2, "max_tokens": 5,
+        "beam_search": {"num_beams": 3, "length_penalty": 0.7, "early_stopping": "never"}})
+    assert status == 200, reply
+    assert [c["text"] for c in reply["choices"]] == [o.text for o in got]
