@@ -406,6 +406,32 @@ TEST_F(SchedulerTest, CachedPagesAreEvictedBeforeAnythingIsPreempted) {
   EXPECT_GT(kv_->num_evictions(), 0u);
 }
 
+// A beam search's group waits whole (as after its preemption): room for
+// one member is not enough; it is admitted when there is room for both.
+TEST_F(SchedulerTest, ALockstepGroupIsAdmittedWholeOrNotAtAll) {
+  Make({.num_pages = 5, .prefix_caching = false});
+  const RequestId plain = Add(Prompt(11, 9), 2);  // 3 pages, done after two steps
+  Step();
+  std::vector<RequestId> group;
+  for (int32_t salt : {1, 2}) {
+    Sequence s;
+    s.id = next_id_++;
+    s.tokens = Prompt(8, salt);  // 2 pages each
+    s.num_prompt_tokens = 7;
+    s.max_tokens = 2;  // done once recomputed: a group that fits the pool
+    s.lockstep = true;
+    if (!group.empty()) s.group = group.front();
+    group.push_back(s.id);
+    sched_->AddWaiting(std::move(s));
+  }
+  // Two pages are free: one member would fit, so neither is admitted.
+  EXPECT_EQ(Ids(Step()), std::vector<RequestId>{plain});
+  EXPECT_EQ(sched_->num_waiting(), 2u);
+  ASSERT_EQ(finished_, std::vector<RequestId>{plain});
+  EXPECT_EQ(Ids(Step()), group);  // the plain request's pages came back: both at once
+  RunToEnd();
+}
+
 TEST_F(SchedulerTest, PreemptionTakesTheMostRecentlyAdmittedFirst) {
   const auto [old, young, preempted] = RunUntilPreempted();
   EXPECT_EQ(preempted, std::vector<RequestId>{young});
