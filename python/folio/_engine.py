@@ -276,7 +276,7 @@ class EngineCore:
                  page_size: int, num_pages: Optional[int], kv_bytes: Optional[int],
                  max_num_seqs: int, max_num_batched_tokens: int, threads: int,
                  prefix_caching: bool, tokenizer_pre: Optional[str], builtin_context: int,
-                 backend: str, watermark: float, seed: int,
+                 backend: str, watermark: float, seed: int, matmul_activations: str = "f32",
                  speculative_config: Optional[Mapping[str, Any]] = None) -> None:
         spec = _speculative(speculative_config)
         for name, v in (("page_size", page_size), ("max_num_seqs", max_num_seqs),
@@ -294,7 +294,8 @@ class EngineCore:
             kv_dtype=_KV_DTYPES.get(kv_dtype, kv_dtype), page_size=page_size,
             num_pages=num_pages, kv_bytes=kv_bytes, max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens, threads=threads,
-            prefix_caching=prefix_caching, backend=backend, watermark=watermark, **spec)
+            prefix_caching=prefix_caching, backend=backend, watermark=watermark,
+            matmul_activations=matmul_activations, **spec)
         self.info: Dict[str, Any] = dict(self.native.info())
         self.tokenizer = Tokenizer(self.native, self.info)
         self._seeds = random.Random(seed)

@@ -41,7 +41,8 @@ class AsyncLLM:
                  max_num_batched_tokens: int = 1024, threads: int = 0,
                  prefix_caching: bool = True, enable_prefix_caching: Optional[bool] = None,
                  tokenizer_pre: Optional[str] = None, builtin_context: int = 512,
-                 backend: str = "cpu", watermark: float = 0.01, seed: int = 0,
+                 backend: str = "cpu", matmul_activations: str = "f32",
+                 watermark: float = 0.01, seed: int = 0,
                  speculative_config: Optional[Dict[str, Any]] = None) -> None:
         self._core = EngineCore(
             model, kv_dtype=kv_dtype, page_size=page_size, num_pages=num_pages,
@@ -50,7 +51,8 @@ class AsyncLLM:
             prefix_caching=prefix_caching if enable_prefix_caching is None
             else enable_prefix_caching,
             tokenizer_pre=tokenizer_pre, builtin_context=builtin_context, backend=backend,
-            watermark=watermark, seed=seed, speculative_config=speculative_config)
+            matmul_activations=matmul_activations, watermark=watermark, seed=seed,
+            speculative_config=speculative_config)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._queues: Dict[int, "asyncio.Queue[Event]"] = {}
         self._keys: Dict[str, int] = {}  # request id -> engine key, while streamed

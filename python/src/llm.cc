@@ -34,6 +34,7 @@
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
 #include "folio/format/kv_snapshot.h"
+#include "folio/ops/packed_matmul.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
 namespace nb = nanobind;
@@ -69,6 +70,7 @@ struct EngineOptions {
   uint64_t threads = 0;
   bool prefix_caching = true;
   std::string backend = "cpu";
+  std::string matmul_activations = "f32";
   double watermark = 0.01;
   engine::SpeculativeConfig speculative;
 };
@@ -88,6 +90,8 @@ class EngineCore {
     if (!kv_dtype) ThrowIfError(kv_dtype.error().WithContext("kv_dtype"));
     Result<backend::BackendKind> backend = backend::ParseBackendKind(o.backend);
     if (!backend) ThrowIfError(backend.error().WithContext("backend"));
+    Result<ops::MatMulActivations> activations = ops::ParseMatMulActivations(o.matmul_activations);
+    if (!activations) ThrowIfError(activations.error().WithContext("matmul_activations"));
     {
       Result<cli::ServedModel> served = Status::FailedPrecondition("not loaded");
       {
@@ -103,6 +107,7 @@ class EngineCore {
 
     engine::EngineConfig ec;
     ec.backend = *backend;
+    ec.matmul_activations = *activations;
     ec.page_size = o.page_size;
     ec.kv_dtype = *kv_dtype;
     ec.max_num_seqs = o.max_num_seqs;
@@ -167,6 +172,7 @@ class EngineCore {
     d["num_kv_heads"] = mc.num_kv_heads;
     d["head_dim"] = mc.head_dim();
     d["kv_dtype"] = std::string(DTypeName(config_.kv_dtype));
+    d["matmul_activations"] = std::string(ops::MatMulActivationsName(config_.matmul_activations));
     d["page_size"] = config_.page_size;
     d["num_pages"] = config_.num_pages;
     d["page_bytes"] = page_bytes_;
@@ -532,7 +538,8 @@ void BindLlm(nb::module_& m) {
              std::optional<uint64_t> kv_bytes, uint64_t max_num_seqs,
              uint64_t max_num_batched_tokens, uint64_t threads, bool prefix_caching,
              const std::string& backend, double watermark, uint64_t num_speculative_tokens,
-             uint64_t prompt_lookup_min, uint64_t prompt_lookup_max) {
+             uint64_t prompt_lookup_min, uint64_t prompt_lookup_max,
+             const std::string& matmul_activations) {
             EngineOptions o;
             o.builtin_context = builtin_context;
             o.tokenizer_pre = std::move(tokenizer_pre);
@@ -545,6 +552,7 @@ void BindLlm(nb::module_& m) {
             o.threads = threads;
             o.prefix_caching = prefix_caching;
             o.backend = backend;
+            o.matmul_activations = matmul_activations;
             o.watermark = watermark;
             o.speculative = {num_speculative_tokens, prompt_lookup_min, prompt_lookup_max};
             new (self) EngineCore(model, o);
@@ -554,7 +562,7 @@ void BindLlm(nb::module_& m) {
           nb::arg("kv_bytes").none(), nb::arg("max_num_seqs"), nb::arg("max_num_batched_tokens"),
           nb::arg("threads"), nb::arg("prefix_caching"), nb::arg("backend"), nb::arg("watermark"),
           nb::arg("num_speculative_tokens") = 0, nb::arg("prompt_lookup_min") = 2,
-          nb::arg("prompt_lookup_max") = 4)
+          nb::arg("prompt_lookup_max") = 4, nb::arg("matmul_activations") = "f32")
       .def("info", &EngineCore::Info, "The model's and the engine's shape, as a dict.")
       .def("encode", &EngineCore::Encode, nb::arg("text"), nb::arg("add_special_tokens"))
       .def("decode", &EngineCore::Decode, nb::arg("ids"), nb::arg("skip_special_tokens"))

@@ -296,13 +296,14 @@ Status Engine::RunBeamRound(RequestId request, std::vector<StepOutput>& out) {
     }
     const RequestId child = next_id_++;
     if (Status forked = scheduler_.Fork(parent, child); !forked.ok()) {
-      EndBeams(request, {}, nullptr);
+      EndBeams(request, {}, nullptr);  // the request fails whole, its forks with it
       return forked;
     }
     beam_request_[child] = request;
+    g.live.push_back(child);  // after every parent: a failure above finishes it too
     live[j] = child;
   }
-  for (size_t b = 0; b < g.live.size(); ++b) {
+  for (size_t b = 0; b < continued.size(); ++b) {
     if (continued[b]) continue;
     scheduler_.Finish(g.live[b]);
     beam_request_.erase(g.live[b]);

@@ -199,6 +199,8 @@ def test_bad_inputs_raise_clear_exceptions(tmp_path, llm):
         LLM(str(bad))
     with pytest.raises(ValueError, match="kv_dtype"):
         LLM("builtin", kv_dtype="q9")
+    with pytest.raises(ValueError, match="matmul_activations"):
+        LLM("builtin", matmul_activations="q4")
     with pytest.raises(ValueError, match="max_num_seqs"):
         LLM("builtin", max_num_seqs=0)
     with pytest.raises(ValueError, match="num_pages or kv_bytes"):
@@ -392,6 +394,23 @@ def test_real_model_greedy_batch():
     chat = llm.chat([{"role": "user", "content": "What is the capital of France?"}],
                     SamplingParams(temperature=0, max_tokens=24), use_tqdm=False)[0]
     assert "Paris" in chat.outputs[0].text, chat.outputs[0].text
+
+
+def test_real_model_q8_activations_match_folio_generate():
+    """LLM(matmul_activations="q8") runs the packed integer matmuls: the same
+    greedy tokens as `folio generate --matmul-activations q8`, and not the
+    f32 mode's logits (info names the mode)."""
+    model = smollm2.require()
+    llm = LLM(str(model), threads=2, max_num_seqs=2, matmul_activations="q8")
+    assert llm._core.info["matmul_activations"] == "q8"
+    got = llm.generate("The capital of France is", SamplingParams(temperature=0, max_tokens=8),
+                       use_tqdm=False)[0].outputs[0]
+    out = subprocess.run([FOLIO, "generate", "--model", str(model), "--prompt",
+                          "The capital of France is", "--max-tokens", "8", "--threads", "2",
+                          "--matmul-activations", "q8", "--raw"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "The capital of France is" + got.text.rstrip()
 
 
 def run_example(name, *args, timeout=60):
