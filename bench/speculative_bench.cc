@@ -5,6 +5,7 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "bench/bench_model.h"
 #include "bench/machine_info.h"
@@ -68,16 +69,19 @@ struct Run {
   std::vector<int32_t> output;
 };
 
-Result<Run> Generate(const model::Model& m, std::span<const int32_t> prompt, uint64_t k,
-                     const SpeculativeBenchOptions& o, const std::vector<int32_t>& stop_ids,
-                     ThreadPool& pool) {
+Result<Run> Generate(const model::Model& m, const model::Model* draft,
+                     std::span<const int32_t> prompt, uint64_t k, const SpeculativeBenchOptions& o,
+                     const std::vector<int32_t>& stop_ids, ThreadPool& pool) {
   engine::EngineConfig ec;
   ec.page_size = 16;
   ec.num_pages = (prompt.size() + o.max_tokens + engine::kMaxDraftTokens) / 16 + 4;
   ec.max_num_seqs = 1;
   ec.max_num_batched_tokens = prompt.size() + engine::kMaxDraftTokens + 1;
   ec.prefix_caching = false;
-  ec.speculative = {k, o.ngram_min, o.ngram_max};
+  ec.speculative.num_draft_tokens = k;
+  ec.speculative.ngram_min = o.ngram_min;
+  ec.speculative.ngram_max = o.ngram_max;
+  ec.speculative.draft_model = draft;
   FOLIO_ASSIGN_OR_RETURN(engine::Engine eng, engine::Engine::Create(m, ec, &pool));
   engine::RequestParams params;
   params.sampling = {0.0, 0, 1.0, 0.0};
@@ -109,7 +113,8 @@ Result<Run> Generate(const model::Model& m, std::span<const int32_t> prompt, uin
 CLI::App* AddSpeculativeBenchCommand(CLI::App& bench, SpeculativeBenchOptions& o) {
   CLI::App* cmd = bench.add_subcommand(
       "speculative",
-      "single-stream decode with and without speculative decoding (prompt lookup), as JSON");
+      "single-stream decode with and without speculative decoding (prompt lookup or a draft "
+      "model), as JSON");
   cmd->add_option("--model", o.model, "model folder or .gguf (default: the built-in model)");
   cmd->add_option("--json-output,-o", o.json_output, "write the JSON here (default: stdout)");
   cmd->add_option("--draft-tokens", o.draft_tokens, "draft lengths to compare with 0 (default 3,5)")
@@ -122,6 +127,8 @@ CLI::App* AddSpeculativeBenchCommand(CLI::App& bench, SpeculativeBenchOptions& o
   cmd->add_option("--max-tokens", o.max_tokens, "tokens per generation (default 128)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--threads", o.threads, "compute threads (default 2)")->check(CLI::Range(1, 256));
+  cmd->add_option("--draft-model", o.draft_model,
+                  "draft with this model (same vocabulary) instead of prompt lookup");
   cmd->add_option("--rounds", o.rounds, "rounds; configurations alternate within each (default 3)")
       ->check(CLI::Range(1, 1000));
   return cmd;
@@ -139,6 +146,13 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
   if (!loaded) return fail(loaded.error());
   const model::Model* m = &loaded->model();
   const tokenizer::Tokenizer* tok = &loaded->tokenizer();
+  std::optional<BenchModel> draft;
+  if (!o.draft_model.empty()) {
+    Result<BenchModel> d = BenchModel::Load(o.draft_model, 2048);
+    if (!d) return fail(d.error().WithContext("--draft-model"));
+    draft.emplace(std::move(*d));
+  }
+  const model::Model* draft_model = draft ? &draft->model() : nullptr;
   // The built-in model's vocabulary has no end of sequence: it runs to max_tokens.
   std::vector<int32_t> stop_ids;
   if (!o.model.empty() && tok->eos_id()) stop_ids.push_back(*tok->eos_id());
@@ -170,7 +184,7 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
   // and the pool's threads warm for every timed configuration alike).
   std::vector<std::vector<int32_t>> plain(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    Result<Run> run = Generate(*m, prompts[i], 0, o, stop_ids, pool);
+    Result<Run> run = Generate(*m, draft_model, prompts[i], 0, o, stop_ids, pool);
     if (!run) return fail(run.error());
     plain[i] = run->output;
   }
@@ -182,7 +196,7 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
       std::vector<uint64_t> order = configs;
       if ((round + i) % 2 == 1) std::reverse(order.begin(), order.end());
       for (const uint64_t k : order) {
-        Result<Run> run = Generate(*m, prompts[i], k, o, stop_ids, pool);
+        Result<Run> run = Generate(*m, draft_model, prompts[i], k, o, stop_ids, pool);
         if (!run) return fail(run.error());
         auto& rounds = sums[kPrompts[i].kind][k];
         rounds.resize(o.rounds);
@@ -237,6 +251,7 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
       {"model", o.model.empty() ? "builtin" : o.model},
       {"threads", o.threads},
       {"max_tokens", o.max_tokens},
+      {"drafter", o.draft_model.empty() ? std::string("ngram") : "model " + o.draft_model},
       {"ngram", {o.ngram_min, o.ngram_max}},
       {"rounds", o.rounds},
       {"outputs_identical_to_plain_decoding", identical},

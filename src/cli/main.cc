@@ -226,6 +226,7 @@ struct GenerateFlags {
   std::string matmul_activations = "f32";
   bool raw = false;
   uint64_t speculative_tokens = 0;
+  std::string draft_model;
 };
 
 int RunGenerate(const GenerateFlags& f) {
@@ -257,6 +258,13 @@ int RunGenerate(const GenerateFlags& f) {
   ec.matmul_activations = *activations;
   ec.speculative.num_draft_tokens = f.speculative_tokens;
   ec.max_num_batched_tokens = std::max(ec.max_num_batched_tokens, 1 + f.speculative_tokens);
+  std::optional<model::Model> draft;  // outlives the engine
+  if (!f.draft_model.empty()) {
+    Result<model::Model> d = LoadModelOrBuiltin(f.draft_model, capacity);
+    if (!d) return Fail(d.error().WithContext("--draft-model"));
+    draft = std::move(*d);
+    ec.speculative.draft_model = &*draft;
+  }
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
   if (!pool) return Fail(pool.error());
   Result<engine::Engine> eng =
@@ -406,8 +414,7 @@ int RunLogits(const LogitsFlags& f) {
     tokens.push_back(static_cast<int32_t>(t));
   }
   if (tokens.empty()) return Fail(Status::InvalidArgument("--tokens is empty"));
-  Result<model::Model> m = f.model.empty() || f.model == "builtin" ? BuiltinModel(f.max_context)
-                                                                   : checkpoint::LoadModel(f.model);
+  Result<model::Model> m = LoadModelOrBuiltin(f.model, f.max_context);
   if (!m) return Fail(m.error());
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);
   if (!kv_dtype) return Fail(kv_dtype.error());
@@ -596,9 +603,10 @@ int main(int argc, char** argv) {
   gen_cmd->add_flag("--raw", gen.raw, "write bytes as generated (default escapes non-ASCII)");
   gen_cmd
       ->add_option("--speculative-tokens", gen.speculative_tokens,
-                   "draft tokens per step (speculative decoding by prompt lookup; 0: off); "
-                   "the output never changes")
+                   "draft tokens per step (speculative decoding by prompt lookup, or by "
+                   "--draft-model; 0: off); the output never changes")
       ->check(CLI::Range(uint64_t{0}, folio::engine::kMaxDraftTokens));
+  AddDraftModelOption(*gen_cmd, gen.draft_model);
   AddTokenizerPreOption(*gen_cmd, gen.tokenizer_pre);
 
   std::string save_dir;

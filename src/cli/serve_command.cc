@@ -50,6 +50,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
                   "draft tokens per step for speculative decoding by prompt lookup (0: off; "
                   "requests may set num_draft_tokens); the output never changes")
       ->check(CLI::Range(uint64_t{0}, engine::kMaxDraftTokens));
+  AddDraftModelOption(*cmd, f.draft_model);
   cmd->add_option("--max-queue", f.max_queue, "requests waiting to run; beyond: 429");
   cmd->add_option("--max-body-bytes", f.max_body_bytes, "larger request bodies: 413");
   cmd->add_option("--max-connections", f.max_connections, "open connections; beyond: 503")
@@ -146,6 +147,13 @@ int RunServe(const ServeFlags& flags) {
   ec.max_num_seqs = f.max_num_seqs;
   ec.max_num_batched_tokens = f.max_num_batched_tokens;
   ec.speculative.num_draft_tokens = f.speculative_tokens;
+  std::optional<model::Model> draft;  // outlives the engine
+  if (!f.draft_model.empty()) {
+    Result<model::Model> d = LoadModelOrBuiltin(f.draft_model, f.builtin_context);
+    if (!d) return Fail(d.error().WithContext("--draft-model"));
+    draft = std::move(*d);
+    ec.speculative.draft_model = &*draft;
+  }
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
   if (!pool) return Fail(pool.error());
   Result<engine::Engine> eng = engine::Engine::Create(*m, ec, pool->get(), info.tokenizer);

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "folio/checkpoint/checkpoint.h"
+#include "folio/checkpoint/model_io.h"
 #include "folio/core/file_bytes.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
@@ -21,6 +22,11 @@ Result<model::Model> BuiltinModel(uint64_t positions) {
   model::ModelConfig c = model::WorkedExampleConfig();
   c.max_positions = positions;
   return model::Model::FromSeed(c, 20);
+}
+
+Result<model::Model> LoadModelOrBuiltin(const std::string& path, uint64_t builtin_positions) {
+  if (path.empty() || path == "builtin") return BuiltinModel(builtin_positions);
+  return checkpoint::LoadModel(path);
 }
 
 Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_positions,
@@ -57,6 +63,13 @@ Result<server::ChatFormat> ServedModel::MakeChatFormat(
   }
   return server::ChatFormat::Create(chat_template, file_text,
                                     byte_level() ? nullptr : &*file_tokenizer);
+}
+
+void AddDraftModelOption(CLI::App& cmd, std::string& value) {
+  cmd.add_option("--draft-model", value,
+                 "a smaller model (folder, .gguf or 'builtin') with the same vocabulary that "
+                 "drafts for --speculative-tokens instead of prompt lookup; the output never "
+                 "changes");
 }
 
 void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value) {

@@ -53,6 +53,9 @@ struct ServedModel {
 // the same for any number of positions): what serve, generate, chat and
 // logits run without --model.
 Result<model::Model> BuiltinModel(uint64_t positions);
+// The model at path (a folder or .gguf file), or the built-in one for ""
+// or "builtin"; no tokenizer. Errors: the checkpoint's.
+Result<model::Model> LoadModelOrBuiltin(const std::string& path, uint64_t builtin_positions);
 
 // Errors: the model's; NotFound for a model with neither a tokenizer nor
 // folio's byte-level vocabulary. tokenizer_pre overrides a GGUF file's
@@ -67,6 +70,9 @@ void AddTokenizerPreOption(CLI::App& cmd, std::optional<std::string>& value);
 void AddMatMulActivationsOption(CLI::App& cmd, std::string& value);
 // Adds --chat-template FILE (serve, chat) to `cmd`.
 void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value);
+// --draft-model PATH: speculative decoding's drafts from a smaller model
+// sharing the target's vocabulary (engine/draft_model_drafter.h).
+void AddDraftModelOption(CLI::App& cmd, std::string& value);
 
 }  // namespace folio::cli
 

@@ -43,25 +43,37 @@ Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, Th
       backend::MakeBackend(config.backend, pool, config.matmul_activations);
   FOLIO_ASSIGN_OR_RETURN(KvCacheManager kv,
                          KvCacheManager::Create(kc, config.prefix_caching, backend.get()));
+  std::unique_ptr<Drafter> drafter;
+  if (sp.draft_model != nullptr) {
+    DraftModelDrafter::Config dc;
+    dc.page_size = config.page_size;
+    dc.num_pages = sp.draft_num_pages != 0 ? sp.draft_num_pages : config.num_pages;
+    dc.backend = config.backend;
+    dc.matmul_activations = config.matmul_activations;
+    FOLIO_ASSIGN_OR_RETURN(drafter,
+                           DraftModelDrafter::Create(*sp.draft_model, c.vocab_size, dc, pool));
+  } else {
+    drafter = std::make_unique<NgramDrafter>(sp.ngram_min, sp.ngram_max);
+  }
   if (!policies.admission) {
     const auto watermark_pages =
         static_cast<uint64_t>(std::ceil(config.watermark * static_cast<double>(config.num_pages)));
     policies.admission = std::make_shared<WatermarkAdmission>(watermark_pages);
   }
   return Engine(std::make_unique<KvCacheManager>(std::move(kv)), model, config, std::move(backend),
-                tokenizer, std::move(policies));
+                tokenizer, std::move(policies), std::move(drafter));
 }
 
 Engine::Engine(std::unique_ptr<KvCacheManager> kv, const model::Model& model, EngineConfig config,
                std::shared_ptr<backend::Backend> backend, const tokenizer::Tokenizer* tokenizer,
-               EnginePolicies policies)
+               EnginePolicies policies, std::unique_ptr<Drafter> drafter)
     : config_(config),
       kv_(std::move(kv)),
       scheduler_({config.max_num_batched_tokens, config.max_num_seqs}, kv_.get(),
                  std::move(policies.admission)),
       runner_(model, std::move(backend), std::move(policies.attention)),
       outputs_(tokenizer),
-      drafter_(config.speculative.ngram_min, config.speculative.ngram_max) {}
+      drafter_(std::move(drafter)) {}
 
 Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestParams& params) const {
   FOLIO_RETURN_IF_ERROR(params.sampling.Validate());
@@ -207,6 +219,7 @@ Status Engine::Abort(RequestId id) {
 void Engine::Forget(RequestId id) {
   outputs_.Remove(id);
   drafting_.erase(id);
+  drafter_->Forget(id);
   RequestId request = id;
   if (auto m = members_.find(id); m != members_.end()) {
     request = m->second.request;
@@ -385,7 +398,7 @@ void Engine::ProposeDrafts() {
       if (d.pause > 0) {
         --d.pause;
       } else {
-        draft = drafter_.Propose(s.tokens, limit);
+        draft = drafter_->Propose(id, s.tokens, limit);
       }
     }
     scheduler_.SetDraft(id, std::move(draft));

@@ -9,6 +9,7 @@
 
 #include "folio/core/splitmix64.h"
 #include "folio/core/thread_pool.h"
+#include "folio/engine/draft_model_drafter.h"
 #include "folio/engine/engine.h"
 #include "testing/engine_drive.h"
 #include "testing/test_model.h"
@@ -207,6 +208,77 @@ TEST(Speculative, ThePrefixCacheHoldsOnlyAcceptedTokens) {
   EXPECT_GT(engine.stats().prefix_hit_tokens, before.prefix_hit_tokens);
   EXPECT_EQ(warm, Reference(again, Params(true, 0)));
   ExpectNoLeak(engine);
+}
+
+// A draft model: the target itself (its greedy drafts are the target's
+// own tokens, so nearly all are accepted) and another model of the same
+// shape (mostly rejected). Either way every request ends as plain decoding
+// has it, under every schedule, also when the draft pool is too small for
+// every request at once; the draft pool is empty once they finish.
+TEST(Speculative, ADraftModelLeavesTheOutputAsPlainDecodings) {
+  const auto prompts = Prompts();
+  const model::Model other = *model::Model::FromSeed(TestModel().config(), 99);
+  ThreadPool two(2);
+  EngineConfig chunks;
+  chunks.page_size = 3;
+  chunks.max_num_batched_tokens = 7;
+  chunks.max_num_seqs = 3;
+  EngineConfig tight;
+  tight.page_size = 4;
+  tight.num_pages = 24;
+  EngineConfig small_draft_pool;
+  small_draft_pool.page_size = 4;
+  small_draft_pool.speculative.draft_num_pages = 14;  // one long request's worth
+  struct Variant {
+    const char* name;
+    EngineConfig config;
+    ThreadPool* pool;
+  };
+  const std::vector<Variant> variants = {{"batched", {}, nullptr},
+                                         {"chunks of 7, pages of 3", chunks, nullptr},
+                                         {"preempting", tight, nullptr},
+                                         {"small draft pool", small_draft_pool, nullptr},
+                                         {"two threads", {}, &two}};
+  for (const bool greedy : {true, false}) {
+    const std::vector<Outcome> want = Reference(prompts, Params(greedy, 0));
+    for (const model::Model* draft : {&TestModel(), &other}) {
+      uint64_t drafted = 0, accepted = 0;
+      for (const Variant& v : variants) {
+        SCOPED_TRACE(std::string(greedy ? "greedy, " : "sampled, ") +
+                     (draft == &other ? "other draft, " : "self draft, ") + v.name);
+        EngineConfig config = v.config;
+        config.speculative.draft_model = draft;
+        auto engine = *Engine::Create(TestModel(), config, v.pool);
+        EXPECT_EQ(Drive(engine, prompts, Params(greedy, 4), InOrder(prompts.size())), want);
+        drafted += engine.stats().draft_tokens;
+        accepted += engine.stats().draft_accepted_tokens;
+        const auto& drafter = dynamic_cast<const DraftModelDrafter&>(engine.drafter());
+        EXPECT_EQ(drafter.num_sequences(), 0u);
+        EXPECT_EQ(drafter.cache().Stats().pages_used, 0u);
+        EXPECT_TRUE(drafter.cache().pool().CheckInvariants().ok());
+        ExpectNoLeak(engine);
+      }
+      EXPECT_GT(drafted, 0u);
+      if (greedy && draft == &TestModel()) {
+        // Only drafts cut short by a stop token or max_tokens go unaccepted.
+        EXPECT_GT(static_cast<double>(accepted), 0.9 * static_cast<double>(drafted));
+      } else {
+        EXPECT_LT(accepted, drafted);
+      }
+    }
+  }
+}
+
+TEST(Speculative, ADraftModelMustShareTheVocabulary) {
+  model::ModelConfig c = TestModel().config();
+  c.vocab_size += 4;
+  const model::Model wider = *model::Model::FromSeed(c, 5);
+  EngineConfig config;
+  config.speculative.draft_model = &wider;
+  const Result<Engine> e = Engine::Create(TestModel(), config);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(e.status().message().find("vocabulary"), std::string::npos);
 }
 
 TEST(Speculative, BadSettingsAreRefused) {

@@ -809,3 +809,26 @@ def test_beam_search_on_the_built_in_model_matches_a_numpy_reference(server, bea
                    for tokens, _, _ in want]
     np.testing.assert_allclose([c["beam_score"] for c in reply["choices"]],
                                [score for _, score, _ in want], rtol=1e-9)
+
+
+def test_a_draft_model_changes_nothing_but_the_step_count(server):
+    """--draft-model (here the built-in model drafting for itself): the same
+    completion as without speculation, for a sampled and a greedy request,
+    with drafts proposed and (greedy) accepted."""
+    s = Server("--draft-model", "builtin", "--speculative-tokens", "4")
+    try:
+        for body in ({"prompt": "paged", "max_tokens": 24, "seed": 5, "temperature": 0.9},
+                     {"prompt": "paged", "max_tokens": 24, "temperature": 0}):
+            status, want = server.post("/v1/completions", body)
+            assert status == 200, want
+            status, got = s.post("/v1/completions", body)
+            assert status == 200, got
+            assert got["choices"][0]["text"] == want["choices"][0]["text"]
+        m = s.metrics()
+        assert m["folio_spec_draft_tokens_total"] > 0
+        assert m["folio_spec_accepted_tokens_total"] > 0
+    finally:
+        assert s.stop() == 0
+    bad = subprocess.run([FOLIO, "serve", "--port", "0", "--draft-model", "/nonexistent"],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "--draft-model" in bad.stderr

@@ -20,10 +20,13 @@ namespace folio::engine {
 class Drafter {
  public:
   virtual ~Drafter() = default;
-  // Up to max_tokens tokens proposed to follow `tokens` (a request's prompt
-  // and output so far); possibly none.
-  virtual std::vector<int32_t> Propose(std::span<const int32_t> tokens,
-                                       uint64_t max_tokens) const = 0;
+  // Up to max_tokens tokens proposed to follow `tokens` (request id's prompt
+  // and output so far); possibly none. A drafter that cannot propose (out
+  // of room, say) proposes nothing: drafts are never required.
+  virtual std::vector<int32_t> Propose(uint64_t id, std::span<const int32_t> tokens,
+                                       uint64_t max_tokens) = 0;
+  // Request id finished or was aborted: drop what the drafter keeps for it.
+  virtual void Forget(uint64_t /*id*/) {}
 };
 
 // Prompt lookup (n-gram matching, as vLLM's and llama.cpp's): the last n
@@ -36,7 +39,11 @@ class NgramDrafter final : public Drafter {
  public:
   // 1 <= min_n <= max_n (checked).
   NgramDrafter(uint64_t min_n, uint64_t max_n);
-  std::vector<int32_t> Propose(std::span<const int32_t> tokens, uint64_t max_tokens) const override;
+  std::vector<int32_t> Propose(std::span<const int32_t> tokens, uint64_t max_tokens) const;
+  std::vector<int32_t> Propose(uint64_t /*id*/, std::span<const int32_t> tokens,
+                               uint64_t max_tokens) override {
+    return Propose(tokens, max_tokens);
+  }
 
  private:
   uint64_t min_n_, max_n_;

@@ -33,6 +33,7 @@
 #include "folio/core/status.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/beam_search.h"
+#include "folio/engine/draft_model_drafter.h"
 #include "folio/engine/drafter.h"
 #include "folio/engine/kv_cache_manager.h"
 #include "folio/engine/model_runner.h"
@@ -59,6 +60,13 @@ struct SpeculativeConfig {
   uint64_t num_draft_tokens = 0;  // the default per request; 0 = off
   uint64_t ngram_min = 2;
   uint64_t ngram_max = 4;
+  // Drafts from this model instead of prompt lookup (engine/
+  // draft_model_drafter.h): a smaller checkpoint with the target's
+  // vocabulary, on a KV pool of its own (draft_num_pages pages of the
+  // engine's page size; 0: as many as the target's). It must outlive the
+  // engine.
+  const model::Model* draft_model = nullptr;
+  uint64_t draft_num_pages = 0;
 };
 
 struct EngineConfig {
@@ -175,6 +183,8 @@ class Engine {
   const kv::PagedKvCache& cache() const { return kv_->cache(); }
   const KvCacheManager& kv() const { return *kv_; }
   const Scheduler& scheduler() const { return scheduler_; }
+  // Speculative decoding's drafter (NgramDrafter or DraftModelDrafter).
+  const Drafter& drafter() const { return *drafter_; }
   // Pages only the prefix cache holds (reusable, evictable).
   uint64_t cached_pages() const { return kv_->num_cached_pages(); }
   // Gives every cached page back to the pool (nothing running needs them).
@@ -184,7 +194,7 @@ class Engine {
  private:
   Engine(std::unique_ptr<KvCacheManager> kv, const model::Model& model, EngineConfig config,
          std::shared_ptr<backend::Backend> backend, const tokenizer::Tokenizer* tokenizer,
-         EnginePolicies policies);
+         EnginePolicies policies, std::unique_ptr<Drafter> drafter);
 
   // ValidateRequest's checks of a beam search request.
   Status ValidateBeamSearch(const RequestParams& params) const;
@@ -244,7 +254,7 @@ class Engine {
   OutputProcessor outputs_;
   RequestId next_id_ = 0;
   uint64_t steps_ = 0;
-  NgramDrafter drafter_;
+  std::unique_ptr<Drafter> drafter_;
   std::map<RequestId, DraftState> drafting_;
   std::map<RequestId, Member> members_;
   // A request with n > 1 that forked: the member sequences still running.
