@@ -227,6 +227,7 @@ struct GenerateFlags {
   bool raw = false;
   uint64_t speculative_tokens = 0;
   std::string draft_model;
+  std::string speculative_acceptance = "exact";
 };
 
 int RunGenerate(const GenerateFlags& f) {
@@ -258,6 +259,10 @@ int RunGenerate(const GenerateFlags& f) {
   ec.matmul_activations = *activations;
   ec.speculative.num_draft_tokens = f.speculative_tokens;
   ec.max_num_batched_tokens = std::max(ec.max_num_batched_tokens, 1 + f.speculative_tokens);
+  Result<engine::DraftAcceptance> acceptance =
+      engine::ParseDraftAcceptance(f.speculative_acceptance);
+  if (!acceptance) return Fail(acceptance.error().WithContext("--speculative-acceptance"));
+  ec.speculative.acceptance = *acceptance;
   std::optional<model::Model> draft;  // outlives the engine
   if (!f.draft_model.empty()) {
     Result<model::Model> d = LoadModelOrBuiltin(f.draft_model, capacity);
@@ -607,6 +612,7 @@ int main(int argc, char** argv) {
                    "--draft-model; 0: off); the output never changes")
       ->check(CLI::Range(uint64_t{0}, folio::engine::kMaxDraftTokens));
   AddDraftModelOption(*gen_cmd, gen.draft_model);
+  AddSpeculativeAcceptanceOption(*gen_cmd, gen.speculative_acceptance);
   AddTokenizerPreOption(*gen_cmd, gen.tokenizer_pre);
 
   std::string save_dir;

@@ -51,6 +51,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
                   "requests may set num_draft_tokens); the output never changes")
       ->check(CLI::Range(uint64_t{0}, engine::kMaxDraftTokens));
   AddDraftModelOption(*cmd, f.draft_model);
+  AddSpeculativeAcceptanceOption(*cmd, f.speculative_acceptance);
   cmd->add_option("--max-queue", f.max_queue, "requests waiting to run; beyond: 429");
   cmd->add_option("--max-body-bytes", f.max_body_bytes, "larger request bodies: 413");
   cmd->add_option("--max-connections", f.max_connections, "open connections; beyond: 503")
@@ -147,6 +148,10 @@ int RunServe(const ServeFlags& flags) {
   ec.max_num_seqs = f.max_num_seqs;
   ec.max_num_batched_tokens = f.max_num_batched_tokens;
   ec.speculative.num_draft_tokens = f.speculative_tokens;
+  Result<engine::DraftAcceptance> acceptance =
+      engine::ParseDraftAcceptance(f.speculative_acceptance);
+  if (!acceptance) return Fail(acceptance.error().WithContext("--speculative-acceptance"));
+  ec.speculative.acceptance = *acceptance;
   std::optional<model::Model> draft;  // outlives the engine
   if (!f.draft_model.empty()) {
     Result<model::Model> d = LoadModelOrBuiltin(f.draft_model, f.builtin_context);

@@ -36,6 +36,7 @@ struct ServeFlags {
   uint64_t drain_timeout_s = 30;
   uint64_t speculative_tokens = 0;
   std::string draft_model;  // --draft-model (empty: prompt lookup)
+  std::string speculative_acceptance = "exact";
   uint64_t step_delay_us = 0;
   uint64_t default_max_tokens = 4096;  // chat requests without max_tokens; 0 = no cap
   std::string api_key;                 // also FOLIO_API_KEY; empty = none

@@ -72,6 +72,14 @@ void AddDraftModelOption(CLI::App& cmd, std::string& value) {
                  "changes");
 }
 
+void AddSpeculativeAcceptanceOption(CLI::App& cmd, std::string& value) {
+  cmd.add_option("--speculative-acceptance", value,
+                 "exact (default: a draft token stands only where plain decoding would draw "
+                 "it, so the output never changes) or rejection (standard speculative "
+                 "sampling: plain decoding's distribution, not its random stream; more drafts "
+                 "accepted when sampling)");
+}
+
 void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value) {
   cmd.add_option("--chat-template", value,
                  "a Jinja chat template file to use instead of the model's own");

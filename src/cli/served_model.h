@@ -73,6 +73,8 @@ void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value);
 // --draft-model PATH: speculative decoding's drafts from a smaller model
 // sharing the target's vocabulary (engine/draft_model_drafter.h).
 void AddDraftModelOption(CLI::App& cmd, std::string& value);
+// --speculative-acceptance exact|rejection (engine::DraftAcceptance).
+void AddSpeculativeAcceptanceOption(CLI::App& cmd, std::string& value);
 
 }  // namespace folio::cli
 

@@ -25,6 +25,7 @@ namespace folio::engine {
 namespace {
 
 using test_support::ExpectNoLeak;
+using test_support::NextTokenLogits;
 using test_support::TestModel;
 
 using Top = std::vector<std::pair<int32_t, double>>;
@@ -108,29 +109,6 @@ struct Hypothesis {
 
 uint64_t Bits(double d) { return std::bit_cast<uint64_t>(d); }
 
-// The logits after `tokens`, from a fresh engine's prefill (prompt logits'
-// last row): no fork, no shared page, no batch.
-std::vector<float> NextLogits(const std::vector<int32_t>& tokens) {
-  EngineConfig solo;
-  solo.prefix_caching = false;
-  Engine e = *Engine::Create(TestModel(), solo);
-  RequestParams p;
-  p.max_tokens = 1;
-  p.prompt_logits = true;
-  EXPECT_TRUE(e.AddRequest(tokens, p).ok());
-  std::vector<float> logits;
-  while (e.HasUnfinished()) {
-    Result<std::vector<StepOutput>> step = e.Step();
-    EXPECT_TRUE(step.ok());
-    if (!step.ok()) break;
-    for (const StepOutput& o : *step) {
-      logits.insert(logits.end(), o.prompt_logits.begin(), o.prompt_logits.end());
-    }
-  }
-  const uint64_t vocab = TestModel().config().vocab_size;
-  return std::vector<float>(logits.end() - static_cast<ptrdiff_t>(vocab), logits.end());
-}
-
 // The same search, every beam recomputed from its whole token list.
 std::vector<Hypothesis> Reference(const std::vector<int32_t>& prompt, const RequestParams& params) {
   BeamSearch search(params.beam, params.max_tokens, params.stop_token_ids);
@@ -142,7 +120,8 @@ std::vector<Hypothesis> Reference(const std::vector<int32_t>& prompt, const Requ
     for (size_t b = 0; b < outputs.size(); ++b) {
       std::vector<int32_t> tokens = prompt;
       tokens.insert(tokens.end(), outputs[b].begin(), outputs[b].end());
-      beams.push_back({outputs[b], scores[b], *search.TopCandidates(NextLogits(tokens))});
+      beams.push_back(
+          {outputs[b], scores[b], *search.TopCandidates(NextTokenLogits(TestModel(), tokens))});
     }
     const std::vector<BeamSearch::Next> next = search.Step(beams);
     if (next.empty()) {

@@ -11,6 +11,13 @@
 
 namespace folio::engine {
 
+Result<DraftAcceptance> ParseDraftAcceptance(std::string_view name) {
+  if (name == "exact") return DraftAcceptance::kExact;
+  if (name == "rejection") return DraftAcceptance::kRejection;
+  return Status::InvalidArgument("speculative acceptance '" + std::string(name) +
+                                 "' is not 'exact' or 'rejection'");
+}
+
 Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, ThreadPool* pool,
                               const tokenizer::Tokenizer* tokenizer, EnginePolicies policies) {
   if (config.max_num_seqs == 0 || config.max_num_batched_tokens < config.max_num_seqs) {
@@ -417,9 +424,14 @@ Result<StepOutput> Engine::VerifyDraft(RequestId id, std::span<const float> logi
   for (uint64_t i = 0; i <= draft.size(); ++i) {
     // Exactly plain decoding's draw for this position: its logits (bit for
     // bit: a row's result does not depend on the rows beside it) from the
-    // request's own stream, advanced once per emitted token.
+    // request's own stream, advanced once per emitted token. Under
+    // rejection sampling, the draft position's own acceptance rule instead.
+    std::optional<int32_t> resample;
+    if (config_.speculative.acceptance == DraftAcceptance::kRejection && i < draft.size()) {
+      resample = draft[i];
+    }
     Result<StepOutput> o =
-        outputs_.Process(id, logits.subspan(i * vocab, vocab), emitted_before + 1 + i);
+        outputs_.Process(id, logits.subspan(i * vocab, vocab), emitted_before + 1 + i, resample);
     if (!o.ok()) {
       failed = o.status();
       break;

@@ -72,12 +72,16 @@ const OutputProcessor::State& OutputProcessor::state(RequestId id) const {
 }
 
 Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float> logits,
-                                            uint64_t num_output_tokens) {
+                                            uint64_t num_output_tokens,
+                                            std::optional<int32_t> resample_draft) {
   auto it = states_.find(id);
   FOLIO_CHECK(it != states_.end(), "no request ", id);
   State& s = it->second;
-  FOLIO_ASSIGN_OR_RETURN(int32_t token,
-                         sampling::SelectToken<float>(logits, s.params.sampling, s.rng));
+  FOLIO_ASSIGN_OR_RETURN(
+      int32_t token,
+      resample_draft
+          ? sampling::AcceptOrResample<float>(logits, s.params.sampling, *resample_draft, s.rng)
+          : sampling::SelectToken<float>(logits, s.params.sampling, s.rng));
   StepOutput o;
   o.id = id;
   o.new_tokens = {token};

@@ -24,8 +24,7 @@ Status SamplingParams::Validate() const {
 }
 
 template <typename T>
-Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& params,
-                            SplitMix64& rng) {
+Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingParams& params) {
   FOLIO_RETURN_IF_ERROR(params.Validate());
   if (logits.empty()) return Status::InvalidArgument("logits row is empty");
   for (size_t i = 0; i < logits.size(); ++i) {
@@ -33,11 +32,16 @@ Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& par
       return Status::InvalidArgument("logit " + std::to_string(i) + " is NaN");
     }
   }
+  Candidates c;
   if (params.greedy()) {
     // max_element returns the first maximum: ties go to the lowest id.
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    c.ids = {static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
+    c.weights = {1.0};
+    c.total = 1.0;
+    return c;
   }
-  std::vector<int32_t> ids(logits.size());
+  std::vector<int32_t>& ids = c.ids;
+  ids.resize(logits.size());
   std::iota(ids.begin(), ids.end(), 0);
   const size_t k = params.top_k == 0 ? ids.size() : std::min<size_t>(params.top_k, ids.size());
   const auto by_logit = [&](int32_t a, int32_t b) {
@@ -46,7 +50,8 @@ Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& par
   };
   std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k), ids.end(), by_logit);
   const double max_logit = static_cast<double>(logits[static_cast<size_t>(ids[0])]);
-  std::vector<double> weights(k);
+  std::vector<double>& weights = c.weights;
+  weights.resize(k);
   double total = 0;
   for (size_t i = 0; i < k; ++i) {
     const double l = static_cast<double>(logits[static_cast<size_t>(ids[i])]);
@@ -67,21 +72,61 @@ Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& par
   }
   // min_p: relative to the top candidate, whose weight is exp(0) = 1.
   while (keep > 1 && weights[keep - 1] < params.min_p) --keep;
-  total = 0;
-  for (size_t i = 0; i < keep; ++i) total += weights[i];
+  ids.resize(keep);
+  weights.resize(keep);
+  c.total = 0;
+  for (size_t i = 0; i < keep; ++i) c.total += weights[i];
+  return c;
+}
+
+namespace {
+
+// One unit draw picks a candidate by walking the cumulative weights in
+// order, skipping `excluded` (whose weight the caller took off the total).
+int32_t Draw(const Candidates& c, double total, SplitMix64& rng, int32_t excluded = -1) {
   const double target = rng.NextUnit() * total;
   double cumulative = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    cumulative += weights[i];
-    if (target < cumulative) return ids[i];
+  size_t last = 0;
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    if (c.ids[i] == excluded) continue;
+    cumulative += c.weights[i];
+    last = i;
+    if (target < cumulative) return c.ids[i];
   }
-  return ids[keep - 1];  // target == total after rounding
+  return c.ids[last];  // target == total after rounding
+}
+
+}  // namespace
+
+template <typename T>
+Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& params,
+                            SplitMix64& rng) {
+  FOLIO_ASSIGN_OR_RETURN(const Candidates c, SamplingCandidates(logits, params));
+  if (params.greedy()) return c.ids[0];  // no draw
+  return Draw(c, c.total, rng);
+}
+
+template <typename T>
+Result<int32_t> AcceptOrResample(std::span<const T> logits, const SamplingParams& params,
+                                 int32_t draft, SplitMix64& rng) {
+  FOLIO_ASSIGN_OR_RETURN(const Candidates c, SamplingCandidates(logits, params));
+  if (params.greedy()) return c.ids[0];  // the draft stands iff it is the argmax
+  double w = 0;
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    if (c.ids[i] == draft) w = c.weights[i];
+  }
+  if (rng.NextUnit() * c.total < w) return draft;
+  return Draw(c, c.total - w, rng, draft);
 }
 
 template Result<int32_t> SelectToken<float>(std::span<const float>, const SamplingParams&,
                                             SplitMix64&);
 template Result<int32_t> SelectToken<double>(std::span<const double>, const SamplingParams&,
                                              SplitMix64&);
+template Result<Candidates> SamplingCandidates<float>(std::span<const float>,
+                                                      const SamplingParams&);
+template Result<int32_t> AcceptOrResample<float>(std::span<const float>, const SamplingParams&,
+                                                 int32_t, SplitMix64&);
 
 Result<double> LogNormalizer(std::span<const float> logits) {
   if (logits.empty()) return Status::InvalidArgument("logits are empty");

@@ -102,6 +102,34 @@ TEST(SelectToken, RejectsBadInput) {
 namespace folio::sampling {
 namespace {
 
+TEST(AcceptOrResample, GreedyIsTheArgmaxWithoutADraw) {
+  const std::vector<float> logits = {0.1f, 0.7f, 0.7f, -3};
+  SplitMix64 rng(5);
+  EXPECT_EQ(*AcceptOrResample<float>(logits, {}, 3, rng), 1);
+  EXPECT_EQ(*AcceptOrResample<float>(logits, {}, 1, rng), 1);
+  EXPECT_EQ(rng.state(), 5u);
+}
+
+// A draft outside the candidates (here: cut by top_k) is never kept; one
+// that is the only candidate always is; in between it is kept at its
+// probability and the others keep their relative odds.
+TEST(AcceptOrResample, KeepsTheDraftAtItsProbability) {
+  const std::vector<float> logits = {2.0f, 1.0f, 0.0f, -5.0f};
+  SplitMix64 rng(9);
+  for (int i = 0; i < 500; ++i) EXPECT_NE(*AcceptOrResample<float>(logits, {1.0, 3}, 3, rng), 3);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(*AcceptOrResample<float>(logits, {1.0, 1}, 0, rng), 0);
+  const Candidates c = *SamplingCandidates<float>(logits, {1.0, 3});
+  std::vector<double> counts(4, 0.0);
+  constexpr int kDraws = 40000;
+  for (int i = 0; i < kDraws; ++i) ++counts[*AcceptOrResample<float>(logits, {1.0, 3}, 1, rng)];
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    const double p = c.weights[i] / c.total;
+    const double sd = std::sqrt(kDraws * p * (1 - p));
+    EXPECT_NEAR(counts[static_cast<size_t>(c.ids[i])], kDraws * p, 5 * sd) << "token " << c.ids[i];
+  }
+  EXPECT_EQ(counts[3], 0.0);
+}
+
 TEST(LogprobsTest, LogSoftmaxOfRawLogitsWithTopAlternatives) {
   const std::vector<float> logits{1.0f, 3.0f, -2.0f, 3.0f, 0.5f};
   auto r = ComputeLogprobs(logits, 2, 3);

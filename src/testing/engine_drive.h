@@ -89,6 +89,30 @@ inline engine::RequestParams SampledWithLogprobs() {
   return p;
 }
 
+// The logits that follow `tokens` (the last row of their prompt logits),
+// from a fresh engine: no fork, no shared page, no batch.
+inline std::vector<float> NextTokenLogits(const model::Model& model,
+                                          const std::vector<int32_t>& tokens) {
+  engine::EngineConfig solo;
+  solo.prefix_caching = false;
+  engine::Engine e = *engine::Engine::Create(model, solo);
+  engine::RequestParams p;
+  p.max_tokens = 1;
+  p.prompt_logits = true;
+  EXPECT_TRUE(e.AddRequest(tokens, p).ok());
+  std::vector<float> logits;
+  while (e.HasUnfinished()) {
+    Result<std::vector<engine::StepOutput>> step = e.Step();
+    EXPECT_TRUE(step.ok());
+    if (!step.ok()) break;
+    for (const engine::StepOutput& o : *step) {
+      logits.insert(logits.end(), o.prompt_logits.begin(), o.prompt_logits.end());
+    }
+  }
+  const uint64_t vocab = model.config().vocab_size;
+  return std::vector<float>(logits.end() - static_cast<ptrdiff_t>(vocab), logits.end());
+}
+
 inline std::vector<size_t> InOrder(size_t n) {
   std::vector<size_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = i;

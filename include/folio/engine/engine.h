@@ -28,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "folio/core/status.h"
@@ -56,6 +57,17 @@ inline constexpr uint64_t kMaxDraftTokens = 8;
 // the same step as its pending token. Back-off: after a draft with nothing
 // accepted, a request's drafting pauses for 2^(misses-1) - 1 steps (at most
 // 31), misses counting such drafts in a row; one accepted token resets it.
+// How a draft token is accepted. kExact: only when plain decoding's own
+// draw (same logits, same random stream) is that token, so the output is
+// plain decoding's, token for token. kRejection: standard speculative
+// sampling (sampling::AcceptOrResample): kept with its probability, else
+// resampled without it; the output has plain decoding's distribution but
+// not its stream, and accepts more drafts when sampling. Greedy requests
+// get the same tokens either way.
+enum class DraftAcceptance { kExact, kRejection };
+// "exact" or "rejection"; InvalidArgument naming the others.
+Result<DraftAcceptance> ParseDraftAcceptance(std::string_view name);
+
 struct SpeculativeConfig {
   uint64_t num_draft_tokens = 0;  // the default per request; 0 = off
   uint64_t ngram_min = 2;
@@ -67,6 +79,7 @@ struct SpeculativeConfig {
   // engine.
   const model::Model* draft_model = nullptr;
   uint64_t draft_num_pages = 0;
+  DraftAcceptance acceptance = DraftAcceptance::kExact;
 };
 
 struct EngineConfig {

@@ -62,8 +62,12 @@ class OutputProcessor {
   // Errors: the sampler's (a non-finite row).
   // num_output_tokens counts the request's generated tokens with this one
   // (the scheduler's sequence holds them; max_tokens is checked against it).
+  // resample_draft (speculative decoding's rejection sampling): the token
+  // comes from sampling::AcceptOrResample with that draft token, which
+  // keeps the distribution but not the random stream of SelectToken.
   Result<StepOutput> Process(RequestId id, std::span<const float> logits,
-                             uint64_t num_output_tokens);
+                             uint64_t num_output_tokens,
+                             std::optional<int32_t> resample_draft = std::nullopt);
   // RequestParams::prompt_logits: appends to out.prompt_logits the rows of
   // `logits` ([rows, vocab], positions first_position, ...) that are prompt
   // positions not returned before (a recomputed prompt returns nothing

@@ -39,6 +39,28 @@ template <typename T>
 Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& params,
                             SplitMix64& rng);
 
+// The candidates SelectToken draws from, in its order, with their
+// (unnormalized) weights and their total: greedy, the argmax alone.
+struct Candidates {
+  std::vector<int32_t> ids;
+  std::vector<double> weights;
+  double total = 0;
+};
+template <typename T>
+Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingParams& params);
+
+// Speculative sampling's acceptance rule (Leviathan et al., 2023) for a
+// drafter that proposes `draft` with certainty: the draft stands with its
+// probability p(draft) under SelectToken's distribution (one unit draw:
+// kept iff u * total < its weight); otherwise the token is drawn from that
+// distribution without the draft (a second draw, renormalized). So the
+// token returned follows SelectToken's distribution exactly, whatever the
+// draft, but not SelectToken's random stream. Greedy: the argmax, no draw.
+// Errors: SelectToken's.
+template <typename T>
+Result<int32_t> AcceptOrResample(std::span<const T> logits, const SamplingParams& params,
+                                 int32_t draft, SplitMix64& rng);
+
 // Log-probabilities of the model's own distribution: log-softmax of the raw
 // logits (temperature 1, before top-k / top-p / min-p), as OpenAI's
 // `logprobs` reports them. Computed in double, summing in vocabulary order,
