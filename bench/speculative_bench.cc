@@ -13,6 +13,7 @@
 #include "bench/timing.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
+#include "folio/ops/packed_matmul.h"
 
 namespace folio::bench {
 namespace {
@@ -71,7 +72,8 @@ struct Run {
 
 Result<Run> Generate(const model::Model& m, const model::Model* draft,
                      std::span<const int32_t> prompt, uint64_t k, const SpeculativeBenchOptions& o,
-                     const std::vector<int32_t>& stop_ids, ThreadPool& pool) {
+                     ops::MatMulActivations activations, const std::vector<int32_t>& stop_ids,
+                     ThreadPool& pool) {
   engine::EngineConfig ec;
   ec.page_size = 16;
   ec.num_pages = (prompt.size() + o.max_tokens + engine::kMaxDraftTokens) / 16 + 4;
@@ -82,6 +84,7 @@ Result<Run> Generate(const model::Model& m, const model::Model* draft,
   ec.speculative.ngram_min = o.ngram_min;
   ec.speculative.ngram_max = o.ngram_max;
   ec.speculative.draft_model = draft;
+  ec.matmul_activations = activations;
   FOLIO_ASSIGN_OR_RETURN(engine::Engine eng, engine::Engine::Create(m, ec, &pool));
   engine::RequestParams params;
   params.sampling = {0.0, 0, 1.0, 0.0};
@@ -127,6 +130,8 @@ CLI::App* AddSpeculativeBenchCommand(CLI::App& bench, SpeculativeBenchOptions& o
   cmd->add_option("--max-tokens", o.max_tokens, "tokens per generation (default 128)")
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--threads", o.threads, "compute threads (default 2)")->check(CLI::Range(1, 256));
+  cmd->add_option("--matmul-activations", o.matmul_activations,
+                  "f32 (default) or q8: how quantized weights multiply");
   cmd->add_option("--draft-model", o.draft_model,
                   "draft with this model (same vocabulary) instead of prompt lookup");
   cmd->add_option("--rounds", o.rounds, "rounds; configurations alternate within each (default 3)")
@@ -142,6 +147,8 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
   if (o.ngram_min > o.ngram_max) {
     return fail(Status::InvalidArgument("--ngram-min exceeds --ngram-max"));
   }
+  Result<ops::MatMulActivations> activations = ops::ParseMatMulActivations(o.matmul_activations);
+  if (!activations) return fail(activations.error().WithContext("--matmul-activations"));
   Result<BenchModel> loaded = BenchModel::Load(o.model, 2048);
   if (!loaded) return fail(loaded.error());
   const model::Model* m = &loaded->model();
@@ -184,7 +191,7 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
   // and the pool's threads warm for every timed configuration alike).
   std::vector<std::vector<int32_t>> plain(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    Result<Run> run = Generate(*m, draft_model, prompts[i], 0, o, stop_ids, pool);
+    Result<Run> run = Generate(*m, draft_model, prompts[i], 0, o, *activations, stop_ids, pool);
     if (!run) return fail(run.error());
     plain[i] = run->output;
   }
@@ -196,7 +203,7 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
       std::vector<uint64_t> order = configs;
       if ((round + i) % 2 == 1) std::reverse(order.begin(), order.end());
       for (const uint64_t k : order) {
-        Result<Run> run = Generate(*m, draft_model, prompts[i], k, o, stop_ids, pool);
+        Result<Run> run = Generate(*m, draft_model, prompts[i], k, o, *activations, stop_ids, pool);
         if (!run) return fail(run.error());
         auto& rounds = sums[kPrompts[i].kind][k];
         rounds.resize(o.rounds);
@@ -252,6 +259,7 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
       {"threads", o.threads},
       {"max_tokens", o.max_tokens},
       {"drafter", o.draft_model.empty() ? std::string("ngram") : "model " + o.draft_model},
+      {"matmul_activations", o.matmul_activations},
       {"ngram", {o.ngram_min, o.ngram_max}},
       {"rounds", o.rounds},
       {"outputs_identical_to_plain_decoding", identical},
