@@ -243,29 +243,41 @@ class Request:
                              outputs=completions, finished=self.done)
 
 
-def _speculative(config: Optional[Mapping[str, Any]]) -> Dict[str, int]:
+def _speculative(config: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     """vLLM's speculative_config, as folio's engine takes it: prompt lookup
-    ("ngram") only; the output is the same with or without it."""
+    ("ngram") or a draft model ("draft_model", with "model": a folder, .gguf
+    or "builtin" sharing the target's vocabulary); the output is the same
+    with or without it."""
     if config is None:
         return {}
     if not isinstance(config, Mapping):
         raise ValueError(f"speculative_config must be a dict (got {config!r})")
-    known = {"method", "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max"}
+    known = {"method", "model", "num_speculative_tokens", "prompt_lookup_min",
+             "prompt_lookup_max"}
     unknown = sorted(set(config) - known)
     if unknown:
         raise ValueError(f"speculative_config: folio does not support {', '.join(unknown)} "
                          f"(it knows {', '.join(sorted(known))})")
-    method = config.get("method", "ngram")
-    if method != "ngram":
+    model = config.get("model")
+    method = config.get("method", "ngram" if model is None else "draft_model")
+    if method not in ("ngram", "draft_model"):
         raise ValueError(f"speculative_config: method {method!r} is not supported "
-                         "(folio drafts by prompt lookup: 'ngram')")
-    out = {"num_speculative_tokens": config.get("num_speculative_tokens", 3),
-           "prompt_lookup_min": config.get("prompt_lookup_min", 2),
-           "prompt_lookup_max": config.get("prompt_lookup_max", 4)}
+                         "(folio drafts by prompt lookup, 'ngram', or with a smaller model, "
+                         "'draft_model')")
+    if (method == "draft_model") != (model is not None):
+        raise ValueError("speculative_config: 'model' goes with method 'draft_model' "
+                         f"(got method={method!r}, model={model!r})")
+    out: Dict[str, Any] = {"num_speculative_tokens": config.get("num_speculative_tokens", 3),
+                           "prompt_lookup_min": config.get("prompt_lookup_min", 2),
+                           "prompt_lookup_max": config.get("prompt_lookup_max", 4)}
     for name, v in out.items():
         if not isinstance(v, int) or isinstance(v, bool) or v < (0 if name.startswith("num") else 1):
             raise ValueError(f"speculative_config: {name} must be an integer "
                              f"(got {v!r})")
+    if model is not None:
+        if not isinstance(model, (str, os.PathLike)):
+            raise ValueError(f"speculative_config: model must be a path (got {model!r})")
+        out["draft_model"] = os.fspath(model)
     return out
 
 

@@ -52,9 +52,11 @@ class LLM:
     of requests whose SamplingParams.seed is None, in submission order.
     speculative_config (vLLM's): {"method": "ngram",
     "num_speculative_tokens": 3, "prompt_lookup_min": 2,
-    "prompt_lookup_max": 4} drafts by prompt lookup and verifies the drafts
-    in one step; the outputs are exactly those without it, only faster on
-    input-grounded prompts. Other methods raise ValueError.
+    "prompt_lookup_max": 4} drafts by prompt lookup, {"model": PATH,
+    "num_speculative_tokens": 3} with a smaller model sharing the
+    vocabulary ("draft_model"); the drafts are verified in one step and the
+    outputs are exactly those without it, only faster where drafts are
+    accepted. Other methods raise ValueError.
 
     Raises ValueError for bad options, FileNotFoundError for a missing model.
     """
@@ -246,7 +248,8 @@ class LLM:
         only by the prefix cache), pages_held_by_requests,
         prefix_cache_hit_rate (of cacheable prompt tokens), prefix_query_tokens,
         prefix_hit_tokens, prefix_evictions, preemptions, steps,
-        prompt_tokens_computed, decode_tokens, peak_running, in_flight."""
+        prompt_tokens_computed, decode_tokens, peak_running, draft_tokens and
+        draft_accepted_tokens (speculative decoding), in_flight."""
         return self._core.stats()
 
     def reset_prefix_cache(self) -> bool:

@@ -73,6 +73,7 @@ struct EngineOptions {
   std::string matmul_activations = "f32";
   double watermark = 0.01;
   engine::SpeculativeConfig speculative;
+  std::optional<std::string> draft_model;  // a path, or "builtin"
 };
 
 class EngineCore {
@@ -137,6 +138,16 @@ class EngineCore {
       chat_.emplace(std::move(*chat));
     } else {
       chat_error_ = chat.error().WithContext("the model's chat template");
+    }
+    if (o.draft_model) {
+      Result<model::Model> draft = Status::FailedPrecondition("not loaded");
+      {
+        nb::gil_scoped_release release;
+        draft = cli::LoadModelOrBuiltin(*o.draft_model, o.builtin_context);
+      }
+      if (!draft) ThrowIfModelError(draft.error().WithContext("speculative_config model"));
+      draft_ = std::make_unique<model::Model>(std::move(*draft));
+      ec.speculative.draft_model = draft_.get();
     }
     Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(o.threads);
     if (!pool) ThrowIfError(pool.error().WithContext("threads"));
@@ -313,6 +324,8 @@ class EngineCore {
     d["prompt_tokens_computed"] = c.stats.prompt_tokens_computed;
     d["decode_tokens"] = c.stats.decode_tokens;
     d["peak_running"] = c.stats.peak_running;
+    d["draft_tokens"] = c.stats.draft_tokens;  // speculative decoding
+    d["draft_accepted_tokens"] = c.stats.draft_accepted_tokens;
     return d;
   }
 
@@ -477,6 +490,7 @@ class EngineCore {
   uint64_t page_bytes_ = 0;  // one page of K and V, every layer
   engine::EngineConfig config_;
   std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<model::Model> draft_;  // speculative_config's model; outlives the engine
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<EngineThread> thread_;  // last: stopped before the engine goes
 };
@@ -539,7 +553,7 @@ void BindLlm(nb::module_& m) {
              uint64_t max_num_batched_tokens, uint64_t threads, bool prefix_caching,
              const std::string& backend, double watermark, uint64_t num_speculative_tokens,
              uint64_t prompt_lookup_min, uint64_t prompt_lookup_max,
-             const std::string& matmul_activations) {
+             const std::string& matmul_activations, std::optional<std::string> draft_model) {
             EngineOptions o;
             o.builtin_context = builtin_context;
             o.tokenizer_pre = std::move(tokenizer_pre);
@@ -554,7 +568,10 @@ void BindLlm(nb::module_& m) {
             o.backend = backend;
             o.matmul_activations = matmul_activations;
             o.watermark = watermark;
-            o.speculative = {num_speculative_tokens, prompt_lookup_min, prompt_lookup_max};
+            o.speculative.num_draft_tokens = num_speculative_tokens;
+            o.speculative.ngram_min = prompt_lookup_min;
+            o.speculative.ngram_max = prompt_lookup_max;
+            o.draft_model = std::move(draft_model);
             new (self) EngineCore(model, o);
           },
           nb::arg("model"), nb::arg("builtin_context"), nb::arg("tokenizer_pre").none(),
@@ -562,7 +579,8 @@ void BindLlm(nb::module_& m) {
           nb::arg("kv_bytes").none(), nb::arg("max_num_seqs"), nb::arg("max_num_batched_tokens"),
           nb::arg("threads"), nb::arg("prefix_caching"), nb::arg("backend"), nb::arg("watermark"),
           nb::arg("num_speculative_tokens") = 0, nb::arg("prompt_lookup_min") = 2,
-          nb::arg("prompt_lookup_max") = 4, nb::arg("matmul_activations") = "f32")
+          nb::arg("prompt_lookup_max") = 4, nb::arg("matmul_activations") = "f32",
+          nb::arg("draft_model").none() = nb::none())
       .def("info", &EngineCore::Info, "The model's and the engine's shape, as a dict.")
       .def("encode", &EngineCore::Encode, nb::arg("text"), nb::arg("add_special_tokens"))
       .def("decode", &EngineCore::Decode, nb::arg("ids"), nb::arg("skip_special_tokens"))

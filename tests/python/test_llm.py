@@ -509,6 +509,29 @@ def test_speculative_config_changes_nothing_but_speed():
         LLM("builtin", speculative_config={"method": "eagle"})
     with pytest.raises(ValueError, match="draft_model"):
         LLM("builtin", speculative_config={"draft_model": "x"})
+    with pytest.raises(ValueError, match="'model' goes with method 'draft_model'"):
+        LLM("builtin", speculative_config={"method": "draft_model"})
+    with pytest.raises(FileNotFoundError, match="speculative_config model"):
+        LLM("builtin", speculative_config={"model": "/nonexistent/draft.gguf"})
+
+
+def test_a_draft_model_changes_nothing_but_speed():
+    """speculative_config={"model": ...}: a draft model (the built-in model
+    drafting for itself) proposes, the engine verifies; the same tokens and
+    log-probs, greedy and sampled, with drafts accepted."""
+    prompts = ["a draft model", "kv"]
+    plain = LLM("builtin", threads=1)
+    spec = LLM("builtin", threads=1, speculative_config={"model": "builtin",
+                                                         "num_speculative_tokens": 3})
+    for params in (SamplingParams(temperature=0.0, max_tokens=24, logprobs=1),
+                   SamplingParams(temperature=0.9, max_tokens=24, seed=8, logprobs=1)):
+        want = plain.generate(prompts, params, use_tqdm=False)
+        got = spec.generate(prompts, params, use_tqdm=False)
+        for a, b in zip(want, got):
+            assert a.outputs[0].token_ids == b.outputs[0].token_ids
+            assert a.outputs[0].logprobs == b.outputs[0].logprobs
+    stats = spec.stats()
+    assert stats["draft_accepted_tokens"] > 0 and stats["draft_tokens"] > 0
 
 
 def test_n_samples_share_one_prefill_and_equal_one_sample_requests(llm):
