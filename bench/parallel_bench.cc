@@ -50,17 +50,24 @@ struct Outcome {
   double seconds = 0;
 };
 
+// The engine both runs use: 64 running sequences (at least a group's),
+// no prefix cache (its sharing would blur the forks').
+engine::EngineConfig Config(uint64_t page_size, uint64_t num_pages, uint64_t group) {
+  engine::EngineConfig ec;
+  ec.page_size = page_size;
+  ec.num_pages = num_pages;
+  ec.max_num_seqs = std::max<uint64_t>(64, group);
+  ec.max_num_batched_tokens = 2048;
+  ec.prefix_caching = false;
+  return ec;
+}
+
 // Runs the workload: n samples per request (shared) or n requests per
 // prompt (unshared), every sample to its max_tokens (no stop tokens).
 Result<Outcome> RunWorkload(const model::Model& m, const std::vector<Work>& work, uint64_t n,
                             bool shared, uint64_t page_size, uint64_t num_pages, ThreadPool& pool) {
-  engine::EngineConfig ec;
-  ec.page_size = page_size;
-  ec.num_pages = num_pages;
-  ec.max_num_seqs = std::max<uint64_t>(64, n);
-  ec.max_num_batched_tokens = 2048;
-  ec.prefix_caching = false;
-  FOLIO_ASSIGN_OR_RETURN(engine::Engine eng, engine::Engine::Create(m, ec, &pool));
+  FOLIO_ASSIGN_OR_RETURN(engine::Engine eng,
+                         engine::Engine::Create(m, Config(page_size, num_pages, n), &pool));
   for (size_t r = 0; r < work.size(); ++r) {
     engine::RequestParams p;
     p.sampling = {1.0, 0, 1.0, 0.0};
@@ -102,13 +109,8 @@ struct BeamOutcome {
 
 Result<BeamOutcome> RunBeams(const model::Model& m, const std::vector<Work>& work, uint64_t width,
                              uint64_t page_size, uint64_t num_pages, ThreadPool& pool) {
-  engine::EngineConfig ec;
-  ec.page_size = page_size;
-  ec.num_pages = num_pages;
-  ec.max_num_seqs = std::max<uint64_t>(64, width);
-  ec.max_num_batched_tokens = 2048;
-  ec.prefix_caching = false;
-  FOLIO_ASSIGN_OR_RETURN(engine::Engine eng, engine::Engine::Create(m, ec, &pool));
+  FOLIO_ASSIGN_OR_RETURN(engine::Engine eng,
+                         engine::Engine::Create(m, Config(page_size, num_pages, width), &pool));
   for (const Work& w : work) {
     engine::RequestParams p;
     p.max_tokens = w.max_tokens;

@@ -259,16 +259,11 @@ int RunGenerate(const GenerateFlags& f) {
   ec.matmul_activations = *activations;
   ec.speculative.num_draft_tokens = f.speculative_tokens;
   ec.max_num_batched_tokens = std::max(ec.max_num_batched_tokens, 1 + f.speculative_tokens);
-  Result<engine::DraftAcceptance> acceptance =
-      engine::ParseDraftAcceptance(f.speculative_acceptance);
-  if (!acceptance) return Fail(acceptance.error().WithContext("--speculative-acceptance"));
-  ec.speculative.acceptance = *acceptance;
   std::optional<model::Model> draft;  // outlives the engine
-  if (!f.draft_model.empty()) {
-    Result<model::Model> d = LoadModelOrBuiltin(f.draft_model, capacity);
-    if (!d) return Fail(d.error().WithContext("--draft-model"));
-    draft = std::move(*d);
-    ec.speculative.draft_model = &*draft;
+  if (Status s =
+          ApplySpeculativeFlags(f.speculative_acceptance, f.draft_model, capacity, ec, draft);
+      !s.ok()) {
+    return Fail(s);
   }
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
   if (!pool) return Fail(pool.error());

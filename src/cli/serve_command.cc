@@ -148,16 +148,11 @@ int RunServe(const ServeFlags& flags) {
   ec.max_num_seqs = f.max_num_seqs;
   ec.max_num_batched_tokens = f.max_num_batched_tokens;
   ec.speculative.num_draft_tokens = f.speculative_tokens;
-  Result<engine::DraftAcceptance> acceptance =
-      engine::ParseDraftAcceptance(f.speculative_acceptance);
-  if (!acceptance) return Fail(acceptance.error().WithContext("--speculative-acceptance"));
-  ec.speculative.acceptance = *acceptance;
   std::optional<model::Model> draft;  // outlives the engine
-  if (!f.draft_model.empty()) {
-    Result<model::Model> d = LoadModelOrBuiltin(f.draft_model, f.builtin_context);
-    if (!d) return Fail(d.error().WithContext("--draft-model"));
-    draft = std::move(*d);
-    ec.speculative.draft_model = &*draft;
+  if (Status s = ApplySpeculativeFlags(f.speculative_acceptance, f.draft_model, f.builtin_context,
+                                       ec, draft);
+      !s.ok()) {
+    return Fail(s);
   }
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
   if (!pool) return Fail(pool.error());

@@ -80,6 +80,20 @@ void AddSpeculativeAcceptanceOption(CLI::App& cmd, std::string& value) {
                  "accepted when sampling)");
 }
 
+Status ApplySpeculativeFlags(const std::string& acceptance, const std::string& draft_model,
+                             uint64_t builtin_positions, engine::EngineConfig& ec,
+                             std::optional<model::Model>& draft) {
+  Result<engine::DraftAcceptance> rule = engine::ParseDraftAcceptance(acceptance);
+  if (!rule) return rule.error().WithContext("--speculative-acceptance");
+  ec.speculative.acceptance = *rule;
+  if (draft_model.empty()) return Status::Ok();
+  Result<model::Model> d = LoadModelOrBuiltin(draft_model, builtin_positions);
+  if (!d) return d.error().WithContext("--draft-model");
+  draft = std::move(*d);
+  ec.speculative.draft_model = &*draft;
+  return Status::Ok();
+}
+
 void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value) {
   cmd.add_option("--chat-template", value,
                  "a Jinja chat template file to use instead of the model's own");

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "folio/core/status.h"
+#include "folio/engine/engine.h"
 #include "folio/model/model.h"
 #include "folio/server/chat_format.h"
 #include "folio/tokenizer/tokenizer.h"
@@ -75,6 +76,12 @@ void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value);
 void AddDraftModelOption(CLI::App& cmd, std::string& value);
 // --speculative-acceptance exact|rejection (engine::DraftAcceptance).
 void AddSpeculativeAcceptanceOption(CLI::App& cmd, std::string& value);
+// Those two flags' values onto ec.speculative: the acceptance rule, and the
+// draft model (none for ""), loaded into `draft`, which must outlive the
+// engine. Errors name the flag.
+Status ApplySpeculativeFlags(const std::string& acceptance, const std::string& draft_model,
+                             uint64_t builtin_positions, engine::EngineConfig& ec,
+                             std::optional<model::Model>& draft);
 
 }  // namespace folio::cli
 

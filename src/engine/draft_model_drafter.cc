@@ -20,12 +20,8 @@ Result<std::unique_ptr<DraftModelDrafter>> DraftModelDrafter::Create(const model
                                    std::to_string(target_vocab_size) +
                                    " (a draft model must share the target's tokenizer)");
   }
-  kv::PagedKvCacheConfig kc;
-  kc.num_layers = c.num_layers;
-  kc.num_kv_heads = c.num_kv_heads;
-  kc.head_dim = c.head_dim();
-  kc.page_size = config.page_size;
-  kc.num_pages = config.num_pages;
+  const kv::PagedKvCacheConfig kc =
+      KvCacheConfigFor(c, config.page_size, config.num_pages, config.kv_dtype);
   std::shared_ptr<backend::Backend> backend =
       backend::MakeBackend(config.backend, pool, config.matmul_activations);
   FOLIO_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::Create(kc, false, backend.get()));

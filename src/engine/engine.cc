@@ -39,13 +39,8 @@ Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, Th
         std::to_string(sp.ngram_min) + ", " + std::to_string(sp.ngram_max) + ")");
   }
   const model::ModelConfig& c = model.config();
-  kv::PagedKvCacheConfig kc;
-  kc.num_layers = c.num_layers;
-  kc.num_kv_heads = c.num_kv_heads;
-  kc.head_dim = c.head_dim();
-  kc.page_size = config.page_size;
-  kc.num_pages = config.num_pages;
-  kc.dtype = config.kv_dtype;
+  const kv::PagedKvCacheConfig kc =
+      KvCacheConfigFor(c, config.page_size, config.num_pages, config.kv_dtype);
   std::shared_ptr<backend::Backend> backend =
       backend::MakeBackend(config.backend, pool, config.matmul_activations);
   FOLIO_ASSIGN_OR_RETURN(KvCacheManager kv,
@@ -55,6 +50,7 @@ Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, Th
     DraftModelDrafter::Config dc;
     dc.page_size = config.page_size;
     dc.num_pages = sp.draft_num_pages != 0 ? sp.draft_num_pages : config.num_pages;
+    dc.kv_dtype = config.kv_dtype;
     dc.backend = config.backend;
     dc.matmul_activations = config.matmul_activations;
     FOLIO_ASSIGN_OR_RETURN(drafter,

@@ -35,6 +35,7 @@ class DraftModelDrafter final : public Drafter {
   struct Config {
     uint64_t page_size = 16;
     uint64_t num_pages = 256;
+    DType kv_dtype = DType::kF32;
     backend::BackendKind backend = backend::BackendKind::kCpu;
     ops::MatMulActivations matmul_activations = ops::MatMulActivations::kF32;
   };

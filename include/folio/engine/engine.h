@@ -75,8 +75,8 @@ struct SpeculativeConfig {
   // Drafts from this model instead of prompt lookup (engine/
   // draft_model_drafter.h): a smaller checkpoint with the target's
   // vocabulary, on a KV pool of its own (draft_num_pages pages of the
-  // engine's page size; 0: as many as the target's). It must outlive the
-  // engine.
+  // engine's page size and KV dtype; 0: as many as the target's). It must
+  // outlive the engine.
   const model::Model* draft_model = nullptr;
   uint64_t draft_num_pages = 0;
   DraftAcceptance acceptance = DraftAcceptance::kExact;

@@ -35,8 +35,23 @@
 #include "folio/core/status.h"
 #include "folio/kv/paged_kv_cache.h"
 #include "folio/kv/prefix_cache.h"
+#include "folio/model/config.h"
 
 namespace folio::engine {
+
+// The pool a model's layers need: its layer count, K/V heads and head size,
+// in pages of page_size tokens.
+inline kv::PagedKvCacheConfig KvCacheConfigFor(const model::ModelConfig& model, uint64_t page_size,
+                                               uint64_t num_pages, DType dtype) {
+  kv::PagedKvCacheConfig kc;
+  kc.num_layers = model.num_layers;
+  kc.num_kv_heads = model.num_kv_heads;
+  kc.head_dim = model.head_dim();
+  kc.page_size = page_size;
+  kc.num_pages = num_pages;
+  kc.dtype = dtype;
+  return kc;
+}
 
 class KvCacheManager {
  public:
