@@ -62,27 +62,32 @@ std::vector<Outcome> Reference(const std::vector<std::vector<int32_t>>& prompts,
   return want;
 }
 
-TEST(Speculative, OutputIsPlainDecodingsUnderEveryDraftLengthAndSchedule) {
-  const auto prompts = Prompts();
-  ThreadPool two(2);
+// The schedules every speculative run must not notice: batched, chunks of
+// 7 with pages of 3, a tight pool (preempts, and drafts get dropped to make
+// room) and two threads.
+struct Variant {
+  const char* name;
+  EngineConfig config;
+  ThreadPool* pool;
+};
+std::vector<Variant> Schedules(ThreadPool* two) {
   EngineConfig chunks;
   chunks.page_size = 3;
   chunks.max_num_batched_tokens = 7;
   chunks.max_num_seqs = 3;
   EngineConfig tight;
   tight.page_size = 4;
-  tight.num_pages = 24;  // preempts, and drafts get dropped to make room
-  struct Variant {
-    const char* name;
-    EngineConfig config;
-    ThreadPool* pool;
-  };
-  const std::vector<Variant> variants = {
-      {"batched", {}, nullptr},
-      {"chunks of 7, pages of 3", chunks, nullptr},
-      {"preempting", tight, nullptr},
-      {"two threads", {}, &two},
-  };
+  tight.num_pages = 24;
+  return {{"batched", {}, nullptr},
+          {"chunks of 7, pages of 3", chunks, nullptr},
+          {"preempting", tight, nullptr},
+          {"two threads", {}, two}};
+}
+
+TEST(Speculative, OutputIsPlainDecodingsUnderEveryDraftLengthAndSchedule) {
+  const auto prompts = Prompts();
+  ThreadPool two(2);
+  const std::vector<Variant> variants = Schedules(&two);
   uint64_t drafted = 0, accepted = 0;
   for (const bool greedy : {true, false}) {
     const std::vector<Outcome> want = Reference(prompts, Params(greedy, 0));
@@ -220,26 +225,11 @@ TEST(Speculative, ADraftModelLeavesTheOutputAsPlainDecodings) {
   const auto prompts = Prompts();
   const model::Model other = *model::Model::FromSeed(TestModel().config(), 99);
   ThreadPool two(2);
-  EngineConfig chunks;
-  chunks.page_size = 3;
-  chunks.max_num_batched_tokens = 7;
-  chunks.max_num_seqs = 3;
-  EngineConfig tight;
-  tight.page_size = 4;
-  tight.num_pages = 24;
+  std::vector<Variant> variants = Schedules(&two);
   EngineConfig small_draft_pool;
   small_draft_pool.page_size = 4;
   small_draft_pool.speculative.draft_num_pages = 14;  // one long request's worth
-  struct Variant {
-    const char* name;
-    EngineConfig config;
-    ThreadPool* pool;
-  };
-  const std::vector<Variant> variants = {{"batched", {}, nullptr},
-                                         {"chunks of 7, pages of 3", chunks, nullptr},
-                                         {"preempting", tight, nullptr},
-                                         {"small draft pool", small_draft_pool, nullptr},
-                                         {"two threads", {}, &two}};
+  variants.push_back({"small draft pool", small_draft_pool, nullptr});
   for (const bool greedy : {true, false}) {
     const std::vector<Outcome> want = Reference(prompts, Params(greedy, 0));
     for (const model::Model* draft : {&TestModel(), &other}) {
