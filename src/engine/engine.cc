@@ -192,8 +192,9 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
                                  {0.0},
                                  {}});
     beam_request_[id] = id;
+  } else {  // a beam search keeps its state in beams_, not in outputs_
+    outputs_.Add(id, outputs_.NewState(params));
   }
-  outputs_.Add(id, outputs_.NewState(params));
   scheduler_.AddWaiting(std::move(s));
   return id;
 }
@@ -362,7 +363,6 @@ void Engine::EndBeams(RequestId request, std::span<const BeamSearch::Beam> live,
     beam_request_.erase(seq);
   }
   beams_.erase(request);
-  outputs_.Remove(request);
 }
 
 EngineStats Engine::stats() const {
@@ -472,7 +472,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
   std::vector<model::LogitRows> rows(plan.scheduled.size(), model::LogitRows::kLast);
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const Sequence& s = scheduler_.sequence(plan.scheduled[i].id);
-    // (A beam's sequence has no output state; beams refuse prompt_logits.)
+    // (Beams have no output state: they refuse prompt_logits.)
     if ((!s.lockstep && outputs_.state(s.id).params.prompt_logits &&
          s.num_computed < s.num_prompt_tokens) ||
         plan.scheduled[i].num_draft != 0) {

@@ -219,23 +219,12 @@ TEST(ParallelSamples, RandomWorkloadsKeepThePoolAndEverySample) {
       jobs[*engine.AddRequest(Jobs()[j].prompt, p)] = {j, p};
     }
     std::map<std::pair<RequestId, uint64_t>, Outcome> got;
-    std::set<RequestId> aborted;
-    while (engine.HasUnfinished()) {
-      auto step = engine.Step();
-      ASSERT_TRUE(step.ok()) << step.status().ToString();
-      for (const StepOutput& o : *step) test_support::Record(o, got[{o.id, o.index}]);
-      if (rng.NextU64() % 12 == 0) {
-        for (const auto& [id, job] : jobs) {
-          if (aborted.count(id) == 0 && engine.Abort(id).ok()) {
-            aborted.insert(id);
-            break;
-          }
-        }
-      }
-      const kv::PoolStats st = engine.cache().Stats();
-      ASSERT_EQ(st.pages_used + st.pages_free, st.pages_total);
-      ASSERT_TRUE(engine.cache().pool().CheckInvariants().ok());
-    }
+    std::vector<RequestId> ids;
+    for (const auto& [id, job] : jobs) ids.push_back(id);
+    const std::set<RequestId> aborted =
+        test_support::DriveWithAborts(engine, rng, 12, ids, [&](const StepOutput& o) {
+          test_support::Record(o, got[{o.id, o.index}]);
+        });
     for (const auto& [id, job] : jobs) {
       if (aborted.count(id) != 0) continue;
       for (uint64_t i = 0; i < job.second.n; ++i) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 #include <string>
 
 #include "folio/core/splitmix64.h"
@@ -162,25 +163,13 @@ TEST(Speculative, RandomWorkloadsKeepThePoolAndTheOutput) {
           i;
     }
     std::vector<Outcome> got(prompts.size());
-    std::vector<bool> aborted(prompts.size(), false);
-    while (engine.HasUnfinished()) {
-      auto step = engine.Step();
-      ASSERT_TRUE(step.ok()) << step.status().ToString();
-      for (const StepOutput& o : *step) test_support::Record(o, got[index.at(o.id)]);
-      if (rng.NextU64() % 16 == 0) {
-        for (const auto& [id, i] : index) {
-          if (engine.scheduler().Contains(id)) {
-            ASSERT_TRUE(engine.Abort(id).ok());
-            aborted[i] = true;
-            break;
-          }
-        }
-      }
-      const kv::PoolStats st = engine.cache().Stats();
-      EXPECT_EQ(st.pages_used + st.pages_free, st.pages_total);
-    }
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      if (!aborted[i]) {
+    std::vector<RequestId> ids;
+    for (const auto& [id, i] : index) ids.push_back(id);
+    const std::set<RequestId> aborted = test_support::DriveWithAborts(
+        engine, rng, 16, ids,
+        [&](const StepOutput& o) { test_support::Record(o, got[index.at(o.id)]); });
+    for (const auto& [id, i] : index) {
+      if (aborted.count(id) == 0) {
         EXPECT_EQ(got[i], want[i]) << "prompt " << i;
       }
     }

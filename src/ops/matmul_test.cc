@@ -27,16 +27,9 @@ using test_matrices::RandomMatrix;
 using test_matrices::SameBits;
 using test_matrices::Unit;
 
-// Every type with a matmul kernel, from the table: a type added there with
-// has_matmul is tested here without further edits.
-std::vector<WeightType> KernelTypes() {
-  std::vector<WeightType> types;
-  for (const WeightTypeTraits& row : kWeightTypeTraits) {
-    if (row.has_matmul) types.push_back(row.type);
-  }
-  return types;
-}
-const std::vector<WeightType> kKernelTypes = KernelTypes();
+// Every type with a matmul kernel.
+const std::vector<WeightType> kKernelTypes =
+    test_matrices::TypesWhere([](const WeightTypeTraits& t) { return t.has_matmul; });
 
 // Runs fn once per SIMD target compiled into folio_ops that this CPU has.
 void ForEachTarget(const std::function<void()>& fn) {

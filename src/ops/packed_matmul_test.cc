@@ -30,14 +30,8 @@ using test_matrices::RandomMatrix;
 using test_matrices::SameBits;
 using test_matrices::Unit;
 
-std::vector<WeightType> PackedTypes() {
-  std::vector<WeightType> types;
-  for (const WeightTypeTraits& row : kWeightTypeTraits) {
-    if (HasPackedKernel(row.type)) types.push_back(row.type);
-  }
-  return types;
-}
-const std::vector<WeightType> kPackedTypes = PackedTypes();
+const std::vector<WeightType> kPackedTypes =
+    test_matrices::TypesWhere([](const WeightTypeTraits& t) { return HasPackedKernel(t.type); });
 
 void ForEachTarget(const std::function<void()>& fn) {
   test_support::ForEachSimdTarget(internal::PackedTargetName, fn);

@@ -93,6 +93,17 @@ inline Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols, uint64
 
 // A column count unit that every type's rows can take: 32, or the block
 // when it is larger (the K-quants' 256).
+// The weight types of the table (kWeightTypeTraits) for which pred holds,
+// so a type added there is tested without further edits.
+template <typename Pred>
+std::vector<WeightType> TypesWhere(Pred pred) {
+  std::vector<WeightType> types;
+  for (const WeightTypeTraits& row : kWeightTypeTraits) {
+    if (pred(row)) types.push_back(row.type);
+  }
+  return types;
+}
+
 inline uint64_t Unit(WeightType type) { return std::max<uint64_t>(32, TraitsOf(type).block_size); }
 
 inline std::vector<float> RandomActivations(uint64_t n, uint64_t seed) {

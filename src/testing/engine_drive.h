@@ -7,10 +7,13 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "folio/core/splitmix64.h"
 #include "folio/engine/engine.h"
 
 namespace folio::test_support {
@@ -111,6 +114,40 @@ inline std::vector<float> NextTokenLogits(const model::Model& model,
   }
   const uint64_t vocab = model.config().vocab_size;
   return std::vector<float>(logits.end() - static_cast<ptrdiff_t>(vocab), logits.end());
+}
+
+// Steps to the end, handing every output to `record`. Between steps, one
+// time in `abort_one_in` (a draw from rng), aborts the first of `ids` still
+// unfinished. After every step the pool must be conserved and consistent.
+// Returns the ids aborted.
+inline std::set<engine::RequestId> DriveWithAborts(
+    engine::Engine& engine, SplitMix64& rng, uint64_t abort_one_in,
+    const std::vector<engine::RequestId>& ids,
+    const std::function<void(const engine::StepOutput&)>& record) {
+  std::set<engine::RequestId> aborted;
+  while (engine.HasUnfinished()) {
+    Result<std::vector<engine::StepOutput>> step = engine.Step();
+    if (!step.ok()) {
+      ADD_FAILURE() << step.status().ToString();
+      break;
+    }
+    for (const engine::StepOutput& o : *step) record(o);
+    if (rng.NextU64() % abort_one_in == 0) {
+      for (const engine::RequestId id : ids) {
+        if (aborted.count(id) == 0 && engine.Abort(id).ok()) {
+          aborted.insert(id);
+          break;
+        }
+      }
+    }
+    const kv::PoolStats st = engine.cache().Stats();
+    EXPECT_EQ(st.pages_used + st.pages_free, st.pages_total);
+    if (!engine.cache().pool().CheckInvariants().ok()) {
+      ADD_FAILURE() << "pool invariants broken";
+      break;
+    }
+  }
+  return aborted;
 }
 
 inline std::vector<size_t> InOrder(size_t n) {

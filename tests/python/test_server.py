@@ -811,10 +811,10 @@ def test_beam_search_on_the_built_in_model_matches_a_numpy_reference(server, bea
                                [score for _, score, _ in want], rtol=1e-9)
 
 
-def test_a_draft_model_changes_nothing_but_the_step_count(server):
+def test_a_draft_model_leaves_completions_unchanged(server):
     """--draft-model (here the built-in model drafting for itself): the same
     completion as without speculation, for a sampled and a greedy request,
-    with drafts proposed and (greedy) accepted."""
+    with drafts proposed and accepted; a missing draft model is refused."""
     s = Server("--draft-model", "builtin", "--speculative-tokens", "4")
     try:
         for body in ({"prompt": "paged", "max_tokens": 24, "seed": 5, "temperature": 0.9},
