@@ -29,9 +29,9 @@ _ROLES = ("system", "user", "assistant", "tool", "developer")
 
 # An engine event, as EngineCore.take() returns it.
 # (key, tokens, text, logprobs, finish, error, sample index, final,
-# beam_score).
+# beam_score, rng_state).
 Event = Tuple[int, List[int], str, Optional[List[Tuple[int, float, List[Tuple[int, float]]]]],
-              Optional[str], Optional[str], int, bool, Optional[float]]
+              Optional[str], Optional[str], int, bool, Optional[float], int]
 
 
 class Tokenizer:
@@ -146,6 +146,7 @@ class _Sample:
         self.cumulative_logprob: Optional[float] = 0.0 if logprobs else None
         self.finish_reason: Optional[str] = None
         self.beam_score: Optional[float] = None
+        self.rng_state: Optional[int] = None  # after its last token, once it has one
 
 
 class Request:
@@ -187,12 +188,14 @@ class Request:
         return self.done or self.error is not None
 
     def apply(self, event: Event, token_text: Any) -> None:
-        _, tokens, text, logprobs, finish, error, index, final, beam_score = event
+        _, tokens, text, logprobs, finish, error, index, final, beam_score, rng_state = event
         while index >= len(self.samples):  # not expected: the engine keeps n
             self.samples.append(_Sample(self.samples[0].logprobs is not None))
         s = self.samples[index]
         s.token_ids.extend(tokens)
         s.text += text
+        if tokens:
+            s.rng_state = rng_state
         if logprobs is not None:
             if s.logprobs is None:  # an imported request that asked for them
                 s.logprobs = [None] * (len(s.token_ids) - len(tokens))
@@ -237,7 +240,8 @@ class Request:
                 cumulative_logprob=cumulative,
                 logprobs=None if s.logprobs is None or self.hide_logprobs
                 else list(s.logprobs),
-                finish_reason=s.finish_reason, stop_reason=stop_reason))
+                finish_reason=s.finish_reason, stop_reason=stop_reason,
+                rng_state=s.rng_state))
         return RequestOutput(request_id=self.request_id, prompt=self.prompt,
                              prompt_token_ids=list(self.prompt_token_ids),
                              outputs=completions, finished=self.done)

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Any, AsyncGenerator, Dict, List, Optional, Sequence, Set, Type, Union
+from typing import (Any, AsyncGenerator, Dict, List, Optional, Sequence, Set, Tuple, Type,
+                    Union)
 
 from folio._engine import ChatMessage, EngineCore, Event, PromptType, Request, Tokenizer
-from folio.outputs import RequestOutput
+from folio.outputs import CompletionOutput, RequestOutput
 from folio.sampling_params import SamplingParams
 
 
@@ -172,6 +173,78 @@ class AsyncLLM:
                 raise ValueError(f"request_id {rid!r} is already running")
         reqs = self._core.import_requests(snapshot, request_ids)
         return [self._stream(r, None) for r in reqs]
+
+    async def prefill(self, prompt: PromptType, sampling_params: Optional[SamplingParams] = None,
+                      request_id: Optional[str] = None, *, decode_tokens: int = 1
+                      ) -> Tuple[Optional[bytes], RequestOutput]:
+        """Prefill here, decode elsewhere, for one request: runs it until it
+        has generated decode_tokens tokens, then, between two engine steps,
+        exports its K/V pages and state as KV snapshot bytes and drops it
+        here. Returns (snapshot, the output so far); another engine
+        continues the snapshot with import_kv bit for bit. When the request
+        finishes first, the snapshot is None and the output is final.
+        ValueError for a bad request (as generate) or a KV dtype snapshots
+        cannot carry.
+        """
+        if not isinstance(decode_tokens, int) or decode_tokens < 1:
+            raise ValueError(f"decode_tokens must be an integer >= 1 (got {decode_tokens!r})")
+        self._attach()
+        if request_id is not None and request_id in self._keys:
+            raise ValueError(f"request_id {request_id!r} is already running")
+        r, native = self._core.make_request(prompt, sampling_params or SamplingParams(),
+                                            request_id)
+        loop = asyncio.get_running_loop()
+        done: "Optional[asyncio.Future[Tuple[bytes, List[int]]]]" = None
+
+        def start() -> None:  # once the stream listens; submitted with the export
+            nonlocal done
+            done = loop.run_in_executor(None, self._core.native.export_when, [r.key],
+                                        [r.prompt_token_ids], [native], decode_tokens)
+
+        last: Optional[RequestOutput] = None
+        try:
+            async for out in self._stream(r, start):  # finished, or aborted once exported
+                last = out
+        finally:
+            if done is not None:
+                data, exported = await done
+        assert last is not None
+        if not exported:
+            return None, last
+        for c in last.outputs:  # it goes on elsewhere
+            c.finish_reason = None
+        last.finished = False
+        return bytes(data), last
+
+    def resume(self, prompt_token_ids: Sequence[int], output: CompletionOutput,
+               sampling_params: SamplingParams, request_id: Optional[str] = None
+               ) -> AsyncGenerator[RequestOutput, None]:
+        """Continues a request whose engine is gone (a replica that died)
+        from what its client saw: output is its last CompletionOutput
+        (token_ids, text and rng_state; text_sent = the bytes of text). The
+        K/V of prompt and output are recomputed here and the stream goes on
+        exactly as the first engine's would have, given the same model,
+        sampling_params and seed (set SamplingParams.seed: an engine draws
+        its own otherwise). One stream, whose outputs include the earlier
+        tokens and text; log-probs only for tokens generated here. One
+        sample only (n = 1, no beam search). ValueError when it cannot
+        continue (nothing changes then).
+        """
+        self._attach()
+        if request_id is not None and request_id in self._keys:
+            raise ValueError(f"request_id {request_id!r} is already running")
+        r, native = self._core.make_request(list(prompt_token_ids), sampling_params, request_id)
+        rng_state = output.rng_state if output.rng_state is not None else native.seed
+        tokens = [int(t) for t in output.token_ids]
+        self._core.native.resume(r.key, r.prompt_token_ids, tokens, native, rng_state,
+                                 len(output.text.encode("utf-8")))
+        r.samples[0].token_ids = list(tokens)
+        r.samples[0].text = output.text
+        r.samples[0].rng_state = output.rng_state
+        if r.samples[0].logprobs is not None:
+            r.samples[0].logprobs = None  # earlier positions are unknown here
+            r.samples[0].cumulative_logprob = None
+        return self._stream(r, None)
 
     # ------------------------------------------------------------ the engine
 

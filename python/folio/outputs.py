@@ -43,7 +43,9 @@ class CompletionOutput:
     None unless SamplingParams.logprobs was set. finish_reason: None while
     running, then "stop" (a stop string or token, or end of sequence),
     "length" (max_tokens) or "abort". stop_reason: the stop token id that
-    finished it, when one did.
+    finished it, when one did. rng_state (folio's own): the sample's random
+    stream after its last token (None before the first); with token_ids and
+    text, what AsyncLLM.resume needs to continue it on another engine.
     """
 
     index: int
@@ -53,6 +55,7 @@ class CompletionOutput:
     logprobs: Optional[List[PositionLogprobs]]
     finish_reason: Optional[str] = None
     stop_reason: Union[int, str, None] = None
+    rng_state: Optional[int] = field(default=None, repr=False)
 
     def finished(self) -> bool:
         return self.finish_reason is not None

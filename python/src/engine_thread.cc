@@ -280,6 +280,7 @@ void EngineThread::Run() {
           e.finish = out.finish;
           e.index = out.index;
           e.beam_score = out.beam_score;
+          e.rng_state = out.rng_state;
           bool final = out.finish != engine::FinishReason::kNone;
           if (final) {
             std::vector<bool>& done = finished_samples_[e.key];

@@ -46,6 +46,7 @@ struct RequestEvent {
   uint64_t index = 0;                // the parallel sample (RequestParams::n)
   bool final = false;                // the request's last event (every sample finished)
   std::optional<double> beam_score;  // a beam search's hypothesis (StepOutput)
+  uint64_t rng_state = 0;            // the sample's random stream after it (StepOutput)
 };
 
 // Counters published after every step, read without waiting for the thread.

@@ -34,6 +34,7 @@
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
 #include "folio/format/kv_snapshot.h"
+#include "folio/kv/prefix_cache.h"
 #include "folio/ops/packed_matmul.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
@@ -416,6 +417,28 @@ class EngineCore {
     return nb::make_tuple(nb::bytes(bytes.data(), bytes.size()), exported);
   }
 
+  // Continues, under `key`, a request whose engine is gone, from its
+  // tokens so far, its random stream's state after them (the rng_state of
+  // its last event) and the bytes of text already returned
+  // (Engine::ResumeRequest): it recomputes their K/V and then produces what
+  // the first engine would have. ValueError when it cannot continue.
+  void Resume(uint64_t key, std::vector<int32_t> prompt, std::vector<int32_t> output,
+              const engine::RequestParams& params, uint64_t rng_state, uint64_t text_sent) {
+    Status added;
+    Status called;
+    {
+      nb::gil_scoped_release release;
+      called = thread_->Call([&](engine::Engine& e) {
+        Result<engine::RequestId> id =
+            e.ResumeRequest(std::move(prompt), std::move(output), params, rng_state, text_sent);
+        added = id.status();
+        if (id) thread_->Adopt(*id, key);
+      });
+    }
+    ThrowIfError(called);
+    ThrowIfRequestError(added);
+  }
+
   // Continues a snapshot's requests here under keys first_key, first_key
   // + 1, ... (one per sequence, in order). Returns each one's state as the
   // snapshot has it (a dict: prompt, output, params, text_sent ...) with
@@ -479,7 +502,7 @@ class EngineCore {
       nb::object beam_score = nb::none();
       if (e.beam_score) beam_score = nb::float_(*e.beam_score);
       out.append(nb::make_tuple(e.key, nb::cast(e.tokens), Utf8(e.text), logprobs, finish, error,
-                                e.index, e.final, beam_score));
+                                e.index, e.final, beam_score, e.rng_state));
     }
     return out;
   }
@@ -542,6 +565,24 @@ void BindLlm(nb::module_& m) {
       .def_prop_ro("seed", [](const engine::RequestParams& p) { return p.seed; })
       .def_prop_ro("max_tokens", [](const engine::RequestParams& p) { return p.max_tokens; });
 
+  m.def(
+      "page_hashes",
+      [](const std::vector<int32_t>& tokens, uint64_t page_size) {
+        if (page_size == 0) RaiseValue("page_size must be >= 1 (got 0)");
+        std::vector<uint64_t> hashes;
+        uint64_t h = kv::PrefixCache::kRootHash;
+        for (size_t end = page_size; end <= tokens.size(); end += page_size) {
+          h = kv::PrefixCache::PageHash(
+              h, std::span(tokens).subspan(end - page_size, static_cast<size_t>(page_size)));
+          hashes.push_back(h);
+        }
+        return hashes;
+      },
+      nb::arg("tokens"), nb::arg("page_size"),
+      "The prefix cache's chained hashes of the whole pages of `tokens`: hash i "
+      "names the first i + 1 pages, so equal hashes mean equal prefixes (a "
+      "router's view of what an engine may have cached).");
+
   nb::class_<EngineCore>(m, "EngineCore",
                          "The engine behind folio.LLM and folio.AsyncLLM (use those).")
       .def(
@@ -597,7 +638,7 @@ void BindLlm(nb::module_& m) {
       .def("abort", &EngineCore::Abort, nb::arg("key"))
       .def("take", &EngineCore::Take,
            "Every event waiting: [(key, tokens, text, logprobs, finish, error, index, final, "
-           "beam_score)].")
+           "beam_score, rng_state)].")
       .def("wait", &EngineCore::Wait, nb::arg("timeout_s"),
            "As take(), waiting up to timeout_s for the first event (the GIL released).")
       .def_prop_ro("notify_fd", &EngineCore::notify_fd,
@@ -609,6 +650,8 @@ void BindLlm(nb::module_& m) {
       .def("export_when", &EngineCore::ExportWhen, nb::arg("keys"), nb::arg("prompts"),
            nb::arg("params"), nb::arg("decode_tokens"))
       .def("import_kv", &EngineCore::ImportKv, nb::arg("data"), nb::arg("first_key"))
+      .def("resume", &EngineCore::Resume, nb::arg("key"), nb::arg("prompt"), nb::arg("output"),
+           nb::arg("params"), nb::arg("rng_state"), nb::arg("text_sent"))
       .def("shutdown", &EngineCore::Shutdown);
 }
 

@@ -236,6 +236,7 @@ void Engine::Forget(RequestId id) {
 }
 
 void Engine::Label(StepOutput& o, RequestId member) const {
+  o.rng_state = outputs_.state(member).rng.state();
   if (auto m = members_.find(member); m != members_.end()) {
     o.id = m->second.request;
     o.index = m->second.index;

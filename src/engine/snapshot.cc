@@ -193,11 +193,7 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
   }
 
   // Every request, checked before anything changes.
-  struct Staged {
-    Sequence sequence;
-    OutputProcessor::State output;
-  };
-  std::vector<Staged> staged;
+  std::vector<Continued> staged;
   for (size_t i = 0; i < s.sequences.size(); ++i) {
     const std::string where = "snapshot sequence " + std::to_string(i);
     const format::SnapshotSequence& q = s.sequences[i];
@@ -211,35 +207,19 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
     FOLIO_ASSIGN_OR_RETURN(RequestParams params, ParseParams(*params_json, where));
     FOLIO_ASSIGN_OR_RETURN(uint64_t rng_state, f.U64("rng_state"));
     FOLIO_ASSIGN_OR_RETURN(uint64_t text_sent, f.U64("text_sent"));
-    Status valid = ValidateRequest(prompt, params);
-    if (!valid.ok()) return valid.WithContext(where);
-    for (size_t t = 0; t < output.size(); ++t) {
-      if (static_cast<uint64_t>(output[t]) >= runner_.config().vocab_size) {
-        return Status::OutOfRange(where + ": output token " + std::to_string(t) + " has id " +
-                                  std::to_string(output[t]) + " outside the vocabulary");
-      }
-    }
-    if (output.size() >= params.max_tokens) {
-      return Status::InvalidArgument(where + ": already has its " +
-                                     std::to_string(params.max_tokens) + " tokens");
-    }
+    const uint64_t num_prompt = prompt.size(), num_output = output.size();
+    Result<Continued> c =
+        CheckContinued(std::move(prompt), std::move(output), params, rng_state, text_sent);
+    if (!c.ok()) return c.status().WithContext(where);
     // Every token but the last has K/V; the last is fed next.
-    if (q.num_tokens >= prompt.size() + output.size() ||
-        (!output.empty() && q.num_tokens + 1 != prompt.size() + output.size())) {
-      return Status::InvalidArgument(where + ": " + std::to_string(q.num_tokens) +
-                                     " tokens with K/V do not fit a prompt of " +
-                                     std::to_string(prompt.size()) + " and " +
-                                     std::to_string(output.size()) + " generated tokens");
+    if (q.num_tokens >= num_prompt + num_output ||
+        (num_output != 0 && q.num_tokens + 1 != num_prompt + num_output)) {
+      return Status::InvalidArgument(
+          where + ": " + std::to_string(q.num_tokens) + " tokens with K/V do not fit a prompt of " +
+          std::to_string(num_prompt) + " and " + std::to_string(num_output) + " generated tokens");
     }
-    Result<OutputProcessor::State> state =
-        outputs_.RestoredState(params, rng_state, output, text_sent);
-    if (!state.ok()) return state.status().WithContext(where);
-    Staged& st = staged.emplace_back(Staged{Sequence{}, std::move(*state)});
-    st.sequence.num_prompt_tokens = prompt.size();
-    st.sequence.max_tokens = params.max_tokens;
-    st.sequence.tokens = std::move(prompt);
-    st.sequence.tokens.insert(st.sequence.tokens.end(), output.begin(), output.end());
-    st.sequence.num_computed = q.num_tokens;
+    c->sequence.num_computed = q.num_tokens;
+    staged.push_back(std::move(*c));
   }
   // The last check: the pages (HoldNewPages changes nothing when they do
   // not fit). From here on nothing can fail.
@@ -284,6 +264,48 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
   }
   for (const kv::PageId p : pages) kv_->DropPage(p);
   return ids;
+}
+
+Result<Engine::Continued> Engine::CheckContinued(std::vector<int32_t> prompt,
+                                                 std::vector<int32_t> output,
+                                                 const RequestParams& params, uint64_t rng_state,
+                                                 uint64_t text_sent) const {
+  FOLIO_RETURN_IF_ERROR(ValidateRequest(prompt, params));
+  if (params.n > 1 || params.beam.num_beams > 0) {
+    return Status::FailedPrecondition(
+        "a request with parallel samples (n > 1) or a beam search has no single random stream "
+        "to continue");
+  }
+  for (size_t t = 0; t < output.size(); ++t) {
+    if (output[t] < 0 || static_cast<uint64_t>(output[t]) >= runner_.config().vocab_size) {
+      return Status::OutOfRange("output token " + std::to_string(t) + " has id " +
+                                std::to_string(output[t]) + " outside the vocabulary");
+    }
+  }
+  if (output.size() >= params.max_tokens) {
+    return Status::InvalidArgument("already has its " + std::to_string(params.max_tokens) +
+                                   " tokens");
+  }
+  FOLIO_ASSIGN_OR_RETURN(OutputProcessor::State state,
+                         outputs_.RestoredState(params, rng_state, output, text_sent));
+  Continued c{Sequence{}, std::move(state)};
+  c.sequence.num_prompt_tokens = prompt.size();
+  c.sequence.max_tokens = params.max_tokens;
+  c.sequence.tokens = std::move(prompt);
+  c.sequence.tokens.insert(c.sequence.tokens.end(), output.begin(), output.end());
+  return c;
+}
+
+Result<RequestId> Engine::ResumeRequest(std::vector<int32_t> prompt, std::vector<int32_t> output,
+                                        RequestParams params, uint64_t rng_state,
+                                        uint64_t text_sent) {
+  FOLIO_ASSIGN_OR_RETURN(Continued c, CheckContinued(std::move(prompt), std::move(output), params,
+                                                     rng_state, text_sent));
+  const RequestId id = next_id_++;
+  c.sequence.id = id;
+  outputs_.Add(id, std::move(c.output));
+  scheduler_.AddWaiting(std::move(c.sequence));
+  return id;
 }
 
 }  // namespace folio::engine

@@ -383,6 +383,80 @@ def test_kv_snapshot_hand_off_continues_bit_for_bit(tmp_path):
     assert src_stats["pages_held_by_requests"] == 0
 
 
+def _logprob_bits(positions):
+    return [sorted((t, lp.logprob) for t, lp in pos.items()) for pos in positions]
+
+
+def test_async_prefill_and_resume_continue_bit_for_bit():
+    """AsyncLLM.prefill hands one request over as snapshot bytes; resume
+    continues one from what its client saw (tokens, text, rng_state) after
+    its engine is gone. Both end as one engine alone would, with a stop
+    string holding text back across the cut."""
+    sp = SamplingParams(temperature=0.9, top_k=40, seed=23, max_tokens=30, logprobs=2,
+                        stop=["q!"])
+
+    async def main():
+        async with AsyncLLM("builtin", threads=1) as a, \
+                AsyncLLM("builtin", threads=1, num_pages=90, max_num_seqs=4,
+                         max_num_batched_tokens=24) as b:
+            want = None
+            async for want in a.generate(PROMPTS[2], sp):
+                pass
+            snapshot, first = await a.prefill(PROMPTS[2], sp, decode_tokens=2)
+            [moved] = b.import_kv(snapshot)
+            async for handed in moved:
+                pass
+            cuts = []
+            for cut in (1, 5, 17):
+                # What a client had seen after `cut` tokens, exactly (prefill
+                # stops the request between two steps there); then it is gone.
+                _, seen = await a.prefill(PROMPTS[2], sp, decode_tokens=cut)
+                assert len(seen.outputs[0].token_ids) == cut
+                assert seen.outputs[0].rng_state is not None
+                async for resumed in b.resume(seen.prompt_token_ids, seen.outputs[0], sp):
+                    pass
+                cuts.append((seen, resumed))
+            done = await a.prefill(PROMPTS[2], dataclasses.replace(sp, max_tokens=1))
+            return want, snapshot, first, handed, cuts, done, a.stats(), b.stats()
+
+    want, snapshot, first, handed, cuts, done, a_stats, b_stats = asyncio.run(main())
+    w = want.outputs[0]
+    assert not first.finished and first.outputs[0].finish_reason is None
+    assert first.outputs[0].token_ids == w.token_ids[:len(first.outputs[0].token_ids)]
+    assert len(first.outputs[0].token_ids) >= 2
+    assert isinstance(snapshot, bytes) and snapshot
+    for got in [handed] + [r for _, r in cuts]:
+        g = got.outputs[0]
+        assert (g.token_ids, g.text, g.finish_reason) == (w.token_ids, w.text, w.finish_reason)
+        known = sum(pos is None for pos in g.logprobs)
+        assert known >= 1
+        assert _logprob_bits(g.logprobs[known:]) == _logprob_bits(w.logprobs[known:])
+    for seen, _ in cuts:
+        assert w.text.startswith(seen.outputs[0].text)
+    # max_tokens 1: finished before the hand-off, so no snapshot.
+    assert done[0] is None and done[1].finished
+    assert done[1].outputs[0].token_ids == w.token_ids[:1]
+    assert a_stats["pages_held_by_requests"] == 0 and b_stats["pages_held_by_requests"] == 0
+
+
+def test_resume_refuses_what_cannot_continue():
+    async def main():
+        async with AsyncLLM("builtin", threads=1) as e:
+            sp = SamplingParams(temperature=0.5, seed=1, max_tokens=4)
+            from folio.outputs import CompletionOutput
+            full = CompletionOutput(0, "", [70, 71, 72, 73], None, None, rng_state=9)
+            with pytest.raises(ValueError, match="already has its 4 tokens"):
+                e.resume([0, 70], full, sp)
+            bad = CompletionOutput(0, "", [70, 10**6], None, None, rng_state=9)
+            with pytest.raises(ValueError, match="output token 1"):
+                e.resume([0, 70], bad, sp)
+            with pytest.raises(ValueError, match="n > 1"):
+                e.resume([0, 70], bad, SamplingParams(n=2, seed=1))
+            return e.stats()
+
+    assert asyncio.run(main())["num_waiting"] == 0
+
+
 def test_real_model_greedy_batch():
     model = smollm2.require()
     llm = LLM(str(model), threads=0, max_num_seqs=4)

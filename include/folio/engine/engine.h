@@ -187,6 +187,17 @@ class Engine {
   // ResourceExhausted otherwise). On any error nothing changed. Decoding
   // then continues bit-identically to an engine that never exported.
   Result<std::vector<RequestId>> ImportSnapshot(const format::KvSnapshot& snapshot);
+  // Continues a request known only by its tokens, when the engine that ran
+  // it is gone (a replica that died): it waits to be admitted like a new
+  // request and recomputes the K/V of prompt and output in prefill chunks
+  // (as a preempted request does), then samples on from its random stream
+  // at rng_state (StepOutput::rng_state of its last output), with
+  // text_sent bytes of its text already returned. Its later outputs are
+  // bit-identical to those the first engine would have produced. Errors:
+  // ImportSnapshot's checks of a request; FailedPrecondition for n > 1 or
+  // a beam search (their states are not one stream).
+  Result<RequestId> ResumeRequest(std::vector<int32_t> prompt, std::vector<int32_t> output,
+                                  RequestParams params, uint64_t rng_state, uint64_t text_sent);
 
   // Runs every prompt to completion; tokens per prompt, in order. One
   // sample per prompt (params.n must be 1).
@@ -221,8 +232,20 @@ class Engine {
   // A group's prompt is in: forks it into its n samples (scheduler and
   // output states), then each draws its first token from the same logits.
   Result<std::vector<StepOutput>> ForkAndSample(RequestId parent, std::span<const float> logits);
-  // Names the request and sample a member sequence's output belongs to.
+  // Names the request and sample a member sequence's output belongs to,
+  // and the state its random stream is left in.
   void Label(StepOutput& o, RequestId member) const;
+  // A request that already generated `output`, checked as ImportSnapshot
+  // and ResumeRequest check one: AddRequest's checks, output ids in the
+  // vocabulary and below max_tokens, one stream (n = 1, no beams), text_sent
+  // within the output's text. Its sequence holds no pages yet.
+  struct Continued {
+    Sequence sequence;
+    OutputProcessor::State output;
+  };
+  Result<Continued> CheckContinued(std::vector<int32_t> prompt, std::vector<int32_t> output,
+                                   const RequestParams& params, uint64_t rng_state,
+                                   uint64_t text_sent) const;
   // Forgets a finished or aborted member sequence's state.
   void Forget(RequestId id);
   // Beam search: records a beam's candidates from its logits row; once

@@ -79,6 +79,10 @@ struct StepOutput {
   // Beam search: the hypothesis' score, its summed log-probability over
   // length ** length_penalty.
   std::optional<double> beam_score;
+  // The request's (sample's) random stream after this step's draws: with
+  // the tokens so far, what Engine::ResumeRequest needs to continue it
+  // elsewhere. 0 for beam search outputs (they draw nothing).
+  uint64_t rng_state = 0;
 };
 
 }  // namespace folio::engine
