@@ -1,0 +1,402 @@
+"""folio.cluster.Cluster: folio engines on Ray, behind one request API.
+
+    import ray
+    from folio.cluster import Cluster
+    ray.init()
+    cluster = Cluster("model.gguf", num_replicas=4)             # mixed
+    cluster = Cluster("model.gguf", mode="disaggregated",
+                      num_prefill=1, num_decode=3)              # prefill / decode
+    async for out in cluster.generate("Hello", SamplingParams(max_tokens=32)):
+        print(out.outputs[0].text)
+
+Every request gets an explicit seed here (SamplingParams.seed, or one the
+cluster draws), so whichever replica runs it, and however often it moves,
+it produces the tokens and log-prob bits one engine alone would with that
+seed (folio's determinism contract: results never depend on batch, pages,
+chunking or threads).
+
+- Mixed (default): each replica prefills and decodes; the PrefixRouter
+  sends a request to the replica likely to hold its prompt's pages.
+- Disaggregated: a prefill replica (picked by prefix) runs the prompt to
+  its first token and exports the request as a KV snapshot into Ray's
+  object store; a decode replica (the least loaded) imports it and streams
+  the rest. The driver passes the snapshot's reference, not its bytes.
+- Failures: a replica that dies mid-request (Ray reports the actor dead
+  or unavailable) is taken out of routing and Ray restarts it; each of its
+  requests continues on another replica from what the client already got
+  (AsyncLLM.resume: its K/V recomputed from prompt and tokens, its random
+  stream at the last state seen), so the client sees no token twice and
+  none missing. A request that had produced nothing starts over.
+- Overload: a replica takes at most max_in_flight requests; a request that
+  finds every live replica full raises Overloaded (HTTP 429), one that
+  finds none alive raises Unavailable (HTTP 503).
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import time
+from typing import (Any, AsyncGenerator, Dict, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
+
+import ray
+from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+
+from folio.cluster.replica import Replica
+from folio.cluster.router import PrefixRouter, least_loaded
+from folio.outputs import CompletionOutput, RequestOutput
+from folio.sampling_params import SamplingParams
+
+#: The errors that mean "this replica is gone (for now)".
+_REPLICA_LOST = (RayActorError, ActorDiedError, ActorUnavailableError)
+
+
+class Overloaded(RuntimeError):
+    """Every live replica has max_in_flight requests (HTTP 429)."""
+
+
+class Unavailable(RuntimeError):
+    """No replica is alive to take the request (HTTP 503)."""
+
+
+@dataclasses.dataclass
+class _Slot:
+    """One replica: its actor handle and what the driver knows of it."""
+
+    index: int
+    role: str  # "mixed", "prefill" or "decode"
+    actor: Any
+    alive: bool = True
+    in_flight: int = 0
+    restarts: int = 0
+    failures: int = 0
+
+
+@dataclasses.dataclass
+class _Seen:
+    """What the client got of one request so far (its one completion)."""
+
+    prompt: Optional[str]
+    prompt_token_ids: List[int]
+    output: Optional[CompletionOutput] = None
+    logprobs: List[Any] = dataclasses.field(default_factory=list)
+    snapshot: Any = None  # disaggregated: the prefill's snapshot, in the object store
+    snapshot_bytes: int = 0
+
+
+class Cluster:
+    """Engine replicas as Ray actors, a prefix-aware router, and streams
+    that survive replica failures.
+
+    model: as folio.LLM's (every replica loads it; a path must exist on
+    every node). mode: "mixed" (num_replicas replicas) or "disaggregated"
+    (num_prefill + num_decode). engine_options: AsyncLLM's keyword
+    arguments for each replica (threads, kv_bytes, page_size, ...; threads
+    defaults to 1). replica_cpus: Ray CPUs reserved per actor (0 lets
+    small test actors share a machine). max_in_flight: requests per replica
+    before it counts as full. max_restarts: Ray restarts of a dead replica.
+    seed: draws the seeds of requests that have none. ray.init must have
+    run (or runs with its defaults).
+    """
+
+    def __init__(self, model: str = "builtin", *, mode: str = "mixed", num_replicas: int = 2,
+                 num_prefill: int = 1, num_decode: int = 1,
+                 engine_options: Optional[Mapping[str, Any]] = None, replica_cpus: float = 1.0,
+                 max_in_flight: int = 64, max_restarts: int = 2, seed: int = 0) -> None:
+        if mode not in ("mixed", "disaggregated"):
+            raise ValueError(f"mode must be 'mixed' or 'disaggregated' (got {mode!r})")
+        roles = (["mixed"] * num_replicas if mode == "mixed"
+                 else ["prefill"] * num_prefill + ["decode"] * num_decode)
+        if mode == "mixed" and num_replicas < 1:
+            raise ValueError(f"num_replicas must be >= 1 (got {num_replicas})")
+        if mode == "disaggregated" and (num_prefill < 1 or num_decode < 1):
+            raise ValueError("disaggregated serving needs num_prefill >= 1 and num_decode >= 1 "
+                             f"(got {num_prefill}, {num_decode})")
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1 (got {max_in_flight})")
+        if not ray.is_initialized():
+            ray.init()
+        options = {"threads": 1, **dict(engine_options or {})}
+        remote = ray.remote(Replica).options(num_cpus=replica_cpus, max_restarts=max_restarts,
+                                             max_task_retries=0, max_concurrency=1000)
+        self.mode = mode
+        self.max_in_flight = max_in_flight
+        self._slots = [
+            _Slot(i, role, remote.remote(model, options))
+            for i, role in enumerate(roles)]
+        infos = ray.get([s.actor.ready.remote() for s in self._slots])
+        self.model_info: Dict[str, Any] = dict(infos[0])
+        self.model_info.pop("pid")
+        self._pids = [int(i["pid"]) for i in infos]
+        self.router = PrefixRouter(len(self._slots), int(self.model_info["page_size"]),
+                                   int(self.model_info["num_pages"]))
+        self._seeds = random.Random(seed)
+        self._next_id = 0
+        self.handoff_bytes = 0  # snapshot bytes moved prefill -> decode
+        self.handoffs = 0
+        self.resumed = 0  # requests continued after a replica failed
+        self._placement: Dict[str, int] = {}  # request id -> the replica streaming it
+        self.rejected = 0  # Overloaded / Unavailable
+
+    # ------------------------------------------------------------ requests
+
+    async def generate(self, prompt: Union[str, Sequence[int], Mapping[str, Any]],
+                       sampling_params: Optional[SamplingParams] = None,
+                       request_id: Optional[str] = None
+                       ) -> AsyncGenerator[RequestOutput, None]:
+        """Streams one request's cumulative RequestOutputs, as
+        AsyncLLM.generate does, wherever it runs. ValueError for a bad
+        request; Overloaded / Unavailable when it cannot be taken."""
+        async for out in self._serve(prompt, None, sampling_params, request_id):
+            yield out
+
+    async def chat(self, messages: Sequence[Mapping[str, Any]],
+                   sampling_params: Optional[SamplingParams] = None,
+                   request_id: Optional[str] = None) -> AsyncGenerator[RequestOutput, None]:
+        """As generate, for a conversation (rendered by the model's chat
+        template on a replica, as AsyncLLM.chat renders it)."""
+        async for out in self._serve(None, messages, sampling_params, request_id):
+            yield out
+
+    async def _serve(self, prompt: Any, messages: Optional[Sequence[Mapping[str, Any]]],
+                     sampling_params: Optional[SamplingParams], request_id: Optional[str]
+                     ) -> AsyncGenerator[RequestOutput, None]:
+        sp = sampling_params or SamplingParams()
+        if sp.seed is None:  # one seed wherever it runs
+            sp = dataclasses.replace(sp, seed=self._seeds.getrandbits(63))
+        if (sp.best_of or sp.n) > 1 or sp.use_beam_search:
+            raise ValueError("the cluster serves one sample per request (n = 1, no beam search)")
+        rid = request_id if request_id is not None else f"c{self._next_id}"
+        self._next_id += 1
+        text, ids, stops = await self._prepare(prompt, messages, sp)
+        if stops:
+            sp = dataclasses.replace(sp, stop_token_ids=list(sp.stop_token_ids or []) + stops)
+        seen = _Seen(text, ids)
+        if self.mode == "disaggregated":
+            done = await self._prefill(seen, sp, rid)
+            if done is not None:
+                yield done
+                return
+            if seen.output is not None:
+                yield self._client_view(rid, seen, False)
+        async for out in self._decode_with_failover(seen, sp, rid):
+            yield out
+
+    async def _prepare(self, prompt: Any, messages: Any, sp: SamplingParams
+                       ) -> Tuple[Optional[str], List[int], List[int]]:
+        """Tokenizes and checks the request on a live replica."""
+        while True:
+            slot = self._pick(self._live(), count_full=False)
+            try:
+                text, ids, stops = await slot.actor.prepare.remote(prompt, messages, sp)
+                return text, ids, stops
+            except _REPLICA_LOST:
+                self._lost(slot)
+
+    async def _prefill(self, seen: _Seen, sp: SamplingParams, rid: str
+                       ) -> Optional[RequestOutput]:
+        """Disaggregated: runs the prompt on a prefill replica and leaves
+        the snapshot's reference in seen; returns the output when the
+        request already finished there."""
+        while True:
+            slot = self._route(seen.prompt_token_ids, "prefill")
+            slot.in_flight += 1
+            try:
+                snapshot_ref, out_ref = slot.actor.prefill.options(num_returns=2).remote(
+                    seen.prompt_token_ids, sp, rid)
+                out, nbytes = await out_ref
+            except _REPLICA_LOST:
+                self._lost(slot)
+                continue
+            finally:
+                slot.in_flight -= 1
+            self._absorb(seen, out)
+            if out.finished:
+                return self._client_view(rid, seen, True)
+            seen.snapshot = snapshot_ref
+            seen.snapshot_bytes = nbytes
+            return None
+
+    async def _decode_with_failover(self, seen: _Seen, sp: SamplingParams, rid: str
+                                    ) -> AsyncGenerator[RequestOutput, None]:
+        role = "decode" if self.mode == "disaggregated" else "mixed"
+        while True:
+            if seen.snapshot is not None:
+                slot = self._pick([s for s in self._live() if s.role == role])
+                stream = slot.actor.decode.remote(seen.snapshot, rid)
+                self.handoffs += 1
+                self.handoff_bytes += seen.snapshot_bytes
+                seen.snapshot = None  # taken (or lost with the replica)
+            else:
+                slot = self._route(seen.prompt_token_ids, role)
+                if seen.output is not None:
+                    self.resumed += 1
+                stream = slot.actor.generate.remote(seen.prompt_token_ids, sp, rid, seen.output)
+            slot.in_flight += 1
+            self._placement[rid] = slot.index
+            finished = False
+            try:
+                async for ref in stream:
+                    out: RequestOutput = await ref
+                    if self._absorb(seen, out) or out.finished:
+                        finished = out.finished
+                        yield self._client_view(rid, seen, finished)
+                    if finished:
+                        return
+                return
+            except _REPLICA_LOST:
+                self._lost(slot)
+            finally:
+                slot.in_flight -= 1
+                self._placement.pop(rid, None)
+                if not finished:  # the client left, or the replica died
+                    ray.cancel(stream)
+
+    # ------------------------------------------------------------ outputs
+
+    @staticmethod
+    def _absorb(seen: _Seen, out: RequestOutput) -> bool:
+        """Takes a replica's cumulative output; True when it adds tokens.
+        Log-probs of positions generated elsewhere (before a hand-off or a
+        failure) are kept from before."""
+        c = out.outputs[0]
+        before = 0 if seen.output is None else len(seen.output.token_ids)
+        if c.logprobs is not None:
+            merged = list(seen.logprobs) + [None] * (len(c.token_ids) - len(seen.logprobs))
+            for i, pos in enumerate(c.logprobs):
+                if pos is not None:
+                    merged[i] = pos
+            seen.logprobs = merged[:len(c.token_ids)]
+        seen.output = c
+        return len(c.token_ids) > before
+
+    @staticmethod
+    def _client_view(rid: str, seen: _Seen, finished: bool) -> RequestOutput:
+        c = seen.output
+        assert c is not None
+        logprobs = None
+        cumulative = None
+        if c.logprobs is not None:
+            logprobs = list(seen.logprobs)
+            cumulative = 0.0
+            for tok, pos in zip(c.token_ids, logprobs):
+                if pos is not None:
+                    cumulative += pos[tok].logprob
+        view = dataclasses.replace(c, token_ids=list(c.token_ids), logprobs=logprobs,
+                                   cumulative_logprob=cumulative)
+        return RequestOutput(request_id=rid, prompt=seen.prompt,
+                             prompt_token_ids=list(seen.prompt_token_ids), outputs=[view],
+                             finished=finished)
+
+    # ------------------------------------------------------------ replicas
+
+    def _live(self) -> List[_Slot]:
+        live = [s for s in self._slots if s.alive]
+        if not live:
+            self.rejected += 1
+            raise Unavailable("no replica is alive")
+        return live
+
+    def _pick(self, slots: Sequence[_Slot], count_full: bool = True) -> _Slot:
+        if not slots:
+            self.rejected += 1
+            raise Unavailable("no replica of the needed role is alive")
+        room = [s for s in slots if s.in_flight < self.max_in_flight] if count_full else slots
+        if not room:
+            self.rejected += 1
+            raise Overloaded(f"every replica has {self.max_in_flight} requests in flight")
+        i = least_loaded([s.in_flight for s in self._slots], [s.index for s in room])
+        assert i is not None
+        return self._slots[i]
+
+    def _route(self, token_ids: Sequence[int], role: str) -> _Slot:
+        slots = [s for s in self._live() if s.role == role]
+        if not slots:
+            self.rejected += 1
+            raise Unavailable(f"no {role} replica is alive")
+        room = [s.index for s in slots if s.in_flight < self.max_in_flight]
+        if not room:
+            self.rejected += 1
+            raise Overloaded(f"every {role} replica has {self.max_in_flight} requests in flight")
+        route = self.router.route(token_ids, [s.in_flight for s in self._slots], room)
+        return self._slots[route.replica]
+
+    def _lost(self, slot: _Slot) -> None:
+        """A call to slot's actor failed: out of routing until Ray has
+        restarted it (its prefix cache is empty then)."""
+        slot.failures += 1
+        self.router.forget(slot.index)
+        if not slot.alive:
+            return
+        slot.alive = False
+        asyncio.get_running_loop().create_task(self._revive(slot))
+
+    async def _revive(self, slot: _Slot) -> None:
+        deadline = time.monotonic() + 120.0
+        while time.monotonic() < deadline:
+            try:
+                info = await slot.actor.ready.remote()
+            except ActorDiedError:
+                return  # out of restarts: it stays out
+            except _REPLICA_LOST:
+                await asyncio.sleep(0.2)
+                continue
+            self._pids[slot.index] = int(info["pid"])
+            slot.restarts += 1
+            slot.alive = True
+            return
+
+    # ------------------------------------------------------------ the cluster
+
+    @property
+    def pids(self) -> List[int]:
+        """Each replica's process id (as of its last start)."""
+        return list(self._pids)
+
+    def replica_alive(self, index: int) -> bool:
+        return self._slots[index].alive
+
+    def placement(self, request_id: str) -> Optional[int]:
+        """The replica streaming request_id now (None before its stream
+        starts, between replicas, and once it ended)."""
+        return self._placement.get(request_id)
+
+    async def replica_stats(self) -> List[Optional[Dict[str, float]]]:
+        """Each replica's engine counters (LLM.stats()); None for one that
+        is down."""
+        out: List[Optional[Dict[str, float]]] = []
+        for s in self._slots:
+            if not s.alive:
+                out.append(None)
+                continue
+            try:
+                out.append(await s.actor.stats.remote())
+            except _REPLICA_LOST:
+                self._lost(s)
+                out.append(None)
+        return out
+
+    async def metrics(self) -> Dict[str, Any]:
+        """The router's decisions and predicted hit rate, hand-offs,
+        failovers, and each replica's role, load and engine counters (its
+        measured prefix_cache_hit_rate among them)."""
+        stats = await self.replica_stats()
+        return {
+            "mode": self.mode,
+            **self.router.metrics(),
+            "handoffs": self.handoffs,
+            "handoff_bytes": self.handoff_bytes,
+            "resumed_requests": self.resumed,
+            "rejected_requests": self.rejected,
+            "replicas": [
+                {"index": s.index, "role": s.role, "alive": s.alive, "in_flight": s.in_flight,
+                 "restarts": s.restarts, "failures": s.failures, "engine": st}
+                for s, st in zip(self._slots, stats)],
+        }
+
+    def shutdown(self) -> None:
+        """Stops every replica (their engines abort what still runs)."""
+        for s in self._slots:
+            ray.kill(s.actor, no_restart=True)
+        self._slots = []
