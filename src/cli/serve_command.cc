@@ -99,19 +99,7 @@ int RunServe(const ServeFlags& flags) {
   }
   Result<ServedModel> served = LoadServedModel(f.model, f.builtin_context, f.tokenizer_pre);
   if (!served) return Fail(served.error());
-  const bool builtin = served->builtin;
   const model::Model* m = served->model.get();
-  server::ModelInfo info;
-  info.tokenizer = &served->tokenizer();
-  if (served->byte_level()) {
-    // folio's byte-level models: the begin token first, no stop token (as
-    // `folio generate`), the plain chat format unless a file is given.
-    info.add_special_tokens = false;
-    info.prepend_id = tokenizer::ByteTokenizer::kBegin;
-  } else {
-    const tokenizer::Tokenizer& tokenizer = served->tokenizer();
-    if (std::optional<int32_t> eos = tokenizer.eos_id()) info.stop_token_ids.push_back(*eos);
-  }
   // Checked here, at load: a template folio cannot render stops the start.
   Result<server::ChatFormat> chat_format = served->MakeChatFormat(f.chat_template);
   if (!chat_format) {
@@ -119,18 +107,13 @@ int RunServe(const ServeFlags& flags) {
         f.chat_template ? *f.chat_template
                         : "the model's chat template (--chat-template FILE renders with another)"));
   }
-  info.chat_format = &*chat_format;
-  info.name = !f.served_model_names.empty() ? f.served_model_names[0]
-              : builtin                     ? "builtin"
-                                            : std::filesystem::path(f.model).filename().string();
-  if (info.name.empty())
-    info.name = std::filesystem::path(f.model).parent_path().filename().string();
+  server::ModelInfo info = served->MakeModelInfo(
+      &*chat_format, !f.served_model_names.empty() ? f.served_model_names[0]
+                                                   : DefaultServedName(f.model, served->builtin));
   if (f.served_model_names.size() > 1) {
     info.aliases.assign(f.served_model_names.begin() + 1, f.served_model_names.end());
   }
   info.default_max_tokens = f.default_max_tokens;
-  info.vocab_size = m->config().vocab_size;
-  info.max_positions = m->config().max_positions;
   info.pool_positions = f.num_pages * f.page_size;
 
   Result<DType> kv_dtype = ParseDType(f.kv_dtype);

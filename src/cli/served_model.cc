@@ -1,6 +1,7 @@
 #include "cli/served_model.h"
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 
 #include "folio/checkpoint/checkpoint.h"
 #include "folio/checkpoint/model_io.h"
@@ -63,6 +64,30 @@ Result<server::ChatFormat> ServedModel::MakeChatFormat(
   }
   return server::ChatFormat::Create(chat_template, file_text,
                                     byte_level() ? nullptr : &*file_tokenizer);
+}
+
+std::string DefaultServedName(const std::string& path, bool builtin) {
+  if (builtin) return "builtin";
+  std::string name = std::filesystem::path(path).filename().string();
+  if (name.empty()) name = std::filesystem::path(path).parent_path().filename().string();
+  return name;
+}
+
+server::ModelInfo ServedModel::MakeModelInfo(const server::ChatFormat* chat_format,
+                                             std::string name) const {
+  server::ModelInfo info;
+  info.tokenizer = &tokenizer();
+  if (byte_level()) {
+    info.add_special_tokens = false;
+    info.prepend_id = tokenizer::ByteTokenizer::kBegin;
+  } else if (std::optional<int32_t> eos = file_tokenizer->eos_id()) {
+    info.stop_token_ids.push_back(*eos);
+  }
+  info.chat_format = chat_format;
+  info.name = std::move(name);
+  info.vocab_size = model->config().vocab_size;
+  info.max_positions = model->config().max_positions;
+  return info;
 }
 
 void AddDraftModelOption(CLI::App& cmd, std::string& value) {

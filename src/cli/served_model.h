@@ -24,6 +24,7 @@
 #include "folio/engine/engine.h"
 #include "folio/model/model.h"
 #include "folio/server/chat_format.h"
+#include "folio/server/request.h"
 #include "folio/tokenizer/tokenizer.h"
 
 namespace CLI {
@@ -48,6 +49,12 @@ struct ServedModel {
   // given, else the model's own template, else ChatML or plain
   // (server/chat_format.h). A template that does not parse is an error.
   Result<server::ChatFormat> MakeChatFormat(const std::optional<std::string>& template_path) const;
+  // What the OpenAI request layer (server/request.h) needs of this model:
+  // its tokenizer, special tokens and stop ids (byte-level: the begin
+  // token first, no stop token, as `folio generate`), shape and name.
+  // chat_format (required) must outlive the result. The caller sets
+  // aliases, pool_positions and default_max_tokens.
+  server::ModelInfo MakeModelInfo(const server::ChatFormat* chat_format, std::string name) const;
 };
 
 // folio's built-in model (the worked example's shape, weights from seed 20,
@@ -64,6 +71,10 @@ Result<model::Model> LoadModelOrBuiltin(const std::string& path, uint64_t builti
 // model or a folder, whose tokenizers name their own.
 Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_positions,
                                     const std::optional<std::string>& tokenizer_pre = {});
+
+// The name a served model answers to when none is given: "builtin", or
+// the file's (a folder's) name.
+std::string DefaultServedName(const std::string& path, bool builtin);
 
 // Adds --tokenizer-pre NAME (generate, serve, tokenize) to `cmd`.
 void AddTokenizerPreOption(CLI::App& cmd, std::optional<std::string>& value);

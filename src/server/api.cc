@@ -12,22 +12,6 @@ using nlohmann::json;
 
 constexpr std::string_view kModelPrefix = "/v1/models/";
 
-// An engine refusal at admission, as the client should see it.
-ApiError FromEngineStatus(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kResourceExhausted:
-      return InvalidField("max_tokens", "the request could never fit the KV pool: " + s.message());
-    case StatusCode::kOutOfRange:
-      return InvalidField("max_tokens", s.message());
-    case StatusCode::kFailedPrecondition:
-      return ServerError(503, "server_error", s.message());
-    case StatusCode::kInvalidArgument:
-      return InvalidField("", s.message());
-    default:
-      return ServerError(500, "server_error", s.ToString());
-  }
-}
-
 Reply JsonReply(int status, std::string body) {
   Reply r;
   r.status = status;
@@ -48,7 +32,65 @@ uint64_t DrawSeed() {
   return rng();
 }
 
+json ModelJson(const ModelInfo& model, const std::string& id) {
+  return json{{"id", id},
+              {"object", "model"},
+              {"created", 0},
+              {"owned_by", "folio"},
+              {"max_model_len", model.max_positions},
+              {"chat_template", model.chat_format
+                                    ? std::string(ChatFormatSourceName(model.chat_format->source()))
+                                    : std::string("none")}};
+}
+
 }  // namespace
+
+ApiError FromEngineStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kResourceExhausted:
+      return InvalidField("max_tokens", "the request could never fit the KV pool: " + s.message());
+    case StatusCode::kOutOfRange:
+      return InvalidField("max_tokens", s.message());
+    case StatusCode::kFailedPrecondition:
+      return ServerError(503, "server_error", s.message());
+    case StatusCode::kInvalidArgument:
+      return InvalidField("", s.message());
+    default:
+      return ServerError(500, "server_error", s.ToString());
+  }
+}
+
+std::string ModelsBody(const ModelInfo& model) {
+  json data = json::array({ModelJson(model, model.name)});
+  for (const std::string& alias : model.aliases) data.push_back(ModelJson(model, alias));
+  return json{{"object", "list"}, {"data", data}}.dump();
+}
+
+std::variant<PreparedGeneration, ApiError> PrepareGeneration(Endpoint endpoint,
+                                                             std::string_view body,
+                                                             const ModelInfo& model, uint64_t id) {
+  ParseResult parsed = ParseRequest(endpoint, body, model);
+  if (ApiError* e = std::get_if<ApiError>(&parsed)) return std::move(*e);
+  ParsedRequest& r = std::get<ParsedRequest>(parsed);
+  if (!r.seed_given) r.params.seed = DrawSeed();
+  PreparedGeneration p;
+  Generation& g = p.generation;
+  g.seed = r.params.seed;
+  g.stream = r.stream;
+  g.include_usage = r.include_usage;
+  g.n = r.n;
+  g.samples = r.params.n;
+  g.ctx.endpoint = endpoint;
+  g.ctx.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(id);
+  g.ctx.created = static_cast<int64_t>(std::time(nullptr));
+  g.ctx.model = model.name;
+  g.ctx.logprobs = r.logprobs;
+  g.ctx.tokenizer = model.tokenizer;
+  p.prompt = std::move(r.prompt);
+  p.params = std::move(r.params);
+  p.ignored_fields = std::move(r.ignored_fields);
+  return p;
+}
 
 ApiError ServerError(int status, std::string type, std::string message) {
   ApiError e;
@@ -136,17 +178,6 @@ Reply Api::Refuse(const ApiError& e) {
   return ErrorReply(e);
 }
 
-json Api::ModelJson(const std::string& id) const {
-  return json{{"id", id},
-              {"object", "model"},
-              {"created", 0},
-              {"owned_by", "folio"},
-              {"max_model_len", model_.max_positions},
-              {"chat_template",
-               model_.chat_format ? std::string(ChatFormatSourceName(model_.chat_format->source()))
-                                  : std::string("none")}};
-}
-
 Reply Api::Answer(Route route, std::string_view path, std::string_view body) {
   switch (route) {
     case Route::kHealth: {
@@ -159,10 +190,8 @@ Reply Api::Answer(Route route, std::string_view path, std::string_view body) {
       return r;
     }
     case Route::kModels: {
-      json data = json::array({ModelJson(model_.name)});
-      for (const std::string& alias : model_.aliases) data.push_back(ModelJson(alias));
       metrics_.CountResponse(200);
-      return JsonReply(200, json{{"object", "list"}, {"data", data}}.dump());
+      return JsonReply(200, ModelsBody(model_));
     }
     case Route::kModel: {
       const std::string id(path.substr(kModelPrefix.size()));
@@ -173,7 +202,7 @@ Reply Api::Answer(Route route, std::string_view path, std::string_view body) {
         return Refuse(e);
       }
       metrics_.CountResponse(200);
-      return JsonReply(200, ModelJson(id).dump());
+      return JsonReply(200, ModelJson(model_, id).dump());
     }
     case Route::kTokenize: {
       auto parsed = ParseTokenize(body, model_);
@@ -216,24 +245,13 @@ void Api::NoteIgnored(const std::vector<std::string>& fields) {
 }
 
 std::variant<Generation, Reply> Api::Submit(Endpoint endpoint, std::string_view body) {
-  ParseResult parsed = ParseRequest(endpoint, body, model_);
-  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Refuse(*e);
-  ParsedRequest& r = std::get<ParsedRequest>(parsed);
-  NoteIgnored(r.ignored_fields);
-  if (!r.seed_given) r.params.seed = DrawSeed();
-  Generation g;
-  g.seed = r.params.seed;
-  g.stream = r.stream;
-  g.include_usage = r.include_usage;
-  g.n = r.n;
-  g.samples = r.params.n;
-  g.ctx.endpoint = endpoint;
-  g.ctx.id = (endpoint == Endpoint::kChat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id_++);
-  g.ctx.created = static_cast<int64_t>(std::time(nullptr));
-  g.ctx.model = model_.name;
-  g.ctx.logprobs = r.logprobs;
-  g.ctx.tokenizer = model_.tokenizer;
-  Result<std::shared_ptr<Channel>> channel = loop_.Submit(std::move(r.prompt), std::move(r.params));
+  std::variant<PreparedGeneration, ApiError> prepared =
+      PrepareGeneration(endpoint, body, model_, next_id_++);
+  if (const ApiError* e = std::get_if<ApiError>(&prepared)) return Refuse(*e);
+  PreparedGeneration& p = std::get<PreparedGeneration>(prepared);
+  NoteIgnored(p.ignored_fields);
+  Generation g = std::move(p.generation);
+  Result<std::shared_ptr<Channel>> channel = loop_.Submit(std::move(p.prompt), std::move(p.params));
   if (!channel) {
     const bool full = channel.error().code() == StatusCode::kResourceExhausted;
     Reply reply = Refuse(ServerError(full ? 429 : 503, full ? "rate_limit_error" : "server_error",

@@ -63,6 +63,25 @@ struct Generation {
   uint64_t samples = 1;  // samples generated (best_of)
 };
 
+// A generation request parsed and checked (ParseRequest), its seed drawn
+// when it gave none, its response context set: what Api::Submit hands the
+// engine loop, and what a front end whose engines run elsewhere (the Python
+// cluster's, python/folio/cluster) starts from. id numbers the response
+// ("cmpl-<id>"). An ApiError when the request is refused.
+struct PreparedGeneration {
+  Generation generation;  // no channel yet
+  std::vector<int32_t> prompt;
+  engine::RequestParams params;
+  std::vector<std::string> ignored_fields;  // unknown top-level fields
+};
+std::variant<PreparedGeneration, ApiError> PrepareGeneration(Endpoint endpoint,
+                                                             std::string_view body,
+                                                             const ModelInfo& model, uint64_t id);
+// GET /v1/models: the served name and its aliases.
+std::string ModelsBody(const ModelInfo& model);
+// An engine's refusal of a parsed request at admission, as the client sees it.
+ApiError FromEngineStatus(const Status& s);
+
 // What a generation's events say to write next.
 struct GenerationStep {
   std::optional<Reply> reply;  // a whole reply (non-streaming, or refused before it began)
@@ -111,7 +130,6 @@ class Api {
   Metrics& metrics() { return metrics_; }
 
  private:
-  nlohmann::json ModelJson(const std::string& id) const;
   void NoteIgnored(const std::vector<std::string>& fields);
 
   const ModelInfo& model_;
