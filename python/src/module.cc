@@ -16,4 +16,5 @@ NB_MODULE(_folio, m) {
   folio::python::BindSnapshot(m);
   folio::python::BindLlm(m);
   folio::python::BindChat(m);
+  folio::python::BindFrontEnd(m);
 }

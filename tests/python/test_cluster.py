@@ -4,6 +4,8 @@ afterwards: prefix routing, disaggregated prefill/decode through Ray's
 object store, a replica killed mid-stream, overload. Every result is
 compared with one engine alone on the same seed, bit for bit."""
 import asyncio
+import http.client
+import json
 import dataclasses
 import os
 import signal
@@ -20,6 +22,8 @@ ray = pytest.importorskip("ray", reason="folio.cluster needs Ray (tools/setup.sh
 from folio import LLM, SamplingParams  # noqa: E402
 from folio import _folio  # noqa: E402
 from folio.cluster import Cluster, Overloaded, PrefixRouter, Unavailable  # noqa: E402
+from folio.cluster.http import ClusterServer  # noqa: E402
+from test_server import Server  # noqa: E402
 
 # Small replicas: one compute thread each, the built-in model.
 ENGINE = {"threads": 1, "page_size": 8, "num_pages": 256, "max_num_seqs": 8}
@@ -162,6 +166,25 @@ def test_disaggregated_prefill_and_decode_equal_one_engine(ray_local, reference)
     assert_no_page_held(stats)
 
 
+def test_chat_renders_on_a_replica_and_equals_llm_chat(ray_local, reference):
+    messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    cluster = Cluster("builtin", mode="disaggregated", engine_options=ENGINE, replica_cpus=0)
+    try:
+        async def main():
+            return await collect(cluster.chat(messages, params(5, max_tokens=12)))
+
+        outs = asyncio.run(main())
+        with pytest.raises(ValueError, match="role"):
+            asyncio.run(collect(cluster.chat([{"role": "robot", "content": "x"}])))
+        with pytest.raises(ValueError, match="one sample"):
+            asyncio.run(collect(cluster.generate("x", SamplingParams(n=2))))
+    finally:
+        cluster.shutdown()
+    [want] = reference.chat(messages, params(5, max_tokens=12), use_tqdm=False)
+    assert outs[-1].prompt == want.prompt
+    assert bits(outs[-1].outputs[0]) == bits(want.outputs[0])
+
+
 @pytest.mark.parametrize("mode", ["mixed", "disaggregated"])
 def test_a_replica_killed_mid_stream_loses_and_repeats_nothing(ray_local, reference, mode):
     """SIGKILL of the process of the replica streaming a request, once its
@@ -246,3 +269,110 @@ def test_overload_and_no_replica_are_refused_clearly(ray_local):
         cluster.shutdown()
     with pytest.raises(ValueError, match="mode"):
         Cluster("builtin", mode="sideways")
+
+
+def _call(port, method, path, body):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request(method, path, body=body if isinstance(body, (bytes, str)) or body is None
+              else json.dumps(body), headers={"Content-Type": "application/json"})
+    r = c.getresponse()
+    payload = r.read()
+    c.close()
+    return r.status, dict(r.getheaders()), payload
+
+
+def _comparable(status, headers, payload):
+    """A reply without what differs between two servers by design (the
+    response id and creation time)."""
+    def strip(obj):
+        if isinstance(obj, dict):
+            obj.pop("id", None)
+            obj.pop("created", None)
+        return obj
+
+    text = payload.decode()
+    if headers.get("Content-Type", "").startswith("text/event-stream"):
+        # How tokens fall into chunks depends on timing, in folio serve too:
+        # what a client assembles from them is compared.
+        events = [line[len("data: "):] for block in text.split("\n\n")
+                  for line in block.splitlines() if line.startswith("data: ")]
+        assert events[-1] == "[DONE]"
+        text, role, finish, logprobs, usage, objects = "", None, None, [], None, set()
+        for e in map(json.loads, events[:-1]):
+            objects.add(e["object"])
+            usage = e.get("usage", usage)
+            for c in e["choices"]:
+                delta = c.get("delta", c)
+                text += delta.get("text") or delta.get("content") or ""
+                role = delta.get("role", role)
+                finish = c["finish_reason"] or finish
+                logprobs.append(c.get("logprobs"))
+        body = (text, role, finish, [lp for lp in logprobs if lp], usage, sorted(objects))
+    else:
+        body = strip(json.loads(text))
+    return status, headers.get("X-Folio-Seed"), headers.get("Retry-After"), body
+
+
+def test_http_front_end_answers_as_folio_serve(ray_local):
+    """The cluster's HTTP endpoint and `folio serve` give the same answers to
+    the same bodies (ids and timestamps aside): completions and chats,
+    whole and streamed, with log-probs, stop strings, usage, and the same
+    error bodies for bad requests. A full cluster answers 429."""
+    seeded = {"model": "builtin", "seed": 5, "max_tokens": 12, "temperature": 0.9}
+    bodies = [
+        ("/v1/completions", {**seeded, "prompt": STEMS[0], "logprobs": 2}),
+        ("/v1/completions", {**seeded, "prompt": "abc", "stop": ["a"], "stream": True,
+                             "stream_options": {"include_usage": True}}),
+        ("/v1/completions", {**seeded, "prompt": [0, 70, 71], "max_tokens": 1}),
+        ("/v1/chat/completions", {**seeded, "messages": [{"role": "user", "content": "hi"}],
+                                  "logprobs": True, "top_logprobs": 3}),
+        ("/v1/chat/completions", {**seeded, "messages": [{"role": "user", "content": "yo"}],
+                                  "stream": True}),
+        ("/v1/completions", {**seeded, "prompt": "x", "max_tokens": 0}),
+        ("/v1/completions", {**seeded, "prompt": "x", "temperature": "hot"}),
+        ("/v1/completions", {**seeded, "model": "another", "prompt": "x"}),
+        ("/v1/completions", b"{not json"),
+        ("/v1/chat/completions", {**seeded, "messages": []}),
+    ]
+    serve = Server("--page-size", "8", "--num-pages", "256", "--max-num-seqs", "8")
+    try:
+        want = [_comparable(*serve.request("POST", path, body)) for path, body in bodies]
+        want_models = json.loads(serve.request("GET", "/v1/models")[2])
+    finally:
+        serve.proc.terminate()
+        serve.proc.wait(timeout=30)
+    cluster = Cluster("builtin", mode="disaggregated", engine_options=ENGINE, replica_cpus=0,
+                      max_in_flight=1)
+    try:
+        async def main():
+            front = ClusterServer(cluster, "builtin")
+            port = await front.start()
+            try:
+                got = [_comparable(*await asyncio.to_thread(_call, port, "POST", path, body))
+                       for path, body in bodies]
+                models = json.loads((await asyncio.to_thread(_call, port, "GET", "/v1/models",
+                                                             None))[2])
+                metrics = (await asyncio.to_thread(_call, port, "GET", "/metrics", None))[2]
+                # Full: the one decoder with room for one holds a long request.
+                long = cluster.generate("long", params(0, max_tokens=300))
+                await long.__anext__()  # from the prefill replica
+                await long.__anext__()  # from the decoder
+                busy = await asyncio.to_thread(_call, port, "POST", "/v1/completions",
+                                               {**seeded, "prompt": "x"})
+                await long.aclose()
+                return got, models, metrics, busy, await settle(cluster)
+            finally:
+                await front.stop()
+
+        got, models, metrics, busy, stats = asyncio.run(main())
+    finally:
+        cluster.shutdown()
+    for (path, body), g, w in zip(bodies, got, want):
+        assert g == w, (path, body)
+    assert [w[0] for w in want] == [200] * 5 + [400, 400, 404, 400, 400]
+    assert models == want_models
+    assert b"folio_cluster_handoffs 4.0" in metrics
+    status, headers, payload = busy
+    assert status == 429 and headers.get("Retry-After") == "1"
+    assert json.loads(payload)["error"]["type"] == "rate_limit_error"
+    assert_no_page_held(stats)

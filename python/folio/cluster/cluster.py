@@ -122,6 +122,7 @@ class Cluster:
                                              max_task_retries=0, max_concurrency=1000)
         self.mode = mode
         self.max_in_flight = max_in_flight
+        self.handoff_wait_s = 30.0
         self._slots = [
             _Slot(i, role, remote.remote(model, options))
             for i, role in enumerate(roles)]
@@ -174,6 +175,8 @@ class Cluster:
             sp = dataclasses.replace(sp, stop_token_ids=list(sp.stop_token_ids or []) + stops)
         seen = _Seen(text, ids)
         if self.mode == "disaggregated":
+            # Refused now rather than after its prefill: a decoder must have room.
+            self._pick([s for s in self._live() if s.role == "decode"])
             done = await self._prefill(seen, sp, rid)
             if done is not None:
                 yield done
@@ -223,7 +226,7 @@ class Cluster:
         role = "decode" if self.mode == "disaggregated" else "mixed"
         while True:
             if seen.snapshot is not None:
-                slot = self._pick([s for s in self._live() if s.role == role])
+                slot = await self._decoder_for_handoff()
                 stream = slot.actor.decode.remote(seen.snapshot, rid)
                 self.handoffs += 1
                 self.handoff_bytes += seen.snapshot_bytes
@@ -252,6 +255,20 @@ class Cluster:
                 self._placement.pop(rid, None)
                 if not finished:  # the client left, or the replica died
                     ray.cancel(stream)
+
+    async def _decoder_for_handoff(self) -> _Slot:
+        """A decode replica with room for a prefilled request: admitted
+        already, it waits (up to handoff_wait_s) rather than fail when every
+        decoder filled up during its prefill."""
+        deadline = time.monotonic() + self.handoff_wait_s
+        while True:
+            try:
+                return self._pick([s for s in self._live() if s.role == "decode"])
+            except Overloaded:
+                if time.monotonic() > deadline:
+                    raise
+                self.rejected -= 1  # not refused yet
+                await asyncio.sleep(0.02)
 
     # ------------------------------------------------------------ outputs
 
