@@ -110,8 +110,8 @@ std::vector<Outcome> CutAndResume(const Case& c, const std::vector<std::vector<i
     if (s.outcome.finish != FinishReason::kNone) continue;
     // Nothing seen yet: the request starts over on its own seed's stream.
     const uint64_t rng = s.any ? s.rng_state : c.params.seed;
-    auto id = resumer.ResumeRequest(prompts[i], s.outcome.tokens, c.params, rng,
-                                    s.outcome.text.size());
+    auto id =
+        resumer.ResumeRequest(prompts[i], s.outcome.tokens, c.params, rng, s.outcome.text.size());
     EXPECT_TRUE(id.ok()) << id.status().ToString();
     if (id.ok()) index[*id] = i;
   }
@@ -161,8 +161,7 @@ void ExpectRefused(const std::vector<int32_t>& output, const RequestParams& para
 TEST(EngineResume, RefusesWhatCannotContinueAndAddsNothing) {
   RequestParams p = SampledWithLogprobs();
   const uint64_t vocab = TestModel().config().vocab_size;
-  ExpectRefused({5, static_cast<int32_t>(vocab)}, p, 0, StatusCode::kOutOfRange,
-                "output token 1");
+  ExpectRefused({5, static_cast<int32_t>(vocab)}, p, 0, StatusCode::kOutOfRange, "output token 1");
   ExpectRefused({5, -1}, p, 0, StatusCode::kOutOfRange, "output token 1");
   ExpectRefused(std::vector<int32_t>(p.max_tokens, 5), p, 0, StatusCode::kInvalidArgument,
                 "already has its 12 tokens");

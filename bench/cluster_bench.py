@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""folio.cluster: what a prefill -> decode hand-off costs on a local Ray
+cluster, against mixed serving in the same run.
+
+For each model and prompt length, one request (greedy, 3 tokens) is served
+by a mixed cluster (one replica) and by a disaggregated one (one prefill and
+one decode replica), alternating, `--rounds` times each. Per mode: time to
+the first token (TTFT) and to the first decoded token (the second one:
+after the hand-off when disaggregated), and the snapshot's bytes. Then the
+transport alone: arrays of the sizes a ~1B Llama's snapshots would have
+(16 layers, 8 K/V heads of 64, f32 and bf16 pages) put by one actor and
+read by another through Ray's object store (mapped, then copied once, as a
+decode replica imports a snapshot). Prints JSON; medians with min and max.
+
+usage: bench/cluster_bench.py [--model PATH ...] [--lengths 1024,8000]
+                              [--rounds 3] [--threads 1]
+Needs Ray (tools/setup.sh installs it). The replicas share this machine's
+cores: on 2 cores, set --threads 1.
+"""
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import time
+
+import numpy as np
+import ray
+
+from folio import SamplingParams
+from folio.cluster import Cluster
+
+SMOLLM2 = os.path.join(os.environ.get("FOLIO_MODEL_CACHE", os.path.expanduser("~/.cache/folio")),
+                       "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def spread(xs):
+    return {"median": statistics.median(xs), "min": min(xs), "max": max(xs), "n": len(xs)}
+
+
+async def one_request(cluster, prompt_ids, rid):
+    sp = SamplingParams(temperature=0, max_tokens=3, ignore_eos=True)
+    t0 = time.perf_counter()
+    ttft = second = None
+    tokens = None
+    async for out in cluster.generate({"prompt_token_ids": prompt_ids}, sp, rid):
+        n = len(out.outputs[0].token_ids)
+        now = time.perf_counter() - t0
+        if ttft is None and n >= 1:
+            ttft = now
+        if second is None and n >= 2:
+            second = now
+        tokens = out.outputs[0].token_ids
+    return ttft, second, tokens
+
+
+def run_model(model, lengths, rounds, threads):
+    rows = []
+    opts = {"threads": threads, "kv_dtype": "f32"}
+    mixed = Cluster(model, num_replicas=1, engine_options={**opts, "max_num_batched_tokens": 512},
+                    replica_cpus=0)
+    disagg = Cluster(model, mode="disaggregated", num_prefill=1, num_decode=1,
+                     engine_options={**opts, "max_num_batched_tokens": 512}, replica_cpus=0)
+    info = mixed.model_info
+    vocab = int(info["vocab_size"])
+    try:
+        for length in lengths:
+            if length + 3 > int(info["max_positions"]):
+                rows.append({"prompt_tokens": length, "skipped": "beyond the model's context"})
+                continue
+            rng = np.random.default_rng(length)
+            times = {"mixed": ([], []), "disaggregated": ([], [])}
+            outputs = {}
+            bytes_before = disagg.handoff_bytes
+            for r in range(rounds):
+                # Fresh tokens each round: no prefix cache hit.
+                ids = [int(t) for t in rng.integers(2, vocab, size=length)]
+                for name, c in (("mixed", mixed), ("disaggregated", disagg)):
+                    ttft, second, toks = asyncio.run(one_request(c, ids, f"{name}-{length}-{r}"))
+                    times[name][0].append(ttft)
+                    times[name][1].append(second)
+                    outputs.setdefault(r, []).append(toks)
+            snapshot_bytes = (disagg.handoff_bytes - bytes_before) / rounds
+            row = {"prompt_tokens": length, "snapshot_bytes": snapshot_bytes,
+                   "outputs_identical": all(a == b for a, b in outputs.values())}
+            for name, (ttft, second) in times.items():
+                row[name] = {"ttft_s": spread(ttft), "first_decode_token_s": spread(second)}
+            # The hand-off's share: disaggregated minus mixed, per round.
+            extra = [d2 - m2 for m2, d2 in zip(times["mixed"][1], times["disaggregated"][1])]
+            row["handoff_extra_s"] = spread(extra)
+            row["handoff_s_per_mib"] = statistics.median(extra) / (snapshot_bytes / 2**20)
+            rows.append(row)
+    finally:
+        mixed.shutdown()
+        disagg.shutdown()
+    return {"model": model, "kv_dtype": "f32", "page_size": info["page_size"],
+            "kv_bytes_per_token": info["page_bytes"] / info["page_size"], "rows": rows}
+
+
+@ray.remote(num_cpus=0)
+class Holder:
+    def make(self, nbytes):
+        return np.ones(nbytes, dtype=np.uint8)
+
+    def read(self, arr):
+        # As a decode replica reads a snapshot: the object store maps it
+        # (zero-copy), the import takes one copy.
+        return len(arr.tobytes())
+
+
+def transport(rounds):
+    """Object-store transport of snapshot-sized arrays between two actors."""
+    a, b = Holder.remote(), Holder.remote()
+    per_token = {"f32": 16 * 2 * 8 * 64 * 4, "bf16": 16 * 2 * 8 * 64 * 2}
+    rows = []
+    for dtype, bpt in per_token.items():
+        for tokens in (1024, 8192):
+            nbytes = bpt * tokens
+            ts = []
+            for _ in range(rounds):
+                ref = a.make.remote(nbytes)
+                ray.wait([ref])
+                t0 = time.perf_counter()
+                ray.get(b.read.remote(ref))
+                ts.append(time.perf_counter() - t0)
+                del ref
+            rows.append({"model": "~1B Llama shape (16 layers, 8 K/V heads x 64)",
+                         "kv_dtype": dtype, "prompt_tokens": tokens, "bytes": nbytes,
+                         "actor_to_actor_s": spread(ts),
+                         "gib_per_s": nbytes / statistics.median(ts) / 2**30})
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", action="append")
+    ap.add_argument("--lengths", default="1024,8000")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    models = args.model or ([SMOLLM2] if os.path.exists(SMOLLM2) else ["builtin"])
+    lengths = [int(x) for x in args.lengths.split(",") if x]  # "": transport only
+    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
+             logging_level="ERROR")
+    try:
+        report = {
+            "machine": {"cpu": platform.processor() or platform.machine(),
+                        "cores": os.cpu_count(), "ray": ray.__version__},
+            "serving": [run_model(m, lengths, args.rounds, args.threads)
+                        for m in models] if lengths else [],
+            "transport": transport(args.rounds),
+        }
+    finally:
+        ray.shutdown()
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()
