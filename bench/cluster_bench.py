@@ -132,6 +132,41 @@ def transport(rounds):
     return rows
 
 
+def driver_stream(rounds):
+    """Streaming through the driver: one long greedy request on the built-in
+    model (fast, so per-output costs show) via a one-replica cluster against
+    the same engine in-process (AsyncLLM), alternating."""
+    from folio import AsyncLLM
+    opts = {"threads": 1, "builtin_context": 4096}
+    cluster = Cluster("builtin", num_replicas=1, engine_options=opts, replica_cpus=0)
+    local = AsyncLLM("builtin", **opts)
+    sp = SamplingParams(temperature=0, max_tokens=2000, ignore_eos=True)
+
+    async def run(gen):
+        t0 = time.perf_counter()
+        outs = 0
+        async for _ in gen:
+            outs += 1
+        return time.perf_counter() - t0, outs
+
+    rows = {"cluster": [], "in_process": []}
+    try:
+        for r in range(rounds):
+            rows["cluster"].append(asyncio.run(run(cluster.generate("x", sp, f"s{r}"))))
+
+            async def direct():
+                return await run(local.generate("x", sp))
+            rows["in_process"].append(asyncio.run(direct()))
+    finally:
+        cluster.shutdown()
+        local.shutdown()
+    out = {"tokens": 2000}
+    for name, rs in rows.items():
+        out[name] = {"tokens_per_s": spread([2000 / t for t, _ in rs]),
+                     "outputs": spread([n for _, n in rs])}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", action="append")
@@ -150,6 +185,7 @@ def main():
             "serving": [run_model(m, lengths, args.rounds, args.threads)
                         for m in models] if lengths else [],
             "transport": transport(args.rounds),
+            "driver_stream": driver_stream(args.rounds),
         }
     finally:
         ray.shutdown()

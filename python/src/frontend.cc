@@ -43,7 +43,8 @@ ReplyTuple ToTuple(const server::Reply& r) { return {r.status, r.content_type, r
 server::Endpoint ParseEndpoint(const std::string& endpoint) {
   if (endpoint == "completions") return server::Endpoint::kCompletions;
   if (endpoint == "chat") return server::Endpoint::kChat;
-  throw nb::value_error(("endpoint must be 'completions' or 'chat' (got '" + endpoint + "')").c_str());
+  throw nb::value_error(
+      ("endpoint must be 'completions' or 'chat' (got '" + endpoint + "')").c_str());
 }
 
 // One accepted generation: the parsed request, and its response as its
@@ -141,9 +142,9 @@ class FrontEnd {
     Result<server::ChatFormat> chat = served_.MakeChatFormat(std::nullopt);
     if (!chat) ThrowIfRequestError(chat.error().WithContext("the model's chat template"));
     chat_ = std::make_unique<server::ChatFormat>(std::move(*chat));
-    info_ = served_.MakeModelInfo(chat_.get(), served_model_name
-                                                   ? *served_model_name
-                                                   : cli::DefaultServedName(model, served_.builtin));
+    info_ = served_.MakeModelInfo(
+        chat_.get(),
+        served_model_name ? *served_model_name : cli::DefaultServedName(model, served_.builtin));
     info_.pool_positions = pool_positions;
     info_.default_max_tokens = default_max_tokens;
   }
@@ -173,8 +174,8 @@ class FrontEnd {
   // A refusal that is not about the request (429: every replica full; 503:
   // none alive), as folio serve's: Retry-After 1.
   ReplyTuple Refusal(int status, const std::string& message) const {
-    const server::ApiError e = server::ServerError(
-        status, status == 429 ? "rate_limit_error" : "server_error", message);
+    const server::ApiError e =
+        server::ServerError(status, status == 429 ? "rate_limit_error" : "server_error", message);
     return {status, "application/json", e.Body(), {{"Retry-After", "1"}}};
   }
 

@@ -94,7 +94,10 @@ class Cluster:
     (num_prefill + num_decode). engine_options: AsyncLLM's keyword
     arguments for each replica (threads, kv_bytes, page_size, ...; threads
     defaults to 1). replica_cpus: Ray CPUs reserved per actor (0 lets
-    small test actors share a machine). max_in_flight: requests per replica
+    small test actors share a machine). placement: more Ray actor options
+    per role ("mixed", "prefill", "decode"), e.g. {"decode": {"resources":
+    {"gpu_node": 0.01}}} to put decoders on the nodes that offer that
+    custom resource. max_in_flight: requests per replica
     before it counts as full. max_restarts: Ray restarts of a dead replica.
     seed: draws the seeds of requests that have none. ray.init must have
     run (or runs with its defaults).
@@ -103,7 +106,8 @@ class Cluster:
     def __init__(self, model: str = "builtin", *, mode: str = "mixed", num_replicas: int = 2,
                  num_prefill: int = 1, num_decode: int = 1,
                  engine_options: Optional[Mapping[str, Any]] = None, replica_cpus: float = 1.0,
-                 max_in_flight: int = 64, max_restarts: int = 2, seed: int = 0) -> None:
+                 max_in_flight: int = 64, max_restarts: int = 2, seed: int = 0,
+                 placement: Optional[Mapping[str, Mapping[str, Any]]] = None) -> None:
         if mode not in ("mixed", "disaggregated"):
             raise ValueError(f"mode must be 'mixed' or 'disaggregated' (got {mode!r})")
         roles = (["mixed"] * num_replicas if mode == "mixed"
@@ -118,18 +122,26 @@ class Cluster:
         if not ray.is_initialized():
             ray.init()
         options = {"threads": 1, **dict(engine_options or {})}
-        remote = ray.remote(Replica).options(num_cpus=replica_cpus, max_restarts=max_restarts,
-                                             max_task_retries=0, max_concurrency=1000)
+        actor = ray.remote(Replica)
+        base = {"num_cpus": replica_cpus, "max_restarts": max_restarts, "max_task_retries": 0,
+                "max_concurrency": 1000}
+        unknown = set(placement or {}) - set(roles)
+        if unknown:
+            raise ValueError(f"placement names roles this cluster does not have: "
+                             f"{sorted(unknown)} (roles: {sorted(set(roles))})")
         self.mode = mode
         self.max_in_flight = max_in_flight
         self.handoff_wait_s = 30.0
         self._slots = [
-            _Slot(i, role, remote.remote(model, options))
+            _Slot(i, role, actor.options(**{**base, **(placement or {}).get(role, {})})
+                  .remote(model, options))
             for i, role in enumerate(roles)]
         infos = ray.get([s.actor.ready.remote() for s in self._slots])
         self.model_info: Dict[str, Any] = dict(infos[0])
         self.model_info.pop("pid")
+        self.model_info.pop("node_ip")
         self._pids = [int(i["pid"]) for i in infos]
+        self.node_ips = [str(i["node_ip"]) for i in infos]  # where each replica started
         self.router = PrefixRouter(len(self._slots), int(self.model_info["page_size"]),
                                    int(self.model_info["num_pages"]))
         self._seeds = random.Random(seed)
@@ -360,6 +372,7 @@ class Cluster:
                 await asyncio.sleep(0.2)
                 continue
             self._pids[slot.index] = int(info["pid"])
+            self.node_ips[slot.index] = str(info["node_ip"])
             slot.restarts += 1
             slot.alive = True
             return

@@ -30,9 +30,11 @@ class Replica:
         self.llm = AsyncLLM(model, **dict(engine_options))
 
     async def ready(self) -> Dict[str, Any]:
-        """The engine's shape (model_info) and this process's id."""
+        """The engine's shape (model_info), this process's id and its node's
+        address."""
         info = dict(self.llm.model_info)
         info["pid"] = os.getpid()
+        info["node_ip"] = ray.util.get_node_ip_address()  # type: ignore[no-untyped-call]
         return info
 
     async def prepare(self, prompt: Any, messages: Optional[Sequence[Mapping[str, Any]]],
