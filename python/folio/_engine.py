@@ -293,7 +293,8 @@ class EngineCore:
                  max_num_seqs: int, max_num_batched_tokens: int, threads: int,
                  prefix_caching: bool, tokenizer_pre: Optional[str], builtin_context: int,
                  backend: str, watermark: float, seed: int, matmul_activations: str = "f32",
-                 speculative_config: Optional[Mapping[str, Any]] = None) -> None:
+                 speculative_config: Optional[Mapping[str, Any]] = None,
+                 step_delay_us: int = 0) -> None:
         spec = _speculative(speculative_config)
         for name, v in (("page_size", page_size), ("max_num_seqs", max_num_seqs),
                         ("max_num_batched_tokens", max_num_batched_tokens),
@@ -305,13 +306,17 @@ class EngineCore:
                 raise ValueError(f"{name} must be None or an integer >= 1 (got {o!r})")
         if not isinstance(threads, int) or threads < 0:
             raise ValueError(f"threads must be an integer >= 0 (0 = every core; got {threads!r})")
+        if not isinstance(step_delay_us, int) or isinstance(step_delay_us, bool) or \
+                not 0 <= step_delay_us <= 10**6:
+            raise ValueError(f"step_delay_us must be an integer in [0, 1000000] "
+                             f"(got {step_delay_us!r})")
         self.native = _folio.EngineCore(
             model=os.fspath(model), builtin_context=builtin_context, tokenizer_pre=tokenizer_pre,
             kv_dtype=_KV_DTYPES.get(kv_dtype, kv_dtype), page_size=page_size,
             num_pages=num_pages, kv_bytes=kv_bytes, max_num_seqs=max_num_seqs,
             max_num_batched_tokens=max_num_batched_tokens, threads=threads,
             prefix_caching=prefix_caching, backend=backend, watermark=watermark,
-            matmul_activations=matmul_activations, **spec)
+            matmul_activations=matmul_activations, step_delay_us=step_delay_us, **spec)
         self.info: Dict[str, Any] = dict(self.native.info())
         self.tokenizer = Tokenizer(self.native, self.info)
         self._seeds = random.Random(seed)

@@ -44,7 +44,8 @@ class AsyncLLM:
                  tokenizer_pre: Optional[str] = None, builtin_context: int = 512,
                  backend: str = "cpu", matmul_activations: str = "f32",
                  watermark: float = 0.01, seed: int = 0,
-                 speculative_config: Optional[Dict[str, Any]] = None) -> None:
+                 speculative_config: Optional[Dict[str, Any]] = None,
+                 step_delay_us: int = 0) -> None:
         self._core = EngineCore(
             model, kv_dtype=kv_dtype, page_size=page_size, num_pages=num_pages,
             kv_bytes=kv_bytes, max_num_seqs=max_num_seqs,
@@ -53,7 +54,7 @@ class AsyncLLM:
             else enable_prefix_caching,
             tokenizer_pre=tokenizer_pre, builtin_context=builtin_context, backend=backend,
             matmul_activations=matmul_activations, watermark=watermark, seed=seed,
-            speculative_config=speculative_config)
+            speculative_config=speculative_config, step_delay_us=step_delay_us)
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._queues: Dict[int, "asyncio.Queue[Event]"] = {}
         self._keys: Dict[str, int] = {}  # request id -> engine key, while streamed

@@ -56,7 +56,9 @@ class LLM:
     "num_speculative_tokens": 3} with a smaller model sharing the
     vocabulary ("draft_model"); the drafts are verified in one step and the
     outputs are exactly those without it, only faster where drafts are
-    accepted. Other methods raise ValueError.
+    accepted. Other methods raise ValueError. step_delay_us: the engine
+    thread sleeps this long after each step (tests and demos: a slower
+    model, as ``folio serve --step-delay-us``).
 
     Raises ValueError for bad options, FileNotFoundError for a missing model.
     """
@@ -69,7 +71,8 @@ class LLM:
                  tokenizer_pre: Optional[str] = None, builtin_context: int = 512,
                  backend: str = "cpu", matmul_activations: str = "f32",
                  watermark: float = 0.01, seed: int = 0,
-                 speculative_config: Optional[Dict[str, Any]] = None) -> None:
+                 speculative_config: Optional[Dict[str, Any]] = None,
+                 step_delay_us: int = 0) -> None:
         self._core = EngineCore(
             model, kv_dtype=kv_dtype, page_size=page_size, num_pages=num_pages,
             kv_bytes=kv_bytes, max_num_seqs=max_num_seqs,
@@ -78,7 +81,7 @@ class LLM:
             else enable_prefix_caching,
             tokenizer_pre=tokenizer_pre, builtin_context=builtin_context, backend=backend,
             matmul_activations=matmul_activations, watermark=watermark, seed=seed,
-            speculative_config=speculative_config)
+            speculative_config=speculative_config, step_delay_us=step_delay_us)
         self._lock = threading.Lock()
 
     # ------------------------------------------------------------ generation

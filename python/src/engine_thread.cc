@@ -6,12 +6,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <thread>
 
 #include "folio/core/check.h"
 
 namespace folio::python {
 
-Result<std::unique_ptr<EngineThread>> EngineThread::Start(engine::Engine& engine) {
+Result<std::unique_ptr<EngineThread>> EngineThread::Start(engine::Engine& engine,
+                                                          std::chrono::microseconds step_delay) {
   int fds[2];
   if (pipe(fds) != 0) {
     return Status::IoError(std::string("cannot create the engine's event pipe: ") +
@@ -23,11 +25,12 @@ Result<std::unique_ptr<EngineThread>> EngineThread::Start(engine::Engine& engine
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     fcntl(fd, F_SETFD, FD_CLOEXEC);
   }
-  return std::unique_ptr<EngineThread>(new EngineThread(engine, fds[0], fds[1]));
+  return std::unique_ptr<EngineThread>(new EngineThread(engine, fds[0], fds[1], step_delay));
 }
 
-EngineThread::EngineThread(engine::Engine& engine, int read_fd, int write_fd)
-    : engine_(engine), pipe_{read_fd, write_fd} {
+EngineThread::EngineThread(engine::Engine& engine, int read_fd, int write_fd,
+                           std::chrono::microseconds step_delay)
+    : engine_(engine), pipe_{read_fd, write_fd}, step_delay_(step_delay) {
   Publish();
   thread_ = std::thread([this] { Run(); });
 }
@@ -255,7 +258,8 @@ void EngineThread::Run() {
       queued_submits_ = 0;  // from here on they count in the engine's queue
     }
     for (Command& c : commands) Handle(c);
-    if (engine_.HasUnfinished()) {
+    const bool stepping = engine_.HasUnfinished();
+    if (stepping) {
       Result<std::vector<engine::StepOutput>> step = engine_.Step();
       if (!step) {
         // Not expected (every request was validated): fail them all rather
@@ -297,6 +301,7 @@ void EngineThread::Run() {
     // sees the pages it freed too.
     Publish();
     Deliver();
+    if (stepping && step_delay_.count() > 0) std::this_thread::sleep_for(step_delay_);
   }
   // Stopping: every unfinished request ends with an abort; queued calls
   // are dropped (their callers get FailedPrecondition).

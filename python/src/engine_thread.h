@@ -62,8 +62,11 @@ struct EngineCounters {
 
 class EngineThread {
  public:
-  // engine must outlive this. Starts the thread. Errors: the pipe.
-  static Result<std::unique_ptr<EngineThread>> Start(engine::Engine& engine);
+  // engine must outlive this. Starts the thread; it sleeps step_delay after
+  // each step that ran (tests and demos: a slower model, as folio serve's
+  // --step-delay-us). Errors: the pipe.
+  static Result<std::unique_ptr<EngineThread>> Start(
+      engine::Engine& engine, std::chrono::microseconds step_delay = std::chrono::microseconds(0));
   ~EngineThread();  // Stop()
   EngineThread(const EngineThread&) = delete;
   EngineThread& operator=(const EngineThread&) = delete;
@@ -132,7 +135,8 @@ class EngineThread {
     std::promise<bool>* done = nullptr;  // kCall: true once fn ran, false if dropped
   };
 
-  EngineThread(engine::Engine& engine, int read_fd, int write_fd);
+  EngineThread(engine::Engine& engine, int read_fd, int write_fd,
+               std::chrono::microseconds step_delay);
   void Run();
   void Handle(Command& c);
   // Queues submissions; mu_ held.
@@ -168,6 +172,7 @@ class EngineThread {
   std::map<engine::RequestId, uint64_t> by_id_;
   std::map<uint64_t, std::vector<bool>> finished_samples_;  // key -> [n]
   std::vector<RequestEvent> staged_;
+  std::chrono::microseconds step_delay_{0};
   std::vector<Command> deferred_;  // kCall commands waiting for their condition
   std::thread thread_;
 };

@@ -73,6 +73,7 @@ struct EngineOptions {
   std::string backend = "cpu";
   std::string matmul_activations = "f32";
   double watermark = 0.01;
+  uint64_t step_delay_us = 0;  // sleep after each step (tests, demos)
   engine::SpeculativeConfig speculative;
   std::optional<std::string> draft_model;  // a path, or "builtin"
 };
@@ -158,7 +159,8 @@ class EngineCore {
     if (!eng) ThrowIfRequestError(eng.error());
     engine_ = std::make_unique<engine::Engine>(std::move(*eng));
     config_ = ec;
-    Result<std::unique_ptr<EngineThread>> thread = EngineThread::Start(*engine_);
+    Result<std::unique_ptr<EngineThread>> thread =
+        EngineThread::Start(*engine_, std::chrono::microseconds(o.step_delay_us));
     if (!thread) ThrowIfError(thread.error());
     thread_ = std::move(*thread);
   }
@@ -594,7 +596,8 @@ void BindLlm(nb::module_& m) {
              uint64_t max_num_batched_tokens, uint64_t threads, bool prefix_caching,
              const std::string& backend, double watermark, uint64_t num_speculative_tokens,
              uint64_t prompt_lookup_min, uint64_t prompt_lookup_max,
-             const std::string& matmul_activations, std::optional<std::string> draft_model) {
+             const std::string& matmul_activations, std::optional<std::string> draft_model,
+             uint64_t step_delay_us) {
             EngineOptions o;
             o.builtin_context = builtin_context;
             o.tokenizer_pre = std::move(tokenizer_pre);
@@ -613,6 +616,7 @@ void BindLlm(nb::module_& m) {
             o.speculative.ngram_min = prompt_lookup_min;
             o.speculative.ngram_max = prompt_lookup_max;
             o.draft_model = std::move(draft_model);
+            o.step_delay_us = step_delay_us;
             new (self) EngineCore(model, o);
           },
           nb::arg("model"), nb::arg("builtin_context"), nb::arg("tokenizer_pre").none(),
@@ -621,7 +625,7 @@ void BindLlm(nb::module_& m) {
           nb::arg("threads"), nb::arg("prefix_caching"), nb::arg("backend"), nb::arg("watermark"),
           nb::arg("num_speculative_tokens") = 0, nb::arg("prompt_lookup_min") = 2,
           nb::arg("prompt_lookup_max") = 4, nb::arg("matmul_activations") = "f32",
-          nb::arg("draft_model").none() = nb::none())
+          nb::arg("draft_model").none() = nb::none(), nb::arg("step_delay_us") = 0)
       .def("info", &EngineCore::Info, "The model's and the engine's shape, as a dict.")
       .def("encode", &EngineCore::Encode, nb::arg("text"), nb::arg("add_special_tokens"))
       .def("decode", &EngineCore::Decode, nb::arg("ids"), nb::arg("skip_special_tokens"))

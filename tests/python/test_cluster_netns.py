@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("folio", reason="the folio extension is not built "
+                    "(FOLIO_BUILD_PYTHON=OFF) or not on PYTHONPATH")
 pytest.importorskip("ray", reason="folio.cluster needs Ray (tools/setup.sh installs it)")
 
 from folio import LLM, SamplingParams  # noqa: E402

@@ -203,6 +203,8 @@ def test_bad_inputs_raise_clear_exceptions(tmp_path, llm):
         LLM("builtin", matmul_activations="q4")
     with pytest.raises(ValueError, match="max_num_seqs"):
         LLM("builtin", max_num_seqs=0)
+    with pytest.raises(ValueError, match="step_delay_us"):
+        LLM("builtin", step_delay_us=-1)
     with pytest.raises(ValueError, match="num_pages or kv_bytes"):
         LLM("builtin", num_pages=4, kv_bytes=1 << 20)
     with pytest.raises(ValueError, match="presence_penalty=0.5.*repetition_penalty=1.2"):

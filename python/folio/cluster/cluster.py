@@ -97,8 +97,9 @@ class Cluster:
     small test actors share a machine). placement: more Ray actor options
     per role ("mixed", "prefill", "decode"), e.g. {"decode": {"resources":
     {"gpu_node": 0.01}}} to put decoders on the nodes that offer that
-    custom resource. max_in_flight: requests per replica
-    before it counts as full. max_restarts: Ray restarts of a dead replica.
+    custom resource. max_in_flight: requests per replica before it
+    counts as full (a request counts until its client has read its last
+    output). max_restarts: Ray restarts of a dead replica.
     seed: draws the seeds of requests that have none. ray.init must have
     run (or runs with its defaults).
     """

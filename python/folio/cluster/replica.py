@@ -83,8 +83,5 @@ class Replica:
         async for out in stream:
             yield out
 
-    async def abort(self, request_id: str) -> None:
-        await self.llm.abort(request_id)
-
     async def stats(self) -> Dict[str, float]:
         return dict(self.llm.stats())
