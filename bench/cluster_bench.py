@@ -12,8 +12,11 @@ transport alone: arrays of the sizes a ~1B Llama's snapshots would have
 read by another through Ray's object store (mapped, then copied once, as a
 decode replica imports a snapshot). Prints JSON; medians with min and max.
 
-usage: bench/cluster_bench.py [--model PATH ...] [--lengths 1024,8000]
-                              [--rounds 3] [--threads 1]
+usage: bench/cluster_bench.py [--model PATH ...] [--synthetic-1b PATH]
+                              [--lengths 1024,8000] [--rounds 3] [--threads 1]
+--synthetic-1b PATH serves a ~1B Llama shape too (16 layers, hidden 2048,
+32 heads, 8 K/V heads of 64, FFN 8192; a 258-token byte-level BPE
+vocabulary; random Q8_0 weights), written to PATH first when it is not there (~1.1 GB).
 Needs Ray (tools/setup.sh installs it). The replicas share this machine's
 cores: on 2 cores, set --threads 1.
 """
@@ -33,6 +36,69 @@ from folio.cluster import Cluster
 
 SMOLLM2 = os.path.join(os.environ.get("FOLIO_MODEL_CACHE", os.path.expanduser("~/.cache/folio")),
                        "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def write_synthetic_1b(path):
+    """A ~1B-parameter Llama GGUF with random Q8_0 weights: for timing
+    only."""
+    import gguf
+    hidden, layers, heads, kv_heads, ffn, vocab = 2048, 16, 32, 8, 8192, 258
+    head_dim = hidden // heads
+    rng = np.random.default_rng(1)
+    w = gguf.GGUFWriter(path + ".part", "llama")
+    w.add_context_length(8448)
+    w.add_embedding_length(hidden)
+    w.add_block_count(layers)
+    w.add_feed_forward_length(ffn)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kv_heads)
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
+    w.add_rope_dimension_count(head_dim)
+    w.add_rope_freq_base(10000.0)
+    w.add_layer_norm_rms_eps(1e-5)
+    # A byte-level BPE vocabulary (GPT-2's byte symbols, no merges) and two
+    # special tokens: the benchmark sends token ids, this only has to load.
+    byte_chars = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) \
+        + list(range(ord("\u00ae"), ord("\u00ff") + 1))
+    symbols, extra = {}, 0
+    for b in range(256):
+        if b in byte_chars:
+            symbols[b] = chr(b)
+        else:
+            symbols[b] = chr(256 + extra)
+            extra += 1
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("default")
+    w.add_token_list([symbols[b] for b in range(256)] + ["<s>", "</s>"])
+    w.add_token_merges([])
+    w.add_bos_token_id(256)
+    w.add_eos_token_id(257)
+
+    def q8_0(rows, cols):  # blocks of 32: an f16 scale, then 32 int8
+        blocks = np.empty((rows, cols // 32, 34), dtype=np.uint8)
+        blocks[:, :, :2] = np.full((rows, cols // 32, 1), 0.02 / 127,
+                                   dtype=np.float16).view(np.uint8)
+        blocks[:, :, 2:] = rng.integers(-127, 128, size=(rows, cols // 32, 32),
+                                        dtype=np.int8).view(np.uint8)
+        return blocks.reshape(rows, -1)
+
+    w.add_tensor("token_embd.weight", rng.uniform(-0.05, 0.05, (vocab, hidden)).astype(np.float32))
+    w.add_tensor("output_norm.weight", np.ones(hidden, dtype=np.float32))
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    for i in range(layers):
+        for name, (rows, cols) in {"attn_q": (hidden, hidden), "attn_k": (kv_heads * head_dim, hidden),
+                                   "attn_v": (kv_heads * head_dim, hidden),
+                                   "attn_output": (hidden, hidden), "ffn_gate": (ffn, hidden),
+                                   "ffn_up": (ffn, hidden), "ffn_down": (hidden, ffn)}.items():
+            w.add_tensor(f"blk.{i}.{name}.weight", q8_0(rows, cols), raw_dtype=q8)
+        w.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(hidden, dtype=np.float32))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(hidden, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(path + ".part", path)
 
 
 def spread(xs):
@@ -57,7 +123,7 @@ async def one_request(cluster, prompt_ids, rid):
 
 def run_model(model, lengths, rounds, threads):
     rows = []
-    opts = {"threads": threads, "kv_dtype": "f32"}
+    opts = {"threads": threads, "kv_dtype": "f32", "kv_bytes": 1 << 30}
     mixed = Cluster(model, num_replicas=1, engine_options={**opts, "max_num_batched_tokens": 512},
                     replica_cpus=0)
     disagg = Cluster(model, mode="disaggregated", num_prefill=1, num_decode=1,
@@ -173,8 +239,13 @@ def main():
     ap.add_argument("--lengths", default="1024,8000")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--synthetic-1b")
     args = ap.parse_args()
     models = args.model or ([SMOLLM2] if os.path.exists(SMOLLM2) else ["builtin"])
+    if args.synthetic_1b:
+        if not os.path.exists(args.synthetic_1b):
+            write_synthetic_1b(args.synthetic_1b)
+        models = (args.model or []) + [args.synthetic_1b]
     lengths = [int(x) for x in args.lengths.split(",") if x]  # "": transport only
     ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False,
              logging_level="ERROR")

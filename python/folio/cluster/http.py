@@ -17,6 +17,7 @@ folio serve answers when its queue is full. The HTTP server is aiohttp's.
 """
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -63,11 +64,8 @@ class ClusterServer:
         """Listens (port 0: any free port); returns the port."""
         self._runner = web.AppRunner(self.app, access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, host, port)
-        await site.start()
-        server = site._server
-        assert server is not None
-        self.port = int(server.sockets[0].getsockname()[1])  # type: ignore[attr-defined]
+        await web.TCPSite(self._runner, host, port).start()
+        self.port = int(self._runner.addresses[0][1])
         return self.port
 
     async def stop(self) -> None:
@@ -96,7 +94,10 @@ class ClusterServer:
                             content_type="text/plain")
 
     async def _generate(self, request: web.Request, endpoint: str) -> web.StreamResponse:
-        got = self.frontend.submit(endpoint, await request.read())
+        body = await request.read()
+        # Tokenizing a long prompt takes a while: off the event loop.
+        got = await asyncio.get_running_loop().run_in_executor(
+            None, self.frontend.submit, endpoint, body)
         if isinstance(got, tuple):
             return _reply(got)
         gen = got
