@@ -121,9 +121,10 @@ def test_disaggregated_hand_off_crosses_a_veth_link(two_namespaces, tmp_path):
     a, b, ip_a, ip_b = two_namespaces
     env = {**os.environ, "PYTHONPATH": PACKAGE, "RAY_AUTH_MODE": "disabled"}
     port = 20000 + os.getpid() % 20000
+    temp_dir = tempfile.mkdtemp(prefix="folio_ray_", dir="/tmp")  # Ray wants a short path
     head = _ray_node(a, env, "--head", f"--node-ip-address={ip_a}", f"--port={port}",
                      "--include-dashboard=false", '--resources={"node_a": 1}',
-                     f"--temp-dir={tempfile.mkdtemp(prefix='folio_ray_', dir='/tmp')}")
+                     f"--temp-dir={temp_dir}")
     worker = None
     try:
         time.sleep(2)
@@ -145,6 +146,7 @@ def test_disaggregated_hand_off_crosses_a_veth_link(two_namespaces, tmp_path):
         for proc in (worker, head):
             if proc is not None:
                 _stop(proc)
+        shutil.rmtree(temp_dir, ignore_errors=True)
     assert got["node_ips"] == [ip_a, ip_b]  # prefill on A, decode on B
     assert got["handoffs"] == 1 and got["handoff_bytes"] > 0
     assert all(s["pages_held_by_requests"] == 0 for s in got["stats"])
