@@ -26,7 +26,9 @@ chunking or threads).
   requests continues on another replica from what the client already got
   (AsyncLLM.resume: its K/V recomputed from prompt and tokens, its random
   stream at the last state seen), so the client sees no token twice and
-  none missing. A request that had produced nothing starts over.
+  none missing. A request that had produced nothing starts over; one
+  whose snapshot was lost with its node before a decoder read it goes on
+  from the prefill's first token the same way.
 - Overload: a replica takes at most max_in_flight requests; a request that
   finds every live replica full raises Overloaded (HTTP 429), one that
   finds none alive raises Unavailable (HTTP 503).
@@ -41,7 +43,7 @@ from typing import (Any, AsyncGenerator, Dict, List, Mapping, Optional, Sequence
                     Union)
 
 import ray
-from ray.exceptions import ActorDiedError, ActorUnavailableError, RayActorError
+from ray.exceptions import ActorDiedError, ActorUnavailableError, ObjectLostError, RayActorError
 
 from folio.cluster.replica import Replica
 from folio.cluster.router import PrefixRouter, least_loaded
@@ -150,6 +152,7 @@ class Cluster:
         self.handoff_bytes = 0  # snapshot bytes moved prefill -> decode
         self.handoffs = 0
         self.resumed = 0  # requests continued after a replica failed
+        self.lost_snapshots = 0  # hand-offs whose snapshot was lost before the read
         self._placement: Dict[str, int] = {}  # request id -> the replica streaming it
         self.rejected = 0  # Overloaded / Unavailable
 
@@ -238,7 +241,8 @@ class Cluster:
                                     ) -> AsyncGenerator[RequestOutput, None]:
         role = "decode" if self.mode == "disaggregated" else "mixed"
         while True:
-            if seen.snapshot is not None:
+            handed_off = seen.snapshot is not None
+            if handed_off:
                 slot = await self._decoder_for_handoff()
                 stream = slot.actor.decode.remote(seen.snapshot, rid)
                 self.handoffs += 1
@@ -263,6 +267,12 @@ class Cluster:
                 return
             except _REPLICA_LOST:
                 self._lost(slot)
+            except ObjectLostError:
+                if not handed_off:
+                    raise
+                # The snapshot went with its node before the decoder read it:
+                # recompute from what the client saw (the prefill's tokens).
+                self.lost_snapshots += 1
             finally:
                 slot.in_flight -= 1
                 self._placement.pop(rid, None)
@@ -419,6 +429,7 @@ class Cluster:
             "handoffs": self.handoffs,
             "handoff_bytes": self.handoff_bytes,
             "resumed_requests": self.resumed,
+            "lost_snapshots": self.lost_snapshots,
             "rejected_requests": self.rejected,
             "replicas": [
                 {"index": s.index, "role": s.role, "alive": s.alive, "in_flight": s.in_flight,
