@@ -234,6 +234,9 @@ class AsyncLLM:
         self._attach()
         if request_id is not None and request_id in self._keys:
             raise ValueError(f"request_id {request_id!r} is already running")
+        if output.token_ids and output.rng_state is None:
+            raise ValueError("output has tokens but no rng_state: the random stream's state "
+                             "after its last token (CompletionOutput.rng_state) is needed")
         r, native = self._core.make_request(list(prompt_token_ids), sampling_params, request_id)
         rng_state = output.rng_state if output.rng_state is not None else native.seed
         tokens = [int(t) for t in output.token_ids]

@@ -454,6 +454,8 @@ def test_resume_refuses_what_cannot_continue():
                 e.resume([0, 70], bad, sp)
             with pytest.raises(ValueError, match="n > 1"):
                 e.resume([0, 70], bad, SamplingParams(n=2, seed=1))
+            with pytest.raises(ValueError, match="no rng_state"):
+                e.resume([0, 70], CompletionOutput(0, "", [70], None, None), sp)
             return e.stats()
 
     assert asyncio.run(main())["num_waiting"] == 0
