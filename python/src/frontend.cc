@@ -85,13 +85,12 @@ class FrontEndGeneration {
     e.text = std::move(text);
     for (const auto& [token, logprob, top] : logprobs) e.logprobs.push_back({token, logprob, top});
     if (finish) {
-      if (*finish == "stop") {
-        e.finish = engine::FinishReason::kStop;
-      } else if (*finish == "length") {
-        e.finish = engine::FinishReason::kLength;
-      } else if (*finish == "abort") {
-        e.finish = engine::FinishReason::kAbort;
-      } else {
+      for (const engine::FinishReason r :
+           {engine::FinishReason::kStop, engine::FinishReason::kLength,
+            engine::FinishReason::kAbort}) {
+        if (*finish == engine::FinishReasonName(r)) e.finish = r;
+      }
+      if (e.finish == engine::FinishReason::kNone) {
         throw nb::value_error(("unknown finish reason '" + *finish + "'").c_str());
       }
     }

@@ -571,14 +571,7 @@ void BindLlm(nb::module_& m) {
       "page_hashes",
       [](const std::vector<int32_t>& tokens, uint64_t page_size) {
         if (page_size == 0) RaiseValue("page_size must be >= 1 (got 0)");
-        std::vector<uint64_t> hashes;
-        uint64_t h = kv::PrefixCache::kRootHash;
-        for (size_t end = page_size; end <= tokens.size(); end += page_size) {
-          h = kv::PrefixCache::PageHash(
-              h, std::span(tokens).subspan(end - page_size, static_cast<size_t>(page_size)));
-          hashes.push_back(h);
-        }
-        return hashes;
+        return kv::PrefixCache::ChainHashes(tokens, page_size);
       },
       nb::arg("tokens"), nb::arg("page_size"),
       "The prefix cache's chained hashes of the whole pages of `tokens`: hash i "

@@ -20,6 +20,17 @@ uint64_t PrefixCache::PageHash(uint64_t parent_hash, std::span<const int32_t> to
   return h;
 }
 
+std::vector<uint64_t> PrefixCache::ChainHashes(std::span<const int32_t> tokens,
+                                               uint64_t page_size) {
+  std::vector<uint64_t> hashes;
+  uint64_t h = kRootHash;
+  for (size_t end = page_size; end <= tokens.size(); end += page_size) {
+    h = PageHash(h, tokens.subspan(end - page_size, page_size));
+    hashes.push_back(h);
+  }
+  return hashes;
+}
+
 const PrefixCache::Entry* PrefixCache::Find(EntryId parent, uint64_t hash,
                                             std::span<const int32_t> tokens, EntryId* id) const {
   auto [lo, hi] = by_hash_.equal_range(hash);

@@ -85,6 +85,12 @@ TEST(PrefixCacheTest, ReusesFullPagesOfTheLongestCachedPrefix) {
   EXPECT_EQ(pc.stats().lookups, 4u);
   EXPECT_EQ(pc.stats().hit_pages, 1u + 2u + 1u);
   EXPECT_EQ(pc.stats().query_pages, 2u + 2u + 1u + 2u);
+  // The keys a router computes outside the cache are the cache's own.
+  const std::vector<uint64_t> chain = PrefixCache::ChainHashes(tokens, kPage);
+  ASSERT_EQ(chain.size(), 2u);
+  EXPECT_EQ(pc.Lookup(tokens, 100).last_hash, chain[1]);
+  EXPECT_EQ(pc.Lookup(other, 100).last_hash, chain[0]);
+  EXPECT_NE(PrefixCache::ChainHashes(other, kPage)[1], chain[1]);
 
   // A sequence built on the match shares the pages and appends after them.
   m = pc.Lookup(tokens, 2);

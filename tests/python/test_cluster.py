@@ -217,7 +217,7 @@ def test_a_replica_killed_mid_stream_loses_and_repeats_nothing(ray_local, refere
                         assert out.outputs[0].token_ids[:len(prev.token_ids)] == prev.token_ids
                         assert out.outputs[0].text.startswith(prev.text)
                     outs.append(out)
-                    victim = cluster.placement("r0")
+                    victim = cluster.replica_of("r0")
                     if i == 0 and not killed and len(out.outputs[0].token_ids) >= 3 \
                             and not out.finished and victim is not None:
                         os.kill(pids[victim], signal.SIGKILL)

@@ -61,6 +61,10 @@ class PrefixCache {
 
   // The chained key of one page: parent's hash and the page's tokens.
   static uint64_t PageHash(uint64_t parent_hash, std::span<const int32_t> tokens);
+  // The chained keys of every whole page of `tokens` (hash i names pages
+  // 0..i), as Lookup and Insert compute them: what a router outside the
+  // engine compares (python/folio/cluster). page_size must be >= 1.
+  static std::vector<uint64_t> ChainHashes(std::span<const int32_t> tokens, uint64_t page_size);
 
   struct Match {
     std::vector<PageId> pages;  // the cached pages of the prefix, in order

@@ -46,7 +46,7 @@ import ray
 from ray.exceptions import ActorDiedError, ActorUnavailableError, ObjectLostError, RayActorError
 
 from folio.cluster.replica import Replica
-from folio.cluster.router import PrefixRouter, least_loaded
+from folio.cluster.router import PrefixRouter
 from folio.outputs import CompletionOutput, RequestOutput
 from folio.sampling_params import SamplingParams
 
@@ -153,7 +153,7 @@ class Cluster:
         self.handoffs = 0
         self.resumed = 0  # requests continued after a replica failed
         self.lost_snapshots = 0  # hand-offs whose snapshot was lost before the read
-        self._placement: Dict[str, int] = {}  # request id -> the replica streaming it
+        self._streaming: Dict[str, int] = {}  # request id -> the replica streaming it
         self.rejected = 0  # Overloaded / Unavailable
 
     # ------------------------------------------------------------ requests
@@ -179,6 +179,16 @@ class Cluster:
     async def _serve(self, prompt: Any, messages: Optional[Sequence[Mapping[str, Any]]],
                      sampling_params: Optional[SamplingParams], request_id: Optional[str]
                      ) -> AsyncGenerator[RequestOutput, None]:
+        try:
+            async for out in self._request(prompt, messages, sampling_params, request_id):
+                yield out
+        except (Overloaded, Unavailable):
+            self.rejected += 1
+            raise
+
+    async def _request(self, prompt: Any, messages: Optional[Sequence[Mapping[str, Any]]],
+                       sampling_params: Optional[SamplingParams], request_id: Optional[str]
+                       ) -> AsyncGenerator[RequestOutput, None]:
         sp = sampling_params or SamplingParams()
         if sp.seed is None:  # one seed wherever it runs
             sp = dataclasses.replace(sp, seed=self._seeds.getrandbits(63))
@@ -192,7 +202,7 @@ class Cluster:
         seen = _Seen(text, ids)
         if self.mode == "disaggregated":
             # Refused now rather than after its prefill: a decoder must have room.
-            self._pick([s for s in self._live() if s.role == "decode"])
+            self._with_room("decode")
             done = await self._prefill(seen, sp, rid)
             if done is not None:
                 yield done
@@ -206,7 +216,10 @@ class Cluster:
                        ) -> Tuple[Optional[str], List[int], List[int]]:
         """Tokenizes and checks the request on a live replica."""
         while True:
-            slot = self._pick(self._live(), count_full=False)
+            live = [s for s in self._slots if s.alive]
+            if not live:
+                raise Unavailable("no replica is alive")
+            slot = self._least_loaded(live)
             try:
                 text, ids, stops = await slot.actor.prepare.remote(prompt, messages, sp)
                 return text, ids, stops
@@ -254,7 +267,7 @@ class Cluster:
                     self.resumed += 1
                 stream = slot.actor.generate.remote(seen.prompt_token_ids, sp, rid, seen.output)
             slot.in_flight += 1
-            self._placement[rid] = slot.index
+            self._streaming[rid] = slot.index
             finished = False
             try:
                 async for ref in stream:
@@ -275,7 +288,7 @@ class Cluster:
                 self.lost_snapshots += 1
             finally:
                 slot.in_flight -= 1
-                self._placement.pop(rid, None)
+                self._streaming.pop(rid, None)
                 if not finished:  # the client left, or the replica died
                     ray.cancel(stream)
 
@@ -286,11 +299,10 @@ class Cluster:
         deadline = time.monotonic() + self.handoff_wait_s
         while True:
             try:
-                return self._pick([s for s in self._live() if s.role == "decode"])
+                return self._least_loaded(self._with_room("decode"))
             except Overloaded:
                 if time.monotonic() > deadline:
                     raise
-                self.rejected -= 1  # not refused yet
                 await asyncio.sleep(0.02)
 
     # ------------------------------------------------------------ outputs
@@ -331,34 +343,27 @@ class Cluster:
 
     # ------------------------------------------------------------ replicas
 
-    def _live(self) -> List[_Slot]:
-        live = [s for s in self._slots if s.alive]
-        if not live:
-            self.rejected += 1
-            raise Unavailable("no replica is alive")
-        return live
-
-    def _pick(self, slots: Sequence[_Slot], count_full: bool = True) -> _Slot:
+    def _with_room(self, role: str) -> List[_Slot]:
+        """The live replicas of a role with fewer than max_in_flight
+        requests. Unavailable when none of the role is alive, Overloaded
+        when every one is full."""
+        slots = [s for s in self._slots if s.alive and s.role == role]
+        name = "" if role == "mixed" else f"{role} "
         if not slots:
-            self.rejected += 1
-            raise Unavailable("no replica of the needed role is alive")
-        room = [s for s in slots if s.in_flight < self.max_in_flight] if count_full else slots
+            raise Unavailable(f"no {name}replica is alive")
+        room = [s for s in slots if s.in_flight < self.max_in_flight]
         if not room:
-            self.rejected += 1
-            raise Overloaded(f"every replica has {self.max_in_flight} requests in flight")
-        i = least_loaded([s.in_flight for s in self._slots], [s.index for s in room])
-        assert i is not None
-        return self._slots[i]
+            raise Overloaded(f"every {name}replica has {self.max_in_flight} requests in flight")
+        return room
+
+    @staticmethod
+    def _least_loaded(slots: Sequence[_Slot]) -> _Slot:
+        return min(slots, key=lambda s: (s.in_flight, s.index))
 
     def _route(self, token_ids: Sequence[int], role: str) -> _Slot:
-        slots = [s for s in self._live() if s.role == role]
-        if not slots:
-            self.rejected += 1
-            raise Unavailable(f"no {role} replica is alive")
-        room = [s.index for s in slots if s.in_flight < self.max_in_flight]
-        if not room:
-            self.rejected += 1
-            raise Overloaded(f"every {role} replica has {self.max_in_flight} requests in flight")
+        """The replica of a role the router picks for a prompt, among those
+        with room."""
+        room = [s.index for s in self._with_room(role)]
         route = self.router.route(token_ids, [s.in_flight for s in self._slots], room)
         return self._slots[route.replica]
 
@@ -398,10 +403,10 @@ class Cluster:
     def replica_alive(self, index: int) -> bool:
         return self._slots[index].alive
 
-    def placement(self, request_id: str) -> Optional[int]:
+    def replica_of(self, request_id: str) -> Optional[int]:
         """The replica streaming request_id now (None before its stream
         starts, between replicas, and once it ended)."""
-        return self._placement.get(request_id)
+        return self._streaming.get(request_id)
 
     async def replica_stats(self) -> List[Optional[Dict[str, float]]]:
         """Each replica's engine counters (LLM.stats()); None for one that

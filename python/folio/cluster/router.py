@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Sequence
 
 from folio import _folio
 
@@ -126,8 +126,3 @@ class PrefixRouter:
                                      if self.routed_pages else 0.0)
         out["router_held_pages"] = float(sum(len(h) for h in self._held))
         return out
-
-
-def least_loaded(loads: Sequence[int], candidates: Sequence[int]) -> Optional[int]:
-    """The candidate with the fewest requests in flight (ties: lowest index)."""
-    return min(candidates, key=lambda i: (loads[i], i)) if candidates else None
