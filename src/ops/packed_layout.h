@@ -2,8 +2,11 @@
 // packer and reference (packed_matmul.cc) and the SIMD kernel
 // (packed_matmul_kernel.cc).
 //
-// Tile t holds output rows 8t ... 8t + 7 (rows past the matrix are zero);
-// its blocks follow one another, each tile_block_bytes long:
+// Tile t holds output rows 8t ... 8t + 7 (rows past the matrix are zero).
+// Tiles are stored in pairs: tile 2p's block b, then tile 2p + 1's block b,
+// then both tiles' block b + 1 (PackedMatrix::tile_block), so that the
+// kernel's two-tile path streams memory in order. Each tile block is
+// tile_block_bytes long:
 //   scale[8]                      one per row (lane): f16 where the stored
 //                                 type's scales are f16 (the legacy types
 //                                 and Q8_0, so a tile is no larger than the

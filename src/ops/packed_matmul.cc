@@ -224,7 +224,8 @@ Result<PackedMatrix> PackedMatrix::Pack(const WeightView& w, ThreadPool* pool) {
   m.rows_ = w.rows;
   m.cols_ = w.cols;
   m.tile_block_bytes_ = internal::TileBlockBytes(f);
-  const auto bytes = CheckedProduct({m.num_tiles(), m.num_blocks(), m.tile_block_bytes_});
+  const auto bytes =
+      CheckedProduct({(m.num_tiles() + 1) / 2 * 2, m.num_blocks(), m.tile_block_bytes_});
   if (!bytes) {
     return Status::InvalidArgument("a packed " + Str(w.rows) + " x " + Str(w.cols) +
                                    " matrix overflows 64-bit byte sizes");
@@ -242,7 +243,7 @@ Result<PackedMatrix> PackedMatrix::Pack(const WeightView& w, ThreadPool* pool) {
       const std::byte* row = w.data + j * row_bytes;
       for (uint64_t b = 0; b < m.num_blocks(); ++b) {
         WriteGroup(f, ReadGroup(w.type, row, b), j % kTileRows,
-                   m.data_.get() + (j / kTileRows * m.num_blocks() + b) * m.tile_block_bytes_);
+                   m.data_.get() + m.tile_block_offset(j / kTileRows, b));
       }
     }
   };

@@ -2,9 +2,10 @@
 // per Highway target and dispatched at run time.
 //
 // Highway 1.0.3 has no 8-bit dot product, so the x86 targets use a small
-// intrinsics path on 256-bit vectors (ARCHITECTURE: "a small intrinsics
-// path behind the same dispatch"):
-//   AVX3_DL  vpdpbusd (AVX512-VNNI): 4 products a lane, one instruction.
+// intrinsics path (ARCHITECTURE: "a small intrinsics path behind the same
+// dispatch"):
+//   AVX3_DL  vpdpbusd (AVX512-VNNI): 4 products a lane, one instruction,
+//            on 512-bit vectors (two tiles) and 256-bit ones (one).
 //            Highway 1.0.3's AVX3_DL target string names AVX-VNNI rather
 //            than AVX512-VNNI, so that target adds avx512vnni itself.
 //   AVX2, AVX3  vpmaddubsw + vpmaddwd (Q8_0's signed levels through the
@@ -15,9 +16,11 @@
 //
 // A task walks its tiles; for each tile all the tile's blocks for 1-4
 // activation rows at once (kR), so a tile's levels are unpacked once per
-// group of rows. Prefill walks activation rows in blocks of kActBlock so
-// that those rows' quantized blocks stay in L2 while every tile of the task
-// passes over them.
+// group of rows. AVX3_DL walks two tiles at once in 512-bit vectors (16
+// lanes), which halves the broadcasts, unpacking and scaling per product;
+// a task's odd last tile takes the 256-bit path. Prefill walks activation rows in blocks of
+// kActBlock so that those rows' quantized blocks stay in L2 while every tile of the task passes
+// over them.
 #define HWY_WANT_AVX3_DL
 #include <algorithm>
 #include <cstddef>
@@ -99,133 +102,204 @@ void QuantizeActivationsImpl(const float* x, size_t num_blocks, ActivationBlock*
 
 constexpr bool kVnni = HWY_TARGET == HWY_AVX3_DL;
 
-HWY_INLINE __m256i Broadcast4Bytes(const int8_t* p) {
+// The vector operations PackedTile needs, on one tile (8 lanes of 32 bits,
+// 256-bit vectors) or, with AVX512-VNNI, two tiles side by side (16 lanes,
+// 512-bit vectors: tile t in the low half, t + 1 in the high half). Every
+// lane runs the same operations in the same order either way, so the bits
+// do not depend on which one runs.
+struct OneTile {
+  static constexpr size_t kTiles = 1;
+  using I = __m256i;
+  using F = __m256;
+  static I Load(const std::byte* const* p, size_t at) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i_u*>(p[0] + at));
+  }
+  template <PackedFormat kF>
+  static F LoadScales(const std::byte* const* p, size_t at) {
+    if constexpr (kF.f16_scales) {
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0] + at)));
+    } else {
+      return _mm256_loadu_ps(reinterpret_cast<const float*>(p[0] + at));
+    }
+  }
+  static I Set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static I Bytes(int8_t v) { return _mm256_set1_epi8(v); }
+  static I And(I a, I b) { return _mm256_and_si256(a, b); }
+  static I High4(I v) { return _mm256_srli_epi16(v, 4); }
+  static I Sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I Zero() { return _mm256_setzero_si256(); }
+  static F ZeroF() { return _mm256_setzero_ps(); }
+  static F Set1F(float v) { return _mm256_set1_ps(v); }
+  static F Mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F Fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F ToFloat(I v) { return _mm256_cvtepi32_ps(v); }
+  static void Store(float* p, F v) { _mm256_storeu_ps(p, v); }
+  // acc + per 32-bit lane the sum of 4 products of w's unsigned bytes and
+  // a's signed bytes. kSigned: w holds q + 128 for a signed q (Q8_0), and
+  // without VNNI the products are of q itself (no offset to take off
+  // afterwards).
+  template <bool kSigned>
+  static I Dot(I acc, I w, I a) {
+    if constexpr (kVnni) {
+      return _mm256_dpbusd_epi32(acc, w, a);
+    } else {
+      I pairs;
+      if constexpr (kSigned) {
+        const I q = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
+        pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
+      } else {
+        pairs = _mm256_maddubs_epi16(w, a);
+      }
+      return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+    }
+  }
+};
+
+#if HWY_TARGET == HWY_AVX3_DL
+struct TwoTiles {
+  static constexpr size_t kTiles = 2;
+  using I = __m512i;
+  using F = __m512;
+  static I Load(const std::byte* const* p, size_t at) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(OneTile::Load(p, at)),
+                              OneTile::Load(p + 1, at), 1);
+  }
+  template <PackedFormat kF>
+  static F LoadScales(const std::byte* const* p, size_t at) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(OneTile::LoadScales<kF>(p, at)),
+                              OneTile::LoadScales<kF>(p + 1, at), 1);
+  }
+  static I Set1(int32_t v) { return _mm512_set1_epi32(v); }
+  static I Bytes(int8_t v) { return _mm512_set1_epi8(v); }
+  static I And(I a, I b) { return _mm512_and_si512(a, b); }
+  static I High4(I v) { return _mm512_srli_epi16(v, 4); }
+  static I Sub(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I Zero() { return _mm512_setzero_si512(); }
+  static F ZeroF() { return _mm512_setzero_ps(); }
+  static F Set1F(float v) { return _mm512_set1_ps(v); }
+  static F Mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F Fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F ToFloat(I v) { return _mm512_cvtepi32_ps(v); }
+  static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
+  template <bool kSigned>
+  static I Dot(I acc, I w, I a) {
+    return _mm512_dpbusd_epi32(acc, w, a);
+  }
+};
+#endif
+
+template <typename V>
+HWY_INLINE typename V::I Broadcast4Bytes(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
+  return V::Set1(v);
 }
 
-// acc + per 32-bit lane the sum of 4 products of w's unsigned bytes and a's
-// signed bytes. kSigned: w holds q + 128 for a signed q (Q8_0), and without
-// VNNI the products are of q itself (no offset to take off afterwards).
-template <bool kSigned>
-HWY_INLINE __m256i DotBytes(__m256i acc, __m256i w, __m256i a) {
-  if constexpr (kVnni) {
-    return _mm256_dpbusd_epi32(acc, w, a);
-  } else {
-    __m256i pairs;
-    if constexpr (kSigned) {
-      const __m256i q = _mm256_xor_si256(w, _mm256_set1_epi8(-128));
-      pairs = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(a, q));
-    } else {
-      pairs = _mm256_maddubs_epi16(w, a);
-    }
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
-  }
-}
-
-// Eight lanes' scales (or biases) at p, stored as f16 or f32.
-template <PackedFormat kF>
-HWY_INLINE __m256 LoadScales(const std::byte* p) {
-  if constexpr (kF.f16_scales) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  } else {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(p));
-  }
-}
-
-// Outputs of tile `tb0` (its first block; blocks tbb bytes apart) for kR
-// activation rows act[r] (num_blocks each): y[r][lane] for lane < n_out.
-template <PackedFormat kF, size_t kR>
-HWY_NOINLINE void PackedTile(const std::byte* tb0, size_t tbb, size_t num_blocks,
+// Outputs of V::kTiles consecutive tiles (their first blocks at tb0[i];
+// each tile's blocks `stride` bytes apart) for kR activation rows act[r] (num_blocks each):
+// y[r][lane] for lane < n_out (the tiles' outputs are consecutive in y).
+template <typename V, PackedFormat kF, size_t kR>
+HWY_NOINLINE void PackedTile(const std::byte* const* tb0, size_t stride, size_t num_blocks,
                              const ActivationBlock* const* act, float* const* y, size_t n_out) {
+  using I = typename V::I;
+  using F = typename V::F;
   constexpr bool kSigned = kF.offset == 128;
   constexpr int kSubtract = kSigned && !kVnni ? 0 : kF.offset;
-  __m256 acc[kR];
-  for (size_t r = 0; r < kR; ++r) acc[r] = _mm256_setzero_ps();
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  F acc[kR];
+  for (size_t r = 0; r < kR; ++r) acc[r] = V::ZeroF();
+  const I low4 = V::Bytes(0x0f);
+  const std::byte* tb[V::kTiles];
   for (size_t b = 0; b < num_blocks; ++b) {
-    const std::byte* tb = tb0 + b * tbb;
-    const auto* levels = reinterpret_cast<const __m256i_u*>(tb + LevelsAt(kF));
-    __m256i sum[kR];
-    for (size_t r = 0; r < kR; ++r) sum[r] = _mm256_setzero_si256();
+    for (size_t i = 0; i < V::kTiles; ++i) tb[i] = tb0[i] + b * stride;
+    I sum[kR];
+    for (size_t r = 0; r < kR; ++r) sum[r] = V::Zero();
     if constexpr (kF.bits == 4) {
       for (size_t k = 0; k < 4; ++k) {
-        const __m256i v = _mm256_loadu_si256(levels + k);
-        const __m256i lo = _mm256_and_si256(v, low4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        const I v = V::Load(tb, LevelsAt(kF) + 32 * k);
+        const I lo = V::And(v, low4);
+        const I hi = V::And(V::High4(v), low4);
         for (size_t r = 0; r < kR; ++r) {
-          sum[r] = DotBytes<false>(sum[r], lo, Broadcast4Bytes(act[r][b].q + 4 * k));
-          sum[r] = DotBytes<false>(sum[r], hi, Broadcast4Bytes(act[r][b].q + 16 + 4 * k));
+          sum[r] = V::template Dot<false>(sum[r], lo, Broadcast4Bytes<V>(act[r][b].q + 4 * k));
+          sum[r] = V::template Dot<false>(sum[r], hi, Broadcast4Bytes<V>(act[r][b].q + 16 + 4 * k));
         }
       }
     } else {
       for (size_t k = 0; k < 8; ++k) {
-        const __m256i v = _mm256_loadu_si256(levels + k);
+        const I v = V::Load(tb, LevelsAt(kF) + 32 * k);
         for (size_t r = 0; r < kR; ++r) {
-          sum[r] = DotBytes<kSigned>(sum[r], v, Broadcast4Bytes(act[r][b].q + 4 * k));
+          sum[r] = V::template Dot<kSigned>(sum[r], v, Broadcast4Bytes<V>(act[r][b].q + 4 * k));
         }
       }
     }
-    const __m256 scale = LoadScales<kF>(tb);
-    const __m256 bias = kF.has_bias ? LoadScales<kF>(tb + BiasAt(kF)) : _mm256_setzero_ps();
+    const F scale = V::template LoadScales<kF>(tb, 0);
+    const F bias = kF.has_bias ? V::template LoadScales<kF>(tb, BiasAt(kF)) : V::ZeroF();
     for (size_t r = 0; r < kR; ++r) {
       const ActivationBlock& a = act[r][b];
-      __m256i s = sum[r];
-      if constexpr (kSubtract != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(kSubtract * a.sum));
-      acc[r] =
-          _mm256_fmadd_ps(_mm256_mul_ps(scale, _mm256_set1_ps(a.d)), _mm256_cvtepi32_ps(s), acc[r]);
-      if constexpr (kF.has_bias) acc[r] = _mm256_fmadd_ps(bias, _mm256_set1_ps(a.e), acc[r]);
+      I s = sum[r];
+      if constexpr (kSubtract != 0) s = V::Sub(s, V::Set1(kSubtract * a.sum));
+      acc[r] = V::Fma(V::Mul(scale, V::Set1F(a.d)), V::ToFloat(s), acc[r]);
+      if constexpr (kF.has_bias) acc[r] = V::Fma(bias, V::Set1F(a.e), acc[r]);
     }
   }
+  constexpr size_t kOut = V::kTiles * PackedMatrix::kTileRows;
   for (size_t r = 0; r < kR; ++r) {
-    if (n_out == PackedMatrix::kTileRows) {
-      _mm256_storeu_ps(y[r], acc[r]);
+    if (n_out == kOut) {
+      V::Store(y[r], acc[r]);
     } else {
-      alignas(32) float out[PackedMatrix::kTileRows];
-      _mm256_store_ps(out, acc[r]);
+      alignas(64) float out[kOut];
+      V::Store(out, acc[r]);
       std::copy_n(out, n_out, y[r]);
+    }
+  }
+}
+
+// Tiles [tile, tile + V::kTiles) for activation rows [r0, r0 + rn), in
+// groups of at most kMaxRows rows.
+template <typename V, PackedFormat kF>
+HWY_INLINE void PackedTiles(const PackedTask& t, uint64_t tile, uint64_t r0, uint64_t rn) {
+  const PackedMatrix& w = *t.w;
+  const size_t blocks = w.num_blocks();
+  const size_t stride = w.block_stride();
+  const size_t n_out = std::min<uint64_t>(V::kTiles * PackedMatrix::kTileRows,
+                                          w.rows() - tile * PackedMatrix::kTileRows);
+  const std::byte* tb0[V::kTiles];
+  for (size_t i = 0; i < V::kTiles; ++i) tb0[i] = w.tile_block(tile + i, 0);
+  for (uint64_t r = r0; r < r0 + rn; r += kMaxRows) {
+    const ActivationBlock* act[kMaxRows];
+    float* y[kMaxRows];
+    const size_t n = std::min<uint64_t>(kMaxRows, r0 + rn - r);
+    for (size_t k = 0; k < n; ++k) {
+      act[k] = t.act + (r + k) * blocks;
+      y[k] = t.y + (r + k) * t.y_stride + tile * PackedMatrix::kTileRows;
+    }
+    switch (n) {
+      case 4:
+        PackedTile<V, kF, 4>(tb0, stride, blocks, act, y, n_out);
+        break;
+      case 3:
+        PackedTile<V, kF, 3>(tb0, stride, blocks, act, y, n_out);
+        break;
+      case 2:
+        PackedTile<V, kF, 2>(tb0, stride, blocks, act, y, n_out);
+        break;
+      default:
+        PackedTile<V, kF, 1>(tb0, stride, blocks, act, y, n_out);
+        break;
     }
   }
 }
 
 template <PackedFormat kF>
 void PackedRowsT(const PackedTask& t) {
-  const PackedMatrix& w = *t.w;
-  const size_t blocks = w.num_blocks();
-  const auto tiles = [&](uint64_t r0, size_t rn) HWY_ATTR {
-    for (uint64_t tile = t.tile_begin; tile < t.tile_end; ++tile) {
-      const size_t n_out =
-          std::min<uint64_t>(PackedMatrix::kTileRows, w.rows() - tile * PackedMatrix::kTileRows);
-      const std::byte* tb0 = w.tile_block(tile, 0);
-      for (uint64_t r = r0; r < r0 + rn; r += kMaxRows) {
-        const ActivationBlock* act[kMaxRows];
-        float* y[kMaxRows];
-        const size_t n = std::min<uint64_t>(kMaxRows, r0 + rn - r);
-        for (size_t k = 0; k < n; ++k) {
-          act[k] = t.act + (r + k) * blocks;
-          y[k] = t.y + (r + k) * t.y_stride + tile * PackedMatrix::kTileRows;
-        }
-        const size_t tbb = w.tile_block_bytes();
-        switch (n) {
-          case 4:
-            PackedTile<kF, 4>(tb0, tbb, blocks, act, y, n_out);
-            break;
-          case 3:
-            PackedTile<kF, 3>(tb0, tbb, blocks, act, y, n_out);
-            break;
-          case 2:
-            PackedTile<kF, 2>(tb0, tbb, blocks, act, y, n_out);
-            break;
-          default:
-            PackedTile<kF, 1>(tb0, tbb, blocks, act, y, n_out);
-            break;
-        }
-      }
-    }
-  };
   for (uint64_t r0 = 0; r0 < t.num_rows; r0 += kActBlock) {
-    tiles(r0, std::min<uint64_t>(kActBlock, t.num_rows - r0));
+    const uint64_t rn = std::min<uint64_t>(kActBlock, t.num_rows - r0);
+    uint64_t tile = t.tile_begin;
+#if HWY_TARGET == HWY_AVX3_DL
+    // Pairs as stored: (2p, 2p + 1).
+    if (tile % 2 == 1 && tile < t.tile_end) PackedTiles<OneTile, kF>(t, tile++, r0, rn);
+    for (; tile + 2 <= t.tile_end; tile += 2) PackedTiles<TwoTiles, kF>(t, tile, r0, rn);
+#endif
+    for (; tile < t.tile_end; ++tile) PackedTiles<OneTile, kF>(t, tile, r0, rn);
   }
 }
 

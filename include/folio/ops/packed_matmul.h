@@ -95,10 +95,18 @@ class PackedMatrix {
   uint64_t num_tiles() const { return (rows_ + kTileRows - 1) / kTileRows; }
   uint64_t num_blocks() const { return cols_ / kBlockCols; }
   size_t tile_block_bytes() const { return tile_block_bytes_; }
+  // Bytes from a tile's block b to its block b + 1: tiles are stored in
+  // pairs (2p, 2p + 1) with their blocks interleaved, so that a kernel
+  // walking two tiles at once reads memory in order (an odd last tile is
+  // paired with zero rows).
+  size_t block_stride() const { return 2 * tile_block_bytes_; }
   size_t size_bytes() const { return size_bytes_; }
-  // Tile t's block b.
+  // Tile t's block b, and where it lies from the start of the data.
+  uint64_t tile_block_offset(uint64_t t, uint64_t b) const {
+    return ((t / 2 * num_blocks() + b) * 2 + t % 2) * tile_block_bytes_;
+  }
   const std::byte* tile_block(uint64_t t, uint64_t b) const {
-    return data_.get() + (t * num_blocks() + b) * tile_block_bytes_;
+    return data_.get() + tile_block_offset(t, b);
   }
   // Row `row` as the f32 the packed levels, scales and biases give: equal to
   // DequantizeRow of the original row (a test checks it for every type).
