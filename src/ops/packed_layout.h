@@ -3,22 +3,24 @@
 // (packed_matmul_kernel.cc).
 //
 // Tile t holds output rows 8t ... 8t + 7 (rows past the matrix are zero).
-// Tiles are stored in pairs: tile 2p's block b, then tile 2p + 1's block b,
-// then both tiles' block b + 1 (PackedMatrix::tile_block), so that the
-// kernel's two-tile path streams memory in order. Each tile block is
-// tile_block_bytes long:
-//   scale[8]                      one per row (lane): f16 where the stored
-//                                 type's scales are f16 (the legacy types
-//                                 and Q8_0, so a tile is no larger than the
-//                                 file's blocks), f32 for the K-quants,
-//                                 whose d * sc is not an f16
-//   bias[8]                       bias formats only, the same width
-//   levels                        4-bit formats: 4 vectors of 32 bytes;
-//                                 vector k's byte 4 * lane + i holds
-//                                 column 4k + i in its low nibble and
-//                                 column 16 + 4k + i in its high nibble.
-//                                 8-bit formats: 8 vectors; vector k's byte
-//                                 4 * lane + i holds column 4k + i.
+// Its 32-column blocks come in groups of group_blocks (1, or 8 for the
+// K-quants: one 256-column super-block). One tile's group is a header,
+// then each block's levels (tiles are stored in pairs, interleaved field
+// by field: see PairAt below):
+//   header, kF16 scales (legacy types, Q8_0; group_blocks = 1):
+//     scale[8]       f16, one per row (lane), the file's own block scale
+//     bias[8]        f16, bias formats only
+//   header, kSuperBlock scales (Q4_K, Q5_K; group_blocks = 8):
+//     d[8], dmin[8]  f16, each lane's super-block scales, as in the file
+//     sc[8][8]       u8, block k's 6-bit scale for each lane
+//     m[8][8]        u8, block k's 6-bit min for each lane
+//     so block k's scale is d * sc and its bias -(dmin * m), both exact in
+//     f32 (an 11-bit significand times a 6-bit integer), and a tile is no
+//     larger than the file's blocks but for 16 bytes a super-block
+//   levels, per block: 4-bit formats: 4 vectors of 32 bytes; vector k's
+//     byte 4 * lane + i holds column 4k + i in its low nibble and column
+//     16 + 4k + i in its high nibble. 8-bit formats: 8 vectors; vector k's
+//     byte 4 * lane + i holds column 4k + i.
 // So vector k (4-bit: its low nibbles for k < 4, high nibbles as k + 4)
 // pairs with activation bytes 4k ... 4k + 3 of the block.
 #ifndef FOLIO_OPS_PACKED_LAYOUT_H_
@@ -34,31 +36,35 @@
 
 namespace folio::ops::internal {
 
+enum class PackedScales : uint8_t { kF16, kSuperBlock };
+
 // weight = scale * (level - offset) (offset formats) or scale * level + bias.
 // A structural type, so that the kernel can take it as a template argument.
 struct PackedFormat {
   int bits = 0;  // 4 (nibbles) or 8 (bytes) of storage per level
   bool has_bias = false;
   int offset = 0;
-  bool f16_scales = false;  // scales and biases stored as f16 (else f32)
+  PackedScales scales = PackedScales::kF16;
+  size_t group_blocks = 1;
 };
 
 constexpr PackedFormat PackedFormatOf(WeightType type) {
+  constexpr PackedFormat kSuper{.scales = PackedScales::kSuperBlock, .group_blocks = 8};
   switch (type) {
     case WeightType::kQ4_0:
-      return {4, false, 8, true};
+      return {4, false, 8};
     case WeightType::kQ4_1:
-      return {4, true, 0, true};
+      return {4, true, 0};
     case WeightType::kQ4_K:
-      return {4, true, 0, false};
+      return {4, true, 0, kSuper.scales, kSuper.group_blocks};
     case WeightType::kQ5_0:
-      return {8, false, 16, true};
+      return {8, false, 16};
     case WeightType::kQ5_1:
-      return {8, true, 0, true};
+      return {8, true, 0};
     case WeightType::kQ5_K:
-      return {8, true, 0, false};
+      return {8, true, 0, kSuper.scales, kSuper.group_blocks};
     case WeightType::kQ8_0:  // levels are q + 128
-      return {8, false, 128, true};
+      return {8, false, 128};
     case WeightType::kF64:
     case WeightType::kF32:
     case WeightType::kF16:
@@ -73,50 +79,98 @@ constexpr PackedFormat PackedFormatOf(WeightType type) {
   return {};
 }
 
-// Bytes of one lane's scale (and bias).
-constexpr size_t ScaleBytes(PackedFormat f) { return f.f16_scales ? 2 : 4; }
-// Where a tile block's biases and levels start.
-constexpr size_t BiasAt(PackedFormat f) { return 8 * ScaleBytes(f); }
-constexpr size_t LevelsAt(PackedFormat f) { return BiasAt(f) * (f.has_bias ? 2 : 1); }
-constexpr size_t TileBlockBytes(PackedFormat f) {
-  return LevelsAt(f) + (f.bits == 4 ? size_t{128} : size_t{256});
+// Where a group header's parts start (kF16: scale, bias; kSuperBlock: d,
+// dmin, sc, m), and its size.
+constexpr size_t kF16Lanes = 2 * PackedMatrix::kTileRows;  // bytes of 8 f16
+constexpr size_t BiasAt() { return kF16Lanes; }
+constexpr size_t SubScalesAt() { return 2 * kF16Lanes; }
+constexpr size_t SubMinsAt(PackedFormat f) {
+  return SubScalesAt() + f.group_blocks * PackedMatrix::kTileRows;
 }
+constexpr size_t HeaderBytes(PackedFormat f) {
+  if (f.scales == PackedScales::kSuperBlock) {
+    return SubMinsAt(f) + f.group_blocks * PackedMatrix::kTileRows;
+  }
+  return f.has_bias ? 2 * kF16Lanes : kF16Lanes;
+}
+constexpr size_t BlockLevelBytes(PackedFormat f) { return f.bits == 4 ? 128 : 256; }
+// Block k's levels within its group.
+constexpr size_t LevelsAt(PackedFormat f, size_t k) {
+  return HeaderBytes(f) + k * BlockLevelBytes(f);
+}
+constexpr size_t TileGroupBytes(PackedFormat f) { return LevelsAt(f, f.group_blocks); }
 
-// Where column c (< 32) of lane `lane` lives among a tile block's levels:
-// its byte, and its bit shift within it (4-bit formats: 0 for columns
-// below 16, 4 above).
+// Tiles 2p and 2p + 1 share a pair group (PackedMatrix::pair_group): each
+// field of one tile's layout above (a scale or bias vector, a block's sc
+// or m bytes, a vector of levels) is followed by the same field of the
+// other tile, so that the 512-bit kernel loads both in one instruction and
+// every kernel reads memory in order. The field at `at` of `unit` bytes of
+// tile `half` (0 or 1) starts here in its pair group:
+constexpr size_t PairAt(size_t at, size_t unit, size_t half) { return 2 * at + half * unit; }
+inline constexpr size_t kLevelVector = 32;
+
+// Where column c (< 32) of lane `lane` of block k of tile `half` lives in
+// its pair group: its byte, and its bit shift within it (4-bit formats: 0
+// for columns below 16, 4 above).
 struct LevelSlot {
   size_t byte;
   int shift;
 };
-constexpr LevelSlot LevelAt(PackedFormat f, size_t lane, size_t c) {
+constexpr LevelSlot LevelAt(PackedFormat f, size_t k, size_t half, size_t lane, size_t c) {
   const size_t col = f.bits == 4 ? c % 16 : c;
-  return {(col / 4) * 32 + lane * 4 + col % 4, f.bits == 4 && c >= 16 ? 4 : 0};
+  const size_t vector = LevelsAt(f, k) + (col / 4) * kLevelVector;
+  return {PairAt(vector, kLevelVector, half) + lane * 4 + col % 4, f.bits == 4 && c >= 16 ? 4 : 0};
+}
+// Where lane `lane`'s f16 scale or bias, and its block k's sc or m byte, lie.
+constexpr size_t ScaleAt(size_t half, size_t lane) { return PairAt(0, kF16Lanes, half) + 2 * lane; }
+constexpr size_t BiasAt(size_t half, size_t lane) {
+  return PairAt(BiasAt(), kF16Lanes, half) + 2 * lane;
+}
+constexpr size_t SubScaleAt(size_t k, size_t half, size_t lane) {
+  constexpr size_t kUnit = PackedMatrix::kTileRows;
+  return PairAt(SubScalesAt() + kUnit * k, kUnit, half) + lane;
+}
+constexpr size_t SubMinAt(PackedFormat f, size_t k, size_t half, size_t lane) {
+  constexpr size_t kUnit = PackedMatrix::kTileRows;
+  return PairAt(SubMinsAt(f) + kUnit * k, kUnit, half) + lane;
 }
 
-// Column c's level in lane `lane` of a tile block at tb.
-inline uint32_t PackedLevel(PackedFormat f, const std::byte* tb, size_t lane, size_t c) {
-  const LevelSlot at = LevelAt(f, lane, c);
-  const uint32_t byte = std::to_integer<uint32_t>(tb[LevelsAt(f) + at.byte]);
+// Block b of tile t: its pair group, its index in the group, and which
+// tile of the pair.
+struct PackedBlock {
+  const std::byte* group;
+  size_t k;
+  size_t half;
+};
+inline PackedBlock PackedBlockAt(const PackedMatrix& w, uint64_t tile, uint64_t b) {
+  const size_t g = w.group_blocks();
+  return {w.pair_group(tile / 2, b / g), static_cast<size_t>(b % g), static_cast<size_t>(tile % 2)};
+}
+
+// Column c's level in lane `lane` of a block.
+inline uint32_t PackedLevel(PackedFormat f, PackedBlock block, size_t lane, size_t c) {
+  const LevelSlot at = LevelAt(f, block.k, block.half, lane, c);
+  const uint32_t byte = std::to_integer<uint32_t>(block.group[at.byte]);
   return f.bits == 4 ? (byte >> at.shift) & 0x0f : byte;
 }
 
-// The f16 or f32 at p, as f32 (exactly).
-inline float PackedFloat(PackedFormat f, const std::byte* p) {
-  if (f.f16_scales) {
-    uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    return F16BitsToF32(bits);
-  }
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
+inline float PackedF16(const std::byte* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return F16BitsToF32(bits);
 }
-inline float PackedScale(PackedFormat f, const std::byte* tb, size_t lane) {
-  return PackedFloat(f, tb + ScaleBytes(f) * lane);
+inline float PackedU8(const std::byte* p) { return static_cast<float>(std::to_integer<int>(*p)); }
+
+// A lane's scale and bias for a block, as the kernels compute them.
+inline float PackedScale(PackedFormat f, PackedBlock block, size_t lane) {
+  const float scale = PackedF16(block.group + ScaleAt(block.half, lane));
+  if (f.scales == PackedScales::kF16) return scale;
+  return scale * PackedU8(block.group + SubScaleAt(block.k, block.half, lane));
 }
-inline float PackedBias(PackedFormat f, const std::byte* tb, size_t lane) {
-  return PackedFloat(f, tb + BiasAt(f) + ScaleBytes(f) * lane);
+inline float PackedBias(PackedFormat f, PackedBlock block, size_t lane) {
+  const float bias = PackedF16(block.group + BiasAt(block.half, lane));
+  if (f.scales == PackedScales::kF16) return bias;
+  return -bias * PackedU8(block.group + SubMinAt(f, block.k, block.half, lane));
 }
 
 // The contract's chain for one output: lane `lane` of tile `tile` against
@@ -127,16 +181,16 @@ inline float PackedDot(const PackedMatrix& w, uint64_t tile, size_t lane,
   const PackedFormat f = PackedFormatOf(w.type());
   float acc = 0.0f;
   for (uint64_t b = 0; b < w.num_blocks(); ++b) {
-    const std::byte* tb = w.tile_block(tile, b);
+    const PackedBlock block = PackedBlockAt(w, tile, b);
     const ActivationBlock& a = act[b];
     int32_t sum = 0;
     for (size_t c = 0; c < PackedMatrix::kBlockCols; ++c) {
-      sum += static_cast<int32_t>(PackedLevel(f, tb, lane, c)) * a.q[c];
+      sum += static_cast<int32_t>(PackedLevel(f, block, lane, c)) * a.q[c];
     }
     sum -= f.offset * a.sum;
-    const float scale = PackedScale(f, tb, lane) * a.d;
+    const float scale = PackedScale(f, block, lane) * a.d;
     acc = std::fma(scale, static_cast<float>(sum), acc);
-    if (f.has_bias) acc = std::fma(PackedBias(f, tb, lane), a.e, acc);
+    if (f.has_bias) acc = std::fma(PackedBias(f, block, lane), a.e, acc);
   }
   return acc;
 }

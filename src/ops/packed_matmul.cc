@@ -24,18 +24,15 @@ using internal::PackedFormatOf;
 
 std::string Str(uint64_t v) { return std::to_string(v); }
 
-float F16At(const std::byte* p) {
-  uint16_t bits;
-  std::memcpy(&bits, p, 2);
-  return F16BitsToF32(bits);
-}
-
-// The 32 levels, scale and bias of 32-element group g of a stored row, as
-// the packed format of `type` holds them (packed_layout.h).
+// The 32 levels, scale and bias of 32-element block g of a stored row, as
+// the packed format of `type` holds them (packed_layout.h): for the
+// K-quants, scale and bias are the super-block's d and dmin and sub_scale,
+// sub_min the block's 6-bit sc and m.
 struct Group {
   uint8_t level[32];
   float scale;
   float bias = 0.0f;
+  uint8_t sub_scale = 0, sub_min = 0;
 };
 
 Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
@@ -44,8 +41,8 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
   // The legacy blocks: d, [m], [qh], qs[16] (weight_type.h).
   const auto legacy = [&](size_t block_bytes, bool has_min, bool five_bit) {
     const std::byte* b = row + g * block_bytes;
-    out.scale = F16At(b);
-    if (has_min) out.bias = F16At(b + 2);
+    out.scale = internal::PackedF16(b);
+    if (has_min) out.bias = internal::PackedF16(b + 2);
     const size_t qh_at = has_min ? 4 : 2, qs_at = qh_at + (five_bit ? 4 : 0);
     uint32_t qh = 0;
     if (five_bit) std::memcpy(&qh, b + qh_at, 4);
@@ -62,8 +59,10 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
     const size_t sub = g % 8, qs_at = five_bit ? 48 : 16;
     uint32_t sc = 0, m = 0;
     internal::ScaleMinK4(sub, b + 4, sc, m);
-    out.scale = F16At(b) * static_cast<float>(sc);
-    out.bias = -(F16At(b + 2) * static_cast<float>(m));
+    out.scale = internal::PackedF16(b);
+    out.bias = internal::PackedF16(b + 2);
+    out.sub_scale = static_cast<uint8_t>(sc);
+    out.sub_min = static_cast<uint8_t>(m);
     for (size_t l = 0; l < 32; ++l) {
       const uint32_t q = byte(b + qs_at + 32 * (sub / 2), l);
       uint32_t level = sub % 2 == 0 ? q & 0x0f : q >> 4;
@@ -74,7 +73,7 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
   switch (type) {
     case WeightType::kQ8_0: {
       const std::byte* b = row + g * 34;
-      out.scale = F16At(b);
+      out.scale = internal::PackedF16(b);
       for (size_t j = 0; j < 32; ++j) {
         out.level[j] = static_cast<uint8_t>(static_cast<int8_t>(byte(b + 2, j)) + 128);
       }
@@ -112,26 +111,27 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
   return out;
 }
 
-// v as the format stores it: f16 formats hold values read from f16 fields,
-// so the conversion is exact (checked).
-void WriteFloat(PackedFormat f, float v, std::byte* p) {
-  if (f.f16_scales) {
-    const uint16_t bits = F32ToF16Bits(v);
-    FOLIO_CHECK(F16BitsToF32(bits) == v || (std::isnan(v) && std::isnan(F16BitsToF32(bits))),
-                "scale ", v, " is not an f16");
-    std::memcpy(p, &bits, 2);
-  } else {
-    std::memcpy(p, &v, 4);
-  }
+// v as an f16: every value packed is read from an f16 field, so the
+// conversion is exact (checked).
+void WriteF16(float v, std::byte* p) {
+  const uint16_t bits = F32ToF16Bits(v);
+  FOLIO_CHECK(F16BitsToF32(bits) == v || (std::isnan(v) && std::isnan(F16BitsToF32(bits))),
+              "scale ", v, " is not an f16");
+  std::memcpy(p, &bits, 2);
 }
 
-void WriteGroup(PackedFormat f, const Group& group, size_t lane, std::byte* tb) {
-  const size_t width = internal::ScaleBytes(f);
-  WriteFloat(f, group.scale, tb + width * lane);
-  if (f.has_bias) WriteFloat(f, group.bias, tb + internal::BiasAt(f) + width * lane);
+// Block k of tile `half` of a pair group at pg, lane `lane`.
+void WriteGroup(PackedFormat f, const Group& group, size_t k, size_t half, size_t lane,
+                std::byte* pg) {
+  WriteF16(group.scale, pg + internal::ScaleAt(half, lane));
+  if (f.has_bias) WriteF16(group.bias, pg + internal::BiasAt(half, lane));
+  if (f.scales == internal::PackedScales::kSuperBlock) {
+    pg[internal::SubScaleAt(k, half, lane)] = std::byte{group.sub_scale};
+    pg[internal::SubMinAt(f, k, half, lane)] = std::byte{group.sub_min};
+  }
   for (size_t c = 0; c < 32; ++c) {
-    const internal::LevelSlot at = internal::LevelAt(f, lane, c);
-    tb[internal::LevelsAt(f) + at.byte] |= std::byte{group.level[c]} << at.shift;
+    const internal::LevelSlot slot = internal::LevelAt(f, k, half, lane, c);
+    pg[slot.byte] |= std::byte{group.level[c]} << slot.shift;
   }
 }
 
@@ -223,9 +223,12 @@ Result<PackedMatrix> PackedMatrix::Pack(const WeightView& w, ThreadPool* pool) {
   m.type_ = w.type;
   m.rows_ = w.rows;
   m.cols_ = w.cols;
-  m.tile_block_bytes_ = internal::TileBlockBytes(f);
+  m.group_blocks_ = f.group_blocks;
+  m.tile_group_bytes_ = internal::TileGroupBytes(f);
+  // K-quant rows are whole super-blocks (ValidateWeightView), so whole groups.
+  FOLIO_CHECK(m.num_blocks() % f.group_blocks == 0, "cols ", w.cols, " are not whole groups");
   const auto bytes =
-      CheckedProduct({(m.num_tiles() + 1) / 2 * 2, m.num_blocks(), m.tile_block_bytes_});
+      CheckedProduct({(m.num_tiles() + 1) / 2 * 2, m.num_groups(), m.tile_group_bytes_});
   if (!bytes) {
     return Status::InvalidArgument("a packed " + Str(w.rows) + " x " + Str(w.cols) +
                                    " matrix overflows 64-bit byte sizes");
@@ -242,13 +245,15 @@ Result<PackedMatrix> PackedMatrix::Pack(const WeightView& w, ThreadPool* pool) {
     for (uint64_t j = j0; j < j1; ++j) {
       const std::byte* row = w.data + j * row_bytes;
       for (uint64_t b = 0; b < m.num_blocks(); ++b) {
-        WriteGroup(f, ReadGroup(w.type, row, b), j % kTileRows,
-                   m.data_.get() + m.tile_block_offset(j / kTileRows, b));
+        const uint64_t tile = j / kTileRows;
+        WriteGroup(f, ReadGroup(w.type, row, b), b % f.group_blocks, tile % 2, j % kTileRows,
+                   m.data_.get() + m.pair_group_offset(tile / 2, b / f.group_blocks));
       }
     }
   };
-  // Tasks own whole tiles (PlanSplit's blocks are multiples of 8 rows), so
-  // no two threads write one tile.
+  // Tasks own whole tiles (PlanSplit's blocks are multiples of 8 rows), and
+  // every byte of a pair group belongs to one tile, so no two threads write
+  // one byte.
   internal::RunSplit(internal::PlanSplit(w.rows, 1, *bytes, pool), pool, pack_rows);
   return m;
 }
@@ -258,12 +263,12 @@ void PackedMatrix::WidenRow(uint64_t row, std::span<float> out) const {
   const PackedFormat f = PackedFormatOf(type_);
   const size_t lane = row % kTileRows;
   for (uint64_t b = 0; b < num_blocks(); ++b) {
-    const std::byte* tb = tile_block(row / kTileRows, b);
-    const float scale = internal::PackedScale(f, tb, lane);
+    const internal::PackedBlock block = internal::PackedBlockAt(*this, row / kTileRows, b);
+    const float scale = internal::PackedScale(f, block, lane);
     for (size_t c = 0; c < kBlockCols; ++c) {
-      const auto level = static_cast<int32_t>(internal::PackedLevel(f, tb, lane, c));
+      const auto level = static_cast<int32_t>(internal::PackedLevel(f, block, lane, c));
       out[b * kBlockCols + c] =
-          f.has_bias ? scale * static_cast<float>(level) + internal::PackedBias(f, tb, lane)
+          f.has_bias ? scale * static_cast<float>(level) + internal::PackedBias(f, block, lane)
                      : scale * static_cast<float>(level - f.offset);
     }
   }

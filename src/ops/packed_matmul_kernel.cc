@@ -103,24 +103,28 @@ void QuantizeActivationsImpl(const float* x, size_t num_blocks, ActivationBlock*
 constexpr bool kVnni = HWY_TARGET == HWY_AVX3_DL;
 
 // The vector operations PackedTile needs, on one tile (8 lanes of 32 bits,
-// 256-bit vectors) or, with AVX512-VNNI, two tiles side by side (16 lanes,
-// 512-bit vectors: tile t in the low half, t + 1 in the high half). Every
+// 256-bit vectors) or, with AVX512-VNNI, both tiles of a pair (16 lanes,
+// 512-bit vectors: tile 2p in the low half, 2p + 1 in the high half). Every
 // lane runs the same operations in the same order either way, so the bits
-// do not depend on which one runs.
+// do not depend on which one runs. Loads take the pair group, which tile
+// of it (OneTile only) and the field's offset in one tile's layout.
 struct OneTile {
   static constexpr size_t kTiles = 1;
   using I = __m256i;
   using F = __m256;
-  static I Load(const std::byte* const* p, size_t at) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i_u*>(p[0] + at));
+  static I Load(const std::byte* pg, size_t half, size_t at) {
+    return _mm256_loadu_si256(
+        reinterpret_cast<const __m256i_u*>(pg + PairAt(at, kLevelVector, half)));
   }
-  template <PackedFormat kF>
-  static F LoadScales(const std::byte* const* p, size_t at) {
-    if constexpr (kF.f16_scales) {
-      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0] + at)));
-    } else {
-      return _mm256_loadu_ps(reinterpret_cast<const float*>(p[0] + at));
-    }
+  // 8 f16 as f32, and 8 bytes as unsigned integers in f32.
+  static F LoadF16(const std::byte* pg, size_t half, size_t at) {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + PairAt(at, kF16Lanes, half))));
+  }
+  static F LoadU8(const std::byte* pg, size_t half, size_t at) {
+    const std::byte* p = pg + PairAt(at, PackedMatrix::kTileRows, half);
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
   static I Set1(int32_t v) { return _mm256_set1_epi32(v); }
   static I Bytes(int8_t v) { return _mm256_set1_epi8(v); }
@@ -160,14 +164,14 @@ struct TwoTiles {
   static constexpr size_t kTiles = 2;
   using I = __m512i;
   using F = __m512;
-  static I Load(const std::byte* const* p, size_t at) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(OneTile::Load(p, at)),
-                              OneTile::Load(p + 1, at), 1);
+  // Both tiles' fields lie side by side: PairAt(at, unit, 0) == 2 * at.
+  static I Load(const std::byte* pg, size_t, size_t at) { return _mm512_loadu_si512(pg + 2 * at); }
+  static F LoadF16(const std::byte* pg, size_t, size_t at) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i_u*>(pg + 2 * at)));
   }
-  template <PackedFormat kF>
-  static F LoadScales(const std::byte* const* p, size_t at) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(OneTile::LoadScales<kF>(p, at)),
-                              OneTile::LoadScales<kF>(p + 1, at), 1);
+  static F LoadU8(const std::byte* pg, size_t, size_t at) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + 2 * at))));
   }
   static I Set1(int32_t v) { return _mm512_set1_epi32(v); }
   static I Bytes(int8_t v) { return _mm512_set1_epi8(v); }
@@ -195,50 +199,65 @@ HWY_INLINE typename V::I Broadcast4Bytes(const int8_t* p) {
   return V::Set1(v);
 }
 
-// Outputs of V::kTiles consecutive tiles (their first blocks at tb0[i];
-// each tile's blocks `stride` bytes apart) for kR activation rows act[r] (num_blocks each):
-// y[r][lane] for lane < n_out (the tiles' outputs are consecutive in y).
+// Outputs of V::kTiles tiles for kR activation rows act[r] (num_groups *
+// kF.group_blocks blocks each): the tiles' first pair group at pg0 (groups
+// `stride` bytes apart), OneTile's tile `half` of it; y[r][lane] for lane
+// < n_out (the tiles' outputs are consecutive in y).
 template <typename V, PackedFormat kF, size_t kR>
-HWY_NOINLINE void PackedTile(const std::byte* const* tb0, size_t stride, size_t num_blocks,
+HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, size_t num_groups,
                              const ActivationBlock* const* act, float* const* y, size_t n_out) {
   using I = typename V::I;
   using F = typename V::F;
   constexpr bool kSigned = kF.offset == 128;
   constexpr int kSubtract = kSigned && !kVnni ? 0 : kF.offset;
+  constexpr bool kSuper = kF.scales == PackedScales::kSuperBlock;
   F acc[kR];
   for (size_t r = 0; r < kR; ++r) acc[r] = V::ZeroF();
   const I low4 = V::Bytes(0x0f);
-  const std::byte* tb[V::kTiles];
-  for (size_t b = 0; b < num_blocks; ++b) {
-    for (size_t i = 0; i < V::kTiles; ++i) tb[i] = tb0[i] + b * stride;
-    I sum[kR];
-    for (size_t r = 0; r < kR; ++r) sum[r] = V::Zero();
-    if constexpr (kF.bits == 4) {
-      for (size_t k = 0; k < 4; ++k) {
-        const I v = V::Load(tb, LevelsAt(kF) + 32 * k);
-        const I lo = V::And(v, low4);
-        const I hi = V::And(V::High4(v), low4);
-        for (size_t r = 0; r < kR; ++r) {
-          sum[r] = V::template Dot<false>(sum[r], lo, Broadcast4Bytes<V>(act[r][b].q + 4 * k));
-          sum[r] = V::template Dot<false>(sum[r], hi, Broadcast4Bytes<V>(act[r][b].q + 16 + 4 * k));
+  for (size_t g = 0; g < num_groups; ++g) {
+    const std::byte* pg = pg0 + g * stride;
+    // kF16: the block's scale and bias; kSuperBlock: the group's d and
+    // -dmin, which each block's 6-bit sc and m multiply.
+    const F group_scale = V::LoadF16(pg, half, 0);
+    const F group_bias = kF.has_bias ? V::LoadF16(pg, half, BiasAt()) : V::ZeroF();
+    const F neg_group_bias = kSuper ? V::Mul(group_bias, V::Set1F(-1.0f)) : group_bias;
+    for (size_t k = 0; k < kF.group_blocks; ++k) {
+      const size_t b = g * kF.group_blocks + k;
+      I sum[kR];
+      for (size_t r = 0; r < kR; ++r) sum[r] = V::Zero();
+      if constexpr (kF.bits == 4) {
+        for (size_t v = 0; v < 4; ++v) {
+          const I levels = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * v);
+          const I lo = V::And(levels, low4);
+          const I hi = V::And(V::High4(levels), low4);
+          for (size_t r = 0; r < kR; ++r) {
+            sum[r] = V::template Dot<false>(sum[r], lo, Broadcast4Bytes<V>(act[r][b].q + 4 * v));
+            sum[r] =
+                V::template Dot<false>(sum[r], hi, Broadcast4Bytes<V>(act[r][b].q + 16 + 4 * v));
+          }
+        }
+      } else {
+        for (size_t v = 0; v < 8; ++v) {
+          const I levels = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * v);
+          for (size_t r = 0; r < kR; ++r) {
+            sum[r] =
+                V::template Dot<kSigned>(sum[r], levels, Broadcast4Bytes<V>(act[r][b].q + 4 * v));
+          }
         }
       }
-    } else {
-      for (size_t k = 0; k < 8; ++k) {
-        const I v = V::Load(tb, LevelsAt(kF) + 32 * k);
-        for (size_t r = 0; r < kR; ++r) {
-          sum[r] = V::template Dot<kSigned>(sum[r], v, Broadcast4Bytes<V>(act[r][b].q + 4 * k));
-        }
+      F scale = group_scale, bias = neg_group_bias;
+      if constexpr (kSuper) {
+        const size_t at = PackedMatrix::kTileRows * k;
+        scale = V::Mul(group_scale, V::LoadU8(pg, half, SubScalesAt() + at));
+        bias = V::Mul(neg_group_bias, V::LoadU8(pg, half, SubMinsAt(kF) + at));
       }
-    }
-    const F scale = V::template LoadScales<kF>(tb, 0);
-    const F bias = kF.has_bias ? V::template LoadScales<kF>(tb, BiasAt(kF)) : V::ZeroF();
-    for (size_t r = 0; r < kR; ++r) {
-      const ActivationBlock& a = act[r][b];
-      I s = sum[r];
-      if constexpr (kSubtract != 0) s = V::Sub(s, V::Set1(kSubtract * a.sum));
-      acc[r] = V::Fma(V::Mul(scale, V::Set1F(a.d)), V::ToFloat(s), acc[r]);
-      if constexpr (kF.has_bias) acc[r] = V::Fma(bias, V::Set1F(a.e), acc[r]);
+      for (size_t r = 0; r < kR; ++r) {
+        const ActivationBlock& a = act[r][b];
+        I s = sum[r];
+        if constexpr (kSubtract != 0) s = V::Sub(s, V::Set1(kSubtract * a.sum));
+        acc[r] = V::Fma(V::Mul(scale, V::Set1F(a.d)), V::ToFloat(s), acc[r]);
+        if constexpr (kF.has_bias) acc[r] = V::Fma(bias, V::Set1F(a.e), acc[r]);
+      }
     }
   }
   constexpr size_t kOut = V::kTiles * PackedMatrix::kTileRows;
@@ -258,12 +277,12 @@ HWY_NOINLINE void PackedTile(const std::byte* const* tb0, size_t stride, size_t 
 template <typename V, PackedFormat kF>
 HWY_INLINE void PackedTiles(const PackedTask& t, uint64_t tile, uint64_t r0, uint64_t rn) {
   const PackedMatrix& w = *t.w;
-  const size_t blocks = w.num_blocks();
-  const size_t stride = w.block_stride();
+  const size_t blocks = w.num_blocks(), groups = w.num_groups();
+  const size_t stride = w.group_stride();
   const size_t n_out = std::min<uint64_t>(V::kTiles * PackedMatrix::kTileRows,
                                           w.rows() - tile * PackedMatrix::kTileRows);
-  const std::byte* tb0[V::kTiles];
-  for (size_t i = 0; i < V::kTiles; ++i) tb0[i] = w.tile_block(tile + i, 0);
+  const std::byte* pg0 = w.pair_group(tile / 2, 0);
+  const size_t half = tile % 2;
   for (uint64_t r = r0; r < r0 + rn; r += kMaxRows) {
     const ActivationBlock* act[kMaxRows];
     float* y[kMaxRows];
@@ -274,16 +293,16 @@ HWY_INLINE void PackedTiles(const PackedTask& t, uint64_t tile, uint64_t r0, uin
     }
     switch (n) {
       case 4:
-        PackedTile<V, kF, 4>(tb0, stride, blocks, act, y, n_out);
+        PackedTile<V, kF, 4>(pg0, half, stride, groups, act, y, n_out);
         break;
       case 3:
-        PackedTile<V, kF, 3>(tb0, stride, blocks, act, y, n_out);
+        PackedTile<V, kF, 3>(pg0, half, stride, groups, act, y, n_out);
         break;
       case 2:
-        PackedTile<V, kF, 2>(tb0, stride, blocks, act, y, n_out);
+        PackedTile<V, kF, 2>(pg0, half, stride, groups, act, y, n_out);
         break;
       default:
-        PackedTile<V, kF, 1>(tb0, stride, blocks, act, y, n_out);
+        PackedTile<V, kF, 1>(pg0, half, stride, groups, act, y, n_out);
         break;
     }
   }

@@ -202,7 +202,7 @@ TEST(PackedMatMul, ErrorAgainstExactProductIsWithinTheActivationRounding) {
         WidenRow(m.view, j, wide);
         double rounding = 0, terms = 0;
         for (uint64_t b = 0; b < nb; ++b) {
-          const std::byte* tb = p.tile_block(j / 8, b);
+          const internal::PackedBlock tb = internal::PackedBlockAt(p, j / 8, b);
           double abs_w = 0, dot = 0;
           for (size_t c = 0; c < 32; ++c) {
             abs_w += std::fabs(wide[b * 32 + c]);

@@ -33,9 +33,10 @@
 // d_b / 2 * sum_i |w_i| per block, plus f32 accumulation.
 //
 // Types with a packed kernel (HasPackedKernel): Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0, Q4_K, Q5_K. A K-quant's 32-element sub-block becomes a tile block
-// whose scale (d * sc) and bias (-dmin * m) are exact in f32. Every other
-// type stays on the float kernel.
+// Q8_0, Q4_K, Q5_K. A K-quant's 32-element sub-block is a block whose
+// scale (d * sc) and bias (-dmin * m) are exact in f32; the packed tiles
+// keep d, dmin, sc and m as the file does and form them in registers.
+// Every other type stays on the float kernel.
 #ifndef FOLIO_OPS_PACKED_MATMUL_H_
 #define FOLIO_OPS_PACKED_MATMUL_H_
 
@@ -94,20 +95,22 @@ class PackedMatrix {
   uint64_t cols() const { return cols_; }
   uint64_t num_tiles() const { return (rows_ + kTileRows - 1) / kTileRows; }
   uint64_t num_blocks() const { return cols_ / kBlockCols; }
-  size_t tile_block_bytes() const { return tile_block_bytes_; }
-  // Bytes from a tile's block b to its block b + 1: tiles are stored in
-  // pairs (2p, 2p + 1) with their blocks interleaved, so that a kernel
-  // walking two tiles at once reads memory in order (an odd last tile is
-  // paired with zero rows).
-  size_t block_stride() const { return 2 * tile_block_bytes_; }
+  // Blocks are stored in groups of group_blocks() (8 for the K-quants, whose
+  // super-block scales a group shares; else 1), tile_group_bytes() each.
+  size_t group_blocks() const { return group_blocks_; }
+  uint64_t num_groups() const { return num_blocks() / group_blocks_; }
+  size_t tile_group_bytes() const { return tile_group_bytes_; }
+  // Tiles are stored in pairs (2p, 2p + 1; an odd last tile is paired with
+  // zero rows), field by field (ops/packed_layout.h), so that a kernel
+  // walking two tiles at once reads memory in order. Pair p's group g:
+  size_t group_stride() const { return 2 * tile_group_bytes_; }
+  uint64_t pair_group_offset(uint64_t p, uint64_t g) const {
+    return (p * num_groups() + g) * group_stride();
+  }
+  const std::byte* pair_group(uint64_t p, uint64_t g) const {
+    return data_.get() + pair_group_offset(p, g);
+  }
   size_t size_bytes() const { return size_bytes_; }
-  // Tile t's block b, and where it lies from the start of the data.
-  uint64_t tile_block_offset(uint64_t t, uint64_t b) const {
-    return ((t / 2 * num_blocks() + b) * 2 + t % 2) * tile_block_bytes_;
-  }
-  const std::byte* tile_block(uint64_t t, uint64_t b) const {
-    return data_.get() + tile_block_offset(t, b);
-  }
   // Row `row` as the f32 the packed levels, scales and biases give: equal to
   // DequantizeRow of the original row (a test checks it for every type).
   void WidenRow(uint64_t row, std::span<float> out) const;
@@ -118,7 +121,7 @@ class PackedMatrix {
   };
   WeightType type_ = WeightType::kQ8_0;
   uint64_t rows_ = 0, cols_ = 0;
-  size_t tile_block_bytes_ = 0, size_bytes_ = 0;
+  size_t group_blocks_ = 1, tile_group_bytes_ = 0, size_bytes_ = 0;
   std::unique_ptr<std::byte[], Free> data_;
 };
 
