@@ -17,12 +17,19 @@
 //     so block k's scale is d * sc and its bias -(dmin * m), both exact in
 //     f32 (an 11-bit significand times a 6-bit integer), and a tile is no
 //     larger than the file's blocks but for 16 bytes a super-block
-//   levels, per block: 4-bit formats: 4 vectors of 32 bytes; vector k's
-//     byte 4 * lane + i holds column 4k + i in its low nibble and column
-//     16 + 4k + i in its high nibble. 8-bit formats: 8 vectors; vector k's
-//     byte 4 * lane + i holds column 4k + i.
-// So vector k (4-bit: its low nibbles for k < 4, high nibbles as k + 4)
-// pairs with activation bytes 4k ... 4k + 3 of the block.
+//   header, kHalfBlocks scales (Q6_K; group_blocks = 8, two parts a block):
+//     d[8]           f16, each lane's super-block scale
+//     sc[16][8]      i8, the scale of block k's part p (columns 16p ...
+//                    16p + 15) in row 2k + p: its scale is d * sc, exact
+//   levels, per block: 4-bit formats: 4 vectors of 32 bytes; vector v's
+//     byte 4 * lane + i holds column 4v + i in its low nibble and column
+//     16 + 4v + i in its high nibble. 6-bit formats: those 4 vectors hold
+//     the low 4 bits, then 2 vectors j = 0, 1 the high 2 bits: byte 4 *
+//     lane + i of vector j holds those of column 16j + 4v + i at bits 2v,
+//     2v + 1. 8-bit formats: 8 vectors; vector v's byte 4 * lane + i holds
+//     column 4v + i.
+// So vector v (nibbles: its low nibbles for v < 4, high nibbles as v + 4)
+// pairs with activation bytes 4v ... 4v + 3 of the block.
 #ifndef FOLIO_OPS_PACKED_LAYOUT_H_
 #define FOLIO_OPS_PACKED_LAYOUT_H_
 
@@ -36,12 +43,12 @@
 
 namespace folio::ops::internal {
 
-enum class PackedScales : uint8_t { kF16, kSuperBlock };
+enum class PackedScales : uint8_t { kF16, kSuperBlock, kHalfBlocks };
 
 // weight = scale * (level - offset) (offset formats) or scale * level + bias.
 // A structural type, so that the kernel can take it as a template argument.
 struct PackedFormat {
-  int bits = 0;  // 4 (nibbles) or 8 (bytes) of storage per level
+  int bits = 0;  // 4 (nibbles), 6 (nibbles and 2-bit planes) or 8 (bytes) per level
   bool has_bias = false;
   int offset = 0;
   PackedScales scales = PackedScales::kF16;
@@ -65,11 +72,12 @@ constexpr PackedFormat PackedFormatOf(WeightType type) {
       return {8, true, 0, kSuper.scales, kSuper.group_blocks};
     case WeightType::kQ8_0:  // levels are q + 128
       return {8, false, 128};
+    case WeightType::kQ6_K:
+      return {6, false, 32, PackedScales::kHalfBlocks, kSuper.group_blocks};
     case WeightType::kF64:
     case WeightType::kF32:
     case WeightType::kF16:
     case WeightType::kBF16:
-    case WeightType::kQ6_K:
     case WeightType::kQ2_K:
     case WeightType::kQ3_K:
     case WeightType::kIQ4_NL:
@@ -79,21 +87,32 @@ constexpr PackedFormat PackedFormatOf(WeightType type) {
   return {};
 }
 
-// Where a group header's parts start (kF16: scale, bias; kSuperBlock: d,
-// dmin, sc, m), and its size.
+// A block's parts: runs of columns with their own scale (Q6_K: 2 of 16).
+constexpr size_t PartsOf(PackedFormat f) { return f.scales == PackedScales::kHalfBlocks ? 2 : 1; }
+constexpr size_t PartCols(PackedFormat f) { return PackedMatrix::kBlockCols / PartsOf(f); }
+
+// Where a group header's fields start (kF16: scale, bias; kSuperBlock: d,
+// dmin, sc, m; kHalfBlocks: d, sc), and its size.
 constexpr size_t kF16Lanes = 2 * PackedMatrix::kTileRows;  // bytes of 8 f16
 constexpr size_t BiasAt() { return kF16Lanes; }
-constexpr size_t SubScalesAt() { return 2 * kF16Lanes; }
+constexpr size_t SubScalesAt(PackedFormat f) { return f.has_bias ? 2 * kF16Lanes : kF16Lanes; }
+// Rows of 8 sub-scale bytes (one per lane): one per part of each block.
+constexpr size_t SubScaleRows(PackedFormat f) { return f.group_blocks * PartsOf(f); }
 constexpr size_t SubMinsAt(PackedFormat f) {
-  return SubScalesAt() + f.group_blocks * PackedMatrix::kTileRows;
+  return SubScalesAt(f) + SubScaleRows(f) * PackedMatrix::kTileRows;
 }
 constexpr size_t HeaderBytes(PackedFormat f) {
-  if (f.scales == PackedScales::kSuperBlock) {
-    return SubMinsAt(f) + f.group_blocks * PackedMatrix::kTileRows;
+  switch (f.scales) {
+    case PackedScales::kF16:
+      return SubScalesAt(f);
+    case PackedScales::kSuperBlock:
+      return SubMinsAt(f) + f.group_blocks * PackedMatrix::kTileRows;
+    case PackedScales::kHalfBlocks:
+      return SubMinsAt(f);
   }
-  return f.has_bias ? 2 * kF16Lanes : kF16Lanes;
+  return 0;
 }
-constexpr size_t BlockLevelBytes(PackedFormat f) { return f.bits == 4 ? 128 : 256; }
+constexpr size_t BlockLevelBytes(PackedFormat f) { return static_cast<size_t>(f.bits) * 32; }
 // Block k's levels within its group.
 constexpr size_t LevelsAt(PackedFormat f, size_t k) {
   return HeaderBytes(f) + k * BlockLevelBytes(f);
@@ -110,25 +129,34 @@ constexpr size_t PairAt(size_t at, size_t unit, size_t half) { return 2 * at + h
 inline constexpr size_t kLevelVector = 32;
 
 // Where column c (< 32) of lane `lane` of block k of tile `half` lives in
-// its pair group: its byte, and its bit shift within it (4-bit formats: 0
-// for columns below 16, 4 above).
+// its pair group: its byte, and its bit shift within it (nibble formats: 0
+// for columns below 16, 4 above; the low 4 bits for 6-bit formats).
 struct LevelSlot {
   size_t byte;
   int shift;
 };
 constexpr LevelSlot LevelAt(PackedFormat f, size_t k, size_t half, size_t lane, size_t c) {
-  const size_t col = f.bits == 4 ? c % 16 : c;
+  const bool nibbles = f.bits != 8;
+  const size_t col = nibbles ? c % 16 : c;
   const size_t vector = LevelsAt(f, k) + (col / 4) * kLevelVector;
-  return {PairAt(vector, kLevelVector, half) + lane * 4 + col % 4, f.bits == 4 && c >= 16 ? 4 : 0};
+  return {PairAt(vector, kLevelVector, half) + lane * 4 + col % 4, nibbles && c >= 16 ? 4 : 0};
 }
-// Where lane `lane`'s f16 scale or bias, and its block k's sc or m byte, lie.
+// 6-bit formats: where column c's high 2 bits live.
+constexpr LevelSlot HighBitsAt(PackedFormat f, size_t k, size_t half, size_t lane, size_t c) {
+  const size_t vector = LevelsAt(f, k) + (4 + c / 16) * kLevelVector;
+  return {PairAt(vector, kLevelVector, half) + lane * 4 + c % 4,
+          static_cast<int>(2 * (c % 16 / 4))};
+}
+// Where lane `lane`'s f16 scale (or d) and bias (or dmin) lie, and its
+// sub-scale row `row` (block k, or block k's part p at 2k + p) and block
+// k's min byte.
 constexpr size_t ScaleAt(size_t half, size_t lane) { return PairAt(0, kF16Lanes, half) + 2 * lane; }
 constexpr size_t BiasAt(size_t half, size_t lane) {
   return PairAt(BiasAt(), kF16Lanes, half) + 2 * lane;
 }
-constexpr size_t SubScaleAt(size_t k, size_t half, size_t lane) {
+constexpr size_t SubScaleAt(PackedFormat f, size_t row, size_t half, size_t lane) {
   constexpr size_t kUnit = PackedMatrix::kTileRows;
-  return PairAt(SubScalesAt() + kUnit * k, kUnit, half) + lane;
+  return PairAt(SubScalesAt(f) + kUnit * row, kUnit, half) + lane;
 }
 constexpr size_t SubMinAt(PackedFormat f, size_t k, size_t half, size_t lane) {
   constexpr size_t kUnit = PackedMatrix::kTileRows;
@@ -149,9 +177,14 @@ inline PackedBlock PackedBlockAt(const PackedMatrix& w, uint64_t tile, uint64_t 
 
 // Column c's level in lane `lane` of a block.
 inline uint32_t PackedLevel(PackedFormat f, PackedBlock block, size_t lane, size_t c) {
+  const auto bits = [&](LevelSlot at, uint32_t mask) {
+    return (std::to_integer<uint32_t>(block.group[at.byte]) >> at.shift) & mask;
+  };
   const LevelSlot at = LevelAt(f, block.k, block.half, lane, c);
-  const uint32_t byte = std::to_integer<uint32_t>(block.group[at.byte]);
-  return f.bits == 4 ? (byte >> at.shift) & 0x0f : byte;
+  if (f.bits == 8) return bits(at, 0xff);
+  const uint32_t low = bits(at, 0x0f);
+  if (f.bits == 4) return low;
+  return low | bits(HighBitsAt(f, block.k, block.half, lane, c), 0x03) << 4;
 }
 
 inline float PackedF16(const std::byte* p) {
@@ -161,16 +194,32 @@ inline float PackedF16(const std::byte* p) {
 }
 inline float PackedU8(const std::byte* p) { return static_cast<float>(std::to_integer<int>(*p)); }
 
-// A lane's scale and bias for a block, as the kernels compute them.
-inline float PackedScale(PackedFormat f, PackedBlock block, size_t lane) {
+// A lane's scale for part `part` of a block and its bias, as the kernels
+// compute them.
+inline float PackedScale(PackedFormat f, PackedBlock block, size_t lane, size_t part = 0) {
   const float scale = PackedF16(block.group + ScaleAt(block.half, lane));
-  if (f.scales == PackedScales::kF16) return scale;
-  return scale * PackedU8(block.group + SubScaleAt(block.k, block.half, lane));
+  switch (f.scales) {
+    case PackedScales::kF16:
+      return scale;
+    case PackedScales::kSuperBlock:
+      return scale * PackedU8(block.group + SubScaleAt(f, block.k, block.half, lane));
+    case PackedScales::kHalfBlocks: {
+      const std::byte sc = block.group[SubScaleAt(f, 2 * block.k + part, block.half, lane)];
+      return scale * static_cast<float>(static_cast<int8_t>(sc));
+    }
+  }
+  return scale;
 }
 inline float PackedBias(PackedFormat f, PackedBlock block, size_t lane) {
   const float bias = PackedF16(block.group + BiasAt(block.half, lane));
   if (f.scales == PackedScales::kF16) return bias;
   return -bias * PackedU8(block.group + SubMinAt(f, block.k, block.half, lane));
+}
+
+// The sum of an activation block's q over part `part`'s columns.
+inline int32_t PartSum(PackedFormat f, const ActivationBlock& a, size_t part) {
+  if (PartsOf(f) == 1) return a.sum;
+  return part == 0 ? a.sum_low : a.sum - a.sum_low;
 }
 
 // The contract's chain for one output: lane `lane` of tile `tile` against
@@ -183,13 +232,15 @@ inline float PackedDot(const PackedMatrix& w, uint64_t tile, size_t lane,
   for (uint64_t b = 0; b < w.num_blocks(); ++b) {
     const PackedBlock block = PackedBlockAt(w, tile, b);
     const ActivationBlock& a = act[b];
-    int32_t sum = 0;
-    for (size_t c = 0; c < PackedMatrix::kBlockCols; ++c) {
-      sum += static_cast<int32_t>(PackedLevel(f, block, lane, c)) * a.q[c];
+    for (size_t part = 0; part < PartsOf(f); ++part) {
+      int32_t sum = 0;
+      for (size_t c = part * PartCols(f); c < (part + 1) * PartCols(f); ++c) {
+        sum += static_cast<int32_t>(PackedLevel(f, block, lane, c)) * a.q[c];
+      }
+      sum -= f.offset * PartSum(f, a, part);
+      const float scale = PackedScale(f, block, lane, part) * a.d;
+      acc = std::fma(scale, static_cast<float>(sum), acc);
     }
-    sum -= f.offset * a.sum;
-    const float scale = PackedScale(f, block, lane) * a.d;
-    acc = std::fma(scale, static_cast<float>(sum), acc);
     if (f.has_bias) acc = std::fma(PackedBias(f, block, lane), a.e, acc);
   }
   return acc;
@@ -207,6 +258,13 @@ struct PackedTask {
   uint64_t tile_begin;
   uint64_t tile_end;
 };
+
+// The sum of a quantized block's first 16 values.
+inline int32_t SumLow(const ActivationBlock& a) {
+  int32_t sum = 0;
+  for (size_t i = 0; i < 16; ++i) sum += a.q[i];
+  return sum;
+}
 
 // A block whose largest |x| is below this quantizes to zeros with d = 0, so
 // that 127 / max |x| stays finite.

@@ -26,13 +26,15 @@ std::string Str(uint64_t v) { return std::to_string(v); }
 
 // The 32 levels, scale and bias of 32-element block g of a stored row, as
 // the packed format of `type` holds them (packed_layout.h): for the
-// K-quants, scale and bias are the super-block's d and dmin and sub_scale,
-// sub_min the block's 6-bit sc and m.
+// Q4_K and Q5_K, scale and bias are the super-block's d and dmin and
+// sub_scale, sub_min the block's 6-bit sc and m; for Q6_K, scale is d and
+// part_scale the two halves' 8-bit sc.
 struct Group {
   uint8_t level[32];
   float scale;
   float bias = 0.0f;
   uint8_t sub_scale = 0, sub_min = 0;
+  int8_t part_scale[2] = {0, 0};
 };
 
 Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
@@ -97,11 +99,27 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
     case WeightType::kQ5_K:
       k_quant(176, true);
       break;
+    case WeightType::kQ6_K: {
+      // Sub-block g % 8 = 4h + k of super-block g / 8 holds elements 128h +
+      // 32k + l (weight_type.cc's DecodeQ6K): ql, qh, scales[16], d.
+      const std::byte* b = row + (g / 8) * 210;
+      const size_t h = g % 8 / 4, k = g % 4;
+      out.scale = internal::PackedF16(b + 208);
+      for (size_t part = 0; part < 2; ++part) {
+        out.part_scale[part] = static_cast<int8_t>(byte(b + 192, 8 * h + 2 * k + part));
+      }
+      for (size_t l = 0; l < 32; ++l) {
+        const uint32_t ql = byte(b, 64 * h + 32 * (k % 2) + l);
+        const uint32_t qh = byte(b + 128, 32 * h + l);
+        out.level[l] =
+            static_cast<uint8_t>((k < 2 ? ql & 0x0f : ql >> 4) | ((qh >> (2 * k)) & 3) << 4);
+      }
+      break;
+    }
     case WeightType::kF64:
     case WeightType::kF32:
     case WeightType::kF16:
     case WeightType::kBF16:
-    case WeightType::kQ6_K:
     case WeightType::kQ2_K:
     case WeightType::kQ3_K:
     case WeightType::kIQ4_NL:
@@ -126,12 +144,23 @@ void WriteGroup(PackedFormat f, const Group& group, size_t k, size_t half, size_
   WriteF16(group.scale, pg + internal::ScaleAt(half, lane));
   if (f.has_bias) WriteF16(group.bias, pg + internal::BiasAt(half, lane));
   if (f.scales == internal::PackedScales::kSuperBlock) {
-    pg[internal::SubScaleAt(k, half, lane)] = std::byte{group.sub_scale};
+    pg[internal::SubScaleAt(f, k, half, lane)] = std::byte{group.sub_scale};
     pg[internal::SubMinAt(f, k, half, lane)] = std::byte{group.sub_min};
   }
+  if (f.scales == internal::PackedScales::kHalfBlocks) {
+    for (size_t part = 0; part < 2; ++part) {
+      pg[internal::SubScaleAt(f, 2 * k + part, half, lane)] =
+          static_cast<std::byte>(group.part_scale[part]);
+    }
+  }
   for (size_t c = 0; c < 32; ++c) {
+    const uint8_t level = group.level[c];
     const internal::LevelSlot slot = internal::LevelAt(f, k, half, lane, c);
-    pg[slot.byte] |= std::byte{group.level[c]} << slot.shift;
+    pg[slot.byte] |= std::byte(f.bits == 6 ? level & 0x0f : level) << slot.shift;
+    if (f.bits == 6) {
+      const internal::LevelSlot high = internal::HighBitsAt(f, k, half, lane, c);
+      pg[high.byte] |= std::byte(level >> 4) << high.shift;
+    }
   }
 }
 
@@ -160,7 +189,7 @@ void QuantizeActivationsScalar(const float* x, size_t num_blocks, ActivationBloc
     }
     std::memset(a.q, 0, sizeof(a.q));
     a.sum = 0;
-    a.pad = 0;
+    a.sum_low = 0;
     if (poison != 0.0f) {  // NaN compares unequal too
       a.d = a.e = std::nanf("");
       continue;
@@ -178,6 +207,7 @@ void QuantizeActivationsScalar(const float* x, size_t num_blocks, ActivationBloc
     }
     a.d = amax / 127.0f;
     a.sum = sum;
+    a.sum_low = SumLow(a);
     a.e = a.d * static_cast<float>(sum);
   }
 }
@@ -264,8 +294,8 @@ void PackedMatrix::WidenRow(uint64_t row, std::span<float> out) const {
   const size_t lane = row % kTileRows;
   for (uint64_t b = 0; b < num_blocks(); ++b) {
     const internal::PackedBlock block = internal::PackedBlockAt(*this, row / kTileRows, b);
-    const float scale = internal::PackedScale(f, block, lane);
     for (size_t c = 0; c < kBlockCols; ++c) {
+      const float scale = internal::PackedScale(f, block, lane, c / internal::PartCols(f));
       const auto level = static_cast<int32_t>(internal::PackedLevel(f, block, lane, c));
       out[b * kBlockCols + c] =
           f.has_bias ? scale * static_cast<float>(level) + internal::PackedBias(f, block, lane)

@@ -71,7 +71,7 @@ void QuantizeActivationsImpl(const float* x, size_t num_blocks, ActivationBlock*
     }
     std::memset(a.q, 0, sizeof(a.q));
     a.sum = 0;
-    a.pad = 0;
+    a.sum_low = 0;
     // A NaN or inf element makes the poison NaN; Max may drop a NaN, so the
     // range is read only after that check.
     if (hn::GetLane(hn::SumOfLanes(d, poison)) != 0.0f) {
@@ -91,6 +91,7 @@ void QuantizeActivationsImpl(const float* x, size_t num_blocks, ActivationBlock*
       hn::StoreU(hn::DemoteTo(d8, q), d8, a.q + i);
     }
     a.sum = hn::GetLane(hn::SumOfLanes(di, sum));
+    a.sum_low = SumLow(a);
     a.d = range / 127.0f;
     a.e = a.d * static_cast<float>(a.sum);
   }
@@ -126,7 +127,20 @@ struct OneTile {
     return _mm256_cvtepi32_ps(
         _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
+  static F LoadI8(const std::byte* pg, size_t half, size_t at) {
+    const std::byte* p = pg + PairAt(at, PackedMatrix::kTileRows, half);
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
+  }
   static I Set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static I Or(I a, I b) { return _mm256_or_si256(a, b); }
+  // v shifted left by kBits (right when negative) in 16-bit lanes.
+  template <int kBits>
+  static I ShiftBits(I v) {
+    if constexpr (kBits > 0) return _mm256_slli_epi16(v, kBits);
+    if constexpr (kBits < 0) return _mm256_srli_epi16(v, -kBits);
+    return v;
+  }
   static I Bytes(int8_t v) { return _mm256_set1_epi8(v); }
   static I And(I a, I b) { return _mm256_and_si256(a, b); }
   static I High4(I v) { return _mm256_srli_epi16(v, 4); }
@@ -173,7 +187,18 @@ struct TwoTiles {
     return _mm512_cvtepi32_ps(
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + 2 * at))));
   }
+  static F LoadI8(const std::byte* pg, size_t, size_t at) {
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + 2 * at))));
+  }
   static I Set1(int32_t v) { return _mm512_set1_epi32(v); }
+  static I Or(I a, I b) { return _mm512_or_si512(a, b); }
+  template <int kBits>
+  static I ShiftBits(I v) {
+    if constexpr (kBits > 0) return _mm512_slli_epi16(v, kBits);
+    if constexpr (kBits < 0) return _mm512_srli_epi16(v, -kBits);
+    return v;
+  }
   static I Bytes(int8_t v) { return _mm512_set1_epi8(v); }
   static I And(I a, I b) { return _mm512_and_si512(a, b); }
   static I High4(I v) { return _mm512_srli_epi16(v, 4); }
@@ -211,51 +236,85 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
   constexpr bool kSigned = kF.offset == 128;
   constexpr int kSubtract = kSigned && !kVnni ? 0 : kF.offset;
   constexpr bool kSuper = kF.scales == PackedScales::kSuperBlock;
+  constexpr size_t kParts = PartsOf(kF);
   F acc[kR];
   for (size_t r = 0; r < kR; ++r) acc[r] = V::ZeroF();
   const I low4 = V::Bytes(0x0f);
   for (size_t g = 0; g < num_groups; ++g) {
     const std::byte* pg = pg0 + g * stride;
     // kF16: the block's scale and bias; kSuperBlock: the group's d and
-    // -dmin, which each block's 6-bit sc and m multiply.
+    // -dmin, which each block's 6-bit sc and m multiply; kHalfBlocks: the
+    // group's d, which each block part's 8-bit sc multiplies.
     const F group_scale = V::LoadF16(pg, half, 0);
     const F group_bias = kF.has_bias ? V::LoadF16(pg, half, BiasAt()) : V::ZeroF();
     const F neg_group_bias = kSuper ? V::Mul(group_bias, V::Set1F(-1.0f)) : group_bias;
     for (size_t k = 0; k < kF.group_blocks; ++k) {
       const size_t b = g * kF.group_blocks + k;
-      I sum[kR];
-      for (size_t r = 0; r < kR; ++r) sum[r] = V::Zero();
-      if constexpr (kF.bits == 4) {
-        for (size_t v = 0; v < 4; ++v) {
-          const I levels = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * v);
-          const I lo = V::And(levels, low4);
-          const I hi = V::And(V::High4(levels), low4);
-          for (size_t r = 0; r < kR; ++r) {
-            sum[r] = V::template Dot<false>(sum[r], lo, Broadcast4Bytes<V>(act[r][b].q + 4 * v));
-            sum[r] =
-                V::template Dot<false>(sum[r], hi, Broadcast4Bytes<V>(act[r][b].q + 16 + 4 * v));
-          }
-        }
-      } else {
+      // sum[p][r]: part p of the block (Q6_K's two 16-column halves).
+      I sum[kParts][kR];
+      for (size_t p = 0; p < kParts; ++p) {
+        for (size_t r = 0; r < kR; ++r) sum[p][r] = V::Zero();
+      }
+      if constexpr (kF.bits == 8) {
         for (size_t v = 0; v < 8; ++v) {
           const I levels = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * v);
           for (size_t r = 0; r < kR; ++r) {
-            sum[r] =
-                V::template Dot<kSigned>(sum[r], levels, Broadcast4Bytes<V>(act[r][b].q + 4 * v));
+            sum[0][r] = V::template Dot<kSigned>(sum[0][r], levels,
+                                                 Broadcast4Bytes<V>(act[r][b].q + 4 * v));
           }
         }
+      } else {
+        // Nibbles: vector v's low nibbles are columns 4v ..., its high ones
+        // 16 + 4v ...; 6-bit formats add their high 2 bits from 2 vectors.
+        I high_bits[2] = {V::Zero(), V::Zero()};
+        if constexpr (kF.bits == 6) {
+          for (size_t j = 0; j < 2; ++j) {
+            high_bits[j] = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * (4 + j));
+          }
+        }
+        constexpr size_t kHighPart = kParts - 1;
+        const auto for_v = [&]<size_t v>() HWY_ATTR {
+          const I levels = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * v);
+          I lo = V::And(levels, low4);
+          I hi = V::And(V::High4(levels), low4);
+          if constexpr (kF.bits == 6) {
+            const I bits45 = V::Bytes(0x30);
+            lo = V::Or(lo, V::And(V::template ShiftBits<4 - 2 * static_cast<int>(v)>(high_bits[0]),
+                                  bits45));
+            hi = V::Or(hi, V::And(V::template ShiftBits<4 - 2 * static_cast<int>(v)>(high_bits[1]),
+                                  bits45));
+          }
+          for (size_t r = 0; r < kR; ++r) {
+            sum[0][r] =
+                V::template Dot<false>(sum[0][r], lo, Broadcast4Bytes<V>(act[r][b].q + 4 * v));
+            sum[kHighPart][r] = V::template Dot<false>(
+                sum[kHighPart][r], hi, Broadcast4Bytes<V>(act[r][b].q + 16 + 4 * v));
+          }
+        };
+        for_v.template operator()<0>();
+        for_v.template operator()<1>();
+        for_v.template operator()<2>();
+        for_v.template operator()<3>();
       }
-      F scale = group_scale, bias = neg_group_bias;
-      if constexpr (kSuper) {
+      F scale[kParts], bias = neg_group_bias;
+      scale[0] = group_scale;
+      if constexpr (kF.scales == PackedScales::kSuperBlock) {
         const size_t at = PackedMatrix::kTileRows * k;
-        scale = V::Mul(group_scale, V::LoadU8(pg, half, SubScalesAt() + at));
+        scale[0] = V::Mul(group_scale, V::LoadU8(pg, half, SubScalesAt(kF) + at));
         bias = V::Mul(neg_group_bias, V::LoadU8(pg, half, SubMinsAt(kF) + at));
+      } else if constexpr (kF.scales == PackedScales::kHalfBlocks) {
+        for (size_t p = 0; p < kParts; ++p) {
+          const size_t at = PackedMatrix::kTileRows * (kParts * k + p);
+          scale[p] = V::Mul(group_scale, V::LoadI8(pg, half, SubScalesAt(kF) + at));
+        }
       }
       for (size_t r = 0; r < kR; ++r) {
         const ActivationBlock& a = act[r][b];
-        I s = sum[r];
-        if constexpr (kSubtract != 0) s = V::Sub(s, V::Set1(kSubtract * a.sum));
-        acc[r] = V::Fma(V::Mul(scale, V::Set1F(a.d)), V::ToFloat(s), acc[r]);
+        for (size_t p = 0; p < kParts; ++p) {
+          I s = sum[p][r];
+          if constexpr (kSubtract != 0) s = V::Sub(s, V::Set1(kSubtract * PartSum(kF, a, p)));
+          acc[r] = V::Fma(V::Mul(scale[p], V::Set1F(a.d)), V::ToFloat(s), acc[r]);
+        }
         if constexpr (kF.has_bias) acc[r] = V::Fma(bias, V::Set1F(a.e), acc[r]);
       }
     }
@@ -338,11 +397,12 @@ void PackedRowsImpl(const PackedTask& t) {
       return PackedRowsT<PackedFormatOf(WeightType::kQ5_K)>(t);
     case WeightType::kQ8_0:
       return PackedRowsT<PackedFormatOf(WeightType::kQ8_0)>(t);
+    case WeightType::kQ6_K:
+      return PackedRowsT<PackedFormatOf(WeightType::kQ6_K)>(t);
     case WeightType::kF64:  // PackedMatrix::Pack accepts none of these
     case WeightType::kF32:
     case WeightType::kF16:
     case WeightType::kBF16:
-    case WeightType::kQ6_K:
     case WeightType::kQ2_K:
     case WeightType::kQ3_K:
     case WeightType::kIQ4_NL:

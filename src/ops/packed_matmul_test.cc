@@ -44,12 +44,13 @@ PackedMatrix Pack(const Matrix& m) {
 }
 
 TEST(PackedMatMul, TheIssueTypesArePacked) {
-  for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
-                       WeightType::kQ8_0, WeightType::kQ4_K, WeightType::kQ5_K}) {
+  for (WeightType t :
+       {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
+        WeightType::kQ8_0, WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
     EXPECT_TRUE(HasPackedKernel(t)) << WeightTypeName(t);
   }
   for (WeightType t :
-       {WeightType::kF32, WeightType::kF16, WeightType::kQ6_K, WeightType::kIQ4_NL}) {
+       {WeightType::kF32, WeightType::kF16, WeightType::kQ2_K, WeightType::kIQ4_NL}) {
     EXPECT_FALSE(HasPackedKernel(t)) << WeightTypeName(t);
   }
 }
@@ -110,11 +111,14 @@ TEST(PackedMatMul, QuantizerMatchesScalarOnEveryTarget) {
   int32_t sum = 0;
   for (size_t b = 0; b < blocks; ++b) {
     sum = 0;
-    for (int8_t q : want[b].q) {
-      EXPECT_GE(q, -127);
-      sum += q;
+    int32_t sum_low = 0;
+    for (size_t i = 0; i < 32; ++i) {
+      EXPECT_GE(want[b].q[i], -127);
+      sum += want[b].q[i];
+      if (i < 16) sum_low += want[b].q[i];
     }
     EXPECT_EQ(sum, want[b].sum) << "block " << b;
+    EXPECT_EQ(sum_low, want[b].sum_low) << "block " << b;
   }
   // Every non-special block reproduces its largest element exactly as 127.
   for (size_t b : {0, 3, 7, 8, 39}) {
@@ -176,8 +180,9 @@ TEST(PackedMatMul, RowOfABatchEqualsThatRowAlone) {
 // moves by at most half its block's step d_b (plus a few ulps of its
 // block's range from rounding 127 / max |x|, covered by 0.51), so the
 // product moves by at most sum_b 0.51 d_b sum_{i in b} |w_i|; the f32 chain
-// of 2 or 3 operations per block adds at most gamma_(3 nb + 1) times the sum
-// of its terms' magnitudes (Higham 3.1), and the double reference u |y|.
+// of 2 operations per block part (+1 for a bias) adds at most
+// gamma_((2 parts + 1) nb + 1) times the sum of its terms' magnitudes
+// (Higham 3.1), and the double reference u |y|.
 TEST(PackedMatMul, ErrorAgainstExactProductIsWithinTheActivationRounding) {
   constexpr double u = FLT_EPSILON / 2;
   uint64_t seed = 900;
@@ -192,7 +197,7 @@ TEST(PackedMatMul, ErrorAgainstExactProductIsWithinTheActivationRounding) {
     ASSERT_TRUE(MatMulReference(m.view, x, num_rows, exact).ok());
     const internal::PackedFormat f = internal::PackedFormatOf(type);
     const uint64_t nb = p.num_blocks();
-    const double n = static_cast<double>(3 * nb + 1);
+    const double n = static_cast<double>((2 * internal::PartsOf(f) + 1) * nb + 1);
     const double gamma = n * u / (1 - n * u);
     std::vector<ActivationBlock> act(nb);
     double worst = 0;
@@ -203,14 +208,18 @@ TEST(PackedMatMul, ErrorAgainstExactProductIsWithinTheActivationRounding) {
         double rounding = 0, terms = 0;
         for (uint64_t b = 0; b < nb; ++b) {
           const internal::PackedBlock tb = internal::PackedBlockAt(p, j / 8, b);
-          double abs_w = 0, dot = 0;
-          for (size_t c = 0; c < 32; ++c) {
-            abs_w += std::fabs(wide[b * 32 + c]);
-            dot += static_cast<double>(internal::PackedLevel(f, tb, j % 8, c)) * act[b].q[c];
-          }
+          double abs_w = 0;
+          for (size_t c = 0; c < 32; ++c) abs_w += std::fabs(wide[b * 32 + c]);
           rounding += 0.51 * act[b].d * abs_w;
-          terms += std::fabs(internal::PackedScale(f, tb, j % 8) * act[b].d *
-                             (dot - f.offset * act[b].sum));
+          for (size_t part = 0; part < internal::PartsOf(f); ++part) {
+            double dot = 0;
+            for (size_t c = part * internal::PartCols(f); c < (part + 1) * internal::PartCols(f);
+                 ++c) {
+              dot += static_cast<double>(internal::PackedLevel(f, tb, j % 8, c)) * act[b].q[c];
+            }
+            terms += std::fabs(internal::PackedScale(f, tb, j % 8, part) * act[b].d *
+                               (dot - f.offset * internal::PartSum(f, act[b], part)));
+          }
           if (f.has_bias) terms += std::fabs(internal::PackedBias(f, tb, j % 8) * act[b].e);
         }
         const double want = exact[r * rows + j];

@@ -67,11 +67,11 @@ bool HasPackedKernel(WeightType type);
 
 // One 32-element block of a quantized activation row.
 struct ActivationBlock {
-  int8_t q[32];  // round(x / d), in [-127, 127]
-  float d;       // max |x| / 127 (0 for an all-zero block; NaN or inf if x is)
-  float e;       // d * float(sum)
-  int32_t sum;   // sum of q
-  int32_t pad;
+  int8_t q[32];     // round(x / d), in [-127, 127]
+  float d;          // max |x| / 127 (0 for an all-zero block; NaN or inf if x is)
+  float e;          // d * float(sum)
+  int32_t sum;      // sum of q
+  int32_t sum_low;  // sum of q[0 .. 15] (for Q6_K's 16-element sub-blocks)
 };
 static_assert(sizeof(ActivationBlock) == 48);
 
