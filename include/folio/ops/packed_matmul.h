@@ -22,7 +22,10 @@
 //   I = sum_i q_i * a_i - o * A_b                       (exact, in int32)
 //   acc = fma(s_jb * d_b, float(I), acc)                (the product rounds)
 //   acc = fma(m_jb, e_b, acc)                           (bias types only)
-// over b = 0, 1, ... in order, from acc = 0; y[r, j] = acc. Integers are
+// over b = 0, 1, ... in order, from acc = 0; y[r, j] = acc. Q6_K, whose
+// 16-column halves p = 0, 1 have their own scales s_jbp, runs the first
+// two lines once per half (in order, over the half's columns, with the
+// half's activation sum A_bp) before the next block. Integers are
 // exact and each output is one scalar chain, so the bits are the same on
 // every SIMD target (and the scalar fallback), for any batch, tile split or
 // thread count: PackedMatMulReference computes the same chain one output
@@ -33,10 +36,11 @@
 // d_b / 2 * sum_i |w_i| per block, plus f32 accumulation.
 //
 // Types with a packed kernel (HasPackedKernel): Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0, Q4_K, Q5_K. A K-quant's 32-element sub-block is a block whose
-// scale (d * sc) and bias (-dmin * m) are exact in f32; the packed tiles
-// keep d, dmin, sc and m as the file does and form them in registers.
-// Every other type stays on the float kernel.
+// Q8_0, Q4_K, Q5_K, Q6_K. A K-quant's 32-element sub-block is a block whose
+// scale (d * sc) and bias (-dmin * m) are exact in f32 (Q6_K: two halves
+// with scale d * sc each); the packed tiles keep d, dmin, sc and m as the
+// file does and form the products in registers. Every other type (Q2_K,
+// Q3_K, IQ4_NL, IQ4_XS, float) stays on the float kernel.
 #ifndef FOLIO_OPS_PACKED_MATMUL_H_
 #define FOLIO_OPS_PACKED_MATMUL_H_
 
