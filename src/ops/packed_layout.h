@@ -23,11 +23,13 @@
 //                    16p + 15) in row 2k + p: its scale is d * sc, exact
 //   levels, per block: 4-bit formats: 4 vectors of 32 bytes; vector v's
 //     byte 4 * lane + i holds column 4v + i in its low nibble and column
-//     16 + 4v + i in its high nibble. 6-bit formats: those 4 vectors hold
-//     the low 4 bits, then 2 vectors j = 0, 1 the high 2 bits: byte 4 *
-//     lane + i of vector j holds those of column 16j + 4v + i at bits 2v,
-//     2v + 1. 8-bit formats: 8 vectors; vector v's byte 4 * lane + i holds
-//     column 4v + i.
+//     16 + 4v + i in its high nibble. 5-bit formats (Q5_0, Q5_1, Q5_K):
+//     those 4 vectors hold the low 4 bits, then one vector the fifth: its
+//     byte 4 * lane + i holds that of column 16j + 4v + i at bit 4j + v.
+//     6-bit formats (Q6_K): the 4 vectors, then 2 vectors j = 0, 1 the high
+//     2 bits: byte 4 * lane + i of vector j holds those of column 16j + 4v
+//     + i at bits 2v, 2v + 1. 8-bit formats (Q8_0): 8 vectors; vector v's
+//     byte 4 * lane + i holds column 4v + i.
 // So vector v (nibbles: its low nibbles for v < 4, high nibbles as v + 4)
 // pairs with activation bytes 4v ... 4v + 3 of the block.
 #ifndef FOLIO_OPS_PACKED_LAYOUT_H_
@@ -48,7 +50,7 @@ enum class PackedScales : uint8_t { kF16, kSuperBlock, kHalfBlocks };
 // weight = scale * (level - offset) (offset formats) or scale * level + bias.
 // A structural type, so that the kernel can take it as a template argument.
 struct PackedFormat {
-  int bits = 0;  // 4 (nibbles), 6 (nibbles and 2-bit planes) or 8 (bytes) per level
+  int bits = 0;  // 4 (nibbles), 5, 6 (nibbles and bit planes) or 8 (bytes) per level
   bool has_bias = false;
   int offset = 0;
   PackedScales scales = PackedScales::kF16;
@@ -65,11 +67,11 @@ constexpr PackedFormat PackedFormatOf(WeightType type) {
     case WeightType::kQ4_K:
       return {4, true, 0, kSuper.scales, kSuper.group_blocks};
     case WeightType::kQ5_0:
-      return {8, false, 16};
+      return {5, false, 16};
     case WeightType::kQ5_1:
-      return {8, true, 0};
+      return {5, true, 0};
     case WeightType::kQ5_K:
-      return {8, true, 0, kSuper.scales, kSuper.group_blocks};
+      return {5, true, 0, kSuper.scales, kSuper.group_blocks};
     case WeightType::kQ8_0:  // levels are q + 128
       return {8, false, 128};
     case WeightType::kQ6_K:
@@ -130,7 +132,7 @@ inline constexpr size_t kLevelVector = 32;
 
 // Where column c (< 32) of lane `lane` of block k of tile `half` lives in
 // its pair group: its byte, and its bit shift within it (nibble formats: 0
-// for columns below 16, 4 above; the low 4 bits for 6-bit formats).
+// for columns below 16, 4 above; the low 4 bits for 5- and 6-bit formats).
 struct LevelSlot {
   size_t byte;
   int shift;
@@ -141,11 +143,12 @@ constexpr LevelSlot LevelAt(PackedFormat f, size_t k, size_t half, size_t lane, 
   const size_t vector = LevelsAt(f, k) + (col / 4) * kLevelVector;
   return {PairAt(vector, kLevelVector, half) + lane * 4 + col % 4, nibbles && c >= 16 ? 4 : 0};
 }
-// 6-bit formats: where column c's high 2 bits live.
+// 5- and 6-bit formats: where column c's high bits (1 or 2) live.
 constexpr LevelSlot HighBitsAt(PackedFormat f, size_t k, size_t half, size_t lane, size_t c) {
-  const size_t vector = LevelsAt(f, k) + (4 + c / 16) * kLevelVector;
+  const size_t v = c % 16 / 4, j = c / 16;
+  const size_t vector = LevelsAt(f, k) + (f.bits == 6 ? 4 + j : 4) * kLevelVector;
   return {PairAt(vector, kLevelVector, half) + lane * 4 + c % 4,
-          static_cast<int>(2 * (c % 16 / 4))};
+          static_cast<int>(f.bits == 6 ? 2 * v : 4 * j + v)};
 }
 // Where lane `lane`'s f16 scale (or d) and bias (or dmin) lie, and its
 // sub-scale row `row` (block k, or block k's part p at 2k + p) and block
@@ -184,7 +187,8 @@ inline uint32_t PackedLevel(PackedFormat f, PackedBlock block, size_t lane, size
   if (f.bits == 8) return bits(at, 0xff);
   const uint32_t low = bits(at, 0x0f);
   if (f.bits == 4) return low;
-  return low | bits(HighBitsAt(f, block.k, block.half, lane, c), 0x03) << 4;
+  const uint32_t high_mask = (1u << (f.bits - 4)) - 1;
+  return low | bits(HighBitsAt(f, block.k, block.half, lane, c), high_mask) << 4;
 }
 
 inline float PackedF16(const std::byte* p) {

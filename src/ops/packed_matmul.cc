@@ -156,8 +156,9 @@ void WriteGroup(PackedFormat f, const Group& group, size_t k, size_t half, size_
   for (size_t c = 0; c < 32; ++c) {
     const uint8_t level = group.level[c];
     const internal::LevelSlot slot = internal::LevelAt(f, k, half, lane, c);
-    pg[slot.byte] |= std::byte(f.bits == 6 ? level & 0x0f : level) << slot.shift;
-    if (f.bits == 6) {
+    const bool high_bits = f.bits == 5 || f.bits == 6;
+    pg[slot.byte] |= std::byte(high_bits ? level & 0x0f : level) << slot.shift;
+    if (high_bits) {
       const internal::LevelSlot high = internal::HighBitsAt(f, k, half, lane, c);
       pg[high.byte] |= std::byte(level >> 4) << high.shift;
     }

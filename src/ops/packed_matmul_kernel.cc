@@ -265,24 +265,28 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
         }
       } else {
         // Nibbles: vector v's low nibbles are columns 4v ..., its high ones
-        // 16 + 4v ...; 6-bit formats add their high 2 bits from 2 vectors.
+        // 16 + 4v ...; 5-bit formats add their fifth bits from one vector,
+        // 6-bit formats their high 2 bits from 2 (packed_layout.h).
+        constexpr size_t kHighVectors = kF.bits == 6 ? 2 : kF.bits == 5 ? 1 : 0;
         I high_bits[2] = {V::Zero(), V::Zero()};
-        if constexpr (kF.bits == 6) {
-          for (size_t j = 0; j < 2; ++j) {
-            high_bits[j] = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * (4 + j));
-          }
+        for (size_t j = 0; j < kHighVectors; ++j) {
+          high_bits[j] = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * (4 + j));
         }
         constexpr size_t kHighPart = kParts - 1;
         const auto for_v = [&]<size_t v>() HWY_ATTR {
           const I levels = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * v);
           I lo = V::And(levels, low4);
           I hi = V::And(V::High4(levels), low4);
-          if constexpr (kF.bits == 6) {
+          // Shifts in 16-bit lanes: the bits kept come from the same byte.
+          constexpr int kV = static_cast<int>(v);
+          if constexpr (kF.bits == 5) {  // bit v (low half), 4 + v (high) to bit 4
+            const I bit4 = V::Bytes(0x10);
+            lo = V::Or(lo, V::And(V::template ShiftBits<4 - kV>(high_bits[0]), bit4));
+            hi = V::Or(hi, V::And(V::template ShiftBits<-kV>(high_bits[0]), bit4));
+          } else if constexpr (kF.bits == 6) {  // bits 2v, 2v + 1 to bits 4, 5
             const I bits45 = V::Bytes(0x30);
-            lo = V::Or(lo, V::And(V::template ShiftBits<4 - 2 * static_cast<int>(v)>(high_bits[0]),
-                                  bits45));
-            hi = V::Or(hi, V::And(V::template ShiftBits<4 - 2 * static_cast<int>(v)>(high_bits[1]),
-                                  bits45));
+            lo = V::Or(lo, V::And(V::template ShiftBits<4 - 2 * kV>(high_bits[0]), bits45));
+            hi = V::Or(hi, V::And(V::template ShiftBits<4 - 2 * kV>(high_bits[1]), bits45));
           }
           for (size_t r = 0; r < kR; ++r) {
             sum[0][r] =
