@@ -143,7 +143,6 @@ struct OneTile {
   }
   static I Bytes(int8_t v) { return _mm256_set1_epi8(v); }
   static I And(I a, I b) { return _mm256_and_si256(a, b); }
-  static I High4(I v) { return _mm256_srli_epi16(v, 4); }
   static I Sub(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I Zero() { return _mm256_setzero_si256(); }
   static F ZeroF() { return _mm256_setzero_ps(); }
@@ -201,7 +200,6 @@ struct TwoTiles {
   }
   static I Bytes(int8_t v) { return _mm512_set1_epi8(v); }
   static I And(I a, I b) { return _mm512_and_si512(a, b); }
-  static I High4(I v) { return _mm512_srli_epi16(v, 4); }
   static I Sub(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I Zero() { return _mm512_setzero_si512(); }
   static F ZeroF() { return _mm512_setzero_ps(); }
@@ -276,7 +274,7 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
         const auto for_v = [&]<size_t v>() HWY_ATTR {
           const I levels = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * v);
           I lo = V::And(levels, low4);
-          I hi = V::And(V::High4(levels), low4);
+          I hi = V::And(V::template ShiftBits<-4>(levels), low4);
           // Shifts in 16-bit lanes: the bits kept come from the same byte.
           constexpr int kV = static_cast<int>(v);
           if constexpr (kF.bits == 5) {  // bit v (low half), 4 + v (high) to bit 4
