@@ -10,6 +10,7 @@
 
 #include "checkpoint/loaders.h"
 #include "folio/checkpoint/model_io.h"
+#include "folio/checkpoint/model_tokenizer.h"
 #include "folio/core/str_cat.h"
 #include "folio/ops/quantize.h"
 
@@ -62,13 +63,50 @@ struct RowOrder {
 
 struct Source {
   std::optional<model::Model> model;
-  std::string format;              // "gguf" or "folder"
-  std::vector<GgufKeyValue> kvs;   // a GGUF source's metadata
-  std::string name;                // a folder's name
-  std::string chat_template;       // a folder's
+  std::string format;             // "gguf" or "folder"
+  std::vector<GgufKeyValue> kvs;  // a GGUF source's metadata
+  std::string name;               // a folder's name
+  std::string chat_template;      // a folder's
+  // A folder's tokenizer.json as GGUF keys, or why it is not written.
+  std::optional<tokenizer::TokenizerSpec> tokenizer;
+  std::string tokenizer_note;
   std::vector<std::string> order;  // a GGUF source's tensor names, in file order
   bool permute_qk = false;         // Hugging Face NeoX rows into GGUF llama's order
 };
+
+// A folder's tokenizer.json as the GGUF keys llama.cpp's converter writes,
+// when it has a GGUF form (Tokenizer::ToGgufSpec). A vocabulary shorter
+// than the embedding is padded with unused "[PAD<id>]" tokens, as the
+// converter does. Otherwise the file goes without tokenizer keys, and
+// tokenizer_note says why: the weights are still what was asked for.
+void FolderTokenizer(const std::filesystem::path& in, uint64_t vocab_size, Source& src) {
+  Result<std::optional<tokenizer::Tokenizer>> tok = LoadModelTokenizer(in);
+  if (!tok.ok()) {
+    src.tokenizer_note = "not written: " + tok.error().ToString();
+    return;
+  }
+  if (!tok->has_value()) {
+    src.tokenizer_note = "not written: the folder has no tokenizer.json";
+    return;
+  }
+  Result<tokenizer::TokenizerSpec> spec = (*tok)->ToGgufSpec();
+  if (!spec.ok()) {
+    src.tokenizer_note = "not written: " + spec.error().ToString();
+    return;
+  }
+  if (spec->tokens.size() > vocab_size) {
+    src.tokenizer_note = "not written: " + std::to_string(spec->tokens.size()) +
+                         " tokens for an embedding of " + std::to_string(vocab_size) + " rows";
+    return;
+  }
+  for (uint64_t id = spec->tokens.size(); id < vocab_size; ++id) {
+    spec->tokens.push_back("[PAD" + std::to_string(id) + "]");
+    spec->token_types.push_back(5);  // unused
+  }
+  src.tokenizer_note = "pre-tokenizer " + spec->pre_tokenizer + ", " +
+                       std::to_string(spec->tokens.size()) + " tokens";
+  src.tokenizer = *std::move(spec);
+}
 
 Result<Source> OpenSource(const std::filesystem::path& in) {
   Source src;
@@ -79,6 +117,7 @@ Result<Source> OpenSource(const std::filesystem::path& in) {
     src.name = in.filename().string();
     if (src.name.empty()) src.name = in.parent_path().filename().string();  // "dir/"
     src.chat_template = FolderChatTemplate(in);
+    FolderTokenizer(in, c.vocab_size, src);
     src.permute_qk =
         c.rope_style == model::RopeStyle::kNeox &&
         model::TraitsOf(c.architecture).gguf_rope_style == model::RopeStyle::kInterleaved;
@@ -110,6 +149,9 @@ Result<std::vector<GgufKeyValue>> OutputMetadata(const Source& src, const Quanti
   FOLIO_ASSIGN_OR_RETURN(
       std::vector<GgufKeyValue> kvs,
       GgufMetadataFor(src.model->config(), src.name, scheme.file_type, quantized));
+  if (src.tokenizer) {
+    for (GgufKeyValue& kv : GgufTokenizerKeys(*src.tokenizer)) kvs.push_back(std::move(kv));
+  }
   if (!src.chat_template.empty()) {
     kvs.push_back({"tokenizer.chat_template", GgufString(src.chat_template)});
   }
@@ -325,6 +367,7 @@ Result<QuantizeReport> QuantizeModel(const std::filesystem::path& in,
   const model::ModelConfig& config = m.config();
   QuantizeReport report;
   report.source_format = src.format;
+  report.tokenizer = src.format == "folder" ? src.tokenizer_note : "kept from the source";
   report.tensors = PlanQuantization(config, scheme);
   bool quantized = false;
   for (const TensorQuantization& t : report.tensors) quantized |= IsBlockType(t.type);

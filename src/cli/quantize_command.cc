@@ -60,14 +60,10 @@ nlohmann::json QuantizeReportJson(const QuantizeFlags& f, const checkpoint::Quan
          {"reason", "rows of " + std::to_string(t.shape.back()) + " are not whole " + wanted +
                         " blocks of " + std::to_string(ops::TraitsOf(t.wanted).block_size)}});
   }
-  nlohmann::json j = {{"input", f.input},
-                      {"output", f.output},
-                      {"source_format", r.source_format},
-                      {"type", scheme.name},
-                      {"file_type", scheme.file_type},
-                      {"file_bytes", r.file_bytes},
-                      {"types", types},
-                      {"fallbacks", fallbacks}};
+  nlohmann::json j = {
+      {"input", f.input},           {"output", f.output},  {"source_format", r.source_format},
+      {"tokenizer", r.tokenizer},   {"type", scheme.name}, {"file_type", scheme.file_type},
+      {"file_bytes", r.file_bytes}, {"types", types},      {"fallbacks", fallbacks}};
   const nlohmann::json total = StatsJson(r.total);
   for (const auto& [key, value] : total.items()) j[key] = value;
   return j;

@@ -150,8 +150,9 @@ Status EncodeWord(const TokenizerImpl& t, std::string_view word, std::vector<int
   return Status::Ok();
 }
 
-// Normalized text between added tokens -> pre-tokenizer -> BPE.
-Status EncodeText(const TokenizerImpl& t, std::string_view s, std::vector<int32_t>* ids) {
+// The pre-tokenizer: fn(word) for each word of normalized text s, in order.
+template <typename Fn>
+Status ForEachWord(const TokenizerImpl& t, std::string_view s, Fn&& fn) {
   std::vector<Span> pieces = {{0, s.size()}};
   for (const PreSplitStep& step : t.pre_splits) {
     std::vector<Span> next;
@@ -173,19 +174,33 @@ Status EncodeText(const TokenizerImpl& t, std::string_view s, std::vector<int32_
     if (t.prefix_space && s[b] != ' ') word.push_back(' ');
     word.append(s.substr(b, e - b));
     if (!t.byte_level_regex.has_value()) {
-      FOLIO_RETURN_IF_ERROR(EncodeWord(t, word, ids));
+      FOLIO_RETURN_IF_ERROR(fn(std::string_view(word)));
       continue;
     }
     words.clear();
     FOLIO_RETURN_IF_ERROR(SplitPiece(byte_level_split, word, {0, word.size()}, &words));
     for (const auto& [wb, we] : words) {
-      FOLIO_RETURN_IF_ERROR(EncodeWord(t, std::string_view(word).substr(wb, we - wb), ids));
+      FOLIO_RETURN_IF_ERROR(fn(std::string_view(word).substr(wb, we - wb)));
     }
   }
   return Status::Ok();
 }
 
+// Normalized text between added tokens -> pre-tokenizer -> BPE.
+Status EncodeText(const TokenizerImpl& t, std::string_view s, std::vector<int32_t>* ids) {
+  return ForEachWord(t, s, [&](std::string_view word) { return EncodeWord(t, word, ids); });
+}
+
 }  // namespace
+
+Result<std::vector<std::string>> PreTokenizedWords(const TokenizerImpl& t, std::string_view s) {
+  std::vector<std::string> words;
+  FOLIO_RETURN_IF_ERROR(ForEachWord(t, s, [&](std::string_view word) {
+    words.emplace_back(word);
+    return Status::Ok();
+  }));
+  return words;
+}
 
 // --- Tokenizer --------------------------------------------------------------
 

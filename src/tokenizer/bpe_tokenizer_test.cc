@@ -164,6 +164,58 @@ TEST_P(HfFixture, SpecFromSameVocabularyGivesSameIds) {
   }
 }
 
+// The spec a GGUF file would carry, derived from the tokenizer.json (what
+// `folio quantize` writes for a Hugging Face folder), names the family's
+// pre-tokenizer and encodes every case as the tokenizer.json does. The gpt2
+// fixture (Digits + add_prefix_space) has no GGUF name and is refused.
+TEST_P(HfFixture, GgufSpecFromTheJsonEncodesAlike) {
+  Result<TokenizerSpec> spec = tok_->ToGgufSpec();
+  if (GetParam() == "gpt2") {
+    ASSERT_FALSE(spec.ok());
+    EXPECT_EQ(spec.error().code(), StatusCode::kUnimplemented) << spec.error().ToString();
+    return;
+  }
+  ASSERT_TRUE(spec.ok()) << spec.error().ToString();
+  EXPECT_EQ(spec->pre_tokenizer, GetParam() == "llama3" ? "llama-bpe" : "qwen2");
+  EXPECT_EQ(spec->tokens.size(), tok_->vocab_size());
+  auto tok = Tokenizer::FromSpec(*spec);
+  ASSERT_TRUE(tok.ok()) << tok.error().ToString();
+  for (const Json& c : cases_["encode"]) {
+    const std::string text = c["text"];
+    const Ids want = c["ids"];
+    EXPECT_EQ(*tok->Encode(text, false), want) << Escaped(text);
+    EXPECT_EQ(*tok->Encode(text, true), Concat(prefix_, want, suffix_)) << Escaped(text);
+  }
+}
+
+// The probe tells families with the same settings apart: the gpt2 fixture
+// without NFC and add_prefix_space splits digits first, like "smollm", and
+// without the Digits step like "gpt-2" (which comes first in the table, so
+// a spec that skipped the probe would name it both times).
+TEST(Tokenizer, GgufSpecNamesTheFamilyThatSplitsAlike) {
+  Json j = ReadJson(FixturePath("gpt2.tokenizer.json"));
+  j["normalizer"] = nullptr;
+  Json& steps = j["pre_tokenizer"]["pretokenizers"];
+  steps[1]["add_prefix_space"] = false;
+  const std::string path = ::testing::TempDir() + "/folio_gguf_spec.tokenizer.json";
+  for (const std::string want : {"smollm", "gpt-2"}) {
+    SCOPED_TRACE(want);
+    if (want == "gpt-2") steps.erase(steps.begin());
+    std::ofstream(path) << j.dump();
+    auto json_tok = Tokenizer::FromTokenizerJson(path);
+    ASSERT_TRUE(json_tok.ok()) << json_tok.error().ToString();
+    Result<TokenizerSpec> spec = json_tok->ToGgufSpec();
+    ASSERT_TRUE(spec.ok()) << spec.error().ToString();
+    EXPECT_EQ(spec->pre_tokenizer, want);
+    auto tok = Tokenizer::FromSpec(*spec);
+    ASSERT_TRUE(tok.ok()) << tok.error().ToString();
+    for (const std::string text : {"abc 12345 x", "It's 2024!", "  a\n\nb"}) {
+      EXPECT_EQ(*tok->Encode(text, false), *json_tok->Encode(text, false)) << Escaped(text);
+    }
+  }
+  std::filesystem::remove(path);
+}
+
 // A larger differential run when a fuzz file is given (see
 // make_tokenizer_fixture.py --fuzz); skipped, visibly, otherwise.
 TEST_P(HfFixture, MatchesFuzzFileIfGiven) {

@@ -111,6 +111,10 @@ struct Segment {
 };
 
 // Added-token splitting, as tokenizers' AddedVocabulary::find_matches.
+// Byte-level BPE: the words the pre-tokenizer makes of normalized text (no
+// added tokens), before BPE; kResourceExhausted as Encode.
+Result<std::vector<std::string>> PreTokenizedWords(const TokenizerImpl& t, std::string_view s);
+
 std::vector<Segment> SplitOnAdded(const TokenizerImpl& t, std::string_view s,
                                   const LiteralMatcher& matcher, const std::vector<int>& token_of,
                                   bool allow_special);

@@ -1,11 +1,15 @@
 // Tokenizer::FromSpec: a tokenizer from GGUF-style plain data.
+#include <algorithm>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "folio/tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/unicode.h"
 
 namespace folio::tokenizer {
 namespace {
@@ -175,6 +179,96 @@ std::vector<std::string> Tokenizer::KnownPreTokenizers() {
     names.insert(names.end(), f.names.begin(), f.names.end());
   }
   return names;
+}
+
+Result<TokenizerSpec> Tokenizer::ToGgufSpec() const {
+  const TokenizerImpl& t = *impl_;
+  if (t.kind != TokenizerImpl::Kind::kByteLevelBpe) {
+    return Status::Unimplemented(
+        "GGUF tokenizer keys: only byte-level BPE tokenizers are written, not SentencePiece");
+  }
+  TokenizerSpec spec;
+  spec.model = TokenizerSpec::Model::kBpe;
+  const size_t n = t.vocab.size();
+  spec.tokens.resize(n);
+  spec.token_types.assign(n, 1);
+  for (size_t id = 0; id < n; ++id) {
+    if (!t.has_token[id]) {
+      return Status::Unimplemented("GGUF tokenizer keys: id " + std::to_string(id) +
+                                   " has no token, and a GGUF vocabulary is dense");
+    }
+    spec.tokens[id] = t.vocab[id];
+  }
+  for (const AddedToken& a : t.added) {
+    spec.token_types[static_cast<size_t>(a.id)] = a.special ? 3 : 4;
+  }
+  std::vector<std::pair<int32_t, uint64_t>> ranked;  // (rank, left << 32 | right)
+  ranked.reserve(t.merges.size());
+  for (const auto& [pair, merged] : t.merges) ranked.emplace_back(merged.first, pair);
+  std::sort(ranked.begin(), ranked.end());
+  spec.merges.reserve(ranked.size());
+  for (const auto& [rank, pair] : ranked) {
+    spec.merges.push_back(t.vocab[pair >> 32] + " " + t.vocab[pair & 0xffffffffu]);
+  }
+  spec.bos_id = t.bos;
+  spec.eos_id = t.eos;
+  spec.unk_id = t.unk_id;
+  const auto one_of = [](const std::vector<int32_t>& ids, std::optional<int32_t> id) {
+    return ids.size() == 1 && id == ids[0];
+  };
+  if (!(t.prefix.empty() || one_of(t.prefix, t.bos)) ||
+      !(t.suffix.empty() || one_of(t.suffix, t.eos))) {
+    return Status::Unimplemented(
+        "GGUF tokenizer keys: the post-processor adds tokens other than one bos before and one "
+        "eos after the text");
+  }
+  spec.add_bos = !t.prefix.empty();
+  spec.add_eos = !t.suffix.empty();
+
+  // The probe: text on which the known families split differently.
+  static constexpr std::string_view kProbes[] = {
+      "Hello world! It's 3.14159 and 1234567 apples, isn't it? I'M FINE, you'll SEE.",
+      "  two  spaces\n\n\tand tabs\r\n   trailing   ",
+      "def f(x):\n    return x**2 + 0x1F  # comment; a_b=c->d != e\n",
+      "你好世界 こんにちは 안녕 สวัสดี 🚀😀👍🏽",
+      "Cafe\u0301 cafe\u0301 naïve — “quoted” \u00a0nbsp ！？。",  // decomposed é: NFC
+      "3333333333 22 1 000 12.50$ 100% #1 v2.0.1 2024-01-31 ...!!! ???",
+      "\n \n\n \t\t \u3000x  y\u00a0\u00a0z",
+      "I'm sure they'd've done it; 'quoted'. it'sand we'llama O'Neil WE'D'VE DONE IT'S",
+      "In 2024, 1234567 paid $3.50 (+12.5%) ٣٤٥ ½². a1b22c333d4444 x1234y",
+      "東京は日本の首都です。北京是中国的首都。서울은 ﾃｽﾄ Ωmega K \u212a ﬁ 🇫🇷🇩🇪",
+      "HelloWorld camelCaseXMLParser snake_case __init__ <sentinel:12> a<=b&&c!=d",
+      "a,b.c!d?e…f。g，h、i।j۔k،l (paren|pipe) ¿¡ «»",
+  };
+
+  // Compared as the pre-tokenizer's words (NFC applied where both use it),
+  // not ids: with few merges, ids hide how the text was split.
+  const auto words = [](const TokenizerImpl& impl, std::string_view probe) {
+    return PreTokenizedWords(impl, impl.nfc ? unicode::Nfc(probe) : std::string(probe));
+  };
+  std::vector<std::vector<std::string>> want;
+  for (std::string_view probe : kProbes) {
+    FOLIO_ASSIGN_OR_RETURN(std::vector<std::string> w, words(t, probe));
+    want.push_back(std::move(w));
+  }
+  size_t tried = 0;
+  for (const PreTokenizerFamily& family : PreTokenizerFamilies()) {
+    if (family.ignore_merges != t.ignore_merges || family.nfc != t.nfc) continue;
+    ++tried;
+    spec.pre_tokenizer = std::string(family.names.front());
+    Result<Tokenizer> candidate = FromSpec(spec);
+    if (!candidate.ok()) continue;
+    bool same = true;
+    for (size_t i = 0; same && i < std::size(kProbes); ++i) {
+      Result<std::vector<std::string>> w = words(*candidate->impl_, kProbes[i]);
+      same = w.ok() && *w == want[i];
+    }
+    if (same) return spec;
+  }
+  return Status::Unimplemented("GGUF tokenizer keys: the tokenizer splits text like none of the " +
+                               std::to_string(tried) +
+                               " known pre-tokenizer families with its NFC and ignore_merges "
+                               "settings");
 }
 
 Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {

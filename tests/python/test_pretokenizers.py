@@ -267,3 +267,38 @@ def test_an_unknown_name_is_a_clear_error(vocab, tmp_path):
     out = folio_tokenize(tmp_path / "odd.gguf", "hi", "--tokenizer-pre", "not-a-family")
     assert out.returncode != 0
     assert "not-a-family" in out.stderr.decode()
+
+
+@pytest.mark.parametrize("pre", sorted(FAMILIES))
+def test_quantize_names_a_folder_tokenizers_family(pre, vocab, tmp_path):
+    """`folio quantize` of a Hugging Face folder writes its tokenizer.json as
+    GGUF keys, naming the pre-tokenizer by how it splits text: for each
+    family's tokenizer.json (built here with HF `tokenizers`), the name
+    written splits as that family does (this file's own table), and the
+    written file tokenizes as HF `tokenizers` does."""
+    import checkpoints as ck
+    tokens, merges = vocab
+    steps, ignore_merges, nfc = FAMILIES[pre]
+    folder = tmp_path / "hf"
+    a = ck.Arch(name="llama", hidden=32, heads=2, kv_heads=1, head_dim=16, ffn=32,
+                vocab=len(tokens))
+    ck.write_hf(folder, a, ck.random_weights(a, seed=1), "f32")
+    from tokenizers import decoders
+    hf = hf_tokenizer(steps, ignore_merges, nfc, tokens, merges)
+    hf.decoder = decoders.ByteLevel()
+    hf.save(str(folder / "tokenizer.json"))
+    run = subprocess.run([FOLIO, "quantize", str(folder), str(tmp_path / "out.gguf"),
+                          "--type", "f32"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    note = json.loads(run.stdout)["tokenizer"]
+    assert note.startswith("pre-tokenizer "), note
+    written = note.split()[1].rstrip(",")
+    for text in TEXTS:
+        out = folio_tokenize(tmp_path / "out.gguf", text)
+        assert out.returncode == 0, out.stderr.decode()
+        got = json.loads(out.stdout)["ids"]
+        assert got == hf.encode(text, add_special_tokens=False).ids, (pre, written, text)
+    # A name from this file's table must be the family's own, or one whose
+    # patterns differ only in spelling (bailingmoe's split is stablelm2's).
+    if written in FAMILIES and FAMILIES[written] != FAMILIES[pre]:
+        assert (pre, written) == ("bailingmoe", "stablelm2")

@@ -287,3 +287,53 @@ def test_a_refused_type_and_a_missing_input_write_nothing(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "q4_k_m" in bad.stderr  # the list of names
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("family", ["llama-bpe", "smollm"])
+def test_a_folder_tokenizer_json_is_written_as_gguf_keys(family, tmp_path):
+    """A Hugging Face folder's tokenizer.json (a byte-level BPE trained here
+    with HF `tokenizers`, split as Llama-3 or SmolLM2 split) becomes
+    llama.cpp's tokenizer.ggml.* keys: the report names the pre-tokenizer,
+    the vocabulary is padded to the embedding with unused tokens, and the
+    GGUF file's tokenizer encodes awkward strings to the ids HF `tokenizers`
+    gives for the tokenizer.json."""
+    import gguf
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    import checkpoints as ck
+    llama3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+              r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+    if family == "llama-bpe":
+        steps = [pre_tokenizers.Split(Regex(llama3), "isolated"),
+                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+        tok = Tokenizer(models.BPE(ignore_merges=True))
+    else:
+        steps = [pre_tokenizers.Digits(individual_digits=True),
+                 pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
+        tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.Sequence(steps)
+    tok.decoder = decoders.ByteLevel()
+    corpus = ["The quick brown fox jumps over the lazy dog. It's 2024, isn't it?",
+              "def main():\n    return 42  # the answer\n", "你好，世界！ 🚀 naïve café"] * 50
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=290, special_tokens=["<|end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    a = ck.Arch(name="llama", hidden=64, heads=4, kv_heads=2, head_dim=16, ffn=96, vocab=300)
+    ck.write_hf(tmp_path / "hf", a, ck.random_weights(a, seed=4), "f32")
+    tok.save(str(tmp_path / "hf" / "tokenizer.json"))
+    n = tok.get_vocab_size()
+    assert n < a.vocab
+
+    report, out = quantize(tmp_path / "hf", tmp_path / "out.gguf", "q8_0")
+    assert report["tokenizer"] == f"pre-tokenizer {family}, {a.vocab} tokens"
+    f = {k: v.contents() for k, v in fields(out).items()}
+    assert f["tokenizer.ggml.model"] == "gpt2" and f["tokenizer.ggml.pre"] == family
+    tokens, types = f["tokenizer.ggml.tokens"], f["tokenizer.ggml.token_type"]
+    assert len(tokens) == len(types) == a.vocab
+    assert tokens[n:] == [f"[PAD{i}]" for i in range(n, a.vocab)] and set(types[n:]) == {5}
+    assert types[tok.token_to_id("<|end|>")] == 3
+    for text in ["The quick brown fox, 12345 times!", "  two  spaces\n\n\tx", "isn't it 3.14?",
+                 "你好🚀 café naïve", "x = f(y) ** 2  # 0x1F", "<|end|> after"]:
+        got = subprocess.run([FOLIO, "tokenize", "--model", str(tmp_path / "out.gguf"), "--no-special",
+                              "--text", text], capture_output=True, text=True, check=True)
+        assert json.loads(got.stdout)["ids"] == tok.encode(text, add_special_tokens=False).ids, text

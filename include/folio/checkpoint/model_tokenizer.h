@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "folio/checkpoint/gguf_writer.h"
 #include "folio/core/status.h"
 #include "folio/tokenizer/tokenizer.h"
 
@@ -23,6 +25,12 @@ namespace folio::checkpoint {
 Result<std::optional<tokenizer::Tokenizer>> LoadModelTokenizer(
     const std::filesystem::path& model_path,
     const std::optional<std::string>& pre_tokenizer = std::nullopt);
+
+// The tokenizer.ggml.* keys for a gpt2-style BPE spec (Tokenizer::ToGgufSpec):
+// model "gpt2", pre, tokens, token_type, merges, the bos/eos/unk/padding ids
+// it has and add_bos_token/add_eos_token, as llama.cpp writes them; the GGUF
+// loader above reads them back into the same spec.
+std::vector<GgufKeyValue> GgufTokenizerKeys(const tokenizer::TokenizerSpec& spec);
 
 }  // namespace folio::checkpoint
 

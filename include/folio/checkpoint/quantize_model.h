@@ -132,7 +132,10 @@ struct QuantizeStats {
 };
 
 struct QuantizeReport {
-  std::string source_format;                // "gguf" or "folder"
+  std::string source_format;  // "gguf" or "folder"
+  // A folder's tokenizer.json: "pre-tokenizer NAME, N tokens" when written
+  // as GGUF keys, else "not written: WHY"; a GGUF source's keys are kept.
+  std::string tokenizer;
   std::vector<TensorQuantization> tensors;  // the plan, as written
   // One per weight type written, in WeightType order.
   std::vector<std::pair<ops::WeightType, QuantizeStats>> by_type;

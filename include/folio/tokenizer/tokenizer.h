@@ -101,6 +101,22 @@ class Tokenizer {
   // family (names that split alike are adjacent).
   static std::vector<std::string> KnownPreTokenizers();
 
+  // The spec a GGUF file would carry for this byte-level BPE tokenizer
+  // (read from a tokenizer.json): its tokens, types (special added tokens
+  // control, other added tokens user-defined), merges in rank order,
+  // bos/eos/unk and whether bos/eos are added, and the pre-tokenizer name.
+  // The name is the first of KnownPreTokenizers() whose family has this
+  // tokenizer's NFC and ignore_merges settings and whose tokenizer, built
+  // from the same vocabulary, splits a set of awkward probe texts (digits,
+  // CJK, emoji, contractions, whitespace runs, code, combining marks) into
+  // the same words before BPE (llama.cpp's converter compares the ids of a
+  // probe text, which a vocabulary with few merges can leave equal). Added tokens'
+  // lstrip/rstrip/single_word have no GGUF key and are dropped. Errors: kUnimplemented for a
+  // SentencePiece tokenizer, a vocabulary with holes, a prefix or suffix
+  // other than one bos / eos, or when no known name splits alike (naming
+  // how many were tried).
+  Result<TokenizerSpec> ToGgufSpec() const;
+
   // Encodes UTF-8 text. Added/special tokens that appear literally in the
   // text are matched leftmost-longest first; with allow_special false the
   // special ones are treated as plain text (non-special added tokens are
