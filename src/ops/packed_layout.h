@@ -58,24 +58,25 @@ struct PackedFormat {
 };
 
 constexpr PackedFormat PackedFormatOf(WeightType type) {
-  constexpr PackedFormat kSuper{.scales = PackedScales::kSuperBlock, .group_blocks = 8};
+  constexpr PackedScales kSuper = PackedScales::kSuperBlock;
+  constexpr size_t kSuperBlocks = 8;  // 256 columns
   switch (type) {
     case WeightType::kQ4_0:
       return {4, false, 8};
     case WeightType::kQ4_1:
       return {4, true, 0};
     case WeightType::kQ4_K:
-      return {4, true, 0, kSuper.scales, kSuper.group_blocks};
+      return {4, true, 0, kSuper, kSuperBlocks};
     case WeightType::kQ5_0:
       return {5, false, 16};
     case WeightType::kQ5_1:
       return {5, true, 0};
     case WeightType::kQ5_K:
-      return {5, true, 0, kSuper.scales, kSuper.group_blocks};
+      return {5, true, 0, kSuper, kSuperBlocks};
     case WeightType::kQ8_0:  // levels are q + 128
       return {8, false, 128};
     case WeightType::kQ6_K:
-      return {6, false, 32, PackedScales::kHalfBlocks, kSuper.group_blocks};
+      return {6, false, 32, PackedScales::kHalfBlocks, kSuperBlocks};
     case WeightType::kF64:
     case WeightType::kF32:
     case WeightType::kF16:
@@ -109,7 +110,7 @@ constexpr size_t HeaderBytes(PackedFormat f) {
       return SubScalesAt(f);
     case PackedScales::kSuperBlock:
       return SubMinsAt(f) + f.group_blocks * PackedMatrix::kTileRows;
-    case PackedScales::kHalfBlocks:
+    case PackedScales::kHalfBlocks:  // no mins: the header ends with the scales
       return SubMinsAt(f);
   }
   return 0;

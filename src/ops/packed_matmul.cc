@@ -25,7 +25,7 @@ using internal::PackedFormatOf;
 std::string Str(uint64_t v) { return std::to_string(v); }
 
 // The 32 levels, scale and bias of 32-element block g of a stored row, as
-// the packed format of `type` holds them (packed_layout.h): for the
+// the packed format of `type` holds them (packed_layout.h): for
 // Q4_K and Q5_K, scale and bias are the super-block's d and dmin and
 // sub_scale, sub_min the block's 6-bit sc and m; for Q6_K, scale is d and
 // part_scale the two halves' 8-bit sc.
