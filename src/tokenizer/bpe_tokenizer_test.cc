@@ -66,6 +66,15 @@ class HfFixture : public ::testing::TestWithParam<std::string> {
     prefix_ = cases_["frame_prefix"].get<Ids>();
     suffix_ = cases_["frame_suffix"].get<Ids>();
   }
+  // tok encodes every case as the tokenizer.json does, bare and framed.
+  void ExpectEncodesTheCases(const Tokenizer& tok) const {
+    for (const Json& c : cases_["encode"]) {
+      const std::string text = c["text"];
+      const Ids want = c["ids"];
+      EXPECT_EQ(*tok.Encode(text, false), want) << Escaped(text);
+      EXPECT_EQ(*tok.Encode(text, true), Concat(prefix_, want, suffix_)) << Escaped(text);
+    }
+  }
   Json cases_;
   std::optional<Tokenizer> tok_;
   Ids prefix_, suffix_;
@@ -153,11 +162,10 @@ TEST_P(HfFixture, SpecFromSameVocabularyGivesSameIds) {
   }
   auto tok = Tokenizer::FromSpec(spec);
   ASSERT_TRUE(tok.ok()) << tok.error().ToString();
+  ExpectEncodesTheCases(*tok);
   for (const Json& c : cases_["encode"]) {
     const std::string text = c["text"];
     const Ids want = c["ids"];
-    EXPECT_EQ(*tok->Encode(text, false), want) << Escaped(text);
-    EXPECT_EQ(*tok->Encode(text, true), Concat(prefix_, want, suffix_)) << Escaped(text);
     EXPECT_EQ(*tok->Encode(text, false, false), c.value("ids_special_as_text", want))
         << Escaped(text);
     EXPECT_EQ(*tok->Decode(want, false), *tok_->Decode(want, false)) << Escaped(text);
@@ -180,12 +188,7 @@ TEST_P(HfFixture, GgufSpecFromTheJsonEncodesAlike) {
   EXPECT_EQ(spec->tokens.size(), tok_->vocab_size());
   auto tok = Tokenizer::FromSpec(*spec);
   ASSERT_TRUE(tok.ok()) << tok.error().ToString();
-  for (const Json& c : cases_["encode"]) {
-    const std::string text = c["text"];
-    const Ids want = c["ids"];
-    EXPECT_EQ(*tok->Encode(text, false), want) << Escaped(text);
-    EXPECT_EQ(*tok->Encode(text, true), Concat(prefix_, want, suffix_)) << Escaped(text);
-  }
+  ExpectEncodesTheCases(*tok);
 }
 
 // The probe tells families with the same settings apart: the gpt2 fixture
