@@ -90,29 +90,29 @@ std::vector<GgufKeyValue> GgufTokenizerKeys(const TokenizerSpec& spec) {
     for (const std::string& s : v) items.push_back(GgufString(s));
     return array(GgufValueType::kString, std::move(items));
   };
-  std::vector<GgufValue> types;
-  types.reserve(spec.token_types.size());
-  for (int32_t t : spec.token_types) {
-    types.push_back({GgufValueType::kI32, GgufValueType::kU8, int64_t{t}});
+  std::vector<GgufValue> types(spec.token_types.size());
+  for (size_t i = 0; i < types.size(); ++i) {
+    types[i].type = GgufValueType::kI32;
+    types[i].data = int64_t{spec.token_types[i]};
   }
-  std::vector<GgufKeyValue> kvs = {
-      {"tokenizer.ggml.model", GgufString("gpt2")},
-      {"tokenizer.ggml.pre", GgufString(spec.pre_tokenizer)},
-      {"tokenizer.ggml.tokens", strings(spec.tokens)},
-      {"tokenizer.ggml.token_type", array(GgufValueType::kI32, std::move(types))},
-      {"tokenizer.ggml.merges", strings(spec.merges)},
+  std::vector<GgufKeyValue> kvs;
+  const auto add = [&](const char* key, GgufValue value) {
+    kvs.push_back({key, std::move(value)});
   };
+  add("tokenizer.ggml.model", GgufString("gpt2"));
+  add("tokenizer.ggml.pre", GgufString(spec.pre_tokenizer));
+  add("tokenizer.ggml.tokens", strings(spec.tokens));
+  add("tokenizer.ggml.token_type", array(GgufValueType::kI32, std::move(types)));
+  add("tokenizer.ggml.merges", strings(spec.merges));
   const auto id = [&](const char* key, std::optional<int32_t> v) {
-    if (v) kvs.push_back({key, GgufU32(static_cast<uint32_t>(*v))});
+    if (v) add(key, GgufU32(static_cast<uint32_t>(*v)));
   };
   id("tokenizer.ggml.bos_token_id", spec.bos_id);
   id("tokenizer.ggml.eos_token_id", spec.eos_id);
   id("tokenizer.ggml.unknown_token_id", spec.unk_id);
   id("tokenizer.ggml.padding_token_id", spec.pad_id);
-  kvs.push_back(
-      {"tokenizer.ggml.add_bos_token", {GgufValueType::kBool, GgufValueType::kU8, spec.add_bos}});
-  kvs.push_back(
-      {"tokenizer.ggml.add_eos_token", {GgufValueType::kBool, GgufValueType::kU8, spec.add_eos}});
+  add("tokenizer.ggml.add_bos_token", {GgufValueType::kBool, GgufValueType::kU8, spec.add_bos});
+  add("tokenizer.ggml.add_eos_token", {GgufValueType::kBool, GgufValueType::kU8, spec.add_eos});
   return kvs;
 }
 
