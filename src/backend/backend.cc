@@ -2,11 +2,16 @@
 // element-wise ops, the K/V pool), one subclass each for the kernels.
 #include "folio/backend/backend.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "folio/core/check.h"
+#include "folio/core/checked_math.h"
+#include "folio/core/thread_pool.h"
+#include "folio/ops/elementwise.h"
 #include "folio/ops/ops.h"
 
 namespace folio::backend {
@@ -29,9 +34,21 @@ Result<BackendKind> ParseBackendKind(std::string_view name) {
                                  "' is not one of: cpu, reference");
 }
 
+Status Backend::MatMuls(std::span<const Weight* const> ws, std::span<const float> x, uint64_t rows,
+                        std::span<const std::span<float>> ys) {
+  if (ws.size() != ys.size()) {
+    return Status::InvalidArgument(std::to_string(ws.size()) + " weights for " +
+                                   std::to_string(ys.size()) + " outputs");
+  }
+  for (size_t i = 0; i < ws.size(); ++i) FOLIO_RETURN_IF_ERROR(MatMul(*ws[i], x, rows, ys[i]));
+  return Status::Ok();
+}
+
 namespace {
 
-// Host memory and the element-wise ops, which have one (scalar) version.
+// Host memory and the element-wise ops in their scalar forms (the cpu
+// backend swaps in SIMD ones), spread over the pool by rows when a step has
+// many.
 class HostBackend : public Backend {
  public:
   // pool (optional) spreads the kernels and Upload's packing.
@@ -58,9 +75,11 @@ class HostBackend : public Backend {
                std::span<float> out) override {
     const size_t width = gain.size();
     FOLIO_CHECK(width > 0 && x.size() % width == 0 && out.size() == x.size());
-    for (size_t off = 0; off < x.size(); off += width) {
-      ops::RmsNorm<float>(x.subspan(off, width), gain, eps, out.subspan(off, width));
-    }
+    ForRowRanges(x.size() / width, width, [&](size_t r0, size_t r1) {
+      for (size_t off = r0 * width; off < r1 * width; off += width) {
+        ops::RmsNorm<float>(x.subspan(off, width), gain, eps, out.subspan(off, width));
+      }
+    });
   }
   void Rope(std::span<float> x, uint64_t rows, uint64_t head_dim, std::span<const float> cos,
             std::span<const float> sin, bool neox) override {
@@ -68,13 +87,15 @@ class HostBackend : public Backend {
     FOLIO_CHECK(rows > 0 && x.size() % rows == 0 && cos.size() == rows * half &&
                 sin.size() == rows * half);
     const uint64_t width = x.size() / rows;
-    for (uint64_t r = 0; r < rows; ++r) {
-      ops::Rope<float>(x.subspan(r * width, width), head_dim, cos.subspan(r * half, half),
-                       sin.subspan(r * half, half), neox);
-    }
+    ForRowRanges(rows, width, [&](size_t r0, size_t r1) {
+      for (uint64_t r = r0; r < r1; ++r) {
+        ops::Rope<float>(x.subspan(r * width, width), head_dim, cos.subspan(r * half, half),
+                         sin.subspan(r * half, half), neox);
+      }
+    });
   }
   void SwiGlu(std::span<float> gate, std::span<const float> up) override {
-    ops::SwiGlu<float>(gate, up);
+    ForSpans(gate, up, ops::SwiGlu<float>);
   }
   Result<kv::PagedKvCache> CreateKvPool(const kv::PagedKvCacheConfig& config) override {
     return kv::PagedKvCache::Create(config);
@@ -85,6 +106,34 @@ class HostBackend : public Backend {
   }
 
  protected:
+  // Runs fn(r0, r1) over row ranges covering [0, rows): on the pool when
+  // the rows hold enough elements to pay for a parallel loop (a prefill),
+  // on the caller otherwise (a decode step). Every row is computed the same
+  // way wherever it runs, so the split never changes a bit.
+  template <typename Fn>
+  void ForRowRanges(size_t rows, size_t row_elements, Fn&& fn) {
+    constexpr size_t kMinParallelElements = size_t{1} << 15;
+    const size_t threads = pool_ == nullptr ? 1 : pool_->num_threads();
+    if (threads == 1 || rows < 2 || rows * row_elements < kMinParallelElements) {
+      fn(size_t{0}, rows);
+      return;
+    }
+    const size_t per_task = CeilDiv(rows, std::min(rows, threads * 4));
+    pool_->ParallelFor(CeilDiv(rows, per_task),
+                       [&](size_t i) { fn(i * per_task, std::min(rows, (i + 1) * per_task)); });
+  }
+  // fn(gate part, up part) over aligned parts of the two spans, spread as
+  // ForRowRanges spreads rows.
+  template <typename Fn>
+  void ForSpans(std::span<float> gate, std::span<const float> up, Fn&& fn) {
+    FOLIO_CHECK(gate.size() == up.size());
+    constexpr size_t kPart = 1024;  // elements
+    ForRowRanges(CeilDiv(gate.size(), kPart), kPart, [&](size_t r0, size_t r1) {
+      const size_t begin = r0 * kPart, end = std::min(r1 * kPart, gate.size());
+      fn(gate.subspan(begin, end - begin), up.subspan(begin, end - begin));
+    });
+  }
+
   ThreadPool* pool_;
 
  private:
@@ -119,10 +168,22 @@ class CpuBackend final : public HostBackend {
   CpuBackend(ThreadPool* pool, ops::MatMulActivations activations)
       : HostBackend(pool, activations) {}
   BackendKind kind() const override { return BackendKind::kCpu; }
+  void SwiGlu(std::span<float> gate, std::span<const float> up) override {
+    ForSpans(gate, up, ops::SwiGluSimd);
+  }
   Status MatMul(const Weight& w, std::span<const float> x, uint64_t rows,
                 std::span<float> y) override {
     if (w.packed) return ops::PackedMatMul(*w.packed, x, rows, y, pool_);
     return ops::MatMul(w.host, x, rows, y, pool_);
+  }
+  Status MatMuls(std::span<const Weight* const> ws, std::span<const float> x, uint64_t rows,
+                 std::span<const std::span<float>> ys) override {
+    std::vector<const ops::PackedMatrix*> packed;
+    for (const Weight* w : ws) {
+      if (!w->packed) return Backend::MatMuls(ws, x, rows, ys);
+      packed.push_back(w->packed.get());
+    }
+    return ops::PackedMatMuls(packed, x, rows, ys, pool_);
   }
   Result<std::unique_ptr<AttentionPlan>> PlanAttention(
       const attention::PagedAttentionParams& params, std::span<const float> query,

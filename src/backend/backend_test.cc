@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "folio/core/splitmix64.h"
+#include "folio/ops/quantize.h"
 
 namespace folio::backend {
 namespace {
@@ -98,6 +100,56 @@ TEST(Backend, AttentionPlansOnceAndAgreesAcrossBackends) {
   }
   const double bound = 64 * 10 * std::numeric_limits<float>::epsilon();
   for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_NEAR(outs[0][i], outs[1][i], bound) << i;
+}
+
+// Several weights on one input: each output has the bits of MatMul on that
+// weight alone, on both backends, in both activation modes, and with packed
+// and unpacked weights in one call (f32 has no packed form).
+TEST(Backend, MatMulsEqualsMatMulPerWeight) {
+  const uint64_t cols = 256, n = 6;
+  const std::vector<float> x = Random(n * cols, 5);
+  std::vector<std::vector<std::byte>> stored;
+  std::vector<ops::WeightView> views;
+  for (const auto& [type, rows] : {std::pair{ops::WeightType::kQ4_K, uint64_t{40}},
+                                   std::pair{ops::WeightType::kQ8_0, uint64_t{8}},
+                                   std::pair{ops::WeightType::kF32, uint64_t{3}}}) {
+    const std::vector<float> w = Random(rows * cols, 10 + rows);
+    stored.emplace_back(rows * ops::WeightRowBytes(type, cols));
+    for (uint64_t r = 0; r < rows; ++r) {
+      ASSERT_TRUE(ops::QuantizeRow(type, std::span(w).subspan(r * cols, cols),
+                                   stored.back().data() + r * ops::WeightRowBytes(type, cols))
+                      .ok());
+    }
+    views.push_back({stored.back().data(), type, rows, cols});
+  }
+  ThreadPool pool(2);
+  for (const BackendKind kind : {BackendKind::kCpu, BackendKind::kReference}) {
+    for (const auto mode : {ops::MatMulActivations::kF32, ops::MatMulActivations::kQ8}) {
+      auto be = MakeBackend(kind, &pool, mode);
+      std::vector<Weight> weights;
+      for (const ops::WeightView& v : views) weights.push_back(*be->Upload(v));
+      for (const size_t count : {size_t{2}, size_t{3}}) {  // all packed under q8, then a mix
+        std::vector<const Weight*> ws;
+        std::vector<std::vector<float>> got, want;
+        std::vector<std::span<float>> ys;
+        for (size_t i = 0; i < count; ++i) {
+          ws.push_back(&weights[i]);
+          want.emplace_back(n * views[i].rows);
+          got.emplace_back(n * views[i].rows);
+          ASSERT_TRUE(be->MatMul(weights[i], x, n, want.back()).ok());
+        }
+        for (auto& y : got) ys.emplace_back(y);
+        ASSERT_TRUE(be->MatMuls(ws, x, n, ys).ok());
+        for (size_t i = 0; i < count; ++i) {
+          EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)), 0)
+              << BackendName(kind) << ", weight " << i << " of " << count;
+        }
+      }
+      std::vector<float> y(n * views[0].rows);
+      const std::span<float> one[] = {y};
+      EXPECT_EQ(be->MatMuls({}, x, n, one).code(), StatusCode::kInvalidArgument);
+    }
+  }
 }
 
 }  // namespace

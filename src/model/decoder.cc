@@ -1,6 +1,7 @@
 #include "folio/model/decoder.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <string>
@@ -156,6 +157,7 @@ class Linear<float> {
   void Embed(std::span<const int32_t> ids, std::span<float> out, backend::Backend* backend) const {
     backend->Embed(weight_, ids, out);
   }
+  const backend::Weight& weight() const { return weight_; }
 
  private:
   std::shared_ptr<const void> owner_;  // keeps a mapped file alive
@@ -179,6 +181,25 @@ Status ApplyLinear(const Linear<T>& l, std::span<const T> x, uint64_t rows, std:
     return Status::Ok();
   } else {
     return l.Apply(x, rows, y, backend);
+  }
+}
+
+// Several layers on one input (q/k/v, gate/up): one backend call, so that
+// the backend can share the work on x (Backend::MatMuls).
+template <typename T, size_t N>
+Status ApplyLinears(const std::array<const Linear<T>*, N>& ls, std::span<const T> x, uint64_t rows,
+                    const std::array<std::span<T>, N>& ys, backend::Backend* backend) {
+  if constexpr (std::is_same_v<T, double>) {
+    for (size_t i = 0; i < N; ++i) ls[i]->Apply(x, rows, ys[i], backend);
+    return Status::Ok();
+  } else {
+    std::array<const backend::Weight*, N> ws;
+    std::array<std::span<float>, N> outs;
+    for (size_t i = 0; i < N; ++i) {
+      ws[i] = &ls[i]->weight();
+      outs[i] = ys[i].first(rows * ws[i]->host.rows);
+    }
+    return backend->MatMuls(ws, x.first(rows * ws[0]->host.cols), rows, outs);
   }
 }
 
@@ -332,9 +353,9 @@ Result<std::vector<T>> Decoder<T>::Run(const RowPlan& plan, AttendFn&& attend) c
   for (uint64_t layer = 0; layer < c.num_layers; ++layer) {
     const auto& lw = w.layers[layer];
     rms_norm(x, lw.attn_norm, h);
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wq, h, rows, q, be));
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wk, h, rows, k, be));
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wv, h, rows, v, be));
+    const Status qkv = ApplyLinears<T, 3>({&lw.wq, &lw.wk, &lw.wv}, h, rows,
+                                          {std::span<T>(q), std::span<T>(k), std::span<T>(v)}, be);
+    FOLIO_RETURN_IF_ERROR(qkv);
     add_bias(q, lw.bq);
     add_bias(k, lw.bk);
     add_bias(v, lw.bv);
@@ -347,8 +368,9 @@ Result<std::vector<T>> Decoder<T>::Run(const RowPlan& plan, AttendFn&& attend) c
     FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.wo, attn, rows, delta, be));
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
     rms_norm(x, lw.ffn_norm, h);
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.gate, h, rows, gate, be));
-    FOLIO_RETURN_IF_ERROR(ApplyLinear<T>(lw.up, h, rows, up, be));
+    const Status gate_up =
+        ApplyLinears<T, 2>({&lw.gate, &lw.up}, h, rows, {std::span<T>(gate), std::span<T>(up)}, be);
+    FOLIO_RETURN_IF_ERROR(gate_up);
     if constexpr (std::is_same_v<T, float>) {
       be->SwiGlu(gate, up);
     } else {

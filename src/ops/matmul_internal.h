@@ -39,6 +39,7 @@ bool Overlap(std::span<const float> x, std::span<const float> y);
 struct Split {
   uint64_t outs, out_block, out_blocks;
   uint64_t num_rows, act_block, act_blocks;
+  uint64_t num_tasks() const { return out_blocks * act_blocks; }
 };
 // macs: the call's multiply-adds (small calls run on the caller alone).
 Split PlanSplit(uint64_t outs, uint64_t num_rows, uint64_t macs, ThreadPool* pool);
@@ -46,6 +47,9 @@ Split PlanSplit(uint64_t outs, uint64_t num_rows, uint64_t macs, ThreadPool* poo
 // split, over the pool when there is more than one.
 void RunSplit(const Split& split, ThreadPool* pool,
               const std::function<void(uint64_t, uint64_t, uint64_t, uint64_t)>& task);
+// Runs task i < split.num_tasks() of the split on the calling thread.
+void RunSplitTask(const Split& split, uint64_t i,
+                  const std::function<void(uint64_t, uint64_t, uint64_t, uint64_t)>& task);
 
 // Runs one task with the best SIMD target this CPU has.
 void MatMulRows(const MatMulTask& task);

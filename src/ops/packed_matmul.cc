@@ -307,32 +307,69 @@ void PackedMatrix::WidenRow(uint64_t row, std::span<float> out) const {
 
 Status PackedMatMul(const PackedMatrix& w, std::span<const float> x, uint64_t num_rows,
                     std::span<float> y, ThreadPool* pool) {
-  FOLIO_RETURN_IF_ERROR(ValidateCall(w, x, num_rows, y));
-  if (y.empty()) return Status::Ok();
-  // The activations, quantized once for every tile (in parallel when there
-  // are many rows). The caller's buffer is kept between calls; the tasks
-  // (on other threads too) reach it through `act`, not by its name.
+  const PackedMatrix* const ws[] = {&w};
+  const std::span<float> ys[] = {y};
+  return PackedMatMuls(ws, x, num_rows, ys, pool);
+}
+
+Status PackedMatMuls(std::span<const PackedMatrix* const> ws, std::span<const float> x,
+                     uint64_t num_rows, std::span<const std::span<float>> ys, ThreadPool* pool) {
+  if (ws.size() != ys.size()) {
+    return Status::InvalidArgument(Str(ws.size()) + " matrices for " + Str(ys.size()) + " outputs");
+  }
+  if (ws.empty()) return Status::Ok();
+  for (size_t i = 0; i < ws.size(); ++i) {
+    FOLIO_CHECK(ws[i] != nullptr);
+    if (ws[i]->cols() != ws[0]->cols()) {
+      return Status::InvalidArgument("matrix " + Str(i) + " has " + Str(ws[i]->cols()) +
+                                     " columns, matrix 0 " + Str(ws[0]->cols()));
+    }
+    FOLIO_RETURN_IF_ERROR(ValidateCall(*ws[i], x, num_rows, ys[i]));
+  }
+  if (num_rows == 0) return Status::Ok();
+  // The activations, quantized once for every tile of every matrix (in
+  // parallel when there are many rows). The caller's buffer is kept between
+  // calls; the tasks (on other threads too) reach it through `act`, not by
+  // its name.
   thread_local std::vector<ActivationBlock> buffer;
-  const uint64_t blocks = w.num_blocks();
+  const uint64_t cols = ws[0]->cols(), blocks = ws[0]->num_blocks();
   buffer.resize(num_rows * blocks);
   ActivationBlock* const act = buffer.data();
-  const uint64_t macs = CheckedProduct({w.rows(), w.cols(), num_rows}).value_or(UINT64_MAX);
-  internal::RunSplit(internal::PlanSplit(num_rows, 1, num_rows * w.cols(), pool), pool,
+  internal::RunSplit(internal::PlanSplit(num_rows, 1, num_rows * cols, pool), pool,
                      [&](uint64_t r0, uint64_t r1, uint64_t, uint64_t) {
-                       internal::QuantizeActivationsSimd(x.data() + r0 * w.cols(),
-                                                         (r1 - r0) * blocks, act + r0 * blocks);
+                       internal::QuantizeActivationsSimd(x.data() + r0 * cols, (r1 - r0) * blocks,
+                                                         act + r0 * blocks);
                      });
-  const internal::Split split = internal::PlanSplit(w.rows(), num_rows, macs, pool);
-  internal::RunSplit(split, pool, [&](uint64_t j0, uint64_t j1, uint64_t r0, uint64_t rn) {
-    const internal::PackedTask task{&w,
-                                    act + r0 * blocks,
-                                    rn,
-                                    y.data() + r0 * w.rows(),
-                                    w.rows(),
-                                    j0 / PackedMatrix::kTileRows,
-                                    CeilDiv(j1, PackedMatrix::kTileRows)};
-    internal::PackedRows(task);
-  });
+  // Each matrix split as it would be alone; the tasks of all of them in one
+  // loop (task t of the loop is task t - first[i] of matrix i).
+  std::vector<internal::Split> splits;
+  std::vector<uint64_t> first = {0};
+  for (const PackedMatrix* w : ws) {
+    if (w->rows() == 0) {  // no outputs, no tasks
+      splits.emplace_back();
+      first.push_back(first.back());
+      continue;
+    }
+    const uint64_t macs = CheckedProduct({w->rows(), cols, num_rows}).value_or(UINT64_MAX);
+    splits.push_back(internal::PlanSplit(w->rows(), num_rows, macs, pool));
+    first.push_back(first.back() + splits.back().num_tasks());
+  }
+  const auto run = [&](size_t t) {
+    const size_t i =
+        static_cast<size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin()) - 1;
+    const PackedMatrix& w = *ws[i];
+    internal::RunSplitTask(
+        splits[i], t - first[i], [&](uint64_t j0, uint64_t j1, uint64_t r0, uint64_t rn) {
+          internal::PackedRows({&w, act + r0 * blocks, rn, ys[i].data() + r0 * w.rows(), w.rows(),
+                                j0 / PackedMatrix::kTileRows,
+                                CeilDiv(j1, PackedMatrix::kTileRows)});
+        });
+  };
+  if (pool == nullptr || first.back() <= 1) {
+    for (uint64_t t = 0; t < first.back(); ++t) run(t);
+  } else {
+    pool->ParallelFor(first.back(), run);
+  }
   return Status::Ok();
 }
 

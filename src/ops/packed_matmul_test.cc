@@ -175,6 +175,49 @@ TEST(PackedMatMul, RowOfABatchEqualsThatRowAlone) {
   }
 }
 
+// Several matrices on one input (mixed types and heights, as a Q4_K_M
+// layer's q/k/v): each output has the bits of PackedMatMul on that matrix
+// alone, at every thread count.
+TEST(PackedMatMul, SeveralMatricesOnOneInputEqualEachAlone) {
+  ThreadPool pool(3);
+  const uint64_t cols = 512;
+  const Matrix a = RandomMatrix(WeightType::kQ4_K, 72, cols, 1);
+  const Matrix b = RandomMatrix(WeightType::kQ6_K, 24, cols, 2);
+  const Matrix c = RandomMatrix(WeightType::kQ8_0, 9, cols, 3);
+  const PackedMatrix pa = Pack(a), pb = Pack(b), pc = Pack(c);
+  const PackedMatrix* const ws[] = {&pa, &pb, &pc};
+  for (uint64_t num_rows : {1, 5, 70}) {
+    const std::vector<float> x = RandomActivations(num_rows * cols, 10 + num_rows);
+    for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      std::vector<std::vector<float>> got, want;
+      std::vector<std::span<float>> ys;
+      for (const PackedMatrix* w : ws) {
+        got.emplace_back(num_rows * w->rows(), 7.0f);
+        want.emplace_back(num_rows * w->rows());
+        ASSERT_TRUE(PackedMatMul(*w, x, num_rows, want.back()).ok());
+      }
+      for (auto& y : got) ys.emplace_back(y);
+      ASSERT_TRUE(PackedMatMuls(ws, x, num_rows, ys, threads).ok());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(SameBits(want[i], got[i])) << "matrix " << i << ", " << num_rows << " rows";
+      }
+    }
+  }
+  // A count or width mismatch is refused before anything is written.
+  const Matrix narrow = RandomMatrix(WeightType::kQ8_0, 8, 256, 4);
+  const PackedMatrix pn = Pack(narrow);
+  const PackedMatrix* const mixed[] = {&pa, &pn};
+  const std::vector<float> x = RandomActivations(cols, 9);
+  std::vector<float> y0(72, 7.0f), y1(8, 7.0f);
+  const std::span<float> ys[] = {y0, y1};
+  const Status width = PackedMatMuls(mixed, x, 1, ys);
+  EXPECT_EQ(width.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(width.message().find("columns"), std::string::npos) << width.message();
+  EXPECT_FALSE(PackedMatMuls(std::span(ws).first(1), x, 1, ys).ok());
+  for (float v : y0) EXPECT_EQ(v, 7.0f);
+  for (float v : y1) EXPECT_EQ(v, 7.0f);
+}
+
 // Against the exact product of the dequantized weights with the f32
 // activations (MatMulReference, accumulated in double): each activation
 // moves by at most half its block's step d_b (plus a few ulps of its

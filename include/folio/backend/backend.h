@@ -75,6 +75,14 @@ class Backend {
   // y [rows, w.rows] = x [rows, w.cols] times W transposed.
   virtual Status MatMul(const Weight& w, std::span<const float> x, uint64_t rows,
                         std::span<float> y) = 0;
+  // MatMul of several weights of the same width on one input x (a layer's
+  // q/k/v projections, its gate and up): ys[i] [rows, ws[i]->rows] = x
+  // times ws[i] transposed, each with the bits MatMul gives it alone. A
+  // backend may share work on x between them (the cpu backend's packed
+  // kernel quantizes x once and runs every weight in one parallel loop);
+  // by default it calls MatMul per weight.
+  virtual Status MatMuls(std::span<const Weight* const> ws, std::span<const float> x, uint64_t rows,
+                         std::span<const std::span<float>> ys);
   // out [ids.size(), w.cols]: the rows of w named by ids (each < w.rows; checked).
   virtual void Embed(const Weight& w, std::span<const int32_t> ids, std::span<float> out) = 0;
   // Per row of x ([rows, gain.size()]): out = x / rms(x) * gain.

@@ -136,6 +136,16 @@ class PackedMatrix {
 Status PackedMatMul(const PackedMatrix& w, std::span<const float> x, uint64_t num_rows,
                     std::span<float> y, ThreadPool* pool = nullptr);
 
+// PackedMatMul for several matrices of the same width on one input (a
+// layer's q/k/v projections, its gate and up): ys[i] = x times ws[i]
+// transposed, each with the bits PackedMatMul gives it alone. x is
+// quantized once for all, and every matrix's tiles run in one parallel
+// loop. InvalidArgument, before anything is written, on a count or size
+// mismatch or an output overlapping x.
+Status PackedMatMuls(std::span<const PackedMatrix* const> ws, std::span<const float> x,
+                     uint64_t num_rows, std::span<const std::span<float>> ys,
+                     ThreadPool* pool = nullptr);
+
 // The same chain, one output at a time in scalar code.
 Status PackedMatMulReference(const PackedMatrix& w, std::span<const float> x, uint64_t num_rows,
                              std::span<float> y);
