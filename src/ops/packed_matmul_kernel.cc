@@ -60,38 +60,40 @@ void QuantizeActivationsImpl(const float* x, size_t num_blocks, ActivationBlock*
   const hn::RebindToSigned<decltype(d)> di;
   const hn::Rebind<int8_t, decltype(d)> d8;
   const size_t n = hn::Lanes(d);
+  const auto magnitude = hn::Set(di, 0x7fffffff);
+  constexpr int32_t kInfBits = 0x7f800000;
   for (size_t b = 0; b < num_blocks; ++b) {
     const float* xb = x + 32 * b;
     ActivationBlock& a = out[b];
-    auto amax = hn::Zero(d), poison = hn::Zero(d);
+    // One integer max over the bits of |x|: finite magnitudes order as
+    // their bits do, and inf and NaN lie above every finite pattern, so it
+    // gives both max |x| and whether the block holds a non-finite element.
+    auto top = hn::Zero(di);
     for (size_t i = 0; i < 32; i += n) {
-      const auto v = hn::LoadU(d, xb + i);
-      amax = hn::Max(amax, hn::Abs(v));
-      poison = hn::Add(poison, hn::Mul(v, hn::Zero(d)));
+      top = hn::Max(top, hn::And(hn::BitCast(di, hn::LoadU(d, xb + i)), magnitude));
     }
-    std::memset(a.q, 0, sizeof(a.q));
-    a.sum = 0;
-    a.sum_low = 0;
-    // A NaN or inf element makes the poison NaN; Max may drop a NaN, so the
-    // range is read only after that check.
-    if (hn::GetLane(hn::SumOfLanes(d, poison)) != 0.0f) {
-      a.d = a.e = __builtin_nanf("");
-      continue;
-    }
-    const float range = hn::GetLane(hn::MaxOfLanes(d, amax));
-    if (range < kMinActivationRange) {
-      a.d = a.e = 0.0f;
+    const int32_t top_bits = hn::GetLane(hn::MaxOfLanes(di, top));
+    float range;
+    std::memcpy(&range, &top_bits, sizeof(range));
+    if (top_bits >= kInfBits || range < kMinActivationRange) {
+      std::memset(a.q, 0, sizeof(a.q));
+      a.sum = a.sum_low = 0;
+      a.d = a.e = top_bits >= kInfBits ? __builtin_nanf("") : 0.0f;
       continue;
     }
     const auto inverse = hn::Set(d, 127.0f / range);
-    auto sum = hn::Zero(di);
+    auto low = hn::Zero(di), high = hn::Zero(di);  // sums of q[0..15], q[16..31]
     for (size_t i = 0; i < 32; i += n) {
       const auto q = hn::NearestInt(hn::Mul(hn::LoadU(d, xb + i), inverse));
-      sum = hn::Add(sum, q);
+      if (i < 16) {
+        low = hn::Add(low, q);
+      } else {
+        high = hn::Add(high, q);
+      }
       hn::StoreU(hn::DemoteTo(d8, q), d8, a.q + i);
     }
-    a.sum = hn::GetLane(hn::SumOfLanes(di, sum));
-    a.sum_low = SumLow(a);
+    a.sum_low = hn::GetLane(hn::SumOfLanes(di, low));
+    a.sum = a.sum_low + hn::GetLane(hn::SumOfLanes(di, high));
     a.d = range / 127.0f;
     a.e = a.d * static_cast<float>(a.sum);
   }
