@@ -184,7 +184,7 @@ Status ApplyLinear(const Linear<T>& l, std::span<const T> x, uint64_t rows, std:
   }
 }
 
-// Several layers on one input (q/k/v, gate/up): one backend call, so that
+// Several linear layers on one input (q/k/v, gate/up): one backend call, so that
 // the backend can share the work on x (Backend::MatMuls).
 template <typename T, size_t N>
 Status ApplyLinears(const std::array<const Linear<T>*, N>& ls, std::span<const T> x, uint64_t rows,

@@ -325,6 +325,11 @@ Status PackedMatMuls(std::span<const PackedMatrix* const> ws, std::span<const fl
                                      " columns, matrix 0 " + Str(ws[0]->cols()));
     }
     FOLIO_RETURN_IF_ERROR(ValidateCall(*ws[i], x, num_rows, ys[i]));
+    for (size_t j = 0; j < i; ++j) {
+      if (internal::Overlap(ys[i], ys[j])) {
+        return Status::InvalidArgument("outputs " + Str(j) + " and " + Str(i) + " overlap");
+      }
+    }
   }
   if (num_rows == 0) return Status::Ok();
   // The activations, quantized once for every tile of every matrix (in

@@ -214,6 +214,12 @@ TEST(PackedMatMul, SeveralMatricesOnOneInputEqualEachAlone) {
   EXPECT_EQ(width.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(width.message().find("columns"), std::string::npos) << width.message();
   EXPECT_FALSE(PackedMatMuls(std::span(ws).first(1), x, 1, ys).ok());
+  const PackedMatrix* const twice[] = {&pc, &pc};
+  std::vector<float> shared(9 + 4, 7.0f);
+  const std::span<float> overlapping[] = {std::span(shared).first(9), std::span(shared).last(9)};
+  const Status overlap = PackedMatMuls(twice, x, 1, overlapping);
+  EXPECT_NE(overlap.message().find("overlap"), std::string::npos) << overlap.message();
+  for (float v : shared) EXPECT_EQ(v, 7.0f);
   for (float v : y0) EXPECT_EQ(v, 7.0f);
   for (float v : y1) EXPECT_EQ(v, 7.0f);
 }

@@ -141,7 +141,7 @@ Status PackedMatMul(const PackedMatrix& w, std::span<const float> x, uint64_t nu
 // transposed, each with the bits PackedMatMul gives it alone. x is
 // quantized once for all, and every matrix's tiles run in one parallel
 // loop. InvalidArgument, before anything is written, on a count or size
-// mismatch or an output overlapping x.
+// mismatch, or an output overlapping x or another output.
 Status PackedMatMuls(std::span<const PackedMatrix* const> ws, std::span<const float> x,
                      uint64_t num_rows, std::span<const std::span<float>> ys,
                      ThreadPool* pool = nullptr);
