@@ -102,6 +102,35 @@ TEST(Backend, AttentionPlansOnceAndAgreesAcrossBackends) {
   for (size_t i = 0; i < outs[0].size(); ++i) EXPECT_NEAR(outs[0][i], outs[1][i], bound) << i;
 }
 
+// The element-wise ops split a large call (a prefill's, >= 32K elements)
+// over the pool by rows: the bits equal the same call on one thread, and
+// RmsNorm and Rope (scalar on both backends) equal the reference's.
+TEST(Backend, ElementwiseOpsGiveTheSameBitsOnAnyThreadCount) {
+  const uint64_t rows = 96, width = 576, head_dim = 64, half = head_dim / 2;
+  const std::vector<float> x = Random(rows * width, 30), gain = Random(width, 31);
+  const std::vector<float> cos = Random(rows * half, 32), sin = Random(rows * half, 33);
+  const std::vector<float> up = Random(rows * width, 34);
+  ThreadPool pool(3);
+  const auto run = [&](Backend& be) {
+    std::vector<float> norm(x.size()), rot = x, gate = x;
+    be.RmsNorm(x, gain, 1e-5f, norm);
+    be.Rope(rot, rows, head_dim, cos, sin, /*neox=*/true);
+    be.SwiGlu(gate, up);
+    return std::vector<std::vector<float>>{norm, rot, gate};
+  };
+  const auto alone = run(*MakeBackend(BackendKind::kCpu));
+  const auto spread = run(*MakeBackend(BackendKind::kCpu, &pool));
+  const auto reference = run(*MakeBackend(BackendKind::kReference));
+  for (size_t op = 0; op < 3; ++op) {
+    EXPECT_EQ(std::memcmp(alone[op].data(), spread[op].data(), x.size() * sizeof(float)), 0)
+        << "op " << op;
+  }
+  for (size_t op = 0; op < 2; ++op) {
+    EXPECT_EQ(std::memcmp(alone[op].data(), reference[op].data(), x.size() * sizeof(float)), 0)
+        << "op " << op;
+  }
+}
+
 // Several weights on one input: each output has the bits of MatMul on that
 // weight alone, on both backends, in both activation modes, and with packed
 // and unpacked weights in one call (f32 has no packed form).
