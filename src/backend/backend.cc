@@ -178,7 +178,8 @@ class CpuBackend final : public HostBackend {
   }
   Status MatMuls(std::span<const Weight* const> ws, std::span<const float> x, uint64_t rows,
                  std::span<const std::span<float>> ys) override {
-    std::vector<const ops::PackedMatrix*> packed;
+    thread_local std::vector<const ops::PackedMatrix*> packed;  // no allocation per call
+    packed.clear();
     for (const Weight* w : ws) {
       if (!w->packed) return Backend::MatMuls(ws, x, rows, ys);
       packed.push_back(w->packed.get());

@@ -346,19 +346,25 @@ Status PackedMatMuls(std::span<const PackedMatrix* const> ws, std::span<const fl
                                                          act + r0 * blocks);
                      });
   // Each matrix split as it would be alone; the tasks of all of them in one
-  // loop (task t of the loop is task t - first[i] of matrix i).
-  std::vector<internal::Split> splits;
-  std::vector<uint64_t> first = {0};
+  // loop (task t of the loop is task t - first[i] of matrix i). Kept per
+  // thread like `buffer` (no allocation per call on the decode path) and,
+  // like it, reached by the tasks through spans, not by name.
+  thread_local std::vector<internal::Split> split_buffer;
+  thread_local std::vector<uint64_t> first_buffer;
+  split_buffer.clear();
+  first_buffer.assign(1, 0);
   for (const PackedMatrix* w : ws) {
     if (w->rows() == 0) {  // no outputs, no tasks
-      splits.emplace_back();
-      first.push_back(first.back());
+      split_buffer.emplace_back();
+      first_buffer.push_back(first_buffer.back());
       continue;
     }
     const uint64_t macs = CheckedProduct({w->rows(), cols, num_rows}).value_or(UINT64_MAX);
-    splits.push_back(internal::PlanSplit(w->rows(), num_rows, macs, pool));
-    first.push_back(first.back() + splits.back().num_tasks());
+    split_buffer.push_back(internal::PlanSplit(w->rows(), num_rows, macs, pool));
+    first_buffer.push_back(first_buffer.back() + split_buffer.back().num_tasks());
   }
+  const std::span<const internal::Split> splits = split_buffer;
+  const std::span<const uint64_t> first = first_buffer;
   const auto run = [&](size_t t) {
     const size_t i =
         static_cast<size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin()) - 1;
