@@ -103,10 +103,11 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, u
   }
 
   if (IsQuantized(shape.kv_dtype)) {
-    // One scale per (page, head) in both layouts: the pool's pages and the
-    // dense layout's one page per sequence.
-    f.scales_.assign(std::max(f.num_pages_, shape.batch) * shape.num_kv_heads,
-                     1.0f / CodeMax(shape.kv_dtype));
+    // One scale per row in both layouts: the pool's pages and the dense
+    // layout's one page per sequence.
+    f.scales_.assign(
+        std::max(f.num_pages_ * shape.page_size, shape.batch * shape.context) * shape.num_kv_heads,
+        1.0f / CodeMax(shape.kv_dtype));
   }
   f.dense_table_.resize(shape.batch);
   std::iota(f.dense_table_.begin(), f.dense_table_.end(), 0);

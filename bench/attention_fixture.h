@@ -28,9 +28,9 @@ struct AttentionShape {
 
   uint64_t pages_per_seq() const { return (context + page_size - 1) / page_size; }
   // Bytes of K plus V one decode step reads: batch * context * H_kv * d * 2
-  // elements, plus a quantized pool's scales (one f32 per page and head).
+  // elements, plus a quantized pool's scales (one f32 per row).
   uint64_t kv_bytes() const {
-    const uint64_t scales = IsQuantized(kv_dtype) ? batch * pages_per_seq() * num_kv_heads * 4 : 0;
+    const uint64_t scales = IsQuantized(kv_dtype) ? batch * context * num_kv_heads * 4 : 0;
     return (batch * context * num_kv_heads * head_dim * DTypeSize(kv_dtype) + scales) * 2;
   }
 };

@@ -15,6 +15,7 @@
 #include "bench/report.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
+#include "folio/kv/paged_kv_cache.h"
 
 namespace folio::bench {
 namespace {
@@ -24,7 +25,7 @@ constexpr uint64_t kPageSize = 16;
 // One window's prompt logits, [tokens, vocab], from an engine whose KV
 // cache has `dtype`.
 Result<std::vector<float>> PromptLogits(const model::Model& m, std::span<const int32_t> tokens,
-                                        DType dtype, ThreadPool& pool, uint64_t* saturated) {
+                                        DType dtype, ThreadPool& pool) {
   engine::EngineConfig ec;
   ec.page_size = kPageSize;
   ec.num_pages = tokens.size() / kPageSize + 2;
@@ -46,15 +47,14 @@ Result<std::vector<float>> PromptLogits(const model::Model& m, std::span<const i
     for (const auto& o : step)
       logits.insert(logits.end(), o.prompt_logits.begin(), o.prompt_logits.end());
   }
-  *saturated += eng.cache().Stats().kv_values_saturated;
   return logits;
 }
 
 // Greedy continuations of every prompt, batched in one engine.
 Result<std::vector<std::vector<int32_t>>> Greedy(const model::Model& m,
                                                  const std::vector<std::vector<int32_t>>& prompts,
-                                                 uint64_t max_tokens, DType dtype, ThreadPool& pool,
-                                                 uint64_t* saturated) {
+                                                 uint64_t max_tokens, DType dtype,
+                                                 ThreadPool& pool) {
   engine::EngineConfig ec;
   ec.page_size = kPageSize;
   uint64_t pages = 0, longest = 0;
@@ -84,7 +84,6 @@ Result<std::vector<std::vector<int32_t>>> Greedy(const model::Model& m,
       dst.insert(dst.end(), o.new_tokens.begin(), o.new_tokens.end());
     }
   }
-  *saturated += eng.cache().Stats().kv_values_saturated;
   return out;
 }
 
@@ -101,12 +100,18 @@ double SumNll(std::span<const float> logits, std::span<const int32_t> tokens, ui
   return nll;
 }
 
+// What the cache holds per K/V element, row scales included.
+double BytesPerElement(const model::ModelConfig& c, DType dtype) {
+  const kv::PagedKvCacheConfig kc{c.num_layers, c.num_kv_heads, c.head_dim(), kPageSize, 1, dtype};
+  return static_cast<double>(kv::PagedKvCache::BytesPerPage(kc)) /
+         static_cast<double>(2 * c.num_layers * c.num_kv_heads * kPageSize * c.head_dim());
+}
+
 struct DtypeResult {
   double nll = 0;
   uint64_t scored = 0;
   double max_abs = 0, sum_abs = 0;
   uint64_t compared = 0, argmax_rows = 0, argmax_agree = 0;
-  uint64_t saturated = 0;
   std::vector<std::vector<int32_t>> greedy;
 };
 
@@ -183,7 +188,7 @@ int RunKvAccuracyBench(const KvAccuracyBenchOptions& o, const std::string& comma
     std::vector<float> reference;
     for (const DType d : dtypes) {
       DtypeResult& r = results[d];
-      Result<std::vector<float>> logits = PromptLogits(*m, tokens, d, pool, &r.saturated);
+      Result<std::vector<float>> logits = PromptLogits(*m, tokens, d, pool);
       if (!logits) return fail(logits.error().WithContext(std::string(DTypeName(d))));
       if (logits->size() != window * vocab) {
         return fail(Status::FailedPrecondition("the engine returned " +
@@ -221,8 +226,7 @@ int RunKvAccuracyBench(const KvAccuracyBenchOptions& o, const std::string& comma
   }
   for (const DType d : dtypes) {
     DtypeResult& r = results[d];
-    Result<std::vector<std::vector<int32_t>>> out =
-        Greedy(*m, prompts, o.max_tokens, d, pool, &r.saturated);
+    Result<std::vector<std::vector<int32_t>>> out = Greedy(*m, prompts, o.max_tokens, d, pool);
     if (!out) return fail(out.error().WithContext(std::string(DTypeName(d))));
     r.greedy = std::move(*out);
   }
@@ -245,7 +249,7 @@ int RunKvAccuracyBench(const KvAccuracyBenchOptions& o, const std::string& comma
     }
     nlohmann::json row = {
         {"kv_dtype", DTypeName(d)},
-        {"bytes_per_element", DTypeSize(d)},
+        {"bytes_per_element", BytesPerElement(m->config(), d)},
         {"perplexity", ppl},
         {"perplexity_vs_f32", ppl / ref_ppl - 1.0},
         {"greedy_common_prefix", static_cast<double>(common) / static_cast<double>(total)},
@@ -256,7 +260,6 @@ int RunKvAccuracyBench(const KvAccuracyBenchOptions& o, const std::string& comma
       row["argmax_agreement"] =
           static_cast<double>(r.argmax_agree) / static_cast<double>(r.argmax_rows);
     }
-    if (IsQuantized(d)) row["saturated_elements"] = r.saturated;
     rows.push_back(row);
   }
   const nlohmann::json report = {

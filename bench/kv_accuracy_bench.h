@@ -6,7 +6,7 @@
 // mean absolute difference of those logits from f32's, how often their
 // argmax agrees, and greedy continuations of prompts taken from the corpus:
 // how many tokens each keeps in common with f32's before the first
-// difference. Quantized caches also report the elements that saturated.
+// difference.
 #ifndef FOLIO_BENCH_KV_ACCURACY_BENCH_H_
 #define FOLIO_BENCH_KV_ACCURACY_BENCH_H_
 

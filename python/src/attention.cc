@@ -214,8 +214,9 @@ std::span<const int32_t> AsInt32(const AnyArray& a, const char* name,
   RaiseTypeError(StrCat(name, " must be an integer array (int32 preferred); got ", DTypeString(t)));
 }
 
-// A quantized pool's scales, float32 [num_pages, num_kv_heads], copied
-// (they are small); refused for float pages.
+// A quantized pool's scales, float32 [num_pages, num_kv_heads, page_size]
+// (one per row, the pages' shape without head_dim), copied; refused for
+// float pages.
 std::vector<float> PageScales(const std::optional<AnyArray>& scales, const char* name,
                               DType kv_dtype, const AnyArray& pages) {
   if (!IsQuantized(kv_dtype)) {
@@ -227,15 +228,16 @@ std::vector<float> PageScales(const std::optional<AnyArray>& scales, const char*
   }
   if (!scales) {
     RaiseValueError(StrCat(DTypeName(kv_dtype), " pages need ", name,
-                           ": float32 [num_pages, num_kv_heads], code x scale = value"));
+                           ": float32 [num_pages, num_kv_heads, page_size], code x scale = value"));
   }
   if (scales->dtype() != nb::dtype<float>()) {
     RaiseTypeError(StrCat(name, " must be float32; got ", DTypeString(scales->dtype())));
   }
-  if (scales->ndim() != 2 || scales->shape(0) != pages.shape(0) ||
-      scales->shape(1) != pages.shape(1)) {
-    RaiseValueError(StrCat(name, " must be [num_pages, num_kv_heads] = [", pages.shape(0), ", ",
-                           pages.shape(1), "]; got ", ShapeOf(*scales)));
+  if (scales->ndim() != 3 || scales->shape(0) != pages.shape(0) ||
+      scales->shape(1) != pages.shape(1) || scales->shape(2) != pages.shape(2)) {
+    RaiseValueError(StrCat(name, " must be [num_pages, num_kv_heads, page_size] = [",
+                           pages.shape(0), ", ", pages.shape(1), ", ", pages.shape(2), "]; got ",
+                           ShapeOf(*scales)));
   }
   const auto* data = static_cast<const float*>(scales->data());
   return std::vector<float>(data, data + scales->size());
@@ -390,9 +392,10 @@ Arguments (NumPy arrays, C-contiguous ones are read without copying):
                 is logical position n - L + i and sees keys 0 .. n - L + i).
   key_scales,
   value_scales  keyword only; required with int8 / uint8 (E4M3) pages and
-                refused otherwise: float32 [num_pages, num_kv_heads], so
-                element (page, head, slot, f) means code x scale[page, head]
-                (the engine's --kv-dtype i8 / f8e4m3 layout).
+                refused otherwise: float32 [num_pages, num_kv_heads,
+                page_size], one per row, so element (page, head, slot, f)
+                means code x scale[page, head, slot] (the engine's
+                --kv-dtype i8 / f8e4m3 layout).
   num_threads   keyword only; 1 (default) runs on the calling thread, 0 on
                 every core; a value above the machine's core count
                 (std::thread::hardware_concurrency) is clamped to it.

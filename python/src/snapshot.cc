@@ -58,8 +58,9 @@ class Snapshot {
   }
 
   // An i8 snapshot's scales of one layer and role, float32 [num_pages,
-  // num_kv_heads]: element (page, slot, head, f) means code * scale[page,
-  // head]. ValueError for a float snapshot, which has none.
+  // page_size, num_kv_heads], one per row: element (page, slot, head, f)
+  // means code * scale[page, slot, head]. ValueError for a float snapshot,
+  // which has none.
   Pages Scales(uint64_t layer, bool value) const {
     if (layer >= s_->num_layers) {
       throw nb::index_error(
@@ -72,12 +73,12 @@ class Snapshot {
                                 .c_str());
     }
     const std::vector<float>& scales = value ? s_->value_scales[layer] : s_->key_scales[layer];
-    const size_t shape[2] = {s_->num_pages, s_->num_kv_heads};
+    const size_t shape[3] = {s_->num_pages, s_->page_size, s_->num_kv_heads};
     auto* keep = new std::shared_ptr<const format::KvSnapshot>(s_);
     nb::capsule owner(keep, [](void* p) noexcept {
       delete static_cast<std::shared_ptr<const format::KvSnapshot>*>(p);
     });
-    return Pages(const_cast<float*>(scales.data()), 2, shape, owner, nullptr, nb::dtype<float>());
+    return Pages(const_cast<float*>(scales.data()), 3, shape, owner, nullptr, nb::dtype<float>());
   }
 
  private:
@@ -97,8 +98,9 @@ FileNotFoundError if there is none.
 The result's keys(layer) / values(layer) are read-only NumPy arrays
 [num_pages, page_size, num_kv_heads, head_dim] (float32, float16, uint16
 holding bfloat16 bits, or int8 codes); an i8 snapshot's key_scales(layer) /
-value_scales(layer) are float32 [num_pages, num_kv_heads], and an element
-means its code times its page's scale for its head; sequences lists each sequence's block_table (indices
+value_scales(layer) are float32 [num_pages, page_size, num_kv_heads], one
+per row, and an element means its code times its row's scale; sequences
+lists each sequence's block_table (indices
 into those pages), num_tokens and request (the engine's state, a dict).
 )doc";
 
@@ -135,10 +137,12 @@ void BindSnapshot(nb::module_& m) {
           nb::arg("layer"), "Layer `layer`'s value pages.")
       .def(
           "key_scales", [](const Snapshot& s, uint64_t layer) { return s.Scales(layer, false); },
-          nb::arg("layer"), "An i8 snapshot's key scales of layer `layer`, [num_pages, heads].")
+          nb::arg("layer"),
+          "An i8 snapshot's key scales of layer `layer`, [num_pages, page_size, heads].")
       .def(
           "value_scales", [](const Snapshot& s, uint64_t layer) { return s.Scales(layer, true); },
-          nb::arg("layer"), "An i8 snapshot's value scales of layer `layer`, [num_pages, heads].")
+          nb::arg("layer"),
+          "An i8 snapshot's value scales of layer `layer`, [num_pages, page_size, heads].")
       .def("__repr__", [](const Snapshot& s) {
         const format::KvSnapshot& k = s.get();
         return "<folio.KvSnapshot " + std::to_string(k.sequences.size()) + " sequences, " +

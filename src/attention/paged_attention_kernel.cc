@@ -5,7 +5,7 @@
 // inputs (contract 3):
 // - accumulation is f32; K/V of narrower dtypes are widened exactly;
 // - quantized K/V (i8, f8e4m3) are widened to their codes' values and the
-//   page's scale is applied once per key, not per element: a key's score
+//   row's scale is applied once per key, not per element: a key's score
 //   is dot(q, codes) * key scale * softmax scale, and a value row's weight
 //   p is multiplied by its value scale before the row is accumulated.
 //   f8e4m3 codes widen through f16 bits (exact, and subnormals stay out of
@@ -436,8 +436,8 @@ void RunChunkT(const ChunkTask& t) {
   // Fills rows[0][s] (K) and rows[1][s] (V) of the task's first head for keys
   // [begin, end) of the tile at t0, reading each page's table entry once;
   // the task's head h has its rows h * head_stride further on. Quantized
-  // pools: scales[s] is where the first head's scales of slot s's page
-  // sit (head h's is h further on).
+  // pools: scales[s] is where the first head's scale of slot s sits (head
+  // h's is h * page further on; the scales mirror the pool without head_dim).
   uint64_t cached_page = UINT64_MAX;
   uint64_t page_offset = 0, scale_offset = 0;
   const auto locate = [&](uint64_t t0, uint64_t begin, uint64_t end, const S*(*rows)[kTileKeys],
@@ -447,14 +447,15 @@ void RunChunkT(const ChunkTask& t) {
       if (logical_page != cached_page) {
         cached_page = logical_page;
         const auto phys = static_cast<uint64_t>(t.table[logical_page]);
-        scale_offset = phys * t.kv.num_kv_heads + t.kv_head_begin;
-        page_offset = scale_offset * head_stride;
+        scale_offset = (phys * t.kv.num_kv_heads + t.kv_head_begin) * page;
+        page_offset = scale_offset * head_dim;
       }
       const uint64_t run_end = std::min(end, j + (page - in_page));
-      for (uint64_t at = page_offset + in_page * head_dim; j < run_end; ++j, at += head_dim) {
+      uint64_t at = page_offset + in_page * head_dim, row = scale_offset + in_page;
+      for (; j < run_end; ++j, at += head_dim, ++row) {
         rows[0][j - t0] = kbase + at;
         rows[1][j - t0] = vbase + at;
-        scales[j - t0] = scale_offset;
+        scales[j - t0] = row;
       }
     }
   };
@@ -502,8 +503,8 @@ void RunChunkT(const ChunkTask& t) {
         head_rows[0][s] = cur[0][s] + h * head_stride;
         head_rows[1][s] = cur[1][s] + h * head_stride;
         if constexpr (kQuantized<S>) {
-          head_scales[0][s] = t.kv.key_scales[cur_scales[s] + h] * kCodeScale<S>;
-          head_scales[1][s] = t.kv.value_scales[cur_scales[s] + h] * kCodeScale<S>;
+          head_scales[0][s] = t.kv.key_scales[cur_scales[s] + h * page] * kCodeScale<S>;
+          head_scales[1][s] = t.kv.value_scales[cur_scales[s] + h * page] * kCodeScale<S>;
         }
       }
       // The next (tile, head)'s rows, prefetched a few lines at a time from

@@ -14,13 +14,13 @@ Status PagedAttentionReference(const PagedAttentionParams& params, std::span<con
   FOLIO_RETURN_IF_ERROR(ValidatePagedAttention(params, query.size(), out.size(), kv, batch));
   const uint64_t d = kv.head_dim, group = params.num_q_heads / kv.num_kv_heads;
   const kv::LaneShape shape = kv.lane_shape();
-  // Quantized K/V: the code's value times its page's scale, in float64.
+  // Quantized K/V: the code's value times its row's scale, in float64.
   auto load = [&](const std::byte* base, const float* scales, const int32_t* table, uint64_t g,
                   uint64_t j, uint64_t f) {
     const auto phys = static_cast<uint64_t>(table[j / kv.page_size]);
-    const double x = LoadElement<double>(
-        kv.dtype, base, kv::ScalarIndex(shape, kv.page_size, phys, j % kv.page_size, 0, g, f));
-    return scales == nullptr ? x : x * double{scales[phys * kv.num_kv_heads + g]};
+    const uint64_t row = kv::ScalarIndex(shape, kv.page_size, phys, j % kv.page_size, 0, g, 0);
+    const double x = LoadElement<double>(kv.dtype, base, row + f);
+    return scales == nullptr ? x : x * double{scales[row / kv.head_dim]};
   };
   std::vector<double> weights, acc(d);
   for (uint64_t s = 0; s < batch.context_lens.size(); ++s) {

@@ -28,12 +28,12 @@ void ForEachTarget(const std::function<void()>& fn) {
 // A batch of sequences placed in a page pool. Every sequence's logical K/V
 // content comes from its own seed, so the same content can be placed with
 // different page sizes and permutations. Every slot no sequence owns is NaN
-// (quantized pools: every page no sequence owns has NaN scales).
+// (quantized pools: every row no sequence owns has a NaN scale).
 struct PagedBatch {
   uint64_t num_kv_heads = 0, head_dim = 0, page_size = 0, num_pages = 0;
   DType dtype = DType::kF32;
   std::vector<std::byte> keys, values;          // [num_pages, H_kv, P, D]
-  std::vector<float> key_scales, value_scales;  // quantized: [num_pages, H_kv]
+  std::vector<float> key_scales, value_scales;  // quantized: [num_pages, H_kv, P]
   uint64_t max_pages = 0;
   std::vector<int32_t> block_table, context_lens, query_indptr;
 
@@ -88,8 +88,8 @@ PagedBatch Place(const std::vector<SeqSpec>& seqs, uint64_t kv_heads, uint64_t h
   const bool quantized = IsQuantized(dtype);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   if (quantized) {
-    b.key_scales.assign(total * kv_heads, nan);
-    b.value_scales.assign(total * kv_heads, nan);
+    b.key_scales.assign(total * kv_heads * page_size, nan);
+    b.value_scales.assign(total * kv_heads * page_size, nan);
   } else {
     for (uint64_t i = 0; i < slots; ++i) {
       StoreElement(dtype, b.keys.data(), i, nan);
@@ -97,7 +97,7 @@ PagedBatch Place(const std::vector<SeqSpec>& seqs, uint64_t kv_heads, uint64_t h
     }
   }
   // Quantized content: Content's value as a code of the dtype's full
-  // range, and a scale per (logical page, head, role) between 1 and 1.75
+  // range, and a scale per (position, head, role) between 1 and 1.75
   // times the one that maps the range back to [-1, 1].
   const float code_max = dtype == DType::kI8 ? 127.0f : 448.0f;
   const auto store = [&](std::vector<std::byte>& pool, uint64_t i, float x) {
@@ -123,11 +123,10 @@ PagedBatch Place(const std::vector<SeqSpec>& seqs, uint64_t kv_heads, uint64_t h
           store(b.values, i, Content(s.seed, pos, h, f, 1));
         }
         if (quantized) {
-          const uint64_t lp = pos / page_size;
-          b.key_scales[phys * kv_heads + h] =
-              (1.0f + 0.25f * static_cast<float>((s.seed + lp + h) % 4)) / code_max;
-          b.value_scales[phys * kv_heads + h] =
-              (1.0f + 0.25f * static_cast<float>((s.seed + lp + h + 1) % 4)) / code_max;
+          const uint64_t at = (phys * kv_heads + h) * page_size + pos % page_size;
+          b.key_scales[at] = (1.0f + 0.25f * static_cast<float>((s.seed + pos + h) % 4)) / code_max;
+          b.value_scales[at] =
+              (1.0f + 0.25f * static_cast<float>((s.seed + pos + h + 1) % 4)) / code_max;
         }
       }
     }
@@ -221,7 +220,7 @@ std::vector<GridCase> Grid() {
   cases.push_back({16, 530, 37, 8, 2, 64, 100, DType::kF32});  // windowed prefill
   cases.push_back({5, 700, 1, 4, 4, 16, 64, DType::kF16});     // windowed decode
   cases.push_back({128, 129, 9, 16, 2, 128, 0, DType::kF32});
-  // Quantized pages: page scales change inside a tile (page 3, 5), GQA,
+  // Quantized pages: row scales change from key to key (pages of 16, 3, 5), GQA,
   // prefill, the scalar tail (head dim 37) and a window.
   for (DType q : {DType::kI8, DType::kF8E4M3}) {
     cases.push_back({16, 100, 1, 8, 2, 64, 0, q});
@@ -266,18 +265,19 @@ TEST(PagedAttentionDeterminism, PagePlacementAndPageSizeDoNotChangeBits) {
   });
 }
 
-// Quantized pages carry their scales with them: placement, batch company,
-// threads and split never change a row's bits. (Page size does change the
-// content here, since each page has its own scales.)
+// Quantized pages carry their row scales with them: placement, page size,
+// batch company, threads and split never change a row's bits.
 TEST(PagedAttentionDeterminism, QuantizedPagesKeepTheContract) {
   ForEachTarget([&] {
     for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
       const SeqSpec me{700, 3, 5};
       const auto q = Queries({me}, 8, 64);
       const auto want = RunKernel(Gqa(8, 64), q, Place({me}, 2, 64, 16, dtype, 1));
-      for (uint64_t seed : {2, 3}) {
-        EXPECT_EQ(RunKernel(Gqa(8, 64), q, Place({me}, 2, 64, 16, dtype, seed)), want)
-            << DTypeName(dtype) << " seed " << seed;
+      for (uint64_t page : {5, 16, 64}) {
+        for (uint64_t seed : {2, 3}) {
+          EXPECT_EQ(RunKernel(Gqa(8, 64), q, Place({me}, 2, 64, page, dtype, seed)), want)
+              << DTypeName(dtype) << " page " << page << " seed " << seed;
+        }
       }
       const std::vector<SeqSpec> crowd = {{33, 33, 22}, me, {1000, 1, 23}, {5, 2, 24}};
       const PagedBatch b = Place(crowd, 2, 64, 16, dtype, 5);
@@ -595,7 +595,7 @@ TEST_F(PagedAttentionErrors, QueryIndptrMismatch) {
 }
 
 TEST_F(PagedAttentionErrors, ScalesExactlyForQuantizedDtypes) {
-  std::vector<float> scales(b_.num_pages * b_.num_kv_heads, 1.0f);
+  std::vector<float> scales(b_.num_pages * b_.num_kv_heads * b_.page_size, 1.0f);
   kv::PagedKvView v = b_.kv();
   v.key_scales = scales.data();
   v.value_scales = scales.data();

@@ -41,7 +41,7 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   cmd->add_option("--builtin-context", f.builtin_context, "positions of the built-in model");
   cmd->add_option(
       "--kv-dtype", f.kv_dtype,
-      "f32, bf16, f16, i8 or f8e4m3 (i8 / f8e4m3: one scale per page and head), or f64");
+      "f32, bf16, f16, i8 or f8e4m3 (i8 / f8e4m3: one scale per row of head_dim codes), or f64");
   AddTokenizerPreOption(*cmd, f.tokenizer_pre);
   AddChatTemplateOption(*cmd, f.chat_template);
   cmd->add_option("--backend", f.backend, "cpu (SIMD kernels) or reference (scalar)");

@@ -66,10 +66,9 @@ TEST(Engine, ChunkSizeAndPageSizeDoNotChangeTokens) {
   EXPECT_EQ(RunEngine(small, kPrompts, Sampled()), want);
 }
 
-// Quantized KV pages keep contract 3: a page's scales come from its first
-// row, so batch company, prefill chunk size, preemption (recomputation)
-// and prefix-cache reuse leave every token as it was. (The page size is
-// held fixed: it decides which rows share a scale.)
+// Quantized KV pages keep contract 3: a row's scale comes from the row
+// alone, so batch company, prefill chunk size, preemption (recomputation),
+// prefix-cache reuse and the page size leave every token as it was.
 TEST(Engine, QuantizedKvTokensDoNotDependOnBatchChunkOrPreemption) {
   for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
     EngineConfig base;
@@ -90,6 +89,9 @@ TEST(Engine, QuantizedKvTokensDoNotDependOnBatchChunkOrPreemption) {
     EngineStats stats;
     EXPECT_EQ(RunEngine(tight, kPrompts, Sampled(), &stats), want) << DTypeName(dtype);
     EXPECT_GT(stats.preemptions, 0u);
+    EngineConfig pages = base;
+    pages.page_size = 16;
+    EXPECT_EQ(RunEngine(pages, kPrompts, Sampled()), want) << DTypeName(dtype);
   }
 }
 

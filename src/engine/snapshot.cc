@@ -144,19 +144,19 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
       }
       (key ? s.keys : s.values).push_back(std::move(pool));
       if (!IsQuantized(kc.dtype)) continue;
-      // Every exported page has its slot-0 row, which set its scales.
-      std::vector<float> scales(s.num_pages * heads);
+      // Every live slot's row was written, which set its scale.
+      const uint64_t rows = kc.page_size * heads;
+      std::vector<float> scales(s.num_pages * rows);
       for (size_t j = 0; j < pages.size(); ++j) {
-        const std::span<float> out = std::span(scales).subspan(j * heads, heads);
-        cache.ReadPageScales(l, role, pages[j], out);
-        for (uint64_t h = 0; h < heads; ++h) {
-          if (!std::isfinite(out[h]) || !(out[h] > 0.0f)) {
-            return Status::FailedPrecondition("layer " + std::to_string(l) +
-                                              (key ? " key" : " value") + " scale of page " +
-                                              std::to_string(pages[j]) + " head " +
-                                              std::to_string(h) + " is " + std::to_string(out[h]) +
-                                              ", not a finite number > 0 (the page's first row is "
-                                              "unwritten)");
+        const std::span<float> out = std::span(scales).subspan(j * rows, rows);
+        cache.ReadPageScales(l, role, pages[j], live[j], out);
+        for (uint64_t i = 0; i < rows; ++i) {
+          if (!std::isfinite(out[i]) || !(out[i] > 0.0f)) {
+            return Status::FailedPrecondition(
+                "layer " + std::to_string(l) + (key ? " key" : " value") + " scale of page " +
+                std::to_string(pages[j]) + " slot " + std::to_string(i / heads) + " head " +
+                std::to_string(i % heads) + " is " + std::to_string(out[i]) +
+                ", not a finite number > 0 (the row is unwritten)");
           }
         }
       }
@@ -228,7 +228,7 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
   const std::vector<kv::PageId>& pages = *held;
   kv::PagedKvCache& cache = kv_->mutable_cache();
   const uint64_t page_bytes = cache.page_bytes();
-  const uint64_t heads = kc.num_kv_heads;
+  const uint64_t rows = kc.page_size * kc.num_kv_heads;  // scales per page
   for (uint64_t l = 0; l < s.num_layers; ++l) {
     for (size_t j = 0; j < pages.size(); ++j) {
       const auto at = [&](const std::vector<std::byte>& pool) {
@@ -240,7 +240,7 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
       // Validate checked every scale (finite, > 0) and the dtype check that
       // an i8 engine gets an i8 snapshot, so these cannot fail either.
       const auto scales = [&](const std::vector<float>& all) {
-        return std::span(all).subspan(j * heads, heads);
+        return std::span(all).subspan(j * rows, rows);
       };
       FOLIO_CHECK(
           cache.WritePageScales(l, kv::KvRole::kKey, pages[j], scales(s.key_scales[l])).ok());

@@ -1,5 +1,5 @@
-// KV snapshots of quantized caches: i8 pages travel with their per-page,
-// per-head scales and continue bit-identically; f8e4m3 has no encoding.
+// KV snapshots of quantized caches: i8 pages travel with their row scales
+// and continue bit-identically; f8e4m3 has no encoding.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -106,8 +106,9 @@ TEST(EngineSnapshotQuantized, I8ImportedRequestsContinueBitIdentically) {
   ASSERT_EQ(snapshot->key_scales.size(), snapshot->num_layers);
   ASSERT_EQ(snapshot->value_scales.size(), snapshot->num_layers);
   for (uint64_t l = 0; l < snapshot->num_layers; ++l) {
-    EXPECT_EQ(snapshot->key_scales[l].size(), snapshot->num_pages * snapshot->num_kv_heads);
-    EXPECT_EQ(snapshot->value_scales[l].size(), snapshot->num_pages * snapshot->num_kv_heads);
+    const uint64_t rows = snapshot->num_pages * snapshot->page_size * snapshot->num_kv_heads;
+    EXPECT_EQ(snapshot->key_scales[l].size(), rows);
+    EXPECT_EQ(snapshot->value_scales[l].size(), rows);
   }
   // Through the wire format.
   auto decoded = format::DecodeSnapshot(format::EncodeSnapshot(*snapshot));
@@ -220,7 +221,8 @@ TEST(EngineSnapshotQuantized, I8ImportRefusesBadScalesAndChangesNothing) {
   for (const float bad_scale : {0.0f, std::nanf("")}) {
     format::KvSnapshot bad = good;
     bad.value_scales[1][0] = bad_scale;
-    ExpectRefusal(receiver, bad, StatusCode::kInvalidArgument, "layer 1 value scale of page 0");
+    ExpectRefusal(receiver, bad, StatusCode::kInvalidArgument,
+                  "layer 1 value scale of page 0 slot 0 head 0");
   }
   format::KvSnapshot short_scales = good;
   short_scales.key_scales[0].pop_back();

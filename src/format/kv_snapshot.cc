@@ -60,7 +60,7 @@ Status CheckQuantizedPageSize(uint64_t page_size) {
 }
 
 // Tensors per layer and role: one (all heads) for float dtypes, one per
-// K/V head for i8, whose scales are per page and head.
+// K/V head for i8, whose scales are per row (page, slot and head).
 uint64_t TensorsPerRole(const KvSnapshot& s) { return s.quantized() ? s.num_kv_heads : 1; }
 
 // An f32 in the file's byte order (little-endian).
@@ -111,8 +111,8 @@ uint64_t TotalTokens(const KvSnapshot& s) {
 
 // The key or value descriptor of one layer: all its heads for float
 // dtypes; for i8 one head's (which head is the tensor's position in the
-// file), [total_tokens, 1, head_dim] with a symmetric per-block (= per
-// page) scale in every page slot. The manifest's page_size must pass
+// file), [total_tokens, 1, head_dim] with a symmetric per-block scale in
+// every page slot (its row's). The manifest's page_size must pass
 // CheckQuantizedPageSize for i8.
 Result<TensorDescriptor> Describe(const KvSnapshot& s, uint64_t layer, bool value) {
   FOLIO_ASSIGN_OR_RETURN(BlockPagedLayout layout,
@@ -181,7 +181,7 @@ json Manifest(const KvSnapshot& s) {
       s.quantized()
           ? "one tensor per layer, role and K/V head (layer 0 key heads 0..H-1, layer 0 value "
             "heads 0..H-1, layer 1 key ...), each pool [num_pages, page_size, 1, head_dim] i8 "
-            "with per_block_affine f32 scales [num_pages, page_size], equal within a page"
+            "with per_block_affine f32 scales [num_pages, page_size], one per row"
           : "token-major [num_pages, page_size, num_kv_heads, head_dim]";
   return {{"format", "folio-kv-snapshot"},
           {"model_id", s.model_id},
@@ -288,21 +288,22 @@ Status KvSnapshot::Validate() const {
                                      Str(value_scales.size()) + " value scale lists for " +
                                      Str(num_layers) + " layers");
     }
-    const uint64_t per_layer = num_pages * num_kv_heads;
+    const uint64_t per_layer = num_pages * page_size * num_kv_heads;
     for (uint64_t l = 0; l < num_layers; ++l) {
       for (const bool value : {false, true}) {
         const std::vector<float>& scales = value ? value_scales[l] : key_scales[l];
         if (scales.size() != per_layer) {
-          return Status::InvalidArgument("layer " + Str(l) + " " + RoleName(value) +
-                                         " scales: " + Str(scales.size()) +
-                                         ", not num_pages * num_kv_heads = " + Str(per_layer));
+          return Status::InvalidArgument(
+              "layer " + Str(l) + " " + RoleName(value) + " scales: " + Str(scales.size()) +
+              ", not num_pages * page_size * num_kv_heads = " + Str(per_layer));
         }
         for (uint64_t i = 0; i < per_layer; ++i) {
           if (!std::isfinite(scales[i]) || !(scales[i] > 0.0f)) {
-            return Status::InvalidArgument("layer " + Str(l) + " " + RoleName(value) +
-                                           " scale of page " + Str(i / num_kv_heads) + " head " +
-                                           Str(i % num_kv_heads) + " is " + FloatStr(scales[i]) +
-                                           ", not a finite number > 0");
+            const uint64_t row = i / num_kv_heads;
+            return Status::InvalidArgument(
+                "layer " + Str(l) + " " + RoleName(value) + " scale of page " +
+                Str(row / page_size) + " slot " + Str(row % page_size) + " head " +
+                Str(i % num_kv_heads) + " is " + FloatStr(scales[i]) + ", not a finite number > 0");
           }
         }
       }
@@ -386,12 +387,11 @@ std::vector<std::byte> EncodeSnapshot(const KvSnapshot& s) {
           w.PutBytes(buf);
         }
         if (s.quantized()) {
-          // The page's scale for head h, in each of its slots.
+          // Head h's row scales, slot by slot.
           const std::vector<float>& scales = value ? s.value_scales[l] : s.key_scales[l];
           w.PutZeros(PaddingTo64(w.size()));
-          for (uint64_t p = 0; p < s.num_pages; ++p) {
-            const auto bits = std::bit_cast<uint32_t>(scales[p * s.num_kv_heads + h]);
-            for (uint64_t t = 0; t < s.page_size; ++t) w.Put<uint32_t>(bits);
+          for (uint64_t row = 0; row < rows; ++row) {
+            w.Put<uint32_t>(std::bit_cast<uint32_t>(scales[row * s.num_kv_heads + h]));
           }
         }
       }
@@ -500,31 +500,19 @@ Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes) {
       dst.emplace_back(buffers[0].begin(), buffers[0].end());
       continue;
     }
-    // i8: head `head`'s rows back into the token-major pool, and its one
-    // scale per page from the page's slots, which must agree.
+    // i8: head `head`'s rows and their scales back into the token-major
+    // pool and scale list.
     auto& scales = value ? s.value_scales : s.key_scales;
     if (head == 0) {
       dst.emplace_back(*pool_bytes);
-      scales.emplace_back(s.num_pages * s.num_kv_heads);
+      scales.emplace_back(rows * s.num_kv_heads);
     }
     std::byte* pool = dst.back().data();
+    float* row_scales = scales.back().data();
     for (uint64_t row = 0; row < rows; ++row) {
       std::memcpy(pool + (row * s.num_kv_heads + head) * dim, buffers[0].data() + row * dim, dim);
-    }
-    const std::byte* slot_scales = buffers[3].data();
-    for (uint64_t p = 0; p < s.num_pages; ++p) {
-      const uint32_t first = LoadU32(slot_scales + 4 * p * s.page_size);
-      for (uint64_t t = 1; t < s.page_size; ++t) {
-        const uint32_t bits = LoadU32(slot_scales + 4 * (p * s.page_size + t));
-        if (bits != first) {
-          return Status::InvalidArgument(
-              what + ": page " + Str(p) + " slot " + Str(t) + " scale " +
-              FloatStr(std::bit_cast<float>(bits)) + " differs from slot 0's " +
-              FloatStr(std::bit_cast<float>(first)) +
-              " (folio keeps one scale per page and K/V head, so a page's slots must agree)");
-        }
-      }
-      scales.back()[p * s.num_kv_heads + head] = std::bit_cast<float>(first);
+      row_scales[row * s.num_kv_heads + head] =
+          std::bit_cast<float>(LoadU32(buffers[3].data() + 4 * row));
     }
   }
   if (r.remaining() != 0) {

@@ -43,13 +43,14 @@ KvSnapshot Sample(uint64_t seed = 1, ElementType dtype = ElementType::kBF16,
   return s;
 }
 
-// Sample's pages as i8 codes, with a positive scale per page and K/V head.
+// Sample's pages as i8 codes, with a positive scale per row (page, slot and
+// K/V head).
 KvSnapshot SampleI8(uint64_t seed = 1, uint64_t page_size = 4) {
   KvSnapshot s = Sample(seed, ElementType::kI8, page_size);
   SplitMix64 rng(seed + 100);
   for (uint64_t l = 0; l < s.num_layers; ++l) {
     for (auto* scales : {&s.key_scales, &s.value_scales}) {
-      std::vector<float> layer(s.num_pages * s.num_kv_heads);
+      std::vector<float> layer(s.num_pages * s.page_size * s.num_kv_heads);
       for (float& x : layer) x = 0.001f + static_cast<float>(rng.NextU64() % 1000) / 4096.0f;
       scales->push_back(std::move(layer));
     }
@@ -179,7 +180,7 @@ TEST(KvSnapshot, ValidateNamesTheProblem) {
   expect(s, "0 key and 2 value scale lists for 2 layers");
   s = SampleI8();
   s.value_scales[1].pop_back();
-  expect(s, "layer 1 value scales: 7, not num_pages * num_kv_heads = 8");
+  expect(s, "layer 1 value scales: 31, not num_pages * page_size * num_kv_heads = 32");
   expect(SampleI8(1, 3), "power of two >= 2");
   expect(SampleI8(1, 1), "page_size is 1");
 }
@@ -280,7 +281,7 @@ TEST(KvSnapshot, FloatFilesAreByteForByteUnchanged) {
 }
 
 // i8: one tensor per layer, role and K/V head, its pool that head's rows and
-// its per-block scales the page's scale repeated in every slot.
+// its per-block scales that head's row scales, slot by slot.
 TEST(KvSnapshot, I8RoundTripsExactlyWithOneTensorPerHead) {
   const KvSnapshot s = SampleI8();
   ASSERT_TRUE(s.Validate().ok()) << s.Validate().ToString();
@@ -319,7 +320,7 @@ TEST(KvSnapshot, I8RoundTripsExactlyWithOneTensorPerHead) {
                      bytes.begin() + static_cast<ptrdiff_t>(tensors[i].buffer_at[0] + row * 3)))
           << "tensor " << i << " row " << row;
       EXPECT_EQ(U32At(bytes, tensors[i].buffer_at[3] + 4 * row),
-                std::bit_cast<uint32_t>(scales[(row / slots) * heads + head]))
+                std::bit_cast<uint32_t>(scales[row * heads + head]))
           << "tensor " << i << " slot " << row;
     }
   }
@@ -345,44 +346,44 @@ TEST(KvSnapshot, I8EmptyBatchRoundTrips) {
   EXPECT_TRUE(Same(*back, s));
 }
 
-// folio keeps one scale per page and head, so a file whose page slots
-// disagree cannot be loaded faithfully.
-TEST(KvSnapshot, I8PageWhoseSlotScalesDisagreeIsRefused) {
+// Every slot's scale in the file is its row's: changing one changes that
+// row's scale alone.
+TEST(KvSnapshot, I8SlotScalesReadBackAsRowScales) {
   const KvSnapshot s = SampleI8();
   std::vector<std::byte> bytes = EncodeSnapshot(s);
   const std::vector<FileTensor> tensors = WalkTensors(bytes);
   // Layer 1 value head 1 is the last tensor; page 1, slot 2.
-  const size_t at = tensors[7].buffer_at[3] + 4 * (1 * 4 + 2);
-  PutU32At(bytes, at, std::bit_cast<uint32_t>(2.0f * s.value_scales[1][1 * 2 + 1]));
+  const size_t row = 1 * 4 + 2;
+  const float doubled = 2.0f * s.value_scales[1][row * 2 + 1];
+  PutU32At(bytes, tensors[7].buffer_at[3] + 4 * row, std::bit_cast<uint32_t>(doubled));
   FixCrc(bytes);
-  const Status st = DecodeSnapshot(bytes).status();
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
-  EXPECT_NE(st.ToString().find("layer 1 value head 1 tensor: page 1 slot 2 scale"),
-            std::string::npos)
-      << st.ToString();
-  EXPECT_NE(st.ToString().find("one scale per page and K/V head"), std::string::npos);
+  auto back = DecodeSnapshot(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  KvSnapshot want = s;
+  want.value_scales[1][row * 2 + 1] = doubled;
+  EXPECT_EQ(back->value_scales, want.value_scales);
+  EXPECT_EQ(back->key_scales, s.key_scales);
 }
 
 TEST(KvSnapshot, I8ScalesMustBeFiniteAndPositive) {
   for (const float bad : {0.0f, -0.5f, std::numeric_limits<float>::quiet_NaN(),
                           std::numeric_limits<float>::infinity()}) {
     KvSnapshot s = SampleI8();
-    s.key_scales[0][2 * 2 + 1] = bad;  // page 2, head 1
+    s.key_scales[0][(2 * 4 + 1) * 2 + 1] = bad;  // page 2, slot 1, head 1
     const Status st = s.Validate();
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
-    EXPECT_NE(st.ToString().find("layer 0 key scale of page 2 head 1 is"), std::string::npos)
+    EXPECT_NE(st.ToString().find("layer 0 key scale of page 2 slot 1 head 1 is"), std::string::npos)
         << st.ToString();
 
-    // The same scale in every slot of the page, in the file.
+    // The same scale in the file (layer 0 key head 1 is the second tensor).
     std::vector<std::byte> bytes = EncodeSnapshot(SampleI8());
     const std::vector<FileTensor> tensors = WalkTensors(bytes);
-    for (uint64_t t = 0; t < 4; ++t) {
-      PutU32At(bytes, tensors[1].buffer_at[3] + 4 * (2 * 4 + t), std::bit_cast<uint32_t>(bad));
-    }
+    PutU32At(bytes, tensors[1].buffer_at[3] + 4 * (2 * 4 + 1), std::bit_cast<uint32_t>(bad));
     FixCrc(bytes);
     const Status decoded = DecodeSnapshot(bytes).status();
     EXPECT_EQ(decoded.code(), StatusCode::kInvalidArgument) << bad;
-    EXPECT_NE(decoded.ToString().find("layer 0 key scale of page 2 head 1 is"), std::string::npos)
+    EXPECT_NE(decoded.ToString().find("layer 0 key scale of page 2 slot 1 head 1 is"),
+              std::string::npos)
         << decoded.ToString();
   }
 }

@@ -22,7 +22,7 @@ LayerCache MakeCache(PageTableLayout layout, DType dtype = DType::kF64) {
   return *LayerCache::Create(std::move(layout), {2, 3, 4}, dtype);
 }
 
-// 8-bit dtypes need per-page scales, which only PagedKvCache keeps.
+// 8-bit dtypes need row scales, which only PagedKvCache keeps.
 TEST(LayerCache, QuantizedDtypesAreRefusedByName) {
   for (DType dtype : {DType::kI8, DType::kF8E4M3}) {
     auto c = LayerCache::Create(*PageTableLayout::Identity(4, 2), {1, 1, 2}, dtype);

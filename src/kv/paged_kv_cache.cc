@@ -51,36 +51,25 @@ void StoreRow(DType dtype, std::byte* base, uint64_t dst, const float* src, uint
   for (uint64_t f = 0; f < head_dim; ++f) StoreElement(dtype, base, dst + f, src[f]);
 }
 
-// The scale a page's head takes from its slot-0 row: the row's largest
-// magnitude times the role's headroom, mapped to the dtype's largest value. A
-// zero row (or one below 2^-100, whose scale could underflow to 0 and make
-// a later row's code NaN) stands for magnitude 1: any normal positive scale
-// would do, and this one keeps later rows' error relative to a unit range.
-float PageScale(DType dtype, KvRole role, const float* row, uint64_t head_dim) {
+// head_dim floats quantized to consecutive elements of `base` from element
+// `dst` with the row's own scale (the top of the header), which it returns:
+// the largest magnitude maps to the largest code, every code rounds to
+// nearest even. The clamp only catches the largest magnitude landing a
+// rounding error past the largest code.
+float QuantizeRow(DType dtype, std::byte* base, uint64_t dst, const float* src, uint64_t head_dim) {
   float amax = 0.0f;
-  for (uint64_t f = 0; f < head_dim; ++f) amax = std::max(amax, std::abs(row[f]));
-  if (amax < 0x1p-100f) amax = 1.0f;
-  return amax * ScaleHeadroom(dtype, role) / (dtype == DType::kI8 ? 127.0f : 448.0f);
-}
-
-// head_dim floats quantized with `scale` to consecutive elements of `base`
-// from element `dst`, rounding to nearest even and saturating. Returns the
-// elements that saturated.
-uint64_t QuantizeRow(DType dtype, float scale, std::byte* base, uint64_t dst, const float* src,
-                     uint64_t head_dim) {
-  uint64_t saturated = 0;
+  for (uint64_t f = 0; f < head_dim; ++f) amax = std::max(amax, std::abs(src[f]));
+  const float scale = amax < 0x1p-100f ? 1.0f : amax / (dtype == DType::kI8 ? 127.0f : 448.0f);
   for (uint64_t f = 0; f < head_dim; ++f) {
     const float x = src[f] / scale;
     if (dtype == DType::kI8) {
-      const float q = std::nearbyint(x);
-      saturated += std::abs(q) > 127.0f ? 1u : 0u;
-      base[dst + f] = static_cast<std::byte>(static_cast<int8_t>(std::clamp(q, -127.0f, 127.0f)));
+      const float q = std::clamp(std::nearbyint(x), -127.0f, 127.0f);
+      base[dst + f] = static_cast<std::byte>(static_cast<int8_t>(q));
     } else {
-      saturated += std::abs(x) > 448.0f ? 1u : 0u;
       base[dst + f] = static_cast<std::byte>(F32ToE4M3Bits(x));
     }
   }
-  return saturated;
+  return scale;
 }
 
 }  // namespace
@@ -117,7 +106,7 @@ Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
 }
 
 uint64_t PagedKvCache::BytesPerPage(const PagedKvCacheConfig& c) {
-  const uint64_t scales = IsQuantized(c.dtype) ? c.num_kv_heads * sizeof(float) : 0;
+  const uint64_t scales = IsQuantized(c.dtype) ? c.num_kv_heads * c.page_size * sizeof(float) : 0;
   return (c.num_kv_heads * c.page_size * c.head_dim * DTypeSize(c.dtype) + scales) * c.num_layers *
          2;
 }
@@ -134,7 +123,7 @@ PagedKvCache::PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes)
     }
     if (IsQuantized(config_.dtype)) {
       for (auto* role : {&key_scales_, &value_scales_}) {
-        role->emplace_back(config_.num_pages * config_.num_kv_heads,
+        role->emplace_back(config_.num_pages * config_.num_kv_heads * config_.page_size,
                            std::numeric_limits<float>::quiet_NaN());
       }
     }
@@ -272,21 +261,26 @@ Status PagedKvCache::WritePageTokenMajor(uint64_t layer, KvRole role, PageId pag
   return Status::Ok();
 }
 
-void PagedKvCache::ReadPageScales(uint64_t layer, KvRole role, PageId page,
+void PagedKvCache::ReadPageScales(uint64_t layer, KvRole role, PageId page, uint64_t live_slots,
                                   std::span<float> out) const {
+  const uint64_t heads = config_.num_kv_heads, slots = config_.page_size;
   FOLIO_CHECK(IsQuantized(config_.dtype) && layer < config_.num_layers && page >= 0 &&
-                  static_cast<uint64_t>(page) < config_.num_pages &&
-                  out.size() == config_.num_kv_heads,
-              "layer=", layer, " page=", page);
-  const float* src = Scales(layer, role) + static_cast<uint64_t>(page) * config_.num_kv_heads;
-  std::copy_n(src, config_.num_kv_heads, out.data());
+                  static_cast<uint64_t>(page) < config_.num_pages && live_slots <= slots &&
+                  out.size() == slots * heads,
+              "layer=", layer, " page=", page, " live_slots=", live_slots);
+  const float* src = Scales(layer, role) + static_cast<uint64_t>(page) * heads * slots;
+  for (uint64_t t = 0; t < slots; ++t) {
+    for (uint64_t h = 0; h < heads; ++h) {
+      out[t * heads + h] = t < live_slots ? src[h * slots + t] : 1.0f;
+    }
+  }
 }
 
 Status PagedKvCache::WritePageScales(uint64_t layer, KvRole role, PageId page,
                                      std::span<const float> in) {
+  const uint64_t heads = config_.num_kv_heads, slots = config_.page_size;
   FOLIO_CHECK(IsQuantized(config_.dtype) && layer < config_.num_layers && page >= 0 &&
-                  static_cast<uint64_t>(page) < config_.num_pages &&
-                  in.size() == config_.num_kv_heads,
+                  static_cast<uint64_t>(page) < config_.num_pages && in.size() == slots * heads,
               "layer=", layer, " page=", page);
   FOLIO_RETURN_IF_ERROR(CheckNoPlan("write of page " + std::to_string(page) + "'s scales"));
   if (pool_.refcount(page) != 1) {
@@ -294,17 +288,18 @@ Status PagedKvCache::WritePageScales(uint64_t layer, KvRole role, PageId page,
                                       Str(pool_.refcount(page)) +
                                       " references (needs exactly its writer's)");
   }
-  for (size_t h = 0; h < in.size(); ++h) {
-    if (!std::isfinite(in[h]) || !(in[h] > 0.0f)) {
-      return Status::InvalidArgument("page " + std::to_string(page) + " head " + Str(h) +
-                                     " scale " + std::to_string(in[h]) +
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!std::isfinite(in[i]) || !(in[i] > 0.0f)) {
+      return Status::InvalidArgument("page " + std::to_string(page) + " slot " + Str(i / heads) +
+                                     " head " + Str(i % heads) + " scale " + std::to_string(in[i]) +
                                      " is not a finite positive number");
     }
   }
-  auto& scales = role == KvRole::kKey ? key_scales_ : value_scales_;
-  std::copy(in.begin(), in.end(),
-            scales[layer].begin() +
-                static_cast<std::ptrdiff_t>(static_cast<uint64_t>(page) * config_.num_kv_heads));
+  float* dst = (role == KvRole::kKey ? key_scales_ : value_scales_)[layer].data() +
+               static_cast<uint64_t>(page) * heads * slots;
+  for (uint64_t t = 0; t < slots; ++t) {
+    for (uint64_t h = 0; h < heads; ++h) dst[h * slots + t] = in[t * heads + h];
+  }
   return Status::Ok();
 }
 
@@ -468,11 +463,11 @@ void PagedKvCache::CopyPage(PageId from, PageId to) {
     std::memcpy(values_[l].data() + dst, values_[l].data() + src, page_bytes_);
     if (IsQuantized(config_.dtype)) {
       for (auto* scales : {&key_scales_[l], &value_scales_[l]}) {
-        const uint64_t heads = config_.num_kv_heads;
+        const uint64_t rows = config_.num_kv_heads * config_.page_size;
         const auto at = [&](PageId page) {
-          return scales->begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(page) * heads);
+          return scales->begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(page) * rows);
         };
-        std::copy_n(at(from), heads, at(to));
+        std::copy_n(at(from), rows, at(to));
       }
     }
   }
@@ -560,22 +555,6 @@ Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_map
     }
   }
   const LaneShape lane{1, heads, head_dim};
-  if (IsQuantized(config_.dtype)) {
-    // A page's slot-0 row fixes its scales (see the top of the header);
-    // those first, so rows written in the same call as their page's first
-    // row use them.
-    for (size_t t = 0; t < slot_mapping.size(); ++t) {
-      const auto slot = static_cast<uint64_t>(slot_mapping[t]);
-      if (slot % page_size != 0) continue;
-      for (uint64_t h = 0; h < heads; ++h) {
-        const uint64_t src = (t * heads + h) * head_dim, at = slot / page_size * heads + h;
-        key_scales_[layer][at] =
-            PageScale(config_.dtype, KvRole::kKey, keys.data() + src, head_dim);
-        value_scales_[layer][at] =
-            PageScale(config_.dtype, KvRole::kValue, values.data() + src, head_dim);
-      }
-    }
-  }
   for (size_t t = 0; t < slot_mapping.size(); ++t) {
     const auto slot = static_cast<uint64_t>(slot_mapping[t]);
     for (uint64_t h = 0; h < heads; ++h) {
@@ -583,11 +562,11 @@ Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_map
           ScalarIndex(lane, page_size, slot / page_size, slot % page_size, 0, h, 0);
       const uint64_t src = (t * heads + h) * head_dim;
       if (IsQuantized(config_.dtype)) {
-        const uint64_t at = slot / page_size * heads + h;
-        saturated_ += QuantizeRow(config_.dtype, key_scales_[layer][at], keys_[layer].data(), dst,
-                                  keys.data() + src, head_dim);
-        saturated_ += QuantizeRow(config_.dtype, value_scales_[layer][at], values_[layer].data(),
-                                  dst, values.data() + src, head_dim);
+        const uint64_t row = dst / head_dim;  // the row's scale (scales mirror the pool)
+        key_scales_[layer][row] =
+            QuantizeRow(config_.dtype, keys_[layer].data(), dst, keys.data() + src, head_dim);
+        value_scales_[layer][row] =
+            QuantizeRow(config_.dtype, values_[layer].data(), dst, values.data() + src, head_dim);
       } else {
         StoreRow(config_.dtype, keys_[layer].data(), dst, keys.data() + src, head_dim);
         StoreRow(config_.dtype, values_[layer].data(), dst, values.data() + src, head_dim);
@@ -609,7 +588,7 @@ void PagedKvCache::ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos,
                                    pos % page_size, 0, head, 0);
   const std::byte* base = role == KvRole::kKey ? keys_[layer].data() : values_[layer].data();
   const float scale =
-      IsQuantized(config_.dtype) ? Scales(layer, role)[page * config_.num_kv_heads + head] : 1.0f;
+      IsQuantized(config_.dtype) ? Scales(layer, role)[row / config_.head_dim] : 1.0f;
   for (uint64_t f = 0; f < config_.head_dim; ++f) {
     out[f] = LoadElement<float>(config_.dtype, base, row + f) * scale;
   }
@@ -715,7 +694,6 @@ PoolStats PagedKvCache::Stats() const {
   const uint64_t bytes_per_page = BytesPerPage(config_);
   st.kv_bytes_total = bytes_per_page * st.pages_total;
   st.kv_bytes_used = bytes_per_page * st.pages_used;
-  st.kv_values_saturated = saturated_;
   return st;
 }
 

@@ -177,7 +177,6 @@ void EngineLoop::Publish(uint64_t handled_adds) {
   snapshot_.pages_used = pool.num_used();
   snapshot_.pages_free = pool.num_free();
   snapshot_.pages_cached = engine_.cached_pages();
-  snapshot_.kv_values_saturated = engine_.cache().values_saturated();
   snapshot_.prefix_query_tokens = st.prefix_query_tokens;
   snapshot_.prefix_hit_tokens = st.prefix_hit_tokens;
   snapshot_.preemptions = st.preemptions;

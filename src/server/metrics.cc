@@ -102,10 +102,6 @@ std::string Metrics::Render(const EngineSnapshot& e) const {
   Gauge(out, "folio_kv_pages_held_by_requests", "gauge",
         "Pages some request references (used - cached); 0 when idle.",
         d(e.pages_used - e.pages_cached));
-  Gauge(out, "folio_kv_values_saturated_total", "counter",
-        "K/V elements an 8-bit cache (--kv-dtype i8 / f8e4m3) stored at its largest code "
-        "because they exceeded their page's scale; always 0 for float caches.",
-        d(e.kv_values_saturated));
   Gauge(out, "folio_prefix_cache_query_tokens_total", "counter",
         "Prompt tokens looked up in the prefix cache.", d(e.prefix_query_tokens));
   Gauge(out, "folio_prefix_cache_hit_tokens_total", "counter",

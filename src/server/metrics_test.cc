@@ -39,7 +39,6 @@ TEST(Metrics, RendersGaugesCountersAndHistograms) {
   s.pages_used = 5;
   s.pages_free = 11;
   s.pages_cached = 4;
-  s.kv_values_saturated = 7;
   s.prefix_query_tokens = 8;
   s.prefix_hit_tokens = 2;
   s.preemptions = 1;
@@ -49,7 +48,6 @@ TEST(Metrics, RendersGaugesCountersAndHistograms) {
   EXPECT_TRUE(Has(out, "folio_kv_pages_used 5"));
   EXPECT_TRUE(Has(out, "folio_kv_pages_free 11"));
   EXPECT_TRUE(Has(out, "folio_kv_pages_cached 4"));
-  EXPECT_TRUE(Has(out, "folio_kv_values_saturated_total 7"));
   EXPECT_TRUE(Has(out, "folio_kv_pages_held_by_requests 1"));
   EXPECT_TRUE(Has(out, "folio_prefix_cache_hit_rate 0.25"));
   EXPECT_TRUE(Has(out, "folio_preemptions_total 1"));

@@ -484,13 +484,13 @@ def e4m3_to_f32(bits):
 
 def quantize_case(case, kind, rng):
     """The case's pages as int8 codes or E4M3 bits, with random positive
-    scales per (page, head); returns the quantized case and the f32 pages
-    the codes mean."""
+    scales per row (page, head, slot); returns the quantized case and the
+    f32 pages the codes mean."""
     keys, values = case["key_pages"], case["value_pages"]
     out, meant = dict(case), {}
     for name, pages in (("key", keys), ("value", values)):
-        scales = rng.uniform(0.01, 0.05, pages.shape[:2]).astype(np.float32)
-        x = np.nan_to_num(pages) / scales[:, :, None, None]
+        scales = rng.uniform(0.01, 0.05, pages.shape[:3]).astype(np.float32)
+        x = np.nan_to_num(pages) / scales[..., None]
         if kind == "int8":
             codes = np.clip(np.rint(x), -127, 127).astype(np.int8)
             value = codes.astype(np.float32)
@@ -501,7 +501,7 @@ def quantize_case(case, kind, rng):
             value = e4m3_to_f32(codes)
         out[name + "_pages"] = codes
         out[name + "_scales"] = scales
-        meant[name + "_pages"] = (value * scales[:, :, None, None]).astype(np.float32)
+        meant[name + "_pages"] = (value * scales[..., None]).astype(np.float32)
     return out, meant
 
 
@@ -535,7 +535,8 @@ def test_quantized_pages_need_their_scales_and_float_pages_refuse_them():
     base = (q["query"], q["key_pages"], q["value_pages"], q["block_table"], q["context_lens"], 4)
     with pytest.raises(ValueError, match="i8 pages need key_scales"):
         folio.paged_attention(*base, value_scales=q["value_scales"])
-    with pytest.raises(ValueError, match=r"value_scales must be \[num_pages, num_kv_heads\]"):
+    with pytest.raises(ValueError,
+                       match=r"value_scales must be \[num_pages, num_kv_heads, page_size\]"):
         folio.paged_attention(*base, key_scales=q["key_scales"],
                               value_scales=q["value_scales"][:, :1].copy())
     with pytest.raises(TypeError, match="key_scales must be float32"):

@@ -76,7 +76,7 @@ Status ValidatePagedAttention(const PagedAttentionParams& params, size_t query_s
 
 // The optimised kernel: Highway SIMD (the best target this CPU has, chosen at
 // run time), online softmax, GQA groups loaded once, split-K over the pool's
-// threads. K/V dtype f32, bf16, f16, or i8 / f8e4m3 with per-page scales
+// threads. K/V dtype f32, bf16, f16, or i8 / f8e4m3 with per-row scales
 // (paged_view.h), read in place; compute in f32. pool may be null
 // (single-threaded).
 Status PagedAttention(const PagedAttentionParams& params, std::span<const float> query,
@@ -117,8 +117,8 @@ class PagedAttentionPlan {
 
 // The scalar reference: per row, a two-pass softmax over the visible keys
 // in float64, read through the same addressing. K/V dtype f64, f32, bf16,
-// f16, or i8 / f8e4m3 (code times its page's scale). For tests and for checking the kernel, not for
-// speed.
+// f16, or i8 / f8e4m3 (code times its row's scale). For tests and for checking the kernel, not
+// for speed.
 Status PagedAttentionReference(const PagedAttentionParams& params, std::span<const float> query,
                                const kv::PagedKvView& kv, const kv::PagedBatchView& batch,
                                std::span<float> out);

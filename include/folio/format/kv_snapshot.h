@@ -21,15 +21,14 @@
 // f32 / bf16 / f16: num_tensors = 2 * num_layers (layer 0 key, layer 0
 // value, layer 1 key, ...), each [total_tokens, num_kv_heads, head_dim].
 //
-// i8: folio keeps one f32 scale per (layer, role, page, K/V head), but a
-// Hurray block-paged tensor's per-block scales are one per page slot,
-// shared by every head of the slot. So each (layer, role, head) is its own
-// tensor, [total_tokens, 1, head_dim] i8, quantized symmetric
+// i8: folio keeps one f32 scale per row (layer, role, page, slot, K/V
+// head), but a Hurray block-paged tensor's per-block scales are one per
+// page slot, shared by every head of the slot. So each (layer, role, head)
+// is its own tensor, [total_tokens, 1, head_dim] i8, quantized symmetric
 // PerBlockAffine (axis 0, block_size = page_size, f32 scales in buffer 3)
-// whose scale buffer repeats the page's scale for that head in each of the
-// page's slots. num_tensors = 2 * num_layers * num_kv_heads, in the order
-// layer 0 key heads 0..H-1, layer 0 value heads 0..H-1, layer 1 key heads
-// ...; a reader refuses a page whose slots' scales differ. Hurray's
+// whose scale buffer holds that head's row scales, slot by slot.
+// num_tensors = 2 * num_layers * num_kv_heads, in the order layer 0 key
+// heads 0..H-1, layer 0 value heads 0..H-1, layer 1 key heads ... Hurray's
 // block_size must be a power of two >= 2, so i8 snapshots need such a page
 // size. f8e4m3 has no encoding: Hurray quantizes i8 / u8 storage only.
 //
@@ -71,9 +70,11 @@ struct KvSnapshot {
   std::vector<SnapshotSequence> sequences;
   // [num_layers] pools of num_pages * page_bytes(), token-major.
   std::vector<std::vector<std::byte>> keys, values;
-  // i8 only: [num_layers] of [num_pages, num_kv_heads] f32 scales (page p,
-  // head h at p * num_kv_heads + h); element x of that page and head is
-  // code(x) * scale. Empty for float dtypes.
+  // i8 only: [num_layers] of [num_pages, page_size, num_kv_heads] f32
+  // scales, one per row in the pools' token-major order (page p, slot t,
+  // head h at (p * page_size + t) * num_kv_heads + h); element x of that row
+  // is code(x) * scale. A slot past its page's last token has scale 1 (its
+  // codes are zeros). Empty for float dtypes.
   std::vector<std::vector<float>> key_scales, value_scales;
 
   bool quantized() const { return kv_dtype == ElementType::kI8; }
@@ -98,8 +99,7 @@ std::vector<std::byte> EncodeSnapshot(const KvSnapshot& snapshot);
 // offset bounded by what remains before anything is sized from it, the
 // manifest's schema and limits, each tensor's descriptor (dtype, shape,
 // block-paged fields, layer and role, quantization, buffer sizes) and its
-// index buffers against the manifest; for i8, that each page's slot scales
-// agree. Errors: InvalidArgument (malformed, naming the field and byte
+// index buffers against the manifest. Errors: InvalidArgument (malformed, naming the field and byte
 // offset), Corruption (checksum), Unimplemented (another version).
 Result<KvSnapshot> DecodeSnapshot(std::span<const std::byte> bytes);
 

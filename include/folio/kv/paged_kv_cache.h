@@ -14,21 +14,22 @@
 // are overwritten, and kernels must bound reads by context_lens (they do).
 //
 // Quantized pages. With dtype i8 or f8e4m3 a page stores integers / FP8
-// codes, and each (layer, role, page, K/V head) has one f32 scale beside
-// the pool: scales are [num_pages, num_kv_heads] floats per layer and
-// role, and element x of a row reads back as code(x) * scale (PagedKvView's
-// key_scales / value_scales). A page's scales are fixed when its slot-0 row
-// is written, from that row alone: the row's largest magnitude times a
-// headroom (ScaleHeadroom: per dtype, and for i8 per role) maps to the
-// dtype's largest code (127 for i8, symmetric; 448 for f8e4m3). Later
-// rows are rounded to nearest even with that scale and saturate at the
-// largest code (PoolStats::kv_values_saturated counts those elements).
-// A scale that grew with the page would have to re-round rows already
-// written, and those rows' bits would then depend on how the page's tokens
-// were split into steps; a scale fixed by slot 0 makes every stored code a
-// function of its own row and its page's first row, so the determinism
-// contract holds for quantized caches unchanged. Rewriting slot 0 (after a
-// Truncate past it, or on a reused page) sets the scales again.
+// codes, and every row (layer, role, page, K/V head, slot: head_dim
+// elements) has its own f32 scale beside the pool. The scales of one layer
+// and role are [num_pages, num_kv_heads, page_size] floats, the pool's
+// order without its last axis, so the scale of the row at element e is at
+// e / head_dim (PagedKvView's key_scales / value_scales); element x reads
+// back as code(x) * scale. A row's scale is its largest magnitude over the
+// dtype's largest code (127 for i8, symmetric; 448 for f8e4m3), so nothing
+// saturates (a row whose largest magnitude is below 2^-100, zeros
+// included, takes scale 1 and reads back as zeros), and the row's codes
+// round to nearest even. Both are a function
+// of the row alone: how a page's tokens were split into steps, which rows
+// share its page, the page size and where it sits in the pool cannot move a
+// bit, so the determinism contract holds for quantized caches unchanged.
+// (A scale per page and head, fixed by its first row, was the first
+// design: the first token's rows, the attention sink, are unlike the rest,
+// and at 128-token contexts i8 lost 4.4% perplexity; docs/design.md.)
 //
 // Sequences. A sequence is a length and a block table: logical position p
 // lives at slot p % page_size of page table[p / page_size]. Outside a step,
@@ -91,22 +92,6 @@ struct PagedKvCacheConfig {
   DType dtype = DType::kF32;  // f32, bf16, f16, i8, f8e4m3 (f64 for reference use)
 };
 
-// How far past its slot-0 row's largest magnitude a quantized page's scale
-// reaches: a later row may be this many times larger before it saturates.
-// i8 pays for headroom in resolution (each doubling costs a bit), so it
-// keeps little, and less for keys than for values: a head's key rows share
-// their large channels from token to token, value rows vary more (on
-// SmolLM2 they saturated several times as often). f8e4m3 keeps its
-// relative precision at any magnitude and can afford more. Chosen from
-// measured perplexity (docs/performance.md).
-inline constexpr float kI8KeyHeadroom = 2.0f;
-inline constexpr float kI8ValueHeadroom = 4.0f;
-inline constexpr float kF8ScaleHeadroom = 8.0f;
-constexpr float ScaleHeadroom(DType dtype, KvRole role) {
-  if (dtype != DType::kI8) return kF8ScaleHeadroom;
-  return role == KvRole::kKey ? kI8KeyHeadroom : kI8ValueHeadroom;
-}
-
 // Sequence ids count up from 0 and are never reused, so a stale id can only
 // ever be "unknown", never someone else's sequence.
 using SeqId = uint64_t;
@@ -160,9 +145,6 @@ struct PoolStats {
   // (page + 1): how much of the pool a sequence reads as one stream.
   uint64_t page_pairs = 0;
   uint64_t adjacent_page_pairs = 0;
-  // Quantized caches: elements written so far that saturated at the
-  // dtype's largest code (see the top of this file). Always 0 otherwise.
-  uint64_t kv_values_saturated = 0;
 };
 
 class PagedKvCache {
@@ -211,19 +193,24 @@ class PagedKvCache {
   // plan pending. Bad arguments are programming errors (checked), except
   // the page's state on writing (FailedPrecondition).
   uint64_t page_bytes() const { return page_bytes_; }
-  // A quantized page's scales for one layer and role: num_kv_heads floats
-  // beside page_bytes(). 0 for float dtypes.
+  // A quantized page's scales for one layer and role: one float per row,
+  // page_size * num_kv_heads, beside page_bytes(). 0 for float dtypes.
   uint64_t scale_bytes() const {
-    return IsQuantized(config_.dtype) ? config_.num_kv_heads * sizeof(float) : 0;
+    return IsQuantized(config_.dtype) ? config_.page_size * config_.num_kv_heads * sizeof(float)
+                                      : 0;
   }
   void ReadPageTokenMajor(uint64_t layer, KvRole role, PageId page, uint64_t live_slots,
                           std::span<std::byte> out) const;
   Status WritePageTokenMajor(uint64_t layer, KvRole role, PageId page,
                              std::span<const std::byte> in);
-  // A quantized page's num_kv_heads scales of one layer and role; the cache
-  // must be quantized (checked). Writing has WritePageTokenMajor's rules
-  // and refuses a scale that is not finite and > 0 (InvalidArgument).
-  void ReadPageScales(uint64_t layer, KvRole role, PageId page, std::span<float> out) const;
+  // A quantized page's row scales of one layer and role, token-major like
+  // the rows: [page_size, num_kv_heads] floats. The cache must be quantized
+  // (checked). Reading gives the slots from `live_slots` on scale 1 (their
+  // codes read as zeros), so every scale that leaves is finite and > 0.
+  // Writing has WritePageTokenMajor's rules and refuses a scale that is not
+  // finite and > 0 (InvalidArgument).
+  void ReadPageScales(uint64_t layer, KvRole role, PageId page, uint64_t live_slots,
+                      std::span<float> out) const;
   Status WritePageScales(uint64_t layer, KvRole role, PageId page, std::span<const float> in);
   // A new sequence with seq's length and block table, sharing every page.
   // Errors: NotFound, or FailedPrecondition while a plan is pending.
@@ -256,8 +243,6 @@ class PagedKvCache {
   // kept current on every reference change rather than counted, so the
   // scheduler can ask every step.
   uint64_t pages_held_only() const { return held_only_; }
-  // PoolStats::kv_values_saturated, in O(1) for per-step metrics.
-  uint64_t values_saturated() const { return saturated_; }
 
   bool Contains(SeqId seq) const { return seqs_.count(seq) != 0; }
   uint64_t num_sequences() const { return seqs_.size(); }
@@ -340,7 +325,8 @@ class PagedKvCache {
   void Unref(PageId page);
   void CheckPending(const AppendPlan& plan) const;
   const Sequence& Find(SeqId seq) const;
-  // [num_pages, num_kv_heads] scales of a quantized cache; null otherwise.
+  // [num_pages, num_kv_heads, page_size] scales of a quantized cache; null
+  // otherwise.
   const float* Scales(uint64_t layer, KvRole role) const;
 
   PagedKvCacheConfig config_;
@@ -348,9 +334,8 @@ class PagedKvCache {
   BlockPool pool_;
   std::vector<AlignedBuffer> keys_;    // [num_layers] of [N, H_kv, P, d]
   std::vector<AlignedBuffer> values_;  // [num_layers] of [N, H_kv, P, d]
-  // Quantized dtypes only: [num_layers] of [N, H_kv] scales, NaN until set.
+  // Quantized dtypes only: [num_layers] of [N, H_kv, P] scales, NaN until set.
   std::vector<std::vector<float>> key_scales_, value_scales_;
-  uint64_t saturated_ = 0;  // PoolStats::kv_values_saturated
   std::unordered_map<SeqId, Sequence> seqs_;
   std::vector<uint32_t> holds_;  // [num_pages], HoldPage references
   uint64_t held_only_ = 0;       // pages whose every reference is a hold

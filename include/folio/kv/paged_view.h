@@ -25,9 +25,10 @@ struct PagedKvView {
   uint64_t num_kv_heads;
   uint64_t page_size;
   uint64_t head_dim;
-  // Quantized dtypes (i8, f8e4m3): [num_pages, num_kv_heads] f32 scales;
-  // element (page, h, offset, f) means its code times the scale at
-  // page * num_kv_heads + h. Null for float dtypes.
+  // Quantized dtypes (i8, f8e4m3): [num_pages, num_kv_heads, page_size] f32
+  // scales, one per row; element (page, h, offset, f) means its code times
+  // the scale at (page * num_kv_heads + h) * page_size + offset. Null for
+  // float dtypes.
   const float* key_scales = nullptr;
   const float* value_scales = nullptr;
 

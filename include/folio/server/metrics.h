@@ -43,8 +43,7 @@ struct EngineSnapshot {
   uint64_t pages_total = 0;
   uint64_t pages_used = 0;  // held by requests or the prefix cache
   uint64_t pages_free = 0;
-  uint64_t pages_cached = 0;         // held only by the prefix cache
-  uint64_t kv_values_saturated = 0;  // i8 / f8e4m3 caches (PoolStats)
+  uint64_t pages_cached = 0;  // held only by the prefix cache
   uint64_t prefix_query_tokens = 0;
   uint64_t prefix_hit_tokens = 0;
   uint64_t preemptions = 0;
