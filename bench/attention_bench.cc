@@ -114,6 +114,7 @@ struct ConfigResult {
   uint64_t copied = 0;  // gather's bytes per call
   bool same = true;     // the three layouts' outputs, every pass
   bool finite = true;
+  double adjacent_pages = 0.0;                  // the paged table's adjacent_page_fraction
   double other_cores = 0.0, steal_cores = 0.0;  // summed over passes
   uint64_t passes = 0;
 };
@@ -124,8 +125,13 @@ struct ConfigResult {
 Status MeasureConfig(const AttentionBenchOptions& o, ThreadPool& pool, const ReadProbe& probe,
                      ConfigResult& r) {
   const AttentionShape& shape = r.shape;
-  FOLIO_ASSIGN_OR_RETURN(AttentionFixture f,
-                         AttentionFixture::Create(shape, o.seed, !o.no_shuffle, pool));
+  const std::optional<PageOrder> order = ParsePageOrder(o.page_order);
+  if (!order) {
+    return Status::InvalidArgument("--page-order " + o.page_order +
+                                   ": want shuffled, pool or engine");
+  }
+  FOLIO_ASSIGN_OR_RETURN(AttentionFixture f, AttentionFixture::Create(shape, o.seed, *order, pool));
+  r.adjacent_pages = f.adjacent_page_fraction();
   const attention::PagedAttentionParams params = f.params();
   const size_t out_size = f.query().size();
   Status failure;
@@ -259,6 +265,7 @@ void AppendRows(const ConfigResult& r, const AttentionBenchOptions& o, uint64_t 
                 {"in_cache", r.in_cache},
                 {"outputs_identical", r.same},
                 {"outputs_finite", r.finite},
+                {"adjacent_page_fraction", r.adjacent_pages},
                 {"other_load_cores", r.other_cores / passes},
                 {"steal_cores", r.steal_cores / passes},
                 {"samples_us", t.samples_us}};
@@ -467,8 +474,11 @@ CLI::App* AddAttentionBenchCommand(CLI::App& bench, AttentionBenchOptions& o) {
                 "with each other mode in rounds of the pair)");
   cmd->add_option("--page-size", o.page_size, "page size of the paged pool")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_flag("--no-shuffle", o.no_shuffle,
-                "deal pages in pool order (default: shuffled across the pool)");
+  cmd->add_option("--page-order", o.page_order,
+                  "where the paged pool puts pages: shuffled (default, the worst case), pool "
+                  "(in order, no scatter) or engine (the tables the KV cache's allocator hands "
+                  "out serving the batch with churn)")
+      ->check(CLI::IsMember({"shuffled", "pool", "engine"}));
   cmd->add_option("--seed", o.seed, "K/V, query and shuffle seed");
   cmd->add_option("--bandwidth-mib", o.bandwidth_mib, "streaming-read buffer (MiB)")
       ->check(CLI::Range(1, 1 << 20));
@@ -573,7 +583,7 @@ int RunAttentionBench(const AttentionBenchOptions& o, const std::string& command
                      {"num_kv_heads", shape.num_kv_heads},
                      {"head_dim", shape.head_dim},
                      {"page_size", o.page_size},
-                     {"pages_shuffled", !o.no_shuffle},
+                     {"page_order", o.page_order},
                      {"query_rows_per_sequence", 1},
                      {"seed", o.seed}};
   report["out_of_cache_threshold_bytes"] = out_of_cache_bytes;

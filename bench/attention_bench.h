@@ -32,11 +32,11 @@ struct AttentionBenchOptions {
   std::vector<uint64_t> contexts;  // empty = the grid's (or --quick's)
   std::vector<uint64_t> batches;
   std::vector<std::string> kv_dtypes;
-  bool sequential = false;  // time modes one after another, not in rounds
-  uint64_t repeats = 15;    // samples per row (fewer, >= 5, for slow rows)
-  uint64_t passes = 1;      // walks of the grid; a row pools every pass's samples
-  uint64_t page_size = 16;  // of the paged pool
-  bool no_shuffle = false;  // pages in pool order instead of shuffled
+  bool sequential = false;              // time modes one after another, not in rounds
+  uint64_t repeats = 15;                // samples per row (fewer, >= 5, for slow rows)
+  uint64_t passes = 1;                  // walks of the grid; a row pools every pass's samples
+  uint64_t page_size = 16;              // of the paged pool
+  std::string page_order = "shuffled";  // shuffled, pool or engine (attention_fixture.h)
   uint64_t seed = 20;
   uint64_t bandwidth_mib = 2048;  // streaming-read buffer
   uint64_t bandwidth_passes = 5;

@@ -8,6 +8,7 @@
 #include "bench/gather.h"
 #include "folio/core/checked_math.h"
 #include "folio/core/splitmix64.h"
+#include "folio/kv/paged_kv_cache.h"
 
 namespace folio::bench {
 namespace {
@@ -43,10 +44,100 @@ void ParallelRanges(ThreadPool& pool, uint64_t n, uint64_t parts, const Fn& fn) 
   });
 }
 
+// The block tables kv::PagedKvCache hands out when the batch is served as
+// an engine serves it, and the size of the pool they came from. The batch's
+// sequences arrive together; each step has a budget of 512 tokens, which
+// running sequences' decode tokens take first (one each) and waiting
+// prompts fill in arrival order (chunked prefill); a sequence's prompt is
+// half its context, and it decodes until it holds `context` keys. Between
+// them short requests come and go (churn): each step, while fewer than
+// `batch` are running, one arrives with probability 1/4, with a prompt of
+// 64-511 tokens and 16-255 more to decode, and it leaves when done. Only
+// the pages' ids matter, so the cache is one layer of one one-float head.
+std::pair<std::vector<int32_t>, uint64_t> EngineTables(const AttentionShape& shape, uint64_t seed) {
+  const uint64_t page = shape.page_size, per_seq = shape.pages_per_seq();
+  const uint64_t churn_pages = shape.batch * (768 / page + 2);
+  const uint64_t num_pages = shape.batch * per_seq + churn_pages;
+  kv::PagedKvCache cache = *kv::PagedKvCache::Create({1, 1, 1, page, num_pages, DType::kF32});
+  struct Seq {
+    kv::SeqId id;
+    uint64_t prompt, total;  // tokens to prefill, tokens in the end
+  };
+  std::vector<Seq> targets, churn;
+  for (uint64_t b = 0; b < shape.batch; ++b) {
+    targets.push_back(
+        {cache.AddSequence(), std::max<uint64_t>(1, shape.context / 2), shape.context});
+  }
+  SplitMix64 rng(seed ^ 0x636875726eull);
+  constexpr uint64_t kStepTokens = 512;
+  for (bool targets_done = false; !targets_done;) {
+    if (churn.size() < shape.batch && rng.NextU64() % 4 == 0) {
+      const uint64_t prompt = 64 + rng.NextU64() % 448;
+      churn.push_back({cache.AddSequence(), prompt, prompt + 16 + rng.NextU64() % 240});
+    }
+    std::vector<std::pair<kv::SeqId, uint64_t>> step;
+    uint64_t budget = kStepTokens;
+    for (auto* list : {&targets, &churn}) {  // decode tokens first
+      for (const Seq& s : *list) {
+        const uint64_t len = cache.length(s.id);
+        if (len >= s.prompt && len < s.total && budget > 0) {
+          step.emplace_back(s.id, 1);
+          --budget;
+        }
+      }
+    }
+    for (auto* list : {&targets, &churn}) {  // then prompt chunks
+      for (const Seq& s : *list) {
+        const uint64_t len = cache.length(s.id);
+        if (len < s.prompt && budget > 0) {
+          const uint64_t n = std::min(budget, s.prompt - len);
+          step.emplace_back(s.id, n);
+          budget -= n;
+        }
+      }
+    }
+    auto plan = cache.PrepareAppend(step);
+    FOLIO_CHECK(plan.ok() && plan->has_value(), "the simulated pool ran out");
+    cache.Commit(**plan);
+    std::erase_if(churn, [&](const Seq& s) {
+      if (cache.length(s.id) < s.total) return false;
+      FOLIO_CHECK(cache.Release(s.id).ok(), "release");
+      return true;
+    });
+    targets_done = std::all_of(targets.begin(), targets.end(),
+                               [&](const Seq& s) { return cache.length(s.id) >= s.total; });
+  }
+  std::vector<int32_t> tables;
+  for (const Seq& s : targets) {
+    const std::span<const kv::PageId> t = cache.block_table(s.id);
+    tables.insert(tables.end(), t.begin(), t.end());
+  }
+  return {std::move(tables), num_pages};
+}
+
 }  // namespace
 
+std::optional<PageOrder> ParsePageOrder(const std::string& name) {
+  for (PageOrder o : {PageOrder::kShuffled, PageOrder::kPool, PageOrder::kEngine}) {
+    if (name == PageOrderName(o)) return o;
+  }
+  return std::nullopt;
+}
+
+const char* PageOrderName(PageOrder order) {
+  switch (order) {
+    case PageOrder::kShuffled:
+      return "shuffled";
+    case PageOrder::kPool:
+      return "pool";
+    case PageOrder::kEngine:
+      return "engine";
+  }
+  return "?";
+}
+
 Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, uint64_t seed,
-                                                  bool shuffle, ThreadPool& pool) {
+                                                  PageOrder order, ThreadPool& pool) {
   if (shape.kv_dtype == DType::kF64) {
     return Status::InvalidArgument("kv_dtype must be f32, bf16, f16, i8 or f8e4m3 (got f64)");
   }
@@ -56,7 +147,11 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, u
         "attention shape needs context, batch, page_size, head_dim "
         "> 0 and num_q_heads a multiple of num_kv_heads");
   }
-  const auto num_pages = CheckedMul(shape.batch, shape.pages_per_seq());
+  // The engine's order comes with a larger pool (room for the churn).
+  const auto table_pages = CheckedMul(shape.batch, shape.pages_per_seq());
+  const auto num_pages = order == PageOrder::kEngine && table_pages
+                             ? CheckedAdd(*table_pages, shape.batch * (768 / shape.page_size + 2))
+                             : table_pages;
   const auto pool_elems = CheckedProduct(
       {num_pages.value_or(UINT64_MAX), shape.num_kv_heads, shape.page_size, shape.head_dim});
   if (!num_pages || *num_pages > INT32_MAX || shape.context > INT32_MAX ||
@@ -88,18 +183,24 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, u
     }
   });
 
-  // A random permutation of the pool's pages, dealt to (sequence, logical
-  // page) in order: physical order is unrelated to logical order, and
-  // sequences interleave across the pool.
-  std::vector<int32_t> perm(f.num_pages_);
-  std::iota(perm.begin(), perm.end(), 0);
-  f.paged_table_ = perm;
-  SplitMix64 shuffle_rng(seed ^ 0x5348554646ull);
-  while (shuffle && shape.pages_per_seq() > 1 && !f.shuffled()) {
-    for (uint64_t i = perm.size(); i > 1; --i) {
-      std::swap(perm[i - 1], perm[shuffle_rng.NextU64() % i]);
-    }
+  if (order == PageOrder::kEngine) {
+    auto [tables, pages] = EngineTables(shape, seed);
+    FOLIO_CHECK(pages == f.num_pages_, "engine pool ", pages, " != ", f.num_pages_);
+    f.paged_table_ = std::move(tables);
+  } else {
+    // Pool order, or a random permutation of the pool's pages dealt to
+    // (sequence, logical page) in order: physical order unrelated to
+    // logical order, sequences interleaved across the pool.
+    std::vector<int32_t> perm(f.num_pages_);
+    std::iota(perm.begin(), perm.end(), 0);
     f.paged_table_ = perm;
+    SplitMix64 shuffle_rng(seed ^ 0x5348554646ull);
+    while (order == PageOrder::kShuffled && shape.pages_per_seq() > 1 && !f.shuffled()) {
+      for (uint64_t i = perm.size(); i > 1; --i) {
+        std::swap(perm[i - 1], perm[shuffle_rng.NextU64() % i]);
+      }
+      f.paged_table_ = perm;
+    }
   }
 
   if (IsQuantized(shape.kv_dtype)) {
@@ -121,6 +222,17 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, u
 
   f.Gather(pool);
   return f;
+}
+
+double AttentionFixture::adjacent_page_fraction() const {
+  const uint64_t per_seq = shape_.pages_per_seq();
+  uint64_t pairs = 0, adjacent = 0;
+  for (uint64_t i = 0; i < paged_table_.size(); ++i) {
+    if (i % per_seq == 0) continue;
+    ++pairs;
+    if (paged_table_[i] == paged_table_[i - 1] + 1) ++adjacent;
+  }
+  return pairs == 0 ? 1.0 : static_cast<double>(adjacent) / static_cast<double>(pairs);
 }
 
 bool AttentionFixture::shuffled() const {

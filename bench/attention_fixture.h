@@ -6,6 +6,8 @@
 #define FOLIO_BENCH_ATTENTION_FIXTURE_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "folio/attention/paged_attention.h"
@@ -16,6 +18,17 @@
 #include "folio/kv/paged_view.h"
 
 namespace folio::bench {
+
+// Where the paged pool puts each (sequence, logical page).
+enum class PageOrder {
+  kShuffled,  // a random permutation of the pool: the worst case
+  kPool,      // pool order, sequence 0's pages first: no scatter at all
+  kEngine,    // the tables kv::PagedKvCache's allocator hands out while the
+              // batch is served like an engine serves it (EngineTables)
+};
+// "shuffled", "pool", "engine"; nullopt for anything else.
+std::optional<PageOrder> ParsePageOrder(const std::string& name);
+const char* PageOrderName(PageOrder order);
 
 struct AttentionShape {
   uint64_t num_q_heads = 32;
@@ -38,13 +51,12 @@ struct AttentionShape {
 class AttentionFixture {
  public:
   // Fills the paged pool with seeded random K/V in [-1, 1) (SplitMix64 +
-  // StoreElement; quantized dtypes store codes), shuffles which physical page holds which
-  // (sequence, logical page), gathers once into the dense buffers and draws the f32 queries. Checks
-  // the shape fits int32 page ids and the kernel's dtypes. With shuffle = false the pages are dealt
-  // in pool order (sequence 0's pages first, each in logical order): the paged layout without
-  // scatter.
-  static Result<AttentionFixture> Create(const AttentionShape& shape, uint64_t seed, bool shuffle,
-                                         ThreadPool& pool);
+  // StoreElement; quantized dtypes store codes), places each (sequence,
+  // logical page) by `order`, gathers once into the dense buffers and draws
+  // the f32 queries. Checks the shape fits int32 page ids and the kernel's
+  // dtypes.
+  static Result<AttentionFixture> Create(const AttentionShape& shape, uint64_t seed,
+                                         PageOrder order, ThreadPool& pool);
 
   const AttentionShape& shape() const { return shape_; }
 
@@ -63,6 +75,9 @@ class AttentionFixture {
   // True when some sequence's next logical page is not the physically next
   // page (so the paged mode really reads pages out of order).
   bool shuffled() const;
+  // Of the pairs of consecutive logical pages, the fraction whose second
+  // page is physically next (1 for a batch of one-page sequences).
+  double adjacent_page_fraction() const;
 
   // Decode-step parameters: scale 1 / sqrt(head_dim), causal, token-major
   // queries (with one row per sequence every key is visible).
@@ -77,7 +92,7 @@ class AttentionFixture {
   AlignedBuffer paged_k_,
       paged_v_;                        // [num_pages, num_kv_heads, page_size, head_dim]
   AlignedBuffer dense_k_, dense_v_;    // [batch, num_kv_heads, context, head_dim]
-  std::vector<int32_t> paged_table_;   // [batch, pages_per_seq], a shuffled permutation
+  std::vector<int32_t> paged_table_;   // [batch, pages_per_seq], placed by PageOrder
   std::vector<int32_t> dense_table_;   // [batch, 1] = b
   std::vector<int32_t> context_lens_;  // [batch] = context
   // Quantized dtypes: every page's (and dense sequence's) scales, all

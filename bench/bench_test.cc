@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "bench/attention_bench.h"
 #include "bench/attention_fixture.h"
@@ -113,7 +114,9 @@ TEST(RenderSvg, DrawsEverySeriesAndLine) {
 }
 
 TEST(AttentionFixture, GatherReproducesThePagedContents) {
-  for (DType dtype : {DType::kF32, DType::kBF16}) {
+  for (const auto& [dtype, order] :
+       {std::pair{DType::kF32, PageOrder::kShuffled}, std::pair{DType::kBF16, PageOrder::kShuffled},
+        std::pair{DType::kBF16, PageOrder::kEngine}}) {
     AttentionShape shape;
     shape.num_q_heads = 4;
     shape.num_kv_heads = 2;
@@ -123,9 +126,11 @@ TEST(AttentionFixture, GatherReproducesThePagedContents) {
     shape.batch = 3;
     shape.kv_dtype = dtype;
     ThreadPool pool(2);
-    Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, true, pool);
+    Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, order, pool);
     ASSERT_TRUE(f.ok()) << f.status().ToString();
-    EXPECT_TRUE(f->shuffled());
+    if (order == PageOrder::kShuffled) {
+      EXPECT_TRUE(f->shuffled());
+    }
     const kv::PagedKvView paged = f->paged_kv(), dense = f->dense_kv();
     const kv::PagedBatchView table = f->paged_batch();
     const size_t es = DTypeSize(dtype);
@@ -156,7 +161,7 @@ TEST(AttentionFixture, GatherReproducesThePagedContents) {
   }
 }
 
-TEST(AttentionFixture, NoShuffleDealsPagesInPoolOrder) {
+TEST(AttentionFixture, PoolOrderDealsPagesInPoolOrder) {
   AttentionShape shape;
   shape.num_q_heads = 2;
   shape.num_kv_heads = 1;
@@ -165,9 +170,10 @@ TEST(AttentionFixture, NoShuffleDealsPagesInPoolOrder) {
   shape.context = 6;
   shape.batch = 2;
   ThreadPool pool(1);
-  Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, false, pool);
+  Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, PageOrder::kPool, pool);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_FALSE(f->shuffled());
+  EXPECT_EQ(f->adjacent_page_fraction(), 1.0);
   const kv::PagedBatchView table = f->paged_batch();
   EXPECT_EQ(std::vector<int32_t>(table.block_table.begin(), table.block_table.end()),
             (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
@@ -182,9 +188,31 @@ TEST(AttentionFixture, OnePagePerSequenceNeedsNoShuffle) {
   shape.context = 8;
   shape.batch = 3;
   ThreadPool pool(1);
-  Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, true, pool);
+  Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, PageOrder::kShuffled, pool);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   EXPECT_FALSE(f->shuffled());
+}
+
+// The engine's order: every sequence holds its own distinct pages, and the
+// allocator keeps most of a sequence's consecutive pages adjacent even
+// with the batch growing in turn and short requests coming and going.
+TEST(AttentionFixture, EngineOrderIsTheAllocatorsTables) {
+  AttentionShape shape;
+  shape.num_q_heads = 2;
+  shape.num_kv_heads = 1;
+  shape.head_dim = 4;
+  shape.page_size = 4;
+  shape.context = 300;
+  shape.batch = 4;
+  ThreadPool pool(1);
+  Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, PageOrder::kEngine, pool);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  const kv::PagedBatchView table = f->paged_batch();
+  std::set<int32_t> pages(table.block_table.begin(), table.block_table.end());
+  EXPECT_EQ(pages.size(), table.block_table.size());
+  EXPECT_GT(f->adjacent_page_fraction(), 0.5);
+  EXPECT_EQ(ParsePageOrder("engine"), PageOrder::kEngine);
+  EXPECT_EQ(ParsePageOrder("random"), std::nullopt);
 }
 
 // Worked-example shape: hidden 8, 4 heads, 2 K/V heads (head dim 2), ffn 12,

@@ -488,15 +488,13 @@ TEST_F(SchedulerTest, AbandonLeavesEveryQueueAndPageAsBefore) {
   Step();  // a: 8 of 12
   const RequestId b = Add(Prompt(3, 2), 4);
   const uint64_t free_before = Free();
-  const std::vector<kv::PageId> free_list(kv_->cache().pool().free_list().begin(),
-                                          kv_->cache().pool().free_list().end());
+  const std::vector<kv::PageId> free_list = kv_->cache().pool().free_list();
   Result<SchedulerOutput> out = sched_->Schedule();
   ASSERT_TRUE(out.ok());
   ASSERT_EQ(Ids(*out), (std::vector<RequestId>{a, b}));
   sched_->Abandon(std::move(*out));
   EXPECT_EQ(Free(), free_before);
-  EXPECT_TRUE(
-      std::equal(free_list.begin(), free_list.end(), kv_->cache().pool().free_list().begin()));
+  EXPECT_TRUE(free_list == kv_->cache().pool().free_list());
   EXPECT_EQ(sched_->sequence(a).num_computed, 8u);
   EXPECT_EQ(sched_->waiting().front(), b);
   EXPECT_FALSE(sched_->sequence(b).seq.has_value());

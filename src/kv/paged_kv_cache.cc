@@ -429,6 +429,7 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
   const uint64_t page_size = config_.page_size;
   AppendPlan plan;
   plan.id_ = next_plan_id_++;
+  pool_.BeginJournal();
   for (size_t i = 0; i < requests.size(); ++i) {
     const auto [id, n] = requests[i];
     const Decision& d = decisions[i];
@@ -436,13 +437,24 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
     AppendPlan::Undo undo{seq.table.size(), -1};
     if (d.copy_tail) {
       const PageId shared = seq.table.back();
-      const PageId copy = *pool_.TryAllocate();
+      const size_t n_pages = seq.table.size();
+      const PageId copy = *pool_.TryAllocateAfter(n_pages >= 2 ? seq.table[n_pages - 2] : -1);
       CopyPage(shared, copy);
       Unref(shared);
       seq.table.back() = copy;
       undo.cow_source = shared;
     }
-    for (uint64_t k = 0; k < d.new_pages; ++k) seq.table.push_back(*pool_.TryAllocate());
+    for (uint64_t k = 0; k < d.new_pages; ++k) {
+      seq.table.push_back(*pool_.TryAllocateAfter(seq.table.empty() ? -1 : seq.table.back()));
+    }
+    if (d.copy_tail || d.new_pages > 0) {
+      const int64_t tail = seq.table.back();
+      const auto end = std::min<int64_t>(tail + 1 + kPagesKeptAfterTail,
+                                         static_cast<int64_t>(config_.num_pages));
+      for (int64_t p = tail + 1; p < end; ++p) {
+        pool_.Deprioritize(static_cast<PageId>(p));
+      }
+    }
     for (uint64_t pos = seq.length; pos < seq.length + n; ++pos) {
       const auto page = static_cast<uint64_t>(seq.table[pos / page_size]);
       plan.slot_mapping_.push_back(static_cast<int64_t>(page * page_size + pos % page_size));
@@ -489,25 +501,27 @@ void PagedKvCache::Commit(const AppendPlan& plan) {
   for (size_t i = 0; i < plan.seqs_.size(); ++i) {
     seqs_.find(plan.seqs_[i])->second.length += plan.num_new_tokens_[i];
   }
+  pool_.EndJournal();
   pending_plan_ = 0;
 }
 
 void PagedKvCache::Abort(AppendPlan&& plan) {
   CheckPending(plan);
-  // Exact reverse of PrepareAppend, so the LIFO free list gets every page
-  // back in the slot it was popped from.
+  // Tables and shared references first, in reverse; then the pool undoes
+  // its own journal (the pages taken go back to their places in the free
+  // list, with refcount 0, and the moved ones return too). The pages the
+  // plan took had one reference and no holds, so held-only counts are
+  // unchanged by dropping them.
   for (size_t i = plan.seqs_.size(); i-- > 0;) {
     std::vector<PageId>& table = seqs_.find(plan.seqs_[i])->second.table;
     const AppendPlan::Undo& undo = plan.undo_[i];
-    for (; table.size() > undo.old_num_pages; table.pop_back()) {
-      Unref(table.back());
-    }
+    table.resize(undo.old_num_pages);
     if (undo.cow_source >= 0) {
-      Unref(table.back());
       Ref(undo.cow_source);
       table.back() = undo.cow_source;
     }
   }
+  pool_.RollBack();
   pending_plan_ = 0;
   plan = AppendPlan();
 }

@@ -80,7 +80,7 @@ State Capture(const PagedKvCache& c, const std::vector<SeqId>& seqs) {
     s.tables.emplace_back(c.block_table(id).begin(), c.block_table(id).end());
   }
   for (uint64_t p = 0; p < c.pool().num_pages(); ++p) s.refcounts.push_back(c.pool().refcount(p));
-  s.free_list.assign(c.pool().free_list().begin(), c.pool().free_list().end());
+  s.free_list = c.pool().free_list();
   return s;
 }
 
@@ -105,7 +105,8 @@ TEST(PagedKvCache, CreateRejectsAnOverflowingSize) {
 }
 
 // A fresh pool hands out 0, 1, 2, ...: one sequence growing alone gets
-// adjacent pages, two growing in turn interleave.
+// adjacent pages, and so do two growing in turn, because each keeps the
+// free pages after its tail for itself (pages 0, 1, 2 and 5, 6, 7).
 TEST(PagedKvCache, StatsCountPhysicallyAdjacentPagePairs) {
   auto alone = Make(2, 8);
   const SeqId a = alone.AddSequence();
@@ -118,8 +119,10 @@ TEST(PagedKvCache, StatsCountPhysicallyAdjacentPagePairs) {
     Append(turns, x, 2, 1);
     Append(turns, y, 2, 2);
   }
+  EXPECT_EQ(turns.block_table(x)[2], 2);
+  EXPECT_EQ(turns.block_table(y)[0], 5);
   EXPECT_EQ(turns.Stats().page_pairs, 4u);
-  EXPECT_EQ(turns.Stats().adjacent_page_pairs, 0u);
+  EXPECT_EQ(turns.Stats().adjacent_page_pairs, 4u);
 }
 
 // ---- quantized pages ---------------------------------------------------------
@@ -406,11 +409,13 @@ TEST(PagedKvCache, AppendingToAForkCopiesItsSharedPartialTail) {
   Append(c, a, 6, 1);
   const SeqId b = *c.Fork(a);
   Append(c, b, 1, 2);
+  // The copy would follow page 0, which is taken; pages 2-5 are kept after
+  // a's tail, so it is the list's front, 6.
   EXPECT_EQ(TableOf(c, a), (Table{0, 1}));
-  EXPECT_EQ(TableOf(c, b), (Table{0, 2}));
+  EXPECT_EQ(TableOf(c, b), (Table{0, 6}));
   EXPECT_EQ(c.pool().refcount(0), 2u);
   EXPECT_EQ(c.pool().refcount(1), 1u);
-  EXPECT_EQ(c.pool().refcount(2), 1u);
+  EXPECT_EQ(c.pool().refcount(6), 1u);
   ExpectRows(c, a, 0, 6, 1);
   ExpectRows(c, b, 0, 6, 1);  // copied in every layer and role
   ExpectRows(c, b, 6, 7, 2);
@@ -440,10 +445,10 @@ TEST(PagedKvCache, TheLastSharerOfATailInOneStepWritesInPlace) {
   Append(c, a, 2, 1);
   const SeqId b = *c.Fork(a);
   AppendPlan plan = Prepare(c, {{a, 1}, {b, 1}});
-  EXPECT_EQ(TableOf(c, a), (Table{1}));  // a copied
+  EXPECT_EQ(TableOf(c, a), (Table{5}));  // a copied (1-4 are kept after page 0)
   EXPECT_EQ(TableOf(c, b), (Table{0}));  // b is then the only holder
   EXPECT_EQ(std::vector<int64_t>(plan.slot_mapping().begin(), plan.slot_mapping().end()),
-            (std::vector<int64_t>{6, 2}));
+            (std::vector<int64_t>{22, 2}));
   EXPECT_EQ(c.pool().num_used(), 2u);
   c.Commit(plan);
 }
@@ -524,22 +529,22 @@ TEST(PagedKvCache, ReleaseReturnsEveryPageExactlyOnce) {
 TEST(PagedKvCache, BatchMetadataOnAHandWorkedExample) {
   auto c = Make(4, 16);
   const SeqId a = c.AddSequence(), b = c.AddSequence(), s = c.AddSequence();
-  Append(c, a, 5, 1);                              // pages 0, 1
-  Append(c, s, 3, 2);                              // page 2
-  AppendPlan plan = Prepare(c, {{s, 2}, {a, 1}});  // s grows into page 3
+  Append(c, a, 5, 1);                              // pages 0, 1 (2-5 kept for a)
+  Append(c, s, 3, 2);                              // page 6 (7-10 kept for s)
+  AppendPlan plan = Prepare(c, {{s, 2}, {a, 1}});  // s grows into page 7
   auto m = *c.BuildBatchMetadata(std::vector<SeqId>{a, b, s}, &plan);
   EXPECT_EQ(m.batch, 3u);
   EXPECT_EQ(m.max_pages, 2u);
-  EXPECT_EQ(m.block_table, (std::vector<int32_t>{0, 1, -1, -1, 2, 3}));
+  EXPECT_EQ(m.block_table, (std::vector<int32_t>{0, 1, -1, -1, 6, 7}));
   EXPECT_EQ(m.context_lens, (std::vector<int32_t>{6, 0, 5}));
   EXPECT_EQ(m.indptr, (std::vector<int32_t>{0, 2, 2, 4}));
-  EXPECT_EQ(m.indices, (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(m.indices, (std::vector<int32_t>{0, 1, 6, 7}));
   EXPECT_EQ(m.last_page_len, (std::vector<int32_t>{2, 0, 1}));
   EXPECT_EQ(m.query_indptr, (std::vector<int32_t>{0, 1, 1, 3}));
-  EXPECT_EQ(m.slot_mapping, (std::vector<int64_t>{5, 11, 12}));  // listed order
+  EXPECT_EQ(m.slot_mapping, (std::vector<int64_t>{5, 27, 28}));  // listed order
 
   auto before = *c.BuildBatchMetadata(std::vector<SeqId>{a, b, s}, nullptr);
-  EXPECT_EQ(before.block_table, (std::vector<int32_t>{0, 1, -1, -1, 2, -1}));
+  EXPECT_EQ(before.block_table, (std::vector<int32_t>{0, 1, -1, -1, 6, -1}));
   EXPECT_EQ(before.context_lens, (std::vector<int32_t>{5, 0, 3}));
   EXPECT_EQ(before.indptr, (std::vector<int32_t>{0, 2, 2, 3}));
   EXPECT_EQ(before.last_page_len, (std::vector<int32_t>{1, 0, 3}));

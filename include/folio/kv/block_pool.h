@@ -16,17 +16,30 @@
 // return false / nullopt and the caller (the scheduler) decides whether to
 // wait, preempt or reject.
 //
-// Allocation order is deterministic. The free list is a LIFO stack seeded so
-// that a fresh pool hands out 0, 1, 2, ...; a released page is the next one
-// handed out. The pool's whole state is therefore a function of the sequence
-// of calls, and undoing calls in reverse order (release what was allocated,
-// last first) restores the free list exactly.
+// Allocation order is deterministic: the pool's whole state is a function of
+// the sequence of calls. The free pages form one list in hand-out order, a
+// fresh pool's 0, 1, 2, ...; TryAllocate takes its front, a released page
+// goes to the front (the next one handed out). Two more moves keep a growing
+// sequence's pages physically adjacent, so attention reads it as one
+// stream (docs/design.md, "Page order"): TryAllocateAfter(prev) takes page
+// prev + 1 when it is free, wherever it sits in the list, and Deprioritize
+// moves a free page to the back, where it is handed out only after every
+// other free page. Every operation is O(1) (the list is doubly linked
+// through two arrays indexed by page).
+//
+// Undo. Between BeginJournal and EndJournal the pool records how each
+// allocation and move changed the list; RollBack undoes them newest first,
+// so the list and the refcounts return exactly to where BeginJournal found
+// them (an aborted step leaves no trace; peak_used and total_allocations
+// are history and keep counting). Only
+// TryAllocate*, Deprioritize and Retain / Release of pages already in use
+// may happen while a journal is open; releasing a page to the free list
+// then is a programming error (checked).
 #ifndef FOLIO_KV_BLOCK_POOL_H_
 #define FOLIO_KV_BLOCK_POOL_H_
 
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <vector>
 
 #include "folio/core/status.h"
@@ -43,7 +56,7 @@ class BlockPool {
   explicit BlockPool(uint64_t num_pages);
 
   uint64_t num_pages() const { return refcounts_.size(); }
-  uint64_t num_free() const { return free_.size(); }
+  uint64_t num_free() const { return num_free_; }
   uint64_t num_used() const { return num_pages() - num_free(); }
   // The largest num_used() seen since construction.
   uint64_t peak_used() const { return peak_used_; }
@@ -55,39 +68,68 @@ class BlockPool {
 
   // One page with refcount 1, or nullopt when none is free.
   std::optional<PageId> TryAllocate();
+  // Page prev + 1 when prev >= 0 and that page exists and is free, else as
+  // TryAllocate. prev must be < num_pages (checked).
+  std::optional<PageId> TryAllocateAfter(PageId prev);
   // n pages in allocation order, or nullopt (and nothing allocated) when
   // fewer than n are free. n = 0 yields an empty vector.
   std::optional<std::vector<PageId>> TryAllocate(uint64_t n);
+  // A free page moves to the back of the list; a page in use (or out of
+  // range) is left alone. Returns whether it moved.
+  bool Deprioritize(PageId page);
 
   // refcount + 1. Errors: OutOfRange for an id outside [0, num_pages),
   // FailedPrecondition for a free page (sharing it would resurrect it),
   // ResourceExhausted if the count would overflow uint32.
   Status Retain(PageId page);
-  // refcount - 1; at 0 the page goes back on the free list. Errors:
+  // refcount - 1; at 0 the page goes to the front of the free list. Errors:
   // OutOfRange for an id outside [0, num_pages), FailedPrecondition for a
   // page that is already free (a double release), naming the page.
   Status Release(PageId page);
 
+  // See "Undo" above. BeginJournal with a journal open, and EndJournal or
+  // RollBack without one, are programming errors (checked).
+  void BeginJournal();
+  void EndJournal();
+  void RollBack();
+
   // 0 for a free page. page must be in range (checked).
   uint32_t refcount(PageId page) const;
 
-  // The free list as a stack: back() is the next page TryAllocate hands out.
-  // Exposed so tests can show that an undo restored the pool exactly.
-  std::span<const PageId> free_list() const { return free_; }
+  // The free list in hand-out order: front() is the next page TryAllocate
+  // hands out. O(num_free); for tests that show an undo restored the pool.
+  std::vector<PageId> free_list() const;
 
   // Ok, or a message naming the first broken invariant: refcounts cover
-  // exactly num_pages pages; every free-list entry is in range, appears once
-  // and has refcount 0; every page with refcount 0 is on the free list (so
-  // free + referenced = total).
+  // exactly num_pages pages; the list's links agree both ways, reach
+  // num_free pages, each once and each with refcount 0; every page with
+  // refcount 0 is on the list (so free + referenced = total).
   Status CheckInvariants() const;
 
  private:
+  static constexpr PageId kNone = -1;
+  // One change to the list, enough to undo it: `page` was taken (or, for a
+  // move, moved to the back) from just before `next` (kNone: it was last).
+  struct Change {
+    PageId page;
+    PageId next;
+    bool moved;
+  };
+
   Status CheckRange(PageId page, const char* op) const;
+  // List surgery; Unlink returns the page's successor.
+  PageId Unlink(PageId page);
+  void LinkBefore(PageId page, PageId next);  // next == kNone: at the back
+  PageId Take(PageId page);                   // unlink, refcount 1, journal
 
   std::vector<uint32_t> refcounts_;  // [num_pages]
-  std::vector<PageId> free_;         // [num_free], stack; back() goes first
+  std::vector<PageId> next_, prev_;  // [num_pages]; kNone off the list or at an end
+  PageId front_ = kNone, back_ = kNone;
+  uint64_t num_free_ = 0;
   uint64_t peak_used_ = 0;
   uint64_t total_allocations_ = 0;
+  bool journaling_ = false;
+  std::vector<Change> journal_;  // since BeginJournal, oldest first
 };
 
 }  // namespace folio::kv

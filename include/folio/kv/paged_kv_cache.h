@@ -53,16 +53,24 @@
 // readers and BuildBatchMetadata work. That rule is what makes Abort exact:
 // nothing but the plan has touched the pool or a table since Prepare.
 //
+// Page order. A sequence's new page is the one physically after its
+// previous page when that is free (BlockPool::TryAllocateAfter), else the
+// free list's front; and after a step gives a sequence new pages, the
+// kPagesKeptAfterTail free pages after its new tail move to the back of the
+// free list, so that other sequences take them last and this one finds
+// them free when it grows. Decode steps that grow many sequences in turn
+// thus still give each one runs of adjacent pages, which attention reads as
+// one stream. Every step is O(pages it takes); nothing is searched.
+//
 // Abort's mechanism: the plan records, per request, the table size before
-// Prepare and, if it copied the tail, the shared page it replaced. Abort
-// walks the requests in reverse and undoes each one in reverse: release the
-// pages appended (last first), then release the copy and re-retain the
-// shared page. Because the free list is a LIFO stack, releasing in reverse
-// allocation order pushes the pages back exactly where they were popped, so
-// tables, refcounts and the free list order are restored exactly. The pool's
-// history counters (peak_used, total_allocations) still record the aborted
-// allocations. Rows already written to the plan's slots stay in the pages
-// but are never live: only Commit advances lengths.
+// Prepare and, if it copied the tail, the shared page it replaced; the pool
+// journals its own changes from Prepare on (BlockPool, "Undo"). Abort walks
+// the requests in reverse and restores each table (and the shared page's
+// reference), then rolls the pool back, so tables, refcounts and the free
+// list's order are restored exactly. The pool's history counters
+// (peak_used, total_allocations) still record the aborted allocations. Rows
+// already written to the plan's slots stay in the pages but are never live:
+// only Commit advances lengths.
 #ifndef FOLIO_KV_PAGED_KV_CACHE_H_
 #define FOLIO_KV_PAGED_KV_CACHE_H_
 
@@ -82,6 +90,12 @@
 #include "folio/kv/paged_view.h"
 
 namespace folio::kv {
+
+// How many free pages after a sequence's new tail page are kept for it
+// (moved to the back of the free list; see "Page order" above): a decode
+// step adds one page in page_size tokens, so four pages cover 64 tokens of
+// growth at the default page size before the run breaks.
+inline constexpr int32_t kPagesKeptAfterTail = 4;
 
 struct PagedKvCacheConfig {
   uint64_t num_layers = 1;
