@@ -37,8 +37,8 @@ class LLM:
     ``folio serve --model`` loads it (FileNotFoundError if it is not there).
 
     Engine options (``folio serve``'s flags): kv_dtype ("f32" default, "bf16",
-    "f16", "i8" / "int8", "f8e4m3" / "fp8" (8-bit pages, one scale per page
-    and head), "f64"; "auto" = f32), page_size (tokens per KV page), num_pages or
+    "f16", "i8" / "int8", "f8e4m3" / "fp8" (8-bit pages, one scale per row
+    of head_dim codes), "f64"; "auto" = f32), page_size (tokens per KV page), num_pages or
     kv_bytes (the pool; default: what max_num_seqs full-context sequences
     need, at most 512 MiB), max_num_seqs (sequences per step),
     max_num_batched_tokens (tokens per step: decodes plus prefill chunks),

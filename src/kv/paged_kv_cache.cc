@@ -449,8 +449,9 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
     }
     if (d.copy_tail || d.new_pages > 0) {
       const int64_t tail = seq.table.back();
-      const auto end = std::min<int64_t>(tail + 1 + kPagesKeptAfterTail,
-                                         static_cast<int64_t>(config_.num_pages));
+      const auto keep = std::clamp<int64_t>(static_cast<int64_t>(seq.table.size()),
+                                            kMinPagesKeptAfterTail, kMaxPagesKeptAfterTail);
+      const auto end = std::min<int64_t>(tail + 1 + keep, static_cast<int64_t>(config_.num_pages));
       for (int64_t p = tail + 1; p < end; ++p) {
         pool_.Deprioritize(static_cast<PageId>(p));
       }

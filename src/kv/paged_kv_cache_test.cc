@@ -99,6 +99,26 @@ TEST(PagedKvCache, CreateRejectsMorePagesThanInt32Ids) {
             StatusCode::kOutOfRange);
 }
 
+// The pages kept after a sequence's tail grow with the sequence (as many
+// as it holds, at least 4), and another sequence's pages come from past
+// them; the keeper then grows into them.
+TEST(PagedKvCache, KeptPagesGrowWithTheSequence) {
+  auto c = Make(1, 40);
+  const SeqId a = c.AddSequence(), b = c.AddSequence();
+  Append(c, a, 8, 1);  // pages 0-7; 8-15 kept
+  Append(c, b, 1, 2);  // page 16; 17-20 kept
+  EXPECT_EQ(c.block_table(b)[0], 16);
+  Append(c, a, 1, 1);  // page 8; 9-17 asked for, 9-15 still free and kept
+  EXPECT_EQ(c.block_table(a)[8], 8);
+  Append(c, b, 1, 2);
+  EXPECT_EQ(c.block_table(b)[1], 17);
+  EXPECT_EQ(c.Stats().adjacent_page_pairs, c.Stats().page_pairs);
+  // Under pressure kept pages are still handed out: nothing is withheld.
+  const SeqId big = c.AddSequence();
+  Append(c, big, c.pool().num_free(), 3);
+  EXPECT_EQ(c.pool().num_free(), 0u);
+}
+
 TEST(PagedKvCache, CreateRejectsAnOverflowingSize) {
   EXPECT_EQ(PagedKvCache::Create({1ull << 40, 1ull << 20, 64, 16, 8, DType::kF32}).status().code(),
             StatusCode::kOutOfRange);

@@ -55,10 +55,11 @@
 //
 // Page order. A sequence's new page is the one physically after its
 // previous page when that is free (BlockPool::TryAllocateAfter), else the
-// free list's front; and after a step gives a sequence new pages, the
-// kPagesKeptAfterTail free pages after its new tail move to the back of the
-// free list, so that other sequences take them last and this one finds
-// them free when it grows. Decode steps that grow many sequences in turn
+// free list's front; and after a step gives a sequence new pages, the free
+// pages after its new tail move to the back of the free list, as many as
+// the sequence holds (at least kMinPagesKeptAfterTail, at most
+// kMaxPagesKeptAfterTail), so that other sequences take them last and this
+// one finds them free when it grows. Decode steps that grow many sequences in turn
 // thus still give each one runs of adjacent pages, which attention reads as
 // one stream. Every step is O(pages it takes); nothing is searched.
 //
@@ -92,10 +93,12 @@
 namespace folio::kv {
 
 // How many free pages after a sequence's new tail page are kept for it
-// (moved to the back of the free list; see "Page order" above): a decode
-// step adds one page in page_size tokens, so four pages cover 64 tokens of
-// growth at the default page size before the run breaks.
-inline constexpr int32_t kPagesKeptAfterTail = 4;
+// (moved to the back of the free list; see "Page order" above): as many as
+// it holds, the way a vector doubles its capacity, so a sequence that keeps
+// growing breaks its run at most once per kMaxPagesKeptAfterTail pages
+// (1024 tokens at pages of 16), and a short one keeps a few.
+inline constexpr int64_t kMinPagesKeptAfterTail = 4;
+inline constexpr int64_t kMaxPagesKeptAfterTail = 64;
 
 struct PagedKvCacheConfig {
   uint64_t num_layers = 1;
