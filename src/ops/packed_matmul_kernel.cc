@@ -51,7 +51,16 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Activation rows per prefill block: 64 rows of a 1536-column matrix are
 // 144 KiB of quantized blocks.
 constexpr size_t kActBlock = 64;
+// Activation rows one pass over a tile's weights serves: each pass unpacks
+// the levels once for all of its rows. AVX-512's 32 registers hold six
+// rows' accumulators and sums (twelve sums for Q6_K's halves), so a
+// speculative verify step of up to six rows unpacks once; AVX2's 16 hold
+// four.
+#if HWY_TARGET == HWY_AVX2
 constexpr size_t kMaxRows = 4;
+#else
+constexpr size_t kMaxRows = 6;
+#endif
 
 // ------------------------------------------------------ quantization
 
@@ -355,6 +364,14 @@ HWY_INLINE void PackedTiles(const PackedTask& t, uint64_t tile, uint64_t r0, uin
       y[k] = t.y + (r + k) * t.y_stride + tile * PackedMatrix::kTileRows;
     }
     switch (n) {
+#if HWY_TARGET != HWY_AVX2
+      case 6:
+        PackedTile<V, kF, 6>(pg0, half, stride, groups, act, y, n_out);
+        break;
+      case 5:
+        PackedTile<V, kF, 5>(pg0, half, stride, groups, act, y, n_out);
+        break;
+#endif
       case 4:
         PackedTile<V, kF, 4>(pg0, half, stride, groups, act, y, n_out);
         break;

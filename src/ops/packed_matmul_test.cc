@@ -140,7 +140,7 @@ TEST(PackedMatMul, EqualsReferenceBitForBit) {
         const uint64_t cols = Unit(type) * (rows == 77 ? 3 : 1);
         const Matrix m = RandomMatrix(type, rows, cols, ++seed);
         const PackedMatrix p = Pack(m);
-        for (uint64_t num_rows : {1, 2, 3, 4, 7, 70}) {
+        for (uint64_t num_rows : {1, 2, 3, 4, 5, 6, 7, 70}) {
           SCOPED_TRACE(testing::Message()
                        << WeightTypeName(type) << " rows " << rows << " num_rows " << num_rows);
           const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
