@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "ops/packed_layout.h"
 
@@ -363,28 +364,13 @@ HWY_INLINE void PackedTiles(const PackedTask& t, uint64_t tile, uint64_t r0, uin
       act[k] = t.act + (r + k) * blocks;
       y[k] = t.y + (r + k) * t.y_stride + tile * PackedMatrix::kTileRows;
     }
-    switch (n) {
-#if HWY_TARGET != HWY_AVX2
-      case 6:
-        PackedTile<V, kF, 6>(pg0, half, stride, groups, act, y, n_out);
-        break;
-      case 5:
-        PackedTile<V, kF, 5>(pg0, half, stride, groups, act, y, n_out);
-        break;
-#endif
-      case 4:
-        PackedTile<V, kF, 4>(pg0, half, stride, groups, act, y, n_out);
-        break;
-      case 3:
-        PackedTile<V, kF, 3>(pg0, half, stride, groups, act, y, n_out);
-        break;
-      case 2:
-        PackedTile<V, kF, 2>(pg0, half, stride, groups, act, y, n_out);
-        break;
-      default:
-        PackedTile<V, kF, 1>(pg0, half, stride, groups, act, y, n_out);
-        break;
+    // PackedTile<kR> for kR = n, one instantiation per count up to kMaxRows.
+    [&]<size_t... kIndex>(std::index_sequence<kIndex...>) HWY_ATTR {
+      (void)((n == kIndex + 1 &&
+              (PackedTile<V, kF, kIndex + 1>(pg0, half, stride, groups, act, y, n_out), true)) ||
+             ...);
     }
+    (std::make_index_sequence<kMaxRows>{});
   }
 }
 
