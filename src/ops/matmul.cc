@@ -81,17 +81,19 @@ Split PlanSplit(uint64_t outs, uint64_t num_rows, uint64_t macs, ThreadPool* poo
   return {outs, out_block, out_blocks, num_rows, act_block, CeilDiv(num_rows, act_block)};
 }
 
-void RunSplitTask(const Split& split, uint64_t i,
-                  const std::function<void(uint64_t, uint64_t, uint64_t, uint64_t)>& task) {
+SplitTask TaskOf(const Split& split, uint64_t i) {
   const uint64_t ob = i / split.act_blocks, ab = i % split.act_blocks;
   const uint64_t r0 = ab * split.act_block;
-  task(ob * split.out_block, std::min((ob + 1) * split.out_block, split.outs), r0,
-       std::min(split.act_block, split.num_rows - r0));
+  return {ob * split.out_block, std::min((ob + 1) * split.out_block, split.outs), r0,
+          std::min(split.act_block, split.num_rows - r0)};
 }
 
 void RunSplit(const Split& split, ThreadPool* pool,
               const std::function<void(uint64_t, uint64_t, uint64_t, uint64_t)>& task) {
-  const auto run = [&](size_t i) { RunSplitTask(split, i, task); };
+  const auto run = [&](size_t i) {
+    const SplitTask t = TaskOf(split, i);
+    task(t.out_begin, t.out_end, t.row_begin, t.num_rows);
+  };
   const uint64_t num_tasks = split.num_tasks();
   if (num_tasks == 1 || pool == nullptr) {
     for (uint64_t i = 0; i < num_tasks; ++i) run(i);

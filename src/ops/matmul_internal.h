@@ -41,15 +41,18 @@ struct Split {
   uint64_t num_rows, act_block, act_blocks;
   uint64_t num_tasks() const { return out_blocks * act_blocks; }
 };
+// Task i < num_tasks() of a split: outputs [out_begin, out_end) for
+// activation rows [row_begin, row_begin + num_rows).
+struct SplitTask {
+  uint64_t out_begin, out_end, row_begin, num_rows;
+};
+SplitTask TaskOf(const Split& split, uint64_t i);
 // macs: the call's multiply-adds (small calls run on the caller alone).
 Split PlanSplit(uint64_t outs, uint64_t num_rows, uint64_t macs, ThreadPool* pool);
 // Runs task(out_begin, out_end, row_begin, num_rows) for every task of the
 // split, over the pool when there is more than one.
 void RunSplit(const Split& split, ThreadPool* pool,
               const std::function<void(uint64_t, uint64_t, uint64_t, uint64_t)>& task);
-// Runs task i < split.num_tasks() of the split on the calling thread.
-void RunSplitTask(const Split& split, uint64_t i,
-                  const std::function<void(uint64_t, uint64_t, uint64_t, uint64_t)>& task);
 
 // Runs one task with the best SIMD target this CPU has.
 void MatMulRows(const MatMulTask& task);

@@ -369,12 +369,11 @@ Status PackedMatMuls(std::span<const PackedMatrix* const> ws, std::span<const fl
     const size_t i =
         static_cast<size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin()) - 1;
     const PackedMatrix& w = *ws[i];
-    internal::RunSplitTask(
-        splits[i], t - first[i], [&](uint64_t j0, uint64_t j1, uint64_t r0, uint64_t rn) {
-          internal::PackedRows({&w, act + r0 * blocks, rn, ys[i].data() + r0 * w.rows(), w.rows(),
-                                j0 / PackedMatrix::kTileRows,
-                                CeilDiv(j1, PackedMatrix::kTileRows)});
-        });
+    const internal::SplitTask task = internal::TaskOf(splits[i], t - first[i]);
+    internal::PackedRows({&w, act + task.row_begin * blocks, task.num_rows,
+                          ys[i].data() + task.row_begin * w.rows(), w.rows(),
+                          task.out_begin / PackedMatrix::kTileRows,
+                          CeilDiv(task.out_end, PackedMatrix::kTileRows)});
   };
   if (pool == nullptr || first.back() <= 1) {
     for (uint64_t t = 0; t < first.back(); ++t) run(t);
