@@ -44,8 +44,14 @@ void ParallelRanges(ThreadPool& pool, uint64_t n, uint64_t parts, const Fn& fn) 
   });
 }
 
-// The block tables kv::PagedKvCache hands out when the batch is served as
-// an engine serves it, and the size of the pool they came from. The batch's
+// Pages the engine order's pool holds beyond the batch's own: room for
+// `batch` churn requests of up to 767 tokens (EngineTables).
+uint64_t EngineChurnPages(const AttentionShape& shape) {
+  return shape.batch * (768 / shape.page_size + 2);
+}
+
+// The block tables kv::PagedKvCache, with `num_pages` pages, hands out when
+// the batch is served as an engine serves it. The batch's
 // sequences arrive together; each step has a budget of 512 tokens, which
 // running sequences' decode tokens take first (one each) and waiting
 // prompts fill in arrival order (chunked prefill); a sequence's prompt is
@@ -54,10 +60,8 @@ void ParallelRanges(ThreadPool& pool, uint64_t n, uint64_t parts, const Fn& fn) 
 // `batch` are running, one arrives with probability 1/4, with a prompt of
 // 64-511 tokens and 16-255 more to decode, and it leaves when done. Only
 // the pages' ids matter, so the cache is one layer of one one-float head.
-std::pair<std::vector<int32_t>, uint64_t> EngineTables(const AttentionShape& shape, uint64_t seed) {
-  const uint64_t page = shape.page_size, per_seq = shape.pages_per_seq();
-  const uint64_t churn_pages = shape.batch * (768 / page + 2);
-  const uint64_t num_pages = shape.batch * per_seq + churn_pages;
+std::vector<int32_t> EngineTables(const AttentionShape& shape, uint64_t num_pages, uint64_t seed) {
+  const uint64_t page = shape.page_size;
   kv::PagedKvCache cache = *kv::PagedKvCache::Create({1, 1, 1, page, num_pages, DType::kF32});
   struct Seq {
     kv::SeqId id;
@@ -112,7 +116,7 @@ std::pair<std::vector<int32_t>, uint64_t> EngineTables(const AttentionShape& sha
     const std::span<const kv::PageId> t = cache.block_table(s.id);
     tables.insert(tables.end(), t.begin(), t.end());
   }
-  return {std::move(tables), num_pages};
+  return tables;
 }
 
 }  // namespace
@@ -150,7 +154,7 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, u
   // The engine's order comes with a larger pool (room for the churn).
   const auto table_pages = CheckedMul(shape.batch, shape.pages_per_seq());
   const auto num_pages = order == PageOrder::kEngine && table_pages
-                             ? CheckedAdd(*table_pages, shape.batch * (768 / shape.page_size + 2))
+                             ? CheckedAdd(*table_pages, EngineChurnPages(shape))
                              : table_pages;
   const auto pool_elems = CheckedProduct(
       {num_pages.value_or(UINT64_MAX), shape.num_kv_heads, shape.page_size, shape.head_dim});
@@ -184,9 +188,7 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, u
   });
 
   if (order == PageOrder::kEngine) {
-    auto [tables, pages] = EngineTables(shape, seed);
-    FOLIO_CHECK(pages == f.num_pages_, "engine pool ", pages, " != ", f.num_pages_);
-    f.paged_table_ = std::move(tables);
+    f.paged_table_ = EngineTables(shape, f.num_pages_, seed);
   } else {
     // Pool order, or a random permutation of the pool's pages dealt to
     // (sequence, logical page) in order: physical order unrelated to
@@ -235,13 +237,7 @@ double AttentionFixture::adjacent_page_fraction() const {
   return pairs == 0 ? 1.0 : static_cast<double>(adjacent) / static_cast<double>(pairs);
 }
 
-bool AttentionFixture::shuffled() const {
-  const uint64_t per_seq = shape_.pages_per_seq();
-  for (uint64_t i = 0; i < paged_table_.size(); ++i) {
-    if (i % per_seq != 0 && paged_table_[i] != paged_table_[i - 1] + 1) return true;
-  }
-  return false;
-}
+bool AttentionFixture::shuffled() const { return adjacent_page_fraction() < 1.0; }
 
 attention::PagedAttentionParams AttentionFixture::params() const {
   attention::PagedAttentionParams p;

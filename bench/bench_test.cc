@@ -194,8 +194,9 @@ TEST(AttentionFixture, OnePagePerSequenceNeedsNoShuffle) {
 }
 
 // The engine's order: every sequence holds its own distinct pages, and the
-// allocator keeps most of a sequence's consecutive pages adjacent even
-// with the batch growing in turn and short requests coming and going.
+// allocator keeps a sequence's consecutive pages adjacent even with the
+// batch growing in turn and short requests coming and going (without the
+// pages kept after each tail this shape gets 0.50).
 TEST(AttentionFixture, EngineOrderIsTheAllocatorsTables) {
   AttentionShape shape;
   shape.num_q_heads = 2;
@@ -210,7 +211,7 @@ TEST(AttentionFixture, EngineOrderIsTheAllocatorsTables) {
   const kv::PagedBatchView table = f->paged_batch();
   std::set<int32_t> pages(table.block_table.begin(), table.block_table.end());
   EXPECT_EQ(pages.size(), table.block_table.size());
-  EXPECT_GT(f->adjacent_page_fraction(), 0.5);
+  EXPECT_GT(f->adjacent_page_fraction(), 0.95);
   EXPECT_EQ(ParsePageOrder("engine"), PageOrder::kEngine);
   EXPECT_EQ(ParsePageOrder("random"), std::nullopt);
 }
