@@ -68,6 +68,8 @@ struct Run {
   uint64_t steps = 0;
   engine::EngineStats stats;
   std::vector<int32_t> output;
+  // Each timed step's rows (the pending token plus its draft) and seconds.
+  std::vector<std::pair<uint64_t, double>> step_times;
 };
 
 Result<Run> Generate(const model::Model& m, const model::Model* draft,
@@ -99,7 +101,11 @@ Result<Run> Generate(const model::Model& m, const model::Model* draft,
     run.output.insert(run.output.end(), out.new_tokens.begin(), out.new_tokens.end());
   const double t0 = NowUs();
   while (eng.HasUnfinished()) {
+    const uint64_t drafted_before = eng.stats().draft_tokens;
+    const double step_start = NowUs();
     FOLIO_ASSIGN_OR_RETURN(std::vector<engine::StepOutput> step, eng.Step());
+    run.step_times.emplace_back(1 + eng.stats().draft_tokens - drafted_before,
+                                (NowUs() - step_start) * 1e-6);
     ++run.steps;
     for (const auto& out : step) {
       run.tokens += out.new_tokens.size();
@@ -187,6 +193,7 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
     uint64_t tokens = 0, steps = 0, verifications = 0, drafted = 0, accepted = 0;
   };
   std::map<std::string, std::map<uint64_t, std::vector<Sum>>> sums;
+  std::map<uint64_t, std::vector<double>> step_seconds;  // by rows, every timed step
   // Plain decoding's outputs, from an untimed warm-up pass (caches, pages
   // and the pool's threads warm for every timed configuration alike).
   std::vector<std::vector<int32_t>> plain(prompts.size());
@@ -215,6 +222,7 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
         s.drafted += run->stats.draft_tokens;
         s.accepted += run->stats.draft_accepted_tokens;
         if (run->output != plain[i]) identical = false;
+        for (const auto& [rows, seconds] : run->step_times) step_seconds[rows].push_back(seconds);
       }
     }
   }
@@ -252,6 +260,17 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
     }
     kinds[kind] = rows;
   }
+  // What a target step costs by its rows: the model of the speed-up
+  // (tokens per step over the cost of a step, relative to one row).
+  nlohmann::json steps_by_rows = nlohmann::json::array();
+  const double one_row = step_seconds.contains(1) ? Quantile(step_seconds.at(1), 0.5) : 0.0;
+  for (auto& [rows, seconds] : step_seconds) {
+    const double median = Quantile(seconds, 0.5);
+    steps_by_rows.push_back({{"rows", rows},
+                             {"steps", seconds.size()},
+                             {"median_ms", median * 1e3},
+                             {"relative_to_one_row", one_row > 0 ? median / one_row : 0.0}});
+  }
   const nlohmann::json report = {
       {"benchmark", "speculative"},
       {"command", command},
@@ -264,6 +283,7 @@ int RunSpeculativeBench(const SpeculativeBenchOptions& o, const std::string& com
       {"rounds", o.rounds},
       {"outputs_identical_to_plain_decoding", identical},
       {"kinds", kinds},
+      {"step_ms_by_rows", steps_by_rows},
       {"machine", MachineJson(machine, load_start, LoadBetween(run_start, TakeCpuSnapshot()))},
   };
   if (Status s = EmitJson(report, o.json_output); !s.ok()) return fail(s);

@@ -271,7 +271,11 @@ def _speculative(config: Optional[Mapping[str, Any]]) -> Dict[str, Any]:
     if (method == "draft_model") != (model is not None):
         raise ValueError("speculative_config: 'model' goes with method 'draft_model' "
                          f"(got method={method!r}, model={model!r})")
-    out: Dict[str, Any] = {"num_speculative_tokens": config.get("num_speculative_tokens", 3),
+    # The most draft tokens per step (folio grows drafts while they are
+    # accepted whole): prompt lookup drafts are nearly free, a draft model's
+    # cost a step of that model per token.
+    default_k = 16 if method == "ngram" else 3
+    out: Dict[str, Any] = {"num_speculative_tokens": config.get("num_speculative_tokens", default_k),
                            "prompt_lookup_min": config.get("prompt_lookup_min", 2),
                            "prompt_lookup_max": config.get("prompt_lookup_max", 4)}
     for name, v in out.items():

@@ -51,12 +51,14 @@ class LLM:
     watermark (pool fraction kept free at admission). seed draws the seeds
     of requests whose SamplingParams.seed is None, in submission order.
     speculative_config (vLLM's): {"method": "ngram",
-    "num_speculative_tokens": 3, "prompt_lookup_min": 2,
+    "num_speculative_tokens": 16, "prompt_lookup_min": 2,
     "prompt_lookup_max": 4} drafts by prompt lookup, {"model": PATH,
     "num_speculative_tokens": 3} with a smaller model sharing the
-    vocabulary ("draft_model"); the drafts are verified in one step and the
-    outputs are exactly those without it, only faster where drafts are
-    accepted. Other methods raise ValueError. step_delay_us: the engine
+    vocabulary ("draft_model"; the values shown are the defaults);
+    num_speculative_tokens is the most per step, at most 16 (drafts start
+    at 4 and double while accepted whole). The drafts are verified in one
+    step and the outputs are exactly those without it, only faster where
+    drafts are accepted. Other methods raise ValueError. step_delay_us: the engine
     thread sleeps this long after each step (tests and demos: a slower
     model, as ``folio serve --step-delay-us``).
 

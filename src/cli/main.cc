@@ -603,8 +603,9 @@ int main(int argc, char** argv) {
   gen_cmd->add_flag("--raw", gen.raw, "write bytes as generated (default escapes non-ASCII)");
   gen_cmd
       ->add_option("--speculative-tokens", gen.speculative_tokens,
-                   "draft tokens per step (speculative decoding by prompt lookup, or by "
-                   "--draft-model; 0: off); the output never changes")
+                   "most draft tokens per step (speculative decoding by prompt lookup, or "
+                   "by --draft-model; 0: off; drafts grow while accepted whole); the output "
+                   "never changes")
       ->check(CLI::Range(uint64_t{0}, folio::engine::kMaxDraftTokens));
   AddDraftModelOption(*gen_cmd, gen.draft_model);
   AddSpeculativeAcceptanceOption(*gen_cmd, gen.speculative_acceptance);

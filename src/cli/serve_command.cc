@@ -47,8 +47,8 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   cmd->add_option("--backend", f.backend, "cpu (SIMD kernels) or reference (scalar)");
   AddMatMulActivationsOption(*cmd, f.matmul_activations);
   cmd->add_option("--speculative-tokens", f.speculative_tokens,
-                  "draft tokens per step for speculative decoding by prompt lookup (0: off; "
-                  "requests may set num_draft_tokens); the output never changes")
+                  "most draft tokens per step for speculative decoding by prompt lookup (0: "
+                  "off; requests may set num_draft_tokens); the output never changes")
       ->check(CLI::Range(uint64_t{0}, engine::kMaxDraftTokens));
   AddDraftModelOption(*cmd, f.draft_model);
   AddSpeculativeAcceptanceOption(*cmd, f.speculative_acceptance);

@@ -6,6 +6,19 @@
 
 namespace folio::engine {
 
+uint64_t NextDraftLength(uint64_t length, uint64_t drafted, uint64_t accepted,
+                         uint64_t max_length) {
+  FOLIO_CHECK(accepted <= drafted && max_length >= 1, "accepted ", accepted, " of ", drafted,
+              " drafted, at most ", max_length);
+  uint64_t next = length;
+  if (drafted != 0) {
+    next = accepted == drafted ? 2 * std::max<uint64_t>(length, 1)
+           : accepted > 0      ? accepted + 1
+                               : kFirstDraftLength;
+  }
+  return std::clamp<uint64_t>(next, 1, max_length);
+}
+
 NgramDrafter::NgramDrafter(uint64_t min_n, uint64_t max_n) : min_n_(min_n), max_n_(max_n) {
   FOLIO_CHECK(min_n >= 1 && min_n <= max_n, "n-gram sizes ", min_n, "..", max_n);
 }

@@ -36,5 +36,19 @@ TEST(NgramDrafter, NothingWithoutAMatchOrRoom) {
   EXPECT_EQ(d.Propose(V{7, 7, 7}, 4), (V{7}));  // the match may overlap the suffix
 }
 
+TEST(DraftLength, GrowsWhileAcceptedWholeAndFallsBackWhereARunBreaks) {
+  EXPECT_EQ(NextDraftLength(4, 4, 4, 16), 8u);  // accepted whole: twice as long
+  EXPECT_EQ(NextDraftLength(8, 8, 8, 16), 16u);
+  EXPECT_EQ(NextDraftLength(16, 16, 16, 16), 16u);  // at most the request's limit
+  EXPECT_EQ(NextDraftLength(4, 2, 2, 16), 8u);      // the drafter had only 2: still whole
+  EXPECT_EQ(NextDraftLength(16, 16, 5, 16), 6u);    // in part: one past the accepted
+  EXPECT_EQ(NextDraftLength(16, 16, 0, 16), kFirstDraftLength);  // none: start again
+  EXPECT_EQ(NextDraftLength(1, 1, 0, 16), kFirstDraftLength);
+  EXPECT_EQ(NextDraftLength(16, 16, 0, 3), 3u);  // a limit below the first length
+  EXPECT_EQ(NextDraftLength(7, 0, 0, 16), 7u);   // nothing drafted: unchanged
+  EXPECT_EQ(NextDraftLength(7, 0, 0, 5), 5u);
+  EXPECT_EQ(NextDraftLength(0, 0, 0, 5), 1u);  // never 0
+}
+
 }  // namespace
 }  // namespace folio::engine

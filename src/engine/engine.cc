@@ -385,24 +385,27 @@ EngineStats Engine::stats() const {
   return e;
 }
 
+uint64_t Engine::DraftLimit(RequestId id) const {
+  return outputs_.state(id).params.num_draft_tokens.value_or(config_.speculative.num_draft_tokens);
+}
+
 void Engine::ProposeDrafts() {
   for (const RequestId id : scheduler_.running()) {
     const Sequence& s = scheduler_.sequence(id);
     if (s.num_pending() != 1 || s.num_computed < s.num_prompt_tokens) continue;  // prefilling
     if (s.lockstep) continue;  // beams are scored, not drafted
-    const uint64_t k =
-        outputs_.state(id).params.num_draft_tokens.value_or(config_.speculative.num_draft_tokens);
+    const uint64_t k = DraftLimit(id);
     // Tokens this step may still emit: the pending token's successor, then
     // one per accepted draft token.
     const uint64_t room = s.max_tokens - s.num_output_tokens();
-    const uint64_t limit = std::min(k, room - 1);
     std::vector<int32_t> draft;
-    if (limit > 0) {
+    if (k > 0 && room > 1) {
       DraftState& d = drafting_[id];
+      if (d.length == 0) d.length = std::min(kFirstDraftLength, k);
       if (d.pause > 0) {
         --d.pause;
       } else {
-        draft = drafter_->Propose(id, s.tokens, limit);
+        draft = drafter_->Propose(id, s.tokens, std::min(d.length, room - 1));
       }
     }
     scheduler_.SetDraft(id, std::move(draft));
@@ -453,6 +456,7 @@ Result<StepOutput> Engine::VerifyDraft(RequestId id, std::span<const float> logi
   for (uint64_t i = 0; i < draft.size(); ++i) ++draft_stats_.drafted_at[i];
   for (uint64_t i = 0; i < accepted; ++i) ++draft_stats_.accepted_at[i];
   DraftState& d = drafting_[id];
+  d.length = NextDraftLength(d.length, draft.size(), accepted, DraftLimit(id));
   if (accepted > 0) {
     d.misses = 0;
   } else {

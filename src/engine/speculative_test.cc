@@ -39,8 +39,10 @@ std::vector<std::vector<int32_t>> Prompts() {
 
 RequestParams Params(bool greedy, uint64_t k) {
   RequestParams p;
+  // The test model's logits are flat: only a low temperature makes its
+  // sampled output repeat enough for drafts to be proposed and accepted.
   p.sampling = greedy ? sampling::SamplingParams{0.0, 0, 1.0, 0.0}
-                      : sampling::SamplingParams{0.8, 40, 0.95, 0.0};
+                      : sampling::SamplingParams{0.05, 40, 0.95, 0.0};
   p.max_tokens = 40;
   p.seed = 77;
   p.logprobs = true;
@@ -89,10 +91,10 @@ TEST(Speculative, OutputIsPlainDecodingsUnderEveryDraftLengthAndSchedule) {
   const auto prompts = Prompts();
   ThreadPool two(2);
   const std::vector<Variant> variants = Schedules(&two);
-  uint64_t drafted = 0, accepted = 0;
   for (const bool greedy : {true, false}) {
+    uint64_t drafted = 0, accepted = 0;
     const std::vector<Outcome> want = Reference(prompts, Params(greedy, 0));
-    for (const uint64_t k : {1, 3, 8}) {
+    for (const uint64_t k : {uint64_t{1}, uint64_t{3}, kMaxDraftTokens}) {
       for (const Variant& v : variants) {
         SCOPED_TRACE(std::string(greedy ? "greedy, " : "sampled, ") + "k=" + std::to_string(k) +
                      ", " + v.name);
@@ -109,13 +111,51 @@ TEST(Speculative, OutputIsPlainDecodingsUnderEveryDraftLengthAndSchedule) {
         if (k < kMaxDraftTokens) {
           EXPECT_EQ(st.drafted_at[k], 0u);
         }
+        if (k > kFirstDraftLength) {
+          // Drafts start shorter and grow only after one is accepted whole.
+          EXPECT_LT(st.drafted_at[kFirstDraftLength], st.draft_verifications);
+          if (greedy) {
+            EXPECT_GT(st.drafted_at[kFirstDraftLength], 0u);
+          }
+        }
         ExpectNoLeak(engine);
       }
     }
+    // Both paths were taken: drafts accepted and drafts rejected.
+    EXPECT_GT(accepted, 0u) << (greedy ? "greedy" : "sampled");
+    EXPECT_LT(accepted, drafted) << (greedy ? "greedy" : "sampled");
   }
-  // Both paths were taken: drafts accepted and drafts rejected.
-  EXPECT_GT(accepted, 0u);
-  EXPECT_LT(accepted, drafted);
+}
+
+// One request, step by step: each draft is no longer than the length rule
+// allows (NextDraftLength over the drafts before it, from
+// kFirstDraftLength), and a copied run lets drafts grow past the first
+// length.
+TEST(Speculative, DraftsStartShortAndGrowWhileAcceptedWhole) {
+  std::vector<int32_t> prompt = {0};
+  for (int32_t i = 0; i < 30; ++i) prompt.push_back(40 + (i % 3) * 7);
+  auto engine = *Engine::Create(TestModel(), EngineConfig{});
+  RequestParams p = Params(true, kMaxDraftTokens);
+  p.max_tokens = 60;
+  ASSERT_TRUE(engine.AddRequest(prompt, p).ok());
+  uint64_t length = kFirstDraftLength, longest = 0, verifications = 0;
+  EngineStats before = engine.stats();
+  while (engine.HasUnfinished()) {
+    ASSERT_TRUE(engine.Step().ok());
+    const EngineStats after = engine.stats();
+    if (after.draft_verifications != before.draft_verifications) {
+      const uint64_t drafted = after.draft_tokens - before.draft_tokens;
+      const uint64_t accepted = after.draft_accepted_tokens - before.draft_accepted_tokens;
+      EXPECT_LE(drafted, length) << "verification " << verifications;
+      length = NextDraftLength(length, drafted, accepted, kMaxDraftTokens);
+      longest = std::max(longest, drafted);
+      ++verifications;
+    }
+    before = after;
+  }
+  EXPECT_GT(verifications, 2u);
+  EXPECT_GT(longest, kFirstDraftLength);
+  ExpectNoLeak(engine);
 }
 
 TEST(Speculative, RequestsWithAndWithoutDraftsShareSteps) {

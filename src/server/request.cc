@@ -493,8 +493,9 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   r.params.sampling.top_k = top_k && *top_k > 0 ? static_cast<uint64_t>(*top_k) : 0;
   r.params.seed = static_cast<uint64_t>(seed.value_or(0));
   r.seed_given = seed.has_value();
-  // folio's extension: speculative decoding for this request (0: off;
-  // absent: the server's --speculative-tokens). The output is the same.
+  // folio's extension: speculative decoding for this request, at most this
+  // many draft tokens per step (0: off; absent: the server's
+  // --speculative-tokens). The output is the same.
   std::optional<int64_t> num_draft_tokens;
   FOLIO_RETURN_API_ERROR(f.Int("num_draft_tokens", 0, static_cast<int64_t>(engine::kMaxDraftTokens),
                                num_draft_tokens));

@@ -17,6 +17,18 @@
 
 namespace folio::engine {
 
+// How many tokens a request's next draft may have (its length), from its
+// last draft's fate. A draft accepted whole doubles it: a copied run is
+// still going, so let the next step take more of it. A draft accepted in
+// part sets it to one past the accepted tokens: the run broke there, and a
+// new one is likely as short. A draft accepted not at all resets it to
+// kFirstDraftLength (and the engine's back-off pauses drafting). Always
+// within [1, max_length]; drafted == 0 (nothing proposed) leaves it as is.
+// The output never depends on it: only the cost of a step and how many
+// tokens it yields do.
+inline constexpr uint64_t kFirstDraftLength = 4;
+uint64_t NextDraftLength(uint64_t length, uint64_t drafted, uint64_t accepted, uint64_t max_length);
+
 class Drafter {
  public:
   virtual ~Drafter() = default;

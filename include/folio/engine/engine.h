@@ -49,14 +49,17 @@
 namespace folio::engine {
 
 // Most draft tokens verified per step and request.
-inline constexpr uint64_t kMaxDraftTokens = 8;
+inline constexpr uint64_t kMaxDraftTokens = 16;
 
 // Speculative decoding with prompt lookup (engine/drafter.h). Each step, a
-// running request in its decode phase gets up to num_draft_tokens tokens
-// from the n-gram drafter (n from ngram_max down to ngram_min), verified in
-// the same step as its pending token. Back-off: after a draft with nothing
-// accepted, a request's drafting pauses for 2^(misses-1) - 1 steps (at most
-// 31), misses counting such drafts in a row; one accepted token resets it.
+// running request in its decode phase gets a draft from the n-gram drafter
+// (n from ngram_max down to ngram_min), verified in the same step as its
+// pending token. num_draft_tokens is the most a draft may have; the draft
+// length starts at kFirstDraftLength, doubles after a draft accepted whole
+// and falls back to one past the accepted tokens after one accepted in part
+// (NextDraftLength). Back-off: after a draft with nothing accepted, a
+// request's drafting pauses for 2^(misses-1) - 1 steps (at most 31), misses
+// counting such drafts in a row; one accepted token resets it.
 // How a draft token is accepted. kExact: only when plain decoding's own
 // draw (same logits, same random stream) is that token, so the output is
 // plain decoding's, token for token. kRejection: standard speculative
@@ -222,6 +225,9 @@ class Engine {
 
   // ValidateRequest's checks of a beam search request.
   Status ValidateBeamSearch(const RequestParams& params) const;
+  // A request's most draft tokens per step: its own num_draft_tokens, else
+  // the engine's.
+  uint64_t DraftLimit(RequestId id) const;
   // Speculative decoding: sets each decoding request's draft for the next
   // step (or clears it while its drafting pauses).
   void ProposeDrafts();
@@ -278,6 +284,7 @@ class Engine {
   };
 
   struct DraftState {
+    uint64_t length = 0;  // the next draft's most tokens (NextDraftLength); 0: unset
     uint64_t misses = 0;  // drafts in a row with nothing accepted
     uint64_t pause = 0;   // steps left without drafting
   };
