@@ -524,6 +524,16 @@ TEST(SpeculativeBench, ReportsEveryKindAndDraftLengthWithIdenticalOutputs) {
     EXPECT_EQ(rows[1]["tokens"], rows[0]["tokens"]);
     EXPECT_GE(rows[1]["tokens_per_target_step"].get<double>(), 1.0);
   }
+  // Step times by rows: one-row steps (plain decoding), none over 1 + 2.
+  const nlohmann::json& by_rows = r["step_ms_by_rows"];
+  ASSERT_FALSE(by_rows.empty());
+  EXPECT_EQ(by_rows[0]["rows"], 1);
+  EXPECT_EQ(by_rows[0]["relative_to_one_row"], 1.0);
+  for (const nlohmann::json& row : by_rows) {
+    EXPECT_LE(row["rows"].get<uint64_t>(), 3u);
+    EXPECT_GT(row["steps"].get<uint64_t>(), 0u);
+    EXPECT_GT(row["median_ms"].get<double>(), 0.0);
+  }
 }
 
 // Forked samples hold fewer pages than copies doing the same work, and

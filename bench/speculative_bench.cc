@@ -126,7 +126,8 @@ CLI::App* AddSpeculativeBenchCommand(CLI::App& bench, SpeculativeBenchOptions& o
       "model), as JSON");
   cmd->add_option("--model", o.model, "model folder or .gguf (default: the built-in model)");
   cmd->add_option("--json-output,-o", o.json_output, "write the JSON here (default: stdout)");
-  cmd->add_option("--draft-tokens", o.draft_tokens, "draft lengths to compare with 0 (default 3,5)")
+  cmd->add_option("--draft-tokens", o.draft_tokens,
+                  "most draft tokens per step, each compared with 0 (default 8,16)")
       ->delimiter(',')
       ->check(CLI::Range(uint64_t{1}, engine::kMaxDraftTokens));
   cmd->add_option("--ngram-min", o.ngram_min, "shortest suffix looked up (default 2)")

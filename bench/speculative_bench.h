@@ -22,7 +22,7 @@ namespace folio::bench {
 struct SpeculativeBenchOptions {
   std::string model;  // "" = the built-in byte-level model (a smoke run)
   std::string json_output;
-  std::vector<uint64_t> draft_tokens = {3, 5};
+  std::vector<uint64_t> draft_tokens = {8, 16};
   uint64_t ngram_min = 2;
   uint64_t ngram_max = 4;
   uint64_t max_tokens = 128;
