@@ -5,7 +5,7 @@
 //
 // - Decode (up to kMaxDecodeRows activation rows: one sequence's token, or
 //   a small decode batch): a stream over the stored bytes. Tiles of 8
-//   weight rows (4 for 2 activation rows, 2 for 4) are read straight from
+//   weight rows (4 for 2 activation rows, 2 for 3 or 4) are read straight from
 //   their stored type and decoded in registers (element types widened;
 //   quantized blocks unpacked by their codec below), and each decoded
 //   vector feeds the multiply-add chains of every activation row of the
@@ -571,12 +571,13 @@ void DecodeRows(const MatMulTask& t, uint64_t r0) {
   for (; j < t.row_end; ++j) tile(std::integral_constant<size_t, 1>(), j);
 }
 
-// Up to kMaxDecodeRows activation rows, in groups of 4, 2 and 1: each group
-// decodes the weights once; a weight tile stays in L1 across groups.
+// Up to kMaxDecodeRows activation rows, in groups of 4, 3, 2 and 1: each
+// group decodes the weights once; a weight tile stays in L1 across groups.
 template <typename K>
 void Decode(const MatMulTask& t) {
   uint64_t r = 0;
   for (; r + 4 <= t.num_rows; r += 4) DecodeRows<K, 4>(t, r);
+  for (; r + 3 <= t.num_rows; r += 3) DecodeRows<K, 3>(t, r);
   for (; r + 2 <= t.num_rows; r += 2) DecodeRows<K, 2>(t, r);
   for (; r < t.num_rows; ++r) DecodeRows<K, 1>(t, r);
 }

@@ -123,9 +123,9 @@ TEST(MatMul, PrefillRowEqualsDecodeOfThatRowAlone) {
       for (uint64_t rows : {1, 7, 203}) {
         for (uint64_t cols : {4096 + Unit(type), uint64_t{4096 + 37}}) {
           if (cols % TraitsOf(type).block_size != 0) continue;
-          // 3 and 4 rows take the small-batch decode path (groups of 2 + 1
-          // and 4), 5 and 17 the prefill path.
-          for (uint64_t num_rows : {3, 4, 5, 17}) {
+          // 2, 3 and 4 rows take the small-batch decode path (one group
+          // each), 5 and 17 the prefill path.
+          for (uint64_t num_rows : {2, 3, 4, 5, 17}) {
             SCOPED_TRACE(testing::Message() << WeightTypeName(type) << " rows " << rows << " cols "
                                             << cols << " num_rows " << num_rows);
             const Matrix w = RandomMatrix(type, rows, cols, ++seed);
