@@ -3,14 +3,14 @@
 // has. A task computes outputs [row_begin, row_end) for all its activation
 // rows, in one of two ways:
 //
-// - Decode (up to kMaxDecodeRows activation rows: one sequence's token, or
-//   a small decode batch): a stream over the stored bytes. Tiles of 8
-//   weight rows (4 for 2 activation rows, 2 for 3 or 4) are read straight from
-//   their stored type and decoded in registers (element types widened;
-//   quantized blocks unpacked by their codec below), and each decoded
-//   vector feeds the multiply-add chains of every activation row of the
-//   group, so a weight is decoded once per group and read from memory once
-//   per call.
+// - Decode (up to kMaxDecodeRows activation rows: one sequence's token, a
+//   small decode batch or a speculative verify step): a stream over the
+//   stored bytes. Tiles of 8 weight rows (4 for 2 activation rows, 2 for 3
+//   or 4, 1 for 5 to 7) are read straight from their stored type and
+//   decoded in registers (element types widened; quantized blocks unpacked
+//   by their codec below), and each decoded vector feeds the multiply-add
+//   chains of every activation row, so a weight is decoded and read from
+//   memory once per call.
 // - Prefill (more rows): blocks of kBlockOut outputs x kBlockAct
 //   activation rows, walked in chunks of kChunkCols columns. Each chunk of
 //   the block's weight rows is decoded once into a small buffer of f32 and
@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "folio/core/dtype.h"
 #include "ops/block_layout.h"
@@ -62,13 +63,14 @@ static_assert(16 % kLanes == 0, "a sub-block (16 or 32 elements) must fill whole
 // Decode: outputs per tile (8 beat 4 in a 1-thread bf16 measurement here,
 // 0.86 vs 0.82 of the streaming-read bandwidth).
 constexpr size_t kDecodeCols = 8;
-// Up to this many activation rows (a small decode batch) take the decode
-// path, which decodes each weight once per group of up to 4 rows; more take
-// prefill, which decodes a chunk once into a buffer for up to kBlockAct.
-// Measured (SmolLM2-135M, 2 threads, engine decode tokens/s, decode path
-// vs prefill path): Q4_1 x1.48 at 2 rows, x1.22 at 4, x0.87 at 8; f16
-// x1.83, x1.21, x1.02 (docs/performance-log.md, 2026-12-01).
-constexpr size_t kMaxDecodeRows = 4;
+// Up to this many activation rows (a small decode batch, a speculative
+// verify step) take the decode path, which decodes each weight once for all
+// of them; more take prefill, which decodes a chunk once into a buffer for
+// up to kBlockAct. Measured (SmolLM2-135M Q4_1, 2 threads, engine decode
+// steps, decode path vs prefill path): x1.48 at 2 rows, x1.22 at 4
+// (2026-12-01), x1.17 at 5, x1.16 at 6, x1.15 at 7, x0.97 at 8
+// (2026-12-02; docs/performance-log.md).
+constexpr size_t kMaxDecodeRows = 7;
 // Decode: software prefetch distance along each weight row. The hardware
 // prefetchers restart at every 4 KiB page of each of the 8 row streams;
 // prefetching 512 bytes ahead lifted 2-thread bf16 decode from ~0.82 to
@@ -571,15 +573,14 @@ void DecodeRows(const MatMulTask& t, uint64_t r0) {
   for (; j < t.row_end; ++j) tile(std::integral_constant<size_t, 1>(), j);
 }
 
-// Up to kMaxDecodeRows activation rows, in groups of 4, 3, 2 and 1: each
-// group decodes the weights once; a weight tile stays in L1 across groups.
+// Up to kMaxDecodeRows activation rows, as one group: each weight is
+// decoded once per call and feeds every row.
 template <typename K>
 void Decode(const MatMulTask& t) {
-  uint64_t r = 0;
-  for (; r + 4 <= t.num_rows; r += 4) DecodeRows<K, 4>(t, r);
-  for (; r + 3 <= t.num_rows; r += 3) DecodeRows<K, 3>(t, r);
-  for (; r + 2 <= t.num_rows; r += 2) DecodeRows<K, 2>(t, r);
-  for (; r < t.num_rows; ++r) DecodeRows<K, 1>(t, r);
+  [&]<size_t... kIndex>(std::index_sequence<kIndex...>) HWY_ATTR {
+    (void)((t.num_rows == kIndex + 1 && (DecodeRows<K, kIndex + 1>(t, 0), true)) || ...);
+  }
+  (std::make_index_sequence<kMaxDecodeRows>{});
 }
 
 // ---------------------------------------------------------------- prefill

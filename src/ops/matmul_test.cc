@@ -123,9 +123,9 @@ TEST(MatMul, PrefillRowEqualsDecodeOfThatRowAlone) {
       for (uint64_t rows : {1, 7, 203}) {
         for (uint64_t cols : {4096 + Unit(type), uint64_t{4096 + 37}}) {
           if (cols % TraitsOf(type).block_size != 0) continue;
-          // 2, 3 and 4 rows take the small-batch decode path (one group
-          // each), 5 and 17 the prefill path.
-          for (uint64_t num_rows : {2, 3, 4, 5, 17}) {
+          // 2 to 7 rows take the small-batch decode path (one group), 8
+          // and 17 the prefill path.
+          for (uint64_t num_rows : {2, 3, 4, 5, 7, 8, 17}) {
             SCOPED_TRACE(testing::Message() << WeightTypeName(type) << " rows " << rows << " cols "
                                             << cols << " num_rows " << num_rows);
             const Matrix w = RandomMatrix(type, rows, cols, ++seed);
@@ -182,7 +182,7 @@ TEST(MatMul, UnalignedWeightsGiveTheSameBits) {
       AlignedBuffer shifted(w.bytes.size() + 1);
       std::memcpy(shifted.data() + 1, w.bytes.data(), w.bytes.size());
       const WeightView odd{shifted.data() + 1, type, rows, cols};
-      for (uint64_t num_rows : {1, 5}) {
+      for (uint64_t num_rows : {1, 5, 8}) {  // decode, decode, prefill
         const std::vector<float> x = RandomActivations(num_rows * cols, 401);
         std::vector<float> a(num_rows * rows), b(num_rows * rows);
         ASSERT_TRUE(MatMul(w.view, x, num_rows, a).ok());
