@@ -5,8 +5,8 @@
 //
 // - Decode (up to kMaxDecodeRows activation rows: one sequence's token, a
 //   small decode batch or a speculative verify step): a stream over the
-//   stored bytes. Tiles of 8 weight rows (4 for 2 activation rows, 2 for 3
-//   or 4, 1 for 5 to 7) are read straight from their stored type and
+//   stored bytes. Tiles of weight rows (8 for 1 activation row, 4 for 2, 2
+//   for 3 or 4, 1 for 5 to 7) are read straight from their stored type and
 //   decoded in registers (element types widened; quantized blocks unpacked
 //   by their codec below), and each decoded vector feeds the multiply-add
 //   chains of every activation row, so a weight is decoded and read from
