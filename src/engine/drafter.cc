@@ -12,9 +12,7 @@ uint64_t NextDraftLength(uint64_t length, uint64_t drafted, uint64_t accepted,
               " drafted, at most ", max_length);
   uint64_t next = length;
   if (drafted != 0) {
-    next = accepted == drafted ? 2 * std::max<uint64_t>(length, 1)
-           : accepted > 0      ? accepted + 1
-                               : kFirstDraftLength;
+    next = accepted == drafted ? 2 * length : accepted > 0 ? accepted + 1 : kFirstDraftLength;
   }
   return std::clamp<uint64_t>(next, 1, max_length);
 }

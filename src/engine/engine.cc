@@ -401,11 +401,10 @@ void Engine::ProposeDrafts() {
     std::vector<int32_t> draft;
     if (k > 0 && room > 1) {
       DraftState& d = drafting_[id];
-      if (d.length == 0) d.length = std::min(kFirstDraftLength, k);
       if (d.pause > 0) {
         --d.pause;
       } else {
-        draft = drafter_->Propose(id, s.tokens, std::min(d.length, room - 1));
+        draft = drafter_->Propose(id, s.tokens, std::min({d.length, k, room - 1}));
       }
     }
     scheduler_.SetDraft(id, std::move(draft));

@@ -284,9 +284,9 @@ class Engine {
   };
 
   struct DraftState {
-    uint64_t length = 0;  // the next draft's most tokens (NextDraftLength); 0: unset
-    uint64_t misses = 0;  // drafts in a row with nothing accepted
-    uint64_t pause = 0;   // steps left without drafting
+    uint64_t length = kFirstDraftLength;  // the next draft's most tokens (NextDraftLength)
+    uint64_t misses = 0;                  // drafts in a row with nothing accepted
+    uint64_t pause = 0;                   // steps left without drafting
   };
 
   EngineConfig config_;
