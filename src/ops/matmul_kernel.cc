@@ -71,6 +71,7 @@ constexpr size_t kDecodeCols = 8;
 // (2026-12-01), x1.17 at 5, x1.16 at 6, x1.15 at 7, x0.97 at 8
 // (2026-12-02; docs/performance-log.md).
 constexpr size_t kMaxDecodeRows = 7;
+static_assert(kMaxDecodeRows <= kDecodeCols, "a decode tile holds at least one weight row");
 // Decode: software prefetch distance along each weight row. The hardware
 // prefetchers restart at every 4 KiB page of each of the 8 row streams;
 // prefetching 512 bytes ahead lifted 2-thread bf16 decode from ~0.82 to
@@ -547,21 +548,18 @@ HWY_NOINLINE void DecodeElementTile(const std::byte* w_rows, size_t row_bytes, c
   }
 }
 
-// Activation rows [r0, r0 + kR) of a decode-path task: tiles of kC weight
-// rows (kR * kC = kDecodeCols accumulators), then narrower tiles for the
-// rest.
+// A decode-path task of kR activation rows: tiles of kC = kDecodeCols / kR
+// weight rows (at least one), then narrower tiles for the rest.
 template <typename K, size_t kR>
-void DecodeRows(const MatMulTask& t, uint64_t r0) {
+void DecodeRows(const MatMulTask& t) {
   const uint64_t row_bytes = WeightRowBytes(t.w.type, t.w.cols);
-  const float* x = t.x + r0 * t.w.cols;
-  float* y = t.y + r0 * t.w.rows;
   const auto tile = [&](auto cols_tag, uint64_t j) HWY_ATTR {
     constexpr size_t kC = decltype(cols_tag)::value;
     const std::byte* rows = t.w.data + j * row_bytes;
     if constexpr (kIsBlock<K>) {
-      DecodeBlockTile<K, kR, kC>(rows, row_bytes, x, t.w.cols, y + j, t.w.rows);
+      DecodeBlockTile<K, kR, kC>(rows, row_bytes, t.x, t.w.cols, t.y + j, t.w.rows);
     } else {
-      DecodeElementTile<K, kR, kC>(rows, row_bytes, x, t.w.cols, y + j, t.w.rows);
+      DecodeElementTile<K, kR, kC>(rows, row_bytes, t.x, t.w.cols, t.y + j, t.w.rows);
     }
   };
   constexpr size_t kC = kDecodeCols / kR;
@@ -578,7 +576,7 @@ void DecodeRows(const MatMulTask& t, uint64_t r0) {
 template <typename K>
 void Decode(const MatMulTask& t) {
   [&]<size_t... kIndex>(std::index_sequence<kIndex...>) HWY_ATTR {
-    (void)((t.num_rows == kIndex + 1 && (DecodeRows<K, kIndex + 1>(t, 0), true)) || ...);
+    (void)((t.num_rows == kIndex + 1 && (DecodeRows<K, kIndex + 1>(t), true)) || ...);
   }
   (std::make_index_sequence<kMaxDecodeRows>{});
 }
