@@ -37,12 +37,13 @@ std::vector<std::vector<int32_t>> Prompts() {
   return prompts;
 }
 
-RequestParams Params(bool greedy, uint64_t k) {
+// temperature: of the sampled case. The test model's logits are flat: only
+// a low one makes its sampled output repeat enough for prompt lookup to
+// propose and have drafts accepted; a draft model proposes at any.
+RequestParams Params(bool greedy, uint64_t k, double temperature = 0.05) {
   RequestParams p;
-  // The test model's logits are flat: only a low temperature makes its
-  // sampled output repeat enough for drafts to be proposed and accepted.
   p.sampling = greedy ? sampling::SamplingParams{0.0, 0, 1.0, 0.0}
-                      : sampling::SamplingParams{0.05, 40, 0.95, 0.0};
+                      : sampling::SamplingParams{temperature, 40, 0.95, 0.0};
   p.max_tokens = 40;
   p.seed = 77;
   p.logprobs = true;
@@ -253,7 +254,7 @@ TEST(Speculative, ADraftModelLeavesTheOutputAsPlainDecodings) {
   small_draft_pool.speculative.draft_num_pages = 14;  // one long request's worth
   variants.push_back({"small draft pool", small_draft_pool, nullptr});
   for (const bool greedy : {true, false}) {
-    const std::vector<Outcome> want = Reference(prompts, Params(greedy, 0));
+    const std::vector<Outcome> want = Reference(prompts, Params(greedy, 0, 0.8));
     for (const model::Model* draft : {&TestModel(), &other}) {
       uint64_t drafted = 0, accepted = 0;
       for (const Variant& v : variants) {
@@ -262,7 +263,7 @@ TEST(Speculative, ADraftModelLeavesTheOutputAsPlainDecodings) {
         EngineConfig config = v.config;
         config.speculative.draft_model = draft;
         auto engine = *Engine::Create(TestModel(), config, v.pool);
-        EXPECT_EQ(Drive(engine, prompts, Params(greedy, 4), InOrder(prompts.size())), want);
+        EXPECT_EQ(Drive(engine, prompts, Params(greedy, 4, 0.8), InOrder(prompts.size())), want);
         drafted += engine.stats().draft_tokens;
         accepted += engine.stats().draft_accepted_tokens;
         const auto& drafter = dynamic_cast<const DraftModelDrafter&>(engine.drafter());
