@@ -170,7 +170,14 @@ struct OneTile {
   template <bool kSigned>
   static I Dot(I acc, I w, I a) {
     if constexpr (kVnni) {
-      return _mm256_dpbusd_epi32(acc, w, a);
+#if HWY_TARGET == HWY_AVX3_DL
+      // Highway 1.0.3 compiles AVX3_DL with AVX-VNNI enabled too, so GCC
+      // would pick the shorter VEX form of _mm256_dpbusd_epi32 ({vex}
+      // vpdpbusd), an illegal instruction on AVX-512 VNNI machines without
+      // AVX-VNNI (Zen 4, Ice Lake). The EVEX form is what AVX3_DL promises.
+      __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(a));
+      return acc;
+#endif
     } else {
       I pairs;
       if constexpr (kSigned) {
