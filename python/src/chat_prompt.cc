@@ -4,8 +4,8 @@
 
 namespace folio::python {
 
-Result<ChatPrompt> RenderChatPrompt(const cli::ServedModel& model,
-                                    const server::ChatFormat& model_format,
+Result<ChatPrompt> RenderChatPrompt(const serving::ServedModel& model,
+                                    const serving::ChatFormat& model_format,
                                     std::string_view messages_json, bool add_generation_prompt,
                                     const std::optional<std::string>& template_text,
                                     std::string_view extra_json) {
@@ -17,15 +17,15 @@ Result<ChatPrompt> RenderChatPrompt(const cli::ServedModel& model,
   if (extra.is_discarded() || !(extra.is_object() || extra.is_null())) {
     return Status::InvalidArgument("the template's extra variables must be a JSON object");
   }
-  std::optional<server::ChatFormat> custom;
+  std::optional<serving::ChatFormat> custom;
   if (template_text) {
-    Result<server::ChatFormat> f = server::ChatFormat::Create(
+    Result<serving::ChatFormat> f = serving::ChatFormat::Create(
         model.chat_template, template_text, model.byte_level() ? nullptr : &*model.file_tokenizer);
     if (!f) return f.error();
     custom.emplace(std::move(*f));
   }
-  const server::ChatFormat& format = custom ? *custom : model_format;
-  FOLIO_ASSIGN_OR_RETURN(server::RenderedChat r,
+  const serving::ChatFormat& format = custom ? *custom : model_format;
+  FOLIO_ASSIGN_OR_RETURN(serving::RenderedChat r,
                          format.Render(messages, add_generation_prompt, extra));
   return ChatPrompt{std::move(r.text), r.add_special_tokens, format.end_of_turn_ids()};
 }

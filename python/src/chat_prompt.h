@@ -1,8 +1,8 @@
 // Chat messages -> a prompt for the Python package's LLM.chat and
 // Tokenizer.apply_chat_template, in one place.
 //
-// It renders exactly as `folio serve` does (server/chat_format.h, through
-// cli::ServedModel::MakeChatFormat): the model's own Jinja template, or a
+// It renders exactly as `folio serve` does (serving/chat_format.h, through
+// serving::ServedModel::MakeChatFormat): the model's own Jinja template, or a
 // template the caller gives, or, for a model that ships none, ChatML or
 // folio's plain format; byte-level models get the plain format.
 #ifndef FOLIO_PYTHON_CHAT_PROMPT_H_
@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "cli/served_model.h"
 #include "folio/core/status.h"
-#include "folio/server/chat_format.h"
+#include "folio/serving/chat_format.h"
+#include "folio/serving/served_model.h"
 
 namespace folio::python {
 
@@ -34,8 +34,8 @@ struct ChatPrompt {
 // template_text: a Jinja template replacing the model's (nullopt: the
 // model's). Errors: malformed JSON, a template that does not parse, the
 // template's own errors (raise_exception), a render limit.
-Result<ChatPrompt> RenderChatPrompt(const cli::ServedModel& model,
-                                    const server::ChatFormat& model_format,
+Result<ChatPrompt> RenderChatPrompt(const serving::ServedModel& model,
+                                    const serving::ChatFormat& model_format,
                                     std::string_view messages_json, bool add_generation_prompt,
                                     const std::optional<std::string>& template_text,
                                     std::string_view extra_json);

@@ -25,9 +25,10 @@
 #include <vector>
 
 #include "bindings.h"
-#include "cli/served_model.h"
+#include "folio/server/api.h"
 #include "folio/server/metrics.h"
-#include "server/api.h"
+#include "folio/server/request.h"
+#include "folio/serving/served_model.h"
 
 namespace nb = nanobind;
 
@@ -131,19 +132,20 @@ class FrontEnd {
     if (!builtin && !std::filesystem::exists(model)) {
       throw nb::value_error(("no model at " + model).c_str());
     }
-    Result<cli::ServedModel> served = Status::FailedPrecondition("not loaded");
+    Result<serving::ServedModel> served = Status::FailedPrecondition("not loaded");
     {
       nb::gil_scoped_release release;
-      served = cli::LoadServedModel(model, builtin_context, tokenizer_pre);
+      served = serving::LoadServedModel(model, builtin_context, tokenizer_pre);
     }
     if (!served) ThrowIfModelError(served.error());
     served_ = std::move(*served);
-    Result<server::ChatFormat> chat = served_.MakeChatFormat(std::nullopt);
+    Result<serving::ChatFormat> chat = served_.MakeChatFormat(std::nullopt);
     if (!chat) ThrowIfRequestError(chat.error().WithContext("the model's chat template"));
-    chat_ = std::make_unique<server::ChatFormat>(std::move(*chat));
-    info_ = served_.MakeModelInfo(
-        chat_.get(),
-        served_model_name ? *served_model_name : cli::DefaultServedName(model, served_.builtin));
+    chat_ = std::make_unique<serving::ChatFormat>(std::move(*chat));
+    info_ = server::MakeModelInfo(served_, chat_.get(),
+                                  served_model_name
+                                      ? *served_model_name
+                                      : serving::DefaultServedName(model, served_.builtin));
     info_.pool_positions = pool_positions;
     info_.default_max_tokens = default_max_tokens;
   }
@@ -181,8 +183,8 @@ class FrontEnd {
   std::string ModelsBody() const { return server::ModelsBody(info_); }
 
  private:
-  cli::ServedModel served_;
-  std::unique_ptr<server::ChatFormat> chat_;  // info_ points at it
+  serving::ServedModel served_;
+  std::unique_ptr<serving::ChatFormat> chat_;  // info_ points at it
   server::ModelInfo info_;
   server::Metrics metrics_;
   std::atomic<uint64_t> next_id_{0};

@@ -1,5 +1,5 @@
 // folio._folio.EngineCore: what folio.LLM and folio.AsyncLLM (python/folio/)
-// stand on. It loads a model the way `folio serve` does (cli/served_model.h),
+// stand on. It loads a model the way `folio serve` does (serving/engine_args.h),
 // builds one engine over one KV pool, and runs it on its own thread
 // (engine_thread.h). Everything Python sees is plain values: token ids,
 // strings, tuples, dicts; the pure-Python layer makes vLLM's objects.
@@ -26,26 +26,19 @@
 
 #include "bindings.h"
 #include "chat_prompt.h"
-#include "cli/served_model.h"
 #include "engine_thread.h"
-#include "folio/backend/backend.h"
-#include "folio/core/checked_math.h"
 #include "folio/core/dtype.h"
-#include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
 #include "folio/format/kv_snapshot.h"
 #include "folio/kv/prefix_cache.h"
 #include "folio/ops/packed_matmul.h"
+#include "folio/serving/engine_args.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
 namespace nb = nanobind;
 
 namespace folio::python {
 namespace {
-
-// Default pool when neither num_pages nor kv_bytes is given: enough pages
-// for max_num_seqs full-context sequences, but at most this many bytes.
-constexpr uint64_t kDefaultKvBytes = uint64_t{512} << 20;
 
 nb::str Utf8(const std::string& s) {
   // Engine text is well-formed UTF-8 (StreamingDecoder, Tokenizer::Decode);
@@ -59,108 +52,54 @@ nb::str Utf8(const std::string& s) {
   throw nb::python_error();
 }
 
-struct EngineOptions {
-  uint64_t builtin_context = 512;
-  std::optional<std::string> tokenizer_pre;
-  std::string kv_dtype = "f32";
-  uint64_t page_size = 16;
-  std::optional<uint64_t> num_pages;
-  std::optional<uint64_t> kv_bytes;
-  uint64_t max_num_seqs = 64;
-  uint64_t max_num_batched_tokens = 1024;
-  uint64_t threads = 0;
-  bool prefix_caching = true;
-  std::string backend = "cpu";
-  std::string matmul_activations = "f32";
-  double watermark = 0.01;
-  uint64_t step_delay_us = 0;  // sleep after each step (tests, demos)
-  engine::SpeculativeConfig speculative;
-  std::optional<std::string> draft_model;  // a path, or "builtin"
-};
+// Loading errors: FileNotFoundError for a missing file (the draft model's
+// too), RuntimeError when the thread pool cannot start, ValueError for the
+// rest (bad arguments, an engine that cannot be built on them).
+void ThrowIfLoadError(const Status& s) {
+  if (s.code() == StatusCode::kNotFound || s.code() == StatusCode::kResourceExhausted) {
+    ThrowIfModelError(s);
+  }
+  ThrowIfRequestError(s);
+}
 
 class EngineCore {
  public:
-  EngineCore(const std::string& model, const EngineOptions& o) {
-    const bool builtin = model.empty() || model == "builtin";
-    if (!builtin && !std::filesystem::exists(model)) {
-      PyErr_SetString(
-          PyExc_FileNotFoundError,
-          ("no model at " + model + " (a model folder, a .gguf file, or \"builtin\")").c_str());
+  EngineCore(const serving::EngineArgs& args, uint64_t step_delay_us) {
+    const bool builtin = args.model.empty() || args.model == "builtin";
+    if (!builtin && !std::filesystem::exists(args.model)) {
+      PyErr_SetString(PyExc_FileNotFoundError, ("no model at " + args.model +
+                                                " (a model folder, a .gguf file, or \"builtin\")")
+                                                   .c_str());
       throw nb::python_error();
     }
-    if (o.page_size == 0) RaiseValue("page_size must be >= 1 (got 0)");
-    Result<DType> kv_dtype = ParseDType(o.kv_dtype);
-    if (!kv_dtype) ThrowIfError(kv_dtype.error().WithContext("kv_dtype"));
-    Result<backend::BackendKind> backend = backend::ParseBackendKind(o.backend);
-    if (!backend) ThrowIfError(backend.error().WithContext("backend"));
-    Result<ops::MatMulActivations> activations = ops::ParseMatMulActivations(o.matmul_activations);
-    if (!activations) ThrowIfError(activations.error().WithContext("matmul_activations"));
+    // Python's names for what EngineArgs calls otherwise.
+    serving::ArgNames names;
+    names.renamed = {{"draft_model", "speculative_config model"},
+                     {"speculative_tokens", "num_speculative_tokens"}};
+    ThrowIfRequestError(args.Validate(names));
+    Result<serving::ServedModel> served = Status::FailedPrecondition("not loaded");
     {
-      Result<cli::ServedModel> served = Status::FailedPrecondition("not loaded");
-      {
-        nb::gil_scoped_release release;
-        served = cli::LoadServedModel(model, o.builtin_context, o.tokenizer_pre);
-      }
-      if (!served) ThrowIfModelError(served.error());
-      served_ = std::move(*served);
+      nb::gil_scoped_release release;
+      served = serving::LoadServedModel(args.model, args.builtin_positions, args.tokenizer_pre);
     }
-    const model::ModelConfig& mc = served_.model->config();
-    page_bytes_ = kv::PagedKvCache::BytesPerPage(
-        {mc.num_layers, mc.num_kv_heads, mc.head_dim(), o.page_size, 1, *kv_dtype});
-
-    engine::EngineConfig ec;
-    ec.backend = *backend;
-    ec.matmul_activations = *activations;
-    ec.page_size = o.page_size;
-    ec.kv_dtype = *kv_dtype;
-    ec.max_num_seqs = o.max_num_seqs;
-    ec.max_num_batched_tokens = o.max_num_batched_tokens;
-    ec.prefix_caching = o.prefix_caching;
-    ec.watermark = o.watermark;
-    ec.speculative = o.speculative;
-    if (o.num_pages && o.kv_bytes) RaiseValue("give num_pages or kv_bytes, not both");
-    if (o.num_pages) {
-      ec.num_pages = *o.num_pages;
-    } else if (o.kv_bytes) {
-      ec.num_pages = *o.kv_bytes / page_bytes_;
-      if (ec.num_pages == 0) {
-        RaiseValue("kv_bytes " + std::to_string(*o.kv_bytes) + " holds no page of " +
-                   std::to_string(page_bytes_) + " bytes");
-      }
-    } else {
-      const uint64_t full = CeilDiv(mc.max_positions, o.page_size) * o.max_num_seqs;
-      ec.num_pages = std::max<uint64_t>(1, std::min(full, kDefaultKvBytes / page_bytes_));
-    }
-    if (ec.num_pages == 0) RaiseValue("num_pages must be >= 1 (got 0)");
-
+    if (!served) ThrowIfModelError(served.error());
     // A model whose chat template does not parse still generates; chat()
     // raises the parse error.
-    Result<server::ChatFormat> chat = served_.MakeChatFormat(std::nullopt);
+    Result<serving::ChatFormat> chat = served->MakeChatFormat(std::nullopt);
     if (chat) {
       chat_.emplace(std::move(*chat));
     } else {
       chat_error_ = chat.error().WithContext("the model's chat template");
     }
-    if (o.draft_model) {
-      Result<model::Model> draft = Status::FailedPrecondition("not loaded");
-      {
-        nb::gil_scoped_release release;
-        draft = cli::LoadModelOrBuiltin(*o.draft_model, o.builtin_context);
-      }
-      if (!draft) ThrowIfModelError(draft.error().WithContext("speculative_config model"));
-      draft_ = std::make_unique<model::Model>(std::move(*draft));
-      ec.speculative.draft_model = draft_.get();
+    Result<std::unique_ptr<serving::ServingEngine>> built = Status::FailedPrecondition("not built");
+    {
+      nb::gil_scoped_release release;  // the draft model loads here
+      built = serving::ServingEngine::Create(std::move(*served), args, names);
     }
-    Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(o.threads);
-    if (!pool) ThrowIfError(pool.error().WithContext("threads"));
-    pool_ = std::move(*pool);
-    Result<engine::Engine> eng =
-        engine::Engine::Create(*served_.model, ec, pool_.get(), &served_.tokenizer());
-    if (!eng) ThrowIfRequestError(eng.error());
-    engine_ = std::make_unique<engine::Engine>(std::move(*eng));
-    config_ = ec;
+    if (!built) ThrowIfLoadError(built.error());
+    serving_ = std::move(*built);
     Result<std::unique_ptr<EngineThread>> thread =
-        EngineThread::Start(*engine_, std::chrono::microseconds(o.step_delay_us));
+        EngineThread::Start(serving_->engine(), std::chrono::microseconds(step_delay_us));
     if (!thread) ThrowIfError(thread.error());
     thread_ = std::move(*thread);
   }
@@ -176,30 +115,31 @@ class EngineCore {
   // ------------------------------------------------------------ the model
 
   nb::dict Info() const {
-    const model::ModelConfig& mc = served_.model->config();
+    const engine::EngineConfig& config = serving_->config();
+    const model::ModelConfig& mc = served().model->config();
     nb::dict d;
-    d["builtin"] = served_.builtin;
-    d["byte_level"] = served_.byte_level();
+    d["builtin"] = served().builtin;
+    d["byte_level"] = served().byte_level();
     d["vocab_size"] = mc.vocab_size;
     d["max_positions"] = mc.max_positions;
     d["num_layers"] = mc.num_layers;
     d["num_kv_heads"] = mc.num_kv_heads;
     d["head_dim"] = mc.head_dim();
-    d["kv_dtype"] = std::string(DTypeName(config_.kv_dtype));
-    d["matmul_activations"] = std::string(ops::MatMulActivationsName(config_.matmul_activations));
-    d["page_size"] = config_.page_size;
-    d["num_pages"] = config_.num_pages;
-    d["page_bytes"] = page_bytes_;
-    d["max_num_seqs"] = config_.max_num_seqs;
-    d["max_num_batched_tokens"] = config_.max_num_batched_tokens;
-    d["prefix_caching"] = config_.prefix_caching;
-    d["num_speculative_tokens"] = config_.speculative.num_draft_tokens;
+    d["kv_dtype"] = std::string(DTypeName(config.kv_dtype));
+    d["matmul_activations"] = std::string(ops::MatMulActivationsName(config.matmul_activations));
+    d["page_size"] = config.page_size;
+    d["num_pages"] = config.num_pages;
+    d["page_bytes"] = serving_->page_bytes();
+    d["max_num_seqs"] = config.max_num_seqs;
+    d["max_num_batched_tokens"] = config.max_num_batched_tokens;
+    d["prefix_caching"] = config.prefix_caching;
+    d["num_speculative_tokens"] = config.speculative.num_draft_tokens;
     d["chat_template"] =
-        chat_ ? std::string(server::ChatFormatSourceName(chat_->source())) : std::string("error");
+        chat_ ? std::string(serving::ChatFormatSourceName(chat_->source())) : std::string("error");
     d["chat_stop_token_ids"] = chat_ ? chat_->end_of_turn_ids() : std::vector<int32_t>();
-    const tokenizer::Tokenizer& t = served_.tokenizer();
-    d["eos_token_id"] = served_.byte_level() ? std::nullopt : t.eos_id();
-    d["bos_token_id"] = served_.byte_level()
+    const tokenizer::Tokenizer& t = served().tokenizer();
+    d["eos_token_id"] = served().byte_level() ? std::nullopt : t.eos_id();
+    d["bos_token_id"] = served().byte_level()
                             ? std::optional<int32_t>(tokenizer::ByteTokenizer::kBegin)
                             : t.bos_id();
     return d;
@@ -208,23 +148,23 @@ class EngineCore {
   // ------------------------------------------------------------ tokenizer
 
   std::vector<int32_t> Encode(const std::string& text, bool add_special_tokens) const {
-    if (served_.byte_level()) {
+    if (served().byte_level()) {
       return tokenizer::ByteTokenizer::Encode(text, /*add_begin=*/add_special_tokens, false);
     }
-    Result<std::vector<int32_t>> ids = served_.file_tokenizer->Encode(text, add_special_tokens);
+    Result<std::vector<int32_t>> ids = served().file_tokenizer->Encode(text, add_special_tokens);
     if (!ids) ThrowIfRequestError(ids.error());
     return std::move(*ids);
   }
 
   nb::str Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
-    Result<std::string> text = served_.tokenizer().Decode(ids, skip_special_tokens);
+    Result<std::string> text = served().tokenizer().Decode(ids, skip_special_tokens);
     if (!text) ThrowIfRequestError(text.error());
     return Utf8(*text);
   }
 
   // One token's own text, as log-prob entries show it.
   nb::str TokenText(int32_t id) const {
-    Result<std::string> s = served_.tokenizer().Decode(std::span<const int32_t>(&id, 1), false);
+    Result<std::string> s = served().tokenizer().Decode(std::span<const int32_t>(&id, 1), false);
     return Utf8(s ? *s : std::string());
   }
 
@@ -237,17 +177,17 @@ class EngineCore {
     Result<ChatPrompt> p = Status::FailedPrecondition("not rendered");
     {
       nb::gil_scoped_release release;
-      p = chat_ ? RenderChatPrompt(served_, *chat_, messages_json, add_generation_prompt,
+      p = chat_ ? RenderChatPrompt(served(), *chat_, messages_json, add_generation_prompt,
                                    chat_template, extra_json)
                 : Status::FailedPrecondition("no chat format");
     }
     if (!chat_ && chat_template) {
       // The model's own template failed to parse; a given one can still work.
-      Result<server::ChatFormat> f =
-          server::ChatFormat::Create(served_.chat_template, chat_template,
-                                     served_.byte_level() ? nullptr : &*served_.file_tokenizer);
+      Result<serving::ChatFormat> f =
+          serving::ChatFormat::Create(served().chat_template, chat_template,
+                                      served().byte_level() ? nullptr : &*served().file_tokenizer);
       if (!f) ThrowIfRequestError(f.error());
-      p = RenderChatPrompt(served_, *f, messages_json, add_generation_prompt, std::nullopt,
+      p = RenderChatPrompt(served(), *f, messages_json, add_generation_prompt, std::nullopt,
                            extra_json);
     }
     if (!p) ThrowIfRequestError(p.error());
@@ -257,7 +197,7 @@ class EngineCore {
   // ------------------------------------------------------------ requests
 
   void Check(const std::vector<int32_t>& prompt, const engine::RequestParams& params) const {
-    ThrowIfRequestError(engine_->ValidateRequest(prompt, params));
+    ThrowIfRequestError(serving_->engine().ValidateRequest(prompt, params));
   }
 
   // Refuses a bad request at once (ValueError), then hands it to the
@@ -284,7 +224,7 @@ class EngineCore {
       RaiseValue("need as many keys, prompts and params");
     }
     for (size_t i = 0; i < keys.size(); ++i) {
-      const Status s = engine_->ValidateRequest(prompts[i], *params[i]);
+      const Status s = serving_->engine().ValidateRequest(prompts[i], *params[i]);
       if (!s.ok()) ThrowIfRequestError(s.WithContext("request " + std::to_string(i)));
     }
     std::vector<EngineThread::Submission> all(keys.size());
@@ -471,7 +411,7 @@ class EngineCore {
       d["key"] = keys[i];
       // The text already returned: the first text_sent bytes of the
       // output's streamed text, as the engine restored it.
-      tokenizer::StreamingDecoder detok(served_.tokenizer());
+      tokenizer::StreamingDecoder detok(served().tokenizer());
       std::string text;
       for (const int32_t t : q.request["output"].get<std::vector<int32_t>>()) text += detok.Push(t);
       text.resize(std::min<size_t>(text.size(), q.request["text_sent"].get<size_t>()));
@@ -509,14 +449,11 @@ class EngineCore {
     return out;
   }
 
-  cli::ServedModel served_;
-  std::optional<server::ChatFormat> chat_;  // the model's; nullopt if it did not parse
+  const serving::ServedModel& served() const { return serving_->served(); }
+
+  std::unique_ptr<serving::ServingEngine> serving_;  // the model, its engine and thread pool
+  std::optional<serving::ChatFormat> chat_;          // the model's; nullopt if it did not parse
   Status chat_error_;
-  uint64_t page_bytes_ = 0;  // one page of K and V, every layer
-  engine::EngineConfig config_;
-  std::unique_ptr<ThreadPool> pool_;
-  std::unique_ptr<model::Model> draft_;  // speculative_config's model; outlives the engine
-  std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<EngineThread> thread_;  // last: stopped before the engine goes
 };
 
@@ -591,26 +528,26 @@ void BindLlm(nb::module_& m) {
              uint64_t prompt_lookup_min, uint64_t prompt_lookup_max,
              const std::string& matmul_activations, std::optional<std::string> draft_model,
              uint64_t step_delay_us) {
-            EngineOptions o;
-            o.builtin_context = builtin_context;
-            o.tokenizer_pre = std::move(tokenizer_pre);
-            o.kv_dtype = kv_dtype;
-            o.page_size = page_size;
-            o.num_pages = num_pages;
-            o.kv_bytes = kv_bytes;
-            o.max_num_seqs = max_num_seqs;
-            o.max_num_batched_tokens = max_num_batched_tokens;
-            o.threads = threads;
-            o.prefix_caching = prefix_caching;
-            o.backend = backend;
-            o.matmul_activations = matmul_activations;
-            o.watermark = watermark;
-            o.speculative.num_draft_tokens = num_speculative_tokens;
-            o.speculative.ngram_min = prompt_lookup_min;
-            o.speculative.ngram_max = prompt_lookup_max;
-            o.draft_model = std::move(draft_model);
-            o.step_delay_us = step_delay_us;
-            new (self) EngineCore(model, o);
+            serving::EngineArgs a;
+            a.model = model;
+            a.builtin_positions = builtin_context;
+            a.tokenizer_pre = std::move(tokenizer_pre);
+            a.kv_dtype = kv_dtype;
+            a.page_size = page_size;
+            a.num_pages = num_pages;
+            a.kv_bytes = kv_bytes;
+            a.max_num_seqs = max_num_seqs;
+            a.max_num_batched_tokens = max_num_batched_tokens;
+            a.threads = threads;
+            a.prefix_caching = prefix_caching;
+            a.backend = backend;
+            a.matmul_activations = matmul_activations;
+            a.watermark = watermark;
+            a.speculative_tokens = num_speculative_tokens;
+            a.prompt_lookup_min = prompt_lookup_min;
+            a.prompt_lookup_max = prompt_lookup_max;
+            a.draft_model = draft_model.value_or("");
+            new (self) EngineCore(a, step_delay_us);
           },
           nb::arg("model"), nb::arg("builtin_context"), nb::arg("tokenizer_pre").none(),
           nb::arg("kv_dtype"), nb::arg("page_size"), nb::arg("num_pages").none(),

@@ -9,23 +9,22 @@
 #include <optional>
 #include <string>
 
+#include "folio/serving/engine_args.h"
+
 namespace folio::cli {
 
 struct ChatFlags {
-  std::string model = "builtin";
+  // --model and its engine (cli/engine_flags.h); AddChatCommand sets chat's
+  // defaults: one sequence, prefix caching on.
+  serving::EngineArgs engine;
   std::optional<std::string> chat_template;
-  std::optional<std::string> tokenizer_pre;
   std::optional<std::string> system;  // a system message first
   uint64_t max_tokens = 512;          // per reply
   double temperature = 0.0;
   uint64_t top_k = 0;
   double top_p = 1.0;
   uint64_t seed = 0;
-  uint64_t threads = 0;
   uint64_t max_context = 4096;
-  uint64_t page_size = 16;
-  std::string kv_dtype = "f32";
-  std::string matmul_activations = "f32";
 };
 
 CLI::App* AddChatCommand(CLI::App& app, ChatFlags& flags);

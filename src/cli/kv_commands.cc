@@ -9,33 +9,20 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "cli/served_model.h"
+#include "cli/engine_flags.h"
 #include "folio/engine/engine.h"
 #include "folio/format/kv_snapshot.h"
+#include "folio/serving/engine_args.h"
 
 namespace folio::cli {
 namespace {
 
 using nlohmann::json;
 
-int Fail(const Status& s) {
-  std::cerr << "folio kv: " << s.ToString() << "\n";
-  return 1;
-}
+constexpr std::string_view kCommand = "kv";
 
 double MsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
-}
-
-// The built-in model's positions here (folio serve has its own flag).
-constexpr uint64_t kBuiltinPositions = 256;
-
-Result<engine::Engine> MakeEngine(const ServedModel& s, const KvFlags& f) {
-  engine::EngineConfig c;
-  c.page_size = f.page_size;
-  c.num_pages = f.num_pages;
-  FOLIO_ASSIGN_OR_RETURN(c.kv_dtype, ParseDType(f.kv_dtype));
-  return engine::Engine::Create(*s.model, c, nullptr, &s.tokenizer());
 }
 
 }  // namespace
@@ -43,11 +30,18 @@ Result<engine::Engine> MakeEngine(const ServedModel& s, const KvFlags& f) {
 KvCommands AddKvCommands(CLI::App& app, KvFlags& f) {
   CLI::App* kv = app.add_subcommand("kv", "KV snapshots: export, import, inspect");
   kv->require_subcommand(1);
+  // The built-in model's positions here (folio serve has its own flag);
+  // one compute thread.
+  f.engine.builtin_positions = 256;
+  f.engine.num_pages = 512;
+  f.engine.threads = 1;
   auto engine_flags = [&](CLI::App* cmd) {
-    cmd->add_option("--model", f.model, "model folder or .gguf (default: built-in)");
-    cmd->add_option("--page-size", f.page_size, "KV page size")->check(CLI::Range(1, 1 << 20));
-    cmd->add_option("--num-pages", f.num_pages, "KV pool pages")->check(CLI::Range(1, 1 << 30));
-    cmd->add_option("--kv-dtype", f.kv_dtype, "f32, bf16, f16 or i8");
+    AddEngineFlags(*cmd, f.engine,
+                   {.tokenizer_pre = false,
+                    .num_pages = true,
+                    .threads = false,
+                    .backend = false,
+                    .matmul_activations = false});
   };
   KvCommands c;
   c.exp = kv->add_subcommand("export", "prefill prompts, decode a few tokens, write a snapshot");
@@ -74,22 +68,23 @@ KvCommands AddKvCommands(CLI::App& app, KvFlags& f) {
 }
 
 int RunKvExport(const KvFlags& f) {
-  Result<ServedModel> s = LoadServedModel(f.model, kBuiltinPositions);
-  if (!s) return Fail(s.error());
-  Result<engine::Engine> eng = MakeEngine(*s, f);
-  if (!eng) return Fail(eng.error());
+  Result<std::unique_ptr<serving::ServingEngine>> built =
+      serving::ServingEngine::Load(f.engine, serving::ArgNames::Flag());
+  if (!built) return Fail(kCommand, built.error());
+  const serving::ServedModel* s = &(*built)->served();
+  engine::Engine* eng = &(*built)->engine();
   std::vector<engine::RequestId> ids;
   std::map<engine::RequestId, size_t> index;
   for (size_t i = 0; i < f.prompts.size(); ++i) {
     Result<std::vector<int32_t>> prompt = s->EncodePrompt(f.prompts[i]);
-    if (!prompt) return Fail(prompt.error().WithContext("prompt " + std::to_string(i)));
+    if (!prompt) return Fail(kCommand, prompt.error().WithContext("prompt " + std::to_string(i)));
     engine::RequestParams p;
     p.sampling.temperature = f.temperature;
     p.sampling.top_k = f.top_k;
     p.max_tokens = f.max_tokens;
     p.seed = f.seed + i;
     Result<engine::RequestId> id = eng->AddRequest(std::move(*prompt), p);
-    if (!id) return Fail(id.error().WithContext("prompt " + std::to_string(i)));
+    if (!id) return Fail(kCommand, id.error().WithContext("prompt " + std::to_string(i)));
     index[*id] = i;
     ids.push_back(*id);
   }
@@ -111,7 +106,7 @@ int RunKvExport(const KvFlags& f) {
     return true;
   };
   while (!ready()) {
-    if (Status st = run_step(); !st.ok()) return Fail(st);
+    if (Status st = run_step(); !st.ok()) return Fail(kCommand, st);
   }
   std::vector<engine::RequestId> live;
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -119,10 +114,10 @@ int RunKvExport(const KvFlags& f) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   Result<format::KvSnapshot> snap = eng->ExportSnapshot(live);
-  if (!snap) return Fail(snap.error());
+  if (!snap) return Fail(kCommand, snap.error());
   const double export_ms = MsSince(t0);
   const auto t1 = std::chrono::steady_clock::now();
-  if (Status st = format::WriteSnapshotFile(*snap, f.file); !st.ok()) return Fail(st);
+  if (Status st = format::WriteSnapshotFile(*snap, f.file); !st.ok()) return Fail(kCommand, st);
   const double write_ms = MsSince(t1);
   json report = {{"file", f.file},
                  {"file_bytes", std::filesystem::file_size(f.file)},
@@ -133,7 +128,7 @@ int RunKvExport(const KvFlags& f) {
                  {"tokens_before_export", tokens}};
   if (f.reference) {
     while (eng->HasUnfinished()) {
-      if (Status st = run_step(); !st.ok()) return Fail(st);
+      if (Status st = run_step(); !st.ok()) return Fail(kCommand, st);
     }
     report["reference_tokens"] = tokens;
   }
@@ -144,17 +139,18 @@ int RunKvExport(const KvFlags& f) {
 int RunKvImport(const KvFlags& f) {
   const auto t0 = std::chrono::steady_clock::now();
   Result<format::KvSnapshot> snap = format::ReadSnapshotFile(f.file);
-  if (!snap) return Fail(snap.error());
+  if (!snap) return Fail(kCommand, snap.error());
   const double read_ms = MsSince(t0);
-  Result<ServedModel> s = LoadServedModel(f.model, kBuiltinPositions);
-  if (!s) return Fail(s.error());
-  KvFlags engine_flags = f;
-  engine_flags.kv_dtype = std::string(format::ElementTypeName(snap->kv_dtype));
-  Result<engine::Engine> eng = MakeEngine(*s, engine_flags);
-  if (!eng) return Fail(eng.error());
+  serving::EngineArgs args = f.engine;
+  args.kv_dtype = std::string(format::ElementTypeName(snap->kv_dtype));
+  Result<std::unique_ptr<serving::ServingEngine>> built =
+      serving::ServingEngine::Load(args, serving::ArgNames::Flag());
+  if (!built) return Fail(kCommand, built.error());
+  const serving::ServedModel* s = &(*built)->served();
+  engine::Engine* eng = &(*built)->engine();
   const auto t1 = std::chrono::steady_clock::now();
   Result<std::vector<engine::RequestId>> ids = eng->ImportSnapshot(*snap);
-  if (!ids) return Fail(ids.error());
+  if (!ids) return Fail(kCommand, ids.error());
   const double import_ms = MsSince(t1);
   std::map<engine::RequestId, size_t> index;
   std::vector<std::vector<int32_t>> tokens;
@@ -165,7 +161,7 @@ int RunKvImport(const KvFlags& f) {
   }
   while (eng->HasUnfinished()) {
     Result<std::vector<engine::StepOutput>> out = eng->Step();
-    if (!out) return Fail(out.error());
+    if (!out) return Fail(kCommand, out.error());
     for (const engine::StepOutput& o : *out) {
       const size_t i = index.at(o.id);
       tokens[i].insert(tokens[i].end(), o.new_tokens.begin(), o.new_tokens.end());
@@ -189,7 +185,7 @@ int RunKvImport(const KvFlags& f) {
 
 int RunKvInspect(const KvFlags& f) {
   Result<format::KvSnapshot> snap = format::ReadSnapshotFile(f.file);
-  if (!snap) return Fail(snap.error());
+  if (!snap) return Fail(kCommand, snap.error());
   const json summary = format::SnapshotSummary(*snap, std::filesystem::file_size(f.file));
   if (f.json) {
     std::cout << summary.dump(2) << "\n";

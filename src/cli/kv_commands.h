@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "folio/serving/engine_args.h"
+
 namespace CLI {
 class App;
 }
@@ -17,16 +19,15 @@ class App;
 namespace folio::cli {
 
 struct KvFlags {
-  std::string model;  // "" or "builtin": the worked example with 256 positions
+  // --model (the built-in one: 256 positions), --page-size, --num-pages
+  // (512), --kv-dtype; AddKvCommands sets these defaults.
+  serving::EngineArgs engine;
   std::vector<std::string> prompts = {"paged attention moves"};
   uint64_t max_tokens = 12;
   uint64_t decode_steps = 3;  // tokens each request generates before export
   double temperature = 0.8;
   uint64_t top_k = 40;
   uint64_t seed = 7;
-  uint64_t page_size = 16;
-  uint64_t num_pages = 512;
-  std::string kv_dtype = "f32";
   std::string file;        // export: --output; import / inspect: positional
   bool reference = false;  // export: finish here too, after exporting
   bool json = false;       // inspect: machine-readable

@@ -32,12 +32,12 @@
 #include "bench/speculative_bench.h"
 #include "bench/template_bench.h"
 #include "cli/chat_command.h"
+#include "cli/engine_flags.h"
 #include "cli/flag_lists.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_report.h"
 #include "cli/quantize_command.h"
 #include "cli/serve_command.h"
-#include "cli/served_model.h"
 #include "cli/template_command.h"
 #include "folio/backend/backend.h"
 #include "folio/checkpoint/model_io.h"
@@ -49,6 +49,7 @@
 #include "folio/kv/page_table.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
+#include "folio/serving/engine_args.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
 #ifndef FOLIO_SOURCE_DIR
@@ -58,10 +59,8 @@
 namespace folio::cli {
 namespace {
 
-int Fail(const Status& s) {
-  std::cerr << "folio: " << s.ToString() << "\n";
-  return 1;
-}
+// The subcommands written here report errors as "folio: ...".
+constexpr std::string_view kCommand = "";
 
 void PrintSummary(const nlohmann::json& r, const std::string& path) {
   const auto& layer = r["per_layer_payloads"]["layers"][0];
@@ -144,7 +143,7 @@ void AddLayoutFlags(CLI::App& app, LayoutFlags& f) {
 
 int RunLayout(const LayoutFlags& f) {
   Result<LayoutRunConfig> loaded = LoadLayoutConfig(f.config_path);
-  if (!loaded) return Fail(loaded.error());
+  if (!loaded) return Fail(kCommand, loaded.error());
   LayoutRunConfig c = *loaded;
   auto set = [](auto& dst, const auto& src) {
     if (src) dst = *src;
@@ -169,18 +168,18 @@ int RunLayout(const LayoutFlags& f) {
   set(c.rounding_page_size, f.rounding_page_size);
   if (f.page_table) {
     Result<std::vector<uint64_t>> t = ParseUintList("--page-table", *f.page_table);
-    if (!t) return Fail(t.error());
+    if (!t) return Fail(kCommand, t.error());
     c.page_table = *t;
   }
   for (auto [flag, dst] :
        {std::pair{&f.kv_dtype, &c.kv_dtype}, std::pair{&f.compute, &c.compute}}) {
     if (!*flag) continue;
     Result<DType> d = ParseDType(**flag);
-    if (!d) return Fail(d.error());
+    if (!d) return Fail(kCommand, d.error());
     *dst = *d;
   }
   Result<nlohmann::json> report = BuildLayoutReport(c);
-  if (!report) return Fail(report.error());
+  if (!report) return Fail(kCommand, report.error());
   const std::string text = report->dump(2) + "\n";
   if (f.output.empty()) {
     std::cout << text;
@@ -188,7 +187,7 @@ int RunLayout(const LayoutFlags& f) {
   }
   std::ofstream out(f.output, std::ios::trunc);
   out << text;
-  if (!out) return Fail(Status::IoError("cannot write " + f.output));
+  if (!out) return Fail(kCommand, Status::IoError("cannot write " + f.output));
   if (f.summary) PrintSummary(*report, f.output);
   return 0;
 }
@@ -196,80 +195,58 @@ int RunLayout(const LayoutFlags& f) {
 // An engine for one request at a time over `capacity` positions: the
 // prompt prefilled in one step, no prefix caching (one request shares
 // nothing). generate and logits run through it, the path serving uses.
-engine::EngineConfig SingleRequestEngine(uint64_t capacity, uint64_t page_size, DType kv_dtype,
-                                         uint64_t prompt_tokens, backend::BackendKind backend) {
-  engine::EngineConfig ec;
-  ec.backend = backend;
-  ec.page_size = std::max<uint64_t>(1, std::min(page_size, capacity));
-  ec.num_pages = std::max<uint64_t>(1, CeilDiv(capacity, ec.page_size));
-  ec.kv_dtype = kv_dtype;
-  ec.max_num_batched_tokens = std::max<uint64_t>(prompt_tokens, 1);
-  ec.max_num_seqs = 1;
-  ec.prefix_caching = false;
-  return ec;
+void SingleRequestEngine(uint64_t capacity, uint64_t prompt_tokens, serving::EngineArgs& a) {
+  a.page_size = std::max<uint64_t>(1, std::min(a.page_size, capacity));
+  a.num_pages = std::max<uint64_t>(1, CeilDiv(capacity, a.page_size));
+  a.kv_bytes.reset();
+  a.max_num_batched_tokens = std::max<uint64_t>({prompt_tokens, 1, 1 + a.speculative_tokens});
+  a.max_num_seqs = 1;
+  a.prefix_caching = false;
 }
 
 struct GenerateFlags {
-  std::string model_dir;                     // empty = built-in worked example
-  std::optional<std::string> tokenizer_pre;  // replaces the GGUF's tokenizer.ggml.pre
+  // --model (default: the built-in worked example) and its engine
+  // (cli/engine_flags.h); one request, sized by SingleRequestEngine.
+  serving::EngineArgs engine;
   std::string prompt = "a";
   uint64_t max_tokens = 8;
   double temperature = 0.0;
   uint64_t top_k = 0;
   double top_p = 1.0;
   uint64_t seed = 20;
-  uint64_t page_size = 16;
-  uint64_t threads = 0;
   uint64_t max_context = 4096;
-  std::string kv_dtype = "f32";
-  std::string backend = "cpu";
-  std::string matmul_activations = "f32";
   bool raw = false;
-  uint64_t speculative_tokens = 0;
-  std::string draft_model;
-  std::string speculative_acceptance = "exact";
 };
 
 int RunGenerate(const GenerateFlags& f) {
-  Result<ServedModel> served =
-      LoadServedModel(f.model_dir, model::WorkedExampleConfig().max_positions, f.tokenizer_pre);
-  if (!served) return Fail(served.error());
-  const model::Model* m = served->model.get();
+  serving::EngineArgs args = f.engine;
+  if (Status s = args.Validate(serving::ArgNames::Flag()); !s.ok()) return Fail(kCommand, s);
+  Result<serving::ServedModel> served =
+      serving::LoadServedModel(args.model, args.builtin_positions, args.tokenizer_pre);
+  if (!served) return Fail(kCommand, served.error());
   // Byte-level output is printed byte by byte (escaped unless --raw); a
   // real tokenizer streams complete UTF-8.
-  std::optional<tokenizer::Tokenizer> tokenizer = served->file_tokenizer;
-  Result<DType> kv_dtype = ParseDType(f.kv_dtype);
-  if (!kv_dtype) return Fail(kv_dtype.error());
+  const bool text = !served->byte_level();
   Result<std::vector<int32_t>> ids = served->EncodePrompt(f.prompt);
-  if (!ids) return Fail(ids.error());
+  if (!ids) return Fail(kCommand, ids.error());
   const std::vector<int32_t> prompt = std::move(*ids);
-  const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
+  const uint64_t capacity =
+      std::min<uint64_t>(served->model->config().max_positions, f.max_context);
   if (prompt.size() > capacity) {
-    return Fail(Status::OutOfRange("prompt of " + std::to_string(prompt.size()) +
+    return Fail(kCommand,
+                Status::OutOfRange("prompt of " + std::to_string(prompt.size()) +
                                    " tokens exceeds the context of " + std::to_string(capacity)));
   }
   // The serving path: one request on the engine. Generation stops at the
   // context's end (the last token selected is never fed).
-  Result<backend::BackendKind> backend = backend::ParseBackendKind(f.backend);
-  if (!backend) return Fail(backend.error().WithContext("--backend"));
-  Result<ops::MatMulActivations> activations = ops::ParseMatMulActivations(f.matmul_activations);
-  if (!activations) return Fail(activations.error().WithContext("--matmul-activations"));
-  engine::EngineConfig ec =
-      SingleRequestEngine(capacity, f.page_size, *kv_dtype, prompt.size(), *backend);
-  ec.matmul_activations = *activations;
-  ec.speculative.num_draft_tokens = f.speculative_tokens;
-  ec.max_num_batched_tokens = std::max(ec.max_num_batched_tokens, 1 + f.speculative_tokens);
-  std::optional<model::Model> draft;  // outlives the engine
-  if (Status s =
-          ApplySpeculativeFlags(f.speculative_acceptance, f.draft_model, capacity, ec, draft);
-      !s.ok()) {
-    return Fail(s);
-  }
-  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
-  if (!pool) return Fail(pool.error());
-  Result<engine::Engine> eng =
-      engine::Engine::Create(*m, ec, pool->get(), tokenizer ? &*tokenizer : nullptr);
-  if (!eng) return Fail(eng.error());
+  SingleRequestEngine(capacity, prompt.size(), args);
+  // The draft model, if any, has the target's context.
+  args.builtin_positions = capacity;
+  std::vector<int32_t> stops = served->StopTokenIds();
+  Result<std::unique_ptr<serving::ServingEngine>> built =
+      serving::ServingEngine::Create(std::move(*served), args, serving::ArgNames::Flag());
+  if (!built) return Fail(kCommand, built.error());
+  engine::Engine* eng = &(*built)->engine();
   engine::RequestParams params;
   const uint64_t room = capacity - prompt.size() + 1;
   params.max_tokens = std::min(f.max_tokens, room);
@@ -277,24 +254,23 @@ int RunGenerate(const GenerateFlags& f) {
   params.sampling.top_k = f.top_k;
   params.sampling.top_p = f.top_p;
   params.seed = f.seed;
-  if (tokenizer && tokenizer->eos_id()) params.stop_token_ids = {*tokenizer->eos_id()};
+  params.stop_token_ids = std::move(stops);
   Result<engine::RequestId> id = eng->AddRequest(prompt, params);
-  if (!id) return Fail(id.error());
+  if (!id) return Fail(kCommand, id.error());
 
-  std::cout << (f.raw || tokenizer ? f.prompt : Printable(f.prompt)) << std::flush;
+  std::cout << (f.raw || text ? f.prompt : Printable(f.prompt)) << std::flush;
   const auto start = std::chrono::steady_clock::now();
   uint64_t generated = 0;
   engine::FinishReason finish = engine::FinishReason::kNone;
   while (eng->HasUnfinished()) {
     Result<std::vector<engine::StepOutput>> step = eng->Step();
-    if (!step) return Fail(step.error());
+    if (!step) return Fail(kCommand, step.error());
     for (const engine::StepOutput& o : *step) {
       // A real tokenizer streams complete UTF-8 (the end token adds no
       // text); the built-in byte model's bytes are printed one by one,
       // escaped unless --raw.
-      const std::string piece =
-          tokenizer ? o.text : *tokenizer::ByteTokenizer::Decode(o.new_tokens);
-      std::cout << (f.raw || tokenizer ? piece : Printable(piece)) << std::flush;
+      const std::string piece = text ? o.text : *tokenizer::ByteTokenizer::Decode(o.new_tokens);
+      std::cout << (f.raw || text ? piece : Printable(piece)) << std::flush;
       generated += o.new_tokens.size();
       if (o.finish != engine::FinishReason::kNone) finish = o.finish;
     }
@@ -331,7 +307,7 @@ int RunBatch(const BatchFlags& f) {
   model::ModelConfig c = model::WorkedExampleConfig();
   c.max_positions = 64;
   Result<model::Model> m = model::Model::FromSeed(c, 20);
-  if (!m) return Fail(m.error());
+  if (!m) return Fail(kCommand, m.error());
   engine::EngineConfig ec;
   ec.page_size = f.page_size;
   ec.num_pages = f.num_pages;
@@ -339,7 +315,7 @@ int RunBatch(const BatchFlags& f) {
   ec.max_num_seqs = std::min<uint64_t>({f.prompts.size(), f.max_num_batched_tokens, 4});
   Result<engine::Engine> eng =
       engine::Engine::Create(*m, ec, nullptr, &tokenizer::ByteTokenizer::AsTokenizer());
-  if (!eng) return Fail(eng.error());
+  if (!eng) return Fail(kCommand, eng.error());
   std::map<engine::RequestId, size_t> index;
   for (size_t i = 0; i < f.prompts.size(); ++i) {
     engine::RequestParams p;
@@ -348,7 +324,7 @@ int RunBatch(const BatchFlags& f) {
     p.seed = f.seed + i;
     Result<engine::RequestId> id =
         eng->AddRequest(tokenizer::ByteTokenizer::Encode(f.prompts[i], true, false), p);
-    if (!id) return Fail(id.error());
+    if (!id) return Fail(kCommand, id.error());
     index[*id] = i;
     std::cout << "request " << i << ": \"" << f.prompts[i] << "\" (" << f.prompts[i].size() + 1
               << " prompt tokens)\n";
@@ -356,7 +332,7 @@ int RunBatch(const BatchFlags& f) {
   std::vector<std::string> text(f.prompts.size());
   while (eng->HasUnfinished()) {
     Result<std::vector<engine::StepOutput>> step = eng->Step();
-    if (!step) return Fail(step.error());
+    if (!step) return Fail(kCommand, step.error());
     const kv::PoolStats stats = eng->cache().Stats();
     std::cout << "step " << eng->stats().steps << " (pages " << stats.pages_used << "/"
               << stats.pages_total << ", " << stats.pages_held_only << " only cached):";
@@ -383,7 +359,7 @@ int RunBatch(const BatchFlags& f) {
             << " cacheable prompt tokens reused ("
             << static_cast<int>(100.0 * st.prefix_hit_rate() + 0.5) << "%), " << st.prefix_evictions
             << " pages evicted, " << eng->cached_pages() << " still cached\n";
-  if (Status s = eng->ClearPrefixCache(); !s.ok()) return Fail(s);
+  if (Status s = eng->ClearPrefixCache(); !s.ok()) return Fail(kCommand, s);
   std::cout << "  after clearing the prefix cache: " << pool.num_used() << " pages in use, "
             << pool.num_free() << " free\n";
   return pool.num_used() == 0 ? 0 : 1;
@@ -393,55 +369,49 @@ int RunBatch(const BatchFlags& f) {
 // continuation, as JSON. The checks against independent implementations
 // (tests/python) drive folio through this command.
 struct LogitsFlags {
-  std::string model;
+  // --model (default: the built-in one) and its engine (cli/engine_flags.h);
+  // one request, sized by SingleRequestEngine, one compute thread.
+  serving::EngineArgs engine;
   std::string tokens;
   uint64_t greedy = 0;
-  std::string kv_dtype = "f32";
-  std::string backend = "cpu";
-  std::string matmul_activations = "f32";
-  uint64_t page_size = 16;
-  uint64_t threads = 1;
   uint64_t max_context = 4096;
 };
 
 int RunLogits(const LogitsFlags& f) {
   // The flags are checked before the (slow) model load.
   Result<std::vector<uint64_t>> parsed = ParseUintList("--tokens", f.tokens);
-  if (!parsed) return Fail(parsed.error());
+  if (!parsed) return Fail(kCommand, parsed.error());
   std::vector<int32_t> tokens;
   for (uint64_t t : *parsed) {
-    if (t > INT32_MAX) return Fail(Status::OutOfRange("token id " + std::to_string(t)));
+    if (t > INT32_MAX) return Fail(kCommand, Status::OutOfRange("token id " + std::to_string(t)));
     tokens.push_back(static_cast<int32_t>(t));
   }
-  if (tokens.empty()) return Fail(Status::InvalidArgument("--tokens is empty"));
-  Result<model::Model> m = LoadModelOrBuiltin(f.model, f.max_context);
-  if (!m) return Fail(m.error());
-  Result<DType> kv_dtype = ParseDType(f.kv_dtype);
-  if (!kv_dtype) return Fail(kv_dtype.error());
+  if (tokens.empty()) return Fail(kCommand, Status::InvalidArgument("--tokens is empty"));
+  serving::EngineArgs args = f.engine;
+  if (Status s = args.Validate(serving::ArgNames::Flag()); !s.ok()) return Fail(kCommand, s);
+  // No tokenizer: logits checks models that ship none.
+  Result<model::Model> m = serving::LoadModelOrBuiltin(args.model, f.max_context);
+  if (!m) return Fail(kCommand, m.error());
   // The serving path: one request on the engine, prompt logits on, greedy.
   const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
-  Result<backend::BackendKind> backend = backend::ParseBackendKind(f.backend);
-  if (!backend) return Fail(backend.error().WithContext("--backend"));
-  Result<ops::MatMulActivations> activations = ops::ParseMatMulActivations(f.matmul_activations);
-  if (!activations) return Fail(activations.error().WithContext("--matmul-activations"));
-  engine::EngineConfig ec =
-      SingleRequestEngine(capacity, f.page_size, *kv_dtype, tokens.size(), *backend);
-  ec.matmul_activations = *activations;
-  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
-  if (!pool) return Fail(pool.error());
-  Result<engine::Engine> eng = engine::Engine::Create(*m, ec, pool->get());
-  if (!eng) return Fail(eng.error());
+  SingleRequestEngine(capacity, tokens.size(), args);
+  Result<engine::EngineConfig> ec = args.ToEngineConfig(m->config(), serving::ArgNames::Flag());
+  if (!ec) return Fail(kCommand, ec.error());
+  Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(args.threads);
+  if (!pool) return Fail(kCommand, pool.error());
+  Result<engine::Engine> eng = engine::Engine::Create(*m, *ec, pool->get());
+  if (!eng) return Fail(kCommand, eng.error());
   engine::RequestParams params;
   params.max_tokens = std::max<uint64_t>(f.greedy, 1);
   params.prompt_logits = true;
   Result<engine::RequestId> id = eng->AddRequest(tokens, params);
-  if (!id) return Fail(id.error());
+  if (!id) return Fail(kCommand, id.error());
   const uint64_t vocab = m->config().vocab_size;
   nlohmann::json rows = nlohmann::json::array();
   std::vector<int32_t> greedy;
   while (eng->HasUnfinished()) {
     Result<std::vector<engine::StepOutput>> step = eng->Step();
-    if (!step) return Fail(step.error());
+    if (!step) return Fail(kCommand, step.error());
     for (const engine::StepOutput& o : *step) {
       for (size_t r = 0; r < o.prompt_logits.size() / vocab; ++r) {
         const auto row = o.prompt_logits.begin() + static_cast<ptrdiff_t>(r * vocab);
@@ -481,7 +451,7 @@ int RunTokenize(const TokenizeFlags& f) {
     if (!t) return Status::NotFound(f.model + " has no tokenizer (no tokenizer.json)");
     return std::move(*t);
   }();
-  if (!tok) return Fail(tok.error());
+  if (!tok) return Fail(kCommand, tok.error());
   std::string text;
   if (f.text) {
     text = *f.text;
@@ -492,19 +462,20 @@ int RunTokenize(const TokenizeFlags& f) {
   }
   if (f.decode) {
     Result<std::vector<uint64_t>> parsed = cli::ParseUintList("--text", text);
-    if (!parsed) return Fail(parsed.error());
+    if (!parsed) return Fail(kCommand, parsed.error());
     std::vector<int32_t> ids;
     for (const uint64_t id : *parsed) {
-      if (id > INT32_MAX) return Fail(Status::OutOfRange("token id " + std::to_string(id)));
+      if (id > INT32_MAX)
+        return Fail(kCommand, Status::OutOfRange("token id " + std::to_string(id)));
       ids.push_back(static_cast<int32_t>(id));
     }
     Result<std::string> decoded = tok->Decode(ids, /*skip_special_tokens=*/!f.no_special);
-    if (!decoded) return Fail(decoded.error());
+    if (!decoded) return Fail(kCommand, decoded.error());
     std::cout << nlohmann::json{{"text", *decoded}}.dump() << "\n";
     return 0;
   }
   Result<std::vector<int32_t>> ids = tok->Encode(text, /*add_special_tokens=*/!f.no_special);
-  if (!ids) return Fail(ids.error());
+  if (!ids) return Fail(kCommand, ids.error());
   std::cout << nlohmann::json{{"ids", *ids}}.dump() << "\n";
   return 0;
 }
@@ -512,7 +483,7 @@ int RunTokenize(const TokenizeFlags& f) {
 // `folio info MODEL`: what a model is and what it costs to run.
 int RunInfo(const std::string& path) {
   Result<model::Model> m = checkpoint::LoadModel(path);
-  if (!m) return Fail(m.error());
+  if (!m) return Fail(kCommand, m.error());
   const model::ModelConfig& c = m->config();
   // Per stored type: tensors, elements, bytes and bits per weight (a
   // quantized type's scales included), and the same for the whole model.
@@ -586,30 +557,16 @@ int main(int argc, char** argv) {
 
   GenerateFlags gen;
   CLI::App* gen_cmd = app.add_subcommand("generate", "stream a continuation of a prompt");
-  gen_cmd->add_option("--model", gen.model_dir,
-                      "model folder (Hugging Face or folio) or .gguf file; default: built-in");
+  gen.engine.builtin_positions = folio::model::WorkedExampleConfig().max_positions;
+  AddEngineFlags(*gen_cmd, gen.engine, {.speculative = true});
   gen_cmd->add_option("--prompt", gen.prompt);
   gen_cmd->add_option("--max-tokens", gen.max_tokens);
   gen_cmd->add_option("--temperature", gen.temperature, "0 = greedy");
   gen_cmd->add_option("--top-k", gen.top_k, "0 = all");
   gen_cmd->add_option("--top-p", gen.top_p, "nucleus mass in (0, 1]");
   gen_cmd->add_option("--seed", gen.seed, "sampling seed");
-  gen_cmd->add_option("--page-size", gen.page_size);
-  gen_cmd->add_option("--threads", gen.threads, "0 = all cores");
   gen_cmd->add_option("--max-context", gen.max_context, "cache positions");
-  gen_cmd->add_option("--kv-dtype", gen.kv_dtype, "f32, bf16, f16, i8, f8e4m3 or f64");
-  gen_cmd->add_option("--backend", gen.backend, "cpu (SIMD kernels) or reference (scalar)");
-  AddMatMulActivationsOption(*gen_cmd, gen.matmul_activations);
   gen_cmd->add_flag("--raw", gen.raw, "write bytes as generated (default escapes non-ASCII)");
-  gen_cmd
-      ->add_option("--speculative-tokens", gen.speculative_tokens,
-                   "most draft tokens per step (speculative decoding by prompt lookup, or "
-                   "by --draft-model; 0: off; drafts grow while accepted whole); the output "
-                   "never changes")
-      ->check(CLI::Range(uint64_t{0}, folio::engine::kMaxDraftTokens));
-  AddDraftModelOption(*gen_cmd, gen.draft_model);
-  AddSpeculativeAcceptanceOption(*gen_cmd, gen.speculative_acceptance);
-  AddTokenizerPreOption(*gen_cmd, gen.tokenizer_pre);
 
   std::string save_dir;
   uint64_t save_seed = 20;
@@ -631,15 +588,10 @@ int main(int argc, char** argv) {
   LogitsFlags logits;
   CLI::App* logits_cmd =
       app.add_subcommand("logits", "prefill logits and a greedy continuation, as JSON");
-  logits_cmd->add_option("--model", logits.model,
-                         "model folder, .gguf file, or 'builtin' (default)");
+  logits.engine.threads = 1;
+  AddEngineFlags(*logits_cmd, logits.engine, {.tokenizer_pre = false});
   logits_cmd->add_option("--tokens", logits.tokens, "prompt ids, e.g. 1,2,3")->required();
   logits_cmd->add_option("--greedy", logits.greedy, "greedy tokens to generate after");
-  logits_cmd->add_option("--kv-dtype", logits.kv_dtype, "f32, bf16, f16, i8, f8e4m3 or f64");
-  logits_cmd->add_option("--backend", logits.backend, "cpu (SIMD kernels) or reference (scalar)");
-  AddMatMulActivationsOption(*logits_cmd, logits.matmul_activations);
-  logits_cmd->add_option("--page-size", logits.page_size);
-  logits_cmd->add_option("--threads", logits.threads);
   logits_cmd->add_option("--max-context", logits.max_context, "cache positions");
 
   BatchFlags batch;
@@ -735,9 +687,9 @@ int main(int argc, char** argv) {
   if (*gen_cmd) return RunGenerate(gen);
   if (*save_cmd) {
     auto m = folio::model::Model::FromSeed(folio::model::WorkedExampleConfig(), save_seed);
-    if (!m) return Fail(m.error());
+    if (!m) return Fail(kCommand, m.error());
     folio::Status s = folio::checkpoint::SaveModel(*m, save_dir);
-    if (!s.ok()) return Fail(s);
+    if (!s.ok()) return Fail(kCommand, s);
     std::cout << "saved model " << m->id() << " to " << save_dir << "\n";
     return 0;
   }

@@ -6,15 +6,13 @@
 #include <memory>
 #include <vector>
 
+#include "cli/engine_flags.h"
 #include "folio/core/thread_pool.h"
 
 namespace folio::cli {
 namespace {
 
-int Fail(const Status& s) {
-  std::cerr << "folio quantize: " << s.ToString() << "\n";
-  return 1;
-}
+constexpr std::string_view kCommand = "quantize";
 
 nlohmann::json StatsJson(const checkpoint::QuantizeStats& s) {
   return {{"tensors", s.tensors},
@@ -71,13 +69,13 @@ nlohmann::json QuantizeReportJson(const QuantizeFlags& f, const checkpoint::Quan
 
 int RunQuantize(const QuantizeFlags& f) {
   Result<checkpoint::QuantizeScheme> scheme = checkpoint::ParseQuantizeScheme(f.type);
-  if (!scheme) return Fail(scheme.error());
+  if (!scheme) return Fail(kCommand, scheme.error());
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(f.threads);
-  if (!pool) return Fail(pool.error());
+  if (!pool) return Fail(kCommand, pool.error());
   const auto start = std::chrono::steady_clock::now();
   Result<checkpoint::QuantizeReport> report =
       checkpoint::QuantizeModel(f.input, f.output, *scheme, **pool);
-  if (!report) return Fail(report.error());
+  if (!report) return Fail(kCommand, report.error());
   const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
   // One line per kind of fallback (the JSON lists every tensor).
   std::map<std::string, std::vector<std::string>> fallbacks;

@@ -9,24 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "folio/serving/engine_args.h"
+
 namespace folio::cli {
 
 struct ServeFlags {
-  std::string model = "builtin";                // a model folder, a .gguf file, or builtin
+  // The model and its engine: --model, the KV pool, scheduling, compute and
+  // speculative decoding (cli/engine_flags.h). AddServeCommand sets serve's
+  // defaults: 256 pages.
+  serving::EngineArgs engine;
   std::vector<std::string> served_model_names;  // first: replies' name; default: file name
-  std::optional<std::string> tokenizer_pre;     // replaces the GGUF's tokenizer.ggml.pre
   std::optional<std::string> chat_template;     // a template file instead of the model's
   std::string host = "127.0.0.1";
   int port = 8000;
-  uint64_t threads = 0;  // compute threads, 0 = all cores
-  uint64_t page_size = 16;
-  uint64_t num_pages = 256;
-  uint64_t max_num_seqs = 8;
-  uint64_t max_num_batched_tokens = 256;
-  uint64_t builtin_context = 512;  // positions of the built-in model
-  std::string kv_dtype = "f32";
-  std::string backend = "cpu";
-  std::string matmul_activations = "f32";
   uint64_t max_queue = 32;
   uint64_t max_body_bytes = 1 << 20;
   uint64_t max_connections = 2048;
@@ -34,9 +29,6 @@ struct ServeFlags {
   uint64_t read_timeout_s = 10;
   uint64_t keep_alive_timeout_s = 5;
   uint64_t drain_timeout_s = 30;
-  uint64_t speculative_tokens = 0;
-  std::string draft_model;  // --draft-model (empty: prompt lookup)
-  std::string speculative_acceptance = "exact";
   uint64_t step_delay_us = 0;
   uint64_t default_max_tokens = 4096;  // chat requests without max_tokens; 0 = no cap
   std::string api_key;                 // also FOLIO_API_KEY; empty = none

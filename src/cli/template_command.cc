@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cli/engine_flags.h"
 #include "folio/chat/template.h"
 #include "folio/checkpoint/checkpoint.h"
 #include "folio/core/file_bytes.h"
@@ -12,10 +13,8 @@
 namespace folio::cli {
 namespace {
 
-int Fail(const Status& s) {
-  std::cerr << "folio: " << s.ToString() << "\n";
-  return 1;
-}
+// Errors read "folio: ...", as the other subcommands of main.cc.
+constexpr std::string_view kCommand = "";
 
 Result<std::string> ReadText(const std::string& path, std::string_view flag) {
   Result<FileBytes> file = FileBytes::Map(path);
@@ -76,20 +75,21 @@ CLI::App* AddTemplateCommand(CLI::App& app, TemplateFlags& f) {
 
 int RunTemplate(const TemplateFlags& f) {
   if (f.model.empty() == f.template_path.empty()) {
-    return Fail(Status::InvalidArgument("give one of --model and --template"));
+    return Fail(kCommand, Status::InvalidArgument("give one of --model and --template"));
   }
-  if (f.ids && f.model.empty()) return Fail(Status::InvalidArgument("--ids needs --model"));
+  if (f.ids && f.model.empty())
+    return Fail(kCommand, Status::InvalidArgument("--ids needs --model"));
   Result<std::string> messages = ReadText(f.messages, "--messages");
-  if (!messages) return Fail(messages.error());
+  if (!messages) return Fail(kCommand, messages.error());
 
   std::string source, bos, eos;
   std::optional<checkpoint::Checkpoint> checkpoint;
   if (!f.model.empty()) {
     Result<checkpoint::Checkpoint> c = checkpoint::LoadCheckpoint(f.model);
-    if (!c) return Fail(c.error());
+    if (!c) return Fail(kCommand, c.error());
     checkpoint = std::move(*c);
     if (checkpoint->chat_template.empty()) {
-      return Fail(Status::NotFound(f.model + " has no chat template"));
+      return Fail(kCommand, Status::NotFound(f.model + " has no chat template"));
     }
     source = checkpoint->chat_template;
     if (const auto& tok = checkpoint->tokenizer) {
@@ -98,27 +98,27 @@ int RunTemplate(const TemplateFlags& f) {
     }
   } else {
     Result<std::string> text = ReadText(f.template_path, "--template");
-    if (!text) return Fail(text.error());
+    if (!text) return Fail(kCommand, text.error());
     source = std::move(*text);
   }
 
   Result<nlohmann::ordered_json> vars = TemplateVariables(*messages, f, bos, eos);
-  if (!vars) return Fail(vars.error());
+  if (!vars) return Fail(kCommand, vars.error());
   Result<chat::Template> t = chat::Template::Parse(source);
-  if (!t) return Fail(t.error());
+  if (!t) return Fail(kCommand, t.error());
   chat::RenderOptions options;
   options.now_epoch_seconds = f.strftime_now;
   Result<std::string> text = t->Render(*vars, options);
-  if (!text) return Fail(text.error());
+  if (!text) return Fail(kCommand, text.error());
 
   if (f.ids) {
     if (!checkpoint->tokenizer) {
-      return Fail(Status::NotFound(f.model + " has no tokenizer to give ids with"));
+      return Fail(kCommand, Status::NotFound(f.model + " has no tokenizer to give ids with"));
     }
     // The template wrote any special tokens (bos included) as text.
     Result<std::vector<int32_t>> ids =
         checkpoint->tokenizer->Encode(*text, /*add_special_tokens=*/false);
-    if (!ids) return Fail(ids.error());
+    if (!ids) return Fail(kCommand, ids.error());
     std::cout << nlohmann::json(*ids).dump() << "\n";
     return 0;
   }

@@ -1,4 +1,4 @@
-#include "server/api.h"
+#include "folio/server/api.h"
 
 #include <ctime>
 #include <iostream>
@@ -33,14 +33,15 @@ uint64_t DrawSeed() {
 }
 
 json ModelJson(const ModelInfo& model, const std::string& id) {
-  return json{{"id", id},
-              {"object", "model"},
-              {"created", 0},
-              {"owned_by", "folio"},
-              {"max_model_len", model.max_positions},
-              {"chat_template", model.chat_format
-                                    ? std::string(ChatFormatSourceName(model.chat_format->source()))
-                                    : std::string("none")}};
+  return json{
+      {"id", id},
+      {"object", "model"},
+      {"created", 0},
+      {"owned_by", "folio"},
+      {"max_model_len", model.max_positions},
+      {"chat_template",
+       model.chat_format ? std::string(serving::ChatFormatSourceName(model.chat_format->source()))
+                         : std::string("none")}};
 }
 
 }  // namespace

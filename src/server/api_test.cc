@@ -1,4 +1,4 @@
-#include "server/api.h"
+#include "folio/server/api.h"
 
 #include <gtest/gtest.h>
 

@@ -33,9 +33,9 @@
 #include <sstream>
 #include <thread>
 
+#include "folio/server/api.h"
 #include "folio/server/engine_loop.h"
 #include "folio/server/metrics.h"
-#include "server/api.h"
 
 namespace folio::server {
 namespace {

@@ -8,6 +8,7 @@
 #include "folio/core/check.h"
 #include "folio/core/str_cat.h"
 #include "folio/sampling/sampler.h"
+#include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::server {
 namespace {
@@ -228,7 +229,8 @@ std::optional<ApiError> ParseMessages(const json& body, const ModelInfo& m,
     message["content"] = std::move(text);
     messages.push_back(std::move(message));
   }
-  Result<RenderedChat> rendered = m.chat_format->Render(messages, /*add_generation_prompt=*/true);
+  Result<serving::RenderedChat> rendered =
+      m.chat_format->Render(messages, /*add_generation_prompt=*/true);
   if (!rendered) return InvalidField("messages", rendered.error().message());
   return EncodeText(m, rendered->text, "messages", out, rendered->add_special_tokens);
 }
@@ -424,6 +426,22 @@ std::variant<std::string, ApiError> ParseDetokenize(std::string_view body, const
   Result<std::string> text = m.tokenizer->Decode(ids, /*skip_special_tokens=*/false);
   if (!text) return InvalidField("tokens", text.error().message());
   return *text;
+}
+
+ModelInfo MakeModelInfo(const serving::ServedModel& served, const serving::ChatFormat* chat_format,
+                        std::string name) {
+  ModelInfo info;
+  info.tokenizer = &served.tokenizer();
+  if (served.byte_level()) {
+    info.add_special_tokens = false;
+    info.prepend_id = tokenizer::ByteTokenizer::kBegin;
+  }
+  info.stop_token_ids = served.StopTokenIds();
+  info.chat_format = chat_format;
+  info.name = std::move(name);
+  info.vocab_size = served.model->config().vocab_size;
+  info.max_positions = served.model->config().max_positions;
+  return info;
 }
 
 bool ModelInfo::Serves(std::string_view model) const {

@@ -18,7 +18,7 @@ ModelInfo Model() {
   m.tokenizer = &tokenizer::ByteTokenizer::AsTokenizer();
   m.add_special_tokens = false;
   m.prepend_id = 0;
-  static const ChatFormat plain = *ChatFormat::Create("", std::nullopt, nullptr);
+  static const serving::ChatFormat plain = *serving::ChatFormat::Create("", std::nullopt, nullptr);
   m.chat_format = &plain;
   return m;
 }
@@ -194,7 +194,7 @@ TEST(ParseRequest, ChatStopTokensOnlyForChat) {
 // included); what it raises is a 400 naming messages, quoting it.
 TEST(ParseRequest, ChatRendersThroughTheTemplateAndReportsItsErrors) {
   ModelInfo m = Model();
-  const ChatFormat f = *ChatFormat::Create(
+  const serving::ChatFormat f = *serving::ChatFormat::Create(
       "",
       std::string("{% for m in messages %}{% if m.role == 'assistant' and m.name is defined %}"
                   "{{ raise_exception('no names: ' ~ m.name) }}{% endif %}"
@@ -212,8 +212,8 @@ TEST(ParseRequest, ChatRendersThroughTheTemplateAndReportsItsErrors) {
   EXPECT_EQ(e.message, "chat template raised: no names: bob");
 
   // The messages reach the template with their keys in the client's order.
-  const ChatFormat json_format =
-      *ChatFormat::Create("", std::string("{{ messages[0] | tojson }}"), nullptr);
+  const serving::ChatFormat json_format =
+      *serving::ChatFormat::Create("", std::string("{{ messages[0] | tojson }}"), nullptr);
   m.chat_format = &json_format;
   ParsedRequest keys =
       Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "name": "z", "content": "x"}]})", m);

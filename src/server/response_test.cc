@@ -1,4 +1,4 @@
-#include "server/response.h"
+#include "folio/server/response.h"
 
 #include <gtest/gtest.h>
 

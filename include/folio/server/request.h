@@ -62,7 +62,8 @@
 #include <vector>
 
 #include "folio/engine/engine.h"
-#include "folio/server/chat_format.h"
+#include "folio/serving/chat_format.h"
+#include "folio/serving/served_model.h"
 #include "folio/tokenizer/tokenizer.h"
 
 namespace folio::server {
@@ -97,7 +98,7 @@ struct ModelInfo {
   std::vector<int32_t> stop_token_ids;  // every request (eos)
   // Chat requests: how messages become the prompt (required for chat);
   // its end_of_turn_ids() stop chat requests besides stop_token_ids.
-  const ChatFormat* chat_format = nullptr;
+  const serving::ChatFormat* chat_format = nullptr;
   // Chat's max_tokens when the request has none: the rest of the context,
   // but at most this (0: no cap), so a client that leaves a non-streamed
   // request cannot hold a sequence for the whole pool.
@@ -106,6 +107,14 @@ struct ModelInfo {
   // True for name and every alias.
   bool Serves(std::string_view model) const;
 };
+
+// What the request layer needs of a served model: its tokenizer, special
+// tokens and stop ids (byte-level: the begin token first, no stop token,
+// as `folio generate`), shape and name. served and chat_format (required)
+// must outlive the result. The caller sets aliases, pool_positions and
+// default_max_tokens.
+ModelInfo MakeModelInfo(const serving::ServedModel& served, const serving::ChatFormat* chat_format,
+                        std::string name);
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::kCompletions;

@@ -3,8 +3,8 @@
 // front end (http_server.cc) reads requests off sockets, checks their
 // headers, and hands method, path and body here; it writes back what comes
 // out. Nothing here blocks on a client.
-#ifndef FOLIO_SRC_SERVER_API_H_
-#define FOLIO_SRC_SERVER_API_H_
+#ifndef FOLIO_SERVER_API_H_
+#define FOLIO_SERVER_API_H_
 
 #include <atomic>
 #include <cstdint>
@@ -22,7 +22,7 @@
 #include "folio/server/engine_loop.h"
 #include "folio/server/metrics.h"
 #include "folio/server/request.h"
-#include "server/response.h"
+#include "folio/server/response.h"
 
 namespace folio::server {
 
@@ -142,4 +142,4 @@ class Api {
 
 }  // namespace folio::server
 
-#endif  // FOLIO_SRC_SERVER_API_H_
+#endif  // FOLIO_SERVER_API_H_

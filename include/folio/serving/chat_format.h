@@ -9,8 +9,8 @@
 //   chatml  <|im_start|>{role}\n{content}<|im_end|>\n per message, then
 //           <|im_start|>assistant\n
 //   plain   {role}: {content}\n per message, then assistant:
-#ifndef FOLIO_SERVER_CHAT_FORMAT_H_
-#define FOLIO_SERVER_CHAT_FORMAT_H_
+#ifndef FOLIO_SERVING_CHAT_FORMAT_H_
+#define FOLIO_SERVING_CHAT_FORMAT_H_
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -23,7 +23,7 @@
 #include "folio/core/status.h"
 #include "folio/tokenizer/tokenizer.h"
 
-namespace folio::server {
+namespace folio::serving {
 
 enum class ChatFormatSource { kModel, kFile, kChatML, kPlain };
 
@@ -74,6 +74,6 @@ class ChatFormat {
   std::vector<int32_t> end_of_turn_ids_;
 };
 
-}  // namespace folio::server
+}  // namespace folio::serving
 
-#endif  // FOLIO_SERVER_CHAT_FORMAT_H_
+#endif  // FOLIO_SERVING_CHAT_FORMAT_H_

@@ -1,5 +1,6 @@
-// The model a serving command runs and the tokenizer that goes with it, in
-// one place for `folio serve` and `folio kv`.
+// The model a front end serves and the tokenizer that goes with it, loaded
+// one way for `folio serve`, `folio generate`, `folio chat`, `folio kv`
+// and the Python package.
 //
 //   "builtin" (or "")  the worked example's weights (seed 20) with
 //                      `builtin_positions` positions, byte-level;
@@ -10,8 +11,8 @@
 //
 // Byte-level prompts start with the begin token and stop on nothing, as
 // `folio generate` does; other prompts get the tokenizer's special tokens.
-#ifndef FOLIO_CLI_SERVED_MODEL_H_
-#define FOLIO_CLI_SERVED_MODEL_H_
+#ifndef FOLIO_SERVING_SERVED_MODEL_H_
+#define FOLIO_SERVING_SERVED_MODEL_H_
 
 #include <cstdint>
 #include <memory>
@@ -21,17 +22,11 @@
 #include <vector>
 
 #include "folio/core/status.h"
-#include "folio/engine/engine.h"
 #include "folio/model/model.h"
-#include "folio/server/chat_format.h"
-#include "folio/server/request.h"
+#include "folio/serving/chat_format.h"
 #include "folio/tokenizer/tokenizer.h"
 
-namespace CLI {
-class App;
-}
-
-namespace folio::cli {
+namespace folio::serving {
 
 struct ServedModel {
   bool builtin = false;
@@ -45,16 +40,13 @@ struct ServedModel {
   // Prompt ids: the begin token and the bytes (byte-level), or Encode with
   // special tokens.
   Result<std::vector<int32_t>> EncodePrompt(std::string_view text) const;
+  // The ids every request stops on: the tokenizer's end-of-sequence id, or
+  // none for a byte-level model (it stops on nothing, as `folio generate`).
+  std::vector<int32_t> StopTokenIds() const;
   // The chat format: the file at template_path (--chat-template) when
   // given, else the model's own template, else ChatML or plain
-  // (server/chat_format.h). A template that does not parse is an error.
-  Result<server::ChatFormat> MakeChatFormat(const std::optional<std::string>& template_path) const;
-  // What the OpenAI request layer (server/request.h) needs of this model:
-  // its tokenizer, special tokens and stop ids (byte-level: the begin
-  // token first, no stop token, as `folio generate`), shape and name.
-  // chat_format (required) must outlive the result. The caller sets
-  // aliases, pool_positions and default_max_tokens.
-  server::ModelInfo MakeModelInfo(const server::ChatFormat* chat_format, std::string name) const;
+  // (chat_format.h). A template that does not parse is an error.
+  Result<ChatFormat> MakeChatFormat(const std::optional<std::string>& template_path) const;
 };
 
 // folio's built-in model (the worked example's shape, weights from seed 20,
@@ -67,8 +59,8 @@ Result<model::Model> LoadModelOrBuiltin(const std::string& path, uint64_t builti
 
 // Errors: the model's; NotFound for a model with neither a tokenizer nor
 // folio's byte-level vocabulary. tokenizer_pre overrides a GGUF file's
-// tokenizer.ggml.pre (--tokenizer-pre); InvalidArgument for the built-in
-// model or a folder, whose tokenizers name their own.
+// tokenizer.ggml.pre; InvalidArgument for the built-in model or a folder,
+// whose tokenizers name their own.
 Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_positions,
                                     const std::optional<std::string>& tokenizer_pre = {});
 
@@ -76,24 +68,6 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
 // the file's (a folder's) name.
 std::string DefaultServedName(const std::string& path, bool builtin);
 
-// Adds --tokenizer-pre NAME (generate, serve, tokenize) to `cmd`.
-void AddTokenizerPreOption(CLI::App& cmd, std::optional<std::string>& value);
-// --matmul-activations f32|q8 (ops::MatMulActivations), default f32.
-void AddMatMulActivationsOption(CLI::App& cmd, std::string& value);
-// Adds --chat-template FILE (serve, chat) to `cmd`.
-void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value);
-// --draft-model PATH: speculative decoding's drafts from a smaller model
-// sharing the target's vocabulary (engine/draft_model_drafter.h).
-void AddDraftModelOption(CLI::App& cmd, std::string& value);
-// --speculative-acceptance exact|rejection (engine::DraftAcceptance).
-void AddSpeculativeAcceptanceOption(CLI::App& cmd, std::string& value);
-// Those two flags' values onto ec.speculative: the acceptance rule, and the
-// draft model (none for ""), loaded into `draft`, which must outlive the
-// engine. Errors name the flag.
-Status ApplySpeculativeFlags(const std::string& acceptance, const std::string& draft_model,
-                             uint64_t builtin_positions, engine::EngineConfig& ec,
-                             std::optional<model::Model>& draft);
+}  // namespace folio::serving
 
-}  // namespace folio::cli
-
-#endif  // FOLIO_CLI_SERVED_MODEL_H_
+#endif  // FOLIO_SERVING_SERVED_MODEL_H_

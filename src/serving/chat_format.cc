@@ -1,10 +1,10 @@
-#include "folio/server/chat_format.h"
+#include "folio/serving/chat_format.h"
 
 #include <algorithm>
 
 #include "folio/core/str_cat.h"
 
-namespace folio::server {
+namespace folio::serving {
 namespace {
 
 constexpr std::string_view kChatML =
@@ -104,4 +104,4 @@ Result<RenderedChat> ChatFormat::Render(const nlohmann::ordered_json& messages,
   return RenderedChat{std::move(text), /*add_special_tokens=*/!own};
 }
 
-}  // namespace folio::server
+}  // namespace folio::serving

@@ -1,4 +1,4 @@
-#include "folio/server/chat_format.h"
+#include "folio/serving/chat_format.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 
 #include "folio/tokenizer/tokenizer.h"
 
-namespace folio::server {
+namespace folio::serving {
 namespace {
 
 using nlohmann::ordered_json;
@@ -104,4 +104,4 @@ TEST(ChatFormat, TemplateErrorsAtLoadAndRaisesAtRender) {
 }
 
 }  // namespace
-}  // namespace folio::server
+}  // namespace folio::serving

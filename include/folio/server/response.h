@@ -1,7 +1,7 @@
 // OpenAI response bodies from engine events: whole responses, streamed
 // chunks, usage, log-probs. Pure formatting; no sockets.
-#ifndef FOLIO_SRC_SERVER_RESPONSE_H_
-#define FOLIO_SRC_SERVER_RESPONSE_H_
+#ifndef FOLIO_SERVER_RESPONSE_H_
+#define FOLIO_SERVER_RESPONSE_H_
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -69,4 +69,4 @@ class ResponseBuilder {
 
 }  // namespace folio::server
 
-#endif  // FOLIO_SRC_SERVER_RESPONSE_H_
+#endif  // FOLIO_SERVER_RESPONSE_H_

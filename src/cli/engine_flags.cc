@@ -1,0 +1,71 @@
+#include "cli/engine_flags.h"
+
+#include <iostream>
+
+namespace folio::cli {
+
+void AddTokenizerPreOption(CLI::App& cmd, std::optional<std::string>& value) {
+  cmd.add_option("--tokenizer-pre", value,
+                 "pre-tokenizer name replacing the GGUF file's tokenizer.ggml.pre "
+                 "(a name llama.cpp knows, e.g. llama-bpe, qwen2, gpt-4o)");
+}
+
+void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value) {
+  cmd.add_option("--chat-template", value,
+                 "a Jinja chat template file to use instead of the model's own");
+}
+
+void AddEngineFlags(CLI::App& cmd, serving::EngineArgs& a, const EngineFlagSet& set) {
+  cmd.add_option("--model", a.model,
+                 "model folder (Hugging Face or folio), .gguf file, or 'builtin' (default)");
+  if (set.tokenizer_pre) AddTokenizerPreOption(cmd, a.tokenizer_pre);
+  if (set.builtin_context) {
+    cmd.add_option("--builtin-context", a.builtin_positions, "positions of the built-in model");
+  }
+  cmd.add_option("--page-size", a.page_size, "KV tokens per page")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
+  if (set.num_pages) {
+    cmd.add_option("--num-pages", a.num_pages, "pages in the KV pool")
+        ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 30));
+  }
+  cmd.add_option(
+      "--kv-dtype", a.kv_dtype,
+      "f32, bf16, f16, i8 or f8e4m3 (i8 / f8e4m3: one scale per row of head_dim codes), or f64");
+  if (set.scheduling) {
+    cmd.add_option("--max-num-seqs", a.max_num_seqs, "requests running at once");
+    cmd.add_option("--max-num-batched-tokens", a.max_num_batched_tokens, "tokens per step");
+  }
+  if (set.threads) cmd.add_option("--threads", a.threads, "compute threads, 0 = all cores");
+  if (set.backend) {
+    cmd.add_option("--backend", a.backend, "cpu (SIMD kernels) or reference (scalar)");
+  }
+  if (set.matmul_activations) {
+    cmd.add_option("--matmul-activations", a.matmul_activations,
+                   "quantized weights: f32 (default; exact products of the dequantized weights) "
+                   "or q8 (8-bit activations and integer dot products, as ggml: 2-3x faster "
+                   "matmuls, logits about a logit away)");
+  }
+  if (set.speculative) {
+    cmd.add_option("--speculative-tokens", a.speculative_tokens,
+                   "most draft tokens per step (speculative decoding by prompt lookup, or by "
+                   "--draft-model; 0: off; drafts grow while accepted whole); the output never "
+                   "changes")
+        ->check(CLI::Range(uint64_t{0}, engine::kMaxDraftTokens));
+    cmd.add_option("--draft-model", a.draft_model,
+                   "a smaller model (folder, .gguf or 'builtin') with the same vocabulary that "
+                   "drafts for --speculative-tokens instead of prompt lookup; the output never "
+                   "changes");
+    cmd.add_option("--speculative-acceptance", a.speculative_acceptance,
+                   "exact (default: a draft token stands only where plain decoding would draw "
+                   "it, so the output never changes) or rejection (standard speculative "
+                   "sampling: plain decoding's distribution, not its random stream; more drafts "
+                   "accepted when sampling)");
+  }
+}
+
+int Fail(std::string_view command, const Status& s) {
+  std::cerr << "folio" << (command.empty() ? "" : " ") << command << ": " << s.ToString() << "\n";
+  return 1;
+}
+
+}  // namespace folio::cli
