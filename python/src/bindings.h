@@ -42,7 +42,7 @@ void BindFormat(nanobind::module_& m);
 void BindSnapshot(nanobind::module_& m);
 
 // folio._folio.EngineCore (llm.cc): a loaded model, its tokenizer and chat
-// prompt, an engine and the engine's own thread (engine_thread.h); the
+// prompt, an engine and the engine's own thread (serving/engine_thread.h); the
 // pure-Python folio.LLM and folio.AsyncLLM are built on it.
 void BindLlm(nanobind::module_& m);
 

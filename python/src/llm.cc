@@ -1,7 +1,7 @@
 // folio._folio.EngineCore: what folio.LLM and folio.AsyncLLM (python/folio/)
 // stand on. It loads a model the way `folio serve` does (serving/engine_args.h),
 // builds one engine over one KV pool, and runs it on its own thread
-// (engine_thread.h). Everything Python sees is plain values: token ids,
+// (serving/engine_thread.h; events in outbox.h). Everything Python sees is plain values: token ids,
 // strings, tuples, dicts; the pure-Python layer makes vLLM's objects.
 //
 // The interpreter's lock is released whenever this code waits (loading a
@@ -26,14 +26,15 @@
 
 #include "bindings.h"
 #include "chat_prompt.h"
-#include "engine_thread.h"
 #include "folio/core/dtype.h"
 #include "folio/engine/engine.h"
 #include "folio/format/kv_snapshot.h"
 #include "folio/kv/prefix_cache.h"
 #include "folio/ops/packed_matmul.h"
 #include "folio/serving/engine_args.h"
+#include "folio/serving/engine_thread.h"
 #include "folio/tokenizer/byte_tokenizer.h"
+#include "outbox.h"
 
 namespace nb = nanobind;
 
@@ -98,10 +99,12 @@ class EngineCore {
     }
     if (!built) ThrowIfLoadError(built.error());
     serving_ = std::move(*built);
-    Result<std::unique_ptr<EngineThread>> thread =
-        EngineThread::Start(serving_->engine(), std::chrono::microseconds(step_delay_us));
-    if (!thread) ThrowIfError(thread.error());
-    thread_ = std::move(*thread);
+    Result<std::shared_ptr<Outbox>> outbox = Outbox::Create();
+    if (!outbox) ThrowIfError(outbox.error());
+    outbox_ = std::move(*outbox);
+    thread_ = std::make_unique<serving::EngineThread>(
+        serving_->engine(),
+        serving::EngineThreadConfig{.step_delay = std::chrono::microseconds(step_delay_us)});
   }
 
   ~EngineCore() { Shutdown(); }
@@ -204,7 +207,7 @@ class EngineCore {
   // engine thread.
   void Submit(uint64_t key, std::vector<int32_t> prompt, const engine::RequestParams& params) {
     Check(prompt, params);
-    ThrowIfError(thread_->Submit(key, std::move(prompt), params));
+    ThrowIfError(thread_->Submit({key, std::move(prompt), params, outbox_}));
   }
 
   // Checks every request first (ValueError naming the first bad one,
@@ -217,7 +220,7 @@ class EngineCore {
   void Abort(uint64_t key) { thread_->Abort(key); }
 
   // Every request checked (ValueError naming the first bad one).
-  std::vector<EngineThread::Submission> Checked(
+  std::vector<serving::EngineThread::Submission> Checked(
       const std::vector<uint64_t>& keys, std::vector<std::vector<int32_t>> prompts,
       const std::vector<const engine::RequestParams*>& params) const {
     if (keys.size() != prompts.size() || keys.size() != params.size()) {
@@ -227,32 +230,32 @@ class EngineCore {
       const Status s = serving_->engine().ValidateRequest(prompts[i], *params[i]);
       if (!s.ok()) ThrowIfRequestError(s.WithContext("request " + std::to_string(i)));
     }
-    std::vector<EngineThread::Submission> all(keys.size());
+    std::vector<serving::EngineThread::Submission> all(keys.size());
     for (size_t i = 0; i < keys.size(); ++i) {
-      all[i] = {keys[i], std::move(prompts[i]), *params[i]};
+      all[i] = {keys[i], std::move(prompts[i]), *params[i], outbox_};
     }
     return all;
   }
 
-  nb::list Take() { return Events(thread_->Take()); }
+  nb::list Take() { return Events(outbox_->Take()); }
 
   nb::list Wait(double timeout_s) {
-    std::vector<RequestEvent> events;
+    std::vector<serving::Event> events;
     {
       nb::gil_scoped_release release;
-      events = thread_->Wait(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)));
+      events = outbox_->Wait(std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0)));
     }
     return Events(std::move(events));
   }
 
-  int notify_fd() const { return thread_->notify_fd(); }
+  int notify_fd() const { return outbox_->notify_fd(); }
   uint64_t in_flight() const { return thread_->in_flight(); }
 
   nb::dict Stats() const {
-    const EngineCounters c = thread_->counters();
+    const serving::EngineCounters c = thread_->counters();
     nb::dict d;
     d["num_running"] = c.running;
-    d["num_waiting"] = c.waiting;
+    d["num_waiting"] = c.waiting + c.queued;
     d["num_pages"] = c.pages_total;
     d["pages_used"] = c.pages_used;
     d["pages_free"] = c.pages_free;
@@ -324,7 +327,8 @@ class EngineCore {
   nb::tuple ExportWhen(const std::vector<uint64_t>& keys, std::vector<std::vector<int32_t>> prompts,
                        const std::vector<const engine::RequestParams*>& params,
                        uint64_t decode_tokens) {
-    std::vector<EngineThread::Submission> requests = Checked(keys, std::move(prompts), params);
+    std::vector<serving::EngineThread::Submission> requests =
+        Checked(keys, std::move(prompts), params);
     Result<format::KvSnapshot> snap = Status::FailedPrecondition("not exported");
     Status called;
     std::vector<std::byte> bytes;
@@ -374,7 +378,7 @@ class EngineCore {
         Result<engine::RequestId> id =
             e.ResumeRequest(std::move(prompt), std::move(output), params, rng_state, text_sent);
         added = id.status();
-        if (id) thread_->Adopt(*id, key);
+        if (id) thread_->Adopt(*id, key, outbox_);
       });
     }
     ThrowIfError(called);
@@ -398,7 +402,7 @@ class EngineCore {
       called = thread_->Call([&](engine::Engine& e) {
         ids = e.ImportSnapshot(*snap);
         if (!ids) return;
-        for (size_t i = 0; i < ids->size(); ++i) thread_->Adopt((*ids)[i], keys[i]);
+        for (size_t i = 0; i < ids->size(); ++i) thread_->Adopt((*ids)[i], keys[i], outbox_);
       });
     }
     ThrowIfError(called);
@@ -422,9 +426,11 @@ class EngineCore {
   }
 
  private:
-  nb::list Events(std::vector<RequestEvent> events) const {
+  // Python sees outputs and errors; kAccepted says nothing it needs.
+  nb::list Events(std::vector<serving::Event> events) const {
     nb::list out;
-    for (RequestEvent& e : events) {
+    for (serving::Event& e : events) {
+      if (e.kind == serving::Event::Kind::kAccepted) continue;
       nb::object logprobs = nb::none();
       if (!e.logprobs.empty()) {
         nb::list lps;
@@ -454,7 +460,8 @@ class EngineCore {
   std::unique_ptr<serving::ServingEngine> serving_;  // the model, its engine and thread pool
   std::optional<serving::ChatFormat> chat_;          // the model's; nullopt if it did not parse
   Status chat_error_;
-  std::unique_ptr<EngineThread> thread_;  // last: stopped before the engine goes
+  std::shared_ptr<Outbox> outbox_;                 // every request's events
+  std::unique_ptr<serving::EngineThread> thread_;  // last: stopped before the engine goes
 };
 
 }  // namespace

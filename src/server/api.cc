@@ -171,8 +171,8 @@ GenerationStep GenerationOutput::Feed(std::vector<Event>& events) {
   return step;
 }
 
-Api::Api(const ModelInfo& model, EngineLoop& loop, Metrics& metrics)
-    : model_(model), loop_(loop), metrics_(metrics) {}
+Api::Api(const ModelInfo& model, serving::EngineThread& thread, Metrics& metrics)
+    : model_(model), thread_(thread), metrics_(metrics) {}
 
 Reply Api::Refuse(const ApiError& e) {
   metrics_.CountResponse(e.http_status);
@@ -182,11 +182,11 @@ Reply Api::Refuse(const ApiError& e) {
 Reply Api::Answer(Route route, std::string_view path, std::string_view body) {
   switch (route) {
     case Route::kHealth: {
-      const bool up = loop_.accepting();
+      const bool up = thread_.accepting();
       return JsonReply(up ? 200 : 503, json{{"status", up ? "ok" : "draining"}}.dump());
     }
     case Route::kMetrics: {
-      Reply r = JsonReply(200, metrics_.Render(loop_.snapshot()));
+      Reply r = JsonReply(200, metrics_.Render(thread_.counters()));
       r.content_type = "text/plain; version=0.0.4";
       return r;
     }
@@ -246,22 +246,25 @@ void Api::NoteIgnored(const std::vector<std::string>& fields) {
 }
 
 std::variant<Generation, Reply> Api::Submit(Endpoint endpoint, std::string_view body) {
+  const uint64_t key = next_id_++;
   std::variant<PreparedGeneration, ApiError> prepared =
-      PrepareGeneration(endpoint, body, model_, next_id_++);
+      PrepareGeneration(endpoint, body, model_, key);
   if (const ApiError* e = std::get_if<ApiError>(&prepared)) return Refuse(*e);
   PreparedGeneration& p = std::get<PreparedGeneration>(prepared);
   NoteIgnored(p.ignored_fields);
   Generation g = std::move(p.generation);
-  Result<std::shared_ptr<Channel>> channel = loop_.Submit(std::move(p.prompt), std::move(p.params));
-  if (!channel) {
-    const bool full = channel.error().code() == StatusCode::kResourceExhausted;
+  g.key = key;
+  g.channel = std::make_shared<Channel>();
+  const Status submitted =
+      thread_.Submit({key, std::move(p.prompt), std::move(p.params), g.channel});
+  if (!submitted.ok()) {
+    const bool full = submitted.code() == StatusCode::kResourceExhausted;
     Reply reply = Refuse(ServerError(full ? 429 : 503, full ? "rate_limit_error" : "server_error",
-                                     channel.error().message()));
+                                     submitted.message()));
     reply.headers.emplace_back("Retry-After", "1");
     reply.headers.emplace_back("X-Folio-Seed", std::to_string(g.seed));
     return reply;
   }
-  g.channel = *channel;
   return g;
 }
 

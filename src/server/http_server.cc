@@ -34,8 +34,8 @@
 #include <thread>
 
 #include "folio/server/api.h"
-#include "folio/server/engine_loop.h"
 #include "folio/server/metrics.h"
+#include "folio/serving/engine_thread.h"
 
 namespace folio::server {
 namespace {
@@ -407,9 +407,8 @@ class Session : public std::enable_shared_from_this<Session> {
   // The generation is over (replied, refused or the client gone).
   void EndGeneration() {
     if (output_) {
-      const std::shared_ptr<Channel>& ch = output_->generation().channel;
-      ch->SetNotify(nullptr);
-      if (!output_->done()) state_.api.loop().Abort(ch);
+      output_->generation().channel->SetNotify(nullptr);
+      if (!output_->done()) state_.api.thread().Abort(output_->generation().key);
     }
     output_.reset();
     if (generating_) {
@@ -564,10 +563,9 @@ void RaiseDescriptorLimit(uint64_t connections) {
 
 Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig& config) {
   Metrics metrics;
-  EngineLoopConfig loop_config;
-  loop_config.max_queue = config.max_queue;
-  loop_config.step_delay = config.step_delay;
-  EngineLoop loop(engine, loop_config, metrics);
+  serving::EngineThread loop(
+      engine,
+      {.max_queue = config.max_queue, .step_delay = config.step_delay, .observer = &metrics});
   Api api(model, loop, metrics);
   RaiseDescriptorLimit(config.max_connections);
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return

@@ -86,7 +86,23 @@ void Metrics::CountResponse(int http_status) {
   ++responses_[http_status];
 }
 
-std::string Metrics::Render(const EngineSnapshot& e) const {
+void Metrics::RequestAccepted(uint64_t prompt_tokens) { CountTokens(prompt_tokens, 0); }
+
+void Metrics::TokensGenerated(uint64_t count, double since, bool first) {
+  if (first) {
+    ObserveTimeToFirstToken(since);
+  } else {
+    ObserveInterTokenLatency(since);
+  }
+  CountTokens(0, count);
+}
+
+void Metrics::RequestFinished(std::string_view reason, double latency) {
+  CountFinished(reason);
+  ObserveRequestLatency(latency);
+}
+
+std::string Metrics::Render(const serving::EngineCounters& e) const {
   std::string out;
   const auto d = [](uint64_t x) { return static_cast<double>(x); };
   Gauge(out, "folio_requests_running", "gauge", "Requests the engine is running.", d(e.running));
@@ -103,27 +119,27 @@ std::string Metrics::Render(const EngineSnapshot& e) const {
         "Pages some request references (used - cached); 0 when idle.",
         d(e.pages_used - e.pages_cached));
   Gauge(out, "folio_prefix_cache_query_tokens_total", "counter",
-        "Prompt tokens looked up in the prefix cache.", d(e.prefix_query_tokens));
+        "Prompt tokens looked up in the prefix cache.", d(e.stats.prefix_query_tokens));
   Gauge(out, "folio_prefix_cache_hit_tokens_total", "counter",
-        "Prompt tokens served from the prefix cache.", d(e.prefix_hit_tokens));
+        "Prompt tokens served from the prefix cache.", d(e.stats.prefix_hit_tokens));
   Gauge(out, "folio_prefix_cache_hit_rate", "gauge",
         "prefix_cache_hit_tokens / prefix_cache_query_tokens since start.",
-        e.prefix_query_tokens == 0 ? 0.0 : d(e.prefix_hit_tokens) / d(e.prefix_query_tokens));
+        e.stats.prefix_hit_rate());
   Gauge(out, "folio_preemptions_total", "counter", "Sequences preempted for lack of pages.",
-        d(e.preemptions));
-  Gauge(out, "folio_engine_steps_total", "counter", "Engine steps run.", d(e.steps));
+        d(e.stats.preemptions));
+  Gauge(out, "folio_engine_steps_total", "counter", "Engine steps run.", d(e.stats.steps));
   Gauge(out, "folio_spec_verifications_total", "counter",
         "Speculative drafts verified (one per request and step with a draft).",
-        d(e.draft_verifications));
+        d(e.stats.draft_verifications));
   Gauge(out, "folio_spec_draft_tokens_total", "counter", "Draft tokens proposed and verified.",
-        d(e.draft_tokens));
+        d(e.stats.draft_tokens));
   Gauge(out, "folio_spec_accepted_tokens_total", "counter", "Draft tokens accepted.",
-        d(e.draft_accepted_tokens));
+        d(e.stats.draft_accepted_tokens));
   out += "# HELP folio_spec_acceptance_rate Accepted / drafted at each draft position.\n";
   out += "# TYPE folio_spec_acceptance_rate gauge\n";
-  for (size_t i = 0; i < e.drafted_at.size() && e.drafted_at[i] != 0; ++i) {
+  for (size_t i = 0; i < e.stats.drafted_at.size() && e.stats.drafted_at[i] != 0; ++i) {
     out += "folio_spec_acceptance_rate{position=\"" + std::to_string(i) + "\"} " +
-           std::to_string(d(e.accepted_at[i]) / d(e.drafted_at[i])) + "\n";
+           std::to_string(d(e.stats.accepted_at[i]) / d(e.stats.drafted_at[i])) + "\n";
   }
   std::lock_guard lock(mu_);
   Gauge(out, "folio_prompt_tokens_total", "counter",

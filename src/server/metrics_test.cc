@@ -31,7 +31,7 @@ TEST(Metrics, RendersGaugesCountersAndHistograms) {
   m.CountFinished("stop");
   m.CountResponse(429);
   m.ObserveTimeToFirstToken(0.002);
-  EngineSnapshot s;
+  serving::EngineCounters s;
   s.running = 2;
   s.waiting = 1;
   s.queued = 3;
@@ -39,9 +39,9 @@ TEST(Metrics, RendersGaugesCountersAndHistograms) {
   s.pages_used = 5;
   s.pages_free = 11;
   s.pages_cached = 4;
-  s.prefix_query_tokens = 8;
-  s.prefix_hit_tokens = 2;
-  s.preemptions = 1;
+  s.stats.prefix_query_tokens = 8;
+  s.stats.prefix_hit_tokens = 2;
+  s.stats.preemptions = 1;
   const std::string out = m.Render(s);
   EXPECT_TRUE(Has(out, "folio_requests_running 2"));
   EXPECT_TRUE(Has(out, "folio_requests_waiting 4"));
@@ -58,6 +58,22 @@ TEST(Metrics, RendersGaugesCountersAndHistograms) {
   EXPECT_TRUE(Has(out, "folio_http_responses_total{status=\"429\"} 1"));
   EXPECT_TRUE(Has(out, "folio_time_to_first_token_seconds_count 1"));
   EXPECT_TRUE(Has(out, "folio_inter_token_latency_seconds_count 0"));
+}
+
+TEST(Metrics, EngineThreadReportsLandInTheirSeries) {
+  Metrics m;
+  serving::EngineObserver& o = m;
+  o.RequestAccepted(7);
+  o.TokensGenerated(1, 0.01, /*first=*/true);
+  o.TokensGenerated(2, 0.002, /*first=*/false);
+  o.RequestFinished("length", 0.03);
+  const std::string out = m.Render({});
+  EXPECT_TRUE(Has(out, "folio_prompt_tokens_total 7"));
+  EXPECT_TRUE(Has(out, "folio_generation_tokens_total 3"));
+  EXPECT_TRUE(Has(out, "folio_time_to_first_token_seconds_count 1"));
+  EXPECT_TRUE(Has(out, "folio_inter_token_latency_seconds_count 1"));
+  EXPECT_TRUE(Has(out, "folio_request_latency_seconds_count 1"));
+  EXPECT_TRUE(Has(out, "folio_requests_finished_total{reason=\"length\"} 1"));
 }
 
 }  // namespace

@@ -19,10 +19,11 @@
 #include <vector>
 
 #include "folio/core/status.h"
-#include "folio/server/engine_loop.h"
+#include "folio/server/channel.h"
 #include "folio/server/metrics.h"
 #include "folio/server/request.h"
 #include "folio/server/response.h"
+#include "folio/serving/engine_thread.h"
 
 namespace folio::server {
 
@@ -54,6 +55,7 @@ Route FindRoute(std::string_view method, std::string_view path);
 
 // A generation the engine accepted into its queue.
 struct Generation {
+  uint64_t key = 0;  // the engine thread's name for it (and the response id's number)
   std::shared_ptr<Channel> channel;
   ResponseContext ctx;
   bool stream = false;
@@ -112,28 +114,28 @@ class GenerationOutput {
 
 class Api {
  public:
-  // model, loop and metrics must outlive the Api.
-  Api(const ModelInfo& model, EngineLoop& loop, Metrics& metrics);
+  // model, thread and metrics must outlive the Api.
+  Api(const ModelInfo& model, serving::EngineThread& thread, Metrics& metrics);
 
   // Every route but the two generation ones. path is the request's path
   // (for kModel, the id follows "/v1/models/"). Counted in the metrics,
   // except /health and /metrics.
   Reply Answer(Route route, std::string_view path, std::string_view body);
   // Parses a generation request, gives it a seed if it has none and hands
-  // it to the engine loop. May take a while (tokenization of a large
+  // it to the engine thread. May take a while (tokenization of a large
   // prompt): call it off the I/O threads.
   std::variant<Generation, Reply> Submit(Endpoint endpoint, std::string_view body);
   // An error reply, counted.
   Reply Refuse(const ApiError& e);
 
-  EngineLoop& loop() { return loop_; }
+  serving::EngineThread& thread() { return thread_; }
   Metrics& metrics() { return metrics_; }
 
  private:
   void NoteIgnored(const std::vector<std::string>& fields);
 
   const ModelInfo& model_;
-  EngineLoop& loop_;
+  serving::EngineThread& thread_;
   Metrics& metrics_;
   std::atomic<uint64_t> next_id_{0};
   std::mutex ignored_mu_;

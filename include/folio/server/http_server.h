@@ -21,8 +21,8 @@
 // Threads: io_threads event-driven I/O threads (Boost.Beast over Asio)
 // serve every connection, so an idle, slow or streaming client costs a
 // socket, not a thread; two work threads parse and tokenize generation
-// requests; one engine thread (EngineLoop) owns the Engine. A generation is
-// validated (request.h), submitted to the EngineLoop's bounded queue (429 +
+// requests; one engine thread (serving::EngineThread) owns the Engine. A generation
+// is validated (request.h), submitted to the engine thread's bounded queue (429 +
 // Retry-After when full) and followed through its Channel, whose events
 // wake the connection. A client that goes away, streamed or not, is
 // noticed by a read that watches its socket; the request is then aborted,
@@ -67,7 +67,7 @@ struct ServerConfig {
   std::chrono::seconds write_timeout{10};      // each write to a client
   std::chrono::seconds keep_alive_timeout{5};  // idle between requests
   std::chrono::seconds drain_timeout{30};
-  std::chrono::microseconds step_delay{0};   // EngineLoopConfig::step_delay
+  std::chrono::microseconds step_delay{0};   // serving::EngineThreadConfig::step_delay
   std::string api_key;                       // empty: no authentication
   bool auth_health = false;                  // /health needs the key too
   std::vector<std::string> allowed_origins;  // Origin values accepted; "*" = any

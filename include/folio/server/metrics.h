@@ -14,7 +14,7 @@
 #include <string_view>
 #include <vector>
 
-#include "folio/engine/engine.h"
+#include "folio/serving/engine_thread.h"
 
 namespace folio::server {
 
@@ -35,28 +35,8 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
-// The engine's state after its latest step, published by the engine thread.
-struct EngineSnapshot {
-  uint64_t running = 0;
-  uint64_t waiting = 0;  // in the engine's queue
-  uint64_t queued = 0;   // handed over, not yet given to the engine
-  uint64_t pages_total = 0;
-  uint64_t pages_used = 0;  // held by requests or the prefix cache
-  uint64_t pages_free = 0;
-  uint64_t pages_cached = 0;  // held only by the prefix cache
-  uint64_t prefix_query_tokens = 0;
-  uint64_t prefix_hit_tokens = 0;
-  uint64_t preemptions = 0;
-  uint64_t steps = 0;
-  // Speculative decoding (engine::EngineStats's draft counters).
-  uint64_t draft_verifications = 0;
-  uint64_t draft_tokens = 0;
-  uint64_t draft_accepted_tokens = 0;
-  std::array<uint64_t, engine::kMaxDraftTokens> drafted_at{};
-  std::array<uint64_t, engine::kMaxDraftTokens> accepted_at{};
-};
-
-class Metrics {
+// The engine thread reports into it (serving::EngineObserver).
+class Metrics : public serving::EngineObserver {
  public:
   Metrics();
   void ObserveTimeToFirstToken(double seconds);
@@ -67,7 +47,14 @@ class Metrics {
   void CountFinished(std::string_view reason);
   // An HTTP answer by status code (every endpoint but /metrics and /health).
   void CountResponse(int http_status);
-  std::string Render(const EngineSnapshot& engine) const;
+  // serving::EngineObserver: prompt and generated tokens, time to first
+  // token, inter-token latency, finishes and request latency.
+  void RequestAccepted(uint64_t prompt_tokens) override;
+  void TokensGenerated(uint64_t count, double since, bool first) override;
+  void RequestFinished(std::string_view reason, double latency) override;
+
+  // Everything, with the engine's gauges and counters from `engine`.
+  std::string Render(const serving::EngineCounters& engine) const;
 
  private:
   mutable std::mutex mu_;

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "folio/server/engine_loop.h"
+#include "folio/server/channel.h"
 #include "folio/server/request.h"
 #include "folio/tokenizer/tokenizer.h"
 
