@@ -364,17 +364,16 @@ class EngineCore:
             raise TypeError(f"sampling_params must be a folio.SamplingParams "
                             f"(got {type(params).__name__})")
         text, ids = self.encode_prompt(prompt)
-        # Stop tokens, once: the request's own, then eos, then the chat's.
-        stops: List[int] = [int(t) for t in params.stop_token_ids or []]
+        # The model's end ids: eos, then the chat's end-of-turn ids. The
+        # engine stops on them unless params.ignore_eos, and on the
+        # request's own stop_token_ids always.
         eos = self.info["eos_token_id"]
-        extra = ([int(eos)] if not params.ignore_eos and eos is not None else []) + \
-            [int(t) for t in chat_stops]
-        stops += [t for t in extra if t not in stops]
+        eos_ids = ([int(eos)] if eos is not None else []) + [int(t) for t in chat_stops]
         max_tokens = params.max_tokens
         if max_tokens is None:  # the rest of the context (the last token is never fed)
             max_tokens = max(1, int(self.info["max_positions"]) - len(ids) + 1)
         seed = params.seed if params.seed is not None else self._seeds.getrandbits(64)
-        native = params._native(seed, max_tokens, stops)
+        native = params._native(seed, max_tokens, eos_ids)
         self.native.check(ids, native)
         key = self.new_key()
         ranked = not params.use_beam_search and (params.best_of or params.n) > params.n
@@ -383,7 +382,7 @@ class EngineCore:
                     best_of=params.best_of if ranked else None,
                     hide_logprobs=ranked and params.logprobs is None,
                     length_penalty=params.length_penalty if params.use_beam_search else None)
-        r.stop_token_ids = stops
+        r.stop_token_ids = native.stop_token_ids
         return r, native
 
     def chat_prompts(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]],

@@ -12,16 +12,18 @@ temperature (1.0)           sampling temperature; 0 is greedy (argmax, ties
                             to the lowest id, no random draw)
 top_k (-1; 0 also off)      top_k (0 = no limit)
 top_p (1.0)                 top_p, in (0, 1]
-min_p (0.0)                 min_p, in [0, 1]
+min_p (0.0)                 min_p, in [0, 1] (declared)
 seed (None)                 the request's own SplitMix64 stream; None draws
                             one from the engine's ``seed`` (LLM(seed=0)), so
                             a script's results repeat run to run
 max_tokens (16)             max_tokens; None = the rest of the context
 stop (None)                 stop strings: the text ends before one
-stop_token_ids (None)       stop tokens (kept in token_ids)
-ignore_eos (False)          False adds the tokenizer's end-of-sequence id to
-                            the stop tokens (not for byte-level models,
-                            which stop on nothing, as ``folio generate``)
+stop_token_ids (None)       stop tokens (kept in token_ids), up to 64
+                            (declared)
+ignore_eos (False)          True goes on past the tokenizer's end-of-sequence
+                            id and a chat template's end-of-turn ids (byte-
+                            level models stop on nothing anyway, as ``folio
+                            generate``); stop_token_ids still apply (declared)
 logprobs (None)             the sampled token's log-probability plus this
                             many alternatives (0 to 20)
 skip_special_tokens (True)  the engine's detokenizer always skips them
@@ -42,6 +44,11 @@ length_penalty (1.0)        beam search: score = sum / length ** penalty
 early_stopping (False)      beam search: True, False (HF's heuristic) or
                             "never"
 ==========================  =================================================
+
+"(declared)": the parameter is declared once in the engine
+(include/folio/engine/request_params.h; ``folio._folio.request_params()``
+lists them, docs/request-params.md has the table): SamplingParams checks it
+against that declaration and passes it by name, as the HTTP server does.
 
 Sampling order (sampler.h): candidates sorted by logit, cut to top_k,
 weighted by exp((logit - max) / temperature), cut to top_p, then min_p,
@@ -153,7 +160,6 @@ class SamplingParams:
                              "(use_beam_search=True)")
         _check_number("temperature", self.temperature, 0.0, math.inf, low_open=False)
         _check_number("top_p", self.top_p, 0.0, 1.0, low_open=True)
-        _check_number("min_p", self.min_p, 0.0, 1.0, low_open=False)
         if not _is_int(self.top_k) or self.top_k < -1:
             raise ValueError(f"top_k must be -1, 0 (no limit) or a positive integer "
                              f"(got {self.top_k!r})")
@@ -171,17 +177,17 @@ class SamplingParams:
             if not isinstance(s, str) or not s:
                 raise ValueError(f"stop[{i}] must be a non-empty string (got {s!r})")
         self._stop_list = stop
-        for i, t in enumerate(self.stop_token_ids or []):
-            if not _is_int(t) or t < 0:
-                raise ValueError(f"stop_token_ids[{i}] must be a token id >= 0 (got {t!r})")
+        for declared in _DECLARED:  # min_p, stop_token_ids, ignore_eos, ...
+            _check_declared(declared, getattr(self, declared["name"]))
 
     def clone(self) -> "SamplingParams":
         """A copy (vLLM's name)."""
         return SamplingParams(**{f.name: getattr(self, f.name) for f in fields(self) if f.init})
 
-    def _native(self, seed: int, max_tokens: int, stop_ids: List[int]) -> _folio.RequestParams:
-        """The engine's parameters: seed, max_tokens and the whole list of stop
-        tokens resolved by the caller (_engine.EngineCore.make_request)."""
+    def _native(self, seed: int, max_tokens: int, eos_ids: List[int]) -> _folio.RequestParams:
+        """The engine's parameters: seed, max_tokens and the model's end ids
+        (eos, a chat's end-of-turn ids) resolved by the caller
+        (_engine.EngineCore.make_request); the declared ones by name."""
         beams = self.best_of or self.n if self.use_beam_search else 0
         # best_of > n samples are ranked by their log-probabilities.
         logprobs = self.logprobs
@@ -189,17 +195,42 @@ class SamplingParams:
             logprobs = 0
         return _folio.RequestParams(
             temperature=float(self.temperature), top_k=int(self.top_k),
-            top_p=float(self.top_p), min_p=float(self.min_p),
-            seed=seed & 0xFFFF_FFFF_FFFF_FFFF, max_tokens=max_tokens,
-            stop_token_ids=stop_ids, stop=self._stop_list, logprobs=logprobs,
-            n=self.n if self.use_beam_search else self._samples, num_beams=beams,
-            length_penalty=float(self.length_penalty),
-            early_stopping=str(self.early_stopping).lower())
+            top_p=float(self.top_p), seed=seed & 0xFFFF_FFFF_FFFF_FFFF,
+            max_tokens=max_tokens, eos_token_ids=eos_ids, stop=self._stop_list,
+            logprobs=logprobs, n=self.n if self.use_beam_search else self._samples,
+            num_beams=beams, length_penalty=float(self.length_penalty),
+            early_stopping=str(self.early_stopping).lower(),
+            **{d["name"]: getattr(self, d["name"]) for d in _DECLARED})
 
     @property
     def _samples(self) -> int:
         """Sequences the engine returns: best_of samples, or n hypotheses."""
         return self.n if self.use_beam_search else (self.best_of or self.n)
+
+
+#: The request parameters the engine declares once (engine/request_params.h):
+#: each is a field of SamplingParams under the same name, checked against its
+#: row and passed to the engine by name.
+_DECLARED: List[Dict[str, Any]] = _folio.request_params()
+
+
+def _check_declared(row: Dict[str, Any], v: object) -> None:
+    name, kind = row["name"], row["type"]
+    if v is None:
+        return
+    if kind == "number":
+        _check_number(name, v, row["lo"], row["hi"], low_open=False)
+    elif kind == "boolean":
+        if v is not True and v is not False:
+            raise ValueError(f"{name} must be True or False (got {v!r})")
+    else:  # token ids
+        ids = list(v) if isinstance(v, (list, tuple)) else None
+        if ids is None or len(ids) > row["hi"]:
+            raise ValueError(f"{name} must be a list of at most {row['hi']:g} token ids "
+                             f"(got {v!r})")
+        for i, t in enumerate(ids):
+            if not _is_int(t) or t < 0:
+                raise ValueError(f"{name}[{i}] must be a token id >= 0 (got {t!r})")
 
 
 def _is_int(v: object) -> bool:

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bindings.h"
+#include "folio/engine/request_params.h"
 #include "folio/server/api.h"
 #include "folio/server/metrics.h"
 #include "folio/server/request.h"
@@ -208,7 +209,9 @@ void BindFrontEnd(nb::module_& m) {
                      d["min_p"] = p.sampling.min_p;
                      d["seed"] = p.seed;
                      d["max_tokens"] = p.max_tokens;
-                     d["stop_token_ids"] = p.stop_token_ids;
+                     // Every id that ends it: the client's and, unless it
+                     // ignores them, the model's end ids.
+                     d["stop_token_ids"] = engine::StopTokenIds(p);
                      d["stop"] = p.stop_strings;
                      d["logprobs"] = p.logprobs ? std::optional<uint64_t>(p.top_logprobs)
                                                 : std::optional<uint64_t>();

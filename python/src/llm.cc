@@ -28,6 +28,7 @@
 #include "chat_prompt.h"
 #include "folio/core/dtype.h"
 #include "folio/engine/engine.h"
+#include "folio/engine/request_params.h"
 #include "folio/format/kv_snapshot.h"
 #include "folio/kv/prefix_cache.h"
 #include "folio/ops/packed_matmul.h"
@@ -61,6 +62,39 @@ void ThrowIfLoadError(const Status& s) {
     ThrowIfModelError(s);
   }
   ThrowIfRequestError(s);
+}
+
+// The declared request parameters (engine/request_params.h) given by
+// keyword: each by its row's type (TypeError otherwise), None for its
+// default; a keyword that is not declared is a TypeError naming it.
+void SetDeclared(engine::RequestParams& p, const nb::kwargs& given) {
+  size_t used = 0;
+  engine::ForEachRequestParam(p, [&](const engine::RequestParamInfo& info, auto& member) {
+    const nb::str key(info.name.data(), info.name.size());
+    if (!given.contains(key)) return;
+    ++used;
+    const nb::handle v = given[key];
+    if (v.is_none()) return;
+    using T = std::decay_t<decltype(member)>;
+    if constexpr (std::is_same_v<T, bool>) {
+      if (!nb::isinstance<nb::bool_>(v)) {
+        throw nb::type_error((std::string(info.name) + " must be a bool").c_str());
+      }
+    }
+    if (!nb::try_cast(v, member)) {
+      throw nb::type_error((std::string(info.name) + " must be " + std::string(info.type)).c_str());
+    }
+  });
+  if (used != given.size()) {
+    for (const auto& [key, value] : given) {
+      const std::string name = nb::cast<std::string>(key);
+      bool known = false;
+      for (const engine::RequestParamInfo& info : engine::RequestParamInfos()) {
+        known = known || info.name == name;
+      }
+      if (!known) throw nb::type_error(("no request parameter named " + name).c_str());
+    }
+  }
 }
 
 class EngineCore {
@@ -474,9 +508,10 @@ void BindLlm(nb::module_& m) {
       .def(
           "__init__",
           [](engine::RequestParams* self, double temperature, int64_t top_k, double top_p,
-             double min_p, uint64_t seed, uint64_t max_tokens, std::vector<int32_t> stop_token_ids,
+             uint64_t seed, uint64_t max_tokens, std::vector<int32_t> eos_token_ids,
              std::vector<std::string> stop, std::optional<uint64_t> logprobs, uint64_t n,
-             uint64_t num_beams, double length_penalty, const std::string& early_stopping) {
+             uint64_t num_beams, double length_penalty, const std::string& early_stopping,
+             const nb::kwargs& declared) {
             if (top_k < -1) {
               RaiseValue("top_k must be -1, 0 (no limit) or positive (got " +
                          std::to_string(top_k) + ")");
@@ -490,26 +525,50 @@ void BindLlm(nb::module_& m) {
               RaiseValue("early_stopping must be 'true', 'false' or 'never' (got '" +
                          early_stopping + "')");
             }
-            engine::RequestParams* p = new (self) engine::RequestParams();
-            p->sampling.temperature = temperature;
-            p->sampling.top_k = top_k <= 0 ? 0 : static_cast<uint64_t>(top_k);
-            p->sampling.top_p = top_p;
-            p->sampling.min_p = min_p;
-            p->seed = seed;
-            p->max_tokens = max_tokens;
-            p->stop_token_ids = std::move(stop_token_ids);
-            p->stop_strings = std::move(stop);
-            p->logprobs = logprobs.has_value();
-            p->top_logprobs = logprobs.value_or(0);
-            p->n = n;
-            p->beam = {num_beams, length_penalty, stopping};
+            engine::RequestParams p;
+            p.sampling.temperature = temperature;
+            p.sampling.top_k = top_k <= 0 ? 0 : static_cast<uint64_t>(top_k);
+            p.sampling.top_p = top_p;
+            p.seed = seed;
+            p.max_tokens = max_tokens;
+            p.eos_token_ids = std::move(eos_token_ids);
+            p.stop_strings = std::move(stop);
+            p.logprobs = logprobs.has_value();
+            p.top_logprobs = logprobs.value_or(0);
+            p.n = n;
+            p.beam = {num_beams, length_penalty, stopping};
+            SetDeclared(p, declared);
+            new (self) engine::RequestParams(std::move(p));
           },
-          nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("min_p"),
-          nb::arg("seed"), nb::arg("max_tokens"), nb::arg("stop_token_ids"), nb::arg("stop"),
+          nb::arg("temperature"), nb::arg("top_k"), nb::arg("top_p"), nb::arg("seed"),
+          nb::arg("max_tokens"), nb::arg("eos_token_ids"), nb::arg("stop"),
           nb::arg("logprobs").none(), nb::arg("n") = 1, nb::arg("num_beams") = 0,
-          nb::arg("length_penalty") = 1.0, nb::arg("early_stopping") = "false")
+          nb::arg("length_penalty") = 1.0, nb::arg("early_stopping") = "false", nb::arg("declared"),
+          "The parameters SamplingParams shapes, then every declared one (request_params()) "
+          "by keyword; None leaves a declared one at its default.")
       .def_prop_ro("seed", [](const engine::RequestParams& p) { return p.seed; })
-      .def_prop_ro("max_tokens", [](const engine::RequestParams& p) { return p.max_tokens; });
+      .def_prop_ro("max_tokens", [](const engine::RequestParams& p) { return p.max_tokens; })
+      .def_prop_ro(
+          "stop_token_ids", [](const engine::RequestParams& p) { return engine::StopTokenIds(p); },
+          "Every id that ends the request: its own, then the model's unless ignore_eos.");
+
+  m.def(
+      "request_params",
+      [] {
+        nb::list out;
+        for (const engine::RequestParamInfo& info : engine::RequestParamInfos()) {
+          nb::dict d;
+          d["name"] = std::string(info.name);
+          d["type"] = std::string(info.type);
+          d["lo"] = info.lo;
+          d["hi"] = info.hi;
+          d["doc"] = std::string(info.doc);
+          out.append(d);
+        }
+        return out;
+      },
+      "The request parameters declared once in the engine (engine/request_params.h): "
+      "[{name, type ('number', 'boolean' or 'token ids'), lo, hi, doc}].");
 
   m.def(
       "page_hashes",

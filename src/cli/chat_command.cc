@@ -29,6 +29,7 @@ CLI::App* AddChatCommand(CLI::App& app, ChatFlags& f) {
   cmd->add_option("--top-p", f.top_p, "nucleus mass in (0, 1]");
   cmd->add_option("--seed", f.seed, "sampling seed");
   cmd->add_option("--max-context", f.max_context, "positions the conversation may fill");
+  AddRequestParamFlags(*cmd, f.request);
   return cmd;
 }
 
@@ -56,8 +57,8 @@ int RunChat(const ChatFlags& f) {
   engine::Engine* eng = &(*built)->engine();
   const tokenizer::Tokenizer& tok = served->tokenizer();
 
-  std::vector<int32_t> stops = served->StopTokenIds();
-  for (int32_t id : format->end_of_turn_ids()) stops.push_back(id);
+  std::vector<int32_t> eos = served->StopTokenIds();
+  for (int32_t id : format->end_of_turn_ids()) eos.push_back(id);
 
   const bool interactive = isatty(STDIN_FILENO) != 0;
   std::cerr << "folio chat: " << (served->builtin ? "builtin" : args.model) << ", chat template "
@@ -99,13 +100,13 @@ int RunChat(const ChatFlags& f) {
                 << " tokens, beyond the context of " << context << "; /reset starts over\n";
       continue;
     }
-    engine::RequestParams params;
+    engine::RequestParams params = f.request;
     params.max_tokens = std::min(f.max_tokens, context - prompt.size() + 1);
     params.sampling.temperature = f.temperature;
     params.sampling.top_k = f.top_k;
     params.sampling.top_p = f.top_p;
     params.seed = f.seed + turn++;
-    params.stop_token_ids = stops;
+    params.eos_token_ids = eos;
     Result<engine::RequestId> id = eng->AddRequest(prompt, params);
     if (!id) return Fail(kCommand, id.error());
     std::string reply;

@@ -18,6 +18,9 @@ struct ChatFlags {
   // defaults: one sequence, prefix caching on.
   serving::EngineArgs engine;
   std::optional<std::string> chat_template;
+  // The declared request parameters (--min-p, --stop-token-ids,
+  // --ignore-eos, ...), for every reply.
+  engine::RequestParams request;
   std::optional<std::string> system;  // a system message first
   uint64_t max_tokens = 512;          // per reply
   double temperature = 0.0;

@@ -1,6 +1,9 @@
 #include "cli/engine_flags.h"
 
 #include <iostream>
+#include <type_traits>
+
+#include "folio/engine/request_params.h"
 
 namespace folio::cli {
 
@@ -61,6 +64,21 @@ void AddEngineFlags(CLI::App& cmd, serving::EngineArgs& a, const EngineFlagSet& 
                    "sampling: plain decoding's distribution, not its random stream; more drafts "
                    "accepted when sampling)");
   }
+}
+
+void AddRequestParamFlags(CLI::App& cmd, engine::RequestParams& params) {
+  engine::ForEachRequestParam(params, [&cmd](const engine::RequestParamInfo& info, auto& member) {
+    const std::string flag = serving::ArgNames::Flag()(info.name);
+    const std::string doc(info.doc);
+    using T = std::decay_t<decltype(member)>;
+    if constexpr (std::is_same_v<T, bool>) {
+      cmd.add_flag(flag, member, doc);
+    } else if constexpr (std::is_same_v<T, double>) {
+      cmd.add_option(flag, member, doc);
+    } else {
+      cmd.add_option(flag, member, doc + " (comma-separated)")->delimiter(',');
+    }
+  });
 }
 
 int Fail(std::string_view command, const Status& s) {

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "folio/core/status.h"
+#include "folio/engine/request.h"
 #include "folio/serving/engine_args.h"
 
 namespace folio::cli {
@@ -29,6 +30,11 @@ struct EngineFlagSet {
 };
 
 void AddEngineFlags(CLI::App& cmd, serving::EngineArgs& args, const EngineFlagSet& set);
+
+// A flag for every declared request parameter (engine/request_params.h),
+// named after it in kebab case (--min-p, --stop-token-ids 5,7,
+// --ignore-eos), bound to `params`; the engine checks the values.
+void AddRequestParamFlags(CLI::App& cmd, engine::RequestParams& params);
 
 // --chat-template FILE (serve, chat).
 void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value);

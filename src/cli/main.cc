@@ -208,6 +208,9 @@ struct GenerateFlags {
   // --model (default: the built-in worked example) and its engine
   // (cli/engine_flags.h); one request, sized by SingleRequestEngine.
   serving::EngineArgs engine;
+  // The declared request parameters (--min-p, --stop-token-ids,
+  // --ignore-eos, ...: AddRequestParamFlags); the rest below.
+  engine::RequestParams request;
   std::string prompt = "a";
   uint64_t max_tokens = 8;
   double temperature = 0.0;
@@ -242,19 +245,19 @@ int RunGenerate(const GenerateFlags& f) {
   SingleRequestEngine(capacity, prompt.size(), args);
   // The draft model, if any, has the target's context.
   args.builtin_positions = capacity;
-  std::vector<int32_t> stops = served->StopTokenIds();
+  std::vector<int32_t> eos = served->StopTokenIds();
   Result<std::unique_ptr<serving::ServingEngine>> built =
       serving::ServingEngine::Create(std::move(*served), args, serving::ArgNames::Flag());
   if (!built) return Fail(kCommand, built.error());
   engine::Engine* eng = &(*built)->engine();
-  engine::RequestParams params;
+  engine::RequestParams params = f.request;
   const uint64_t room = capacity - prompt.size() + 1;
   params.max_tokens = std::min(f.max_tokens, room);
   params.sampling.temperature = f.temperature;
   params.sampling.top_k = f.top_k;
   params.sampling.top_p = f.top_p;
   params.seed = f.seed;
-  params.stop_token_ids = std::move(stops);
+  params.eos_token_ids = std::move(eos);
   Result<engine::RequestId> id = eng->AddRequest(prompt, params);
   if (!id) return Fail(kCommand, id.error());
 
@@ -567,6 +570,7 @@ int main(int argc, char** argv) {
   gen_cmd->add_option("--seed", gen.seed, "sampling seed");
   gen_cmd->add_option("--max-context", gen.max_context, "cache positions");
   gen_cmd->add_flag("--raw", gen.raw, "write bytes as generated (default escapes non-ASCII)");
+  AddRequestParamFlags(*gen_cmd, gen.request);
 
   std::string save_dir;
   uint64_t save_seed = 20;

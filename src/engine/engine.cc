@@ -1,5 +1,7 @@
 #include "folio/engine/engine.h"
 
+#include "folio/engine/request_params.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -83,6 +85,7 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
   const model::ModelConfig& c = runner_.config();
   if (prompt.empty()) return Status::InvalidArgument("prompt is empty");
   if (params.max_tokens == 0) return Status::InvalidArgument("max_tokens must be >= 1");
+  FOLIO_RETURN_IF_ERROR(ValidateRequestParams(params, c.vocab_size));
   for (size_t i = 0; i < prompt.size(); ++i) {
     if (prompt[i] < 0 || static_cast<uint64_t>(prompt[i]) >= c.vocab_size) {
       return Status::OutOfRange("prompt token " + std::to_string(i) + " has id " +
@@ -165,7 +168,7 @@ Status Engine::ValidateBeamSearch(const RequestParams& params) const {
     return Status::InvalidArgument(
         what + "takes no stop strings, logprobs, top_logprobs, prompt_logits or draft tokens");
   }
-  const BeamSearch search(beam, params.max_tokens, params.stop_token_ids);
+  const BeamSearch search(beam, params.max_tokens, StopTokenIds(params));
   if (search.num_candidates() > runner_.config().vocab_size) {
     return Status::InvalidArgument(what + "takes " + std::to_string(search.num_candidates()) +
                                    " candidates a round, more than the vocabulary's " +
@@ -186,7 +189,7 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
   if (params.beam.num_beams > 0) {
     s.group_size = params.beam.num_beams;
     s.lockstep = true;
-    beams_.emplace(id, BeamGroup{BeamSearch(params.beam, params.max_tokens, params.stop_token_ids),
+    beams_.emplace(id, BeamGroup{BeamSearch(params.beam, params.max_tokens, StopTokenIds(params)),
                                  params.n,
                                  {id},
                                  {0.0},

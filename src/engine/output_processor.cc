@@ -90,10 +90,9 @@ Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float>
                            sampling::ComputeLogprobs(logits, token, s.params.top_logprobs));
     o.logprobs.push_back(std::move(lp));
   }
-  const auto& stops = s.params.stop_token_ids;
   if (EmitText(s, token, o)) {
     o.finish = FinishReason::kStop;
-  } else if (std::find(stops.begin(), stops.end(), token) != stops.end()) {
+  } else if (IsStopToken(s.params, token)) {
     FlushText(s, o);
     o.finish = FinishReason::kStop;
   } else if (num_output_tokens == s.params.max_tokens) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "folio/engine/engine.h"
+#include "folio/engine/request_params.h"
 #include "folio/format/json_fields.h"
 
 namespace folio::engine {
@@ -35,17 +36,43 @@ Result<format::ElementType> ToElementType(DType d) {
                                " has no snapshot encoding");
 }
 
+// The fields front ends shape, then every declared one (engine/
+// request_params.h) under its own name.
 json ParamsJson(const RequestParams& p) {
-  return {{"temperature", p.sampling.temperature},
-          {"top_k", p.sampling.top_k},
-          {"top_p", p.sampling.top_p},
-          {"min_p", p.sampling.min_p},
-          {"max_tokens", p.max_tokens},
-          {"seed", p.seed},
-          {"stop_token_ids", p.stop_token_ids},
-          {"stop_strings", p.stop_strings},
-          {"logprobs", p.logprobs},
-          {"top_logprobs", p.top_logprobs}};
+  json j = {{"temperature", p.sampling.temperature},
+            {"top_k", p.sampling.top_k},
+            {"top_p", p.sampling.top_p},
+            {"max_tokens", p.max_tokens},
+            {"seed", p.seed},
+            {"eos_token_ids", p.eos_token_ids},
+            {"stop_strings", p.stop_strings},
+            {"logprobs", p.logprobs},
+            {"top_logprobs", p.top_logprobs}};
+  ForEachRequestParam(p, [&j](const RequestParamInfo& info, const auto& value) {
+    j[std::string(info.name)] = value;
+  });
+  return j;
+}
+
+// A declared field; absent (a snapshot from before it was declared) keeps
+// its default.
+Status ReadDeclared(const format::JsonFields& f, const json& j, const RequestParamInfo& info,
+                    double& out) {
+  if (!j.contains(std::string(info.name))) return Status::Ok();
+  FOLIO_ASSIGN_OR_RETURN(out, f.Double(std::string(info.name).c_str()));
+  return Status::Ok();
+}
+Status ReadDeclared(const format::JsonFields& f, const json& j, const RequestParamInfo& info,
+                    bool& out) {
+  if (!j.contains(std::string(info.name))) return Status::Ok();
+  FOLIO_ASSIGN_OR_RETURN(out, f.Bool(std::string(info.name).c_str()));
+  return Status::Ok();
+}
+Status ReadDeclared(const format::JsonFields& f, const json& j, const RequestParamInfo& info,
+                    TokenIds& out) {
+  if (!j.contains(std::string(info.name))) return Status::Ok();
+  FOLIO_ASSIGN_OR_RETURN(out, f.Tokens(std::string(info.name).c_str()));
+  return Status::Ok();
 }
 
 Result<RequestParams> ParseParams(const json& j, const std::string& where) {
@@ -55,13 +82,19 @@ Result<RequestParams> ParseParams(const json& j, const std::string& where) {
   FOLIO_ASSIGN_OR_RETURN(p.sampling.temperature, f.Double("temperature"));
   FOLIO_ASSIGN_OR_RETURN(p.sampling.top_k, f.U64("top_k"));
   FOLIO_ASSIGN_OR_RETURN(p.sampling.top_p, f.Double("top_p"));
-  FOLIO_ASSIGN_OR_RETURN(p.sampling.min_p, f.Double("min_p"));
   FOLIO_ASSIGN_OR_RETURN(p.max_tokens, f.U64("max_tokens"));
   FOLIO_ASSIGN_OR_RETURN(p.seed, f.U64("seed"));
-  FOLIO_ASSIGN_OR_RETURN(p.stop_token_ids, f.Tokens("stop_token_ids"));
+  if (j.contains("eos_token_ids")) {
+    FOLIO_ASSIGN_OR_RETURN(p.eos_token_ids, f.Tokens("eos_token_ids"));
+  }
   FOLIO_ASSIGN_OR_RETURN(p.stop_strings, f.Strings("stop_strings"));
   FOLIO_ASSIGN_OR_RETURN(p.logprobs, f.Bool("logprobs"));
   FOLIO_ASSIGN_OR_RETURN(p.top_logprobs, f.U64("top_logprobs"));
+  Status declared;
+  ForEachRequestParam(p, [&](const RequestParamInfo& info, auto& value) {
+    if (declared.ok()) declared = ReadDeclared(f, j, info, value);
+  });
+  FOLIO_RETURN_IF_ERROR(declared);
   return p;
 }
 

@@ -1,5 +1,6 @@
 #include "folio/server/request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -7,6 +8,7 @@
 
 #include "folio/core/check.h"
 #include "folio/core/str_cat.h"
+#include "folio/engine/request_params.h"
 #include "folio/sampling/sampler.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
@@ -18,13 +20,13 @@ namespace {
 // as jinja2 under transformers does.
 using json = nlohmann::ordered_json;
 
-// The fields each endpoint knows. Anything else is ignored (and listed).
+// The fields each endpoint knows besides the declared ones
+// (engine/request_params.h). Anything else is ignored (and listed).
 const std::set<std::string, std::less<>> kCommonFields = {"model",
                                                           "max_tokens",
                                                           "temperature",
                                                           "top_p",
                                                           "top_k",
-                                                          "min_p",
                                                           "seed",
                                                           "stop",
                                                           "n",
@@ -103,6 +105,32 @@ class Fields {
     if (v == nullptr) return std::nullopt;
     if (!v->is_boolean()) return WrongType(key, "a boolean", *v);
     out = v->get<bool>();
+    return std::nullopt;
+  }
+
+  // An array of at most max_count token ids, each in [0, vocab_size).
+  std::optional<ApiError> TokenIds(std::string_view key, uint64_t max_count, uint64_t vocab_size,
+                                   std::optional<std::vector<int32_t>>& out) const {
+    const json* v = Find(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_array()) return WrongType(key, "an array of token ids", *v);
+    if (v->size() > max_count) {
+      return InvalidField(std::string(key),
+                          StrCat("'", key, "' has ", v->size(), " ids; at most ", max_count));
+    }
+    std::vector<int32_t> ids;
+    for (const json& t : *v) {
+      const bool in_vocab = t.is_number_integer() &&
+                            (t.is_number_unsigned() || t.get<int64_t>() >= 0) &&
+                            t.get<uint64_t>() < vocab_size;
+      if (!in_vocab) {
+        return InvalidField(std::string(key),
+                            StrCat("'", key, "' holds ", Clip(t.dump()),
+                                   ", not a token id below the vocabulary size ", vocab_size));
+      }
+      ids.push_back(t.get<int32_t>());
+    }
+    out = std::move(ids);
     return std::nullopt;
   }
 
@@ -343,6 +371,37 @@ std::optional<ApiError> ParseBeamSearch(const Fields& f, engine::BeamSearchParam
   return std::nullopt;
 }
 
+// Every declared parameter (engine/request_params.h) the body gives, by
+// its type; the first error wins.
+std::optional<ApiError> ParseDeclared(const Fields& f, uint64_t vocab_size,
+                                      engine::RequestParams& params) {
+  std::optional<ApiError> error;
+  engine::ForEachRequestParam(params, [&](const engine::RequestParamInfo& info, auto& member) {
+    if (error) return;
+    using T = std::decay_t<decltype(member)>;
+    if constexpr (std::is_same_v<T, double>) {
+      std::optional<double> v;
+      error = f.Number(info.name, info.lo, info.hi, false, v);
+      if (v) member = *v;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      std::optional<bool> v;
+      error = f.Bool(info.name, v);
+      if (v) member = *v;
+    } else {
+      std::optional<std::vector<int32_t>> v;
+      error = f.TokenIds(info.name, static_cast<uint64_t>(info.hi), vocab_size, v);
+      if (v) member = std::move(*v);
+    }
+  });
+  return error;
+}
+
+bool IsDeclared(std::string_view key) {
+  static const std::vector<engine::RequestParamInfo> infos = engine::RequestParamInfos();
+  return std::any_of(infos.begin(), infos.end(),
+                     [key](const engine::RequestParamInfo& i) { return i.name == key; });
+}
+
 }  // namespace
 
 std::string ApiError::Body() const {
@@ -436,7 +495,7 @@ ModelInfo MakeModelInfo(const serving::ServedModel& served, const serving::ChatF
     info.add_special_tokens = false;
     info.prepend_id = tokenizer::ByteTokenizer::kBegin;
   }
-  info.stop_token_ids = served.StopTokenIds();
+  info.eos_token_ids = served.StopTokenIds();
   info.chat_format = chat_format;
   info.name = std::move(name);
   info.vocab_size = served.model->config().vocab_size;
@@ -462,7 +521,8 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   ParsedRequest r;
   r.endpoint = endpoint;
   for (const auto& [key, value] : j.items()) {
-    if (!kCommonFields.contains(key) && !(chat ? kChatFields : kCompletionFields).contains(key)) {
+    if (!kCommonFields.contains(key) && !(chat ? kChatFields : kCompletionFields).contains(key) &&
+        !IsDeclared(key)) {
       r.ignored_fields.push_back(key);
     }
   }
@@ -492,10 +552,10 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   const bool beams = r.params.beam.num_beams > 0;
   if (beams && best_of) return InvalidField("best_of", "'best_of' does not apply to beam search");
 
-  std::optional<double> temperature, top_p, min_p;
+  std::optional<double> temperature, top_p;
   FOLIO_RETURN_API_ERROR(f.Number("temperature", 0.0, kMaxTemperature, false, temperature));
   FOLIO_RETURN_API_ERROR(f.Number("top_p", 0.0, 1.0, /*lo_open=*/true, top_p));
-  FOLIO_RETURN_API_ERROR(f.Number("min_p", 0.0, 1.0, false, min_p));
+  FOLIO_RETURN_API_ERROR(ParseDeclared(f, m.vocab_size, r.params));
   std::optional<int64_t> top_k, seed;
   FOLIO_RETURN_API_ERROR(f.Int("top_k", -1, kI64Max, top_k));
   if (const json* s = f.Find("seed"); s != nullptr && s->is_number_unsigned()) {
@@ -507,7 +567,6 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   // unless one is given (which the engine then refuses by name).
   r.params.sampling.temperature = temperature.value_or(beams ? 0.0 : 1.0);
   r.params.sampling.top_p = top_p.value_or(1.0);
-  r.params.sampling.min_p = min_p.value_or(0.0);
   r.params.sampling.top_k = top_k && *top_k > 0 ? static_cast<uint64_t>(*top_k) : 0;
   r.params.seed = static_cast<uint64_t>(seed.value_or(0));
   r.seed_given = seed.has_value();
@@ -590,10 +649,10 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   r.params.max_tokens = max_tokens ? static_cast<uint64_t>(*max_tokens)
                                    : (chat ? chat_default : std::min<uint64_t>(16, room));
 
-  r.params.stop_token_ids = m.stop_token_ids;
+  r.params.eos_token_ids = m.eos_token_ids;
   if (chat) {
     const std::vector<int32_t>& ends = m.chat_format->end_of_turn_ids();
-    r.params.stop_token_ids.insert(r.params.stop_token_ids.end(), ends.begin(), ends.end());
+    r.params.eos_token_ids.insert(r.params.eos_token_ids.end(), ends.begin(), ends.end());
   }
   // The engine's own checks, so nothing it would refuse gets past here.
   if (Status s = r.params.sampling.Validate(); !s.ok()) return InvalidField("", s.message());

@@ -182,12 +182,36 @@ TEST(ParseRequest, ChatUsesThePlainTemplate) {
 
 TEST(ParseRequest, ChatStopTokensOnlyForChat) {
   ModelInfo m = Model();
-  m.stop_token_ids = {1};
+  m.eos_token_ids = {1};
   EXPECT_EQ(Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}]})", m)
-                .params.stop_token_ids,
+                .params.eos_token_ids,
             (std::vector<int32_t>{1}));  // the plain format has no end-of-turn token
-  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": "x"})", m).params.stop_token_ids,
+  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": "x"})", m).params.eos_token_ids,
             (std::vector<int32_t>{1}));
+}
+
+// The declared parameters (engine/request_params.h), on both endpoints.
+TEST(ParseRequest, StopTokenIdsAndIgnoreEosReachTheEngine) {
+  ModelInfo m = Model();
+  m.eos_token_ids = {1};
+  for (const auto& [endpoint, start] :
+       {std::pair{Endpoint::kCompletions, std::string(R"({"prompt": "x", )")},
+        std::pair{Endpoint::kChat,
+                  std::string(R"({"messages": [{"role": "user", "content": "x"}], )")}}) {
+    const ParsedRequest r =
+        Ok(endpoint, start + R"("stop_token_ids": [5, 7], "ignore_eos": true, "min_p": 0.5})", m);
+    EXPECT_EQ(r.params.stop_token_ids, (std::vector<int32_t>{5, 7}));
+    EXPECT_TRUE(r.params.ignore_eos);
+    EXPECT_EQ(r.params.sampling.min_p, 0.5);
+    EXPECT_EQ(r.params.eos_token_ids, (std::vector<int32_t>{1}));
+    EXPECT_TRUE(r.ignored_fields.empty());
+    EXPECT_EQ(Err(endpoint, start + R"("stop_token_ids": [5, 100000]})", m).param,
+              "stop_token_ids");
+    EXPECT_EQ(Err(endpoint, start + R"("stop_token_ids": 5})", m).param, "stop_token_ids");
+    EXPECT_EQ(Err(endpoint, start + R"("stop_token_ids": [-1]})", m).param, "stop_token_ids");
+    EXPECT_EQ(Err(endpoint, start + R"("ignore_eos": 1})", m).param, "ignore_eos");
+    EXPECT_EQ(Err(endpoint, start + R"("min_p": 2})", m).param, "min_p");
+  }
 }
 
 // A chat template renders the messages as the client sent them (other keys

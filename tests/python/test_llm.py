@@ -680,3 +680,19 @@ def test_beam_search_matches_the_numpy_reference_and_the_server(llm, server_buil
         "beam_search": {"num_beams": 3, "length_penalty": 0.7, "early_stopping": "never"}})
     assert status == 200, reply
     assert [c["text"] for c in reply["choices"]] == [o.text for o in got]
+
+
+def test_every_declared_request_parameter_is_a_sampling_params_field():
+    """engine/request_params.h declares request parameters once; each must be
+    a SamplingParams field of the same name, checked against its row."""
+    from dataclasses import fields
+    from folio import _folio
+    names = {f.name for f in fields(SamplingParams)}
+    declared = _folio.request_params()
+    assert {"min_p", "stop_token_ids", "ignore_eos"} <= {d["name"] for d in declared}
+    for d in declared:
+        assert d["name"] in names, d["name"]
+    with pytest.raises(ValueError, match="stop_token_ids"):
+        SamplingParams(stop_token_ids=list(range(65)))
+    with pytest.raises(ValueError, match="ignore_eos"):
+        SamplingParams(ignore_eos=1)

@@ -257,6 +257,60 @@ def test_serve_and_chat_render_the_model_s_own_template():
     assert "chat template model" in out.stderr
 
 
+def test_ignore_eos_and_stop_token_ids_act_the_same_in_every_front_end():
+    """The declared request parameters (engine/request_params.h) reach the
+    engine from HTTP, folio.LLM and the CLI alike: a chat reply ends on the
+    template's <|im_end|> unless ignore_eos, in which case it runs on to
+    max_tokens with the same first tokens; stop_token_ids ends it early."""
+    from folio import LLM, SamplingParams
+    from test_server import Server
+    model = smollm2.require()
+    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    llm = LLM(str(model), threads=2)
+    [im_end] = llm.get_tokenizer().encode("<|im_end|>", add_special_tokens=False)
+    plain = llm.chat(messages, SamplingParams(temperature=0, max_tokens=40),
+                     use_tqdm=False)[0].outputs[0]
+    assert plain.finish_reason == "stop" and plain.token_ids[-1] == im_end, plain
+    long = llm.chat(messages, SamplingParams(temperature=0, max_tokens=40, ignore_eos=True),
+                    use_tqdm=False)[0].outputs[0]
+    assert long.finish_reason == "length" and len(long.token_ids) == 40
+    assert long.token_ids[:len(plain.token_ids)] == plain.token_ids
+    cut = plain.token_ids[2]
+    early = llm.chat(messages, SamplingParams(temperature=0, max_tokens=40, ignore_eos=True,
+                                              stop_token_ids=[cut]), use_tqdm=False)
+    assert early[0].outputs[0].token_ids == plain.token_ids[:3]
+    completion = llm.generate("The capital of France is", SamplingParams(
+        temperature=0, max_tokens=24), use_tqdm=False)[0].outputs[0]
+    short = llm.generate("The capital of France is", SamplingParams(
+        temperature=0, max_tokens=24, stop_token_ids=[completion.token_ids[1]]),
+        use_tqdm=False)[0].outputs[0]
+    assert short.token_ids == completion.token_ids[:2]
+    del llm
+
+    s = Server("--model", str(model))
+    try:
+        for extra, want in (({}, plain.token_ids), ({"ignore_eos": True}, long.token_ids),
+                            ({"ignore_eos": True, "stop_token_ids": [cut]},
+                             plain.token_ids[:3])):
+            status, reply = s.post("/v1/chat/completions", {
+                "messages": messages, "max_tokens": 40, "temperature": 0, "logprobs": True,
+                **extra})
+            assert status == 200, reply
+            assert reply["usage"]["completion_tokens"] == len(want), (extra, reply)
+        status, reply = s.post("/v1/completions", {"prompt": "a", "stop_token_ids": [10**7]})
+        assert status == 400 and reply["error"]["param"] == "stop_token_ids", reply
+    finally:
+        assert s.stop() == 0
+
+    out = subprocess.run([FOLIO, "generate", "--model", str(model), "--prompt",
+                          "The capital of France is", "--max-tokens", "24", "--threads", "2",
+                          "--stop-token-ids", str(completion.token_ids[1])],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "stop: end_token" in out.stderr
+    assert out.stdout == "The capital of France is" + short.text + "\n"
+
+
 def test_an_unknown_matmul_mode_is_refused_by_name():
     for command in (["generate", "--prompt", "x"], ["chat"]):
         out = subprocess.run([FOLIO, *command, "--matmul-activations", "int4"],

@@ -21,6 +21,11 @@ struct RequestParams {
   uint64_t max_tokens = 16;
   uint64_t seed = 0;                    // the request's own SplitMix64 stream
   std::vector<int32_t> stop_token_ids;  // finish when one is selected (kept)
+  // The ids a serving layer adds as ends of the text: the tokenizer's
+  // end-of-sequence id and a chat template's end-of-turn ids. They finish
+  // the request as stop_token_ids do, unless ignore_eos.
+  std::vector<int32_t> eos_token_ids;
+  bool ignore_eos = false;
   // Finish when the output text contains one (needs the engine's
   // tokenizer). The text returned stops before it; the tokens include the
   // one that completed it.
@@ -52,6 +57,12 @@ struct RequestParams {
   // strings, log-probs, prompt logits or drafts.
   BeamSearchParams beam;
 };
+
+// Whether `token` finishes a request with these parameters: one of its
+// stop_token_ids, or of its eos_token_ids unless ignore_eos.
+bool IsStopToken(const RequestParams& params, int32_t token);
+// Every id that finishes the request (IsStopToken's), each once.
+std::vector<int32_t> StopTokenIds(const RequestParams& params);
 
 // The seed of parallel sample `index` of a request seeded `seed`: seed
 // itself for sample 0, else one SplitMix64 draw from seed mixed with the

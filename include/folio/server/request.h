@@ -28,7 +28,11 @@
 //                context capped at ModelInfo::default_max_tokens
 //   temperature  number in [0, 2]; default 1
 //   top_p        number in (0, 1];  top_k integer >= -1 (-1 and 0: off);
-//   min_p        number in [0, 1]
+//   min_p, stop_token_ids, ignore_eos, and every other parameter declared
+//                in engine/request_params.h (docs/request-params.md), by
+//                its row's type and range; the model's end ids (eos, and
+//                for chat the template's end-of-turn ids) go into
+//                RequestParams::eos_token_ids
 //   seed         integer (two's complement for negatives); when absent the
 //                server draws one (seed_given false) and reports it
 //   stop         a non-empty string or an array of up to 16 of them
@@ -95,9 +99,10 @@ struct ModelInfo {
   // models' begin token, which their tokenizer does not add).
   bool add_special_tokens = true;
   std::optional<int32_t> prepend_id;
-  std::vector<int32_t> stop_token_ids;  // every request (eos)
+  // Every request's RequestParams::eos_token_ids (the tokenizer's eos).
+  std::vector<int32_t> eos_token_ids;
   // Chat requests: how messages become the prompt (required for chat);
-  // its end_of_turn_ids() stop chat requests besides stop_token_ids.
+  // its end_of_turn_ids() join a chat request's eos_token_ids.
   const serving::ChatFormat* chat_format = nullptr;
   // Chat's max_tokens when the request has none: the rest of the context,
   // but at most this (0: no cap), so a client that leaves a non-streamed

@@ -1,0 +1,101 @@
+#include "folio/engine/request_params.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+namespace folio::engine {
+
+bool IsStopToken(const RequestParams& params, int32_t token) {
+  const auto in = [token](const std::vector<int32_t>& ids) {
+    return std::find(ids.begin(), ids.end(), token) != ids.end();
+  };
+  return in(params.stop_token_ids) || (!params.ignore_eos && in(params.eos_token_ids));
+}
+
+std::vector<int32_t> StopTokenIds(const RequestParams& params) {
+  std::vector<int32_t> ids;
+  const auto add = [&ids](const std::vector<int32_t>& more) {
+    for (const int32_t t : more) {
+      if (std::find(ids.begin(), ids.end(), t) == ids.end()) ids.push_back(t);
+    }
+  };
+  add(params.stop_token_ids);
+  if (!params.ignore_eos) add(params.eos_token_ids);
+  return ids;
+}
+
+std::vector<RequestParamInfo> RequestParamInfos() {
+  std::vector<RequestParamInfo> infos;
+  RequestParams p;
+  ForEachRequestParam(p, [&](const RequestParamInfo& info, auto&) { infos.push_back(info); });
+  return infos;
+}
+
+namespace {
+
+std::string Num(double x) {
+  std::ostringstream s;
+  s << x;
+  return s.str();
+}
+
+struct Checker {
+  uint64_t vocab_size;
+  Status status;
+
+  void operator()(const RequestParamInfo& info, const double& v) {
+    if (!status.ok()) return;
+    if (!std::isfinite(v) || v < info.lo || v > info.hi) {
+      status = Status::InvalidArgument(std::string(info.name) + " must be in [" + Num(info.lo) +
+                                       ", " + Num(info.hi) + "] (got " + Num(v) + ")");
+    }
+  }
+  void operator()(const RequestParamInfo&, const bool&) {}
+  void operator()(const RequestParamInfo& info, const TokenIds& ids) {
+    if (!status.ok()) return;
+    if (static_cast<double>(ids.size()) > info.hi) {
+      status =
+          Status::InvalidArgument(std::string(info.name) + " has " + std::to_string(ids.size()) +
+                                  " ids; at most " + Num(info.hi));
+      return;
+    }
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || static_cast<uint64_t>(ids[i]) >= vocab_size) {
+        status = Status::OutOfRange(std::string(info.name) + "[" + std::to_string(i) +
+                                    "] = " + std::to_string(ids[i]) +
+                                    " is outside the vocabulary of " + std::to_string(vocab_size));
+        return;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+Status ValidateRequestParams(const RequestParams& params, uint64_t vocab_size) {
+  Checker check{vocab_size, Status::Ok()};
+  ForEachRequestParam(params, check);
+  return check.status;
+}
+
+std::string RequestParamsMarkdown() {
+  std::ostringstream out;
+  out << "| parameter | type | range | default | what it does |\n|---|---|---|---|---|\n";
+  RequestParams defaults;
+  ForEachRequestParam(defaults, [&](const RequestParamInfo& info, const auto& value) {
+    using T = std::decay_t<decltype(value)>;
+    out << "| `" << info.name << "` | " << info.type << " | ";
+    if constexpr (std::is_same_v<T, double>) {
+      out << "[" << info.lo << ", " << info.hi << "] | " << value;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      out << "true, false | " << (value ? "true" : "false");
+    } else {
+      out << "up to " << info.hi << " ids | []";
+    }
+    out << " | " << info.doc << " |\n";
+  });
+  return out.str();
+}
+
+}  // namespace folio::engine
