@@ -67,169 +67,188 @@ void Scheduler::Preempt(Sequence& s) {
 
 Result<SchedulerOutput> Scheduler::Schedule() {
   SchedulerOutput out;
-  std::vector<ScheduledSequence>& picks = out.scheduled;
-  // Pages this step allocates (needed), and pages promised to the running
-  // and newly admitted sequences until their prompts are prefilled
-  // (promised >= needed): admission checks the promise.
-  uint64_t needed = 0, promised = 0;
-  // An error before the step ran undoes this step's admissions.
-  auto fail = [&](Status s) {
-    for (const ScheduledSequence& p : picks) {
+  StepBudget b;
+  b.tokens = config_.max_num_batched_tokens;
+  for (const RequestId id : running_) b.slots += sequences_.at(id).group_size;
+  ScheduleRunning(b, out.scheduled);
+  Status s = AdmitWaiting(b, out.scheduled);
+  if (s.ok()) s = MakeRoom(b, out);
+  if (!s.ok()) {
+    // An error before the step ran undoes this step's admissions.
+    for (const ScheduledSequence& p : out.scheduled) {
       if (p.admitted_now) Unadmit(p);
     }
     return s;
-  };
+  }
+  Emit(out);
+  return out;
+}
 
-  uint64_t budget = config_.max_num_batched_tokens;
+void Scheduler::ScheduleRunning(StepBudget& b, std::vector<ScheduledSequence>& picks) {
   for (const bool decodes : {true, false}) {
     for (const RequestId id : running_) {
       const Sequence& s = sequences_.at(id);
       // Nothing pending: a beam waiting for its siblings' logits.
-      if (s.num_pending() == 0 || (s.num_pending() == 1) != decodes || budget == 0) continue;
-      const uint64_t drafted = decodes ? std::min<uint64_t>(s.draft.size(), budget - 1) : 0;
-      const uint64_t n = std::min(s.num_pending(), budget) + drafted;
+      if (s.num_pending() == 0 || (s.num_pending() == 1) != decodes || b.tokens == 0) continue;
+      const uint64_t drafted = decodes ? std::min<uint64_t>(s.draft.size(), b.tokens - 1) : 0;
+      const uint64_t n = std::min(s.num_pending(), b.tokens) + drafted;
       ScheduledSequence p;
       p.id = id;
       p.seq = *s.seq;
       p.num_tokens = n;
       p.num_draft = drafted;
       p.new_pages = kv_->NumNewPages(*s.seq, s.num_computed, n);
-      needed += p.new_pages;
-      promised += kv_->NumNewPages(*s.seq, s.num_computed, s.num_pending() + drafted);
+      b.needed += p.new_pages;
+      b.promised += kv_->NumNewPages(*s.seq, s.num_computed, s.num_pending() + drafted);
       picks.push_back(p);
-      budget -= n;
+      b.tokens -= n;
     }
+  }
+}
+
+Status Scheduler::AdmitWaiting(StepBudget& b, std::vector<ScheduledSequence>& picks) {
+  for (size_t i = 0; i < waiting_.size() && b.tokens != 0;) {
+    FOLIO_ASSIGN_OR_RETURN(const size_t taken, AdmitUnit(i, b, picks));
+    if (taken == 0) break;  // FCFS: nobody overtakes the head of the queue
+    i += taken;
+  }
+  return Status::Ok();
+}
+
+Result<size_t> Scheduler::AdmitUnit(size_t i, StepBudget& b,
+                                    std::vector<ScheduledSequence>& picks) {
+  const Sequence& head = sequences_.at(waiting_[i]);
+  size_t count = 1;
+  while (head.lockstep && i + count < waiting_.size() &&
+         sequences_.at(waiting_[i + count]).group_id() == head.group_id()) {
+    ++count;
+  }
+  // Each member needs a token of the budget and its slots.
+  uint64_t unit_slots = 0;
+  for (size_t k = 0; k < count; ++k) unit_slots += sequences_.at(waiting_[i + k]).group_size;
+  if (b.tokens < count || b.slots + unit_slots > config_.max_num_seqs) return 0;
+  std::vector<uint64_t> need_all;
+  uint64_t need_unit = 0;
+  auto release_started = [&] {
+    for (size_t k = 0; k < need_all.size(); ++k) Release(sequences_.at(waiting_[i + k]));
+  };
+  for (size_t k = 0; k < count; ++k) {
+    Sequence& s = sequences_.at(waiting_[i + k]);
+    Result<KvCacheManager::Started> started = kv_->StartSequence(s.tokens);
+    if (!started.ok()) {
+      release_started();
+      return started.status();
+    }
+    s.seq = started->seq;
+    s.num_computed = started->num_cached_tokens;
+    need_all.push_back(kv_->NumNewPages(*s.seq, s.num_computed, s.num_pending()));
+    need_unit += need_all.back();
+  }
+  const AdmissionQuery q{head,
+                         b.promised,
+                         need_unit,
+                         kv_->NumAvailablePages(),
+                         kv_->num_pages(),
+                         running_.empty() && b.admitted == 0};
+  if (!policy_->CanAdmit(q)) {
+    release_started();
+    return 0;
   }
   const uint64_t page = kv_->page_size();
-  uint64_t admitted = 0;
-  // Running slots taken: one per running sequence, and a group's whole
-  // size until it forks.
-  uint64_t slots = 0;
-  for (const RequestId id : running_) slots += sequences_.at(id).group_size;
-  // Admits waiting_[i] and, for a lockstep group, the group's members
-  // queued right behind it, all or none. Returns how many it admitted.
-  auto admit = [&](size_t i) -> Result<size_t> {
-    const Sequence& head = sequences_.at(waiting_[i]);
-    size_t count = 1;
-    while (head.lockstep && i + count < waiting_.size() &&
-           sequences_.at(waiting_[i + count]).group_id() == head.group_id()) {
-      ++count;
-    }
-    // Each member needs a token of the budget and its slots.
-    uint64_t unit_slots = 0;
-    for (size_t k = 0; k < count; ++k) unit_slots += sequences_.at(waiting_[i + k]).group_size;
-    if (budget < count || slots + unit_slots > config_.max_num_seqs) return 0;
-    std::vector<uint64_t> need_all;
-    uint64_t need_unit = 0;
-    auto release_started = [&] {
-      for (size_t k = 0; k < need_all.size(); ++k) Release(sequences_.at(waiting_[i + k]));
-    };
-    for (size_t k = 0; k < count; ++k) {
-      Sequence& s = sequences_.at(waiting_[i + k]);
-      Result<KvCacheManager::Started> started = kv_->StartSequence(s.tokens);
-      if (!started.ok()) {
-        release_started();
-        return started.status();
-      }
-      s.seq = started->seq;
-      s.num_computed = started->num_cached_tokens;
-      need_all.push_back(kv_->NumNewPages(*s.seq, s.num_computed, s.num_pending()));
-      need_unit += need_all.back();
-    }
-    const AdmissionQuery q{
-        sequences_.at(waiting_[i]), promised,         need_unit,
-        kv_->NumAvailablePages(),   kv_->num_pages(), running_.empty() && admitted == 0};
-    if (!policy_->CanAdmit(q)) {
-      release_started();
-      return 0;
-    }
-    for (size_t k = 0; k < count; ++k) {
-      Sequence& s = sequences_.at(waiting_[i + k]);
-      policy_->OnAdmit(s);
-      const uint64_t n = std::min(s.num_pending(), budget - (count - 1 - k));
-      ScheduledSequence p;
-      p.id = s.id;
-      p.seq = *s.seq;
-      p.num_tokens = n;
-      p.admitted_now = true;
-      p.new_pages = kv_->NumNewPages(*s.seq, s.num_computed, n);
-      p.prefix_query_tokens = (s.tokens.size() - 1) / page * page;
-      p.prefix_hit_tokens = s.num_computed;
-      needed += p.new_pages;
-      promised += need_all[k];
-      picks.push_back(p);
-      budget -= n;
-      ++admitted;
-      slots += s.group_size;
-    }
-    return count;
-  };
-  for (size_t i = 0; i < waiting_.size() && budget != 0;) {
-    Result<size_t> taken = admit(i);
-    if (!taken.ok()) return fail(taken.status());
-    if (*taken == 0) break;  // FCFS: nobody overtakes the head of the queue
-    i += *taken;
+  for (size_t k = 0; k < count; ++k) {
+    Sequence& s = sequences_.at(waiting_[i + k]);
+    policy_->OnAdmit(s);
+    const uint64_t n = std::min(s.num_pending(), b.tokens - (count - 1 - k));
+    ScheduledSequence p;
+    p.id = s.id;
+    p.seq = *s.seq;
+    p.num_tokens = n;
+    p.admitted_now = true;
+    p.new_pages = kv_->NumNewPages(*s.seq, s.num_computed, n);
+    p.prefix_query_tokens = (s.tokens.size() - 1) / page * page;
+    p.prefix_hit_tokens = s.num_computed;
+    b.needed += p.new_pages;
+    b.promised += need_all[k];
+    picks.push_back(p);
+    b.tokens -= n;
+    ++b.admitted;
+    b.slots += s.group_size;
   }
+  return count;
+}
 
-  // Make room: evict (inside Allocate), then drop drafts, then shed the
-  // newest admissions, then preempt running sequences, most recently
-  // admitted first.
+Status Scheduler::MakeRoom(StepBudget& b, SchedulerOutput& out) {
+  std::vector<ScheduledSequence>& picks = out.scheduled;
   while (!picks.empty()) {
     std::vector<std::pair<kv::SeqId, uint64_t>> requests;
     for (const ScheduledSequence& p : picks) requests.emplace_back(p.seq, p.num_tokens);
-    Result<std::optional<kv::AppendPlan>> plan = kv_->Allocate(requests, needed);
-    if (!plan.ok()) return fail(plan.status());
-    if (*plan) {
-      out.plan = std::move(**plan);
-      break;
+    FOLIO_ASSIGN_OR_RETURN(std::optional<kv::AppendPlan> plan, kv_->Allocate(requests, b.needed));
+    if (plan) {
+      out.plan = std::move(*plan);
+      return Status::Ok();
     }
-    bool dropped = false;
-    for (ScheduledSequence& p : picks) {
-      if (p.num_draft == 0) continue;
-      const Sequence& s = sequences_.at(p.id);
-      needed -= p.new_pages;
-      p.num_tokens -= p.num_draft;
-      p.num_draft = 0;
-      p.new_pages = kv_->NumNewPages(p.seq, s.num_computed, p.num_tokens);
-      needed += p.new_pages;
-      dropped = true;
-    }
-    if (dropped) continue;
+    if (DropDrafts(b, picks)) continue;
     if (picks.back().admitted_now) {
-      // A lockstep group's admission is undone whole, as it was made.
-      const Sequence& newest = sequences_.at(picks.back().id);
-      const RequestId group = newest.group_id();
-      const bool lockstep = newest.lockstep;
-      do {
-        Unadmit(picks.back());
-        needed -= picks.back().new_pages;
-        picks.pop_back();
-      } while (lockstep && !picks.empty() && picks.back().admitted_now &&
-               sequences_.at(picks.back().id).group_id() == group);
-      continue;
-    }
-    // Nothing admitted now is left: every pick runs already, so running_
-    // is not empty.
-    // A parallel sample goes with its whole group: its siblings hold the
-    // pages it shares, so preempting it alone would free almost nothing.
-    const RequestId group = Get(running_.back()).group_id();
-    std::vector<RequestId> victims;
-    for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
-      if (sequences_.at(*it).group_id() == group) victims.push_back(*it);
-    }
-    for (const RequestId v : victims) {
-      for (const ScheduledSequence& p : picks) {
-        if (p.id == v) needed -= p.new_pages;
-      }
-      picks.erase(std::remove_if(picks.begin(), picks.end(),
-                                 [&](const ScheduledSequence& p) { return p.id == v; }),
-                  picks.end());
-      out.preempted.push_back(v);
-      Preempt(Get(v));  // newest first, so the group's oldest ends up first in line
+      ShedNewestAdmission(b, picks);
+    } else {
+      PreemptNewestGroup(b, out);
     }
   }
+  return Status::Ok();
+}
 
-  for (const ScheduledSequence& p : picks) {
+bool Scheduler::DropDrafts(StepBudget& b, std::vector<ScheduledSequence>& picks) {
+  bool dropped = false;
+  for (ScheduledSequence& p : picks) {
+    if (p.num_draft == 0) continue;
+    const Sequence& s = sequences_.at(p.id);
+    b.needed -= p.new_pages;
+    p.num_tokens -= p.num_draft;
+    p.num_draft = 0;
+    p.new_pages = kv_->NumNewPages(p.seq, s.num_computed, p.num_tokens);
+    b.needed += p.new_pages;
+    dropped = true;
+  }
+  return dropped;
+}
+
+void Scheduler::ShedNewestAdmission(StepBudget& b, std::vector<ScheduledSequence>& picks) {
+  const Sequence& newest = sequences_.at(picks.back().id);
+  const RequestId group = newest.group_id();
+  const bool lockstep = newest.lockstep;
+  do {
+    Unadmit(picks.back());
+    b.needed -= picks.back().new_pages;
+    picks.pop_back();
+  } while (lockstep && !picks.empty() && picks.back().admitted_now &&
+           sequences_.at(picks.back().id).group_id() == group);
+}
+
+void Scheduler::PreemptNewestGroup(StepBudget& b, SchedulerOutput& out) {
+  // Nothing admitted now is left: every pick runs already, so running_ is
+  // not empty. A parallel sample goes with its whole group: its siblings
+  // hold the pages it shares, so preempting it alone would free almost
+  // nothing.
+  std::vector<ScheduledSequence>& picks = out.scheduled;
+  const RequestId group = Get(running_.back()).group_id();
+  std::vector<RequestId> victims;
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (sequences_.at(*it).group_id() == group) victims.push_back(*it);
+  }
+  for (const RequestId v : victims) {
+    for (const ScheduledSequence& p : picks) {
+      if (p.id == v) b.needed -= p.new_pages;
+    }
+    picks.erase(std::remove_if(picks.begin(), picks.end(),
+                               [&](const ScheduledSequence& p) { return p.id == v; }),
+                picks.end());
+    out.preempted.push_back(v);
+    Preempt(Get(v));  // newest first, so the group's oldest ends up first in line
+  }
+}
+
+void Scheduler::Emit(SchedulerOutput& out) const {
+  for (const ScheduledSequence& p : out.scheduled) {
     const Sequence& s = sequences_.at(p.id);
     out.seqs.push_back(p.seq);
     const auto first = s.tokens.begin() + static_cast<ptrdiff_t>(s.num_computed);
@@ -238,7 +257,6 @@ Result<SchedulerOutput> Scheduler::Schedule() {
     out.token_ids.insert(out.token_ids.end(), s.draft.begin(),
                          s.draft.begin() + static_cast<ptrdiff_t>(p.num_draft));
   }
-  return out;
 }
 
 void Scheduler::Abandon(SchedulerOutput&& out) {

@@ -98,7 +98,140 @@ Result<RequestParams> ParseParams(const json& j, const std::string& where) {
   return p;
 }
 
+// The pool pages a snapshot carries, numbered in order of first use, and
+// how many slots of each some sequence wrote.
+struct SnapshotPages {
+  std::map<kv::PageId, uint32_t> renumber;
+  std::vector<kv::PageId> pages;  // snapshot page -> pool page
+  std::vector<uint64_t> live;     // snapshot page -> slots some sequence wrote
+
+  // A sequence's block table in snapshot pages (each shared page once).
+  std::vector<uint32_t> Add(std::span<const kv::PageId> table, uint64_t num_computed,
+                            uint64_t page_size) {
+    std::vector<uint32_t> out;
+    for (size_t i = 0; i < table.size(); ++i) {
+      auto [pos, added] = renumber.emplace(table[i], static_cast<uint32_t>(pages.size()));
+      if (added) {
+        pages.push_back(table[i]);
+        live.push_back(0);
+      }
+      const uint64_t first = i * page_size;
+      live[pos->second] = std::max(live[pos->second], std::min(page_size, num_computed - first));
+      out.push_back(pos->second);
+    }
+    return out;
+  }
+};
+
+// Copies the pages' K and V (and, quantized, their row scales) into s,
+// token-major, layer by layer. Errors: an unwritten live row's scale.
+Status CopyPages(const kv::PagedKvCache& cache, const SnapshotPages& p, format::KvSnapshot& s) {
+  const kv::PagedKvCacheConfig& kc = cache.config();
+  const uint64_t heads = kc.num_kv_heads;
+  for (uint64_t l = 0; l < kc.num_layers; ++l) {
+    for (const kv::KvRole role : {kv::KvRole::kKey, kv::KvRole::kValue}) {
+      const bool key = role == kv::KvRole::kKey;
+      std::vector<std::byte> pool(s.num_pages * cache.page_bytes());
+      for (size_t j = 0; j < p.pages.size(); ++j) {
+        cache.ReadPageTokenMajor(
+            l, role, p.pages[j], p.live[j],
+            std::span(pool).subspan(j * cache.page_bytes(), cache.page_bytes()));
+      }
+      (key ? s.keys : s.values).push_back(std::move(pool));
+      if (!IsQuantized(kc.dtype)) continue;
+      // Every live slot's row was written, which set its scale.
+      const uint64_t rows = kc.page_size * heads;
+      std::vector<float> scales(s.num_pages * rows);
+      for (size_t j = 0; j < p.pages.size(); ++j) {
+        const std::span<float> out = std::span(scales).subspan(j * rows, rows);
+        cache.ReadPageScales(l, role, p.pages[j], p.live[j], out);
+        for (uint64_t i = 0; i < rows; ++i) {
+          if (!std::isfinite(out[i]) || !(out[i] > 0.0f)) {
+            return Status::FailedPrecondition(
+                "layer " + std::to_string(l) + (key ? " key" : " value") + " scale of page " +
+                std::to_string(p.pages[j]) + " slot " + std::to_string(i / heads) + " head " +
+                std::to_string(i % heads) + " is " + std::to_string(out[i]) +
+                ", not a finite number > 0 (the row is unwritten)");
+          }
+        }
+      }
+      (key ? s.key_scales : s.value_scales).push_back(std::move(scales));
+    }
+  }
+  return Status::Ok();
+}
+
+// The snapshot's model, KV dtype and K/V shape against this engine's.
+Status CheckShape(const format::KvSnapshot& s, const kv::PagedKvCacheConfig& kc,
+                  const std::string& model_id) {
+  FOLIO_ASSIGN_OR_RETURN(format::ElementType dtype, ToElementType(kc.dtype));
+  auto mismatch = [](const std::string& field, const std::string& theirs, const std::string& ours) {
+    return Status::InvalidArgument("snapshot " + field + " " + theirs +
+                                   " differs from this engine's " + ours);
+  };
+  if (s.model_id != model_id) return mismatch("model id", s.model_id, model_id);
+  if (s.kv_dtype != dtype) {
+    return mismatch("KV dtype", std::string(format::ElementTypeName(s.kv_dtype)),
+                    std::string(format::ElementTypeName(dtype)));
+  }
+  const std::pair<const char*, std::pair<uint64_t, uint64_t>> dims[] = {
+      {"page size", {s.page_size, kc.page_size}},
+      {"layer count", {s.num_layers, kc.num_layers}},
+      {"K/V head count", {s.num_kv_heads, kc.num_kv_heads}},
+      {"head dim", {s.head_dim, kc.head_dim}}};
+  for (const auto& [name, v] : dims) {
+    if (v.first != v.second) {
+      return mismatch(name, std::to_string(v.first), std::to_string(v.second));
+    }
+  }
+  return Status::Ok();
+}
+
+// Writes the snapshot's pages into the held pool pages. Validate checked
+// every scale (finite, > 0) and CheckShape the dtype, so nothing fails.
+void WritePages(kv::PagedKvCache& cache, const format::KvSnapshot& s,
+                std::span<const kv::PageId> pages) {
+  const kv::PagedKvCacheConfig& kc = cache.config();
+  const uint64_t page_bytes = cache.page_bytes();
+  const uint64_t rows = kc.page_size * kc.num_kv_heads;  // scales per page
+  for (uint64_t l = 0; l < s.num_layers; ++l) {
+    for (size_t j = 0; j < pages.size(); ++j) {
+      const auto at = [&](const std::vector<std::byte>& pool) {
+        return std::span(pool).subspan(j * page_bytes, page_bytes);
+      };
+      FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kKey, pages[j], at(s.keys[l])).ok());
+      FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kValue, pages[j], at(s.values[l])).ok());
+      if (!IsQuantized(kc.dtype)) continue;
+      const auto scales = [&](const std::vector<float>& all) {
+        return std::span(all).subspan(j * rows, rows);
+      };
+      FOLIO_CHECK(
+          cache.WritePageScales(l, kv::KvRole::kKey, pages[j], scales(s.key_scales[l])).ok());
+      FOLIO_CHECK(
+          cache.WritePageScales(l, kv::KvRole::kValue, pages[j], scales(s.value_scales[l])).ok());
+    }
+  }
+}
+
 }  // namespace
+
+Status Engine::CheckExportable(RequestId id) const {
+  const std::string name = "request " + std::to_string(id);
+  if (!scheduler_.Contains(id)) {
+    return Status::NotFound("no unfinished request " + std::to_string(id));
+  }
+  if (beam_request_.count(id) != 0) {
+    return Status::FailedPrecondition(name + " runs a beam search, which snapshots do not carry");
+  }
+  if (outputs_.state(id).params.n > 1 || groups_.count(id) != 0) {
+    return Status::FailedPrecondition(
+        name + " has parallel samples (n > 1), which snapshots do not carry");
+  }
+  if (!scheduler_.sequence(id).seq) {
+    return Status::FailedPrecondition(name + " is waiting and holds no pages yet");
+  }
+  return Status::Ok();
+}
 
 Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids) const {
   const kv::PagedKvCache& cache = kv_->cache();
@@ -117,46 +250,18 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
   s.num_layers = kc.num_layers;
   s.num_kv_heads = kc.num_kv_heads;
   s.head_dim = kc.head_dim;
-  std::map<kv::PageId, uint32_t> renumber;
-  std::vector<kv::PageId> pages;  // snapshot page -> pool page
-  std::vector<uint64_t> live;     // snapshot page -> slots some sequence wrote
+  SnapshotPages pages;
   std::set<RequestId> seen;
   for (const RequestId id : ids) {
-    if (!scheduler_.Contains(id)) {
-      return Status::NotFound("no unfinished request " + std::to_string(id));
-    }
-    if (!seen.insert(id).second) {
+    if (scheduler_.Contains(id) && !seen.insert(id).second) {
       return Status::InvalidArgument("request " + std::to_string(id) + " listed twice");
     }
-    if (beam_request_.count(id) != 0) {
-      return Status::FailedPrecondition("request " + std::to_string(id) +
-                                        " runs a beam search, which snapshots do not carry");
-    }
+    FOLIO_RETURN_IF_ERROR(CheckExportable(id));
     const Sequence& r = scheduler_.sequence(id);
     const OutputProcessor::State& o = outputs_.state(id);
-    if (o.params.n > 1 || groups_.count(id) != 0) {
-      return Status::FailedPrecondition("request " + std::to_string(id) +
-                                        " has parallel samples (n > 1), which snapshots do not "
-                                        "carry");
-    }
-    if (!r.seq) {
-      return Status::FailedPrecondition("request " + std::to_string(id) +
-                                        " is waiting and holds no pages yet");
-    }
     format::SnapshotSequence q;
     q.num_tokens = r.num_computed;
-    const auto table = cache.block_table(*r.seq);
-    for (size_t i = 0; i < table.size(); ++i) {
-      auto [pos, added] = renumber.emplace(table[i], static_cast<uint32_t>(pages.size()));
-      if (added) {
-        pages.push_back(table[i]);
-        live.push_back(0);
-      }
-      const uint64_t first = i * kc.page_size;
-      live[pos->second] =
-          std::max(live[pos->second], std::min(kc.page_size, r.num_computed - first));
-      q.block_table.push_back(pos->second);
-    }
+    q.block_table = pages.Add(cache.block_table(*r.seq), r.num_computed, kc.page_size);
     q.request = {{"prompt", r.prompt()},
                  {"output", r.output()},
                  {"params", ParamsJson(o.params)},
@@ -164,123 +269,55 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
                  {"text_sent", o.text_sent}};
     s.sequences.push_back(std::move(q));
   }
-  s.num_pages = pages.size();
-  const uint64_t heads = kc.num_kv_heads;
-  for (uint64_t l = 0; l < kc.num_layers; ++l) {
-    for (const kv::KvRole role : {kv::KvRole::kKey, kv::KvRole::kValue}) {
-      const bool key = role == kv::KvRole::kKey;
-      std::vector<std::byte> pool(s.num_pages * cache.page_bytes());
-      for (size_t j = 0; j < pages.size(); ++j) {
-        cache.ReadPageTokenMajor(
-            l, role, pages[j], live[j],
-            std::span(pool).subspan(j * cache.page_bytes(), cache.page_bytes()));
-      }
-      (key ? s.keys : s.values).push_back(std::move(pool));
-      if (!IsQuantized(kc.dtype)) continue;
-      // Every live slot's row was written, which set its scale.
-      const uint64_t rows = kc.page_size * heads;
-      std::vector<float> scales(s.num_pages * rows);
-      for (size_t j = 0; j < pages.size(); ++j) {
-        const std::span<float> out = std::span(scales).subspan(j * rows, rows);
-        cache.ReadPageScales(l, role, pages[j], live[j], out);
-        for (uint64_t i = 0; i < rows; ++i) {
-          if (!std::isfinite(out[i]) || !(out[i] > 0.0f)) {
-            return Status::FailedPrecondition(
-                "layer " + std::to_string(l) + (key ? " key" : " value") + " scale of page " +
-                std::to_string(pages[j]) + " slot " + std::to_string(i / heads) + " head " +
-                std::to_string(i % heads) + " is " + std::to_string(out[i]) +
-                ", not a finite number > 0 (the row is unwritten)");
-          }
-        }
-      }
-      (key ? s.key_scales : s.value_scales).push_back(std::move(scales));
-    }
-  }
+  s.num_pages = pages.pages.size();
+  FOLIO_RETURN_IF_ERROR(CopyPages(cache, pages, s));
   return s;
+}
+
+Result<Engine::Continued> Engine::StageSnapshotSequence(const format::SnapshotSequence& q,
+                                                        const std::string& where) const {
+  const format::JsonFields f(q.request, where);
+  FOLIO_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, f.Tokens("prompt"));
+  FOLIO_ASSIGN_OR_RETURN(std::vector<int32_t> output, f.Tokens("output"));
+  const auto params_json = q.request.find("params");
+  if (params_json == q.request.end()) {
+    return Status::InvalidArgument(where + ": params is missing");
+  }
+  FOLIO_ASSIGN_OR_RETURN(RequestParams params, ParseParams(*params_json, where));
+  FOLIO_ASSIGN_OR_RETURN(uint64_t rng_state, f.U64("rng_state"));
+  FOLIO_ASSIGN_OR_RETURN(uint64_t text_sent, f.U64("text_sent"));
+  const uint64_t num_prompt = prompt.size(), num_output = output.size();
+  Result<Continued> c =
+      CheckContinued(std::move(prompt), std::move(output), params, rng_state, text_sent);
+  if (!c.ok()) return c.status().WithContext(where);
+  // Every token but the last has K/V; the last is fed next.
+  if (q.num_tokens >= num_prompt + num_output ||
+      (num_output != 0 && q.num_tokens + 1 != num_prompt + num_output)) {
+    return Status::InvalidArgument(
+        where + ": " + std::to_string(q.num_tokens) + " tokens with K/V do not fit a prompt of " +
+        std::to_string(num_prompt) + " and " + std::to_string(num_output) + " generated tokens");
+  }
+  c->sequence.num_computed = q.num_tokens;
+  return c;
 }
 
 Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& s) {
   FOLIO_RETURN_IF_ERROR(s.Validate());
-  const kv::PagedKvCacheConfig& kc = kv_->config();
-  FOLIO_ASSIGN_OR_RETURN(format::ElementType dtype, ToElementType(kc.dtype));
-  auto mismatch = [](const std::string& field, const std::string& theirs, const std::string& ours) {
-    return Status::InvalidArgument("snapshot " + field + " " + theirs +
-                                   " differs from this "
-                                   "engine's " +
-                                   ours);
-  };
-  if (s.model_id != runner_.model_id()) return mismatch("model id", s.model_id, runner_.model_id());
-  if (s.kv_dtype != dtype) {
-    return mismatch("KV dtype", std::string(format::ElementTypeName(s.kv_dtype)),
-                    std::string(format::ElementTypeName(dtype)));
-  }
-  const std::pair<const char*, std::pair<uint64_t, uint64_t>> dims[] = {
-      {"page size", {s.page_size, kc.page_size}},
-      {"layer count", {s.num_layers, kc.num_layers}},
-      {"K/V head count", {s.num_kv_heads, kc.num_kv_heads}},
-      {"head dim", {s.head_dim, kc.head_dim}}};
-  for (const auto& [name, v] : dims) {
-    if (v.first != v.second) {
-      return mismatch(name, std::to_string(v.first), std::to_string(v.second));
-    }
-  }
-
+  FOLIO_RETURN_IF_ERROR(CheckShape(s, kv_->config(), runner_.model_id()));
   // Every request, checked before anything changes.
   std::vector<Continued> staged;
   for (size_t i = 0; i < s.sequences.size(); ++i) {
-    const std::string where = "snapshot sequence " + std::to_string(i);
-    const format::SnapshotSequence& q = s.sequences[i];
-    const format::JsonFields f(q.request, where);
-    FOLIO_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, f.Tokens("prompt"));
-    FOLIO_ASSIGN_OR_RETURN(std::vector<int32_t> output, f.Tokens("output"));
-    const auto params_json = q.request.find("params");
-    if (params_json == q.request.end()) {
-      return Status::InvalidArgument(where + ": params is missing");
-    }
-    FOLIO_ASSIGN_OR_RETURN(RequestParams params, ParseParams(*params_json, where));
-    FOLIO_ASSIGN_OR_RETURN(uint64_t rng_state, f.U64("rng_state"));
-    FOLIO_ASSIGN_OR_RETURN(uint64_t text_sent, f.U64("text_sent"));
-    const uint64_t num_prompt = prompt.size(), num_output = output.size();
-    Result<Continued> c =
-        CheckContinued(std::move(prompt), std::move(output), params, rng_state, text_sent);
-    if (!c.ok()) return c.status().WithContext(where);
-    // Every token but the last has K/V; the last is fed next.
-    if (q.num_tokens >= num_prompt + num_output ||
-        (num_output != 0 && q.num_tokens + 1 != num_prompt + num_output)) {
-      return Status::InvalidArgument(
-          where + ": " + std::to_string(q.num_tokens) + " tokens with K/V do not fit a prompt of " +
-          std::to_string(num_prompt) + " and " + std::to_string(num_output) + " generated tokens");
-    }
-    c->sequence.num_computed = q.num_tokens;
-    staged.push_back(std::move(*c));
+    FOLIO_ASSIGN_OR_RETURN(
+        Continued c,
+        StageSnapshotSequence(s.sequences[i], "snapshot sequence " + std::to_string(i)));
+    staged.push_back(std::move(c));
   }
   // The last check: the pages (HoldNewPages changes nothing when they do
   // not fit). From here on nothing can fail.
   Result<std::vector<kv::PageId>> held = kv_->HoldNewPages(s.num_pages);
   if (!held.ok()) return held.status().WithContext("snapshot");
   const std::vector<kv::PageId>& pages = *held;
-  kv::PagedKvCache& cache = kv_->mutable_cache();
-  const uint64_t page_bytes = cache.page_bytes();
-  const uint64_t rows = kc.page_size * kc.num_kv_heads;  // scales per page
-  for (uint64_t l = 0; l < s.num_layers; ++l) {
-    for (size_t j = 0; j < pages.size(); ++j) {
-      const auto at = [&](const std::vector<std::byte>& pool) {
-        return std::span(pool).subspan(j * page_bytes, page_bytes);
-      };
-      FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kKey, pages[j], at(s.keys[l])).ok());
-      FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kValue, pages[j], at(s.values[l])).ok());
-      if (!IsQuantized(kc.dtype)) continue;
-      // Validate checked every scale (finite, > 0) and the dtype check that
-      // an i8 engine gets an i8 snapshot, so these cannot fail either.
-      const auto scales = [&](const std::vector<float>& all) {
-        return std::span(all).subspan(j * rows, rows);
-      };
-      FOLIO_CHECK(
-          cache.WritePageScales(l, kv::KvRole::kKey, pages[j], scales(s.key_scales[l])).ok());
-      FOLIO_CHECK(
-          cache.WritePageScales(l, kv::KvRole::kValue, pages[j], scales(s.value_scales[l])).ok());
-    }
-  }
+  WritePages(kv_->mutable_cache(), s, pages);
   std::vector<RequestId> ids;
   for (size_t i = 0; i < staged.size(); ++i) {
     std::vector<kv::PageId> table;

@@ -252,6 +252,13 @@ class Engine {
   Result<Continued> CheckContinued(std::vector<int32_t> prompt, std::vector<int32_t> output,
                                    const RequestParams& params, uint64_t rng_state,
                                    uint64_t text_sent) const;
+  // ExportSnapshot's checks of one request: unfinished, one stream (no
+  // beams, n = 1), holding pages.
+  Status CheckExportable(RequestId id) const;
+  // One snapshot sequence read and checked as ImportSnapshot checks it
+  // (errors prefixed with `where`); its sequence holds no pages yet.
+  Result<Continued> StageSnapshotSequence(const format::SnapshotSequence& q,
+                                          const std::string& where) const;
   // Forgets a finished or aborted member sequence's state.
   void Forget(RequestId id);
   // Beam search: records a beam's candidates from its logits row; once

@@ -226,6 +226,42 @@ class Scheduler {
   const SchedulerConfig& config() const { return config_; }
 
  private:
+  // What one Schedule call has handed out so far.
+  struct StepBudget {
+    uint64_t tokens = 0;  // left of max_num_batched_tokens
+    // Pages this step allocates (needed), and pages promised to the
+    // running and newly admitted sequences until their prompts are
+    // prefilled (promised >= needed): admission checks the promise.
+    uint64_t needed = 0;
+    uint64_t promised = 0;
+    // Running slots taken: one per running sequence, and a group's whole
+    // size until it forks.
+    uint64_t slots = 0;
+    uint64_t admitted = 0;  // sequences admitted this step
+  };
+
+  // Schedule's phases, in order. Running: decodes first (with their
+  // drafts), then prompt chunks of running sequences.
+  void ScheduleRunning(StepBudget& b, std::vector<ScheduledSequence>& picks);
+  // Admission, first come first served: nobody overtakes the head of the
+  // queue. Errors undo nothing; the caller does.
+  Status AdmitWaiting(StepBudget& b, std::vector<ScheduledSequence>& picks);
+  // Admits waiting_[i] and, for a lockstep group, the group's members
+  // queued right behind it, all or none. Returns how many it admitted.
+  Result<size_t> AdmitUnit(size_t i, StepBudget& b, std::vector<ScheduledSequence>& picks);
+  // Make room: allocate the step's pages (evicting cached pages inside
+  // Allocate), else drop drafts, then shed the newest admissions, then
+  // preempt running sequences, most recently admitted first.
+  Status MakeRoom(StepBudget& b, SchedulerOutput& out);
+  // Drops every pick's draft tokens; false when none had any.
+  bool DropDrafts(StepBudget& b, std::vector<ScheduledSequence>& picks);
+  // Undoes the newest admission (a lockstep group's whole, as it was made).
+  void ShedNewestAdmission(StepBudget& b, std::vector<ScheduledSequence>& picks);
+  // Preempts the most recently admitted running sequence with its group.
+  void PreemptNewestGroup(StepBudget& b, SchedulerOutput& out);
+  // The plan's per-row sequences and the tokens fed.
+  void Emit(SchedulerOutput& out) const;
+
   Sequence& Get(RequestId id);
   // Frees a sequence's pages; it will be recomputed from its tokens.
   void Release(Sequence& s);
