@@ -16,6 +16,7 @@
 
 #include "folio/core/checked_math.h"
 #include "folio/core/str_cat.h"
+#include "folio/core/utf8.h"
 
 namespace folio::checkpoint {
 namespace {
@@ -37,35 +38,7 @@ std::string Show(const Json& v) {
 }
 std::string ErrnoText() { return std::error_code(errno, std::generic_category()).message(); }
 
-// Offset of the first byte that does not start a valid UTF-8 sequence
-// (overlong forms, surrogates and code points above U+10FFFF are invalid),
-// or npos if `s` is valid.
-size_t FirstInvalidUtf8(std::string_view s) {
-  static constexpr uint32_t kMinCodePoint[] = {0, 0, 0x80, 0x800, 0x10000};
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    // The lead byte gives the length; 0x80-0xBF and 0xF8-0xFF lead nothing.
-    const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
-    if (len == 0 || c >= 0xF8 || s.size() - i < len) return i;
-    uint32_t cp = c & (0x7Fu >> len);
-    for (size_t k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0u) != 0x80u) return i;
-      cp = (cp << 6) | (cc & 0x3Fu);
-    }
-    if (cp < kMinCodePoint[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-      return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
-bool IsUtf8(std::string_view s) { return FirstInvalidUtf8(s) == std::string_view::npos; }
+bool IsUtf8(std::string_view s) { return utf8::FirstInvalid(s) == std::string_view::npos; }
 
 // The safetensors dtype strings. Those folio supports map to a DType; the
 // rest of the reference's list is recognised so it can be reported as
@@ -254,7 +227,7 @@ Status SafetensorsFile::Init(std::span<const std::byte> image, std::string sourc
     return fail("header must be a JSON object starting with '{', got byte ",
                 static_cast<int>(static_cast<unsigned char>(text.front())));
   }
-  const size_t bad_utf8 = FirstInvalidUtf8(text);
+  const size_t bad_utf8 = utf8::FirstInvalid(text);
   if (bad_utf8 != text.npos) {
     return fail("header is not valid UTF-8 at byte ", bad_utf8);
   }

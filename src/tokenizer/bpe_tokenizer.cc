@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <queue>
 
+#include "folio/core/utf8.h"
 #include "folio/tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/unicode.h"
@@ -209,7 +210,7 @@ Tokenizer::Tokenizer(std::shared_ptr<const TokenizerImpl> impl) : impl_(std::mov
 Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool add_special_tokens,
                                                bool allow_special) const {
   const TokenizerImpl& t = *impl_;
-  if (const size_t bad = unicode::FirstInvalidUtf8(text); bad != std::string_view::npos) {
+  if (const size_t bad = utf8::FirstInvalid(text); bad != std::string_view::npos) {
     return Status::InvalidArgument("text is not valid UTF-8 at byte " + std::to_string(bad) +
                                    " of " + std::to_string(text.size()));
   }

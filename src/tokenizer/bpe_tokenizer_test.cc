@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "folio/core/utf8.h"
 #include "folio/tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
@@ -50,7 +51,7 @@ std::string StreamAll(const Tokenizer& tok, const Ids& ids, bool skip) {
   std::string out;
   for (int32_t id : ids) {
     const std::string piece = dec.Push(id);
-    EXPECT_EQ(unicode::FirstInvalidUtf8(piece), std::string::npos);
+    EXPECT_EQ(utf8::FirstInvalid(piece), std::string::npos);
     out += piece;
   }
   return out + dec.Flush();
@@ -295,7 +296,7 @@ TEST(TokenizerStreaming, HoldsBackEmojiSplitAcrossTokens) {
   std::vector<std::string> pieces;
   for (int32_t id : ids) {
     pieces.push_back(dec.Push(id));
-    EXPECT_EQ(unicode::FirstInvalidUtf8(pieces.back()), std::string::npos);
+    EXPECT_EQ(utf8::FirstInvalid(pieces.back()), std::string::npos);
     out += pieces.back();
   }
   EXPECT_EQ(dec.Flush(), "");

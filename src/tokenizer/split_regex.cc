@@ -1,4 +1,5 @@
 #include "tokenizer/split_regex.h"
+#include "folio/core/utf8.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -158,7 +159,7 @@ Result<std::string> TranslateSplitPattern(std::string_view p) {
     return Status::ResourceExhausted("split regex is " + std::to_string(p.size()) +
                                      " bytes, limit " + std::to_string(kMaxSplitPatternBytes));
   }
-  if (const size_t bad = unicode::FirstInvalidUtf8(p); bad != std::string_view::npos) {
+  if (const size_t bad = utf8::FirstInvalid(p); bad != std::string_view::npos) {
     return Malformed("invalid UTF-8", bad);
   }
   std::string out;

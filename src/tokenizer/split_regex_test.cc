@@ -142,14 +142,6 @@ TEST(TokenizerUnicode, Categories) {
   EXPECT_EQ(unicode::MaskOfName(""), 0u);
 }
 
-TEST(TokenizerUnicode, FirstInvalidUtf8) {
-  EXPECT_EQ(unicode::FirstInvalidUtf8("abc\xE2\x96\x81"), std::string::npos);
-  EXPECT_EQ(unicode::FirstInvalidUtf8("a\xC0\xAF"), 1u);         // overlong
-  EXPECT_EQ(unicode::FirstInvalidUtf8("ab\xED\xA0\x80"), 2u);    // surrogate
-  EXPECT_EQ(unicode::FirstInvalidUtf8("\xF4\x90\x80\x80"), 0u);  // > U+10FFFF
-  EXPECT_EQ(unicode::FirstInvalidUtf8("a\xE2\x96"), 1u);         // truncated
-}
-
 TEST(TokenizerUnicode, LossyDecodingReplacesMaximalSubparts) {
   struct Case {
     std::string in, out;

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "folio/core/utf8.h"
 #include "folio/tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/tokenizer_json_internal.h"
@@ -238,7 +239,7 @@ Status LoadAddedTokens(const Json& list, const std::unordered_map<std::string, i
       return Status::ResourceExhausted(at + ".content is " + std::to_string(a.content.size()) +
                                        " bytes, limit " + std::to_string(kMaxTokenBytes));
     }
-    if (unicode::FirstInvalidUtf8(a.content) != std::string_view::npos) {
+    if (utf8::FirstInvalid(a.content) != std::string_view::npos) {
       return Corrupt(at + ".content", "not valid UTF-8");
     }
     if (!ids.insert(id).second) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "folio/core/utf8.h"
+
 namespace folio::tokenizer::unicode {
 namespace {
 
@@ -111,57 +113,6 @@ bool IsWordChar(char32_t cp) {
          (cp >= 0x1F170 && cp <= 0x1F189);
 }
 
-namespace {
-
-// A UTF-8 lead byte's sequence length (0: it starts no sequence) and the
-// allowed range of the second byte (Unicode Table 3-7), which excludes
-// overlongs, surrogates and code points past U+10FFFF.
-struct LeadByte {
-  size_t len = 0;
-  unsigned char lo = 0x80, hi = 0xBF;
-};
-
-LeadByte ClassifyLead(unsigned char c) {
-  LeadByte b;
-  if (c >= 0xC2 && c <= 0xDF) {
-    b.len = 2;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    b.len = 3;
-    if (c == 0xE0) b.lo = 0xA0;
-    if (c == 0xED) b.hi = 0x9F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    b.len = 4;
-    if (c == 0xF0) b.lo = 0x90;
-    if (c == 0xF4) b.hi = 0x8F;
-  }
-  return b;
-}
-
-}  // namespace
-
-size_t FirstInvalidUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    const LeadByte lead = ClassifyLead(c);
-    const size_t len = lead.len;
-    const unsigned char lo = lead.lo, hi = lead.hi;
-    if (len == 0) return i;
-    if (s.size() - i < len) return i;
-    const auto c1 = static_cast<unsigned char>(s[i + 1]);
-    if (c1 < lo || c1 > hi) return i;
-    for (size_t k = 2; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0u) != 0x80u) return i;
-    }
-    i += len;
-  }
-  return std::string_view::npos;
-}
-
 char32_t DecodeAt(std::string_view s, size_t i, size_t* len) {
   const auto c = static_cast<unsigned char>(s[i]);
   const size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
@@ -209,7 +160,7 @@ size_t AppendLossy(std::string_view bytes, bool final, std::string* out) {
       ++i;
       continue;
     }
-    const LeadByte lead = ClassifyLead(c);
+    const utf8::LeadByte lead = utf8::ClassifyLead(c);
     const size_t len = lead.len;
     const unsigned char lo = lead.lo, hi = lead.hi;
     if (len == 0) {  // a byte that starts nothing

@@ -85,10 +85,7 @@ bool IsNumeric(char32_t cp);
 // Rust regex's Unicode \w: Alphabetic, marks, Nd, Pc, Join_Control.
 bool IsWordChar(char32_t cp);
 
-// Offset of the first byte that does not start a well-formed UTF-8
-// sequence (overlong forms, surrogates and code points above U+10FFFF are
-// ill-formed), or npos.
-size_t FirstInvalidUtf8(std::string_view s);
+// (Well-formedness itself: utf8::FirstInvalid, folio/core/utf8.h.)
 // Decodes the code point at s[i] of a valid string; sets *len to its bytes.
 char32_t DecodeAt(std::string_view s, size_t i, size_t* len);
 // Decodes the code point that ends at s[end] of a valid string.
