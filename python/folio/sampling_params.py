@@ -62,7 +62,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Mapping, Optional, Union
 
 from folio import _folio
 
@@ -201,6 +201,23 @@ class SamplingParams:
             num_beams=beams, length_penalty=float(self.length_penalty),
             early_stopping=str(self.early_stopping).lower(),
             **{d["name"]: getattr(self, d["name"]) for d in _DECLARED})
+
+    @classmethod
+    def _from_engine(cls, p: Mapping[str, Any]) -> "SamplingParams":
+        """The SamplingParams of a request the server's parser shaped
+        (folio._folio.FrontEndGeneration.params, the engine's JSON form): the
+        shaped fields by hand, every declared one by name. Its stop tokens are
+        every id the engine would stop on (the model's end ids included unless
+        it ignores them), so it sets ignore_eos: nothing is to be added."""
+        declared = {d["name"]: p[d["name"]] for d in _DECLARED if d["name"] in p}
+        stops = list(declared.get("stop_token_ids") or [])
+        if not declared.get("ignore_eos", False):
+            stops += [t for t in p.get("eos_token_ids", []) if t not in stops]
+        declared.update(stop_token_ids=stops, ignore_eos=True)
+        return cls(temperature=p["temperature"], top_k=p["top_k"], top_p=p["top_p"],
+                   seed=p["seed"], max_tokens=p["max_tokens"],
+                   stop=list(p["stop_strings"]) or None,
+                   logprobs=p["top_logprobs"] if p["logprobs"] else None, **declared)
 
     @property
     def _samples(self) -> int:

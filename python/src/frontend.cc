@@ -199,27 +199,22 @@ void BindFrontEnd(nb::module_& m) {
       .def_prop_ro("prompt_token_ids", &FrontEndGeneration::prompt)
       .def_prop_ro("stream", &FrontEndGeneration::stream)
       .def_prop_ro("seed", &FrontEndGeneration::seed)
-      .def_prop_ro("params",
-                   [](const FrontEndGeneration& g) {
-                     const engine::RequestParams& p = g.params();
-                     nb::dict d;
-                     d["temperature"] = p.sampling.temperature;
-                     d["top_k"] = p.sampling.top_k;
-                     d["top_p"] = p.sampling.top_p;
-                     d["min_p"] = p.sampling.min_p;
-                     d["seed"] = p.seed;
-                     d["max_tokens"] = p.max_tokens;
-                     // Every id that ends it: the client's and, unless it
-                     // ignores them, the model's end ids.
-                     d["stop_token_ids"] = engine::StopTokenIds(p);
-                     d["stop"] = p.stop_strings;
-                     d["logprobs"] = p.logprobs ? std::optional<uint64_t>(p.top_logprobs)
-                                                : std::optional<uint64_t>();
-                     d["n"] = p.n;
-                     d["num_beams"] = p.beam.num_beams;
-                     d["num_draft_tokens"] = p.num_draft_tokens;
-                     return d;
-                   })
+      .def_prop_ro(
+          "params",
+          [](const FrontEndGeneration& g) {
+            // The engine's own JSON form (engine::RequestParamsToJson, as a
+            // KV snapshot carries it: the declared parameters by name),
+            // plus what a snapshot does not carry.
+            const engine::RequestParams& p = g.params();
+            nlohmann::json j = engine::RequestParamsToJson(p);
+            j["n"] = p.n;
+            j["num_beams"] = p.beam.num_beams;
+            j["num_draft_tokens"] =
+                p.num_draft_tokens ? nlohmann::json(*p.num_draft_tokens) : nlohmann::json(nullptr);
+            return nb::module_::import_("json").attr("loads")(nb::str(j.dump().c_str()));
+          },
+          "The request's parameters as the engine holds them (a dict): "
+          "SamplingParams._from_engine makes them a SamplingParams.")
       .def("accept", &FrontEndGeneration::Accept, nb::arg("prompt_tokens"))
       .def("output", &FrontEndGeneration::Output, nb::arg("tokens"), nb::arg("text"),
            nb::arg("logprobs"), nb::arg("finish").none())

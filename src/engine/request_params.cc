@@ -4,6 +4,8 @@
 #include <cmath>
 #include <sstream>
 
+#include "folio/format/json_fields.h"
+
 namespace folio::engine {
 
 bool IsStopToken(const RequestParams& params, int32_t token) {
@@ -33,6 +35,27 @@ std::vector<RequestParamInfo> RequestParamInfos() {
 }
 
 namespace {
+
+// A declared field; absent (a snapshot from before it was declared) keeps
+// its default.
+Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
+                    const RequestParamInfo& info, double& out) {
+  if (!j.contains(std::string(info.name))) return Status::Ok();
+  FOLIO_ASSIGN_OR_RETURN(out, f.Double(std::string(info.name).c_str()));
+  return Status::Ok();
+}
+Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
+                    const RequestParamInfo& info, bool& out) {
+  if (!j.contains(std::string(info.name))) return Status::Ok();
+  FOLIO_ASSIGN_OR_RETURN(out, f.Bool(std::string(info.name).c_str()));
+  return Status::Ok();
+}
+Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
+                    const RequestParamInfo& info, TokenIds& out) {
+  if (!j.contains(std::string(info.name))) return Status::Ok();
+  FOLIO_ASSIGN_OR_RETURN(out, f.Tokens(std::string(info.name).c_str()));
+  return Status::Ok();
+}
 
 std::string Num(double x) {
   std::ostringstream s;
@@ -77,6 +100,45 @@ Status ValidateRequestParams(const RequestParams& params, uint64_t vocab_size) {
   Checker check{vocab_size, Status::Ok()};
   ForEachRequestParam(params, check);
   return check.status;
+}
+
+nlohmann::json RequestParamsToJson(const RequestParams& p) {
+  nlohmann::json j = {{"temperature", p.sampling.temperature},
+                      {"top_k", p.sampling.top_k},
+                      {"top_p", p.sampling.top_p},
+                      {"max_tokens", p.max_tokens},
+                      {"seed", p.seed},
+                      {"eos_token_ids", p.eos_token_ids},
+                      {"stop_strings", p.stop_strings},
+                      {"logprobs", p.logprobs},
+                      {"top_logprobs", p.top_logprobs}};
+  ForEachRequestParam(p, [&j](const RequestParamInfo& info, const auto& value) {
+    j[std::string(info.name)] = value;
+  });
+  return j;
+}
+
+Result<RequestParams> RequestParamsFromJson(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) return Status::InvalidArgument(where + ": params is not an object");
+  const format::JsonFields f(j, where + " params");
+  RequestParams p;
+  FOLIO_ASSIGN_OR_RETURN(p.sampling.temperature, f.Double("temperature"));
+  FOLIO_ASSIGN_OR_RETURN(p.sampling.top_k, f.U64("top_k"));
+  FOLIO_ASSIGN_OR_RETURN(p.sampling.top_p, f.Double("top_p"));
+  FOLIO_ASSIGN_OR_RETURN(p.max_tokens, f.U64("max_tokens"));
+  FOLIO_ASSIGN_OR_RETURN(p.seed, f.U64("seed"));
+  if (j.contains("eos_token_ids")) {
+    FOLIO_ASSIGN_OR_RETURN(p.eos_token_ids, f.Tokens("eos_token_ids"));
+  }
+  FOLIO_ASSIGN_OR_RETURN(p.stop_strings, f.Strings("stop_strings"));
+  FOLIO_ASSIGN_OR_RETURN(p.logprobs, f.Bool("logprobs"));
+  FOLIO_ASSIGN_OR_RETURN(p.top_logprobs, f.U64("top_logprobs"));
+  Status declared;
+  ForEachRequestParam(p, [&](const RequestParamInfo& info, auto& value) {
+    if (declared.ok()) declared = ReadDeclared(f, j, info, value);
+  });
+  FOLIO_RETURN_IF_ERROR(declared);
+  return p;
 }
 
 std::string RequestParamsMarkdown() {

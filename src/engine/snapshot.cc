@@ -36,68 +36,6 @@ Result<format::ElementType> ToElementType(DType d) {
                                " has no snapshot encoding");
 }
 
-// The fields front ends shape, then every declared one (engine/
-// request_params.h) under its own name.
-json ParamsJson(const RequestParams& p) {
-  json j = {{"temperature", p.sampling.temperature},
-            {"top_k", p.sampling.top_k},
-            {"top_p", p.sampling.top_p},
-            {"max_tokens", p.max_tokens},
-            {"seed", p.seed},
-            {"eos_token_ids", p.eos_token_ids},
-            {"stop_strings", p.stop_strings},
-            {"logprobs", p.logprobs},
-            {"top_logprobs", p.top_logprobs}};
-  ForEachRequestParam(p, [&j](const RequestParamInfo& info, const auto& value) {
-    j[std::string(info.name)] = value;
-  });
-  return j;
-}
-
-// A declared field; absent (a snapshot from before it was declared) keeps
-// its default.
-Status ReadDeclared(const format::JsonFields& f, const json& j, const RequestParamInfo& info,
-                    double& out) {
-  if (!j.contains(std::string(info.name))) return Status::Ok();
-  FOLIO_ASSIGN_OR_RETURN(out, f.Double(std::string(info.name).c_str()));
-  return Status::Ok();
-}
-Status ReadDeclared(const format::JsonFields& f, const json& j, const RequestParamInfo& info,
-                    bool& out) {
-  if (!j.contains(std::string(info.name))) return Status::Ok();
-  FOLIO_ASSIGN_OR_RETURN(out, f.Bool(std::string(info.name).c_str()));
-  return Status::Ok();
-}
-Status ReadDeclared(const format::JsonFields& f, const json& j, const RequestParamInfo& info,
-                    TokenIds& out) {
-  if (!j.contains(std::string(info.name))) return Status::Ok();
-  FOLIO_ASSIGN_OR_RETURN(out, f.Tokens(std::string(info.name).c_str()));
-  return Status::Ok();
-}
-
-Result<RequestParams> ParseParams(const json& j, const std::string& where) {
-  if (!j.is_object()) return Status::InvalidArgument(where + ": params is not an object");
-  const format::JsonFields f(j, where + " params");
-  RequestParams p;
-  FOLIO_ASSIGN_OR_RETURN(p.sampling.temperature, f.Double("temperature"));
-  FOLIO_ASSIGN_OR_RETURN(p.sampling.top_k, f.U64("top_k"));
-  FOLIO_ASSIGN_OR_RETURN(p.sampling.top_p, f.Double("top_p"));
-  FOLIO_ASSIGN_OR_RETURN(p.max_tokens, f.U64("max_tokens"));
-  FOLIO_ASSIGN_OR_RETURN(p.seed, f.U64("seed"));
-  if (j.contains("eos_token_ids")) {
-    FOLIO_ASSIGN_OR_RETURN(p.eos_token_ids, f.Tokens("eos_token_ids"));
-  }
-  FOLIO_ASSIGN_OR_RETURN(p.stop_strings, f.Strings("stop_strings"));
-  FOLIO_ASSIGN_OR_RETURN(p.logprobs, f.Bool("logprobs"));
-  FOLIO_ASSIGN_OR_RETURN(p.top_logprobs, f.U64("top_logprobs"));
-  Status declared;
-  ForEachRequestParam(p, [&](const RequestParamInfo& info, auto& value) {
-    if (declared.ok()) declared = ReadDeclared(f, j, info, value);
-  });
-  FOLIO_RETURN_IF_ERROR(declared);
-  return p;
-}
-
 // The pool pages a snapshot carries, numbered in order of first use, and
 // how many slots of each some sequence wrote.
 struct SnapshotPages {
@@ -264,7 +202,7 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
     q.block_table = pages.Add(cache.block_table(*r.seq), r.num_computed, kc.page_size);
     q.request = {{"prompt", r.prompt()},
                  {"output", r.output()},
-                 {"params", ParamsJson(o.params)},
+                 {"params", RequestParamsToJson(o.params)},
                  {"rng_state", o.rng.state()},
                  {"text_sent", o.text_sent}};
     s.sequences.push_back(std::move(q));
@@ -283,7 +221,7 @@ Result<Engine::Continued> Engine::StageSnapshotSequence(const format::SnapshotSe
   if (params_json == q.request.end()) {
     return Status::InvalidArgument(where + ": params is missing");
   }
-  FOLIO_ASSIGN_OR_RETURN(RequestParams params, ParseParams(*params_json, where));
+  FOLIO_ASSIGN_OR_RETURN(RequestParams params, RequestParamsFromJson(*params_json, where));
   FOLIO_ASSIGN_OR_RETURN(uint64_t rng_state, f.U64("rng_state"));
   FOLIO_ASSIGN_OR_RETURN(uint64_t text_sent, f.U64("text_sent"));
   const uint64_t num_prompt = prompt.size(), num_output = output.size();

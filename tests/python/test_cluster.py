@@ -331,6 +331,9 @@ def test_http_front_end_answers_as_folio_serve(ray_local):
         ("/v1/completions", {**seeded, "prompt": "abc", "stop": ["a"], "stream": True,
                              "stream_options": {"include_usage": True}}),
         ("/v1/completions", {**seeded, "prompt": [0, 70, 71], "max_tokens": 1}),
+        # The declared parameters (engine/request_params.h) pass through.
+        ("/v1/completions", {**seeded, "prompt": "abc", "min_p": 0.2, "stop_token_ids": [101],
+                             "ignore_eos": True}),
         ("/v1/chat/completions", {**seeded, "messages": [{"role": "user", "content": "hi"}],
                                   "logprobs": True, "top_logprobs": 3}),
         ("/v1/chat/completions", {**seeded, "messages": [{"role": "user", "content": "yo"}],
@@ -376,9 +379,9 @@ def test_http_front_end_answers_as_folio_serve(ray_local):
         cluster.shutdown()
     for (path, body), g, w in zip(bodies, got, want):
         assert g == w, (path, body)
-    assert [w[0] for w in want] == [200] * 5 + [400, 400, 404, 400, 400]
+    assert [w[0] for w in want] == [200] * 6 + [400, 400, 404, 400, 400]
     assert models == want_models
-    assert b"folio_cluster_handoffs 4.0" in metrics
+    assert b"folio_cluster_handoffs 5.0" in metrics
     status, headers, payload = busy
     assert status == 429 and headers.get("Retry-After") == "1"
     assert json.loads(payload)["error"]["type"] == "rate_limit_error"

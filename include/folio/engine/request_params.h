@@ -23,6 +23,7 @@
 #define FOLIO_ENGINE_REQUEST_PARAMS_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -87,6 +88,17 @@ std::vector<RequestParamInfo> RequestParamInfos();
 // and in range, at most hi token ids, each in [0, vocab_size).
 // InvalidArgument or OutOfRange naming the parameter.
 Status ValidateRequestParams(const RequestParams& params, uint64_t vocab_size);
+
+// A request's parameters as JSON, as KV snapshots carry them and the
+// cluster's front end hands them on: the fields front ends shape
+// (temperature, top_k, top_p, max_tokens, seed, eos_token_ids,
+// stop_strings, logprobs, top_logprobs), then every declared one under its
+// own name. Not carried: n, beams, drafts, prompt logits (a snapshot holds
+// one plain stream).
+nlohmann::json RequestParamsToJson(const RequestParams& params);
+// Back; errors name `where` and the field. A declared field that is absent
+// (written before it was declared) keeps its default.
+Result<RequestParams> RequestParamsFromJson(const nlohmann::json& j, const std::string& where);
 
 // The docs' table (docs/request-params.md): a Markdown table of name,
 // type, range and documentation, one row per parameter.

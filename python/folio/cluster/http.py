@@ -105,11 +105,7 @@ class ClusterServer:
         if p["n"] != 1 or p["num_beams"]:
             return _refused(gen, "the cluster serves one sample per request (n = 1, no beam "
                             "search)")
-        sp = SamplingParams(
-            temperature=p["temperature"], top_k=p["top_k"], top_p=p["top_p"], min_p=p["min_p"],
-            seed=p["seed"], max_tokens=p["max_tokens"], stop=list(p["stop"]) or None,
-            stop_token_ids=list(p["stop_token_ids"]), logprobs=p["logprobs"],
-            ignore_eos=True)  # the parser already put the model's stop ids in
+        sp = SamplingParams._from_engine(p)
         stream = self.cluster.generate({"prompt_token_ids": list(gen.prompt_token_ids)}, sp)
         try:
             first = await stream.__anext__()
