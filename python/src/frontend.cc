@@ -211,7 +211,8 @@ void BindFrontEnd(nb::module_& m) {
             j["num_beams"] = p.beam.num_beams;
             j["num_draft_tokens"] =
                 p.num_draft_tokens ? nlohmann::json(*p.num_draft_tokens) : nlohmann::json(nullptr);
-            return nb::module_::import_("json").attr("loads")(nb::str(j.dump().c_str()));
+            return nb::cast<nb::dict>(
+                nb::module_::import_("json").attr("loads")(nb::str(j.dump().c_str())));
           },
           "The request's parameters as the engine holds them (a dict): "
           "SamplingParams._from_engine makes them a SamplingParams.")
