@@ -1,8 +1,10 @@
 #include "cli/engine_flags.h"
 
+#include <algorithm>
 #include <iostream>
 #include <type_traits>
 
+#include "folio/core/checked_math.h"
 #include "folio/engine/request_params.h"
 
 namespace folio::cli {
@@ -79,6 +81,15 @@ void AddRequestParamFlags(CLI::App& cmd, engine::RequestParams& params) {
       cmd.add_option(flag, member, doc + " (comma-separated)")->delimiter(',');
     }
   });
+}
+
+void SizeForOneRequest(uint64_t capacity, uint64_t prompt_tokens, serving::EngineArgs& a) {
+  a.page_size = std::max<uint64_t>(1, std::min(a.page_size, capacity));
+  a.num_pages = std::max<uint64_t>(1, CeilDiv(capacity, a.page_size));
+  a.kv_bytes.reset();
+  a.max_num_batched_tokens = std::max<uint64_t>({prompt_tokens, 1, 1 + a.speculative_tokens});
+  a.max_num_seqs = 1;
+  a.prefix_caching = false;
 }
 
 int Fail(std::string_view command, const Status& s) {

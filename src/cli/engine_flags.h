@@ -36,6 +36,12 @@ void AddEngineFlags(CLI::App& cmd, serving::EngineArgs& args, const EngineFlagSe
 // --ignore-eos), bound to `params`; the engine checks the values.
 void AddRequestParamFlags(CLI::App& cmd, engine::RequestParams& params);
 
+// An engine for one request at a time over `capacity` positions: the
+// prompt prefilled in one step, no prefix caching (one request shares
+// nothing), the pool just large enough (generate and logits, the path
+// serving uses).
+void SizeForOneRequest(uint64_t capacity, uint64_t prompt_tokens, serving::EngineArgs& args);
+
 // --chat-template FILE (serve, chat).
 void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value);
 // --tokenizer-pre NAME (tokenize, which runs no engine).

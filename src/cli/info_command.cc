@@ -1,0 +1,99 @@
+#include "cli/info_command.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/engine_flags.h"
+#include "folio/checkpoint/model_io.h"
+#include "folio/model/model.h"
+#include "folio/model/tensor.h"
+
+namespace folio::cli {
+namespace {
+
+// Errors read "folio: ...", as they always have for this command.
+constexpr std::string_view kCommand = "";
+
+}  // namespace
+
+CLI::App* AddInfoCommand(CLI::App& app, InfoFlags& f) {
+  CLI::App* cmd = app.add_subcommand("info", "architecture, sizes, dtypes, KV bytes per token");
+  cmd->add_option("model", f.path, "model folder or .gguf file")->required();
+  return cmd;
+}
+
+int RunInfo(const InfoFlags& f) {
+  const std::string& path = f.path;
+  Result<model::Model> m = checkpoint::LoadModel(path);
+  if (!m) return Fail(kCommand, m.error());
+  const model::ModelConfig& c = m->config();
+  // Per stored type: tensors, elements, bytes and bits per weight (a
+  // quantized type's scales included), and the same for the whole model.
+  struct TypeTotals {
+    uint64_t tensors = 0, elements = 0, bytes = 0;
+  };
+  std::map<std::string, TypeTotals> by_type;
+  uint64_t total_bytes = 0, total_elements = 0;
+  model::ForEachTensor(
+      c, m->weights(),
+      [&](const std::string&, const std::vector<uint64_t>& shape, const model::Tensor& t) {
+        uint64_t elements = 1;
+        for (const uint64_t d : shape) elements *= d;
+        TypeTotals& tt = by_type[std::string(model::TensorTypeName(t.type))];
+        ++tt.tensors;
+        tt.elements += elements;
+        tt.bytes += t.bytes.size();
+        total_bytes += t.bytes.size();
+        total_elements += elements;
+      });
+  auto bits_per_weight = [](uint64_t bytes, uint64_t elements) {
+    return elements == 0 ? 0.0 : 8.0 * static_cast<double>(bytes) / static_cast<double>(elements);
+  };
+  nlohmann::json bytes_by_type, types;
+  for (const auto& [name, tt] : by_type) {
+    bytes_by_type[name] = tt.bytes;
+    types[name] = {{"tensors", tt.tensors},
+                   {"elements", tt.elements},
+                   {"bytes", tt.bytes},
+                   {"bits_per_weight", bits_per_weight(tt.bytes, tt.elements)}};
+  }
+  const uint64_t kv_elems_per_token = 2 * c.num_layers * c.num_kv_heads * c.head_dim();
+  nlohmann::json j = {
+      {"path", path},
+      {"architecture", model::ArchitectureName(c.architecture)},
+      {"layers", c.num_layers},
+      {"hidden_size", c.hidden_size},
+      {"num_heads", c.num_heads},
+      {"num_kv_heads", c.num_kv_heads},
+      {"head_dim", c.head_dim()},
+      {"ffn_size", c.ffn_size},
+      {"vocab_size", c.vocab_size},
+      {"max_positions", c.max_positions},
+      {"rope",
+       {{"theta", c.rope_theta},
+        {"style", c.rope_style == model::RopeStyle::kNeox ? "neox" : "interleaved"}}},
+      {"tie_embeddings", c.tie_embeddings},
+      {"sliding_window", c.window},
+      {"parameters", c.ParameterCount()},
+      {"weight_bytes", total_bytes},
+      {"weight_bytes_by_type", bytes_by_type},
+      {"weight_types", types},
+      {"bits_per_weight", bits_per_weight(total_bytes, total_elements)},
+      {"kv_bytes_per_token", {{"f32", kv_elems_per_token * 4}, {"bf16", kv_elems_per_token * 2}}},
+  };
+  std::cout << j.dump(2) << "\n";
+  return 0;
+}
+
+}  // namespace folio::cli

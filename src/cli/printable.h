@@ -1,0 +1,30 @@
+// Terminal output of bytes a model produced.
+#ifndef FOLIO_CLI_PRINTABLE_H_
+#define FOLIO_CLI_PRINTABLE_H_
+
+#include <cstdio>
+#include <string>
+#include <string_view>
+
+namespace folio::cli {
+
+// Printable ASCII as is; every other byte as \xNN, so an untrained model's
+// output stays readable on a terminal.
+inline std::string Printable(std::string_view bytes) {
+  std::string out;
+  for (char ch : bytes) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (u >= 0x20 && u < 0x7f) {
+      out += ch;
+    } else {
+      char buf[5];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+}  // namespace folio::cli
+
+#endif  // FOLIO_CLI_PRINTABLE_H_
