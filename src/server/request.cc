@@ -11,6 +11,7 @@
 #include "folio/engine/request_params.h"
 #include "folio/sampling/sampler.h"
 #include "folio/tokenizer/byte_tokenizer.h"
+#include "server/json_body.h"
 
 namespace folio::server {
 namespace {
@@ -423,8 +424,9 @@ namespace {
 
 // The body as a JSON object and its "model" checked, or the error.
 std::variant<json, ApiError> ObjectWithModel(std::string_view body, const ModelInfo& m) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidField("", "the request body is not valid JSON");
+  Result<json> parsed = ParseJsonBody(body);
+  if (!parsed.ok()) return InvalidField("", parsed.error().message());
+  json j = std::move(*parsed);
   if (!j.is_object()) return InvalidField("", "the request body must be a JSON object");
   std::optional<std::string> model_name;
   FOLIO_RETURN_API_ERROR(Fields(j).String("model", model_name));
@@ -513,8 +515,9 @@ bool ModelInfo::Serves(std::string_view model) const {
 
 ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelInfo& m) {
   FOLIO_CHECK(m.tokenizer != nullptr);
-  const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidField("", "the request body is not valid JSON");
+  Result<json> parsed = ParseJsonBody(body);
+  if (!parsed.ok()) return InvalidField("", parsed.error().message());
+  const json j = std::move(*parsed);
   if (!j.is_object()) return InvalidField("", "the request body must be a JSON object");
   const bool chat = endpoint == Endpoint::kChat;
   const Fields f(j);

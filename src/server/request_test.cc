@@ -410,7 +410,15 @@ TEST(ParseRequest, InvalidUtf8StringsAreRefusedNotCrashed) {
 TEST(ParseRequest, DeepNestingIsRefusedNotCrashed) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   ApiError e = Err(kC, R"({"prompt": )" + deep + "}");
-  EXPECT_EQ(e.param, "prompt");
+  // Refused while parsing (server/json_body.h bounds the depth), before any
+  // field is read.
+  EXPECT_EQ(e.param, "");
+  EXPECT_NE(e.message.find("nests deeper than"), std::string::npos) << e.message;
+}
+
+TEST(ParseRequest, ADuplicateKeyIsRefusedByName) {
+  ApiError e = Err(kC, R"({"prompt": "a", "max_tokens": 2, "prompt": "b"})");
+  EXPECT_NE(e.message.find("\"prompt\" twice"), std::string::npos) << e.message;
 }
 
 }  // namespace
