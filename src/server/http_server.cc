@@ -7,6 +7,8 @@
 //   -> read body (deadline: read_timeout; size bounded while reading,
 //   chunked or not) -> route
 //   -> simple route: answer at once
+//   -> /tokenize, /detokenize: answered on the work pool (their cost grows
+//      with the body)
 //   -> generation: parse and submit on the work pool (tokenizing a large
 //      prompt must not hold an I/O thread), then follow the request's
 //      Channel: the engine thread's Push posts a wake-up to the strand,
@@ -262,14 +264,21 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto& req = parser_->get();
     const std::string_view path = Path(req);
     const Route route = FindRoute(View(req.method_string()), path);
+    if (route == Route::kTokenize || route == Route::kDetokenize) {
+      // Work that grows with the body (parsing, tokenizing a 1 MiB prompt)
+      // runs on the work pool, as generation requests do, so /health and
+      // every other connection never wait behind it.
+      net::post(state_.work, [self = shared_from_this(), route, path = std::string(path),
+                              body = std::move(parser_->get().body())] {
+        Reply reply = self->Answer(route, path, body);
+        net::post(self->socket_.get_executor(), [self, reply = std::move(reply)]() mutable {
+          if (!self->closed_) self->Send(std::move(reply), !self->keep_alive_);
+        });
+      });
+      return;
+    }
     if (route != Route::kCompletions && route != Route::kChat) {
-      Reply reply;
-      try {
-        reply = state_.api.Answer(route, path, req.body());
-      } catch (const std::exception& e) {
-        reply = state_.api.Refuse(ServerError(500, "server_error", e.what()));
-      }
-      return Send(std::move(reply), !keep_alive_);
+      return Send(Answer(route, path, req.body()), !keep_alive_);
     }
     ++state_.generating;
     generating_ = true;
@@ -286,6 +295,15 @@ class Session : public std::enable_shared_from_this<Session> {
         self->OnSubmitted(std::move(submitted));
       });
     });
+  }
+
+  // Api::Answer, an exception becoming a 500.
+  Reply Answer(Route route, std::string_view path, std::string_view body) {
+    try {
+      return state_.api.Answer(route, path, body);
+    } catch (const std::exception& e) {
+      return state_.api.Refuse(ServerError(500, "server_error", e.what()));
+    }
   }
 
   void OnSubmitted(std::variant<Generation, Reply> submitted) {
