@@ -5,6 +5,10 @@ prints one JSON object (per attack: the answers seen, /health latency
 while the attack runs, the server's RSS growth) and exits 1 when a target
 is missed.
 
+Attacks: slowloris, idle keep-alives, a 2 GB Content-Length, a 256 MiB
+chunked body, a gzip bomb, a header flood, a body of 60,000 keys, 1 MB
+one-word prompts to /tokenize, 64 streams, SIGTERM under a slow client.
+
 Targets: /health p99 under 100 ms during every attack, server RSS growth
 under 64 MiB across the suite, every attack answered with the documented
 status, no KV page held afterwards (/metrics), and SIGTERM under a slow
@@ -245,6 +249,36 @@ async def streams(port, n, max_tokens):
     return {"streams": n, "statuses": count(await asyncio.gather(*(one(i) for i in range(n))))}
 
 
+async def post_bodies(port, path, body, clients, each):
+    """`clients` connections, each POSTing `body` to `path` `each` times in a
+    row (keep-alive), reading every reply."""
+    head = (b"POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: %d\r\n\r\n" % (path.encode(), len(body)))
+
+    async def one():
+        c = await open_conn(port)
+        if not c:
+            return [None]
+        r, w = c
+        statuses = []
+        for _ in range(each):
+            w.write(head + body)
+            try:
+                reply = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 120)
+                m = re.match(rb"HTTP/1\.[01] (\d+)", reply)
+                statuses.append(int(m.group(1)) if m else None)
+                length = re.search(rb"(?i)content-length: *(\d+)", reply)
+                await asyncio.wait_for(r.readexactly(int(length.group(1)) if length else 0), 120)
+            except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError,
+                    asyncio.LimitOverrunError):
+                statuses.append(None)
+                break
+        w.close()
+        return statuses
+    results = await asyncio.gather(*(one() for _ in range(clients)))
+    return {"requests": clients * each, "statuses": count([s for r in results for s in r])}
+
+
 def count(items):
     out = {}
     for x in items:
@@ -306,6 +340,17 @@ async def suite(folio, scale):
             ("gzip_bomb", lambda: gzip_bomb(port, bomb), lambda r: r["status"] == 415),
             ("header_flood", lambda: header_flood(port, int(200 * scale) + 4),
              lambda r: r["status"] == 431),
+            # Bodies inside the 1 MiB limit that cost time to read: an object
+            # of 60,000 keys (quadratic in nlohmann's ordered parser), and
+            # 1 MB one-word prompts to /tokenize (tokenizer work).
+            ("keys_60k", lambda: post_bodies(
+                port, "/v1/completions",
+                ("{" + ",".join(f'"k{i}":1' for i in range(60000)) + "}").encode(), 2, 2),
+             lambda r: r["statuses"].get("400", 0) == r["requests"]),
+            ("tokenize_1mb_words", lambda: post_bodies(
+                port, "/tokenize", json.dumps({"prompt": "a" * 1000000}).encode(), 2,
+                max(2, int(10 * scale))),
+             lambda r: r["statuses"].get("200", 0) == r["requests"]),
             ("streams_64", lambda: streams(port, n(64), 256),
              # past --max-queue (32) waiting requests the answer is 429
              lambda r: r["statuses"].get("200", 0) + r["statuses"].get("429", 0) == r["streams"]),
