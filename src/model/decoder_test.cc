@@ -84,7 +84,9 @@ TEST(Decoder, PagedAndContiguousLogitsAgreeBitForBit) {
       auto dense = Placed(WorkedModel(), 12, {0}, 1, dtype);
       const auto got = Append(dec, paged, Document());
       EXPECT_EQ(got, Append(dec, dense, Document())) << "page_size " << layout.page_size;
-      if (dtype == DType::kF32) EXPECT_EQ(got, want) << "page_size " << layout.page_size;
+      if (dtype == DType::kF32) {
+        EXPECT_EQ(got, want) << "page_size " << layout.page_size;
+      }
     }
   }
 }
