@@ -20,7 +20,7 @@
 #include "bench/speculative_bench.h"
 #include "bench/svg_plot.h"
 #include "bench/timing.h"
-#include "folio/kv/page_table.h"
+#include "folio/kv/paged_kv_cache.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
 #include "folio/ops/weight_type.h"
@@ -361,15 +361,28 @@ TEST(DecodeBench, SyntheticWeightsMakeAModelThatDecodes) {
   ASSERT_TRUE(w.ok()) << w.status().ToString();
   Result<model::Model> m = model::Model::Create(c, std::move(*w), true);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  model::Decoder<float> decoder(*m, &pool);
-  Result<kv::PageTableLayout> layout = kv::PageTableLayout::Identity(8, 4);
-  ASSERT_TRUE(layout.ok());
-  Result<model::DecoderCache> cache = model::DecoderCache::Create(*m, *layout, 1, DType::kBF16);
+  model::Decoder decoder(*m, &pool);
+  kv::PagedKvCacheConfig kc;
+  kc.num_layers = c.num_layers;
+  kc.num_kv_heads = c.num_kv_heads;
+  kc.head_dim = c.head_dim();
+  kc.page_size = 4;
+  kc.num_pages = 2;
+  kc.dtype = DType::kBF16;
+  Result<kv::PagedKvCache> cache = kv::PagedKvCache::Create(kc);
   ASSERT_TRUE(cache.ok()) << cache.status().ToString();
-  const std::vector<int32_t> prompt = {1, 2, 3};
-  ASSERT_TRUE(decoder.Prefill(*cache, prompt, model::LogitRows::kLast).ok());
-  const int32_t next = 4;
-  Result<std::vector<float>> logits = decoder.Decode(*cache, std::span<const int32_t>(&next, 1));
+  const kv::SeqId seq = cache->AddSequence();
+  auto step = [&](std::vector<int32_t> tokens) -> Result<std::vector<float>> {
+    const std::pair<kv::SeqId, uint64_t> request{seq, tokens.size()};
+    FOLIO_ASSIGN_OR_RETURN(auto plan, cache->PrepareAppend(std::span(&request, 1)));
+    if (!plan) return Status::ResourceExhausted("pool too small");
+    FOLIO_ASSIGN_OR_RETURN(auto meta, cache->BuildBatchMetadata(std::span(&seq, 1), &*plan));
+    auto logits = decoder.Step(*cache, meta, tokens);
+    cache->Commit(*plan);
+    return logits;
+  };
+  ASSERT_TRUE(step({1, 2, 3}).ok());
+  Result<std::vector<float>> logits = step({4});
   ASSERT_TRUE(logits.ok()) << logits.status().ToString();
   EXPECT_EQ(logits->size(), c.vocab_size);
 }

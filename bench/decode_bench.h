@@ -1,5 +1,5 @@
 // `folio bench decode`: prefill and decode tokens/s of the full model
-// forward pass (folio::model::Decoder<float> over a paged DecoderCache), for
+// forward pass (folio::model::Decoder over a paged KV cache), for
 // each thread count, set against the decode floor: the weight bytes every
 // decoded token must read over the memory bandwidth measured in the same
 // run. Without --model it builds a synthetic Llama-style model of about 1B

@@ -6,8 +6,8 @@
 
 #include "folio/checkpoint/model_io.h"
 #include "folio/checkpoint/safetensors.h"
-#include "folio/model/decoder.h"
 #include "folio/model/model.h"
+#include "reference/float64_decoder.h"
 
 namespace folio::checkpoint {
 namespace {
@@ -51,8 +51,8 @@ TEST_F(ModelIoTest, RoundTripPreservesIdAndLogits) {
   EXPECT_EQ(loaded->id(), model.id());
   EXPECT_EQ(loaded->config(), model.config());
   const std::vector<int32_t> tokens = {0, 99, 100, 101};
-  EXPECT_EQ(*Decoder<double>(*loaded).Forward(tokens, 1),
-            *Decoder<double>(model).Forward(tokens, 1));
+  EXPECT_EQ(*reference::Float64Decoder(*loaded).Forward(tokens, 1),
+            *reference::Float64Decoder(model).Forward(tokens, 1));
 }
 
 TEST_F(ModelIoTest, WritesHuggingFaceNamesAndShapes) {

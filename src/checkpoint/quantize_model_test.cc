@@ -13,8 +13,8 @@
 
 #include "folio/checkpoint/model_io.h"
 #include "folio/core/str_cat.h"
-#include "folio/model/decoder.h"
 #include "folio/ops/quantize.h"
+#include "reference/float64_decoder.h"
 
 namespace folio::checkpoint {
 namespace {
@@ -238,8 +238,8 @@ TEST_F(QuantizeModelTest, AnF32GgufComputesWhatTheFolderComputes) {
       EXPECT_EQ(gguf->config().rope_style, model::TraitsOf(arch).gguf_rope_style);
       EXPECT_EQ(gguf->config().tie_embeddings, tied);
       const std::vector<int32_t> tokens = {1, 17, 250, 3, 99};
-      const std::vector<double> want = *model::Decoder<double>(*hf).Forward(tokens, 1);
-      const std::vector<double> got = *model::Decoder<double>(*gguf).Forward(tokens, 1);
+      const std::vector<double> want = *reference::Float64Decoder(*hf).Forward(tokens, 1);
+      const std::vector<double> got = *reference::Float64Decoder(*gguf).Forward(tokens, 1);
       ASSERT_EQ(got.size(), want.size());
       double scale = 0.0, diff = 0.0;
       for (size_t i = 0; i < want.size(); ++i) {

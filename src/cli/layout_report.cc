@@ -9,11 +9,15 @@
 #include <map>
 #include <set>
 
-#include "folio/engine/generate.h"
+#include "folio/core/checked_math.h"
+#include "folio/core/splitmix64.h"
 #include "folio/kv/page_table.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
+#include "folio/sampling/sampler.h"
 #include "folio/tokenizer/byte_tokenizer.h"
+#include "reference/float64_decoder.h"
+#include "reference/placed_cache.h"
 
 namespace folio::cli {
 namespace {
@@ -134,15 +138,55 @@ json PayloadJson(const kv::PayloadAccounting& a) {
               {"inactive_page_payload_bytes", a.inactive_page_payload_bytes}};
 }
 
-json PhysicalPagesJson(const kv::PageTableLayout& layout, uint64_t live) {
-  const uint64_t p = layout.page_size();
-  std::vector<uint64_t> logical_of(layout.num_pages());
-  for (uint64_t lp = 0; lp < layout.num_pages(); ++lp) logical_of[layout.table()[lp]] = lp;
+// The worked example's fixed layout: every one of the N = ceil(C / P) pages
+// reserved up front, and the table a permutation of 0..N-1, so no path
+// yields an aliasing map. Positions in [C, N * P) have slots but are not
+// addressable.
+Status CheckPageTable(uint64_t capacity, uint64_t page_size, std::span<const uint64_t> table) {
+  if (capacity == 0) {
+    return Status::InvalidArgument("capacity must be > 0 (got 0)");
+  }
+  if (page_size == 0) {
+    return Status::InvalidArgument("page_size must be > 0 (got 0)");
+  }
+  const uint64_t num_pages = CeilDiv(capacity, page_size);
+  if (!CheckedMul(num_pages, page_size)) {
+    return Status::OutOfRange("capacity " + std::to_string(capacity) + " rounded up to pages of " +
+                              std::to_string(page_size) + " overflows uint64");
+  }
+  if (table.size() != num_pages) {
+    return Status::InvalidArgument("page table has " + std::to_string(table.size()) +
+                                   " entries; capacity " + std::to_string(capacity) +
+                                   " with page_size " + std::to_string(page_size) + " needs " +
+                                   std::to_string(num_pages));
+  }
+  std::vector<uint64_t> seen_at(num_pages, UINT64_MAX);
+  for (uint64_t i = 0; i < num_pages; ++i) {
+    const uint64_t phys = table[i];
+    if (phys >= num_pages) {
+      return Status::OutOfRange("page table entry " + std::to_string(i) + " is physical page " +
+                                std::to_string(phys) + ", but there are only " +
+                                std::to_string(num_pages) + " pages");
+    }
+    if (seen_at[phys] != UINT64_MAX) {
+      return Status::InvalidArgument("page table aliases physical page " + std::to_string(phys) +
+                                     " (entries " + std::to_string(seen_at[phys]) + " and " +
+                                     std::to_string(i) + ")");
+    }
+    seen_at[phys] = i;
+  }
+  return Status::Ok();
+}
+
+json PhysicalPagesJson(uint64_t capacity, uint64_t p, std::span<const uint64_t> table,
+                       uint64_t live) {
+  std::vector<uint64_t> logical_of(table.size());
+  for (uint64_t lp = 0; lp < table.size(); ++lp) logical_of[table[lp]] = lp;
   json pages = json::array();
-  for (uint64_t phys = 0; phys < layout.num_pages(); ++phys) {
+  for (uint64_t phys = 0; phys < table.size(); ++phys) {
     const uint64_t lp = logical_of[phys];
     const uint64_t first = lp * p;
-    const uint64_t end = std::min(first + p, layout.capacity());
+    const uint64_t end = std::min(first + p, capacity);
     const uint64_t live_here = live > first ? std::min(live, end) - first : 0;
     json positions = json::array();
     for (uint64_t pos = first; pos < end; ++pos) positions.push_back(pos);
@@ -166,8 +210,68 @@ double MaxAbsDiff(const std::vector<T>& a, const std::vector<T>& b) {
   return m;
 }
 
-json GenerationJson(const engine::GenerationResult& r, uint64_t final_length,
-                    uint64_t next_random) {
+// One selected token.
+struct GenerationStep {
+  uint64_t step = 0;          // 0 = the token selected after prefill
+  uint64_t num_inputs = 0;    // tokens fed in the forward pass before it
+  uint64_t cache_length = 0;  // cache length after that pass
+  int32_t token = 0;
+  double logit = 0;  // the selected token's logit
+};
+
+struct Generation {
+  std::vector<int32_t> tokens;  // selected tokens; an end token is not included
+  std::vector<GenerationStep> steps;
+  std::string stop_reason = "max_tokens";  // or "end_token", "capacity"
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_tokens = 0;
+};
+
+// Cached generation for one lane on the paged cache: prefill the prompt,
+// then select and feed one token at a time until the end token, the token
+// limit or the capacity. The token selected last is never fed back, so
+// stopping at the limit after k tokens from an m-token prompt leaves the
+// cache at m + k - 1 positions.
+template <typename T, typename Decoder>
+Result<Generation> Generate(const Decoder& decoder, reference::PlacedCache& cache,
+                            uint64_t capacity, std::span<const int32_t> prompt,
+                            const LayoutRunConfig& cfg, SplitMix64& rng) {
+  const sampling::SamplingParams params{cfg.temperature, cfg.top_k};
+  FOLIO_RETURN_IF_ERROR(params.Validate());
+  if (cfg.max_new_tokens == 0) return Status::InvalidArgument("max_new_tokens must be >= 1");
+  Generation result;
+  FOLIO_ASSIGN_OR_RETURN(std::vector<T> logits,
+                         reference::StepLanes(decoder, cache, prompt, model::LogitRows::kLast));
+  result.prefill_tokens = prompt.size();
+  uint64_t inputs = prompt.size();
+  while (true) {
+    FOLIO_ASSIGN_OR_RETURN(int32_t token,
+                           sampling::SelectToken<T>(std::span<const T>(logits), params, rng));
+    result.steps.push_back({result.steps.size(), inputs, cache.length(), token,
+                            static_cast<double>(logits[static_cast<size_t>(token)])});
+    if (token == tokenizer::ByteTokenizer::kEnd) {
+      result.stop_reason = "end_token";
+      break;
+    }
+    result.tokens.push_back(token);
+    if (result.tokens.size() == cfg.max_new_tokens) {
+      result.stop_reason = "max_tokens";
+      break;
+    }
+    if (cache.length() == capacity) {
+      result.stop_reason = "capacity";
+      break;
+    }
+    FOLIO_ASSIGN_OR_RETURN(logits,
+                           reference::StepLanes(decoder, cache, std::span<const int32_t>(&token, 1),
+                                                model::LogitRows::kLast));
+    ++result.decode_tokens;
+    inputs = 1;
+  }
+  return result;
+}
+
+json GenerationJson(const Generation& r, uint64_t final_length, uint64_t next_random) {
   json steps = json::array();
   for (const auto& s : r.steps) {
     steps.push_back({{"step", s.step},
@@ -178,14 +282,14 @@ json GenerationJson(const engine::GenerationResult& r, uint64_t final_length,
   }
   return json{{"generated_ids", r.tokens},
               {"steps", steps},
-              {"stop_reason", engine::StopReasonName(r.stop_reason)},
+              {"stop_reason", r.stop_reason},
               {"prefill_tokens", r.prefill_tokens},
               {"decode_tokens", r.decode_tokens},
               {"final_cache_length", final_length},
               {"next_random_value", Hex(next_random)}};
 }
 
-bool SameSteps(const engine::GenerationResult& a, const engine::GenerationResult& b) {
+bool SameSteps(const Generation& a, const Generation& b) {
   if (a.steps.size() != b.steps.size()) return false;
   for (size_t i = 0; i < a.steps.size(); ++i) {
     const auto &x = a.steps[i], &y = b.steps[i];
@@ -197,22 +301,31 @@ bool SameSteps(const engine::GenerationResult& a, const engine::GenerationResult
   return true;
 }
 
-// The sections that run the model, in compute type T.
-template <typename T>
+// The sections that run the model, in compute type T: float64 on the
+// reference decoder, float32 on the engine's decoder. Both run on the
+// engine's paged cache, the worked example's table made literal (lane b's
+// logical page lp is page table[lp] * batch + b), beside a contiguous one
+// (one page of the whole capacity per lane).
+template <typename T, typename Decoder>
 Status RunModelSections(const LayoutRunConfig& cfg, const model::Model& m,
-                        const kv::PageTableLayout& paged_layout, const std::vector<int32_t>& doc,
-                        json& report) {
-  const model::Decoder<T> dec(m);
-  const auto contiguous_layout = *kv::PageTableLayout::Contiguous(paged_layout.capacity());
+                        const std::vector<int32_t>& doc, json& report) {
+  const Decoder dec(m);
+  const uint64_t capacity = cfg.model.max_positions;
+  const std::vector<uint64_t> contiguous_table = {0};
   std::vector<int32_t> lanes;
   for (uint64_t b = 0; b < cfg.batch; ++b) lanes.insert(lanes.end(), doc.begin(), doc.end());
+  auto placed = [&](bool paged, uint64_t batch) {
+    return reference::MakePlacedCache(m.config(), paged ? cfg.page_size : capacity,
+                                      paged ? cfg.page_table : contiguous_table, batch,
+                                      cfg.kv_dtype);
+  };
 
-  FOLIO_ASSIGN_OR_RETURN(auto paged,
-                         model::DecoderCache::Create(m, paged_layout, cfg.batch, cfg.kv_dtype));
-  FOLIO_ASSIGN_OR_RETURN(
-      auto dense, model::DecoderCache::Create(m, contiguous_layout, cfg.batch, cfg.kv_dtype));
-  FOLIO_ASSIGN_OR_RETURN(std::vector<T> paged_logits, dec.Prefill(paged, lanes));
-  FOLIO_ASSIGN_OR_RETURN(std::vector<T> dense_logits, dec.Prefill(dense, lanes));
+  FOLIO_ASSIGN_OR_RETURN(auto paged, placed(true, cfg.batch));
+  FOLIO_ASSIGN_OR_RETURN(auto dense, placed(false, cfg.batch));
+  FOLIO_ASSIGN_OR_RETURN(std::vector<T> paged_logits,
+                         reference::StepLanes(dec, paged, lanes, model::LogitRows::kAll));
+  FOLIO_ASSIGN_OR_RETURN(std::vector<T> dense_logits,
+                         reference::StepLanes(dec, dense, lanes, model::LogitRows::kAll));
   FOLIO_ASSIGN_OR_RETURN(std::vector<T> full_logits, dec.Forward(lanes, cfg.batch));
   const bool same_bits =
       std::memcmp(paged_logits.data(), dense_logits.data(), paged_logits.size() * sizeof(T)) == 0;
@@ -235,19 +348,14 @@ Status RunModelSections(const LayoutRunConfig& cfg, const model::Model& m,
   // Generation from the document's first prompt_tokens ids, batch 1.
   const std::vector<int32_t> prompt(doc.begin(),
                                     doc.begin() + static_cast<ptrdiff_t>(cfg.prompt_tokens));
-  engine::GenerationParams params;
-  params.max_new_tokens = cfg.max_new_tokens;
-  params.sampling = {cfg.temperature, cfg.top_k};
-  params.end_token = tokenizer::ByteTokenizer::kEnd;
   json runs;
-  std::vector<engine::GenerationResult> results;
+  std::vector<Generation> results;
   std::vector<uint64_t> next_random;
-  for (const auto* layout : {&paged_layout, &contiguous_layout}) {
-    FOLIO_ASSIGN_OR_RETURN(auto cache, model::DecoderCache::Create(m, *layout, 1, cfg.kv_dtype));
+  for (const bool is_paged : {true, false}) {
+    FOLIO_ASSIGN_OR_RETURN(auto cache, placed(is_paged, 1));
     SplitMix64 rng(cfg.sampling_seed);
-    FOLIO_ASSIGN_OR_RETURN(auto r, engine::Generate<T>(dec, cache, prompt, params, rng));
-    runs[layout == &paged_layout ? "paged" : "contiguous"] =
-        GenerationJson(r, cache.length(), rng.PeekU64());
+    FOLIO_ASSIGN_OR_RETURN(Generation r, Generate<T>(dec, cache, capacity, prompt, cfg, rng));
+    runs[is_paged ? "paged" : "contiguous"] = GenerationJson(r, cache.length(), rng.PeekU64());
     results.push_back(std::move(r));
     next_random.push_back(rng.PeekU64());
   }
@@ -255,7 +363,7 @@ Status RunModelSections(const LayoutRunConfig& cfg, const model::Model& m,
   const auto& b = results[1];
   report["generation"] = {{"prompt", prompt},
                           {"generated_ids", a.tokens},
-                          {"stop_reason", engine::StopReasonName(a.stop_reason)},
+                          {"stop_reason", a.stop_reason},
                           {"prefill_tokens", a.prefill_tokens},
                           {"decode_tokens", a.decode_tokens},
                           {"final_cache_length", runs["paged"]["final_cache_length"]},
@@ -340,19 +448,29 @@ Result<json> BuildLayoutReport(const LayoutRunConfig& cfg) {
                                    std::string(DTypeName(cfg.compute)) + ")");
   }
   FOLIO_ASSIGN_OR_RETURN(model::Model m, model::Model::FromSeed(cfg.model, cfg.seed));
-  FOLIO_ASSIGN_OR_RETURN(
-      kv::PageTableLayout layout,
-      kv::PageTableLayout::Create(cfg.model.max_positions, cfg.page_size, cfg.page_table));
+  const uint64_t capacity = cfg.model.max_positions, page_size = cfg.page_size;
+  FOLIO_RETURN_IF_ERROR(CheckPageTable(capacity, page_size, cfg.page_table));
+  const std::span<const uint64_t> table = cfg.page_table;
   const std::vector<int32_t> doc = tokenizer::ByteTokenizer::Encode(cfg.document, true, true);
-  if (doc.size() > layout.capacity()) {
+  if (doc.size() > capacity) {
     return Status::OutOfRange("document frames to " + std::to_string(doc.size()) +
-                              " tokens; capacity is " + std::to_string(layout.capacity()));
+                              " tokens; capacity is " + std::to_string(capacity));
   }
   if (cfg.prompt_tokens == 0 || cfg.prompt_tokens > doc.size()) {
     return Status::OutOfRange("prompt_tokens must be in [1, " + std::to_string(doc.size()) +
                               "] (got " + std::to_string(cfg.prompt_tokens) + ")");
   }
   if (cfg.batch == 0) return Status::InvalidArgument("batch must be > 0");
+  if (IsQuantized(cfg.kv_dtype)) {
+    return Status::Unimplemented("KV dtype " + std::string(DTypeName(cfg.kv_dtype)) +
+                                 " needs a scale per row, which the fixed layout's byte "
+                                 "accounting does not show; use f64, f32, bf16 or f16");
+  }
+  if (cfg.compute == DType::kF32 && cfg.kv_dtype == DType::kF64) {
+    return Status::InvalidArgument(
+        "compute f32 reads K/V with the engine's kernels: kv_dtype f32, bf16 or f16 (f64 K/V "
+        "needs compute f64)");
+  }
   const model::ModelConfig& mc = cfg.model;
   const kv::LaneShape shape{cfg.batch, mc.num_kv_heads, mc.head_dim()};
   const uint64_t live = doc.size();
@@ -373,9 +491,9 @@ Result<json> BuildLayoutReport(const LayoutRunConfig& cfg) {
         {"window", mc.window},
         {"seed", cfg.seed}}},
       {"cache",
-       {{"capacity", layout.capacity()},
-        {"page_size", layout.page_size()},
-        {"num_pages", layout.num_pages()},
+       {{"capacity", capacity},
+        {"page_size", page_size},
+        {"num_pages", table.size()},
         {"page_table", cfg.page_table},
         {"batch", cfg.batch},
         {"kv_dtype", DTypeName(cfg.kv_dtype)},
@@ -393,21 +511,21 @@ Result<json> BuildLayoutReport(const LayoutRunConfig& cfg) {
 
   json mappings = json::array();
   for (uint64_t p = 0; p < live; ++p) {
-    const kv::Address a = *layout.Resolve(p);
+    const uint64_t lp = p / page_size, offset = p % page_size;
     // K and V share the layout, so one index serves both arrays.
-    const uint64_t index = layout.ScalarIndexOf(shape, p, 0, 0, 0);
-    mappings.push_back({{"logical_position", a.logical_position},
-                        {"logical_page", a.logical_page},
-                        {"physical_page", a.physical_page},
-                        {"offset_in_page", a.offset_in_page},
+    const uint64_t index = kv::ScalarIndex(shape, page_size, table[lp], offset, 0, 0, 0);
+    mappings.push_back({{"logical_position", p},
+                        {"logical_page", lp},
+                        {"physical_page", table[lp]},
+                        {"offset_in_page", offset},
                         {"key_scalar_index", index},
                         {"value_scalar_index", index}});
   }
   report["mappings"] = mappings;
-  report["physical_pages"] = PhysicalPagesJson(layout, live);
+  report["physical_pages"] = PhysicalPagesJson(capacity, page_size, table, live);
 
   FOLIO_ASSIGN_OR_RETURN(kv::PayloadAccounting per_layer,
-                         kv::AccountPayload(layout, shape, cfg.kv_dtype, live));
+                         kv::AccountPayload(capacity, page_size, shape, cfg.kv_dtype, live));
   json layers = json::array();
   for (uint64_t l = 0; l < mc.num_layers; ++l) {
     json entry = PayloadJson(per_layer);
@@ -420,24 +538,26 @@ Result<json> BuildLayoutReport(const LayoutRunConfig& cfg) {
       {"all_layers_live_payload_bytes", per_layer.live_payload_bytes * mc.num_layers}};
 
   if (cfg.compute == DType::kF64) {
-    FOLIO_RETURN_IF_ERROR(RunModelSections<double>(cfg, m, layout, doc, report));
+    FOLIO_RETURN_IF_ERROR(
+        (RunModelSections<double, reference::Float64Decoder>(cfg, m, doc, report)));
   } else {
-    FOLIO_RETURN_IF_ERROR(RunModelSections<float>(cfg, m, layout, doc, report));
+    FOLIO_RETURN_IF_ERROR((RunModelSections<float, model::Decoder>(cfg, m, doc, report)));
   }
 
-  FOLIO_ASSIGN_OR_RETURN(
-      auto rounded, kv::PageTableLayout::Identity(cfg.rounding_capacity, cfg.rounding_page_size));
-  FOLIO_ASSIGN_OR_RETURN(auto exact, kv::PageTableLayout::Contiguous(cfg.rounding_capacity));
-  FOLIO_ASSIGN_OR_RETURN(auto paged_a, kv::AccountPayload(rounded, shape, cfg.kv_dtype, 0));
-  FOLIO_ASSIGN_OR_RETURN(auto dense_a, kv::AccountPayload(exact, shape, cfg.kv_dtype, 0));
+  // An empty layer with every page reserved, paged against contiguous: the
+  // positions past the capacity in the last page have slots but no address.
+  const uint64_t rounding_capacity = cfg.rounding_capacity;
+  FOLIO_ASSIGN_OR_RETURN(auto paged_a, kv::AccountPayload(rounding_capacity, cfg.rounding_page_size,
+                                                          shape, cfg.kv_dtype, 0));
+  FOLIO_ASSIGN_OR_RETURN(auto dense_a, kv::AccountPayload(rounding_capacity, rounding_capacity,
+                                                          shape, cfg.kv_dtype, 0));
   json inaccessible = json::array();
-  for (uint64_t p = rounded.capacity(); p < rounded.reserved_positions(); ++p) {
-    if (!rounded.Resolve(p)) inaccessible.push_back(p);
-  }
+  const uint64_t rounded_positions = paged_a.reserved_pages * cfg.rounding_page_size;
+  for (uint64_t p = rounding_capacity; p < rounded_positions; ++p) inaccessible.push_back(p);
   report["rounding_comparison_empty_layer"] = {
       {"capacity", cfg.rounding_capacity},
       {"page_size", cfg.rounding_page_size},
-      {"paged_pages", rounded.num_pages()},
+      {"paged_pages", paged_a.reserved_pages},
       {"paged_allocated_scalar_slots", paged_a.allocated_scalar_slots},
       {"contiguous_allocated_scalar_slots", dense_a.allocated_scalar_slots},
       {"extra_scalar_slots", paged_a.allocated_scalar_slots - dense_a.allocated_scalar_slots},

@@ -54,8 +54,6 @@
 #include "folio/core/checked_math.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
-#include "folio/engine/generate.h"
-#include "folio/kv/page_table.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
 #include "folio/serving/engine_args.h"

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "folio/core/thread_pool.h"
-#include "folio/engine/generate.h"
 #include "folio/format/kv_snapshot.h"
+#include "folio/sampling/sampler.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 #include "testing/engine_drive.h"
 #include "testing/test_model.h"
@@ -168,15 +168,21 @@ TEST(Engine, GreedyMatchesSingleSequenceGeneration) {
   RequestParams p;
   p.max_tokens = 10;
   const auto engine_tokens = RunEngine({}, {kPrompts[0]}, p)[0];
-  auto cache = *model::DecoderCache::Create(TestModel(), *kv::PageTableLayout::Identity(96, 16), 1,
-                                            DType::kF32);
-  GenerationParams g;
-  g.max_new_tokens = 10;
-  g.end_token = std::nullopt;
+  // The oracle: greedy selection over the cache-free full forward pass of
+  // the growing sequence, one pass per token.
+  const model::Decoder decoder(TestModel());
+  std::vector<int32_t> seq(kPrompts[0].begin(), kPrompts[0].end()), tokens;
+  const uint64_t vocab = TestModel().config().vocab_size;
   SplitMix64 rng(0);
-  auto r = Generate<float>(model::Decoder<float>(TestModel()), cache, kPrompts[0], g, rng);
-  ASSERT_TRUE(r.ok());
-  EXPECT_EQ(engine_tokens, r->tokens);
+  while (tokens.size() < 10) {
+    auto logits = decoder.Forward(seq, 1);
+    ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+    auto token = sampling::SelectToken<float>(std::span<const float>(*logits).last(vocab), {}, rng);
+    ASSERT_TRUE(token.ok());
+    tokens.push_back(*token);
+    seq.push_back(*token);
+  }
+  EXPECT_EQ(engine_tokens, tokens);
 }
 
 TEST(Engine, StopTokenFinishesAndAbortFreesPages) {
@@ -210,7 +216,7 @@ TEST(Engine, StopTokenFinishesAndAbortFreesPages) {
 // position once, and equal the cache-free full forward pass bit for bit.
 TEST(Engine, PromptLogitsEqualTheFullForwardPass) {
   const std::vector<int32_t>& prompt = kPrompts[3];
-  const std::vector<float> want = *model::Decoder<float>(TestModel()).Forward(prompt, 1);
+  const std::vector<float> want = *model::Decoder(TestModel()).Forward(prompt, 1);
   EngineConfig config;
   config.prefix_caching = false;
   config.max_num_batched_tokens = 5;  // four chunks

@@ -70,6 +70,13 @@ std::optional<PageId> BlockPool::TryAllocateAfter(PageId prev) {
   return TryAllocate();
 }
 
+std::optional<PageId> BlockPool::TryClaim(PageId page) {
+  FOLIO_CHECK(page >= 0 && static_cast<uint64_t>(page) < num_pages(), "page=", page,
+              " num_pages=", num_pages());
+  if (refcounts_[static_cast<size_t>(page)] != 0) return std::nullopt;
+  return Take(page);
+}
+
 std::optional<std::vector<PageId>> BlockPool::TryAllocate(uint64_t n) {
   if (!CanAllocate(n)) return std::nullopt;
   std::vector<PageId> pages;

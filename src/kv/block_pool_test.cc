@@ -16,6 +16,21 @@ TEST(BlockPool, FreshPoolHandsOutPagesInOrder) {
   EXPECT_EQ(pool.TryAllocate(), 2);
 }
 
+TEST(BlockPool, ClaimTakesTheNamedFreePageAndRollsBack) {
+  BlockPool pool(4);
+  const std::vector<PageId> before = pool.free_list();
+  pool.BeginJournal();
+  EXPECT_EQ(pool.TryClaim(2), 2);
+  EXPECT_EQ(pool.TryClaim(2), std::nullopt);  // in use
+  EXPECT_EQ(pool.refcount(2), 1u);
+  EXPECT_EQ(pool.free_list(), (std::vector<PageId>{0, 1, 3}));
+  EXPECT_EQ(pool.TryAllocate(), 0);
+  pool.RollBack();
+  EXPECT_EQ(pool.free_list(), before);
+  EXPECT_EQ(pool.refcount(2), 0u);
+  EXPECT_TRUE(pool.CheckInvariants().ok());
+}
+
 TEST(BlockPool, AllocateUntilExhaustedThenNullopt) {
   BlockPool pool(4);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(pool.TryAllocate().has_value());

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <unordered_set>
 
 #include "folio/core/checked_math.h"
@@ -48,6 +49,11 @@ void StoreRow(DType dtype, std::byte* base, uint64_t dst, const float* src, uint
     std::memcpy(base + dst * sizeof(float), src, head_dim * sizeof(float));
     return;
   }
+  for (uint64_t f = 0; f < head_dim; ++f) StoreElement(dtype, base, dst + f, src[f]);
+}
+
+// head_dim doubles (the float64 reference decoder's rows) the same way.
+void StoreRow(DType dtype, std::byte* base, uint64_t dst, const double* src, uint64_t head_dim) {
   for (uint64_t f = 0; f < head_dim; ++f) StoreElement(dtype, base, dst + f, src[f]);
 }
 
@@ -174,6 +180,25 @@ Result<SeqId> PagedKvCache::AddSequence(std::span<const PageId> prefix, uint64_t
   s.table.assign(prefix.begin(), prefix.end());
   s.length = length;
   for (const PageId page : s.table) Ref(page);
+  seqs_.emplace(next_seq_id_, std::move(s));
+  return next_seq_id_++;
+}
+
+Result<SeqId> PagedKvCache::AddPlacedSequence(std::vector<PageId> placement) {
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan("a placed sequence"));
+  std::unordered_set<PageId> seen;
+  for (size_t i = 0; i < placement.size(); ++i) {
+    const PageId page = placement[i];
+    if (page < 0 || static_cast<uint64_t>(page) >= config_.num_pages) {
+      return Status::OutOfRange("placement page " + Str(i) + " has id " + std::to_string(page) +
+                                " outside [0, " + Str(config_.num_pages) + ")");
+    }
+    if (!seen.insert(page).second) {
+      return Status::InvalidArgument("placement lists page " + std::to_string(page) + " twice");
+    }
+  }
+  Sequence s;
+  s.placement = std::move(placement);
   seqs_.emplace(next_seq_id_, std::move(s));
   return next_seq_id_++;
 }
@@ -336,6 +361,7 @@ Result<SeqId> PagedKvCache::Fork(SeqId seq) {
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return UnknownSeq("fork", seq);
   Sequence child = it->second;
+  child.placement.clear();  // the parent's pages are its own to claim
   for (const PageId page : child.table) Ref(page);
   seqs_.emplace(next_seq_id_, std::move(child));
   return next_seq_id_++;
@@ -412,6 +438,11 @@ Result<std::vector<PagedKvCache::Decision>> PagedKvCache::Decide(
         room = page_size - used;
       }
       d.new_pages = n > room ? CeilDiv(n - room, page_size) : 0;
+      if (!seq.placement.empty() && seq.table.size() + d.new_pages > seq.placement.size()) {
+        return Status::OutOfRange("PrepareAppend: sequence " + Str(id) + " would need " +
+                                  Str(seq.table.size() + d.new_pages) + " pages; its placement " +
+                                  "lists " + Str(seq.placement.size()));
+      }
     }
     decisions.push_back(d);
   }
@@ -424,12 +455,27 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
   uint64_t needed = 0;
   for (const Decision& d : decisions) needed += d.new_pages + (d.copy_tail ? 1 : 0);
   if (!pool_.CanAllocate(needed)) return std::optional<AppendPlan>();
+  // Placed sequences' pages must be free, and claimed by one request only.
+  std::unordered_set<PageId> to_claim;
+  for (const Decision& d : decisions) {
+    const Sequence& seq = *d.seq;
+    if (seq.placement.empty()) continue;
+    for (uint64_t k = 0; k < d.new_pages; ++k) {
+      const PageId page = seq.placement[seq.table.size() + k];
+      if (pool_.refcount(page) != 0 || !to_claim.insert(page).second) {
+        return std::optional<AppendPlan>();
+      }
+    }
+  }
 
   // From here on nothing can fail: every page is known to be available.
+  // Placed pages are claimed first, so that no other request's allocation
+  // takes one of them.
   const uint64_t page_size = config_.page_size;
   AppendPlan plan;
   plan.id_ = next_plan_id_++;
   pool_.BeginJournal();
+  for (const PageId page : to_claim) *pool_.TryClaim(page);
   for (size_t i = 0; i < requests.size(); ++i) {
     const auto [id, n] = requests[i];
     const Decision& d = decisions[i];
@@ -445,9 +491,11 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
       undo.cow_source = shared;
     }
     for (uint64_t k = 0; k < d.new_pages; ++k) {
-      seq.table.push_back(*pool_.TryAllocateAfter(seq.table.empty() ? -1 : seq.table.back()));
+      seq.table.push_back(seq.placement.empty()
+                              ? *pool_.TryAllocateAfter(seq.table.empty() ? -1 : seq.table.back())
+                              : seq.placement[seq.table.size()]);
     }
-    if (d.copy_tail || d.new_pages > 0) {
+    if (seq.placement.empty() && (d.copy_tail || d.new_pages > 0)) {
       const int64_t tail = seq.table.back();
       const auto keep = std::clamp<int64_t>(static_cast<int64_t>(seq.table.size()),
                                             kMinPagesKeptAfterTail, kMaxPagesKeptAfterTail);
@@ -529,6 +577,21 @@ void PagedKvCache::Abort(AppendPlan&& plan) {
 
 Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
                                std::span<const float> keys, std::span<const float> values) {
+  return WriteRowsOf<float>(layer, slot_mapping, keys, values);
+}
+
+Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
+                               std::span<const double> keys, std::span<const double> values) {
+  if (IsQuantized(config_.dtype)) {
+    return Status::InvalidArgument("WriteRows: a " + std::string(DTypeName(config_.dtype)) +
+                                   " cache takes float rows, not double");
+  }
+  return WriteRowsOf<double>(layer, slot_mapping, keys, values);
+}
+
+template <typename T>
+Status PagedKvCache::WriteRowsOf(uint64_t layer, std::span<const int64_t> slot_mapping,
+                                 std::span<const T> keys, std::span<const T> values) {
   const uint64_t heads = config_.num_kv_heads;
   const uint64_t head_dim = config_.head_dim;
   const uint64_t page_size = config_.page_size;
@@ -562,7 +625,7 @@ Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_map
   }
   for (const auto* rows : {&keys, &values}) {
     const auto bad =
-        std::find_if(rows->begin(), rows->end(), [](float x) { return !std::isfinite(x); });
+        std::find_if(rows->begin(), rows->end(), [](T x) { return !std::isfinite(x); });
     if (bad != rows->end()) {
       return Status::InvalidArgument(
           std::string("WriteRows: ") + (rows == &keys ? "key" : "value") + " element " +
@@ -576,7 +639,10 @@ Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_map
       const uint64_t dst =
           ScalarIndex(lane, page_size, slot / page_size, slot % page_size, 0, h, 0);
       const uint64_t src = (t * heads + h) * head_dim;
-      if (IsQuantized(config_.dtype)) {
+      if constexpr (std::is_same_v<T, double>) {
+        StoreRow(config_.dtype, keys_[layer].data(), dst, keys.data() + src, head_dim);
+        StoreRow(config_.dtype, values_[layer].data(), dst, values.data() + src, head_dim);
+      } else if (IsQuantized(config_.dtype)) {
         const uint64_t row = dst / head_dim;  // the row's scale (scales mirror the pool)
         key_scales_[layer][row] =
             QuantizeRow(config_.dtype, keys_[layer].data(), dst, keys.data() + src, head_dim);

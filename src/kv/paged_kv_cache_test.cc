@@ -385,6 +385,98 @@ TEST(PagedKvCache, UnwrittenSlotsStartAsNaN) {
   }
 }
 
+// The worked example's fixed table made literal: lane b's logical page lp
+// is page table[lp] * batch + b, claimed only when the lane reaches it.
+TEST(PagedKvCache, PlacedSequencesClaimTheirGivenPages) {
+  PagedKvCache c = Make(3, 8);
+  const std::vector<PageId> table = {2, 0, 3, 1};
+  std::vector<SeqId> lanes;
+  for (PageId b = 0; b < 2; ++b) {
+    std::vector<PageId> placement;
+    for (PageId lp : table) placement.push_back(lp * 2 + b);
+    lanes.push_back(*c.AddPlacedSequence(placement));
+  }
+  auto plan = Prepare(c, {{lanes[0], 7}, {lanes[1], 4}});
+  EXPECT_EQ(std::vector<int64_t>(plan.slot_mapping().begin(), plan.slot_mapping().end()),
+            (std::vector<int64_t>{12, 13, 14, 0, 1, 2, 18, 15, 16, 17, 3}));
+  c.Commit(plan);
+  EXPECT_EQ(std::vector<PageId>(c.block_table(lanes[0]).begin(), c.block_table(lanes[0]).end()),
+            (std::vector<PageId>{4, 0, 6}));
+  EXPECT_EQ(std::vector<PageId>(c.block_table(lanes[1]).begin(), c.block_table(lanes[1]).end()),
+            (std::vector<PageId>{5, 1}));
+  // Lane 0's last page is 2 * 1 + 0 = 2, still free: another sequence
+  // takes it first, and lane 0 cannot grow until it is given back.
+  const SeqId other = c.AddSequence();
+  c.Commit(Prepare(c, {{other, 3}}));
+  EXPECT_EQ(c.block_table(other)[0], 2);
+  auto blocked = c.PrepareAppend(Requests{{lanes[0], 3}});
+  ASSERT_TRUE(blocked.ok());
+  EXPECT_FALSE(blocked->has_value());
+  ASSERT_TRUE(c.Release(other).ok());
+  c.Commit(Prepare(c, {{lanes[0], 3}}));
+  EXPECT_EQ(c.block_table(lanes[0]).back(), 2);
+  // Beyond the placement is an error, not an exhausted pool.
+  EXPECT_EQ(c.PrepareAppend(Requests{{lanes[0], 3}}).status().code(), StatusCode::kOutOfRange);
+  EXPECT_TRUE(c.pool().CheckInvariants().ok());
+}
+
+TEST(PagedKvCache, PlacedSequenceClaimsAreUndoneByAbortAndWinOverAllocations) {
+  PagedKvCache c = Make(2, 4);
+  const SeqId placed = *c.AddPlacedSequence({1, 0});
+  const SeqId free_choice = c.AddSequence();
+  const std::vector<PageId> before = c.pool().free_list();
+  // The unplaced request comes first, but page 1 is the placed one's.
+  auto plan = Prepare(c, {{free_choice, 2}, {placed, 3}});
+  EXPECT_EQ(c.block_table(placed)[0], 1);
+  EXPECT_EQ(c.block_table(placed)[1], 0);
+  EXPECT_NE(c.block_table(free_choice)[0], 0);
+  EXPECT_NE(c.block_table(free_choice)[0], 1);
+  c.Abort(std::move(plan));
+  EXPECT_EQ(c.pool().free_list(), before);
+  EXPECT_TRUE(c.block_table(placed).empty());
+  EXPECT_TRUE(c.pool().CheckInvariants().ok());
+}
+
+TEST(PagedKvCache, PlacementRejectsBadPages) {
+  PagedKvCache c = Make(2, 4);
+  EXPECT_EQ(c.AddPlacedSequence({0, 4}).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(c.AddPlacedSequence({0, -1}).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(c.AddPlacedSequence({1, 1}).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.num_sequences(), 0u);
+}
+
+TEST(PagedKvCache, DoubleRowsAreExactInAnF64CacheAndRefusedByQuantized) {
+  PagedKvCache c = Make(2, 2, DType::kF64);
+  const SeqId s = c.AddSequence();
+  auto plan = Prepare(c, {{s, 1}});
+  const double third = 1.0 / 3.0;
+  std::vector<double> k(kHeads * kDim, third), v(kHeads * kDim, -third);
+  ASSERT_TRUE(
+      c.WriteRows(0, plan.slot_mapping(), std::span<const double>(k), std::span<const double>(v))
+          .ok());
+  k[1] = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(
+      c.WriteRows(1, plan.slot_mapping(), std::span<const double>(k), std::span<const double>(v))
+          .code(),
+      StatusCode::kInvalidArgument);
+  c.Commit(plan);
+  const PagedKvView view = c.View(0);
+  double got = 0;
+  const auto slot = static_cast<uint64_t>(c.block_table(s)[0]);
+  std::memcpy(&got, view.key_pages + 8 * ScalarIndex(view.lane_shape(), 2, slot, 0, 0, 1, 2),
+              sizeof got);
+  EXPECT_EQ(got, third);
+  PagedKvCache q = MakeQuantized(DType::kI8);
+  const SeqId t = q.AddSequence();
+  auto qplan = Prepare(q, {{t, 1}});
+  const std::vector<double> row(kHeads * kQDim, 0.5);
+  EXPECT_EQ(q.WriteRows(0, qplan.slot_mapping(), std::span<const double>(row),
+                        std::span<const double>(row))
+                .code(),
+            StatusCode::kInvalidArgument);
+  q.Abort(std::move(qplan));
+}
+
 TEST(PagedKvCache, AllocatesAPageOnlyWhenTheTailIsFull) {
   auto c = Make(4, 8);
   const SeqId s = c.AddSequence();

@@ -2,89 +2,117 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "folio/tokenizer/byte_tokenizer.h"
+#include "reference/placed_cache.h"
 
 namespace folio::model {
 namespace {
 
-using kv::PageTableLayout;
+using reference::MakePlacedCache;
+using reference::PlacedCache;
+using reference::StepLanes;
 
 const Model& WorkedModel() {
   static const Model* m = new Model(*Model::FromSeed(WorkedExampleConfig(), 20));
   return *m;
 }
 
-DecoderCache MakeCache(const Model& m, const PageTableLayout& layout, uint64_t batch = 1,
-                       DType dtype = DType::kF64) {
-  return *DecoderCache::Create(m, layout, batch, dtype);
-}
-
 std::vector<int32_t> Document() { return tokenizer::ByteTokenizer::Encode("abcde", true, true); }
 
-// Per-layer snapshots plus length: everything a failed step must not change.
+// `batch` lanes on the engine's paged cache, lane b's logical page lp at
+// page table[lp] * batch + b.
+PlacedCache Placed(const Model& m, uint64_t page_size, std::vector<uint64_t> table,
+                   uint64_t batch = 1, DType dtype = DType::kF32) {
+  return *MakePlacedCache(m.config(), page_size, table, batch, dtype);
+}
+
+std::vector<float> Append(const Decoder& dec, PlacedCache& c, std::span<const int32_t> tokens,
+                          LogitRows rows = LogitRows::kAll) {
+  auto r = StepLanes(dec, c, tokens, rows);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : std::vector<float>();
+}
+
+// Everything a failed step must not change: lengths, block tables, the
+// pool's free list, and every committed row.
 struct CacheState {
-  uint64_t length;
-  std::vector<std::vector<double>> keys, values;
+  std::vector<uint64_t> lengths;
+  std::vector<std::vector<kv::PageId>> tables;
+  std::vector<kv::PageId> free_list;
+  std::vector<float> rows;
   bool operator==(const CacheState&) const = default;
 };
-CacheState Capture(const DecoderCache& c) {
-  CacheState s{c.length(), {}, {}};
-  for (size_t l = 0; l < c.num_layers(); ++l) {
-    auto snap = c.layer(l).Snapshot<double>();
-    s.keys.push_back(snap.keys);
-    s.values.push_back(snap.values);
+CacheState Capture(const PlacedCache& c) {
+  CacheState s;
+  const kv::PagedKvCacheConfig& kc = c.cache.config();
+  std::vector<float> row(kc.head_dim);
+  for (const kv::SeqId lane : c.lanes) {
+    s.lengths.push_back(c.cache.length(lane));
+    const auto table = c.cache.block_table(lane);
+    s.tables.emplace_back(table.begin(), table.end());
+    for (uint64_t l = 0; l < kc.num_layers; ++l)
+      for (const kv::KvRole role : {kv::KvRole::kKey, kv::KvRole::kValue})
+        for (uint64_t pos = 0; pos < c.cache.length(lane); ++pos)
+          for (uint64_t h = 0; h < kc.num_kv_heads; ++h) {
+            c.cache.ReadRow(l, role, lane, pos, h, row.data());
+            s.rows.insert(s.rows.end(), row.begin(), row.end());
+          }
   }
+  s.free_list = c.cache.pool().free_list();
   return s;
 }
 
+// Any valid page table and page size gives the same logits, bit for bit.
 TEST(Decoder, PagedAndContiguousLogitsAgreeBitForBit) {
-  const Decoder<double> dec(WorkedModel());
-  auto contiguous = MakeCache(WorkedModel(), *PageTableLayout::Contiguous(12));
-  const auto want = *dec.Prefill(contiguous, Document());
+  const Decoder dec(WorkedModel());
+  auto contiguous = Placed(WorkedModel(), 12, {0});
+  const auto want = Append(dec, contiguous, Document());
   ASSERT_EQ(want.size(), 7u * 258u);
-  for (auto layout :
-       {*PageTableLayout::Create(12, 3, {2, 0, 3, 1}),
-        *PageTableLayout::Create(12, 3, {3, 1, 0, 2}), *PageTableLayout::Create(12, 5, {2, 0, 1}),
-        *PageTableLayout::Create(12, 1, {11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}),
-        *PageTableLayout::Identity(12, 12)}) {
-    auto paged = MakeCache(WorkedModel(), layout);
-    EXPECT_EQ(*dec.Prefill(paged, Document()), want) << "page_size " << layout.page_size();
+  struct Layout {
+    uint64_t page_size;
+    std::vector<uint64_t> table;
+  };
+  for (const Layout& layout :
+       {Layout{3, {2, 0, 3, 1}}, Layout{3, {3, 1, 0, 2}}, Layout{5, {2, 0, 1}},
+        Layout{1, {11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0}}, Layout{12, {0}}}) {
+    for (DType dtype : {DType::kF32, DType::kBF16}) {
+      auto paged = Placed(WorkedModel(), layout.page_size, layout.table, 1, dtype);
+      auto dense = Placed(WorkedModel(), 12, {0}, 1, dtype);
+      const auto got = Append(dec, paged, Document());
+      EXPECT_EQ(got, Append(dec, dense, Document())) << "page_size " << layout.page_size;
+      if (dtype == DType::kF32) {
+        EXPECT_EQ(got, want) << "page_size " << layout.page_size;
+      }
+    }
   }
 }
 
 // Contract 3: token-by-token decode, chunked prefill and the cache-free
-// forward pass produce the same bits, in both compute precisions.
-template <typename T>
-void ExpectCachedEqualsFull(const Model& model, DType kv_dtype) {
-  const Decoder<T> dec(model);
+// forward pass produce the same bits.
+void ExpectCachedEqualsFull(const Model& model) {
+  const Decoder dec(model);
   const auto doc = Document();
   const auto full = *dec.Forward(doc, 1);
-  const uint64_t vocab = model.config().vocab_size;
-  auto cache = MakeCache(model, *PageTableLayout::Create(12, 3, {2, 0, 3, 1}), 1, kv_dtype);
-  std::vector<T> stepwise;
+  auto cache = Placed(model, 3, {2, 0, 3, 1});
+  std::vector<float> stepwise;
   for (int32_t t : doc) {
-    auto row = *dec.Decode(cache, std::span<const int32_t>(&t, 1));
+    auto row = Append(dec, cache, std::span<const int32_t>(&t, 1), LogitRows::kLast);
     stepwise.insert(stepwise.end(), row.begin(), row.end());
   }
   EXPECT_EQ(stepwise, full);
-  cache.Reset();
-  auto first = *dec.Prefill(cache, std::span<const int32_t>(doc).first(3));
-  auto rest = *dec.Prefill(cache, std::span<const int32_t>(doc).subspan(3));
+  auto chunked = Placed(model, 3, {2, 0, 3, 1});
+  auto first = Append(dec, chunked, std::span<const int32_t>(doc).first(3));
+  auto rest = Append(dec, chunked, std::span<const int32_t>(doc).subspan(3));
   first.insert(first.end(), rest.begin(), rest.end());
   EXPECT_EQ(first, full);
-  EXPECT_EQ(full.size(), doc.size() * vocab);
+  EXPECT_EQ(full.size(), doc.size() * model.config().vocab_size);
 }
 
-TEST(Decoder, CachedLogitsEqualFullForwardFloat64) {
-  ExpectCachedEqualsFull<double>(WorkedModel(), DType::kF64);
-}
-
-TEST(Decoder, CachedLogitsEqualFullForwardFloat32) {
-  ExpectCachedEqualsFull<float>(WorkedModel(), DType::kF32);
-}
+TEST(Decoder, CachedLogitsEqualFullForward) { ExpectCachedEqualsFull(WorkedModel()); }
 
 TEST(Decoder, WindowedGqaCachedEqualsFull) {
   ModelConfig c = WorkedExampleConfig();
@@ -92,76 +120,44 @@ TEST(Decoder, WindowedGqaCachedEqualsFull) {
   c.num_kv_heads = 1;
   c.window = 3;
   c.tie_embeddings = false;
-  ExpectCachedEqualsFull<double>(*Model::FromSeed(c, 7), DType::kF64);
+  ExpectCachedEqualsFull(*Model::FromSeed(c, 7));
 }
 
 TEST(Decoder, BatchLanesMatchTheirSoloRuns) {
-  const Decoder<double> dec(WorkedModel());
+  const Decoder dec(WorkedModel());
   const std::vector<int32_t> lane0 = {0, 99, 100, 5}, lane1 = {0, 7, 42, 200};
   std::vector<int32_t> both = lane0;
   both.insert(both.end(), lane1.begin(), lane1.end());
-  auto batched = MakeCache(WorkedModel(), *PageTableLayout::Create(12, 3, {1, 3, 0, 2}), 2);
-  const auto logits = *dec.Prefill(batched, both);
-  auto solo = MakeCache(WorkedModel(), *PageTableLayout::Contiguous(12));
-  const auto a = *dec.Prefill(solo, lane0);
-  solo.Reset();
-  const auto b = *dec.Prefill(solo, lane1);
-  std::vector<double> concat = a;
-  concat.insert(concat.end(), b.begin(), b.end());
-  EXPECT_EQ(logits, concat);
+  auto batched = Placed(WorkedModel(), 3, {1, 3, 0, 2}, 2);
+  const auto logits = Append(dec, batched, both);
+  auto solo0 = Placed(WorkedModel(), 12, {0});
+  auto solo1 = Placed(WorkedModel(), 12, {0});
+  auto want = Append(dec, solo0, lane0);
+  const auto b = Append(dec, solo1, lane1);
+  want.insert(want.end(), b.begin(), b.end());
+  EXPECT_EQ(logits, want);
+  EXPECT_EQ(logits, *dec.Forward(both, 2));
 }
 
-TEST(Decoder, ResetThenPrefillMatchesFreshCache) {
-  const Decoder<double> dec(WorkedModel());
-  auto cache = MakeCache(WorkedModel(), *PageTableLayout::Create(12, 3, {2, 0, 3, 1}));
-  const auto first = *dec.Prefill(cache, Document());
-  cache.Reset();
-  EXPECT_EQ(cache.length(), 0u);
-  EXPECT_EQ(*dec.Prefill(cache, Document()), first);
-}
-
-TEST(DecoderCache, RejectsCapacityBeyondModelPositions) {
-  auto r = DecoderCache::Create(WorkedModel(), *PageTableLayout::Identity(13, 3), 1, DType::kF64);
-  ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.error().message().find("capacity 13 exceeds"), std::string::npos);
-}
-
-TEST(DecoderCache, ShorterCacheGivesSameLogits) {
-  const Decoder<double> dec(WorkedModel());
-  auto full = MakeCache(WorkedModel(), *PageTableLayout::Identity(12, 3));
-  auto short_cache = MakeCache(WorkedModel(), *PageTableLayout::Create(8, 3, {2, 0, 1}));
-  EXPECT_EQ(*dec.Prefill(short_cache, Document()), *dec.Prefill(full, Document()));
-  EXPECT_EQ(dec.Prefill(short_cache, std::vector<int32_t>{4, 5}).error().code(),
-            StatusCode::kResourceExhausted);
-}
-
-TEST(Decoder, RejectsCacheOfAnotherModel) {
-  auto other = *Model::FromSeed(WorkedExampleConfig(), 21);
-  auto cache = MakeCache(other, *PageTableLayout::Identity(12, 3));
-  const Decoder<double> dec(WorkedModel());
-  auto r = dec.Prefill(cache, Document());
-  ASSERT_FALSE(r.has_value());
-  EXPECT_EQ(r.error().code(), StatusCode::kFailedPrecondition);
-  EXPECT_EQ(cache.length(), 0u);
-}
-
-TEST(Decoder, RejectsBadTokensAndOverflowWithoutChange) {
-  const Decoder<double> dec(WorkedModel());
-  auto cache = MakeCache(WorkedModel(), *PageTableLayout::Identity(12, 3));
-  ASSERT_TRUE(dec.Prefill(cache, Document()).has_value());
+TEST(Decoder, RejectsBadTokensWithoutChange) {
+  const Decoder dec(WorkedModel());
+  auto cache = Placed(WorkedModel(), 3, {2, 0, 3, 1});
+  Append(dec, cache, Document());
   const CacheState before = Capture(cache);
-  EXPECT_EQ(dec.Prefill(cache, std::vector<int32_t>{258}).error().code(), StatusCode::kOutOfRange);
-  EXPECT_EQ(dec.Prefill(cache, std::vector<int32_t>(6, 3)).error().code(),
-            StatusCode::kResourceExhausted);
-  EXPECT_EQ(dec.Decode(cache, std::vector<int32_t>{3, 4}).error().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(StepLanes(dec, cache, std::vector<int32_t>{258}, LogitRows::kLast).status().code(),
+            StatusCode::kOutOfRange);
+  EXPECT_EQ(StepLanes(dec, cache, std::vector<int32_t>{-1}, LogitRows::kLast).status().code(),
+            StatusCode::kOutOfRange);
+  // Past the last placed page.
+  EXPECT_EQ(StepLanes(dec, cache, std::vector<int32_t>(6, 3), LogitRows::kLast).status().code(),
+            StatusCode::kOutOfRange);
   EXPECT_EQ(Capture(cache), before);
 }
 
 // A model whose logits overflow float32 (huge final gain and head) while
-// every K/V row stays finite: the failure comes after all layers staged
+// every K/V row stays finite: the failure comes after all layers wrote
 // their rows, and still nothing is committed.
-TEST(Decoder, FailureAfterAllRowsPreparedLeavesCacheUnchanged) {
+TEST(Decoder, FailureAfterAllRowsWrittenLeavesCacheUnchanged) {
   ModelConfig c = WorkedExampleConfig();
   c.tie_embeddings = false;
   SplitMix64 rng(20);
@@ -170,55 +166,57 @@ TEST(Decoder, FailureAfterAllRowsPreparedLeavesCacheUnchanged) {
   // Each logit term ~1e60: inf in float32.
   w.lm_head = Tensor::FromDoubles({258, 8}, std::vector<double>(258 * 8, 1e30));
   auto huge = *Model::Create(c, std::move(w));
-  const Decoder<float> dec(huge);
-  auto cache = MakeCache(huge, *PageTableLayout::Create(12, 3, {2, 0, 3, 1}), 1, DType::kF32);
-  ASSERT_TRUE(cache.layer(0)
-                  .Append<float>(std::vector<float>(4, 0.5f), std::vector<float>(4, 0.5f), 1)
-                  .ok());
-  ASSERT_TRUE(cache.layer(1)
-                  .Append<float>(std::vector<float>(4, 0.25f), std::vector<float>(4, 0.25f), 1)
-                  .ok());
+  const Decoder dec(huge);
+  auto cache = Placed(huge, 3, {2, 0, 3, 1});
+  // One committed position, written directly.
+  const kv::SeqId lane = cache.lanes[0];
+  const std::pair<kv::SeqId, uint64_t> request{lane, 1};
+  auto plan = *cache.cache.PrepareAppend(std::span(&request, 1));
+  ASSERT_TRUE(plan.has_value());
+  for (uint64_t l = 0; l < 2; ++l) {
+    const std::vector<float> row(4, l == 0 ? 0.5f : 0.25f);
+    ASSERT_TRUE(cache.cache.WriteRows(l, plan->slot_mapping(), row, row).ok());
+  }
+  cache.cache.Commit(*plan);
   const CacheState before = Capture(cache);
-  auto r = dec.Prefill(cache, std::vector<int32_t>{0, 99, 100});
+  auto r = StepLanes(dec, cache, std::vector<int32_t>{0, 99, 100}, LogitRows::kLast);
   ASSERT_FALSE(r.has_value());
   EXPECT_NE(r.error().message().find("non-finite logit"), std::string::npos);
   EXPECT_EQ(Capture(cache), before);
-  EXPECT_EQ(cache.layer(0).pending(), 0u);
-  EXPECT_EQ(cache.layer(1).pending(), 0u);
 }
 
-// Layer 1's keys overflow float32 after layer 0 staged its rows.
-TEST(Decoder, FailureInALaterLayerRollsBackEarlierLayers) {
+// Layer 1's keys overflow float32 after layer 0 wrote its rows.
+TEST(Decoder, FailureInALaterLayerLeavesCacheUnchanged) {
   ModelConfig c = WorkedExampleConfig();
   SplitMix64 rng(20);
   auto w = InitializeWeights(c, rng);
   w.layers[1].attn_norm = Tensor::FromDoubles({8}, std::vector<double>(8, 1e20));
   w.layers[1].wk = Tensor::FromDoubles({4, 8}, std::vector<double>(32, 1e20));
   auto bad = *Model::Create(c, std::move(w));
-  const Decoder<float> dec(bad);
-  auto cache = MakeCache(bad, *PageTableLayout::Identity(12, 3), 1, DType::kF32);
+  const Decoder dec(bad);
+  auto cache = Placed(bad, 3, {2, 0, 3, 1});
   const CacheState before = Capture(cache);
-  auto r = dec.Prefill(cache, Document());
+  auto r = StepLanes(dec, cache, Document(), LogitRows::kLast);
   ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.error().message().find("layer 1: key element"), std::string::npos);
+  EXPECT_NE(r.error().message().find("layer 1"), std::string::npos) << r.error().message();
+  EXPECT_NE(r.error().message().find("key element"), std::string::npos) << r.error().message();
   EXPECT_EQ(Capture(cache), before);
-  EXPECT_EQ(cache.layer(0).pending(), 0u);
 }
 
 // After a failed step the cache continues exactly as one that never failed.
 TEST(Decoder, FailedStepDoesNotPerturbLaterSteps) {
-  const Decoder<double> dec(WorkedModel());
-  auto a = MakeCache(WorkedModel(), *PageTableLayout::Create(12, 3, {2, 0, 3, 1}));
-  auto b = MakeCache(WorkedModel(), *PageTableLayout::Create(12, 3, {2, 0, 3, 1}));
-  ASSERT_TRUE(dec.Prefill(a, Document()).has_value());
-  ASSERT_TRUE(dec.Prefill(b, Document()).has_value());
-  ASSERT_FALSE(dec.Prefill(a, std::vector<int32_t>{5, 6, 7, 8, 9, 300}).has_value());
+  const Decoder dec(WorkedModel());
+  auto a = Placed(WorkedModel(), 3, {2, 0, 3, 1});
+  auto b = Placed(WorkedModel(), 3, {2, 0, 3, 1});
+  Append(dec, a, Document());
+  Append(dec, b, Document());
+  ASSERT_FALSE(StepLanes(dec, a, std::vector<int32_t>{5, 6, 7, 8, 300}, LogitRows::kLast).ok());
   const std::vector<int32_t> next = {42};
-  EXPECT_EQ(*dec.Decode(a, next), *dec.Decode(b, next));
+  EXPECT_EQ(Append(dec, a, next, LogitRows::kLast), Append(dec, b, next, LogitRows::kLast));
 }
 
 TEST(Decoder, ForwardRejectsTooManyPositions) {
-  const Decoder<double> dec(WorkedModel());
+  const Decoder dec(WorkedModel());
   auto r = dec.Forward(std::vector<int32_t>(13, 2), 1);
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kOutOfRange);
@@ -231,7 +229,7 @@ namespace folio::model {
 namespace {
 
 // One continuous-batching step over a PagedKvCache. Every sequence's last
-// row equals what the fixed-layout cache gives for the same tokens alone,
+// row equals what the cache-free forward pass gives for the same tokens alone,
 // bit for bit, whatever the batch holds: chunked prefill of one sequence
 // next to decode of another, in shuffled pages.
 class PagedStep : public ::testing::Test {
@@ -264,17 +262,17 @@ class PagedStep : public ::testing::Test {
     EXPECT_TRUE(plan.ok() && plan->has_value());
     auto meta = cache_->BuildBatchMetadata(seqs, &**plan);
     EXPECT_TRUE(meta.ok()) << meta.status().ToString();
-    auto logits = Decoder<float>(*model_).Step(*cache_, *meta, flat);
+    auto logits = Decoder(*model_).Step(*cache_, *meta, flat);
     EXPECT_TRUE(logits.ok()) << logits.status().ToString();
     cache_->Commit(**plan);
     return *logits;
   }
 
-  // The last row's logits of `tokens` prefilled alone in a fixed cache.
+  // The last row's logits of `tokens` alone, from the cache-free forward
+  // pass.
   std::vector<float> Alone(const std::vector<int32_t>& tokens) {
-    auto cache =
-        *DecoderCache::Create(*model_, *kv::PageTableLayout::Identity(64, 64), 1, DType::kF32);
-    return *Decoder<float>(*model_).Prefill(cache, tokens, LogitRows::kLast);
+    const std::vector<float> all = *Decoder(*model_).Forward(tokens, 1);
+    return std::vector<float>(all.end() - 258, all.end());
   }
 
   std::unique_ptr<Model> model_;

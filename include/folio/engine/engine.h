@@ -15,7 +15,7 @@
 // each finished row's logits into a token.
 //
 // Determinism (docs/design.md, determinism): all of a step's sequences go
-// through one Decoder<float>::Step, whose results for a sequence depend
+// through one Decoder::Step, whose results for a sequence depend
 // only on its own tokens, and each request samples from its own SplitMix64
 // stream. So a request's tokens and log-probs are the same alone or
 // batched, in any arrival order, with any chunk or page size, prefix-cache

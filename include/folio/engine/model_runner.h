@@ -41,7 +41,7 @@ class ModelRunner {
                                      std::span<const model::LogitRows> rows) const;
 
  private:
-  model::Decoder<float> decoder_;
+  model::Decoder decoder_;
   std::shared_ptr<model::PagedAttentionPath> attention_;
 };
 

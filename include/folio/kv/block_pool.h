@@ -27,6 +27,8 @@
 // other free page. Every operation is O(1) (the list is doubly linked
 // through two arrays indexed by page).
 //
+// TryClaim takes one named free page the same way.
+//
 // Undo. Between BeginJournal and EndJournal the pool records how each
 // allocation and move changed the list; RollBack undoes them newest first,
 // so the list and the refcounts return exactly to where BeginJournal found
@@ -71,6 +73,11 @@ class BlockPool {
   // Page prev + 1 when prev >= 0 and that page exists and is free, else as
   // TryAllocate. prev must be < num_pages (checked).
   std::optional<PageId> TryAllocateAfter(PageId prev);
+  // `page` itself with refcount 1 when it is free, wherever it sits in the
+  // list; nullopt (nothing changed) when it is in use. For a caller that
+  // decides placement itself (a fixed page table made literal). page must
+  // be in range (checked).
+  std::optional<PageId> TryClaim(PageId page);
   // n pages in allocation order, or nullopt (and nothing allocated) when
   // fewer than n are free. n = 0 yields an empty vector.
   std::optional<std::vector<PageId>> TryAllocate(uint64_t n);

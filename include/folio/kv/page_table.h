@@ -5,33 +5,19 @@
 //                      -> physical page table[p / P]
 //                      -> scalar index (ScalarIndex below)
 //
-// PageTableLayout is the fixed-capacity form: every one of the
-// N = ceil(C / P) physical pages is reserved up front and the table is a
-// permutation of 0..N-1, checked at construction. A contiguous cache is the
-// same thing with one page of C slots, so contiguous and paged storage share
-// every line of address arithmetic. The dynamic block pool (kv/block_pool.h,
-// later) fills tables differently and reuses ScalarIndex.
+// The engine's paged cache (kv/paged_kv_cache.h) fills block tables from its
+// block pool and addresses its pages with ScalarIndex (one batch lane). A
+// contiguous cache is the same thing with one page of C slots, so contiguous
+// and paged storage share every line of address arithmetic.
 #ifndef FOLIO_KV_PAGE_TABLE_H_
 #define FOLIO_KV_PAGE_TABLE_H_
 
 #include <cstdint>
-#include <optional>
-#include <span>
-#include <vector>
 
 #include "folio/core/dtype.h"
 #include "folio/core/status.h"
 
 namespace folio::kv {
-
-// Where one logical position lives.
-struct Address {
-  uint64_t logical_position;
-  uint64_t logical_page;
-  uint64_t physical_page;
-  uint64_t offset_in_page;
-  friend bool operator==(const Address&, const Address&) = default;
-};
 
 // The per-position geometry of a K or V array: batch lanes, shared K/V heads,
 // features per head. One position holds batch * num_kv_heads * head_dim
@@ -46,7 +32,7 @@ struct LaneShape {
 // `physical_page`, for arrays shaped [N, B, H_kv, P, d]:
 //   (((page * B + b) * H_kv + h) * P + offset) * d + f.
 // The only place this formula is written. Callers guarantee every argument
-// is in range (the layout and cache constructors check the total fits).
+// is in range (the cache's constructor checks the total fits).
 constexpr uint64_t ScalarIndex(const LaneShape& s, uint64_t page_size, uint64_t physical_page,
                                uint64_t offset_in_page, uint64_t b, uint64_t h, uint64_t f) {
   return (((physical_page * s.batch + b) * s.num_kv_heads + h) * page_size + offset_in_page) *
@@ -54,42 +40,9 @@ constexpr uint64_t ScalarIndex(const LaneShape& s, uint64_t page_size, uint64_t 
          f;
 }
 
-class PageTableLayout {
- public:
-  // Validates: capacity > 0, page_size > 0, ceil(capacity / page_size) * page_size
-  // does not overflow, table has exactly that many pages, every entry is a
-  // page id < N, and no physical page appears twice (no aliasing).
-  static Result<PageTableLayout> Create(uint64_t capacity, uint64_t page_size,
-                                        std::vector<uint64_t> table);
-  // Identity table 0..N-1.
-  static Result<PageTableLayout> Identity(uint64_t capacity, uint64_t page_size);
-  // One page of `capacity` slots: the dense [B, H_kv, C, d] layout.
-  static Result<PageTableLayout> Contiguous(uint64_t capacity);
-
-  uint64_t capacity() const { return capacity_; }
-  uint64_t page_size() const { return page_size_; }
-  uint64_t num_pages() const { return table_.size(); }
-  // Positions backed by physical storage: num_pages * page_size >= capacity.
-  uint64_t reserved_positions() const { return num_pages() * page_size_; }
-  std::span<const uint64_t> table() const { return table_; }
-
-  // nullopt for pos >= capacity, even where a rounded-up page has a slot.
-  std::optional<Address> Resolve(uint64_t pos) const;
-
-  // Scalar index of (b, h, pos, f); pos must be < capacity (checked).
-  uint64_t ScalarIndexOf(const LaneShape& s, uint64_t pos, uint64_t b, uint64_t h,
-                         uint64_t f) const;
-
- private:
-  PageTableLayout(uint64_t capacity, uint64_t page_size, std::vector<uint64_t> table)
-      : capacity_(capacity), page_size_(page_size), table_(std::move(table)) {}
-
-  uint64_t capacity_;
-  uint64_t page_size_;
-  std::vector<uint64_t> table_;  // [num_pages] logical page -> physical page
-};
-
-// Payload accounting for one layer, K and V together, at live length n.
+// Payload accounting for one layer, K and V together, at live length n, of a
+// cache that reserves every one of its N = ceil(C / P) pages up front (C =
+// capacity, P = page size; a contiguous cache is P = C, one page).
 // U = 2 * B * H_kv * d scalar slots per position.
 struct PayloadAccounting {
   uint64_t live_length = 0;
@@ -108,10 +61,10 @@ struct PayloadAccounting {
   uint64_t inactive_page_payload_bytes = 0;
 };
 
-// Errors: n > capacity, a zero lane dimension, or any product overflowing
-// uint64.
-Result<PayloadAccounting> AccountPayload(const PageTableLayout& layout, const LaneShape& shape,
-                                         DType dtype, uint64_t live_length);
+// Errors: capacity or page_size 0, n > capacity, a zero lane dimension, or
+// any product overflowing uint64.
+Result<PayloadAccounting> AccountPayload(uint64_t capacity, uint64_t page_size,
+                                         const LaneShape& shape, DType dtype, uint64_t live_length);
 
 }  // namespace folio::kv
 

@@ -87,7 +87,6 @@
 #include "folio/core/dtype.h"
 #include "folio/core/status.h"
 #include "folio/kv/block_pool.h"
-#include "folio/kv/layer_cache.h"
 #include "folio/kv/paged_view.h"
 
 namespace folio::kv {
@@ -197,6 +196,18 @@ class PagedKvCache {
     return AddSequence(prefix, prefix.size() * config_.page_size);
   }
 
+  // A new, empty sequence whose pages the caller chooses: the first time
+  // it needs logical page lp, PrepareAppend claims page placement[lp] from
+  // the pool (BlockPool::TryClaim) instead of taking the pool's next one.
+  // A fixed page table runs on this cache this way (`folio layout` claims
+  // the worked example's pages, table[lp] * batch + lane). PrepareAppend
+  // answers nullopt when a page the step must claim is in use, and
+  // OutOfRange when the sequence would outgrow its placement. A tail
+  // copied on write, and a fork of the sequence, take pages as usual.
+  // Errors (nothing changed): a page id out of range (OutOfRange), one
+  // listed twice (InvalidArgument), a plan pending.
+  Result<SeqId> AddPlacedSequence(std::vector<PageId> placement);
+
   // n free pages, each held once (HoldPage), for an import to fill before
   // sequences take them over; nullopt (nothing changed) when fewer than n
   // are free. Errors: a plan pending.
@@ -299,6 +310,11 @@ class PagedKvCache {
   // belong to no one or to someone else (FailedPrecondition).
   Status WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
                    std::span<const float> keys, std::span<const float> values);
+  // The same from float64 rows, for the float64 reference decoder (the
+  // worked example): an f64 cache keeps them exactly. Quantized dtypes take
+  // float rows only (InvalidArgument).
+  Status WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
+                   std::span<const double> keys, std::span<const double> values);
 
   // Reads head_dim values of (layer, role, head) at committed position pos
   // of seq into out. Every argument must be in range (checked).
@@ -322,6 +338,9 @@ class PagedKvCache {
   struct Sequence {
     uint64_t length = 0;        // committed tokens
     std::vector<PageId> table;  // [num_pages] logical -> physical page
+    // AddPlacedSequence: [pages] the page each logical page must claim;
+    // empty: the pool chooses.
+    std::vector<PageId> placement;
   };
   // What Prepare decided for one request, before anything changes.
   struct Decision {
@@ -332,6 +351,9 @@ class PagedKvCache {
 
   PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes);
   Result<std::vector<Decision>> Decide(std::span<const std::pair<SeqId, uint64_t>> requests);
+  template <typename T>
+  Status WriteRowsOf(uint64_t layer, std::span<const int64_t> slot_mapping, std::span<const T> keys,
+                     std::span<const T> values);
   void CopyPage(PageId from, PageId to);
   Status CheckNoPlan(const std::string& op) const;
   // Every reference change goes through Ref / Unref (or HoldPage /

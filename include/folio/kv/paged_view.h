@@ -13,6 +13,9 @@
 
 namespace folio::kv {
 
+// Which of a layer's two pools: keys or values.
+enum class KvRole : uint8_t { kKey = 0, kValue = 1 };
+
 // One layer's K and V page pools. Page `p` of head `h` is a contiguous
 // [page_size, head_dim] block: the element (page, h, offset, f) sits at
 // ScalarIndex(LaneShape{1, num_kv_heads, head_dim}, page_size, page, offset,

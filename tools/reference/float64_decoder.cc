@@ -1,0 +1,301 @@
+#include "reference/float64_decoder.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "folio/attention/paged_attention.h"
+#include "folio/ops/ops.h"
+#include "reference/float64_attention.h"
+
+namespace folio::reference {
+namespace {
+
+using model::LogitRows;
+
+std::span<double> Row(std::vector<double>& v, uint64_t row, uint64_t width) {
+  return std::span<double>(v).subspan(row * width, width);
+}
+
+// A linear layer widened to float64 once: y = W x per row, the scalar
+// matvec.
+class Linear {
+ public:
+  explicit Linear(const model::Tensor& t)
+      : values_(t.ToDoubles()), rows_(t.shape.at(0)), cols_(t.shape.at(1)) {}
+  void Apply(std::span<const double> x, uint64_t num_rows, std::span<double> y) const {
+    for (uint64_t r = 0; r < num_rows; ++r) {
+      ops::MatVec<double>(values_, x.subspan(r * cols_, cols_), y.subspan(r * rows_, rows_));
+    }
+  }
+  // out [ids.size(), cols]: the rows named by ids (checked by the caller).
+  void Embed(std::span<const int32_t> ids, std::span<double> out) const {
+    for (size_t r = 0; r < ids.size(); ++r) {
+      std::copy_n(values_.begin() + static_cast<ptrdiff_t>(static_cast<uint64_t>(ids[r]) * cols_),
+                  cols_, out.begin() + static_cast<ptrdiff_t>(r * cols_));
+    }
+  }
+
+ private:
+  std::vector<double> values_;  // [rows, cols]
+  uint64_t rows_, cols_;
+};
+
+// Rows of `batch` lanes of n tokens each, lane-major, at positions 0..n-1,
+// with logits for every row.
+struct LanePlan {
+  std::vector<uint64_t> positions, logit_rows;
+  LanePlan(uint64_t batch, uint64_t n) {
+    for (uint64_t b = 0; b < batch; ++b) {
+      for (uint64_t i = 0; i < n; ++i) {
+        positions.push_back(i);
+        logit_rows.push_back(b * n + i);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+struct Float64Decoder::Weights {
+  struct Layer {
+    std::vector<double> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+    Linear wq, wk, wv, wo, gate, up, down;
+  };
+  Linear embedding;
+  std::vector<Layer> layers;
+  std::vector<double> final_norm;
+  Linear head;  // the embedding again when tied
+  std::vector<double> inv_freq;
+
+  explicit Weights(const model::Model& m)
+      : embedding(m.weights().embedding),
+        final_norm(m.weights().final_norm.ToDoubles()),
+        head(m.config().tie_embeddings ? m.weights().embedding : m.weights().lm_head),
+        inv_freq(model::RopeInverseFrequencies(m.config())) {
+    auto values = [](const model::Tensor& t) {
+      return t.empty() ? std::vector<double>() : t.ToDoubles();
+    };
+    for (const model::LayerWeights& l : m.weights().layers) {
+      layers.push_back(Layer{values(l.attn_norm), values(l.ffn_norm), values(l.bq), values(l.bk),
+                             values(l.bv), values(l.q_norm), values(l.k_norm), Linear(l.wq),
+                             Linear(l.wk), Linear(l.wv), Linear(l.wo), Linear(l.w_gate),
+                             Linear(l.w_up), Linear(l.w_down)});
+    }
+  }
+};
+
+Float64Decoder::Float64Decoder(const model::Model& model)
+    : config_(model.config()),
+      model_id_(model.id()),
+      weights_(std::make_unique<const Weights>(model)) {}
+Float64Decoder::~Float64Decoder() = default;
+Float64Decoder::Float64Decoder(Float64Decoder&&) noexcept = default;
+
+Status Float64Decoder::CheckTokens(std::span<const int32_t> tokens, uint64_t batch) const {
+  if (batch == 0 || tokens.empty() || tokens.size() % batch != 0) {
+    return Status::InvalidArgument("tokens must be [batch=" + std::to_string(batch) +
+                                   ", n >= 1] (got " + std::to_string(tokens.size()) + " ids)");
+  }
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || static_cast<uint64_t>(tokens[i]) >= config_.vocab_size) {
+      return Status::OutOfRange("token " + std::to_string(i) + " has id " +
+                                std::to_string(tokens[i]) + " outside vocabulary [0, " +
+                                std::to_string(config_.vocab_size) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+template <typename AttendFn>
+Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& attend) const {
+  const model::ModelConfig& c = config_;
+  const Weights& w = *weights_;
+  const uint64_t d = c.hidden_size, hd = c.head_dim(), half = hd / 2;
+  const uint64_t rows = plan.tokens.size(), qs = c.q_size(), kvs = c.kv_size();
+  const double eps = c.norm_eps;
+  const bool neox = c.rope_style == model::RopeStyle::kNeox;
+
+  // RoPE angles per row, as model::Decoder computes them (in double).
+  std::vector<double> cos(rows * half), sin(rows * half);
+  for (uint64_t r = 0; r < rows; ++r) {
+    for (uint64_t p = 0; p < half; ++p) {
+      const double theta = static_cast<double>(plan.positions[r]) * w.inv_freq[p];
+      cos[r * half + p] = std::cos(theta);
+      sin[r * half + p] = std::sin(theta);
+    }
+  }
+  auto rms_norm = [&](std::span<const double> in, const std::vector<double>& gain,
+                      std::span<double> out) {
+    for (uint64_t off = 0; off < in.size(); off += gain.size()) {
+      ops::RmsNorm<double>(in.subspan(off, gain.size()), gain, eps, out.subspan(off, gain.size()));
+    }
+  };
+  auto rope = [&](std::vector<double>& y) {
+    const uint64_t width = y.size() / rows;
+    for (uint64_t r = 0; r < rows; ++r) {
+      ops::Rope<double>(Row(y, r, width), hd, std::span<const double>(cos).subspan(r * half, half),
+                        std::span<const double>(sin).subspan(r * half, half), neox);
+    }
+  };
+
+  std::vector<double> x(rows * d);    // residual stream [rows, hidden]
+  w.embedding.Embed(plan.tokens, x);  // CheckTokens bounded the ids
+  std::vector<double> h(rows * d), q(rows * qs), k(rows * kvs), v(rows * kvs);
+  std::vector<double> attn(q.size()), delta(rows * d);
+  std::vector<double> gate(rows * c.ffn_size), up(rows * c.ffn_size);
+  auto add_bias = [](std::vector<double>& y, const std::vector<double>& bias) {
+    if (bias.empty()) return;
+    for (uint64_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
+  };
+  auto head_norm = [&](std::vector<double>& y, const std::vector<double>& gain) {
+    if (!gain.empty()) rms_norm(y, gain, y);
+  };
+  for (uint64_t layer = 0; layer < c.num_layers; ++layer) {
+    const auto& lw = w.layers[layer];
+    rms_norm(x, lw.attn_norm, h);
+    lw.wq.Apply(h, rows, q);
+    lw.wk.Apply(h, rows, k);
+    lw.wv.Apply(h, rows, v);
+    add_bias(q, lw.bq);
+    add_bias(k, lw.bk);
+    add_bias(v, lw.bv);
+    head_norm(q, lw.q_norm);
+    head_norm(k, lw.k_norm);
+    rope(q);
+    rope(k);
+    FOLIO_RETURN_IF_ERROR(attend(layer, std::span<const double>(q), std::span<const double>(k),
+                                 std::span<const double>(v), std::span<double>(attn)));
+    lw.wo.Apply(attn, rows, delta);
+    for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+    rms_norm(x, lw.ffn_norm, h);
+    lw.gate.Apply(h, rows, gate);
+    lw.up.Apply(h, rows, up);
+    ops::SwiGlu<double>(gate, up);
+    lw.down.Apply(gate, rows, delta);
+    for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+  }
+  // The output head only for the rows asked for.
+  const uint64_t out_rows = plan.logit_rows.size();
+  std::vector<double> hn(out_rows * d);
+  for (uint64_t o = 0; o < out_rows; ++o) {
+    rms_norm(Row(x, plan.logit_rows[o], d), w.final_norm, Row(hn, o, d));
+  }
+  std::vector<double> logits(out_rows * c.vocab_size);
+  w.head.Apply(hn, out_rows, logits);
+  for (uint64_t o = 0; o < out_rows; ++o) {
+    for (double value : Row(logits, o, c.vocab_size)) {
+      if (!std::isfinite(value)) {
+        return Status::InvalidArgument("non-finite logit at row " +
+                                       std::to_string(plan.logit_rows[o]) + ", position " +
+                                       std::to_string(plan.positions[plan.logit_rows[o]]));
+      }
+    }
+  }
+  return logits;
+}
+
+Result<std::vector<double>> Float64Decoder::Forward(std::span<const int32_t> tokens,
+                                                    uint64_t batch) const {
+  FOLIO_RETURN_IF_ERROR(CheckTokens(tokens, batch));
+  const uint64_t n = tokens.size() / batch;
+  if (n > config_.max_positions) {
+    return Status::OutOfRange(std::to_string(n) + " positions exceed max_positions " +
+                              std::to_string(config_.max_positions));
+  }
+  if (batch > INT32_MAX || n > INT32_MAX) {
+    return Status::OutOfRange("forward pass of " + std::to_string(batch) + " lanes of " +
+                              std::to_string(n) + " tokens exceeds int32 metadata");
+  }
+  const LanePlan lanes(batch, n);
+  // Lane b's K and V of the current layer are page b of a float64 pool of
+  // `batch` pages of n slots: no cache object is involved.
+  const uint64_t hd = config_.head_dim(), kv_heads = config_.num_kv_heads;
+  std::vector<double> keys(batch * n * config_.kv_size()), values(keys.size());
+  std::vector<int32_t> block_table(batch), context(batch, static_cast<int32_t>(n)),
+      indptr(batch + 1);
+  for (uint64_t b = 0; b < batch; ++b) {
+    block_table[b] = static_cast<int32_t>(b);
+    indptr[b + 1] = static_cast<int32_t>((b + 1) * n);
+  }
+  attention::PagedAttentionParams p;
+  p.num_q_heads = config_.num_heads;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  p.window = config_.window;
+  const kv::PagedKvView pool{reinterpret_cast<const std::byte*>(keys.data()),
+                             reinterpret_cast<const std::byte*>(values.data()),
+                             DType::kF64,
+                             batch,
+                             kv_heads,
+                             n,
+                             hd};
+  // Token-major [batch, n, kv_heads, head_dim] rows to the pool's
+  // [batch, kv_heads, n, head_dim].
+  auto store = [&](std::span<const double> rows, std::vector<double>& pages) {
+    for (uint64_t b = 0; b < batch; ++b)
+      for (uint64_t i = 0; i < n; ++i)
+        for (uint64_t h = 0; h < kv_heads; ++h) {
+          std::copy_n(rows.begin() + static_cast<ptrdiff_t>(((b * n + i) * kv_heads + h) * hd), hd,
+                      pages.begin() + static_cast<ptrdiff_t>(((b * kv_heads + h) * n + i) * hd));
+        }
+  };
+  auto attend = [&](uint64_t, std::span<const double> q, std::span<const double> k,
+                    std::span<const double> v, std::span<double> out) -> Status {
+    store(k, keys);
+    store(v, values);
+    return Float64PagedAttention(p, q, pool, {block_table, 1, context, indptr}, out);
+  };
+  return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows}, attend);
+}
+
+Result<std::vector<double>> Float64Decoder::Step(kv::PagedKvCache& cache,
+                                                 const kv::BatchMetadata& meta,
+                                                 std::span<const int32_t> tokens,
+                                                 LogitRows rows) const {
+  const kv::PagedKvCacheConfig& kc = cache.config();
+  if (kc.num_layers != config_.num_layers || kc.num_kv_heads != config_.num_kv_heads ||
+      kc.head_dim != config_.head_dim()) {
+    return Status::InvalidArgument(
+        "paged cache shape (layers, kv heads, head dim) differs from the model's");
+  }
+  FOLIO_RETURN_IF_ERROR(CheckTokens(tokens, 1));
+  const uint64_t batch = meta.batch;
+  if (meta.query_indptr.size() != batch + 1 ||
+      static_cast<uint64_t>(meta.query_indptr.back()) != tokens.size() ||
+      meta.slot_mapping.size() != tokens.size()) {
+    return Status::InvalidArgument("tokens, query_indptr and slot_mapping disagree");
+  }
+  std::vector<uint64_t> positions(tokens.size()), logit_rows;
+  for (uint64_t s = 0; s < batch; ++s) {
+    const auto first = static_cast<uint64_t>(meta.query_indptr[s]);
+    const auto last = static_cast<uint64_t>(meta.query_indptr[s + 1]);
+    const auto context = static_cast<uint64_t>(meta.context_lens[s]);
+    if (last - first > context) {
+      return Status::InvalidArgument("sequence " + std::to_string(s) +
+                                     " has more new tokens than context");
+    }
+    if (context > config_.max_positions) {
+      return Status::OutOfRange("sequence " + std::to_string(s) + " context " +
+                                std::to_string(context) + " exceeds max_positions " +
+                                std::to_string(config_.max_positions));
+    }
+    for (uint64_t r = first; r < last; ++r) {
+      positions[r] = context - (last - first) + (r - first);
+      if (rows == LogitRows::kAll || r + 1 == last) logit_rows.push_back(r);
+    }
+  }
+  attention::PagedAttentionParams p;
+  p.num_q_heads = config_.num_heads;
+  p.scale = 1.0 / std::sqrt(static_cast<double>(config_.head_dim()));
+  p.window = config_.window;
+  auto attend = [&](uint64_t layer, std::span<const double> q, std::span<const double> k,
+                    std::span<const double> v, std::span<double> out) -> Status {
+    FOLIO_RETURN_IF_ERROR(cache.WriteRows(layer, meta.slot_mapping, k, v)
+                              .WithContext("layer " + std::to_string(layer)));
+    return Float64PagedAttention(p, q, cache.View(layer), kv::ViewOf(meta), out);
+  };
+  return Run(RowPlan{tokens, positions, logit_rows}, attend);
+}
+
+}  // namespace folio::reference
