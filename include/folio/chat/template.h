@@ -10,7 +10,7 @@
 // separators=separators, sort_keys=sort_keys): insertion order, ", " and
 // ": " separators) and the globals raise_exception(msg) and
 // strftime_now(fmt). folio renders the same text for the statements,
-// expressions, filters, tests and methods docs/design.md ("Chat templates")
+// expressions, filters, tests and methods docs/chat-templates.md
 // lists; everything else is refused with kUnimplemented, never rendered
 // approximately.
 //

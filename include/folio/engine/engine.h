@@ -101,7 +101,7 @@ struct EngineConfig {
   // How quantized weights multiply: exact f32 activations times the
   // dequantized weights (f32, the default), or 8-bit activations and
   // integer dot products (q8: ggml's numerics, 2-3x faster matmuls, logits
-  // about a logit away from f32's on SmolLM2; docs/design.md). Float
+  // about a logit away from f32's on SmolLM2; docs/models.md). Float
   // weights are unaffected.
   ops::MatMulActivations matmul_activations = ops::MatMulActivations::kF32;
   SpeculativeConfig speculative{};

@@ -21,7 +21,7 @@
 // fresh pool's 0, 1, 2, ...; TryAllocate takes its front, a released page
 // goes to the front (the next one handed out). Two more moves keep a growing
 // sequence's pages physically adjacent, so attention reads it as one
-// stream (docs/design.md, "Page order"): TryAllocateAfter(prev) takes page
+// stream (docs/kv-cache.md, "Page order"): TryAllocateAfter(prev) takes page
 // prev + 1 when it is free, wherever it sits in the list, and Deprioritize
 // moves a free page to the back, where it is handed out only after every
 // other free page. Every operation is O(1) (the list is doubly linked

@@ -29,7 +29,7 @@
 // bit, so the determinism contract holds for quantized caches unchanged.
 // (A scale per page and head, fixed by its first row, was the first
 // design: the first token's rows, the attention sink, are unlike the rest,
-// and at 128-token contexts i8 lost 4.4% perplexity; docs/design.md.)
+// and at 128-token contexts i8 lost 4.4% perplexity; docs/kv-cache.md.)
 //
 // Sequences. A sequence is a length and a block table: logical position p
 // lives at slot p % page_size of page table[p / page_size]. Outside a step,
