@@ -1,16 +1,9 @@
 #include "cli/info_command.h"
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 

@@ -2,15 +2,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 

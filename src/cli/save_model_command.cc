@@ -1,18 +1,7 @@
 #include "cli/save_model_command.h"
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <filesystem>
 #include <iostream>
-#include <map>
-#include <memory>
-#include <nlohmann/json.hpp>
-#include <optional>
-#include <sstream>
-#include <string>
-#include <vector>
 
 #include "cli/engine_flags.h"
 #include "folio/checkpoint/model_io.h"

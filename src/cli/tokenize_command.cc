@@ -1,13 +1,8 @@
 #include "cli/tokenize_command.h"
 
 #include <CLI/CLI.hpp>
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <map>
-#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
