@@ -12,6 +12,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -86,13 +87,15 @@ void SetDeclared(engine::RequestParams& p, const nb::kwargs& given) {
     }
   });
   if (used != given.size()) {
+    // Some keyword is not a declared parameter: name the first.
     for (const auto& [key, value] : given) {
-      const std::string name = nb::cast<std::string>(key);
       bool known = false;
-      for (const engine::RequestParamInfo& info : engine::RequestParamInfos()) {
-        known = known || info.name == name;
+      engine::ForEachRequestParam(p, [&](const engine::RequestParamInfo& info, auto&) {
+        known = known || nb::cast<std::string_view>(key) == info.name;
+      });
+      if (!known) {
+        throw nb::type_error(("no request parameter named " + nb::cast<std::string>(key)).c_str());
       }
-      if (!known) throw nb::type_error(("no request parameter named " + name).c_str());
     }
   }
 }
@@ -460,11 +463,9 @@ class EngineCore {
   }
 
  private:
-  // Python sees outputs and errors; kAccepted says nothing it needs.
   nb::list Events(std::vector<serving::Event> events) const {
     nb::list out;
     for (serving::Event& e : events) {
-      if (e.kind == serving::Event::Kind::kAccepted) continue;
       nb::object logprobs = nb::none();
       if (!e.logprobs.empty()) {
         nb::list lps;

@@ -32,6 +32,9 @@ Outbox::~Outbox() {
 }
 
 void Outbox::Push(serving::Event e) {
+  // Python reads outputs and errors only: an acceptance would cost a
+  // wake-up of the reader per request and say nothing.
+  if (e.kind == serving::Event::Kind::kAccepted) return;
   {
     std::lock_guard lock(mu_);
     events_.push_back(std::move(e));

@@ -27,7 +27,8 @@ class Outbox : public serving::EventSink {
   Outbox(const Outbox&) = delete;
   Outbox& operator=(const Outbox&) = delete;
 
-  // The engine thread's side: queues e and wakes the readers.
+  // The engine thread's side: queues e (but kAccepted, which Python does
+  // not read) and wakes the readers.
   void Push(serving::Event e) override;
   // Every event waiting, in order (possibly none). Never blocks.
   std::vector<serving::Event> Take();

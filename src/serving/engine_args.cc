@@ -121,7 +121,6 @@ Result<std::unique_ptr<ServingEngine>> ServingEngine::Create(ServedModel served,
   s->served_ = std::move(served);
   const model::ModelConfig& mc = s->served_.model->config();
   FOLIO_ASSIGN_OR_RETURN(s->config_, args.ToEngineConfig(mc, names));
-  s->page_bytes_ = PageBytes(mc, s->config_.page_size, s->config_.kv_dtype);
   if (!args.draft_model.empty()) {
     Result<model::Model> draft = LoadModelOrBuiltin(args.draft_model, args.builtin_positions);
     if (!draft) return draft.error().WithContext(names("draft_model"));

@@ -121,7 +121,9 @@ class ServingEngine {
   const engine::Engine& engine() const { return *engine_; }
   const engine::EngineConfig& config() const { return config_; }
   // One page of K and V, every layer.
-  uint64_t page_bytes() const { return page_bytes_; }
+  uint64_t page_bytes() const {
+    return PageBytes(served_.model->config(), config_.page_size, config_.kv_dtype);
+  }
 
  private:
   ServingEngine() = default;
@@ -130,7 +132,6 @@ class ServingEngine {
   std::unique_ptr<model::Model> draft_;  // speculative decoding's model, if any
   std::unique_ptr<ThreadPool> pool_;
   engine::EngineConfig config_;
-  uint64_t page_bytes_ = 0;
   std::unique_ptr<engine::Engine> engine_;  // last: destroyed first
 };
 
