@@ -206,6 +206,9 @@ Result<Expr> Converter::VisitObject(const Json& s, const std::string& ptr, uint6
   if (min_props && *min_props > n && !extra) return Expr();
   const bool counts_hold =
       (!min_props || *min_props <= n_required) && (!max_props || (!extra && *max_props >= n));
+  if (!counts_hold && max_props && *max_props == 0) {
+    return Expr(NodeRule(ptr, Seq({"\"{\"", Ws(), "\"}\""})));  // no required member here
+  }
   if (!counts_hold) {
     if (n > 0) {
       return Status::Unimplemented(
