@@ -1,29 +1,95 @@
 // JSON Schema as GBNF: the grammar of the JSON texts a schema accepts.
 //
-// Drafts 4 to 2020-12 as JSONSchemaBench's schemas use them. Enforced:
-//   type (one or a list), enum, const, anyOf, oneOf (as anyOf when the
-//   alternatives cannot both match, else refused), allOf (merged when the
-//   parts combine simply, else refused), $ref to "#", "#/$defs/..",
-//   "#/definitions/.." and other local JSON pointers (recursion allowed),
-//   properties (in declared order), required, additionalProperties (false,
-//   true or a schema), items / prefixItems (and draft 4's array form of
-//   items with additionalItems), minItems, maxItems, minLength,
-//   maxLength, pattern (regex.h), format (date-time, date, time, email,
-//   uuid, uri, ipv4, ipv6, hostname), minimum, maximum, exclusiveMinimum,
-//   exclusiveMaximum (draft 4's boolean form too) on integers and numbers
-//   (as far as a grammar can: integer bounds exactly, number bounds on the
-//   integer part), minProperties / maxProperties where properties are
-//   known.
+// Drafts 4 to 2020-12 as JSONSchemaBench's schemas use them. The grammar
+// accepts only instances the schema accepts, and every valid instance
+// written in the forms listed under "Forms" below. Enforced:
+//   type (one or a list; a schema without type takes the types its
+//     keywords imply: properties / required / ... -> object, items /
+//     minItems / ... -> array, minLength / pattern / format -> string,
+//     minimum / ... -> number; none: any value. This is narrower than JSON
+//     Schema, where such keywords do not constrain other types, and is
+//     what llama.cpp and OpenAI do.)
+//   enum, const (values of any type; filtered by type; other keywords
+//     beside them are refused)
+//   anyOf; oneOf only where its alternatives are provably disjoint:
+//     different types, different enum/const values, or objects with a
+//     property both require whose enum/const values differ (else
+//     refused). Keywords beside anyOf / oneOf apply to each alternative
+//     (merged as for allOf).
+//   allOf and $ref with sibling keywords (draft 2019+ semantics: both
+//     apply): the parts are merged into one schema. type intersects;
+//     properties union (a property on both sides merges its schemas; a
+//     property on one side only also meets the other side's
+//     additionalProperties, so allOf [{additionalProperties: false}, {b}]
+//     forbids b, as JSON Schema says); required unions; additionalProperties
+//     merge; minLength/minItems/minProperties take the larger,
+//     maxLength/... the smaller; minimum/maximum/exclusive* the tighter
+//     (not with draft 4's boolean exclusive forms); enum intersects;
+//     items (schemas) merge; equal keywords stay; anything else that
+//     differs (two patterns, two formats, two anyOfs, ...) is refused.
+//   $ref to "#", "#/$defs/..", "#/definitions/.." and any other local JSON
+//     pointer (~0 ~1 and %-escapes; a ref prefixed by the root's $id is
+//     local); recursion allowed through a rule reference; a cycle of refs
+//     that matches nothing before recursing is kInvalidArgument.
+//   properties (in declared order), required (a required key that is not
+//     declared takes additionalProperties' schema), additionalProperties
+//     (false, true or a schema; true is the default), minProperties /
+//     maxProperties where the declared properties settle them (e.g.
+//     minProperties <= the number required), for objects with only
+//     additional properties (a bounded repetition), and maxProperties 0;
+//     else refused.
+//   items / prefixItems (and draft 4's array form of items with
+//     additionalItems), minItems, maxItems; uniqueItems false (true is
+//     refused).
+//   minLength, maxLength (characters; an escape is one), pattern
+//     (regex.h; refused together with minLength/maxLength or format),
+//     format: date, time, date-time (RFC 3339; T and Z upper case; no leap
+//     second; year 0000 excluded), uuid, ipv4 (no leading zeros), ipv6
+//     (RFC 4291 text forms, no zone), hostname (RFC 1123: up to 3 labels
+//     of at most 63 characters or 4 to 8 of at most 30, so at most 253 in
+//     all; the last label starts with a letter), email (a dot-atom local
+//     part "@" a hostname: no quoted local parts or address literals), uri
+//     (RFC 3986 absolute URIs without IPvFuture hosts). Other formats are
+//     refused; format with minLength/maxLength only for the fixed-length
+//     formats (date, uuid).
+//   minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's boolean
+//     form too) on integers and numbers, exactly (any decimal bound: a
+//     digit-by-digit range over the integer part and, where it meets a
+//     bound, over the fraction digits); multipleOf 1 only (an integer).
+//   true (any value); false where it can be honoured: a property whose
+//     schema is false cannot appear (an object that requires it matches
+//     nothing), an item whose schema is false ends the array there. A
+//     schema that matches nothing at the root or behind a $ref is refused
+//     (GBNF has no empty language).
 // Accepted and ignored because they do not constrain an instance: title,
 // description, $schema, $id, id, $comment, examples, default, deprecated,
-// readOnly, writeOnly, and any key starting with "x-". Every other keyword
-// is refused with kUnimplemented naming it and where it sits (a JSON
-// pointer), never ignored: a grammar that accepts more than the schema
-// would be wrong silently.
+// readOnly, writeOnly, $defs and definitions (they hold schemas for
+// $refs), and any key starting with "x-". Every other keyword (not,
+// if/then/else, patternProperties, propertyNames, dependentRequired,
+// dependentSchemas, dependencies, contains, unevaluated*, $anchor,
+// $dynamicRef, contentEncoding, ...) is refused with kUnimplemented naming
+// it and where it sits (a JSON pointer), never ignored: a grammar that
+// accepts more than the schema would be wrong silently.
 //
-// Property order: properties come in the order the schema declares them
-// (required or not), then additional properties; that is why the schema
-// is an ordered_json.
+// Forms. A valid instance may still be refused for how it is written:
+// - Whitespace: as JsonSchemaOptions says.
+// - Property order: properties come in the order the schema declares them
+//   (required or not), then additional properties; that is why the schema
+//   is an ordered_json. An additional property's key is any string but a
+//   declared key; where keys are declared it is written without
+//   backslash escapes (an escape could spell a declared key). Two
+//   additional properties may share a key (JSON leaves duplicates to the
+//   reader).
+// - enum / const values and declared keys are written canonically: strings
+//   with only the escapes JSON requires (\" \\ \b \f \n \r \t, else
+//   \u00xx), numbers as nlohmann::json serializes them (1.0 stays 1.0),
+//   containers with the whitespace of the mode.
+// - Integers are written without fraction or exponent (1.0 is not taken
+//   for an integer); "-0" is zero. Numbers with bounds are written without
+//   an exponent, except under only ">= 0" or "> 0".
+// Limits: max_depth (schema nesting) and max_output_bytes, and a count
+// (maxLength, maxItems, ...) above 10000, the grammar's repeat limit, are
+// kResourceExhausted.
 #ifndef FOLIO_GRAMMAR_JSON_SCHEMA_H_
 #define FOLIO_GRAMMAR_JSON_SCHEMA_H_
 
