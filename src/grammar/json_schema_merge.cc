@@ -360,6 +360,23 @@ Result<Json> MergeSchemas(const Json& root, const Json& a_in, const Json& b_in, 
       if (s->contains(k) && (*s)[k].is_boolean()) draft4_exclusive = true;
     }
   }
+  // Array items: a plain "items" schema on both sides merges; any
+  // positional form (prefixItems, items as a list, additionalItems) makes
+  // "items" mean "the rest", so then both sides must agree exactly.
+  auto positional = [](const Json& s) {
+    return s.contains("prefixItems") || s.contains("additionalItems") ||
+           (s.contains("items") && s["items"].is_array());
+  };
+  auto has_item_keywords = [](const Json& s) {
+    return s.contains("items") || s.contains("prefixItems") || s.contains("additionalItems");
+  };
+  if ((positional(a) || positional(b)) && has_item_keywords(a) && has_item_keywords(b)) {
+    for (const char* k : {"items", "prefixItems", "additionalItems"}) {
+      if (a.contains(k) != b.contains(k) || (a.contains(k) && a[k] != b[k])) {
+        return CannotMerge(k, at);
+      }
+    }
+  }
   Json out = a;
   for (const auto& [key, bv] : b.items()) {
     if (!out.contains(key)) {
