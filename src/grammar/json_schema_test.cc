@@ -423,6 +423,35 @@ TEST(JsonSchemaToGbnf, FormatIpv4AndIpv6) {
                 {R"("1:2:3:4:5:6:7:8:9")", R"("12345::")", R"(":::")"});
 }
 
+TEST(JsonSchemaToGbnf, FormatHostnameAndUri) {
+  ExpectMatches(R"({"type": "string", "format": "hostname"})",
+                {R"("localhost")", R"("api.v1.example.com")", R"("a-b.c0")"},
+                {R"("-a.com")", R"("a-.com")", R"("a..b")", R"("a_b.com")", R"("1.2.3.4")"});
+  ExpectMatches(
+      R"({"type": "string", "format": "uri"})",
+      {R"("https://example.com/a/b?x=1#f")", R"("mailto:joe@example.com")",
+       R"("urn:isbn:0451450523")", R"("http://[::1]:8080/")"},
+      {R"("example.com/a")", R"("/a/b")", R"("http://exa mple.com")", R"("http://x/%zz")"});
+}
+
+TEST(JsonSchemaToGbnf, PatternIsSearchedInsideTheString) {
+  ExpectMatches(R"({"type": "string", "pattern": "b+c"})", {R"("bc")", R"("abbbcd")"},
+                {R"("ac")", R"("b")"});
+  ExpectMatches(R"({"type": "string", "pattern": "^[a-z]{2}$"})", {R"("ab")"},
+                {R"("abc")", R"("a1")", R"("")"});
+}
+
+TEST(JsonSchemaToGbnf, StrictModeEnumUsesTheSeparators) {
+  ExpectMatches(R"({"enum": [[1, {"a": null}]]})", {R"([1, {"a": null}])"}, {R"([1,{"a":null}])"},
+                Strict());
+}
+
+TEST(JsonSchemaToGbnf, StrictModeEmptyContainersHaveNoSpace) {
+  ExpectMatches(R"({"type": "object", "properties": {"l": {"type": "array"}},
+                    "additionalProperties": false})",
+                {"{}", R"({"l": []})"}, {"{ }", R"({"l": [ ]})"}, Strict());
+}
+
 // ---- Whitespace ----
 
 TEST(JsonSchemaToGbnf, StrictModeTakesJsonDumpsSeparators) {
