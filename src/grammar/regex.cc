@@ -670,12 +670,23 @@ class Parser {
       if (IsPosixClass()) return Refuse("POSIX class", pos_);
       const size_t lo_at = pos_;
       FOLIO_ASSIGN_OR_RETURN(Atom lo, ParseClassAtom());
+      auto add = [&members](const Atom& atom) {
+        if (atom.is_set) {
+          members.insert(members.end(), atom.set.ranges().begin(), atom.set.ranges().end());
+        } else {
+          members.push_back({atom.code_point, atom.code_point});
+        }
+      };
       if (Peek() == '-' && pos_ + 1 < p_.size() && p_[pos_ + 1] != ']') {
         ++pos_;
         FOLIO_ASSIGN_OR_RETURN(Atom hi, ParseClassAtom());
         if (lo.is_set || hi.is_set) {
-          return Status::InvalidArgument(
-              StrCat("regex: class range at offset ", lo_at, " has a class escape as an end"));
+          // ECMAScript (Annex B): a class escape cannot end a range, so
+          // the '-' is itself a member, as in the common [\w-.].
+          add(lo);
+          add(Atom{false, '-', {}});
+          add(hi);
+          continue;
         }
         if (lo.code_point > hi.code_point) {
           return Status::InvalidArgument(StrCat("regex: class range at offset ", lo_at,
@@ -683,10 +694,8 @@ class Parser {
                                                 Hex(hi.code_point), ")"));
         }
         members.push_back({lo.code_point, hi.code_point});
-      } else if (lo.is_set) {
-        members.insert(members.end(), lo.set.ranges().begin(), lo.set.ranges().end());
       } else {
-        members.push_back({lo.code_point, lo.code_point});
+        add(lo);
       }
     }
     CharSet set = CharSet::Union(members);

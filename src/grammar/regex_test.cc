@@ -134,11 +134,6 @@ TEST(RegexToGbnf, ReversedClassRangeIsInvalidArgument) {
   ExpectError("[\\u0100-\\x41]", StatusCode::kInvalidArgument);
 }
 
-TEST(RegexToGbnf, ClassRangeWithShorthandEndIsInvalidArgument) {
-  ExpectError("[\\d-z]", StatusCode::kInvalidArgument);
-  ExpectError("[a-\\w]", StatusCode::kInvalidArgument);
-}
-
 TEST(RegexToGbnf, DanglingQuantifierIsInvalidArgument) {
   for (const char* p : {"*a", "+", "?", "a|*b", "(?:+a)", "a**", "a+*", "a{2}{3}", "{2}"}) {
     ExpectError(p, StatusCode::kInvalidArgument);
@@ -330,6 +325,13 @@ TEST(RegexToGbnf, NonAsciiLiteralMatchesItsUtf8) {
 TEST(RegexToGbnf, ShorthandsCombineWithOtherClassMembers) {
   EXPECT_TRUE(FullMatch("[\\d_a-f]+", "09_af"));
   EXPECT_FALSE(FullMatch("[\\d_a-f]+", "g"));
+}
+
+TEST(RegexToGbnf, DashNextToShorthandInClassIsALiteralDash) {
+  for (const char* text : {"a", "-", ".", "_"}) EXPECT_TRUE(FullMatch("[\\w-.]", text)) << text;
+  EXPECT_TRUE(FullMatch("[%-\\d]", "-"));
+  EXPECT_TRUE(FullMatch("[%-\\d]", "7"));
+  EXPECT_FALSE(FullMatch("[%-\\d]", "&"));
 }
 
 TEST(RegexToGbnf, NegatedShorthandInsideClassIsItsComplement) {

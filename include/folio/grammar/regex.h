@@ -5,7 +5,8 @@
 // schemas: literals and escapes (\n \r \t \f \v \0 \xHH \uHHHH \u{H..}
 // \cX and escaped ASCII punctuation; \uHHHH\uHHHH as a surrogate pair is
 // one code point), classes [...] and [^...] with ranges ([\b] is a
-// backspace; "[^]" is any character), the shorthands \d \D \w \W \s \S
+// backspace; "[^]" is any character; a '-' next to a class escape, as in
+// [\w-.], is a member, as ECMAScript's Annex B reads it), the shorthands \d \D \w \W \s \S
 // (ASCII meanings, as JSON Schema's regex dialect defines them, except
 // \s, which is ECMAScript's Unicode white space), also inside classes,
 // negated ones included ("." is any character but \n \r U+2028 U+2029),
