@@ -11,7 +11,12 @@ namespace {
 
 constexpr int kMaxMergeDepth = 32;
 
-std::string Quote(std::string_view s) { return "\"" + std::string(s) + "\""; }
+std::string Quote(std::string_view s) {
+  std::string out = "\"";  // not "\"" + std::string: GCC 12's -Wrestrict misfires
+  out += s;
+  out += '"';
+  return out;
+}
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';

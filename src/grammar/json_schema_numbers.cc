@@ -110,10 +110,18 @@ std::optional<std::string> IntegerMagnitudes(const std::string& a,
   // the length.
   alts.push_back(SameLength(a, b && lb == la ? *b : std::string(la, '9')));
   if (b && lb > la + 1) {
-    alts.push_back("[1-9] [0-9]{" + std::to_string(la) +
-                   (lb - 2 > la ? "," + std::to_string(lb - 2) : "") + "}");
+    std::string middle = "[1-9] [0-9]{" + std::to_string(la);
+    if (lb - 2 > la) {
+      middle += ',';
+      middle += std::to_string(lb - 2);
+    }
+    alts.push_back(middle + "}");
   }
-  if (b && lb > la) alts.push_back(SameLength("1" + std::string(lb - 1, '0'), *b));
+  if (b && lb > la) {
+    std::string smallest(lb, '0');  // 10...0, the smallest of lb digits
+    smallest[0] = '1';
+    alts.push_back(SameLength(smallest, *b));
+  }
   if (!b) alts.push_back("[1-9] [0-9]{" + std::to_string(la) + ",}");
   return Alternation(alts);
 }
