@@ -152,6 +152,9 @@ class Converter {
   Result<Expr> VisitString(const Json& s, const std::string& ptr);
   Result<Expr> VisitObject(const Json& s, const std::string& ptr, uint64_t depth);
   Result<Expr> VisitArray(const Json& s, const std::string& ptr, uint64_t depth);
+  Result<Expr> CountedMembers(const std::vector<std::string>& kvs, const std::vector<bool>& req,
+                              const std::string& extra_kv, uint64_t lo, std::optional<uint64_t> hi,
+                              const std::string& ptr);
   std::string AdditionalKey(const std::vector<std::string>& declared, const std::string& ptr);
 
   const Json& root_;

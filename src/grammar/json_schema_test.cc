@@ -178,6 +178,13 @@ TEST(JsonSchemaToGbnf, MaxPropertiesBoundsAdditionalOnlyObjects) {
                 {R"({"x":1})", R"({"x":1,"y":2})"}, {"{}", R"({"x":1,"y":2,"z":3})"});
 }
 
+TEST(JsonSchemaToGbnf, MinMaxPropertiesCountDeclaredAndAdditionalMembers) {
+  ExpectMatches(R"({"type": "object", "properties": {"a": {"type": "integer"},
+                    "b": {"type": "integer"}}, "minProperties": 1, "maxProperties": 2})",
+                {R"({"a":1})", R"({"b":1})", R"({"a":1,"b":2})", R"({"x":1})", R"({"a":1,"x":1})"},
+                {"{}", R"({"a":1,"b":2,"x":3})", R"({"x":1,"y":2,"z":3})"});
+}
+
 TEST(JsonSchemaToGbnf, RequiredKeyWithoutPropertiesIsAnAdditionalProperty) {
   ExpectMatches(R"({"type": "object", "required": ["id"]})", {R"({"id":1})", R"({"id":"x","z":2})"},
                 {"{}", R"({"z":2})"});

@@ -204,16 +204,30 @@ Result<Expr> Converter::VisitObject(const Json& s, const std::string& ptr, uint6
   const std::string extra_kv = extra ? Seq({AdditionalKey(declared, ptr), Colon(), *extra}) : "";
   if (max_props && *max_props < n_required) return Expr();
   if (min_props && *min_props > n && !extra) return Expr();
+  if (min_props && max_props && *min_props > *max_props) return Expr();
   const bool counts_hold =
       (!min_props || *min_props <= n_required) && (!max_props || (!extra && *max_props >= n));
-  if (!counts_hold && max_props && *max_props == 0) {
-    return Expr(NodeRule(ptr, Seq({"\"{\"", Ws(), "\"}\""})));  // no required member here
+  if (!counts_hold && n > 0) {
+    std::vector<std::string> kvs;
+    std::vector<bool> req;
+    for (const Member& m : members) {
+      kvs.push_back(m.kv);
+      req.push_back(m.required);
+    }
+    // At least max(1, minProperties) members, then the empty object if
+    // minProperties allows it.
+    FOLIO_ASSIGN_OR_RETURN(
+        Expr counted, CountedMembers(kvs, req, extra_kv,
+                                     std::max<uint64_t>(min_props.value_or(0), 1), max_props, ptr));
+    const bool empty_ok = min_props.value_or(0) == 0 && n_required == 0;
+    if (!counted) {
+      if (!empty_ok) return Expr();
+      return Expr(NodeRule(ptr, Seq({"\"{\"", Ws(), "\"}\""})));
+    }
+    if (!empty_ok) return Expr(NodeRule(ptr, Seq({"\"{\"", Ws(), *counted, Ws(), "\"}\""})));
+    return Expr(NodeRule(ptr, Seq({"\"{\"", Ws(), "(", *counted, Ws(), ")? \"}\""})));
   }
   if (!counts_hold) {
-    if (n > 0) {
-      return Status::Unimplemented(
-          "minProperties/maxProperties together with properties or required at " + ptr);
-    }
     // Only additional properties: a bounded repetition.
     FOLIO_RETURN_IF_ERROR(CheckRepeat(max_props, "maxProperties", ptr));
     FOLIO_RETURN_IF_ERROR(CheckRepeat(min_props, "minProperties", ptr));
@@ -258,6 +272,78 @@ Result<Expr> Converter::VisitObject(const Json& s, const std::string& ptr, uint6
   const std::string inner = firsts.size() == 1 ? firsts[0] : "( " + Alternatives(firsts) + " )";
   if (first_required < n) return Expr(NodeRule(ptr, Seq({"\"{\"", Ws(), inner, Ws(), "\"}\""})));
   return Expr(NodeRule(ptr, Seq({"\"{\"", Ws(), "(", inner, Ws(), ")? \"}\""})));
+}
+
+// Members in declared order (kvs, required where req) and then
+// additional ones (extra_kv, "" for none), at least `lo` (>= 1) and at most
+// `hi` of them in all. R(i, c): the members from i on when c were written
+// before (c counts exactly up to hi; without hi it saturates at lo), so a
+// member after the first starts with a comma.
+Result<Expr> Converter::CountedMembers(const std::vector<std::string>& kvs,
+                                       const std::vector<bool>& req, const std::string& extra_kv,
+                                       uint64_t lo, std::optional<uint64_t> hi,
+                                       const std::string& ptr) {
+  constexpr uint64_t kMaxCount = 64;
+  const uint64_t cap = hi ? *hi : lo;
+  if (cap > kMaxCount) {
+    return Status::Unimplemented("minProperties/maxProperties above " + std::to_string(kMaxCount) +
+                                 " together with properties or required at " + ptr);
+  }
+  const size_t n = kvs.size();
+  // r[i][c]: nullopt = impossible; "" = only the empty sequence.
+  std::vector<std::vector<Expr>> r(n + 1, std::vector<Expr>(cap + 1));
+  for (uint64_t c = 0; c <= cap; ++c) {
+    const uint64_t need = lo > c ? lo - c : 0;
+    std::optional<uint64_t> room;
+    if (hi) room = *hi - c;
+    if (extra_kv.empty()) {
+      if (need == 0) r[n][c] = "";
+      continue;
+    }
+    if (room && *room == 0) {
+      if (need == 0) r[n][c] = "";
+      continue;
+    }
+    if (c > 0) {
+      r[n][c] = RepeatedGroup(Seq({Comma(), extra_kv}), need, room);
+      continue;
+    }
+    std::optional<uint64_t> more;
+    if (room) more = *room - 1;
+    std::string e =
+        Seq({extra_kv, RepeatedGroup(Seq({Comma(), extra_kv}), need > 0 ? need - 1 : 0, more)});
+    r[n][c] = need > 0 ? e : "( " + e + " )?";
+  }
+  const std::string base = NameFromPointer(ptr) + "-count";
+  for (size_t i = n; i-- > 0;) {
+    for (uint64_t c = 0; c <= cap; ++c) {
+      std::vector<std::string> alts;
+      bool empty_alt = false;
+      if (!hi || c + 1 <= *hi) {
+        const uint64_t next = hi ? c + 1 : std::min(c + 1, lo);
+        if (const Expr& t = r[i + 1][next]; t) {
+          alts.push_back(Seq({c > 0 ? Comma() : "", kvs[i], *t}));
+        }
+      }
+      if (!req[i] && r[i + 1][c]) {
+        if (r[i + 1][c]->empty()) {
+          empty_alt = true;
+        } else {
+          alts.push_back(*r[i + 1][c]);
+        }
+      }
+      if (alts.empty()) {
+        if (empty_alt) r[i][c] = "";
+        continue;
+      }
+      std::string body = alts.size() == 1 ? alts[0] : "( " + Alternatives(alts) + " )";
+      if (empty_alt) body = "( " + body + " )?";
+      r[i][c] =
+          i == 0 ? body : AddRule(base + "-" + std::to_string(i) + "-" + std::to_string(c), body);
+    }
+  }
+  if (!r[0][0] || r[0][0]->empty()) return Expr();
+  return r[0][0];
 }
 
 // The key of an additional property: a JSON string that is none of the

@@ -34,10 +34,9 @@
 //   properties (in declared order), required (a required key that is not
 //     declared takes additionalProperties' schema), additionalProperties
 //     (false, true or a schema; true is the default), minProperties /
-//     maxProperties where the declared properties settle them (e.g.
-//     minProperties <= the number required), for objects with only
-//     additional properties (a bounded repetition), and maxProperties 0;
-//     else refused.
+//     maxProperties (a bounded repetition of additional properties; with
+//     declared properties, a rule per position and count, refused above
+//     64 unless the declared properties already settle the count).
 //   items / prefixItems (and draft 4's array form of items with
 //     additionalItems), minItems, maxItems; uniqueItems false (true is
 //     refused).
