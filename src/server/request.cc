@@ -43,7 +43,16 @@ const std::set<std::string, std::less<>> kCommonFields = {"model",
                                                           "functions",
                                                           "tool_choice",
                                                           "num_draft_tokens",
-                                                          "beam_search"};
+                                                          "beam_search",
+                                                          "structured_outputs",
+                                                          "guided_json",
+                                                          "guided_regex",
+                                                          "guided_choice",
+                                                          "guided_grammar",
+                                                          "guided_decoding_backend",
+                                                          "guided_whitespace_pattern",
+                                                          "grammar",
+                                                          "json_schema"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of",
                                                               "suffix"};
 const std::set<std::string, std::less<>> kChatFields = {"messages", "top_logprobs",
@@ -301,13 +310,6 @@ std::optional<ApiError> CheckNeutral(const Fields& f, uint64_t n) {
     if (!v->is_object()) return WrongType("logit_bias", "an object", *v);
     if (!v->empty()) return InvalidField("logit_bias", "'logit_bias' is not supported");
   }
-  if (const json* v = f.Find("response_format"); v != nullptr) {
-    const bool text = v->is_object() && v->contains("type") && (*v)["type"] == "text";
-    if (!text) {
-      return InvalidField("response_format",
-                          "only 'response_format': {\"type\": \"text\"} is supported");
-    }
-  }
   for (const char* key : {"tools", "functions"}) {
     if (const json* v = f.Find(key); v != nullptr) {
       if (!v->is_array()) return WrongType(key, "an array", *v);
@@ -332,6 +334,188 @@ std::optional<ApiError> CheckNeutral(const Fields& f, uint64_t n) {
   std::optional<std::string> suffix;
   FOLIO_RETURN_API_ERROR(f.String("suffix", suffix));
   if (suffix && !suffix->empty()) return InvalidField("suffix", "'suffix' is not supported");
+  return std::nullopt;
+}
+
+// A JSON Schema given as an object or as JSON text (vLLM takes both).
+std::optional<ApiError> SchemaValue(const json& v, std::string_view field, json& out) {
+  if (v.is_object() || v.is_boolean()) {
+    out = v;
+    return std::nullopt;
+  }
+  if (v.is_string()) {
+    json parsed = json::parse(v.get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded() || !(parsed.is_object() || parsed.is_boolean())) {
+      return InvalidField(std::string(field),
+                          StrCat("'", field, "' must be a JSON Schema (an object, or its text)"));
+    }
+    out = std::move(parsed);
+    return std::nullopt;
+  }
+  return WrongType(field, "a JSON Schema object", v);
+}
+
+std::optional<ApiError> ChoiceValue(const json& v, std::string_view field,
+                                    std::vector<std::string>& out) {
+  if (!v.is_array() || v.empty()) return WrongType(field, "a non-empty array of strings", v);
+  for (const json& c : v) {
+    if (!c.is_string()) return WrongType(field, "a non-empty array of strings", c);
+    out.push_back(c.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> TextValue(const json& v, std::string_view field, std::string& out) {
+  if (!v.is_string()) return WrongType(field, "a string", v);
+  out = v.get<std::string>();
+  return std::nullopt;
+}
+
+// The output constraint, from whichever of the fields clients use the
+// body has (at most one): OpenAI's response_format, vLLM's
+// structured_outputs and guided_*, llama.cpp's grammar and json_schema.
+std::optional<ApiError> ParseStructuredOutput(const Fields& f,
+                                              std::optional<grammar::StructuredOutput>& out,
+                                              std::string& field) {
+  using Kind = grammar::StructuredOutput::Kind;
+  std::vector<std::string> given;
+  auto take = [&](std::string name) -> grammar::StructuredOutput& {
+    given.push_back(std::move(name));
+    out.emplace();
+    return *out;
+  };
+  for (const char* key : {"guided_decoding_backend", "guided_whitespace_pattern"}) {
+    if (f.Find(key) != nullptr) {
+      return InvalidField(key, StrCat("'", key,
+                                      "' is not supported (folio has one grammar engine and "
+                                      "JSON's whitespace rules)"));
+    }
+  }
+  if (const json* v = f.Find("response_format"); v != nullptr) {
+    if (!v->is_object()) return WrongType("response_format", "an object", *v);
+    const Fields rf(*v);
+    std::optional<std::string> type;
+    FOLIO_RETURN_API_ERROR(rf.String("type", type));
+    if (!type) return InvalidField("response_format", "'response_format' needs a 'type'");
+    for (const auto& [key, value] : v->items()) {
+      if (key != "type" && !(key == "json_schema" && *type == "json_schema")) {
+        return InvalidField("response_format", StrCat("'response_format' has no field ", Quote(key),
+                                                      " for type ", Quote(*type)));
+      }
+    }
+    if (*type == "json_object") {
+      take("response_format").kind = Kind::kJsonObject;
+    } else if (*type == "json_schema") {
+      const json* js = rf.Find("json_schema");
+      if (js == nullptr || !js->is_object()) {
+        return InvalidField("response_format",
+                            "'response_format' of type json_schema needs a 'json_schema' object "
+                            "({\"name\", \"schema\", \"strict\", \"description\"})");
+      }
+      for (const auto& [key, value] : js->items()) {
+        if (key != "name" && key != "schema" && key != "strict" && key != "description") {
+          return InvalidField("response_format",
+                              StrCat("'response_format.json_schema' has no field ", Quote(key)));
+        }
+      }
+      const Fields jsf(*js);
+      std::optional<std::string> name, description;
+      std::optional<bool> strict;
+      FOLIO_RETURN_API_ERROR(jsf.String("name", name));
+      FOLIO_RETURN_API_ERROR(jsf.String("description", description));
+      FOLIO_RETURN_API_ERROR(jsf.Bool("strict", strict));
+      const json* schema = jsf.Find("schema");
+      if (schema == nullptr) {
+        return InvalidField("response_format", "'response_format.json_schema' needs a 'schema'");
+      }
+      grammar::StructuredOutput& o = take("response_format");
+      o.kind = Kind::kJsonSchema;
+      FOLIO_RETURN_API_ERROR(SchemaValue(*schema, "response_format", o.schema));
+    } else if (*type != "text") {
+      return InvalidField("response_format",
+                          StrCat("'response_format' type ", Quote(*type),
+                                 " is not one of text, json_object, json_schema"));
+    }
+  }
+  if (const json* v = f.Find("structured_outputs"); v != nullptr) {
+    if (!v->is_object()) return WrongType("structured_outputs", "an object", *v);
+    size_t kinds = 0;
+    for (const auto& [key, value] : v->items()) {
+      if (value.is_null()) continue;
+      const std::string at = StrCat("structured_outputs.", key);
+      if (key == "json") {
+        FOLIO_RETURN_API_ERROR(SchemaValue(value, at, take(at).schema));
+        out->kind = Kind::kJsonSchema;
+      } else if (key == "regex") {
+        FOLIO_RETURN_API_ERROR(TextValue(value, at, take(at).text));
+        out->kind = Kind::kRegex;
+      } else if (key == "choice") {
+        FOLIO_RETURN_API_ERROR(ChoiceValue(value, at, take(at).choices));
+        out->kind = Kind::kChoice;
+      } else if (key == "grammar") {
+        FOLIO_RETURN_API_ERROR(TextValue(value, at, take(at).text));
+        out->kind = Kind::kGrammar;
+      } else if (key == "json_object") {
+        if (!value.is_boolean()) return WrongType(at, "a boolean", value);
+        if (!value.get<bool>()) continue;
+        take(at).kind = Kind::kJsonObject;
+      } else {
+        return InvalidField(at, StrCat("'", at,
+                                       "' is not supported (structured_outputs takes json, "
+                                       "regex, choice, grammar or json_object)"));
+      }
+      ++kinds;
+    }
+    if (kinds == 0) {
+      return InvalidField("structured_outputs",
+                          "'structured_outputs' needs one of json, regex, choice, grammar, "
+                          "json_object");
+    }
+  }
+  if (const json* v = f.Find("guided_json"); v != nullptr) {
+    FOLIO_RETURN_API_ERROR(SchemaValue(*v, "guided_json", take("guided_json").schema));
+    out->kind = Kind::kJsonSchema;
+  }
+  if (const json* v = f.Find("json_schema"); v != nullptr) {
+    FOLIO_RETURN_API_ERROR(SchemaValue(*v, "json_schema", take("json_schema").schema));
+    out->kind = Kind::kJsonSchema;
+  }
+  if (const json* v = f.Find("guided_regex"); v != nullptr) {
+    FOLIO_RETURN_API_ERROR(TextValue(*v, "guided_regex", take("guided_regex").text));
+    out->kind = Kind::kRegex;
+  }
+  if (const json* v = f.Find("guided_choice"); v != nullptr) {
+    FOLIO_RETURN_API_ERROR(ChoiceValue(*v, "guided_choice", take("guided_choice").choices));
+    out->kind = Kind::kChoice;
+  }
+  for (const char* key : {"guided_grammar", "grammar"}) {
+    if (const json* v = f.Find(key); v != nullptr) {
+      FOLIO_RETURN_API_ERROR(TextValue(*v, key, take(key).text));
+      out->kind = Kind::kGrammar;
+    }
+  }
+  if (given.size() > 1) {
+    return InvalidField(given[1], StrCat("give one output constraint, not both ", Quote(given[0]),
+                                         " and ", Quote(given[1])));
+  }
+  if (!given.empty()) field = given[0];
+  return std::nullopt;
+}
+
+// Compiles the constraint (cached); an error names the field it came from.
+std::optional<ApiError> CompileStructuredOutput(const ModelInfo& m,
+                                                const grammar::StructuredOutput& o,
+                                                const std::string& field,
+                                                std::shared_ptr<const grammar::Grammar>& out) {
+  if (m.grammars == nullptr) {
+    return InvalidField(field, StrCat("'", field, "': structured output is not available here"));
+  }
+  Result<std::shared_ptr<const grammar::Grammar>> g = m.grammars->Get(o);
+  if (!g.ok()) {
+    return InvalidField(field, StrCat("'", field, "' (", grammar::KindName(o.kind),
+                                      ") is refused: ", g.error().message()));
+  }
+  out = std::move(*g);
   return std::nullopt;
 }
 
@@ -599,6 +783,8 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
     r.include_usage = include_usage.value_or(false);
   }
   FOLIO_RETURN_API_ERROR(ParseStop(j, r.params.stop_strings));
+  std::optional<grammar::StructuredOutput> structured;
+  FOLIO_RETURN_API_ERROR(ParseStructuredOutput(f, structured, r.grammar_field));
 
   const auto max_top = static_cast<int64_t>(sampling::kMaxTopLogprobs);
   if (chat) {
@@ -656,6 +842,14 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   if (chat) {
     const std::vector<int32_t>& ends = m.chat_format->end_of_turn_ids();
     r.params.eos_token_ids.insert(r.params.eos_token_ids.end(), ends.begin(), ends.end());
+  }
+  // Compiled last: the cheap checks refuse a bad request first.
+  if (structured) {
+    if (beams) {
+      return InvalidField(r.grammar_field,
+                          StrCat("'", r.grammar_field, "' cannot be combined with beam_search"));
+    }
+    FOLIO_RETURN_API_ERROR(CompileStructuredOutput(m, *structured, r.grammar_field, r.grammar));
   }
   // The engine's own checks, so nothing it would refuse gets past here.
   if (Status s = r.params.sampling.Validate(); !s.ok()) return InvalidField("", s.message());

@@ -423,3 +423,130 @@ TEST(ParseRequest, ADuplicateKeyIsRefusedByName) {
 
 }  // namespace
 }  // namespace folio::server
+
+namespace folio::server {
+namespace {
+
+// Structured output: every field clients use for it, one constraint per
+// request, and refusals that name the field.
+ModelInfo ModelWithGrammars() {
+  static grammar::GrammarCache cache(16);
+  ModelInfo m = Model();
+  m.grammars = &cache;
+  return m;
+}
+
+struct ConstraintCase {
+  std::string fields;  // JSON members added to a completion request
+  std::string field;   // the field reported
+  std::string yes, no;
+};
+
+TEST(ParseRequest, EveryStructuredOutputFieldCompilesItsConstraint) {
+  const std::string schema =
+      R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})";
+  const std::vector<ConstraintCase> cases = {
+      {R"("response_format": {"type": "json_object"})", "response_format", R"({"x": [1]})", "[1]"},
+      {R"("response_format": {"type": "json_schema", "json_schema": {"name": "n", "strict": true,
+          "schema": )" +
+           schema + "}}",
+       "response_format", R"({"a": 1})", R"({"a": "1"})"},
+      {R"("structured_outputs": {"json": )" + schema + "}", "structured_outputs.json",
+       R"({"a": 1})", R"({})"},
+      {R"("structured_outputs": {"regex": "[0-9]+x"})", "structured_outputs.regex", "12x", "x"},
+      {R"("structured_outputs": {"choice": ["red", "blue"]})", "structured_outputs.choice", "blue",
+       "green"},
+      {R"("structured_outputs": {"grammar": "root ::= \"a\"+"})", "structured_outputs.grammar",
+       "aaa", "b"},
+      {R"("structured_outputs": {"json_object": true})", "structured_outputs.json_object", "{}",
+       "1"},
+      {R"("guided_json": )" + schema, "guided_json", R"({"a": 2})", R"({"b": 2})"},
+      {R"("guided_json": ")" + nlohmann::json(schema).dump().substr(1), "guided_json",
+       R"({"a": 2})", R"({"b": 2})"},
+      {R"("guided_regex": "a|b")", "guided_regex", "b", "ab"},
+      {R"("guided_choice": ["x", "y"])", "guided_choice", "y", "xy"},
+      {R"("guided_grammar": "root ::= [a-c]{2}")", "guided_grammar", "ac", "abc"},
+      {R"("grammar": "root ::= \"yes\" | \"no\"")", "grammar", "no", "maybe"},
+      {R"("json_schema": )" + schema, "json_schema", R"({"a": 3})", R"({"a": 3.5})"},
+  };
+  for (const ConstraintCase& c : cases) {
+    const std::string body = R"({"prompt": "a", )" + c.fields + "}";
+    ParsedRequest r = Ok(Endpoint::kCompletions, body, ModelWithGrammars());
+    ASSERT_NE(r.grammar, nullptr) << body;
+    EXPECT_EQ(r.grammar_field, c.field) << body;
+    EXPECT_TRUE(r.grammar->Matches(c.yes)) << body << " should accept " << c.yes;
+    EXPECT_FALSE(r.grammar->Matches(c.no)) << body << " should reject " << c.no;
+    EXPECT_TRUE(r.ignored_fields.empty()) << body;
+  }
+}
+
+TEST(ParseRequest, TextResponseFormatAndNoConstraintLeaveOutputFree) {
+  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": "a", "response_format": {"type": "text"}})",
+               ModelWithGrammars())
+                .grammar,
+            nullptr);
+  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": "a"})", ModelWithGrammars()).grammar, nullptr);
+}
+
+TEST(ParseRequest, OneSchemaSentTwiceIsCompiledOnce) {
+  const std::string body = R"({"prompt": "a", "guided_choice": ["only", "once"]})";
+  ParsedRequest a = Ok(Endpoint::kCompletions, body, ModelWithGrammars());
+  ParsedRequest b = Ok(Endpoint::kCompletions, body, ModelWithGrammars());
+  ASSERT_NE(a.grammar, nullptr);
+  EXPECT_EQ(a.grammar.get(), b.grammar.get());
+}
+
+TEST(ParseRequest, StructuredOutputRefusalsNameTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      // Two constraints: the second is named.
+      {R"("guided_regex": "a", "grammar": "root ::= \"a\"")", "grammar"},
+      {R"("response_format": {"type": "json_object"}, "guided_json": {})", "guided_json"},
+      {R"("structured_outputs": {"regex": "a", "choice": ["a"]})", "structured_outputs.choice"},
+      // Malformed or unsupported.
+      {R"("response_format": {"type": "xml"})", "response_format"},
+      {R"("response_format": {"type": "json_object", "schema": {}})", "response_format"},
+      {R"("response_format": {"type": "json_schema"})", "response_format"},
+      {R"("response_format": {"type": "json_schema", "json_schema": {"name": "x"}})",
+       "response_format"},
+      {R"("response_format": {"type": "json_schema", "json_schema": {"schema": {}, "x": 1}})",
+       "response_format"},
+      {R"("response_format": {"type": "json_schema", "json_schema":
+          {"schema": {"type": "object", "patternProperties": {}}}})",
+       "response_format"},
+      {R"("response_format": "json")", "response_format"},
+      {R"("structured_outputs": {"whitespace_pattern": " "})",
+       "structured_outputs.whitespace_pattern"},
+      {R"("structured_outputs": {})", "structured_outputs"},
+      {R"("structured_outputs": {"choice": []})", "structured_outputs.choice"},
+      {R"("guided_json": "{not json")", "guided_json"},
+      {R"("guided_json": 5)", "guided_json"},
+      {R"("guided_choice": ["a", 1])", "guided_choice"},
+      {R"("guided_regex": "(a")", "guided_regex"},
+      {R"x("guided_regex": "a(?=b)")x", "guided_regex"},
+      {R"("guided_grammar": "root ::= undefined-rule")", "guided_grammar"},
+      {R"("grammar": "root ::= root \"a\" | \"b\"")", "grammar"},
+      {R"("guided_decoding_backend": "xgrammar", "guided_regex": "a")", "guided_decoding_backend"},
+      {R"("guided_whitespace_pattern": " ")", "guided_whitespace_pattern"},
+      {R"("guided_regex": "a", "beam_search": {"num_beams": 2})", "guided_regex"},
+  };
+  for (const auto& [fields, field] : cases) {
+    const std::string body = R"({"prompt": "a", )" + fields + "}";
+    const ApiError e = Err(Endpoint::kCompletions, body, ModelWithGrammars());
+    EXPECT_EQ(e.http_status, 400) << body;
+    EXPECT_EQ(e.param, field) << body << " -> " << e.Body();
+  }
+  // The refused keyword is named in the message.
+  const ApiError e = Err(Endpoint::kCompletions, R"({"prompt": "a", "guided_json":
+      {"type": "object", "patternProperties": {"x": {}}}})",
+                         ModelWithGrammars());
+  EXPECT_NE(e.message.find("patternProperties"), std::string::npos) << e.Body();
+}
+
+TEST(ParseRequest, StructuredOutputWithoutAGrammarCacheIsRefused) {
+  const ApiError e = Err(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}],
+          "response_format": {"type": "json_object"}})");
+  EXPECT_EQ(e.param, "response_format");
+}
+
+}  // namespace
+}  // namespace folio::server

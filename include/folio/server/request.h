@@ -66,6 +66,7 @@
 #include <vector>
 
 #include "folio/engine/engine.h"
+#include "folio/grammar/structured_output.h"
 #include "folio/serving/chat_format.h"
 #include "folio/serving/served_model.h"
 #include "folio/tokenizer/tokenizer.h"
@@ -108,6 +109,10 @@ struct ModelInfo {
   // but at most this (0: no cap), so a client that leaves a non-streamed
   // request cannot hold a sequence for the whole pool.
   uint64_t default_max_tokens = 0;
+  // Compiles structured-output constraints (response_format, vLLM's
+  // structured_outputs and guided_*, llama.cpp's grammar and json_schema);
+  // null: such requests are refused.
+  grammar::GrammarCache* grammars = nullptr;
 
   // True for name and every alias.
   bool Serves(std::string_view model) const;
@@ -130,6 +135,9 @@ struct ParsedRequest {
   bool logprobs = false;                    // return log-probs (params carries top_logprobs)
   bool seed_given = false;                  // false: params.seed is 0, the server draws one
   std::vector<std::string> ignored_fields;  // unknown top-level fields, in order
+  // The output constraint, compiled (null: none), and the field that gave it.
+  std::shared_ptr<const grammar::Grammar> grammar;
+  std::string grammar_field;
   // Choices returned; params.n samples are generated (best_of), and when
   // there are more the n with the highest cumulative log-probability win.
   uint64_t n = 1;
