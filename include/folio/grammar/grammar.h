@@ -30,7 +30,8 @@
 // over 256-bit byte sets. A matcher state is a set of parse stacks (as
 // llama.cpp's grammar engine keeps them), each stack a chain of
 // hash-consed frames, so equal stacks are one id and a state is a short
-// sorted list of ids. Advancing by a byte is memoized per (frame, byte).
+// sorted list of ids, itself interned. Advancing a state by a byte is
+// memoized in a per-state 256-entry table.
 // A token mask walks the vocabulary's byte trie once, advancing the state
 // along each path and skipping a subtree as soon as no stack survives;
 // masks are memoized per state.
@@ -151,8 +152,7 @@ class Matcher {
 
  private:
   std::shared_ptr<MatcherSession> session_;
-  std::vector<uint32_t> state_;  // sorted frame ids, the live stacks
-  bool accepting_ = false;
+  uint32_t state_ = 0;  // the session's id for the set of live stacks
 };
 
 }  // namespace folio::grammar
