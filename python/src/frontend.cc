@@ -206,7 +206,9 @@ void BindFrontEnd(nb::module_& m) {
             // KV snapshot carries it: the declared parameters by name),
             // plus what a snapshot does not carry.
             const engine::RequestParams& p = g.params();
-            nlohmann::json j = engine::RequestParamsToJson(p);
+            Result<nlohmann::json> params = engine::RequestParamsToJson(p);
+            if (!params.ok()) ThrowIfRequestError(params.status());
+            nlohmann::json& j = *params;
             j["n"] = p.n;
             j["num_beams"] = p.beam.num_beams;
             j["num_draft_tokens"] =

@@ -77,7 +77,7 @@ Engine::Engine(std::unique_ptr<KvCacheManager> kv, const model::Model& model, En
       scheduler_({config.max_num_batched_tokens, config.max_num_seqs}, kv_.get(),
                  std::move(policies.admission)),
       runner_(model, std::move(backend), std::move(policies.attention)),
-      outputs_(tokenizer),
+      outputs_(tokenizer, model.config().vocab_size),
       drafter_(std::move(drafter)) {}
 
 Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestParams& params) const {
@@ -94,6 +94,11 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
   }
   if (!params.stop_strings.empty() && outputs_.tokenizer() == nullptr) {
     return Status::InvalidArgument("stop strings need an engine with a tokenizer");
+  }
+  if (params.grammar && outputs_.tokenizer() == nullptr) {
+    return Status::InvalidArgument(
+        "grammar (structured output) needs an engine with a tokenizer: the grammar constrains "
+        "the tokens' bytes");
   }
   for (size_t i = 0; i < params.stop_strings.size(); ++i) {
     if (params.stop_strings[i].empty()) {
@@ -153,6 +158,12 @@ Status Engine::ValidateBeamSearch(const RequestParams& params) const {
   if (params.n > beam.num_beams) {
     return Status::InvalidArgument(
         what + "returns at most num_beams hypotheses (n = " + std::to_string(params.n) + ")");
+  }
+  if (params.grammar) {
+    return Status::InvalidArgument(
+        what +
+        "cannot follow a grammar (structured output) yet: its beams are scored on the "
+        "unconstrained log-probabilities; use sampling or greedy decoding");
   }
   if (!std::isfinite(beam.length_penalty)) {
     return Status::InvalidArgument(what + "needs a finite length_penalty");
@@ -249,15 +260,13 @@ void Engine::Label(StepOutput& o, RequestId member) const {
 Result<std::vector<StepOutput>> Engine::ForkAndSample(RequestId parent,
                                                       std::span<const float> logits) {
   const uint64_t n = scheduler_.sequence(parent).group_size;
-  const RequestParams params = outputs_.state(parent).params;
   std::vector<RequestId> ids = {parent};
   for (uint64_t i = 1; i < n; ++i) {
     const RequestId child = next_id_++;
     FOLIO_RETURN_IF_ERROR(scheduler_.Fork(parent, child));
-    RequestParams p = params;
-    p.seed = SampleSeed(params.seed, i);
-    p.n = 1;
-    outputs_.Add(child, outputs_.NewState(p));
+    // The parent's state before its first token (a grammar's matcher at its
+    // start, sharing the parent's memo tables), on the sample's own stream.
+    outputs_.Add(child, outputs_.ForkState(parent, i));
     members_[child] = {parent, i};
     ids.push_back(child);
   }
@@ -266,7 +275,7 @@ Result<std::vector<StepOutput>> Engine::ForkAndSample(RequestId parent,
   for (const RequestId id : ids) {
     const Sequence& s = scheduler_.sequence(id);
     FOLIO_ASSIGN_OR_RETURN(StepOutput o, outputs_.Process(id, logits, s.num_output_tokens() + 1));
-    scheduler_.AppendToken(id, o.new_tokens.front());
+    if (!o.new_tokens.empty()) scheduler_.AppendToken(id, o.new_tokens.front());  // else aborted
     if (o.finish != FinishReason::kNone) {
       scheduler_.Finish(id);
       Label(o, id);
@@ -438,11 +447,12 @@ Result<StepOutput> Engine::VerifyDraft(RequestId id, std::span<const float> logi
       failed = o.status();
       break;
     }
+    merged.text += o->text;
+    merged.finish = o->finish;
+    if (o->new_tokens.empty()) break;  // a grammar that cannot go on: aborted
     const int32_t token = o->new_tokens.front();
     merged.new_tokens.push_back(token);
-    merged.text += o->text;
     for (auto& lp : o->logprobs) merged.logprobs.push_back(std::move(lp));
-    merged.finish = o->finish;
     if (o->finish != FinishReason::kNone || i == draft.size() || token != draft[i]) break;
     ++accepted;
   }
@@ -450,7 +460,9 @@ Result<StepOutput> Engine::VerifyDraft(RequestId id, std::span<const float> logi
   // sampling failed (then nothing follows them).
   FOLIO_RETURN_IF_ERROR(scheduler_.AcceptDraft(id, accepted));
   FOLIO_RETURN_IF_ERROR(failed);
-  scheduler_.AppendToken(id, merged.new_tokens.back());
+  // The last token (a draft token's successor) is fed next; a request that
+  // ended with no token after its accepted draft has nothing to feed.
+  if (merged.new_tokens.size() > accepted) scheduler_.AppendToken(id, merged.new_tokens.back());
 
   ++draft_stats_.draft_verifications;
   draft_stats_.draft_tokens += draft.size();
@@ -530,7 +542,7 @@ Result<std::vector<StepOutput>> Engine::Step() {
       FOLIO_ASSIGN_OR_RETURN(o, VerifyDraft(id, mine));
     } else {
       FOLIO_ASSIGN_OR_RETURN(o, outputs_.Process(id, mine.last(vocab), s.num_output_tokens() + 1));
-      scheduler_.AppendToken(id, o.new_tokens.front());
+      if (!o.new_tokens.empty()) scheduler_.AppendToken(id, o.new_tokens.front());  // else aborted
     }
     o.prompt_logits = std::move(prompt_part.prompt_logits);
     Label(o, id);

@@ -1,8 +1,11 @@
 #include "folio/engine/output_processor.h"
 
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "folio/core/check.h"
 
@@ -28,11 +31,44 @@ uint64_t SampleSeed(uint64_t seed, uint64_t index) {
   return mix.NextU64();
 }
 
+std::vector<std::string> GrammarTokenBytes(const tokenizer::Tokenizer& tokenizer,
+                                           uint64_t vocab_size) {
+  std::vector<std::string> bytes(vocab_size);
+  const uint64_t known = std::min(vocab_size, tokenizer.vocab_size());
+  for (uint64_t t = 0; t < known; ++t) {
+    const auto id = static_cast<int32_t>(t);
+    if (!tokenizer.IsSpecial(id)) bytes[t] = tokenizer.TokenBytes(id);
+  }
+  return bytes;
+}
+
+std::shared_ptr<const grammar::TokenTrie> OutputProcessor::token_trie() const {
+  FOLIO_CHECK(tokenizer_ != nullptr, "a grammar needs the engine's tokenizer");
+  if (!trie_) {
+    trie_ = std::make_shared<const grammar::TokenTrie>(GrammarTokenBytes(*tokenizer_, vocab_size_));
+  }
+  return trie_;
+}
+
 OutputProcessor::State OutputProcessor::NewState(const RequestParams& params) const {
   State s;
   s.params = params;
   s.rng = SplitMix64(params.seed);
   if (tokenizer_ != nullptr) s.detok.emplace(*tokenizer_);
+  if (params.grammar) {
+    s.matcher.emplace(params.grammar, token_trie());
+    s.allowed.resize(sampling::TokenMaskWords(vocab_size_));
+  }
+  return s;
+}
+
+OutputProcessor::State OutputProcessor::ForkState(RequestId parent, uint64_t index) const {
+  State s = state(parent);
+  FOLIO_CHECK(s.text.empty() && s.text_sent == 0, "request ", parent,
+              " forks after it produced text");
+  s.params.seed = SampleSeed(s.params.seed, index);
+  s.params.n = 1;
+  s.rng = SplitMix64(s.params.seed);
   return s;
 }
 
@@ -44,6 +80,21 @@ Result<OutputProcessor::State> OutputProcessor::RestoredState(const RequestParam
   s.rng = SplitMix64(rng_state);
   if (s.detok) {
     for (const int32_t t : output) s.text += s.detok->Push(t);
+  }
+  if (s.matcher) {
+    // The matcher only ever accepts tokens with bytes (a stop id ends the
+    // request instead), so an output that goes on is a prefix of a
+    // sentence, made of such tokens.
+    const grammar::TokenTrie& trie = *token_trie();
+    for (size_t i = 0; i < output.size(); ++i) {
+      const int32_t t = output[i];
+      if (t < 0 || static_cast<uint64_t>(t) >= trie.vocab_size() || IsStopToken(params, t) ||
+          trie.token_bytes(t).empty() || s.matcher->IsDone() || !s.matcher->AcceptToken(t)) {
+        return Status::InvalidArgument("output token " + std::to_string(i) + " (id " +
+                                       std::to_string(t) +
+                                       ") does not continue the request's grammar");
+      }
+    }
   }
   if (text_sent > s.text.size()) {
     return Status::InvalidArgument("text_sent " + std::to_string(text_sent) + " exceeds the " +
@@ -77,22 +128,40 @@ Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float>
   auto it = states_.find(id);
   FOLIO_CHECK(it != states_.end(), "no request ", id);
   State& s = it->second;
-  FOLIO_ASSIGN_OR_RETURN(
-      int32_t token,
-      resample_draft
-          ? sampling::AcceptOrResample<float>(logits, s.params.sampling, *resample_draft, s.rng)
-          : sampling::SelectToken<float>(logits, s.params.sampling, s.rng));
   StepOutput o;
   o.id = id;
+  sampling::TokenMask allowed;  // empty: every token
+  if (s.matcher) {
+    if (!FillAllowed(s)) {
+      // Nothing may follow and the grammar cannot end here (or it can,
+      // but the request has no end-of-sequence id to say so).
+      FlushText(s, o);
+      o.finish = s.matcher->CanFinish() ? FinishReason::kStop : FinishReason::kAbort;
+      return o;
+    }
+    allowed = s.allowed;
+  }
+  FOLIO_ASSIGN_OR_RETURN(
+      int32_t token, resample_draft
+                         ? sampling::AcceptOrResample<float>(logits, s.params.sampling,
+                                                             *resample_draft, s.rng, allowed)
+                         : sampling::SelectToken<float>(logits, s.params.sampling, s.rng, allowed));
+  const bool stop_token = IsStopToken(s.params, token);
+  if (s.matcher && !stop_token) {
+    // The mask allowed the token's bytes, so the matcher takes them.
+    FOLIO_CHECK(s.matcher->AcceptToken(token), "request ", id, ": token ", token,
+                " was allowed by the grammar's mask but refused by its matcher");
+  }
   o.new_tokens = {token};
   if (s.params.logprobs) {
-    FOLIO_ASSIGN_OR_RETURN(sampling::TokenLogprobs lp,
-                           sampling::ComputeLogprobs(logits, token, s.params.top_logprobs));
+    FOLIO_ASSIGN_OR_RETURN(
+        sampling::TokenLogprobs lp,
+        sampling::ComputeLogprobs(logits, token, s.params.top_logprobs, allowed));
     o.logprobs.push_back(std::move(lp));
   }
   if (EmitText(s, token, o)) {
     o.finish = FinishReason::kStop;
-  } else if (IsStopToken(s.params, token)) {
+  } else if (stop_token || (s.matcher && s.matcher->IsDone())) {
     FlushText(s, o);
     o.finish = FinishReason::kStop;
   } else if (num_output_tokens == s.params.max_tokens) {
@@ -116,6 +185,23 @@ void OutputProcessor::AddPromptLogits(RequestId id, uint64_t first_position,
     out.prompt_logits.insert(out.prompt_logits.end(), row.begin(), row.end());
     ++s.prompt_logit_rows_sent;
   }
+}
+
+bool OutputProcessor::FillAllowed(State& s) const {
+  s.matcher->FillMask(s.allowed);
+  // End-of-sequence and stop ids: exactly when the text is complete.
+  const bool can_finish = s.matcher->CanFinish();
+  for (const int32_t t : StopTokenIds(s.params)) {
+    const auto u = static_cast<uint64_t>(t);
+    if (t < 0 || u >= vocab_size_) continue;  // not a token of the row: never selected
+    const uint64_t bit = uint64_t{1} << (u % 64);
+    if (can_finish) {
+      s.allowed[u / 64] |= bit;
+    } else {
+      s.allowed[u / 64] &= ~bit;
+    }
+  }
+  return std::any_of(s.allowed.begin(), s.allowed.end(), [](uint64_t w) { return w != 0; });
 }
 
 bool OutputProcessor::EmitText(State& s, int32_t token, StepOutput& out) {

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "folio/grammar/grammar.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::engine {
@@ -143,6 +146,153 @@ TEST(OutputProcessor, PromptLogitsReturnEachPromptPositionOnce) {
   beyond.id = 0;
   p.AddPromptLogits(0, 3, 4, rows, vocab, beyond);  // positions 3 (prompt), 4, 5 (output)
   EXPECT_EQ(beyond.prompt_logits, (std::vector<float>{0, 1}));
+}
+
+// Structured output.
+
+std::shared_ptr<const grammar::Grammar> Gbnf(const std::string& text) {
+  auto g = grammar::Grammar::FromGbnf(text);
+  EXPECT_TRUE(g.ok()) << g.status().ToString();
+  return g.ok() ? *g : nullptr;
+}
+
+RequestParams Constrained(const std::string& gbnf) {
+  RequestParams params;
+  params.max_tokens = 16;
+  params.eos_token_ids = {tokenizer::ByteTokenizer::kEnd};
+  params.grammar = Gbnf(gbnf);
+  return params;
+}
+
+// Byte-fallback tokens are their one byte, special and control tokens
+// nothing (never allowed), ids past the tokenizer's vocabulary nothing.
+TEST(GrammarTokenBytes, ByteFallbackIsItsByteAndSpecialTokensAreEmpty) {
+  tokenizer::TokenizerSpec spec;
+  spec.model = tokenizer::TokenizerSpec::Model::kSentencePiece;
+  spec.tokens = {"<unk>", "<s>", "</s>", "<0x41>", "<0xE2>", "\xE2\x96\x81hi", "hi"};
+  spec.token_types = {2, 3, 3, 6, 6, 1, 1};
+  spec.scores = {0, 0, 0, 0, 0, -1, -2};
+  spec.unk_id = 0;
+  spec.bos_id = 1;
+  spec.eos_id = 2;
+  auto tok = tokenizer::Tokenizer::FromSpec(spec);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const std::vector<std::string> bytes = GrammarTokenBytes(*tok, 9);
+  EXPECT_EQ(bytes, (std::vector<std::string>{"", "", "", "A", "\xE2", " hi", "hi", "", ""}));
+  EXPECT_EQ(GrammarTokenBytes(*tok, 4).size(),
+            4u);  // a model vocabulary smaller than the tokenizer's
+}
+
+TEST(OutputProcessor, TheTokenTrieIsBuiltOnceAndShared) {
+  OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
+  const auto trie = p.token_trie();
+  EXPECT_EQ(trie->vocab_size(), kVocab);
+  EXPECT_EQ(p.token_trie(), trie);
+  EXPECT_EQ(trie->token_bytes(Byte('q')), "q");
+  EXPECT_EQ(trie->token_bytes(tokenizer::ByteTokenizer::kEnd), "");
+}
+
+// Greedy picks the best allowed token, not the row's argmax; the
+// end-of-sequence id is refused until the text is a sentence, then taken.
+TEST(OutputProcessor, AGrammarOverridesTheArgmaxAndEndOfSequenceWaitsForASentence) {
+  OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
+  p.Add(0, p.NewState(Constrained(R"(root ::= "yes" | "yesno")")));
+  std::vector<float> row = Peak(tokenizer::ByteTokenizer::kEnd);  // the model wants to stop
+  row[static_cast<size_t>(Byte('y'))] = 1.0f;
+  auto o = p.Process(0, row, 1);
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_EQ(o->new_tokens, std::vector<int32_t>{Byte('y')});
+  EXPECT_EQ(o->finish, FinishReason::kNone);
+  // Every token has logit 0 but the end: "e" is the only one allowed.
+  EXPECT_EQ(p.Process(0, Peak(tokenizer::ByteTokenizer::kEnd), 2)->new_tokens,
+            std::vector<int32_t>{Byte('e')});
+  EXPECT_EQ(p.Process(0, Peak(Byte('x')), 3)->new_tokens, std::vector<int32_t>{Byte('s')});
+  // "yes" is a sentence: now the end may come, and ends the request.
+  o = p.Process(0, Peak(tokenizer::ByteTokenizer::kEnd), 4);
+  EXPECT_EQ(o->new_tokens, std::vector<int32_t>{tokenizer::ByteTokenizer::kEnd});
+  EXPECT_EQ(o->finish, FinishReason::kStop);
+  EXPECT_EQ(p.state(0).text, "yes");
+}
+
+TEST(OutputProcessor, AGrammarThatIsDoneEndsTheRequestWithStop) {
+  OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
+  p.Add(0, p.NewState(Constrained(R"(root ::= "no")")));
+  EXPECT_EQ(p.Process(0, Peak(Byte('n')), 1)->finish, FinishReason::kNone);
+  const StepOutput last = *p.Process(0, Peak(Byte('o')), 2);
+  EXPECT_EQ(last.finish, FinishReason::kStop);
+  EXPECT_EQ(last.text, "o");
+}
+
+// Speculative decoding's rejection sampling: a draft the grammar forbids
+// is rejected, whatever its logit, and the token comes from the allowed
+// ones.
+TEST(OutputProcessor, ADraftOutsideTheGrammarIsRejectedAndResampledFromItsMask) {
+  OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
+  RequestParams params = Constrained(R"(root ::= "a" | "b")");
+  params.sampling.temperature = 1.0;
+  for (RequestId id = 0; id < 200; ++id) {
+    params.seed = id;
+    p.Add(id, p.NewState(params));
+    std::vector<float> row(kVocab, 0.0f);
+    row[static_cast<size_t>(Byte('c'))] = 30.0f;  // the draft: forbidden
+    auto o = p.Process(id, row, 1, Byte('c'));
+    ASSERT_TRUE(o.ok()) << o.status().ToString();
+    ASSERT_TRUE(o->new_tokens[0] == Byte('a') || o->new_tokens[0] == Byte('b')) << o->new_tokens[0];
+  }
+}
+
+// n samples: each fork advances its own copy of the matcher.
+TEST(OutputProcessor, ForkedStatesFollowTheGrammarIndependently) {
+  OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
+  RequestParams params = Constrained(R"(root ::= "yes" | "no")");
+  params.n = 2;
+  p.Add(0, p.NewState(params));
+  OutputProcessor::State fork = p.ForkState(0, 1);
+  EXPECT_EQ(fork.params.n, 1u);
+  EXPECT_EQ(fork.params.seed, SampleSeed(params.seed, 1));
+  p.Add(1, std::move(fork));
+  EXPECT_EQ(p.Process(0, Peak(Byte('y')), 1)->new_tokens, std::vector<int32_t>{Byte('y')});
+  EXPECT_EQ(p.Process(1, Peak(Byte('n')), 1)->new_tokens, std::vector<int32_t>{Byte('n')});
+  // Each continues from its own text: "e" for the first, "o" for the second.
+  const std::vector<float> flat(kVocab, 0.0f);
+  EXPECT_EQ(p.Process(0, flat, 2)->new_tokens, std::vector<int32_t>{Byte('e')});
+  EXPECT_EQ(p.Process(1, flat, 2)->new_tokens, std::vector<int32_t>{Byte('o')});
+  EXPECT_EQ(p.state(1).text, "no");
+}
+
+TEST(OutputProcessor, ARestoredConstrainedStateReplaysItsOutput) {
+  OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
+  const RequestParams params = Constrained(R"(root ::= "yes" | "yo")");
+  auto restored = p.RestoredState(params, 0, std::vector<int32_t>{Byte('y')}, 0);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  p.Add(0, std::move(*restored));
+  EXPECT_EQ(p.Process(0, Peak(Byte('x')), 2)->new_tokens[0], Byte('e'));  // 'e' < 'o': lower id
+  const Status bad =
+      p.RestoredState(params, 0, std::vector<int32_t>{Byte('y'), Byte('x')}, 0).status();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("output token 1"), std::string::npos) << bad.ToString();
+  const Status done =
+      p.RestoredState(params, 0, std::vector<int32_t>{Byte('y'), Byte('o'), Byte('o')}, 0).status();
+  EXPECT_EQ(done.code(), StatusCode::kInvalidArgument);
+}
+
+// Log-probs of a constrained request: the masked distribution.
+TEST(OutputProcessor, ConstrainedLogprobsAreThoseOfTheAllowedTokens) {
+  OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
+  RequestParams params = Constrained(R"(root ::= "yes" | "no")");
+  params.logprobs = true;
+  params.top_logprobs = 5;
+  p.Add(0, p.NewState(params));
+  std::vector<float> row(kVocab, 0.0f);
+  row[static_cast<size_t>(Byte('x'))] = 20.0f;  // forbidden, and the model's favourite
+  const StepOutput o = *p.Process(0, row, 1);
+  ASSERT_EQ(o.logprobs.size(), 1u);
+  // "y" and "n" alone, equally likely: log(1/2) each.
+  EXPECT_EQ(o.logprobs[0].token, Byte('n'));
+  EXPECT_FLOAT_EQ(o.logprobs[0].logprob, -std::log(2.0f));
+  ASSERT_EQ(o.logprobs[0].top.size(), 2u);
+  EXPECT_EQ(o.logprobs[0].top[0].first, Byte('n'));
+  EXPECT_EQ(o.logprobs[0].top[1].first, Byte('y'));
 }
 
 }  // namespace

@@ -102,7 +102,12 @@ Status ValidateRequestParams(const RequestParams& params, uint64_t vocab_size) {
   return check.status;
 }
 
-nlohmann::json RequestParamsToJson(const RequestParams& p) {
+Result<nlohmann::json> RequestParamsToJson(const RequestParams& p) {
+  if (p.grammar) {
+    return Status::FailedPrecondition(
+        "grammar (structured output): a compiled grammar has no JSON form here, so a request "
+        "that follows one cannot be carried (KV snapshots, the cluster's front end)");
+  }
   nlohmann::json j = {{"temperature", p.sampling.temperature},
                       {"top_k", p.sampling.top_k},
                       {"top_p", p.sampling.top_p},

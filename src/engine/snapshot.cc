@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "folio/engine/engine.h"
 #include "folio/engine/request_params.h"
@@ -165,6 +166,12 @@ Status Engine::CheckExportable(RequestId id) const {
     return Status::FailedPrecondition(
         name + " has parallel samples (n > 1), which snapshots do not carry");
   }
+  if (outputs_.state(id).params.grammar) {
+    // TODO(#39): carry the grammar (its source) and replay the output
+    // through a new matcher on import, as ResumeRequest does.
+    return Status::FailedPrecondition(
+        name + " follows a grammar (structured output), which snapshots do not carry");
+  }
   if (!scheduler_.sequence(id).seq) {
     return Status::FailedPrecondition(name + " is waiting and holds no pages yet");
   }
@@ -197,12 +204,13 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
     FOLIO_RETURN_IF_ERROR(CheckExportable(id));
     const Sequence& r = scheduler_.sequence(id);
     const OutputProcessor::State& o = outputs_.state(id);
+    FOLIO_ASSIGN_OR_RETURN(nlohmann::json params, RequestParamsToJson(o.params));
     format::SnapshotSequence q;
     q.num_tokens = r.num_computed;
     q.block_table = pages.Add(cache.block_table(*r.seq), r.num_computed, kc.page_size);
     q.request = {{"prompt", r.prompt()},
                  {"output", r.output()},
-                 {"params", RequestParamsToJson(o.params)},
+                 {"params", std::move(params)},
                  {"rng_state", o.rng.state()},
                  {"text_sent", o.text_sent}};
     s.sequences.push_back(std::move(q));

@@ -1,6 +1,7 @@
 #include "folio/sampling/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -23,8 +24,42 @@ Status SamplingParams::Validate() const {
   return Status::Ok();
 }
 
+namespace {
+
+// A mask must cover the row exactly and allow some token of it.
+Status CheckMask(size_t n, TokenMask allowed) {
+  if (allowed.size() != TokenMaskWords(n)) {
+    return Status::InvalidArgument("allowed-token mask has " + std::to_string(allowed.size()) +
+                                   " words; a row of " + std::to_string(n) + " logits needs " +
+                                   std::to_string(TokenMaskWords(n)));
+  }
+  // Bits past the row's end do not count.
+  const uint64_t tail = n % 64 == 0 ? ~uint64_t{0} : (uint64_t{1} << (n % 64)) - 1;
+  for (size_t w = 0; w < allowed.size(); ++w) {
+    if ((allowed[w] & (w + 1 == allowed.size() ? tail : ~uint64_t{0})) != 0) return Status::Ok();
+  }
+  return Status::InvalidArgument("the allowed-token mask allows none of the row's " +
+                                 std::to_string(n) + " tokens");
+}
+
+// The ids a mask allows, in increasing order (never empty: checked).
+Result<std::vector<int32_t>> AllowedIds(size_t n, TokenMask allowed) {
+  FOLIO_RETURN_IF_ERROR(CheckMask(n, allowed));
+  std::vector<int32_t> ids;
+  for (size_t w = 0; w < allowed.size(); ++w) {
+    for (uint64_t bits = allowed[w]; bits != 0; bits &= bits - 1) {
+      const size_t t = w * 64 + static_cast<size_t>(std::countr_zero(bits));
+      if (t < n) ids.push_back(static_cast<int32_t>(t));
+    }
+  }
+  return ids;
+}
+
+}  // namespace
+
 template <typename T>
-Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingParams& params) {
+Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingParams& params,
+                                      TokenMask allowed) {
   FOLIO_RETURN_IF_ERROR(params.Validate());
   if (logits.empty()) return Status::InvalidArgument("logits row is empty");
   for (size_t i = 0; i < logits.size(); ++i) {
@@ -33,16 +68,30 @@ Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingP
     }
   }
   Candidates c;
+  std::vector<int32_t>& ids = c.ids;
+  if (!allowed.empty()) {
+    FOLIO_ASSIGN_OR_RETURN(ids, AllowedIds(logits.size(), allowed));
+  }
   if (params.greedy()) {
-    // max_element returns the first maximum: ties go to the lowest id.
-    c.ids = {static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin())};
+    // The first maximum in id order: ties go to the lowest id.
+    int32_t best = 0;
+    if (allowed.empty()) {
+      best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    } else {
+      best = ids[0];
+      for (const int32_t id : ids) {
+        if (logits[static_cast<size_t>(id)] > logits[static_cast<size_t>(best)]) best = id;
+      }
+    }
+    c.ids = {best};
     c.weights = {1.0};
     c.total = 1.0;
     return c;
   }
-  std::vector<int32_t>& ids = c.ids;
-  ids.resize(logits.size());
-  std::iota(ids.begin(), ids.end(), 0);
+  if (allowed.empty()) {
+    ids.resize(logits.size());
+    std::iota(ids.begin(), ids.end(), 0);
+  }
   const size_t k = params.top_k == 0 ? ids.size() : std::min<size_t>(params.top_k, ids.size());
   const auto by_logit = [&](int32_t a, int32_t b) {
     const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
@@ -100,17 +149,19 @@ int32_t Draw(const Candidates& c, double total, SplitMix64& rng, int32_t exclude
 
 template <typename T>
 Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& params,
-                            SplitMix64& rng) {
-  FOLIO_ASSIGN_OR_RETURN(const Candidates c, SamplingCandidates(logits, params));
+                            SplitMix64& rng, TokenMask allowed) {
+  FOLIO_ASSIGN_OR_RETURN(const Candidates c, SamplingCandidates(logits, params, allowed));
   if (params.greedy()) return c.ids[0];  // no draw
   return Draw(c, c.total, rng);
 }
 
 template <typename T>
 Result<int32_t> AcceptOrResample(std::span<const T> logits, const SamplingParams& params,
-                                 int32_t draft, SplitMix64& rng) {
-  FOLIO_ASSIGN_OR_RETURN(const Candidates c, SamplingCandidates(logits, params));
+                                 int32_t draft, SplitMix64& rng, TokenMask allowed) {
+  FOLIO_ASSIGN_OR_RETURN(const Candidates c, SamplingCandidates(logits, params, allowed));
   if (params.greedy()) return c.ids[0];  // the draft stands iff it is the argmax
+  // A draft outside the candidates (cut by top-k / top-p / min-p, or
+  // forbidden by the mask) has weight 0: rejected, and Draw cannot return it.
   double w = 0;
   for (size_t i = 0; i < c.ids.size(); ++i) {
     if (c.ids[i] == draft) w = c.weights[i];
@@ -120,29 +171,36 @@ Result<int32_t> AcceptOrResample(std::span<const T> logits, const SamplingParams
 }
 
 template Result<int32_t> SelectToken<float>(std::span<const float>, const SamplingParams&,
-                                            SplitMix64&);
+                                            SplitMix64&, TokenMask);
 template Result<int32_t> SelectToken<double>(std::span<const double>, const SamplingParams&,
-                                             SplitMix64&);
-template Result<Candidates> SamplingCandidates<float>(std::span<const float>,
-                                                      const SamplingParams&);
+                                             SplitMix64&, TokenMask);
+template Result<Candidates> SamplingCandidates<float>(std::span<const float>, const SamplingParams&,
+                                                      TokenMask);
+template Result<Candidates> SamplingCandidates<double>(std::span<const double>,
+                                                       const SamplingParams&, TokenMask);
 template Result<int32_t> AcceptOrResample<float>(std::span<const float>, const SamplingParams&,
-                                                 int32_t, SplitMix64&);
+                                                 int32_t, SplitMix64&, TokenMask);
+template Result<int32_t> AcceptOrResample<double>(std::span<const double>, const SamplingParams&,
+                                                  int32_t, SplitMix64&, TokenMask);
 
-Result<double> LogNormalizer(std::span<const float> logits) {
+Result<double> LogNormalizer(std::span<const float> logits, TokenMask allowed) {
   if (logits.empty()) return Status::InvalidArgument("logits are empty");
+  if (!allowed.empty()) FOLIO_RETURN_IF_ERROR(CheckMask(logits.size(), allowed));
   double max = -std::numeric_limits<double>::infinity();
   for (size_t i = 0; i < logits.size(); ++i) {
     if (std::isnan(logits[i])) {
       return Status::InvalidArgument("logit " + std::to_string(i) + " is NaN");
     }
-    max = std::max(max, static_cast<double>(logits[i]));
+    if (MaskAllows(allowed, i)) max = std::max(max, static_cast<double>(logits[i]));
   }
   double sum = 0.0;
-  for (const float x : logits) sum += std::exp(static_cast<double>(x) - max);
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (MaskAllows(allowed, i)) sum += std::exp(static_cast<double>(logits[i]) - max);
+  }
   return max + std::log(sum);
 }
 
-std::vector<int32_t> TopTokens(std::span<const float> logits, uint64_t k) {
+std::vector<int32_t> TopTokens(std::span<const float> logits, uint64_t k, TokenMask allowed) {
   // Kept sorted in one pass over the row: no vocabulary-sized buffer.
   auto better = [&](int32_t a, int32_t b) {
     const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
@@ -151,6 +209,7 @@ std::vector<int32_t> TopTokens(std::span<const float> logits, uint64_t k) {
   std::vector<int32_t> best;
   best.reserve(std::min<uint64_t>(k, logits.size()));
   for (size_t i = 0; i < logits.size() && k > 0; ++i) {
+    if (!MaskAllows(allowed, i)) continue;
     const auto id = static_cast<int32_t>(i);
     if (best.size() == k && !better(id, best.back())) continue;
     if (best.size() == k) best.pop_back();
@@ -159,8 +218,8 @@ std::vector<int32_t> TopTokens(std::span<const float> logits, uint64_t k) {
   return best;
 }
 
-Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t token,
-                                      uint64_t top_n) {
+Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t token, uint64_t top_n,
+                                      TokenMask allowed) {
   if (logits.empty()) return Status::InvalidArgument("logits are empty");
   if (token < 0 || static_cast<size_t>(token) >= logits.size()) {
     return Status::OutOfRange("token " + std::to_string(token) + " outside a row of " +
@@ -170,14 +229,18 @@ Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t tok
     return Status::InvalidArgument("top_logprobs " + std::to_string(top_n) + " exceeds " +
                                    std::to_string(kMaxTopLogprobs));
   }
-  FOLIO_ASSIGN_OR_RETURN(const double log_z, LogNormalizer(logits));
+  FOLIO_ASSIGN_OR_RETURN(const double log_z, LogNormalizer(logits, allowed));
+  if (!MaskAllows(allowed, static_cast<uint64_t>(token))) {
+    return Status::InvalidArgument("token " + std::to_string(token) +
+                                   " is not in the allowed-token mask");
+  }
   auto logprob = [&](size_t i) {
     return static_cast<float>(static_cast<double>(logits[i]) - log_z);
   };
   TokenLogprobs out;
   out.token = token;
   out.logprob = logprob(static_cast<size_t>(token));
-  for (const int32_t id : TopTokens(logits, top_n)) {
+  for (const int32_t id : TopTokens(logits, top_n, allowed)) {
     out.top.emplace_back(id, logprob(static_cast<size_t>(id)));
   }
   return out;

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <numeric>
+#include <string>
 #include <vector>
 
 namespace folio::sampling {
@@ -183,6 +186,217 @@ TEST(LogprobsTest, RejectsBadInput) {
   EXPECT_EQ(ComputeLogprobs(ok, 0, 21).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ComputeLogprobs(std::span<const float>(), 0, 0).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace folio::sampling
+
+// Allowed-token masks (structured output).
+namespace folio::sampling {
+namespace {
+
+std::vector<uint64_t> MaskOf(size_t n, const std::vector<int32_t>& ids) {
+  std::vector<uint64_t> mask(TokenMaskWords(n), 0);
+  for (const int32_t t : ids) mask[static_cast<size_t>(t) / 64] |= uint64_t{1} << (t % 64);
+  return mask;
+}
+
+// The scalar reference: the row cut down to its allowed tokens, in id
+// order, sampled unmasked, the index mapped back to the token's id.
+struct Compacted {
+  std::vector<float> logits;
+  std::vector<int32_t> ids;  // compact index -> token id
+};
+Compacted Compact(const std::vector<float>& logits, const std::vector<uint64_t>& mask) {
+  Compacted c;
+  for (size_t t = 0; t < logits.size(); ++t) {
+    if (MaskAllows(mask, t)) {
+      c.logits.push_back(logits[t]);
+      c.ids.push_back(static_cast<int32_t>(t));
+    }
+  }
+  return c;
+}
+
+// Random rows full of ties, with the largest logits often on forbidden
+// tokens, random masks from one token to all, and random parameters
+// (greedy among them).
+struct MaskCase {
+  std::vector<float> logits;
+  std::vector<uint64_t> mask;
+  SamplingParams params;
+};
+MaskCase RandomMaskCase(SplitMix64& rng) {
+  static const size_t kSizes[] = {1, 2, 63, 64, 65, 127, 128, 129, 300};
+  MaskCase c;
+  const size_t n = kSizes[rng.NextU64() % std::size(kSizes)];
+  c.logits.resize(n);
+  for (float& x : c.logits) x = static_cast<float>(rng.NextU64() % 9) * 0.5f - 2.0f;
+  std::vector<int32_t> allowed;
+  const uint64_t density = 1 + rng.NextU64() % 4;  // about 1/density of the tokens
+  for (size_t t = 0; t < n; ++t) {
+    if (rng.NextU64() % density == 0) {
+      allowed.push_back(static_cast<int32_t>(t));
+    } else if (rng.NextU64() % 3 == 0) {
+      c.logits[t] = 9.0f;  // a forbidden favourite
+    }
+  }
+  if (allowed.empty()) allowed.push_back(static_cast<int32_t>(rng.NextU64() % n));
+  c.mask = MaskOf(n, allowed);
+  if (rng.NextU64() % 4 != 0) {
+    c.params.temperature = 0.25 + static_cast<double>(rng.NextU64() % 8) * 0.25;
+    c.params.top_k = rng.NextU64() % 3 == 0 ? 1 + rng.NextU64() % 10 : 0;
+    c.params.top_p =
+        rng.NextU64() % 3 == 0 ? 0.5 + static_cast<double>(rng.NextU64() % 5) * 0.1 : 1.0;
+    c.params.min_p = rng.NextU64() % 3 == 0 ? static_cast<double>(rng.NextU64() % 4) * 0.1 : 0.0;
+  }
+  return c;
+}
+
+TEST(SelectToken, MaskedSelectionEqualsSelectionOverTheAllowedTokensAlone) {
+  SplitMix64 gen(2024);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const MaskCase c = RandomMaskCase(gen);
+    const Compacted ref = Compact(c.logits, c.mask);
+    const uint64_t seed = gen.NextU64();
+    SplitMix64 rng(seed), ref_rng(seed);
+    const Result<int32_t> got = SelectToken<float>(c.logits, c.params, rng, c.mask);
+    const Result<int32_t> want = SelectToken<float>(ref.logits, c.params, ref_rng);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(*got, ref.ids[static_cast<size_t>(*want)]) << "trial " << trial;
+    EXPECT_EQ(rng.state(), ref_rng.state()) << "trial " << trial;
+  }
+}
+
+TEST(AcceptOrResample, MaskedResamplingEqualsResamplingOverTheAllowedTokensAlone) {
+  SplitMix64 gen(77);
+  for (int trial = 0; trial < 3000; ++trial) {
+    const MaskCase c = RandomMaskCase(gen);
+    const Compacted ref = Compact(c.logits, c.mask);
+    const auto draft = static_cast<int32_t>(gen.NextU64() % c.logits.size());
+    // The draft's compact index, or an id no compact row has when the mask
+    // forbids it.
+    const auto at = std::find(ref.ids.begin(), ref.ids.end(), draft);
+    const int32_t ref_draft = at == ref.ids.end() ? -1 : static_cast<int32_t>(at - ref.ids.begin());
+    const uint64_t seed = gen.NextU64();
+    SplitMix64 rng(seed), ref_rng(seed);
+    const Result<int32_t> got = AcceptOrResample<float>(c.logits, c.params, draft, rng, c.mask);
+    const Result<int32_t> want = AcceptOrResample<float>(ref.logits, c.params, ref_draft, ref_rng);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(*got, ref.ids[static_cast<size_t>(*want)]) << "trial " << trial;
+    EXPECT_EQ(rng.state(), ref_rng.state()) << "trial " << trial;
+    EXPECT_TRUE(MaskAllows(c.mask, static_cast<uint64_t>(*got)));
+  }
+}
+
+// Unconstrained requests keep their tokens and streams: a mask allowing
+// everything changes nothing.
+TEST(SelectToken, AMaskAllowingEveryTokenChangesNothing) {
+  SplitMix64 gen(5);
+  for (int trial = 0; trial < 500; ++trial) {
+    MaskCase c = RandomMaskCase(gen);
+    std::vector<int32_t> all(c.logits.size());
+    std::iota(all.begin(), all.end(), 0);
+    c.mask = MaskOf(c.logits.size(), all);
+    const uint64_t seed = gen.NextU64();
+    SplitMix64 a(seed), b(seed);
+    EXPECT_EQ(*SelectToken<float>(c.logits, c.params, a, c.mask),
+              *SelectToken<float>(c.logits, c.params, b));
+    EXPECT_EQ(a.state(), b.state());
+  }
+}
+
+TEST(SelectToken, GreedyTakesTheBestAllowedTokenNotTheArgmax) {
+  const std::vector<float> logits = {5.0f, 1.0f, 3.0f, 3.0f, 9.0f};
+  SplitMix64 rng(5);
+  EXPECT_EQ(*SelectToken<float>(logits, {}, rng, MaskOf(5, {1, 2, 3})), 2);  // tie: lower id
+  EXPECT_EQ(*SelectToken<float>(logits, {}, rng, MaskOf(5, {1})), 1);
+  EXPECT_EQ(rng.state(), 5u);
+}
+
+// The forbidden tokens hold the row's largest logits by far. Weights are
+// taken relative to the best allowed token, so at a low temperature the
+// allowed ones keep their odds instead of underflowing to zero against
+// the row's maximum (exp(-750) is 0 in double).
+TEST(SelectToken, SamplingNeverReturnsAForbiddenTokenHoweverLikely) {
+  const std::vector<float> logits = {100.0f, -50.0f, 100.0f, -50.1f};
+  SplitMix64 rng(3);
+  std::vector<int> counts(4, 0);
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t t = *SelectToken<float>(logits, {0.2, 0}, rng, MaskOf(4, {1, 3}));
+    ASSERT_TRUE(t == 1 || t == 3) << t;
+    ++counts[static_cast<size_t>(t)];
+  }
+  // Odds 1 : exp(-0.5) ~ 0.61: token 3 takes about 38% of the draws.
+  EXPECT_GT(counts[3], 500);
+  EXPECT_GT(counts[1], counts[3]);
+}
+
+TEST(AcceptOrResample, ADraftTheMaskForbidsIsAlwaysRejected) {
+  const std::vector<float> logits = {1.0f, 8.0f, 0.5f, 0.0f};
+  SplitMix64 rng(9);
+  for (int i = 0; i < 1000; ++i) {
+    const int32_t t = *AcceptOrResample<float>(logits, {1.0, 0}, 1, rng, MaskOf(4, {0, 2, 3}));
+    ASSERT_NE(t, 1);
+  }
+}
+
+TEST(SelectToken, AMaskOfTheWrongSizeIsRefusedNamingBothSizes) {
+  const std::vector<float> logits(65, 0.0f);
+  SplitMix64 rng(1);
+  const std::vector<uint64_t> one_word = {~uint64_t{0}};
+  const Status s = SelectToken<float>(logits, {}, rng, one_word).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("has 1 words; a row of 65 logits needs 2"), std::string::npos)
+      << s.ToString();
+}
+
+TEST(SelectToken, AMaskAllowingNoTokenIsRefused) {
+  const std::vector<float> logits(65, 0.0f);
+  SplitMix64 rng(1);
+  // Bits past the row's end do not count.
+  std::vector<uint64_t> mask(2, 0);
+  mask[1] = uint64_t{1} << 5;
+  for (const bool greedy : {true, false}) {
+    const SamplingParams p{greedy ? 0.0 : 1.0, 0};
+    const Status s = SelectToken<float>(logits, p, rng, mask).status();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find("allows none"), std::string::npos) << s.ToString();
+  }
+}
+
+// Masked log-probs are the log-softmax of the allowed tokens alone, bit
+// for bit, with alternatives among them.
+TEST(LogprobsTest, MaskedLogprobsEqualThoseOfTheAllowedTokensAlone) {
+  SplitMix64 gen(31);
+  for (int trial = 0; trial < 1000; ++trial) {
+    const MaskCase c = RandomMaskCase(gen);
+    const Compacted ref = Compact(c.logits, c.mask);
+    const size_t pick = gen.NextU64() % ref.ids.size();
+    const uint64_t top_n = gen.NextU64() % (kMaxTopLogprobs + 1);
+    const Result<TokenLogprobs> got = ComputeLogprobs(c.logits, ref.ids[pick], top_n, c.mask);
+    const Result<TokenLogprobs> want =
+        ComputeLogprobs(ref.logits, static_cast<int32_t>(pick), top_n);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(got->token, ref.ids[pick]);
+    EXPECT_EQ(got->logprob, want->logprob) << "trial " << trial;
+    ASSERT_EQ(got->top.size(), want->top.size()) << "trial " << trial;
+    for (size_t i = 0; i < want->top.size(); ++i) {
+      EXPECT_EQ(got->top[i].first, ref.ids[static_cast<size_t>(want->top[i].first)]);
+      EXPECT_EQ(got->top[i].second, want->top[i].second);
+    }
+  }
+}
+
+TEST(LogprobsTest, ATokenOutsideTheMaskIsRefused) {
+  const std::vector<float> logits = {1.0f, 2.0f, 3.0f};
+  const Status s = ComputeLogprobs(logits, 2, 1, MaskOf(3, {0, 1})).status();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("token 2"), std::string::npos) << s.ToString();
+  EXPECT_EQ(LogNormalizer(logits, MaskOf(3, {})).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

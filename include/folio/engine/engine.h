@@ -155,7 +155,8 @@ class Engine {
   // Errors: an empty prompt, token ids outside the vocabulary, invalid
   // sampling params, max_tokens 0, a request that could never fit the pool
   // or the model's positions, stop strings that are empty or given without
-  // a tokenizer, top_logprobs > 20.
+  // a tokenizer, a grammar without a tokenizer or with beam search,
+  // top_logprobs > 20.
   Result<RequestId> AddRequest(std::vector<int32_t> prompt, RequestParams params);
   // The checks AddRequest makes, without adding anything: a caller that
   // hands requests to the engine's own thread (the Python package) refuses
@@ -178,8 +179,8 @@ class Engine {
   // tables, tokens, sampling parameters and random-stream state; the
   // requests must be running (hold pages) and are left as they are.
   // Errors: NotFound (unknown or finished id), FailedPrecondition (a
-  // request still waiting, without pages), InvalidArgument (an id listed
-  // twice).
+  // request still waiting, without pages, or one following a grammar,
+  // which snapshots do not carry), InvalidArgument (an id listed twice).
   Result<format::KvSnapshot> ExportSnapshot(std::span<const RequestId> ids) const;
   // Continues a snapshot's requests here, as running requests with new
   // ids (returned in snapshot order). Everything is checked before the
@@ -196,9 +197,11 @@ class Engine {
   // (as a preempted request does), then samples on from its random stream
   // at rng_state (StepOutput::rng_state of its last output), with
   // text_sent bytes of its text already returned. Its later outputs are
-  // bit-identical to those the first engine would have produced. Errors:
-  // ImportSnapshot's checks of a request; FailedPrecondition for n > 1 or
-  // a beam search (their states are not one stream).
+  // bit-identical to those the first engine would have produced. A
+  // grammar's matcher is replayed over the output. Errors: ImportSnapshot's
+  // checks of a request; FailedPrecondition for n > 1 or a beam search
+  // (their states are not one stream); InvalidArgument for an output the
+  // grammar does not allow (naming the token).
   Result<RequestId> ResumeRequest(std::vector<int32_t> prompt, std::vector<int32_t> output,
                                   RequestParams params, uint64_t rng_state, uint64_t text_sent);
 

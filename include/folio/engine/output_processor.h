@@ -8,11 +8,30 @@
 // text, holds back text that might start a stop string, and decides
 // whether the request finished (a stop string, a stop token, or
 // max_tokens).
+//
+// Structured output (RequestParams::grammar): the state also holds a
+// grammar::Matcher over the vocabulary's token trie (built from the
+// tokenizer on the first constrained request, then shared). Each Process
+// first fills the request's allowed-token mask: the tokens whose bytes
+// the grammar allows next, plus the request's stop and end-of-sequence
+// ids (StopTokenIds) exactly when the text so far is a complete sentence
+// (Matcher::CanFinish); a stop id is refused before that even if its bytes
+// would fit. The sampler selects among the allowed tokens only (sampling/
+// sampler.h: the candidates are filtered, the logits are not touched),
+// then the matcher accepts the token. The request finishes with kStop when
+// a stop id is selected or when the grammar is done (nothing may follow),
+// and with kAbort, producing no token, when nothing at all is allowed (no
+// token of the vocabulary continues the grammar and it cannot end here).
+// Log-probs are those of the masked distribution (as vLLM reports them):
+// the log-softmax over the allowed tokens of the raw logits (no
+// temperature, top-k or top-p, as for unconstrained requests), and
+// alternatives among the allowed tokens only.
 #ifndef FOLIO_ENGINE_OUTPUT_PROCESSOR_H_
 #define FOLIO_ENGINE_OUTPUT_PROCESSOR_H_
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -21,15 +40,33 @@
 #include "folio/core/splitmix64.h"
 #include "folio/core/status.h"
 #include "folio/engine/request.h"
+#include "folio/grammar/grammar.h"
 #include "folio/tokenizer/tokenizer.h"
 
 namespace folio::engine {
 
+// What a grammar sees of each token of a vocabulary of vocab_size ids (the
+// model's, which may be larger or smaller than the tokenizer's): the bytes
+// the tokenizer decodes it to (a byte-fallback token such as <0x41> is its
+// one byte), and nothing for a special or control token, an id the
+// tokenizer does not have, or a hole, so a grammar never allows those.
+std::vector<std::string> GrammarTokenBytes(const tokenizer::Tokenizer& tokenizer,
+                                           uint64_t vocab_size);
+
 class OutputProcessor {
  public:
-  // tokenizer may be null (no text, no stop strings); it must outlive this.
-  explicit OutputProcessor(const tokenizer::Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  // tokenizer may be null (no text, no stop strings, no grammars); it must
+  // outlive this. vocab_size: the logits rows' length (0: the tokenizer's
+  // vocabulary size), which constrained requests' masks cover.
+  explicit OutputProcessor(const tokenizer::Tokenizer* tokenizer, uint64_t vocab_size = 0)
+      : tokenizer_(tokenizer),
+        vocab_size_(vocab_size != 0 || tokenizer == nullptr ? vocab_size
+                                                            : tokenizer->vocab_size()) {}
   const tokenizer::Tokenizer* tokenizer() const { return tokenizer_; }
+  // The token trie constrained requests match against, built from
+  // GrammarTokenBytes on the first call and shared from then on. Needs a
+  // tokenizer (checked). Not thread-safe: the engine's thread calls it.
+  std::shared_ptr<const grammar::TokenTrie> token_trie() const;
   // With a tokenizer, the text of `tokens` as Process streams it (empty
   // without one).
   std::string Text(std::span<const int32_t> tokens) const;
@@ -43,12 +80,26 @@ class OutputProcessor {
     std::string text;
     size_t text_sent = 0;
     uint64_t prompt_logit_rows_sent = 0;  // RequestParams::prompt_logits
+    // RequestParams::grammar: where the output stands in it, and the
+    // next token's allowed set ([TokenMaskWords(vocab)], refilled every
+    // step; kept to spare the allocation).
+    std::optional<grammar::Matcher> matcher;
+    std::vector<uint64_t> allowed;
   };
-  // A fresh request's state.
+  // A fresh request's state. A grammar needs a tokenizer (checked: the
+  // engine refuses such a request first).
   State NewState(const RequestParams& params) const;
+  // Parallel sample `index` of request `parent` (RequestParams::n), forked
+  // before the parent selected any token: the parent's state with n = 1 and
+  // the stream SampleSeed(seed, index). Its matcher is a copy of the
+  // parent's, sharing its memo tables; each sample advances its own.
+  State ForkState(RequestId parent, uint64_t index) const;
   // The state of a request that already generated `output` (an import):
   // its random stream continues from rng_state and text_sent bytes of its
-  // text were returned. Errors: text_sent beyond the output's text.
+  // text were returned; a grammar's matcher is advanced over the output.
+  // Errors: text_sent beyond the output's text; an output token the
+  // grammar does not allow where it stands, or a grammar already done
+  // (InvalidArgument naming the token).
   Result<State> RestoredState(const RequestParams& params, uint64_t rng_state,
                               std::span<const int32_t> output, uint64_t text_sent) const;
   // Tracks a request (its id must be new; checked).
@@ -59,7 +110,9 @@ class OutputProcessor {
 
   // Samples request id's next token from its logits row ([vocab]) and
   // returns the step's output for it; finish is set when it is its last.
-  // Errors: the sampler's (a non-finite row).
+  // A constrained request that can go no further finishes with kAbort and
+  // no token (new_tokens empty). Errors: the sampler's (a NaN in the row,
+  // a row whose length is not the vocabulary's for a constrained request).
   // num_output_tokens counts the request's generated tokens with this one
   // (the scheduler's sequence holds them; max_tokens is checked against it).
   // resample_draft (speculative decoding's rejection sampling): the token
@@ -80,7 +133,13 @@ class OutputProcessor {
   static bool EmitText(State& s, int32_t token, StepOutput& out);
   static void FlushText(State& s, StepOutput& out);
 
+  // Fills s.allowed for the next token of a constrained request; false
+  // when it allows nothing.
+  bool FillAllowed(State& s) const;
+
   const tokenizer::Tokenizer* tokenizer_;
+  uint64_t vocab_size_;
+  mutable std::shared_ptr<const grammar::TokenTrie> trie_;  // token_trie(), lazily
   std::map<RequestId, State> states_;
 };
 

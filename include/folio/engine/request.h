@@ -4,6 +4,7 @@
 #define FOLIO_ENGINE_REQUEST_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +12,10 @@
 
 #include "folio/engine/beam_search.h"
 #include "folio/sampling/sampler.h"
+
+namespace folio::grammar {
+class Grammar;  // folio/grammar/grammar.h
+}  // namespace folio::grammar
 
 namespace folio::engine {
 
@@ -56,6 +61,18 @@ struct RequestParams {
   // streams. Needs greedy sampling parameters (they do not apply), no stop
   // strings, log-probs, prompt logits or drafts.
   BeamSearchParams beam;
+  // Structured output: the output text must be a sentence of this grammar
+  // (null: unconstrained). Each step samples only among the tokens whose
+  // bytes the grammar allows next; the stop and end-of-sequence ids
+  // (StopTokenIds) are allowed only where the text so far is complete. The
+  // request finishes with kStop once the grammar is done, kLength when
+  // max_tokens cuts the text short, kAbort (and no token) when no token of
+  // the vocabulary can continue it (engine/output_processor.h). Needs an
+  // engine with a tokenizer. Carried by n > 1 forks (each sample follows
+  // the grammar) and speculative drafts (a draft token the grammar forbids
+  // is rejected); refused with beam search, by KV snapshots and by the
+  // JSON form (RequestParamsToJson), which cannot carry it.
+  std::shared_ptr<const grammar::Grammar> grammar;
 };
 
 // Whether `token` finishes a request with these parameters: one of its

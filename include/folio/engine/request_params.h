@@ -14,8 +14,9 @@
 // So a new parameter is its row here, its effect (the sampler or the
 // engine) and its tests. Parameters whose meaning a front end shapes
 // (temperature's default, top_k's -1, seed's sign, max_tokens' default,
-// stop strings, logprobs, n / best_of, beams) are parsed by each front end
-// and are not listed.
+// stop strings, logprobs, n / best_of, beams, and the grammar that
+// structured output's many spellings compile to) are parsed by each front
+// end and are not listed.
 //
 // A row: X(name, type, member, lo, hi, doc). type is double (finite, in
 // [lo, hi]), bool, or TokenIds (at most hi ids, each in the vocabulary).
@@ -94,8 +95,10 @@ Status ValidateRequestParams(const RequestParams& params, uint64_t vocab_size);
 // (temperature, top_k, top_p, max_tokens, seed, eos_token_ids,
 // stop_strings, logprobs, top_logprobs), then every declared one under its
 // own name. Not carried: n, beams, drafts, prompt logits (a snapshot holds
-// one plain stream).
-nlohmann::json RequestParamsToJson(const RequestParams& params);
+// one plain stream). Errors: FailedPrecondition naming `grammar` for a
+// request that follows one (it cannot be written here, and dropping it
+// would silently unconstrain the request where it is read back).
+Result<nlohmann::json> RequestParamsToJson(const RequestParams& params);
 // Back; errors name `where` and the field. A declared field that is absent
 // (written before it was declared) keeps its default.
 Result<RequestParams> RequestParamsFromJson(const nlohmann::json& j, const std::string& where);

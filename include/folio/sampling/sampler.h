@@ -9,6 +9,16 @@
 // One SplitMix64 unit draw picks the token by walking the cumulative
 // weights in that order. Exactly one draw per sampled token, so a stream's
 // state says how many tokens were sampled from it.
+//
+// An allowed-token mask (structured output: grammar::Matcher::FillMask)
+// restricts the candidates before anything else: the sampler behaves
+// exactly as if the row held only the allowed tokens (in id order), so
+// greedy takes the argmax among them, top_k / top_p / min_p cut among
+// them, and a disallowed token is never returned, whatever its logit. The
+// mask filters candidates rather than writing -inf into logits: a weight
+// of zero could still be drawn by the walk's rounding fallback, and
+// exp(-inf - -inf) is NaN. Without a mask (an empty span) nothing
+// changes, bit for bit.
 #ifndef FOLIO_SAMPLING_SAMPLER_H_
 #define FOLIO_SAMPLING_SAMPLER_H_
 
@@ -22,6 +32,15 @@
 
 namespace folio::sampling {
 
+// Which tokens of a row of n logits may be selected: [TokenMaskWords(n)]
+// words, token t allowed iff bit t % 64 of word t / 64 is set. An empty
+// span allows every token.
+using TokenMask = std::span<const uint64_t>;
+inline constexpr uint64_t TokenMaskWords(uint64_t n) { return (n + 63) / 64; }
+inline bool MaskAllows(TokenMask mask, uint64_t t) {
+  return mask.empty() || ((mask[t / 64] >> (t % 64)) & 1) != 0;
+}
+
 struct SamplingParams {
   double temperature = 0.0;  // 0 = greedy
   uint64_t top_k = 0;        // 0 = no limit
@@ -34,10 +53,12 @@ struct SamplingParams {
   bool greedy() const { return temperature == 0.0; }
 };
 
-// Errors: empty logits, invalid params, a NaN logit.
+// Errors: empty logits, invalid params, a NaN logit (allowed or not), a
+// mask of the wrong size (InvalidArgument naming both sizes) or one that
+// allows no token of the row.
 template <typename T>
 Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& params,
-                            SplitMix64& rng);
+                            SplitMix64& rng, TokenMask allowed = {});
 
 // The candidates SelectToken draws from, in its order, with their
 // (unnormalized) weights and their total: greedy, the argmax alone.
@@ -47,7 +68,8 @@ struct Candidates {
   double total = 0;
 };
 template <typename T>
-Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingParams& params);
+Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingParams& params,
+                                      TokenMask allowed = {});
 
 // Speculative sampling's acceptance rule (Leviathan et al., 2023) for a
 // drafter that proposes `draft` with certainty: the draft stands with its
@@ -56,15 +78,21 @@ Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingP
 // distribution without the draft (a second draw, renormalized). So the
 // token returned follows SelectToken's distribution exactly, whatever the
 // draft, but not SelectToken's random stream. Greedy: the argmax, no draw.
-// Errors: SelectToken's.
+// With a mask the distribution is the masked one: a draft the mask forbids
+// has probability 0, so it is always rejected (one draw spent) and the
+// token is drawn from the allowed candidates. Errors: SelectToken's.
 template <typename T>
 Result<int32_t> AcceptOrResample(std::span<const T> logits, const SamplingParams& params,
-                                 int32_t draft, SplitMix64& rng);
+                                 int32_t draft, SplitMix64& rng, TokenMask allowed = {});
 
 // Log-probabilities of the model's own distribution: log-softmax of the raw
 // logits (temperature 1, before top-k / top-p / min-p), as OpenAI's
 // `logprobs` reports them. Computed in double, summing in vocabulary order,
 // then rounded to float, so they are a function of the logits alone.
+// With an allowed-token mask (structured output) the distribution is the
+// masked one, as vLLM reports it (its grammar bitmask is applied to the
+// logits before log-probs are taken): the log-softmax over the allowed
+// tokens only, and alternatives among them.
 struct TokenLogprobs {
   int32_t token = 0;
   float logprob = 0.0f;
@@ -74,18 +102,22 @@ struct TokenLogprobs {
 
 inline constexpr uint64_t kMaxTopLogprobs = 20;
 
-// Errors: empty logits, a NaN logit, token outside the row, top_n >
-// kMaxTopLogprobs.
-Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t token, uint64_t top_n);
+// Errors: empty logits, a NaN logit, token outside the row or outside the
+// mask, top_n > kMaxTopLogprobs, a mask of the wrong size or allowing
+// nothing.
+Result<TokenLogprobs> ComputeLogprobs(std::span<const float> logits, int32_t token, uint64_t top_n,
+                                      TokenMask allowed = {});
 
 // The log-softmax's normalizer of a row, log(sum exp(logit)), computed as
 // ComputeLogprobs does: in double, max + log(sum exp(logit - max)), summing
-// in vocabulary order. A token's log-probability is its logit minus this.
-// Errors: empty logits, a NaN logit.
-Result<double> LogNormalizer(std::span<const float> logits);
+// in vocabulary order, over the allowed tokens only with a mask. A token's
+// log-probability is its logit minus this. Errors: empty logits, a NaN
+// logit, a mask of the wrong size or allowing nothing.
+Result<double> LogNormalizer(std::span<const float> logits, TokenMask allowed = {});
 // The ids of the k largest logits (all of them if the row is shorter),
-// largest first, ties by lower id first.
-std::vector<int32_t> TopTokens(std::span<const float> logits, uint64_t k);
+// largest first, ties by lower id first; with a mask, among the allowed
+// tokens only.
+std::vector<int32_t> TopTokens(std::span<const float> logits, uint64_t k, TokenMask allowed = {});
 
 }  // namespace folio::sampling
 
