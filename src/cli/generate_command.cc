@@ -3,14 +3,19 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/engine_flags.h"
 #include "cli/printable.h"
+#include "folio/core/str_cat.h"
 #include "folio/engine/engine.h"
+#include "folio/grammar/structured_output.h"
 #include "folio/model/model.h"
 #include "folio/serving/engine_args.h"
 #include "folio/tokenizer/byte_tokenizer.h"
@@ -36,8 +41,69 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateFlags& f) {
   cmd->add_option("--max-context", f.max_context, "cache positions");
   cmd->add_flag("--raw", f.raw, "write bytes as generated (default escapes non-ASCII)");
   AddRequestParamFlags(*cmd, f.request);
+  CLI::Option* schema = cmd->add_option("--json-schema", f.json_schema_file,
+                                        "constrain the output to instances of this JSON Schema "
+                                        "(a file)");
+  CLI::Option* regex =
+      cmd->add_option("--regex", f.regex, "constrain the output to match this regular expression");
+  CLI::Option* choice = cmd->add_option("--choice", f.choices,
+                                        "constrain the output to one of these strings "
+                                        "(repeat the flag)");
+  CLI::Option* grammar = cmd->add_option("--grammar", f.grammar_file,
+                                         "constrain the output to this GBNF grammar (a file)");
+  const std::vector<CLI::Option*> constraints = {schema, regex, choice, grammar};
+  for (CLI::Option* a : constraints) {
+    for (CLI::Option* b : constraints) {
+      if (a != b) a->excludes(b);
+    }
+  }
   return cmd;
 }
+
+namespace {
+
+Result<std::string> ReadFile(const std::string& path, std::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Status::NotFound(StrCat(flag, ": cannot open ", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The constraint the flags give, compiled; null when none is given.
+Result<std::shared_ptr<const grammar::Grammar>> Constraint(const GenerateFlags& f,
+                                                           grammar::GrammarCache& cache) {
+  grammar::StructuredOutput o;
+  std::string_view flag;
+  if (!f.json_schema_file.empty()) {
+    flag = "--json-schema";
+    FOLIO_ASSIGN_OR_RETURN(const std::string text, ReadFile(f.json_schema_file, flag));
+    o.kind = grammar::StructuredOutput::Kind::kJsonSchema;
+    o.schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (o.schema.is_discarded()) {
+      return Status::InvalidArgument(StrCat(flag, ": ", f.json_schema_file, " is not JSON"));
+    }
+  } else if (!f.regex.empty()) {
+    flag = "--regex";
+    o.kind = grammar::StructuredOutput::Kind::kRegex;
+    o.text = f.regex;
+  } else if (!f.choices.empty()) {
+    flag = "--choice";
+    o.kind = grammar::StructuredOutput::Kind::kChoice;
+    o.choices = f.choices;
+  } else if (!f.grammar_file.empty()) {
+    flag = "--grammar";
+    FOLIO_ASSIGN_OR_RETURN(o.text, ReadFile(f.grammar_file, flag));
+    o.kind = grammar::StructuredOutput::Kind::kGrammar;
+  } else {
+    return std::shared_ptr<const grammar::Grammar>();
+  }
+  Result<std::shared_ptr<const grammar::Grammar>> g = cache.Get(o);
+  if (!g) return g.error().WithContext(flag);
+  return g;
+}
+
+}  // namespace
 
 int RunGenerate(const GenerateFlags& f) {
   serving::EngineArgs args = f.engine;
@@ -51,6 +117,8 @@ int RunGenerate(const GenerateFlags& f) {
   Result<std::vector<int32_t>> ids = served->EncodePrompt(f.prompt);
   if (!ids) return Fail(kCommand, ids.error());
   const std::vector<int32_t> prompt = std::move(*ids);
+  Result<std::shared_ptr<const grammar::Grammar>> constraint = Constraint(f, *served->grammars);
+  if (!constraint) return Fail(kCommand, constraint.error());
   const uint64_t capacity =
       std::min<uint64_t>(served->model->config().max_positions, f.max_context);
   if (prompt.size() > capacity) {
@@ -76,6 +144,7 @@ int RunGenerate(const GenerateFlags& f) {
   params.sampling.top_p = f.top_p;
   params.seed = f.seed;
   params.eos_token_ids = std::move(eos);
+  params.grammar = std::move(*constraint);
   Result<engine::RequestId> id = eng->AddRequest(prompt, params);
   if (!id) return Fail(kCommand, id.error());
 
@@ -83,6 +152,7 @@ int RunGenerate(const GenerateFlags& f) {
   const auto start = std::chrono::steady_clock::now();
   uint64_t generated = 0;
   engine::FinishReason finish = engine::FinishReason::kNone;
+  int32_t last = -1;
   while (eng->HasUnfinished()) {
     Result<std::vector<engine::StepOutput>> step = eng->Step();
     if (!step) return Fail(kCommand, step.error());
@@ -93,16 +163,22 @@ int RunGenerate(const GenerateFlags& f) {
       const std::string piece = text ? o.text : *tokenizer::ByteTokenizer::Decode(o.new_tokens);
       std::cout << (f.raw || text ? piece : Printable(piece)) << std::flush;
       generated += o.new_tokens.size();
+      if (!o.new_tokens.empty()) last = o.new_tokens.back();
       if (o.finish != engine::FinishReason::kNone) finish = o.finish;
     }
   }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "\n";
-  const char* stop = finish == engine::FinishReason::kStop ? "end_token"
-                     : params.max_tokens < f.max_tokens    ? "capacity"
-                                                           : "max_tokens";
-  if (finish == engine::FinishReason::kStop) --generated;  // the end token is not output
+  const bool end_token = finish == engine::FinishReason::kStop &&
+                         std::find(params.eos_token_ids.begin(), params.eos_token_ids.end(),
+                                   last) != params.eos_token_ids.end();
+  const char* stop = end_token                                ? "end_token"
+                     : finish == engine::FinishReason::kStop  ? "grammar_complete"
+                     : finish == engine::FinishReason::kAbort ? "grammar_dead_end"
+                     : params.max_tokens < f.max_tokens       ? "capacity"
+                                                              : "max_tokens";
+  if (end_token) --generated;  // the end token is not output
   std::cerr << "[" << prompt.size() << " prompt + " << generated << " generated tokens in "
             << seconds << " s, stop: " << stop << "]\n";
   return 0;

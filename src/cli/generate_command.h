@@ -29,6 +29,13 @@ struct GenerateFlags {
   uint64_t seed = 20;
   uint64_t max_context = 4096;
   bool raw = false;
+  // Structured output (at most one): the output must be an instance of the
+  // JSON Schema in this file, match this regular expression, be one of
+  // these strings, or be a sentence of the GBNF grammar in this file.
+  std::string json_schema_file;
+  std::string regex;
+  std::vector<std::string> choices;
+  std::string grammar_file;
 };
 
 CLI::App* AddGenerateCommand(CLI::App& app, GenerateFlags& flags);

@@ -683,6 +683,7 @@ ModelInfo MakeModelInfo(const serving::ServedModel& served, const serving::ChatF
   }
   info.eos_token_ids = served.StopTokenIds();
   info.chat_format = chat_format;
+  info.grammars = served.grammars.get();
   info.name = std::move(name);
   info.vocab_size = served.model->config().vocab_size;
   info.max_positions = served.model->config().max_positions;
@@ -849,7 +850,8 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
       return InvalidField(r.grammar_field,
                           StrCat("'", r.grammar_field, "' cannot be combined with beam_search"));
     }
-    FOLIO_RETURN_API_ERROR(CompileStructuredOutput(m, *structured, r.grammar_field, r.grammar));
+    FOLIO_RETURN_API_ERROR(
+        CompileStructuredOutput(m, *structured, r.grammar_field, r.params.grammar));
   }
   // The engine's own checks, so nothing it would refuse gets past here.
   if (Status s = r.params.sampling.Validate(); !s.ok()) return InvalidField("", s.message());

@@ -472,10 +472,10 @@ TEST(ParseRequest, EveryStructuredOutputFieldCompilesItsConstraint) {
   for (const ConstraintCase& c : cases) {
     const std::string body = R"({"prompt": "a", )" + c.fields + "}";
     ParsedRequest r = Ok(Endpoint::kCompletions, body, ModelWithGrammars());
-    ASSERT_NE(r.grammar, nullptr) << body;
+    ASSERT_NE(r.params.grammar, nullptr) << body;
     EXPECT_EQ(r.grammar_field, c.field) << body;
-    EXPECT_TRUE(r.grammar->Matches(c.yes)) << body << " should accept " << c.yes;
-    EXPECT_FALSE(r.grammar->Matches(c.no)) << body << " should reject " << c.no;
+    EXPECT_TRUE(r.params.grammar->Matches(c.yes)) << body << " should accept " << c.yes;
+    EXPECT_FALSE(r.params.grammar->Matches(c.no)) << body << " should reject " << c.no;
     EXPECT_TRUE(r.ignored_fields.empty()) << body;
   }
 }
@@ -483,17 +483,18 @@ TEST(ParseRequest, EveryStructuredOutputFieldCompilesItsConstraint) {
 TEST(ParseRequest, TextResponseFormatAndNoConstraintLeaveOutputFree) {
   EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": "a", "response_format": {"type": "text"}})",
                ModelWithGrammars())
-                .grammar,
+                .params.grammar,
             nullptr);
-  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": "a"})", ModelWithGrammars()).grammar, nullptr);
+  EXPECT_EQ(Ok(Endpoint::kCompletions, R"({"prompt": "a"})", ModelWithGrammars()).params.grammar,
+            nullptr);
 }
 
 TEST(ParseRequest, OneSchemaSentTwiceIsCompiledOnce) {
   const std::string body = R"({"prompt": "a", "guided_choice": ["only", "once"]})";
   ParsedRequest a = Ok(Endpoint::kCompletions, body, ModelWithGrammars());
   ParsedRequest b = Ok(Endpoint::kCompletions, body, ModelWithGrammars());
-  ASSERT_NE(a.grammar, nullptr);
-  EXPECT_EQ(a.grammar.get(), b.grammar.get());
+  ASSERT_NE(a.params.grammar, nullptr);
+  EXPECT_EQ(a.params.grammar.get(), b.params.grammar.get());
 }
 
 TEST(ParseRequest, StructuredOutputRefusalsNameTheField) {

@@ -135,8 +135,7 @@ struct ParsedRequest {
   bool logprobs = false;                    // return log-probs (params carries top_logprobs)
   bool seed_given = false;                  // false: params.seed is 0, the server draws one
   std::vector<std::string> ignored_fields;  // unknown top-level fields, in order
-  // The output constraint, compiled (null: none), and the field that gave it.
-  std::shared_ptr<const grammar::Grammar> grammar;
+  // The field that gave params.grammar, the output constraint (empty: none).
   std::string grammar_field;
   // Choices returned; params.n samples are generated (best_of), and when
   // there are more the n with the highest cumulative log-probability win.

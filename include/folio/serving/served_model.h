@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "folio/core/status.h"
+#include "folio/grammar/structured_output.h"
 #include "folio/model/model.h"
 #include "folio/serving/chat_format.h"
 #include "folio/tokenizer/tokenizer.h"
@@ -33,6 +34,9 @@ struct ServedModel {
   std::unique_ptr<model::Model> model;
   std::optional<tokenizer::Tokenizer> file_tokenizer;  // the model file's, if any
   std::string chat_template;  // the model file's Jinja source; empty if none
+  // Structured-output constraints compiled for this model's requests,
+  // shared by its front ends (thread-safe).
+  std::shared_ptr<grammar::GrammarCache> grammars = std::make_shared<grammar::GrammarCache>();
 
   // The file's tokenizer, or the byte-level one.
   const tokenizer::Tokenizer& tokenizer() const;
