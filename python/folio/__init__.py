@@ -42,7 +42,7 @@ from folio.chat_template import apply_chat_template
 from folio.llm import LLM
 from folio.outputs import CompletionOutput, Logprob, RequestOutput
 from folio._engine import Tokenizer
-from folio.sampling_params import SamplingParams
+from folio.sampling_params import GuidedDecodingParams, SamplingParams, StructuredOutputsParams
 
 __version__: str = getattr(_folio, "__version__")
 
@@ -54,7 +54,9 @@ __all__ = [
     "LLM",
     "Logprob",
     "RequestOutput",
+    "GuidedDecodingParams",
     "SamplingParams",
+    "StructuredOutputsParams",
     "Tokenizer",
     "apply_chat_template",
     "paged_attention",

@@ -374,6 +374,8 @@ class EngineCore:
             max_tokens = max(1, int(self.info["max_positions"]) - len(ids) + 1)
         seed = params.seed if params.seed is not None else self._seeds.getrandbits(64)
         native = params._native(seed, max_tokens, eos_ids)
+        if params._constraint is not None:
+            self.native.constrain(native, *params._constraint._kind_and_payload())
         self.native.check(ids, native)
         key = self.new_key()
         ranked = not params.use_beam_search and (params.best_of or params.n) > params.n

@@ -60,6 +60,7 @@ value; any other value raises ValueError naming every such parameter.
 """
 from __future__ import annotations
 
+import json as _json
 import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Mapping, Optional, Union
@@ -85,9 +86,91 @@ _NEUTRAL: Dict[str, Any] = {
     "allowed_token_ids": None,
     "bad_words": None,
     "truncate_prompt_tokens": None,
-    "guided_decoding": None,
-    "structured_outputs": None,
 }
+
+
+@dataclass
+class StructuredOutputsParams:
+    """vLLM's structured-output parameters: set exactly one of json (a JSON
+    Schema, as a dict or its JSON text), regex (the whole output matches it),
+    choice (the output is one of these strings), grammar (GBNF, as
+    llama.cpp writes it) or json_object=True (any JSON object).
+
+    vLLM's tuning fields (disable_fallback, disable_any_whitespace,
+    disable_additional_properties, whitespace_pattern, structural_tag) are
+    accepted only at their defaults; folio has one grammar engine and JSON's
+    whitespace rules (docs/structured-output.md).
+    """
+
+    json: Optional[Union[str, Dict[str, Any]]] = None
+    regex: Optional[str] = None
+    choice: Optional[List[str]] = None
+    grammar: Optional[str] = None
+    json_object: Optional[bool] = None
+    disable_fallback: bool = False
+    disable_any_whitespace: bool = False
+    disable_additional_properties: bool = False
+    whitespace_pattern: Optional[str] = None
+    structural_tag: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        tuning = {"disable_fallback": False, "disable_any_whitespace": False,
+                  "disable_additional_properties": False, "whitespace_pattern": None,
+                  "structural_tag": None}
+        bad = [f"{k}={getattr(self, k)!r}" for k, v in tuning.items() if getattr(self, k) != v]
+        if bad:
+            raise ValueError("folio does not support these structured output options: " +
+                             ", ".join(bad))
+        given = [k for k in ("json", "regex", "choice", "grammar") if getattr(self, k) is not None]
+        if self.json_object:
+            given.append("json_object")
+        if len(given) != 1:
+            raise ValueError("structured_outputs needs exactly one of json, regex, choice, "
+                             f"grammar, json_object (got {given or 'none'})")
+        if self.regex is not None and not isinstance(self.regex, str):
+            raise ValueError(f"structured_outputs.regex must be a string (got {self.regex!r})")
+        if self.grammar is not None and not isinstance(self.grammar, str):
+            raise ValueError(f"structured_outputs.grammar must be a string "
+                             f"(got {self.grammar!r})")
+        if self.choice is not None and (
+                not isinstance(self.choice, (list, tuple)) or not self.choice
+                or not all(isinstance(c, str) for c in self.choice)):
+            raise ValueError(f"structured_outputs.choice must be a non-empty list of strings "
+                             f"(got {self.choice!r})")
+        if self.json is not None and not isinstance(self.json, (str, dict, bool)):
+            raise ValueError(f"structured_outputs.json must be a JSON Schema (a dict or its "
+                             f"JSON text; got {type(self.json).__name__})")
+
+    def _kind_and_payload(self) -> "tuple[str, str]":
+        """(kind, payload as JSON text), as EngineCore.constrain takes them."""
+        if self.json is not None:
+            schema = _json.loads(self.json) if isinstance(self.json, str) else self.json
+            return "json_schema", _json.dumps(schema)
+        if self.regex is not None:
+            return "regex", _json.dumps(self.regex)
+        if self.choice is not None:
+            return "choice", _json.dumps(list(self.choice))
+        if self.grammar is not None:
+            return "grammar", _json.dumps(self.grammar)
+        return "json_object", "null"
+
+
+#: vLLM's older name for the same parameters (SamplingParams.guided_decoding).
+GuidedDecodingParams = StructuredOutputsParams
+
+
+def _structured(name: str, v: Any) -> Optional[StructuredOutputsParams]:
+    if v is None:
+        return None
+    if isinstance(v, StructuredOutputsParams):
+        return v
+    if isinstance(v, Mapping):
+        try:
+            return StructuredOutputsParams(**v)
+        except TypeError as e:
+            raise ValueError(f"{name}: {e}") from None
+    raise ValueError(f"{name} must be a folio.StructuredOutputsParams or a dict "
+                     f"(got {type(v).__name__})")
 
 
 @dataclass
@@ -179,6 +262,16 @@ class SamplingParams:
         self._stop_list = stop
         for declared in _DECLARED:  # min_p, stop_token_ids, ignore_eos, ...
             _check_declared(declared, getattr(self, declared["name"]))
+        if self.structured_outputs is not None and self.guided_decoding is not None:
+            raise ValueError("give structured_outputs or guided_decoding, not both")
+        self.structured_outputs = _structured("structured_outputs", self.structured_outputs)
+        self.guided_decoding = _structured("guided_decoding", self.guided_decoding)
+        if self._constraint is not None and self.use_beam_search:
+            raise ValueError("structured outputs cannot be combined with use_beam_search")
+
+    @property
+    def _constraint(self) -> Optional[StructuredOutputsParams]:
+        return self.structured_outputs or self.guided_decoding
 
     def clone(self) -> "SamplingParams":
         """A copy (vLLM's name)."""

@@ -30,6 +30,7 @@
 #include "folio/core/dtype.h"
 #include "folio/engine/engine.h"
 #include "folio/engine/request_params.h"
+#include "folio/grammar/structured_output.h"
 #include "folio/format/kv_snapshot.h"
 #include "folio/kv/prefix_cache.h"
 #include "folio/ops/packed_matmul.h"
@@ -238,6 +239,38 @@ class EngineCore {
 
   void Check(const std::vector<int32_t>& prompt, const engine::RequestParams& params) const {
     ThrowIfRequestError(serving_->engine().ValidateRequest(prompt, params));
+  }
+
+  // Compiles a structured-output constraint through the model's grammar
+  // cache (without the GIL: a schema may take a while) and sets it on
+  // params. kind: json_schema, json_object, regex, choice or grammar;
+  // payload: the schema, pattern, choices or GBNF as JSON text.
+  void Constrain(engine::RequestParams& params, const std::string& kind,
+                 const std::string& payload) const {
+    using Kind = grammar::StructuredOutput::Kind;
+    grammar::StructuredOutput o;
+    const nlohmann::ordered_json v = nlohmann::ordered_json::parse(payload);
+    if (kind == "json_schema") {
+      o.kind = Kind::kJsonSchema;
+      o.schema = v;
+    } else if (kind == "json_object") {
+      o.kind = Kind::kJsonObject;
+    } else if (kind == "regex" || kind == "grammar") {
+      o.kind = kind == "regex" ? Kind::kRegex : Kind::kGrammar;
+      o.text = v.get<std::string>();
+    } else if (kind == "choice") {
+      o.kind = Kind::kChoice;
+      o.choices = v.get<std::vector<std::string>>();
+    } else {
+      RaiseValue("unknown structured output kind '" + kind + "'");
+    }
+    Result<std::shared_ptr<const grammar::Grammar>> g = Status::FailedPrecondition("not compiled");
+    {
+      nb::gil_scoped_release release;
+      g = served().grammars->Get(o);
+    }
+    if (!g) ThrowIfRequestError(g.error().WithContext("structured_outputs." + kind));
+    params.grammar = std::move(*g);
   }
 
   // Refuses a bad request at once (ValueError), then hands it to the
@@ -630,6 +663,10 @@ void BindLlm(nb::module_& m) {
       .def("render_chat", &EngineCore::RenderChat, nb::arg("messages_json"),
            nb::arg("add_generation_prompt"), nb::arg("chat_template").none(), nb::arg("extra_json"),
            "JSON messages -> (prompt text, add_special_tokens, end-of-turn ids).")
+      .def("constrain", &EngineCore::Constrain, nb::arg("params"), nb::arg("kind"),
+           nb::arg("payload_json"),
+           "Compiles a structured-output constraint onto params (ValueError naming what the "
+           "grammar engine refused).")
       .def("check", &EngineCore::Check, nb::arg("prompt"), nb::arg("params"),
            "Raises ValueError if the engine would refuse this request.")
       .def("submit", &EngineCore::Submit, nb::arg("key"), nb::arg("prompt"), nb::arg("params"),
