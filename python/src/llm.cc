@@ -30,8 +30,8 @@
 #include "folio/core/dtype.h"
 #include "folio/engine/engine.h"
 #include "folio/engine/request_params.h"
-#include "folio/grammar/structured_output.h"
 #include "folio/format/kv_snapshot.h"
+#include "folio/grammar/structured_output.h"
 #include "folio/kv/prefix_cache.h"
 #include "folio/ops/packed_matmul.h"
 #include "folio/serving/engine_args.h"
@@ -269,7 +269,9 @@ class EngineCore {
       nb::gil_scoped_release release;
       g = served().grammars->Get(o);
     }
-    if (!g) ThrowIfRequestError(g.error().WithContext("structured_outputs." + kind));
+    // Whatever the grammar engine refuses is a bad value (ValueError, as
+    // vLLM raises), an unsupported keyword included.
+    if (!g) RaiseValue(g.error().WithContext("structured_outputs." + kind).ToString());
     params.grammar = std::move(*g);
   }
 

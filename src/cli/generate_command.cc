@@ -170,9 +170,9 @@ int RunGenerate(const GenerateFlags& f) {
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "\n";
+  const std::vector<int32_t> stops = engine::StopTokenIds(params);
   const bool end_token = finish == engine::FinishReason::kStop &&
-                         std::find(params.eos_token_ids.begin(), params.eos_token_ids.end(),
-                                   last) != params.eos_token_ids.end();
+                         std::find(stops.begin(), stops.end(), last) != stops.end();
   const char* stop = end_token                                ? "end_token"
                      : finish == engine::FinishReason::kStop  ? "grammar_complete"
                      : finish == engine::FinishReason::kAbort ? "grammar_dead_end"

@@ -262,7 +262,7 @@ BAD = [
     ("/v1/completions", {"prompt": "a", "stream": 1}, "stream"),
     ("/v1/completions", {"prompt": "a", "seed": 1.5}, "seed"),
     ("/v1/completions", {"prompt": "a", "user": []}, "user"),
-    ("/v1/completions", {"prompt": "a", "response_format": {"type": "json_object"}},
+    ("/v1/completions", {"prompt": "a", "response_format": {"type": "xml"}},
      "response_format"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
                               "tools": [{"type": "function"}]}, "tools"),
