@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli/engine_flags.h"
-#include "cli/printable.h"
+#include "folio/core/printable.h"
 #include "folio/engine/engine.h"
 #include "folio/model/model.h"
 #include "folio/tokenizer/byte_tokenizer.h"

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "folio/core/checked_math.h"
+#include "folio/core/file_bytes.h"
 #include "folio/engine/request_params.h"
 
 namespace folio::cli {
@@ -95,6 +96,13 @@ void SizeForOneRequest(uint64_t capacity, uint64_t prompt_tokens, serving::Engin
 int Fail(std::string_view command, const Status& s) {
   std::cerr << "folio" << (command.empty() ? "" : " ") << command << ": " << s.ToString() << "\n";
   return 1;
+}
+
+Result<std::string> ReadFlagFile(const std::string& path, std::string_view flag) {
+  Result<FileBytes> file = FileBytes::Map(path);
+  if (!file) return file.error().WithContext(flag);
+  const std::span<const std::byte> bytes = file->bytes();
+  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
 }
 
 }  // namespace folio::cli

@@ -47,6 +47,9 @@ void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value);
 // --tokenizer-pre NAME (tokenize, which runs no engine).
 void AddTokenizerPreOption(CLI::App& cmd, std::optional<std::string>& value);
 
+// The contents of the file a flag names; errors carry the flag.
+Result<std::string> ReadFlagFile(const std::string& path, std::string_view flag);
+
 // Prints "folio COMMAND: <status>" ("folio: <status>" for an empty
 // command) to standard error; returns 1, the exit code of a command that
 // failed.

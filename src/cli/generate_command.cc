@@ -3,16 +3,14 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/engine_flags.h"
-#include "cli/printable.h"
+#include "folio/core/printable.h"
 #include "folio/core/str_cat.h"
 #include "folio/engine/engine.h"
 #include "folio/grammar/structured_output.h"
@@ -62,14 +60,6 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateFlags& f) {
 
 namespace {
 
-Result<std::string> ReadFile(const std::string& path, std::string_view flag) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(StrCat(flag, ": cannot open ", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 // The constraint the flags give, compiled; null when none is given.
 Result<std::shared_ptr<const grammar::Grammar>> Constraint(const GenerateFlags& f,
                                                            grammar::GrammarCache& cache) {
@@ -77,7 +67,7 @@ Result<std::shared_ptr<const grammar::Grammar>> Constraint(const GenerateFlags& 
   std::string_view flag;
   if (!f.json_schema_file.empty()) {
     flag = "--json-schema";
-    FOLIO_ASSIGN_OR_RETURN(const std::string text, ReadFile(f.json_schema_file, flag));
+    FOLIO_ASSIGN_OR_RETURN(const std::string text, ReadFlagFile(f.json_schema_file, flag));
     o.kind = grammar::StructuredOutput::Kind::kJsonSchema;
     o.schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (o.schema.is_discarded()) {
@@ -93,7 +83,7 @@ Result<std::shared_ptr<const grammar::Grammar>> Constraint(const GenerateFlags& 
     o.choices = f.choices;
   } else if (!f.grammar_file.empty()) {
     flag = "--grammar";
-    FOLIO_ASSIGN_OR_RETURN(o.text, ReadFile(f.grammar_file, flag));
+    FOLIO_ASSIGN_OR_RETURN(o.text, ReadFlagFile(f.grammar_file, flag));
     o.kind = grammar::StructuredOutput::Kind::kGrammar;
   } else {
     return std::shared_ptr<const grammar::Grammar>();

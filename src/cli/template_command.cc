@@ -7,7 +7,6 @@
 #include "cli/engine_flags.h"
 #include "folio/chat/template.h"
 #include "folio/checkpoint/checkpoint.h"
-#include "folio/core/file_bytes.h"
 #include "folio/core/str_cat.h"
 
 namespace folio::cli {
@@ -15,13 +14,6 @@ namespace {
 
 // Errors read "folio: ...", as the other subcommands of main.cc.
 constexpr std::string_view kCommand = "";
-
-Result<std::string> ReadText(const std::string& path, std::string_view flag) {
-  Result<FileBytes> file = FileBytes::Map(path);
-  if (!file) return file.error().WithContext(flag);
-  const std::span<const std::byte> bytes = file->bytes();
-  return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-}
 
 }  // namespace
 
@@ -79,7 +71,7 @@ int RunTemplate(const TemplateFlags& f) {
   }
   if (f.ids && f.model.empty())
     return Fail(kCommand, Status::InvalidArgument("--ids needs --model"));
-  Result<std::string> messages = ReadText(f.messages, "--messages");
+  Result<std::string> messages = ReadFlagFile(f.messages, "--messages");
   if (!messages) return Fail(kCommand, messages.error());
 
   std::string source, bos, eos;
@@ -97,7 +89,7 @@ int RunTemplate(const TemplateFlags& f) {
       if (tok->eos_id()) eos = tok->TokenText(*tok->eos_id());
     }
   } else {
-    Result<std::string> text = ReadText(f.template_path, "--template");
+    Result<std::string> text = ReadFlagFile(f.template_path, "--template");
     if (!text) return Fail(kCommand, text.error());
     source = std::move(*text);
   }

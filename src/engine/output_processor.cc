@@ -190,17 +190,23 @@ void OutputProcessor::AddPromptLogits(RequestId id, uint64_t first_position,
 bool OutputProcessor::FillAllowed(State& s) const {
   s.matcher->FillMask(s.allowed);
   // End-of-sequence and stop ids: exactly when the text is complete.
+  // The lists as they stand (StopTokenIds' union, without building it
+  // every token: setting or clearing a bit twice is harmless).
   const bool can_finish = s.matcher->CanFinish();
-  for (const int32_t t : StopTokenIds(s.params)) {
-    const auto u = static_cast<uint64_t>(t);
-    if (t < 0 || u >= vocab_size_) continue;  // not a token of the row: never selected
-    const uint64_t bit = uint64_t{1} << (u % 64);
-    if (can_finish) {
-      s.allowed[u / 64] |= bit;
-    } else {
-      s.allowed[u / 64] &= ~bit;
+  const auto mark = [&](const std::vector<int32_t>& ids) {
+    for (const int32_t t : ids) {
+      const auto u = static_cast<uint64_t>(t);
+      if (t < 0 || u >= vocab_size_) continue;  // not a token of the row: never selected
+      const uint64_t bit = uint64_t{1} << (u % 64);
+      if (can_finish) {
+        s.allowed[u / 64] |= bit;
+      } else {
+        s.allowed[u / 64] &= ~bit;
+      }
     }
-  }
+  };
+  mark(s.params.stop_token_ids);
+  if (!s.params.ignore_eos) mark(s.params.eos_token_ids);
   return std::any_of(s.allowed.begin(), s.allowed.end(), [](uint64_t w) { return w != 0; });
 }
 

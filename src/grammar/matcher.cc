@@ -21,7 +21,6 @@ MatcherSession::MatcherSession(const CompiledGrammar& compiled,
                                std::shared_ptr<const Grammar> grammar,
                                std::shared_ptr<const TokenTrie> trie)
     : g_(compiled), grammar_(std::move(grammar)), trie_(std::move(trie)) {
-  visited_.clear();
   for (const uint32_t alt : g_.rule_alternatives[g_.root]) Close(alt, kNone);
   start_ = InternState();
   FOLIO_CHECK(start_ != kDead);  // every rule has an alternative

@@ -17,57 +17,15 @@
 #include <utility>
 #include <vector>
 
+#include "folio/core/printable.h"
 #include "folio/grammar/grammar.h"
+#include "grammar/test_grammars.h"
 
 namespace folio::grammar {
 namespace {
 
-// llama.cpp's grammars/json.gbnf.
-constexpr char kJsonGrammar[] = R"g(
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
-
-object ::=
-  "{" ws (
-            string ":" ws value
-    ("," ws string ":" ws value)*
-  )? "}" ws
-
-array  ::=
-  "[" ws (
-            value
-    ("," ws value)*
-  )? "]" ws
-
-string ::=
-  "\"" (
-    [^"\\\x7F\x00-\x1F] |
-    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
-  )* "\"" ws
-
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
-
-# Optional space: by convention, applied in this grammar after literal chars when allowed
-ws ::= | " " | "\n" [ \t]{0,20}
-)g";
-
 // Letters a-c, "é" and U+4E00..U+4E10 (e4 b8 80 .. e4 b8 90), then ".".
 constexpr char kMultiByteGrammar[] = R"g(root ::= ([a-c] | "é" | [\u4e00-\u4e10])+ ".")g";
-
-std::string Show(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c >= 0x7F) {
-      out += "\\x";
-      out += "0123456789abcdef"[c >> 4];
-      out += "0123456789abcdef"[c & 0xF];
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
 
 std::shared_ptr<const Grammar> Compile(std::string_view gbnf) {
   Result<std::shared_ptr<const Grammar>> g = Grammar::FromGbnf(gbnf);
@@ -121,7 +79,7 @@ bool AllZero(const std::vector<uint64_t>& mask) {
 // The id of the first token with these bytes.
 int32_t Id(const std::vector<std::string>& vocab, std::string_view bytes) {
   const auto it = std::find(vocab.begin(), vocab.end(), bytes);
-  EXPECT_NE(it, vocab.end()) << Show(bytes);
+  EXPECT_NE(it, vocab.end()) << Printable(bytes);
   return static_cast<int32_t>(it - vocab.begin());
 }
 
@@ -179,7 +137,7 @@ int RandomWalk(const std::shared_ptr<const Grammar>& grammar,
   int steps = 0;
   for (; steps < 60; ++steps) {
     SCOPED_TRACE("seed " + std::to_string(seed) + " step " + std::to_string(steps) + " text \"" +
-                 Show(text) + "\"");
+                 Printable(text) + "\"");
     const std::vector<uint64_t> mask = Mask(m, vocab.size());
     Matcher replayed(grammar, trie);
     EXPECT_TRUE(replayed.AcceptBytes(text));
@@ -192,7 +150,7 @@ int RandomWalk(const std::shared_ptr<const Grammar>& grammar,
         const bool want = ((expected[w] >> b) & 1) != 0;
         const size_t t = w * 64 + b;
         ADD_FAILURE() << "word " << w << " bit " << b << ": token " << t << " \""
-                      << (t < vocab.size() ? Show(vocab[t]) : std::string("<past the vocab>"))
+                      << (t < vocab.size() ? Printable(vocab[t]) : std::string("<past the vocab>"))
                       << "\" FillMask " << got << ", brute force " << want;
       }
     }
@@ -209,8 +167,8 @@ int RandomWalk(const std::shared_ptr<const Grammar>& grammar,
     if (allowed.empty()) break;
     const int32_t token = allowed[rng() % allowed.size()];
     if (!m.AcceptToken(token)) {
-      ADD_FAILURE() << "allowed token " << token << " \"" << Show(vocab[static_cast<size_t>(token)])
-                    << "\" refused";
+      ADD_FAILURE() << "allowed token " << token << " \""
+                    << Printable(vocab[static_cast<size_t>(token)]) << "\" refused";
       return steps;
     }
     text += vocab[static_cast<size_t>(token)];
@@ -272,7 +230,7 @@ void ExpectTrieInvariants(const std::vector<std::string>& vocab) {
     ASSERT_LE(nodes[i].depth, path.size() + 1) << "node " << i << " skips a level";
     path.resize(nodes[i].depth - 1);
     path.push_back(static_cast<char>(nodes[i].byte));
-    EXPECT_TRUE(node_paths.insert(path).second) << "two nodes for \"" << Show(path) << "\"";
+    EXPECT_TRUE(node_paths.insert(path).second) << "two nodes for \"" << Printable(path) << "\"";
     for (int32_t t : trie.tokens(nodes[i])) found.emplace_back(t, path);
   }
 

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "folio/core/printable.h"
 #include "folio/grammar/grammar.h"
 
 namespace folio::grammar {
@@ -91,22 +92,6 @@ std::string JsonEncode(std::string_view text, bool upper_hex) {
         } else {
           out += ch;
         }
-    }
-  }
-  return out;
-}
-
-// Printable form of a test string for failure messages.
-std::string Show(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7F) {
-      out += "\\x";
-      out += "0123456789abcdef"[c >> 4];
-      out += "0123456789abcdef"[c & 0xF];
-    } else {
-      out += ch;
     }
   }
   return out;
@@ -493,7 +478,7 @@ TEST(RegexToGbnf, FullMatchAgreesWithStdRegexMatch) {
     ASSERT_NE(g, nullptr) << pattern;
     for (const std::string& text : texts) {
       ASSERT_EQ(g->Matches(text), std::regex_match(text, re))
-          << "pattern " << pattern << " text '" << Show(text) << "'";
+          << "pattern " << pattern << " text '" << Printable(text) << "'";
     }
   }
 }
@@ -506,7 +491,7 @@ TEST(RegexToGbnf, SearchAgreesWithStdRegexSearch) {
     ASSERT_NE(g, nullptr) << pattern;
     for (const std::string& text : texts) {
       ASSERT_EQ(g->Matches(text), std::regex_search(text, re))
-          << "pattern " << pattern << " text '" << Show(text) << "'";
+          << "pattern " << pattern << " text '" << Printable(text) << "'";
     }
   }
 }
@@ -530,8 +515,8 @@ TEST(RegexToGbnf, JsonStringAgreesWithStdRegexOnTheDecodedText) {
         const bool expected = search ? std::regex_search(text, re) : std::regex_match(text, re);
         const std::string encoded = JsonEncode(text, /*upper_hex=*/i % 2 == 1);
         ASSERT_EQ(g->Matches(encoded), expected)
-            << (search ? "search" : "full") << " pattern " << pattern << " text '" << Show(text)
-            << "' encoded '" << Show(encoded) << "'";
+            << (search ? "search" : "full") << " pattern " << pattern << " text '"
+            << Printable(text) << "' encoded '" << Printable(encoded) << "'";
       }
     }
   }

@@ -1,12 +1,13 @@
-// Terminal output of bytes a model produced.
-#ifndef FOLIO_CLI_PRINTABLE_H_
-#define FOLIO_CLI_PRINTABLE_H_
+// Bytes as printable ASCII: for a terminal (bytes a model produced) and
+// for test failure messages.
+#ifndef FOLIO_CORE_PRINTABLE_H_
+#define FOLIO_CORE_PRINTABLE_H_
 
 #include <cstdio>
 #include <string>
 #include <string_view>
 
-namespace folio::cli {
+namespace folio {
 
 // Printable ASCII as is; every other byte as \xNN, so an untrained model's
 // output stays readable on a terminal.
@@ -25,6 +26,6 @@ inline std::string Printable(std::string_view bytes) {
   return out;
 }
 
-}  // namespace folio::cli
+}  // namespace folio
 
-#endif  // FOLIO_CLI_PRINTABLE_H_
+#endif  // FOLIO_CORE_PRINTABLE_H_
