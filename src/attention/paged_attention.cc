@@ -172,7 +172,7 @@ Plan MakePlan(const PagedAttentionParams& params, std::span<const float> query,
 // `next_chunk_follows`: this thread runs the item's next chunk right after,
 // so the walk may prefetch into it.
 ChunkTask TaskFor(const Item& item, const Rows& rows, const kv::PagedKvView& kv,
-                  const kv::PagedBatchView& batch, float scale, uint64_t chunk,
+                  const kv::PagedBatchView& batch, float scale, float softcap, uint64_t chunk,
                   bool next_chunk_follows, SoftmaxState* states, float* acc) {
   const uint64_t begin = (item.first_chunk + chunk) * kChunkKeys;
   const auto context = static_cast<uint64_t>(batch.context_lens[item.seq]);
@@ -189,6 +189,7 @@ ChunkTask TaskFor(const Item& item, const Rows& rows, const kv::PagedKvView& kv,
                    rows.lo.data() + item.row_begin,
                    rows.hi.data() + item.row_begin,
                    scale,
+                   softcap,
                    states,
                    acc};
 }
@@ -259,6 +260,10 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size, 
     return Status::InvalidArgument("num_q_heads " + std::to_string(p.num_q_heads) +
                                    " is not a positive multiple of num_kv_heads " +
                                    std::to_string(kv.num_kv_heads));
+  }
+  if (!std::isfinite(p.softcap) || p.softcap < 0) {
+    return Status::InvalidArgument("softcap must be finite and >= 0 (got " +
+                                   std::to_string(p.softcap) + ")");
   }
   if (!std::isfinite(p.scale) || p.scale < 0) {
     return Status::InvalidArgument("scale must be finite and >= 0 (got " + std::to_string(p.scale) +
@@ -366,6 +371,7 @@ void RunPlan(const Plan& plan, const PagedAttentionParams& params, const kv::Pag
              const kv::PagedKvView& kv, ThreadPool* pool) {
   const uint64_t head_dim = kv.head_dim;
   const auto scale = static_cast<float>(params.scale);
+  const auto softcap = static_cast<float>(params.softcap);
   HeldStates held(plan, head_dim);
   auto parallel_for = [&](size_t n, const std::function<void(size_t)>& fn) {
     if (pool) {
@@ -379,7 +385,7 @@ void RunPlan(const Plan& plan, const PagedAttentionParams& params, const kv::Pag
     const Item& item = plan.items[range.item];
     const size_t n = item.num_rows;
     const auto task = [&](uint64_t c, SoftmaxState* states, float* acc) {
-      return TaskFor(item, plan.rows, kv, batch, scale, c, c + 1 < range.end, states, acc);
+      return TaskFor(item, plan.rows, kv, batch, scale, softcap, c, c + 1 < range.end, states, acc);
     };
     if (range.begin > 0) {  // a later range: one held state per chunk
       const uint64_t first_later = plan.ranges[plan.first_range[range.item]].end;

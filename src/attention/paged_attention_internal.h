@@ -64,6 +64,7 @@ struct ChunkTask {
   const uint64_t* lo;
   const uint64_t* hi;
   float scale;
+  float softcap;         // 0 = none (PagedAttentionParams::softcap)
   SoftmaxState* states;  // [num_rows()]
   float* acc;            // [num_rows(), head_dim]
 

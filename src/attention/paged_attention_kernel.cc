@@ -23,6 +23,7 @@
 //   skipped, so other rows in the call (other query positions, other batch
 //   entries) cannot change its arithmetic.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -339,6 +340,16 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
     TileScores<S, 2>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
   } else {
     TileScores<S, kGroup>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+  }
+  if (t.softcap != 0) {
+    // Gemma 2's soft-capping, scalar: cap * tanh(score / cap), on the
+    // slots the group sees (each score on its own, so no bit depends on
+    // the tile's shape).
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t s = s_begin; s < s_end; ++s) {
+        scores[r][s] = t.softcap * std::tanh(scores[r][s] / t.softcap);
+      }
+    }
   }
   // Online-softmax update: one rescale per row per tile, over the slots it
   // sees; p is 0 elsewhere. The group's rescale factors come from one

@@ -39,6 +39,9 @@ Status PagedAttentionReference(const PagedAttentionParams& params, std::span<con
           for (uint64_t f = 0; f < d; ++f)
             dot += double{q[f]} * load(kv.key_pages, kv.key_scales, table, g, j, f);
           weights[j - lo] = dot * params.scale;
+          if (params.softcap != 0) {
+            weights[j - lo] = params.softcap * std::tanh(weights[j - lo] / params.softcap);
+          }
           max_score = std::max(max_score, weights[j - lo]);
         }
         double sum = 0;

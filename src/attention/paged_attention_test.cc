@@ -234,6 +234,36 @@ std::vector<GridCase> Grid() {
 
 INSTANTIATE_TEST_SUITE_P(Sweep, PagedAttentionGrid, ::testing::ValuesIn(Grid()));
 
+// Gemma 2's soft-capping against the float64 reference, with scores large
+// enough (scale 1) that the cap bends most of them; tanh is 1-Lipschitz, so
+// the uncapped tolerance holds. And the cap changes the result.
+TEST(PagedAttention, SoftcapMatchesReference) {
+  for (const GridCase& c : {GridCase{16, 530, 37, 8, 2, 64, 100, DType::kF32},
+                            GridCase{5, 300, 1, 4, 1, 37, 0, DType::kBF16},
+                            GridCase{3, 40, 40, 4, 2, 64, 0, DType::kI8}}) {
+    const std::vector<SeqSpec> seqs = {{c.context, c.query_len, 21}, {7, 2, 22}};
+    const PagedBatch b = Place(seqs, c.kv_heads, c.head_dim, c.page_size, c.dtype, 98);
+    const auto q = Queries(seqs, c.q_heads, c.head_dim);
+    PagedAttentionParams p;
+    p.num_q_heads = c.q_heads;
+    p.scale = 1.0;
+    p.window = c.window;
+    const std::vector<float> uncapped = RunKernel(p, q, b);
+    p.softcap = 1.5;
+    std::vector<float> ref(q.size());
+    ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
+    const double tol =
+        ReferenceTolerance(c.head_dim, p.scale, c.context + 1) * (IsQuantized(c.dtype) ? 4.0 : 1.0);
+    ForEachTarget([&] {
+      const auto out = RunKernel(p, q, b);
+      EXPECT_NE(out, uncapped);
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_NEAR(out[i], ref[i], tol) << "element " << i << " of " << c.head_dim;
+      }
+    });
+  }
+}
+
 // ---- determinism: bits, not tolerances ---------------------------------------
 
 PagedAttentionParams Gqa(uint64_t q_heads, uint64_t head_dim, uint64_t window = 0) {
@@ -577,6 +607,13 @@ TEST_F(PagedAttentionErrors, NegativeOrNonFiniteScale) {
   ExpectError("scale");
   p_.scale = std::numeric_limits<double>::infinity();
   ExpectError("scale");
+}
+
+TEST_F(PagedAttentionErrors, NegativeOrNonFiniteSoftcap) {
+  p_.softcap = -1;
+  ExpectError("softcap");
+  p_.softcap = std::numeric_limits<double>::quiet_NaN();
+  ExpectError("softcap");
 }
 
 TEST_F(PagedAttentionErrors, ContextShorterThanQuery) {

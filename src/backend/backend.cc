@@ -97,6 +97,9 @@ class HostBackend : public Backend {
   void SwiGlu(std::span<float> gate, std::span<const float> up) override {
     ForSpans(gate, up, ops::SwiGlu<float>);
   }
+  void GeGlu(std::span<float> gate, std::span<const float> up) override {
+    ForSpans(gate, up, ops::GeGlu<float>);
+  }
   Result<kv::PagedKvCache> CreateKvPool(const kv::PagedKvCacheConfig& config) override {
     return kv::PagedKvCache::Create(config);
   }
@@ -170,6 +173,9 @@ class CpuBackend final : public HostBackend {
   BackendKind kind() const override { return BackendKind::kCpu; }
   void SwiGlu(std::span<float> gate, std::span<const float> up) override {
     ForSpans(gate, up, ops::SwiGluSimd);
+  }
+  void GeGlu(std::span<float> gate, std::span<const float> up) override {
+    ForSpans(gate, up, ops::GeGluSimd);
   }
   Status MatMul(const Weight& w, std::span<const float> x, uint64_t rows,
                 std::span<float> y) override {

@@ -112,16 +112,17 @@ TEST(Backend, ElementwiseOpsGiveTheSameBitsOnAnyThreadCount) {
   const std::vector<float> up = Random(rows * width, 34);
   ThreadPool pool(3);
   const auto run = [&](Backend& be) {
-    std::vector<float> norm(x.size()), rot = x, gate = x;
+    std::vector<float> norm(x.size()), rot = x, gate = x, geglu = x;
     be.RmsNorm(x, gain, 1e-5f, norm);
     be.Rope(rot, rows, head_dim, cos, sin, /*neox=*/true);
     be.SwiGlu(gate, up);
-    return std::vector<std::vector<float>>{norm, rot, gate};
+    be.GeGlu(geglu, up);
+    return std::vector<std::vector<float>>{norm, rot, gate, geglu};
   };
   const auto alone = run(*MakeBackend(BackendKind::kCpu));
   const auto spread = run(*MakeBackend(BackendKind::kCpu, &pool));
   const auto reference = run(*MakeBackend(BackendKind::kReference));
-  for (size_t op = 0; op < 3; ++op) {
+  for (size_t op = 0; op < 4; ++op) {
     EXPECT_EQ(std::memcmp(alone[op].data(), spread[op].data(), x.size() * sizeof(float)), 0)
         << "op " << op;
   }

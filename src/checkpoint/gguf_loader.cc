@@ -1,11 +1,14 @@
-// LoadModel for GGUF files: llama, qwen2 and qwen3 architectures with the
+// LoadModel for GGUF files: llama, qwen2, qwen3, gemma3 and gemma2 architectures with the
 // tensor types WeightTypeOf maps (F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1,
 // Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL and IQ4_XS),
 // memory-mapped in place.
+#include <cmath>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "checkpoint/loaders.h"
@@ -14,7 +17,13 @@
 
 namespace folio::checkpoint {
 
-std::string GgufTensorName(const std::string& hf) {
+std::string GgufTensorName(const std::string& hf, model::NormLayout layout) {
+  // The sandwich layout's norms (Gemma): Hugging Face's
+  // post_attention_layernorm follows attention there.
+  static const std::vector<std::pair<std::string, std::string>> kSandwich = {
+      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}};
   static const std::vector<std::pair<std::string, std::string>> kLayer = {
       {"input_layernorm.weight", "attn_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -37,6 +46,11 @@ std::string GgufTensorName(const std::string& hf) {
   const size_t dot = hf.find('.', prefix.size());
   const std::string index = hf.substr(prefix.size(), dot - prefix.size());
   const std::string rest = hf.substr(dot + 1);
+  if (layout == model::NormLayout::kSandwich) {
+    for (const auto& [from, to] : kSandwich) {
+      if (rest == from) return "blk." + index + "." + to;
+    }
+  }
   for (const auto& [from, to] : kLayer) {
     if (rest == from) return "blk." + index + "." + to;
   }
@@ -59,6 +73,58 @@ std::string GgufNameList() {
   return list;
 }
 
+// Interleaved sliding-window and global layers (Gemma 2 and 3): every
+// window_period-th layer is global, with rope.freq_base and the file's RoPE
+// scaling, unless attention.sliding_window_pattern says otherwise (a
+// period, or one bool per layer, true = sliding); the others see the last
+// attention.sliding_window positions with the base rope.freq_base_swa (the
+// family's local base when absent) and no scaling — llama.cpp's reading of
+// these files.
+Status InterleavedLayersFromGguf(const GgufFile& f, const std::string& arch,
+                                 const ArchitectureTraits& t, ModelConfig& c) {
+  auto key = [&](const char* k) { return arch + "." + k; };
+  if (!f.Has(key("attention.sliding_window"))) {
+    return Status::NotFound("missing key " + key("attention.sliding_window") + " (" + arch +
+                            " interleaves sliding-window and global layers)");
+  }
+  FOLIO_ASSIGN_OR_RETURN(const uint64_t window, f.GetUint(key("attention.sliding_window")));
+  if (window == 0) return Status::InvalidArgument(key("attention.sliding_window") + " is 0");
+  std::vector<bool> global(c.num_layers);
+  uint64_t period = t.window_period;
+  const std::string pk = key("attention.sliding_window_pattern");
+  if (f.Has(pk)) {
+    FOLIO_ASSIGN_OR_RETURN(const GgufValue v, f.Get(pk));
+    if (const auto* flags = std::get_if<std::vector<GgufValue>>(&v.data)) {
+      if (v.element_type != GgufValueType::kBool || flags->size() != c.num_layers) {
+        return Status::InvalidArgument(pk + " must be an integer or " +
+                                       std::to_string(c.num_layers) + " bools, one per layer");
+      }
+      for (uint64_t i = 0; i < c.num_layers; ++i) global[i] = !std::get<bool>((*flags)[i].data);
+      period = 0;
+    } else {
+      FOLIO_ASSIGN_OR_RETURN(period, f.GetUint(pk));
+      if (period == 0) return Status::InvalidArgument(pk + " is 0");
+    }
+  }
+  if (period != 0) {
+    for (uint64_t i = 0; i < c.num_layers; ++i) global[i] = (i + 1) % period == 0;
+  }
+  double local_base = t.local_rope_base != 0 ? t.local_rope_base : c.rope_theta;
+  if (f.Has(key("rope.freq_base_swa"))) {
+    FOLIO_ASSIGN_OR_RETURN(local_base, f.GetFloat(key("rope.freq_base_swa")));
+  }
+  c.window = window;
+  c.layers.resize(c.num_layers);
+  for (uint64_t i = 0; i < c.num_layers; ++i) {
+    c.layers[i] = global[i] ? LayerConfig{0, c.rope_theta, c.rope_scaling}
+                            : LayerConfig{window, local_base, RopeScaling{}};
+  }
+  const uint64_t scalar =
+      c.num_layers == t.gguf_width_scaled_layers ? c.hidden_size / c.num_heads : c.head_dim();
+  c.attention_scale = 1.0 / std::sqrt(static_cast<double>(scalar));
+  return Status::Ok();
+}
+
 Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   FOLIO_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
   const std::optional<Architecture> known = model::ArchitectureFromGgufName(arch);
@@ -73,6 +139,10 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   c.rope_style = t.gguf_rope_style;
   c.attention_bias = t.attention_bias == Fixed::kAlways;
   c.qk_norm = t.qk_norm == Fixed::kAlways;
+  c.activation = t.activation;
+  c.norm_layout = t.norm_layout;
+  c.scale_embedding = t.scale_embedding;
+  c.norm_unit_offset = false;  // GGUF gains hold 1 + w already
   FOLIO_ASSIGN_OR_RETURN(c.max_positions, f.GetUint(key("context_length")));
   FOLIO_ASSIGN_OR_RETURN(c.hidden_size, f.GetUint(key("embedding_length")));
   FOLIO_ASSIGN_OR_RETURN(c.num_layers, f.GetUint(key("block_count")));
@@ -109,8 +179,19 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
       return Status::Unimplemented(key("rope.scaling.type") + " \"" + type + "\"");
     }
   }
-  if (f.Has(key("attention.sliding_window"))) {
+  if (t.window_period != 0) {
+    FOLIO_RETURN_IF_ERROR(InterleavedLayersFromGguf(f, arch, t, c));
+  } else if (f.Has(key("attention.sliding_window"))) {
     FOLIO_ASSIGN_OR_RETURN(c.window, f.GetUint(key("attention.sliding_window")));
+  }
+  for (const auto& [k, cap] : {std::pair{"attn_logit_softcapping", &c.attn_logit_softcap},
+                               std::pair{"final_logit_softcapping", &c.final_logit_softcap}}) {
+    if (t.softcaps) {  // the family's files always carry them
+      if (!f.Has(key(k))) return Status::NotFound("missing key " + key(k));
+      FOLIO_ASSIGN_OR_RETURN(*cap, f.GetFloat(key(k)));
+    } else if (f.Has(key(k))) {
+      return Status::Unimplemented(key(k) + " (logit soft-capping in " + arch + ")");
+    }
   }
   const GgufFile::TensorInfo* embd = f.Find("token_embd.weight");
   if (embd == nullptr) return Status::NotFound("missing tensor token_embd.weight");
@@ -143,7 +224,7 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
   ForEachTensor(
       *config, weights, [&](const std::string& hf_name, const std::vector<uint64_t>&, Tensor& t) {
         if (!status.ok()) return;
-        const std::string name = GgufTensorName(hf_name);
+        const std::string name = GgufTensorName(hf_name, config->norm_layout);
         auto it = unused.find(name);
         if (it == unused.end()) {
           status = Status::NotFound(path.string() + ": missing tensor " + name);

@@ -18,6 +18,7 @@ namespace folio::checkpoint {
 using model::Architecture;
 using model::ArchitectureTraits;
 using model::Fixed;
+using model::LayerConfig;
 using model::Model;
 using model::ModelConfig;
 using model::ModelWeights;
@@ -38,7 +39,8 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
 // llama.cpp's GGUF name of a tensor ForEachTensor names the Hugging Face
 // way ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight");
 // other names unchanged (gguf_loader.cc).
-std::string GgufTensorName(const std::string& hf_name);
+std::string GgufTensorName(const std::string& hf_name,
+                           model::NormLayout layout = model::NormLayout::kPre);
 
 // A folio or Hugging Face folder (model_io.cc).
 Result<Model> LoadFolderModel(const std::filesystem::path& dir);

@@ -1,5 +1,6 @@
 // SaveModel and LoadModel for folders: config.json + safetensors (folio's
-// own format and Hugging Face Llama, Mistral, Qwen2 and Qwen3 checkpoints).
+// own format and Hugging Face Llama, Mistral, Qwen2, Qwen3, Gemma 2 and
+// Gemma 3 checkpoints).
 // GGUF files are in gguf_loader.cc.
 #include <cmath>
 #include <fstream>
@@ -186,6 +187,119 @@ Status ParseRopeScaling(const json& j, RopeScaling& out) {
                                "\" (folio supports default, linear and llama3)");
 }
 
+// Transformers 5's rope_parameters: {"rope_type", "rope_theta", and the
+// type's own keys} — rope_scaling and rope_theta in one object.
+Status ParseRopeParameters(const json& j, const std::string& where, double& theta,
+                           RopeScaling& scaling) {
+  if (!j.is_object()) return Status::InvalidArgument(where + " must be an object");
+  FOLIO_RETURN_IF_ERROR(ConfigReader(j).F64("rope_theta", theta).WithContext(where));
+  if (!j.contains("rope_type") && !j.contains("type")) return Status::Ok();
+  return ParseRopeScaling(j, scaling).WithContext(where);
+}
+
+// Gemma 2 and 3: per-layer windows from layer_types (or a period), each
+// kind of layer with its RoPE, soft-caps where the family has them, and the
+// family's fixed choices checked by key.
+Status InterleavedLayersFromJson(const json& j, const ArchitectureTraits& t, ModelConfig& c) {
+  const ConfigReader r(j);
+  std::string act = "gelu_pytorch_tanh";
+  FOLIO_RETURN_IF_ERROR(r.String("hidden_activation", act, false));
+  if (act != "gelu_pytorch_tanh") {
+    return Status::Unimplemented("hidden_activation \"" + act + "\" (only gelu_pytorch_tanh)");
+  }
+  for (const auto& [key, cap] : {std::pair{"attn_logit_softcapping", &c.attn_logit_softcap},
+                                 std::pair{"final_logit_softcapping", &c.final_logit_softcap}}) {
+    if (!r.Has(key)) continue;
+    if (!t.softcaps) {
+      return Status::Unimplemented(std::string(key) + " (logit soft-capping in " +
+                                   std::string(t.name) + ")");
+    }
+    FOLIO_RETURN_IF_ERROR(r.F64(key, *cap));
+  }
+  bool flag = false;
+  FOLIO_RETURN_IF_ERROR(r.Bool("use_bidirectional_attention", flag, false));
+  if (flag) return Status::Unimplemented("use_bidirectional_attention true");
+  if (c.attention_bias) return Status::Unimplemented("attention_bias true");
+  double scalar = 0;
+  FOLIO_RETURN_IF_ERROR(r.F64("query_pre_attn_scalar", scalar));
+  if (!(scalar > 0) || !std::isfinite(scalar)) {
+    return Status::InvalidArgument("\"query_pre_attn_scalar\" must be > 0");
+  }
+  c.attention_scale = 1.0 / std::sqrt(scalar);
+  FOLIO_RETURN_IF_ERROR(r.U64("sliding_window", c.window));
+  if (c.window == 0) return Status::InvalidArgument("\"sliding_window\" must be > 0");
+
+  std::vector<bool> sliding(c.num_layers);
+  if (r.Has("layer_types")) {
+    const json& types = j["layer_types"];
+    if (!types.is_array() || types.size() != c.num_layers) {
+      return Status::InvalidArgument("\"layer_types\" must list " + std::to_string(c.num_layers) +
+                                     " layers");
+    }
+    for (uint64_t i = 0; i < c.num_layers; ++i) {
+      const json& type = types[i];
+      if (type == "sliding_attention") {
+        sliding[i] = true;
+      } else if (type != "full_attention") {
+        return Status::InvalidArgument("layer_types[" + std::to_string(i) + "] is " + type.dump() +
+                                       " (sliding_attention or full_attention)");
+      }
+    }
+  } else if (r.Has("sliding_window_pattern")) {
+    uint64_t period = 0;
+    FOLIO_RETURN_IF_ERROR(r.U64("sliding_window_pattern", period));
+    if (period == 0) return Status::InvalidArgument("\"sliding_window_pattern\" must be > 0");
+    for (uint64_t i = 0; i < c.num_layers; ++i) sliding[i] = (i + 1) % period != 0;
+  } else if (t.window_period == 2) {
+    // Gemma 2's configs before layer_types: the layers simply alternate.
+    for (uint64_t i = 0; i < c.num_layers; ++i) sliding[i] = (i + 1) % 2 != 0;
+  } else {
+    return Status::NotFound("missing key \"layer_types\" (or \"sliding_window_pattern\")");
+  }
+
+  // The two kinds' RoPE: rope_parameters keyed by layer type (or one for
+  // both), or the older rope_theta + rope_scaling (global layers) and, where
+  // the family has a local base, rope_local_base_freq.
+  LayerConfig global{0, c.rope_theta, c.rope_scaling}, local{c.window, c.rope_theta, {}};
+  const bool per_type = r.Has("rope_parameters") && j["rope_parameters"].is_object() &&
+                        j["rope_parameters"].contains("full_attention");
+  if (r.Has("rope_parameters") && !per_type) {
+    if (t.local_rope_base != 0) {
+      return Status::InvalidArgument(
+          "\"rope_parameters\" must hold full_attention and sliding_attention");
+    }
+    FOLIO_RETURN_IF_ERROR(ParseRopeParameters(j["rope_parameters"], "rope_parameters",
+                                              global.rope_theta, global.rope_scaling));
+    local.rope_theta = global.rope_theta;
+    local.rope_scaling = global.rope_scaling;
+    c.rope_theta = global.rope_theta;
+    c.rope_scaling = global.rope_scaling;
+  } else if (per_type) {
+    const json& rp = j["rope_parameters"];
+    if (!rp.contains("sliding_attention")) {
+      return Status::InvalidArgument(
+          "\"rope_parameters\" must hold full_attention and sliding_attention");
+    }
+    FOLIO_RETURN_IF_ERROR(ParseRopeParameters(rp["full_attention"],
+                                              "rope_parameters.full_attention", global.rope_theta,
+                                              global.rope_scaling));
+    FOLIO_RETURN_IF_ERROR(ParseRopeParameters(rp["sliding_attention"],
+                                              "rope_parameters.sliding_attention", local.rope_theta,
+                                              local.rope_scaling));
+    c.rope_theta = global.rope_theta;
+    c.rope_scaling = global.rope_scaling;
+  } else {
+    FOLIO_RETURN_IF_ERROR(r.F64("rope_theta", global.rope_theta));
+    local.rope_theta = global.rope_theta;
+    if (t.local_rope_base != 0) {
+      FOLIO_RETURN_IF_ERROR(r.F64("rope_local_base_freq", local.rope_theta));
+    }
+  }
+  c.layers.resize(c.num_layers);
+  for (uint64_t i = 0; i < c.num_layers; ++i) c.layers[i] = sliding[i] ? local : global;
+  return Status::Ok();
+}
+
 Result<ModelConfig> ConfigFromJson(const json& j) {
   if (!j.is_object()) return Status::InvalidArgument("config is not a JSON object");
   auto arch = j.find("architectures");
@@ -221,15 +335,32 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     FOLIO_RETURN_IF_ERROR(ParseRopeScaling(j["rope_scaling"], c.rope_scaling));
   }
-  std::string act = "silu";
-  FOLIO_RETURN_IF_ERROR(r.String("hidden_act", act, false));
-  if (act != "silu") return Status::Unimplemented("hidden_act \"" + act + "\" (only silu)");
+  if (r.Has("rope_parameters") && t.window_period == 0) {
+    if (r.Has("rope_scaling")) {
+      return Status::InvalidArgument("both \"rope_parameters\" and \"rope_scaling\"");
+    }
+    FOLIO_RETURN_IF_ERROR(
+        ParseRopeParameters(j["rope_parameters"], "rope_parameters", c.rope_theta, c.rope_scaling));
+  }
+  c.activation = t.activation;
+  c.norm_layout = t.norm_layout;
+  c.scale_embedding = t.scale_embedding;
+  c.norm_unit_offset = t.hf_norm_unit_offset;
+  if (t.activation == model::Activation::kSilu) {
+    std::string act = "silu";
+    FOLIO_RETURN_IF_ERROR(r.String("hidden_act", act, false));
+    if (act != "silu") return Status::Unimplemented("hidden_act \"" + act + "\" (only silu)");
+  }
   bool mlp_bias = false;
   FOLIO_RETURN_IF_ERROR(r.Bool("mlp_bias", mlp_bias, false));
   if (mlp_bias) return Status::Unimplemented("mlp_bias true");
+  if (t.window_period != 0) {
+    if (!j.contains("tie_word_embeddings")) c.tie_embeddings = true;  // Gemma's default
+    FOLIO_RETURN_IF_ERROR(InterleavedLayersFromJson(j, t, c));
+  }
   bool use_sliding = t.hf_sliding_window_default;
   FOLIO_RETURN_IF_ERROR(r.Bool("use_sliding_window", use_sliding, false));
-  if (use_sliding) {
+  if (use_sliding && t.window_period == 0) {
     FOLIO_RETURN_IF_ERROR(r.U64("sliding_window", c.window, false));
     if (c.window != 0 && t.hf_window_per_layer) {
       return Status::Unimplemented("use_sliding_window with per-layer windows (Qwen)");
@@ -251,6 +382,14 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
       if (!named) {
         return Status::Unimplemented("\"folio_architecture\" \"" + name + "\" (folio runs " +
                                      NameList() + ")");
+      }
+      const ArchitectureTraits& nt = model::TraitsOf(*named);
+      if (nt.norm_layout != model::NormLayout::kPre || nt.activation != model::Activation::kSilu ||
+          nt.window_period != 0) {
+        return Status::Unimplemented("\"folio_architecture\" \"" + name +
+                                     "\": FolioForCausalLM spells out pre-norm SwiGLU blocks; " +
+                                     name + " checkpoints load through " +
+                                     std::string(nt.hf_class));
       }
       c.architecture = *named;
     }
@@ -410,6 +549,11 @@ Result<Model> LoadFolderModel(const std::filesystem::path& dir) { return LoadFol
 Result<ModelConfig> ParseHfConfig(const nlohmann::json& j) { return ConfigFromJson(j); }
 
 Status SaveModel(const Model& model, const std::filesystem::path& dir) {
+  if (model.config().HasFamilyOptions()) {
+    return Status::Unimplemented(
+        "saving a " + std::string(model::ArchitectureName(model.config().architecture)) +
+        " model: folio writes folders of llama, mistral, qwen2 and qwen3 only");
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::IoError("cannot create " + dir.string() + ": " + ec.message());

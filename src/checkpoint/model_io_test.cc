@@ -153,7 +153,8 @@ TEST_F(ModelIoTest, UnknownArchitecturesAreNamed) {
   WriteConfig(cfg);
   EXPECT_NE(LoadModel(dir_).status().message().find(
                 "architectures must be one of FolioForCausalLM, LlamaForCausalLM, "
-                "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM (got "
+                "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, "
+                "Gemma2ForCausalLM (got "
                 "[\"GPT2LMHeadModel\"])"),
             std::string::npos);
   cfg = good;
@@ -163,6 +164,13 @@ TEST_F(ModelIoTest, UnknownArchitecturesAreNamed) {
   ASSERT_FALSE(r.has_value());
   EXPECT_EQ(r.error().code(), StatusCode::kUnimplemented);
   EXPECT_NE(r.error().message().find("\"folio_architecture\" \"gpt2\""), std::string::npos);
+  cfg = good;
+  cfg["folio_architecture"] = "gemma3";  // its block is not the one folio's class spells out
+  WriteConfig(cfg);
+  r = LoadModel(dir_);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_NE(r.error().message().find("\"folio_architecture\" \"gemma3\""), std::string::npos)
+      << r.error().message();
   cfg = good;
   cfg["folio_architecture"] = "qwen2";
   WriteConfig(cfg);

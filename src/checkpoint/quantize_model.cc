@@ -300,6 +300,12 @@ Result<std::vector<GgufKeyValue>> GgufMetadataFor(const model::ModelConfig& c, s
                                         " has no GGUF name (folio writes llama, mistral, ",
                                         "qwen2 and qwen3)"));
   }
+  if (c.HasFamilyOptions()) {
+    return Status::Unimplemented(StrCat(
+        "architecture ", folio_name,
+        ": folio does not write GGUF files of families with per-layer windows, sandwich norms ",
+        "or GeGLU yet (it writes llama, mistral, qwen2 and qwen3)"));
+  }
   if (c.rope_style == model::RopeStyle::kInterleaved &&
       t.gguf_rope_style == model::RopeStyle::kNeox) {
     return Status::Unimplemented(

@@ -85,6 +85,17 @@ int RunInfo(const InfoFlags& f) {
       {"bits_per_weight", bits_per_weight(total_bytes, total_elements)},
       {"kv_bytes_per_token", {{"f32", kv_elems_per_token * 4}, {"bf16", kv_elems_per_token * 2}}},
   };
+  if (!c.layers.empty()) {
+    // Per layer, in order: its window (0 = global) and RoPE base.
+    std::vector<uint64_t> windows;
+    std::vector<double> thetas;
+    for (uint64_t i = 0; i < c.num_layers; ++i) {
+      windows.push_back(c.Layer(i).window);
+      thetas.push_back(c.Layer(i).rope_theta);
+    }
+    j["layer_windows"] = windows;
+    j["layer_rope_theta"] = thetas;
+  }
   std::cout << j.dump(2) << "\n";
   return 0;
 }

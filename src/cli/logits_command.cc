@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -29,6 +30,10 @@ CLI::App* AddLogitsCommand(CLI::App& app, LogitsFlags& f) {
   cmd->add_option("--tokens", f.tokens, "prompt ids, e.g. 1,2,3")->required();
   cmd->add_option("--greedy", f.greedy, "greedy tokens to generate after");
   cmd->add_option("--max-context", f.max_context, "cache positions");
+  cmd->add_option("--prefill-chunk", f.prefill_chunk,
+                  "prefill the prompt this many tokens per step (0 = all at once)");
+  cmd->add_flag("--token-logprobs", f.token_logprobs,
+                "print each prompt token's log-probability (and their sum) instead of the logits");
   return cmd;
 }
 
@@ -50,6 +55,9 @@ int RunLogits(const LogitsFlags& f) {
   // The serving path: one request on the engine, prompt logits on, greedy.
   const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
   SizeForOneRequest(capacity, tokens.size(), args);
+  if (f.prefill_chunk != 0) {
+    args.max_num_batched_tokens = std::max<uint64_t>(f.prefill_chunk, 1 + args.speculative_tokens);
+  }
   Result<engine::EngineConfig> ec = args.ToEngineConfig(m->config(), serving::ArgNames::Flag());
   if (!ec) return Fail(kCommand, ec.error());
   Result<std::unique_ptr<ThreadPool>> pool = ThreadPool::Create(args.threads);
@@ -62,7 +70,7 @@ int RunLogits(const LogitsFlags& f) {
   Result<engine::RequestId> id = eng->AddRequest(tokens, params);
   if (!id) return Fail(kCommand, id.error());
   const uint64_t vocab = m->config().vocab_size;
-  nlohmann::json rows = nlohmann::json::array();
+  std::vector<std::vector<float>> rows;
   std::vector<int32_t> greedy;
   while (eng->HasUnfinished()) {
     Result<std::vector<engine::StepOutput>> step = eng->Step();
@@ -76,7 +84,25 @@ int RunLogits(const LogitsFlags& f) {
     }
   }
   greedy.resize(f.greedy);
-  std::cout << nlohmann::json{{"logits", rows}, {"greedy", greedy}}.dump() << "\n";
+  if (!f.token_logprobs) {
+    std::cout << nlohmann::json{{"logits", rows}, {"greedy", greedy}}.dump() << "\n";
+    return 0;
+  }
+  // log softmax(row i)[token i + 1], in double.
+  std::vector<double> logprobs;
+  double sum = 0;
+  for (size_t i = 0; i + 1 < tokens.size(); ++i) {
+    const std::vector<float>& row = rows[i];
+    const double top = *std::max_element(row.begin(), row.end());
+    double z = 0;
+    for (float l : row) z += std::exp(static_cast<double>(l) - top);
+    const double lp =
+        static_cast<double>(row[static_cast<size_t>(tokens[i + 1])]) - top - std::log(z);
+    logprobs.push_back(lp);
+    sum += lp;
+  }
+  std::cout << nlohmann::json{{"token_logprobs", logprobs}, {"sum", sum}, {"greedy", greedy}}.dump()
+            << "\n";
   return 0;
 }
 

@@ -1,6 +1,6 @@
-// `folio logits`: the prefill logits of every prompt position and a greedy
-// continuation, as JSON; the checks against independent implementations
-// (tests/python) drive folio through it.
+// `folio logits`: the prefill logits of every prompt position (or each
+// prompt token's log-probability) and a greedy continuation, as JSON; the checks against
+// independent implementations (tests/python) drive folio through it.
 #ifndef FOLIO_CLI_LOGITS_COMMAND_H_
 #define FOLIO_CLI_LOGITS_COMMAND_H_
 
@@ -21,6 +21,13 @@ struct LogitsFlags {
   std::string tokens;
   uint64_t greedy = 0;
   uint64_t max_context = 4096;
+  // Print each prompt token's log-probability given the tokens before it
+  // (the first has none) instead of every logit: what perplexity needs,
+  // without a large vocabulary's megabytes of JSON per row.
+  bool token_logprobs = false;
+  // Prefill the prompt in steps of this many tokens (chunked prefill); 0 =
+  // the whole prompt in one step.
+  uint64_t prefill_chunk = 0;
 };
 
 CLI::App* AddLogitsCommand(CLI::App& app, LogitsFlags& flags);

@@ -12,7 +12,8 @@ namespace {
 TEST(Architecture, NamesAreTheModelIdSpecs) {
   std::vector<std::string> names;
   for (const ArchitectureTraits& t : kArchitectureTraits) names.emplace_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3",
+                                             "gemma3", "gemma2"}));
 }
 
 TEST(Architecture, EveryRowIsFoundByEachOfItsNames) {

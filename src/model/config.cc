@@ -3,7 +3,9 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
+#include "folio/core/check.h"
 #include "folio/core/checked_math.h"
 
 namespace folio::model {
@@ -13,7 +15,43 @@ Status Positive(const char* name, uint64_t v) {
   if (v == 0) return Status::InvalidArgument(std::string(name) + " must be > 0 (got 0)");
   return Status::Ok();
 }
+
+// prefix: "" or "layer i ".
+Status ValidateRope(const std::string& prefix, double theta, const RopeScaling& s) {
+  if (!std::isfinite(theta) || theta <= 0) {
+    return Status::InvalidArgument(prefix + "rope_theta must be finite and > 0 (got " +
+                                   std::to_string(theta) + ")");
+  }
+  if (s.type != RopeScaling::Type::kNone && (!std::isfinite(s.factor) || s.factor <= 0)) {
+    return Status::InvalidArgument(prefix + "rope_scaling factor must be finite and > 0");
+  }
+  if (s.type == RopeScaling::Type::kLlama3 &&
+      (!(s.high_freq_factor > s.low_freq_factor) || s.low_freq_factor <= 0 ||
+       s.original_max_positions == 0)) {
+    return Status::InvalidArgument(
+        prefix +
+        "llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor and "
+        "original_max_position_embeddings > 0");
+  }
+  return Status::Ok();
+}
 }  // namespace
+
+LayerConfig ModelConfig::Layer(uint64_t i) const {
+  FOLIO_CHECK(i < num_layers, "layer ", i, " of ", num_layers);
+  if (!layers.empty()) return layers[i];
+  return LayerConfig{window, rope_theta, rope_scaling};
+}
+
+double ModelConfig::AttentionScale() const {
+  return attention_scale != 0 ? attention_scale : 1.0 / std::sqrt(static_cast<double>(head_dim()));
+}
+
+bool ModelConfig::HasFamilyOptions() const {
+  return !layers.empty() || activation != Activation::kSilu || norm_layout != NormLayout::kPre ||
+         norm_unit_offset || scale_embedding || attention_scale != 0 || final_logit_softcap != 0 ||
+         attn_logit_softcap != 0;
+}
 
 Status ModelConfig::Validate() const {
   FOLIO_RETURN_IF_ERROR(Positive("hidden_size", hidden_size));
@@ -36,24 +74,26 @@ Status ModelConfig::Validate() const {
                                    " is not a multiple of num_kv_heads " +
                                    std::to_string(num_kv_heads));
   }
-  if (!std::isfinite(rope_theta) || rope_theta <= 0) {
-    return Status::InvalidArgument("rope_theta must be finite and > 0 (got " +
-                                   std::to_string(rope_theta) + ")");
+  if (!layers.empty() && layers.size() != num_layers) {
+    return Status::InvalidArgument("per-layer settings for " + std::to_string(layers.size()) +
+                                   " layers; the model has " + std::to_string(num_layers));
+  }
+  FOLIO_RETURN_IF_ERROR(ValidateRope("", rope_theta, rope_scaling));
+  for (size_t i = 0; i < layers.size(); ++i) {
+    FOLIO_RETURN_IF_ERROR(ValidateRope("layer " + std::to_string(i) + " ", layers[i].rope_theta,
+                                       layers[i].rope_scaling));
+  }
+  for (const auto& [name, v] : {std::pair{"attention_scale", attention_scale},
+                                std::pair{"final_logit_softcap", final_logit_softcap},
+                                std::pair{"attn_logit_softcap", attn_logit_softcap}}) {
+    if (!std::isfinite(v) || v < 0) {
+      return Status::InvalidArgument(std::string(name) + " must be finite and >= 0 (got " +
+                                     std::to_string(v) + ")");
+    }
   }
   if (!std::isfinite(norm_eps) || norm_eps <= 0) {
     return Status::InvalidArgument("norm_eps must be finite and > 0 (got " +
                                    std::to_string(norm_eps) + ")");
-  }
-  if (rope_scaling.type != RopeScaling::Type::kNone &&
-      (!std::isfinite(rope_scaling.factor) || rope_scaling.factor <= 0)) {
-    return Status::InvalidArgument("rope_scaling factor must be finite and > 0");
-  }
-  if (rope_scaling.type == RopeScaling::Type::kLlama3 &&
-      (!(rope_scaling.high_freq_factor > rope_scaling.low_freq_factor) ||
-       rope_scaling.low_freq_factor <= 0 || rope_scaling.original_max_positions == 0)) {
-    return Status::InvalidArgument(
-        "llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor and "
-        "original_max_position_embeddings > 0");
   }
   if (vocab_size > INT32_MAX) {
     return Status::OutOfRange("vocab_size " + std::to_string(vocab_size) +
@@ -62,10 +102,10 @@ Status ModelConfig::Validate() const {
   // Every tensor is at most vocab*hidden, hidden*ffn or hidden*hidden; the
   // whole count must fit comfortably in size_t arithmetic.
   const auto per_layer = CheckedProduct({hidden_size, 2 * q_size() + 2 * kv_size() + 3 * ffn_size});
-  const auto layers = per_layer ? CheckedMul(*per_layer, num_layers) : std::nullopt;
+  const auto all_layers = per_layer ? CheckedMul(*per_layer, num_layers) : std::nullopt;
   const auto embed = CheckedProduct({2, vocab_size, hidden_size});
-  if (!layers || !embed || !CheckedAdd(*layers, *embed) ||
-      *CheckedAdd(*layers, *embed) > (uint64_t{1} << 40)) {
+  if (!all_layers || !embed || !CheckedAdd(*all_layers, *embed) ||
+      *CheckedAdd(*all_layers, *embed) > (uint64_t{1} << 40)) {
     return Status::OutOfRange("parameter count exceeds 2^40");
   }
   return Status::Ok();
@@ -76,16 +116,20 @@ uint64_t ModelConfig::ParameterCount() const {
   uint64_t per_layer = 2 * d + d * q_size() + 2 * d * kv_size() + q_size() * d + 3 * d * ffn_size;
   if (attention_bias) per_layer += q_size() + 2 * kv_size();
   if (qk_norm) per_layer += 2 * head_dim();
+  if (norm_layout == NormLayout::kSandwich) per_layer += 2 * d;
   return vocab_size * d * (tie_embeddings ? 1 : 2) + num_layers * per_layer + d;
 }
 
 std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
-  const uint64_t pairs = c.head_dim() / 2;
-  const RopeScaling& s = c.rope_scaling;
+  return RopeInverseFrequencies(c.head_dim(), c.rope_theta, c.rope_scaling);
+}
+
+std::vector<double> RopeInverseFrequencies(uint64_t head_dim, double rope_theta,
+                                           const RopeScaling& s) {
+  const uint64_t pairs = head_dim / 2;
   std::vector<double> inv(pairs);
   for (uint64_t p = 0; p < pairs; ++p) {
-    double f =
-        std::pow(c.rope_theta, -2.0 * static_cast<double>(p) / static_cast<double>(c.head_dim()));
+    double f = std::pow(rope_theta, -2.0 * static_cast<double>(p) / static_cast<double>(head_dim));
     if (s.type == RopeScaling::Type::kLinear) {
       f /= s.factor;
     } else if (s.type == RopeScaling::Type::kLlama3) {

@@ -93,26 +93,56 @@ Status ApplyLinears(const std::array<const Linear*, N>& ls, std::span<const floa
 
 struct Decoder::Weights {
   struct Layer {
-    std::vector<float> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+    std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm, bq, bk, bv, q_norm,
+        k_norm;
     Linear wq, wk, wv, wo, gate, up, down;
+    uint64_t window;  // the layer's sliding window; 0 = global
+    size_t rope;      // its table in `ropes`
   };
   Linear embedding;
   std::vector<Layer> layers;
   std::vector<float> final_norm;
-  Linear head;                   // the embedding again when tied
-  std::vector<double> inv_freq;  // RoPE, one per rotated pair
+  Linear head;  // the embedding again when tied
+  // RoPE's inverse frequencies, one table per distinct (base, scaling) of
+  // the layers (two for Gemma 3's local and global layers), one per pair.
+  std::vector<std::vector<double>> ropes;
 
   Weights(const Model& m, backend::Backend* b)
       : embedding(m.weights().embedding, b),
-        final_norm(Values(m.weights().final_norm)),
-        head(m.config().tie_embeddings ? m.weights().embedding : m.weights().lm_head, b),
-        inv_freq(RopeInverseFrequencies(m.config())) {
-    for (const LayerWeights& l : m.weights().layers) {
-      layers.push_back(Layer{Values(l.attn_norm), Values(l.ffn_norm), Values(l.bq), Values(l.bk),
-                             Values(l.bv), Values(l.q_norm), Values(l.k_norm), Linear(l.wq, b),
-                             Linear(l.wk, b), Linear(l.wv, b), Linear(l.wo, b), Linear(l.w_gate, b),
-                             Linear(l.w_up, b), Linear(l.w_down, b)});
+        final_norm(Norm(m.config(), m.weights().final_norm)),
+        head(m.config().tie_embeddings ? m.weights().embedding : m.weights().lm_head, b) {
+    const ModelConfig& c = m.config();
+    std::vector<LayerConfig> rope_of;  // the layer settings whose RoPE each table holds
+    for (uint64_t i = 0; i < c.num_layers; ++i) {
+      const LayerWeights& l = m.weights().layers[i];
+      const LayerConfig lc = c.Layer(i);
+      size_t rope = 0;
+      while (rope < rope_of.size() && !(rope_of[rope].rope_theta == lc.rope_theta &&
+                                        rope_of[rope].rope_scaling == lc.rope_scaling)) {
+        ++rope;
+      }
+      if (rope == rope_of.size()) {
+        rope_of.push_back(lc);
+        ropes.push_back(RopeInverseFrequencies(c.head_dim(), lc.rope_theta, lc.rope_scaling));
+      }
+      layers.push_back(Layer{Norm(c, l.attn_norm), Norm(c, l.post_attn_norm), Norm(c, l.ffn_norm),
+                             Norm(c, l.post_ffn_norm), Values(l.bq), Values(l.bk), Values(l.bv),
+                             Norm(c, l.q_norm), Norm(c, l.k_norm), Linear(l.wq, b), Linear(l.wk, b),
+                             Linear(l.wv, b), Linear(l.wo, b), Linear(l.w_gate, b),
+                             Linear(l.w_up, b), Linear(l.w_down, b), lc.window, rope});
     }
+  }
+
+ private:
+  // A norm's gains as they multiply: the stored values, plus 1 where the
+  // family stores the offset from 1 (computed in f32, as Hugging Face's
+  // Gemma does: 1.0 + weight.float()).
+  static std::vector<float> Norm(const ModelConfig& c, const Tensor& t) {
+    std::vector<float> g = Values(t);
+    if (c.norm_unit_offset) {
+      for (float& x : g) x = 1.0f + x;
+    }
+    return g;
   }
 };
 
@@ -153,16 +183,20 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend) 
   const auto eps = static_cast<float>(c.norm_eps);
   const bool neox = c.rope_style == RopeStyle::kNeox;
 
-  // RoPE angles per row, shared by every layer. Computed in double and
-  // rounded once, so this decoder and the float64 reference rotate by the
-  // same angles.
-  const std::vector<double>& inv_freq = w.inv_freq;
-  std::vector<float> cos(rows * half), sin(rows * half);
-  for (uint64_t r = 0; r < rows; ++r) {
-    for (uint64_t p = 0; p < half; ++p) {
-      const double theta = static_cast<double>(plan.positions[r]) * inv_freq[p];
-      cos[r * half + p] = static_cast<float>(std::cos(theta));
-      sin[r * half + p] = static_cast<float>(std::sin(theta));
+  // RoPE angles per row and table, shared by the layers of that table.
+  // Computed in double and rounded once, so this decoder and the float64
+  // reference rotate by the same angles.
+  std::vector<std::vector<float>> cos(w.ropes.size()), sin(w.ropes.size());
+  for (size_t t = 0; t < w.ropes.size(); ++t) {
+    const std::vector<double>& inv_freq = w.ropes[t];
+    cos[t].resize(rows * half);
+    sin[t].resize(rows * half);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t p = 0; p < half; ++p) {
+        const double theta = static_cast<double>(plan.positions[r]) * inv_freq[p];
+        cos[t][r * half + p] = static_cast<float>(std::cos(theta));
+        sin[t][r * half + p] = static_cast<float>(std::sin(theta));
+      }
     }
   }
 
@@ -170,10 +204,14 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend) 
   backend::Backend* const be = backend_.get();
   auto rms_norm = [&](std::span<const float> in, const std::vector<float>& gain,
                       std::span<float> out) { be->RmsNorm(in, gain, eps, out); };
-  auto rope = [&](std::vector<float>& y) { be->Rope(y, rows, hd, cos, sin, neox); };
 
   std::vector<float> x(rows * d);         // residual stream [rows, hidden]
   w.embedding.Embed(plan.tokens, x, be);  // CheckTokens bounded the ids
+  if (c.scale_embedding) {
+    // Gemma: times sqrt(hidden) rounded to f32, as its embedding module does.
+    const auto scale = static_cast<float>(std::sqrt(static_cast<double>(d)));
+    for (float& e : x) e *= scale;
+  }
   std::vector<float> h(rows * d), q(rows * qs), k(rows * kvs), v(rows * kvs);
   std::vector<float> attn(q.size()), delta(rows * d);
   std::vector<float> gate(rows * c.ffn_size), up(rows * c.ffn_size);
@@ -181,7 +219,8 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend) 
     if (bias.empty()) return;
     for (uint64_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
   };
-  auto head_norm = [&](std::vector<float>& y, const std::vector<float>& gain) {
+  // An optional norm in place (q/k norms; the sandwich layout's post norms).
+  auto norm_if = [&](std::vector<float>& y, const std::vector<float>& gain) {
     if (!gain.empty()) rms_norm(y, gain, y);
   };
   for (uint64_t layer = 0; layer < c.num_layers; ++layer) {
@@ -194,20 +233,30 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend) 
     add_bias(q, lw.bq);
     add_bias(k, lw.bk);
     add_bias(v, lw.bv);
-    head_norm(q, lw.q_norm);
-    head_norm(k, lw.k_norm);
-    rope(q);
-    rope(k);
-    FOLIO_RETURN_IF_ERROR(attend(layer, std::span<const float>(q), std::span<const float>(k),
-                                 std::span<const float>(v), std::span<float>(attn)));
+    norm_if(q, lw.q_norm);
+    norm_if(k, lw.k_norm);
+    be->Rope(q, rows, hd, cos[lw.rope], sin[lw.rope], neox);
+    be->Rope(k, rows, hd, cos[lw.rope], sin[lw.rope], neox);
+    FOLIO_RETURN_IF_ERROR(attend(layer, lw.window, std::span<const float>(q),
+                                 std::span<const float>(k), std::span<const float>(v),
+                                 std::span<float>(attn)));
     FOLIO_RETURN_IF_ERROR(lw.wo.Apply(attn, rows, delta, be));
+    norm_if(delta, lw.post_attn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
     rms_norm(x, lw.ffn_norm, h);
     const Status gate_up = ApplyLinears<2>({&lw.gate, &lw.up}, h, rows,
                                            {std::span<float>(gate), std::span<float>(up)}, be);
     FOLIO_RETURN_IF_ERROR(gate_up);
-    be->SwiGlu(gate, up);
+    switch (c.activation) {
+      case Activation::kSilu:
+        be->SwiGlu(gate, up);
+        break;
+      case Activation::kGeluTanh:
+        be->GeGlu(gate, up);
+        break;
+    }
     FOLIO_RETURN_IF_ERROR(lw.down.Apply(gate, rows, delta, be));
+    norm_if(delta, lw.post_ffn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
   }
   // The output head only for the rows asked for.
@@ -218,6 +267,11 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend) 
   }
   std::vector<float> logits(out_rows * c.vocab_size);
   FOLIO_RETURN_IF_ERROR(w.head.Apply(hn, out_rows, logits, be));
+  if (c.final_logit_softcap != 0) {
+    // cap * tanh(logit / cap), in f32 and in that order (Gemma 2).
+    const auto cap = static_cast<float>(c.final_logit_softcap);
+    for (float& l : logits) l = std::tanh(l / cap) * cap;
+  }
   for (uint64_t o = 0; o < out_rows; ++o) {
     for (float value : Row(logits, o, c.vocab_size)) {
       if (!std::isfinite(value)) {
@@ -273,8 +327,8 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
   }
   attention::PagedAttentionParams p;
   p.num_q_heads = config_.num_heads;
-  p.scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  p.window = config_.window;
+  p.scale = config_.AttentionScale();
+  p.softcap = config_.attn_logit_softcap;
   const kv::PagedKvView pool{reinterpret_cast<const std::byte*>(keys.data()),
                              reinterpret_cast<const std::byte*>(values.data()),
                              DType::kF32,
@@ -282,8 +336,9 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
                              kv_heads,
                              n,
                              hd};
-  auto attend = [&](uint64_t, std::span<const float> q, std::span<const float> k,
+  auto attend = [&](uint64_t, uint64_t window, std::span<const float> q, std::span<const float> k,
                     std::span<const float> v, std::span<float> out) -> Status {
+    p.window = window;
     SwapTokenAndHeadAxes(k, keys, batch, n, kv_heads, hd);
     SwapTokenAndHeadAxes(v, values, batch, n, kv_heads, hd);
     FOLIO_ASSIGN_OR_RETURN(
@@ -340,21 +395,28 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache, const kv::Batc
     }
     attention::PagedAttentionParams p;
     p.num_q_heads = config_.num_heads;
-    p.scale = 1.0 / std::sqrt(static_cast<double>(config_.head_dim()));
-    p.window = config_.window;
-    std::unique_ptr<backend::AttentionPlan> plan;
-    auto attend = [&](uint64_t layer, std::span<const float> q, std::span<const float> k,
-                      std::span<const float> v, std::span<float> out) -> Status {
+    p.scale = config_.AttentionScale();
+    p.softcap = config_.attn_logit_softcap;
+    // Every layer has the step's metadata and reuses the q/out buffers:
+    // one plan per window, made at the first layer with it, runs them all.
+    std::vector<std::pair<uint64_t, std::unique_ptr<backend::AttentionPlan>>> plans;
+    auto attend = [&](uint64_t layer, uint64_t window, std::span<const float> q,
+                      std::span<const float> k, std::span<const float> v,
+                      std::span<float> out) -> Status {
       FOLIO_RETURN_IF_ERROR(backend_->WriteKv(cache, layer, meta.slot_mapping, k, v)
                                 .WithContext("layer " + std::to_string(layer)));
+      p.window = window;
       if (path != nullptr) return path->Attend(p, q, cache, layer, meta, out);
-      // Every layer has the step's metadata and reuses the q/out buffers:
-      // one plan, made at the first layer, runs them all.
-      if (!plan) {
+      auto it = std::find_if(plans.begin(), plans.end(),
+                             [&](const auto& e) { return e.first == window; });
+      if (it == plans.end()) {
         FOLIO_ASSIGN_OR_RETURN(
-            plan, backend_->PlanAttention(p, q, out, cache.View(layer), kv::ViewOf(meta)));
+            std::unique_ptr<backend::AttentionPlan> plan,
+            backend_->PlanAttention(p, q, out, cache.View(layer), kv::ViewOf(meta)));
+        plans.emplace_back(window, std::move(plan));
+        it = plans.end() - 1;
       }
-      return plan->Run(q, cache.View(layer), out);
+      return it->second->Run(q, cache.View(layer), out);
     };
     return Run(RowPlan{tokens, positions, logit_rows}, attend);
   }

@@ -123,6 +123,53 @@ TEST(Decoder, WindowedGqaCachedEqualsFull) {
   ExpectCachedEqualsFull(*Model::FromSeed(c, 7));
 }
 
+// Every family option at once: sliding-window layers between global ones,
+// each kind with its own RoPE base, sandwich norms stored as offsets from
+// 1, GeGLU, a scaled embedding, an attention scale and a final soft-cap.
+ModelConfig FamilyConfig() {
+  ModelConfig c = WorkedExampleConfig();
+  c.num_layers = 3;
+  c.num_kv_heads = 1;
+  c.explicit_head_dim = 4;  // two RoPE pairs, so that the base matters
+  c.qk_norm = true;
+  c.window = 3;
+  c.layers = {LayerConfig{3, 10.0, {}}, LayerConfig{0, 1000.0, {}}, LayerConfig{3, 10.0, {}}};
+  c.activation = Activation::kGeluTanh;
+  c.norm_layout = NormLayout::kSandwich;
+  c.norm_unit_offset = true;
+  c.scale_embedding = true;
+  c.attention_scale = 0.3;
+  c.final_logit_softcap = 5.0;
+  c.attn_logit_softcap = 0.7;
+  return c;
+}
+
+TEST(Decoder, FamilyOptionsCachedEqualsFull) {
+  ExpectCachedEqualsFull(*Model::FromSeed(FamilyConfig(), 11));
+}
+
+// Each option changes the logits (so none is silently dropped on the way
+// to the kernels).
+TEST(Decoder, EachFamilyOptionChangesTheLogits) {
+  const ModelConfig base = FamilyConfig();
+  const auto run = [](const ModelConfig& c) {
+    return *Decoder(*Model::FromSeed(c, 11)).Forward(Document(), 1);
+  };
+  const auto want = run(base);
+  std::vector<ModelConfig> changed(8, base);
+  changed[7].attn_logit_softcap = 0;
+  changed[0].layers[0].window = 0;
+  changed[1].layers[1].rope_theta = 10.0;
+  changed[2].activation = Activation::kSilu;
+  changed[3].scale_embedding = false;
+  changed[4].attention_scale = 0;
+  changed[5].final_logit_softcap = 0;
+  changed[6].layers.clear();  // every layer global with rope_theta 10000
+  for (size_t i = 0; i < changed.size(); ++i) {
+    EXPECT_NE(run(changed[i]), want) << "change " << i;
+  }
+}
+
 TEST(Decoder, BatchLanesMatchTheirSoloRuns) {
   const Decoder dec(WorkedModel());
   const std::vector<int32_t> lane0 = {0, 99, 100, 5}, lane1 = {0, 7, 42, 200};

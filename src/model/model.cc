@@ -103,19 +103,25 @@ ModelWeights InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
     l.w_gate = XavierUniform(rng, d, c.ffn_size);
     l.w_up = XavierUniform(rng, d, c.ffn_size);
     l.w_down = XavierUniform(rng, c.ffn_size, d);
-    l.attn_norm = Filled(d, 1.0);
-    l.ffn_norm = Filled(d, 1.0);
+    // A unit gain: 1, or 0 where gains are stored as an offset from 1.
+    const double unit = c.norm_unit_offset ? 0.0 : 1.0;
+    l.attn_norm = Filled(d, unit);
+    l.ffn_norm = Filled(d, unit);
+    if (c.norm_layout == NormLayout::kSandwich) {
+      l.post_attn_norm = Filled(d, unit);
+      l.post_ffn_norm = Filled(d, unit);
+    }
     if (c.attention_bias) {
       l.bq = Filled(c.q_size(), 0.0);
       l.bk = Filled(c.kv_size(), 0.0);
       l.bv = Filled(c.kv_size(), 0.0);
     }
     if (c.qk_norm) {
-      l.q_norm = Filled(c.head_dim(), 1.0);
-      l.k_norm = Filled(c.head_dim(), 1.0);
+      l.q_norm = Filled(c.head_dim(), unit);
+      l.k_norm = Filled(c.head_dim(), unit);
     }
   }
-  w.final_norm = Filled(d, 1.0);
+  w.final_norm = Filled(d, c.norm_unit_offset ? 0.0 : 1.0);
   if (!c.tie_embeddings) w.lm_head = XavierUniform(rng, d, c.vocab_size);
   return w;
 }
@@ -139,6 +145,26 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
   h.F64(c.rope_scaling.low_freq_factor);
   h.F64(c.rope_scaling.high_freq_factor);
   h.U64(c.rope_scaling.original_max_positions);
+  if (c.HasFamilyOptions()) {  // absent before families had options: older ids stand
+    h.Str("family-options/1");
+    h.U64(c.layers.size());
+    for (const LayerConfig& l : c.layers) {
+      h.U64(l.window);
+      h.F64(l.rope_theta);
+      h.U64(static_cast<uint64_t>(l.rope_scaling.type));
+      h.F64(l.rope_scaling.factor);
+      h.F64(l.rope_scaling.low_freq_factor);
+      h.F64(l.rope_scaling.high_freq_factor);
+      h.U64(l.rope_scaling.original_max_positions);
+    }
+    h.U64(static_cast<uint64_t>(c.activation));
+    h.U64(static_cast<uint64_t>(c.norm_layout));
+    h.U64(c.norm_unit_offset ? 1 : 0);
+    h.U64(c.scale_embedding ? 1 : 0);
+    h.F64(c.attention_scale);
+    h.F64(c.final_logit_softcap);
+    h.F64(c.attn_logit_softcap);
+  }
   ForEachTensor(c, w, [&](const std::string& name, const std::vector<uint64_t>&, const Tensor& t) {
     h.Str(name);
     h.Str(std::string(TensorTypeName(t.type)));

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -88,6 +89,59 @@ TEST(SwiGluSimd, ExtremeGatesAndNaN) {
     EXPECT_LE(std::fabs(gate[3]), 1e-6f);
     EXPECT_EQ(gate[4], inf);
     EXPECT_TRUE(std::isnan(gate[5]));
+  });
+}
+
+// Against the tanh formula in double. The vector form's error comes from
+// exp's argument -2u, rounded to within an ulp or two of |2u|: that is an
+// absolute error of ~2|u| ulp(1) in the exponent, hence a relative error of
+// up to 2|u| * 2^-23 times e / (1 + e) <= 1 in the result, plus a few
+// roundings. The bound allows (6 + 4|u|) ulp of the result.
+TEST(GeGluSimd, IsWithinTheFormulasRoundingOnEveryTarget) {
+  ForEachTarget([] {
+    for (const size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{16}, size_t{37}, size_t{1000}}) {
+      std::vector<float> gate = Uniform(n, -12, 12, 3 + n);
+      const std::vector<float> up = Uniform(n, -4, 4, 300 + n);
+      std::vector<double> want(gate.begin(), gate.end());
+      GeGlu<double>(want, std::vector<double>(up.begin(), up.end()));
+      const std::vector<float> g0 = gate;
+      GeGluSimd(gate, up);
+      for (size_t i = 0; i < n; ++i) {
+        const double z = g0[i];
+        const double u = std::fabs(0.7978845608028654 * (z + 0.044715 * z * z * z));
+        const double ulp = std::ldexp(1.0, std::ilogb(want[i]) - 23);
+        EXPECT_NEAR(gate[i], want[i], (6 + 4 * std::min(u, 88.0)) * ulp + 1e-37)
+            << "n " << n << " at " << i << " gate " << z;
+      }
+    }
+  });
+}
+
+TEST(GeGluSimd, AnElementsBitsDoNotDependOnTheCall) {
+  ForEachTarget([] {
+    const size_t n = 53;
+    const std::vector<float> gate = Uniform(n, -6, 6, 9), up = Uniform(n, -3, 3, 10);
+    std::vector<float> whole = gate;
+    GeGluSimd(whole, up);
+    for (size_t i = 0; i + 3 <= n; ++i) {
+      std::vector<float> part(gate.begin() + i, gate.begin() + i + 3);
+      GeGluSimd(part, std::span<const float>(up).subspan(i, 3));
+      EXPECT_EQ(Bits(part[0]), Bits(whole[i])) << "element " << i;
+    }
+  });
+}
+
+TEST(GeGluSimd, ExtremeGatesAndNaN) {
+  ForEachTarget([] {
+    std::vector<float> gate = {0.0f, 200.0f, -200.0f, 1e30f,
+                               std::numeric_limits<float>::quiet_NaN()};
+    const std::vector<float> up(gate.size(), 2.0f);
+    GeGluSimd(gate, up);
+    EXPECT_EQ(gate[0], 0.0f);
+    EXPECT_EQ(gate[1], 400.0f);
+    EXPECT_LE(std::fabs(gate[2]), 1e-30f);
+    EXPECT_EQ(gate[3], 2e30f);
+    EXPECT_TRUE(std::isnan(gate[4]));
   });
 }
 

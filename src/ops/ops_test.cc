@@ -57,5 +57,15 @@ TEST(SwiGlu, IsSiluOfGateTimesUp) {
   EXPECT_NEAR(gate[1], 2.0 / (1 + std::exp(-2.0)) * 3.0, 1e-15);
 }
 
+TEST(GeGlu, IsGeluTanhOfGateTimesUp) {
+  std::vector<double> gate = {0.0, 1.0, -3.0};
+  const std::vector<double> up = {5.0, 3.0, 2.0};
+  GeGlu<double>(gate, up);
+  EXPECT_EQ(gate[0], 0.0);
+  // torch.nn.functional.gelu(torch.tensor(1.0, dtype=torch.float64), approximate="tanh")
+  EXPECT_NEAR(gate[1], 0.8411919906082768 * 3.0, 1e-15);
+  EXPECT_NEAR(gate[2], -0.0036373920817729943 * 2.0, 1e-15);
+}
+
 }  // namespace
 }  // namespace folio::ops

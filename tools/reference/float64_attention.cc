@@ -53,6 +53,8 @@ Status Float64PagedAttention(const attention::PagedAttentionParams& params,
           double dot = 0;
           for (uint64_t f = 0; f < d; ++f) dot += q[f] * load(kv.key_pages, table, g, j, f);
           weights[j] = dot * params.scale;
+          if (params.softcap != 0)
+            weights[j] = params.softcap * std::tanh(weights[j] / params.softcap);
           max_score = std::max(max_score, weights[j]);
         }
         // Pass 2: normalised weights, then the weighted sum of values.

@@ -60,29 +60,43 @@ struct LanePlan {
 
 struct Float64Decoder::Weights {
   struct Layer {
-    std::vector<double> attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+    std::vector<double> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm, bq, bk, bv, q_norm,
+        k_norm;
     Linear wq, wk, wv, wo, gate, up, down;
+    std::vector<double> inv_freq;  // the layer's RoPE
   };
   Linear embedding;
   std::vector<Layer> layers;
   std::vector<double> final_norm;
   Linear head;  // the embedding again when tied
-  std::vector<double> inv_freq;
 
   explicit Weights(const model::Model& m)
       : embedding(m.weights().embedding),
-        final_norm(m.weights().final_norm.ToDoubles()),
-        head(m.config().tie_embeddings ? m.weights().embedding : m.weights().lm_head),
-        inv_freq(model::RopeInverseFrequencies(m.config())) {
+        final_norm(Norm(m.config(), m.weights().final_norm)),
+        head(m.config().tie_embeddings ? m.weights().embedding : m.weights().lm_head) {
+    const model::ModelConfig& c = m.config();
     auto values = [](const model::Tensor& t) {
       return t.empty() ? std::vector<double>() : t.ToDoubles();
     };
-    for (const model::LayerWeights& l : m.weights().layers) {
-      layers.push_back(Layer{values(l.attn_norm), values(l.ffn_norm), values(l.bq), values(l.bk),
-                             values(l.bv), values(l.q_norm), values(l.k_norm), Linear(l.wq),
-                             Linear(l.wk), Linear(l.wv), Linear(l.wo), Linear(l.w_gate),
-                             Linear(l.w_up), Linear(l.w_down)});
+    for (uint64_t i = 0; i < c.num_layers; ++i) {
+      const model::LayerWeights& l = m.weights().layers[i];
+      const model::LayerConfig lc = c.Layer(i);
+      layers.push_back(
+          Layer{Norm(c, l.attn_norm), Norm(c, l.post_attn_norm), Norm(c, l.ffn_norm),
+                Norm(c, l.post_ffn_norm), values(l.bq), values(l.bk), values(l.bv),
+                Norm(c, l.q_norm), Norm(c, l.k_norm), Linear(l.wq), Linear(l.wk), Linear(l.wv),
+                Linear(l.wo), Linear(l.w_gate), Linear(l.w_up), Linear(l.w_down),
+                model::RopeInverseFrequencies(c.head_dim(), lc.rope_theta, lc.rope_scaling)});
     }
+  }
+
+  // Gains as they multiply: 1 + w where the family stores w.
+  static std::vector<double> Norm(const model::ModelConfig& c, const model::Tensor& t) {
+    std::vector<double> g = t.empty() ? std::vector<double>() : t.ToDoubles();
+    if (c.norm_unit_offset) {
+      for (double& x : g) x += 1.0;
+    }
+    return g;
   }
 };
 
@@ -117,31 +131,33 @@ Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& 
   const double eps = c.norm_eps;
   const bool neox = c.rope_style == model::RopeStyle::kNeox;
 
-  // RoPE angles per row, as model::Decoder computes them (in double).
-  std::vector<double> cos(rows * half), sin(rows * half);
-  for (uint64_t r = 0; r < rows; ++r) {
-    for (uint64_t p = 0; p < half; ++p) {
-      const double theta = static_cast<double>(plan.positions[r]) * w.inv_freq[p];
-      cos[r * half + p] = std::cos(theta);
-      sin[r * half + p] = std::sin(theta);
+  // RoPE angles per row and layer, as model::Decoder computes them (in
+  // double).
+  auto rope = [&](std::vector<double>& y, const std::vector<double>& inv_freq) {
+    const uint64_t width = y.size() / rows;
+    std::vector<double> cos(half), sin(half);
+    for (uint64_t r = 0; r < rows; ++r) {
+      for (uint64_t p = 0; p < half; ++p) {
+        const double theta = static_cast<double>(plan.positions[r]) * inv_freq[p];
+        cos[p] = std::cos(theta);
+        sin[p] = std::sin(theta);
+      }
+      ops::Rope<double>(Row(y, r, width), hd, cos, sin, neox);
     }
-  }
+  };
   auto rms_norm = [&](std::span<const double> in, const std::vector<double>& gain,
                       std::span<double> out) {
     for (uint64_t off = 0; off < in.size(); off += gain.size()) {
       ops::RmsNorm<double>(in.subspan(off, gain.size()), gain, eps, out.subspan(off, gain.size()));
     }
   };
-  auto rope = [&](std::vector<double>& y) {
-    const uint64_t width = y.size() / rows;
-    for (uint64_t r = 0; r < rows; ++r) {
-      ops::Rope<double>(Row(y, r, width), hd, std::span<const double>(cos).subspan(r * half, half),
-                        std::span<const double>(sin).subspan(r * half, half), neox);
-    }
-  };
 
   std::vector<double> x(rows * d);    // residual stream [rows, hidden]
   w.embedding.Embed(plan.tokens, x);  // CheckTokens bounded the ids
+  if (c.scale_embedding) {
+    const double scale = std::sqrt(static_cast<double>(d));
+    for (double& e : x) e *= scale;
+  }
   std::vector<double> h(rows * d), q(rows * qs), k(rows * kvs), v(rows * kvs);
   std::vector<double> attn(q.size()), delta(rows * d);
   std::vector<double> gate(rows * c.ffn_size), up(rows * c.ffn_size);
@@ -149,7 +165,7 @@ Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& 
     if (bias.empty()) return;
     for (uint64_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
   };
-  auto head_norm = [&](std::vector<double>& y, const std::vector<double>& gain) {
+  auto norm_if = [&](std::vector<double>& y, const std::vector<double>& gain) {
     if (!gain.empty()) rms_norm(y, gain, y);
   };
   for (uint64_t layer = 0; layer < c.num_layers; ++layer) {
@@ -161,19 +177,28 @@ Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& 
     add_bias(q, lw.bq);
     add_bias(k, lw.bk);
     add_bias(v, lw.bv);
-    head_norm(q, lw.q_norm);
-    head_norm(k, lw.k_norm);
-    rope(q);
-    rope(k);
+    norm_if(q, lw.q_norm);
+    norm_if(k, lw.k_norm);
+    rope(q, lw.inv_freq);
+    rope(k, lw.inv_freq);
     FOLIO_RETURN_IF_ERROR(attend(layer, std::span<const double>(q), std::span<const double>(k),
                                  std::span<const double>(v), std::span<double>(attn)));
     lw.wo.Apply(attn, rows, delta);
+    norm_if(delta, lw.post_attn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
     rms_norm(x, lw.ffn_norm, h);
     lw.gate.Apply(h, rows, gate);
     lw.up.Apply(h, rows, up);
-    ops::SwiGlu<double>(gate, up);
+    switch (c.activation) {
+      case model::Activation::kSilu:
+        ops::SwiGlu<double>(gate, up);
+        break;
+      case model::Activation::kGeluTanh:
+        ops::GeGlu<double>(gate, up);
+        break;
+    }
     lw.down.Apply(gate, rows, delta);
+    norm_if(delta, lw.post_ffn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
   }
   // The output head only for the rows asked for.
@@ -184,6 +209,9 @@ Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& 
   }
   std::vector<double> logits(out_rows * c.vocab_size);
   w.head.Apply(hn, out_rows, logits);
+  if (c.final_logit_softcap != 0) {
+    for (double& l : logits) l = std::tanh(l / c.final_logit_softcap) * c.final_logit_softcap;
+  }
   for (uint64_t o = 0; o < out_rows; ++o) {
     for (double value : Row(logits, o, c.vocab_size)) {
       if (!std::isfinite(value)) {
@@ -221,8 +249,8 @@ Result<std::vector<double>> Float64Decoder::Forward(std::span<const int32_t> tok
   }
   attention::PagedAttentionParams p;
   p.num_q_heads = config_.num_heads;
-  p.scale = 1.0 / std::sqrt(static_cast<double>(hd));
-  p.window = config_.window;
+  p.scale = config_.AttentionScale();
+  p.softcap = config_.attn_logit_softcap;
   const kv::PagedKvView pool{reinterpret_cast<const std::byte*>(keys.data()),
                              reinterpret_cast<const std::byte*>(values.data()),
                              DType::kF64,
@@ -240,8 +268,9 @@ Result<std::vector<double>> Float64Decoder::Forward(std::span<const int32_t> tok
                       pages.begin() + static_cast<ptrdiff_t>(((b * kv_heads + h) * n + i) * hd));
         }
   };
-  auto attend = [&](uint64_t, std::span<const double> q, std::span<const double> k,
+  auto attend = [&](uint64_t layer, std::span<const double> q, std::span<const double> k,
                     std::span<const double> v, std::span<double> out) -> Status {
+    p.window = config_.Layer(layer).window;
     store(k, keys);
     store(v, values);
     return Float64PagedAttention(p, q, pool, {block_table, 1, context, indptr}, out);
@@ -287,10 +316,11 @@ Result<std::vector<double>> Float64Decoder::Step(kv::PagedKvCache& cache,
   }
   attention::PagedAttentionParams p;
   p.num_q_heads = config_.num_heads;
-  p.scale = 1.0 / std::sqrt(static_cast<double>(config_.head_dim()));
-  p.window = config_.window;
+  p.scale = config_.AttentionScale();
+  p.softcap = config_.attn_logit_softcap;
   auto attend = [&](uint64_t layer, std::span<const double> q, std::span<const double> k,
                     std::span<const double> v, std::span<double> out) -> Status {
+    p.window = config_.Layer(layer).window;
     FOLIO_RETURN_IF_ERROR(cache.WriteRows(layer, meta.slot_mapping, k, v)
                               .WithContext("layer " + std::to_string(layer)));
     return Float64PagedAttention(p, q, cache.View(layer), kv::ViewOf(meta), out);

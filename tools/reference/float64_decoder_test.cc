@@ -9,6 +9,8 @@
 #include <cmath>
 #include <vector>
 
+#include "folio/core/splitmix64.h"
+#include "folio/model/model.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 #include "reference/placed_cache.h"
 
@@ -151,10 +153,10 @@ TEST(Float64Decoder, ForwardRejectsTooManyPositionsAndBadTokens) {
 // output, gate/up and down projections, each a dot product of at most
 // max(hidden, ffn) terms; then the final norm and the vocabulary
 // projection), each off by at most 2^-24 of the magnitude it carries.
-TEST(Float64Decoder, Float32DecoderAgreesWithinRounding) {
-  const model::ModelConfig& c = WorkedModel().config();
-  const auto want = *Float64Decoder(WorkedModel()).Forward(Document(), 1);
-  const auto got = *model::Decoder(WorkedModel()).Forward(Document(), 1);
+void ExpectFloat32AgreesWithinRounding(const model::Model& m) {
+  const model::ModelConfig& c = m.config();
+  const auto want = *Float64Decoder(m).Forward(Document(), 1);
+  const auto got = *model::Decoder(m).Forward(Document(), 1);
   ASSERT_EQ(got.size(), want.size());
   const double kRoundings =
       static_cast<double>((c.num_layers * 6 + 2) * std::max(c.hidden_size, c.ffn_size));
@@ -166,7 +168,48 @@ TEST(Float64Decoder, Float32DecoderAgreesWithinRounding) {
     ASSERT_NEAR(got[i], want[i], tol) << i;
     worst = std::max(worst, std::abs(got[i] - want[i]));
   }
-  RecordProperty("worst_error_over_bound", std::to_string(worst / tol));
+  ::testing::Test::RecordProperty("worst_error_over_bound", std::to_string(worst / tol));
+}
+
+TEST(Float64Decoder, Float32DecoderAgreesWithinRounding) {
+  ExpectFloat32AgreesWithinRounding(WorkedModel());
+}
+
+// The same bound with every family option on (sliding and global layers
+// with their own RoPE, sandwich norms as offsets from 1 with random gains,
+// QK-norm, GeGLU, a scaled embedding, an attention scale and a soft-cap):
+// the float64 reference implements each option independently.
+TEST(Float64Decoder, Float32DecoderAgreesWithinRoundingOnFamilyOptions) {
+  model::ModelConfig c = model::WorkedExampleConfig();
+  c.num_layers = 3;
+  c.num_kv_heads = 1;
+  c.explicit_head_dim = 4;
+  c.qk_norm = true;
+  c.window = 3;
+  c.layers = {{3, 10.0, {}}, {0, 1000.0, {}}, {3, 10.0, {}}};
+  c.activation = model::Activation::kGeluTanh;
+  c.norm_layout = model::NormLayout::kSandwich;
+  c.norm_unit_offset = true;
+  c.scale_embedding = true;
+  c.attention_scale = 0.3;
+  c.final_logit_softcap = 5.0;
+  c.attn_logit_softcap = 0.7;
+  SplitMix64 rng(5);
+  model::ModelWeights w = model::InitializeWeights(c, rng);
+  // Random norm gains, so that the (1 + w) offset matters.
+  const auto random = [&](model::Tensor& t) {
+    std::vector<double> v(t.num_elements());
+    for (double& x : v) x = rng.NextUnit() - 0.5;
+    t = model::Tensor::FromDoubles(t.shape, std::move(v));
+  };
+  for (model::LayerWeights& l : w.layers) {
+    for (model::Tensor* t :
+         {&l.attn_norm, &l.post_attn_norm, &l.ffn_norm, &l.post_ffn_norm, &l.q_norm, &l.k_norm}) {
+      random(*t);
+    }
+  }
+  random(w.final_norm);
+  ExpectFloat32AgreesWithinRounding(*model::Model::Create(c, std::move(w)));
 }
 
 }  // namespace

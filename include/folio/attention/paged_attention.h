@@ -63,6 +63,9 @@ enum class SplitK : uint8_t { kAuto, kAlways, kNever };
 struct PagedAttentionParams {
   uint64_t num_q_heads = 1;
   double scale = 1.0;  // finite, >= 0; usually 1 / sqrt(head_dim)
+  // Scores (after scale) become softcap * tanh(score / softcap), Gemma 2's
+  // attention-logit soft-capping; 0 = none. Finite, >= 0.
+  double softcap = 0.0;
   bool causal = true;
   uint64_t window = 0;  // 0 = unlimited
   QueryLayout layout = QueryLayout::kTokenMajor;

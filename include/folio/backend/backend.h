@@ -93,6 +93,8 @@ class Backend {
                     std::span<const float> cos, std::span<const float> sin, bool neox) = 0;
   // gate = silu(gate) * up, element-wise.
   virtual void SwiGlu(std::span<float> gate, std::span<const float> up) = 0;
+  // gate = gelu_tanh(gate) * up, element-wise.
+  virtual void GeGlu(std::span<float> gate, std::span<const float> up) = 0;
 
   virtual Result<kv::PagedKvCache> CreateKvPool(const kv::PagedKvCacheConfig& config) = 0;
   // PagedKvCache::WriteRows' contract.

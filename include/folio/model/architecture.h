@@ -19,6 +19,8 @@
 #include <optional>
 #include <string_view>
 
+#include "folio/model/family.h"
+
 namespace folio::model {
 
 // How RoPE pairs features inside a head. kInterleaved rotates (2p, 2p+1)
@@ -31,7 +33,13 @@ enum class RopeStyle : uint8_t { kInterleaved, kNeox };
 //     Hugging Face class cannot express, every option spelled out).
 //   kLlama, kMistral, kQwen2, kQwen3: the Hugging Face families. GGUF files
 //     of Mistral models say "llama" and load as kLlama.
-enum class Architecture : uint8_t { kFolio, kLlama, kMistral, kQwen2, kQwen3 };
+//   kGemma3: Gemma 3's text decoder (Gemma3ForCausalLM): sandwich norms
+//     with (1 + w) gains, GeGLU, a scaled embedding, QK-norm, and
+//     interleaved sliding-window and global layers with their own RoPE.
+//   kGemma2: Gemma 2 (Gemma2ForCausalLM): Gemma 3's block without QK-norm,
+//     alternating sliding and global layers on one RoPE, and soft-capped
+//     attention scores and logits.
+enum class Architecture : uint8_t { kFolio, kLlama, kMistral, kQwen2, kQwen3, kGemma3, kGemma2 };
 
 // Whether an architecture fixes one of the decoder's options.
 enum class Fixed : uint8_t {
@@ -58,6 +66,28 @@ struct ArchitectureTraits {
   bool hf_sliding_window_default;
   // A sliding window in config.json is per layer (Qwen): refused.
   bool hf_window_per_layer;
+  // The block's shape, fixed by the family.
+  Activation activation = Activation::kSilu;
+  NormLayout norm_layout = NormLayout::kPre;
+  bool scale_embedding = false;  // embeddings times sqrt(hidden_size)
+  // Hugging Face stores norm gains as w, applied as (1 + w); GGUF files
+  // hold 1 + w already (llama.cpp's converter adds it).
+  bool hf_norm_unit_offset = false;
+  // Sliding-window layers between global ones: every window_period-th
+  // layer is global (config.json's layer_types may say otherwise; GGUF
+  // files rely on this period unless they carry a pattern); 0 = no such
+  // interleaving.
+  uint64_t window_period = 0;
+  // The sliding layers' RoPE base when a GGUF file does not say
+  // (rope.freq_base_swa) and the Hugging Face config's older form carries
+  // it as rope_local_base_freq; 0 = the global base (Gemma 2).
+  double local_rope_base = 0;
+  // GGUF files do not record query_pre_attn_scalar: it is head_dim, except
+  // in the model with this many layers (the 27B), where it is hidden /
+  // heads — llama.cpp's rule. 0 = no such exception.
+  uint64_t gguf_width_scaled_layers = 0;
+  // Attention-score and final-logit soft-caps (Gemma 2); refused otherwise.
+  bool softcaps = false;
 };
 
 // The table, indexed by Architecture.
@@ -115,6 +145,41 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
      .qk_norm = Fixed::kAlways,
      .hf_sliding_window_default = false,
      .hf_window_per_layer = true},
+    {.architecture = Architecture::kGemma3,
+     .name = "gemma3",
+     .hf_class = "Gemma3ForCausalLM",
+     .gguf_name = "gemma3",
+     .gguf_rope_style = RopeStyle::kNeox,
+     .hf_native = true,
+     .attention_bias = Fixed::kOff,
+     .qk_norm = Fixed::kAlways,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = false,
+     .activation = Activation::kGeluTanh,
+     .norm_layout = NormLayout::kSandwich,
+     .scale_embedding = true,
+     .hf_norm_unit_offset = true,
+     .window_period = 6,
+     .local_rope_base = 10000.0,
+     .gguf_width_scaled_layers = 62},
+    {.architecture = Architecture::kGemma2,
+     .name = "gemma2",
+     .hf_class = "Gemma2ForCausalLM",
+     .gguf_name = "gemma2",
+     .gguf_rope_style = RopeStyle::kNeox,
+     .hf_native = true,
+     .attention_bias = Fixed::kOff,
+     .qk_norm = Fixed::kOff,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = false,
+     .activation = Activation::kGeluTanh,
+     .norm_layout = NormLayout::kSandwich,
+     .scale_embedding = true,
+     .hf_norm_unit_offset = true,
+     .window_period = 2,
+     .local_rope_base = 0,
+     .gguf_width_scaled_layers = 46,
+     .softcaps = true},
 };
 inline constexpr size_t kNumArchitectures = std::size(kArchitectureTraits);
 
@@ -127,6 +192,8 @@ constexpr bool IsArchitecture(Architecture a) {
     case Architecture::kMistral:
     case Architecture::kQwen2:
     case Architecture::kQwen3:
+    case Architecture::kGemma3:
+    case Architecture::kGemma2:
       return true;
   }
   return false;

@@ -1,10 +1,17 @@
 // The decoder's hyperparameters.
 //
-// A Llama-family decoder: token embedding; per layer RMSNorm -> Q/K/V
-// projections with grouped-query attention -> RoPE (interleaved pairs) on
-// logical positions -> causal attention with an optional local window ->
-// output projection -> RMSNorm -> SwiGLU MLP; a final norm; an output head
-// that may be tied to the embedding.
+// A pre-norm decoder: token embedding (optionally scaled by sqrt(hidden));
+// per layer RMSNorm -> Q/K/V projections with grouped-query attention ->
+// (QK-norm) -> RoPE on logical positions -> causal attention, global or in a
+// sliding window -> output projection (-> a post-attention norm) ->
+// residual; RMSNorm -> gated MLP (SwiGLU or GeGLU) (-> a post-MLP norm) ->
+// residual; a final norm; an output head that may be tied to the embedding
+// (and a soft-cap on its logits).
+//
+// Model-wide fields say what every layer shares; `layers` says what differs
+// between layers (the attention window, RoPE's base and scaling), one entry
+// per layer, or is empty when every layer uses the model-wide window and
+// RoPE. Layer(i) is the one accessor the decoder reads.
 #ifndef FOLIO_MODEL_CONFIG_H_
 #define FOLIO_MODEL_CONFIG_H_
 
@@ -28,6 +35,16 @@ struct RopeScaling {
   friend bool operator==(const RopeScaling&, const RopeScaling&) = default;
 };
 
+// What may differ between layers.
+struct LayerConfig {
+  // Sliding window W: the query at position p sees keys p - W < j <= p;
+  // 0 = every earlier key (a global layer).
+  uint64_t window = 0;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+  friend bool operator==(const LayerConfig&, const LayerConfig&) = default;
+};
+
 struct ModelConfig {
   Architecture architecture = Architecture::kFolio;
   uint64_t hidden_size = 8;   // model width D
@@ -46,6 +63,31 @@ struct ModelConfig {
   RopeScaling rope_scaling;
   bool attention_bias = false;  // biases on the q, k, v projections (Qwen2)
   bool qk_norm = false;         // per-head RMSNorm of q and k before RoPE (Qwen3)
+  // Per layer; empty = every layer {window, rope_theta, rope_scaling}. When
+  // set, it alone says what runs; the model-wide three then keep the file's
+  // own values (its sliding window, its global RoPE) for reports.
+  std::vector<LayerConfig> layers;
+  Activation activation = Activation::kSilu;
+  NormLayout norm_layout = NormLayout::kPre;
+  // Norm gains are stored as w and multiply as (1 + w) (Hugging Face's
+  // Gemma; llama.cpp's converter adds the 1 into GGUF files).
+  bool norm_unit_offset = false;
+  bool scale_embedding = false;  // embeddings times sqrt(hidden_size) (Gemma)
+  // Attention scores are q.k times this; 0 = 1 / sqrt(head_dim). Gemma:
+  // query_pre_attn_scalar^-1/2.
+  double attention_scale = 0.0;
+  // Logits become cap * tanh(logit / cap) (Gemma 2); 0 = none.
+  double final_logit_softcap = 0.0;
+  // Attention scores (after the scale) likewise (Gemma 2); 0 = none.
+  double attn_logit_softcap = 0.0;
+
+  // Layer i's window and RoPE (i < num_layers).
+  LayerConfig Layer(uint64_t i) const;
+  // The scale of attention scores (attention_scale or 1 / sqrt(head_dim)).
+  double AttentionScale() const;
+  // Whether any field outside the original Llama set is not its default
+  // (the model id hashes them only then, so older ids stay as they were).
+  bool HasFamilyOptions() const;
 
   uint64_t head_dim() const {
     return explicit_head_dim != 0 ? explicit_head_dim : hidden_size / num_heads;
@@ -57,7 +99,9 @@ struct ModelConfig {
   // explicit head dim); an odd head dim (RoPE rotates pairs); num_heads not a
   // multiple of num_kv_heads; bad rope scaling parameters;
   // rope_theta or norm_eps not finite and > 0; vocab beyond int32; sizes so
-  // large the parameter count overflows.
+  // large the parameter count overflows; `layers` neither empty nor one per
+  // layer, or a layer's RoPE invalid; attention_scale or a soft-cap negative
+  // or not finite.
   Status Validate() const;
 
   // The number of parameters (norm gains included).
@@ -70,6 +114,9 @@ struct ModelConfig {
 // with the config's scaling applied, in double: the angle of pair p at
 // position pos is pos * inv_freq[p].
 std::vector<double> RopeInverseFrequencies(const ModelConfig& config);
+// The same for a layer's own RoPE base and scaling.
+std::vector<double> RopeInverseFrequencies(uint64_t head_dim, double rope_theta,
+                                           const RopeScaling& scaling);
 
 // The page-table chapter's worked example (docs/design.md, "The worked example"):
 // width 8, 4 query heads, 2 K/V heads, ffn 12, 2 layers, 12 positions,

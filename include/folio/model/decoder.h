@@ -99,9 +99,10 @@ class Decoder {
   };
   Status CheckTokens(std::span<const int32_t> tokens, uint64_t batch) const;
   // Runs every layer over the plan's rows and returns the logits of
-  // plan.logit_rows, [logit_rows, vocab]. attend(layer, q, k, v, out) stores
-  // the layer's new K/V rows (token-major [rows, kv_heads * head_dim]) and
-  // writes attention of q ([rows, num_heads * head_dim]) into out.
+  // plan.logit_rows, [logit_rows, vocab]. attend(layer, window, q, k, v,
+  // out) stores the layer's new K/V rows (token-major [rows, kv_heads *
+  // head_dim]) and writes attention of q ([rows, num_heads * head_dim]),
+  // within the layer's sliding window (0 = global), into out.
   template <typename AttendFn>
   Result<std::vector<float>> Run(const RowPlan& plan, AttendFn&& attend) const;
 

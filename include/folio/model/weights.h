@@ -17,20 +17,22 @@
 namespace folio::model {
 
 struct LayerWeights {
-  Tensor attn_norm;  // [hidden]
-  Tensor wq;         // [num_heads * head_dim, hidden]
-  Tensor wk;         // [num_kv_heads * head_dim, hidden]
-  Tensor wv;         // [num_kv_heads * head_dim, hidden]
-  Tensor bq;         // [num_heads * head_dim]     attention_bias only
-  Tensor bk;         // [num_kv_heads * head_dim]  attention_bias only
-  Tensor bv;         // [num_kv_heads * head_dim]  attention_bias only
-  Tensor q_norm;     // [head_dim]                 qk_norm only
-  Tensor k_norm;     // [head_dim]                 qk_norm only
-  Tensor wo;         // [hidden, num_heads * head_dim]
-  Tensor ffn_norm;   // [hidden]
-  Tensor w_gate;     // [ffn, hidden]
-  Tensor w_up;       // [ffn, hidden]
-  Tensor w_down;     // [hidden, ffn]
+  Tensor attn_norm;       // [hidden]
+  Tensor wq;              // [num_heads * head_dim, hidden]
+  Tensor wk;              // [num_kv_heads * head_dim, hidden]
+  Tensor wv;              // [num_kv_heads * head_dim, hidden]
+  Tensor bq;              // [num_heads * head_dim]     attention_bias only
+  Tensor bk;              // [num_kv_heads * head_dim]  attention_bias only
+  Tensor bv;              // [num_kv_heads * head_dim]  attention_bias only
+  Tensor q_norm;          // [head_dim]                 qk_norm only
+  Tensor k_norm;          // [head_dim]                 qk_norm only
+  Tensor wo;              // [hidden, num_heads * head_dim]
+  Tensor post_attn_norm;  // [hidden]               NormLayout::kSandwich only
+  Tensor ffn_norm;        // [hidden]
+  Tensor w_gate;          // [ffn, hidden]
+  Tensor w_up;            // [ffn, hidden]
+  Tensor w_down;          // [hidden, ffn]
+  Tensor post_ffn_norm;   // [hidden]                NormLayout::kSandwich only
 };
 
 struct ModelWeights {
@@ -42,8 +44,11 @@ struct ModelWeights {
 
 // Visits every tensor the config calls for, in the canonical order —
 // embedding, then per layer attn_norm, wq, wk, wv, (bq, bk, bv), (q_norm,
-// k_norm), wo, ffn_norm, w_gate, w_up, w_down, then final_norm and (untied
-// only) lm_head — with its Hugging Face name and expected shape. Save, load,
+// k_norm), wo, (post_attn_norm), ffn_norm, w_gate, w_up, w_down,
+// (post_ffn_norm), then final_norm and (untied only) lm_head — with its
+// Hugging Face name and expected shape. (The sandwich layout's names are
+// Gemma's: its post_attention_layernorm is the norm after attention, and
+// the norm before the MLP is pre_feedforward_layernorm.) Save, load,
 // the model id and the decoder all walk this one list, so they cannot
 // disagree on names, shapes or order. W is ModelWeights or const
 // ModelWeights; fn(const std::string& name, const std::vector<uint64_t>&
@@ -70,10 +75,17 @@ void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
       fn(p + "self_attn.k_norm.weight", Shape{c.head_dim()}, l.k_norm);
     }
     fn(p + "self_attn.o_proj.weight", Shape{d, c.q_size()}, l.wo);
-    fn(p + "post_attention_layernorm.weight", Shape{d}, l.ffn_norm);
+    const bool sandwich = c.norm_layout == NormLayout::kSandwich;
+    if (sandwich) {
+      fn(p + "post_attention_layernorm.weight", Shape{d}, l.post_attn_norm);
+      fn(p + "pre_feedforward_layernorm.weight", Shape{d}, l.ffn_norm);
+    } else {
+      fn(p + "post_attention_layernorm.weight", Shape{d}, l.ffn_norm);
+    }
     fn(p + "mlp.gate_proj.weight", Shape{c.ffn_size, d}, l.w_gate);
     fn(p + "mlp.up_proj.weight", Shape{c.ffn_size, d}, l.w_up);
     fn(p + "mlp.down_proj.weight", Shape{d, c.ffn_size}, l.w_down);
+    if (sandwich) fn(p + "post_feedforward_layernorm.weight", Shape{d}, l.post_ffn_norm);
   }
   fn(std::string("model.norm.weight"), Shape{d}, w.final_norm);
   if (!c.tie_embeddings) {

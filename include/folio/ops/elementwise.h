@@ -17,6 +17,14 @@ namespace folio::ops {
 // exp(-88) 6e-39), and the clamp keeps exp in its valid range. NaN stays NaN.
 void SwiGluSimd(std::span<float> gate, std::span<const float> up);
 
+// gate[i] = gelu_tanh(gate[i]) * up[i] (ops::GeGlu), computed as
+// gate[i] / (1 + exp(-2u)) * up[i] with u = sqrt(2/pi) (g + 0.044715 g^3):
+// z/2 (1 + tanh(u)) and z / (1 + exp(-2u)) are the same function, and the
+// second needs only the vector exp, on -2u clamped to [-88, 88] as in
+// SwiGluSimd. It is also the better-conditioned form for negative z, where
+// 1 + tanh(u) cancels. NaN stays NaN.
+void GeGluSimd(std::span<float> gate, std::span<const float> up);
+
 // The Highway target SwiGluSimd runs ("AVX3", "AVX2", ...), for tests.
 const char* ElementwiseTargetName();
 

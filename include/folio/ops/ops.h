@@ -73,6 +73,21 @@ void SwiGlu(std::span<T> gate, std::span<const T> up) {
   for (size_t i = 0; i < gate.size(); ++i) gate[i] = Silu(gate[i]) * up[i];
 }
 
+// GELU with the tanh approximation (PyTorch's approximate="tanh", Hugging
+// Face's gelu_pytorch_tanh): z/2 (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))).
+template <typename T>
+T GeluTanh(T z) {
+  const T k = T(0.79788456080286535588);  // sqrt(2 / pi)
+  return T(0.5) * z * (T(1) + std::tanh(k * (z + T(0.044715) * z * z * z)));
+}
+
+// out[i] = gelu_tanh(gate[i]) * up[i], in place on gate (GeGLU).
+template <typename T>
+void GeGlu(std::span<T> gate, std::span<const T> up) {
+  FOLIO_DCHECK(gate.size() == up.size());
+  for (size_t i = 0; i < gate.size(); ++i) gate[i] = GeluTanh(gate[i]) * up[i];
+}
+
 }  // namespace folio::ops
 
 #endif  // FOLIO_OPS_OPS_H_

@@ -1,0 +1,285 @@
+"""folio against Hugging Face transformers on small random checkpoints of
+the families whose block is not Llama's: Gemma 3 (sandwich norms with
+(1 + w) gains, GeGLU, a scaled embedding, QK-norm, query_pre_attn_scalar,
+and sliding-window layers between global ones, each kind with its own RoPE
+base) and Gemma 2 (the same block without QK-norm, alternating windows on
+one RoPE, soft-capped attention scores and logits).
+
+transformers builds the model (Gemma3ForCausalLM, eager attention, float32)
+and writes it with save_pretrained; the same weights also go into a GGUF
+file written with the `gguf` package the way llama.cpp's converter writes
+Gemma 3 (norm gains with the 1 added). folio's prompt logits must match
+transformers' at every position of a sequence long enough for the windows
+to slide, under several page sizes, prefill chunk sizes, both backends and
+two threads: 1e-4 of the logits' scale, the float32 accuracy of a few
+layers of short dot products (tests/python/test_models.py makes the same
+argument). Greedy continuations must match token for token.
+"""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+FOLIO = os.environ.get("FOLIO_BIN", str(Path(__file__).resolve().parents[2] / "build/bin/folio"))
+WINDOW = 8
+PROMPT_LEN = 44
+GREEDY = 6
+
+
+def prompt(vocab, seed=7):
+    return np.random.default_rng(seed).integers(0, vocab, PROMPT_LEN).tolist()
+
+
+def randomize(model, seed):
+    """Random weights everywhere, norms included (their init is all zeros,
+    which would hide the (1 + w))."""
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            scale = 0.3 if "norm" in name else 0.15
+            p.copy_(torch.randn_like(p) * scale)
+    return model.eval()
+
+
+def gemma2(layers=5, seed=0, attn_cap=2.0, final_cap=1.5):
+    # Small caps, so that they bend these small random scores and logits.
+    cfg = transformers.Gemma2Config(
+        vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+        sliding_window=WINDOW, query_pre_attn_scalar=16, attn_logit_softcapping=attn_cap,
+        final_logit_softcapping=final_cap, rope_parameters={"rope_type": "default",
+                                                            "rope_theta": 100.0},
+        attn_implementation="eager")
+    return randomize(transformers.Gemma2ForCausalLM(cfg), seed)
+
+
+def gemma3(layer_types, query_pre_attn_scalar=24, seed=0, tie=True):
+    cfg = transformers.Gemma3TextConfig(
+        vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=len(layer_types),
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+        sliding_window=WINDOW, layer_types=list(layer_types),
+        query_pre_attn_scalar=query_pre_attn_scalar, tie_word_embeddings=tie,
+        rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10.0}},
+        attn_implementation="eager")
+    return randomize(transformers.Gemma3ForCausalLM(cfg), seed)
+
+
+def hf_logits(model, ids):
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].double().numpy()
+
+
+def hf_greedy(model, ids, steps):
+    ids = list(ids)
+    out = []
+    for _ in range(steps):
+        nxt = int(np.argmax(hf_logits(model, ids)[-1]))
+        out.append(nxt)
+        ids.append(nxt)
+    return out
+
+
+def run_folio(model_path, ids, *extra):
+    out = subprocess.run(
+        [FOLIO, "logits", "--model", str(model_path), "--tokens", ",".join(map(str, ids)),
+         "--greedy", str(GREEDY), *extra],
+        capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def check(result, want, want_greedy):
+    got = np.array(result["logits"], dtype=np.float64)
+    assert got.shape == want.shape
+    tol = 1e-4 * max(1.0, np.abs(want).max())
+    err = np.abs(got - want).max()
+    assert err <= tol, f"max |folio - transformers| = {err:.3g} > {tol:.3g}"
+    assert result["greedy"] == want_greedy
+
+
+def write_gguf(model, path, pattern=None):
+    """The model as llama.cpp's converter writes Gemma 2 and 3: NeoX Q/K as
+    they are, norm gains + 1, f32 tensors. pattern: the per-layer bool
+    array (True = sliding) of attention.sliding_window_pattern, or None to
+    rely on the family's default period (6 for Gemma 3, 2 for Gemma 2)."""
+    import gguf
+    cfg = model.config
+    arch = cfg.model_type.replace("_text", "")
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_uint32(f"{arch}.attention.sliding_window", cfg.sliding_window)
+    if arch == "gemma3":
+        w.add_rope_freq_base(cfg.rope_parameters["full_attention"]["rope_theta"])
+        w.add_float32("gemma3.rope.freq_base_swa",
+                      cfg.rope_parameters["sliding_attention"]["rope_theta"])
+    else:
+        w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+        w.add_float32("gemma2.attn_logit_softcapping", cfg.attn_logit_softcapping)
+        w.add_float32("gemma2.final_logit_softcapping", cfg.final_logit_softcapping)
+    if pattern is not None:
+        w.add_array(f"{arch}.attention.sliding_window_pattern", list(pattern))
+    names = {
+        "input_layernorm": "attn_norm", "post_attention_layernorm": "post_attention_norm",
+        "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm",
+        "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
+        "self_attn.k_norm": "attn_k_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down"}
+    for name, p in model.state_dict().items():
+        x = p.detach().float().numpy().copy()
+        if name.endswith("norm.weight"):
+            x = x + 1.0
+        if name == "model.embed_tokens.weight":
+            gname = "token_embd.weight"
+        elif name == "model.norm.weight":
+            gname = "output_norm.weight"
+        elif name == "lm_head.weight":
+            if cfg.tie_word_embeddings:
+                continue
+            gname = "output.weight"
+        else:
+            parts = name.split(".")  # model.layers.{i}.<module...>.weight
+            module = ".".join(parts[3:-1])
+            gname = f"blk.{parts[2]}.{names[module]}.weight"
+        w.add_tensor(gname, x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+MIXED = ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    model = gemma3(MIXED)
+    path = tmp_path_factory.mktemp("gemma3") / "m"
+    model.save_pretrained(path, safe_serialization=True)
+    ids = prompt(model.config.vocab_size)
+    return path, ids, hf_logits(model, ids), hf_greedy(model, ids, GREEDY)
+
+
+@pytest.mark.parametrize("extra", [
+    [],
+    ["--page-size", "4", "--prefill-chunk", "5"],
+    ["--page-size", "16", "--prefill-chunk", "16", "--threads", "2"],
+    ["--backend", "reference", "--page-size", "8"],
+], ids=["default", "pages4-chunk5", "pages16-chunk16-threads2", "reference"])
+def test_gemma3_folder_matches_transformers(folder, extra):
+    path, ids, want, want_greedy = folder
+    check(run_folio(path, ids, *extra), want, want_greedy)
+
+
+def test_gemma3_untied_head_and_head_dim_scale(tmp_path):
+    # query_pre_attn_scalar = head_dim (the common case) and an untied head.
+    model = gemma3(MIXED, query_pre_attn_scalar=16, seed=3, tie=False)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    ids = prompt(model.config.vocab_size, seed=11)
+    check(run_folio(tmp_path / "m", ids), hf_logits(model, ids), hf_greedy(model, ids, GREEDY))
+
+
+@pytest.mark.parametrize("explicit_pattern", [False, True], ids=["default-period", "bool-array"])
+def test_gemma3_gguf_matches_transformers(tmp_path, explicit_pattern):
+    # Seven layers: with llama.cpp's default period of 6, layer 5 is global.
+    types = ["full_attention" if (i + 1) % 6 == 0 else "sliding_attention" for i in range(7)]
+    model = gemma3(types, query_pre_attn_scalar=16, seed=5)  # GGUF: the scalar is head_dim
+    pattern = [t == "sliding_attention" for t in types] if explicit_pattern else None
+    write_gguf(model, tmp_path / "m.gguf", pattern)
+    ids = prompt(model.config.vocab_size, seed=13)
+    check(run_folio(tmp_path / "m.gguf", ids, "--page-size", "4"), hf_logits(model, ids),
+          hf_greedy(model, ids, GREEDY))
+
+
+@pytest.mark.parametrize("extra", [[], ["--page-size", "4", "--prefill-chunk", "7"]],
+                         ids=["default", "pages4-chunk7"])
+def test_gemma2_folder_matches_transformers(tmp_path, extra):
+    model = gemma2()
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    ids = prompt(model.config.vocab_size, seed=19)
+    check(run_folio(tmp_path / "m", ids, *extra), hf_logits(model, ids),
+          hf_greedy(model, ids, GREEDY))
+
+
+def test_gemma2_gguf_matches_transformers(tmp_path):
+    model = gemma2(seed=4)
+    write_gguf(model, tmp_path / "m.gguf")
+    ids = prompt(model.config.vocab_size, seed=23)
+    check(run_folio(tmp_path / "m.gguf", ids, "--page-size", "4"), hf_logits(model, ids),
+          hf_greedy(model, ids, GREEDY))
+
+
+def test_gemma2_soft_caps_matter(tmp_path):
+    # The same weights without caps give other logits: the caps are not
+    # lost on the way (transformers agrees on both).
+    capped = gemma2(seed=6)
+    uncapped = gemma2(seed=6, attn_cap=None, final_cap=None)
+    ids = prompt(capped.config.vocab_size, seed=29)
+    assert np.abs(hf_logits(capped, ids) - hf_logits(uncapped, ids)).max() > 1e-2
+    uncapped.save_pretrained(tmp_path / "m", safe_serialization=True)
+    check(run_folio(tmp_path / "m", ids), hf_logits(uncapped, ids),
+          hf_greedy(uncapped, ids, GREEDY))
+
+
+def test_gemma3_legacy_config_keys(tmp_path):
+    # Hub configs written before transformers 5: rope_theta,
+    # rope_local_base_freq and sliding_window_pattern instead of
+    # rope_parameters and layer_types.
+    types = ["sliding_attention", "full_attention"] * 2
+    model = gemma3(types, seed=9)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    cfg_path = tmp_path / "m" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    del cfg["layer_types"], cfg["rope_parameters"]
+    cfg.update(rope_theta=1000.0, rope_local_base_freq=10.0, sliding_window_pattern=2,
+               rope_scaling=None)
+    cfg_path.write_text(json.dumps(cfg))
+    ids = prompt(model.config.vocab_size, seed=17)
+    check(run_folio(tmp_path / "m", ids), hf_logits(model, ids), hf_greedy(model, ids, GREEDY))
+
+
+@pytest.mark.parametrize("change,named", [
+    ({"final_logit_softcapping": 30.0}, "final_logit_softcapping"),
+    ({"attn_logit_softcapping": 50.0}, "attn_logit_softcapping"),
+    ({"hidden_activation": "gelu"}, "hidden_activation"),
+    ({"layer_types": ["sliding_attention"]}, "layer_types"),
+    ({"layer_types": ["sliding_attention", "chunked_attention", "full_attention",
+                      "sliding_attention"]}, "layer_types[1]"),
+    ({"query_pre_attn_scalar": None}, "query_pre_attn_scalar"),
+    ({"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e4,
+                                             "factor": 2.0},
+                          "sliding_attention": {"rope_type": "default", "rope_theta": 10.0}}},
+     "yarn"),
+    ({"use_bidirectional_attention": True}, "use_bidirectional_attention"),
+])
+def test_gemma3_configs_folio_cannot_run_are_refused_by_key(folder, tmp_path, change, named):
+    src, ids, _, _ = folder
+    dst = tmp_path / "m"
+    dst.mkdir()
+    (dst / "model.safetensors").symlink_to(src / "model.safetensors")
+    cfg = json.loads((src / "config.json").read_text())
+    for k, v in change.items():
+        if v is None:
+            del cfg[k]
+        else:
+            cfg[k] = v
+    (dst / "config.json").write_text(json.dumps(cfg))
+    out = subprocess.run([FOLIO, "logits", "--model", str(dst), "--tokens", "1,2"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert named in out.stderr, out.stderr
