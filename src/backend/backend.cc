@@ -83,9 +83,10 @@ class HostBackend : public Backend {
   }
   void Rope(std::span<float> x, uint64_t rows, uint64_t head_dim, std::span<const float> cos,
             std::span<const float> sin, bool neox) override {
-    const uint64_t half = head_dim / 2;
-    FOLIO_CHECK(rows > 0 && x.size() % rows == 0 && cos.size() == rows * half &&
-                sin.size() == rows * half);
+    FOLIO_CHECK(rows > 0 && x.size() % rows == 0 && cos.size() % rows == 0 &&
+                sin.size() == cos.size());
+    const uint64_t half = cos.size() / rows;  // rotated pairs per head (partial: < head_dim / 2)
+    FOLIO_CHECK(2 * half <= head_dim);
     const uint64_t width = x.size() / rows;
     ForRowRanges(rows, width, [&](size_t r0, size_t r1) {
       for (uint64_t r = r0; r < r1; ++r) {

@@ -1,8 +1,9 @@
-// LoadModel for GGUF files: llama, qwen2, qwen3, gemma3 and gemma2 architectures with the
+// LoadModel for GGUF files: llama, qwen2, qwen3, gemma3, gemma2 and phi3 architectures with the
 // tensor types WeightTypeOf maps (F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1,
 // Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL and IQ4_XS),
 // memory-mapped in place.
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -35,6 +36,8 @@ std::string GgufTensorName(const std::string& hf, model::NormLayout layout) {
       {"self_attn.q_norm.weight", "attn_q_norm.weight"},
       {"self_attn.k_norm.weight", "attn_k_norm.weight"},
       {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.qkv_proj.weight", "attn_qkv.weight"},  // fused (Phi-3)
+      {"mlp.gate_up_proj.weight", "ffn_up.weight"},      // fused (Phi-3): gate rows, then up
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
@@ -125,6 +128,56 @@ Status InterleavedLayersFromGguf(const GgufFile& f, const std::string& arch,
   return Status::Ok();
 }
 
+// Longrope (Phi-3.5, Phi-4-mini): the factor lists are the f32 tensors
+// rope_factors_long/short.weight, the original context
+// rope.scaling.original_context_length, the attention factor
+// rope.scaling.attn_factor (else Hugging Face's default); folio takes the
+// long list when the model's context exceeds the original one
+// (config.h, RopeScaling).
+Status LongRopeFromGguf(const GgufFile& f, const std::string& arch,
+                        const GgufFile::TensorInfo* long_factors,
+                        const GgufFile::TensorInfo* short_factors, ModelConfig& c) {
+  auto key = [&](const char* k) { return arch + "." + k; };
+  RopeScaling& s = c.rope_scaling;
+  if (long_factors == nullptr || short_factors == nullptr) {
+    return Status::NotFound(
+        "longrope needs both rope_factors_long.weight and "
+        "rope_factors_short.weight");
+  }
+  if (s.type != RopeScaling::Type::kNone) {
+    return Status::InvalidArgument("rope factor tensors beside " + key("rope.scaling.type"));
+  }
+  s.type = RopeScaling::Type::kLongRope;
+  for (const auto& [info, list] :
+       {std::pair{long_factors, &s.long_factor}, std::pair{short_factors, &s.short_factor}}) {
+    if (info->type != GgmlType::kF32 || info->dims.size() != 1) {
+      return Status::InvalidArgument(info->name + " must be a 1-D f32 tensor");
+    }
+    const std::span<const std::byte> bytes = f.Data(*info);
+    for (uint64_t i = 0; i < info->dims[0]; ++i) {
+      float x;
+      std::memcpy(&x, bytes.data() + 4 * i, 4);
+      list->push_back(x);
+    }
+  }
+  const std::string orig = key("rope.scaling.original_context_length");
+  if (!f.Has(orig)) return Status::NotFound("missing key " + orig + " (longrope)");
+  FOLIO_ASSIGN_OR_RETURN(s.original_max_positions, f.GetUint(orig));
+  if (s.original_max_positions == 0) return Status::InvalidArgument(orig + " is 0");
+  s.factor = static_cast<double>(c.max_positions) / static_cast<double>(s.original_max_positions);
+  if (f.Has(key("rope.scaling.attn_factor"))) {
+    FOLIO_ASSIGN_OR_RETURN(s.attention_factor, f.GetFloat(key("rope.scaling.attn_factor")));
+  } else {
+    s.attention_factor =
+        s.factor <= 1.0
+            ? 1.0
+            : std::sqrt(1.0 + std::log(s.factor) /
+                                  std::log(static_cast<double>(s.original_max_positions)));
+  }
+  s.use_long = c.max_positions > s.original_max_positions;
+  return Status::Ok();
+}
+
 Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   FOLIO_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
   const std::optional<Architecture> known = model::ArchitectureFromGgufName(arch);
@@ -165,10 +218,8 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   }
   if (f.Has(key("rope.dimension_count"))) {
     FOLIO_ASSIGN_OR_RETURN(uint64_t rot, f.GetUint(key("rope.dimension_count")));
-    if (c.num_heads != 0 && rot != c.head_dim()) {
-      return Status::Unimplemented(key("rope.dimension_count") + " = " + std::to_string(rot) +
-                                   ": partial rotary embeddings");
-    }
+    // Fewer than head_dim: partial rotary embeddings (Phi-4-mini).
+    if (c.num_heads != 0 && rot != c.head_dim()) c.rotary_dim = rot;
   }
   if (f.Has(key("rope.scaling.type"))) {
     FOLIO_ASSIGN_OR_RETURN(std::string type, f.GetString(key("rope.scaling.type")));
@@ -198,6 +249,11 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   if (embd->dims.size() != 2) return Status::InvalidArgument("token_embd.weight must be 2-D");
   c.vocab_size = embd->dims[1];
   c.tie_embeddings = f.Find("output.weight") == nullptr;
+  const GgufFile::TensorInfo* long_factors = f.Find("rope_factors_long.weight");
+  const GgufFile::TensorInfo* short_factors = f.Find("rope_factors_short.weight");
+  if (long_factors != nullptr || short_factors != nullptr) {
+    FOLIO_RETURN_IF_ERROR(LongRopeFromGguf(f, arch, long_factors, short_factors, c));
+  }
   if (f.Find("rope_freqs.weight") != nullptr) {
     return Status::Unimplemented("rope_freqs.weight (per-frequency RoPE factors)");
   }
@@ -218,13 +274,31 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
 
   std::map<std::string, const GgufFile::TensorInfo*> unused;
   for (const auto& info : file->tensors()) unused.emplace(info.name, &info);
+  if (config->rope_scaling.type == RopeScaling::Type::kLongRope) {
+    // Read into the config (LongRopeFromGguf).
+    unused.erase("rope_factors_long.weight");
+    unused.erase("rope_factors_short.weight");
+  }
   ModelWeights weights;
   weights.layers.resize(config->num_layers);
   Status status;
+  std::map<std::string, Tensor> fused;  // fused tensors read (Phi-3), by GGUF name
   ForEachTensor(
       *config, weights, [&](const std::string& hf_name, const std::vector<uint64_t>&, Tensor& t) {
         if (!status.ok()) return;
-        const std::string name = GgufTensorName(hf_name, config->norm_layout);
+        const std::optional<FusedPart> part = FusedPartOf(*config, hf_name);
+        const std::string name = GgufTensorName(part ? part->stored : hf_name, config->norm_layout);
+        if (part) {
+          if (auto f = fused.find(name); f != fused.end()) {
+            Result<Tensor> slice = RowSlice(f->second, *part, FusedRows(*config, *part), name);
+            if (!slice) {
+              status = slice.error().WithContext(path.string());
+              return;
+            }
+            t = *std::move(slice);
+            return;
+          }
+        }
         auto it = unused.find(name);
         if (it == unused.end()) {
           status = Status::NotFound(path.string() + ": missing tensor " + name);
@@ -245,6 +319,15 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
         }
         t.owner = file;
         unused.erase(it);
+        if (part) {
+          fused.emplace(name, t);
+          Result<Tensor> slice = RowSlice(t, *part, FusedRows(*config, *part), name);
+          if (!slice) {
+            status = slice.error().WithContext(path.string());
+            return;
+          }
+          t = *std::move(slice);
+        }
       });
   FOLIO_RETURN_IF_ERROR(status);
   if (!unused.empty()) {

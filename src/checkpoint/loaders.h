@@ -42,6 +42,25 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
 std::string GgufTensorName(const std::string& hf_name,
                            model::NormLayout layout = model::NormLayout::kPre);
 
+// Where a family that fuses projections stores a tensor ForEachTensor
+// names (by its Hugging Face name): the fused tensor's Hugging Face name
+// and the rows that are this one (fused_tensors.cc). nullopt: stored under
+// its own name.
+struct FusedPart {
+  std::string stored;  // e.g. model.layers.3.self_attn.qkv_proj.weight
+  uint64_t first_row;
+  uint64_t rows;
+};
+std::optional<FusedPart> FusedPartOf(const ModelConfig& config, const std::string& hf_name);
+// part's rows of the fused 2-D tensor t (total_rows rows), sharing its
+// bytes and owner; errors name `name` when t's shape or size is not that.
+Result<Tensor> RowSlice(const Tensor& t, const FusedPart& part, uint64_t total_rows,
+                        const std::string& name);
+// The rows of a fused tensor: q + 2 kv, or 2 ffn.
+inline uint64_t FusedRows(const ModelConfig& c, const FusedPart& part) {
+  return part.stored.ends_with("qkv_proj.weight") ? c.q_size() + 2 * c.kv_size() : 2 * c.ffn_size;
+}
+
 // A folio or Hugging Face folder (model_io.cc).
 Result<Model> LoadFolderModel(const std::filesystem::path& dir);
 

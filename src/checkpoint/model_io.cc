@@ -1,6 +1,6 @@
 // SaveModel and LoadModel for folders: config.json + safetensors (folio's
-// own format and Hugging Face Llama, Mistral, Qwen2, Qwen3, Gemma 2 and
-// Gemma 3 checkpoints).
+// own format and Hugging Face Llama, Mistral, Qwen2, Qwen3, Gemma 2,
+// Gemma 3 and Phi-3 checkpoints).
 // GGUF files are in gguf_loader.cc.
 #include <cmath>
 #include <fstream>
@@ -66,6 +66,12 @@ json RopeScalingJson(const RopeScaling& s) {
               {"factor", s.factor},
               {"low_freq_factor", s.low_freq_factor},
               {"high_freq_factor", s.high_freq_factor},
+              {"original_max_position_embeddings", s.original_max_positions}};
+    case RopeScaling::Type::kLongRope:
+      return {{"rope_type", "longrope"},
+              {"short_factor", s.short_factor},
+              {"long_factor", s.long_factor},
+              {"attention_factor", s.attention_factor},
               {"original_max_position_embeddings", s.original_max_positions}};
   }
   return nullptr;
@@ -183,8 +189,58 @@ Status ParseRopeScaling(const json& j, RopeScaling& out) {
     FOLIO_RETURN_IF_ERROR(r.F64("high_freq_factor", out.high_freq_factor));
     return r.U64("original_max_position_embeddings", out.original_max_positions);
   }
+  if (type == "longrope" || type == "su") {
+    // The rest (original length, factor, attention factor, which list) is
+    // settled by FinishLongRope once the whole config is read.
+    out.type = RopeScaling::Type::kLongRope;
+    for (const auto& [key, list] : {std::pair{"short_factor", &out.short_factor},
+                                    std::pair{"long_factor", &out.long_factor}}) {
+      auto it = j.find(key);
+      if (it == j.end() || !it->is_array()) {
+        return Status::InvalidArgument(std::string("longrope needs \"") + key +
+                                       "\", a list of numbers");
+      }
+      for (const json& x : *it) {
+        if (!x.is_number()) {
+          return Status::InvalidArgument(std::string("\"") + key + "\" must hold numbers");
+        }
+        list->push_back(x.get<double>());
+      }
+    }
+    out.attention_factor = 0;  // 0 = not given
+    FOLIO_RETURN_IF_ERROR(r.F64("attention_factor", out.attention_factor, false));
+    out.original_max_positions = 0;
+    return r.U64("original_max_position_embeddings", out.original_max_positions, false);
+  }
   return Status::Unimplemented("rope_scaling type \"" + type +
-                               "\" (folio supports default, linear and llama3)");
+                               "\" (folio supports default, linear, llama3 and longrope)");
+}
+
+// Longrope's remaining fields, as Hugging Face's
+// _compute_longrope_parameters settles them: the original length from the
+// scaling object or the config's top level; factor = max_positions /
+// original; attention_factor, unless given, sqrt(1 + ln factor / ln
+// original) (1 when factor <= 1); and folio's one choice of list (the long
+// factors when the model's context exceeds the original length).
+Status FinishLongRope(const json& j, uint64_t max_positions, RopeScaling& s) {
+  if (s.type != RopeScaling::Type::kLongRope) return Status::Ok();
+  if (s.original_max_positions == 0) {
+    FOLIO_RETURN_IF_ERROR(
+        ConfigReader(j).U64("original_max_position_embeddings", s.original_max_positions));
+  }
+  if (s.original_max_positions == 0) {
+    return Status::InvalidArgument("\"original_max_position_embeddings\" must be > 0");
+  }
+  s.factor = static_cast<double>(max_positions) / static_cast<double>(s.original_max_positions);
+  if (s.attention_factor == 0) {
+    s.attention_factor =
+        s.factor <= 1.0
+            ? 1.0
+            : std::sqrt(1.0 + std::log(s.factor) /
+                                  std::log(static_cast<double>(s.original_max_positions)));
+  }
+  s.use_long = max_positions > s.original_max_positions;
+  return Status::Ok();
 }
 
 // Transformers 5's rope_parameters: {"rope_type", "rope_theta", and the
@@ -399,6 +455,27 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
       return Status::InvalidArgument("\"tie_word_embeddings\" must be true or false");
     }
   }
+  // Partial rotary embeddings (Phi-4-mini): top level, or in
+  // rope_parameters (transformers 5).
+  double partial = 1.0;
+  FOLIO_RETURN_IF_ERROR(r.F64("partial_rotary_factor", partial, false));
+  if (r.Has("rope_parameters") && j["rope_parameters"].is_object() &&
+      j["rope_parameters"].contains("partial_rotary_factor")) {
+    FOLIO_RETURN_IF_ERROR(ConfigReader(j["rope_parameters"])
+                              .F64("partial_rotary_factor", partial)
+                              .WithContext("rope_parameters"));
+  }
+  if (!(partial > 0 && partial <= 1)) {
+    return Status::InvalidArgument("\"partial_rotary_factor\" must be in (0, 1]");
+  }
+  if (partial < 1 && c.num_heads != 0) {
+    // Hugging Face: int(head_dim * partial_rotary_factor) features rotate.
+    c.rotary_dim = static_cast<uint64_t>(static_cast<double>(c.head_dim()) * partial);
+  }
+  FOLIO_RETURN_IF_ERROR(FinishLongRope(j, c.max_positions, c.rope_scaling));
+  for (LayerConfig& l : c.layers) {
+    FOLIO_RETURN_IF_ERROR(FinishLongRope(j, c.max_positions, l.rope_scaling));
+  }
   if (c.explicit_head_dim == c.hidden_size / std::max<uint64_t>(c.num_heads, 1) &&
       c.hidden_size % std::max<uint64_t>(c.num_heads, 1) == 0) {
     c.explicit_head_dim = 0;  // canonical form: derived
@@ -508,16 +585,19 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
   ModelWeights weights;
   weights.layers.resize(config->num_layers);
   Status status;
+  std::set<std::string> fused;  // fused tensors read (Phi-3), split below
   ForEachTensor(*config, weights,
                 [&](const std::string& name, const std::vector<uint64_t>&, Tensor& t) {
                   if (!status.ok()) return;
-                  auto it = found.find(name);
+                  const std::optional<FusedPart> part = FusedPartOf(*config, name);
+                  const std::string& stored = part ? part->stored : name;
+                  auto it = found.find(stored);
                   if (it == found.end()) {
-                    status = Status::NotFound(dir.string() + ": missing tensor " + name);
+                    status = Status::NotFound(dir.string() + ": missing tensor " + stored);
                     return;
                   }
                   const auto& [info, file] = it->second;
-                  Result<TensorType> type = FromSafetensorsDType(info->dtype, name);
+                  Result<TensorType> type = FromSafetensorsDType(info->dtype, stored);
                   if (!type) {
                     status = type.error().WithContext(file->source());
                     return;
@@ -526,9 +606,20 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
                   t.shape = info->shape;
                   t.bytes = file->Data(*info);
                   t.owner = file;
-                  found.erase(it);
+                  if (!part) {
+                    found.erase(it);
+                    return;
+                  }
+                  Result<Tensor> slice = RowSlice(t, *part, FusedRows(*config, *part), stored);
+                  if (!slice) {
+                    status = slice.error().WithContext(file->source());
+                    return;
+                  }
+                  t = *std::move(slice);
+                  fused.insert(stored);
                 });
   FOLIO_RETURN_IF_ERROR(status);
+  for (const std::string& name : fused) found.erase(name);
   for (const auto& [name, where] : found) {
     // Tied checkpoints may still carry the head; old ones carry RoPE tables.
     const bool ignorable = (config->tie_embeddings && name == "lm_head.weight") ||
@@ -549,7 +640,8 @@ Result<Model> LoadFolderModel(const std::filesystem::path& dir) { return LoadFol
 Result<ModelConfig> ParseHfConfig(const nlohmann::json& j) { return ConfigFromJson(j); }
 
 Status SaveModel(const Model& model, const std::filesystem::path& dir) {
-  if (model.config().HasFamilyOptions()) {
+  if (model.config().HasFamilyOptions() ||
+      model::TraitsOf(model.config().architecture).fused_projections) {
     return Status::Unimplemented(
         "saving a " + std::string(model::ArchitectureName(model.config().architecture)) +
         " model: folio writes folders of llama, mistral, qwen2 and qwen3 only");

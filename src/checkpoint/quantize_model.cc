@@ -300,11 +300,12 @@ Result<std::vector<GgufKeyValue>> GgufMetadataFor(const model::ModelConfig& c, s
                                         " has no GGUF name (folio writes llama, mistral, ",
                                         "qwen2 and qwen3)"));
   }
-  if (c.HasFamilyOptions()) {
+  if (c.HasFamilyOptions() || model::TraitsOf(c.architecture).fused_projections) {
     return Status::Unimplemented(StrCat(
         "architecture ", folio_name,
-        ": folio does not write GGUF files of families with per-layer windows, sandwich norms ",
-        "or GeGLU yet (it writes llama, mistral, qwen2 and qwen3)"));
+        ": folio does not write GGUF files of families with per-layer windows, sandwich norms, ",
+        "GeGLU, partial rotary or fused projections yet (it writes llama, mistral, qwen2 and ",
+        "qwen3)"));
   }
   if (c.rope_style == model::RopeStyle::kInterleaved &&
       t.gguf_rope_style == model::RopeStyle::kNeox) {

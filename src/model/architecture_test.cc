@@ -13,7 +13,7 @@ TEST(Architecture, NamesAreTheModelIdSpecs) {
   std::vector<std::string> names;
   for (const ArchitectureTraits& t : kArchitectureTraits) names.emplace_back(t.name);
   EXPECT_EQ(names, (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3",
-                                             "gemma3", "gemma2"}));
+                                             "gemma3", "gemma2", "phi3"}));
 }
 
 TEST(Architecture, EveryRowIsFoundByEachOfItsNames) {

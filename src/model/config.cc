@@ -25,6 +25,18 @@ Status ValidateRope(const std::string& prefix, double theta, const RopeScaling& 
   if (s.type != RopeScaling::Type::kNone && (!std::isfinite(s.factor) || s.factor <= 0)) {
     return Status::InvalidArgument(prefix + "rope_scaling factor must be finite and > 0");
   }
+  if (s.type == RopeScaling::Type::kLongRope) {
+    for (const std::vector<double>* f : {&s.short_factor, &s.long_factor}) {
+      for (double x : *f) {
+        if (!std::isfinite(x) || x <= 0) {
+          return Status::InvalidArgument(prefix + "longrope factors must be finite and > 0");
+        }
+      }
+    }
+    if (!std::isfinite(s.attention_factor) || s.attention_factor <= 0) {
+      return Status::InvalidArgument(prefix + "longrope attention_factor must be finite and > 0");
+    }
+  }
   if (s.type == RopeScaling::Type::kLlama3 &&
       (!(s.high_freq_factor > s.low_freq_factor) || s.low_freq_factor <= 0 ||
        s.original_max_positions == 0)) {
@@ -50,7 +62,7 @@ double ModelConfig::AttentionScale() const {
 bool ModelConfig::HasFamilyOptions() const {
   return !layers.empty() || activation != Activation::kSilu || norm_layout != NormLayout::kPre ||
          norm_unit_offset || scale_embedding || attention_scale != 0 || final_logit_softcap != 0 ||
-         attn_logit_softcap != 0;
+         attn_logit_softcap != 0 || rotary_dim != 0;
 }
 
 Status ModelConfig::Validate() const {
@@ -69,10 +81,24 @@ Status ModelConfig::Validate() const {
     return Status::InvalidArgument("head_dim " + std::to_string(head_dim()) +
                                    " must be even (RoPE rotates pairs)");
   }
+  if (rotary_dim % 2 != 0 || rotary_dim > head_dim()) {
+    return Status::InvalidArgument("rotary_dim " + std::to_string(rotary_dim) +
+                                   " must be even and at most head_dim " +
+                                   std::to_string(head_dim()));
+  }
   if (num_heads % num_kv_heads != 0) {
     return Status::InvalidArgument("num_heads " + std::to_string(num_heads) +
                                    " is not a multiple of num_kv_heads " +
                                    std::to_string(num_kv_heads));
+  }
+  for (const RopeScaling* s : {&rope_scaling}) {
+    if (s->type == RopeScaling::Type::kLongRope &&
+        (s->short_factor.size() != RotaryDim() / 2 || s->long_factor.size() != RotaryDim() / 2)) {
+      return Status::InvalidArgument(
+          "longrope short_factor and long_factor need " + std::to_string(RotaryDim() / 2) +
+          " entries, one per rotated pair (got " + std::to_string(s->short_factor.size()) +
+          " and " + std::to_string(s->long_factor.size()) + ")");
+    }
   }
   if (!layers.empty() && layers.size() != num_layers) {
     return Status::InvalidArgument("per-layer settings for " + std::to_string(layers.size()) +
@@ -121,11 +147,12 @@ uint64_t ModelConfig::ParameterCount() const {
 }
 
 std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {
-  return RopeInverseFrequencies(c.head_dim(), c.rope_theta, c.rope_scaling);
+  return RopeInverseFrequencies(c.RotaryDim(), c.rope_theta, c.rope_scaling);
 }
 
-std::vector<double> RopeInverseFrequencies(uint64_t head_dim, double rope_theta,
+std::vector<double> RopeInverseFrequencies(uint64_t rotary_dim, double rope_theta,
                                            const RopeScaling& s) {
+  const uint64_t head_dim = rotary_dim;  // the exponent's denominator
   const uint64_t pairs = head_dim / 2;
   std::vector<double> inv(pairs);
   for (uint64_t p = 0; p < pairs; ++p) {
@@ -147,9 +174,16 @@ std::vector<double> RopeInverseFrequencies(uint64_t head_dim, double rope_theta,
         f = (1 - smooth) * f / s.factor + smooth * f;
       }
     }
+    if (s.type == RopeScaling::Type::kLongRope) {
+      f /= (s.use_long ? s.long_factor : s.short_factor).at(p);
+    }
     inv[p] = f;
   }
   return inv;
+}
+
+double RopeAttentionFactor(const RopeScaling& s) {
+  return s.type == RopeScaling::Type::kLongRope ? s.attention_factor : 1.0;
 }
 
 ModelConfig WorkedExampleConfig() { return ModelConfig{}; }

@@ -104,8 +104,10 @@ struct Decoder::Weights {
   std::vector<float> final_norm;
   Linear head;  // the embedding again when tied
   // RoPE's inverse frequencies, one table per distinct (base, scaling) of
-  // the layers (two for Gemma 3's local and global layers), one per pair.
+  // the layers (two for Gemma 3's local and global layers), one per pair,
+  // and what each table's cos and sin are multiplied by (longrope).
   std::vector<std::vector<double>> ropes;
+  std::vector<double> rope_scales;
 
   Weights(const Model& m, backend::Backend* b)
       : embedding(m.weights().embedding, b),
@@ -123,7 +125,8 @@ struct Decoder::Weights {
       }
       if (rope == rope_of.size()) {
         rope_of.push_back(lc);
-        ropes.push_back(RopeInverseFrequencies(c.head_dim(), lc.rope_theta, lc.rope_scaling));
+        ropes.push_back(RopeInverseFrequencies(c.RotaryDim(), lc.rope_theta, lc.rope_scaling));
+        rope_scales.push_back(RopeAttentionFactor(lc.rope_scaling));
       }
       layers.push_back(Layer{Norm(c, l.attn_norm), Norm(c, l.post_attn_norm), Norm(c, l.ffn_norm),
                              Norm(c, l.post_ffn_norm), Values(l.bq), Values(l.bk), Values(l.bv),
@@ -178,24 +181,25 @@ template <typename AttendFn>
 Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend) const {
   const ModelConfig& c = config_;
   const Weights& w = *weights_;
-  const uint64_t d = c.hidden_size, hd = c.head_dim(), half = hd / 2;
+  const uint64_t d = c.hidden_size, hd = c.head_dim(), half = c.RotaryDim() / 2;
   const uint64_t rows = plan.tokens.size(), qs = c.q_size(), kvs = c.kv_size();
   const auto eps = static_cast<float>(c.norm_eps);
   const bool neox = c.rope_style == RopeStyle::kNeox;
 
-  // RoPE angles per row and table, shared by the layers of that table.
-  // Computed in double and rounded once, so this decoder and the float64
-  // reference rotate by the same angles.
+  // RoPE angles per row and table (half = the rotated pairs of a head), shared by the layers of
+  // that table. Computed in double and rounded once, so this decoder and the float64 reference
+  // rotate by the same angles.
   std::vector<std::vector<float>> cos(w.ropes.size()), sin(w.ropes.size());
   for (size_t t = 0; t < w.ropes.size(); ++t) {
     const std::vector<double>& inv_freq = w.ropes[t];
+    const double scale = w.rope_scales[t];
     cos[t].resize(rows * half);
     sin[t].resize(rows * half);
     for (uint64_t r = 0; r < rows; ++r) {
       for (uint64_t p = 0; p < half; ++p) {
         const double theta = static_cast<double>(plan.positions[r]) * inv_freq[p];
-        cos[t][r * half + p] = static_cast<float>(std::cos(theta));
-        sin[t][r * half + p] = static_cast<float>(std::sin(theta));
+        cos[t][r * half + p] = static_cast<float>(std::cos(theta) * scale);
+        sin[t][r * half + p] = static_cast<float>(std::sin(theta) * scale);
       }
     }
   }

@@ -82,6 +82,18 @@ class Sha256 {
   std::unique_ptr<EVP_MD_CTX, Free> ctx_;
 };
 
+// Longrope's factors, only for longrope (older ids stand).
+void HashLongRope(Sha256& h, const RopeScaling& s) {
+  if (s.type != RopeScaling::Type::kLongRope) return;
+  h.Str("longrope/1");
+  for (const std::vector<double>* f : {&s.short_factor, &s.long_factor}) {
+    h.U64(f->size());
+    for (double x : *f) h.F64(x);
+  }
+  h.F64(s.attention_factor);
+  h.U64(s.use_long ? 1 : 0);
+}
+
 }  // namespace
 
 ModelWeights InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
@@ -145,6 +157,7 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
   h.F64(c.rope_scaling.low_freq_factor);
   h.F64(c.rope_scaling.high_freq_factor);
   h.U64(c.rope_scaling.original_max_positions);
+  HashLongRope(h, c.rope_scaling);
   if (c.HasFamilyOptions()) {  // absent before families had options: older ids stand
     h.Str("family-options/1");
     h.U64(c.layers.size());
@@ -156,6 +169,7 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
       h.F64(l.rope_scaling.low_freq_factor);
       h.F64(l.rope_scaling.high_freq_factor);
       h.U64(l.rope_scaling.original_max_positions);
+      HashLongRope(h, l.rope_scaling);
     }
     h.U64(static_cast<uint64_t>(c.activation));
     h.U64(static_cast<uint64_t>(c.norm_layout));
@@ -164,6 +178,10 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
     h.F64(c.attention_scale);
     h.F64(c.final_logit_softcap);
     h.F64(c.attn_logit_softcap);
+    if (c.rotary_dim != 0) {  // later than the block: only where set
+      h.Str("rotary_dim");
+      h.U64(c.rotary_dim);
+    }
   }
   ForEachTensor(c, w, [&](const std::string& name, const std::vector<uint64_t>&, const Tensor& t) {
     h.Str(name);

@@ -2,8 +2,9 @@
 the families whose block is not Llama's: Gemma 3 (sandwich norms with
 (1 + w) gains, GeGLU, a scaled embedding, QK-norm, query_pre_attn_scalar,
 and sliding-window layers between global ones, each kind with its own RoPE
-base) and Gemma 2 (the same block without QK-norm, alternating windows on
-one RoPE, soft-capped attention scores and logits).
+base), Gemma 2 (the same block without QK-norm, alternating windows on
+one RoPE, soft-capped attention scores and logits) and Phi-3 (fused qkv and
+gate_up projections, partial rotary embeddings, a sliding window).
 
 transformers builds the model (Gemma3ForCausalLM, eager attention, float32)
 and writes it with save_pretrained; the same weights also go into a GGUF
@@ -59,6 +60,27 @@ def gemma2(layers=5, seed=0, attn_cap=2.0, final_cap=1.5):
     return randomize(transformers.Gemma2ForCausalLM(cfg), seed)
 
 
+def phi3(partial=0.5, window=WINDOW, seed=0, longrope=None, max_positions=256):
+    """longrope: None, or the original context length: factors drawn at
+    random, max_positions / original the scaling factor."""
+    rope = {"rope_type": "default", "rope_theta": 100.0}
+    original = max_positions
+    if longrope is not None:
+        original = longrope
+        pairs = int(16 * partial) // 2
+        rng = np.random.default_rng(seed + 100)
+        rope = {"rope_type": "longrope", "rope_theta": 100.0,
+                "short_factor": rng.uniform(1.0, 2.0, pairs).tolist(),
+                "long_factor": rng.uniform(2.0, 8.0, pairs).tolist(),
+                "original_max_position_embeddings": original}
+    cfg = transformers.Phi3Config(
+        vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=max_positions,
+        original_max_position_embeddings=original, partial_rotary_factor=partial, pad_token_id=0,
+        sliding_window=window, rope_parameters=rope, attn_implementation="eager")
+    return randomize(transformers.Phi3ForCausalLM(cfg), seed)
+
+
 def gemma3(layer_types, query_pre_attn_scalar=24, seed=0, tie=True):
     cfg = transformers.Gemma3TextConfig(
         vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=len(layer_types),
@@ -102,6 +124,52 @@ def check(result, want, want_greedy):
     err = np.abs(got - want).max()
     assert err <= tol, f"max |folio - transformers| = {err:.3g} > {tol:.3g}"
     assert result["greedy"] == want_greedy
+
+
+def write_phi3_gguf(model, path):
+    """Phi-3 as llama.cpp's converter writes it: fused attn_qkv and ffn_up
+    (gate rows first), NeoX Q/K as they are, rope.dimension_count for the
+    partial rotation."""
+    import gguf
+    cfg = model.config
+    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    w = gguf.GGUFWriter(str(path), "phi3")
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    w.add_rope_dimension_count(int(head_dim * cfg.partial_rotary_factor))
+    if cfg.sliding_window:
+        w.add_uint32("phi3.attention.sliding_window", cfg.sliding_window)
+    rope = cfg.rope_parameters
+    if rope["rope_type"] == "longrope":
+        w.add_uint32("phi3.rope.scaling.original_context_length",
+                     rope["original_max_position_embeddings"])
+        w.add_tensor("rope_factors_long.weight", np.array(rope["long_factor"], np.float32))
+        w.add_tensor("rope_factors_short.weight", np.array(rope["short_factor"], np.float32))
+    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+             "self_attn.qkv_proj": "attn_qkv", "self_attn.o_proj": "attn_output",
+             "mlp.gate_up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    for name, p in model.state_dict().items():
+        x = p.detach().float().numpy().copy()
+        if name == "model.embed_tokens.weight":
+            gname = "token_embd.weight"
+        elif name == "model.norm.weight":
+            gname = "output_norm.weight"
+        elif name == "lm_head.weight":
+            gname = "output.weight"
+        else:
+            parts = name.split(".")
+            gname = f"blk.{parts[2]}.{names['.'.join(parts[3:-1])]}.weight"
+        w.add_tensor(gname, x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
 
 
 def write_gguf(model, path, pattern=None):
@@ -234,6 +302,69 @@ def test_gemma2_soft_caps_matter(tmp_path):
     uncapped.save_pretrained(tmp_path / "m", safe_serialization=True)
     check(run_folio(tmp_path / "m", ids), hf_logits(uncapped, ids),
           hf_greedy(uncapped, ids, GREEDY))
+
+
+@pytest.mark.parametrize("partial,window", [(0.5, WINDOW), (1.0, None)],
+                         ids=["partial-rotary-window", "full-rotary-global"])
+def test_phi3_folder_matches_transformers(tmp_path, partial, window):
+    model = phi3(partial, window)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    ids = prompt(model.config.vocab_size, seed=31)
+    check(run_folio(tmp_path / "m", ids, "--page-size", "4", "--prefill-chunk", "9"),
+          hf_logits(model, ids), hf_greedy(model, ids, GREEDY))
+
+
+def test_phi3_gguf_matches_transformers(tmp_path):
+    model = phi3(seed=2)
+    write_phi3_gguf(model, tmp_path / "m.gguf")
+    ids = prompt(model.config.vocab_size, seed=37)
+    check(run_folio(tmp_path / "m.gguf", ids), hf_logits(model, ids),
+          hf_greedy(model, ids, GREEDY))
+
+
+def test_phi3_longrope_short_factors_match_transformers(tmp_path):
+    # The model's context is the original one: both use the short factors
+    # (and an attention factor of 1) at every length.
+    model = phi3(longrope=256, seed=8)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    ids = prompt(model.config.vocab_size, seed=41)
+    check(run_folio(tmp_path / "m", ids, "--page-size", "4"), hf_logits(model, ids),
+          hf_greedy(model, ids, GREEDY))
+
+
+def test_phi3_longrope_long_factors_match_transformers_past_the_original_length(tmp_path):
+    # A context 8x the original (16): folio takes the long factors and the
+    # attention factor sqrt(1 + ln 8 / ln 16) for every position;
+    # transformers does the same for a sequence longer than 16, which a
+    # 44-token prefill is (prompt logits only: its greedy loop would too).
+    model = phi3(longrope=16, max_positions=128, seed=10)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    ids = prompt(model.config.vocab_size, seed=43)
+    want = hf_logits(model, ids)
+    got = run_folio(tmp_path / "m", ids, "--prefill-chunk", "11")
+    check({"logits": got["logits"], "greedy": []}, want, [])
+    # The same file written as GGUF, the factors as llama.cpp's converter
+    # writes them (rope_factors_long/short tensors).
+    write_phi3_gguf(model, tmp_path / "m.gguf")
+    got = run_folio(tmp_path / "m.gguf", ids)
+    check({"logits": got["logits"], "greedy": []}, want, [])
+
+
+@pytest.mark.parametrize("key,value,named", [
+    ("intermediate_size", 80, "mlp.gate_up_proj.weight"),
+    ("num_key_value_heads", 4, "self_attn.qkv_proj.weight"),
+])
+def test_phi3_fused_tensor_of_the_wrong_shape_is_named(tmp_path, key, value, named):
+    model = phi3()
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    cfg_path = tmp_path / "m" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg[key] = value
+    cfg_path.write_text(json.dumps(cfg))
+    out = subprocess.run([FOLIO, "logits", "--model", str(tmp_path / "m"), "--tokens", "1,2"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert named in out.stderr, out.stderr
 
 
 def test_gemma3_legacy_config_keys(tmp_path):

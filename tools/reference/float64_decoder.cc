@@ -64,6 +64,7 @@ struct Float64Decoder::Weights {
         k_norm;
     Linear wq, wk, wv, wo, gate, up, down;
     std::vector<double> inv_freq;  // the layer's RoPE
+    double rope_scale;             // cos and sin times this (longrope)
   };
   Linear embedding;
   std::vector<Layer> layers;
@@ -86,7 +87,8 @@ struct Float64Decoder::Weights {
                 Norm(c, l.post_ffn_norm), values(l.bq), values(l.bk), values(l.bv),
                 Norm(c, l.q_norm), Norm(c, l.k_norm), Linear(l.wq), Linear(l.wk), Linear(l.wv),
                 Linear(l.wo), Linear(l.w_gate), Linear(l.w_up), Linear(l.w_down),
-                model::RopeInverseFrequencies(c.head_dim(), lc.rope_theta, lc.rope_scaling)});
+                model::RopeInverseFrequencies(c.RotaryDim(), lc.rope_theta, lc.rope_scaling),
+                model::RopeAttentionFactor(lc.rope_scaling)});
     }
   }
 
@@ -126,21 +128,21 @@ template <typename AttendFn>
 Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& attend) const {
   const model::ModelConfig& c = config_;
   const Weights& w = *weights_;
-  const uint64_t d = c.hidden_size, hd = c.head_dim(), half = hd / 2;
+  const uint64_t d = c.hidden_size, hd = c.head_dim(), half = c.RotaryDim() / 2;
   const uint64_t rows = plan.tokens.size(), qs = c.q_size(), kvs = c.kv_size();
   const double eps = c.norm_eps;
   const bool neox = c.rope_style == model::RopeStyle::kNeox;
 
   // RoPE angles per row and layer, as model::Decoder computes them (in
   // double).
-  auto rope = [&](std::vector<double>& y, const std::vector<double>& inv_freq) {
+  auto rope = [&](std::vector<double>& y, const std::vector<double>& inv_freq, double scale) {
     const uint64_t width = y.size() / rows;
     std::vector<double> cos(half), sin(half);
     for (uint64_t r = 0; r < rows; ++r) {
       for (uint64_t p = 0; p < half; ++p) {
         const double theta = static_cast<double>(plan.positions[r]) * inv_freq[p];
-        cos[p] = std::cos(theta);
-        sin[p] = std::sin(theta);
+        cos[p] = std::cos(theta) * scale;
+        sin[p] = std::sin(theta) * scale;
       }
       ops::Rope<double>(Row(y, r, width), hd, cos, sin, neox);
     }
@@ -179,8 +181,8 @@ Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& 
     add_bias(v, lw.bv);
     norm_if(q, lw.q_norm);
     norm_if(k, lw.k_norm);
-    rope(q, lw.inv_freq);
-    rope(k, lw.inv_freq);
+    rope(q, lw.inv_freq, lw.rope_scale);
+    rope(k, lw.inv_freq, lw.rope_scale);
     FOLIO_RETURN_IF_ERROR(attend(layer, std::span<const double>(q), std::span<const double>(k),
                                  std::span<const double>(v), std::span<double>(attn)));
     lw.wo.Apply(attn, rows, delta);

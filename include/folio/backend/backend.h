@@ -88,7 +88,8 @@ class Backend {
   // Per row of x ([rows, gain.size()]): out = x / rms(x) * gain.
   virtual void RmsNorm(std::span<const float> x, std::span<const float> gain, float eps,
                        std::span<float> out) = 0;
-  // Rotates each head_dim-wide head of x's row r by angles cos/sin [rows, head_dim / 2].
+  // Rotates each head_dim-wide head of x's row r by angles cos/sin [rows,
+  // pairs]: the first 2 * pairs features of each head (ops::Rope).
   virtual void Rope(std::span<float> x, uint64_t rows, uint64_t head_dim,
                     std::span<const float> cos, std::span<const float> sin, bool neox) = 0;
   // gate = silu(gate) * up, element-wise.

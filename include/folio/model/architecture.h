@@ -39,7 +39,19 @@ enum class RopeStyle : uint8_t { kInterleaved, kNeox };
 //   kGemma2: Gemma 2 (Gemma2ForCausalLM): Gemma 3's block without QK-norm,
 //     alternating sliding and global layers on one RoPE, and soft-capped
 //     attention scores and logits.
-enum class Architecture : uint8_t { kFolio, kLlama, kMistral, kQwen2, kQwen3, kGemma3, kGemma2 };
+//   kPhi3: Phi-3, Phi-3.5 and Phi-4-mini (Phi3ForCausalLM): Llama's block
+//     with fused q/k/v and gate/up projections (split at load), optional
+//     partial rotary embeddings and a sliding window.
+enum class Architecture : uint8_t {
+  kFolio,
+  kLlama,
+  kMistral,
+  kQwen2,
+  kQwen3,
+  kGemma3,
+  kGemma2,
+  kPhi3
+};
 
 // Whether an architecture fixes one of the decoder's options.
 enum class Fixed : uint8_t {
@@ -88,6 +100,10 @@ struct ArchitectureTraits {
   uint64_t gguf_width_scaled_layers = 0;
   // Attention-score and final-logit soft-caps (Gemma 2); refused otherwise.
   bool softcaps = false;
+  // Files store q/k/v as one qkv projection and gate/up as one gate_up
+  // (gate rows first) — Hugging Face's qkv_proj / gate_up_proj, GGUF's
+  // attn_qkv / ffn_up — which the loaders split by rows (Phi-3).
+  bool fused_projections = false;
 };
 
 // The table, indexed by Architecture.
@@ -180,6 +196,17 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
      .local_rope_base = 0,
      .gguf_width_scaled_layers = 46,
      .softcaps = true},
+    {.architecture = Architecture::kPhi3,
+     .name = "phi3",
+     .hf_class = "Phi3ForCausalLM",
+     .gguf_name = "phi3",
+     .gguf_rope_style = RopeStyle::kNeox,
+     .hf_native = true,
+     .attention_bias = Fixed::kOff,
+     .qk_norm = Fixed::kOff,
+     .hf_sliding_window_default = true,
+     .hf_window_per_layer = false,
+     .fused_projections = true},
 };
 inline constexpr size_t kNumArchitectures = std::size(kArchitectureTraits);
 
@@ -194,6 +221,7 @@ constexpr bool IsArchitecture(Architecture a) {
     case Architecture::kQwen3:
     case Architecture::kGemma3:
     case Architecture::kGemma2:
+    case Architecture::kPhi3:
       return true;
   }
   return false;

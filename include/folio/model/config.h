@@ -25,15 +25,30 @@
 namespace folio::model {
 
 // Frequency scaling of RoPE (Hugging Face's rope_scaling).
+//
+// kLongRope (Phi-3.5, Phi-4-mini; "su" before it): pair p's frequency is
+// divided by short_factor[p] or long_factor[p], and cos and sin are
+// multiplied by attention_factor. Hugging Face switches to the long
+// factors while the sequence is longer than original_max_positions, which
+// would rotate a cached key differently from the same key recomputed;
+// folio decides once per model, as llama.cpp does per context: the long
+// factors when the model's context (max_positions) exceeds
+// original_max_positions (use_long, set by the loaders), else the short.
 struct RopeScaling {
-  enum class Type : uint8_t { kNone, kLinear, kLlama3 };
+  enum class Type : uint8_t { kNone, kLinear, kLlama3, kLongRope };
   Type type = Type::kNone;
   double factor = 1.0;
-  double low_freq_factor = 1.0;            // llama3
-  double high_freq_factor = 4.0;           // llama3
-  uint64_t original_max_positions = 8192;  // llama3
+  double low_freq_factor = 1.0;                   // llama3
+  double high_freq_factor = 4.0;                  // llama3
+  uint64_t original_max_positions = 8192;         // llama3, longrope
+  std::vector<double> short_factor, long_factor;  // longrope: one per rotated pair
+  double attention_factor = 1.0;                  // longrope
+  bool use_long = false;                          // longrope
   friend bool operator==(const RopeScaling&, const RopeScaling&) = default;
 };
+
+// What cos and sin are multiplied by (longrope's attention_factor; else 1).
+double RopeAttentionFactor(const RopeScaling& scaling);
 
 // What may differ between layers.
 struct LayerConfig {
@@ -80,6 +95,9 @@ struct ModelConfig {
   double final_logit_softcap = 0.0;
   // Attention scores (after the scale) likewise (Gemma 2); 0 = none.
   double attn_logit_softcap = 0.0;
+  // RoPE rotates the first rotary_dim features of each head, the rest pass
+  // through (partial rotary embeddings, Phi-4-mini); 0 = all of head_dim.
+  uint64_t rotary_dim = 0;
 
   // Layer i's window and RoPE (i < num_layers).
   LayerConfig Layer(uint64_t i) const;
@@ -92,6 +110,7 @@ struct ModelConfig {
   uint64_t head_dim() const {
     return explicit_head_dim != 0 ? explicit_head_dim : hidden_size / num_heads;
   }
+  uint64_t RotaryDim() const { return rotary_dim != 0 ? rotary_dim : head_dim(); }
   uint64_t q_size() const { return num_heads * head_dim(); }
   uint64_t kv_size() const { return num_kv_heads * head_dim(); }
 
@@ -101,7 +120,7 @@ struct ModelConfig {
   // rope_theta or norm_eps not finite and > 0; vocab beyond int32; sizes so
   // large the parameter count overflows; `layers` neither empty nor one per
   // layer, or a layer's RoPE invalid; attention_scale or a soft-cap negative
-  // or not finite.
+  // or not finite; rotary_dim odd or beyond head_dim.
   Status Validate() const;
 
   // The number of parameters (norm gains included).
@@ -110,12 +129,13 @@ struct ModelConfig {
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
 
-// The inverse frequencies of RoPE, one per rotated pair (head_dim / 2),
+// The inverse frequencies of RoPE, one per rotated pair (RotaryDim() / 2),
 // with the config's scaling applied, in double: the angle of pair p at
 // position pos is pos * inv_freq[p].
 std::vector<double> RopeInverseFrequencies(const ModelConfig& config);
-// The same for a layer's own RoPE base and scaling.
-std::vector<double> RopeInverseFrequencies(uint64_t head_dim, double rope_theta,
+// The same for a layer's own RoPE base and scaling, over rotary_dim
+// features.
+std::vector<double> RopeInverseFrequencies(uint64_t rotary_dim, double rope_theta,
                                            const RopeScaling& scaling);
 
 // The page-table chapter's worked example (docs/design.md, "The worked example"):

@@ -42,13 +42,16 @@ void RmsNorm(std::span<const T> x, std::span<const T> gain, T eps, std::span<T> 
 }
 
 // Rotates every head of x: [num_heads, head_dim] by the angles whose cosines
-// and sines are given per pair (head_dim / 2 of each). Interleaved pairs are
-// (2p, 2p+1); NeoX pairs are (p, p + head_dim/2), Hugging Face's rotate_half.
+// and sines are given per pair. The first 2 * cos.size() features of a head
+// rotate (all of them, or fewer: partial rotary embeddings, as Phi-4-mini's),
+// the rest pass through. Interleaved pairs are (2p, 2p+1); NeoX pairs are
+// (p, p + half) with half = cos.size(), Hugging Face's rotate_half on the
+// rotated part.
 template <typename T>
 void Rope(std::span<T> x, size_t head_dim, std::span<const T> cos, std::span<const T> sin,
           bool neox) {
-  const size_t half = head_dim / 2;
-  FOLIO_DCHECK(cos.size() == half && sin.size() == half && x.size() % head_dim == 0);
+  const size_t half = cos.size();
+  FOLIO_DCHECK(2 * half <= head_dim && sin.size() == half && x.size() % head_dim == 0);
   for (size_t h = 0; h < x.size(); h += head_dim) {
     for (size_t p = 0; p < half; ++p) {
       const size_t i = h + (neox ? p : 2 * p);
@@ -74,11 +77,14 @@ void SwiGlu(std::span<T> gate, std::span<const T> up) {
 }
 
 // GELU with the tanh approximation (PyTorch's approximate="tanh", Hugging
-// Face's gelu_pytorch_tanh): z/2 (1 + tanh(sqrt(2/pi) (z + 0.044715 z^3))).
+// Face's gelu_pytorch_tanh): z/2 (1 + tanh(u)), u = sqrt(2/pi) (z +
+// 0.044715 z^3), computed as the same function's better-conditioned form
+// z / (1 + exp(-2u)): for negative z, 1 + tanh(u) cancels (at z = -7 it
+// keeps two correct digits even in double), the exponential does not.
 template <typename T>
 T GeluTanh(T z) {
   const T k = T(0.79788456080286535588);  // sqrt(2 / pi)
-  return T(0.5) * z * (T(1) + std::tanh(k * (z + T(0.044715) * z * z * z)));
+  return z / (T(1) + std::exp(T(-2) * k * (z + T(0.044715) * z * z * z)));
 }
 
 // out[i] = gelu_tanh(gate[i]) * up[i], in place on gate (GeGLU).
