@@ -38,6 +38,7 @@ std::string GgufTensorName(const std::string& hf, model::NormLayout layout) {
       {"self_attn.o_proj.weight", "attn_output.weight"},
       {"self_attn.qkv_proj.weight", "attn_qkv.weight"},  // fused (Phi-3)
       {"mlp.gate_up_proj.weight", "ffn_up.weight"},      // fused (Phi-3): gate rows, then up
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},        // a mixture's router
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
@@ -230,6 +231,29 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
       return Status::Unimplemented(key("rope.scaling.type") + " \"" + type + "\"");
     }
   }
+  if (f.Has(key("expert_count")) || t.moe) {
+    // A mixture of experts (qwen3moe; llama files of Mixtral). llama.cpp
+    // renormalises the chosen experts' weights for both.
+    if (!f.Has(key("expert_count"))) {
+      return Status::NotFound("missing key " + key("expert_count") + " (" + arch +
+                              " is a mixture of experts)");
+    }
+    FOLIO_ASSIGN_OR_RETURN(c.num_experts, f.GetUint(key("expert_count")));
+    if (c.num_experts != 0) {
+      if (!f.Has(key("expert_used_count"))) {
+        return Status::NotFound("missing key " + key("expert_used_count"));
+      }
+      FOLIO_ASSIGN_OR_RETURN(c.experts_per_token, f.GetUint(key("expert_used_count")));
+      c.expert_ffn_size = c.ffn_size;
+      if (f.Has(key("expert_feed_forward_length"))) {
+        FOLIO_ASSIGN_OR_RETURN(c.expert_ffn_size, f.GetUint(key("expert_feed_forward_length")));
+      }
+      c.norm_topk_prob = true;
+      for (const char* k : {"expert_shared_count", "expert_weights_scale", "expert_gating_func"}) {
+        if (f.Has(key(k))) return Status::Unimplemented(key(k) + " (shared or scaled experts)");
+      }
+    }
+  }
   if (t.window_period != 0) {
     FOLIO_RETURN_IF_ERROR(InterleavedLayersFromGguf(f, arch, t, c));
   } else if (f.Has(key("attention.sliding_window"))) {
@@ -286,11 +310,15 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
   ForEachTensor(
       *config, weights, [&](const std::string& hf_name, const std::vector<uint64_t>&, Tensor& t) {
         if (!status.ok()) return;
-        const std::optional<FusedPart> part = FusedPartOf(*config, hf_name);
-        const std::string name = GgufTensorName(part ? part->stored : hf_name, config->norm_layout);
+        // A fused projection or one expert: rows of a larger tensor.
+        const std::optional<GgufPart> gp = GgufPartOf(*config, hf_name);
+        const std::optional<FusedPart> part =
+            gp ? std::optional<FusedPart>(FusedPart{gp->name, gp->first_row, gp->rows})
+               : std::nullopt;
+        const std::string name = gp ? gp->name : GgufTensorName(hf_name, config->norm_layout);
         if (part) {
           if (auto f = fused.find(name); f != fused.end()) {
-            Result<Tensor> slice = RowSlice(f->second, *part, FusedRows(*config, *part), name);
+            Result<Tensor> slice = RowSlice(f->second, *part, gp->total_rows, name);
             if (!slice) {
               status = slice.error().WithContext(path.string());
               return;
@@ -321,7 +349,7 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
         unused.erase(it);
         if (part) {
           fused.emplace(name, t);
-          Result<Tensor> slice = RowSlice(t, *part, FusedRows(*config, *part), name);
+          Result<Tensor> slice = RowSlice(t, *part, gp->total_rows, name);
           if (!slice) {
             status = slice.error().WithContext(path.string());
             return;

@@ -56,6 +56,16 @@ std::optional<FusedPart> FusedPartOf(const ModelConfig& config, const std::strin
 // bytes and owner; errors name `name` when t's shape or size is not that.
 Result<Tensor> RowSlice(const Tensor& t, const FusedPart& part, uint64_t total_rows,
                         const std::string& name);
+// The stored name of a tensor ForEachTensor names, in a Hugging Face
+// folder of the model's family (Mixtral's block_sparse_moe names).
+std::string HfStoredName(const ModelConfig& config, const std::string& hf_name);
+// Where a GGUF file keeps a tensor that is part of a larger one: a fused
+// projection (Phi-3) or one expert of the stacked ffn_*_exps tensors.
+struct GgufPart {
+  std::string name;  // the GGUF tensor holding it
+  uint64_t first_row, rows, total_rows;
+};
+std::optional<GgufPart> GgufPartOf(const ModelConfig& config, const std::string& hf_name);
 // The rows of a fused tensor: q + 2 kv, or 2 ffn.
 inline uint64_t FusedRows(const ModelConfig& c, const FusedPart& part) {
   return part.stored.ends_with("qkv_proj.weight") ? c.q_size() + 2 * c.kv_size() : 2 * c.ffn_size;

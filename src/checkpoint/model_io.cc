@@ -1,6 +1,6 @@
 // SaveModel and LoadModel for folders: config.json + safetensors (folio's
 // own format and Hugging Face Llama, Mistral, Qwen2, Qwen3, Gemma 2,
-// Gemma 3 and Phi-3 checkpoints).
+// Gemma 3, Phi-3, Qwen3-MoE and Mixtral checkpoints).
 // GGUF files are in gguf_loader.cc.
 #include <cmath>
 #include <fstream>
@@ -410,6 +410,35 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
   bool mlp_bias = false;
   FOLIO_RETURN_IF_ERROR(r.Bool("mlp_bias", mlp_bias, false));
   if (mlp_bias) return Status::Unimplemented("mlp_bias true");
+  if (t.moe) {
+    // The experts: num_local_experts (transformers 5) or num_experts, the
+    // chosen few, their width (Mixtral's intermediate_size is it), and
+    // whether the chosen weights are renormalised (always, in Mixtral).
+    const char* count = r.Has("num_local_experts") ? "num_local_experts" : "num_experts";
+    FOLIO_RETURN_IF_ERROR(r.U64(count, c.num_experts));
+    FOLIO_RETURN_IF_ERROR(r.U64("num_experts_per_tok", c.experts_per_token));
+    if (t.hf_mixtral_names) {
+      c.expert_ffn_size = c.ffn_size;
+      c.norm_topk_prob = true;
+    } else {
+      FOLIO_RETURN_IF_ERROR(r.U64("moe_intermediate_size", c.expert_ffn_size));
+      c.norm_topk_prob = false;  // Qwen3MoeConfig's default
+      FOLIO_RETURN_IF_ERROR(r.Bool("norm_topk_prob", c.norm_topk_prob, false));
+      uint64_t step = 1;
+      FOLIO_RETURN_IF_ERROR(r.U64("decoder_sparse_step", step, false));
+      if (step != 1) {
+        return Status::Unimplemented("decoder_sparse_step " + std::to_string(step) +
+                                     " (dense layers between mixtures)");
+      }
+      if (r.Has("mlp_only_layers") &&
+          !(j["mlp_only_layers"].is_array() && j["mlp_only_layers"].empty())) {
+        return Status::Unimplemented("mlp_only_layers (dense layers between mixtures)");
+      }
+    }
+    if (r.Has("shared_expert_intermediate_size")) {
+      return Status::Unimplemented("shared_expert_intermediate_size (shared experts)");
+    }
+  }
   if (t.window_period != 0) {
     if (!j.contains("tie_word_embeddings")) c.tie_embeddings = true;  // Gemma's default
     FOLIO_RETURN_IF_ERROR(InterleavedLayersFromJson(j, t, c));
@@ -590,7 +619,7 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
                 [&](const std::string& name, const std::vector<uint64_t>&, Tensor& t) {
                   if (!status.ok()) return;
                   const std::optional<FusedPart> part = FusedPartOf(*config, name);
-                  const std::string& stored = part ? part->stored : name;
+                  const std::string stored = part ? part->stored : HfStoredName(*config, name);
                   auto it = found.find(stored);
                   if (it == found.end()) {
                     status = Status::NotFound(dir.string() + ": missing tensor " + stored);

@@ -13,7 +13,7 @@ TEST(Architecture, NamesAreTheModelIdSpecs) {
   std::vector<std::string> names;
   for (const ArchitectureTraits& t : kArchitectureTraits) names.emplace_back(t.name);
   EXPECT_EQ(names, (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3",
-                                             "gemma3", "gemma2", "phi3"}));
+                                             "gemma3", "gemma2", "phi3", "qwen3moe", "mixtral"}));
 }
 
 TEST(Architecture, EveryRowIsFoundByEachOfItsNames) {

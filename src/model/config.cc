@@ -62,7 +62,7 @@ double ModelConfig::AttentionScale() const {
 bool ModelConfig::HasFamilyOptions() const {
   return !layers.empty() || activation != Activation::kSilu || norm_layout != NormLayout::kPre ||
          norm_unit_offset || scale_embedding || attention_scale != 0 || final_logit_softcap != 0 ||
-         attn_logit_softcap != 0 || rotary_dim != 0;
+         attn_logit_softcap != 0 || rotary_dim != 0 || num_experts != 0;
 }
 
 Status ModelConfig::Validate() const {
@@ -80,6 +80,13 @@ Status ModelConfig::Validate() const {
   if (head_dim() % 2 != 0) {
     return Status::InvalidArgument("head_dim " + std::to_string(head_dim()) +
                                    " must be even (RoPE rotates pairs)");
+  }
+  if (num_experts != 0 &&
+      (experts_per_token == 0 || experts_per_token > num_experts || expert_ffn_size == 0)) {
+    return Status::InvalidArgument(
+        "a mixture of " + std::to_string(num_experts) + " experts needs experts_per_token in [1, " +
+        std::to_string(num_experts) + "] (got " + std::to_string(experts_per_token) +
+        ") and an expert width (got " + std::to_string(expert_ffn_size) + ")");
   }
   if (rotary_dim % 2 != 0 || rotary_dim > head_dim()) {
     return Status::InvalidArgument("rotary_dim " + std::to_string(rotary_dim) +
@@ -127,7 +134,9 @@ Status ModelConfig::Validate() const {
   }
   // Every tensor is at most vocab*hidden, hidden*ffn or hidden*hidden; the
   // whole count must fit comfortably in size_t arithmetic.
-  const auto per_layer = CheckedProduct({hidden_size, 2 * q_size() + 2 * kv_size() + 3 * ffn_size});
+  const auto dense = CheckedProduct({hidden_size, 2 * q_size() + 2 * kv_size() + 3 * ffn_size});
+  const auto experts = CheckedProduct({hidden_size, num_experts, 4, expert_ffn_size});
+  const auto per_layer = dense && experts ? CheckedAdd(*dense, *experts) : std::nullopt;
   const auto all_layers = per_layer ? CheckedMul(*per_layer, num_layers) : std::nullopt;
   const auto embed = CheckedProduct({2, vocab_size, hidden_size});
   if (!all_layers || !embed || !CheckedAdd(*all_layers, *embed) ||
@@ -143,6 +152,10 @@ uint64_t ModelConfig::ParameterCount() const {
   if (attention_bias) per_layer += q_size() + 2 * kv_size();
   if (qk_norm) per_layer += 2 * head_dim();
   if (norm_layout == NormLayout::kSandwich) per_layer += 2 * d;
+  if (num_experts != 0) {  // the router and every expert instead of one MLP
+    per_layer =
+        per_layer - 3 * d * ffn_size + num_experts * d + num_experts * 3 * d * expert_ffn_size;
+  }
   return vocab_size * d * (tie_embeddings ? 1 : 2) + num_layers * per_layer + d;
 }
 

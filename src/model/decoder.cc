@@ -95,9 +95,11 @@ struct Decoder::Weights {
   struct Layer {
     std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm, bq, bk, bv, q_norm,
         k_norm;
-    Linear wq, wk, wv, wo, gate, up, down;
+    Linear wq, wk, wv, wo;
     uint64_t window;  // the layer's sliding window; 0 = global
     size_t rope;      // its table in `ropes`
+    // A dense MLP (gate, up, down), or a router and experts (one entry each).
+    std::vector<Linear> mlp, router, expert_gate, expert_up, expert_down;
   };
   Linear embedding;
   std::vector<Layer> layers;
@@ -128,11 +130,37 @@ struct Decoder::Weights {
         ropes.push_back(RopeInverseFrequencies(c.RotaryDim(), lc.rope_theta, lc.rope_scaling));
         rope_scales.push_back(RopeAttentionFactor(lc.rope_scaling));
       }
-      layers.push_back(Layer{Norm(c, l.attn_norm), Norm(c, l.post_attn_norm), Norm(c, l.ffn_norm),
-                             Norm(c, l.post_ffn_norm), Values(l.bq), Values(l.bk), Values(l.bv),
-                             Norm(c, l.q_norm), Norm(c, l.k_norm), Linear(l.wq, b), Linear(l.wk, b),
-                             Linear(l.wv, b), Linear(l.wo, b), Linear(l.w_gate, b),
-                             Linear(l.w_up, b), Linear(l.w_down, b), lc.window, rope});
+      layers.push_back(Layer{Norm(c, l.attn_norm),
+                             Norm(c, l.post_attn_norm),
+                             Norm(c, l.ffn_norm),
+                             Norm(c, l.post_ffn_norm),
+                             Values(l.bq),
+                             Values(l.bk),
+                             Values(l.bv),
+                             Norm(c, l.q_norm),
+                             Norm(c, l.k_norm),
+                             Linear(l.wq, b),
+                             Linear(l.wk, b),
+                             Linear(l.wv, b),
+                             Linear(l.wo, b),
+                             lc.window,
+                             rope,
+                             {},
+                             {},
+                             {},
+                             {},
+                             {}});
+      Layer& layer = layers.back();
+      if (c.IsMoe()) {
+        layer.router.emplace_back(l.router, b);
+        for (uint64_t e = 0; e < c.num_experts; ++e) {
+          layer.expert_gate.emplace_back(l.expert_gate[e], b);
+          layer.expert_up.emplace_back(l.expert_up[e], b);
+          layer.expert_down.emplace_back(l.expert_down[e], b);
+        }
+      } else {
+        for (const Tensor* t : {&l.w_gate, &l.w_up, &l.w_down}) layer.mlp.emplace_back(*t, b);
+      }
     }
   }
 
@@ -172,6 +200,83 @@ Status Decoder::CheckTokens(std::span<const int32_t> tokens, uint64_t batch) con
       return Status::OutOfRange("token " + std::to_string(i) + " has id " +
                                 std::to_string(tokens[i]) + " outside vocabulary [0, " +
                                 std::to_string(config_.vocab_size) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// A mixture of experts on rows h [rows, hidden] into out [rows, hidden]:
+// the router's softmax (f32, as Hugging Face computes it), each row's
+// experts_per_token most probable experts (ties to the lower index), their
+// probabilities (renormalised when norm_topk_prob); then, per expert, the
+// rows that chose it as one matrix product (llama.cpp's mul_mat_id), read
+// once for the step; a row's output is the sum of its experts' outputs
+// times their weights, in increasing expert order. Every row's bits
+// depend on that row alone (the matmuls are row-independent), so batch
+// composition, chunking and threads change nothing.
+Status Decoder::Experts(const Weights& w, uint64_t layer, std::span<const float> h, uint64_t rows,
+                        std::span<float> out) const {
+  const Weights::Layer& lw = w.layers[layer];
+  const ModelConfig& c = config_;
+  backend::Backend* const be = backend_.get();
+  const uint64_t n_exp = c.num_experts, k = c.experts_per_token, f = c.expert_ffn_size;
+  const uint64_t d = c.hidden_size;
+  std::vector<float> logits(rows * n_exp);
+  FOLIO_RETURN_IF_ERROR(lw.router[0].Apply(h, rows, logits, be));
+  std::vector<float> weight(rows * k);
+  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> routed(n_exp);  // (row, slot)
+  std::vector<float> probs(n_exp);
+  std::vector<uint32_t> order(n_exp);
+  for (uint64_t r = 0; r < rows; ++r) {
+    const std::span<const float> l = std::span<const float>(logits).subspan(r * n_exp, n_exp);
+    const float top = *std::max_element(l.begin(), l.end());
+    float sum = 0;
+    for (uint64_t e = 0; e < n_exp; ++e) sum += probs[e] = std::exp(l[e] - top);
+    for (uint64_t e = 0; e < n_exp; ++e) probs[e] /= sum;
+    std::iota(order.begin(), order.end(), 0u);
+    std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k), order.end(),
+                      [&](uint32_t a, uint32_t b) {
+                        return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
+                      });
+    // The row's experts in increasing index: the order their outputs add.
+    std::sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k));
+    float total = 0;
+    for (uint64_t s = 0; s < k; ++s) total += probs[order[s]];
+    for (uint64_t s = 0; s < k; ++s) {
+      weight[r * k + s] = c.norm_topk_prob ? probs[order[s]] / total : probs[order[s]];
+      routed[order[s]].emplace_back(static_cast<uint32_t>(r), static_cast<uint32_t>(s));
+    }
+  }
+  std::vector<float> ys(rows * k * d);  // each (row, slot)'s expert output
+  std::vector<float> xe, ge, ue, ye;
+  for (uint64_t e = 0; e < n_exp; ++e) {
+    const uint64_t n = routed[e].size();
+    if (n == 0) continue;
+    xe.resize(n * d);
+    for (uint64_t i = 0; i < n; ++i) {
+      std::copy_n(h.begin() + static_cast<ptrdiff_t>(routed[e][i].first * d), d,
+                  xe.begin() + static_cast<ptrdiff_t>(i * d));
+    }
+    ge.resize(n * f);
+    ue.resize(n * f);
+    ye.resize(n * d);
+    FOLIO_RETURN_IF_ERROR(ApplyLinears<2>({&lw.expert_gate[e], &lw.expert_up[e]}, xe, n,
+                                          {std::span<float>(ge), std::span<float>(ue)}, be));
+    be->SwiGlu(ge, ue);
+    FOLIO_RETURN_IF_ERROR(lw.expert_down[e].Apply(ge, n, ye, be));
+    for (uint64_t i = 0; i < n; ++i) {
+      const auto [r, s] = routed[e][i];
+      std::copy_n(ye.begin() + static_cast<ptrdiff_t>(i * d), d,
+                  ys.begin() + static_cast<ptrdiff_t>((r * k + s) * d));
+    }
+  }
+  for (uint64_t r = 0; r < rows; ++r) {
+    std::span<float> o = out.subspan(r * d, d);
+    std::fill(o.begin(), o.end(), 0.0f);
+    for (uint64_t s = 0; s < k; ++s) {
+      const float wt = weight[r * k + s];
+      const float* y = ys.data() + (r * k + s) * d;
+      for (uint64_t i = 0; i < d; ++i) o[i] += y[i] * wt;
     }
   }
   return Status::Ok();
@@ -248,18 +353,22 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend) 
     norm_if(delta, lw.post_attn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
     rms_norm(x, lw.ffn_norm, h);
-    const Status gate_up = ApplyLinears<2>({&lw.gate, &lw.up}, h, rows,
-                                           {std::span<float>(gate), std::span<float>(up)}, be);
-    FOLIO_RETURN_IF_ERROR(gate_up);
-    switch (c.activation) {
-      case Activation::kSilu:
-        be->SwiGlu(gate, up);
-        break;
-      case Activation::kGeluTanh:
-        be->GeGlu(gate, up);
-        break;
+    if (c.IsMoe()) {
+      FOLIO_RETURN_IF_ERROR(Experts(w, layer, h, rows, delta));
+    } else {
+      const Status gate_up = ApplyLinears<2>({&lw.mlp[0], &lw.mlp[1]}, h, rows,
+                                             {std::span<float>(gate), std::span<float>(up)}, be);
+      FOLIO_RETURN_IF_ERROR(gate_up);
+      switch (c.activation) {
+        case Activation::kSilu:
+          be->SwiGlu(gate, up);
+          break;
+        case Activation::kGeluTanh:
+          be->GeGlu(gate, up);
+          break;
+      }
+      FOLIO_RETURN_IF_ERROR(lw.mlp[2].Apply(gate, rows, delta, be));
     }
-    FOLIO_RETURN_IF_ERROR(lw.down.Apply(gate, rows, delta, be));
     norm_if(delta, lw.post_ffn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
   }

@@ -112,9 +112,18 @@ ModelWeights InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
     l.wk = XavierUniform(rng, d, c.kv_size());
     l.wv = XavierUniform(rng, d, c.kv_size());
     l.wo = XavierUniform(rng, c.q_size(), d);
-    l.w_gate = XavierUniform(rng, d, c.ffn_size);
-    l.w_up = XavierUniform(rng, d, c.ffn_size);
-    l.w_down = XavierUniform(rng, c.ffn_size, d);
+    if (c.IsMoe()) {
+      l.router = XavierUniform(rng, d, c.num_experts);
+      for (uint64_t e = 0; e < c.num_experts; ++e) {
+        l.expert_gate.push_back(XavierUniform(rng, d, c.expert_ffn_size));
+        l.expert_up.push_back(XavierUniform(rng, d, c.expert_ffn_size));
+        l.expert_down.push_back(XavierUniform(rng, c.expert_ffn_size, d));
+      }
+    } else {
+      l.w_gate = XavierUniform(rng, d, c.ffn_size);
+      l.w_up = XavierUniform(rng, d, c.ffn_size);
+      l.w_down = XavierUniform(rng, c.ffn_size, d);
+    }
     // A unit gain: 1, or 0 where gains are stored as an offset from 1.
     const double unit = c.norm_unit_offset ? 0.0 : 1.0;
     l.attn_norm = Filled(d, unit);
@@ -181,6 +190,11 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
     if (c.rotary_dim != 0) {  // later than the block: only where set
       h.Str("rotary_dim");
       h.U64(c.rotary_dim);
+    }
+    if (c.num_experts != 0) {
+      h.Str("experts");
+      for (uint64_t v : {c.num_experts, c.experts_per_token, c.expert_ffn_size}) h.U64(v);
+      h.U64(c.norm_topk_prob ? 1 : 0);
     }
   }
   ForEachTensor(c, w, [&](const std::string& name, const std::vector<uint64_t>&, const Tensor& t) {
@@ -290,8 +304,11 @@ Result<ModelWeights> QuantizeMatrices(const ModelWeights& w, ops::WeightType typ
     t.owner = std::move(data);
   };
   for (LayerWeights& l : out.layers) {
-    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      convert(*t);
+    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router}) {
+      if (!t->empty()) convert(*t);
+    }
+    for (std::vector<Tensor>* experts : {&l.expert_gate, &l.expert_up, &l.expert_down}) {
+      for (Tensor& t : *experts) convert(t);
     }
   }
   convert(out.embedding);

@@ -81,6 +81,80 @@ def phi3(partial=0.5, window=WINDOW, seed=0, longrope=None, max_positions=256):
     return randomize(transformers.Phi3ForCausalLM(cfg), seed)
 
 
+def qwen3moe(norm_topk_prob=True, seed=0):
+    cfg = transformers.Qwen3MoeConfig(
+        vocab_size=320, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        num_experts=8, num_experts_per_tok=2, norm_topk_prob=norm_topk_prob,
+        max_position_embeddings=256, rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        attn_implementation="eager")
+    return randomize(transformers.Qwen3MoeForCausalLM(cfg), seed)
+
+
+def mixtral(seed=0):
+    cfg = transformers.MixtralConfig(
+        vocab_size=320, hidden_size=64, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
+        max_position_embeddings=256, rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        attn_implementation="eager")
+    return randomize(transformers.MixtralForCausalLM(cfg), seed)
+
+
+def write_moe_gguf(model, path):
+    """Qwen3-MoE as llama.cpp's converter writes it: the router as
+    ffn_gate_inp, each projection's experts stacked into one 3-D
+    ffn_{gate,up,down}_exps tensor."""
+    import gguf
+    cfg = model.config
+    w = gguf.GGUFWriter(str(path), "qwen3moe")
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    w.add_expert_count(cfg.num_experts)
+    w.add_expert_used_count(cfg.num_experts_per_tok)
+    w.add_uint32("qwen3moe.expert_feed_forward_length", cfg.moe_intermediate_size)
+    sd = {k: v.detach().float().numpy().copy() for k, v in model.state_dict().items()}
+    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+             "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+             "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+             "mlp.gate": "ffn_gate_inp"}
+    f = cfg.moe_intermediate_size
+    for name, x in sd.items():
+        if name == "model.embed_tokens.weight":
+            w.add_tensor("token_embd.weight", x)
+        elif name == "model.norm.weight":
+            w.add_tensor("output_norm.weight", x)
+        elif name == "lm_head.weight":
+            w.add_tensor("output.weight", x)
+        elif ".experts." in name:
+            continue  # stacked below
+        else:
+            parts = name.split(".")
+            w.add_tensor(f"blk.{parts[2]}.{names['.'.join(parts[3:-1])]}.weight", x)
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}.mlp.experts."
+        if p + "gate_up_proj" in sd:  # transformers' fused 3-D form
+            gate_up = sd[p + "gate_up_proj"]
+            gate, up, down = gate_up[:, :f], gate_up[:, f:], sd[p + "down_proj"]
+        else:
+            stack = lambda r: np.stack([sd[f"{p}{j}.{r}.weight"] for j in range(cfg.num_experts)])
+            gate, up, down = stack("gate_proj"), stack("up_proj"), stack("down_proj")
+        for role, x in (("gate", gate), ("up", up), ("down", down)):
+            w.add_tensor(f"blk.{i}.ffn_{role}_exps.weight", np.ascontiguousarray(x))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def gemma3(layer_types, query_pre_attn_scalar=24, seed=0, tie=True):
     cfg = transformers.Gemma3TextConfig(
         vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=len(layer_types),
@@ -365,6 +439,32 @@ def test_phi3_fused_tensor_of_the_wrong_shape_is_named(tmp_path, key, value, nam
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert named in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("norm", [True, False], ids=["norm-topk", "raw-topk"])
+def test_qwen3moe_folder_matches_transformers(tmp_path, norm):
+    model = qwen3moe(norm, seed=12)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    ids = prompt(model.config.vocab_size, seed=47)
+    want, want_greedy = hf_logits(model, ids), hf_greedy(model, ids, GREEDY)
+    for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
+        check(run_folio(tmp_path / "m", ids, *extra), want, want_greedy)
+
+
+def test_qwen3moe_gguf_matches_transformers(tmp_path):
+    model = qwen3moe(True, seed=14)
+    write_moe_gguf(model, tmp_path / "m.gguf")
+    ids = prompt(model.config.vocab_size, seed=53)
+    check(run_folio(tmp_path / "m.gguf", ids), hf_logits(model, ids),
+          hf_greedy(model, ids, GREEDY))
+
+
+def test_mixtral_folder_matches_transformers(tmp_path):
+    model = mixtral(seed=16)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    ids = prompt(model.config.vocab_size, seed=59)
+    check(run_folio(tmp_path / "m", ids, "--page-size", "4", "--prefill-chunk", "7"),
+          hf_logits(model, ids), hf_greedy(model, ids, GREEDY))
 
 
 def test_gemma3_legacy_config_keys(tmp_path):

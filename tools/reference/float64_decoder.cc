@@ -22,8 +22,11 @@ std::span<double> Row(std::vector<double>& v, uint64_t row, uint64_t width) {
 // matvec.
 class Linear {
  public:
+  // An empty tensor (a mixture's absent dense MLP) gives an empty layer.
   explicit Linear(const model::Tensor& t)
-      : values_(t.ToDoubles()), rows_(t.shape.at(0)), cols_(t.shape.at(1)) {}
+      : values_(t.empty() ? std::vector<double>() : t.ToDoubles()),
+        rows_(t.empty() ? 0 : t.shape.at(0)),
+        cols_(t.empty() ? 0 : t.shape.at(1)) {}
   void Apply(std::span<const double> x, uint64_t num_rows, std::span<double> y) const {
     for (uint64_t r = 0; r < num_rows; ++r) {
       ops::MatVec<double>(values_, x.subspan(r * cols_, cols_), y.subspan(r * rows_, rows_));
@@ -65,6 +68,7 @@ struct Float64Decoder::Weights {
     Linear wq, wk, wv, wo, gate, up, down;
     std::vector<double> inv_freq;  // the layer's RoPE
     double rope_scale;             // cos and sin times this (longrope)
+    std::vector<Linear> router, expert_gate, expert_up, expert_down;  // a mixture of experts
   };
   Linear embedding;
   std::vector<Layer> layers;
@@ -83,12 +87,37 @@ struct Float64Decoder::Weights {
       const model::LayerWeights& l = m.weights().layers[i];
       const model::LayerConfig lc = c.Layer(i);
       layers.push_back(
-          Layer{Norm(c, l.attn_norm), Norm(c, l.post_attn_norm), Norm(c, l.ffn_norm),
-                Norm(c, l.post_ffn_norm), values(l.bq), values(l.bk), values(l.bv),
-                Norm(c, l.q_norm), Norm(c, l.k_norm), Linear(l.wq), Linear(l.wk), Linear(l.wv),
-                Linear(l.wo), Linear(l.w_gate), Linear(l.w_up), Linear(l.w_down),
+          Layer{Norm(c, l.attn_norm),
+                Norm(c, l.post_attn_norm),
+                Norm(c, l.ffn_norm),
+                Norm(c, l.post_ffn_norm),
+                values(l.bq),
+                values(l.bk),
+                values(l.bv),
+                Norm(c, l.q_norm),
+                Norm(c, l.k_norm),
+                Linear(l.wq),
+                Linear(l.wk),
+                Linear(l.wv),
+                Linear(l.wo),
+                Linear(l.w_gate),
+                Linear(l.w_up),
+                Linear(l.w_down),
                 model::RopeInverseFrequencies(c.RotaryDim(), lc.rope_theta, lc.rope_scaling),
-                model::RopeAttentionFactor(lc.rope_scaling)});
+                model::RopeAttentionFactor(lc.rope_scaling),
+                {},
+                {},
+                {},
+                {}});
+      if (c.IsMoe()) {
+        Layer& layer = layers.back();
+        layer.router.emplace_back(l.router);
+        for (uint64_t e = 0; e < c.num_experts; ++e) {
+          layer.expert_gate.emplace_back(l.expert_gate[e]);
+          layer.expert_up.emplace_back(l.expert_up[e]);
+          layer.expert_down.emplace_back(l.expert_down[e]);
+        }
+      }
     }
   }
 
@@ -189,6 +218,43 @@ Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& 
     norm_if(delta, lw.post_attn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
     rms_norm(x, lw.ffn_norm, h);
+    if (c.IsMoe()) {
+      // Row by row: softmax, the best experts_per_token (ties to the lower
+      // index), their outputs summed in increasing expert order.
+      const uint64_t n_exp = c.num_experts, top_k = c.experts_per_token, f = c.expert_ffn_size;
+      std::vector<double> logit(n_exp), g(f), u(f), y(d);
+      std::vector<uint32_t> order(n_exp);
+      for (uint64_t r = 0; r < rows; ++r) {
+        const std::span<const double> hr = Row(h, r, d);
+        lw.router[0].Apply(hr, 1, logit);
+        const double top = *std::max_element(logit.begin(), logit.end());
+        double sum = 0;
+        for (double& l : logit) sum += (l = std::exp(l - top));
+        for (double& l : logit) l /= sum;
+        for (uint32_t e = 0; e < n_exp; ++e) order[e] = e;
+        std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(top_k), order.end(),
+                          [&](uint32_t a, uint32_t b) {
+                            return logit[a] > logit[b] || (logit[a] == logit[b] && a < b);
+                          });
+        std::sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(top_k));
+        double total = 0;
+        for (uint64_t s = 0; s < top_k; ++s) total += logit[order[s]];
+        std::span<double> o = Row(delta, r, d);
+        std::fill(o.begin(), o.end(), 0.0);
+        for (uint64_t s = 0; s < top_k; ++s) {
+          const uint32_t e = order[s];
+          lw.expert_gate[e].Apply(hr, 1, g);
+          lw.expert_up[e].Apply(hr, 1, u);
+          ops::SwiGlu<double>(g, u);
+          lw.expert_down[e].Apply(g, 1, y);
+          const double wt = c.norm_topk_prob ? logit[e] / total : logit[e];
+          for (uint64_t i = 0; i < d; ++i) o[i] += wt * y[i];
+        }
+      }
+      norm_if(delta, lw.post_ffn_norm);
+      for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+      continue;
+    }
     lw.gate.Apply(h, rows, gate);
     lw.up.Apply(h, rows, up);
     switch (c.activation) {

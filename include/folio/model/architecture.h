@@ -42,6 +42,10 @@ enum class RopeStyle : uint8_t { kInterleaved, kNeox };
 //   kPhi3: Phi-3, Phi-3.5 and Phi-4-mini (Phi3ForCausalLM): Llama's block
 //     with fused q/k/v and gate/up projections (split at load), optional
 //     partial rotary embeddings and a sliding window.
+//   kQwen3Moe: Qwen3's block with a mixture of experts for its MLP.
+//   kMixtral: Mistral's block with a mixture of experts (Hugging Face's
+//     MixtralForCausalLM; GGUF files of it say "llama" and load as kLlama
+//     with experts).
 enum class Architecture : uint8_t {
   kFolio,
   kLlama,
@@ -50,7 +54,9 @@ enum class Architecture : uint8_t {
   kQwen3,
   kGemma3,
   kGemma2,
-  kPhi3
+  kPhi3,
+  kQwen3Moe,
+  kMixtral
 };
 
 // Whether an architecture fixes one of the decoder's options.
@@ -104,6 +110,13 @@ struct ArchitectureTraits {
   // (gate rows first) — Hugging Face's qkv_proj / gate_up_proj, GGUF's
   // attn_qkv / ffn_up — which the loaders split by rows (Phi-3).
   bool fused_projections = false;
+  // A mixture of experts in every layer (config.json's expert keys are
+  // read; GGUF files say so with expert_count in any architecture).
+  bool moe = false;
+  // Hugging Face names the experts block_sparse_moe.{gate, experts.j.w1
+  // (gate), w3 (up), w2 (down)} (Mixtral) rather than mlp.{gate,
+  // experts.j.{gate,up,down}_proj}.
+  bool hf_mixtral_names = false;
 };
 
 // The table, indexed by Architecture.
@@ -207,6 +220,29 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
      .hf_sliding_window_default = true,
      .hf_window_per_layer = false,
      .fused_projections = true},
+    {.architecture = Architecture::kQwen3Moe,
+     .name = "qwen3moe",
+     .hf_class = "Qwen3MoeForCausalLM",
+     .gguf_name = "qwen3moe",
+     .gguf_rope_style = RopeStyle::kNeox,
+     .hf_native = true,
+     .attention_bias = Fixed::kNo,
+     .qk_norm = Fixed::kAlways,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = true,
+     .moe = true},
+    {.architecture = Architecture::kMixtral,
+     .name = "mixtral",
+     .hf_class = "MixtralForCausalLM",
+     .gguf_name = "",
+     .gguf_rope_style = RopeStyle::kInterleaved,
+     .hf_native = true,
+     .attention_bias = Fixed::kOff,
+     .qk_norm = Fixed::kOff,
+     .hf_sliding_window_default = true,
+     .hf_window_per_layer = false,
+     .moe = true,
+     .hf_mixtral_names = true},
 };
 inline constexpr size_t kNumArchitectures = std::size(kArchitectureTraits);
 
@@ -222,6 +258,8 @@ constexpr bool IsArchitecture(Architecture a) {
     case Architecture::kGemma3:
     case Architecture::kGemma2:
     case Architecture::kPhi3:
+    case Architecture::kQwen3Moe:
+    case Architecture::kMixtral:
       return true;
   }
   return false;

@@ -98,6 +98,16 @@ struct ModelConfig {
   // RoPE rotates the first rotary_dim features of each head, the rest pass
   // through (partial rotary embeddings, Phi-4-mini); 0 = all of head_dim.
   uint64_t rotary_dim = 0;
+  // Mixture of experts (Mixtral, Qwen3-MoE): every layer's MLP is
+  // num_experts SwiGLU experts of width expert_ffn_size (ffn_size is then
+  // unused); a router scores them per token (softmax over its logits), the
+  // experts_per_token best run, and their outputs are summed weighted by
+  // those probabilities (renormalised to sum to 1 when norm_topk_prob).
+  // 0 experts = a dense MLP.
+  uint64_t num_experts = 0;
+  uint64_t experts_per_token = 0;
+  uint64_t expert_ffn_size = 0;
+  bool norm_topk_prob = true;
 
   // Layer i's window and RoPE (i < num_layers).
   LayerConfig Layer(uint64_t i) const;
@@ -111,6 +121,7 @@ struct ModelConfig {
     return explicit_head_dim != 0 ? explicit_head_dim : hidden_size / num_heads;
   }
   uint64_t RotaryDim() const { return rotary_dim != 0 ? rotary_dim : head_dim(); }
+  bool IsMoe() const { return num_experts != 0; }
   uint64_t q_size() const { return num_heads * head_dim(); }
   uint64_t kv_size() const { return num_kv_heads * head_dim(); }
 
@@ -120,7 +131,8 @@ struct ModelConfig {
   // rope_theta or norm_eps not finite and > 0; vocab beyond int32; sizes so
   // large the parameter count overflows; `layers` neither empty nor one per
   // layer, or a layer's RoPE invalid; attention_scale or a soft-cap negative
-  // or not finite; rotary_dim odd or beyond head_dim.
+  // or not finite; rotary_dim odd or beyond head_dim; experts without
+  // experts_per_token in [1, num_experts] and an expert width.
   Status Validate() const;
 
   // The number of parameters (norm gains included).

@@ -105,6 +105,9 @@ class Decoder {
   // within the layer's sliding window (0 = global), into out.
   template <typename AttendFn>
   Result<std::vector<float>> Run(const RowPlan& plan, AttendFn&& attend) const;
+  // A layer's mixture of experts on rows h into out (decoder.cc).
+  Status Experts(const Weights& w, uint64_t layer, std::span<const float> h, uint64_t rows,
+                 std::span<float> out) const;
 
   std::shared_ptr<backend::Backend> backend_;
   ModelConfig config_;

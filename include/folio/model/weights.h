@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "folio/model/config.h"
@@ -33,6 +34,11 @@ struct LayerWeights {
   Tensor w_up;            // [ffn, hidden]
   Tensor w_down;          // [hidden, ffn]
   Tensor post_ffn_norm;   // [hidden]                NormLayout::kSandwich only
+  // A mixture of experts instead of w_gate, w_up, w_down:
+  Tensor router;                    // [num_experts, hidden]
+  std::vector<Tensor> expert_gate;  // num_experts x [expert_ffn, hidden]
+  std::vector<Tensor> expert_up;    // num_experts x [expert_ffn, hidden]
+  std::vector<Tensor> expert_down;  // num_experts x [hidden, expert_ffn]
 };
 
 struct ModelWeights {
@@ -44,9 +50,9 @@ struct ModelWeights {
 
 // Visits every tensor the config calls for, in the canonical order —
 // embedding, then per layer attn_norm, wq, wk, wv, (bq, bk, bv), (q_norm,
-// k_norm), wo, (post_attn_norm), ffn_norm, w_gate, w_up, w_down,
-// (post_ffn_norm), then final_norm and (untied only) lm_head — with its
-// Hugging Face name and expected shape. (The sandwich layout's names are
+// k_norm), wo, (post_attn_norm), ffn_norm, w_gate, w_up, w_down (or the
+// router and each expert's gate, up, down), (post_ffn_norm), then final_norm and (untied only)
+// lm_head — with its Hugging Face name and expected shape. (The sandwich layout's names are
 // Gemma's: its post_attention_layernorm is the norm after attention, and
 // the norm before the MLP is pre_feedforward_layernorm.) Save, load,
 // the model id and the decoder all walk this one list, so they cannot
@@ -82,9 +88,25 @@ void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
     } else {
       fn(p + "post_attention_layernorm.weight", Shape{d}, l.ffn_norm);
     }
-    fn(p + "mlp.gate_proj.weight", Shape{c.ffn_size, d}, l.w_gate);
-    fn(p + "mlp.up_proj.weight", Shape{c.ffn_size, d}, l.w_up);
-    fn(p + "mlp.down_proj.weight", Shape{d, c.ffn_size}, l.w_down);
+    if (c.IsMoe()) {
+      if constexpr (!std::is_const_v<W>) {  // a loader fills them
+        for (auto* experts : {&l.expert_gate, &l.expert_up, &l.expert_down}) {
+          experts->resize(c.num_experts);
+        }
+      }
+      const uint64_t f = c.expert_ffn_size;
+      fn(p + "mlp.gate.weight", Shape{c.num_experts, d}, l.router);
+      for (uint64_t e = 0; e < c.num_experts; ++e) {
+        const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
+        fn(x + "gate_proj.weight", Shape{f, d}, l.expert_gate.at(e));
+        fn(x + "up_proj.weight", Shape{f, d}, l.expert_up.at(e));
+        fn(x + "down_proj.weight", Shape{d, f}, l.expert_down.at(e));
+      }
+    } else {
+      fn(p + "mlp.gate_proj.weight", Shape{c.ffn_size, d}, l.w_gate);
+      fn(p + "mlp.up_proj.weight", Shape{c.ffn_size, d}, l.w_up);
+      fn(p + "mlp.down_proj.weight", Shape{d, c.ffn_size}, l.w_down);
+    }
     if (sandwich) fn(p + "post_feedforward_layernorm.weight", Shape{d}, l.post_ffn_norm);
   }
   fn(std::string("model.norm.weight"), Shape{d}, w.final_norm);
