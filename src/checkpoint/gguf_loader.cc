@@ -165,17 +165,12 @@ Status LongRopeFromGguf(const GgufFile& f, const std::string& arch,
   if (!f.Has(orig)) return Status::NotFound("missing key " + orig + " (longrope)");
   FOLIO_ASSIGN_OR_RETURN(s.original_max_positions, f.GetUint(orig));
   if (s.original_max_positions == 0) return Status::InvalidArgument(orig + " is 0");
-  s.factor = static_cast<double>(c.max_positions) / static_cast<double>(s.original_max_positions);
   if (f.Has(key("rope.scaling.attn_factor"))) {
     FOLIO_ASSIGN_OR_RETURN(s.attention_factor, f.GetFloat(key("rope.scaling.attn_factor")));
   } else {
-    s.attention_factor =
-        s.factor <= 1.0
-            ? 1.0
-            : std::sqrt(1.0 + std::log(s.factor) /
-                                  std::log(static_cast<double>(s.original_max_positions)));
+    s.attention_factor = 0;  // Hugging Face's default, below
   }
-  s.use_long = c.max_positions > s.original_max_positions;
+  model::SettleLongRope(c.max_positions, s);
   return Status::Ok();
 }
 

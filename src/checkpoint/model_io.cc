@@ -216,12 +216,8 @@ Status ParseRopeScaling(const json& j, RopeScaling& out) {
                                "\" (folio supports default, linear, llama3 and longrope)");
 }
 
-// Longrope's remaining fields, as Hugging Face's
-// _compute_longrope_parameters settles them: the original length from the
-// scaling object or the config's top level; factor = max_positions /
-// original; attention_factor, unless given, sqrt(1 + ln factor / ln
-// original) (1 when factor <= 1); and folio's one choice of list (the long
-// factors when the model's context exceeds the original length).
+// Longrope's original length from the scaling object or the config's top
+// level, then the rest settled (model::SettleLongRope).
 Status FinishLongRope(const json& j, uint64_t max_positions, RopeScaling& s) {
   if (s.type != RopeScaling::Type::kLongRope) return Status::Ok();
   if (s.original_max_positions == 0) {
@@ -231,15 +227,7 @@ Status FinishLongRope(const json& j, uint64_t max_positions, RopeScaling& s) {
   if (s.original_max_positions == 0) {
     return Status::InvalidArgument("\"original_max_position_embeddings\" must be > 0");
   }
-  s.factor = static_cast<double>(max_positions) / static_cast<double>(s.original_max_positions);
-  if (s.attention_factor == 0) {
-    s.attention_factor =
-        s.factor <= 1.0
-            ? 1.0
-            : std::sqrt(1.0 + std::log(s.factor) /
-                                  std::log(static_cast<double>(s.original_max_positions)));
-  }
-  s.use_long = max_positions > s.original_max_positions;
+  model::SettleLongRope(max_positions, s);
   return Status::Ok();
 }
 

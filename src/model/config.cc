@@ -195,6 +195,17 @@ std::vector<double> RopeInverseFrequencies(uint64_t rotary_dim, double rope_thet
   return inv;
 }
 
+void SettleLongRope(uint64_t max_positions, RopeScaling& s) {
+  if (s.type != RopeScaling::Type::kLongRope || s.original_max_positions == 0) return;
+  const auto original = static_cast<double>(s.original_max_positions);
+  s.factor = static_cast<double>(max_positions) / original;
+  if (!(s.attention_factor > 0)) {
+    s.attention_factor =
+        s.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(s.factor) / std::log(original));
+  }
+  s.use_long = max_positions > s.original_max_positions;
+}
+
 double RopeAttentionFactor(const RopeScaling& s) {
   return s.type == RopeScaling::Type::kLongRope ? s.attention_factor : 1.0;
 }

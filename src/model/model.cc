@@ -82,8 +82,14 @@ class Sha256 {
   std::unique_ptr<EVP_MD_CTX, Free> ctx_;
 };
 
-// Longrope's factors, only for longrope (older ids stand).
-void HashLongRope(Sha256& h, const RopeScaling& s) {
+// A RoPE scaling: its type and parameters, then longrope's factors only for
+// longrope (so older ids stand).
+void HashRopeScaling(Sha256& h, const RopeScaling& s) {
+  h.U64(static_cast<uint64_t>(s.type));
+  h.F64(s.factor);
+  h.F64(s.low_freq_factor);
+  h.F64(s.high_freq_factor);
+  h.U64(s.original_max_positions);
   if (s.type != RopeScaling::Type::kLongRope) return;
   h.Str("longrope/1");
   for (const std::vector<double>* f : {&s.short_factor, &s.long_factor}) {
@@ -161,24 +167,14 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
   h.U64(static_cast<uint64_t>(c.rope_style));
   h.F64(c.rope_theta);
   h.F64(c.norm_eps);
-  h.U64(static_cast<uint64_t>(c.rope_scaling.type));
-  h.F64(c.rope_scaling.factor);
-  h.F64(c.rope_scaling.low_freq_factor);
-  h.F64(c.rope_scaling.high_freq_factor);
-  h.U64(c.rope_scaling.original_max_positions);
-  HashLongRope(h, c.rope_scaling);
+  HashRopeScaling(h, c.rope_scaling);
   if (c.HasFamilyOptions()) {  // absent before families had options: older ids stand
     h.Str("family-options/1");
     h.U64(c.layers.size());
     for (const LayerConfig& l : c.layers) {
       h.U64(l.window);
       h.F64(l.rope_theta);
-      h.U64(static_cast<uint64_t>(l.rope_scaling.type));
-      h.F64(l.rope_scaling.factor);
-      h.F64(l.rope_scaling.low_freq_factor);
-      h.F64(l.rope_scaling.high_freq_factor);
-      h.U64(l.rope_scaling.original_max_positions);
-      HashLongRope(h, l.rope_scaling);
+      HashRopeScaling(h, l.rope_scaling);
     }
     h.U64(static_cast<uint64_t>(c.activation));
     h.U64(static_cast<uint64_t>(c.norm_layout));

@@ -104,18 +104,10 @@ def write_moe_gguf(model, path):
     """Qwen3-MoE as llama.cpp's converter writes it: the router as
     ffn_gate_inp, each projection's experts stacked into one 3-D
     ffn_{gate,up,down}_exps tensor."""
-    import gguf
     cfg = model.config
-    w = gguf.GGUFWriter(str(path), "qwen3moe")
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
+    w = gguf_writer(path, "qwen3moe", cfg)
     w.add_key_length(cfg.head_dim)
     w.add_value_length(cfg.head_dim)
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
     w.add_expert_count(cfg.num_experts)
     w.add_expert_used_count(cfg.num_experts_per_tok)
@@ -149,10 +141,7 @@ def write_moe_gguf(model, path):
             gate, up, down = stack("gate_proj"), stack("up_proj"), stack("down_proj")
         for role, x in (("gate", gate), ("up", up), ("down", down)):
             w.add_tensor(f"blk.{i}.ffn_{role}_exps.weight", np.ascontiguousarray(x))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def gemma3(layer_types, query_pre_attn_scalar=24, seed=0, tie=True):
@@ -200,14 +189,10 @@ def check(result, want, want_greedy):
     assert result["greedy"] == want_greedy
 
 
-def write_phi3_gguf(model, path):
-    """Phi-3 as llama.cpp's converter writes it: fused attn_qkv and ffn_up
-    (gate rows first), NeoX Q/K as they are, rope.dimension_count for the
-    partial rotation."""
+def gguf_writer(path, arch, cfg):
+    """A GGUFWriter with the keys every family's file carries."""
     import gguf
-    cfg = model.config
-    head_dim = cfg.hidden_size // cfg.num_attention_heads
-    w = gguf.GGUFWriter(str(path), "phi3")
+    w = gguf.GGUFWriter(str(path), arch)
     w.add_context_length(cfg.max_position_embeddings)
     w.add_embedding_length(cfg.hidden_size)
     w.add_block_count(cfg.num_hidden_layers)
@@ -215,6 +200,23 @@ def write_phi3_gguf(model, path):
     w.add_head_count(cfg.num_attention_heads)
     w.add_head_count_kv(cfg.num_key_value_heads)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    return w
+
+
+def finish(w):
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def write_phi3_gguf(model, path):
+    """Phi-3 as llama.cpp's converter writes it: fused attn_qkv and ffn_up
+    (gate rows first), NeoX Q/K as they are, rope.dimension_count for the
+    partial rotation."""
+    cfg = model.config
+    head_dim = cfg.hidden_size // cfg.num_attention_heads
+    w = gguf_writer(path, "phi3", cfg)
     w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
     w.add_rope_dimension_count(int(head_dim * cfg.partial_rotary_factor))
     if cfg.sliding_window:
@@ -240,10 +242,7 @@ def write_phi3_gguf(model, path):
             parts = name.split(".")
             gname = f"blk.{parts[2]}.{names['.'.join(parts[3:-1])]}.weight"
         w.add_tensor(gname, x)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def write_gguf(model, path, pattern=None):
@@ -251,17 +250,9 @@ def write_gguf(model, path, pattern=None):
     they are, norm gains + 1, f32 tensors. pattern: the per-layer bool
     array (True = sliding) of attention.sliding_window_pattern, or None to
     rely on the family's default period (6 for Gemma 3, 2 for Gemma 2)."""
-    import gguf
     cfg = model.config
     arch = cfg.model_type.replace("_text", "")
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_context_length(cfg.max_position_embeddings)
-    w.add_embedding_length(cfg.hidden_size)
-    w.add_block_count(cfg.num_hidden_layers)
-    w.add_feed_forward_length(cfg.intermediate_size)
-    w.add_head_count(cfg.num_attention_heads)
-    w.add_head_count_kv(cfg.num_key_value_heads)
-    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w = gguf_writer(path, arch, cfg)
     w.add_key_length(cfg.head_dim)
     w.add_value_length(cfg.head_dim)
     w.add_uint32(f"{arch}.attention.sliding_window", cfg.sliding_window)
@@ -299,10 +290,7 @@ def write_gguf(model, path, pattern=None):
             module = ".".join(parts[3:-1])
             gname = f"blk.{parts[2]}.{names[module]}.weight"
         w.add_tensor(gname, x)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 MIXED = ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]

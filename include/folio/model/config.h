@@ -50,6 +50,14 @@ struct RopeScaling {
 // What cos and sin are multiplied by (longrope's attention_factor; else 1).
 double RopeAttentionFactor(const RopeScaling& scaling);
 
+// Settles a longrope scaling once its factor lists and original length
+// (> 0) are read, as Hugging Face's _compute_longrope_parameters does:
+// factor = max_positions / original; attention_factor, unless given (> 0),
+// sqrt(1 + ln factor / ln original) (1 when factor <= 1); and folio's one
+// choice of list, the long one when max_positions exceeds the original.
+// The loaders of both formats call it. No-op for other types.
+void SettleLongRope(uint64_t max_positions, RopeScaling& scaling);
+
 // What may differ between layers.
 struct LayerConfig {
   // Sliding window W: the query at position p sees keys p - W < j <= p;
