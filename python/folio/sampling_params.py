@@ -13,6 +13,23 @@ temperature (1.0)           sampling temperature; 0 is greedy (argmax, ties
 top_k (-1; 0 also off)      top_k (0 = no limit)
 top_p (1.0)                 top_p, in (0, 1]
 min_p (0.0)                 min_p, in [0, 1] (declared)
+typical_p (1.0)             locally typical sampling, in [0, 1] (declared)
+top_n_sigma (0.0)           llama.cpp's top-n-sigma, in [0, 100] (declared)
+repetition_penalty (1.0)    HF's multiplicative penalty over prompt and
+                            output, in (0, 100] (declared)
+presence_penalty (0.0)      OpenAI's, over the output, in [-2, 2] (declared)
+frequency_penalty (0.0)     OpenAI's, over the output, in [-2, 2] (declared)
+penalty_last_n (-1)         the penalties' window (llama.cpp's; -1: all)
+logit_bias (None)           {token id: bias in [-100, 100]}, at most 300
+                            (declared)
+allowed_token_ids (None)    only these tokens can be selected (declared)
+bad_words (None)            words the output never completes (declared)
+min_tokens (0)              no end token or stop string before this many
+                            output tokens (declared)
+include_stop_str_in_output  keep the stop string that ended the text
+  (False)                   (declared)
+dry_* , xtc_*               llama.cpp's DRY and XTC (declared; see
+                            docs/request-params.md)
 seed (None)                 the request's own SplitMix64 stream; None draws
                             one from the engine's ``seed`` (LLM(seed=0)), so
                             a script's results repeat run to run
@@ -50,13 +67,16 @@ early_stopping (False)      beam search: True, False (HF's heuristic) or
 lists them, docs/request-params.md has the table): SamplingParams checks it
 against that declaration and passes it by name, as the HTTP server does.
 
-Sampling order (sampler.h): candidates sorted by logit, cut to top_k,
-weighted by exp((logit - max) / temperature), cut to top_p, then min_p,
-then one draw. Log-probabilities are those of the model's own distribution
-(log-softmax of the raw logits), as vLLM's default ``logprobs_mode``.
+Order (docs/sampling.md): the logits processors (allowed_token_ids,
+bad_words, min_tokens, logit_bias, repetition_penalty, presence and
+frequency penalties, DRY), then the sampler (top_n_sigma, top_k,
+temperature, top_p, min_p, typical_p, XTC) and one draw. Log-probabilities
+are those of the model's own distribution (log-softmax of the raw logits,
+before the processors), as vLLM's default ``logprobs_mode``.
 
 vLLM parameters folio does not implement are accepted only at their neutral
-value; any other value raises ValueError naming every such parameter.
+value; any other value raises ValueError naming every such parameter. A
+keyword that is not a field at all is a TypeError naming it.
 """
 from __future__ import annotations
 
@@ -69,22 +89,16 @@ from folio import _folio
 
 #: Log-prob alternatives the engine returns at most (sampling::kMaxTopLogprobs).
 MAX_LOGPROBS = 20
+#: Entries a logit_bias holds at most (sampling::kMaxLogitBias, OpenAI's limit).
+_MAX_LOGIT_BIAS = 300
 
 # vLLM parameters folio has no implementation for, with the values that
 # mean "off" (None also matches {} and []); anything else is refused by name.
 _NEUTRAL: Dict[str, Any] = {
-    "presence_penalty": 0.0,
-    "frequency_penalty": 0.0,
-    "repetition_penalty": 1.0,
-    "min_tokens": 0,
     "prompt_logprobs": None,
     "detokenize": True,
     "skip_special_tokens": True,
     "spaces_between_special_tokens": True,
-    "include_stop_str_in_output": False,
-    "logit_bias": None,
-    "allowed_token_ids": None,
-    "bad_words": None,
     "truncate_prompt_tokens": None,
 }
 
@@ -211,6 +225,18 @@ class SamplingParams:
     early_stopping: Union[bool, str] = False
     guided_decoding: Optional[Any] = None
     structured_outputs: Optional[Any] = None
+    # folio's parameters beyond vLLM's (llama.cpp's, and HF's typical_p),
+    # after vLLM's so that positional arguments keep vLLM's order.
+    typical_p: float = 1.0
+    top_n_sigma: float = 0.0
+    penalty_last_n: int = -1
+    dry_multiplier: float = 0.0
+    dry_base: float = 1.75
+    dry_allowed_length: int = 2
+    dry_penalty_last_n: int = -1
+    dry_sequence_breakers: Optional[List[str]] = None
+    xtc_probability: float = 0.0
+    xtc_threshold: float = 0.1
     # Normalised by __post_init__: stop as a list of strings.
     _stop_list: List[str] = field(default_factory=list, init=False, repr=False, compare=False)
 
@@ -303,6 +329,9 @@ class SamplingParams:
         every id the engine would stop on (the model's end ids included unless
         it ignores them), so it sets ignore_eos: nothing is to be added."""
         declared = {d["name"]: p[d["name"]] for d in _DECLARED if d["name"] in p}
+        for d in _DECLARED:  # JSON object keys are strings; the bias map's are token ids
+            if d["type"] == "token bias" and declared.get(d["name"]) is not None:
+                declared[d["name"]] = {int(k): v for k, v in declared[d["name"]].items()}
         stops = list(declared.get("stop_token_ids") or [])
         if not declared.get("ignore_eos", False):
             stops += [t for t in p.get("eos_token_ids", []) if t not in stops]
@@ -329,10 +358,30 @@ def _check_declared(row: Dict[str, Any], v: object) -> None:
     if v is None:
         return
     if kind == "number":
-        _check_number(name, v, row["lo"], row["hi"], low_open=False)
+        _check_number(name, v, row["lo"], row["hi"], low_open=row["lo_open"])
+    elif kind == "integer":
+        if not _is_int(v) or not row["lo"] <= v <= row["hi"]:
+            raise ValueError(f"{name} must be an integer in [{row['lo']:g}, {row['hi']:g}] "
+                             f"(got {v!r})")
     elif kind == "boolean":
         if v is not True and v is not False:
             raise ValueError(f"{name} must be True or False (got {v!r})")
+    elif kind == "token bias":
+        if not isinstance(v, Mapping) or len(v) > _MAX_LOGIT_BIAS:
+            raise ValueError(f"{name} must be a dict of at most {_MAX_LOGIT_BIAS} "
+                             f"token id -> bias entries (got {v!r:.200})")
+        for t, b in v.items():
+            if not _is_int(t) or t < 0:
+                raise ValueError(f"{name} keys must be token ids >= 0 (got {t!r})")
+            _check_number(f"{name}[{t}]", b, row["lo"], row["hi"], low_open=False)
+    elif kind == "strings":
+        items = list(v) if isinstance(v, (list, tuple)) else None
+        if items is None or len(items) > row["hi"]:
+            raise ValueError(f"{name} must be a list of at most {row['hi']:g} strings "
+                             f"(got {v!r:.200})")
+        for i, s in enumerate(items):
+            if not isinstance(s, str) or not s:
+                raise ValueError(f"{name}[{i}] must be a non-empty string (got {s!r})")
     else:  # token ids
         ids = list(v) if isinstance(v, (list, tuple)) else None
         if ids is None or len(ids) > row["hi"]:

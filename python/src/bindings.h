@@ -49,6 +49,9 @@ void BindLlm(nanobind::module_& m);
 // folio._folio.render_chat_template (chat.cc): a template's source rendered
 // by folio's Jinja engine, for folio.apply_chat_template.
 void BindChat(nanobind::module_& m);
+// folio._folio.apply_logits_processors and sampling_candidates
+// (sampling.cc): the sampling module on one row, for the oracle tests.
+void BindSampling(nanobind::module_& m);
 // FrontEnd: folio serve's request and response layers for a front end
 // whose engines run elsewhere (frontend.cc).
 void BindFrontEnd(nanobind::module_& m);

@@ -9,6 +9,7 @@
 // engine thread never touches Python.
 #include <Python.h>
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -81,6 +82,13 @@ void SetDeclared(engine::RequestParams& p, const nb::kwargs& given) {
     if constexpr (std::is_same_v<T, bool>) {
       if (!nb::isinstance<nb::bool_>(v)) {
         throw nb::type_error((std::string(info.name) + " must be a bool").c_str());
+      }
+    } else {
+      // Python's bool is an int: refuse it where a number is meant.
+      if (nb::isinstance<nb::bool_>(v)) {
+        throw nb::type_error(
+            (std::string(info.name) + " must be " + std::string(info.type) + ", not a bool")
+                .c_str());
       }
     }
     if (!nb::try_cast(v, member)) {
@@ -598,13 +606,15 @@ void BindLlm(nb::module_& m) {
           d["type"] = std::string(info.type);
           d["lo"] = info.lo;
           d["hi"] = info.hi;
+          d["lo_open"] = info.lo_open;
           d["doc"] = std::string(info.doc);
           out.append(d);
         }
         return out;
       },
       "The request parameters declared once in the engine (engine/request_params.h): "
-      "[{name, type ('number', 'boolean' or 'token ids'), lo, hi, doc}].");
+      "[{name, type ('number', 'integer', 'boolean', 'token ids', 'token bias' or 'strings'), "
+      "lo, hi, lo_open, doc}].");
 
   m.def(
       "page_hashes",

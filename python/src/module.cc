@@ -17,4 +17,5 @@ NB_MODULE(_folio, m) {
   folio::python::BindLlm(m);
   folio::python::BindChat(m);
   folio::python::BindFrontEnd(m);
+  folio::python::BindSampling(m);
 }

@@ -1,6 +1,7 @@
 #include "cli/engine_flags.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <type_traits>
 
@@ -71,15 +72,45 @@ void AddEngineFlags(CLI::App& cmd, serving::EngineArgs& a, const EngineFlagSet& 
 
 void AddRequestParamFlags(CLI::App& cmd, engine::RequestParams& params) {
   engine::ForEachRequestParam(params, [&cmd](const engine::RequestParamInfo& info, auto& member) {
-    const std::string flag = serving::ArgNames::Flag()(info.name);
+    const serving::ArgNames to_flag = serving::ArgNames::Flag();
+    std::string flag = to_flag(info.name);
+    for (const auto& [alias, declared] : engine::kRequestParamAliases) {
+      if (declared == info.name) flag += "," + to_flag(alias);
+    }
     const std::string doc(info.doc);
     using T = std::decay_t<decltype(member)>;
     if constexpr (std::is_same_v<T, bool>) {
       cmd.add_flag(flag, member, doc);
-    } else if constexpr (std::is_same_v<T, double>) {
+    } else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, int64_t>) {
       cmd.add_option(flag, member, doc);
-    } else {
+    } else if constexpr (std::is_same_v<T, engine::TokenIds>) {
       cmd.add_option(flag, member, doc + " (comma-separated)")->delimiter(',');
+    } else if constexpr (std::is_same_v<T, engine::LogitBias>) {
+      cmd.add_option_function<std::vector<std::string>>(
+             flag,
+             [&member, name = info.name](const std::vector<std::string>& items) {
+               for (const std::string& item : items) {
+                 const size_t eq = item.find('=');
+                 char* end = nullptr;
+                 const long id = eq == std::string::npos ? -1 : std::strtol(item.c_str(), &end, 10);
+                 const bool id_ok = eq != std::string::npos && id >= 0 && end == item.c_str() + eq;
+                 const std::string bias_text = id_ok ? item.substr(eq + 1) : std::string();
+                 char* bias_end = nullptr;
+                 const double bias = std::strtod(bias_text.c_str(), &bias_end);
+                 if (!id_ok || bias_text.empty() || *bias_end != '\0') {
+                   throw CLI::ValidationError(std::string(name),
+                                              "'" + item + "' is not TOKEN_ID=BIAS");
+                 }
+                 member[static_cast<int32_t>(id)] = bias;
+               }
+             },
+             doc + " (TOKEN_ID=BIAS, comma-separated)")
+          ->delimiter(',');
+    } else {
+      static_assert(std::is_same_v<T, engine::Strings>);
+      cmd.add_option(flag, member, doc + " (repeat the flag, one string each)")
+          ->expected(1)
+          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     }
   });
 }

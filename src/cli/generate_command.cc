@@ -163,11 +163,12 @@ int RunGenerate(const GenerateFlags& f) {
   const std::vector<int32_t> stops = engine::StopTokenIds(params);
   const bool end_token = finish == engine::FinishReason::kStop &&
                          std::find(stops.begin(), stops.end(), last) != stops.end();
-  const char* stop = end_token                                ? "end_token"
-                     : finish == engine::FinishReason::kStop  ? "grammar_complete"
-                     : finish == engine::FinishReason::kAbort ? "grammar_dead_end"
-                     : params.max_tokens < f.max_tokens       ? "capacity"
-                                                              : "max_tokens";
+  const char* stop = end_token                               ? "end_token"
+                     : finish == engine::FinishReason::kStop ? "grammar_complete"
+                     : finish == engine::FinishReason::kAbort
+                         ? (params.grammar ? "grammar_dead_end" : "every_token_banned")
+                     : params.max_tokens < f.max_tokens ? "capacity"
+                                                        : "max_tokens";
   if (end_token) --generated;  // the end token is not output
   std::cerr << "[" << prompt.size() << " prompt + " << generated << " generated tokens in "
             << seconds << " s, stop: " << stop << "]\n";

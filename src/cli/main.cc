@@ -14,7 +14,8 @@
 //   (JSON) folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON) folio
 //   bench serve      continuous batching: dense vs gather vs paged (JSON) folio bench kv-transfer
 //   export / encode / write / read / import of a KV cache (JSON) folio bench template   chat
-//   template render time (JSON) folio kv export|import|inspect  KV snapshots between processes
+//   template render time (JSON) folio bench sampling  logits processors' cost per token (JSON)
+//   folio kv export|import|inspect  KV snapshots between processes
 #include <CLI/CLI.hpp>
 #include <fstream>
 #include <iostream>
@@ -25,6 +26,7 @@
 #include "bench/kv_accuracy_bench.h"
 #include "bench/kv_transfer_bench.h"
 #include "bench/parallel_bench.h"
+#include "bench/sampling_bench.h"
 #include "bench/serve_bench.h"
 #include "bench/speculative_bench.h"
 #include "bench/template_bench.h"
@@ -106,6 +108,8 @@ int main(int argc, char** argv) {
   folio::bench::SpeculativeBenchOptions bench_speculative;
   CLI::App* bench_speculative_cmd =
       folio::bench::AddSpeculativeBenchCommand(*bench_cmd, bench_speculative);
+  folio::bench::SamplingBenchOptions bench_sampling;
+  CLI::App* bench_sampling_cmd = folio::bench::AddSamplingBenchCommand(*bench_cmd, bench_sampling);
   folio::bench::KvAccuracyBenchOptions bench_kv_accuracy;
   CLI::App* bench_kv_accuracy_cmd =
       folio::bench::AddKvAccuracyBenchCommand(*bench_cmd, bench_kv_accuracy);
@@ -129,6 +133,9 @@ int main(int argc, char** argv) {
   if (*bench_speculative_cmd) {
     return folio::bench::RunSpeculativeBench(bench_speculative,
                                              folio::bench::CommandLine(argc, argv));
+  }
+  if (*bench_sampling_cmd) {
+    return folio::bench::RunSamplingBench(bench_sampling, folio::bench::CommandLine(argc, argv));
   }
   if (*bench_kv_accuracy_cmd) {
     return folio::bench::RunKvAccuracyBench(bench_kv_accuracy,

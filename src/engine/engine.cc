@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "folio/core/checked_math.h"
@@ -95,6 +96,14 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
   if (!params.stop_strings.empty() && outputs_.tokenizer() == nullptr) {
     return Status::InvalidArgument("stop strings need an engine with a tokenizer");
   }
+  if (!params.bad_words.empty() && outputs_.tokenizer() == nullptr) {
+    return Status::InvalidArgument("bad_words need an engine with a tokenizer");
+  }
+  if (params.processors.dry.multiplier != 0.0 && outputs_.tokenizer() == nullptr) {
+    return Status::InvalidArgument(
+        "DRY (dry_multiplier > 0) needs an engine with a tokenizer: its sequence breakers are "
+        "text");
+  }
   if (params.grammar && outputs_.tokenizer() == nullptr) {
     return Status::InvalidArgument(
         "grammar (structured output) needs an engine with a tokenizer: the grammar constrains "
@@ -174,6 +183,28 @@ Status Engine::ValidateBeamSearch(const RequestParams& params) const {
                                    "scores the model's own log-probabilities: temperature, "
                                    "top_k, top_p and min_p must keep their defaults");
   }
+  // Every other declared parameter changes what is sampled, and beams are
+  // scored on the model's own log-probabilities: refused by name unless it
+  // keeps its default. The stop ids and ignore_eos end hypotheses, which
+  // beams honour.
+  std::string changed;
+  const RequestParams defaults;
+  ForEachRequestParam(params, [&](const RequestParamInfo& info, const auto& value) {
+    if (!changed.empty() || info.name == "stop_token_ids" || info.name == "ignore_eos") return;
+    bool same = true;
+    ForEachRequestParam(defaults, [&](const RequestParamInfo& d, const auto& neutral) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>,
+                                   std::decay_t<decltype(neutral)>>) {
+        if (d.name == info.name) same = value == neutral;
+      }
+    });
+    if (!same) changed = info.name;
+  });
+  if (!changed.empty()) {
+    return Status::InvalidArgument(what + "cannot apply " + changed +
+                                   ": beams are scored on the model's own log-probabilities, so "
+                                   "it must keep its default");
+  }
   if (!params.stop_strings.empty() || params.logprobs || params.top_logprobs != 0 ||
       params.prompt_logits || params.num_draft_tokens.value_or(0) != 0) {
     return Status::InvalidArgument(
@@ -207,7 +238,8 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
                                  {}});
     beam_request_[id] = id;
   } else {  // a beam search keeps its state in beams_, not in outputs_
-    outputs_.Add(id, outputs_.NewState(params));
+    FOLIO_ASSIGN_OR_RETURN(OutputProcessor::State state, outputs_.NewState(params));
+    outputs_.Add(id, std::move(state));
   }
   scheduler_.AddWaiting(std::move(s));
   return id;
@@ -274,7 +306,8 @@ Result<std::vector<StepOutput>> Engine::ForkAndSample(RequestId parent,
   std::vector<StepOutput> out;
   for (const RequestId id : ids) {
     const Sequence& s = scheduler_.sequence(id);
-    FOLIO_ASSIGN_OR_RETURN(StepOutput o, outputs_.Process(id, logits, s.num_output_tokens() + 1));
+    FOLIO_ASSIGN_OR_RETURN(StepOutput o,
+                           outputs_.Process(id, logits, s.num_output_tokens() + 1, s.tokens));
     if (!o.new_tokens.empty()) scheduler_.AppendToken(id, o.new_tokens.front());  // else aborted
     if (o.finish != FinishReason::kNone) {
       scheduler_.Finish(id);
@@ -428,6 +461,10 @@ Result<StepOutput> Engine::VerifyDraft(RequestId id, std::span<const float> logi
   const Sequence& s = scheduler_.sequence(id);
   const std::vector<int32_t> draft = s.draft;  // AcceptDraft clears it
   const uint64_t emitted_before = s.num_output_tokens();
+  // The sequence before each row's token: its tokens, then the draft tokens
+  // accepted so far (the processors of a draft position read exactly what
+  // plain decoding's would).
+  std::vector<int32_t> history = s.tokens;
   StepOutput merged;
   merged.id = id;
   uint64_t accepted = 0;
@@ -441,8 +478,8 @@ Result<StepOutput> Engine::VerifyDraft(RequestId id, std::span<const float> logi
     if (config_.speculative.acceptance == DraftAcceptance::kRejection && i < draft.size()) {
       resample = draft[i];
     }
-    Result<StepOutput> o =
-        outputs_.Process(id, logits.subspan(i * vocab, vocab), emitted_before + 1 + i, resample);
+    Result<StepOutput> o = outputs_.Process(id, logits.subspan(i * vocab, vocab),
+                                            emitted_before + 1 + i, history, resample);
     if (!o.ok()) {
       failed = o.status();
       break;
@@ -455,6 +492,7 @@ Result<StepOutput> Engine::VerifyDraft(RequestId id, std::span<const float> logi
     for (auto& lp : o->logprobs) merged.logprobs.push_back(std::move(lp));
     if (o->finish != FinishReason::kNone || i == draft.size() || token != draft[i]) break;
     ++accepted;
+    history.push_back(token);
   }
   // The cache keeps the accepted draft's rows and drops the rest, also when
   // sampling failed (then nothing follows them).
@@ -541,7 +579,8 @@ Result<std::vector<StepOutput>> Engine::Step() {
     if (plan.scheduled[i].num_draft != 0) {
       FOLIO_ASSIGN_OR_RETURN(o, VerifyDraft(id, mine));
     } else {
-      FOLIO_ASSIGN_OR_RETURN(o, outputs_.Process(id, mine.last(vocab), s.num_output_tokens() + 1));
+      FOLIO_ASSIGN_OR_RETURN(
+          o, outputs_.Process(id, mine.last(vocab), s.num_output_tokens() + 1, s.tokens));
       if (!o.new_tokens.empty()) scheduler_.AppendToken(id, o.new_tokens.front());  // else aborted
     }
     o.prompt_logits = std::move(prompt_part.prompt_logits);

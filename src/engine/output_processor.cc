@@ -50,7 +50,62 @@ std::shared_ptr<const grammar::TokenTrie> OutputProcessor::token_trie() const {
   return trie_;
 }
 
-OutputProcessor::State OutputProcessor::NewState(const RequestParams& params) const {
+Result<std::vector<std::vector<int32_t>>> OutputProcessor::BadWordsIds(
+    std::span<const std::string> words) const {
+  std::vector<std::vector<int32_t>> out;
+  if (words.empty()) return out;
+  if (tokenizer_ == nullptr) {
+    return Status::InvalidArgument("bad_words need an engine with a tokenizer");
+  }
+  for (size_t i = 0; i < words.size(); ++i) {
+    const std::string_view word = words[i];
+    const size_t first = word.find_first_not_of(' ');
+    if (first == std::string_view::npos) {
+      return Status::InvalidArgument("bad_words[" + std::to_string(i) + "] is only spaces");
+    }
+    // vLLM's rule: the word (leading spaces stripped) alone, and after one
+    // space when that gives a different first token and as many tokens (a
+    // word in the middle of text, where the space joins its first token).
+    std::vector<int32_t> alone;
+    for (const bool space : {false, true}) {
+      Result<std::vector<int32_t>> ids =
+          tokenizer_->Encode(std::string(space ? " " : "") + std::string(word.substr(first)),
+                             /*add_special_tokens=*/false, /*allow_special=*/false);
+      if (!ids.ok()) return ids.error().WithContext("bad_words[" + std::to_string(i) + "]");
+      if (!space) {
+        alone = *ids;
+        out.push_back(std::move(*ids));
+      } else if (!ids->empty() && !alone.empty() && (*ids)[0] != alone[0] &&
+                 ids->size() == alone.size()) {
+        out.push_back(std::move(*ids));
+      }
+    }
+  }
+  return out;
+}
+
+Result<std::vector<sampling::DryBreaker>> OutputProcessor::DryBreakers(
+    const std::vector<std::string>& strings) const {
+  if (tokenizer_ == nullptr) {
+    return Status::InvalidArgument(
+        "DRY (dry_multiplier > 0) needs an engine with a tokenizer: its sequence breakers are "
+        "text");
+  }
+  if (token_bytes_.empty()) token_bytes_ = GrammarTokenBytes(*tokenizer_, vocab_size_);
+  if (breakers_.empty() || strings != breaker_strings_) {
+    FOLIO_ASSIGN_OR_RETURN(
+        breakers_,
+        sampling::DryBreakersFromText(
+            strings, token_bytes_, [this](std::string_view text) -> Result<std::vector<int32_t>> {
+              return tokenizer_->Encode(text, /*add_special_tokens=*/false,
+                                        /*allow_special=*/false);
+            }));
+    breaker_strings_ = strings;
+  }
+  return breakers_;
+}
+
+Result<OutputProcessor::State> OutputProcessor::NewState(const RequestParams& params) const {
   State s;
   s.params = params;
   s.rng = SplitMix64(params.seed);
@@ -59,6 +114,13 @@ OutputProcessor::State OutputProcessor::NewState(const RequestParams& params) co
     s.matcher.emplace(params.grammar, token_trie());
     s.allowed.resize(sampling::TokenMaskWords(vocab_size_));
   }
+  sampling::ProcessorParams& p = s.params.processors;
+  FOLIO_ASSIGN_OR_RETURN(p.bad_words_ids, BadWordsIds(params.bad_words));
+  p.dry_breakers.clear();
+  if (p.dry.multiplier != 0.0) {
+    FOLIO_ASSIGN_OR_RETURN(p.dry_breakers, DryBreakers(params.dry_sequence_breakers));
+  }
+  s.end_ids = StopTokenIds(params);
   return s;
 }
 
@@ -76,7 +138,7 @@ Result<OutputProcessor::State> OutputProcessor::RestoredState(const RequestParam
                                                               uint64_t rng_state,
                                                               std::span<const int32_t> output,
                                                               uint64_t text_sent) const {
-  State s = NewState(params);
+  FOLIO_ASSIGN_OR_RETURN(State s, NewState(params));
   s.rng = SplitMix64(rng_state);
   if (s.detok) {
     for (const int32_t t : output) s.text += s.detok->Push(t);
@@ -124,6 +186,7 @@ const OutputProcessor::State& OutputProcessor::state(RequestId id) const {
 
 Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float> logits,
                                             uint64_t num_output_tokens,
+                                            std::span<const int32_t> tokens,
                                             std::optional<int32_t> resample_draft) {
   auto it = states_.find(id);
   FOLIO_CHECK(it != states_.end(), "no request ", id);
@@ -141,11 +204,26 @@ Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float>
     }
     allowed = s.allowed;
   }
+  std::span<const float> row = logits;
+  if (s.params.processors.active()) {
+    FOLIO_CHECK(tokens.size() + 1 >= num_output_tokens, "request ", id, ": a history of ",
+                tokens.size(), " tokens for output token ", num_output_tokens);
+    processed_.assign(logits.begin(), logits.end());
+    const sampling::TokenHistory history{tokens, tokens.size() + 1 - num_output_tokens};
+    sampling::ApplyLogitsProcessors(s.params.processors, history, s.end_ids, processed_, scratch_);
+    row = processed_;
+    if (!sampling::HasCandidate(row, allowed)) {
+      // The processors (with a grammar's mask) ban every token.
+      FlushText(s, o);
+      o.finish = FinishReason::kAbort;
+      return o;
+    }
+  }
   FOLIO_ASSIGN_OR_RETURN(
       int32_t token, resample_draft
-                         ? sampling::AcceptOrResample<float>(logits, s.params.sampling,
+                         ? sampling::AcceptOrResample<float>(row, s.params.sampling,
                                                              *resample_draft, s.rng, allowed)
-                         : sampling::SelectToken<float>(logits, s.params.sampling, s.rng, allowed));
+                         : sampling::SelectToken<float>(row, s.params.sampling, s.rng, allowed));
   const bool stop_token = IsStopToken(s.params, token);
   if (s.matcher && !stop_token) {
     // The mask allowed the token's bytes, so the matcher takes them.
@@ -159,7 +237,9 @@ Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float>
         sampling::ComputeLogprobs(logits, token, s.params.top_logprobs, allowed));
     o.logprobs.push_back(std::move(lp));
   }
-  if (EmitText(s, token, o)) {
+  const bool may_stop = s.params.processors.min_tokens <= 0 ||
+                        num_output_tokens >= static_cast<uint64_t>(s.params.processors.min_tokens);
+  if (EmitText(s, token, may_stop, o)) {
     o.finish = FinishReason::kStop;
   } else if (stop_token || (s.matcher && s.matcher->IsDone())) {
     FlushText(s, o);
@@ -210,17 +290,24 @@ bool OutputProcessor::FillAllowed(State& s) const {
   return std::any_of(s.allowed.begin(), s.allowed.end(), [](uint64_t w) { return w != 0; });
 }
 
-bool OutputProcessor::EmitText(State& s, int32_t token, StepOutput& out) {
+bool OutputProcessor::EmitText(State& s, int32_t token, bool may_stop, StepOutput& out) {
   if (!s.detok) return false;
   s.text += s.detok->Push(token);
   // A stop string cannot start before text_sent: whatever might have
   // started one was held back.
   size_t stop = std::string::npos;
+  size_t stop_size = 0;
   for (const std::string& stop_string : s.params.stop_strings) {
-    stop = std::min(stop, s.text.find(stop_string, s.text_sent));
+    if (!may_stop) break;
+    const size_t at = s.text.find(stop_string, s.text_sent);
+    if (at < stop) {
+      stop = at;
+      stop_size = stop_string.size();
+    }
   }
   if (stop != std::string::npos) {
-    s.text.resize(stop);
+    s.text.resize(stop + (s.params.include_stop_str_in_output ? stop_size : 0));
+    stop = s.text.size();
     out.text += s.text.substr(s.text_sent);
     s.text_sent = stop;
     return true;

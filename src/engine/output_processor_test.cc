@@ -41,7 +41,7 @@ TEST(OutputProcessor, MaxTokensEndsTheRequestWithLength) {
   OutputProcessor p(nullptr);
   RequestParams params;
   params.max_tokens = 2;
-  p.Add(0, p.NewState(params));
+  p.Add(0, *p.NewState(params));
   EXPECT_EQ(p.Process(0, Peak(5), 1)->finish, FinishReason::kNone);
   const StepOutput last = *p.Process(0, Peak(6), 2);
   EXPECT_EQ(last.finish, FinishReason::kLength);
@@ -52,7 +52,7 @@ TEST(OutputProcessor, AStopTokenIsKeptAndEndsTheRequest) {
   OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer());
   RequestParams params;
   params.stop_token_ids = {Byte('!')};
-  p.Add(0, p.NewState(params));
+  p.Add(0, *p.NewState(params));
   const auto out = Feed(p, 0, "hi!x");
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out.back().finish, FinishReason::kStop);
@@ -65,7 +65,7 @@ TEST(OutputProcessor, TextThatMightStartAStopStringIsHeldBack) {
   RequestParams params;
   params.max_tokens = 64;
   params.stop_strings = {"END"};
-  p.Add(0, p.NewState(params));
+  p.Add(0, *p.NewState(params));
   const auto out = Feed(p, 0, "abENxENDzz");
   std::string text;
   std::vector<std::string> pieces;
@@ -86,10 +86,10 @@ TEST(OutputProcessor, TheSameSeedGivesTheSameTokens) {
   params.sampling.temperature = 1.0;
   params.max_tokens = 100;
   params.seed = 99;
-  p.Add(0, p.NewState(params));
-  p.Add(1, p.NewState(params));
+  p.Add(0, *p.NewState(params));
+  p.Add(1, *p.NewState(params));
   params.seed = 100;
-  p.Add(2, p.NewState(params));
+  p.Add(2, *p.NewState(params));
   const std::vector<float> flat(kVocab, 0.0f);
   std::vector<int32_t> a, b, c;
   for (int i = 0; i < 32; ++i) {
@@ -107,7 +107,7 @@ TEST(OutputProcessor, ARestoredStateContinuesTheTextAndTheStream) {
   RequestParams params;
   params.max_tokens = 5;
   params.stop_strings = {"xyz"};
-  p.Add(0, p.NewState(params));
+  p.Add(0, *p.NewState(params));
   const auto first = Feed(p, 0, "abx");
   ASSERT_EQ(first.back().text, "");  // "x" held back
   const OutputProcessor::State& s = p.state(0);
@@ -131,7 +131,7 @@ TEST(OutputProcessor, PromptLogitsReturnEachPromptPositionOnce) {
   OutputProcessor p(nullptr);
   RequestParams params;
   params.prompt_logits = true;
-  p.Add(0, p.NewState(params));
+  p.Add(0, *p.NewState(params));
   const uint64_t vocab = 2;
   const std::vector<float> rows = {0, 1, 2, 3, 4, 5};  // positions 0, 1, 2
   StepOutput first;
@@ -196,7 +196,7 @@ TEST(OutputProcessor, TheTokenTrieIsBuiltOnceAndShared) {
 // end-of-sequence id is refused until the text is a sentence, then taken.
 TEST(OutputProcessor, AGrammarOverridesTheArgmaxAndEndOfSequenceWaitsForASentence) {
   OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
-  p.Add(0, p.NewState(Constrained(R"(root ::= "yes" | "yesno")")));
+  p.Add(0, *p.NewState(Constrained(R"(root ::= "yes" | "yesno")")));
   std::vector<float> row = Peak(tokenizer::ByteTokenizer::kEnd);  // the model wants to stop
   row[static_cast<size_t>(Byte('y'))] = 1.0f;
   auto o = p.Process(0, row, 1);
@@ -216,7 +216,7 @@ TEST(OutputProcessor, AGrammarOverridesTheArgmaxAndEndOfSequenceWaitsForASentenc
 
 TEST(OutputProcessor, AGrammarThatIsDoneEndsTheRequestWithStop) {
   OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
-  p.Add(0, p.NewState(Constrained(R"(root ::= "no")")));
+  p.Add(0, *p.NewState(Constrained(R"(root ::= "no")")));
   EXPECT_EQ(p.Process(0, Peak(Byte('n')), 1)->finish, FinishReason::kNone);
   const StepOutput last = *p.Process(0, Peak(Byte('o')), 2);
   EXPECT_EQ(last.finish, FinishReason::kStop);
@@ -232,10 +232,10 @@ TEST(OutputProcessor, ADraftOutsideTheGrammarIsRejectedAndResampledFromItsMask) 
   params.sampling.temperature = 1.0;
   for (RequestId id = 0; id < 200; ++id) {
     params.seed = id;
-    p.Add(id, p.NewState(params));
+    p.Add(id, *p.NewState(params));
     std::vector<float> row(kVocab, 0.0f);
     row[static_cast<size_t>(Byte('c'))] = 30.0f;  // the draft: forbidden
-    auto o = p.Process(id, row, 1, Byte('c'));
+    auto o = p.Process(id, row, 1, {}, Byte('c'));
     ASSERT_TRUE(o.ok()) << o.status().ToString();
     ASSERT_TRUE(o->new_tokens[0] == Byte('a') || o->new_tokens[0] == Byte('b')) << o->new_tokens[0];
   }
@@ -246,7 +246,7 @@ TEST(OutputProcessor, ForkedStatesFollowTheGrammarIndependently) {
   OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
   RequestParams params = Constrained(R"(root ::= "yes" | "no")");
   params.n = 2;
-  p.Add(0, p.NewState(params));
+  p.Add(0, *p.NewState(params));
   OutputProcessor::State fork = p.ForkState(0, 1);
   EXPECT_EQ(fork.params.n, 1u);
   EXPECT_EQ(fork.params.seed, SampleSeed(params.seed, 1));
@@ -282,7 +282,7 @@ TEST(OutputProcessor, ConstrainedLogprobsAreThoseOfTheAllowedTokens) {
   RequestParams params = Constrained(R"(root ::= "yes" | "no")");
   params.logprobs = true;
   params.top_logprobs = 5;
-  p.Add(0, p.NewState(params));
+  p.Add(0, *p.NewState(params));
   std::vector<float> row(kVocab, 0.0f);
   row[static_cast<size_t>(Byte('x'))] = 20.0f;  // forbidden, and the model's favourite
   const StepOutput o = *p.Process(0, row, 1);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <sstream>
 
 #include "folio/format/json_fields.h"
@@ -27,6 +29,13 @@ std::vector<int32_t> StopTokenIds(const RequestParams& params) {
   return ids;
 }
 
+std::string_view CanonicalRequestParamName(std::string_view name) {
+  for (const auto& [alias, declared] : kRequestParamAliases) {
+    if (alias == name) return declared;
+  }
+  return name;
+}
+
 std::vector<RequestParamInfo> RequestParamInfos() {
   std::vector<RequestParamInfo> infos;
   RequestParams p;
@@ -45,6 +54,38 @@ Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
   return Status::Ok();
 }
 Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
+                    const RequestParamInfo& info, int64_t& out) {
+  if (!j.contains(std::string(info.name))) return Status::Ok();
+  FOLIO_ASSIGN_OR_RETURN(out, f.I64(std::string(info.name).c_str()));
+  return Status::Ok();
+}
+Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
+                    const RequestParamInfo& info, Strings& out) {
+  if (!j.contains(std::string(info.name))) return Status::Ok();
+  FOLIO_ASSIGN_OR_RETURN(out, f.Strings(std::string(info.name).c_str()));
+  return Status::Ok();
+}
+// A logit_bias is written as OpenAI sends it: {"token id": bias}.
+Status ReadDeclared(const format::JsonFields&, const nlohmann::json& j,
+                    const RequestParamInfo& info, LogitBias& out) {
+  const std::string name(info.name);
+  if (!j.contains(name)) return Status::Ok();
+  const nlohmann::json& v = j.at(name);
+  if (!v.is_object()) return Status::InvalidArgument(name + " is not an object");
+  out.clear();
+  for (const auto& [key, bias] : v.items()) {
+    char* end = nullptr;
+    const long id = std::strtol(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || id < 0 || id > std::numeric_limits<int32_t>::max() ||
+        !bias.is_number()) {
+      return Status::InvalidArgument(name + " holds \"" + key + "\": " + bias.dump() +
+                                     ", not a token id and a number");
+    }
+    out[static_cast<int32_t>(id)] = bias.get<double>();
+  }
+  return Status::Ok();
+}
+Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
                     const RequestParamInfo& info, bool& out) {
   if (!j.contains(std::string(info.name))) return Status::Ok();
   FOLIO_ASSIGN_OR_RETURN(out, f.Bool(std::string(info.name).c_str()));
@@ -58,9 +99,22 @@ Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
 }
 
 std::string Num(double x) {
+  // Integral bounds exactly (int32's 2147483647, not 2.14748e+09).
+  if (x == std::floor(x) && std::abs(x) < 1e15) return std::to_string(static_cast<int64_t>(x));
   std::ostringstream s;
   s << x;
   return s.str();
+}
+
+std::string Range(const RequestParamInfo& info) {
+  // (Appended, not "literal" + string: GCC 12's -Wrestrict false positive.)
+  std::string range(info.lo_open ? "(" : "[");
+  range.append(Num(info.lo)).append(", ").append(Num(info.hi)).append("]");
+  return range;
+}
+
+bool InRange(const RequestParamInfo& info, double v) {
+  return std::isfinite(v) && (info.lo_open ? v > info.lo : v >= info.lo) && v <= info.hi;
 }
 
 struct Checker {
@@ -69,12 +123,56 @@ struct Checker {
 
   void operator()(const RequestParamInfo& info, const double& v) {
     if (!status.ok()) return;
-    if (!std::isfinite(v) || v < info.lo || v > info.hi) {
-      status = Status::InvalidArgument(std::string(info.name) + " must be in [" + Num(info.lo) +
-                                       ", " + Num(info.hi) + "] (got " + Num(v) + ")");
+    if (!InRange(info, v)) {
+      status = Status::InvalidArgument(std::string(info.name) + " must be in " + Range(info) +
+                                       " (got " + Num(v) + ")");
+    }
+  }
+  void operator()(const RequestParamInfo& info, const int64_t& v) {
+    if (!status.ok()) return;
+    if (!InRange(info, static_cast<double>(v))) {
+      status = Status::InvalidArgument(std::string(info.name) + " must be an integer in " +
+                                       Range(info) + " (got " + std::to_string(v) + ")");
     }
   }
   void operator()(const RequestParamInfo&, const bool&) {}
+  void operator()(const RequestParamInfo& info, const Strings& v) {
+    if (!status.ok()) return;
+    if (static_cast<double>(v.size()) > info.hi) {
+      status = Status::InvalidArgument(std::string(info.name) + " has " + std::to_string(v.size()) +
+                                       " strings; at most " + Num(info.hi));
+      return;
+    }
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (v[i].empty()) {
+        status = Status::InvalidArgument(std::string(info.name) + "[" + std::to_string(i) +
+                                         "] is empty");
+        return;
+      }
+    }
+  }
+  void operator()(const RequestParamInfo& info, const LogitBias& bias) {
+    if (!status.ok()) return;
+    if (bias.size() > sampling::kMaxLogitBias) {
+      status =
+          Status::InvalidArgument(std::string(info.name) + " has " + std::to_string(bias.size()) +
+                                  " entries; at most " + std::to_string(sampling::kMaxLogitBias));
+      return;
+    }
+    for (const auto& [id, b] : bias) {
+      if (id < 0 || static_cast<uint64_t>(id) >= vocab_size) {
+        status = Status::OutOfRange(std::string(info.name) + " key " + std::to_string(id) +
+                                    " is not a token id of the vocabulary [0, " +
+                                    std::to_string(vocab_size) + ")");
+        return;
+      }
+      if (!InRange(info, b)) {
+        status = Status::InvalidArgument(std::string(info.name) + "[" + std::to_string(id) +
+                                         "] must be in " + Range(info) + " (got " + Num(b) + ")");
+        return;
+      }
+    }
+  }
   void operator()(const RequestParamInfo& info, const TokenIds& ids) {
     if (!status.ok()) return;
     if (static_cast<double>(ids.size()) > info.hi) {
@@ -118,7 +216,14 @@ Result<nlohmann::json> RequestParamsToJson(const RequestParams& p) {
                       {"logprobs", p.logprobs},
                       {"top_logprobs", p.top_logprobs}};
   ForEachRequestParam(p, [&j](const RequestParamInfo& info, const auto& value) {
-    j[std::string(info.name)] = value;
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, LogitBias>) {
+      nlohmann::json bias = nlohmann::json::object();
+      for (const auto& [id, b] : value) bias[std::to_string(id)] = b;
+      j[std::string(info.name)] = std::move(bias);
+    } else {
+      j[std::string(info.name)] = value;
+    }
   });
   return j;
 }
@@ -153,12 +258,18 @@ std::string RequestParamsMarkdown() {
   ForEachRequestParam(defaults, [&](const RequestParamInfo& info, const auto& value) {
     using T = std::decay_t<decltype(value)>;
     out << "| `" << info.name << "` | " << info.type << " | ";
-    if constexpr (std::is_same_v<T, double>) {
-      out << "[" << info.lo << ", " << info.hi << "] | " << value;
+    if constexpr (std::is_same_v<T, double> || std::is_same_v<T, int64_t>) {
+      out << Range(info) << " | " << Num(static_cast<double>(value));
     } else if constexpr (std::is_same_v<T, bool>) {
       out << "true, false | " << (value ? "true" : "false");
+    } else if constexpr (std::is_same_v<T, TokenIds>) {
+      out << "up to " << Num(info.hi) << " ids | []";
+    } else if constexpr (std::is_same_v<T, LogitBias>) {
+      out << "up to " << sampling::kMaxLogitBias << " ids, each bias in " << Range(info) << " | {}";
     } else {
-      out << "up to " << info.hi << " ids | []";
+      // A string list's default as JSON, its escapes shown as typed.
+      std::string shown = nlohmann::json(value).dump();
+      out << "up to " << Num(info.hi) << " non-empty strings | `" << shown << "`";
     }
     out << " | " << info.doc << " |\n";
   });

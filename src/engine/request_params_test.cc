@@ -106,6 +106,42 @@ TEST(RequestParams, EachBadValueIsRefusedByName) {
   EXPECT_NE(s.message().find("at most"), std::string::npos) << s.ToString();
   p.stop_token_ids = {-1};
   EXPECT_EQ(ValidateRequestParams(p, vocab).code(), StatusCode::kOutOfRange);
+  // The processors' parameters: each named, with its range.
+  const auto refused = [&](const RequestParams& q, const std::string& name,
+                           const std::string& range) {
+    const Status st = e.ValidateRequest(kPrompt, q);
+    EXPECT_FALSE(st.ok()) << name;
+    EXPECT_NE(st.message().find(name), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find(range), std::string::npos) << st.ToString();
+  };
+  p = Sampled(4);
+  p.processors.repetition_penalty = 0.0;
+  refused(p, "repetition_penalty", "(0, 100]");
+  p = Sampled(4);
+  p.processors.presence_penalty = -2.5;
+  refused(p, "presence_penalty", "[-2, 2]");
+  p = Sampled(4);
+  p.processors.penalty_last_n = -2;
+  refused(p, "penalty_last_n", "[-1, ");
+  p = Sampled(4);
+  p.processors.logit_bias = {{3, 100.5}};
+  refused(p, "logit_bias", "[-100, 100]");
+  p.processors.logit_bias = {{static_cast<int32_t>(vocab), 1.0}};
+  refused(p, "logit_bias", std::to_string(vocab));
+  p.processors.logit_bias.clear();
+  for (int32_t t = 0; t < 301; ++t) p.processors.logit_bias[t] = 1;
+  s = ValidateRequestParams(p, 1000);
+  EXPECT_NE(s.message().find("logit_bias has 301 entries; at most 300"), std::string::npos)
+      << s.ToString();
+  p = Sampled(4);
+  p.processors.min_tokens = -1;
+  refused(p, "min_tokens", "[0, ");
+  p = Sampled(4);
+  p.bad_words = {"a", ""};
+  refused(p, "bad_words[1]", "empty");
+  p = Sampled(4);
+  p.processors.dry.base = 0.5;
+  refused(p, "dry_base", "[1, 100]");
 }
 
 TEST(RequestParams, EveryDeclaredFieldTravelsInASnapshot) {
@@ -115,6 +151,23 @@ TEST(RequestParams, EveryDeclaredFieldTravelsInASnapshot) {
   p.stop_token_ids = {7, 8};
   p.eos_token_ids = {9};
   p.ignore_eos = true;
+  // Every processor away from its default, so the receiver continues with
+  // the same penalties, bans and breakers or the tokens differ.
+  p.sampling.typical_p = 0.9;
+  p.sampling.top_n_sigma = 2.0;
+  p.sampling.xtc_probability = 0.5;
+  p.sampling.xtc_threshold = 0.05;
+  p.processors.repetition_penalty = 1.4;
+  p.processors.presence_penalty = 0.5;
+  p.processors.frequency_penalty = 0.25;
+  p.processors.penalty_last_n = 12;
+  p.processors.logit_bias = {{100, 2.0}, {101, -50.0}};
+  p.processors.allowed_token_ids = {};
+  p.processors.min_tokens = 3;
+  p.processors.dry = {0.8, 1.5, 2, 16};
+  p.bad_words = {"ab"};
+  p.dry_sequence_breakers = {"\n", "x"};
+  p.include_stop_str_in_output = true;
   Result<RequestId> id = sender.AddRequest(kPrompt, p);
   ASSERT_TRUE(id.ok());
   ASSERT_TRUE(sender.Step().ok());
@@ -126,6 +179,19 @@ TEST(RequestParams, EveryDeclaredFieldTravelsInASnapshot) {
   }
   EXPECT_EQ(params["ignore_eos"], true);
   EXPECT_EQ(params["eos_token_ids"], std::vector<int32_t>{9});
+  // Read back, the declared fields are the sender's.
+  Result<RequestParams> back = RequestParamsFromJson(params, "test");
+  ASSERT_TRUE(back.ok()) << back.error().ToString();
+  ForEachRequestParam(*back, [&](const RequestParamInfo& info, const auto& value) {
+    ForEachRequestParam(p, [&](const RequestParamInfo& sent, const auto& original) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(value)>,
+                                   std::decay_t<decltype(original)>>) {
+        if (sent.name == info.name) {
+          EXPECT_EQ(value, original) << info.name;
+        }
+      }
+    });
+  });
 
   Engine receiver = MakeEngine();
   Result<std::vector<RequestId>> ids = receiver.ImportSnapshot(*snap);

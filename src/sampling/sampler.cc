@@ -18,8 +18,19 @@ Status SamplingParams::Validate() const {
   if (!(top_p > 0.0 && top_p <= 1.0)) {
     return Status::InvalidArgument("top_p must be in (0, 1] (got " + std::to_string(top_p) + ")");
   }
-  if (!(min_p >= 0.0 && min_p <= 1.0)) {
-    return Status::InvalidArgument("min_p must be in [0, 1] (got " + std::to_string(min_p) + ")");
+  const std::pair<const char*, double> unit[] = {{"min_p", min_p},
+                                                 {"typical_p", typical_p},
+                                                 {"xtc_probability", xtc_probability},
+                                                 {"xtc_threshold", xtc_threshold}};
+  for (const auto& [name, v] : unit) {
+    if (!(v >= 0.0 && v <= 1.0)) {
+      return Status::InvalidArgument(std::string(name) + " must be in [0, 1] (got " +
+                                     std::to_string(v) + ")");
+    }
+  }
+  if (!std::isfinite(top_n_sigma) || top_n_sigma < 0) {
+    return Status::InvalidArgument("top_n_sigma must be finite and >= 0 (got " +
+                                   std::to_string(top_n_sigma) + ")");
   }
   return Status::Ok();
 }
@@ -58,6 +69,77 @@ Result<std::vector<int32_t>> AllowedIds(size_t n, TokenMask allowed) {
 }  // namespace
 
 template <typename T>
+bool HasCandidate(std::span<const T> logits, TokenMask allowed) {
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (MaskAllows(allowed, i) && logits[i] != -std::numeric_limits<T>::infinity()) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// top_n_sigma on the candidates (in id order, none -inf): keeps those at or
+// above max - n * sigma. Mean and variance in double, summed in id order.
+template <typename T>
+void KeepTopNSigma(std::span<const T> logits, double n, std::vector<int32_t>& ids) {
+  double max = -std::numeric_limits<double>::infinity(), sum = 0;
+  for (const int32_t id : ids) {
+    const double l = static_cast<double>(logits[static_cast<size_t>(id)]);
+    max = std::max(max, l);
+    sum += l;
+  }
+  const double mean = sum / static_cast<double>(ids.size());
+  double squares = 0;
+  for (const int32_t id : ids) {
+    const double d = static_cast<double>(logits[static_cast<size_t>(id)]) - mean;
+    squares += d * d;
+  }
+  const double cut = max - n * std::sqrt(squares / static_cast<double>(ids.size()));
+  std::erase_if(
+      ids, [&](int32_t id) { return static_cast<double>(logits[static_cast<size_t>(id)]) < cut; });
+}
+
+// typical_p on candidates in logit order (step 6 of the header).
+void KeepTypical(double mass, Candidates& c) {
+  const size_t n = c.ids.size();
+  std::vector<double> neg_log_p(n);
+  double entropy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double p = c.weights[i] / c.total;
+    neg_log_p[i] = -std::log(p);
+    if (p > 0) entropy += p * neg_log_p[i];
+  }
+  std::vector<size_t> order(n);
+  std::iota(order.begin(), order.end(), size_t{0});
+  const auto score = [&](size_t i) { return std::abs(neg_log_p[i] - entropy); };
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return score(a) < score(b) || (score(a) == score(b) && c.ids[a] < c.ids[b]);
+  });
+  // The first position whose cumulative mass reaches `mass` (the last one
+  // if rounding keeps the sum below it).
+  size_t last = n - 1;
+  double cumulative = 0;
+  for (size_t j = 0; j < n; ++j) {
+    cumulative += c.weights[order[j]] / c.total;
+    if (cumulative >= mass) {
+      last = j;
+      break;
+    }
+  }
+  const double limit = score(order[last]);
+  Candidates kept;
+  for (size_t i = 0; i < n; ++i) {
+    if (score(i) > limit) continue;
+    kept.ids.push_back(c.ids[i]);
+    kept.weights.push_back(c.weights[i]);
+    kept.total += c.weights[i];
+  }
+  c = std::move(kept);
+}
+
+}  // namespace
+
+template <typename T>
 Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingParams& params,
                                       TokenMask allowed) {
   FOLIO_RETURN_IF_ERROR(params.Validate());
@@ -71,27 +153,31 @@ Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingP
   std::vector<int32_t>& ids = c.ids;
   if (!allowed.empty()) {
     FOLIO_ASSIGN_OR_RETURN(ids, AllowedIds(logits.size(), allowed));
+  } else {
+    ids.resize(logits.size());
+    std::iota(ids.begin(), ids.end(), 0);
+  }
+  // A -inf logit (a processor's ban) is never a candidate. Raw logits hold
+  // none, so without processors this changes nothing.
+  std::erase_if(ids, [&](int32_t id) {
+    return logits[static_cast<size_t>(id)] == -std::numeric_limits<T>::infinity();
+  });
+  if (ids.empty()) {
+    return Status::FailedPrecondition(
+        "no token can be selected: every allowed token's logit is -inf (banned)");
   }
   if (params.greedy()) {
     // The first maximum in id order: ties go to the lowest id.
-    int32_t best = 0;
-    if (allowed.empty()) {
-      best = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    } else {
-      best = ids[0];
-      for (const int32_t id : ids) {
-        if (logits[static_cast<size_t>(id)] > logits[static_cast<size_t>(best)]) best = id;
-      }
+    int32_t best = ids[0];
+    for (const int32_t id : ids) {
+      if (logits[static_cast<size_t>(id)] > logits[static_cast<size_t>(best)]) best = id;
     }
     c.ids = {best};
     c.weights = {1.0};
     c.total = 1.0;
     return c;
   }
-  if (allowed.empty()) {
-    ids.resize(logits.size());
-    std::iota(ids.begin(), ids.end(), 0);
-  }
+  if (params.top_n_sigma > 0 && ids.size() > 1) KeepTopNSigma(logits, params.top_n_sigma, ids);
   const size_t k = params.top_k == 0 ? ids.size() : std::min<size_t>(params.top_k, ids.size());
   const auto by_logit = [&](int32_t a, int32_t b) {
     const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
@@ -125,7 +211,25 @@ Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingP
   weights.resize(keep);
   c.total = 0;
   for (size_t i = 0; i < keep; ++i) c.total += weights[i];
+  if (params.typical_p < 1.0 && keep > 1) KeepTypical(params.typical_p, c);
   return c;
+}
+
+void ApplyXtc(const SamplingParams& params, SplitMix64& rng, Candidates& c) {
+  if (params.greedy() || !params.xtc() || c.ids.size() < 2) return;
+  if (rng.NextUnit() > params.xtc_probability) return;
+  // Candidates are in logit order, so the ones at or above the threshold
+  // come first; all but the last of them go.
+  size_t last_above = 0;
+  for (size_t i = 0; i < c.ids.size(); ++i) {
+    if (c.weights[i] / c.total < params.xtc_threshold) break;
+    last_above = i;
+  }
+  if (last_above == 0) return;
+  c.ids.erase(c.ids.begin(), c.ids.begin() + static_cast<ptrdiff_t>(last_above));
+  c.weights.erase(c.weights.begin(), c.weights.begin() + static_cast<ptrdiff_t>(last_above));
+  c.total = 0;
+  for (const double w : c.weights) c.total += w;
 }
 
 namespace {
@@ -150,16 +254,18 @@ int32_t Draw(const Candidates& c, double total, SplitMix64& rng, int32_t exclude
 template <typename T>
 Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& params,
                             SplitMix64& rng, TokenMask allowed) {
-  FOLIO_ASSIGN_OR_RETURN(const Candidates c, SamplingCandidates(logits, params, allowed));
+  FOLIO_ASSIGN_OR_RETURN(Candidates c, SamplingCandidates(logits, params, allowed));
   if (params.greedy()) return c.ids[0];  // no draw
+  ApplyXtc(params, rng, c);
   return Draw(c, c.total, rng);
 }
 
 template <typename T>
 Result<int32_t> AcceptOrResample(std::span<const T> logits, const SamplingParams& params,
                                  int32_t draft, SplitMix64& rng, TokenMask allowed) {
-  FOLIO_ASSIGN_OR_RETURN(const Candidates c, SamplingCandidates(logits, params, allowed));
+  FOLIO_ASSIGN_OR_RETURN(Candidates c, SamplingCandidates(logits, params, allowed));
   if (params.greedy()) return c.ids[0];  // the draft stands iff it is the argmax
+  ApplyXtc(params, rng, c);
   // A draft outside the candidates (cut by top-k / top-p / min-p, or
   // forbidden by the mask) has weight 0: rejected, and Draw cannot return it.
   double w = 0;
@@ -178,6 +284,8 @@ template Result<Candidates> SamplingCandidates<float>(std::span<const float>, co
                                                       TokenMask);
 template Result<Candidates> SamplingCandidates<double>(std::span<const double>,
                                                        const SamplingParams&, TokenMask);
+template bool HasCandidate<float>(std::span<const float>, TokenMask);
+template bool HasCandidate<double>(std::span<const double>, TokenMask);
 template Result<int32_t> AcceptOrResample<float>(std::span<const float>, const SamplingParams&,
                                                  int32_t, SplitMix64&, TokenMask);
 template Result<int32_t> AcceptOrResample<double>(std::span<const double>, const SamplingParams&,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -397,6 +398,93 @@ TEST(LogprobsTest, ATokenOutsideTheMaskIsRefused) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("token 2"), std::string::npos) << s.ToString();
   EXPECT_EQ(LogNormalizer(logits, MaskOf(3, {})).status().code(), StatusCode::kInvalidArgument);
+}
+
+// A processor's ban (-inf) removes the token from the candidates; with
+// every token banned nothing can be selected, and HasCandidate says so.
+TEST(SelectToken, MinusInfinityIsNeverSelected) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> logits = {-inf, 0.0f, -inf, -30.0f};
+  SplitMix64 rng(4);
+  for (int i = 0; i < 500; ++i) {
+    const int32_t t = *SelectToken<float>(logits, {5.0, 0}, rng);
+    ASSERT_TRUE(t == 1 || t == 3) << t;
+  }
+  const std::vector<float> banned = {-inf, -inf};
+  EXPECT_FALSE(HasCandidate<float>(banned));
+  EXPECT_TRUE(HasCandidate<float>(logits));
+  EXPECT_FALSE(HasCandidate<float>(logits, MaskOf(4, {0, 2})));
+  EXPECT_EQ(SelectToken<float>(banned, {}, rng).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(SelectToken<float>(banned, {1.0, 0}, rng).status().code(),
+            StatusCode::kFailedPrecondition);
+}
+
+// top_n_sigma keeps the logits at or above max - n * sigma: here mean 1,
+// population sigma 1 (values 0, 0, 2, 2), so n = 0.5 keeps only the 2s.
+TEST(SamplingCandidates, TopNSigmaKeepsWithinNSigmasOfTheMax) {
+  const std::vector<double> logits = {0.0, 2.0, 0.0, 2.0};
+  SamplingParams p{1.0, 0};
+  p.top_n_sigma = 0.5;
+  Result<Candidates> c = SamplingCandidates<double>(logits, p);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->ids, (std::vector<int32_t>{1, 3}));
+  p.top_n_sigma = 2.0;  // cut at 0: everything stays
+  EXPECT_EQ(SamplingCandidates<double>(logits, p)->ids.size(), 4u);
+}
+
+// typical_p against the definition: entropy H of the candidates'
+// distribution, scores |-log p - H|, the cheapest prefix reaching the mass.
+TEST(SamplingCandidates, TypicalPKeepsTheMostTypicalMass) {
+  // p = 0.5, 0.25, 0.125, 0.125: H = 1.75 ln 2; -log p = 1, 2, 3, 3 (x ln 2):
+  // scores (x ln 2) 0.75, 0.25, 1.25, 1.25, so the order is 1, 0, 2, 3.
+  const std::vector<double> logits = {std::log(4.0), std::log(2.0), 0.0, 0.0};
+  SamplingParams p{1.0, 0};
+  p.typical_p = 0.2;  // token 1 alone holds 0.25
+  EXPECT_EQ(SamplingCandidates<double>(logits, p)->ids, (std::vector<int32_t>{1}));
+  p.typical_p = 0.7;  // 1 then 0: 0.75; kept in logit order
+  EXPECT_EQ(SamplingCandidates<double>(logits, p)->ids, (std::vector<int32_t>{0, 1}));
+  p.typical_p = 0.8;  // tied scores of 2 and 3 are kept together
+  EXPECT_EQ(SamplingCandidates<double>(logits, p)->ids, (std::vector<int32_t>{0, 1, 2, 3}));
+  p.typical_p = 1.0;
+  EXPECT_EQ(SamplingCandidates<double>(logits, p)->ids.size(), 4u);
+}
+
+// XTC with probability 1 removes every candidate at or above the threshold
+// except the least likely of them; it draws once; with probability 0 it
+// neither acts nor draws.
+TEST(ApplyXtc, DropsTheTopChoicesButTheLast) {
+  // Weights 1, 0.5, 0.25, 0.0625 over 1.8125: p = .55, .28, .14, .03.
+  const std::vector<double> logits = {0.0, std::log(0.5), std::log(0.25), std::log(0.0625)};
+  SamplingParams p{1.0, 0};
+  p.xtc_probability = 1.0;
+  p.xtc_threshold = 0.1;
+  Candidates c = *SamplingCandidates<double>(logits, p);
+  SplitMix64 rng(3);
+  ApplyXtc(p, rng, c);
+  EXPECT_EQ(c.ids, (std::vector<int32_t>{2, 3}));
+  EXPECT_NE(rng.state(), 3u);
+  p.xtc_probability = 0.0;
+  c = *SamplingCandidates<double>(logits, p);
+  SplitMix64 quiet(3);
+  ApplyXtc(p, quiet, c);
+  EXPECT_EQ(c.ids.size(), 4u);
+  EXPECT_EQ(quiet.state(), 3u);
+  p.xtc_probability = 1.0;
+  p.xtc_threshold = 0.6;  // above 0.5: off
+  EXPECT_FALSE(p.xtc());
+}
+
+TEST(SamplingParams, NewRangesAreCheckedByName) {
+  for (const char* name : {"typical_p", "xtc_probability", "xtc_threshold", "top_n_sigma"}) {
+    SamplingParams p;
+    if (std::string(name) == "typical_p") p.typical_p = 1.5;
+    if (std::string(name) == "xtc_probability") p.xtc_probability = -0.1;
+    if (std::string(name) == "xtc_threshold") p.xtc_threshold = 2;
+    if (std::string(name) == "top_n_sigma") p.top_n_sigma = -1;
+    const Status s = p.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.message().find(name), std::string::npos) << s.ToString();
+  }
 }
 
 }  // namespace

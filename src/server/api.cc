@@ -89,7 +89,6 @@ std::variant<PreparedGeneration, ApiError> PrepareGeneration(Endpoint endpoint,
   g.ctx.tokenizer = model.tokenizer;
   p.prompt = std::move(r.prompt);
   p.params = std::move(r.params);
-  p.ignored_fields = std::move(r.ignored_fields);
   return p;
 }
 
@@ -234,24 +233,12 @@ Reply Api::Answer(Route route, std::string_view path, std::string_view body) {
                             "no such endpoint: " + std::string(path.substr(0, 200))));
 }
 
-void Api::NoteIgnored(const std::vector<std::string>& fields) {
-  if (fields.empty()) return;
-  std::lock_guard<std::mutex> lock(ignored_mu_);
-  for (const std::string& f : fields) {
-    if (ignored_.size() < 256 && ignored_.insert(f).second) {
-      std::cerr << "folio serve: ignoring request field '" << f.substr(0, 64)
-                << "' (not used by folio; logged once)\n";
-    }
-  }
-}
-
 std::variant<Generation, Reply> Api::Submit(Endpoint endpoint, std::string_view body) {
   const uint64_t key = next_id_++;
   std::variant<PreparedGeneration, ApiError> prepared =
       PrepareGeneration(endpoint, body, model_, key);
   if (const ApiError* e = std::get_if<ApiError>(&prepared)) return Refuse(*e);
   PreparedGeneration& p = std::get<PreparedGeneration>(prepared);
-  NoteIgnored(p.ignored_fields);
   Generation g = std::move(p.generation);
   g.key = key;
   g.channel = std::make_shared<Channel>();

@@ -21,8 +21,9 @@ namespace {
 // as jinja2 under transformers does.
 using json = nlohmann::ordered_json;
 
-// The fields each endpoint knows besides the declared ones
-// (engine/request_params.h). Anything else is ignored (and listed).
+// The fields each endpoint acts on besides the declared ones
+// (engine/request_params.h) and their aliases. Anything else is refused by
+// name, except kIgnoredFields.
 const std::set<std::string, std::less<>> kCommonFields = {"model",
                                                           "max_tokens",
                                                           "temperature",
@@ -34,10 +35,6 @@ const std::set<std::string, std::less<>> kCommonFields = {"model",
                                                           "logprobs",
                                                           "stream",
                                                           "stream_options",
-                                                          "user",
-                                                          "presence_penalty",
-                                                          "frequency_penalty",
-                                                          "logit_bias",
                                                           "response_format",
                                                           "tools",
                                                           "functions",
@@ -55,6 +52,11 @@ const std::set<std::string, std::less<>> kCommonFields = {"model",
                                                           "json_schema"};
 const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", "best_of",
                                                               "suffix"};
+// Accepted and ignored on purpose: they describe the caller or ask the
+// provider to keep the exchange, and cannot change a reply here
+// (docs/server.md lists them). The type is still checked.
+const std::set<std::string, std::less<>> kIgnoredFields = {"user", "metadata", "store",
+                                                           "service_tier"};
 const std::set<std::string, std::less<>> kChatFields = {"messages", "top_logprobs",
                                                         "max_completion_tokens"};
 
@@ -154,6 +156,8 @@ class Fields {
 
  private:
   static std::string Fmt(double x) {
+    // Integral bounds as integers ([-2, 2], not [-2.0, 2.0]), as the docs write them.
+    if (x == std::floor(x) && std::abs(x) < 1e15) return std::to_string(static_cast<int64_t>(x));
     json j = x;
     return j.dump();
   }
@@ -301,15 +305,6 @@ std::optional<ApiError> ParseStop(const json& body, std::vector<std::string>& ou
 
 // Options folio does not implement, accepted only at their neutral value.
 std::optional<ApiError> CheckNeutral(const Fields& f, uint64_t n) {
-  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
-    std::optional<double> v;
-    FOLIO_RETURN_API_ERROR(f.Number(key, -2.0, 2.0, false, v));
-    if (v && *v != 0.0) return InvalidField(key, StrCat("'", key, "' is not supported"));
-  }
-  if (const json* v = f.Find("logit_bias"); v != nullptr) {
-    if (!v->is_object()) return WrongType("logit_bias", "an object", *v);
-    if (!v->empty()) return InvalidField("logit_bias", "'logit_bias' is not supported");
-  }
   for (const char* key : {"tools", "functions"}) {
     if (const json* v = f.Find(key); v != nullptr) {
       if (!v->is_array()) return WrongType(key, "an array", *v);
@@ -556,26 +551,125 @@ std::optional<ApiError> ParseBeamSearch(const Fields& f, engine::BeamSearchParam
   return std::nullopt;
 }
 
+std::string Range(const engine::RequestParamInfo& info) {
+  const auto fmt = [](double x) {
+    return x == std::floor(x) && std::abs(x) < 1e15 ? std::to_string(static_cast<int64_t>(x))
+                                                    : json(x).dump();
+  };
+  return StrCat(info.lo_open ? "(" : "[", fmt(info.lo), ", ", fmt(info.hi), "]");
+}
+
+// A logit_bias: {"token id": bias}, OpenAI's form (keys are strings).
+std::optional<ApiError> ParseLogitBias(const Fields& f, std::string_view key,
+                                       const engine::RequestParamInfo& info, uint64_t vocab_size,
+                                       engine::LogitBias& out) {
+  const json* v = f.Find(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_object()) return WrongType(key, "an object of token id -> bias", *v);
+  if (v->size() > sampling::kMaxLogitBias) {
+    return InvalidField(std::string(key), StrCat("'", key, "' has ", v->size(),
+                                                 " entries; at most ", sampling::kMaxLogitBias));
+  }
+  engine::LogitBias bias;
+  for (const auto& [id_text, b] : v->items()) {
+    uint64_t id = 0;
+    const bool digits =
+        !id_text.empty() && id_text.size() <= 10 &&
+        std::all_of(id_text.begin(), id_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) id = std::stoull(id_text);
+    if (!digits || id >= vocab_size) {
+      return InvalidField(std::string(key),
+                          StrCat("'", key, "' key ", Quote(id_text),
+                                 " is not a token id of the vocabulary [0, ", vocab_size, ")"));
+    }
+    const bool in_range = b.is_number() && std::isfinite(b.get<double>()) &&
+                          b.get<double>() >= info.lo && b.get<double>() <= info.hi;
+    if (!in_range) {
+      return InvalidField(std::string(key),
+                          StrCat("'", key, "' biases must be numbers in ", Range(info), ", got ",
+                                 Clip(b.dump()), " for token ", id_text));
+    }
+    bias[static_cast<int32_t>(id)] = b.get<double>();
+  }
+  out = std::move(bias);
+  return std::nullopt;
+}
+
+// An array of at most max_count non-empty strings.
+std::optional<ApiError> ParseStrings(const Fields& f, std::string_view key, uint64_t max_count,
+                                     std::vector<std::string>& out) {
+  const json* v = f.Find(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_array()) return WrongType(key, "an array of strings", *v);
+  if (v->size() > max_count) {
+    return InvalidField(std::string(key),
+                        StrCat("'", key, "' has ", v->size(), " strings; at most ", max_count));
+  }
+  std::vector<std::string> strings;
+  for (const json& s : *v) {
+    if (!s.is_string() || s.get_ref<const std::string&>().empty()) {
+      return InvalidField(std::string(key),
+                          StrCat("'", key, "' must hold non-empty strings, got ", Clip(s.dump())));
+    }
+    strings.push_back(s.get<std::string>());
+  }
+  out = std::move(strings);
+  return std::nullopt;
+}
+
+// The name the body gives a declared parameter under: its own, or an
+// alias (engine::kRequestParamAliases); both is an error naming them.
+std::variant<std::string_view, ApiError> KeyFor(const json& body, std::string_view name) {
+  std::string_view key = name;
+  for (const auto& [alias, declared] : engine::kRequestParamAliases) {
+    if (declared != name) continue;
+    auto it = body.find(alias);
+    if (it == body.end() || it->is_null()) continue;
+    auto own = body.find(name);
+    if (key != name || (own != body.end() && !own->is_null())) {
+      return InvalidField(std::string(alias),
+                          StrCat("give one of ", Quote(name), " and ", Quote(alias), ", not both"));
+    }
+    key = alias;
+  }
+  return key;
+}
+
 // Every declared parameter (engine/request_params.h) the body gives, by
 // its type; the first error wins.
-std::optional<ApiError> ParseDeclared(const Fields& f, uint64_t vocab_size,
+std::optional<ApiError> ParseDeclared(const json& body, const Fields& f, uint64_t vocab_size,
                                       engine::RequestParams& params) {
   std::optional<ApiError> error;
   engine::ForEachRequestParam(params, [&](const engine::RequestParamInfo& info, auto& member) {
     if (error) return;
+    std::variant<std::string_view, ApiError> found = KeyFor(body, info.name);
+    if (ApiError* e = std::get_if<ApiError>(&found)) {
+      error = std::move(*e);
+      return;
+    }
+    const std::string_view key = std::get<std::string_view>(found);
     using T = std::decay_t<decltype(member)>;
     if constexpr (std::is_same_v<T, double>) {
       std::optional<double> v;
-      error = f.Number(info.name, info.lo, info.hi, false, v);
+      error = f.Number(key, info.lo, info.hi, info.lo_open, v);
+      if (v) member = *v;
+    } else if constexpr (std::is_same_v<T, int64_t>) {
+      std::optional<int64_t> v;
+      error = f.Int(key, static_cast<int64_t>(info.lo), static_cast<int64_t>(info.hi), v);
       if (v) member = *v;
     } else if constexpr (std::is_same_v<T, bool>) {
       std::optional<bool> v;
-      error = f.Bool(info.name, v);
+      error = f.Bool(key, v);
       if (v) member = *v;
-    } else {
+    } else if constexpr (std::is_same_v<T, engine::TokenIds>) {
       std::optional<std::vector<int32_t>> v;
-      error = f.TokenIds(info.name, static_cast<uint64_t>(info.hi), vocab_size, v);
+      error = f.TokenIds(key, static_cast<uint64_t>(info.hi), vocab_size, v);
       if (v) member = std::move(*v);
+    } else if constexpr (std::is_same_v<T, engine::LogitBias>) {
+      error = ParseLogitBias(f, key, info, vocab_size, member);
+    } else {
+      static_assert(std::is_same_v<T, engine::Strings>);
+      error = ParseStrings(f, key, static_cast<uint64_t>(info.hi), member);
     }
   });
   return error;
@@ -583,8 +677,9 @@ std::optional<ApiError> ParseDeclared(const Fields& f, uint64_t vocab_size,
 
 bool IsDeclared(std::string_view key) {
   static const std::vector<engine::RequestParamInfo> infos = engine::RequestParamInfos();
+  const std::string_view name = engine::CanonicalRequestParamName(key);
   return std::any_of(infos.begin(), infos.end(),
-                     [key](const engine::RequestParamInfo& i) { return i.name == key; });
+                     [name](const engine::RequestParamInfo& i) { return i.name == name; });
 }
 
 }  // namespace
@@ -710,8 +805,11 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   r.endpoint = endpoint;
   for (const auto& [key, value] : j.items()) {
     if (!kCommonFields.contains(key) && !(chat ? kChatFields : kCompletionFields).contains(key) &&
-        !IsDeclared(key)) {
-      r.ignored_fields.push_back(key);
+        !IsDeclared(key) && !kIgnoredFields.contains(key)) {
+      return InvalidField(key, StrCat("unknown field ", Quote(key), ": ",
+                                      chat ? "/v1/chat/completions" : "/v1/completions",
+                                      " does not take it (folio refuses what it would not act "
+                                      "on; docs/server.md lists the fields)"));
     }
   }
 
@@ -727,6 +825,13 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   }
   std::optional<std::string> user;
   FOLIO_RETURN_API_ERROR(f.String("user", user));
+  std::optional<bool> store;
+  FOLIO_RETURN_API_ERROR(f.Bool("store", store));
+  std::optional<std::string> service_tier;
+  FOLIO_RETURN_API_ERROR(f.String("service_tier", service_tier));
+  if (const json* v = f.Find("metadata"); v != nullptr && !v->is_object()) {
+    return WrongType("metadata", "an object", *v);
+  }
   std::optional<int64_t> n;
   FOLIO_RETURN_API_ERROR(f.Int("n", 1, static_cast<int64_t>(kMaxChoices), n));
   r.n = static_cast<uint64_t>(n.value_or(1));
@@ -743,7 +848,7 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   std::optional<double> temperature, top_p;
   FOLIO_RETURN_API_ERROR(f.Number("temperature", 0.0, kMaxTemperature, false, temperature));
   FOLIO_RETURN_API_ERROR(f.Number("top_p", 0.0, 1.0, /*lo_open=*/true, top_p));
-  FOLIO_RETURN_API_ERROR(ParseDeclared(f, m.vocab_size, r.params));
+  FOLIO_RETURN_API_ERROR(ParseDeclared(j, f, m.vocab_size, r.params));
   std::optional<int64_t> top_k, seed;
   FOLIO_RETURN_API_ERROR(f.Int("top_k", -1, kI64Max, top_k));
   if (const json* s = f.Find("seed"); s != nullptr && s->is_number_unsigned()) {

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "folio/core/str_cat.h"
+#include "folio/engine/request_params.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 
 namespace folio::server {
@@ -41,15 +43,26 @@ ApiError Err(Endpoint ep, const std::string& body, const ModelInfo& m = Model())
   return std::get<ApiError>(r);
 }
 
-// Unknown fields change nothing and are listed for the server's log;
-// fields of the other endpoint are unknown here too.
-TEST(ParseRequest, UnknownFieldsAreIgnoredAndListed) {
+// A field folio would not act on is refused by name; fields of the other
+// endpoint are unknown here too. The documented ignored fields pass (their
+// type checked) and change nothing.
+TEST(ParseRequest, UnknownFieldsAreRefusedByNameExceptTheIgnoredOnes) {
+  for (const char* field : {"repetition_penaltyy", "top_logprobs", "add_generation_prompt"}) {
+    const ApiError e =
+        Err(Endpoint::kCompletions, StrCat(R"({"prompt": "ab", ")", field, R"(": 2})"));
+    EXPECT_EQ(e.param, field);
+    EXPECT_NE(e.message.find(StrCat("unknown field '", field, "'")), std::string::npos)
+        << e.message;
+  }
+  EXPECT_EQ(Err(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}],
+      "best_of": 2})")
+                .param,
+            "best_of");
   ParsedRequest r = Ok(Endpoint::kCompletions, R"({"prompt": "ab", "store": false,
-      "metadata": {"a": 1}, "top_logprobs": 2, "service_tier": "auto"})");
-  EXPECT_EQ(r.ignored_fields,
-            (std::vector<std::string>{"store", "metadata", "top_logprobs", "service_tier"}));
+      "metadata": {"a": 1}, "service_tier": "auto", "user": "me"})");
   EXPECT_EQ(r.prompt, Ok(Endpoint::kCompletions, R"({"prompt": "ab"})").prompt);
-  EXPECT_TRUE(Ok(Endpoint::kCompletions, R"({"prompt": "ab"})").ignored_fields.empty());
+  EXPECT_EQ(Err(Endpoint::kCompletions, R"({"prompt": "ab", "store": 1})").param, "store");
+  EXPECT_EQ(Err(Endpoint::kCompletions, R"({"prompt": "ab", "metadata": 1})").param, "metadata");
   // The neutral values of fields folio cannot honour pass.
   Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}], "tools": [],
       "tool_choice": "none", "response_format": {"type": "text"}, "functions": null})");
@@ -146,6 +159,62 @@ TEST(ParseRequest, CompletionEveryField) {
   EXPECT_TRUE(r.stream);
 }
 
+// Every sampling parameter of issue 42 reaches RequestParams, on both
+// endpoints, under OpenAI's, vLLM's and llama.cpp's names.
+TEST(ParseRequest, SamplingParametersReachTheRequest) {
+  for (const auto& [endpoint, start] :
+       {std::pair{Endpoint::kCompletions, std::string(R"({"prompt": "x", )")},
+        std::pair{Endpoint::kChat,
+                  std::string(R"({"messages": [{"role": "user", "content": "x"}], )")}}) {
+    const ParsedRequest r = Ok(endpoint, start + R"("presence_penalty": 0.5,
+        "frequency_penalty": -0.25, "repetition_penalty": 1.3, "penalty_last_n": 64,
+        "logit_bias": {"5": -100, "7": 2.5}, "allowed_token_ids": [5, 7, 9],
+        "bad_words": ["ab", "c d"], "min_tokens": 3, "typical_p": 0.9, "top_n_sigma": 1.5,
+        "dry_multiplier": 0.8, "dry_base": 1.75, "dry_allowed_length": 3,
+        "dry_penalty_last_n": -1, "dry_sequence_breakers": ["\n", "##"],
+        "xtc_probability": 0.5, "xtc_threshold": 0.2, "include_stop_str_in_output": true})");
+    const engine::RequestParams& p = r.params;
+    EXPECT_EQ(p.processors.presence_penalty, 0.5);
+    EXPECT_EQ(p.processors.frequency_penalty, -0.25);
+    EXPECT_EQ(p.processors.repetition_penalty, 1.3);
+    EXPECT_EQ(p.processors.penalty_last_n, 64);
+    EXPECT_EQ(p.processors.logit_bias, (engine::LogitBias{{5, -100.0}, {7, 2.5}}));
+    EXPECT_EQ(p.processors.allowed_token_ids, (std::vector<int32_t>{5, 7, 9}));
+    EXPECT_EQ(p.bad_words, (std::vector<std::string>{"ab", "c d"}));
+    EXPECT_EQ(p.processors.min_tokens, 3);
+    EXPECT_EQ(p.sampling.typical_p, 0.9);
+    EXPECT_EQ(p.sampling.top_n_sigma, 1.5);
+    EXPECT_EQ(p.processors.dry.multiplier, 0.8);
+    EXPECT_EQ(p.processors.dry.base, 1.75);
+    EXPECT_EQ(p.processors.dry.allowed_length, 3);
+    EXPECT_EQ(p.processors.dry.penalty_last_n, -1);
+    EXPECT_EQ(p.dry_sequence_breakers, (std::vector<std::string>{"\n", "##"}));
+    EXPECT_EQ(p.sampling.xtc_probability, 0.5);
+    EXPECT_EQ(p.sampling.xtc_threshold, 0.2);
+    EXPECT_TRUE(p.include_stop_str_in_output);
+    // llama.cpp's names.
+    const ParsedRequest l = Ok(endpoint, start + R"("repeat_penalty": 1.1, "repeat_last_n": 8})");
+    EXPECT_EQ(l.params.processors.repetition_penalty, 1.1);
+    EXPECT_EQ(l.params.processors.penalty_last_n, 8);
+  }
+}
+
+// Out of range: a 400 naming the parameter and its range.
+TEST(ParseRequest, OutOfRangeNamesTheRange) {
+  constexpr Endpoint kC = Endpoint::kCompletions;
+  EXPECT_NE(Err(kC, R"({"prompt": "a", "repetition_penalty": 0})").message.find("(0, 100]"),
+            std::string::npos);
+  EXPECT_NE(Err(kC, R"({"prompt": "a", "presence_penalty": 3})").message.find("[-2, 2]"),
+            std::string::npos);
+  EXPECT_NE(Err(kC, R"({"prompt": "a", "logit_bias": {"5": -101}})").message.find("[-100, 100]"),
+            std::string::npos);
+  std::string many = R"({"prompt": "a", "logit_bias": {)";
+  for (int i = 0; i < 301; ++i) many += StrCat(i == 0 ? "" : ", ", "\"", i, "\": 1");
+  const ApiError e = Err(kC, many + "}}");
+  EXPECT_EQ(e.param, "logit_bias");
+  EXPECT_NE(e.message.find("at most 300"), std::string::npos) << e.message;
+}
+
 TEST(ParseRequest, NullMeansAbsent) {
   ParsedRequest r = Ok(Endpoint::kCompletions,
                        R"({"prompt": "a", "temperature": null, "stop": null, "logprobs": null})");
@@ -204,7 +273,6 @@ TEST(ParseRequest, StopTokenIdsAndIgnoreEosReachTheEngine) {
     EXPECT_TRUE(r.params.ignore_eos);
     EXPECT_EQ(r.params.sampling.min_p, 0.5);
     EXPECT_EQ(r.params.eos_token_ids, (std::vector<int32_t>{1}));
-    EXPECT_TRUE(r.ignored_fields.empty());
     EXPECT_EQ(Err(endpoint, start + R"("stop_token_ids": [5, 100000]})", m).param,
               "stop_token_ids");
     EXPECT_EQ(Err(endpoint, start + R"("stop_token_ids": 5})", m).param, "stop_token_ids");
@@ -368,8 +436,31 @@ INSTANTIATE_TEST_SUITE_P(
                            "tool_choice": "required"})",
                 "tool_choice"},
         BadCase{kC, R"({"prompt": "a", "user": 5})", "user"},
-        BadCase{kC, R"({"prompt": "a", "presence_penalty": 0.5})", "presence_penalty"},
-        BadCase{kC, R"({"prompt": "a", "logit_bias": {"5": 1}})", "logit_bias"},
+        BadCase{kC, R"({"prompt": "a", "presence_penalty": 2.5})", "presence_penalty"},
+        BadCase{kC, R"({"prompt": "a", "frequency_penalty": -3})", "frequency_penalty"},
+        BadCase{kC, R"({"prompt": "a", "repetition_penalty": 0})", "repetition_penalty"},
+        BadCase{kC, R"({"prompt": "a", "repeat_penalty": -1})", "repeat_penalty"},
+        BadCase{kC, R"({"prompt": "a", "repeat_penalty": 1.1, "repetition_penalty": 1.2})",
+                "repeat_penalty"},
+        BadCase{kC, R"({"prompt": "a", "penalty_last_n": -2})", "penalty_last_n"},
+        BadCase{kC, R"({"prompt": "a", "penalty_last_n": 1.5})", "penalty_last_n"},
+        BadCase{kC, R"({"prompt": "a", "logit_bias": {"5": 101}})", "logit_bias"},
+        BadCase{kC, R"({"prompt": "a", "logit_bias": {"999999": 1}})", "logit_bias"},
+        BadCase{kC, R"({"prompt": "a", "logit_bias": {"x": 1}})", "logit_bias"},
+        BadCase{kC, R"({"prompt": "a", "logit_bias": {"-1": 1}})", "logit_bias"},
+        BadCase{kC, R"({"prompt": "a", "logit_bias": [5]})", "logit_bias"},
+        BadCase{kC, R"({"prompt": "a", "allowed_token_ids": [999999]})", "allowed_token_ids"},
+        BadCase{kC, R"({"prompt": "a", "bad_words": [""]})", "bad_words"},
+        BadCase{kC, R"({"prompt": "a", "bad_words": "x"})", "bad_words"},
+        BadCase{kC, R"({"prompt": "a", "min_tokens": -1})", "min_tokens"},
+        BadCase{kC, R"({"prompt": "a", "typical_p": 1.5})", "typical_p"},
+        BadCase{kC, R"({"prompt": "a", "top_n_sigma": -1})", "top_n_sigma"},
+        BadCase{kC, R"({"prompt": "a", "min_p": 1.5})", "min_p"},
+        BadCase{kC, R"({"prompt": "a", "dry_base": 0.5})", "dry_base"},
+        BadCase{kC, R"({"prompt": "a", "dry_sequence_breakers": [1]})", "dry_sequence_breakers"},
+        BadCase{kC, R"({"prompt": "a", "xtc_probability": 2})", "xtc_probability"},
+        BadCase{kC, R"({"prompt": "a", "include_stop_str_in_output": 1})",
+                "include_stop_str_in_output"},
         BadCase{kC, R"({"prompt": "a", "echo": true})", "echo"},
         BadCase{kC, R"({"prompt": "a", "best_of": 65})", "best_of"},
         BadCase{kC, R"({"prompt": "a", "suffix": "z"})", "suffix"},
@@ -476,7 +567,6 @@ TEST(ParseRequest, EveryStructuredOutputFieldCompilesItsConstraint) {
     EXPECT_EQ(r.grammar_field, c.field) << body;
     EXPECT_TRUE(r.params.grammar->Matches(c.yes)) << body << " should accept " << c.yes;
     EXPECT_FALSE(r.params.grammar->Matches(c.no)) << body << " should reject " << c.no;
-    EXPECT_TRUE(r.ignored_fields.empty()) << body;
   }
 }
 

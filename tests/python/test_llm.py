@@ -207,8 +207,10 @@ def test_bad_inputs_raise_clear_exceptions(tmp_path, llm):
         LLM("builtin", step_delay_us=-1)
     with pytest.raises(ValueError, match="num_pages or kv_bytes"):
         LLM("builtin", num_pages=4, kv_bytes=1 << 20)
-    with pytest.raises(ValueError, match="presence_penalty=0.5.*repetition_penalty=1.2"):
-        SamplingParams(presence_penalty=0.5, repetition_penalty=1.2)
+    with pytest.raises(ValueError, match="prompt_logprobs=2.*skip_special_tokens=False"):
+        SamplingParams(prompt_logprobs=2, skip_special_tokens=False)
+    with pytest.raises(TypeError, match="repetition_penaltyy"):
+        SamplingParams(repetition_penaltyy=1.2)  # not a field: refused by name
     with pytest.raises(ValueError, match="n must be"):
         SamplingParams(n=0)
     with pytest.raises(ValueError, match="best_of must be"):
@@ -225,9 +227,14 @@ def test_bad_inputs_raise_clear_exceptions(tmp_path, llm):
     for kwargs, field in [({"temperature": -1}, "temperature"), ({"top_p": 0}, "top_p"),
                           ({"top_k": -2}, "top_k"), ({"min_p": 1.5}, "min_p"),
                           ({"max_tokens": 0}, "max_tokens"), ({"logprobs": 21}, "logprobs"),
-                          ({"stop": [""]}, "stop"), ({"repetition_penalty": 1.2},
+                          ({"stop": [""]}, "stop"), ({"repetition_penalty": 0},
                                                      "repetition_penalty"),
-                          ({"best_of": 0}, "best_of"), ({"logit_bias": {1: 2.0}}, "logit_bias")]:
+                          ({"best_of": 0}, "best_of"), ({"logit_bias": {1: 200.0}}, "logit_bias"),
+                          ({"logit_bias": {i: 1.0 for i in range(301)}}, "logit_bias"),
+                          ({"presence_penalty": 2.5}, "presence_penalty"),
+                          ({"min_tokens": -1}, "min_tokens"), ({"bad_words": [""]}, "bad_words"),
+                          ({"penalty_last_n": 1.5}, "penalty_last_n"),
+                          ({"dry_sequence_breakers": "x"}, "dry_sequence_breakers")]:
         with pytest.raises(ValueError, match=field):
             SamplingParams(**kwargs)
     SamplingParams(best_of=1, logit_bias={}, top_k=0)  # neutral values pass

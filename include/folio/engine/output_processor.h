@@ -9,6 +9,21 @@
 // whether the request finished (a stop string, a stop token, or
 // max_tokens).
 //
+// Logits processors (RequestParams::processors; sampling/
+// logits_processors.h): before selecting, Process copies the row and
+// applies them over the sequence's tokens so far (the `tokens` argument:
+// the prompt then the tokens generated before this one), with the
+// request's stop and end ids (StopTokenIds) as min_tokens' end ids. The
+// state holds the processors in tokens: bad_words and DRY's sequence
+// breakers are tokenized by the tokenizer when the state is made. When the
+// processors (with a grammar's mask) leave no token, the request finishes
+// with kAbort and no token, as a grammar that cannot go on does. Before
+// min_tokens tokens, stop strings do not end the text either (vLLM's rule).
+//
+// Log-probs are the model's own, before the processors ("raw", vLLM's
+// default logprobs_mode): a penalty or bias changes what is selected, not
+// the log-probability reported for it.
+//
 // Structured output (RequestParams::grammar): the state also holds a
 // grammar::Matcher over the vocabulary's token trie (built from the
 // tokenizer on the first constrained request, then shared). Each Process
@@ -41,6 +56,7 @@
 #include "folio/core/status.h"
 #include "folio/engine/request.h"
 #include "folio/grammar/grammar.h"
+#include "folio/sampling/logits_processors.h"
 #include "folio/tokenizer/tokenizer.h"
 
 namespace folio::engine {
@@ -85,10 +101,16 @@ class OutputProcessor {
     // step; kept to spare the allocation).
     std::optional<grammar::Matcher> matcher;
     std::vector<uint64_t> allowed;
+    // The ids that end the request (StopTokenIds), which min_tokens holds
+    // back.
+    std::vector<int32_t> end_ids;
   };
-  // A fresh request's state. A grammar needs a tokenizer (checked: the
-  // engine refuses such a request first).
-  State NewState(const RequestParams& params) const;
+  // A fresh request's state: params.processors completed with bad_words
+  // and DRY's breakers in tokens. A grammar needs a tokenizer (checked:
+  // the engine refuses such a request first), and so do bad_words and DRY.
+  // Errors: bad_words or dry_sequence_breakers that do not tokenize (or an
+  // empty breaker), or that need a tokenizer there is not (naming them).
+  Result<State> NewState(const RequestParams& params) const;
   // Parallel sample `index` of request `parent` (RequestParams::n), forked
   // before the parent selected any token: the parent's state with n = 1 and
   // the stream SampleSeed(seed, index). Its matcher is a copy of the
@@ -110,6 +132,9 @@ class OutputProcessor {
 
   // Samples request id's next token from its logits row ([vocab]) and
   // returns the step's output for it; finish is set when it is its last.
+  // tokens: the sequence before this token (prompt, then generated), which
+  // the logits processors read; it may be empty only for a request
+  // without processors.
   // A constrained request that can go no further finishes with kAbort and
   // no token (new_tokens empty). Errors: the sampler's (a NaN in the row,
   // a row whose length is not the vocabulary's for a constrained request).
@@ -119,7 +144,7 @@ class OutputProcessor {
   // comes from sampling::AcceptOrResample with that draft token, which
   // keeps the distribution but not the random stream of SelectToken.
   Result<StepOutput> Process(RequestId id, std::span<const float> logits,
-                             uint64_t num_output_tokens,
+                             uint64_t num_output_tokens, std::span<const int32_t> tokens = {},
                              std::optional<int32_t> resample_draft = std::nullopt);
   // RequestParams::prompt_logits: appends to out.prompt_logits the rows of
   // `logits` ([rows, vocab], positions first_position, ...) that are prompt
@@ -129,18 +154,32 @@ class OutputProcessor {
                        std::span<const float> logits, uint64_t vocab, StepOutput& out);
 
  private:
-  // Appends one token's text to out; true when a stop string completed.
-  static bool EmitText(State& s, int32_t token, StepOutput& out);
+  // Appends one token's text to out; true when a stop string completed
+  // (looked for only when may_stop).
+  static bool EmitText(State& s, int32_t token, bool may_stop, StepOutput& out);
   static void FlushText(State& s, StepOutput& out);
 
   // Fills s.allowed for the next token of a constrained request; false
   // when it allows nothing.
   bool FillAllowed(State& s) const;
+  // RequestParams::bad_words in tokens (vLLM's rule); errors name the word.
+  Result<std::vector<std::vector<int32_t>>> BadWordsIds(std::span<const std::string> words) const;
+  // DRY's sequence breakers in tokens (cached for the last strings).
+  Result<std::vector<sampling::DryBreaker>> DryBreakers(
+      const std::vector<std::string>& strings) const;
 
   const tokenizer::Tokenizer* tokenizer_;
   uint64_t vocab_size_;
   mutable std::shared_ptr<const grammar::TokenTrie> trie_;  // token_trie(), lazily
+  // DRY's breakers in tokens for the last breaker strings asked for, and
+  // the vocabulary's texts they are found in (both built lazily).
+  mutable std::vector<std::string> token_bytes_;
+  mutable std::vector<std::string> breaker_strings_;
+  mutable std::vector<sampling::DryBreaker> breakers_;
   std::map<RequestId, State> states_;
+  // Processors: the row they edit and the penalties' counters (reused).
+  std::vector<float> processed_;
+  sampling::ProcessorScratch scratch_;
 };
 
 }  // namespace folio::engine

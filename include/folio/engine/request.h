@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "folio/engine/beam_search.h"
+#include "folio/sampling/logits_processors.h"
 #include "folio/sampling/sampler.h"
 
 namespace folio::grammar {
@@ -23,6 +24,21 @@ using RequestId = uint64_t;
 
 struct RequestParams {
   sampling::SamplingParams sampling;
+  // Logits processors (sampling/logits_processors.h), applied to each row
+  // before the sampler over the sequence's tokens so far. Their text
+  // parameters (bad_words, dry_sequence_breakers) are turned into tokens
+  // by the engine's tokenizer when the request is added; front ends leave
+  // processors.bad_words_ids and processors.dry_breakers empty.
+  sampling::ProcessorParams processors;
+  // Words the output never completes (vLLM's bad_words): each word,
+  // stripped of leading spaces, tokenized alone and after one space
+  // (processors.bad_words_ids). Needs an engine with a tokenizer.
+  std::vector<std::string> bad_words;
+  // DRY's sequence breakers (llama.cpp's default set); used when
+  // processors.dry.multiplier > 0, which needs a tokenizer.
+  std::vector<std::string> dry_sequence_breakers = {"\n", ":", "\"", "*"};
+  // Keep the stop string that ended the text (vLLM's name).
+  bool include_stop_str_in_output = false;
   uint64_t max_tokens = 16;
   uint64_t seed = 0;                    // the request's own SplitMix64 stream
   std::vector<int32_t> stop_token_ids;  // finish when one is selected (kept)

@@ -40,6 +40,16 @@ class JsonFields {
     }
     return x;
   }
+  Result<int64_t> I64(const char* key) const {
+    const nlohmann::json* v = nullptr;
+    FOLIO_RETURN_IF_ERROR(Find(key, &nlohmann::json::is_number_integer, "an integer", v));
+    if (v->is_number_unsigned() &&
+        v->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return Status::InvalidArgument(where_ + ": " + key + " = " + v->dump() +
+                                     " exceeds the int64 range");
+    }
+    return v->get<int64_t>();
+  }
   Result<double> Double(const char* key) const {
     const nlohmann::json* v = nullptr;
     FOLIO_RETURN_IF_ERROR(Find(key, &nlohmann::json::is_number, "a number", v));

@@ -1,14 +1,40 @@
 // Token selection from one row of logits.
 //
+// A row's logits come here after the request's logits processors
+// (sampling/logits_processors.h: penalties, bias, bans), which may have set
+// some to -inf: a token whose logit is -inf is never a candidate.
+//
 // Greedy (temperature 0) takes the argmax, ties to the lowest id, and draws
-// nothing from the random stream. Otherwise, in this order: candidates
-// sorted by logit (ties: lower id first) and cut to the top_k (0 = all);
-// weighted by exp((logit - max) / temperature) in double precision; cut to
-// the shortest prefix whose weight reaches top_p of the total (1 = off);
-// then every candidate below min_p times the top weight dropped (0 = off).
-// One SplitMix64 unit draw picks the token by walking the cumulative
-// weights in that order. Exactly one draw per sampled token, so a stream's
-// state says how many tokens were sampled from it.
+// nothing from the random stream (top_n_sigma, top_k, top_p, min_p,
+// typical_p and XTC do not apply: each keeps the argmax, or, for
+// typical_p and XTC, would not be asked for with greedy decoding, as Hugging
+// Face and vLLM ignore them there). Otherwise, in this order:
+//   1. top_n_sigma (0 = off): candidates whose logit is below
+//      max - top_n_sigma * sigma are dropped, sigma the population standard
+//      deviation of the candidates' logits (llama.cpp's rule; temperature
+//      scales max and sigma alike, so it does not matter where it stands);
+//   2. candidates sorted by logit (ties: lower id first), cut to top_k (0 =
+//      all);
+//   3. weighted by exp((logit - max) / temperature) in double precision;
+//   4. top_p: cut to the shortest prefix whose weight reaches top_p of the
+//      total (1 = off);
+//   5. min_p: every candidate below min_p times the top weight dropped (0 =
+//      off);
+//   6. typical_p (1 = off; Meister et al., Hugging Face's
+//      TypicalLogitsWarper): with p the candidates' normalized weights and
+//      H their entropy, the candidates sorted by |-log p - H| (ties: lower
+//      id) are cut after the first whose cumulative p reaches typical_p, and
+//      every candidate scoring no more than that one is kept; the kept ones
+//      stay in logit order;
+//   7. XTC (llama.cpp's "exclude top choices"; xtc_probability 0 = off, and
+//      off when xtc_threshold > 0.5 or one candidate is left): one unit draw
+//      u; if u <= xtc_probability, every candidate whose normalized weight
+//      is >= xtc_threshold except the least likely of them is dropped.
+// One SplitMix64 unit draw then picks the token by walking the cumulative
+// weights in that order. Exactly one draw per sampled token (two with XTC
+// on), so a stream's state says how many tokens were sampled from it.
+// This is Hugging Face's warper order (temperature, top_k, top_p, min_p,
+// typical_p) with llama.cpp's top_n_sigma first and XTC last.
 //
 // An allowed-token mask (structured output: grammar::Matcher::FillMask)
 // restricts the candidates before anything else: the sampler behaves
@@ -42,26 +68,35 @@ inline bool MaskAllows(TokenMask mask, uint64_t t) {
 }
 
 struct SamplingParams {
-  double temperature = 0.0;  // 0 = greedy
-  uint64_t top_k = 0;        // 0 = no limit
-  double top_p = 1.0;        // in (0, 1]; 1 = no limit
-  double min_p = 0.0;        // in [0, 1]; 0 = no limit
+  double temperature = 0.0;      // 0 = greedy
+  uint64_t top_k = 0;            // 0 = no limit
+  double top_p = 1.0;            // in (0, 1]; 1 = no limit
+  double min_p = 0.0;            // in [0, 1]; 0 = no limit
+  double typical_p = 1.0;        // in [0, 1]; 1 = off
+  double top_n_sigma = 0.0;      // >= 0; 0 = off
+  double xtc_probability = 0.0;  // in [0, 1]; 0 = off
+  double xtc_threshold = 0.1;    // in [0, 1]; above 0.5 = off
 
   // Errors: temperature negative or not finite; top_p outside (0, 1];
-  // min_p outside [0, 1].
+  // min_p, typical_p, xtc_probability or xtc_threshold outside [0, 1];
+  // top_n_sigma negative or not finite. Each names the parameter.
   Status Validate() const;
   bool greedy() const { return temperature == 0.0; }
+  // Whether XTC can act (and so draws): probability > 0, threshold <= 0.5.
+  bool xtc() const { return xtc_probability > 0.0 && xtc_threshold <= 0.5; }
 };
 
 // Errors: empty logits, invalid params, a NaN logit (allowed or not), a
 // mask of the wrong size (InvalidArgument naming both sizes) or one that
-// allows no token of the row.
+// allows no token of the row, a row with no candidate (every allowed logit
+// -inf: FailedPrecondition; HasCandidate says so beforehand).
 template <typename T>
 Result<int32_t> SelectToken(std::span<const T> logits, const SamplingParams& params,
                             SplitMix64& rng, TokenMask allowed = {});
 
 // The candidates SelectToken draws from, in its order, with their
-// (unnormalized) weights and their total: greedy, the argmax alone.
+// (unnormalized) weights and their total: greedy, the argmax alone. XTC is
+// not applied here (it needs a draw: ApplyXtc).
 struct Candidates {
   std::vector<int32_t> ids;
   std::vector<double> weights;
@@ -70,6 +105,15 @@ struct Candidates {
 template <typename T>
 Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingParams& params,
                                       TokenMask allowed = {});
+// XTC (step 7 above) on candidates: draws one unit from rng when
+// params.xtc() and there are at least two candidates, and drops the top
+// choices when the draw says so.
+void ApplyXtc(const SamplingParams& params, SplitMix64& rng, Candidates& c);
+
+// Whether some token of the row can be selected: one the mask allows whose
+// logit is not -inf (a NaN counts: the sampler refuses it by name).
+template <typename T>
+bool HasCandidate(std::span<const T> logits, TokenMask allowed = {});
 
 // Speculative sampling's acceptance rule (Leviathan et al., 2023) for a
 // drafter that proposes `draft` with certainty: the draft stands with its
@@ -80,7 +124,8 @@ Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingP
 // draft, but not SelectToken's random stream. Greedy: the argmax, no draw.
 // With a mask the distribution is the masked one: a draft the mask forbids
 // has probability 0, so it is always rejected (one draw spent) and the
-// token is drawn from the allowed candidates. Errors: SelectToken's.
+// token is drawn from the allowed candidates. With XTC on, its draw comes
+// first and the distribution is the one it leaves. Errors: SelectToken's.
 template <typename T>
 Result<int32_t> AcceptOrResample(std::span<const T> logits, const SamplingParams& params,
                                  int32_t draft, SplitMix64& rng, TokenMask allowed = {});

@@ -74,7 +74,6 @@ struct PreparedGeneration {
   Generation generation;  // no channel yet
   std::vector<int32_t> prompt;
   engine::RequestParams params;
-  std::vector<std::string> ignored_fields;  // unknown top-level fields
 };
 std::variant<PreparedGeneration, ApiError> PrepareGeneration(Endpoint endpoint,
                                                              std::string_view body,
@@ -132,14 +131,10 @@ class Api {
   Metrics& metrics() { return metrics_; }
 
  private:
-  void NoteIgnored(const std::vector<std::string>& fields);
-
   const ModelInfo& model_;
   serving::EngineThread& thread_;
   Metrics& metrics_;
   std::atomic<uint64_t> next_id_{0};
-  std::mutex ignored_mu_;
-  std::set<std::string> ignored_;
 };
 
 }  // namespace folio::server

@@ -6,12 +6,12 @@
 // malformed JSON, a field of the wrong type, a value out of range, a prompt
 // that does not tokenize, token ids outside the vocabulary, prompt +
 // max_tokens beyond the model's context or the KV pool. JSON null counts as
-// an absent field (clients send nulls for unset options). Unknown fields
-// are ignored and listed in ParsedRequest::ignored_fields (the server logs
-// each name once), as vLLM's and llama.cpp's servers do: clients send
-// fields like store, service_tier or metadata that change nothing here.
-// Known fields folio cannot honour are refused by name unless they carry
-// their neutral value.
+// an absent field (clients send nulls for unset options). A field the
+// endpoint does not act on is refused by name ("unknown field"), except
+// user, metadata, store and service_tier, which cannot change a reply and
+// are accepted and ignored (their type checked; docs/server.md). Known
+// fields folio cannot honour are refused by name unless they carry their
+// neutral value.
 //
 // Fields (both endpoints unless marked):
 //   model        string; must name the served model or an alias (404
@@ -28,10 +28,14 @@
 //                context capped at ModelInfo::default_max_tokens
 //   temperature  number in [0, 2]; default 1
 //   top_p        number in (0, 1];  top_k integer >= -1 (-1 and 0: off);
-//   min_p, stop_token_ids, ignore_eos, and every other parameter declared
-//                in engine/request_params.h (docs/request-params.md), by
-//                its row's type and range; the model's end ids (eos, and
-//                for chat the template's end-of-turn ids) go into
+//   min_p, typical_p, top_n_sigma, the penalties, logit_bias ({"id":
+//                bias}), allowed_token_ids, bad_words, min_tokens,
+//                stop_token_ids, ignore_eos, include_stop_str_in_output,
+//                dry_*, xtc_*: every parameter declared in
+//                engine/request_params.h (docs/request-params.md), by its
+//                row's type and range, also under its aliases
+//                (repeat_penalty, repeat_last_n); the model's end ids (eos,
+//                and for chat the template's end-of-turn ids) go into
 //                RequestParams::eos_token_ids
 //   seed         integer (two's complement for negatives); when absent the
 //                server draws one (seed_given false) and reports it
@@ -41,15 +45,14 @@
 //                chat: boolean, with top_logprobs integer 0..20
 //   stream       boolean;  stream_options {include_usage: bool}: the usage
 //                chunk (choices []) before [DONE] only when true
-//   user         string (ignored)
+//   user, metadata, store, service_tier: accepted and ignored
 //   n            integer 1..64: parallel samples, choices 0..n-1 (sample i
 //                seeded engine::SampleSeed(seed, i); the engine's
 //                max_num_seqs bounds it too);
-//   presence_penalty, frequency_penalty: only 0; echo: only false;
+//   echo: only false;
 //   best_of      completions: integer n..64 (default n): samples generated,
 //                the n with the highest cumulative log-probability
 //                returned, best first; more than n cannot stream; suffix: only null or "";
-//                logit_bias: only {};
 //   response_format: only {"type": "text"}; tools, functions: only [];
 //   num_draft_tokens (folio's own): integer 0..8, draft tokens per step
 //                for speculative decoding (0: off; absent: the server's
@@ -131,10 +134,9 @@ struct ParsedRequest {
   std::vector<int32_t> prompt;
   engine::RequestParams params;
   bool stream = false;
-  bool include_usage = false;               // stream_options.include_usage
-  bool logprobs = false;                    // return log-probs (params carries top_logprobs)
-  bool seed_given = false;                  // false: params.seed is 0, the server draws one
-  std::vector<std::string> ignored_fields;  // unknown top-level fields, in order
+  bool include_usage = false;  // stream_options.include_usage
+  bool logprobs = false;       // return log-probs (params carries top_logprobs)
+  bool seed_given = false;     // false: params.seed is 0, the server draws one
   // The field that gave params.grammar, the output constraint (empty: none).
   std::string grammar_field;
   // Choices returned; params.n samples are generated (best_of), and when
