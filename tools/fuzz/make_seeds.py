@@ -41,6 +41,15 @@ bodies = [
                   {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
      "logprobs": True, "top_logprobs": 3, "max_completion_tokens": 4},
     {"prompt": "a", "max_tokens": 0, "temperature": -1, "stop": ""},
+    {"messages": [{"role": "user", "content": "w?"},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": "call_1", "type": "function",
+                       "function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
+                  {"role": "tool", "tool_call_id": "call_1", "content": "2"}],
+     "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+         "type": "object", "properties": {"x": {"type": "integer"}}}}}],
+     "tool_choice": {"type": "function", "function": {"name": "f"}},
+     "parallel_tool_calls": False, "chat_template_kwargs": {"enable_thinking": False}},
 ]
 for i, b in enumerate(bodies):
     (out / "request" / f"body{i}.json").write_text(json.dumps(b))
