@@ -69,7 +69,7 @@ asan: setup
 # descriptor_seeds, and a KV snapshot that the Release build's `folio kv
 # export` writes. (make test runs the descriptor fuzzer for 20 s too:
 # src/format/CMakeLists.txt.)
-FUZZERS = gguf safetensors descriptor snapshot request jinja
+FUZZERS = gguf safetensors descriptor snapshot request jinja chat_output
 
 $(FUZZ_DIR)/CMakeCache.txt:
 	cmake -S . -B $(FUZZ_DIR) -DCMAKE_CXX_COMPILER=clang++ \

@@ -40,7 +40,7 @@ from folio._folio import (
 from folio.async_llm import AsyncLLM
 from folio.chat_template import apply_chat_template
 from folio.llm import LLM
-from folio.outputs import CompletionOutput, Logprob, RequestOutput
+from folio.outputs import CompletionOutput, FunctionCall, Logprob, RequestOutput, ToolCall
 from folio._engine import Tokenizer
 from folio.sampling_params import GuidedDecodingParams, SamplingParams, StructuredOutputsParams
 
@@ -51,6 +51,7 @@ __all__ = [
     # the engine
     "AsyncLLM",
     "CompletionOutput",
+    "FunctionCall",
     "LLM",
     "Logprob",
     "RequestOutput",
@@ -58,6 +59,7 @@ __all__ = [
     "SamplingParams",
     "StructuredOutputsParams",
     "Tokenizer",
+    "ToolCall",
     "apply_chat_template",
     "paged_attention",
     # KV snapshots

@@ -5,6 +5,7 @@ llm.cc) runs on its own C++ thread; this module only feeds and reads it.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
@@ -12,7 +13,8 @@ from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tupl
                     cast)
 
 from folio import _folio
-from folio.outputs import CompletionOutput, Logprob, PositionLogprobs, RequestOutput
+from folio.outputs import (CompletionOutput, FunctionCall, Logprob, PositionLogprobs,
+                           RequestOutput, ToolCall)
 from folio.sampling_params import SamplingParams
 
 #: A prompt: text, token ids, or vLLM's {"prompt": text} /
@@ -134,6 +136,33 @@ def _chat_messages(messages: Sequence[ChatMessage]) -> List[Dict[str, Any]]:
                              f"(got {type(content).__name__})")
         out.append({**m, "content": content})
     return out
+
+
+class ChatRequest:
+    """One conversation of LLM.chat, prepared as folio serve prepares a chat
+    body: its prompt, end-of-turn ids, the GBNF that forces a tool call
+    (tool_choice "required" or named; else None), and how its reply is read
+    (python/src/chat_prompt.h)."""
+
+    def __init__(self, prompt: Dict[str, Any], stops: List[int], reader: Any,
+                 grammar: Optional[str]) -> None:
+        self.prompt = prompt
+        self.stops = stops
+        self.reader = reader
+        self.grammar = grammar
+
+    def read(self, out: RequestOutput) -> None:
+        """Fills each completion's content, reasoning_content and tool_calls."""
+        for c in out.outputs:
+            # Call ids: drawn from the request id and the completion's index.
+            digest = hashlib.blake2b(f"{out.request_id}/{c.index}".encode(), digest_size=8)
+            content, reasoning, calls = self.reader.read(
+                c.text, int.from_bytes(digest.digest(), "little"))
+            c.content = None if not content and calls else str(content)
+            c.reasoning_content = None if reasoning is None else str(reasoning)
+            c.tool_calls = None if calls is None else [
+                ToolCall(id=str(i), function=FunctionCall(name=str(n), arguments=str(a)))
+                for i, n, a in calls]
 
 
 class _Sample:
@@ -358,8 +387,10 @@ class EngineCore:
         return None, ids
 
     def make_request(self, prompt: PromptType, params: SamplingParams, request_id: Optional[str],
-                     chat_stops: Sequence[int] = ()) -> Tuple[Request, _folio.RequestParams]:
-        """Checks a request (ValueError) without submitting it."""
+                     chat_stops: Sequence[int] = (), grammar: Optional[str] = None
+                     ) -> Tuple[Request, _folio.RequestParams]:
+        """Checks a request (ValueError) without submitting it. grammar: GBNF
+        the output must follow (a chat's forced tool call)."""
         if not isinstance(params, SamplingParams):
             raise TypeError(f"sampling_params must be a folio.SamplingParams "
                             f"(got {type(params).__name__})")
@@ -375,7 +406,12 @@ class EngineCore:
         seed = params.seed if params.seed is not None else self._seeds.getrandbits(64)
         native = params._native(seed, max_tokens, eos_ids)
         if params._constraint is not None:
+            if grammar is not None:
+                raise ValueError("structured_outputs cannot be combined with a tool_choice "
+                                 "that forces a call")
             self.native.constrain(native, *params._constraint._kind_and_payload())
+        if grammar is not None:
+            self.native.constrain(native, "grammar", json.dumps(grammar))
         self.native.check(ids, native)
         key = self.new_key()
         ranked = not params.use_beam_search and (params.best_of or params.n) > params.n
@@ -401,6 +437,33 @@ class EngineCore:
             text, ids, stops = self.tokenizer._render(c, add_generation_prompt, chat_template,
                                                       extra or {})
             out.append(({"prompt": text, "prompt_token_ids": ids}, stops))
+        return out
+
+    def chat_requests(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]],
+                      chat_template: Optional[str], fields: Mapping[str, Any]
+                      ) -> List[ChatRequest]:
+        """For one conversation or a list of them, a ChatRequest each. fields:
+        a chat body's other fields (tools, tool_choice, parallel_tool_calls,
+        chat_template_kwargs), checked as folio serve checks them."""
+        batched = isinstance(messages, Sequence) and len(messages) > 0 and \
+            isinstance(messages[0], Sequence) and not isinstance(messages[0], (str, Mapping))
+        convs = cast(Sequence[Sequence[ChatMessage]], messages if batched else [messages])
+        out = []
+        for c in convs:
+            if isinstance(c, (str, bytes)) or not isinstance(c, Sequence):
+                raise ValueError("messages must be a list of {'role', 'content'} dicts")
+            try:
+                body = json.dumps({"messages": list(c), **fields})
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"the chat request is not JSON: {e}") from None
+            text, add_special, stops, reader, grammar = self.native.prepare_chat(body,
+                                                                                 chat_template)
+            # Byte-level models always start with the begin token, as folio serve.
+            special = bool(add_special) or bool(self.info["byte_level"])
+            ids = self.tokenizer.encode(str(text), add_special_tokens=special)
+            out.append(ChatRequest({"prompt": str(text), "prompt_token_ids": ids},
+                                   [int(t) for t in stops], reader,
+                                   None if grammar is None else str(grammar)))
         return out
 
     def import_requests(self, snapshot: Union[bytes, str, "os.PathLike[str]"],

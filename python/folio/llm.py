@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import threading
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from folio import _folio
 
@@ -110,18 +110,51 @@ class LLM:
              sampling_params: Union[SamplingParams, Sequence[SamplingParams], None] = None,
              *, use_tqdm: bool = True, chat_template: Optional[str] = None,
              add_generation_prompt: bool = True,
-             chat_template_kwargs: Optional[Dict[str, Any]] = None) -> List[RequestOutput]:
+             chat_template_kwargs: Optional[Dict[str, Any]] = None,
+             tools: Optional[Sequence[Mapping[str, Any]]] = None,
+             tool_choice: Union[str, Mapping[str, Any], None] = None,
+             parallel_tool_calls: Optional[bool] = None) -> List[RequestOutput]:
         """Replies to one conversation (a list of {"role", "content"} dicts)
         or to each of a list of them, as ``folio serve``'s chat endpoint does:
         the prompt is the model's own chat template rendered by folio's
         Jinja engine (Tokenizer.apply_chat_template; chat_template: a
         template's text instead; chat_template_kwargs: more template
         variables), and the template's end-of-turn tokens also stop a reply.
+
+        tools, tool_choice, parallel_tool_calls: OpenAI's function tools, as
+        the server takes them (docs/tool-calling.md): the tools reach the
+        template, tool_choice "required" or {"type": "function", "function":
+        {"name": ...}} forces a call whose arguments follow the tool's
+        parameters schema, and each completion's tool_calls holds the calls
+        the reply made (content and reasoning_content the rest). Messages
+        may carry an assistant's tool_calls and tool results
+        (tool_call_id). ValueError naming the field for what the server
+        refuses with a 400. With add_generation_prompt=False the
+        conversation is rendered as is, without tools.
         """
-        prompts = self._core.chat_prompts(messages, chat_template, add_generation_prompt,
-                                          chat_template_kwargs)
-        params = params_for(sampling_params, len(prompts))
-        return self._run([(p, sp, stops) for (p, stops), sp in zip(prompts, params)], use_tqdm)
+        if not add_generation_prompt:
+            if tools is not None or tool_choice is not None or parallel_tool_calls is not None:
+                raise ValueError("tools need add_generation_prompt=True (a reply to read)")
+            prompts = self._core.chat_prompts(messages, chat_template, add_generation_prompt,
+                                              chat_template_kwargs)
+            params = params_for(sampling_params, len(prompts))
+            return self._run([(p, sp, stops) for (p, stops), sp in zip(prompts, params)],
+                             use_tqdm)
+        fields: Dict[str, Any] = {}
+        if tools is not None:
+            fields["tools"] = list(tools)
+        for name, value in (("tool_choice", tool_choice),
+                            ("parallel_tool_calls", parallel_tool_calls),
+                            ("chat_template_kwargs", chat_template_kwargs)):
+            if value is not None:
+                fields[name] = value
+        chats = self._core.chat_requests(messages, chat_template, fields)
+        params = params_for(sampling_params, len(chats))
+        outs = self._run([(c.prompt, sp, c.stops, c.grammar) for c, sp in zip(chats, params)],
+                         use_tqdm)
+        for out, c in zip(outs, chats):
+            c.read(out)
+        return outs
 
     def _run(self, items: Sequence[Any], use_tqdm: bool) -> List[RequestOutput]:
         with self._lock:
@@ -130,11 +163,12 @@ class LLM:
             return [r.output() for r in reqs]
 
     def _make(self, items: Sequence[Any]) -> List[Tuple[Request, _folio.RequestParams]]:
-        """Checks every (prompt, params, chat stops) before any is submitted."""
+        """Checks every (prompt, params, chat stops[, tool-call grammar]) before any is
+        submitted."""
         made = []
-        for i, (p, sp, stops) in enumerate(items):
+        for i, (p, sp, stops, *grammar) in enumerate(items):
             try:
-                made.append(self._core.make_request(p, sp, None, stops))
+                made.append(self._core.make_request(p, sp, None, stops, *grammar))
             except ValueError as e:
                 if len(items) == 1:
                     raise

@@ -34,6 +34,24 @@ PositionLogprobs = Optional[Dict[int, Logprob]]
 
 
 @dataclass
+class FunctionCall:
+    """The function a tool call names and its arguments: JSON text of an
+    object, as the OpenAI API and vLLM's ``FunctionCall`` carry them."""
+
+    name: str
+    arguments: str
+
+
+@dataclass
+class ToolCall:
+    """One tool call of a chat reply (vLLM's and OpenAI's ``ToolCall``)."""
+
+    id: str
+    function: FunctionCall
+    type: str = "function"
+
+
+@dataclass
 class CompletionOutput:
     """One completion of a request (vLLM's ``CompletionOutput``).
 
@@ -46,6 +64,13 @@ class CompletionOutput:
     finished it, when one did. rng_state (folio's own): the sample's random
     stream after its last token (None before the first); with token_ids and
     text, what AsyncLLM.resume needs to continue it on another engine.
+
+    LLM.chat also reads the reply as ``folio serve`` does
+    (docs/tool-calling.md): content (the text without reasoning or tool
+    calls; None when it is empty and there are calls), reasoning_content
+    (a <think> block, when the chat template writes them; else None) and
+    tool_calls (the calls parsed, [] when there are none; None when the
+    request offered no tools). generate leaves the three None.
     """
 
     index: int
@@ -56,6 +81,9 @@ class CompletionOutput:
     finish_reason: Optional[str] = None
     stop_reason: Union[int, str, None] = None
     rng_state: Optional[int] = field(default=None, repr=False)
+    content: Optional[str] = None
+    reasoning_content: Optional[str] = None
+    tool_calls: Optional[List[ToolCall]] = None
 
     def finished(self) -> bool:
         return self.finish_reason is not None

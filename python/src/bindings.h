@@ -47,7 +47,9 @@ void BindSnapshot(nanobind::module_& m);
 void BindLlm(nanobind::module_& m);
 
 // folio._folio.render_chat_template (chat.cc): a template's source rendered
-// by folio's Jinja engine, for folio.apply_chat_template.
+// by folio's Jinja engine, for folio.apply_chat_template; and
+// ChatOutputReader, which reads LLM.chat's replies into content,
+// reasoning_content and tool_calls as folio serve does.
 void BindChat(nanobind::module_& m);
 // folio._folio.apply_logits_processors and sampling_candidates
 // (sampling.cc): the sampling module on one row, for the oracle tests.

@@ -16,6 +16,7 @@
 
 #include "folio/core/status.h"
 #include "folio/serving/chat_format.h"
+#include "folio/serving/chat_output.h"
 #include "folio/serving/served_model.h"
 
 namespace folio::python {
@@ -39,6 +40,44 @@ Result<ChatPrompt> RenderChatPrompt(const serving::ServedModel& model,
                                     std::string_view messages_json, bool add_generation_prompt,
                                     const std::optional<std::string>& template_text,
                                     std::string_view extra_json);
+
+// A chat request as LLM.chat makes one, read exactly as `folio serve`
+// reads a chat body (serving/chat_request.h): body_json is a JSON object
+// with messages and, when given, tools, tool_choice, parallel_tool_calls
+// and chat_template_kwargs. The prompt is rendered with the generation
+// prompt; output says how the reply is read (tool calls in the template's
+// format, reasoning), tool_grammar forces a call (tool_choice "required"
+// or named). model_format: the model's (null when its template did not
+// parse; template_text must be given then). Errors: InvalidArgument
+// "field: why" for what the server answers with a 400.
+struct ChatRequestPrompt {
+  ChatPrompt prompt;
+  serving::ChatOutputOptions output;
+  std::optional<std::string> tool_grammar;
+};
+Result<ChatRequestPrompt> PrepareChatRequest(const serving::ServedModel& model,
+                                             const serving::ChatFormat* model_format,
+                                             std::string_view body_json,
+                                             const std::optional<std::string>& template_text);
+
+// Reads a finished chat reply's text as `folio serve` does
+// (serving/chat_output.h): folio._folio.ChatOutputReader.
+class ChatOutputReader {
+ public:
+  explicit ChatOutputReader(serving::ChatOutputOptions options) : options_(std::move(options)) {}
+  // The reply's message: content, reasoning (nullopt when reasoning is
+  // not split) and calls, ids drawn from call_id_seed.
+  struct Message {
+    std::string content;
+    std::optional<std::string> reasoning;
+    std::vector<serving::ToolCall> calls;
+  };
+  Message Read(std::string_view text, uint64_t call_id_seed) const;
+  bool reads_tool_calls() const { return options_.tool_format.has_value(); }
+
+ private:
+  serving::ChatOutputOptions options_;
+};
 
 }  // namespace folio::python
 

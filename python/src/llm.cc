@@ -243,6 +243,25 @@ class EngineCore {
     return nb::make_tuple(Utf8(p->text), p->add_special_tokens, p->stop_token_ids);
   }
 
+  // LLM.chat's request (chat_prompt.h, PrepareChatRequest): (prompt text,
+  // add_special_tokens, end-of-turn ids, ChatOutputReader, the GBNF that
+  // forces a tool call or None).
+  nb::tuple PrepareChat(const std::string& body_json,
+                        const std::optional<std::string>& chat_template) const {
+    if (!chat_ && !chat_template) ThrowIfRequestError(chat_error_);
+    Result<ChatRequestPrompt> p = Status::FailedPrecondition("not rendered");
+    {
+      nb::gil_scoped_release release;
+      p = PrepareChatRequest(served(), chat_ ? &*chat_ : nullptr, body_json, chat_template);
+    }
+    if (!p) ThrowIfRequestError(p.error());
+    nb::object grammar = nb::none();
+    if (p->tool_grammar) grammar = Utf8(*p->tool_grammar);
+    return nb::make_tuple(Utf8(p->prompt.text), p->prompt.add_special_tokens,
+                          p->prompt.stop_token_ids, ChatOutputReader(std::move(p->output)),
+                          grammar);
+  }
+
   // ------------------------------------------------------------ requests
 
   void Check(const std::vector<int32_t>& prompt, const engine::RequestParams& params) const {
@@ -675,6 +694,11 @@ void BindLlm(nb::module_& m) {
       .def("render_chat", &EngineCore::RenderChat, nb::arg("messages_json"),
            nb::arg("add_generation_prompt"), nb::arg("chat_template").none(), nb::arg("extra_json"),
            "JSON messages -> (prompt text, add_special_tokens, end-of-turn ids).")
+      .def("prepare_chat", &EngineCore::PrepareChat, nb::arg("body_json"),
+           nb::arg("chat_template").none(),
+           "LLM.chat's request as folio serve reads a chat body: (prompt text, "
+           "add_special_tokens, end-of-turn ids, ChatOutputReader, tool-call GBNF or None). "
+           "ValueError 'field: why' for what the server refuses with a 400.")
       .def("constrain", &EngineCore::Constrain, nb::arg("params"), nb::arg("kind"),
            nb::arg("payload_json"),
            "Compiles a structured-output constraint onto params (ValueError naming what the "

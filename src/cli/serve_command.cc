@@ -8,12 +8,21 @@
 #include "cli/engine_flags.h"
 #include "folio/server/http_server.h"
 #include "folio/server/request.h"
+#include "folio/serving/chat_request.h"
 #include "folio/serving/engine_args.h"
 
 namespace folio::cli {
 namespace {
 
 constexpr std::string_view kCommand = "serve";
+
+// What the start-up log says of tool calls: the format replies are read in.
+std::string ToolCallsName(const serving::ChatParsers& p, const serving::ChatFormat& f) {
+  if (std::optional<serving::ToolCallFormat> format = p.ToolFormatFor(f)) {
+    return std::string(serving::ToolCallFormatName(*format));
+  }
+  return "nothing (requests with tools are refused)";
+}
 
 }  // namespace
 
@@ -29,6 +38,16 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   cmd->add_option("--host", f.host, "address to bind (default loopback 127.0.0.1)");
   cmd->add_option("--port", f.port, "0 = any free port (printed)");
   AddChatTemplateOption(*cmd, f.chat_template);
+  cmd->add_option("--tool-call-parser", f.tool_call_parser,
+                  "how tool calls are read from chat replies: auto (the chat template's "
+                  "format), hermes, llama3_json, mistral, or none (requests with tools are "
+                  "refused)")
+      ->check(CLI::IsMember({"auto", "none", "hermes", "llama3_json", "mistral"}));
+  cmd->add_option("--reasoning-parser", f.reasoning_parser,
+                  "<think>...</think> in chat replies becomes reasoning_content: auto (when the "
+                  "chat template mentions </think>), think (always; also deepseek_r1, qwen3), "
+                  "or none")
+      ->check(CLI::IsMember({"auto", "think", "deepseek_r1", "qwen3", "none"}));
   cmd->add_option("--max-queue", f.max_queue, "requests waiting to run; beyond: 429");
   cmd->add_option("--max-body-bytes", f.max_body_bytes, "larger request bodies: 413");
   cmd->add_option("--max-connections", f.max_connections, "open connections; beyond: 503")
@@ -88,6 +107,9 @@ int RunServe(const ServeFlags& flags) {
                         ? *f.chat_template
                         : "the model's chat template (--chat-template FILE renders with another)"));
   }
+  Result<serving::ChatParsers> parsers =
+      serving::MakeChatParsers(f.tool_call_parser, f.reasoning_parser);
+  if (!parsers) return Fail(kCommand, parsers.error());
   server::ModelInfo info = server::MakeModelInfo(
       served, &*chat_format,
       !f.served_model_names.empty() ? f.served_model_names[0]
@@ -96,6 +118,7 @@ int RunServe(const ServeFlags& flags) {
     info.aliases.assign(f.served_model_names.begin() + 1, f.served_model_names.end());
   }
   info.default_max_tokens = f.default_max_tokens;
+  info.chat_parsers = *parsers;
   const engine::EngineConfig& ec = (*engine)->config();
   info.pool_positions = ec.num_pages * ec.page_size;
 
@@ -123,6 +146,9 @@ int RunServe(const ServeFlags& flags) {
             << " positions, vocabulary " << info.vocab_size << ", chat template "
             << serving::ChatFormatSourceName(chat_format->source()) << "), " << ec.num_pages
             << " pages of " << ec.page_size << " tokens\n";
+  std::cerr << "folio serve: tool calls read as " << ToolCallsName(*parsers, *chat_format)
+            << "; reasoning " << (parsers->SplitsReasoningFor(*chat_format) ? "split" : "not split")
+            << "\n";
   if (Status s = server::Serve((*engine)->engine(), info, sc); !s.ok()) return Fail(kCommand, s);
   return 0;
 }

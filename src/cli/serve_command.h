@@ -20,6 +20,11 @@ struct ServeFlags {
   serving::EngineArgs engine;
   std::vector<std::string> served_model_names;  // first: replies' name; default: file name
   std::optional<std::string> chat_template;     // a template file instead of the model's
+  // How chat replies are read (serving/chat_request.h, ChatParsers):
+  // "auto", "none" or hermes / llama3_json / mistral; "auto", "think" or
+  // "none".
+  std::string tool_call_parser = "auto";
+  std::string reasoning_parser = "auto";
   std::string host = "127.0.0.1";
   int port = 8000;
   uint64_t max_queue = 32;

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "folio/core/splitmix64.h"
+
 namespace folio::server {
 namespace {
 
@@ -87,6 +89,10 @@ std::variant<PreparedGeneration, ApiError> PrepareGeneration(Endpoint endpoint,
   g.ctx.model = model.name;
   g.ctx.logprobs = r.logprobs;
   g.ctx.tokenizer = model.tokenizer;
+  g.ctx.chat_output = std::move(r.chat_output);
+  // Call ids: from the seed and the response's number, so they differ
+  // between requests.
+  g.ctx.chat_output.call_id_seed = SplitMix64(g.seed ^ (id * 0x9e3779b97f4a7c15ULL)).NextU64();
   p.prompt = std::move(r.prompt);
   p.params = std::move(r.params);
   return p;
@@ -151,8 +157,9 @@ GenerationStep GenerationOutput::Feed(std::vector<Event>& events) {
       }
       break;
     }
-    const std::string chunk = builder_.Add(e);
-    if (g_.stream && !chunk.empty()) step.stream_data += Sse(chunk);
+    for (const std::string& chunk : builder_.Add(e)) {
+      if (g_.stream) step.stream_data += Sse(chunk);
+    }
     if (!builder_.done()) continue;  // every choice has its finish
     done_ = true;
     if (g_.stream) {

@@ -10,6 +10,7 @@
 #include "folio/core/str_cat.h"
 #include "folio/engine/request_params.h"
 #include "folio/sampling/sampler.h"
+#include "folio/serving/chat_request.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 #include "server/json_body.h"
 
@@ -57,8 +58,13 @@ const std::set<std::string, std::less<>> kCompletionFields = {"prompt", "echo", 
 // (docs/server.md lists them). The type is still checked.
 const std::set<std::string, std::less<>> kIgnoredFields = {"user", "metadata", "store",
                                                            "service_tier"};
-const std::set<std::string, std::less<>> kChatFields = {"messages", "top_logprobs",
-                                                        "max_completion_tokens"};
+const std::set<std::string, std::less<>> kChatFields = {"messages",
+                                                        "top_logprobs",
+                                                        "max_completion_tokens",
+                                                        "parallel_tool_calls",
+                                                        "chat_template_kwargs",
+                                                        "reasoning_effort",
+                                                        "split_reasoning"};
 
 std::string TypeName(const json& j) {
   if (j.is_number_integer()) return "integer";
@@ -219,62 +225,26 @@ std::optional<ApiError> ParsePrompt(const json& body, const ModelInfo& m,
   return std::nullopt;
 }
 
+// A chat request's prompt (serving/chat_request.h: messages, tools,
+// template arguments), and how its reply is read.
 std::optional<ApiError> ParseMessages(const json& body, const ModelInfo& m,
-                                      std::vector<int32_t>& out) {
+                                      std::vector<int32_t>& out,
+                                      serving::PreparedChat* prepared = nullptr) {
   FOLIO_CHECK(m.chat_format != nullptr, "ModelInfo::chat_format is required for chat");
-  auto it = body.find("messages");
-  if (it == body.end() || it->is_null()) {
-    return InvalidField("messages", "'messages' is required");
+  std::variant<serving::ChatRequest, serving::FieldError> request = serving::ParseChatRequest(body);
+  if (auto* e = std::get_if<serving::FieldError>(&request)) {
+    return InvalidField(std::move(e->field), std::move(e->message));
   }
-  if (!it->is_array()) return WrongType("messages", "an array", *it);
-  if (it->empty()) return InvalidField("messages", "'messages' must not be empty");
-  if (it->size() > kMaxMessages) {
-    return InvalidField("messages", StrCat("at most ", kMaxMessages, " messages"));
+  std::variant<serving::PreparedChat, serving::FieldError> chat =
+      serving::PrepareChat(*m.chat_format, std::get<serving::ChatRequest>(request), m.chat_parsers);
+  if (auto* e = std::get_if<serving::FieldError>(&chat)) {
+    return InvalidField(std::move(e->field), std::move(e->message));
   }
-  json messages = json::array();
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& msg = (*it)[i];
-    const std::string at = StrCat("messages[", i, "]");
-    if (!msg.is_object()) return WrongType(at, "an object", msg);
-    auto role = msg.find("role");
-    if (role == msg.end() || !role->is_string()) {
-      return InvalidField(StrCat(at, ".role"), StrCat(at, ".role must be a string"));
-    }
-    const std::string& r = role->get_ref<const std::string&>();
-    if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer") {
-      return InvalidField(StrCat(at, ".role"), StrCat("unknown role ", Quote(r)));
-    }
-    auto content = msg.find("content");
-    if (content == msg.end() || content->is_null()) {
-      return InvalidField(StrCat(at, ".content"), StrCat(at, ".content is required"));
-    }
-    std::string text;
-    if (content->is_string()) {
-      text = content->get<std::string>();
-    } else if (content->is_array()) {
-      for (const json& part : *content) {
-        auto part_text = part.is_object() ? part.find("text") : part.end();
-        auto type = part.is_object() ? part.find("type") : part.end();
-        if (!part.is_object() || type == part.end() || *type != "text" || part_text == part.end() ||
-            !part_text->is_string()) {
-          return InvalidField(StrCat(at, ".content"),
-                              "content parts must be {\"type\": \"text\", \"text\": string}");
-        }
-        text += part_text->get<std::string>();
-      }
-    } else {
-      return WrongType(StrCat(at, ".content"), "a string or an array of text parts", *content);
-    }
-    // The message as the client sent it (its other keys reach the
-    // template), with the content joined into one string.
-    json message = msg;
-    message["content"] = std::move(text);
-    messages.push_back(std::move(message));
-  }
-  Result<serving::RenderedChat> rendered =
-      m.chat_format->Render(messages, /*add_generation_prompt=*/true);
-  if (!rendered) return InvalidField("messages", rendered.error().message());
-  return EncodeText(m, rendered->text, "messages", out, rendered->add_special_tokens);
+  serving::PreparedChat& p = std::get<serving::PreparedChat>(chat);
+  FOLIO_RETURN_API_ERROR(
+      EncodeText(m, p.prompt.text, "messages", out, p.prompt.add_special_tokens));
+  if (prepared != nullptr) *prepared = std::move(p);
+  return std::nullopt;
 }
 
 std::optional<ApiError> ParseStop(const json& body, std::vector<std::string>& out) {
@@ -304,15 +274,21 @@ std::optional<ApiError> ParseStop(const json& body, std::vector<std::string>& ou
 }
 
 // Options folio does not implement, accepted only at their neutral value.
-std::optional<ApiError> CheckNeutral(const Fields& f, uint64_t n) {
-  for (const char* key : {"tools", "functions"}) {
+std::optional<ApiError> CheckNeutral(const Fields& f, uint64_t n, bool chat) {
+  // OpenAI's legacy function calling (tools replaced it). Tools are chat's
+  // (serving/chat_request.h); a completion has no tools to choose from.
+  for (const char* key : {"functions", "tools"}) {
+    const bool legacy = std::string_view(key) == "functions";
+    if (chat && !legacy) continue;
     if (const json* v = f.Find(key); v != nullptr) {
       if (!v->is_array()) return WrongType(key, "an array", *v);
-      if (!v->empty())
-        return InvalidField(key, StrCat("'", key, "' (tool calling) is not supported"));
+      if (!v->empty()) {
+        return InvalidField(key, StrCat("'", key, "' is not supported",
+                                        legacy ? " (send 'tools')" : " (tools are for chat)"));
+      }
     }
   }
-  if (const json* v = f.Find("tool_choice"); v != nullptr) {
+  if (const json* v = f.Find("tool_choice"); v != nullptr && !chat) {
     if (!v->is_string() || (*v != "none" && *v != "auto")) {
       return InvalidField("tool_choice", "'tool_choice' can only be \"none\" or \"auto\"");
     }
@@ -835,7 +811,7 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   std::optional<int64_t> n;
   FOLIO_RETURN_API_ERROR(f.Int("n", 1, static_cast<int64_t>(kMaxChoices), n));
   r.n = static_cast<uint64_t>(n.value_or(1));
-  FOLIO_RETURN_API_ERROR(CheckNeutral(f, r.n));
+  FOLIO_RETURN_API_ERROR(CheckNeutral(f, r.n, chat));
   std::optional<int64_t> best_of;
   if (!chat) {
     FOLIO_RETURN_API_ERROR(f.Int("best_of", 1, static_cast<int64_t>(kMaxChoices), best_of));
@@ -920,7 +896,10 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
     FOLIO_RETURN_API_ERROR(f.Int("max_completion_tokens", 1, kI64Max, max_tokens));
   }
 
-  FOLIO_RETURN_API_ERROR(chat ? ParseMessages(j, m, r.prompt) : ParsePrompt(j, m, r.prompt));
+  serving::PreparedChat prepared;
+  FOLIO_RETURN_API_ERROR(chat ? ParseMessages(j, m, r.prompt, &prepared)
+                              : ParsePrompt(j, m, r.prompt));
+  r.chat_output = std::move(prepared.output);
   const char* prompt_field = chat ? "messages" : "prompt";
   if (r.prompt.empty()) return InvalidField(prompt_field, "the prompt has no tokens");
   // The engine caches prompt + max_tokens - 1 positions (the last token is
@@ -950,6 +929,23 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
     r.params.eos_token_ids.insert(r.params.eos_token_ids.end(), ends.begin(), ends.end());
   }
   // Compiled last: the cheap checks refuse a bad request first.
+  if (prepared.tool_grammar) {
+    // tool_choice "required" or a named function: a grammar forces the call.
+    if (structured) {
+      return InvalidField(r.grammar_field, StrCat("'", r.grammar_field,
+                                                  "' cannot be combined with a tool_choice "
+                                                  "that forces a call"));
+    }
+    if (beams) {
+      return InvalidField("tool_choice",
+                          "a tool_choice that forces a call cannot be combined with beam_search");
+    }
+    r.grammar_field = "tool_choice";
+    grammar::StructuredOutput tool_call;
+    tool_call.kind = grammar::StructuredOutput::Kind::kGrammar;
+    tool_call.text = std::move(*prepared.tool_grammar);
+    FOLIO_RETURN_API_ERROR(CompileStructuredOutput(m, tool_call, "tool_choice", r.params.grammar));
+  }
   if (structured) {
     if (beams) {
       return InvalidField(r.grammar_field,

@@ -316,6 +316,58 @@ TEST(ParseRequest, ChatRendersThroughTheTemplateAndReportsItsErrors) {
   EXPECT_EQ(keys.prompt, want_keys);
 }
 
+ModelInfo HermesModel() {
+  ModelInfo m = Model();
+  static const serving::ChatFormat hermes = *serving::ChatFormat::Create(
+      "",
+      std::string("{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+                  "{% if tools %}<tool_call>{% endif %}"),
+      nullptr);
+  static grammar::GrammarCache grammars;
+  m.chat_format = &hermes;
+  m.grammars = &grammars;
+  m.max_positions = 4096;
+  m.pool_positions = 4096;
+  return m;
+}
+
+const char* const kToolList = R"("tools": [{"type": "function", "function": {"name": "f",
+    "parameters": {"type": "object", "properties": {"x": {"type": "integer"}},
+    "required": ["x"]}}}])";
+
+TEST(ParseRequest, ToolsAreReadByTheTemplatesFormat) {
+  const ModelInfo m = HermesModel();
+  const std::string msgs = R"({"messages": [{"role": "user", "content": "x"}], )";
+  ParsedRequest r = Ok(Endpoint::kChat, msgs + kToolList + "}", m);
+  EXPECT_EQ(r.chat_output.tool_format, serving::ToolCallFormat::kHermes);
+  EXPECT_EQ(r.chat_output.tool_names, std::vector<std::string>{"f"});
+  EXPECT_FALSE(r.params.grammar);  // auto: no constraint
+  // A named function forces the call with a grammar.
+  r = Ok(Endpoint::kChat,
+         msgs + kToolList + R"(, "tool_choice": {"type": "function", "function": {"name": "f"}}})",
+         m);
+  EXPECT_TRUE(r.params.grammar);
+  EXPECT_EQ(r.grammar_field, "tool_choice");
+  // ... which no other output constraint may join.
+  EXPECT_EQ(Err(Endpoint::kChat,
+                msgs + kToolList +
+                    R"(, "tool_choice": "required", "response_format": {"type": "json_object"}})",
+                m)
+                .param,
+            "response_format");
+  // tool_choice none: nothing read.
+  EXPECT_FALSE(Ok(Endpoint::kChat, msgs + kToolList + R"(, "tool_choice": "none"})", m)
+                   .chat_output.active());
+  // The whole tool loop as the openai SDK sends it back.
+  Ok(Endpoint::kChat,
+     R"({"messages": [{"role": "user", "content": "x"},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+       "function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "2"}], )" +
+         std::string(kToolList) + "}",
+     m);
+}
+
 TEST(ParseRequest, MaxCompletionTokensForChat) {
   EXPECT_EQ(Ok(Endpoint::kChat, R"({"messages": [{"role": "user", "content": "x"}],
                   "max_completion_tokens": 3})")
@@ -429,7 +481,25 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{kC, R"({"prompt": "a", "response_format": {"type": "json_object"}})",
                 "response_format"},
         BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})",
+                "tools[0].type"},
+        BadCase{kC, R"({"prompt": "a", "tools": [{"type": "function", "function":
+                       {"name": "f"}}]})",
                 "tools"},
+        BadCase{kC, R"({"prompt": "a", "tool_choice": "required"})", "tool_choice"},
+        // The plain format shows no tools in a known call format.
+        BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"}],
+                           "tools": [{"type": "function", "function": {"name": "f"}}]})",
+                "tools"},
+        BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"}],
+                           "tools": [{"type": "function", "function": {"name": "f"}}],
+                           "tool_choice": {"type": "function", "function": {"name": "g"}}})",
+                "tool_choice"},
+        BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"},
+                           {"role": "tool", "content": "4"}]})",
+                "messages[1].tool_call_id"},
+        BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"}],
+                           "chat_template_kwargs": []})",
+                "chat_template_kwargs"},
         BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"}], "functions": {}})",
                 "functions"},
         BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"}],

@@ -24,6 +24,13 @@ json Bytes(const std::string& s) {
   return b;
 }
 
+// A chat choice's finish_reason: "tool_calls" for a reply that stopped
+// after calling.
+std::string ChatFinish(engine::FinishReason r, bool called) {
+  if (r == engine::FinishReason::kStop && called) return "tool_calls";
+  return FinishReasonJson(r);
+}
+
 }  // namespace
 
 std::string FinishReasonJson(engine::FinishReason r) {
@@ -33,7 +40,15 @@ std::string FinishReasonJson(engine::FinishReason r) {
 ResponseBuilder::ResponseBuilder(ResponseContext ctx, uint64_t samples, uint64_t returned)
     : ctx_(std::move(ctx)),
       choices_(std::max<uint64_t>(samples, 1)),
-      returned_(returned == 0 ? choices_.size() : std::min<uint64_t>(returned, choices_.size())) {}
+      returned_(returned == 0 ? choices_.size() : std::min<uint64_t>(returned, choices_.size())) {
+  if (ctx_.endpoint == Endpoint::kChat && ctx_.chat_output.active()) {
+    for (size_t i = 0; i < choices_.size(); ++i) {
+      serving::ChatOutputOptions options = ctx_.chat_output;
+      options.call_id_seed += i;
+      choices_[i].parser.emplace(std::move(options));
+    }
+  }
+}
 
 std::string ResponseBuilder::TokenString(int32_t id) const {
   Result<std::string> s = ctx_.tokenizer->Decode(std::span<const int32_t>(&id, 1), false);
@@ -108,13 +123,78 @@ std::string ResponseBuilder::ChunkJson(const Event& e, const Choice& c) const {
                {"choices", json::array({choice})}});
 }
 
-std::string ResponseBuilder::Add(const Event& e) {
+std::string ResponseBuilder::Chunk(uint64_t index, json delta, json logprobs,
+                                   const std::string& finish) const {
+  json choice = {{"index", index},
+                 {"delta", std::move(delta)},
+                 {"logprobs", std::move(logprobs)},
+                 {"finish_reason", finish.empty() ? json(nullptr) : json(finish)}};
+  return Dump({{"id", ctx_.id},
+               {"object", "chat.completion.chunk"},
+               {"created", ctx_.created},
+               {"model", ctx_.model},
+               {"choices", json::array({std::move(choice)})}});
+}
+
+std::vector<std::string> ResponseBuilder::ParsedChunks(const Event& e, Choice& c,
+                                                       serving::ChatDelta delta) {
+  const bool first = !c.sent_first;
+  const bool finishing = e.finish != engine::FinishReason::kNone;
+  const uint64_t first_call = c.message.calls.size();
+  c.message.reasoning += delta.reasoning;
+  c.message.content += delta.content;
+  for (const serving::ToolCall& call : delta.calls) c.message.calls.push_back(call);
+  std::string finish;
+  if (finishing) finish = ChatFinish(e.finish, !c.message.calls.empty());
+  json logprobs = nullptr;
+  if (ctx_.logprobs && !e.logprobs.empty()) {
+    uint64_t offset = c.text_offset;
+    logprobs = LogprobsJson(e.logprobs, &offset);
+  }
+  std::vector<std::pair<json, json>> deltas;  // (delta, logprobs)
+  json main = json::object();
+  if (first) main["role"] = "assistant";
+  if (!delta.content.empty()) main["content"] = delta.content;
+  // A reply with neither content nor calls has content "", as the whole
+  // reply says.
+  if (finishing && c.message.content.empty() && c.message.calls.empty()) main["content"] = "";
+  if (!delta.reasoning.empty()) main["reasoning_content"] = delta.reasoning;
+  if (!main.empty() || !logprobs.is_null() || (finishing && delta.calls.empty())) {
+    deltas.emplace_back(std::move(main), std::move(logprobs));
+  }
+  for (size_t k = 0; k < delta.calls.size(); ++k) {
+    const serving::ToolCall& call = delta.calls[k];
+    const uint64_t index = first_call + k;
+    json head = {{"index", index},
+                 {"id", call.id},
+                 {"type", "function"},
+                 {"function", {{"name", call.name}, {"arguments", ""}}}};
+    json args = {{"index", index}, {"function", {{"arguments", call.arguments}}}};
+    deltas.emplace_back(json{{"tool_calls", json::array({std::move(head)})}}, nullptr);
+    deltas.emplace_back(json{{"tool_calls", json::array({std::move(args)})}}, nullptr);
+  }
+  std::vector<std::string> chunks;
+  for (size_t i = 0; i < deltas.size(); ++i) {
+    chunks.push_back(Chunk(e.index, std::move(deltas[i].first), std::move(deltas[i].second),
+                           i + 1 == deltas.size() ? finish : std::string()));
+  }
+  if (!chunks.empty()) c.sent_first = true;
+  return chunks;
+}
+
+std::vector<std::string> ResponseBuilder::Add(const Event& e) {
   FOLIO_CHECK(e.index < choices_.size(), "choice ", e.index, " of ", choices_.size());
   Choice& c = choices_[e.index];
-  std::string chunk;
-  if (!c.sent_first || !e.text.empty() || !e.logprobs.empty() ||
-      e.finish != engine::FinishReason::kNone) {
-    chunk = ChunkJson(e, c);
+  std::vector<std::string> chunks;
+  if (c.parser) {
+    serving::ChatDelta delta = c.parser->Feed(e.text);
+    if (e.finish != engine::FinishReason::kNone && c.finish == engine::FinishReason::kNone) {
+      delta.Append(c.parser->Finish());
+    }
+    chunks = ParsedChunks(e, c, std::move(delta));
+  } else if (!c.sent_first || !e.text.empty() || !e.logprobs.empty() ||
+             e.finish != engine::FinishReason::kNone) {
+    chunks.push_back(ChunkJson(e, c));
     c.sent_first = true;
   }
   c.text += e.text;
@@ -128,7 +208,7 @@ std::string ResponseBuilder::Add(const Event& e) {
     c.finish = e.finish;
     ++finished_;
   }
-  return chunk;
+  return chunks;
 }
 
 std::string ResponseBuilder::Body(uint64_t prompt_tokens) const {
@@ -149,14 +229,32 @@ std::string ResponseBuilder::Body(uint64_t prompt_tokens) const {
   for (size_t i = 0; i < order.size(); ++i) {
     const Choice& c = choices_[order[i]];
     json choice = {{"index", i}};
-    if (chat) {
+    if (chat && c.parser) {
+      const serving::ChatDelta& m = c.message;
+      json message = {
+          {"role", "assistant"},
+          {"content", m.content.empty() && !m.calls.empty() ? json(nullptr) : json(m.content)}};
+      if (ctx_.chat_output.reasoning) {
+        message["reasoning_content"] = m.reasoning.empty() ? json(nullptr) : json(m.reasoning);
+      }
+      if (!m.calls.empty()) {
+        json calls = json::array();
+        for (const serving::ToolCall& call : m.calls) {
+          calls.push_back({{"id", call.id},
+                           {"type", "function"},
+                           {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+        }
+        message["tool_calls"] = std::move(calls);
+      }
+      choice["message"] = std::move(message);
+    } else if (chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
       choice["text"] = c.text;
     }
     uint64_t offset = 0;
     choice["logprobs"] = ctx_.logprobs ? LogprobsJson(c.logprobs, &offset) : json(nullptr);
-    const std::string finish = FinishReasonJson(c.finish);
+    const std::string finish = ChatFinish(c.finish, !c.message.calls.empty());
     choice["finish_reason"] = finish.empty() ? json(nullptr) : json(finish);
     if (c.beam_score) choice["beam_score"] = *c.beam_score;  // folio's beam_search extension
     choices.push_back(std::move(choice));

@@ -68,6 +68,8 @@ Result<ChatFormat> ChatFormat::Create(std::string_view model_source,
                                                                    : "the model's chat template");
   }
   ChatFormat f(std::move(*t), source);
+  f.tool_call_format_ = DetectToolCallFormat(text);
+  f.writes_reasoning_ = text.find("</think>") != std::string_view::npos;
   if (tokenizer != nullptr) {
     if (tokenizer->bos_id()) f.bos_token_ = tokenizer->TokenText(*tokenizer->bos_id());
     if (tokenizer->eos_id()) f.eos_token_ = tokenizer->TokenText(*tokenizer->eos_id());

@@ -299,12 +299,18 @@ def extras_llama31(rng):
     return out
 
 
+def extras_qwen3(rng):
+    return {"enable_thinking": rng.random() < 0.5} if rng.random() < 0.6 else {}
+
+
 def extras_granite(rng):
     return {"thinking": rng.random() < 0.5} if rng.random() < 0.6 else {}
 
 
 SPECS = {
     "chatml_qwen.jinja": Spec("tools", eos="<|im_end|>", tools=True, string_arguments=True),
+    "qwen3_tools.jinja": Spec("tools", eos="<|im_end|>", tools=True, string_arguments=True,
+                              extras=extras_qwen3),
     "llama3.jinja": Spec("loose", bos="<|begin_of_text|>", eos="<|eot_id|>"),
     "llama2_inst.jinja": Spec("alternating", bos="<s>", eos="</s>"),
     "mistral_inst.jinja": Spec("alternating", bos="<s>", eos="</s>", tools=True),

@@ -265,7 +265,11 @@ BAD = [
     ("/v1/completions", {"prompt": "a", "response_format": {"type": "xml"}},
      "response_format"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
-                              "tools": [{"type": "function"}]}, "tools"),
+                              "tools": [{"type": "function"}]}, "tools[0].function"),
+    # The built-in model's plain format shows no tools: refused, not ignored.
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
+                              "tools": [{"type": "function", "function": {"name": "f"}}]},
+     "tools"),
     ("/v1/completions", {}, "prompt"),
     ("/v1/chat/completions", {"messages": []}, "messages"),
     ("/v1/chat/completions", {"messages": [{"role": "user"}]}, "messages[0].content"),

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 #include <variant>
 
@@ -23,7 +24,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     m.tokenizer = &folio::tokenizer::ByteTokenizer::AsTokenizer();
     m.add_special_tokens = false;
     m.prepend_id = 0;
-    m.chat_template = ChatTemplate::kChatML;
+    // ChatML with tools in the Hermes format, so tool requests reach the
+    // template and the grammar that forces a call.
+    static const folio::serving::ChatFormat format = *folio::serving::ChatFormat::Create(
+        "",
+        std::string("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                    "<|im_end|>\n{% endfor %}{% if tools %}{{ tools | tojson }}<tool_call>"
+                    "{% endif %}<|im_start|>assistant\n"),
+        nullptr);
+    static folio::grammar::GrammarCache grammars;
+    m.chat_format = &format;
+    m.grammars = &grammars;
     return m;
   }();
   const std::string_view body(reinterpret_cast<const char*>(data), size);

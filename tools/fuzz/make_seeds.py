@@ -1,6 +1,7 @@
 """Seed corpora for the parser fuzzers: small valid files of each format.
 
-Usage: make_seeds.py OUT_DIR   (writes OUT_DIR/{gguf,safetensors,request,jinja}/...)
+Usage: make_seeds.py OUT_DIR
+(writes OUT_DIR/{gguf,safetensors,request,jinja,chat_output}/...)
 """
 import json
 import sys
@@ -40,6 +41,15 @@ bodies = [
                   {"role": "user", "content": [{"type": "text", "text": "hi"}]}],
      "logprobs": True, "top_logprobs": 3, "max_completion_tokens": 4},
     {"prompt": "a", "max_tokens": 0, "temperature": -1, "stop": ""},
+    {"messages": [{"role": "user", "content": "w?"},
+                  {"role": "assistant", "content": None, "tool_calls": [
+                      {"id": "call_1", "type": "function",
+                       "function": {"name": "f", "arguments": "{\"x\": 1}"}}]},
+                  {"role": "tool", "tool_call_id": "call_1", "content": "2"}],
+     "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+         "type": "object", "properties": {"x": {"type": "integer"}}}}}],
+     "tool_choice": {"type": "function", "function": {"name": "f"}},
+     "parallel_tool_calls": False, "chat_template_kwargs": {"enable_thinking": False}},
 ]
 for i, b in enumerate(bodies):
     (out / "request" / f"body{i}.json").write_text(json.dumps(b))
@@ -58,3 +68,18 @@ for i, case in enumerate(cases):
     "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
     "{% endif %}", encoding="utf-8")
+
+# Model replies for the chat reply reader (tools/fuzz/fuzz_chat_output.cc):
+# an options byte (bit 0 reasoning, 1 opened by the prompt, 2 parallel calls,
+# bits 3-4 the format: none, hermes, llama3_json, mistral), a cut byte, text.
+(out / "chat_output").mkdir(parents=True, exist_ok=True)
+replies = [
+    (0b01101, "<think>\nhm\n</think>\n\nOk <tool_call>\n{\"name\": \"f\", \"arguments\": "
+              "{\"x\": [1, {\"y\": \"\u00e9\"}]}}\n</tool_call>\n<tool_call>{\"name\": \"g\"}"),
+    (0b10100, "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}; {\"name\": \"get_weather\", "
+              "\"parameters\": {\"city\": \"Oslo\"}}"),
+    (0b11100, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": \"b\"}}]"),
+    (0b00011, "reasoning</think>answer"),
+]
+for i, (flags, text) in enumerate(replies):
+    (out / "chat_output" / f"reply{i}").write_bytes(bytes([flags, 3]) + text.encode())

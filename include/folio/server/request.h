@@ -20,9 +20,14 @@
 //   messages     chat: non-empty array of {role, content, ...}; role one
 //                of system/user/assistant/tool/developer; content a string
 //                or an array of {"type": "text", "text": ...} parts (joined);
-//                other keys reach the chat template as given. Rendered by
-//                ModelInfo::chat_format; what the template raises is a 400
-//                naming messages and quoting it
+//                an assistant message may carry tool_calls (content null),
+//                a tool message needs tool_call_id; other keys reach the
+//                chat template as given. Rendered by ModelInfo::chat_format;
+//                what the template raises is a 400 naming messages and
+//                quoting it. With tools, tool_choice, parallel_tool_calls,
+//                chat_template_kwargs, reasoning_effort and split_reasoning:
+//                serving/chat_request.h (ModelInfo::chat_parsers says how
+//                the reply is read)
 //   max_tokens   integer >= 1 (chat also accepts max_completion_tokens);
 //                default 16 (completions) or, for chat, the rest of the
 //                context capped at ModelInfo::default_max_tokens
@@ -53,11 +58,14 @@
 //   best_of      completions: integer n..64 (default n): samples generated,
 //                the n with the highest cumulative log-probability
 //                returned, best first; more than n cannot stream; suffix: only null or "";
-//   response_format: only {"type": "text"}; tools, functions: only [];
+//   response_format, structured_outputs, guided_*, grammar, json_schema:
+//                an output constraint (docs/structured-output.md); not with
+//                a tool_choice that forces a call;
+//   functions: only [] (legacy; use tools);  completions: tools only [],
+//                tool_choice only "none" or "auto";
 //   num_draft_tokens (folio's own): integer 0..8, draft tokens per step
 //                for speculative decoding (0: off; absent: the server's
-//                default); never changes the output;
-//   tool_choice: only "none" or "auto" (there are no tools to choose).
+//                default); never changes the output.
 #ifndef FOLIO_SERVER_REQUEST_H_
 #define FOLIO_SERVER_REQUEST_H_
 
@@ -71,6 +79,7 @@
 #include "folio/engine/engine.h"
 #include "folio/grammar/structured_output.h"
 #include "folio/serving/chat_format.h"
+#include "folio/serving/chat_request.h"
 #include "folio/serving/served_model.h"
 #include "folio/tokenizer/tokenizer.h"
 
@@ -116,6 +125,9 @@ struct ModelInfo {
   // structured_outputs and guided_*, llama.cpp's grammar and json_schema);
   // null: such requests are refused.
   grammar::GrammarCache* grammars = nullptr;
+  // How chat replies are read: tool calls and reasoning
+  // (--tool-call-parser, --reasoning-parser).
+  serving::ChatParsers chat_parsers;
 
   // True for name and every alias.
   bool Serves(std::string_view model) const;
@@ -142,6 +154,9 @@ struct ParsedRequest {
   // Choices returned; params.n samples are generated (best_of), and when
   // there are more the n with the highest cumulative log-probability win.
   uint64_t n = 1;
+  // Chat: how the reply is read (reasoning, tool calls); call_id_seed is
+  // set by the caller once the seed is known.
+  serving::ChatOutputOptions chat_output;
 };
 
 using ParseResult = std::variant<ParsedRequest, ApiError>;
@@ -163,7 +178,7 @@ std::variant<std::string, ApiError> ParseDetokenize(std::string_view body, const
 inline constexpr uint64_t kMaxChoices = 64;  // n
 inline constexpr uint64_t kMaxStopStrings = 16;
 inline constexpr uint64_t kMaxStopBytes = 256;
-inline constexpr uint64_t kMaxMessages = 1024;
+inline constexpr uint64_t kMaxMessages = serving::kMaxChatMessages;
 inline constexpr double kMaxTemperature = 2.0;
 
 }  // namespace folio::server

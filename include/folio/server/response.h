@@ -7,9 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "folio/server/channel.h"
 #include "folio/server/request.h"
+#include "folio/serving/chat_output.h"
 #include "folio/tokenizer/tokenizer.h"
 
 namespace folio::server {
@@ -21,10 +23,24 @@ struct ResponseContext {
   std::string model;
   bool logprobs = false;
   const tokenizer::Tokenizer* tokenizer = nullptr;  // token strings for log-probs
+  // Chat: how each choice's text is read (reasoning_content, tool_calls);
+  // inactive: the text is the content, as generated. Choice i's call ids
+  // are drawn from call_id_seed + i.
+  serving::ChatOutputOptions chat_output;
 };
 
 // "stop", "length", "abort"; null while unfinished.
 std::string FinishReasonJson(engine::FinishReason r);
+
+// Chat replies read by ResponseContext::chat_output (serving/chat_output.h):
+// the message has content (null when empty and there are calls),
+// reasoning_content when reasoning is split (null when there was none) and
+// tool_calls when the model called; finish_reason "tool_calls" replaces
+// "stop" when it did. Streamed, each event's settled text becomes a delta of
+// content and reasoning_content, and each call two deltas, as OpenAI sends
+// them: {index, id, type, function: {name, arguments: ""}}, then {index,
+// function: {arguments}} with the arguments whole. The deltas add up to the
+// whole reply exactly; nothing of a call's markup reaches content.
 
 // Builds one request's response from its events, in order: `samples`
 // parallel samples, each event naming its own by Event::index. The whole
@@ -34,9 +50,10 @@ std::string FinishReasonJson(engine::FinishReason r);
 class ResponseBuilder {
  public:
   explicit ResponseBuilder(ResponseContext ctx, uint64_t samples = 1, uint64_t returned = 0);
-  // Folds an output event in. Streaming: returns the chunk's JSON text, or
-  // "" when the event adds nothing a client would see.
-  std::string Add(const Event& e);
+  // Folds an output event in. Streaming: returns the chunks' JSON texts
+  // (none when the event adds nothing a client would see; several when it
+  // completes tool calls).
+  std::vector<std::string> Add(const Event& e);
   // Every choice has its finish.
   bool done() const { return finished_ == choices_.size(); }
   // The whole non-streaming response.
@@ -54,9 +71,17 @@ class ResponseBuilder {
     engine::FinishReason finish = engine::FinishReason::kNone;
     bool sent_first = false;
     std::optional<double> beam_score;
+    // Chat with ResponseContext::chat_output active: the reader, and the
+    // message it has read so far.
+    std::optional<serving::ChatOutputParser> parser;
+    serving::ChatDelta message;
   };
   std::string TokenString(int32_t id) const;
   std::string ChunkJson(const Event& e, const Choice& c) const;
+  // A chat chunk of the parsed fields: delta, logprobs, finish_reason.
+  std::string Chunk(uint64_t index, nlohmann::json delta, nlohmann::json logprobs,
+                    const std::string& finish) const;
+  std::vector<std::string> ParsedChunks(const Event& e, Choice& c, serving::ChatDelta delta);
   nlohmann::json LogprobsJson(const std::vector<sampling::TokenLogprobs>& lps,
                               uint64_t* offset) const;
 

@@ -21,6 +21,7 @@
 
 #include "folio/chat/template.h"
 #include "folio/core/status.h"
+#include "folio/serving/tool_calls.h"
 #include "folio/tokenizer/tokenizer.h"
 
 namespace folio::serving {
@@ -63,6 +64,11 @@ class ChatFormat {
   // markers (<|im_end|>, <|eot_id|>, <end_of_turn>, <|end|>, ...) that the
   // template writes and the vocabulary holds as one token.
   const std::vector<int32_t>& end_of_turn_ids() const { return end_of_turn_ids_; }
+  // The call format the template's markers name (DetectToolCallFormat);
+  // nullopt for a template that shows no tools in a known way.
+  std::optional<ToolCallFormat> tool_call_format() const { return tool_call_format_; }
+  // Whether the template writes reasoning blocks (it mentions </think>).
+  bool writes_reasoning() const { return writes_reasoning_; }
 
  private:
   ChatFormat(chat::Template t, ChatFormatSource source)
@@ -72,6 +78,8 @@ class ChatFormat {
   ChatFormatSource source_;
   std::string bos_token_, eos_token_;
   std::vector<int32_t> end_of_turn_ids_;
+  std::optional<ToolCallFormat> tool_call_format_;
+  bool writes_reasoning_ = false;
 };
 
 }  // namespace folio::serving

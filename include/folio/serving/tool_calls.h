@@ -1,0 +1,124 @@
+// Function tools in a chat request: the call formats model families write,
+// which one a chat template uses, a request's tools and tool_choice
+// checked, and the grammar that makes a model call a tool (tool_choice
+// "required" or a named function).
+//
+// Formats (vLLM's --tool-call-parser names):
+//   hermes       <tool_call>{"name": N, "arguments": {...}}</tool_call>, one
+//                block per call (Hermes 2/3, Qwen2.5, Qwen3, QwQ)
+//   llama3_json  {"name": N, "parameters": {...}}, optionally after
+//                <|python_tag|>; several calls joined by ";" (Llama
+//                3.1-3.3)
+//   mistral      [TOOL_CALLS][{"name": N, "arguments": {...}}, ...]
+//                (Mistral 7B v0.3, Nemo, Small; the marker is a control
+//                token that decoding drops, so a bare array is read too)
+#ifndef FOLIO_SERVING_TOOL_CALLS_H_
+#define FOLIO_SERVING_TOOL_CALLS_H_
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "folio/core/status.h"
+
+namespace folio::serving {
+
+enum class ToolCallFormat : uint8_t { kHermes, kLlama3Json, kMistral };
+
+inline constexpr ToolCallFormat kToolCallFormats[] = {
+    ToolCallFormat::kHermes, ToolCallFormat::kLlama3Json, ToolCallFormat::kMistral};
+
+// "hermes", "llama3_json", "mistral".
+std::string_view ToolCallFormatName(ToolCallFormat format);
+// The format of a name above; nullopt for any other.
+std::optional<ToolCallFormat> ToolCallFormatFromName(std::string_view name);
+
+// The format a chat template writes calls in, from its markers: "<tool_call>"
+// is hermes, "[TOOL_CALLS]" mistral, "<|python_tag|>" or an "ipython" header
+// llama3_json (checked in that order); nullopt when it has none of them (the
+// template shows the model no tools, or in a way folio does not know).
+std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view template_source);
+
+// A bad request field: which one (a JSON path such as
+// "tools[1].function.parameters") and why.
+struct FieldError {
+  std::string field;
+  std::string message;
+};
+
+enum class ToolChoice : uint8_t {
+  kNone,      // no tools shown to the model, no calls parsed
+  kAuto,      // tools shown; calls parsed when the model writes one
+  kRequired,  // at least one call, forced by a grammar
+  kNamed,     // exactly one call of ChatTools::named, forced by a grammar
+};
+
+struct FunctionTool {
+  std::string name;
+  // A JSON Schema object; when the tool gave none, {"type": "object",
+  // "properties": {}, "additionalProperties": false}: OpenAI reads an
+  // absent parameters as an empty parameter list.
+  nlohmann::ordered_json parameters;
+  bool strict = false;
+};
+
+// A request's tools, checked.
+struct ChatTools {
+  // The tools array as the client sent it (null when absent).
+  nlohmann::ordered_json definitions;
+  std::vector<FunctionTool> functions;
+  ToolChoice choice = ToolChoice::kNone;
+  std::string named;     // kNamed: the function's name
+  bool parallel = true;  // parallel_tool_calls
+
+  // Tools are shown to the model and its calls parsed.
+  bool active() const { return choice != ToolChoice::kNone && !functions.empty(); }
+  // The chat template's `tools`: the array as sent (an empty one too, as
+  // apply_chat_template passes it), but null under tool_choice "none".
+  nlohmann::ordered_json TemplateTools() const {
+    return functions.empty() || active() ? definitions : nlohmann::ordered_json(nullptr);
+  }
+  // A grammar forces a call.
+  bool forced() const { return choice == ToolChoice::kRequired || choice == ToolChoice::kNamed; }
+};
+
+// Most tools in one request, and the longest function name (OpenAI's).
+inline constexpr uint64_t kMaxTools = 128;
+inline constexpr uint64_t kMaxFunctionNameBytes = 64;
+
+// OpenAI's fields, each null when absent:
+//   tools                an array of {"type": "function", "function":
+//                        {"name", "description"?, "parameters"?, "strict"?}};
+//                        name [a-zA-Z0-9_-]{1,64}, unique; parameters a JSON
+//                        Schema object (not checked further here); strict a
+//                        boolean. No other keys.
+//   tool_choice          "none", "auto", "required" or {"type": "function",
+//                        "function": {"name": N}} naming one of the tools;
+//                        default "auto" with tools, "none" without.
+//                        "required" and a named function need tools.
+//   parallel_tool_calls  a boolean (default true); false: at most one call.
+// strict: true is honoured where a grammar forces the call (required, a
+// named function): the arguments always validate. Under "auto" it cannot
+// be (no grammar switches on at a call marker yet: TODO(#41)), so it is
+// refused there, naming the tool.
+std::variant<ChatTools, FieldError> ParseChatTools(
+    const nlohmann::ordered_json* tools, const nlohmann::ordered_json* tool_choice,
+    const nlohmann::ordered_json* parallel_tool_calls);
+
+// The GBNF of what the model must write under tool_choice "required" (one
+// call of any tool, or with parallel_tool_calls several) or a named function
+// (one call of it), in `format`: each call's arguments an instance of the
+// tool's parameters (grammar/json_schema.h). Marker tokens that decoding
+// drops (<|python_tag|>, [TOOL_CALLS]) are left out: the grammar matches
+// the text, and the output parser reads the bare forms. Errors:
+// kUnimplemented / kInvalidArgument / kResourceExhausted from the schema
+// converter, the message naming the tool (tools[i].function.parameters).
+Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format);
+
+}  // namespace folio::serving
+
+#endif  // FOLIO_SERVING_TOOL_CALLS_H_

@@ -1,0 +1,202 @@
+#include "folio/serving/tool_calls.h"
+
+#include <set>
+
+#include "folio/core/str_cat.h"
+
+namespace folio::serving {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+std::string TypeName(const json& j) {
+  if (j.is_number_integer()) return "integer";
+  if (j.is_number_float()) return "number";
+  return j.type_name();
+}
+
+FieldError Wrong(std::string field, std::string_view expected, const json& got) {
+  std::string message = StrCat("'", field, "' must be ", expected, ", got ", TypeName(got));
+  return FieldError{std::move(field), std::move(message)};
+}
+
+bool ValidFunctionName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxFunctionNameBytes) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '_' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::optional<FieldError> ParseTool(const json& tool, size_t i, std::set<std::string>& seen,
+                                    FunctionTool& out) {
+  const std::string at = StrCat("tools[", i, "]");
+  if (!tool.is_object()) return Wrong(at, "an object", tool);
+  for (const auto& [key, value] : tool.items()) {
+    if (key != "type" && key != "function") {
+      return FieldError{at, StrCat("'", at, "' has no field ", Quote(key), " (type, function)")};
+    }
+  }
+  auto type = tool.find("type");
+  if (type == tool.end() || !type->is_string() || *type != "function") {
+    return FieldError{StrCat(at, ".type"), StrCat("'", at, ".type' must be \"function\"")};
+  }
+  const std::string fat = at + ".function";
+  auto fn = tool.find("function");
+  if (fn == tool.end()) return FieldError{fat, StrCat("'", fat, "' is required")};
+  if (!fn->is_object()) return Wrong(fat, "an object", *fn);
+  for (const auto& [key, value] : fn->items()) {
+    if (key != "name" && key != "description" && key != "parameters" && key != "strict") {
+      return FieldError{fat, StrCat("'", fat, "' has no field ", Quote(key),
+                                    " (name, description, parameters, strict)")};
+    }
+  }
+  auto name = fn->find("name");
+  if (name == fn->end() || !name->is_string()) {
+    return FieldError{fat + ".name", StrCat("'", fat, ".name' (a string) is required")};
+  }
+  out.name = name->get<std::string>();
+  if (!ValidFunctionName(out.name)) {
+    return FieldError{fat + ".name", StrCat("'", fat, ".name' ", Quote(out.name), " must be 1 to ",
+                                            kMaxFunctionNameBytes, " of a-z, A-Z, 0-9, _ and -")};
+  }
+  if (!seen.insert(out.name).second) {
+    return FieldError{fat + ".name", StrCat("two tools are named ", Quote(out.name))};
+  }
+  if (auto d = fn->find("description"); d != fn->end() && !d->is_null() && !d->is_string()) {
+    return Wrong(fat + ".description", "a string", *d);
+  }
+  auto params = fn->find("parameters");
+  if (params == fn->end() || params->is_null()) {
+    out.parameters =
+        json{{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}};
+  } else if (!params->is_object()) {
+    return Wrong(fat + ".parameters", "a JSON Schema object", *params);
+  } else {
+    out.parameters = *params;
+  }
+  if (auto s = fn->find("strict"); s != fn->end() && !s->is_null()) {
+    if (!s->is_boolean()) return Wrong(fat + ".strict", "a boolean", *s);
+    out.strict = s->get<bool>();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view ToolCallFormatName(ToolCallFormat format) {
+  switch (format) {
+    case ToolCallFormat::kHermes:
+      return "hermes";
+    case ToolCallFormat::kLlama3Json:
+      return "llama3_json";
+    case ToolCallFormat::kMistral:
+      return "mistral";
+  }
+  return "?";
+}
+
+std::optional<ToolCallFormat> ToolCallFormatFromName(std::string_view name) {
+  for (ToolCallFormat f : kToolCallFormats) {
+    if (ToolCallFormatName(f) == name) return f;
+  }
+  return std::nullopt;
+}
+
+std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view source) {
+  const auto has = [source](std::string_view marker) {
+    return source.find(marker) != std::string_view::npos;
+  };
+  if (has("<tool_call>")) return ToolCallFormat::kHermes;
+  if (has("[TOOL_CALLS]")) return ToolCallFormat::kMistral;
+  if (has("<|python_tag|>") || (has("<|start_header_id|>") && has("ipython"))) {
+    return ToolCallFormat::kLlama3Json;
+  }
+  return std::nullopt;
+}
+
+std::variant<ChatTools, FieldError> ParseChatTools(const json* tools, const json* tool_choice,
+                                                   const json* parallel_tool_calls) {
+  ChatTools out;
+  if (tools != nullptr && !tools->is_null()) {
+    if (!tools->is_array()) return Wrong("tools", "an array", *tools);
+    if (tools->size() > kMaxTools) {
+      return FieldError{"tools",
+                        StrCat("'tools' has ", tools->size(), " tools; at most ", kMaxTools)};
+    }
+    std::set<std::string> seen;
+    for (size_t i = 0; i < tools->size(); ++i) {
+      FunctionTool f;
+      if (std::optional<FieldError> e = ParseTool((*tools)[i], i, seen, f)) return std::move(*e);
+      out.functions.push_back(std::move(f));
+    }
+    out.definitions = *tools;
+  }
+  if (parallel_tool_calls != nullptr && !parallel_tool_calls->is_null()) {
+    if (!parallel_tool_calls->is_boolean()) {
+      return Wrong("parallel_tool_calls", "a boolean", *parallel_tool_calls);
+    }
+    out.parallel = parallel_tool_calls->get<bool>();
+  }
+  out.choice = out.functions.empty() ? ToolChoice::kNone : ToolChoice::kAuto;
+  if (tool_choice != nullptr && !tool_choice->is_null()) {
+    const json& c = *tool_choice;
+    if (c.is_string()) {
+      const std::string& s = c.get_ref<const std::string&>();
+      if (s == "none") {
+        out.choice = ToolChoice::kNone;
+      } else if (s == "auto") {
+        out.choice = out.functions.empty() ? ToolChoice::kNone : ToolChoice::kAuto;
+      } else if (s == "required") {
+        out.choice = ToolChoice::kRequired;
+      } else {
+        return FieldError{"tool_choice",
+                          StrCat("'tool_choice' ", Quote(s),
+                                 " is not one of \"none\", \"auto\", \"required\" or "
+                                 "{\"type\": \"function\", \"function\": {\"name\": ...}}")};
+      }
+    } else if (c.is_object()) {
+      auto type = c.find("type");
+      auto fn = c.find("function");
+      const json* name = nullptr;
+      if (fn != c.end() && fn->is_object()) {
+        if (auto n = fn->find("name"); n != fn->end() && n->is_string()) name = &*n;
+      }
+      if (type == c.end() || *type != "function" || name == nullptr || c.size() != 2 ||
+          fn->size() != 1) {
+        return FieldError{"tool_choice",
+                          "'tool_choice' as an object must be {\"type\": \"function\", "
+                          "\"function\": {\"name\": ...}}"};
+      }
+      out.choice = ToolChoice::kNamed;
+      out.named = name->get<std::string>();
+    } else {
+      return Wrong("tool_choice", "a string or an object", c);
+    }
+  }
+  if (out.forced() && out.functions.empty()) {
+    return FieldError{"tool_choice", "'tool_choice' requires a call but 'tools' is empty"};
+  }
+  if (out.choice == ToolChoice::kNamed) {
+    bool found = false;
+    for (const FunctionTool& f : out.functions) found = found || f.name == out.named;
+    if (!found) {
+      return FieldError{"tool_choice", StrCat("'tool_choice' names the function ", Quote(out.named),
+                                              ", which is not in 'tools'")};
+    }
+  }
+  if (out.choice == ToolChoice::kAuto) {
+    for (size_t i = 0; i < out.functions.size(); ++i) {
+      if (out.functions[i].strict) {
+        return FieldError{StrCat("tools[", i, "].function.strict"),
+                          "'strict': true is enforced only with tool_choice \"required\" or a "
+                          "named function; under \"auto\" folio cannot enforce it yet"};
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace folio::serving
