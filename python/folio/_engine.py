@@ -140,8 +140,8 @@ def _chat_messages(messages: Sequence[ChatMessage]) -> List[Dict[str, Any]]:
 
 class ChatRequest:
     """One conversation of LLM.chat, prepared as folio serve prepares a chat
-    body: its prompt, end-of-turn ids, the GBNF that forces a tool call
-    (tool_choice "required" or named; else None), and how its reply is read
+    body: its prompt, end-of-turn ids, the GBNF of its tool calls (a forced
+    tool_choice, or a strict tool under "auto"; else None), and how its reply is read
     (python/src/chat_prompt.h)."""
 
     def __init__(self, prompt: Dict[str, Any], stops: List[int], reader: Any,
@@ -390,7 +390,7 @@ class EngineCore:
                      chat_stops: Sequence[int] = (), grammar: Optional[str] = None
                      ) -> Tuple[Request, _folio.RequestParams]:
         """Checks a request (ValueError) without submitting it. grammar: GBNF
-        the output must follow (a chat's forced tool call)."""
+        the output must follow (a chat's tool-call grammar)."""
         if not isinstance(params, SamplingParams):
             raise TypeError(f"sampling_params must be a folio.SamplingParams "
                             f"(got {type(params).__name__})")
@@ -408,7 +408,7 @@ class EngineCore:
         if params._constraint is not None:
             if grammar is not None:
                 raise ValueError("structured_outputs cannot be combined with a tool_choice "
-                                 "that forces a call")
+                                 "that forces a call, or with a strict tool")
             self.native.constrain(native, *params._constraint._kind_and_payload())
         if grammar is not None:
             self.native.constrain(native, "grammar", json.dumps(grammar))
@@ -438,6 +438,23 @@ class EngineCore:
                                                       extra or {})
             out.append(({"prompt": text, "prompt_token_ids": ids}, stops))
         return out
+
+    @staticmethod
+    def chat_fields(tools: Optional[Sequence[Mapping[str, Any]]],
+                    tool_choice: Union[str, Mapping[str, Any], None],
+                    parallel_tool_calls: Optional[bool],
+                    chat_template_kwargs: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        """The chat body fields LLM.chat and AsyncLLM.chat take as keywords
+        (absent when None)."""
+        fields: Dict[str, Any] = {}
+        if tools is not None:
+            fields["tools"] = list(tools)
+        for name, value in (("tool_choice", tool_choice),
+                            ("parallel_tool_calls", parallel_tool_calls),
+                            ("chat_template_kwargs", chat_template_kwargs)):
+            if value is not None:
+                fields[name] = value
+        return fields
 
     def chat_requests(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]],
                       chat_template: Optional[str], fields: Mapping[str, Any]

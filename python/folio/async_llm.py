@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import (Any, AsyncGenerator, Dict, List, Optional, Sequence, Set, Tuple, Type,
-                    Union)
+from typing import (Any, AsyncGenerator, Dict, List, Mapping, Optional, Sequence, Set, Tuple,
+                    Type, Union)
 
 from folio._engine import ChatMessage, EngineCore, Event, PromptType, Request, Tokenizer
 from folio.outputs import CompletionOutput, RequestOutput
@@ -86,18 +86,31 @@ class AsyncLLM:
     async def chat(self, messages: Sequence[ChatMessage],
                    sampling_params: Optional[SamplingParams] = None,
                    request_id: Optional[str] = None, *, chat_template: Optional[str] = None,
-                   chat_template_kwargs: Optional[Dict[str, Any]] = None
+                   chat_template_kwargs: Optional[Dict[str, Any]] = None,
+                   tools: Optional[Sequence[Mapping[str, Any]]] = None,
+                   tool_choice: Union[str, Mapping[str, Any], None] = None,
+                   parallel_tool_calls: Optional[bool] = None
                    ) -> AsyncGenerator[RequestOutput, None]:
-        """As generate(), for a conversation rendered as LLM.chat renders it."""
+        """As generate(), for one conversation prepared as LLM.chat prepares
+        it, tools included. The last output (``finished``) has each
+        completion's content, reasoning_content and tool_calls, read as
+        LLM.chat reads them; earlier ones carry the text so far (a call is
+        known only once its reply is whole)."""
         self._attach()
         if request_id is not None and request_id in self._keys:
             raise ValueError(f"request_id {request_id!r} is already running")
-        [(prompt, stops)] = self._core.chat_prompts(messages, chat_template, True,
-                                                    chat_template_kwargs)
-        r, native = self._core.make_request(prompt, sampling_params or SamplingParams(),
-                                            request_id, stops)
+        fields = EngineCore.chat_fields(tools, tool_choice, parallel_tool_calls,
+                                        chat_template_kwargs)
+        chats = self._core.chat_requests(messages, chat_template, fields)
+        if len(chats) != 1:
+            raise ValueError("AsyncLLM.chat takes one conversation (a list of messages)")
+        [c] = chats
+        r, native = self._core.make_request(c.prompt, sampling_params or SamplingParams(),
+                                            request_id, c.stops, c.grammar)
         async for out in self._stream(r, lambda: self._core.native.submit(
                 r.key, r.prompt_token_ids, native)):
+            if out.finished:
+                c.read(out)
             yield out
 
     async def _stream(self, r: Request, start: Any) -> AsyncGenerator[RequestOutput, None]:

@@ -125,7 +125,9 @@ class LLM:
         the server takes them (docs/tool-calling.md): the tools reach the
         template, tool_choice "required" or {"type": "function", "function":
         {"name": ...}} forces a call whose arguments follow the tool's
-        parameters schema, and each completion's tool_calls holds the calls
+        parameters schema (under "auto", a tool marked strict holds a call
+        of it to its schema once the model starts one), and each
+        completion's tool_calls holds the calls
         the reply made (content and reasoning_content the rest). Messages
         may carry an assistant's tool_calls and tool results
         (tool_call_id). ValueError naming the field for what the server
@@ -140,14 +142,8 @@ class LLM:
             params = params_for(sampling_params, len(prompts))
             return self._run([(p, sp, stops) for (p, stops), sp in zip(prompts, params)],
                              use_tqdm)
-        fields: Dict[str, Any] = {}
-        if tools is not None:
-            fields["tools"] = list(tools)
-        for name, value in (("tool_choice", tool_choice),
-                            ("parallel_tool_calls", parallel_tool_calls),
-                            ("chat_template_kwargs", chat_template_kwargs)):
-            if value is not None:
-                fields[name] = value
+        fields = EngineCore.chat_fields(tools, tool_choice, parallel_tool_calls,
+                                        chat_template_kwargs)
         chats = self._core.chat_requests(messages, chat_template, fields)
         params = params_for(sampling_params, len(chats))
         outs = self._run([(c.prompt, sp, c.stops, c.grammar) for c, sp in zip(chats, params)],

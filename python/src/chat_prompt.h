@@ -46,10 +46,11 @@ Result<ChatPrompt> RenderChatPrompt(const serving::ServedModel& model,
 // with messages and, when given, tools, tool_choice, parallel_tool_calls
 // and chat_template_kwargs. The prompt is rendered with the generation
 // prompt; output says how the reply is read (tool calls in the template's
-// format, reasoning), tool_grammar forces a call (tool_choice "required"
-// or named). model_format: the model's (null when its template did not
-// parse; template_text must be given then). Errors: InvalidArgument
-// "field: why" for what the server answers with a 400.
+// format, reasoning), tool_grammar holds the calls to the tools (a
+// forced tool_choice, or a strict tool under "auto"). model_format: the
+// model's (null when its template did not parse; template_text must be
+// given then). Errors: InvalidArgument "field: why" for what the server
+// answers with a 400.
 struct ChatRequestPrompt {
   ChatPrompt prompt;
   serving::ChatOutputOptions output;

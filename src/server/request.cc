@@ -930,15 +930,17 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   }
   // Compiled last: the cheap checks refuse a bad request first.
   if (prepared.tool_grammar) {
-    // tool_choice "required" or a named function: a grammar forces the call.
+    // tool_choice "required" or a named function forces the call; a strict
+    // tool under "auto" holds a call to its schema once it starts.
     if (structured) {
       return InvalidField(r.grammar_field, StrCat("'", r.grammar_field,
                                                   "' cannot be combined with a tool_choice "
-                                                  "that forces a call"));
+                                                  "that forces a call, or with a strict tool"));
     }
     if (beams) {
       return InvalidField("tool_choice",
-                          "a tool_choice that forces a call cannot be combined with beam_search");
+                          "a tool_choice that forces a call, or a strict tool, cannot be "
+                          "combined with beam_search");
     }
     r.grammar_field = "tool_choice";
     grammar::StructuredOutput tool_call;

@@ -245,10 +245,21 @@ std::variant<PreparedChat, FieldError> PrepareChat(const ChatFormat& format,
     }
     for (const FunctionTool& f : tools.functions) out.output.tool_names.push_back(f.name);
     out.output.parallel_tool_calls = tools.parallel;
-    if (tools.forced()) {
+    const bool bare = *out.output.tool_format != ToolCallFormat::kHermes;
+    if (!tools.forced() && tools.constrained() && bare && request.split_reasoning &&
+        parsers.SplitsReasoningFor(format)) {
+      // The bare forms are calls only as the whole reply; after a <think>
+      // block the grammar could not tell a call from text.
+      return FieldError{"tools", StrCat("a strict tool under tool_choice \"auto\" cannot be held "
+                                        "to its schema after reasoning in the ",
+                                        ToolCallFormatName(*out.output.tool_format),
+                                        " format; send split_reasoning false, or a forced "
+                                        "tool_choice")};
+    }
+    if (tools.constrained()) {
       Result<std::string> gbnf = ToolCallGbnf(tools, *out.output.tool_format);
       if (!gbnf.ok()) {
-        return FieldError{"tools", StrCat("the grammar that forces a tool call cannot be built: ",
+        return FieldError{"tools", StrCat("the grammar of the tool calls cannot be built: ",
                                           gbnf.error().message())};
       }
       out.tool_grammar = std::move(*gbnf);

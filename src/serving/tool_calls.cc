@@ -187,15 +187,6 @@ std::variant<ChatTools, FieldError> ParseChatTools(const json* tools, const json
                                               ", which is not in 'tools'")};
     }
   }
-  if (out.choice == ToolChoice::kAuto) {
-    for (size_t i = 0; i < out.functions.size(); ++i) {
-      if (out.functions[i].strict) {
-        return FieldError{StrCat("tools[", i, "].function.strict"),
-                          "'strict': true is enforced only with tool_choice \"required\" or a "
-                          "named function; under \"auto\" folio cannot enforce it yet"};
-      }
-    }
-  }
   return out;
 }
 

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "folio/grammar/grammar.h"
 #include "folio/serving/chat_output.h"
@@ -128,9 +131,6 @@ INSTANTIATE_TEST_SUITE_P(
                  "tools[0].function.strict"},
         BadTools{R"([{"type": "function", "function": {"name": "f", "other": 1}}])", "null",
                  "tools[0].function"},
-        // strict cannot be enforced under auto.
-        BadTools{R"([{"type": "function", "function": {"name": "f", "strict": true}}])", "null",
-                 "tools[0].function.strict"},
         BadTools{kOne, R"("sometimes")", "tool_choice"}, BadTools{kOne, "3", "tool_choice"},
         BadTools{kOne, R"({"type": "function", "function": {"name": "g"}})", "tool_choice"},
         BadTools{kOne, R"({"type": "function"})", "tool_choice"},
@@ -144,6 +144,11 @@ TEST(ParseChatTools, ParallelToolCallsMustBeABoolean) {
   const json strict = json::parse(R"([{"type": "function", "function":
       {"name": "f", "strict": true, "parameters": {"type": "object"}}}])");
   EXPECT_TRUE(Ok(strict, "required").functions[0].strict);
+  // Under auto too, where a grammar holds a started call to the schema.
+  EXPECT_TRUE(Ok(strict).constrained());
+  EXPECT_TRUE(Ok(strict, "required").constrained());
+  EXPECT_FALSE(Ok(kTools).constrained());
+  EXPECT_FALSE(Ok(strict, "none").constrained());
 }
 
 std::shared_ptr<const grammar::Grammar> Compile(const ChatTools& t, ToolCallFormat f) {
@@ -264,6 +269,157 @@ TEST(ToolCallGbnf, AnUnsupportedSchemaNamesItsTool) {
       ToolCallGbnf(Ok(tools, json::parse(R"({"type": "function", "function": {"name": "f"}})")),
                    ToolCallFormat::kHermes)
           .ok());
+}
+
+// kTools with get_weather strict: a strict tool under tool_choice "auto".
+ChatTools StrictAuto(const json& parallel = nullptr) {
+  json tools = kTools;
+  tools[0]["function"]["strict"] = true;
+  return Ok(tools, "auto", parallel);
+}
+
+// The reply as the output parser reads it.
+ChatDelta Parse(ToolCallFormat format, const std::string& text) {
+  ChatOutputOptions o;
+  o.tool_format = format;
+  o.tool_names = {"get_weather", "add", "ping"};
+  ChatOutputParser p(o);
+  ChatDelta d = p.Feed(text);
+  d.Append(p.Finish());
+  return d;
+}
+
+TEST(ToolCallGbnf, StrictUnderAutoHoldsHermesCallsFromTheMarkerOn) {
+  auto g = Compile(StrictAuto(), ToolCallFormat::kHermes);
+  ASSERT_TRUE(g);
+  const std::string weather =
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\"}}\n</tool_call>";
+  const std::string loose_add =  // add is not strict: any object
+      "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": \"x\"}}\n</tool_call>";
+  // Text alone, however close to the marker it comes.
+  for (const char* text :
+       {"", "Sure!", "a < b, <tool, <tool_cal>, <<tool_call, </tool_call>", "<tool_call",
+        "h\xc3\xa9llo \xe2\x86\x92 <tool_\xe2\x86\x92", "<<<<tool_calll>"}) {
+    EXPECT_TRUE(g->Matches(text)) << text;
+  }
+  // Calls anywhere in the text, parallel ones too.
+  EXPECT_TRUE(g->Matches(weather));
+  EXPECT_TRUE(g->Matches("Let me check.\n" + weather + "\nand " + loose_add + " done"));
+  EXPECT_TRUE(g->Matches("<" + weather));  // a "<" before the marker is text
+  // From the marker on, the grammar holds: the strict tool's schema, a known
+  // name, a JSON object, the block's markup.
+  for (const std::string& text :
+       {std::string("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>"),
+        std::string("<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>"),
+        std::string("<tool_call>\n{\"name\": \"add\", \"arguments\": 3}\n</tool_call>"),
+        std::string("<tool_call>hello"), std::string("ok <tool_call> and text"),
+        weather.substr(0, weather.size() - 1)}) {
+    EXPECT_FALSE(g->Matches(text)) << text;
+  }
+  // Without parallel calls, one block at most.
+  auto one = Compile(StrictAuto(false), ToolCallFormat::kHermes);
+  ASSERT_TRUE(one);
+  EXPECT_TRUE(one->Matches("text " + weather + " text"));
+  EXPECT_FALSE(one->Matches(weather + "\n" + weather));
+  // What the grammar lets through, the parser reads: the calls as calls,
+  // everything else as content.
+  const ChatDelta d =
+      Parse(ToolCallFormat::kHermes, "Let me check.\n" + weather + "\n" + loose_add);
+  ASSERT_EQ(d.calls.size(), 2u);
+  EXPECT_EQ(d.calls[0].name, "get_weather");
+  EXPECT_EQ(d.calls[0].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(d.calls[1].arguments, R"({"a":"x"})");
+  EXPECT_EQ(d.content, "Let me check.");
+}
+
+// Random text over the marker's own characters: the grammar accepts it
+// exactly when the marker does not occur in it (the free text's automaton
+// checked against std::string::find), and matching stays linear (20,000
+// characters).
+TEST(ToolCallGbnf, StrictUnderAutoFreeTextIsTextWithoutTheMarker) {
+  auto g = Compile(StrictAuto(), ToolCallFormat::kHermes);
+  ASSERT_TRUE(g);
+  std::mt19937_64 rng(20261205);
+  const std::string alphabet = "<tool_call>x\xc3\xa9";
+  for (int trial = 0; trial < 400; ++trial) {
+    std::string text;
+    const size_t n = 1 + rng() % 40;
+    for (size_t i = 0; i < n; ++i) text += alphabet[rng() % alphabet.size()];
+    // A lone half of "é" is not UTF-8 text; keep the pairs whole.
+    std::string utf8;
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '\xc3' || text[i] == '\xa9') {
+        utf8 += "\xc3\xa9";
+      } else {
+        utf8 += text[i];
+      }
+    }
+    EXPECT_EQ(g->Matches(utf8), utf8.find("<tool_call>") == std::string::npos) << utf8;
+  }
+  std::string long_text;
+  while (long_text.size() < 20000) long_text += "<tool_cal <<tool_ca x<to ";
+  EXPECT_TRUE(g->Matches(long_text));
+}
+
+// The token mask: a token that would complete the marker is allowed only
+// when its bytes go on as a valid call; before the marker nothing is
+// masked.
+TEST(ToolCallGbnf, StrictUnderAutoMaskAllowsTextAndOnlyValidCallStarts) {
+  auto g = Compile(StrictAuto(), ToolCallFormat::kHermes);
+  ASSERT_TRUE(g);
+  const std::vector<std::string> vocab = {
+      "Hello", " <",           "<",     "tool_call>", "<tool_call>", "<tool_call>\n{", "\n",
+      "x",     "<tool_call>x", "call>", "{\"",        "<tool_"};
+  auto trie = std::make_shared<const grammar::TokenTrie>(vocab);
+  grammar::Matcher m(g, trie);
+  const auto allowed = [&](const grammar::Matcher& at) {
+    std::vector<uint64_t> mask(1);
+    at.FillMask(mask);
+    std::vector<std::string> out;
+    for (size_t t = 0; t < vocab.size(); ++t) {
+      if ((mask[0] >> t) & 1) out.push_back(vocab[t]);
+    }
+    return out;
+  };
+  const std::vector<std::string> all_but_bad = {
+      "Hello", " <", "<",     "tool_call>", "<tool_call>", "<tool_call>\n{",
+      "\n",    "x",  "call>", "{\"",        "<tool_"};
+  EXPECT_EQ(allowed(m), all_but_bad);
+  EXPECT_TRUE(m.CanFinish());
+  ASSERT_TRUE(m.AcceptBytes("Hello <tool_"));
+  // "call>" completes the marker (a valid start); "<tool_call>x" still
+  // cannot come, after which only "\n" may come.
+  EXPECT_EQ(allowed(m), all_but_bad);
+  ASSERT_TRUE(m.AcceptToken(9));  // "call>"
+  EXPECT_FALSE(m.CanFinish());
+  EXPECT_EQ(allowed(m), (std::vector<std::string>{"\n"}));
+}
+
+TEST(ToolCallGbnf, StrictUnderAutoBareFormsAreCallsOrText) {
+  auto llama = Compile(StrictAuto(), ToolCallFormat::kLlama3Json);
+  ASSERT_TRUE(llama);
+  const std::string call = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}";
+  for (const std::string& text :
+       {std::string(""), std::string("It is sunny."), std::string("Use {braces} freely"),
+        std::string(" \n") + call, call + "; {\"name\": \"ping\", \"parameters\": {}}"}) {
+    EXPECT_TRUE(llama->Matches(text)) << text;
+  }
+  for (const std::string& text :
+       {std::string("{\"name\": \"get_weather\", \"parameters\": {}}"), std::string("{oops"),
+        std::string("  {\"name\": \"nope\", \"parameters\": {}}")}) {
+    EXPECT_FALSE(llama->Matches(text)) << text;
+  }
+  EXPECT_EQ(Parse(ToolCallFormat::kLlama3Json, " \n" + call).calls.size(), 1u);
+  auto mistral = Compile(StrictAuto(false), ToolCallFormat::kMistral);
+  ASSERT_TRUE(mistral);
+  const std::string calls = "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}]";
+  EXPECT_TRUE(mistral->Matches(calls));
+  EXPECT_TRUE(mistral->Matches("No call [here]."));
+  EXPECT_FALSE(mistral->Matches("[{\"name\": \"get_weather\", \"arguments\": {}}]"));
+  EXPECT_FALSE(mistral->Matches(
+      "[{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"ping\", \"arguments\": {}}]"));
+  EXPECT_EQ(Parse(ToolCallFormat::kMistral, calls).calls.size(), 1u);
 }
 
 }  // namespace

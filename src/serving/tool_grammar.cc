@@ -1,7 +1,9 @@
-// ToolCallGbnf (tool_calls.h): the grammar of a forced call, written as one
-// JSON Schema for the call's JSON (the name a const, the arguments a $ref
-// to the tool's parameters, moved under $defs) converted by the structured-
-// output converter, with the family's markup around it.
+// ToolCallGbnf (tool_calls.h): the grammar of a call, written as one JSON
+// Schema for the call's JSON (the name a const, the arguments a $ref to the
+// tool's parameters, moved under $defs) converted by the structured-output
+// converter, with the family's markup around it; under tool_choice "auto",
+// free text around it that switches to the call's grammar at the marker.
+#include <array>
 #include <string>
 
 #include "folio/core/str_cat.h"
@@ -46,11 +48,63 @@ json Rebase(const json& schema, const std::string& base) {
 // letters, digits and '-' only, so a name with '_' never collides.
 constexpr std::string_view kCallJsonRule = "tool_json";
 constexpr std::string_view kBlockRule = "tool_block";
+constexpr std::string_view kFreeRule = "tool_free";  // tool_free0, tool_free1, ...
+constexpr std::string_view kTextRule = "tool_text";
+constexpr std::string_view kCallsRule = "tool_calls";
+
+// A character of an ASCII marker as a GBNF escape (safe in a literal and in
+// a class alike).
+std::string Escaped(char c) {
+  constexpr std::string_view kHex = "0123456789ABCDEF";
+  const auto b = static_cast<unsigned char>(c);
+  return StrCat("\\x", kHex[b >> 4], kHex[b & 15]);
+}
+
+// Rules tool_free0..tool_free{m-1} for any text that does not contain
+// `marker` (ASCII, m bytes), starting at tool_free0: the states of the
+// marker's Knuth-Morris-Pratt automaton, state s being "the text ends with
+// the marker's first s characters". A character that would complete the
+// marker has no transition; any other code point that is not one of the
+// marker's characters returns to state 0. Every state may end, and each
+// continues in tail position, so matching stays flat however long the text.
+std::string TextWithout(std::string_view marker) {
+  const size_t m = marker.size();
+  std::vector<size_t> fail(m, 0);  // longest proper border of marker[0..s]
+  for (size_t s = 1, k = 0; s < m; ++s) {
+    while (k > 0 && marker[s] != marker[k]) k = fail[k - 1];
+    if (marker[s] == marker[k]) ++k;
+    fail[s] = k;
+  }
+  const auto next = [&](size_t s, char c) {
+    while (s > 0 && marker[s] != c) s = fail[s - 1];
+    return marker[s] == c ? s + 1 : 0;
+  };
+  std::string out;
+  for (size_t s = 0; s < m; ++s) {
+    std::string others = "[^";
+    std::string alternatives;
+    for (int c = 1; c < 128; ++c) {
+      const size_t t = next(s, static_cast<char>(c));
+      if (t == 0) continue;
+      others += Escaped(static_cast<char>(c));
+      if (t < m) {
+        alternatives += StrCat(" | \"", Escaped(static_cast<char>(c)), "\" ", kFreeRule, t);
+      }
+    }
+    out += StrCat(kFreeRule, s, " ::= ( ", others, "] ", kFreeRule, 0, alternatives, " )?\n");
+  }
+  return out;
+}
+
+// A JSON Schema any object satisfies: a call's arguments when its tool is
+// not strict under tool_choice "auto".
+nlohmann::ordered_json AnyObject() { return json{{"type", "object"}}; }
 
 }  // namespace
 
 Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format) {
-  const bool several = tools.choice == ToolChoice::kRequired && tools.parallel;
+  const bool lazy = tools.choice == ToolChoice::kAuto;
+  const bool several = (tools.choice == ToolChoice::kRequired || lazy) && tools.parallel;
   const std::string_view args_key =
       format == ToolCallFormat::kLlama3Json ? "parameters" : "arguments";
   json defs = json::object();
@@ -58,12 +112,13 @@ Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format) 
   for (size_t i = 0; i < tools.functions.size(); ++i) {
     const FunctionTool& f = tools.functions[i];
     if (tools.choice == ToolChoice::kNamed && f.name != tools.named) continue;
+    const json parameters = lazy && !f.strict ? AnyObject() : f.parameters;
     // Each schema alone first, so an error names its tool.
-    if (Result<std::string> alone = grammar::JsonSchemaToGbnf(f.parameters); !alone.ok()) {
+    if (Result<std::string> alone = grammar::JsonSchemaToGbnf(parameters); !alone.ok()) {
       return alone.error().WithContext(StrCat("tools[", i, "].function.parameters"));
     }
     const std::string def = StrCat("tool", i);
-    defs[def] = Rebase(f.parameters, "#/$defs/" + def);
+    defs[def] = Rebase(parameters, "#/$defs/" + def);
     json properties = json::object();
     properties["name"] = json{{"const", f.name}};
     properties[std::string(args_key)] = json{{"$ref", "#/$defs/" + def}};
@@ -89,6 +144,31 @@ Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format) 
   }
   gbnf.replace(0, kRoot.size(), StrCat(kCallJsonRule, " ::= "));
   std::string head;
+  if (lazy) {
+    // Free text until the model starts a call; from the marker on, the call
+    // is held to the grammar. Hermes blocks may stand anywhere in the text
+    // (calls at most one without parallel_tool_calls); the bare forms of
+    // llama3_json and mistral are calls only as the whole reply, so a reply
+    // is either blanks and calls or text that does not start with their
+    // opening character (the parser's rule, chat_output.h).
+    switch (format) {
+      case ToolCallFormat::kHermes:
+        head = StrCat("root ::= ", kFreeRule, "0 ( ", kBlockRule, " ", kFreeRule, "0 )",
+                      several ? "*" : "?", "\n", kBlockRule, " ::= \"<tool_call>\\n\" ",
+                      kCallJsonRule, " \"\\n</tool_call>\"\n", TextWithout("<tool_call>"));
+        break;
+      case ToolCallFormat::kLlama3Json:
+      case ToolCallFormat::kMistral: {
+        const bool llama = format == ToolCallFormat::kLlama3Json;
+        head = StrCat("root ::= [ \\t\\n]* ( ", kCallsRule, " | ", kTextRule, " )?\n", kCallsRule,
+                      " ::= ", kCallJsonRule,
+                      llama && several ? StrCat(" ( \"; \" ", kCallJsonRule, " )*") : "", "\n",
+                      kTextRule, " ::= [^", llama ? "{" : "\\[", " \\t\\n] .*\n");
+        break;
+      }
+    }
+    return head + gbnf;
+  }
   switch (format) {
     case ToolCallFormat::kHermes:
       head =

@@ -15,13 +15,14 @@ why, without its GGUF.
 import json
 import random
 import re
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 import smollm2
 from test_chat_templates import CORPUS, SPECS, make_case, oracle
-from test_server import Server
+from test_server import FOLIO, Server
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -249,8 +250,6 @@ def test_bad_tool_requests_name_the_field():
         assert param(s, tools=TOOLS, tool_choice="sometimes") == "tool_choice"
         assert param(s, tools=TOOLS, tool_choice={"type": "function",
                                                   "function": {"name": "nope"}}) == "tool_choice"
-        assert param(s, tools=[{"type": "function", "function": {"name": "f", "strict": True}}]) \
-            == "tools[0].function.strict"
         assert param(s, messages=QUESTION + [{"role": "tool", "content": "21"}]) == \
             "messages[1].tool_call_id"
         assert param(s, messages=QUESTION + [
@@ -405,6 +404,111 @@ def test_llm_chat_reads_calls_like_the_server():
         assert s.stop() == 0, "".join(s.log)
 
 
+def test_strict_tools_under_auto_are_accepted_and_every_call_validates():
+    """A strict tool under tool_choice "auto" compiles the lazy grammar
+    (free text, a call held to its schema from <tool_call> on); the unit
+    tests (tool_calls_test.cc) check what it allows, byte by byte and token
+    by token. Here it runs through the server and LLM.chat: every reply is a
+    200, nothing of a call's markup is left in content, and any call made
+    validates."""
+    from folio import LLM, SamplingParams
+    strict = [{"type": "function", "function": {**t["function"], "strict": True}}
+              for t in TOOLS]
+    history = QUESTION + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "get_weather",
+                          "arguments": json.dumps({"city": "Paris", "unit": "celsius"})}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "21 degrees"}]
+    s = builtin_server()
+    try:
+        for seed in range(8):
+            status, reply = s.post("/v1/chat/completions", {
+                "messages": history, "tools": strict, "seed": seed, "temperature": 1.0,
+                "max_tokens": 200})
+            assert status == 200, reply
+            message = reply["choices"][0]["message"]
+            assert "<tool_call>" not in (message["content"] or "")
+            check_calls(message.get("tool_calls") or [])
+        # Not with another constraint on the same reply.
+        status, reply = s.post("/v1/chat/completions", {
+            "messages": QUESTION, "tools": strict, "response_format": {"type": "json_object"}})
+        assert status == 400 and reply["error"]["param"] == "response_format", reply
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+    template = (CORPUS / "chatml_qwen.jinja").read_text(encoding="utf-8")
+    llm = LLM("builtin", builtin_context=4096)
+    out = llm.chat(history, SamplingParams(max_tokens=100, seed=1), chat_template=template,
+                   tools=strict, use_tqdm=False)[0].outputs[0]
+    assert out.tool_calls is not None
+    check_calls([{"type": c.type, "function": {"name": c.function.name,
+                                                "arguments": c.function.arguments}}
+                 for c in out.tool_calls])
+
+
+def test_folio_chat_shows_calls_and_reads_each_tool_s_result(tmp_path):
+    tools = tmp_path / "tools.json"
+    tools.write_text(json.dumps(TOOLS), encoding="utf-8")
+    chat = [FOLIO, "chat", "--chat-template", str(CORPUS / "chatml_qwen.jinja"), "--tools",
+            str(tools), "--max-tokens", "300", "--temperature", "1"]
+    out = subprocess.run(chat + ["--tool-choice", "get_weather"],
+                         input="What is the weather in Paris?\n21 degrees\n",
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    # The forced call, shown as a line; its result read from the next line;
+    # then the model replies again (tool_choice auto) and input ends.
+    calls = re.findall(r"^\[call (\S+) (.*)\]$", out.stdout, re.M)
+    assert calls and calls[0][0] == "get_weather", out.stdout
+    jsonschema.validate(json.loads(calls[0][1]), WEATHER)
+    assert out.stderr.count("result of get_weather> ") == len(calls), out.stderr
+    assert "tools from" in out.stderr
+    # Bad tools or choices fail at start, naming the flag.
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"type": "function", "function": {"name": "bad name"}}]', encoding="utf-8")
+    for flags, flag in ((["--tools", str(bad)], "--tools"),
+                        (["--tools", str(tools), "--tool-choice", "nope"], "--tool-choice"),
+                        (["--tool-choice", "required"], "--tool-choice")):
+        args = [a for a in chat if a not in ("--tools", str(tools))] + flags
+        r = subprocess.run(args, input="", capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and flag in r.stderr, (flags, r.stderr)
+
+
+def test_async_llm_chat_reads_calls_like_llm_chat():
+    import asyncio
+    from folio import LLM, AsyncLLM, SamplingParams
+    template = (CORPUS / "chatml_qwen.jinja").read_text(encoding="utf-8")
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    llm = LLM("builtin", builtin_context=4096)
+    want = [llm.chat(QUESTION, SamplingParams(max_tokens=600, seed=seed), chat_template=template,
+                     tools=TOOLS, tool_choice=named, use_tqdm=False)[0].outputs[0]
+            for seed in range(2)]
+
+    async def main():
+        got = []
+        async with AsyncLLM("builtin", builtin_context=4096, threads=1) as engine:
+            for seed in range(2):
+                last = None
+                async for out in engine.chat(QUESTION, SamplingParams(max_tokens=600, seed=seed),
+                                             chat_template=template, tools=TOOLS,
+                                             tool_choice=named):
+                    if not out.finished:  # calls are read once the reply is whole
+                        assert out.outputs[0].tool_calls is None
+                    last = out
+                got.append(last.outputs[0])
+            with pytest.raises(ValueError, match="tool_choice"):
+                async for _ in engine.chat(QUESTION, chat_template=template, tools=TOOLS,
+                                           tool_choice="sometimes"):
+                    pass
+        return got
+
+    for g, w in zip(asyncio.run(main()), want):
+        assert g.text == w.text
+        assert g.content is None and len(g.tool_calls) == 1
+        assert [(c.function.name, c.function.arguments) for c in g.tool_calls] == \
+            [(c.function.name, c.function.arguments) for c in w.tool_calls]
+        jsonschema.validate(json.loads(g.tool_calls[0].function.arguments), WEATHER)
+
+
 # ---------------------------------------------------------------------------
 # The tool loop with the openai client on SmolLM2.
 
@@ -448,7 +552,7 @@ def test_named_tool_choice_validates_for_20_seeds(client):
         jsonschema.validate(json.loads(call.function.arguments), WEATHER)
 
 
-def test_required_yields_a_valid_call_for_20_seeds(client):
+def test_required_yields_a_valid_call_for_50_seeds(client):
     name = model_name(client)
 
     def ask(seed):
@@ -458,7 +562,7 @@ def test_required_yields_a_valid_call_for_20_seeds(client):
             temperature=1.0, max_tokens=400)
 
     with ThreadPoolExecutor(8) as pool:
-        replies = list(pool.map(ask, range(20)))
+        replies = list(pool.map(ask, range(50)))
     for r in replies:
         choice = r.choices[0]
         assert choice.finish_reason == "tool_calls", choice
@@ -498,3 +602,70 @@ def test_the_sdk_stream_accumulates_the_same_calls(client):
     assert got == want
     assert final.message.tool_calls[0].function.parsed_arguments == json.loads(want[0][1])
     jsonschema.validate(json.loads(want[0][1]), SEARCH)
+
+
+def test_the_openai_agents_sdk_runs_two_tool_rounds(smol):
+    """The Agents SDK's own loop against folio serve: its function tools are
+    strict (the SDK's default), its messages go back as it writes them.
+    First two forced rounds (the SDK keeps tool_choice "required"; a
+    tool_use_behavior ends the run after the second), then the SDK's default
+    loop: one forced round, then tool_choice "auto" with strict tools, which
+    answers in text."""
+    agents = pytest.importorskip("agents")
+    from typing import Literal
+
+    from openai import AsyncOpenAI
+    agents.set_tracing_disabled(True)
+    calls = []
+
+    @agents.function_tool
+    def get_weather(city: str, unit: Literal["celsius", "fahrenheit"]) -> str:
+        """Weather in a city."""
+        calls.append(("get_weather", city, unit))
+        return f"21 degrees {unit} in {city}"
+
+    @agents.function_tool
+    def search(query: str) -> str:
+        """Search the web."""
+        calls.append(("search", query))
+        return "Mars has two moons."
+
+    assert get_weather.strict_json_schema and search.strict_json_schema
+    rounds = []
+
+    def two_rounds(context, results):
+        rounds.append([r.output for r in results])
+        return agents.ToolsToFinalOutputResult(is_final_output=len(rounds) == 2,
+                                               final_output=results[-1].output)
+
+    async def main():
+        client = AsyncOpenAI(base_url=f"http://{smol.host}:{smol.port}/v1", api_key="none")
+        name = (await client.models.list()).data[0].id
+        model = agents.OpenAIChatCompletionsModel(model=name, openai_client=client)
+        forced = agents.ModelSettings(tool_choice="required", temperature=0, max_tokens=200)
+        looping = agents.Agent(name="weather", instructions="Use the tools.",
+                               tools=[get_weather, search], model=model, model_settings=forced,
+                               reset_tool_choice=False, tool_use_behavior=two_rounds)
+        first = await agents.Runner.run(looping, "What is the weather in Paris?", max_turns=4)
+        made = list(calls)
+        calls.clear()
+        default = agents.Agent(name="weather", instructions="Use the tools.",
+                               tools=[get_weather, search], model=model,
+                               model_settings=forced.resolve(
+                                   agents.ModelSettings(max_tokens=60)))
+        second = await agents.Runner.run(default, "What is the weather in Paris?", max_turns=4)
+        return first, made, second
+
+    import asyncio
+    first, made, second = asyncio.run(main())
+    assert len(rounds) == 2 and all(rounds), rounds
+    assert len(made) >= 2, made
+    for call in made:  # the SDK parsed each call's arguments into the typed function
+        assert call[0] in ("get_weather", "search"), call
+        if call[0] == "get_weather":
+            assert call[2] in ("celsius", "fahrenheit"), call
+    assert first.final_output == rounds[-1][-1]
+    # One forced round, then a text answer under "auto" with strict tools.
+    assert len(calls) == 1, calls
+    assert isinstance(second.final_output, str) and second.final_output
+    assert "<tool_call>" not in second.final_output

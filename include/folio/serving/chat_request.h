@@ -2,7 +2,7 @@
 // checked once for every front end (the HTTP server and the Python
 // package): its messages, tools, template arguments and reasoning switch
 // (ParseChatRequest), then its prompt, the reply parser's options and the
-// grammar that forces a tool call (PrepareChat).
+// grammar of its tool calls (PrepareChat).
 //
 // The template sees what Hugging Face's apply_chat_template passes it
 // (ChatFormat::Render): messages, tools (as sent; null when absent or
@@ -93,8 +93,8 @@ struct PreparedChat {
   RenderedChat prompt;
   // The reply parser's options; call_id_seed is left for the caller.
   ChatOutputOptions output;
-  // GBNF that forces the call (tool_choice "required" or named); nullopt
-  // otherwise.
+  // GBNF of the tool calls when ChatTools::constrained() (a forced call, or
+  // a strict tool under "auto"; ToolCallGbnf); nullopt otherwise.
   std::optional<std::string> tool_grammar;
 };
 

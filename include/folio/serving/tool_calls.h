@@ -1,7 +1,8 @@
 // Function tools in a chat request: the call formats model families write,
 // which one a chat template uses, a request's tools and tool_choice
 // checked, and the grammar that makes a model call a tool (tool_choice
-// "required" or a named function).
+// "required" or a named function) or holds its calls to the tools' schemas
+// (a strict tool under "auto").
 //
 // Formats (vLLM's --tool-call-parser names):
 //   hermes       <tool_call>{"name": N, "arguments": {...}}</tool_call>, one
@@ -84,6 +85,16 @@ struct ChatTools {
   }
   // A grammar forces a call.
   bool forced() const { return choice == ToolChoice::kRequired || choice == ToolChoice::kNamed; }
+  // A grammar shapes the reply: a forced call, or a strict tool under
+  // "auto" (ToolCallGbnf).
+  bool constrained() const {
+    if (forced()) return true;
+    if (choice != ToolChoice::kAuto) return false;
+    for (const FunctionTool& f : functions) {
+      if (f.strict) return true;
+    }
+    return false;
+  }
 };
 
 // Most tools in one request, and the longest function name (OpenAI's).
@@ -101,20 +112,31 @@ inline constexpr uint64_t kMaxFunctionNameBytes = 64;
 //                        default "auto" with tools, "none" without.
 //                        "required" and a named function need tools.
 //   parallel_tool_calls  a boolean (default true); false: at most one call.
-// strict: true is honoured where a grammar forces the call (required, a
-// named function): the arguments always validate. Under "auto" it cannot
-// be (no grammar switches on at a call marker yet: TODO(#41)), so it is
-// refused there, naming the tool.
+// strict: true is always honoured (ToolCallGbnf): a strict tool's
+// arguments always validate against its parameters.
 std::variant<ChatTools, FieldError> ParseChatTools(
     const nlohmann::ordered_json* tools, const nlohmann::ordered_json* tool_choice,
     const nlohmann::ordered_json* parallel_tool_calls);
 
-// The GBNF of what the model must write under tool_choice "required" (one
-// call of any tool, or with parallel_tool_calls several) or a named function
-// (one call of it), in `format`: each call's arguments an instance of the
-// tool's parameters (grammar/json_schema.h). Marker tokens that decoding
-// drops (<|python_tag|>, [TOOL_CALLS]) are left out: the grammar matches
-// the text, and the output parser reads the bare forms. Errors:
+// The GBNF of what the model may write when ChatTools::constrained(), in
+// `format`:
+//   "required"   one call of any tool, or with parallel_tool_calls several;
+//   named        one call of that function;
+//   "auto"       (a strict tool) any reply, but a call once started is
+//                held to the grammar: hermes <tool_call> blocks anywhere in
+//                free text that never holds the marker outside a block (at
+//                most one block without parallel_tool_calls); llama3_json
+//                and mistral, whose calls are bare, either blanks and calls
+//                or text that does not start with "{" / "[" (as the parser
+//                reads them). As llama.cpp's lazy grammars, the call's
+//                grammar applies from the marker on; the free text is
+//                limited only in never writing a marker that a valid call
+//                does not follow.
+// Each call names one of the tools; its arguments are an instance of the
+// tool's parameters (grammar/json_schema.h), except that under "auto" a
+// tool that is not strict takes any JSON object. Marker tokens that
+// decoding drops (<|python_tag|>, [TOOL_CALLS]) are left out: the grammar
+// matches the text, and the output parser reads the bare forms. Errors:
 // kUnimplemented / kInvalidArgument / kResourceExhausted from the schema
 // converter, the message naming the tool (tools[i].function.parameters).
 Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format);
