@@ -1,11 +1,15 @@
 #include "folio/sampling/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <numeric>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace folio::sampling {
@@ -99,6 +103,58 @@ void KeepTopNSigma(std::span<const T> logits, double n, std::vector<int32_t>& id
       ids, [&](int32_t id) { return static_cast<double>(logits[static_cast<size_t>(id)]) < cut; });
 }
 
+// A float's bits as a key whose ascending order is the floats' descending
+// order, with -0 and +0 one key (they compare equal).
+uint32_t DescendingKey(float x) {
+  const uint32_t u = std::bit_cast<uint32_t>(x == 0.0f ? 0.0f : x);
+  const uint32_t ascending = (u & 0x80000000u) != 0 ? ~u : u | 0x80000000u;
+  return ~ascending;
+}
+
+// Sorts `ids` (ascending, none NaN) by descending logit, equal logits by
+// ascending id: the order ByLogit gives, found in linear time. A least-
+// significant-digit radix sort of (key, id) pairs, 8 bits a pass, each
+// pass stable, so ids stay ascending among equal keys; a pass whose digit
+// is the same for every id is skipped.
+void SortByLogitDescending(std::span<const float> logits, std::vector<int32_t>& ids) {
+  const size_t n = ids.size();
+  std::vector<uint64_t> items(n), scratch(n);
+  std::array<std::array<uint32_t, 256>, 4> counts{};
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t key = DescendingKey(logits[static_cast<size_t>(ids[i])]);
+    items[i] = uint64_t{key} << 32 | static_cast<uint32_t>(ids[i]);
+    for (size_t d = 0; d < 4; ++d) ++counts[d][(key >> (8 * d)) & 0xff];
+  }
+  for (size_t d = 0; d < 4; ++d) {
+    std::array<uint32_t, 256>& c = counts[d];
+    if (*std::max_element(c.begin(), c.end()) == n) continue;  // one digit: order kept
+    uint32_t start = 0;
+    for (uint32_t& x : c) start += std::exchange(x, start);
+    const unsigned shift = 32 + 8 * static_cast<unsigned>(d);
+    for (const uint64_t item : items) scratch[c[(item >> shift) & 0xff]++] = item;
+    items.swap(scratch);
+  }
+  for (size_t i = 0; i < n; ++i) ids[i] = static_cast<int32_t>(items[i] & 0xffffffffu);
+}
+
+// The first k ids (ascending on entry) in logit order, largest first and
+// equal logits by ascending id. A full radix sort when many are kept (no
+// top_k: every API request's default), a partial heap sort otherwise.
+template <typename T>
+void KeepTopByLogit(std::span<const T> logits, size_t k, std::vector<int32_t>& ids) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (k > 256 && ids.size() > 1024) {
+      SortByLogitDescending(logits, ids);
+      return;
+    }
+  }
+  const auto by_logit = [&](int32_t a, int32_t b) {
+    const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
+    return logits[ua] > logits[ub] || (logits[ua] == logits[ub] && a < b);
+  };
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k), ids.end(), by_logit);
+}
+
 // typical_p on candidates in logit order (step 6 of the header).
 void KeepTypical(double mass, Candidates& c) {
   const size_t n = c.ids.size();
@@ -179,11 +235,7 @@ Result<Candidates> SamplingCandidates(std::span<const T> logits, const SamplingP
   }
   if (params.top_n_sigma > 0 && ids.size() > 1) KeepTopNSigma(logits, params.top_n_sigma, ids);
   const size_t k = params.top_k == 0 ? ids.size() : std::min<size_t>(params.top_k, ids.size());
-  const auto by_logit = [&](int32_t a, int32_t b) {
-    const auto ua = static_cast<size_t>(a), ub = static_cast<size_t>(b);
-    return logits[ua] > logits[ub] || (logits[ua] == logits[ub] && a < b);
-  };
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(k), ids.end(), by_logit);
+  KeepTopByLogit(logits, k, ids);
   const double max_logit = static_cast<double>(logits[static_cast<size_t>(ids[0])]);
   std::vector<double>& weights = c.weights;
   weights.resize(k);
