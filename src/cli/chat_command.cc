@@ -169,7 +169,7 @@ CLI::App* AddChatCommand(CLI::App& app, ChatFlags& f) {
                   "auto (default), none, required or a function's name, for the first reply "
                   "to each line");
   cmd->add_option("--tool-call-parser", f.tool_call_parser,
-                  "auto (the template's format), none, hermes, llama3_json or mistral");
+                  "auto (the template's format), none, hermes, llama3_json, mistral or generic");
   AddRequestParamFlags(*cmd, f.request);
   return cmd;
 }

@@ -40,9 +40,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   AddChatTemplateOption(*cmd, f.chat_template);
   cmd->add_option("--tool-call-parser", f.tool_call_parser,
                   "how tool calls are read from chat replies: auto (the chat template's "
-                  "format), hermes, llama3_json, mistral, or none (requests with tools are "
-                  "refused)")
-      ->check(CLI::IsMember({"auto", "none", "hermes", "llama3_json", "mistral"}));
+                  "format; generic when it shows no tools), hermes, llama3_json, mistral, "
+                  "generic, or none (requests with tools are refused)")
+      ->check(CLI::IsMember({"auto", "none", "hermes", "llama3_json", "mistral", "generic"}));
   cmd->add_option("--reasoning-parser", f.reasoning_parser,
                   "<think>...</think> in chat replies becomes reasoning_content: auto (when the "
                   "chat template mentions </think>), think (always; also deepseek_r1, qwen3), "

@@ -486,10 +486,6 @@ INSTANTIATE_TEST_SUITE_P(
                        {"name": "f"}}]})",
                 "tools"},
         BadCase{kC, R"({"prompt": "a", "tool_choice": "required"})", "tool_choice"},
-        // The plain format shows no tools in a known call format.
-        BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"}],
-                           "tools": [{"type": "function", "function": {"name": "f"}}]})",
-                "tools"},
         BadCase{kChat, R"({"messages": [{"role": "user", "content": "x"}],
                            "tools": [{"type": "function", "function": {"name": "f"}}],
                            "tool_choice": {"type": "function", "function": {"name": "g"}}})",

@@ -29,6 +29,8 @@ Markers MarkersOf(ToolCallFormat f) {
       return {"<|python_tag|>", "", '{'};
     case ToolCallFormat::kMistral:
       return {"[TOOL_CALLS]", "", '['};
+    case ToolCallFormat::kGeneric:
+      return {"", "", '{'};  // no marker: only the bare reply
   }
   return {"", "", '\0'};
 }
@@ -154,6 +156,25 @@ std::optional<std::vector<ToolCall>> ParseRegion(ToolCallFormat format, std::str
       }
       break;
     }
+    case ToolCallFormat::kGeneric: {
+      // {"tool_calls": [call, ...]}, or {"tool_call": call}, nothing else.
+      std::optional<json> obj = ParseJson(Trim(body));
+      if (!obj || !obj->is_object() || obj->size() != 1) return std::nullopt;
+      if (auto one = obj->find("tool_call"); one != obj->end()) {
+        std::optional<ToolCall> call = CallFrom(*one, /*bare=*/true, names);
+        if (!call) return std::nullopt;
+        calls.push_back(std::move(*call));
+        break;
+      }
+      auto array = obj->find("tool_calls");
+      if (array == obj->end() || !array->is_array() || array->empty()) return std::nullopt;
+      for (const json& c : *array) {
+        std::optional<ToolCall> call = CallFrom(c, /*bare=*/true, names);
+        if (!call) return std::nullopt;
+        calls.push_back(std::move(*call));
+      }
+      break;
+    }
   }
   return calls;
 }
@@ -223,6 +244,16 @@ void ChatOutputParser::EmitContent(std::string_view text, ChatDelta& out) {
 
 void ChatOutputParser::EndRegion(std::string_view body, std::string_view raw, bool bare,
                                  ChatDelta& out) {
+  if (*o_.tool_format == ToolCallFormat::kGeneric) {
+    // The answer without a tool: {"response": text}.
+    std::optional<json> obj = ParseJson(Trim(body));
+    if (obj && obj->is_object() && obj->size() == 1 && obj->contains("response") &&
+        (*obj)["response"].is_string()) {
+      pending_blank_.clear();  // the blanks before the JSON are not the answer's
+      EmitContent((*obj)["response"].get_ref<const std::string&>(), out);
+      return;
+    }
+  }
   std::optional<std::vector<ToolCall>> calls =
       ParseRegion(*o_.tool_format, body, bare, o_.tool_names);
   if (!calls) {
@@ -291,7 +322,7 @@ void ChatOutputParser::Run(bool final, ChatDelta& out) {
           // marker is told apart.
           if (!final && rest.size() < m.open.size() && m.open.starts_with(rest)) return;
           body_started_ = true;
-          if (held_[k] == m.bare_start && !rest.starts_with(m.open)) {
+          if (held_[k] == m.bare_start && (m.open.empty() || !rest.starts_with(m.open))) {
             EmitContent(std::string_view(held_).substr(0, k), out);
             held_.erase(0, k);
             region_raw_.clear();
@@ -300,7 +331,7 @@ void ChatOutputParser::Run(bool final, ChatDelta& out) {
             break;
           }
         }
-        const size_t p = held_.find(m.open);
+        const size_t p = m.open.empty() ? std::string::npos : held_.find(m.open);
         if (p != std::string::npos) {
           EmitContent(std::string_view(held_).substr(0, p), out);
           held_.erase(0, p + m.open.size());
@@ -309,7 +340,8 @@ void ChatOutputParser::Run(bool final, ChatDelta& out) {
           phase_ = m.close.empty() ? Phase::kToEnd : Phase::kBlock;
           break;
         }
-        const size_t settled = held_.size() - (final ? 0 : PartialSuffix(held_, m.open));
+        const size_t settled =
+            held_.size() - (final || m.open.empty() ? 0 : PartialSuffix(held_, m.open));
         EmitContent(std::string_view(held_).substr(0, settled), out);
         held_.erase(0, settled);
         return;

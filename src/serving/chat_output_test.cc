@@ -242,6 +242,47 @@ TEST(ChatOutput, MistralArrayWithAndWithoutMarker) {
   EXPECT_EQ(d.content, "[TOOL_CALLS][]");
 }
 
+TEST(ChatOutput, GenericReadsCallsAndTheJsonAnswer) {
+  const ChatOutputOptions o = Tools(ToolCallFormat::kGeneric);
+  const std::string calls =
+      "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
+      "{\"name\": \"no_args\", \"arguments\": {}}]}";
+  ChatDelta d = Parse(o, " \n" + calls);
+  ASSERT_EQ(d.calls.size(), 2u);
+  EXPECT_EQ(d.calls[0].name, "get_weather");
+  EXPECT_EQ(d.calls[0].arguments, R"({"city":"Paris"})");
+  EXPECT_EQ(d.content, "");
+  ExpectSplitIndependent(o, calls);
+  d = Parse(o, R"({"tool_call": {"name": "search", "arguments": "{\"query\": \"x\"}"}})");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].arguments, R"({"query":"x"})");
+  // The answer without a tool is its text; the reply's blanks and JSON go.
+  const std::string answer = R"(  {"response": "It is \"sunny\" \u2600 today."})";
+  d = Parse(o, answer);
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, "It is \"sunny\" \u2600 today.");
+  ExpectSplitIndependent(o, answer);
+  // Anything else is content as written: text, other JSON, unknown names,
+  // more keys, an empty list.
+  for (const std::string& text :
+       {std::string("Plain words {\"response\": \"x\"}"), std::string("{\"answer\": 42}"),
+        std::string("{\"tool_calls\": [{\"name\": \"nope\", \"arguments\": {}}]}"),
+        std::string("{\"tool_calls\": [], \"response\": \"x\"}"),
+        std::string("{\"tool_calls\": []}"), std::string("{\"response\": 3}"),
+        std::string("{\"tool_calls\": [")}) {
+    d = Parse(o, text);
+    EXPECT_TRUE(d.calls.empty()) << text;
+    EXPECT_EQ(d.content, text) << text;
+  }
+  // Text streams as it comes; a reply that opens with "{" waits for its end.
+  ChatOutputParser p(o);
+  EXPECT_EQ(p.Feed("Hello ").content, "Hello");
+  ChatOutputParser q(o);
+  EXPECT_EQ(q.Feed("{\"response\": \"Hi").content, "");
+  EXPECT_EQ(q.Feed("\"}").content, "");
+  EXPECT_EQ(q.Finish().content, "Hi");
+}
+
 TEST(ChatOutput, ReasoningThenAnswer) {
   const std::string text = "<think>\nThe user greets.\n</think>\n\nHello!";
   const ChatDelta d = Parse(Reasoning(), text);

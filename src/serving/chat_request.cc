@@ -179,8 +179,9 @@ Result<ChatParsers> MakeChatParsers(std::string_view tool_call_parser,
     p.tools = ChatParsers::Tools::kFormat;
     p.format = *f;
   } else {
-    return Status::InvalidArgument(StrCat("--tool-call-parser ", Quote(tool_call_parser),
-                                          " is not auto, none, hermes, llama3_json or mistral"));
+    return Status::InvalidArgument(
+        StrCat("--tool-call-parser ", Quote(tool_call_parser),
+               " is not auto, none, hermes, llama3_json, mistral or generic"));
   }
   if (reasoning_parser == "auto") {
     p.reasoning = ChatParsers::Reasoning::kAuto;
@@ -241,7 +242,7 @@ std::variant<PreparedChat, FieldError> PrepareChat(const ChatFormat& format,
                               "tools, or tool_choice \"none\""
                             : "the chat template shows tools in no call format folio knows; serve "
                               "with --chat-template FILE (a tool-use template) or "
-                              "--tool-call-parser hermes|llama3_json|mistral"};
+                              "--tool-call-parser hermes|llama3_json|mistral|generic"};
     }
     for (const FunctionTool& f : tools.functions) out.output.tool_names.push_back(f.name);
     out.output.parallel_tool_calls = tools.parallel;
@@ -265,12 +266,15 @@ std::variant<PreparedChat, FieldError> PrepareChat(const ChatFormat& format,
       out.tool_grammar = std::move(*gbnf);
     }
   }
+  // The generic format: folio shows the tools itself (the template does not).
+  const bool generic = out.output.tool_format == ToolCallFormat::kGeneric;
   json extra = json::object();
-  extra["tools"] = tools.TemplateTools();
+  extra["tools"] = generic ? json(nullptr) : tools.TemplateTools();
   for (auto it = request.template_kwargs.begin(); it != request.template_kwargs.end(); ++it) {
     extra[it.key()] = it.value();
   }
-  Result<RenderedChat> rendered = format.Render(request.messages, true, extra);
+  Result<RenderedChat> rendered = format.Render(
+      generic ? GenericToolMessages(request.messages, tools) : request.messages, true, extra);
   if (!rendered.ok()) return FieldError{"messages", rendered.error().message()};
   out.prompt = std::move(*rendered);
   out.output.reasoning = request.split_reasoning && parsers.SplitsReasoningFor(format);

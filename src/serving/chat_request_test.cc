@@ -163,6 +163,32 @@ TEST(PrepareChat, TheTemplateChoosesTheFormatUnlessAFlagDoes) {
   EXPECT_FALSE(MakeChatParsers("auto", "yes").ok());
 }
 
+TEST(PrepareChat, ATemplateWithoutToolsGetsTheGenericFormat) {
+  // Never mentions tools: folio shows them in a system message.
+  Result<ChatFormat> f = ChatFormat::Create(
+      "", std::string("{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}"),
+      nullptr);
+  ASSERT_TRUE(f.ok());
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "x"}], "tools": )" + std::string(kTool) + "}";
+  PreparedChat p = Prepare(*f, body);
+  EXPECT_EQ(p.output.tool_format, ToolCallFormat::kGeneric);
+  EXPECT_TRUE(p.prompt.text.starts_with("[system] You can call these tools")) << p.prompt.text;
+  EXPECT_TRUE(p.prompt.text.ends_with("\n[user] x\n")) << p.prompt.text;
+  EXPECT_FALSE(p.tool_grammar);
+  // Forced: the grammar is the JSON object's.
+  p = Prepare(*f, R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required",
+                     "tools": )" +
+                      std::string(kTool) + "}");
+  ASSERT_TRUE(p.tool_grammar);
+  EXPECT_NE(p.tool_grammar->find("tool_calls"), std::string::npos);
+  // tool_choice none: the template alone, as without tools.
+  p = Prepare(*f, R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none",
+                     "tools": )" +
+                      std::string(kTool) + "}");
+  EXPECT_EQ(p.prompt.text, "[user] x\n");
+}
+
 TEST(PrepareChat, AForcedCallHasAGrammar) {
   const std::string body = R"({"messages": [{"role": "user", "content": "x"}], "tools": )" +
                            std::string(kTool) + R"(, "tool_choice": "required"})";

@@ -94,6 +94,8 @@ std::string_view ToolCallFormatName(ToolCallFormat format) {
       return "llama3_json";
     case ToolCallFormat::kMistral:
       return "mistral";
+    case ToolCallFormat::kGeneric:
+      return "generic";
   }
   return "?";
 }
@@ -114,7 +116,74 @@ std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view source) {
   if (has("<|python_tag|>") || (has("<|start_header_id|>") && has("ipython"))) {
     return ToolCallFormat::kLlama3Json;
   }
+  if (!has("tools")) return ToolCallFormat::kGeneric;
   return std::nullopt;
+}
+
+json GenericToolMessages(const json& messages, const ChatTools& tools) {
+  json described = json::array();
+  for (size_t i = 0; i < tools.functions.size(); ++i) {
+    const json& fn = tools.definitions[i]["function"];
+    json d = json::object();
+    d["name"] = fn["name"];
+    if (auto it = fn.find("description"); it != fn.end() && !it->is_null()) {
+      d["description"] = *it;
+    }
+    d["parameters"] = tools.functions[i].parameters;
+    described.push_back(std::move(d));
+  }
+  const std::string instructions =
+      StrCat("You can call these tools (each one's arguments are described by a JSON Schema):\n",
+             described.dump(-1, ' ', false, json::error_handler_t::replace),
+             "\n\nTo call tools, reply with only a JSON object: {\"tool_calls\": [{\"name\": "
+             "\"<tool name>\", \"arguments\": {<the arguments>}}]}",
+             tools.parallel ? " (one entry per call)" : " (one call)",
+             ". To answer without a tool, reply with only {\"response\": \"<your answer>\"}. "
+             "Tool results come back as {\"tool_responses\": [...]}.");
+  json out = json::array();
+  const bool has_system = !messages.empty() && messages[0].value("role", "") == "system" &&
+                          messages[0].contains("content") && messages[0]["content"].is_string();
+  if (!has_system) out.push_back({{"role", "system"}, {"content", instructions}});
+  json responses = json::array();  // a run of tool messages
+  const auto flush = [&] {
+    if (responses.empty()) return;
+    out.push_back({{"role", "user"},
+                   {"content", json{{"tool_responses", std::move(responses)}}.dump(
+                                   -1, ' ', false, json::error_handler_t::replace)}});
+    responses = json::array();
+  };
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const json& m = messages[i];
+    const std::string role = m.value("role", "");
+    if (role == "tool") {
+      responses.push_back({{"tool_call_id", m.value("tool_call_id", "")},
+                           {"content", m.contains("content") ? m["content"] : json("")}});
+      continue;
+    }
+    flush();
+    json copy = m;
+    if (i == 0 && has_system) {
+      copy["content"] = StrCat(m["content"].get<std::string>(), "\n\n", instructions);
+    } else if (role == "assistant" && m.contains("tool_calls")) {
+      json calls = json::array();
+      for (const json& c : m["tool_calls"]) {
+        const json& f = c.contains("function") ? c["function"] : c;
+        calls.push_back({{"name", f.value("name", "")},
+                         {"arguments", f.contains("arguments") ? f["arguments"] : json::object()}});
+      }
+      std::string text = json{{"tool_calls", std::move(calls)}}.dump(
+          -1, ' ', false, json::error_handler_t::replace);
+      if (copy.contains("content") && copy["content"].is_string() &&
+          !copy["content"].get_ref<const std::string&>().empty()) {
+        text = StrCat(copy["content"].get<std::string>(), "\n", text);
+      }
+      copy["content"] = std::move(text);
+      copy.erase("tool_calls");
+    }
+    out.push_back(std::move(copy));
+  }
+  flush();
+  return out;
 }
 
 std::variant<ChatTools, FieldError> ParseChatTools(const json* tools, const json* tool_choice,

@@ -55,7 +55,11 @@ TEST(ToolCallFormat, NamesRoundTripAndTemplatesAreRecognised) {
   EXPECT_EQ(DetectToolCallFormat("{{ '<|python_tag|>' }}"), ToolCallFormat::kLlama3Json);
   EXPECT_EQ(DetectToolCallFormat("<|start_header_id|>ipython<|end_header_id|>"),
             ToolCallFormat::kLlama3Json);
-  EXPECT_FALSE(DetectToolCallFormat("<|im_start|>{{ m.content }}<|im_end|>"));
+  // A template that never mentions tools cannot show them: folio does.
+  EXPECT_EQ(DetectToolCallFormat("<|im_start|>{{ m.content }}<|im_end|>"),
+            ToolCallFormat::kGeneric);
+  // One that shows tools in a way folio does not know is not guessed at.
+  EXPECT_FALSE(DetectToolCallFormat("{% for t in tools %}<tool>{{ t | tojson }}{% endfor %}"));
 }
 
 TEST(ParseChatTools, DefaultsAndChoices) {
@@ -420,6 +424,70 @@ TEST(ToolCallGbnf, StrictUnderAutoBareFormsAreCallsOrText) {
   EXPECT_FALSE(mistral->Matches(
       "[{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"ping\", \"arguments\": {}}]"));
   EXPECT_EQ(Parse(ToolCallFormat::kMistral, calls).calls.size(), 1u);
+}
+
+TEST(ToolCallGbnf, GenericForcedAndStrictUnderAuto) {
+  const std::string call =
+      "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Oslo\"}}]}";
+  auto forced = Compile(Ok(kTools, "required", false), ToolCallFormat::kGeneric);
+  ASSERT_TRUE(forced);
+  EXPECT_TRUE(forced->Matches(call));
+  EXPECT_FALSE(forced->Matches("{\"response\": \"hi\"}"));
+  EXPECT_FALSE(forced->Matches("{\"tool_calls\": []}"));
+  EXPECT_FALSE(forced->Matches(
+      "{\"tool_calls\": [{\"name\": \"ping\", \"arguments\": {}}, {\"name\": \"ping\", "
+      "\"arguments\": {}}]}"));
+  auto lazy = Compile(StrictAuto(), ToolCallFormat::kGeneric);
+  ASSERT_TRUE(lazy);
+  for (const std::string& text : {call, std::string("{\"response\": \"It is cold.\"}"),
+                                  std::string("Plain text {ok}"), std::string(""), " \n" + call}) {
+    EXPECT_TRUE(lazy->Matches(text)) << text;
+  }
+  for (const std::string& text :
+       {std::string("{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {}}]}"),
+        std::string("{\"answer\": 1}"), std::string("{\"response\": 3}")}) {
+    EXPECT_FALSE(lazy->Matches(text)) << text;
+  }
+  // What the grammar lets through reads as calls.
+  const ChatDelta d = Parse(ToolCallFormat::kGeneric, call);
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].arguments, R"({"city":"Oslo"})");
+}
+
+TEST(GenericToolMessages, ToolsInTheSystemMessageCallsAndResultsAsText) {
+  const json messages = json::parse(R"([
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather?"},
+    {"role": "assistant", "content": null, "tool_calls": [
+      {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}},
+      {"id": "c2", "type": "function", "function": {"name": "ping", "arguments": {}}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "3 degrees"},
+    {"role": "tool", "tool_call_id": "c2", "content": "pong"},
+    {"role": "assistant", "content": "Cold."}])");
+  const json out = GenericToolMessages(messages, Ok(kTools));
+  ASSERT_EQ(out.size(), 5u);
+  const std::string system = out[0]["content"];
+  EXPECT_TRUE(system.starts_with("Be brief.\n\nYou can call these tools"));
+  EXPECT_NE(system.find(R"("name":"get_weather","description":"Weather.","parameters":)"),
+            std::string::npos)
+      << system;
+  EXPECT_NE(system.find(R"({"tool_calls": [{"name": "<tool name>")"), std::string::npos);
+  EXPECT_EQ(out[2]["role"], "assistant");
+  EXPECT_FALSE(out[2].contains("tool_calls"));
+  EXPECT_EQ(out[2]["content"],
+            R"({"tool_calls":[{"name":"get_weather","arguments":{"city":"Oslo"}},)"
+            R"({"name":"ping","arguments":{}}]})");
+  // The two results, one user message.
+  EXPECT_EQ(out[3]["role"], "user");
+  EXPECT_EQ(out[3]["content"], R"({"tool_responses":[{"tool_call_id":"c1","content":"3 degrees"},)"
+                               R"({"tool_call_id":"c2","content":"pong"}]})");
+  EXPECT_EQ(out[4], messages[5]);
+  // Without a system message, one comes first.
+  const json bare = GenericToolMessages(json::array({messages[1]}), Ok(kTools));
+  ASSERT_EQ(bare.size(), 2u);
+  EXPECT_EQ(bare[0]["role"], "system");
+  EXPECT_EQ(bare[1], messages[1]);
 }
 
 }  // namespace

@@ -130,11 +130,26 @@ Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format) 
   if (calls.empty()) return Status::InvalidArgument("tool_choice: no tool to call");
   json call = calls.size() == 1 ? calls[0] : json{{"anyOf", calls}};
   json schema;
-  if (format == ToolCallFormat::kMistral) {
+  if (format == ToolCallFormat::kMistral || format == ToolCallFormat::kGeneric) {
     schema = json{{"type", "array"}, {"items", std::move(call)}, {"minItems", 1}};
     if (!several) schema["maxItems"] = 1;
   } else {
     schema = std::move(call);
+  }
+  if (format == ToolCallFormat::kGeneric) {
+    // {"tool_calls": [...]}; under "auto" also the answer {"response": text}.
+    json calls_object = json{{"type", "object"},
+                             {"properties", {{"tool_calls", std::move(schema)}}},
+                             {"required", json::array({"tool_calls"})},
+                             {"additionalProperties", false}};
+    schema = calls_object;
+    if (lazy) {
+      json response = json{{"type", "object"},
+                           {"properties", {{"response", {{"type", "string"}}}}},
+                           {"required", json::array({"response"})},
+                           {"additionalProperties", false}};
+      schema = json{{"anyOf", json::array({std::move(calls_object), std::move(response)})}};
+    }
   }
   schema["$defs"] = std::move(defs);
   FOLIO_ASSIGN_OR_RETURN(std::string gbnf, grammar::JsonSchemaToGbnf(schema));
@@ -148,9 +163,10 @@ Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format) 
     // Free text until the model starts a call; from the marker on, the call
     // is held to the grammar. Hermes blocks may stand anywhere in the text
     // (calls at most one without parallel_tool_calls); the bare forms of
-    // llama3_json and mistral are calls only as the whole reply, so a reply
-    // is either blanks and calls or text that does not start with their
-    // opening character (the parser's rule, chat_output.h).
+    // llama3_json, mistral and generic are calls only as the whole reply,
+    // so a reply is either blanks and calls (generic: or its JSON answer)
+    // or text that does not start with their opening character (the
+    // parser's rule, chat_output.h).
     switch (format) {
       case ToolCallFormat::kHermes:
         head = StrCat("root ::= ", kFreeRule, "0 ( ", kBlockRule, " ", kFreeRule, "0 )",
@@ -158,12 +174,14 @@ Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format) 
                       kCallJsonRule, " \"\\n</tool_call>\"\n", TextWithout("<tool_call>"));
         break;
       case ToolCallFormat::kLlama3Json:
-      case ToolCallFormat::kMistral: {
+      case ToolCallFormat::kMistral:
+      case ToolCallFormat::kGeneric: {
         const bool llama = format == ToolCallFormat::kLlama3Json;
         head = StrCat("root ::= [ \\t\\n]* ( ", kCallsRule, " | ", kTextRule, " )?\n", kCallsRule,
                       " ::= ", kCallJsonRule,
                       llama && several ? StrCat(" ( \"; \" ", kCallJsonRule, " )*") : "", "\n",
-                      kTextRule, " ::= [^", llama ? "{" : "\\[", " \\t\\n] .*\n");
+                      kTextRule, " ::= [^", format == ToolCallFormat::kMistral ? "\\[" : "{",
+                      " \\t\\n] .*\n");
         break;
       }
     }
@@ -181,6 +199,7 @@ Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format) 
                     several ? StrCat(" ( \"; \" ", kCallJsonRule, " )*") : std::string(), "\n");
       break;
     case ToolCallFormat::kMistral:
+    case ToolCallFormat::kGeneric:
       head = StrCat("root ::= ", kCallJsonRule, "\n");
       break;
   }

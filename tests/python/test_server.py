@@ -266,10 +266,12 @@ BAD = [
      "response_format"),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
                               "tools": [{"type": "function"}]}, "tools[0].function"),
-    # The built-in model's plain format shows no tools: refused, not ignored.
+    # A strict tool's grammar (the plain format: generic) beside another constraint.
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "a"}],
-                              "tools": [{"type": "function", "function": {"name": "f"}}]},
-     "tools"),
+                              "tools": [{"type": "function",
+                                         "function": {"name": "f", "strict": True}}],
+                              "response_format": {"type": "json_object"}},
+     "response_format"),
     ("/v1/completions", {}, "prompt"),
     ("/v1/chat/completions", {"messages": []}, "messages"),
     ("/v1/chat/completions", {"messages": [{"role": "user"}]}, "messages[0].content"),

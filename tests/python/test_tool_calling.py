@@ -141,6 +141,15 @@ MISTRAL = [
      "\"x\", \"filters\": {}}}]", ["get_weather", "search"], None),
     ("[1, 2, 3]", [], "[1, 2, 3]"),
 ]
+GENERIC = [
+    ("{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lyon\", "
+     "\"unit\": \"celsius\"}}, {\"name\": \"no_args\", \"arguments\": {}}]}",
+     ["get_weather", "no_args"], None),
+    ("{\"response\": \"It is sunny in Lyon \u2600.\"}", [], "It is sunny in Lyon \u2600."),
+    ("The answer is {\"response\": \"x\"}", [], "The answer is {\"response\": \"x\"}"),
+    ("{\"tool_calls\": [{\"name\": \"nope\", \"arguments\": {}}]}", [],
+     "{\"tool_calls\": [{\"name\": \"nope\", \"arguments\": {}}]}"),
+]
 
 
 def check_fixed_replies(server, fixtures):
@@ -177,6 +186,13 @@ def test_fixed_replies_stream_like_the_whole_reply():
             check_fixed_replies(s, fixtures)
         finally:
             assert s.stop() == 0, "".join(s.log)
+    # folio's plain format shows no tools: the generic format, chosen by itself.
+    s = Server("--builtin-context", "4096")
+    try:
+        check_fixed_replies(s, GENERIC)
+        assert "tool calls read as generic" in "".join(s.log)
+    finally:
+        assert s.stop() == 0, "".join(s.log)
 
 
 def test_fixed_replies_stream_like_the_whole_reply_with_smollm2_tokens():
@@ -234,7 +250,7 @@ def test_reasoning_is_split_streamed_and_switchable():
 
 def test_bad_tool_requests_name_the_field():
     s = builtin_server()
-    plain = Server("--builtin-context", "4096")
+    plain = Server("--builtin-context", "4096", "--tool-call-parser", "none")
     try:
         def param(server, **fields):
             status, reply = server.post("/v1/chat/completions",
@@ -259,7 +275,7 @@ def test_bad_tool_requests_name_the_field():
             "messages[1].tool_calls[0].function.arguments"
         assert param(s, tools=TOOLS, tool_choice="required",
                      response_format={"type": "json_object"}) == "response_format"
-        # The plain format shows no tools: refused rather than ignored.
+        # With tool calls off: refused rather than ignored.
         assert param(plain, tools=TOOLS) == "tools"
         # Still serving.
         status, _ = s.post("/v1/chat/completions", {"messages": QUESTION, "max_tokens": 2})
@@ -346,6 +362,34 @@ def test_templates_see_what_transformers_passes(name):
             assert reply["tokens"] == text_ids["tokens"], (body, want.text)
             compared += 1
         assert compared > 0
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+
+
+def test_smollm2_s_own_template_gets_the_generic_format():
+    """SmolLM2's template shows no tools: folio describes them in a system
+    message and reads the JSON reply; a forced call validates, and the
+    call and its result go back as the SDK sends them."""
+    model = smollm2.require()
+    s = Server("--model", str(model))
+    try:
+        for seed in range(10):
+            status, reply = s.post("/v1/chat/completions", {
+                "messages": QUESTION, "tools": TOOLS, "tool_choice": "required",
+                "parallel_tool_calls": False, "seed": seed, "temperature": 1.0,
+                "max_tokens": 300})
+            assert status == 200, reply
+            choice = reply["choices"][0]
+            assert choice["finish_reason"] == "tool_calls", choice
+            assert len(choice["message"]["tool_calls"]) == 1
+            check_calls(choice["message"]["tool_calls"])
+        call = choice["message"]["tool_calls"][0]
+        loop = QUESTION + [choice["message"],
+                           {"role": "tool", "tool_call_id": call["id"], "content": "21"}]
+        status, reply = s.post("/v1/chat/completions", {"messages": loop, "tools": TOOLS,
+                                                        "max_tokens": 40, "seed": 1})
+        assert status == 200, reply
+        assert "tool calls read as generic" in "".join(s.log)
     finally:
         assert s.stop() == 0, "".join(s.log)
 

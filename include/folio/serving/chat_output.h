@@ -23,8 +23,11 @@
 //              starts with "{", to the end: objects {"name", "parameters"}
 //              ("arguments" too) joined by ";". mistral: from
 //              [TOOL_CALLS], or a reply that starts with "[", to the end: a
-//              JSON array of {"name", "arguments"}. Without a marker (the
-//              bare forms) every call must name one of the request's tools.
+//              JSON array of {"name", "arguments"}. generic: a reply that
+//              starts with "{" is one JSON object, {"tool_calls": [...]}
+//              (or {"tool_call": {...}}) read as calls, {"response": text}
+//              read as that text. Without a marker (the bare forms, and
+//              generic) every call must name one of the request's tools.
 //              A call is emitted once it is complete (its closing tag, or
 //              the end of the reply for the forms that run to the end).
 // Text that looks like a call but does not parse (bad JSON, no name,

@@ -13,6 +13,12 @@
 //   mistral      [TOOL_CALLS][{"name": N, "arguments": {...}}, ...]
 //                (Mistral 7B v0.3, Nemo, Small; the marker is a control
 //                token that decoding drops, so a bare array is read too)
+//   generic      for a template that shows no tools (SmolLM2's, ChatML,
+//                folio's plain format): folio tells the model about the
+//                tools in a system message (GenericToolMessages) and reads
+//                a reply that is one JSON object, {"tool_calls": [{"name":
+//                N, "arguments": {...}}, ...]} or {"response": "text"} (the
+//                shape llama.cpp's generic format asks for)
 #ifndef FOLIO_SERVING_TOOL_CALLS_H_
 #define FOLIO_SERVING_TOOL_CALLS_H_
 
@@ -28,10 +34,11 @@
 
 namespace folio::serving {
 
-enum class ToolCallFormat : uint8_t { kHermes, kLlama3Json, kMistral };
+enum class ToolCallFormat : uint8_t { kHermes, kLlama3Json, kMistral, kGeneric };
 
 inline constexpr ToolCallFormat kToolCallFormats[] = {
-    ToolCallFormat::kHermes, ToolCallFormat::kLlama3Json, ToolCallFormat::kMistral};
+    ToolCallFormat::kHermes, ToolCallFormat::kLlama3Json, ToolCallFormat::kMistral,
+    ToolCallFormat::kGeneric};
 
 // "hermes", "llama3_json", "mistral".
 std::string_view ToolCallFormatName(ToolCallFormat format);
@@ -40,8 +47,9 @@ std::optional<ToolCallFormat> ToolCallFormatFromName(std::string_view name);
 
 // The format a chat template writes calls in, from its markers: "<tool_call>"
 // is hermes, "[TOOL_CALLS]" mistral, "<|python_tag|>" or an "ipython" header
-// llama3_json (checked in that order); nullopt when it has none of them (the
-// template shows the model no tools, or in a way folio does not know).
+// llama3_json (checked in that order); generic when the template never
+// mentions `tools` (it cannot show them, so folio does); nullopt when it
+// mentions tools but has none of the markers (a format folio does not know).
 std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view template_source);
 
 // A bad request field: which one (a JSON path such as
@@ -96,6 +104,17 @@ struct ChatTools {
     return false;
   }
 };
+
+// The generic format's conversation (messages as ParseChatRequest left
+// them): the tools and the reply shape described in a system message (the
+// first message's text when it is a system message with text content, a
+// new first message otherwise), an assistant's tool_calls written into its
+// content as {"tool_calls": [...]}, and each run of tool messages turned
+// into one user message {"tool_responses": [{"tool_call_id", "content"}]}
+// (templates that know no tool role, or require user and assistant to
+// alternate, render it).
+nlohmann::ordered_json GenericToolMessages(const nlohmann::ordered_json& messages,
+                                           const ChatTools& tools);
 
 // Most tools in one request, and the longest function name (OpenAI's).
 inline constexpr uint64_t kMaxTools = 128;
