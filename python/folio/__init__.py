@@ -40,7 +40,9 @@ from folio._folio import (
 from folio.async_llm import AsyncLLM
 from folio.chat_template import apply_chat_template
 from folio.llm import LLM
-from folio.outputs import CompletionOutput, FunctionCall, Logprob, RequestOutput, ToolCall
+from folio.outputs import (CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput, FunctionCall,
+                           Logprob, RequestOutput, ToolCall)
+from folio.pooling_params import PoolingParams
 from folio._engine import Tokenizer
 from folio.sampling_params import GuidedDecodingParams, SamplingParams, StructuredOutputsParams
 
@@ -51,11 +53,14 @@ __all__ = [
     # the engine
     "AsyncLLM",
     "CompletionOutput",
+    "EmbeddingOutput",
+    "EmbeddingRequestOutput",
     "FunctionCall",
     "LLM",
     "Logprob",
     "RequestOutput",
     "GuidedDecodingParams",
+    "PoolingParams",
     "SamplingParams",
     "StructuredOutputsParams",
     "Tokenizer",

@@ -13,8 +13,10 @@ from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tupl
                     cast)
 
 from folio import _folio
-from folio.outputs import (CompletionOutput, FunctionCall, Logprob, PositionLogprobs,
+from folio.outputs import (CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput,
+                           FunctionCall, Logprob, PositionLogprobs,
                            RequestOutput, ToolCall)
+from folio.pooling_params import PoolingParams
 from folio.sampling_params import SamplingParams
 
 #: A prompt: text, token ids, or vLLM's {"prompt": text} /
@@ -31,9 +33,10 @@ _ROLES = ("system", "user", "assistant", "tool", "developer")
 
 # An engine event, as EngineCore.take() returns it.
 # (key, tokens, text, logprobs, finish, error, sample index, final,
-# beam_score, rng_state).
+# beam_score, rng_state, embedding).
 Event = Tuple[int, List[int], str, Optional[List[Tuple[int, float, List[Tuple[int, float]]]]],
-              Optional[str], Optional[str], int, bool, Optional[float], int]
+              Optional[str], Optional[str], int, bool, Optional[float], int,
+              Optional[List[float]]]
 
 
 class Tokenizer:
@@ -202,6 +205,7 @@ class Request:
         self.stop_token_ids: Sequence[int] = ()
         self.error: Optional[str] = None
         self.done = False  # the engine's last event for it arrived
+        self.embedding: Optional[List[float]] = None  # a pooled request's, once done
 
     # Sample 0's fields, for callers of one-sample requests.
     @property
@@ -217,7 +221,8 @@ class Request:
         return self.done or self.error is not None
 
     def apply(self, event: Event, token_text: Any) -> None:
-        _, tokens, text, logprobs, finish, error, index, final, beam_score, rng_state = event
+        (_, tokens, text, logprobs, finish, error, index, final, beam_score, rng_state,
+         embedding) = event
         while index >= len(self.samples):  # not expected: the engine keeps n
             self.samples.append(_Sample(self.samples[0].logprobs is not None))
         s = self.samples[index]
@@ -244,10 +249,20 @@ class Request:
             s.finish_reason = finish
         if beam_score is not None:
             s.beam_score = beam_score
+        if embedding is not None:
+            self.embedding = [float(x) for x in embedding]
         if error is not None:
             self.error = error
         if final:
             self.done = True
+
+    def embedding_output(self) -> EmbeddingRequestOutput:
+        """A pooled request's result (it must be done)."""
+        assert self.embedding is not None, "a pooled request finished without its vector"
+        return EmbeddingRequestOutput(request_id=self.request_id, prompt=self.prompt,
+                                      prompt_token_ids=list(self.prompt_token_ids),
+                                      outputs=EmbeddingOutput(self.embedding),
+                                      finished=self.done)
 
     def output(self) -> RequestOutput:
         samples = self.samples
@@ -421,6 +436,21 @@ class EngineCore:
                     hide_logprobs=ranked and params.logprobs is None,
                     length_penalty=params.length_penalty if params.use_beam_search else None)
         r.stop_token_ids = native.stop_token_ids
+        return r, native
+
+    def make_embed_request(self, prompt: PromptType, params: Optional[PoolingParams],
+                           request_id: Optional[str]) -> Tuple[Request, _folio.RequestParams]:
+        """Checks a pooled-embedding request (ValueError) without submitting it."""
+        params = params if params is not None else PoolingParams()
+        if not isinstance(params, PoolingParams):
+            raise TypeError(f"pooling_params must be a folio.PoolingParams "
+                            f"(got {type(params).__name__})")
+        text, ids = self.encode_prompt(prompt)
+        native = _folio.RequestParams.pooled(params.pooling, params.normalize,
+                                             params.dimensions or 0)
+        self.native.check(ids, native)
+        key = self.new_key()
+        r = Request(key, request_id if request_id is not None else str(key), text, ids, False)
         return r, native
 
     def chat_prompts(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]],

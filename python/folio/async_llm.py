@@ -25,7 +25,8 @@ from typing import (Any, AsyncGenerator, Dict, List, Mapping, Optional, Sequence
                     Type, Union)
 
 from folio._engine import ChatMessage, EngineCore, Event, PromptType, Request, Tokenizer
-from folio.outputs import CompletionOutput, RequestOutput
+from folio.outputs import CompletionOutput, EmbeddingRequestOutput, RequestOutput
+from folio.pooling_params import PoolingParams
 from folio.sampling_params import SamplingParams
 
 
@@ -112,6 +113,19 @@ class AsyncLLM:
             if out.finished:
                 c.read(out)
             yield out
+
+    async def embed(self, prompt: PromptType, pooling_params: Optional[PoolingParams] = None,
+                    request_id: Optional[str] = None) -> EmbeddingRequestOutput:
+        """LLM.embed for one prompt: its pooled vector once its prefill is
+        done, batched with everything else the engine runs."""
+        self._attach()
+        if request_id is not None and request_id in self._keys:
+            raise ValueError(f"request_id {request_id!r} is already running")
+        r, native = self._core.make_embed_request(prompt, pooling_params, request_id)
+        async for _ in self._stream(r, lambda: self._core.native.submit(
+                r.key, r.prompt_token_ids, native)):
+            pass
+        return r.embedding_output()
 
     async def _stream(self, r: Request, start: Any) -> AsyncGenerator[RequestOutput, None]:
         queue: "asyncio.Queue[Event]" = asyncio.Queue()

@@ -21,7 +21,8 @@ from folio import _folio
 
 from folio._engine import (ChatMessage, EngineCore, PromptType, Request, Tokenizer,
                            normalize_prompts, params_for)
-from folio.outputs import RequestOutput
+from folio.outputs import EmbeddingRequestOutput, RequestOutput
+from folio.pooling_params import PoolingParams
 from folio.sampling_params import SamplingParams
 
 #: Wait at most this long for engine events between checks for Ctrl-C.
@@ -151,6 +152,38 @@ class LLM:
         for out, c in zip(outs, chats):
             c.read(out)
         return outs
+
+    # ------------------------------------------------------------ embeddings
+
+    def embed(self, prompts: Union[PromptType, Sequence[PromptType]],
+              pooling_params: Union[PoolingParams, Sequence[PoolingParams], None] = None,
+              *, use_tqdm: bool = True) -> List[EmbeddingRequestOutput]:
+        """One pooled vector per prompt, in order (vLLM's ``LLM.embed``):
+        each prompt is prefilled through the same continuous batching as
+        generation (many short inputs per step) and its final hidden states
+        pooled as pooling_params says (default PoolingParams(): the last
+        position's, L2-normalized). A prompt's vector does not depend on the
+        prompts beside it, bit for bit. Every request is checked before any
+        runs (ValueError, as generate)."""
+        items = normalize_prompts(prompts)
+        if pooling_params is None or isinstance(pooling_params, PoolingParams):
+            params: List[Optional[PoolingParams]] = [pooling_params] * len(items)
+        else:
+            params = list(pooling_params)
+            if len(params) != len(items):
+                raise ValueError(f"{len(params)} pooling_params for {len(items)} prompts")
+        with self._lock:
+            made = []
+            for i, (p, pp) in enumerate(zip(items, params)):
+                try:
+                    made.append(self._core.make_embed_request(p, pp, None))
+                except ValueError as e:
+                    if len(items) == 1:
+                        raise
+                    raise ValueError(f"prompt {i}: {e}") from None
+            reqs = self._submit(made)
+            self._wait(reqs, use_tqdm)
+            return [r.embedding_output() for r in reqs]
 
     def _run(self, items: Sequence[Any], use_tqdm: bool) -> List[RequestOutput]:
         with self._lock:

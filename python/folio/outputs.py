@@ -103,3 +103,24 @@ class RequestOutput:
     finished: bool
     prompt_logprobs: None = None
     metrics: Optional[Dict[str, float]] = field(default=None, repr=False)
+
+
+@dataclass
+class EmbeddingOutput:
+    """A prompt's pooled vector (vLLM's ``EmbeddingOutput``)."""
+
+    embedding: List[float]
+
+
+@dataclass
+class EmbeddingRequestOutput:
+    """What LLM.embed returns per prompt (vLLM's ``EmbeddingRequestOutput``).
+
+    prompt is None for a request given as token ids.
+    """
+
+    request_id: str
+    prompt: Optional[str]
+    prompt_token_ids: List[int]
+    outputs: EmbeddingOutput
+    finished: bool = True

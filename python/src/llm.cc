@@ -546,8 +546,10 @@ class EngineCore {
       if (!e.error.ok()) error = Utf8(e.error.message());
       nb::object beam_score = nb::none();
       if (e.beam_score) beam_score = nb::float_(*e.beam_score);
+      nb::object embedding = nb::none();
+      if (!e.embedding.empty()) embedding = nb::cast(e.embedding);
       out.append(nb::make_tuple(e.key, nb::cast(e.tokens), Utf8(e.text), logprobs, finish, error,
-                                e.index, e.final, beam_score, e.rng_state));
+                                e.index, e.final, beam_score, e.rng_state, embedding));
     }
     return out;
   }
@@ -609,6 +611,22 @@ void BindLlm(nb::module_& m) {
           nb::arg("length_penalty") = 1.0, nb::arg("early_stopping") = "false", nb::arg("declared"),
           "The parameters SamplingParams shapes, then every declared one (request_params()) "
           "by keyword; None leaves a declared one at its default.")
+      .def_static(
+          "pooled",
+          [](const std::string& pooling, bool normalize, uint64_t dimensions) {
+            const std::optional<engine::Pooling> p = engine::PoolingFromName(pooling);
+            if (!p || *p == engine::Pooling::kNone) {
+              RaiseValue("pooling must be 'last', 'mean' or 'cls' (got '" + pooling + "')");
+            }
+            engine::RequestParams out;
+            out.pooling = *p;
+            out.normalize = normalize;
+            out.dimensions = dimensions;
+            return out;
+          },
+          nb::arg("pooling"), nb::arg("normalize"), nb::arg("dimensions"),
+          "A pooled-embedding request's parameters (engine/request.h): pooling 'last', "
+          "'mean' or 'cls'; dimensions 0 keeps every feature.")
       .def_prop_ro("seed", [](const engine::RequestParams& p) { return p.seed; })
       .def_prop_ro("max_tokens", [](const engine::RequestParams& p) { return p.max_tokens; })
       .def_prop_ro(
@@ -712,7 +730,7 @@ void BindLlm(nb::module_& m) {
       .def("abort", &EngineCore::Abort, nb::arg("key"))
       .def("take", &EngineCore::Take,
            "Every event waiting: [(key, tokens, text, logprobs, finish, error, index, final, "
-           "beam_score, rng_state)].")
+           "beam_score, rng_state, embedding)].")
       .def("wait", &EngineCore::Wait, nb::arg("timeout_s"),
            "As take(), waiting up to timeout_s for the first event (the GIL released).")
       .def_prop_ro("notify_fd", &EngineCore::notify_fd,

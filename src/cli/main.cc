@@ -1,20 +1,26 @@
 // build/bin/folio: the command-line front end, one file per subcommand.
-//   folio layout    the worked-example report (JSON) (cli/layout_command.h)
-//   folio generate  stream a continuation from the built-in or a saved model
-//   (cli/generate_command.h) folio logits    prefill logits and a greedy continuation
-//   (cli/logits_command.h) folio batch     a short continuous-batching run (cli/batch_command.h)
-//   folio tokenize  a model's tokenizer alone (cli/tokenize_command.h)
-//   folio info      a model's shape and sizes (cli/info_command.h)
-//   folio serve     OpenAI-compatible HTTP server (cli/serve_command.h)
-//   folio chat      an interactive chat in the terminal (cli/chat_command.h)
-//   folio template  a chat template rendered for a conversation (cli/template_command.h)
-//   folio save-model  write the built-in model as config.json + safetensors
-//   (cli/save_model_command.h) folio quantize  a model file as GGUF with its matrices in another
-//   type (cli/quantize_command.h) folio bench attention  paged vs dense attention decode timings
-//   (JSON) folio bench decode     prefill / decode tokens/s vs the bandwidth floor (JSON) folio
-//   bench serve      continuous batching: dense vs gather vs paged (JSON) folio bench kv-transfer
-//   export / encode / write / read / import of a KV cache (JSON) folio bench template   chat
-//   template render time (JSON) folio bench sampling  logits processors' cost per token (JSON)
+//   folio layout          the worked-example report, JSON (cli/layout_command.h)
+//   folio generate        a continuation from the built-in or a saved model
+//                         (cli/generate_command.h)
+//   folio logits          prefill logits and a greedy continuation (cli/logits_command.h)
+//   folio batch           a short continuous-batching run (cli/batch_command.h)
+//   folio tokenize        a model's tokenizer alone (cli/tokenize_command.h)
+//   folio embed           pooled embeddings of texts, JSON (cli/embed_command.h)
+//   folio info            a model's shape and sizes (cli/info_command.h)
+//   folio serve           OpenAI-compatible HTTP server (cli/serve_command.h)
+//   folio chat            an interactive chat in the terminal (cli/chat_command.h)
+//   folio template        a chat template rendered for a conversation
+//                         (cli/template_command.h)
+//   folio save-model      the built-in model as config.json + safetensors
+//                         (cli/save_model_command.h)
+//   folio quantize        a model file as GGUF with its matrices in another type
+//                         (cli/quantize_command.h)
+//   folio bench attention    paged vs dense attention decode timings (JSON)
+//   folio bench decode       prefill / decode tokens/s vs the bandwidth floor (JSON)
+//   folio bench serve        continuous batching: dense vs gather vs paged (JSON)
+//   folio bench kv-transfer  export / encode / write / read / import of a KV cache (JSON)
+//   folio bench template     chat template render time (JSON)
+//   folio bench sampling     logits processors' cost per token (JSON)
 //   folio kv export|import|inspect  KV snapshots between processes
 #include <CLI/CLI.hpp>
 #include <fstream>
@@ -32,6 +38,7 @@
 #include "bench/template_bench.h"
 #include "cli/batch_command.h"
 #include "cli/chat_command.h"
+#include "cli/embed_command.h"
 #include "cli/engine_flags.h"
 #include "cli/flag_lists.h"
 #include "cli/generate_command.h"
@@ -64,6 +71,8 @@ int main(int argc, char** argv) {
   SaveModelFlags save;
   CLI::App* save_cmd = AddSaveModelCommand(app, save);
 
+  EmbedFlags embed;
+  CLI::App* embed_cmd = AddEmbedCommand(app, embed);
   TokenizeFlags tokenize;
   CLI::App* tokenize_cmd = AddTokenizeCommand(app, tokenize);
 
@@ -150,6 +159,7 @@ int main(int argc, char** argv) {
   if (*quantize_cmd) return RunQuantize(quantize);
   if (*logits_cmd) return RunLogits(logits);
   if (*tokenize_cmd) return RunTokenize(tokenize);
+  if (*embed_cmd) return RunEmbed(embed);
   if (*info_cmd) return RunInfo(info);
   if (*batch_cmd) return RunBatch(batch);
   if (*kv_cmds.exp) return RunKvExport(kv_flags);

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "folio/core/checked_math.h"
+#include "folio/core/str_cat.h"
 
 namespace folio::engine {
 
@@ -128,6 +129,7 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
     return Status::InvalidArgument("prompt_logits needs n = 1");
   }
   if (params.beam.num_beams > 0) FOLIO_RETURN_IF_ERROR(ValidateBeamSearch(params));
+  if (params.pooling != Pooling::kNone) FOLIO_RETURN_IF_ERROR(ValidatePooling(params));
   if (params.num_draft_tokens && *params.num_draft_tokens > kMaxDraftTokens) {
     return Status::InvalidArgument("num_draft_tokens " + std::to_string(*params.num_draft_tokens) +
                                    " exceeds " + std::to_string(kMaxDraftTokens));
@@ -137,8 +139,9 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
                                    " exceeds " + std::to_string(sampling::kMaxTopLogprobs));
   }
   // The last selected token is never fed, so a request caches at most
-  // prompt + max_tokens - 1 positions.
-  const std::optional<uint64_t> positions = CheckedAdd(prompt.size() - 1, params.max_tokens);
+  // prompt + max_tokens - 1 positions (a pooled request: its prompt).
+  const std::optional<uint64_t> positions = CheckedAdd(
+      prompt.size() - 1, params.pooling != Pooling::kNone ? uint64_t{1} : params.max_tokens);
   if (!positions || *positions > c.max_positions) {
     return Status::OutOfRange("prompt of " + std::to_string(prompt.size()) + " + max_tokens " +
                               std::to_string(params.max_tokens) + " exceeds the model's " +
@@ -153,6 +156,25 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
         "request needs " + (pages ? std::to_string(*pages) : std::string("too many")) + " pages" +
         (params.beam.num_beams > 1 ? " for its beams" : "") + "; the pool has " +
         std::to_string(config_.num_pages));
+  }
+  return Status::Ok();
+}
+
+Status Engine::ValidatePooling(const RequestParams& params) const {
+  const std::string what =
+      StrCat("a pooled embedding (pooling ", PoolingName(params.pooling), ") ");
+  if (params.n != 1 || params.beam.num_beams != 0) {
+    return Status::InvalidArgument(what + "is one vector: it takes n = 1 and no beams");
+  }
+  if (params.grammar || params.prompt_logits || params.logprobs || params.top_logprobs != 0 ||
+      params.num_draft_tokens.value_or(0) != 0) {
+    return Status::InvalidArgument(
+        what + "generates nothing: it takes no grammar, prompt_logits, logprobs or draft tokens");
+  }
+  const uint64_t hidden = runner_.config().hidden_size;
+  if (params.dimensions > hidden) {
+    return Status::InvalidArgument(StrCat(what, "of ", params.dimensions,
+                                          " dimensions: the model's hidden states have ", hidden));
   }
   return Status::Ok();
 }
@@ -225,7 +247,8 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
   Sequence s;
   s.id = id;
   s.num_prompt_tokens = prompt.size();
-  s.max_tokens = params.max_tokens;
+  s.max_tokens = params.pooling != Pooling::kNone ? 1 : params.max_tokens;
+  s.every_row = params.pooling == Pooling::kMean || params.pooling == Pooling::kCls;
   s.tokens = std::move(prompt);
   s.group_size = params.n;
   if (params.beam.num_beams > 0) {
@@ -525,18 +548,22 @@ Result<std::vector<StepOutput>> Engine::Step() {
   FOLIO_ASSIGN_OR_RETURN(SchedulerOutput plan, scheduler_.Schedule());
   if (plan.empty()) return out;
   // Every row's logits for requests that asked for their prompt's, and for
-  // drafts to verify.
+  // drafts to verify; every row's final hidden state, and no logits, for
+  // pooled embeddings.
   std::vector<model::LogitRows> rows(plan.scheduled.size(), model::LogitRows::kLast);
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const Sequence& s = scheduler_.sequence(plan.scheduled[i].id);
-    // (Beams have no output state: they refuse prompt_logits.)
-    if ((!s.lockstep && outputs_.state(s.id).params.prompt_logits &&
-         s.num_computed < s.num_prompt_tokens) ||
-        plan.scheduled[i].num_draft != 0) {
+    // (Beams have no output state: they refuse prompt_logits and pooling.)
+    if (!s.lockstep && outputs_.state(s.id).params.pooling != Pooling::kNone) {
+      rows[i] = model::LogitRows::kHidden;
+    } else if ((!s.lockstep && outputs_.state(s.id).params.prompt_logits &&
+                s.num_computed < s.num_prompt_tokens) ||
+               plan.scheduled[i].num_draft != 0) {
       rows[i] = model::LogitRows::kAll;
     }
   }
-  Result<std::vector<float>> logits = runner_.Execute(*kv_, plan, rows);
+  std::vector<float> hidden;
+  Result<std::vector<float>> logits = runner_.Execute(*kv_, plan, rows, &hidden);
   if (!logits.ok()) {
     scheduler_.Abandon(std::move(plan));
     return logits.error();
@@ -548,9 +575,26 @@ Result<std::vector<StepOutput>> Engine::Step() {
   const std::span<const float> all(*logits);
   std::set<RequestId> rounds;  // beam requests with a beam that ran
   uint64_t offset = 0;         // rows of `all` before sequence i's
+  uint64_t hidden_offset = 0;  // rows of `hidden` before sequence i's
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const RequestId id = plan.scheduled[i].id;
     const Sequence& s = scheduler_.sequence(id);
+    if (rows[i] == model::LogitRows::kHidden) {
+      const uint64_t d = runner_.config().hidden_size, n = plan.scheduled[i].num_tokens;
+      outputs_.AddPooledRows(id, s.num_computed - n, s.num_prompt_tokens,
+                             std::span<const float>(hidden).subspan(hidden_offset * d, n * d), d);
+      hidden_offset += n;
+      if (s.num_pending() != 0) continue;  // a prompt chunk; more to feed
+      StepOutput o;
+      o.id = id;
+      o.embedding = outputs_.Pooled(id, s.num_prompt_tokens);
+      o.finish = FinishReason::kStop;
+      Label(o, id);
+      scheduler_.Finish(id);
+      Forget(id);
+      out.push_back(std::move(o));
+      continue;
+    }
     const uint64_t n = rows[i] == model::LogitRows::kAll ? plan.scheduled[i].num_tokens : 1;
     const std::span<const float> mine = all.subspan(offset * vocab, n * vocab);
     offset += n;

@@ -23,10 +23,12 @@ uint64_t KvCacheManager::NumNewPages(kv::SeqId seq, uint64_t num_computed, uint6
   return CeilDiv(num_computed + n, page_size()) - cache_.block_table(seq).size();
 }
 
-Result<KvCacheManager::Started> KvCacheManager::StartSequence(std::span<const int32_t> tokens) {
+Result<KvCacheManager::Started> KvCacheManager::StartSequence(std::span<const int32_t> tokens,
+                                                              bool reuse_prefix) {
   FOLIO_CHECK(!tokens.empty());
   kv::PrefixCache::Match m;
-  if (prefix_caching_) m = prefix_.Lookup(tokens, (tokens.size() - 1) / page_size());
+  if (prefix_caching_ && reuse_prefix)
+    m = prefix_.Lookup(tokens, (tokens.size() - 1) / page_size());
   FOLIO_ASSIGN_OR_RETURN(kv::SeqId seq, cache_.AddSequence(m.pages));
   chains_[seq] = Chain{m.pages.size(), m.last, m.last_hash};
   return Started{seq, m.pages.size() * page_size()};

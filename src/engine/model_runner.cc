@@ -5,10 +5,11 @@
 namespace folio::engine {
 
 Result<std::vector<float>> ModelRunner::Execute(KvCacheManager& kv, const SchedulerOutput& step,
-                                                std::span<const model::LogitRows> rows) const {
+                                                std::span<const model::LogitRows> rows,
+                                                std::vector<float>* hidden) const {
   FOLIO_CHECK(step.plan.has_value() && rows.size() == step.scheduled.size());
   FOLIO_ASSIGN_OR_RETURN(kv::BatchMetadata meta, kv.BuildBatchMetadata(step.seqs, *step.plan));
-  return decoder_.Step(kv.mutable_cache(), meta, step.token_ids, rows, attention_.get());
+  return decoder_.Step(kv.mutable_cache(), meta, step.token_ids, rows, attention_.get(), hidden);
 }
 
 }  // namespace folio::engine

@@ -1,6 +1,7 @@
 #include "folio/engine/output_processor.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -10,6 +11,27 @@
 #include "folio/core/check.h"
 
 namespace folio::engine {
+
+std::string_view PoolingName(Pooling p) {
+  switch (p) {
+    case Pooling::kNone:
+      return "none";
+    case Pooling::kLast:
+      return "last";
+    case Pooling::kMean:
+      return "mean";
+    case Pooling::kCls:
+      return "cls";
+  }
+  return "unknown";
+}
+
+std::optional<Pooling> PoolingFromName(std::string_view name) {
+  for (Pooling p : {Pooling::kNone, Pooling::kLast, Pooling::kMean, Pooling::kCls}) {
+    if (PoolingName(p) == name) return p;
+  }
+  return std::nullopt;
+}
 
 std::string_view FinishReasonName(FinishReason r) {
   switch (r) {
@@ -333,6 +355,56 @@ void OutputProcessor::FlushText(State& s, StepOutput& out) {
   s.text += s.detok->Flush();
   out.text += s.text.substr(s.text_sent);
   s.text_sent = s.text.size();
+}
+
+}  // namespace folio::engine
+
+namespace folio::engine {
+
+void OutputProcessor::AddPooledRows(RequestId id, uint64_t first_position,
+                                    uint64_t num_prompt_tokens, std::span<const float> hidden,
+                                    uint64_t hidden_size) {
+  State& s = states_.at(id);
+  const Pooling pooling = s.params.pooling;
+  FOLIO_CHECK(pooling != Pooling::kNone && hidden.size() % hidden_size == 0);
+  if (s.pooled.empty()) s.pooled.assign(hidden_size, 0.0);
+  const uint64_t rows = hidden.size() / hidden_size;
+  for (uint64_t r = 0; r < rows; ++r) {
+    const uint64_t position = first_position + r;
+    const std::span<const float> row = hidden.subspan(r * hidden_size, hidden_size);
+    const auto add = [&] {
+      for (uint64_t j = 0; j < hidden_size; ++j) s.pooled[j] += static_cast<double>(row[j]);
+    };
+    if (pooling == Pooling::kMean) {
+      // Every position once, in order (pooled_rows: the next one).
+      if (position != s.pooled_rows || position >= num_prompt_tokens) continue;  // taken before
+      add();
+      ++s.pooled_rows;
+    } else if (s.pooled_rows < num_prompt_tokens &&
+               position == (pooling == Pooling::kLast ? num_prompt_tokens - 1 : 0)) {
+      // One row (the positions before the last may come from cached pages).
+      add();
+      s.pooled_rows = num_prompt_tokens;
+    }
+  }
+}
+
+std::vector<float> OutputProcessor::Pooled(RequestId id, uint64_t num_prompt_tokens) const {
+  const State& s = states_.at(id);
+  FOLIO_CHECK(s.pooled_rows == num_prompt_tokens && !s.pooled.empty());
+  std::vector<double> v = s.pooled;
+  if (s.params.pooling == Pooling::kMean) {
+    for (double& x : v) x /= static_cast<double>(num_prompt_tokens);
+  }
+  if (s.params.dimensions != 0) v.resize(s.params.dimensions);
+  if (s.params.normalize) {
+    double squares = 0;
+    for (const double x : v) squares += x * x;
+    // sentence-transformers' Normalize (torch's F.normalize): x / max(|x|, 1e-12).
+    const double norm = std::max(std::sqrt(squares), 1e-12);
+    for (double& x : v) x /= norm;
+  }
+  return std::vector<float>(v.begin(), v.end());
 }
 
 }  // namespace folio::engine

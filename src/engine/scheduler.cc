@@ -134,7 +134,7 @@ Result<size_t> Scheduler::AdmitUnit(size_t i, StepBudget& b,
   };
   for (size_t k = 0; k < count; ++k) {
     Sequence& s = sequences_.at(waiting_[i + k]);
-    Result<KvCacheManager::Started> started = kv_->StartSequence(s.tokens);
+    Result<KvCacheManager::Started> started = kv_->StartSequence(s.tokens, !s.every_row);
     if (!started.ok()) {
       release_started();
       return started.status();

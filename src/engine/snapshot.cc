@@ -172,6 +172,10 @@ Status Engine::CheckExportable(RequestId id) const {
     return Status::FailedPrecondition(
         name + " follows a grammar (structured output), which snapshots do not carry");
   }
+  if (outputs_.state(id).params.pooling != Pooling::kNone) {
+    return Status::FailedPrecondition(
+        name + " is a pooled embedding (prefill only), which snapshots do not carry");
+  }
   if (!scheduler_.sequence(id).seq) {
     return Status::FailedPrecondition(name + " is waiting and holds no pages yet");
   }

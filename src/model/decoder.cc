@@ -283,7 +283,8 @@ Status Decoder::Experts(const Weights& w, uint64_t layer, std::span<const float>
 }
 
 template <typename AttendFn>
-Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend) const {
+Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
+                                        std::vector<float>* hidden) const {
   const ModelConfig& c = config_;
   const Weights& w = *weights_;
   const uint64_t d = c.hidden_size, hd = c.head_dim(), half = c.RotaryDim() / 2;
@@ -372,8 +373,20 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend) 
     norm_if(delta, lw.post_ffn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
   }
+  // Final hidden states for the rows asked for (the head's input, normed
+  // the same way).
+  if (!plan.hidden_rows.empty()) {
+    if (hidden == nullptr) {
+      return Status::InvalidArgument("hidden rows asked for without a buffer for them");
+    }
+    hidden->assign(plan.hidden_rows.size() * d, 0.0f);
+    for (uint64_t o = 0; o < plan.hidden_rows.size(); ++o) {
+      rms_norm(Row(x, plan.hidden_rows[o], d), w.final_norm, Row(*hidden, o, d));
+    }
+  }
   // The output head only for the rows asked for.
   const uint64_t out_rows = plan.logit_rows.size();
+  if (out_rows == 0) return std::vector<float>();
   std::vector<float> hn(out_rows * d);
   for (uint64_t o = 0; o < out_rows; ++o) {
     rms_norm(Row(x, plan.logit_rows[o], d), w.final_norm, Row(hn, o, d));
@@ -459,13 +472,13 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
         backend_->PlanAttention(p, q, out, pool, {block_table, 1, context, indptr}));
     return plan->Run(q, pool, out);
   };
-  return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows}, attend);
+  return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows, {}}, attend);
 }
 
 Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
                                          std::span<const int32_t> tokens,
-                                         std::span<const LogitRows> rows,
-                                         PagedAttentionPath* path) const {
+                                         std::span<const LogitRows> rows, PagedAttentionPath* path,
+                                         std::vector<float>* hidden) const {
   {
     const kv::PagedKvCacheConfig& kc = cache.config();
     if (kc.num_layers != config_.num_layers || kc.num_kv_heads != config_.num_kv_heads ||
@@ -485,7 +498,7 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache, const kv::Batc
       return Status::InvalidArgument("logit rows for " + std::to_string(rows.size()) +
                                      " sequences, the batch has " + std::to_string(batch));
     }
-    std::vector<uint64_t> positions(tokens.size()), logit_rows;
+    std::vector<uint64_t> positions(tokens.size()), logit_rows, hidden_rows;
     for (uint64_t s = 0; s < batch; ++s) {
       const auto first = static_cast<uint64_t>(meta.query_indptr[s]);
       const auto last = static_cast<uint64_t>(meta.query_indptr[s + 1]);
@@ -499,9 +512,12 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache, const kv::Batc
                                   std::to_string(context) + " exceeds max_positions " +
                                   std::to_string(config_.max_positions));
       }
+      const LogitRows want = rows[rows.size() == 1 ? 0 : s];
       for (uint64_t r = first; r < last; ++r) {
         positions[r] = context - (last - first) + (r - first);
-        if (rows[rows.size() == 1 ? 0 : s] == LogitRows::kAll || r + 1 == last) {
+        if (want == LogitRows::kHidden) {
+          hidden_rows.push_back(r);
+        } else if (want == LogitRows::kAll || r + 1 == last) {
           logit_rows.push_back(r);
         }
       }
@@ -531,7 +547,7 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache, const kv::Batc
       }
       return it->second->Run(q, cache.View(layer), out);
     };
-    return Run(RowPlan{tokens, positions, logit_rows}, attend);
+    return Run(RowPlan{tokens, positions, logit_rows, hidden_rows}, attend, hidden);
   }
 }
 

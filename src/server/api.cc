@@ -1,11 +1,15 @@
 #include "folio/server/api.h"
 
+#include <algorithm>
+#include <bit>
+#include <charconv>
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "folio/core/splitmix64.h"
+#include "folio/core/str_cat.h"
 
 namespace folio::server {
 namespace {
@@ -44,6 +48,42 @@ json ModelJson(const ModelInfo& model, const std::string& id) {
       {"chat_template",
        model.chat_format ? std::string(serving::ChatFormatSourceName(model.chat_format->source()))
                          : std::string("none")}};
+}
+
+// An embedding as JSON: an array of its floats, each in the shortest text
+// that reads back as the same float32, or base64 of its little-endian
+// float32 bytes as a string (OpenAI's encoding_format "base64").
+std::string EmbeddingJson(const std::vector<float>& v, bool base64) {
+  std::string out;
+  if (base64) {
+    static constexpr std::string_view kAlphabet =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string bytes(v.size() * sizeof(float), '\0');
+    for (size_t i = 0; i < v.size(); ++i) {
+      const auto u = std::bit_cast<uint32_t>(v[i]);
+      for (size_t b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<char>((u >> (8 * b)) & 0xff);
+    }
+    out = "\"";
+    for (size_t i = 0; i < bytes.size(); i += 3) {
+      uint32_t chunk = 0;
+      const size_t n = std::min<size_t>(3, bytes.size() - i);
+      for (size_t k = 0; k < 3; ++k) {
+        chunk = chunk << 8 | (k < n ? static_cast<unsigned char>(bytes[i + k]) : 0u);
+      }
+      for (size_t k = 0; k < 4; ++k) {
+        out += k <= n ? kAlphabet[(chunk >> (18 - 6 * k)) & 63] : '=';
+      }
+    }
+    return out + "\"";
+  }
+  out = "[";
+  char text[32];
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i != 0) out += ", ";
+    const std::to_chars_result r = std::to_chars(text, text + sizeof text, v[i]);
+    out.append(text, r.ptr);
+  }
+  return out + "]";
 }
 
 }  // namespace
@@ -112,6 +152,7 @@ Route FindRoute(std::string_view method, std::string_view path) {
   const auto pick = [&](bool ok, Route r) { return ok ? r : Route::kMethodNotAllowed; };
   if (path == "/v1/completions") return pick(post, Route::kCompletions);
   if (path == "/v1/chat/completions") return pick(post, Route::kChat);
+  if (path == "/v1/embeddings") return pick(post, Route::kEmbeddings);
   if (path == "/v1/models") return pick(get, Route::kModels);
   if (path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size()) {
     return pick(get, Route::kModel);
@@ -124,9 +165,47 @@ Route FindRoute(std::string_view method, std::string_view path) {
 }
 
 GenerationOutput::GenerationOutput(Generation g, Metrics& metrics)
-    : g_(std::move(g)), metrics_(metrics), builder_(g_.ctx, g_.samples, g_.n) {}
+    : g_(std::move(g)),
+      embeddings_(g_.inputs),
+      metrics_(metrics),
+      builder_(g_.ctx, g_.samples, g_.n) {}
+
+GenerationStep GenerationOutput::FeedEmbeddings(std::vector<Event>& events) {
+  GenerationStep step;
+  for (Event& e : events) {
+    if (done_) break;
+    const uint64_t i = e.key - g_.key;
+    if (e.kind == Event::Kind::kError) {
+      ApiError err = FromEngineStatus(e.error);
+      if (err.http_status == 400) err.param = g_.inputs == 1 ? "input" : StrCat("input[", i, "]");
+      metrics_.CountResponse(err.http_status);
+      step.reply = ErrorReply(err);
+      done_ = true;
+      break;
+    }
+    if (e.kind != Event::Kind::kOutput || e.embedding.empty() || i >= g_.inputs) continue;
+    if (embeddings_[i].empty()) ++embedded_;
+    embeddings_[i] = std::move(e.embedding);
+    if (embedded_ < g_.inputs) continue;
+    std::string body = "{\"object\": \"list\", \"data\": [";
+    for (uint64_t k = 0; k < g_.inputs; ++k) {
+      body += StrCat(k == 0 ? "" : ", ", "{\"object\": \"embedding\", \"index\": ", k,
+                     ", \"embedding\": ", EmbeddingJson(embeddings_[k], g_.base64), "}");
+    }
+    body += StrCat("], \"model\": ", json(g_.ctx.model).dump(),
+                   ", \"usage\": {\"prompt_tokens\": ", g_.prompt_tokens,
+                   ", \"total_tokens\": ", g_.prompt_tokens, "}}");
+    metrics_.CountResponse(200);
+    step.reply = JsonReply(200, std::move(body));
+    done_ = true;
+  }
+  events.clear();
+  step.done = done_;
+  return step;
+}
 
 GenerationStep GenerationOutput::Feed(std::vector<Event>& events) {
+  if (g_.inputs > 0) return FeedEmbeddings(events);
   GenerationStep step;
   for (const Event& e : events) {
     if (done_) break;
@@ -234,10 +313,38 @@ Reply Api::Answer(Route route, std::string_view path, std::string_view body) {
     case Route::kNotFound:
     case Route::kCompletions:
     case Route::kChat:
+    case Route::kEmbeddings:
       break;
   }
   return Refuse(ServerError(404, "invalid_request_error",
                             "no such endpoint: " + std::string(path.substr(0, 200))));
+}
+
+std::variant<Generation, Reply> Api::SubmitEmbeddings(std::string_view body) {
+  std::variant<ParsedEmbeddings, ApiError> parsed = ParseEmbeddings(body, model_);
+  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Refuse(*e);
+  ParsedEmbeddings& p = std::get<ParsedEmbeddings>(parsed);
+  Generation g;
+  g.inputs = p.inputs.size();
+  g.key = next_id_.fetch_add(g.inputs);
+  g.base64 = p.base64;
+  g.ctx.model = model_.name;
+  g.channel = std::make_shared<Channel>();
+  // All at once (all or none), so the inputs are batched together.
+  std::vector<serving::EngineThread::Submission> all;
+  for (uint64_t i = 0; i < g.inputs; ++i) {
+    g.prompt_tokens += p.inputs[i].size();
+    all.push_back({g.key + i, std::move(p.inputs[i]), p.params, g.channel});
+  }
+  const Status submitted = thread_.SubmitAll(std::move(all));
+  if (!submitted.ok()) {
+    const bool full = submitted.code() == StatusCode::kResourceExhausted;
+    Reply reply = Refuse(ServerError(full ? 429 : 503, full ? "rate_limit_error" : "server_error",
+                                     submitted.message()));
+    reply.headers.emplace_back("Retry-After", "1");
+    return reply;
+  }
+  return g;
 }
 
 std::variant<Generation, Reply> Api::Submit(Endpoint endpoint, std::string_view body) {

@@ -277,17 +277,19 @@ class Session : public std::enable_shared_from_this<Session> {
       });
       return;
     }
-    if (route != Route::kCompletions && route != Route::kChat) {
+    if (route != Route::kCompletions && route != Route::kChat && route != Route::kEmbeddings) {
       return Send(Answer(route, path, req.body()), !keep_alive_);
     }
     ++state_.generating;
     generating_ = true;
     const Endpoint endpoint = route == Route::kChat ? Endpoint::kChat : Endpoint::kCompletions;
     net::post(state_.work, [self = shared_from_this(), endpoint,
+                            embeddings = route == Route::kEmbeddings,
                             body = std::move(parser_->get().body())] {
       std::variant<Generation, Reply> submitted;
       try {
-        submitted = self->state_.api.Submit(endpoint, body);
+        submitted = embeddings ? self->state_.api.SubmitEmbeddings(body)
+                               : self->state_.api.Submit(endpoint, body);
       } catch (const std::exception& e) {
         submitted = self->state_.api.Refuse(ServerError(500, "server_error", e.what()));
       }
@@ -426,7 +428,12 @@ class Session : public std::enable_shared_from_this<Session> {
   void EndGeneration() {
     if (output_) {
       output_->generation().channel->SetNotify(nullptr);
-      if (!output_->done()) state_.api.thread().Abort(output_->generation().key);
+      if (!output_->done()) {
+        const Generation& g = output_->generation();
+        for (uint64_t k = 0; k < std::max<uint64_t>(g.inputs, 1); ++k) {
+          state_.api.thread().Abort(g.key + k);
+        }
+      }
     }
     output_.reset();
     if (generating_) {

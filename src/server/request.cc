@@ -758,6 +758,7 @@ ModelInfo MakeModelInfo(const serving::ServedModel& served, const serving::ChatF
   info.name = std::move(name);
   info.vocab_size = served.model->config().vocab_size;
   info.max_positions = served.model->config().max_positions;
+  info.hidden_size = served.model->config().hidden_size;
   return info;
 }
 
@@ -767,6 +768,115 @@ bool ModelInfo::Serves(std::string_view model) const {
     if (model == alias) return true;
   }
   return false;
+}
+
+std::variant<ParsedEmbeddings, ApiError> ParseEmbeddings(std::string_view body,
+                                                         const ModelInfo& m) {
+  FOLIO_CHECK(m.tokenizer != nullptr);
+  Result<json> parsed = ParseJsonBody(body);
+  if (!parsed.ok()) return InvalidField("", parsed.error().message());
+  const json j = std::move(*parsed);
+  if (!j.is_object()) return InvalidField("", "the request body must be a JSON object");
+  static const std::set<std::string, std::less<>> kFields = {
+      "model",   "input",     "encoding_format",        "dimensions",
+      "pooling", "normalize", "truncate_prompt_tokens", "user"};
+  for (const auto& [key, value] : j.items()) {
+    if (!kFields.contains(key)) {
+      return InvalidField(key, StrCat("unknown field ", Quote(key),
+                                      ": /v1/embeddings does not take it (docs/embeddings.md "
+                                      "lists the fields)"));
+    }
+  }
+  const Fields f(j);
+  std::optional<std::string> model_name, user, format, pooling;
+  FOLIO_RETURN_API_ERROR(f.String("model", model_name));
+  if (model_name && !m.Serves(*model_name)) {
+    ApiError e =
+        InvalidField("model", StrCat("the model ", Quote(*model_name),
+                                     " does not exist; this server serves ", Quote(m.name)));
+    e.http_status = 404;
+    e.code = "model_not_found";
+    return e;
+  }
+  FOLIO_RETURN_API_ERROR(f.String("user", user));
+  ParsedEmbeddings out;
+  FOLIO_RETURN_API_ERROR(f.String("encoding_format", format));
+  if (format && *format != "float" && *format != "base64") {
+    return InvalidField("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+  }
+  out.base64 = format == "base64";
+  FOLIO_RETURN_API_ERROR(f.String("pooling", pooling));
+  out.params.pooling = engine::Pooling::kLast;
+  if (pooling) {
+    const std::optional<engine::Pooling> p = engine::PoolingFromName(*pooling);
+    if (!p || *p == engine::Pooling::kNone) {
+      return InvalidField("pooling", "'pooling' must be \"last\", \"mean\" or \"cls\"");
+    }
+    out.params.pooling = *p;
+  }
+  std::optional<bool> normalize;
+  FOLIO_RETURN_API_ERROR(f.Bool("normalize", normalize));
+  out.params.normalize = normalize.value_or(true);
+  std::optional<int64_t> dimensions, truncate;
+  FOLIO_RETURN_API_ERROR(f.Int(
+      "dimensions", 1, static_cast<int64_t>(std::max<uint64_t>(m.hidden_size, 1)), dimensions));
+  out.params.dimensions = static_cast<uint64_t>(dimensions.value_or(0));
+  FOLIO_RETURN_API_ERROR(f.Int("truncate_prompt_tokens", 1, INT64_MAX, truncate));
+  // The inputs: one string or id list, or an array of them.
+  const json* input = f.Find("input");
+  if (input == nullptr) return InvalidField("input", "'input' is required");
+  std::vector<const json*> items;
+  const bool one = input->is_string() ||
+                   (input->is_array() && !input->empty() && (*input)[0].is_number_integer());
+  if (one) {
+    items.push_back(input);
+  } else if (input->is_array()) {
+    for (const json& item : *input) items.push_back(&item);
+  } else {
+    return WrongType("input", "a string, token ids, or an array of either", *input);
+  }
+  if (items.empty()) return InvalidField("input", "'input' is empty");
+  if (items.size() > kMaxEmbeddingInputs) {
+    return InvalidField("input", StrCat("'input' has ", items.size(), " items; at most ",
+                                        kMaxEmbeddingInputs, " per request"));
+  }
+  const uint64_t limit = std::min(m.max_positions, m.pool_positions);
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string field = one ? "input" : StrCat("input[", i, "]");
+    const json& item = *items[i];
+    std::vector<int32_t> ids;
+    if (item.is_string()) {
+      if (item.get_ref<const std::string&>().empty()) {
+        return InvalidField(field, StrCat("'", field, "' is an empty string"));
+      }
+      FOLIO_RETURN_API_ERROR(EncodeText(m, item.get_ref<const std::string&>(), field, ids));
+    } else if (item.is_array()) {
+      for (size_t t = 0; t < item.size(); ++t) {
+        const json& id = item[t];
+        if (!id.is_number_integer() || (!id.is_number_unsigned() && id.get<int64_t>() < 0) ||
+            id.get<uint64_t>() >= m.vocab_size) {
+          return InvalidField(field,
+                              StrCat("'", field, "' token ", t, " is ", id.dump(),
+                                     ", not an id in the vocabulary [0, ", m.vocab_size, ")"));
+        }
+        ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+      }
+    } else {
+      return WrongType(field, "a string or an array of token ids", item);
+    }
+    if (ids.empty()) return InvalidField(field, StrCat("'", field, "' has no tokens"));
+    if (truncate && ids.size() > static_cast<uint64_t>(*truncate)) {
+      ids.erase(ids.begin(), ids.end() - *truncate);
+    }
+    if (ids.size() > limit) {
+      return InvalidField(
+          field, StrCat("'", field, "' has ", ids.size(), " tokens; the limit is ", limit,
+                        " (model context ", m.max_positions, ", KV pool ", m.pool_positions,
+                        "); truncate_prompt_tokens keeps the last ones"));
+    }
+    out.inputs.push_back(std::move(ids));
+  }
+  return out;
 }
 
 ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelInfo& m) {

@@ -282,6 +282,7 @@ void EngineThread::Output(engine::StepOutput& out, Clock::time_point now) {
   e.index = out.index;
   e.beam_score = out.beam_score;
   e.rng_state = out.rng_state;
+  e.embedding = std::move(out.embedding);
   Emit(live, std::move(e), engine::FinishReasonName(out.finish));
 }
 

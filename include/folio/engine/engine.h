@@ -228,6 +228,8 @@ class Engine {
 
   // ValidateRequest's checks of a beam search request.
   Status ValidateBeamSearch(const RequestParams& params) const;
+  // ValidateRequest's checks of a pooled-embedding request.
+  Status ValidatePooling(const RequestParams& params) const;
   // A request's most draft tokens per step: its own num_draft_tokens, else
   // the engine's.
   uint64_t DraftLimit(RequestId id) const;

@@ -76,9 +76,9 @@ class KvCacheManager {
     uint64_t num_cached_tokens;  // tokens whose K/V came from the prefix cache
   };
   // Starts a sequence for `tokens` (non-empty) on the longest cached prefix
-  // of whole pages before its last token. Errors: AddSequence's (a plan
-  // pending).
-  Result<Started> StartSequence(std::span<const int32_t> tokens);
+  // of whole pages before its last token (none when !reuse_prefix: every
+  // row is computed). Errors: AddSequence's (a plan pending).
+  Result<Started> StartSequence(std::span<const int32_t> tokens, bool reuse_prefix = true);
   // Starts a sequence over pages the caller holds (an import): `pages` in
   // logical order holding num_tokens committed tokens. Errors: AddSequence's.
   Result<kv::SeqId> AdoptSequence(std::span<const kv::PageId> pages, uint64_t num_tokens);

@@ -34,11 +34,14 @@ class ModelRunner {
   const std::string& model_id() const { return decoder_.model_id(); }
 
   // Logits, sequence by sequence: the last row of each scheduled sequence,
-  // or every row it fed where rows[i] is kAll (rows: one per scheduled
-  // sequence). Errors: the metadata's or the decoder's (a non-finite K/V
-  // row or logit); the caller then abandons the step.
+  // every row it fed where rows[i] is kAll, none where it is kHidden (rows:
+  // one per scheduled sequence); the kHidden sequences' final hidden states
+  // go to *hidden (model::Decoder::Step). Errors: the metadata's or the
+  // decoder's (a non-finite K/V row or logit); the caller then abandons the
+  // step.
   Result<std::vector<float>> Execute(KvCacheManager& kv, const SchedulerOutput& step,
-                                     std::span<const model::LogitRows> rows) const;
+                                     std::span<const model::LogitRows> rows,
+                                     std::vector<float>* hidden = nullptr) const;
 
  private:
   model::Decoder decoder_;

@@ -104,6 +104,10 @@ class OutputProcessor {
     // The ids that end the request (StopTokenIds), which min_tokens holds
     // back.
     std::vector<int32_t> end_ids;
+    // RequestParams::pooling: mean: the next position to take and the sum
+    // of those taken; last, CLS: the prompt's length once its row is kept.
+    uint64_t pooled_rows = 0;
+    std::vector<double> pooled;
   };
   // A fresh request's state: params.processors completed with bad_words
   // and DRY's breakers in tokens. A grammar needs a tokenizer (checked:
@@ -152,6 +156,14 @@ class OutputProcessor {
   // twice).
   void AddPromptLogits(RequestId id, uint64_t first_position, uint64_t num_prompt_tokens,
                        std::span<const float> logits, uint64_t vocab, StepOutput& out);
+  // RequestParams::pooling: takes the final hidden states `hidden` ([rows,
+  // hidden_size], positions first_position, ...) that are prompt positions
+  // not taken before (a recomputed prompt is taken once), in order.
+  void AddPooledRows(RequestId id, uint64_t first_position, uint64_t num_prompt_tokens,
+                     std::span<const float> hidden, uint64_t hidden_size);
+  // The embedding once every prompt position was taken (checked):
+  // RequestParams::pooling's vector, cut and normalized as it says.
+  std::vector<float> Pooled(RequestId id, uint64_t num_prompt_tokens) const;
 
  private:
   // Appends one token's text to out; true when a stop string completed

@@ -22,6 +22,14 @@ namespace folio::engine {
 
 using RequestId = uint64_t;
 
+// How a pooled-embedding request turns its prompt's final hidden states
+// (after the final norm) into one vector: the last position's (decoder
+// embedders such as Qwen3-Embedding), the mean over every position, or the
+// first position's (CLS).
+enum class Pooling : uint8_t { kNone, kLast, kMean, kCls };
+std::string_view PoolingName(Pooling p);  // "none", "last", "mean", "cls"
+std::optional<Pooling> PoolingFromName(std::string_view name);
+
 struct RequestParams {
   sampling::SamplingParams sampling;
   // Logits processors (sampling/logits_processors.h), applied to each row
@@ -89,6 +97,21 @@ struct RequestParams {
   // is rejected); refused with beam search, by KV snapshots and by the
   // JSON form (RequestParamsToJson), which cannot carry it.
   std::shared_ptr<const grammar::Grammar> grammar;
+  // Pooled embeddings: with pooling set the request generates nothing. Its
+  // prompt is prefilled like any other (batched with other requests,
+  // chunked, preempted and recomputed alike), and once the last prompt
+  // position is computed it finishes with kStop and StepOutput::embedding:
+  // the pooled final hidden states, summed in position order in double (so
+  // the bits never depend on the chunks or the batch), cut to the first
+  // `dimensions` features when that is not 0 (Matryoshka), then divided by
+  // their L2 norm when `normalize`. Mean and CLS pooling need every row, so
+  // such a request never starts on pages of the prefix cache. Needs n = 1
+  // and no beams, grammar, prompt_logits, logprobs or draft tokens;
+  // max_tokens, the sampling parameters and the stop conditions do not
+  // apply.
+  Pooling pooling = Pooling::kNone;
+  bool normalize = true;
+  uint64_t dimensions = 0;
 };
 
 // Whether `token` finishes a request with these parameters: one of its
@@ -119,6 +142,8 @@ struct StepOutput {
   // step computed, in order, [rows, vocab]; every position exactly once
   // over the request's life (a chunked prompt's come step by step).
   std::vector<float> prompt_logits;
+  // RequestParams::pooling: the embedding, in the step that finishes it.
+  std::vector<float> embedding;
   uint64_t index = 0;  // the parallel sample (RequestParams::n), 0..n-1
   // Beam search: the hypothesis' score, its summed log-probability over
   // length ** length_penalty.

@@ -78,6 +78,9 @@ struct Sequence {
   bool lockstep = false;
 
   // Tokens still to feed: its prompt and generated tokens beyond the cache.
+  // Every prompt row must be computed (pooled embeddings): the sequence
+  // never starts on pages of the prefix cache.
+  bool every_row = false;
   uint64_t num_pending() const { return tokens.size() - num_computed; }
   uint64_t num_output_tokens() const { return tokens.size() - num_prompt_tokens; }
   std::span<const int32_t> prompt() const { return std::span(tokens).first(num_prompt_tokens); }

@@ -27,8 +27,11 @@
 namespace folio::model {
 
 // Which rows' logits a step returns: every new position's, or only each
-// lane's last (what generation needs; skips the output head elsewhere).
-enum class LogitRows : uint8_t { kAll, kLast };
+// lane's last (what generation needs; skips the output head elsewhere). A
+// kHidden sequence gets no logits: every row's final hidden state (after
+// the final norm, the output head's input) goes to Step's `hidden`
+// instead, for pooled embeddings.
+enum class LogitRows : uint8_t { kAll, kLast, kHidden };
 
 // How a paged-cache step's attention reads K/V. Decoder::Step's own path
 // reads the pages straight through the block tables (the backend's paged
@@ -83,28 +86,34 @@ class Decoder {
   }
   // The same with each sequence's own choice of logit rows: rows holds one
   // entry per sequence (or one for all). Logits come back sequence by
-  // sequence, [sum over sequences of 1 (kLast) or L_s (kAll), vocab].
+  // sequence, [sum over sequences of 1 (kLast), L_s (kAll) or 0 (kHidden),
+  // vocab]; the kHidden sequences' rows, sequence by sequence, go to
+  // *hidden ([sum of their L_s, hidden_size]; needed when one is kHidden).
   Result<std::vector<float>> Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
                                   std::span<const int32_t> tokens, std::span<const LogitRows> rows,
-                                  PagedAttentionPath* path = nullptr) const;
+                                  PagedAttentionPath* path = nullptr,
+                                  std::vector<float>* hidden = nullptr) const;
 
  private:
   struct Weights;  // the model's weights uploaded to the backend
   // The rows of one forward pass: token ids, their logical positions, and
   // which rows need logits.
   struct RowPlan {
-    std::span<const int32_t> tokens;       // [rows]
-    std::span<const uint64_t> positions;   // [rows]
-    std::span<const uint64_t> logit_rows;  // indices into [rows], ascending
+    std::span<const int32_t> tokens;        // [rows]
+    std::span<const uint64_t> positions;    // [rows]
+    std::span<const uint64_t> logit_rows;   // indices into [rows], ascending
+    std::span<const uint64_t> hidden_rows;  // the same, for final hidden states
   };
   Status CheckTokens(std::span<const int32_t> tokens, uint64_t batch) const;
   // Runs every layer over the plan's rows and returns the logits of
-  // plan.logit_rows, [logit_rows, vocab]. attend(layer, window, q, k, v,
+  // plan.logit_rows, [logit_rows, vocab], and the final hidden states of
+  // plan.hidden_rows into *hidden. attend(layer, window, q, k, v,
   // out) stores the layer's new K/V rows (token-major [rows, kv_heads *
   // head_dim]) and writes attention of q ([rows, num_heads * head_dim]),
   // within the layer's sliding window (0 = global), into out.
   template <typename AttendFn>
-  Result<std::vector<float>> Run(const RowPlan& plan, AttendFn&& attend) const;
+  Result<std::vector<float>> Run(const RowPlan& plan, AttendFn&& attend,
+                                 std::vector<float>* hidden = nullptr) const;
   // A layer's mixture of experts on rows h into out (decoder.cc).
   Status Experts(const Weights& w, uint64_t layer, std::span<const float> h, uint64_t rows,
                  std::span<float> out) const;

@@ -42,6 +42,7 @@ enum class Route {
   kMethodNotAllowed,
   kCompletions,
   kChat,
+  kEmbeddings,
   kModels,
   kModel,  // /v1/models/{id}
   kTokenize,
@@ -63,6 +64,11 @@ struct Generation {
   uint64_t seed = 0;
   uint64_t n = 1;        // choices returned
   uint64_t samples = 1;  // samples generated (best_of)
+  // /v1/embeddings: one engine request per input, keys key .. key +
+  // inputs - 1, on one channel; 0 for a generation.
+  uint64_t inputs = 0;
+  bool base64 = false;         // encoding_format "base64"
+  uint64_t prompt_tokens = 0;  // the inputs' tokens, for usage
 };
 
 // A generation request parsed and checked (ParseRequest), its seed drawn
@@ -95,6 +101,10 @@ struct GenerationStep {
 // body, or server-sent events (one chunk per output, a usage chunk when
 // asked, then [DONE]). Before the engine accepts the request an error
 // event becomes a whole error reply, streaming or not.
+// For /v1/embeddings (Generation::inputs > 0) the events of every input
+// become one whole reply once each has its vector: OpenAI's list of
+// embeddings, floats written in their shortest exact form or base64 of
+// little-endian float32; an engine refusal of any input is the reply.
 class GenerationOutput {
  public:
   GenerationOutput(Generation g, Metrics& metrics);
@@ -103,7 +113,11 @@ class GenerationOutput {
   bool done() const { return done_; }
 
  private:
+  GenerationStep FeedEmbeddings(std::vector<Event>& events);
+
   Generation g_;
+  std::vector<std::vector<float>> embeddings_;  // by input
+  uint64_t embedded_ = 0;
   Metrics& metrics_;
   ResponseBuilder builder_;
   bool accepted_ = false;
@@ -124,6 +138,9 @@ class Api {
   // it to the engine thread. May take a while (tokenization of a large
   // prompt): call it off the I/O threads.
   std::variant<Generation, Reply> Submit(Endpoint endpoint, std::string_view body);
+  // The same for POST /v1/embeddings: every input is its own engine
+  // request (Generation::inputs).
+  std::variant<Generation, Reply> SubmitEmbeddings(std::string_view body);
   // An error reply, counted.
   Reply Refuse(const ApiError& e);
 

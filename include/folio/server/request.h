@@ -105,6 +105,7 @@ struct ModelInfo {
   std::vector<std::string> aliases;  // more accepted "model" values
   uint64_t vocab_size = 0;
   uint64_t max_positions = 0;                       // the model's context
+  uint64_t hidden_size = 0;                         // an embedding's features
   uint64_t pool_positions = 0;                      // token slots in the whole KV pool
   const tokenizer::Tokenizer* tokenizer = nullptr;  // required
   // Text prompts: the tokenizer's own special tokens (bos, eos as its
@@ -164,6 +165,31 @@ using ParseResult = std::variant<ParsedRequest, ApiError>;
 // body is the raw HTTP body. Never throws; every failure is an ApiError
 // (400, or 404 for an unknown model) naming the field.
 ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelInfo& model);
+
+// POST /v1/embeddings (OpenAI's shape, with vLLM's and folio's extras):
+//   model            as above
+//   input            a string, an array of strings, an array of token ids,
+//                    or an array of such arrays; at most kMaxEmbeddingInputs
+//                    inputs, none empty; text is tokenized as a completion
+//                    prompt is
+//   encoding_format  "float" (default) or "base64" (little-endian float32)
+//   dimensions       an integer >= 1, at most the model's hidden size: the
+//                    first that many features (then normalized)
+//   pooling          folio's: "last" (default), "mean" or "cls"
+//   normalize        vLLM's: L2-normalize (default true)
+//   truncate_prompt_tokens  vLLM's: an integer >= 1; an input longer than
+//                    that keeps its last that many tokens (otherwise an
+//                    input beyond the context is refused, naming input)
+//   user             accepted and ignored (its type checked)
+// Anything else is refused by name.
+inline constexpr uint64_t kMaxEmbeddingInputs = 2048;
+struct ParsedEmbeddings {
+  std::vector<std::vector<int32_t>> inputs;
+  engine::RequestParams params;  // pooling, normalize, dimensions
+  bool base64 = false;
+};
+std::variant<ParsedEmbeddings, ApiError> ParseEmbeddings(std::string_view body,
+                                                         const ModelInfo& model);
 
 // POST /tokenize, as vLLM's: {"prompt": string, "add_special_tokens":
 // bool = true} or {"messages": [...]} (rendered as a chat request's, with

@@ -61,6 +61,7 @@ struct Event {
   uint64_t index = 0;                // the parallel sample (choice) it belongs to
   std::optional<double> beam_score;  // a beam search's hypothesis (StepOutput)
   uint64_t rng_state = 0;            // the sample's random stream after it (StepOutput)
+  std::vector<float> embedding;      // a pooled request's vector, with its finish (StepOutput)
   Status error;                      // kError: why
   // kAccepted and every finishing event: the prompt's length in tokens.
   uint64_t prompt_tokens = 0;

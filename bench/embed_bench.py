@@ -1,0 +1,89 @@
+"""Embeddings per second: a batch of short inputs through LLM.embed at once
+against the same inputs one at a time (docs/performance.md, "Embeddings").
+
+    PYTHONPATH=build/python python3 bench/embed_bench.py --model M.gguf \\
+        [--inputs 64] [--min-len 16] [--max-len 128] [--rounds 3] [--threads 2]
+        [--max-num-batched-tokens 512]
+
+The inputs are random token ids (seeded), lengths uniform in [min-len,
+max-len]; last-token pooling, normalized. "Batched" submits every input in
+one LLM.embed call (the engine packs them into steps of
+max_num_batched_tokens); "one at a time" calls LLM.embed once per input.
+Both run on the same LLM, alternately, --rounds times; medians and the
+paired ratio are reported, with the prefill floor: the tokens over the
+model's prefill rate measured here on one long prompt. Prints one JSON
+object.
+"""
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import time
+
+from folio import LLM, PoolingParams
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--inputs", type=int, default=64)
+    ap.add_argument("--min-len", type=int, default=16)
+    ap.add_argument("--max-len", type=int, default=128)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--max-num-batched-tokens", type=int, default=512)
+    args = ap.parse_args()
+    rng = random.Random(44)
+    llm = LLM(args.model, threads=args.threads, max_num_seqs=args.inputs,
+              max_num_batched_tokens=args.max_num_batched_tokens, prefix_caching=False)
+    vocab = int(llm.model_info["vocab_size"])
+    inputs = [[rng.randrange(vocab) for _ in range(rng.randint(args.min_len, args.max_len))]
+              for _ in range(args.inputs)]
+    tokens = sum(len(i) for i in inputs)
+    prompts = [{"prompt_token_ids": i} for i in inputs]
+    params = PoolingParams()
+    llm.embed(prompts[:4], params, use_tqdm=False)  # warm-up
+    batched, single, ratios = [], [], []
+    for _ in range(args.rounds):
+        t = time.perf_counter()
+        together = llm.embed(prompts, params, use_tqdm=False)
+        b = time.perf_counter() - t
+        t = time.perf_counter()
+        apart = [llm.embed(p, params, use_tqdm=False)[0] for p in prompts]
+        s = time.perf_counter() - t
+        assert [o.outputs.embedding for o in together] == [o.outputs.embedding for o in apart]
+        batched.append(b)
+        single.append(s)
+        ratios.append(s / b)
+    long_prompt = {"prompt_token_ids": [rng.randrange(vocab) for _ in range(tokens // 8)]}
+    t = time.perf_counter()
+    llm.embed(long_prompt, params, use_tqdm=False)
+    prefill_rate = (tokens // 8) / (time.perf_counter() - t)
+    out = {
+        "benchmark": "embeddings",
+        "command": "PYTHONPATH=build/python python3 bench/embed_bench.py --model "
+                   f"{args.model} --inputs {args.inputs} --min-len {args.min_len} "
+                   f"--max-len {args.max_len} --rounds {args.rounds} --threads {args.threads} "
+                   f"--max-num-batched-tokens {args.max_num_batched_tokens}",
+        "machine": {"cpu": platform.processor() or platform.machine(),
+                    "cores": os.cpu_count()},
+        "model": args.model,
+        "inputs": args.inputs,
+        "tokens": tokens,
+        "threads": args.threads,
+        "batched_s_median": statistics.median(batched),
+        "one_at_a_time_s_median": statistics.median(single),
+        "batched_embeddings_per_s": args.inputs / statistics.median(batched),
+        "one_at_a_time_embeddings_per_s": args.inputs / statistics.median(single),
+        "speedup_paired_median": statistics.median(ratios),
+        "prefill_tokens_per_s_one_long_prompt": prefill_rate,
+        "batched_share_of_prefill_floor": (tokens / prefill_rate) / statistics.median(batched),
+        "same_vectors_batched_and_alone": True,
+    }
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+// Pooled embeddings (RequestParams::pooling): a request's vector does not
+// depend on what it is batched with, how its prompt is chunked, the page
+// size, preemption or the prefix cache (contract 3, bit for bit); the
+// features are cut and normalized as asked; and what a pooled request
+// cannot honour is refused. Its values are checked against Hugging Face's
+// models in tests/python/test_embeddings.py.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "folio/engine/engine.h"
+#include "testing/engine_drive.h"
+#include "testing/test_model.h"
+
+namespace folio::engine {
+namespace {
+
+using test_support::ExpectNoLeak;
+using test_support::TestModel;
+
+const std::vector<std::vector<int32_t>>& kPrompts = test_support::TestPrompts();
+
+RequestParams Pooled(Pooling pooling) {
+  RequestParams p;
+  p.pooling = pooling;
+  return p;
+}
+
+std::vector<uint32_t> Bits(const std::vector<float>& v) {
+  std::vector<uint32_t> out(v.size());
+  std::memcpy(out.data(), v.data(), v.size() * sizeof(float));
+  return out;
+}
+
+// Steps the engine to the end; the embedding request `id` finished with.
+std::vector<float> EmbeddingOf(Engine& engine, RequestId id) {
+  std::vector<float> out;
+  while (engine.HasUnfinished()) {
+    Result<std::vector<StepOutput>> step = engine.Step();
+    EXPECT_TRUE(step.ok()) << step.status().ToString();
+    if (!step.ok()) break;
+    for (const StepOutput& o : *step) {
+      if (o.id == id && o.finish != FinishReason::kNone) out = o.embedding;
+    }
+  }
+  return out;
+}
+
+// Each prompt's embedding, with `generate` generation requests added
+// between them (they share the steps).
+std::vector<std::vector<uint32_t>> Embed(const EngineConfig& config, const RequestParams& params,
+                                         bool generate = false, EngineStats* stats = nullptr) {
+  auto engine = Engine::Create(TestModel(), config);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  std::map<RequestId, size_t> index;
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    index[*engine->AddRequest(kPrompts[i], params)] = i;
+    if (generate) {
+      RequestParams g;
+      g.max_tokens = 6;
+      EXPECT_TRUE(engine->AddRequest(kPrompts[(i + 1) % kPrompts.size()], g).ok());
+    }
+  }
+  std::vector<std::vector<uint32_t>> out(kPrompts.size());
+  while (engine->HasUnfinished()) {
+    auto step = engine->Step();
+    EXPECT_TRUE(step.ok()) << step.status().ToString();
+    if (!step.ok()) break;
+    for (const StepOutput& o : *step) {
+      auto it = index.find(o.id);
+      if (it == index.end()) {
+        EXPECT_TRUE(o.embedding.empty());
+        continue;
+      }
+      EXPECT_TRUE(o.new_tokens.empty());  // nothing is generated
+      if (o.finish != FinishReason::kNone) {
+        EXPECT_EQ(o.finish, FinishReason::kStop);
+        EXPECT_EQ(o.embedding.size(),
+                  params.dimensions != 0 ? params.dimensions : TestModel().config().hidden_size);
+        out[it->second] = Bits(o.embedding);
+      } else {
+        EXPECT_TRUE(o.embedding.empty());
+      }
+    }
+  }
+  ExpectNoLeak(*engine);
+  if (stats != nullptr) *stats = engine->stats();
+  return out;
+}
+
+TEST(Pooling, EmbeddingsDoNotDependOnBatchChunkPagesOrPreemption) {
+  for (Pooling pooling : {Pooling::kLast, Pooling::kMean, Pooling::kCls}) {
+    SCOPED_TRACE(PoolingName(pooling));
+    EngineConfig alone;
+    alone.max_num_seqs = 1;
+    const auto want = Embed(alone, Pooled(pooling));
+    for (const auto& v : want) ASSERT_FALSE(v.empty());
+    EngineConfig chunked;
+    chunked.max_num_batched_tokens = 5;
+    chunked.max_num_seqs = 2;
+    chunked.page_size = 4;
+    EXPECT_EQ(Embed(chunked, Pooled(pooling), /*generate=*/true), want);
+    EngineConfig tight;
+    tight.page_size = 4;
+    tight.num_pages = 9;  // not every sequence fits at once
+    EngineStats stats;
+    EXPECT_EQ(Embed(tight, Pooled(pooling), /*generate=*/true, &stats), want);
+    EXPECT_GT(stats.preemptions, 0u);
+  }
+}
+
+TEST(Pooling, TheThreePoolingsDiffer) {
+  const auto last = Embed({}, Pooled(Pooling::kLast));
+  const auto mean = Embed({}, Pooled(Pooling::kMean));
+  const auto cls = Embed({}, Pooled(Pooling::kCls));
+  EXPECT_NE(last, mean);
+  EXPECT_NE(mean, cls);
+  // Every prompt starts with token 0, whose first row is the same whatever
+  // follows (causal attention): one CLS vector for all.
+  for (const auto& v : cls) EXPECT_EQ(v, cls[0]);
+  EXPECT_NE(last[0], last[1]);
+}
+
+// Mean and CLS pooling need every row, so a pooled request never starts on
+// cached pages; a prompt embedded twice gives the same bits either way.
+TEST(Pooling, EveryRowIsComputedUnderThePrefixCache) {
+  EngineConfig config;
+  config.page_size = 4;
+  config.prefix_caching = true;
+  for (Pooling pooling : {Pooling::kMean, Pooling::kCls, Pooling::kLast}) {
+    SCOPED_TRACE(PoolingName(pooling));
+    auto engine = *Engine::Create(TestModel(), config);
+    std::vector<std::vector<float>> got;
+    for (int round = 0; round < 2; ++round) {
+      Result<RequestId> id = engine.AddRequest(kPrompts[3], Pooled(pooling));
+      ASSERT_TRUE(id.ok());
+      got.push_back(EmbeddingOf(engine, *id));
+    }
+    ASSERT_EQ(got.size(), 2u);
+    EXPECT_EQ(Bits(got[0]), Bits(got[1]));
+    const EngineStats stats = engine.stats();
+    if (pooling == Pooling::kLast) {
+      EXPECT_GT(stats.prefix_hit_tokens, 0u);  // the last row is always computed
+    } else {
+      EXPECT_EQ(stats.prefix_hit_tokens, 0u);
+    }
+  }
+}
+
+TEST(Pooling, DimensionsCutThenNormalize) {
+  RequestParams raw = Pooled(Pooling::kMean);
+  raw.normalize = false;
+  const auto full = Embed({}, raw);
+  RequestParams cut = raw;
+  cut.dimensions = 7;
+  const auto seven = Embed({}, cut);
+  RequestParams unit = cut;
+  unit.normalize = true;
+  auto engine = *Engine::Create(TestModel(), {});
+  const std::vector<float> normalized = EmbeddingOf(engine, *engine.AddRequest(kPrompts[0], unit));
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    ASSERT_EQ(seven[i].size(), 7u);
+    EXPECT_EQ(seven[i], std::vector<uint32_t>(full[i].begin(), full[i].begin() + 7));
+  }
+  ASSERT_EQ(normalized.size(), 7u);
+  double squares = 0, dot = 0;
+  std::vector<float> first(7);
+  std::memcpy(first.data(), seven[0].data(), 7 * sizeof(float));
+  for (size_t j = 0; j < 7; ++j) {
+    squares += static_cast<double>(normalized[j]) * normalized[j];
+    dot += static_cast<double>(normalized[j]) * first[j];
+  }
+  EXPECT_NEAR(squares, 1.0, 1e-6);
+  double first_norm = 0;
+  for (float x : first) first_norm += static_cast<double>(x) * x;
+  EXPECT_NEAR(dot, std::sqrt(first_norm), 1e-5 * std::sqrt(first_norm));  // same direction
+}
+
+TEST(Pooling, WhatAPooledRequestCannotHonourIsRefused) {
+  auto engine = *Engine::Create(TestModel(), {});
+  const std::vector<int32_t> prompt = {0, 1, 2};
+  RequestParams p = Pooled(Pooling::kMean);
+  p.n = 2;
+  EXPECT_EQ(engine.AddRequest(prompt, p).status().code(), StatusCode::kInvalidArgument);
+  p = Pooled(Pooling::kLast);
+  p.logprobs = true;
+  EXPECT_EQ(engine.AddRequest(prompt, p).status().code(), StatusCode::kInvalidArgument);
+  p = Pooled(Pooling::kLast);
+  p.num_draft_tokens = 2;
+  EXPECT_EQ(engine.AddRequest(prompt, p).status().code(), StatusCode::kInvalidArgument);
+  p = Pooled(Pooling::kLast);
+  p.dimensions = TestModel().config().hidden_size + 1;
+  const Status too_wide = engine.AddRequest(prompt, p).status();
+  EXPECT_EQ(too_wide.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_wide.message().find("dimensions"), std::string::npos) << too_wide.ToString();
+  // max_tokens does not apply: a prompt that fills the context is fine.
+  p = Pooled(Pooling::kLast);
+  p.max_tokens = 1000;
+  std::vector<int32_t> full(TestModel().config().max_positions, 5);
+  EXPECT_TRUE(engine.AddRequest(full, p).ok());
+  EXPECT_EQ(PoolingFromName("mean"), Pooling::kMean);
+  EXPECT_FALSE(PoolingFromName("max"));
+}
+
+}  // namespace
+}  // namespace folio::engine
