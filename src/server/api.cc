@@ -38,6 +38,17 @@ uint64_t DrawSeed() {
   return rng();
 }
 
+}  // namespace
+
+std::string RetryAfterSeconds() {
+  static std::mutex mu;
+  static std::mt19937_64 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mu);
+  return std::to_string(1 + rng() % 4);
+}
+
+namespace {
+
 json ModelJson(const ModelInfo& model, const std::string& id) {
   return json{
       {"id", id},
@@ -341,7 +352,7 @@ std::variant<Generation, Reply> Api::SubmitEmbeddings(std::string_view body) {
     const bool full = submitted.code() == StatusCode::kResourceExhausted;
     Reply reply = Refuse(ServerError(full ? 429 : 503, full ? "rate_limit_error" : "server_error",
                                      submitted.message()));
-    reply.headers.emplace_back("Retry-After", "1");
+    reply.headers.emplace_back("Retry-After", RetryAfterSeconds());
     return reply;
   }
   return g;
@@ -362,7 +373,7 @@ std::variant<Generation, Reply> Api::Submit(Endpoint endpoint, std::string_view 
     const bool full = submitted.code() == StatusCode::kResourceExhausted;
     Reply reply = Refuse(ServerError(full ? 429 : 503, full ? "rate_limit_error" : "server_error",
                                      submitted.message()));
-    reply.headers.emplace_back("Retry-After", "1");
+    reply.headers.emplace_back("Retry-After", RetryAfterSeconds());
     reply.headers.emplace_back("X-Folio-Seed", std::to_string(g.seed));
     return reply;
   }

@@ -66,6 +66,23 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// s without leading and trailing spaces and tabs.
+std::string_view Trimmed(std::string_view s) {
+  const size_t a = s.find_first_not_of(" \t");
+  if (a == std::string_view::npos) return {};
+  return s.substr(a, s.find_last_not_of(" \t") - a + 1);
+}
+
+// The token of an "Authorization: Bearer TOKEN" value, the scheme in any
+// case (RFC 9110 11.1) and one or more spaces after it; empty otherwise.
+std::string_view BearerToken(std::string_view value) {
+  const size_t space = value.find(' ');
+  if (space == std::string_view::npos || !beast::iequals(value.substr(0, space), "Bearer")) {
+    return {};
+  }
+  return Trimmed(value.substr(space));
+}
+
 // The host name of a Host header value: "name", "name:port", "[v6]" or
 // "[v6]:port" -> "name" / "v6".
 std::string_view HostName(std::string_view host) {
@@ -230,6 +247,20 @@ class Session : public std::enable_shared_from_this<Session> {
     if (encoding != req.end() && !beast::iequals(encoding->value(), "identity")) {
       return BadRequest(415, "compressed request bodies are not accepted (Content-Encoding)");
     }
+    // The only transfer coding read is chunked (RFC 9112 6.1: a server
+    // answers one it does not implement with 501).
+    const auto transfer = req.find(http::field::transfer_encoding);
+    if (transfer != req.end() && !beast::iequals(Trimmed(View(transfer->value())), "chunked")) {
+      return BadRequest(501, "Transfer-Encoding '" +
+                                 std::string(View(transfer->value()).substr(0, 100)) +
+                                 "' is not implemented; send the body as it is or chunked");
+    }
+    // RFC 9112 3.2: an HTTP/1.1 request has exactly one Host header.
+    if (req.version() >= 11 && req.count(http::field::host) != 1) {
+      return BadRequest(400, req.count(http::field::host) == 0
+                                 ? "an HTTP/1.1 request needs a Host header"
+                                 : "a request has one Host header");
+    }
     if (!config().allowed_hosts.empty() &&
         !Contains(config().allowed_hosts, HostName(View(req[http::field::host])))) {
       return BadRequest(403, "the Host header does not name this server (--allowed-hosts)");
@@ -242,10 +273,8 @@ class Session : public std::enable_shared_from_this<Session> {
                                  "' are not allowed (--allowed-origins)");
     }
     if (!config().api_key.empty() && (Path(req) != "/health" || config().auth_health)) {
-      const std::string_view given = View(req[http::field::authorization]);
-      constexpr std::string_view kBearer = "Bearer ";
-      const bool bearer = given.starts_with(kBearer);
-      if (!ConstantTimeEquals(bearer ? given.substr(kBearer.size()) : "", config().api_key)) {
+      if (!ConstantTimeEquals(BearerToken(View(req[http::field::authorization])),
+                              config().api_key)) {
         ApiError e = BadRequest(401, "a valid API key is required: Authorization: Bearer KEY");
         e.code = "invalid_api_key";
         return e;
@@ -546,18 +575,19 @@ class Listener : public std::enable_shared_from_this<Listener> {
       return;
     }
     if (state_.connections.load() >= state_.config.max_connections) {
-      static const std::string kBusy = [] {
-        const std::string body =
-            ServerError(503, "server_error", "too many open connections").Body();
-        return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-               "Retry-After: 1\r\nConnection: close\r\nContent-Length: " +
-               std::to_string(body.size()) + "\r\n\r\n" + body;
-      }();
+      static const std::string kBusyBody =
+          ServerError(503, "server_error", "too many open connections").Body();
+      const std::string busy =
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+          "Retry-After: " +
+          RetryAfterSeconds() +
+          "\r\nConnection: close\r\nContent-Length: " + std::to_string(kBusyBody.size()) +
+          "\r\n\r\n" + kBusyBody;
       // One try, never waiting: a client too slow to take a few hundred
       // bytes at once gets the close alone.
       beast::error_code ignored;
       socket.non_blocking(true, ignored);
-      socket.write_some(net::buffer(kBusy), ignored);
+      socket.write_some(net::buffer(busy), ignored);
       socket.close(ignored);
       state_.api.metrics().CountResponse(503);
     } else {

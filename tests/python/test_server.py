@@ -343,7 +343,8 @@ def test_overload_answers_429_with_retry_after():
         status, headers, payload = s.request("POST", "/v1/completions",
                                              {"prompt": "c", "max_tokens": 2})
         assert status == 429, payload
-        assert headers.get("Retry-After") == "1"
+        # Whole seconds with jitter, so refused clients do not return in step.
+        assert headers.get("Retry-After") in ("1", "2", "3", "4"), headers
         assert json.loads(payload)["error"]["message"]
         running.close()
         waiting.join(timeout=30)
@@ -472,9 +473,14 @@ def test_api_key_and_aliases():
     try:
         status, _, body = s.request("GET", "/v1/models")
         assert status == 401 and json.loads(body)["error"]["code"] == "invalid_api_key"
-        for auth in ("Bearer wrong", "Bearer s3cre", "s3cret", "Bearer s3cret2", "bearer s3cret"):
+        for auth in ("Bearer wrong", "Bearer s3cre", "s3cret", "Bearer s3cret2", "Basic s3cret",
+                     "Bearers3cret", "Bearer"):
             status, _, _ = s.request("GET", "/v1/models", headers={"Authorization": auth})
             assert status == 401, auth
+        # The scheme is case-insensitive (RFC 9110 11.1), spaces after it are.
+        for auth in ("bearer s3cret", "BEARER  s3cret"):
+            status, _, _ = s.request("GET", "/v1/models", headers={"Authorization": auth})
+            assert status == 200, auth
         assert s.request("GET", "/health")[0] == 200  # open unless --auth-health
         good = {"Authorization": "Bearer s3cret", "Content-Type": "application/json"}
         status, _, body = s.request("GET", "/v1/models", headers=good)
@@ -560,6 +566,18 @@ def test_bodies_are_bounded_before_they_are_read(server):
     status, body = raw_request(server, pre + "Content-Encoding: gzip\r\n"
                                f"Content-Length: {len(payload)}\r\n\r\n", payload)
     assert status == 415
+    # A transfer coding other than chunked is refused, not ignored.
+    status, body = raw_request(server, pre + "Transfer-Encoding: gzip\r\n"
+                               f"Content-Length: {len(payload)}\r\n\r\n", payload)
+    assert status == 501 and "Transfer-Encoding" in json.loads(body)["error"]["message"]
+    # HTTP/1.1 needs exactly one Host (RFC 9112 3.2): 400, not 403.
+    no_host = "POST /v1/completions HTTP/1.1\r\nContent-Type: application/json\r\n"
+    status, body = raw_request(server, no_host + f"Content-Length: {len(payload)}\r\n\r\n",
+                               payload)
+    assert status == 400 and "Host" in json.loads(body)["error"]["message"]
+    status, body = raw_request(server, pre + "Host: 127.0.0.1\r\n"
+                               f"Content-Length: {len(payload)}\r\n\r\n", payload)
+    assert status == 400 and "Host" in json.loads(body)["error"]["message"]
     # Range is ignored: the whole reply, not a multipart of byte ranges.
     ranges = ",".join(f"{i}-{i}" for i in range(0, 40, 2))
     full = server.request("GET", "/metrics")[2]

@@ -37,6 +37,10 @@ struct Reply {
 
 ApiError ServerError(int status, std::string type, std::string message);
 
+// A Retry-After value for a 429 or 503: whole seconds drawn from [1, 4], so
+// clients refused together do not all come back in the same second.
+std::string RetryAfterSeconds();
+
 enum class Route {
   kNotFound,
   kMethodNotAllowed,
