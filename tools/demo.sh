@@ -46,3 +46,7 @@ if [[ -s "$gemma3" ]]; then
 else
   echo "(no Gemma 3: tools/setup.sh could not fetch it into $(dirname "$gemma3"))"
 fi
+
+echo
+echo "to chat in the browser: $folio serve --model ${FOLIO_MODEL_CACHE:-$HOME/.cache/folio}/SmolLM2-135M-Instruct.Q4_1.gguf --port 8000"
+echo "then open http://127.0.0.1:8000/ (the chat page, served by folio itself)"

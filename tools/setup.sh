@@ -16,6 +16,8 @@ debian_packages=(
   # libFuzzer for make fuzz and the format_fuzz_descriptor test
   clang libclang-rt-dev
   clang-format  # make format, make format-check
+  # a real browser for the chat page's tests (tests/python/test_web_page.py)
+  chromium chromium-driver
 )
 
 missing=()
@@ -40,7 +42,7 @@ fi
 if ! python3 - <<'PY' 2>/dev/null
 import sys
 import numpy, gguf, pytest, tokenizers, nanobind, tqdm, mypy, scikit_build_core, jinja2, ray, aiohttp
-import jsonschema, openai, torch, transformers, agents
+import jsonschema, openai, torch, transformers, agents, selenium
 nb = tuple(int(x) for x in nanobind.__version__.split(".")[:2])
 sys.exit(tokenizers.__version__ != "0.23.3" or not (2, 4) <= nb < (4, 0)
          or int(transformers.__version__.split(".")[0]) < 5)

@@ -40,6 +40,10 @@ uint64_t DrawSeed() {
 
 }  // namespace
 
+bool IsPublicPage(std::string_view path) {
+  return path == "/" || path == "/ui/app.js" || path == "/ui/app.css";
+}
+
 std::string RetryAfterSeconds() {
   static std::mutex mu;
   static std::mt19937_64 rng{std::random_device{}()};
@@ -171,6 +175,7 @@ Route FindRoute(std::string_view method, std::string_view path) {
   if (path == "/tokenize") return pick(post, Route::kTokenize);
   if (path == "/detokenize") return pick(post, Route::kDetokenize);
   if (path == "/health") return pick(get, Route::kHealth);
+  if (IsPublicPage(path)) return pick(get, Route::kPage);
   if (path == "/metrics") return pick(get, Route::kMetrics);
   return Route::kNotFound;
 }
@@ -280,6 +285,24 @@ Reply Api::Answer(Route route, std::string_view path, std::string_view body) {
     case Route::kHealth: {
       const bool up = thread_.accepting();
       return JsonReply(up ? 200 : 503, json{{"status", up ? "ok" : "draining"}}.dump());
+    }
+    case Route::kPage: {
+      const std::string_view name = path == "/" ? "index.html" : path.substr(4);
+      Reply r = JsonReply(200, std::string(WebAsset(name)));
+      r.content_type = name.ends_with(".html") ? "text/html; charset=utf-8"
+                       : name.ends_with(".js") ? "text/javascript; charset=utf-8"
+                                               : "text/css; charset=utf-8";
+      // Model output is shown on this page: only the page's own scripts
+      // and styles run, and it talks to this server alone.
+      r.headers.emplace_back("Content-Security-Policy",
+                             "default-src 'none'; script-src 'self'; style-src 'self'; "
+                             "connect-src 'self'; img-src 'self' data:; base-uri 'none'; "
+                             "form-action 'none'; frame-ancestors 'none'");
+      r.headers.emplace_back("X-Content-Type-Options", "nosniff");
+      r.headers.emplace_back("Referrer-Policy", "no-referrer");
+      r.headers.emplace_back("Cache-Control", "no-cache");
+      metrics_.CountResponse(200);
+      return r;
     }
     case Route::kMetrics: {
       Reply r = JsonReply(200, metrics_.Render(thread_.counters()));

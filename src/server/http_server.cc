@@ -267,12 +267,14 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     const auto origin = req.find(http::field::origin);
     if (origin != req.end() && !Contains(config().allowed_origins, "*") &&
-        !Contains(config().allowed_origins, View(origin->value()))) {
+        !Contains(config().allowed_origins, View(origin->value())) &&
+        !SameOrigin(View(origin->value()), View(req[http::field::host]))) {
       return BadRequest(403, "requests from browser origin '" +
                                  std::string(View(origin->value()).substr(0, 100)) +
                                  "' are not allowed (--allowed-origins)");
     }
-    if (!config().api_key.empty() && (Path(req) != "/health" || config().auth_health)) {
+    if (!config().api_key.empty() && !IsPublicPage(Path(req)) &&
+        (Path(req) != "/health" || config().auth_health)) {
       if (!ConstantTimeEquals(BearerToken(View(req[http::field::authorization])),
                               config().api_key)) {
         ApiError e = BadRequest(401, "a valid API key is required: Authorization: Bearer KEY");
@@ -281,6 +283,16 @@ class Session : public std::enable_shared_from_this<Session> {
       }
     }
     return std::nullopt;
+  }
+
+  // The chat page served here calls this server: its origin is
+  // http://HOST. Trusted only where the Host is (an allow-list of names,
+  // the default on loopback, which stops DNS rebinding) or an API key
+  // guards every call anyway.
+  bool SameOrigin(std::string_view origin, std::string_view host) const {
+    if (config().allowed_hosts.empty() && config().api_key.empty()) return false;
+    return !host.empty() && origin.size() == 7 + host.size() &&
+           beast::iequals(origin.substr(0, 7), "http://") && beast::iequals(origin.substr(7), host);
   }
 
   static std::string_view Path(const http::request<http::string_body>& req) {

@@ -3,8 +3,8 @@
 // tool's parameters, moved under $defs) converted by the structured-output
 // converter, with the family's markup around it; under tool_choice "auto",
 // free text around it that switches to the call's grammar at the marker.
-#include <array>
 #include <string>
+#include <vector>
 
 #include "folio/core/str_cat.h"
 #include "folio/grammar/json_schema.h"

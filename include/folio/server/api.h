@@ -53,7 +53,15 @@ enum class Route {
   kDetokenize,
   kHealth,
   kMetrics,
+  kPage,  // GET /, /ui/app.js, /ui/app.css: the chat page (web/)
 };
+
+// The chat page's file `name` (index.html, app.js, app.css), embedded at
+// build time; empty for any other name.
+std::string_view WebAsset(std::string_view name);
+// Whether a request for `path` needs no API key: the page's own files,
+// which hold no data and must load before the user can enter a key.
+bool IsPublicPage(std::string_view path);
 
 // The route of a method and a path (query string already removed).
 Route FindRoute(std::string_view method, std::string_view path);
