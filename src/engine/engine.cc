@@ -306,6 +306,7 @@ void Engine::Forget(RequestId id) {
 
 void Engine::Label(StepOutput& o, RequestId member) const {
   o.rng_state = outputs_.state(member).rng.state();
+  o.cached_prompt_tokens = outputs_.state(member).cached_prompt_tokens.value_or(0);
   if (auto m = members_.find(member); m != members_.end()) {
     o.id = m->second.request;
     o.index = m->second.index;
@@ -579,6 +580,9 @@ Result<std::vector<StepOutput>> Engine::Step() {
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const RequestId id = plan.scheduled[i].id;
     const Sequence& s = scheduler_.sequence(id);
+    if (plan.scheduled[i].admitted_now && !s.lockstep) {
+      outputs_.NoteAdmission(id, plan.scheduled[i].prefix_hit_tokens);
+    }
     if (rows[i] == model::LogitRows::kHidden) {
       const uint64_t d = runner_.config().hidden_size, n = plan.scheduled[i].num_tokens;
       outputs_.AddPooledRows(id, s.num_computed - n, s.num_prompt_tokens,

@@ -400,6 +400,18 @@ TEST(Engine, PrefixCacheSkipsTheSharedStem) {
   for (const auto& s : stems) prompt_tokens += s.size();
   EXPECT_EQ(st.prompt_tokens_computed, prompt_tokens - 2u * 20u);
   EXPECT_GT(st.prefix_hit_rate(), 0.0);
+  // Each request's own count (StepOutput::cached_prompt_tokens), on every
+  // output of the request: a prompt seen before, its whole pages before the
+  // last token.
+  const RequestId id = *engine.AddRequest(stems[0], p);
+  while (engine.HasUnfinished()) {
+    Result<std::vector<StepOutput>> step = engine.Step();
+    ASSERT_TRUE(step.ok());
+    for (const StepOutput& o : *step) {
+      EXPECT_EQ(o.id, id);
+      EXPECT_EQ(o.cached_prompt_tokens, (stems[0].size() - 1) / 4 * 4);
+    }
+  }
   ExpectNoLeak(engine);
 }
 

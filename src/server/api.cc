@@ -252,17 +252,20 @@ GenerationStep GenerationOutput::Feed(std::vector<Event>& events) {
       }
       break;
     }
+    cached_tokens_ = std::max(cached_tokens_, e.cached_prompt_tokens);
     for (const std::string& chunk : builder_.Add(e)) {
       if (g_.stream) step.stream_data += Sse(chunk);
     }
     if (!builder_.done()) continue;  // every choice has its finish
     done_ = true;
     if (g_.stream) {
-      if (g_.include_usage) step.stream_data += Sse(builder_.UsageChunk(prompt_tokens_));
+      if (g_.include_usage) {
+        step.stream_data += Sse(builder_.UsageChunk(prompt_tokens_, cached_tokens_));
+      }
       step.stream_data += Sse("[DONE]");
     } else {
       metrics_.CountResponse(200);
-      step.reply = JsonReply(200, builder_.Body(prompt_tokens_));
+      step.reply = JsonReply(200, builder_.Body(prompt_tokens_, cached_tokens_));
     }
     break;
   }

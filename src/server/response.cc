@@ -12,10 +12,11 @@ using nlohmann::json;
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-json Usage(uint64_t prompt, uint64_t completion) {
+json Usage(uint64_t prompt, uint64_t completion, uint64_t cached) {
   return {{"prompt_tokens", prompt},
           {"completion_tokens", completion},
-          {"total_tokens", prompt + completion}};
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
 }
 
 json Bytes(const std::string& s) {
@@ -211,7 +212,7 @@ std::vector<std::string> ResponseBuilder::Add(const Event& e) {
   return chunks;
 }
 
-std::string ResponseBuilder::Body(uint64_t prompt_tokens) const {
+std::string ResponseBuilder::Body(uint64_t prompt_tokens, uint64_t cached_tokens) const {
   const bool chat = ctx_.endpoint == Endpoint::kChat;
   std::vector<size_t> order(choices_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -264,17 +265,17 @@ std::string ResponseBuilder::Body(uint64_t prompt_tokens) const {
                {"created", ctx_.created},
                {"model", ctx_.model},
                {"choices", choices},
-               {"usage", Usage(prompt_tokens, completion_tokens_)}});
+               {"usage", Usage(prompt_tokens, completion_tokens_, cached_tokens)}});
 }
 
-std::string ResponseBuilder::UsageChunk(uint64_t prompt_tokens) const {
+std::string ResponseBuilder::UsageChunk(uint64_t prompt_tokens, uint64_t cached_tokens) const {
   const bool chat = ctx_.endpoint == Endpoint::kChat;
   return Dump({{"id", ctx_.id},
                {"object", chat ? "chat.completion.chunk" : "text_completion"},
                {"created", ctx_.created},
                {"model", ctx_.model},
                {"choices", json::array()},
-               {"usage", Usage(prompt_tokens, completion_tokens_)}});
+               {"usage", Usage(prompt_tokens, completion_tokens_, cached_tokens)}});
 }
 
 }  // namespace folio::server

@@ -40,8 +40,11 @@ TEST(ResponseBuilder, CompletionBodyWithUsage) {
   EXPECT_EQ(j["choices"][0]["text"], "hi");
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
   EXPECT_TRUE(j["choices"][0]["logprobs"].is_null());
-  EXPECT_EQ(j["usage"],
-            (json{{"prompt_tokens", 4}, {"completion_tokens", 2}, {"total_tokens", 6}}));
+  EXPECT_EQ(j["usage"], (json{{"prompt_tokens", 4},
+                              {"completion_tokens", 2},
+                              {"total_tokens", 6},
+                              {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
+  EXPECT_EQ(json::parse(b.Body(4, 3))["usage"]["prompt_tokens_details"]["cached_tokens"], 3);
 }
 
 TEST(ResponseBuilder, ChatChunksStartWithTheRole) {

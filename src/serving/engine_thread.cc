@@ -160,6 +160,7 @@ void EngineThread::Emit(Live& live, Event e, std::string_view reason) {
     if (e.index >= live.sample_done.size()) live.sample_done.resize(e.index + 1, false);
     live.sample_done[e.index] = true;
     e.prompt_tokens = live.prompt_tokens;
+    e.cached_prompt_tokens = live.cached_prompt_tokens;
     e.final = std::find(live.sample_done.begin(), live.sample_done.end(), false) ==
               live.sample_done.end();
   }
@@ -273,6 +274,7 @@ void EngineThread::Output(engine::StepOutput& out, Clock::time_point now) {
     live.generated += out.new_tokens.size();
     live.last_token = now;
   }
+  live.cached_prompt_tokens = std::max(live.cached_prompt_tokens, out.cached_prompt_tokens);
   Event e;
   e.key = key->second;
   e.tokens = std::move(out.new_tokens);

@@ -131,7 +131,16 @@ def test_completion_counts_usage(server):
     choice = r["choices"][0]
     assert choice["finish_reason"] == "length" and isinstance(choice["text"], str)
     # The built-in model's prompt: its begin token plus one token per byte.
-    assert r["usage"] == {"prompt_tokens": 6, "completion_tokens": 5, "total_tokens": 11}
+    assert r["usage"] == {"prompt_tokens": 6, "completion_tokens": 5, "total_tokens": 11,
+                          "prompt_tokens_details": {"cached_tokens": 0}}
+    # The same prompt again: its whole pages come from the prefix cache
+    # (the built-in server's pages hold 16 tokens; 6 fill none).
+    long_prompt = "paged attention " * 4
+    first = server.post("/v1/completions", {"prompt": long_prompt, "max_tokens": 2})[1]
+    again = server.post("/v1/completions", {"prompt": long_prompt, "max_tokens": 2})[1]
+    cached = again["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert first["usage"]["prompt_tokens"] == again["usage"]["prompt_tokens"] == 65
+    assert cached == 64, again["usage"]  # whole pages before the last token
 
 
 def test_token_id_prompt(server):
@@ -196,7 +205,11 @@ def test_stream_matches_the_whole_response(server, endpoint):
     finishes = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]]
     assert finishes[-1] == whole["choices"][0]["finish_reason"]
     assert all(f is None for f in finishes[:-1])
-    assert chunks[-1]["usage"] == whole["usage"]
+    # The same counts, but the prompt's pages are cached by now.
+    usage = dict(chunks[-1]["usage"])
+    assert usage.pop("prompt_tokens_details")["cached_tokens"] >= \
+        whole["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert usage == {k: v for k, v in whole["usage"].items() if k != "prompt_tokens_details"}
 
 
 def test_stop_string_cuts_the_text(server):

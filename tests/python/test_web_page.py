@@ -124,6 +124,13 @@ def test_the_page_streams_the_api_s_reply_on_smollm2(browser):
         assert stats and "prompt" in stats[-1].text, [x.text for x in stats]
         assert "KV" in browser.find_element(By.CSS_SELECTOR, "#status").text or \
             browser.find_element(By.CSS_SELECTOR, "#status").text
+        # Regenerate sends the same conversation: its whole pages now come
+        # from the prefix cache, and the stats say so.
+        browser.find_element(By.CSS_SELECTOR, "#messages .msg.assistant .regenerate").click()
+        again, _ = last_reply(browser)
+        assert again == text
+        stats = browser.find_elements(By.CSS_SELECTOR, "#messages .msg.assistant .stats")
+        assert "cached" in stats[-1].text, stats[-1].text
         screenshot(browser, "chat-desktop.png")
         browser.set_window_size(390, 844)
         screenshot(browser, "chat-phone.png")

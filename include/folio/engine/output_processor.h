@@ -108,6 +108,9 @@ class OutputProcessor {
     // of those taken; last, CLS: the prompt's length once its row is kept.
     uint64_t pooled_rows = 0;
     std::vector<double> pooled;
+    // Prompt tokens found in the prefix cache at the first admission
+    // (StepOutput::cached_prompt_tokens); unset until admitted.
+    std::optional<uint64_t> cached_prompt_tokens;
   };
   // A fresh request's state: params.processors completed with bad_words
   // and DRY's breakers in tokens. A grammar needs a tokenizer (checked:
@@ -133,6 +136,12 @@ class OutputProcessor {
   void Remove(RequestId id) { states_.erase(id); }
   // id must be tracked (checked).
   const State& state(RequestId id) const;
+  // The request was admitted with `cached` prompt tokens from the prefix
+  // cache; kept from its first admission only.
+  void NoteAdmission(RequestId id, uint64_t cached) {
+    std::optional<uint64_t>& c = states_.at(id).cached_prompt_tokens;
+    if (!c) c = cached;
+  }
 
   // Samples request id's next token from its logits row ([vocab]) and
   // returns the step's output for it; finish is set when it is its last.

@@ -144,6 +144,10 @@ struct StepOutput {
   std::vector<float> prompt_logits;
   // RequestParams::pooling: the embedding, in the step that finishes it.
   std::vector<float> embedding;
+  // Prompt tokens whose K/V came from the prefix cache when the request
+  // was first admitted (OpenAI's usage.prompt_tokens_details.cached_tokens);
+  // 0 for beam search outputs.
+  uint64_t cached_prompt_tokens = 0;
   uint64_t index = 0;  // the parallel sample (RequestParams::n), 0..n-1
   // Beam search: the hypothesis' score, its summed log-probability over
   // length ** length_penalty.

@@ -135,6 +135,7 @@ class GenerationOutput {
   bool accepted_ = false;
   bool done_ = false;
   uint64_t prompt_tokens_ = 0;
+  uint64_t cached_tokens_ = 0;  // from the prefix cache (usage.prompt_tokens_details)
 };
 
 class Api {

@@ -56,11 +56,13 @@ class ResponseBuilder {
   std::vector<std::string> Add(const Event& e);
   // Every choice has its finish.
   bool done() const { return finished_ == choices_.size(); }
-  // The whole non-streaming response.
-  std::string Body(uint64_t prompt_tokens) const;
+  // The whole non-streaming response. usage has OpenAI's
+  // prompt_tokens_details.cached_tokens: the prompt tokens whose K/V came
+  // from the prefix cache.
+  std::string Body(uint64_t prompt_tokens, uint64_t cached_tokens = 0) const;
   // The usage chunk streamed before [DONE] when the request asked for it
   // (stream_options.include_usage): choices [] and usage, as OpenAI sends.
-  std::string UsageChunk(uint64_t prompt_tokens) const;
+  std::string UsageChunk(uint64_t prompt_tokens, uint64_t cached_tokens = 0) const;
   uint64_t completion_tokens() const { return completion_tokens_; }
 
  private:

@@ -63,8 +63,10 @@ struct Event {
   uint64_t rng_state = 0;            // the sample's random stream after it (StepOutput)
   std::vector<float> embedding;      // a pooled request's vector, with its finish (StepOutput)
   Status error;                      // kError: why
-  // kAccepted and every finishing event: the prompt's length in tokens.
+  // kAccepted and every finishing event: the prompt's length in tokens;
+  // finishing events: how many of them came from the prefix cache.
   uint64_t prompt_tokens = 0;
+  uint64_t cached_prompt_tokens = 0;
   bool final = false;  // the request's last event (every sample finished)
 };
 
@@ -182,6 +184,7 @@ class EngineThread {
     std::shared_ptr<EventSink> sink;
     std::vector<bool> sample_done;  // [n]: each sample ends with one finish event
     uint64_t prompt_tokens = 0;
+    uint64_t cached_prompt_tokens = 0;  // StepOutput's, once it says
     uint64_t generated = 0;
     Clock::time_point arrival, last_token;
   };

@@ -254,7 +254,9 @@ async function reply() {
   m.finish = finish || "stop";
   if (usage) {
     const rate = first && end > first ? (usage.completion_tokens / ((end - first) / 1000)) : 0;
-    m.stats = `${usage.prompt_tokens} prompt + ${usage.completion_tokens} generated` +
+    const details = usage.prompt_tokens_details;
+    const cached = details && details.cached_tokens ? ` (${details.cached_tokens} cached)` : "";
+    m.stats = `${usage.prompt_tokens} prompt${cached} + ${usage.completion_tokens} generated` +
       (first ? ` · first token ${((first - start) / 1000).toFixed(2)} s` : "") +
       (rate ? ` · ${rate.toFixed(1)} tok/s` : "");
   } else if (first) {
