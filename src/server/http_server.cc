@@ -469,8 +469,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void EndGeneration() {
     if (output_) {
       output_->generation().channel->SetNotify(nullptr);
-      if (!output_->done()) {
-        const Generation& g = output_->generation();
+      const Generation& g = output_->generation();
+      // Embeddings: an input refused ends the reply, so the others go too
+      // (aborting a finished request changes nothing).
+      if (!output_->done() || g.inputs > 0) {
         for (uint64_t k = 0; k < std::max<uint64_t>(g.inputs, 1); ++k) {
           state_.api.thread().Abort(g.key + k);
         }
