@@ -85,12 +85,16 @@ def send(browser, text):
 
 
 def last_reply(browser, timeout=120):
-    """The last assistant message once it is done: (raw text, finish)."""
+    """The last assistant message once it is done: (raw text, finish). Read
+    in one script call, as the page re-renders its messages while it
+    streams."""
     def done(b):
-        msgs = b.find_elements(By.CSS_SELECTOR, "#messages .msg.assistant")
-        return msgs and msgs[-1].get_attribute("data-done") == "1" and msgs[-1]
-    msg = WebDriverWait(browser, timeout).until(done)
-    return msg.get_attribute("data-raw"), msg.get_attribute("data-finish")
+        got = b.execute_script(
+            "const m = [...document.querySelectorAll('#messages .msg.assistant')].pop();"
+            "return m && m.dataset.done === '1' ? [m.dataset.raw, m.dataset.finish] : null;")
+        return got or False
+    raw, finish = WebDriverWait(browser, timeout).until(done)
+    return raw, finish
 
 
 def screenshot(browser, name):
@@ -138,15 +142,37 @@ def test_the_page_streams_the_api_s_reply_on_smollm2(browser):
         assert s.stop() == 0, "".join(s.log)
 
 
+def test_conversations_are_kept_and_switched(browser):
+    s = Server()
+    try:
+        open_page(browser, s)
+        set_field(browser, "#max-tokens", "3")
+        send(browser, "first chat")
+        last_reply(browser)
+        browser.find_element(By.CSS_SELECTOR, "#new-chat").click()
+        assert not browser.find_elements(By.CSS_SELECTOR, "#messages .msg")
+        send(browser, "second chat")
+        last_reply(browser)
+        # Both survive a reload, and the list switches between them.
+        open_page(browser, s)
+        options = browser.find_elements(By.CSS_SELECTOR, "#chats option")
+        assert [o.text for o in options] == ["second chat", "first chat"]
+        options[1].click()
+        users = browser.find_elements(By.CSS_SELECTOR, "#messages .msg.user .content")
+        assert [u.text for u in users] == ["first chat"]
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+
+
 def test_stop_ends_the_request_in_the_engine(browser):
     s = Server("--step-delay-us", "20000")  # the built-in model, slowed down
     try:
         open_page(browser, s)
         set_field(browser, "#max-tokens", "400")
         send(browser, "go on")
-        WebDriverWait(browser, 30).until(lambda b: len(
-            (b.find_elements(By.CSS_SELECTOR, "#messages .msg.assistant") or [None])[-1]
-            .get_attribute("data-raw") or "") > 5)
+        WebDriverWait(browser, 30).until(lambda b: b.execute_script(
+            "const m = [...document.querySelectorAll('#messages .msg.assistant')].pop();"
+            "return m && (m.dataset.raw || '').length > 5;"))
         browser.find_element(By.CSS_SELECTOR, "#prompt").send_keys(Keys.ESCAPE)
         _, finish = last_reply(browser, timeout=30)
         assert finish == "aborted"

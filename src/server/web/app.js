@@ -149,7 +149,21 @@ function messageElement(m, index, last) {
   return div;
 }
 
+// The saved conversations, newest first, in the header's list.
+function renderChats() {
+  const list = $("chats");
+  const ids = Object.keys(state.chats).sort().reverse();
+  list.replaceChildren(...ids.map((id) => {
+    const o = document.createElement("option");
+    o.value = id;
+    o.textContent = state.chats[id].title || "New chat";
+    o.selected = id === state.current;
+    return o;
+  }));
+}
+
 function render() {
+  renderChats();
   const box = $("messages");
   const msgs = chat().messages;
   const lastUser = msgs.map((m) => m.role).lastIndexOf("user");
@@ -189,7 +203,8 @@ function requestBody() {
 }
 
 async function reply() {
-  const msgs = chat().messages;
+  const c = chat();  // the reply belongs to this chat, even if another is opened meanwhile
+  const msgs = c.messages;
   const m = { role: "assistant", content: "", reasoning: "" };
   msgs.push(m);
   render();
@@ -265,7 +280,7 @@ async function reply() {
   streaming = null;
   $("stop").disabled = true;
   $("send").disabled = false;
-  if (!chat().title) chat().title = (msgs[0] && msgs[0].content.slice(0, 40)) || "";
+  if (!c.title) c.title = (msgs[0] && msgs[0].content.slice(0, 40)) || "";
   save();
   render();
 }
@@ -301,7 +316,9 @@ function editLast(index) {
 
 function newChat() {
   if (streaming) stop();
-  const id = String(Date.now());
+  if (!chat().messages.length) return;  // already a new one
+  let id = String(Date.now());
+  while (state.chats[id]) id = String(Number(id) + 1);
   state.chats[id] = { title: "", messages: [] };
   state.current = id;
   const ids = Object.keys(state.chats).sort();
@@ -353,6 +370,12 @@ function start() {
   document.addEventListener("keydown", (e) => { if (e.key === "Escape") stop(); });
   $("stop").addEventListener("click", stop);
   $("new-chat").addEventListener("click", newChat);
+  $("chats").addEventListener("change", () => {
+    if (streaming) stop();
+    state.current = $("chats").value;
+    save();
+    render();
+  });
   $("api-key-save").addEventListener("click", () => {
     localStorage.setItem(KEY, $("api-key").value);
     $("api-key-dialog").hidden = true;
