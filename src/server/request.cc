@@ -674,6 +674,14 @@ ApiError InvalidField(std::string param, std::string message) {
   e.param = std::move(param);
   return e;
 }
+// A "model" that names neither the served model nor an alias: 404.
+ApiError ModelNotFound(const std::string& name, const ModelInfo& m) {
+  ApiError e = InvalidField("model", StrCat("the model ", Quote(name),
+                                            " does not exist; this server serves ", Quote(m.name)));
+  e.http_status = 404;
+  e.code = "model_not_found";
+  return e;
+}
 
 namespace {
 
@@ -685,14 +693,7 @@ std::variant<json, ApiError> ObjectWithModel(std::string_view body, const ModelI
   if (!j.is_object()) return InvalidField("", "the request body must be a JSON object");
   std::optional<std::string> model_name;
   FOLIO_RETURN_API_ERROR(Fields(j).String("model", model_name));
-  if (model_name && !m.Serves(*model_name)) {
-    ApiError e =
-        InvalidField("model", StrCat("the model ", Quote(*model_name),
-                                     " does not exist; this server serves ", Quote(m.name)));
-    e.http_status = 404;
-    e.code = "model_not_found";
-    return e;
-  }
+  if (model_name && !m.Serves(*model_name)) return ModelNotFound(*model_name, m);
   return j;
 }
 
@@ -790,14 +791,7 @@ std::variant<ParsedEmbeddings, ApiError> ParseEmbeddings(std::string_view body,
   const Fields f(j);
   std::optional<std::string> model_name, user, format, pooling;
   FOLIO_RETURN_API_ERROR(f.String("model", model_name));
-  if (model_name && !m.Serves(*model_name)) {
-    ApiError e =
-        InvalidField("model", StrCat("the model ", Quote(*model_name),
-                                     " does not exist; this server serves ", Quote(m.name)));
-    e.http_status = 404;
-    e.code = "model_not_found";
-    return e;
-  }
+  if (model_name && !m.Serves(*model_name)) return ModelNotFound(*model_name, m);
   FOLIO_RETURN_API_ERROR(f.String("user", user));
   ParsedEmbeddings out;
   FOLIO_RETURN_API_ERROR(f.String("encoding_format", format));
@@ -901,14 +895,7 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
 
   std::optional<std::string> model_name;
   FOLIO_RETURN_API_ERROR(f.String("model", model_name));
-  if (model_name && !m.Serves(*model_name)) {
-    ApiError e =
-        InvalidField("model", StrCat("the model ", Quote(*model_name),
-                                     " does not exist; this server serves ", Quote(m.name)));
-    e.http_status = 404;
-    e.code = "model_not_found";
-    return e;
-  }
+  if (model_name && !m.Serves(*model_name)) return ModelNotFound(*model_name, m);
   std::optional<std::string> user;
   FOLIO_RETURN_API_ERROR(f.String("user", user));
   std::optional<bool> store;
