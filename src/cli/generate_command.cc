@@ -39,57 +39,19 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateFlags& f) {
   cmd->add_option("--max-context", f.max_context, "cache positions");
   cmd->add_flag("--raw", f.raw, "write bytes as generated (default escapes non-ASCII)");
   AddRequestParamFlags(*cmd, f.request);
-  CLI::Option* schema = cmd->add_option("--json-schema", f.json_schema_file,
-                                        "constrain the output to instances of this JSON Schema "
-                                        "(a file)");
-  CLI::Option* regex =
-      cmd->add_option("--regex", f.regex, "constrain the output to match this regular expression");
-  CLI::Option* choice = cmd->add_option("--choice", f.choices,
-                                        "constrain the output to one of these strings "
-                                        "(repeat the flag)");
-  CLI::Option* grammar = cmd->add_option("--grammar", f.grammar_file,
-                                         "constrain the output to this GBNF grammar (a file)");
-  const std::vector<CLI::Option*> constraints = {schema, regex, choice, grammar};
-  for (CLI::Option* a : constraints) {
-    for (CLI::Option* b : constraints) {
-      if (a != b) a->excludes(b);
-    }
-  }
+  AddConstraintFlags(*cmd, f.constraint);
   return cmd;
 }
 
 namespace {
 
 // The constraint the flags give, compiled; null when none is given.
-Result<std::shared_ptr<const grammar::Grammar>> Constraint(const GenerateFlags& f,
-                                                           grammar::GrammarCache& cache) {
-  grammar::StructuredOutput o;
-  std::string_view flag;
-  if (!f.json_schema_file.empty()) {
-    flag = "--json-schema";
-    FOLIO_ASSIGN_OR_RETURN(const std::string text, ReadFlagFile(f.json_schema_file, flag));
-    o.kind = grammar::StructuredOutput::Kind::kJsonSchema;
-    o.schema = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (o.schema.is_discarded()) {
-      return Status::InvalidArgument(StrCat(flag, ": ", f.json_schema_file, " is not JSON"));
-    }
-  } else if (!f.regex.empty()) {
-    flag = "--regex";
-    o.kind = grammar::StructuredOutput::Kind::kRegex;
-    o.text = f.regex;
-  } else if (!f.choices.empty()) {
-    flag = "--choice";
-    o.kind = grammar::StructuredOutput::Kind::kChoice;
-    o.choices = f.choices;
-  } else if (!f.grammar_file.empty()) {
-    flag = "--grammar";
-    FOLIO_ASSIGN_OR_RETURN(o.text, ReadFlagFile(f.grammar_file, flag));
-    o.kind = grammar::StructuredOutput::Kind::kGrammar;
-  } else {
-    return std::shared_ptr<const grammar::Grammar>();
-  }
-  Result<std::shared_ptr<const grammar::Grammar>> g = cache.Get(o);
-  if (!g) return g.error().WithContext(flag);
+Result<std::shared_ptr<const grammar::Grammar>> Compiled(const ConstraintFlags& f,
+                                                         grammar::GrammarCache& cache) {
+  FOLIO_ASSIGN_OR_RETURN(std::optional<Constraint> c, ConstraintFromFlags(f));
+  if (!c) return std::shared_ptr<const grammar::Grammar>();
+  Result<std::shared_ptr<const grammar::Grammar>> g = cache.Get(c->output);
+  if (!g) return g.error().WithContext(c->flag);
   return g;
 }
 
@@ -107,7 +69,8 @@ int RunGenerate(const GenerateFlags& f) {
   Result<std::vector<int32_t>> ids = served->EncodePrompt(f.prompt);
   if (!ids) return Fail(kCommand, ids.error());
   const std::vector<int32_t> prompt = std::move(*ids);
-  Result<std::shared_ptr<const grammar::Grammar>> constraint = Constraint(f, *served->grammars);
+  Result<std::shared_ptr<const grammar::Grammar>> constraint =
+      Compiled(f.constraint, *served->grammars);
   if (!constraint) return Fail(kCommand, constraint.error());
   const uint64_t capacity =
       std::min<uint64_t>(served->model->config().max_positions, f.max_context);

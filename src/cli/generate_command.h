@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/constraint_flags.h"
 #include "folio/engine/request.h"
 #include "folio/serving/engine_args.h"
 
@@ -29,13 +30,9 @@ struct GenerateFlags {
   uint64_t seed = 20;
   uint64_t max_context = 4096;
   bool raw = false;
-  // Structured output (at most one): the output must be an instance of the
-  // JSON Schema in this file, match this regular expression, be one of
-  // these strings, or be a sentence of the GBNF grammar in this file.
-  std::string json_schema_file;
-  std::string regex;
-  std::vector<std::string> choices;
-  std::string grammar_file;
+  // Structured output (at most one): --json-schema, --regex, --choice,
+  // --grammar.
+  ConstraintFlags constraint;
 };
 
 CLI::App* AddGenerateCommand(CLI::App& app, GenerateFlags& flags);

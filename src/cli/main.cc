@@ -5,6 +5,7 @@
 //   folio logits          prefill logits and a greedy continuation (cli/logits_command.h)
 //   folio batch           a short continuous-batching run (cli/batch_command.h)
 //   folio tokenize        a model's tokenizer alone (cli/tokenize_command.h)
+//   folio grammar         a constraint's GBNF, or texts checked (cli/grammar_command.h)
 //   folio embed           pooled embeddings of texts, JSON (cli/embed_command.h)
 //   folio info            a model's shape and sizes (cli/info_command.h)
 //   folio serve           OpenAI-compatible HTTP server (cli/serve_command.h)
@@ -42,6 +43,7 @@
 #include "cli/engine_flags.h"
 #include "cli/flag_lists.h"
 #include "cli/generate_command.h"
+#include "cli/grammar_command.h"
 #include "cli/info_command.h"
 #include "cli/kv_commands.h"
 #include "cli/layout_command.h"
@@ -75,6 +77,8 @@ int main(int argc, char** argv) {
   CLI::App* embed_cmd = AddEmbedCommand(app, embed);
   TokenizeFlags tokenize;
   CLI::App* tokenize_cmd = AddTokenizeCommand(app, tokenize);
+  GrammarFlags grammar_flags;
+  CLI::App* grammar_cmd = AddGrammarCommand(app, grammar_flags);
 
   LogitsFlags logits;
   CLI::App* logits_cmd = AddLogitsCommand(app, logits);
@@ -159,6 +163,7 @@ int main(int argc, char** argv) {
   if (*quantize_cmd) return RunQuantize(quantize);
   if (*logits_cmd) return RunLogits(logits);
   if (*tokenize_cmd) return RunTokenize(tokenize);
+  if (*grammar_cmd) return RunGrammar(grammar_flags);
   if (*embed_cmd) return RunEmbed(embed);
   if (*info_cmd) return RunInfo(info);
   if (*batch_cmd) return RunBatch(batch);

@@ -116,38 +116,6 @@ std::string Alternatives(const std::vector<std::string>& alts) {
   return out;
 }
 
-namespace {
-
-const char* const kKnownKeywords[] = {"$ref",
-                                      "type",
-                                      "enum",
-                                      "const",
-                                      "anyOf",
-                                      "oneOf",
-                                      "allOf",
-                                      "minLength",
-                                      "maxLength",
-                                      "pattern",
-                                      "format",
-                                      "minimum",
-                                      "maximum",
-                                      "exclusiveMinimum",
-                                      "exclusiveMaximum",
-                                      "multipleOf",
-                                      "properties",
-                                      "required",
-                                      "additionalProperties",
-                                      "minProperties",
-                                      "maxProperties",
-                                      "items",
-                                      "prefixItems",
-                                      "additionalItems",
-                                      "minItems",
-                                      "maxItems",
-                                      "uniqueItems"};
-
-}  // namespace
-
 Result<std::string> Converter::Run() {
   ref_rules_["#"] = "root";
   in_progress_.insert("#");
@@ -259,11 +227,7 @@ std::map<std::string, LibraryRule> Converter::LibraryRules() const {
 
 Status Converter::CheckKeywords(const Json& s, const std::string& ptr) {
   for (const auto& [key, value] : s.items()) {
-    if (IsIgnoredKeyword(key)) continue;
-    if (std::find_if(std::begin(kKnownKeywords), std::end(kKnownKeywords),
-                     [&key](const char* k) { return key == k; }) != std::end(kKnownKeywords)) {
-      continue;
-    }
+    if (IsIgnoredKeyword(key) || IsEnforcedKeyword(key)) continue;
     return Status::Unimplemented("unsupported keyword \"" + key + "\" at " + ptr);
   }
   return Status::Ok();
@@ -354,6 +318,11 @@ Result<Expr> Converter::VisitAnyOf(const Json& s, const std::string& ptr, uint64
   }
   const Json siblings = WithoutKey(s, key);
   const bool merge = HasConstraints(siblings, {});
+  if (std::string_view(key) == "oneOf") {
+    FOLIO_ASSIGN_OR_RETURN(std::optional<std::vector<Json>> variants,
+                           OneOfOfRequiredSets(alts, siblings, ptr));
+    if (variants) return VisitAlternatives(*variants, ptr, key, depth);
+  }
   std::vector<Json> merged;
   for (size_t i = 0; i < alts.size(); ++i) {
     const std::string at = ptr + "/" + key + "/" + std::to_string(i);
@@ -378,15 +347,88 @@ Result<Expr> Converter::VisitAnyOf(const Json& s, const std::string& ptr, uint64
       }
     }
   }
+  return VisitAlternatives(merged, ptr, key, depth);
+}
+
+Result<Expr> Converter::VisitAlternatives(const std::vector<Json>& alts, const std::string& ptr,
+                                          const char* key, uint64_t depth) {
   std::vector<std::string> out;
-  for (size_t i = 0; i < merged.size(); ++i) {
+  for (size_t i = 0; i < alts.size(); ++i) {
     FOLIO_ASSIGN_OR_RETURN(Expr e,
-                           Visit(merged[i], ptr + "/" + key + "/" + std::to_string(i), depth + 1));
+                           Visit(alts[i], ptr + "/" + key + "/" + std::to_string(i), depth + 1));
     if (e && std::find(out.begin(), out.end(), *e) == out.end()) out.push_back(*e);
   }
   if (out.empty()) return Expr();
   if (out.size() == 1) return Expr(out[0]);
   return Expr(NodeRule(ptr, Alternatives(out)));
+}
+
+Result<std::optional<std::vector<Json>>> Converter::OneOfOfRequiredSets(const Json& alts,
+                                                                        const Json& siblings,
+                                                                        const std::string& ptr) {
+  constexpr size_t kMaxOneOfVariants = 64;
+  if (alts.size() < 2) return std::optional<std::vector<Json>>();
+  std::vector<std::vector<std::string>> required;
+  for (const Json& alt : alts) {
+    if (!alt.is_object() || !alt.contains("required") || !alt["required"].is_array() ||
+        HasConstraints(alt, {"required"})) {
+      return std::optional<std::vector<Json>>();
+    }
+    std::vector<std::string> keys;
+    for (const Json& k : alt["required"]) {
+      if (!k.is_string()) return std::optional<std::vector<Json>>();
+      keys.push_back(k.get<std::string>());
+    }
+    required.push_back(std::move(keys));
+  }
+  auto has = [](const std::vector<std::string>& v, const std::string& k) {
+    return std::find(v.begin(), v.end(), k) != v.end();
+  };
+  std::vector<Json> variants;
+  for (size_t i = 0; i < alts.size(); ++i) {
+    // For each other alternative, the keys it requires that i does not: one
+    // of them must be absent. An empty set: every instance of i is also one
+    // of j, so i contributes nothing.
+    std::vector<std::vector<std::string>> choices;
+    bool empty = false;
+    for (size_t j = 0; j < alts.size() && !empty; ++j) {
+      if (j == i) continue;
+      std::vector<std::string> d;
+      for (const std::string& k : required[j]) {
+        if (!has(required[i], k)) d.push_back(k);
+      }
+      empty = d.empty();
+      choices.push_back(std::move(d));
+    }
+    if (empty) continue;
+    // Every pick of one key per set, as the set of keys forbidden.
+    std::vector<std::vector<std::string>> picks = {{}};
+    for (const std::vector<std::string>& d : choices) {
+      std::vector<std::vector<std::string>> next;
+      for (const std::vector<std::string>& p : picks) {
+        for (const std::string& k : d) {
+          std::vector<std::string> q = p;
+          if (!has(q, k)) q.push_back(k);
+          std::sort(q.begin(), q.end());
+          if (std::find(next.begin(), next.end(), q) == next.end()) next.push_back(std::move(q));
+        }
+      }
+      picks = std::move(next);
+      if (variants.size() + picks.size() > kMaxOneOfVariants) {
+        return std::optional<std::vector<Json>>();
+      }
+    }
+    for (const std::vector<std::string>& forbidden : picks) {
+      Json part = Json::object();
+      part["required"] = alts[i]["required"];
+      part["properties"] = Json::object();
+      for (const std::string& k : forbidden) part["properties"][k] = false;
+      FOLIO_ASSIGN_OR_RETURN(
+          Json m, MergeSchemas(root_, siblings, part, ptr + "/oneOf/" + std::to_string(i)));
+      variants.push_back(std::move(m));
+    }
+  }
+  return std::optional<std::vector<Json>>(std::move(variants));
 }
 
 Result<uint32_t> Converter::Types(const Json& s, const std::string& ptr) {

@@ -120,6 +120,20 @@ class Converter {
 
   Result<Expr> VisitAnyOf(const Json& s, const std::string& ptr, uint64_t depth);
 
+  // The alternation of `alts` (anyOf, or a oneOf shown disjoint), each
+  // visited at ptr/key/i.
+  Result<Expr> VisitAlternatives(const std::vector<Json>& alts, const std::string& ptr,
+                                 const char* key, uint64_t depth);
+
+  // A oneOf whose alternatives only list `required` keys (the shapes live
+  // in the siblings) as an anyOf of disjoint objects: alternative i with,
+  // for every other j, one of j's keys that i does not require absent.
+  // nullopt when the alternatives are not of that form or the expansion
+  // passes kMaxOneOfVariants.
+  Result<std::optional<std::vector<Json>>> OneOfOfRequiredSets(const Json& alts,
+                                                               const Json& siblings,
+                                                               const std::string& ptr);
+
   Result<uint32_t> Types(const Json& s, const std::string& ptr);
 
   // ---- enum / const ----
@@ -156,6 +170,20 @@ class Converter {
                               const std::string& extra_kv, uint64_t lo, std::optional<uint64_t> hi,
                               const std::string& ptr);
   std::string AdditionalKey(const std::vector<std::string>& declared, const std::string& ptr);
+
+  // patternProperties, where a grammar can hold it exactly: with
+  // additionalProperties false, the undeclared members are those whose key
+  // matches a pattern (all patterns sharing one schema), and no declared or
+  // required key matches one; otherwise only patterns whose schema takes
+  // any value (they constrain nothing). `key` is the GBNF of such a key,
+  // `value` of its value; nullopt when no pattern constrains anything.
+  struct PatternMembers {
+    std::string key;
+    Expr value;
+  };
+  Result<std::optional<PatternMembers>> VisitPatternProperties(
+      const Json& s, const std::vector<std::string>& declared, bool closed, const std::string& ptr,
+      uint64_t depth);
 
   const Json& root_;
   const JsonSchemaOptions& options_;

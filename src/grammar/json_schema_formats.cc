@@ -111,6 +111,20 @@ Result<std::string> FormatRuleName(std::string_view format) {
                                "ipv6, hostname)");
 }
 
+bool IsStandardFormat(std::string_view format) {
+  static const char* const kStandard[] = {
+      // 2020-12 (and drafts 4 to 2019-09).
+      "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname",
+      "ipv4", "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template",
+      "json-pointer", "relative-json-pointer", "regex",
+      // Draft 3's names.
+      "utc-millisec", "color", "style", "phone", "ip-address", "host-name"};
+  for (const char* f : kStandard) {
+    if (format == f) return true;
+  }
+  return false;
+}
+
 std::optional<uint64_t> FormatFixedLength(std::string_view format) {
   if (format == "date") return 10;
   if (format == "uuid") return 36;

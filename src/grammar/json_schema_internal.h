@@ -67,6 +67,10 @@ struct LibraryRule {
 const std::vector<LibraryRule>& FormatRules();
 // The top rule for `format`, or kUnimplemented naming it.
 Result<std::string> FormatRuleName(std::string_view format);
+// Whether a draft from 3 to 2020-12 defines the format. Other names
+// ("url", "byte", "semver", ...) are annotations: ignored, as JSON Schema
+// says of formats it does not know.
+bool IsStandardFormat(std::string_view format);
 // The length of every text a format's rule matches, where it is fixed.
 std::optional<uint64_t> FormatFixedLength(std::string_view format);
 
@@ -81,8 +85,13 @@ struct ResolvedRef {
 };
 Result<ResolvedRef> ResolveRef(const Json& root, const Json& ref, std::string_view at);
 
-// Whether a key constrains nothing (annotations, x-*, $defs containers).
+// Whether a key constrains nothing: an annotation (title, examples, ...),
+// a $defs container, or a key that is no JSON Schema keyword at all (x-*,
+// a generator's own keys), which JSON Schema says to ignore.
 bool IsIgnoredKeyword(std::string_view key);
+// Whether folio enforces the keyword (json_schema.h). A keyword that is
+// neither ignored nor enforced is refused by name.
+bool IsEnforcedKeyword(std::string_view key);
 
 // The intersection of two schemas as one schema, where it can be written
 // without loss (see json_schema.h); kUnimplemented where it cannot.

@@ -208,15 +208,80 @@ bool InRequired(const Json& s, const std::string& key) {
                      [&](const Json& k) { return k == key; });
 }
 
+// Whether an object schema lets no member have `key`: its schema is false,
+// or it is undeclared where additionalProperties is false and no
+// patternProperties are.
+bool Forbids(const Json& s, const std::string& key) {
+  const Json* props =
+      s.contains("properties") && s["properties"].is_object() ? &s["properties"] : nullptr;
+  if (props != nullptr && props->contains(key)) {
+    const Json& v = (*props)[key];
+    return v.is_boolean() && !v.get<bool>();
+  }
+  // (A pattern could still admit the key.)
+  return !s.contains("patternProperties") && s.contains("additionalProperties") &&
+         s["additionalProperties"].is_boolean() && !s["additionalProperties"].get<bool>();
+}
+
 }  // namespace
 
-bool IsIgnoredKeyword(std::string_view key) {
-  static const char* const kIgnored[] = {
-      "title",   "description", "$schema",  "$id",       "id",    "$comment",   "examples",
-      "default", "deprecated",  "readOnly", "writeOnly", "$defs", "definitions"};
-  if (key.substr(0, 2) == "x-") return true;
-  return std::any_of(std::begin(kIgnored), std::end(kIgnored),
+bool IsEnforcedKeyword(std::string_view key) {
+  static const char* const kEnforced[] = {"$ref",
+                                          "type",
+                                          "enum",
+                                          "const",
+                                          "anyOf",
+                                          "oneOf",
+                                          "allOf",
+                                          "minLength",
+                                          "maxLength",
+                                          "pattern",
+                                          "format",
+                                          "minimum",
+                                          "maximum",
+                                          "exclusiveMinimum",
+                                          "exclusiveMaximum",
+                                          "multipleOf",
+                                          "properties",
+                                          "required",
+                                          "additionalProperties",
+                                          "patternProperties",
+                                          "minProperties",
+                                          "maxProperties",
+                                          "items",
+                                          "prefixItems",
+                                          "additionalItems",
+                                          "minItems",
+                                          "maxItems",
+                                          "uniqueItems"};
+  return std::any_of(std::begin(kEnforced), std::end(kEnforced),
                      [key](const char* k) { return key == k; });
+}
+
+bool IsIgnoredKeyword(std::string_view key) {
+  // Keywords of drafts 3 to 2020-12 that assert something folio does not
+  // enforce: refused by name, never ignored.
+  static const char* const kUnenforced[] = {"not",
+                                            "if",
+                                            "then",
+                                            "else",
+                                            "propertyNames",
+                                            "dependencies",
+                                            "dependentRequired",
+                                            "dependentSchemas",
+                                            "contains",
+                                            "minContains",
+                                            "maxContains",
+                                            "unevaluatedItems",
+                                            "unevaluatedProperties",
+                                            "$dynamicRef",
+                                            "$recursiveRef",
+                                            "extends",
+                                            "disallow",
+                                            "divisibleBy"};
+  if (IsEnforcedKeyword(key)) return false;
+  return std::none_of(std::begin(kUnenforced), std::end(kUnenforced),
+                      [key](const char* k) { return key == k; });
 }
 
 uint32_t TypeBitsForName(std::string_view name) {
@@ -244,6 +309,7 @@ uint32_t ImpliedTypes(const Json& s) {
       {"properties", kObject},
       {"required", kObject},
       {"additionalProperties", kObject},
+      {"patternProperties", kObject},
       {"minProperties", kObject},
       {"maxProperties", kObject},
       {"items", kArray},
@@ -256,7 +322,14 @@ uint32_t ImpliedTypes(const Json& s) {
   uint32_t bits = 0;
   if (!s.is_object()) return bits;
   for (const auto& [key, b] : kFamilies) {
-    if (s.contains(key)) bits |= b;
+    if (!s.contains(key)) continue;
+    // An unknown format is an annotation: it implies no type either.
+    const Json& v = s[key];
+    if (std::string_view(key) == "format" && v.is_string() &&
+        !IsStandardFormat(v.get<std::string>())) {
+      continue;
+    }
+    bits |= b;
   }
   return bits;
 }
@@ -350,8 +423,24 @@ Result<Json> MergeSchemas(const Json& root, const Json& a_in, const Json& b_in, 
       if (s->is_boolean()) return Json(false);
     }
   }
+  // patternProperties decide which schema a key of the other side meets:
+  // merged only where the other side says nothing about members, or the
+  // same.
+  if (a.contains("patternProperties") || b.contains("patternProperties")) {
+    auto about_members = [](const Json& s) {
+      return s.contains("properties") || s.contains("additionalProperties") ||
+             s.contains("patternProperties");
+    };
+    bool same = true;
+    for (const char* k : {"properties", "additionalProperties", "patternProperties"}) {
+      same = same && a.contains(k) == b.contains(k) && (!a.contains(k) || a[k] == b[k]);
+    }
+    if (about_members(a) && about_members(b) && !same) {
+      return CannotMerge("patternProperties", at);
+    }
+  }
   // additionalProperties of one side applies to the other side's extra
-  // properties: exact, since there is no patternProperties.
+  // properties: exact where neither side has patternProperties (above).
   auto extra = [](const Json& s) -> Json {
     return s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
   };
@@ -488,6 +577,13 @@ bool ProvablyDisjoint(const Json& root, const Json& a_in, const Json& b_in) {
   const Json& b = *Resolved(root, b_in);
   if (!a.is_object() || !b.is_object()) return false;
   if ((PossibleTypes(root, a, 0) | PossibleTypes(root, b, 0)) != kObject) return false;
+  // A key one side requires and the other forbids.
+  for (const auto& [x, y] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+    if (!x->contains("required") || !(*x)["required"].is_array()) continue;
+    for (const Json& key : (*x)["required"]) {
+      if (key.is_string() && Forbids(*y, key.get<std::string>())) return true;
+    }
+  }
   if (!a.contains("properties") || !b.contains("properties")) return false;
   const Json& ap = a["properties"];
   const Json& bp = b["properties"];

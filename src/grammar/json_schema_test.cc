@@ -56,13 +56,64 @@ void ExpectRefused(const std::string& schema, StatusCode code, const std::string
 
 // ---- Refusals ----
 
-TEST(JsonSchemaToGbnf, UnknownKeywordIsRefusedWithItsPointer) {
-  ExpectRefused(R"({"properties": {"a": {"type": "string", "contentMediaType": "x"}}})",
-                StatusCode::kUnimplemented, "\"contentMediaType\" at #/properties/a");
+TEST(JsonSchemaToGbnf, UnenforcedKeywordIsRefusedWithItsPointer) {
+  ExpectRefused(R"({"properties": {"a": {"type": "object", "propertyNames": {"maxLength": 3}}}})",
+                StatusCode::kUnimplemented, "\"propertyNames\" at #/properties/a");
+  for (const char* keyword : {"not", "if", "dependentRequired", "contains", "unevaluatedItems",
+                              "$dynamicRef", "disallow"}) {
+    ExpectRefused(std::string(R"({"type": "object", ")") + keyword + R"(": {}})",
+                  StatusCode::kUnimplemented, std::string("\"") + keyword + "\" at #");
+  }
 }
 
-TEST(JsonSchemaToGbnf, PatternPropertiesIsRefused) {
-  ExpectRefused(R"({"type": "object", "patternProperties": {"^a": {}}})",
+// JSON Schema ignores keys that are no keyword of it (a generator's own
+// "example", "_format", "javaType", "visible" ...), and the content
+// keywords are annotations since 2019-09: each schema below is the same
+// grammar as without them.
+TEST(JsonSchemaToGbnf, KeysThatAreNoKeywordAreIgnored) {
+  const std::string plain =
+      *Convert(R"({"type": "object", "properties": {"a": {"type": "string"}}})");
+  for (const char* extra :
+       {R"("example": {"a": 1})", R"("_format": "date")", R"("javaType": "A")",
+        R"("visible": false)", R"("contentMediaType": "text/html")", R"("$anchor": "x")"}) {
+    const std::string schema = std::string(R"({"type": "object", "properties": {"a": {"type": )") +
+                               R"("string", )" + extra + "}}, " + extra + "}";
+    Result<std::string> g = Convert(schema);
+    ASSERT_TRUE(g.ok()) << schema << ": " << g.status().ToString();
+    EXPECT_EQ(*g, plain) << schema;
+  }
+}
+
+// With additionalProperties false, the undeclared members are those whose
+// key matches a pattern (searched, as `pattern` is), with its schema.
+TEST(JsonSchemaToGbnf, PatternPropertiesWithAdditionalPropertiesFalse) {
+  ExpectMatches(
+      R"({"type": "object", "properties": {"id": {"type": "integer"}},
+                    "patternProperties": {"^x_": {"type": "string"}, "[0-9]$": {"type": "string"}},
+                    "additionalProperties": false})",
+      {R"({"id":1})", R"({"id":1,"x_a":"s"})", R"({"x_b":"t","x_c":"u"})", "{}", R"({"v2":"s"})"},
+      {R"({"id":1,"y":"s"})", R"({"x_a":1})", R"({"id":"1"})", R"({"_x":"s"})"});
+}
+
+TEST(JsonSchemaToGbnf, PatternPropertiesThatTakeAnyValueConstrainNothing) {
+  EXPECT_EQ(*Convert(R"({"type": "object", "patternProperties": {"^a": {}, "b": true}})"),
+            *Convert(R"({"type": "object"})"));
+}
+
+TEST(JsonSchemaToGbnf, PatternPropertiesOnlyWhereAGrammarHoldsThem) {
+  // Other keys open: "a key that matches no pattern" is not written.
+  ExpectRefused(R"({"type": "object", "patternProperties": {"^a": {"type": "string"}}})",
+                StatusCode::kUnimplemented, "patternProperties at #");
+  // A declared key a pattern also matches must meet both schemas.
+  ExpectRefused(R"({"properties": {"ab": {}}, "patternProperties": {"^a": {"type": "string"}},
+                    "additionalProperties": false})",
+                StatusCode::kUnimplemented, "the declared key \"ab\" matches the pattern");
+  ExpectRefused(R"({"patternProperties": {"^a": {"type": "string"}, "^b": {"type": "integer"}},
+                    "additionalProperties": false})",
+                StatusCode::kUnimplemented, "differing schemas");
+  // The other side's members would meet the patterns.
+  ExpectRefused(R"({"allOf": [{"patternProperties": {"^a": {}}, "additionalProperties": false},
+                              {"properties": {"b": {}}}]})",
                 StatusCode::kUnimplemented, "patternProperties");
 }
 
@@ -75,14 +126,53 @@ TEST(JsonSchemaToGbnf, RemoteRefIsUnimplemented) {
                 "remote $ref");
 }
 
-TEST(JsonSchemaToGbnf, UnknownFormatIsRefusedByName) {
-  ExpectRefused(R"({"type": "string", "format": "iri-reference"})", StatusCode::kUnimplemented,
-                "iri-reference");
+TEST(JsonSchemaToGbnf, UnenforcedStandardFormatIsRefusedByName) {
+  for (const char* format : {"iri-reference", "duration", "json-pointer", "regex", "color"}) {
+    ExpectRefused(std::string(R"({"type": "string", "format": ")") + format + R"("})",
+                  StatusCode::kUnimplemented, std::string("\"") + format + "\"");
+  }
+}
+
+// A format no draft defines is an annotation (JSON Schema ignores it): any
+// string, and it implies no type for a schema without one.
+TEST(JsonSchemaToGbnf, FormatNoDraftDefinesIsIgnored) {
+  ExpectMatches(R"({"type": "string", "format": "semver", "maxLength": 3})",
+                {R"("1.0")", R"("abc")"}, {R"("1.0.0")", "1"});
+  ExpectMatches(R"({"format": "positiveInteger"})", {"1", R"("x")", "[]"}, {});
+  ExpectMatches(R"({"type": "string", "format": "url", "pattern": "^a"})", {R"("ab")"},
+                {R"("ba")"});
 }
 
 TEST(JsonSchemaToGbnf, UniqueItemsTrueIsRefused) {
   ExpectRefused(R"({"type": "array", "uniqueItems": true})", StatusCode::kUnimplemented,
                 "uniqueItems");
+}
+
+// Disjoint because a key one alternative requires is one the other forbids.
+TEST(JsonSchemaToGbnf, OneOfWithARequiredKeyTheOtherForbids) {
+  ExpectMatches(R"({"oneOf": [
+      {"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+      {"properties": {"b": {}}, "additionalProperties": false}]})",
+                {R"({"a":1})", R"({"b":1})", "{}", R"({"a":1,"b":2})"},
+                {R"({"c":1})", R"({"a":"x"})"});
+}
+
+// oneOf over `required` lists alone (the shape in the siblings), as
+// function-calling schemas write "a circle or a rectangle": exactly one
+// list may be complete.
+TEST(JsonSchemaToGbnf, OneOfOfRequiredSetsIsExactlyOne) {
+  const std::string props =
+      R"("type": "object", "properties": {"r": {"type": "number"}, "l": {"type": "number"},
+         "w": {"type": "number"}})";
+  ExpectMatches("{" + props + R"(, "oneOf": [{"required": ["r"]}, {"required": ["l", "w"]}]})",
+                {R"({"r":1})", R"({"l":1,"w":2})", R"({"r":1,"l":2})", R"({"r":1,"w":2})",
+                 R"({"l":1,"w":2,"x":3})"},
+                {R"({"r":1,"l":1,"w":2})", "{}", R"({"l":1})", R"({"r":1,"l":1,"w":2,"x":3})"});
+  // A list inside another: the longer one can never be the only one.
+  ExpectMatches("{" + props + R"(, "oneOf": [{"required": ["r"]}, {"required": ["r", "l"]}]})",
+                {R"({"r":1})", R"({"r":1,"w":2})"}, {R"({"r":1,"l":2})", "{}"});
+  ExpectRefused("{" + props + R"(, "oneOf": [{"required": ["r"]}, {"required": ["r"]}]})",
+                StatusCode::kUnimplemented, "matches no instance");
 }
 
 TEST(JsonSchemaToGbnf, OverlappingOneOfIsRefused) {

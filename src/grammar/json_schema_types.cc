@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "folio/core/utf8.h"
+#include "folio/grammar/grammar.h"
 #include "folio/grammar/regex.h"
 #include "grammar/json_schema_converter.h"
 
@@ -93,6 +95,11 @@ Result<Expr> Converter::VisitNumber(const Json& s, const std::string& ptr, bool 
 // ---- Strings ----
 
 Result<Expr> Converter::VisitString(const Json& s, const std::string& ptr) {
+  if (s.contains("format") && s["format"].is_string() &&
+      !IsStandardFormat(s["format"].get<std::string>())) {
+    // A format JSON Schema does not define is an annotation.
+    return VisitString(WithoutKey(s, "format"), ptr);
+  }
   FOLIO_ASSIGN_OR_RETURN(std::optional<uint64_t> min_len, Count(s, "minLength", ptr));
   FOLIO_ASSIGN_OR_RETURN(std::optional<uint64_t> max_len, Count(s, "maxLength", ptr));
   const bool has_len = min_len || max_len;
@@ -186,22 +193,33 @@ Result<Expr> Converter::VisitObject(const Json& s, const std::string& ptr, uint6
       FOLIO_ASSIGN_OR_RETURN(extra, Visit(additional, ptr + "/additionalProperties", depth + 1));
     }
   }
-  // Required keys that are not declared are additional properties, placed
-  // after the declared ones.
-  for (const std::string& key : required) {
-    if (props.contains(key)) continue;
-    if (!extra) return Expr();
-    members.push_back({Seq({Literal(JsonText(Json(key))), Colon(), *extra}), true});
-  }
-  const uint64_t n = members.size();
-  const uint64_t n_required = static_cast<uint64_t>(
-      std::count_if(members.begin(), members.end(), [](const Member& m) { return m.required; }));
   std::vector<std::string> declared;
   for (const auto& [key, sub] : props.items()) declared.push_back(key);
   for (const std::string& key : required) {
     if (!props.contains(key)) declared.push_back(key);
   }
-  const std::string extra_kv = extra ? Seq({AdditionalKey(declared, ptr), Colon(), *extra}) : "";
+  std::optional<PatternMembers> patterned;
+  if (s.contains("patternProperties")) {
+    ClearedScope guarded(&unguarded_);
+    const bool closed = additional.is_boolean() && !additional.get<bool>();
+    FOLIO_ASSIGN_OR_RETURN(patterned, VisitPatternProperties(s, declared, closed, ptr, depth));
+    if (patterned) extra = patterned->value;
+  }
+  // Required keys that are not declared are additional properties, placed
+  // after the declared ones (a key no pattern matches, with patterns, has
+  // no schema left: additionalProperties is false).
+  for (const std::string& key : required) {
+    if (props.contains(key)) continue;
+    if (!extra || patterned) return Expr();
+    members.push_back({Seq({Literal(JsonText(Json(key))), Colon(), *extra}), true});
+  }
+  const uint64_t n = members.size();
+  const uint64_t n_required = static_cast<uint64_t>(
+      std::count_if(members.begin(), members.end(), [](const Member& m) { return m.required; }));
+  std::string extra_kv;
+  if (extra) {
+    extra_kv = Seq({patterned ? patterned->key : AdditionalKey(declared, ptr), Colon(), *extra});
+  }
   if (max_props && *max_props < n_required) return Expr();
   if (min_props && *min_props > n && !extra) return Expr();
   if (min_props && max_props && *min_props > *max_props) return Expr();
@@ -353,6 +371,66 @@ Result<Expr> Converter::CountedMembers(const std::vector<std::string>& kvs,
 // declared keys: at each node the string may end (unless the node spells
 // a declared key), go on with a child's character, or leave the trie with
 // any other character.
+namespace {
+
+// Whether a JSON string's content (as JSON writes it, between the quotes)
+// is in the language of `regex_gbnf` (a RegexToGbnf expression).
+Result<bool> RegexMatches(const std::string& regex_gbnf, const std::string& content) {
+  FOLIO_ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> g,
+                         Grammar::FromGbnf("root ::= ( " + regex_gbnf + " )"));
+  return g->Matches(content);
+}
+
+}  // namespace
+
+Result<std::optional<Converter::PatternMembers>> Converter::VisitPatternProperties(
+    const Json& s, const std::vector<std::string>& declared, bool closed, const std::string& ptr,
+    uint64_t depth) {
+  const Json& pp = s["patternProperties"];
+  const std::string at = ptr + "/patternProperties";
+  if (!pp.is_object())
+    return Status::InvalidArgument("patternProperties must be an object at " + ptr);
+  std::vector<std::pair<std::string, const Json*>> entries;
+  for (const auto& [pattern, sub] : pp.items()) {
+    // Other keys take any value: a pattern whose schema does too adds nothing.
+    const bool any_value =
+        (sub.is_boolean() && sub.get<bool>()) || (sub.is_object() && !HasConstraints(sub, {}));
+    if (!closed && any_value) continue;
+    entries.emplace_back(pattern, &sub);
+  }
+  if (entries.empty()) return std::optional<PatternMembers>();
+  if (!closed) {
+    return Status::Unimplemented("patternProperties at " + ptr +
+                                 " (supported with additionalProperties false, or where each "
+                                 "pattern's schema takes any value)");
+  }
+  std::vector<std::string> keys;
+  for (const auto& [pattern, sub] : entries) {
+    if (*sub != *entries[0].second) {
+      return Status::Unimplemented("patternProperties with differing schemas at " + ptr);
+    }
+    RegexOptions ro;
+    ro.search = true;
+    ro.json_string = true;
+    Result<std::string> re = RegexToGbnf(pattern, ro);
+    if (!re.ok()) return re.status().WithContext("patternProperties at " + at);
+    for (const std::string& key : declared) {
+      const std::string text = JsonText(Json(key));
+      FOLIO_ASSIGN_OR_RETURN(bool hit, RegexMatches(*re, text.substr(1, text.size() - 2)));
+      if (hit) {
+        return Status::Unimplemented("patternProperties at " + ptr + ": the declared key " + text +
+                                     " matches the pattern " + JsonText(Json(pattern)) +
+                                     " (a key under both is not supported)");
+      }
+    }
+    keys.push_back("( " + *re + " )");
+  }
+  FOLIO_ASSIGN_OR_RETURN(
+      Expr value, Visit(*entries[0].second, at + "/" + EscapeToken(entries[0].first), depth + 1));
+  return std::optional<PatternMembers>(
+      PatternMembers{Seq({kQuote, "( " + Alternatives(keys) + " )", kQuote}), value});
+}
+
 std::string Converter::AdditionalKey(const std::vector<std::string>& declared,
                                      const std::string& ptr) {
   if (declared.empty()) return Use("string");

@@ -75,10 +75,10 @@ TEST(StructuredOutput, JsonSchemaAndJsonObject) {
 TEST(StructuredOutput, UnsupportedKeywordIsRefusedByName) {
   StructuredOutput o;
   o.kind = Kind::kJsonSchema;
-  o.schema = nlohmann::ordered_json::parse(R"({"type": "object", "patternProperties": {}})");
+  o.schema = nlohmann::ordered_json::parse(R"({"type": "object", "propertyNames": {}})");
   const Status s = StructuredOutputToGbnf(o).status();
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("patternProperties"), std::string::npos) << s.ToString();
+  EXPECT_NE(s.message().find("propertyNames"), std::string::npos) << s.ToString();
 }
 
 TEST(GrammarCache, SameConstraintIsCompiledOnce) {

@@ -668,7 +668,7 @@ TEST(ParseRequest, StructuredOutputRefusalsNameTheField) {
       {R"("response_format": {"type": "json_schema", "json_schema": {"schema": {}, "x": 1}})",
        "response_format"},
       {R"("response_format": {"type": "json_schema", "json_schema":
-          {"schema": {"type": "object", "patternProperties": {}}}})",
+          {"schema": {"type": "object", "propertyNames": {}}}})",
        "response_format"},
       {R"("response_format": "json")", "response_format"},
       {R"("structured_outputs": {"whitespace_pattern": " "})",
@@ -694,9 +694,9 @@ TEST(ParseRequest, StructuredOutputRefusalsNameTheField) {
   }
   // The refused keyword is named in the message.
   const ApiError e = Err(Endpoint::kCompletions, R"({"prompt": "a", "guided_json":
-      {"type": "object", "patternProperties": {"x": {}}}})",
+      {"type": "object", "propertyNames": {"maxLength": 3}}})",
                          ModelWithGrammars());
-  EXPECT_NE(e.message.find("patternProperties"), std::string::npos) << e.Body();
+  EXPECT_NE(e.message.find("propertyNames"), std::string::npos) << e.Body();
 }
 
 TEST(ParseRequest, StructuredOutputWithoutAGrammarCacheIsRefused) {

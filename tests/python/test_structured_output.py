@@ -115,9 +115,9 @@ def test_refusals_name_the_field_and_keyword(server):
     status, reply = server.post("/v1/chat/completions", {
         "messages": QUESTION,
         "response_format": {"type": "json_schema", "json_schema": {
-            "name": "t", "schema": {"type": "object", "patternProperties": {"^x": {}}}}}})
+            "name": "t", "schema": {"type": "object", "propertyNames": {"maxLength": 3}}}}})
     assert status == 400 and reply["error"]["param"] == "response_format", reply
-    assert "patternProperties" in reply["error"]["message"]
+    assert "propertyNames" in reply["error"]["message"]
     status, reply = server.post("/v1/completions", {"prompt": "a", "guided_regex": "(?<=a)b"})
     assert status == 400 and reply["error"]["param"] == "guided_regex", reply
     # A count past the repeat limit is refused, not compiled.
@@ -157,9 +157,9 @@ def test_llm_and_cli_give_the_http_server_s_greedy_output(server):
         temperature=0.8, seed=5, max_tokens=8,
         guided_decoding={"choice": [" cyan", " magenta"]}), use_tqdm=False)[0].outputs[0]
     assert choice.text in (" cyan", " magenta")
-    with pytest.raises(ValueError, match="patternProperties"):
+    with pytest.raises(ValueError, match="propertyNames"):
         llm.generate(prompt, SamplingParams(structured_outputs={"json": {
-            "type": "object", "patternProperties": {}}}), use_tqdm=False)
+            "type": "object", "propertyNames": {}}}), use_tqdm=False)
     with pytest.raises(ValueError, match="exactly one"):
         SamplingParams(structured_outputs={"regex": "a", "choice": ["a"]})
     with pytest.raises(ValueError, match="whitespace_pattern"):

@@ -12,9 +12,14 @@
 //   enum, const (values of any type; filtered by type; other keywords
 //     beside them are refused)
 //   anyOf; oneOf only where its alternatives are provably disjoint:
-//     different types, different enum/const values, or objects with a
-//     property both require whose enum/const values differ (else
-//     refused). Keywords beside anyOf / oneOf apply to each alternative
+//     different types, different enum/const values, objects with a
+//     property both require whose enum/const values differ, or a key one
+//     requires that the other forbids (false, or undeclared under
+//     additionalProperties false) -- else refused; and oneOf whose
+//     alternatives only list `required` keys, as an anyOf of alternative i
+//     with, for each other j, one key of j's list that i does not require
+//     absent (at most 64 such objects; a list that contains another's can
+//     never be the only complete one). Keywords beside anyOf / oneOf apply to each alternative
 //     (merged as for allOf).
 //   allOf and $ref with sibling keywords (draft 2019+ semantics: both
 //     apply): the parts are merged into one schema. type intersects;
@@ -37,6 +42,12 @@
 //     maxProperties (a bounded repetition of additional properties; with
 //     declared properties, a rule per position and count, refused above
 //     64 unless the declared properties already settle the count).
+//   patternProperties (searched, as pattern is) with additionalProperties
+//     false: the undeclared members are those whose key matches a pattern,
+//     all patterns sharing one schema, and no declared or required key may
+//     match one; with other keys open, only patterns whose schema takes any
+//     value (they constrain nothing). Else refused, as is merging it
+//     (allOf) with another side that declares members differently.
 //   items / prefixItems (and draft 4's array form of items with
 //     additionalItems), minItems, maxItems; uniqueItems false (true is
 //     refused).
@@ -48,9 +59,10 @@
 //     of at most 63 characters or 4 to 8 of at most 30, so at most 253 in
 //     all; the last label starts with a letter), email (a dot-atom local
 //     part "@" a hostname: no quoted local parts or address literals), uri
-//     (RFC 3986 absolute URIs without IPvFuture hosts). Other formats are
-//     refused; format with minLength/maxLength only for the fixed-length
-//     formats (date, uuid).
+//     (RFC 3986 absolute URIs without IPvFuture hosts). Other standard
+//     formats are refused, formats no draft defines ignored (below);
+//     format with minLength/maxLength only for the fixed-length formats
+//     (date, uuid).
 //   minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's boolean
 //     form too) on integers and numbers, exactly (any decimal bound: a
 //     digit-by-digit range over the integer part and, where it meets a
@@ -60,15 +72,23 @@
 //     nothing), an item whose schema is false ends the array there. A
 //     schema that matches nothing at the root or behind a $ref is refused
 //     (GBNF has no empty language).
-// Accepted and ignored because they do not constrain an instance: title,
-// description, $schema, $id, id, $comment, examples, default, deprecated,
-// readOnly, writeOnly, $defs and definitions (they hold schemas for
-// $refs), and any key starting with "x-". Every other keyword (not,
-// if/then/else, patternProperties, propertyNames, dependentRequired,
-// dependentSchemas, dependencies, contains, unevaluated*, $anchor,
-// $dynamicRef, contentEncoding, ...) is refused with kUnimplemented naming
-// it and where it sits (a JSON pointer), never ignored: a grammar that
-// accepts more than the schema would be wrong silently.
+// Accepted and ignored because they do not constrain an instance:
+// annotations (title, description, $schema, $id, id, $comment, examples,
+// default, deprecated, readOnly, writeOnly, $anchor, and the content
+// keywords contentEncoding / contentMediaType / contentSchema, annotations
+// since 2019-09), $defs and definitions (they hold schemas for $refs), and
+// every key that is no JSON Schema keyword at all (x-*, a generator's own
+// "example", "_format", "javaType", ...), which JSON Schema says to ignore.
+// A format no draft defines ("url", "byte", "semver", ...) is an
+// annotation too: the string is any string, and it implies no type. Every
+// keyword of drafts 3 to 2020-12 that asserts something folio does not
+// enforce (not, if/then/else, propertyNames,
+// dependentRequired, dependentSchemas, dependencies, contains,
+// unevaluated*, $dynamicRef, $recursiveRef, draft 3's extends / disallow /
+// divisibleBy) and every standard format not listed above (duration,
+// iri, json-pointer, regex, ...) is refused with kUnimplemented naming it
+// and where it sits (a JSON pointer), never ignored: a grammar that accepts
+// more than the schema would be wrong silently.
 //
 // Forms. A valid instance may still be refused for how it is written:
 // - Whitespace: as JsonSchemaOptions says.
