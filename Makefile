@@ -8,8 +8,9 @@
 #   make asan          an ASan + UBSan build in build-asan/, and its tests
 #   make fuzz          libFuzzer (clang, ASan + UBSan) on the GGUF, safetensors,
 #                      Hurray descriptor and KV snapshot readers, the server's
-#                      request parser and the chat template interpreter,
-#                      FUZZ_SECONDS (60) each, in build-fuzz/
+#                      request parser, the chat template interpreter, the
+#                      chat reply reader and the GBNF, JSON Schema and regex
+#                      compilers, FUZZ_SECONDS (60) each, in build-fuzz/
 #   make abuse         hostile clients against folio serve on loopback
 #                      (tools/abuse_suite.py: slowloris, idle keep-alives,
 #                      oversized and chunked bodies, a gzip bomb, a header
@@ -69,7 +70,7 @@ asan: setup
 # descriptor_seeds, and a KV snapshot that the Release build's `folio kv
 # export` writes. (make test runs the descriptor fuzzer for 20 s too:
 # src/format/CMakeLists.txt.)
-FUZZERS = gguf safetensors descriptor snapshot request jinja chat_output
+FUZZERS = gguf safetensors descriptor snapshot request jinja chat_output gbnf json_schema
 
 $(FUZZ_DIR)/CMakeCache.txt:
 	cmake -S . -B $(FUZZ_DIR) -DCMAKE_CXX_COMPILER=clang++ \

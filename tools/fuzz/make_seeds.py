@@ -1,7 +1,7 @@
 """Seed corpora for the parser fuzzers: small valid files of each format.
 
 Usage: make_seeds.py OUT_DIR
-(writes OUT_DIR/{gguf,safetensors,request,jinja,chat_output}/...)
+(writes OUT_DIR/{gguf,safetensors,request,jinja,chat_output,gbnf,json_schema}/...)
 """
 import json
 import sys
@@ -83,3 +83,39 @@ replies = [
 ]
 for i, (flags, text) in enumerate(replies):
     (out / "chat_output" / f"reply{i}").write_bytes(bytes([flags, 3]) + text.encode())
+
+# Grammars (tools/fuzz/fuzz_gbnf.cc): llama.cpp-style GBNF.
+(out / "gbnf").mkdir(parents=True, exist_ok=True)
+grammars = [
+    'root ::= object\nobject ::= "{" ws ( member ( "," ws member )* )? "}"\n'
+    'member ::= "\\"" [a-z]+ "\\"" ":" ws value\nvalue ::= object | [0-9]{1,3} | "true"\n'
+    'ws ::= [ \\t\\n]{0,4}\n',
+    'root ::= expr\nexpr ::= term ( [-+] term )*\nterm ::= [0-9]+ | "(" expr ")"\n',
+    'root ::= ( "a" | "ab" | [^\\x00-\\x1F] ){2,5} "\\u00e9"? # comment\n',
+]
+for i, g in enumerate(grammars):
+    (out / "gbnf" / f"grammar{i}.gbnf").write_text(g, encoding="utf-8")
+
+# JSON Schemas (first byte even; bit 1: flexible whitespace) and regular
+# expressions (first byte odd; bit 1: search, bit 2: JSON string) for
+# tools/fuzz/fuzz_json_schema.cc.
+(out / "json_schema").mkdir(parents=True, exist_ok=True)
+schemas = [
+    {"type": "object", "properties": {"a": {"type": "string", "maxLength": 4},
+                                      "b": {"type": "integer", "minimum": -3, "maximum": 12}},
+     "required": ["a"], "additionalProperties": False},
+    {"$defs": {"n": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/n"}, {"type": "array",
+                                                                      "items": {"$ref": "#/$defs/n"}}]}},
+     "$ref": "#/$defs/n"},
+    {"oneOf": [{"required": ["r"]}, {"required": ["l", "w"]}],
+     "properties": {"r": {"type": "number"}, "l": {"type": "number"}, "w": {"type": "number"}}},
+    {"type": "object", "patternProperties": {"^x_[0-9]+$": {"enum": [1, "a", None]}},
+     "additionalProperties": False, "minProperties": 1, "maxProperties": 3},
+    {"type": "string", "format": "date-time"},
+    {"allOf": [{"type": "object", "properties": {"k": {"const": "v"}}}, {"required": ["k"]}]},
+]
+for i, sch in enumerate(schemas):
+    (out / "json_schema" / f"schema{i}").write_bytes(bytes([2 * (i % 2)]) + json.dumps(sch).encode())
+for i, (flags, rx) in enumerate([(1, "^[a-z]{2,4}(-[0-9]+)?$"), (3, "a|b+c?"), (7, "\\d{3}\\.\\w*"),
+                                 (5, "(?:x|y){0,3}[^\\n]")]):
+    (out / "json_schema" / f"regex{i}").write_bytes(bytes([flags]) + rx.encode())
