@@ -10,7 +10,10 @@
 #                      Hurray descriptor and KV snapshot readers, the server's
 #                      request parser, the chat template interpreter, the
 #                      chat reply reader and the GBNF, JSON Schema and regex
-#                      compilers, FUZZ_SECONDS (60) each, in build-fuzz/
+#                      compilers, FUZZ_SECONDS (60) each, in build-fuzz/;
+#                      an input slower than FUZZ_TIMEOUT (10 s) or a process
+#                      past FUZZ_RSS_MB (2048) is a crash
+#   make fuzz-long     the same, FUZZ_RUNS (10 million) executions each
 #   make abuse         hostile clients against folio serve on loopback
 #                      (tools/abuse_suite.py: slowloris, idle keep-alives,
 #                      oversized and chunked bodies, a gzip bomb, a header
@@ -19,7 +22,8 @@
 #   make format        clang-format -i the C++ sources (FORMAT_FILES)
 #   make format-check  fail if any of them is not clang-formatted (.ci/run)
 #   make clean         remove build/, build-asan/ and build-fuzz/
-# Variables: BUILD_DIR, ASAN_DIR, FUZZ_DIR, JOBS (2), CMAKE_FLAGS, FUZZ_SECONDS.
+# Variables: BUILD_DIR, ASAN_DIR, FUZZ_DIR, JOBS (2), CMAKE_FLAGS, FUZZ_SECONDS,
+# FUZZ_TIMEOUT, FUZZ_RSS_MB, FUZZ_RUNS.
 
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
@@ -28,8 +32,14 @@ CMAKE_FLAGS ?=
 
 FUZZ_DIR  ?= build-fuzz
 FUZZ_SECONDS ?= 60
+# Slow inputs and memory blow-ups count as crashes: an input that runs
+# longer than FUZZ_TIMEOUT seconds, or a process past FUZZ_RSS_MB.
+FUZZ_TIMEOUT ?= 10
+FUZZ_RSS_MB ?= 2048
+# make fuzz-long: executions per fuzzer.
+FUZZ_RUNS ?= 10000000
 
-.PHONY: all setup configure build test demo asan fuzz abuse bench-setup clean format format-check
+.PHONY: all setup configure build test demo asan fuzz fuzz-long fuzz-build abuse bench-setup clean format format-check
 
 all: build
 
@@ -76,7 +86,7 @@ $(FUZZ_DIR)/CMakeCache.txt:
 	cmake -S . -B $(FUZZ_DIR) -DCMAKE_CXX_COMPILER=clang++ \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_FUZZ=ON $(CMAKE_FLAGS)
 
-fuzz: configure $(FUZZ_DIR)/CMakeCache.txt
+fuzz-build: configure $(FUZZ_DIR)/CMakeCache.txt
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target folio
 	cmake --build $(FUZZ_DIR) -j$(JOBS) --target folio_fuzzers
 	python3 tools/fuzz/make_seeds.py $(FUZZ_DIR)/seeds
@@ -84,12 +94,22 @@ fuzz: configure $(FUZZ_DIR)/CMakeCache.txt
 	mkdir -p $(FUZZ_DIR)/seeds/snapshot
 	$(BUILD_DIR)/bin/folio kv export -o $(FUZZ_DIR)/seeds/snapshot/two.kvs --page-size 4 \
 	  --prompt "paged attention" --prompt "kv" > /dev/null
-	for t in $(FUZZERS); do \
+
+# Each fuzzer FUZZ_SECONDS (make fuzz) or FUZZ_RUNS executions (make
+# fuzz-long: hours; the last line of each run gives the executions reached
+# and the corpus size).
+FUZZ_RUN = for t in $(FUZZERS); do \
 	  mkdir -p $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/artifacts/$$t; \
-	  $(FUZZ_DIR)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
-	    -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t/ \
+	  $(FUZZ_DIR)/fuzz_$$t $(1) -max_len=65536 -timeout=$(FUZZ_TIMEOUT) \
+	    -rss_limit_mb=$(FUZZ_RSS_MB) -artifact_prefix=$(FUZZ_DIR)/artifacts/$$t/ \
 	    $(FUZZ_DIR)/corpus/$$t $(FUZZ_DIR)/seeds/$$t || exit 1; \
 	done
+
+fuzz: fuzz-build
+	$(call FUZZ_RUN,-max_total_time=$(FUZZ_SECONDS))
+
+fuzz-long: fuzz-build
+	$(call FUZZ_RUN,-runs=$(FUZZ_RUNS))
 
 # The C++ sources clang-format keeps (.clang-format): every tracked .h and
 # .cc under include, src, bench, tools and python/src, except generated

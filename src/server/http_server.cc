@@ -617,15 +617,28 @@ class Listener : public std::enable_shared_from_this<Listener> {
   bool warned_ = false;
 };
 
+// Descriptors kept for everything but client sockets (the listener, the
+// I/O context, the model file, standard streams, the process's pipes).
+constexpr uint64_t kReservedDescriptors = 64;
+
 // Room for max_connections sockets: raises the soft descriptor limit
-// toward the hard one.
-void RaiseDescriptorLimit(uint64_t connections) {
+// toward the hard one. Returns the connections that fit under the limit it
+// got (max_connections when they all do), so that the cap, not accept()
+// failing, answers the connection past it.
+uint64_t RaiseDescriptorLimit(uint64_t connections) {
   rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
-  const rlim_t want = static_cast<rlim_t>(connections + 256);
-  if (lim.rlim_cur >= want) return;
-  lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
-  setrlimit(RLIMIT_NOFILE, &lim);
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return connections;
+  const rlim_t want = static_cast<rlim_t>(connections + kReservedDescriptors);
+  if (lim.rlim_cur < want) {
+    lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
+    setrlimit(RLIMIT_NOFILE, &lim);
+    if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return connections;
+  }
+  if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= want) return connections;
+  const uint64_t fit = lim.rlim_cur > kReservedDescriptors + 1
+                           ? static_cast<uint64_t>(lim.rlim_cur) - kReservedDescriptors
+                           : 1;
+  return std::min(connections, fit);
 }
 
 }  // namespace
@@ -636,13 +649,20 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
       engine,
       {.max_queue = config.max_queue, .step_delay = config.step_delay, .observer = &metrics});
   Api api(model, loop, metrics);
-  RaiseDescriptorLimit(config.max_connections);
+  ServerConfig clamped = config;
+  clamped.max_connections = RaiseDescriptorLimit(config.max_connections);
+  if (clamped.max_connections < config.max_connections) {
+    std::cerr << "folio serve: --max-connections " << config.max_connections << " lowered to "
+              << clamped.max_connections << ": the process may open "
+              << clamped.max_connections + kReservedDescriptors
+              << " descriptors (ulimit -n), and keeps " << kReservedDescriptors << " for itself\n";
+  }
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return
 
   // Destroyed in reverse: the I/O context (and every session with it)
   // before the state the sessions count in, the work pool and the loop.
   net::thread_pool work(2);
-  ServerState state{config, api, work};
+  ServerState state{clamped, api, work};
   net::io_context ioc;
 
   tcp::acceptor acceptor(ioc);

@@ -10,6 +10,7 @@ import json
 import os
 import random
 import re
+import resource
 import signal
 import socket
 import subprocess
@@ -23,9 +24,13 @@ FOLIO = os.environ.get("FOLIO_BIN", str(Path(__file__).resolve().parents[2] / "b
 
 
 class Server:
-    def __init__(self, *flags):
+    def __init__(self, *flags, max_files=None):
+        # max_files: the server's descriptor limit (soft and hard), as
+        # `prlimit --nofile` sets it.
+        limit = None if max_files is None else (
+            lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (max_files, max_files)))
         self.proc = subprocess.Popen([FOLIO, "serve", "--port", "0", "--threads", "1", *flags],
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True, preexec_fn=limit)
         self.log = []
         deadline = time.time() + 30
         while time.time() < deadline:
@@ -727,6 +732,25 @@ def test_connections_beyond_the_cap_get_503():
     held = []
     try:
         for _ in range(4):
+            held.append(socket.create_connection((s.host, s.port), timeout=30))
+        status, _, payload = s.request("GET", "/health")
+        assert status == 503 and "too many open connections" in json.loads(payload)["error"]["message"]
+        held.pop().close()
+        assert wait_until(lambda: s.request("GET", "/health")[0] == 200)
+    finally:
+        for sock in held:
+            sock.close()
+        assert s.stop() == 0
+
+
+def test_connection_cap_fits_the_descriptor_limit():
+    """Under `ulimit -n 128` the cap is lowered (and the log says so), so the
+    connection past it gets the 503, not a failed accept()."""
+    s = Server("--max-connections", "2048", max_files=128)
+    held = []
+    try:
+        assert any("--max-connections 2048 lowered to 64" in line for line in s.log), s.log
+        for _ in range(64):
             held.append(socket.create_connection((s.host, s.port), timeout=30))
         status, _, payload = s.request("GET", "/health")
         assert status == 503 and "too many open connections" in json.loads(payload)["error"]["message"]
