@@ -255,8 +255,9 @@ std::vector<fs::path> MaskBenchFiles(const std::string& folder, uint64_t limit,
 struct Walk {
   uint64_t accepted = 0;  // tokens accepted
   bool can_finish = false;
-  json masks = json::array();  // [allowed count, set hash] per step
-  json ids = json::array();    // with --trace-full: the allowed ids per step
+  json masks = json::array();    // [allowed count, set hash] per step
+  json ids = json::array();      // with --trace-full: the allowed ids per step
+  std::vector<int64_t> mask_ns;  // FillMask's time per step
 };
 
 class Bench {
@@ -389,6 +390,7 @@ class Bench {
         line["accepted"] = w.accepted;
         line["can_finish"] = w.can_finish;
         line["masks"] = w.masks;
+        line["mask_ns"] = w.mask_ns;
         if (o_.trace_full) line["allowed_ids"] = w.ids;
         *trace << line.dump() << "\n";
       }
@@ -432,6 +434,9 @@ class Bench {
       m.FillMask(mask);
       const auto t1 = std::chrono::steady_clock::now();
       const double us = std::chrono::duration<double, std::micro>(t1 - t0).count();
+      if (!o_.trace.empty()) {
+        w.mask_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count());
+      }
       s.mask_us.push_back(us);
       (i == 0 ? s.cold_us : s.warm_us).push_back(us);
       ++s.steps;
@@ -472,13 +477,23 @@ class Bench {
     for (const uint64_t word : allowed_) count += static_cast<uint64_t>(std::popcount(word));
     w.masks.push_back({count, Hex64(TokenSetHash(allowed_))});
     if (!o_.trace_full) return;
+    // The allowed ids, or {"not": ids} (the ids not allowed) when most are.
+    const bool complement = count * 2 > vocab_.size;
     std::vector<uint32_t> ids;
     for (size_t k = 0; k < allowed_.size(); ++k) {
-      for (uint64_t word = allowed_[k]; word != 0; word &= word - 1) {
+      uint64_t word = complement ? ~allowed_[k] : allowed_[k];
+      if (complement && (k + 1) * 64 > vocab_.size) {
+        word &= (uint64_t{1} << (vocab_.size - k * 64)) - 1;  // no ids past the vocabulary
+      }
+      for (; word != 0; word &= word - 1) {
         ids.push_back(static_cast<uint32_t>(k * 64 + static_cast<size_t>(std::countr_zero(word))));
       }
     }
-    w.ids.push_back(ids);
+    if (complement) {
+      w.ids.push_back({{"not", ids}});
+    } else {
+      w.ids.push_back(ids);
+    }
   }
 
   const GrammarBenchOptions& o_;
@@ -682,8 +697,10 @@ int RunGrammarBench(const GrammarBenchOptions& o, const std::string& command) {
                    {"steps", "FillMask before each token, and once after the last"},
                    {"lines",
                     "a schema_file line per file (compiled or the refusal), then one line per "
-                    "test instance: its token ids and, when compiled, [allowed count, set hash] "
-                    "per step (allowed_ids too with --trace-full)"}}
+                    "test instance: its token ids and, when compiled, per step [allowed count, "
+                    "set hash] (masks) and FillMask's nanoseconds (mask_ns); with --trace-full "
+                    "also allowed_ids: per step the ids allowed, or {\"not\": ids} when most "
+                    "are"}}
                   .dump()
            << "\n";
   }
