@@ -12,6 +12,7 @@
 #include "bench/attention_bench.h"
 #include "bench/attention_fixture.h"
 #include "bench/decode_bench.h"
+#include "bench/grammar_bench.h"
 #include "bench/kv_transfer_bench.h"
 #include "bench/machine_info.h"
 #include "bench/memory_bandwidth.h"
@@ -20,6 +21,8 @@
 #include "bench/speculative_bench.h"
 #include "bench/svg_plot.h"
 #include "bench/timing.h"
+#include "folio/core/splitmix64.h"
+#include "folio/core/status.h"
 #include "folio/kv/paged_kv_cache.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
@@ -45,6 +48,49 @@ TEST(Summarize, SetsTheStatisticsFromTheSamples) {
   EXPECT_EQ(t.min_us, 1.0);
   EXPECT_NEAR(t.p10_us, 1.4, 1e-12);
   EXPECT_NEAR(t.p90_us, 4.6, 1e-12);
+}
+
+TEST(GrammarBench, SplitIsTheNameBeforeTheDashesOrTheLastUnderscore) {
+  EXPECT_EQ(MaskBenchSplit("Github_easy---o10008.json"), "Github_easy");
+  EXPECT_EQ(MaskBenchSplit("Synthesized---draft4_valid_oneOf_id2.json"), "Synthesized");
+  EXPECT_EQ(MaskBenchSplit("JME_12.json"), "JME");
+  EXPECT_EQ(MaskBenchSplit("plain.json"), "plain");
+}
+
+TEST(GrammarBench, WritesJsonAsStrictModeDoes) {
+  const auto v = nlohmann::ordered_json::parse(
+      R"({"b": [1, 2.5, {"x": null}], "a": "\u00e9\"\n", "e": {}, "f": [], "n": 1.0})");
+  EXPECT_EQ(WriteJson(v, ", ", ": "),
+            "{\"b\": [1, 2.5, {\"x\": null}], \"a\": \"\xc3\xa9\\\"\\n\", \"e\": {}, "
+            "\"f\": [], \"n\": 1.0}");
+  EXPECT_EQ(WriteJson(v["b"], ",", ":"), "[1,2.5,{\"x\":null}]");
+}
+
+TEST(GrammarBench, RefusalReasonNamesTheKeyword) {
+  EXPECT_EQ(RefusalReason(Status::Unimplemented("unsupported keyword \"not\" at #/a")), "not");
+  EXPECT_EQ(RefusalReason(
+                Status::Unimplemented("#/format: unsupported format \"byte\" (supported: date)")),
+            "format byte");
+  EXPECT_EQ(RefusalReason(Status::Unimplemented(
+                "cannot merge differing \"pattern\" keywords (allOf) at #/allOf/1")),
+            "merge pattern");
+  EXPECT_EQ(RefusalReason(Status::ResourceExhausted(
+                "maxLength 32767 at #/p is above the grammar's repeat limit (10000)")),
+            "maxLength N");
+}
+
+TEST(GrammarBench, TokenSetHashIsASumOverTheSet) {
+  std::vector<uint64_t> mask(2, 0);
+  EXPECT_EQ(TokenSetHash(mask), 0u);
+  mask[0] = 1ull << 3;
+  mask[1] = 1ull << 5;  // token 69
+  EXPECT_EQ(TokenSetHash(mask), SplitMix64(3).NextU64() + SplitMix64(69).NextU64());
+}
+
+TEST(GrammarBench, PrintableBytesEscapesWhatIsNotUtf8) {
+  EXPECT_EQ(PrintableBytes("a\xc3\xa9"), "a\xc3\xa9");
+  EXPECT_EQ(PrintableBytes("\xc3"), "\\xc3");
+  EXPECT_EQ(PrintableBytes("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate
 }
 
 TEST(ParseCacheSize, ReadsSysfsUnits) {

@@ -38,15 +38,19 @@ fi
 # Python packages: nanobind for the `folio` extension the build makes
 # (python/), and the tests that check folio against implementations it did
 # not write (tests/python). Installed only when an import, nanobind's
-# version range or a pinned version (tokenizers, hypothesis) is missing.
+# version range or a pinned version (tokenizers, hypothesis, llguidance,
+# xgrammar) is missing.
 if ! python3 - <<'PY' 2>/dev/null
 import sys
+from importlib.metadata import version
 import numpy, gguf, pytest, tokenizers, nanobind, tqdm, mypy, scikit_build_core, jinja2, ray, aiohttp
-import jsonschema, openai, torch, transformers, agents, selenium, hypothesis, hypothesis_jsonschema
+import jsonschema, openai, torch, transformers, agents, selenium, llguidance, xgrammar
+import hypothesis, hypothesis_jsonschema
 nb = tuple(int(x) for x in nanobind.__version__.split(".")[:2])
 sys.exit(tokenizers.__version__ != "0.23.3" or not (2, 4) <= nb < (4, 0)
          or int(transformers.__version__.split(".")[0]) < 5
-         or hypothesis.__version__ != "6.168.0")
+         or any(version(p) != v for p, v in (("llguidance", "1.9.1"), ("xgrammar", "0.2.9"),
+                                             ("hypothesis", "6.168.0"))))
 PY
 then
   echo "setup: installing python test packages (tools/requirements-test.txt)"

@@ -22,6 +22,7 @@
 //   folio bench kv-transfer  export / encode / write / read / import of a KV cache (JSON)
 //   folio bench template     chat template render time (JSON)
 //   folio bench sampling     logits processors' cost per token (JSON)
+//   folio bench grammar      structured output on MaskBench: coverage, soundness, mask time (JSON)
 //   folio kv export|import|inspect  KV snapshots between processes
 #include <CLI/CLI.hpp>
 #include <fstream>
@@ -30,6 +31,7 @@
 
 #include "bench/attention_bench.h"
 #include "bench/decode_bench.h"
+#include "bench/grammar_bench.h"
 #include "bench/kv_accuracy_bench.h"
 #include "bench/kv_transfer_bench.h"
 #include "bench/parallel_bench.h"
@@ -123,6 +125,8 @@ int main(int argc, char** argv) {
       folio::bench::AddSpeculativeBenchCommand(*bench_cmd, bench_speculative);
   folio::bench::SamplingBenchOptions bench_sampling;
   CLI::App* bench_sampling_cmd = folio::bench::AddSamplingBenchCommand(*bench_cmd, bench_sampling);
+  folio::bench::GrammarBenchOptions bench_grammar;
+  CLI::App* bench_grammar_cmd = folio::bench::AddGrammarBenchCommand(*bench_cmd, bench_grammar);
   folio::bench::KvAccuracyBenchOptions bench_kv_accuracy;
   CLI::App* bench_kv_accuracy_cmd =
       folio::bench::AddKvAccuracyBenchCommand(*bench_cmd, bench_kv_accuracy);
@@ -149,6 +153,9 @@ int main(int argc, char** argv) {
   }
   if (*bench_sampling_cmd) {
     return folio::bench::RunSamplingBench(bench_sampling, folio::bench::CommandLine(argc, argv));
+  }
+  if (*bench_grammar_cmd) {
+    return folio::bench::RunGrammarBench(bench_grammar, folio::bench::CommandLine(argc, argv));
   }
   if (*bench_kv_accuracy_cmd) {
     return folio::bench::RunKvAccuracyBench(bench_kv_accuracy,
