@@ -364,13 +364,6 @@ Result<Expr> Converter::CountedMembers(const std::vector<std::string>& kvs,
   return r[0][0];
 }
 
-// The key of an additional property: a JSON string that is none of the
-// declared keys (so a declared property cannot come back as an additional
-// one with another value), written without escapes when there are
-// declared keys (an escape could spell a declared key). A trie of the
-// declared keys: at each node the string may end (unless the node spells
-// a declared key), go on with a child's character, or leave the trie with
-// any other character.
 namespace {
 
 // Whether a JSON string's content (as JSON writes it, between the quotes)
@@ -431,6 +424,13 @@ Result<std::optional<Converter::PatternMembers>> Converter::VisitPatternProperti
       PatternMembers{Seq({kQuote, "( " + Alternatives(keys) + " )", kQuote}), value});
 }
 
+// The key of an additional property: a JSON string that is none of the
+// declared keys (so a declared property cannot come back as an additional
+// one with another value), written without escapes when there are
+// declared keys (an escape could spell a declared key). A trie of the
+// declared keys: at each node the string may end (unless the node spells
+// a declared key), go on with a child's character, or leave the trie with
+// any other character.
 std::string Converter::AdditionalKey(const std::vector<std::string>& declared,
                                      const std::string& ptr) {
   if (declared.empty()) return Use("string");
