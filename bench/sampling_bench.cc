@@ -166,21 +166,23 @@ int RunSamplingBench(const SamplingBenchOptions& o, const std::string& command) 
         WithProcessors(1.0, true, vocab, o.generated_tokens), greedy_params,
         WithProcessors(0.0, false, vocab, o.generated_tokens)};
     std::vector<std::unique_ptr<engine::OutputProcessor>> processors;
+    // Per configuration, one state per row of the batch.
+    std::vector<std::vector<engine::OutputProcessor::State>> states(configs.size());
     for (const engine::RequestParams& params : configs) {
       processors.push_back(std::make_unique<engine::OutputProcessor>(&loaded->tokenizer(), vocab));
       for (uint64_t b = 0; b < batch; ++b) {
         Result<engine::OutputProcessor::State> state = processors.back()->NewState(params);
         if (!state) return fail(state.error());
-        processors.back()->Add(b, std::move(*state));
+        states[processors.size() - 1].push_back(std::move(*state));
       }
     }
     Status error;
     std::vector<std::function<void()>> steps;
-    for (const auto& p : processors) {
-      steps.push_back([&, out = p.get()] {
+    for (size_t c = 0; c < processors.size(); ++c) {
+      steps.push_back([&, c] {
         for (uint64_t b = 0; b < batch; ++b) {
-          Result<engine::StepOutput> step =
-              out->Process(b, r.logits[b], o.generated_tokens + 1, r.tokens[b]);
+          Result<engine::StepOutput> step = processors[c]->Process(
+              states[c][b], r.logits[b], o.generated_tokens + 1, r.tokens[b]);
           if (!step.ok() && error.ok()) error = step.error();
         }
       });

@@ -1,5 +1,6 @@
 #include "folio/engine/engine.h"
 
+#include "engine/decoding.h"
 #include "folio/engine/request_params.h"
 
 #include <algorithm>
@@ -241,6 +242,32 @@ Status Engine::ValidateBeamSearch(const RequestParams& params) const {
   return Status::Ok();
 }
 
+Engine::Request::Request() = default;
+Engine::Request::Request(Request&&) noexcept = default;
+Engine::Request& Engine::Request::operator=(Request&&) noexcept = default;
+Engine::Request::~Request() = default;
+
+Engine::Member& Engine::Request::member(RequestId seq) {
+  auto it =
+      std::find_if(members.begin(), members.end(), [&](const Member& m) { return m.seq == seq; });
+  FOLIO_CHECK(it != members.end(), "no sequence ", seq, " in its request");
+  return *it;
+}
+
+const Engine::Member& Engine::Request::member(RequestId seq) const {
+  return const_cast<Request&>(*this).member(seq);
+}
+
+Engine::Request& Engine::request(RequestId id) {
+  auto it = requests_.find(id);
+  FOLIO_CHECK(it != requests_.end(), "no request ", id);
+  return it->second;
+}
+
+const Engine::Request& Engine::request(RequestId id) const {
+  return const_cast<Engine&>(*this).request(id);
+}
+
 Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams params) {
   FOLIO_RETURN_IF_ERROR(ValidateRequest(prompt, params));
   const RequestId id = next_id_++;
@@ -251,188 +278,62 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
   s.every_row = params.pooling == Pooling::kMean || params.pooling == Pooling::kCls;
   s.tokens = std::move(prompt);
   s.group_size = params.n;
-  if (params.beam.num_beams > 0) {
+  Request r;
+  r.members.push_back({id, 0, std::nullopt, DraftState{}});
+  if (params.beam.num_beams > 0) {  // scored by the search: no output state
     s.group_size = params.beam.num_beams;
     s.lockstep = true;
-    beams_.emplace(id, BeamGroup{BeamSearch(params.beam, params.max_tokens, StopTokenIds(params)),
-                                 params.n,
-                                 {id},
-                                 {0.0},
-                                 {}});
-    beam_request_[id] = id;
-  } else {  // a beam search keeps its state in beams_, not in outputs_
-    FOLIO_ASSIGN_OR_RETURN(OutputProcessor::State state, outputs_.NewState(params));
-    outputs_.Add(id, std::move(state));
+    r.decoding = std::make_unique<BeamDecoding>(
+        BeamSearch(params.beam, params.max_tokens, StopTokenIds(params)), params.n);
+  } else {
+    FOLIO_ASSIGN_OR_RETURN(r.members[0].output, outputs_.NewState(params));
+    if (params.pooling != Pooling::kNone) {
+      r.decoding = std::make_unique<PoolingDecoding>();
+    } else {
+      r.decoding = std::make_unique<SampleDecoding>();
+    }
   }
+  requests_.emplace(id, std::move(r));
   scheduler_.AddWaiting(std::move(s));
   return id;
 }
 
+void Engine::AddSampled(Sequence sequence, OutputProcessor::State output, bool running) {
+  Request r;
+  r.members.push_back({sequence.id, 0, std::move(output), DraftState{}});
+  r.decoding = std::make_unique<SampleDecoding>();
+  requests_.emplace(sequence.id, std::move(r));
+  if (running) {
+    scheduler_.AddRunning(std::move(sequence));
+  } else {
+    scheduler_.AddWaiting(std::move(sequence));
+  }
+}
+
 Status Engine::Abort(RequestId id) {
-  if (beams_.count(id) != 0) {
-    EndBeams(id, {}, nullptr);
-    return Status::Ok();
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return Status::NotFound("no unfinished request " + std::to_string(id));
+  for (const Member& m : it->second.members) {
+    scheduler_.Finish(m.seq);
+    drafter_->Forget(m.seq);
   }
-  if (auto group = groups_.find(id); group != groups_.end()) {
-    const std::vector<RequestId> members = group->second;  // Forget edits it
-    for (const RequestId m : members) {
-      scheduler_.Finish(m);
-      Forget(m);
-    }
-    return Status::Ok();
-  }
-  if (!scheduler_.Contains(id) || members_.count(id) != 0 || beam_request_.count(id) != 0) {
-    return Status::NotFound("no unfinished request " + std::to_string(id));
-  }
-  scheduler_.Finish(id);
-  Forget(id);
+  requests_.erase(it);
   return Status::Ok();
 }
 
-void Engine::Forget(RequestId id) {
-  outputs_.Remove(id);
-  drafting_.erase(id);
-  drafter_->Forget(id);
-  RequestId request = id;
-  if (auto m = members_.find(id); m != members_.end()) {
-    request = m->second.request;
-    members_.erase(m);
-  }
-  if (auto group = groups_.find(request); group != groups_.end()) {
-    std::erase(group->second, id);
-    if (group->second.empty()) groups_.erase(group);
-  }
+void Engine::FinishMember(RequestId request, RequestId seq) {
+  scheduler_.Finish(seq);
+  drafter_->Forget(seq);
+  std::erase_if(this->request(request).members, [&](const Member& m) { return m.seq == seq; });
 }
 
-void Engine::Label(StepOutput& o, RequestId member) const {
-  o.rng_state = outputs_.state(member).rng.state();
-  o.cached_prompt_tokens = outputs_.state(member).cached_prompt_tokens.value_or(0);
-  if (auto m = members_.find(member); m != members_.end()) {
-    o.id = m->second.request;
-    o.index = m->second.index;
+void Engine::Label(StepOutput& o, RequestId request, const Member& m) {
+  o.id = request;
+  o.index = m.index;
+  if (m.output) {
+    o.rng_state = m.output->rng.state();
+    o.cached_prompt_tokens = m.output->cached_prompt_tokens.value_or(0);
   }
-}
-
-Result<std::vector<StepOutput>> Engine::ForkAndSample(RequestId parent,
-                                                      std::span<const float> logits) {
-  const uint64_t n = scheduler_.sequence(parent).group_size;
-  std::vector<RequestId> ids = {parent};
-  for (uint64_t i = 1; i < n; ++i) {
-    const RequestId child = next_id_++;
-    FOLIO_RETURN_IF_ERROR(scheduler_.Fork(parent, child));
-    // The parent's state before its first token (a grammar's matcher at its
-    // start, sharing the parent's memo tables), on the sample's own stream.
-    outputs_.Add(child, outputs_.ForkState(parent, i));
-    members_[child] = {parent, i};
-    ids.push_back(child);
-  }
-  groups_[parent] = ids;
-  std::vector<StepOutput> out;
-  for (const RequestId id : ids) {
-    const Sequence& s = scheduler_.sequence(id);
-    FOLIO_ASSIGN_OR_RETURN(StepOutput o,
-                           outputs_.Process(id, logits, s.num_output_tokens() + 1, s.tokens));
-    if (!o.new_tokens.empty()) scheduler_.AppendToken(id, o.new_tokens.front());  // else aborted
-    if (o.finish != FinishReason::kNone) {
-      scheduler_.Finish(id);
-      Label(o, id);
-      Forget(id);
-    } else {
-      Label(o, id);
-    }
-    out.push_back(std::move(o));
-  }
-  return out;
-}
-
-Status Engine::OfferBeam(RequestId seq, std::span<const float> logits) {
-  BeamGroup& g = beams_.at(beam_request_.at(seq));
-  FOLIO_ASSIGN_OR_RETURN(g.offered[seq], g.search.TopCandidates(logits));
-  return Status::Ok();
-}
-
-Status Engine::RunBeamRound(RequestId request, std::vector<StepOutput>& out) {
-  BeamGroup& g = beams_.at(request);
-  // Every live beam must have offered since it last ran: a preempted one
-  // offers again once recomputed (the same candidates, bit for bit).
-  for (const RequestId seq : g.live) {
-    const Sequence& s = scheduler_.sequence(seq);
-    if (g.offered.count(seq) == 0 || !s.seq || s.num_pending() != 0) return Status::Ok();
-  }
-  std::vector<BeamSearch::Beam> beams;
-  for (size_t b = 0; b < g.live.size(); ++b) {
-    beams.push_back(
-        {scheduler_.sequence(g.live[b]).output(), g.scores[b], std::move(g.offered.at(g.live[b]))});
-  }
-  g.offered.clear();
-  const std::vector<BeamSearch::Next> next = g.search.Step(beams);
-  if (next.empty()) {
-    EndBeams(request, beams, &out);
-    return Status::Ok();
-  }
-  // Each surviving beam's first child continues in its sequence; the
-  // others fork from it before it moves on, sharing its pages.
-  std::vector<RequestId> live(next.size());
-  std::vector<bool> continued(g.live.size(), false);
-  for (size_t j = 0; j < next.size(); ++j) {
-    const RequestId parent = g.live[next[j].parent];
-    if (!continued[next[j].parent]) {
-      continued[next[j].parent] = true;
-      live[j] = parent;
-      continue;
-    }
-    const RequestId child = next_id_++;
-    if (Status forked = scheduler_.Fork(parent, child); !forked.ok()) {
-      EndBeams(request, {}, nullptr);  // the request fails whole, its forks with it
-      return forked;
-    }
-    beam_request_[child] = request;
-    g.live.push_back(child);  // after every parent: a failure above finishes it too
-    live[j] = child;
-  }
-  for (size_t b = 0; b < continued.size(); ++b) {
-    if (continued[b]) continue;
-    scheduler_.Finish(g.live[b]);
-    beam_request_.erase(g.live[b]);
-  }
-  g.live = live;
-  g.scores.clear();
-  for (size_t j = 0; j < next.size(); ++j) {
-    scheduler_.AppendToken(live[j], next[j].token);
-    g.scores.push_back(next[j].score);
-  }
-  const Sequence& first = scheduler_.sequence(live[0]);
-  if (first.num_output_tokens() == first.max_tokens) {
-    std::vector<BeamSearch::Beam> ended;
-    for (size_t j = 0; j < live.size(); ++j) {
-      ended.push_back({scheduler_.sequence(live[j]).output(), g.scores[j], {}});
-    }
-    EndBeams(request, ended, &out);
-  }
-  return Status::Ok();
-}
-
-void Engine::EndBeams(RequestId request, std::span<const BeamSearch::Beam> live,
-                      std::vector<StepOutput>* out) {
-  BeamGroup& g = beams_.at(request);
-  if (out != nullptr) {
-    std::vector<BeamSearch::Hypothesis> best = g.search.Finish(live, g.n);
-    for (size_t i = 0; i < best.size(); ++i) {
-      StepOutput o;
-      o.id = request;
-      o.new_tokens = best[i].output;
-      o.text = outputs_.Text(best[i].output);
-      o.finish = best[i].ended ? FinishReason::kStop : FinishReason::kLength;
-      o.index = i;
-      o.beam_score = best[i].score;
-      out->push_back(std::move(o));
-    }
-  }
-  for (const RequestId seq : g.live) {
-    scheduler_.Finish(seq);
-    beam_request_.erase(seq);
-  }
-  beams_.erase(request);
 }
 
 EngineStats Engine::stats() const {
@@ -454,22 +355,24 @@ EngineStats Engine::stats() const {
   return e;
 }
 
-uint64_t Engine::DraftLimit(RequestId id) const {
-  return outputs_.state(id).params.num_draft_tokens.value_or(config_.speculative.num_draft_tokens);
+uint64_t Engine::DraftLimit(const Member& m) const {
+  return m.output->params.num_draft_tokens.value_or(config_.speculative.num_draft_tokens);
 }
 
 void Engine::ProposeDrafts() {
   for (const RequestId id : scheduler_.running()) {
     const Sequence& s = scheduler_.sequence(id);
     if (s.num_pending() != 1 || s.num_computed < s.num_prompt_tokens) continue;  // prefilling
-    if (s.lockstep) continue;  // beams are scored, not drafted
-    const uint64_t k = DraftLimit(id);
+    Request& r = request(s.group_id());
+    if (!r.decoding->drafts()) continue;  // beams are scored, not drafted
+    Member& m = r.member(id);
+    const uint64_t k = DraftLimit(m);
     // Tokens this step may still emit: the pending token's successor, then
     // one per accepted draft token.
     const uint64_t room = s.max_tokens - s.num_output_tokens();
     std::vector<int32_t> draft;
     if (k > 0 && room > 1) {
-      DraftState& d = drafting_[id];
+      DraftState& d = m.draft;
       if (d.pause > 0) {
         --d.pause;
       } else {
@@ -480,88 +383,16 @@ void Engine::ProposeDrafts() {
   }
 }
 
-Result<StepOutput> Engine::VerifyDraft(RequestId id, std::span<const float> logits) {
-  const uint64_t vocab = runner_.config().vocab_size;
-  const Sequence& s = scheduler_.sequence(id);
-  const std::vector<int32_t> draft = s.draft;  // AcceptDraft clears it
-  const uint64_t emitted_before = s.num_output_tokens();
-  // The sequence before each row's token: its tokens, then the draft tokens
-  // accepted so far (the processors of a draft position read exactly what
-  // plain decoding's would).
-  std::vector<int32_t> history = s.tokens;
-  StepOutput merged;
-  merged.id = id;
-  uint64_t accepted = 0;
-  Status failed;
-  for (uint64_t i = 0; i <= draft.size(); ++i) {
-    // Exactly plain decoding's draw for this position: its logits (bit for
-    // bit: a row's result does not depend on the rows beside it) from the
-    // request's own stream, advanced once per emitted token. Under
-    // rejection sampling, the draft position's own acceptance rule instead.
-    std::optional<int32_t> resample;
-    if (config_.speculative.acceptance == DraftAcceptance::kRejection && i < draft.size()) {
-      resample = draft[i];
-    }
-    Result<StepOutput> o = outputs_.Process(id, logits.subspan(i * vocab, vocab),
-                                            emitted_before + 1 + i, history, resample);
-    if (!o.ok()) {
-      failed = o.status();
-      break;
-    }
-    merged.text += o->text;
-    merged.finish = o->finish;
-    if (o->new_tokens.empty()) break;  // a grammar that cannot go on: aborted
-    const int32_t token = o->new_tokens.front();
-    merged.new_tokens.push_back(token);
-    for (auto& lp : o->logprobs) merged.logprobs.push_back(std::move(lp));
-    if (o->finish != FinishReason::kNone || i == draft.size() || token != draft[i]) break;
-    ++accepted;
-    history.push_back(token);
-  }
-  // The cache keeps the accepted draft's rows and drops the rest, also when
-  // sampling failed (then nothing follows them).
-  FOLIO_RETURN_IF_ERROR(scheduler_.AcceptDraft(id, accepted));
-  FOLIO_RETURN_IF_ERROR(failed);
-  // The last token (a draft token's successor) is fed next; a request that
-  // ended with no token after its accepted draft has nothing to feed.
-  if (merged.new_tokens.size() > accepted) scheduler_.AppendToken(id, merged.new_tokens.back());
-
-  ++draft_stats_.draft_verifications;
-  draft_stats_.draft_tokens += draft.size();
-  draft_stats_.draft_accepted_tokens += accepted;
-  for (uint64_t i = 0; i < draft.size(); ++i) ++draft_stats_.drafted_at[i];
-  for (uint64_t i = 0; i < accepted; ++i) ++draft_stats_.accepted_at[i];
-  DraftState& d = drafting_[id];
-  d.length = NextDraftLength(d.length, draft.size(), accepted, DraftLimit(id));
-  if (accepted > 0) {
-    d.misses = 0;
-  } else {
-    ++d.misses;
-    d.pause = std::min<uint64_t>((uint64_t{1} << std::min<uint64_t>(d.misses - 1, 5)) - 1, 31);
-  }
-  return merged;
-}
-
 Result<std::vector<StepOutput>> Engine::Step() {
   std::vector<StepOutput> out;
   if (!HasUnfinished()) return out;
   ProposeDrafts();
   FOLIO_ASSIGN_OR_RETURN(SchedulerOutput plan, scheduler_.Schedule());
   if (plan.empty()) return out;
-  // Every row's logits for requests that asked for their prompt's, and for
-  // drafts to verify; every row's final hidden state, and no logits, for
-  // pooled embeddings.
-  std::vector<model::LogitRows> rows(plan.scheduled.size(), model::LogitRows::kLast);
-  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    const Sequence& s = scheduler_.sequence(plan.scheduled[i].id);
-    // (Beams have no output state: they refuse prompt_logits and pooling.)
-    if (!s.lockstep && outputs_.state(s.id).params.pooling != Pooling::kNone) {
-      rows[i] = model::LogitRows::kHidden;
-    } else if ((!s.lockstep && outputs_.state(s.id).params.prompt_logits &&
-                s.num_computed < s.num_prompt_tokens) ||
-               plan.scheduled[i].num_draft != 0) {
-      rows[i] = model::LogitRows::kAll;
-    }
+  std::vector<model::LogitRows> rows;
+  for (const ScheduledSequence& p : plan.scheduled) {
+    const Request& r = request(RequestOf(p.id));
+    rows.push_back(r.decoding->Rows(*this, r.member(p.id), p));
   }
   std::vector<float> hidden;
   Result<std::vector<float>> logits = runner_.Execute(*kv_, plan, rows, &hidden);
@@ -572,74 +403,44 @@ Result<std::vector<StepOutput>> Engine::Step() {
   FOLIO_RETURN_IF_ERROR(scheduler_.Commit(plan));
   ++steps_;
 
-  const uint64_t vocab = runner_.config().vocab_size;
-  const std::span<const float> all(*logits);
-  std::set<RequestId> rounds;  // beam requests with a beam that ran
-  uint64_t offset = 0;         // rows of `all` before sequence i's
+  // The requests with rows in this step, by id; those left without
+  // sequences are forgotten however the step ends.
+  std::set<RequestId> ran;
+  struct Sweep {
+    Engine& e;
+    const std::set<RequestId>& ran;
+    ~Sweep() {
+      for (const RequestId id : ran) {
+        auto it = e.requests_.find(id);
+        if (it != e.requests_.end() && it->second.members.empty()) e.requests_.erase(it);
+      }
+    }
+  } sweep{*this, ran};
+  const uint64_t vocab = runner_.config().vocab_size, width = runner_.config().hidden_size;
+  uint64_t offset = 0;         // rows of `logits` before sequence i's
   uint64_t hidden_offset = 0;  // rows of `hidden` before sequence i's
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    const RequestId id = plan.scheduled[i].id;
-    const Sequence& s = scheduler_.sequence(id);
-    if (plan.scheduled[i].admitted_now && !s.lockstep) {
-      outputs_.NoteAdmission(id, plan.scheduled[i].prefix_hit_tokens);
+    const ScheduledSequence& p = plan.scheduled[i];
+    const RequestId id = RequestOf(p.id);
+    Request& r = request(id);
+    if (Member& m = r.member(p.id); p.admitted_now && m.output) {
+      OutputProcessor::NoteAdmission(*m.output, p.prefix_hit_tokens);
     }
+    std::span<const float> mine;
     if (rows[i] == model::LogitRows::kHidden) {
-      const uint64_t d = runner_.config().hidden_size, n = plan.scheduled[i].num_tokens;
-      outputs_.AddPooledRows(id, s.num_computed - n, s.num_prompt_tokens,
-                             std::span<const float>(hidden).subspan(hidden_offset * d, n * d), d);
-      hidden_offset += n;
-      if (s.num_pending() != 0) continue;  // a prompt chunk; more to feed
-      StepOutput o;
-      o.id = id;
-      o.embedding = outputs_.Pooled(id, s.num_prompt_tokens);
-      o.finish = FinishReason::kStop;
-      Label(o, id);
-      scheduler_.Finish(id);
-      Forget(id);
-      out.push_back(std::move(o));
-      continue;
-    }
-    const uint64_t n = rows[i] == model::LogitRows::kAll ? plan.scheduled[i].num_tokens : 1;
-    const std::span<const float> mine = all.subspan(offset * vocab, n * vocab);
-    offset += n;
-    StepOutput prompt_part;
-    prompt_part.id = id;
-    if (rows[i] == model::LogitRows::kAll && plan.scheduled[i].num_draft == 0) {
-      outputs_.AddPromptLogits(id, s.num_computed - n, s.num_prompt_tokens, mine, vocab,
-                               prompt_part);
-    }
-    if (s.num_pending() != 0) {  // a prompt chunk; more to feed
-      if (!prompt_part.prompt_logits.empty()) out.push_back(std::move(prompt_part));
-      continue;
-    }
-    if (s.lockstep) {  // a beam: rounds run once the whole step is in
-      FOLIO_RETURN_IF_ERROR(OfferBeam(id, mine.last(vocab)));
-      rounds.insert(beam_request_.at(id));
-      continue;
-    }
-    if (s.group_size > 1) {  // n samples: fork after the shared prefill
-      FOLIO_ASSIGN_OR_RETURN(std::vector<StepOutput> samples, ForkAndSample(id, mine.last(vocab)));
-      for (StepOutput& o : samples) out.push_back(std::move(o));
-      continue;
-    }
-    StepOutput o;
-    o.id = id;
-    if (plan.scheduled[i].num_draft != 0) {
-      FOLIO_ASSIGN_OR_RETURN(o, VerifyDraft(id, mine));
+      mine = std::span<const float>(hidden).subspan(hidden_offset * width, p.num_tokens * width);
+      hidden_offset += p.num_tokens;
     } else {
-      FOLIO_ASSIGN_OR_RETURN(
-          o, outputs_.Process(id, mine.last(vocab), s.num_output_tokens() + 1, s.tokens));
-      if (!o.new_tokens.empty()) scheduler_.AppendToken(id, o.new_tokens.front());  // else aborted
+      const uint64_t n = rows[i] == model::LogitRows::kAll ? p.num_tokens : 1;
+      mine = std::span<const float>(*logits).subspan(offset * vocab, n * vocab);
+      offset += n;
     }
-    o.prompt_logits = std::move(prompt_part.prompt_logits);
-    Label(o, id);
-    if (o.finish != FinishReason::kNone) {
-      scheduler_.Finish(id);
-      Forget(id);
-    }
-    out.push_back(std::move(o));
+    ran.insert(id);
+    FOLIO_RETURN_IF_ERROR(r.decoding->OnRows(*this, id, p, rows[i], mine, out));
   }
-  for (const RequestId request : rounds) FOLIO_RETURN_IF_ERROR(RunBeamRound(request, out));
+  for (const RequestId id : ran) {
+    FOLIO_RETURN_IF_ERROR(request(id).decoding->AfterStep(*this, id, out));
+  }
   return out;
 }
 

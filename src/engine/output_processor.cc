@@ -146,10 +146,10 @@ Result<OutputProcessor::State> OutputProcessor::NewState(const RequestParams& pa
   return s;
 }
 
-OutputProcessor::State OutputProcessor::ForkState(RequestId parent, uint64_t index) const {
-  State s = state(parent);
-  FOLIO_CHECK(s.text.empty() && s.text_sent == 0, "request ", parent,
-              " forks after it produced text");
+OutputProcessor::State OutputProcessor::ForkState(const State& parent, uint64_t index) {
+  FOLIO_CHECK(parent.text.empty() && parent.text_sent == 0,
+              "a request forks after it produced text");
+  State s = parent;
   s.params.seed = SampleSeed(s.params.seed, index);
   s.params.n = 1;
   s.rng = SplitMix64(s.params.seed);
@@ -196,25 +196,11 @@ std::string OutputProcessor::Text(std::span<const int32_t> tokens) const {
   return text + detok.Flush();
 }
 
-void OutputProcessor::Add(RequestId id, State state) {
-  FOLIO_CHECK(states_.emplace(id, std::move(state)).second, "request ", id, " exists");
-}
-
-const OutputProcessor::State& OutputProcessor::state(RequestId id) const {
-  auto it = states_.find(id);
-  FOLIO_CHECK(it != states_.end(), "no request ", id);
-  return it->second;
-}
-
-Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float> logits,
+Result<StepOutput> OutputProcessor::Process(State& s, std::span<const float> logits,
                                             uint64_t num_output_tokens,
                                             std::span<const int32_t> tokens,
                                             std::optional<int32_t> resample_draft) {
-  auto it = states_.find(id);
-  FOLIO_CHECK(it != states_.end(), "no request ", id);
-  State& s = it->second;
   StepOutput o;
-  o.id = id;
   sampling::TokenMask allowed;  // empty: every token
   if (s.matcher) {
     if (!FillAllowed(s)) {
@@ -228,8 +214,8 @@ Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float>
   }
   std::span<const float> row = logits;
   if (s.params.processors.active()) {
-    FOLIO_CHECK(tokens.size() + 1 >= num_output_tokens, "request ", id, ": a history of ",
-                tokens.size(), " tokens for output token ", num_output_tokens);
+    FOLIO_CHECK(tokens.size() + 1 >= num_output_tokens, "a history of ", tokens.size(),
+                " tokens for output token ", num_output_tokens);
     processed_.assign(logits.begin(), logits.end());
     const sampling::TokenHistory history{tokens, tokens.size() + 1 - num_output_tokens};
     sampling::ApplyLogitsProcessors(s.params.processors, history, s.end_ids, processed_, scratch_);
@@ -249,7 +235,7 @@ Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float>
   const bool stop_token = IsStopToken(s.params, token);
   if (s.matcher && !stop_token) {
     // The mask allowed the token's bytes, so the matcher takes them.
-    FOLIO_CHECK(s.matcher->AcceptToken(token), "request ", id, ": token ", token,
+    FOLIO_CHECK(s.matcher->AcceptToken(token), "token ", token,
                 " was allowed by the grammar's mask but refused by its matcher");
   }
   o.new_tokens = {token};
@@ -273,12 +259,9 @@ Result<StepOutput> OutputProcessor::Process(RequestId id, std::span<const float>
   return o;
 }
 
-void OutputProcessor::AddPromptLogits(RequestId id, uint64_t first_position,
-                                      uint64_t num_prompt_tokens, std::span<const float> logits,
-                                      uint64_t vocab, StepOutput& out) {
-  auto it = states_.find(id);
-  FOLIO_CHECK(it != states_.end(), "no request ", id);
-  State& s = it->second;
+void OutputProcessor::AddPromptLogits(State& s, uint64_t first_position, uint64_t num_prompt_tokens,
+                                      std::span<const float> logits, uint64_t vocab,
+                                      StepOutput& out) {
   const uint64_t rows = logits.size() / vocab;
   for (uint64_t r = 0; r < rows; ++r) {
     const uint64_t pos = first_position + r;
@@ -361,10 +344,8 @@ void OutputProcessor::FlushText(State& s, StepOutput& out) {
 
 namespace folio::engine {
 
-void OutputProcessor::AddPooledRows(RequestId id, uint64_t first_position,
-                                    uint64_t num_prompt_tokens, std::span<const float> hidden,
-                                    uint64_t hidden_size) {
-  State& s = states_.at(id);
+void OutputProcessor::AddPooledRows(State& s, uint64_t first_position, uint64_t num_prompt_tokens,
+                                    std::span<const float> hidden, uint64_t hidden_size) {
   const Pooling pooling = s.params.pooling;
   FOLIO_CHECK(pooling != Pooling::kNone && hidden.size() % hidden_size == 0);
   if (s.pooled.empty()) s.pooled.assign(hidden_size, 0.0);
@@ -389,8 +370,7 @@ void OutputProcessor::AddPooledRows(RequestId id, uint64_t first_position,
   }
 }
 
-std::vector<float> OutputProcessor::Pooled(RequestId id, uint64_t num_prompt_tokens) const {
-  const State& s = states_.at(id);
+std::vector<float> OutputProcessor::Pooled(const State& s, uint64_t num_prompt_tokens) {
   FOLIO_CHECK(s.pooled_rows == num_prompt_tokens && !s.pooled.empty());
   std::vector<double> v = s.pooled;
   if (s.params.pooling == Pooling::kMean) {

@@ -25,11 +25,11 @@ int32_t Byte(char c) { return static_cast<unsigned char>(c) + 2; }
 
 // Feeds the bytes of `text` greedily, the first as generated token number
 // `first`; returns the outputs.
-std::vector<StepOutput> Feed(OutputProcessor& p, RequestId id, const std::string& text,
+std::vector<StepOutput> Feed(OutputProcessor& p, OutputProcessor::State& s, const std::string& text,
                              uint64_t first = 1) {
   std::vector<StepOutput> out;
   for (const char c : text) {
-    auto o = p.Process(id, Peak(Byte(c)), first + out.size());
+    auto o = p.Process(s, Peak(Byte(c)), first + out.size());
     EXPECT_TRUE(o.ok()) << o.status().ToString();
     out.push_back(*o);
     if (o->finish != FinishReason::kNone) break;
@@ -41,9 +41,9 @@ TEST(OutputProcessor, MaxTokensEndsTheRequestWithLength) {
   OutputProcessor p(nullptr);
   RequestParams params;
   params.max_tokens = 2;
-  p.Add(0, *p.NewState(params));
-  EXPECT_EQ(p.Process(0, Peak(5), 1)->finish, FinishReason::kNone);
-  const StepOutput last = *p.Process(0, Peak(6), 2);
+  OutputProcessor::State s0 = *p.NewState(params);
+  EXPECT_EQ(p.Process(s0, Peak(5), 1)->finish, FinishReason::kNone);
+  const StepOutput last = *p.Process(s0, Peak(6), 2);
   EXPECT_EQ(last.finish, FinishReason::kLength);
   EXPECT_EQ(last.new_tokens, std::vector<int32_t>{6});
 }
@@ -52,8 +52,8 @@ TEST(OutputProcessor, AStopTokenIsKeptAndEndsTheRequest) {
   OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer());
   RequestParams params;
   params.stop_token_ids = {Byte('!')};
-  p.Add(0, *p.NewState(params));
-  const auto out = Feed(p, 0, "hi!x");
+  OutputProcessor::State s0 = *p.NewState(params);
+  const auto out = Feed(p, s0, "hi!x");
   ASSERT_EQ(out.size(), 3u);
   EXPECT_EQ(out.back().finish, FinishReason::kStop);
   EXPECT_EQ(out.back().new_tokens, std::vector<int32_t>{Byte('!')});
@@ -65,8 +65,8 @@ TEST(OutputProcessor, TextThatMightStartAStopStringIsHeldBack) {
   RequestParams params;
   params.max_tokens = 64;
   params.stop_strings = {"END"};
-  p.Add(0, *p.NewState(params));
-  const auto out = Feed(p, 0, "abENxENDzz");
+  OutputProcessor::State s0 = *p.NewState(params);
+  const auto out = Feed(p, s0, "abENxENDzz");
   std::string text;
   std::vector<std::string> pieces;
   for (const StepOutput& o : out) {
@@ -86,16 +86,16 @@ TEST(OutputProcessor, TheSameSeedGivesTheSameTokens) {
   params.sampling.temperature = 1.0;
   params.max_tokens = 100;
   params.seed = 99;
-  p.Add(0, *p.NewState(params));
-  p.Add(1, *p.NewState(params));
+  OutputProcessor::State s0 = *p.NewState(params);
+  OutputProcessor::State s1 = *p.NewState(params);
   params.seed = 100;
-  p.Add(2, *p.NewState(params));
+  OutputProcessor::State s2 = *p.NewState(params);
   const std::vector<float> flat(kVocab, 0.0f);
   std::vector<int32_t> a, b, c;
   for (int i = 0; i < 32; ++i) {
-    a.push_back(p.Process(0, flat, a.size() + 1)->new_tokens[0]);
-    b.push_back(p.Process(1, flat, b.size() + 1)->new_tokens[0]);
-    c.push_back(p.Process(2, flat, c.size() + 1)->new_tokens[0]);
+    a.push_back(p.Process(s0, flat, a.size() + 1)->new_tokens[0]);
+    b.push_back(p.Process(s1, flat, b.size() + 1)->new_tokens[0]);
+    c.push_back(p.Process(s2, flat, c.size() + 1)->new_tokens[0]);
   }
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
@@ -107,16 +107,15 @@ TEST(OutputProcessor, ARestoredStateContinuesTheTextAndTheStream) {
   RequestParams params;
   params.max_tokens = 5;
   params.stop_strings = {"xyz"};
-  p.Add(0, *p.NewState(params));
-  const auto first = Feed(p, 0, "abx");
+  OutputProcessor::State s0 = *p.NewState(params);
+  const auto first = Feed(p, s0, "abx");
   ASSERT_EQ(first.back().text, "");  // "x" held back
-  const OutputProcessor::State& s = p.state(0);
   auto restored = p.RestoredState(
-      params, s.rng.state(), std::vector<int32_t>{Byte('a'), Byte('b'), Byte('x')}, s.text_sent);
+      params, s0.rng.state(), std::vector<int32_t>{Byte('a'), Byte('b'), Byte('x')}, s0.text_sent);
   ASSERT_TRUE(restored.ok());
-  p.Add(1, std::move(*restored));
-  const auto a = Feed(p, 0, "yq", 4);
-  const auto b = Feed(p, 1, "yq", 4);
+  OutputProcessor::State s1 = std::move(*restored);
+  const auto a = Feed(p, s0, "yq", 4);
+  const auto b = Feed(p, s1, "yq", 4);
   ASSERT_EQ(a.size(), 2u);
   ASSERT_EQ(b.size(), 2u);
   EXPECT_EQ(a[1].text, b[1].text);
@@ -131,20 +130,21 @@ TEST(OutputProcessor, PromptLogitsReturnEachPromptPositionOnce) {
   OutputProcessor p(nullptr);
   RequestParams params;
   params.prompt_logits = true;
-  p.Add(0, *p.NewState(params));
+  OutputProcessor::State s0 = *p.NewState(params);
   const uint64_t vocab = 2;
   const std::vector<float> rows = {0, 1, 2, 3, 4, 5};  // positions 0, 1, 2
   StepOutput first;
   first.id = 0;
-  p.AddPromptLogits(0, 0, 4, std::span(rows).first(4), vocab, first);
+  OutputProcessor::AddPromptLogits(s0, 0, 4, std::span(rows).first(4), vocab, first);
   EXPECT_EQ(first.prompt_logits, (std::vector<float>{0, 1, 2, 3}));
   StepOutput again;
   again.id = 0;
-  p.AddPromptLogits(0, 0, 4, rows, vocab, again);  // recomputed from 0
+  OutputProcessor::AddPromptLogits(s0, 0, 4, rows, vocab, again);  // recomputed from 0
   EXPECT_EQ(again.prompt_logits, (std::vector<float>{4, 5}));
   StepOutput beyond;
   beyond.id = 0;
-  p.AddPromptLogits(0, 3, 4, rows, vocab, beyond);  // positions 3 (prompt), 4, 5 (output)
+  OutputProcessor::AddPromptLogits(s0, 3, 4, rows, vocab,
+                                   beyond);  // positions 3 (prompt), 4, 5 (output)
   EXPECT_EQ(beyond.prompt_logits, (std::vector<float>{0, 1}));
 }
 
@@ -196,29 +196,29 @@ TEST(OutputProcessor, TheTokenTrieIsBuiltOnceAndShared) {
 // end-of-sequence id is refused until the text is a sentence, then taken.
 TEST(OutputProcessor, AGrammarOverridesTheArgmaxAndEndOfSequenceWaitsForASentence) {
   OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
-  p.Add(0, *p.NewState(Constrained(R"(root ::= "yes" | "yesno")")));
+  OutputProcessor::State s0 = *p.NewState(Constrained(R"(root ::= "yes" | "yesno")"));
   std::vector<float> row = Peak(tokenizer::ByteTokenizer::kEnd);  // the model wants to stop
   row[static_cast<size_t>(Byte('y'))] = 1.0f;
-  auto o = p.Process(0, row, 1);
+  auto o = p.Process(s0, row, 1);
   ASSERT_TRUE(o.ok()) << o.status().ToString();
   EXPECT_EQ(o->new_tokens, std::vector<int32_t>{Byte('y')});
   EXPECT_EQ(o->finish, FinishReason::kNone);
   // Every token has logit 0 but the end: "e" is the only one allowed.
-  EXPECT_EQ(p.Process(0, Peak(tokenizer::ByteTokenizer::kEnd), 2)->new_tokens,
+  EXPECT_EQ(p.Process(s0, Peak(tokenizer::ByteTokenizer::kEnd), 2)->new_tokens,
             std::vector<int32_t>{Byte('e')});
-  EXPECT_EQ(p.Process(0, Peak(Byte('x')), 3)->new_tokens, std::vector<int32_t>{Byte('s')});
+  EXPECT_EQ(p.Process(s0, Peak(Byte('x')), 3)->new_tokens, std::vector<int32_t>{Byte('s')});
   // "yes" is a sentence: now the end may come, and ends the request.
-  o = p.Process(0, Peak(tokenizer::ByteTokenizer::kEnd), 4);
+  o = p.Process(s0, Peak(tokenizer::ByteTokenizer::kEnd), 4);
   EXPECT_EQ(o->new_tokens, std::vector<int32_t>{tokenizer::ByteTokenizer::kEnd});
   EXPECT_EQ(o->finish, FinishReason::kStop);
-  EXPECT_EQ(p.state(0).text, "yes");
+  EXPECT_EQ(s0.text, "yes");
 }
 
 TEST(OutputProcessor, AGrammarThatIsDoneEndsTheRequestWithStop) {
   OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
-  p.Add(0, *p.NewState(Constrained(R"(root ::= "no")")));
-  EXPECT_EQ(p.Process(0, Peak(Byte('n')), 1)->finish, FinishReason::kNone);
-  const StepOutput last = *p.Process(0, Peak(Byte('o')), 2);
+  OutputProcessor::State s0 = *p.NewState(Constrained(R"(root ::= "no")"));
+  EXPECT_EQ(p.Process(s0, Peak(Byte('n')), 1)->finish, FinishReason::kNone);
+  const StepOutput last = *p.Process(s0, Peak(Byte('o')), 2);
   EXPECT_EQ(last.finish, FinishReason::kStop);
   EXPECT_EQ(last.text, "o");
 }
@@ -232,10 +232,10 @@ TEST(OutputProcessor, ADraftOutsideTheGrammarIsRejectedAndResampledFromItsMask) 
   params.sampling.temperature = 1.0;
   for (RequestId id = 0; id < 200; ++id) {
     params.seed = id;
-    p.Add(id, *p.NewState(params));
+    OutputProcessor::State s = *p.NewState(params);
     std::vector<float> row(kVocab, 0.0f);
     row[static_cast<size_t>(Byte('c'))] = 30.0f;  // the draft: forbidden
-    auto o = p.Process(id, row, 1, {}, Byte('c'));
+    auto o = p.Process(s, row, 1, {}, Byte('c'));
     ASSERT_TRUE(o.ok()) << o.status().ToString();
     ASSERT_TRUE(o->new_tokens[0] == Byte('a') || o->new_tokens[0] == Byte('b')) << o->new_tokens[0];
   }
@@ -246,18 +246,18 @@ TEST(OutputProcessor, ForkedStatesFollowTheGrammarIndependently) {
   OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
   RequestParams params = Constrained(R"(root ::= "yes" | "no")");
   params.n = 2;
-  p.Add(0, *p.NewState(params));
-  OutputProcessor::State fork = p.ForkState(0, 1);
+  OutputProcessor::State s0 = *p.NewState(params);
+  OutputProcessor::State fork = OutputProcessor::ForkState(s0, 1);
   EXPECT_EQ(fork.params.n, 1u);
   EXPECT_EQ(fork.params.seed, SampleSeed(params.seed, 1));
-  p.Add(1, std::move(fork));
-  EXPECT_EQ(p.Process(0, Peak(Byte('y')), 1)->new_tokens, std::vector<int32_t>{Byte('y')});
-  EXPECT_EQ(p.Process(1, Peak(Byte('n')), 1)->new_tokens, std::vector<int32_t>{Byte('n')});
+  OutputProcessor::State s1 = std::move(fork);
+  EXPECT_EQ(p.Process(s0, Peak(Byte('y')), 1)->new_tokens, std::vector<int32_t>{Byte('y')});
+  EXPECT_EQ(p.Process(s1, Peak(Byte('n')), 1)->new_tokens, std::vector<int32_t>{Byte('n')});
   // Each continues from its own text: "e" for the first, "o" for the second.
   const std::vector<float> flat(kVocab, 0.0f);
-  EXPECT_EQ(p.Process(0, flat, 2)->new_tokens, std::vector<int32_t>{Byte('e')});
-  EXPECT_EQ(p.Process(1, flat, 2)->new_tokens, std::vector<int32_t>{Byte('o')});
-  EXPECT_EQ(p.state(1).text, "no");
+  EXPECT_EQ(p.Process(s0, flat, 2)->new_tokens, std::vector<int32_t>{Byte('e')});
+  EXPECT_EQ(p.Process(s1, flat, 2)->new_tokens, std::vector<int32_t>{Byte('o')});
+  EXPECT_EQ(s1.text, "no");
 }
 
 TEST(OutputProcessor, ARestoredConstrainedStateReplaysItsOutput) {
@@ -265,8 +265,8 @@ TEST(OutputProcessor, ARestoredConstrainedStateReplaysItsOutput) {
   const RequestParams params = Constrained(R"(root ::= "yes" | "yo")");
   auto restored = p.RestoredState(params, 0, std::vector<int32_t>{Byte('y')}, 0);
   ASSERT_TRUE(restored.ok()) << restored.status().ToString();
-  p.Add(0, std::move(*restored));
-  EXPECT_EQ(p.Process(0, Peak(Byte('x')), 2)->new_tokens[0], Byte('e'));  // 'e' < 'o': lower id
+  OutputProcessor::State s0 = std::move(*restored);
+  EXPECT_EQ(p.Process(s0, Peak(Byte('x')), 2)->new_tokens[0], Byte('e'));  // 'e' < 'o': lower id
   const Status bad =
       p.RestoredState(params, 0, std::vector<int32_t>{Byte('y'), Byte('x')}, 0).status();
   EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
@@ -282,10 +282,10 @@ TEST(OutputProcessor, ConstrainedLogprobsAreThoseOfTheAllowedTokens) {
   RequestParams params = Constrained(R"(root ::= "yes" | "no")");
   params.logprobs = true;
   params.top_logprobs = 5;
-  p.Add(0, *p.NewState(params));
+  OutputProcessor::State s0 = *p.NewState(params);
   std::vector<float> row(kVocab, 0.0f);
   row[static_cast<size_t>(Byte('x'))] = 20.0f;  // forbidden, and the model's favourite
-  const StepOutput o = *p.Process(0, row, 1);
+  const StepOutput o = *p.Process(s0, row, 1);
   ASSERT_EQ(o.logprobs.size(), 1u);
   // "y" and "n" alone, equally likely: log(1/2) each.
   EXPECT_EQ(o.logprobs[0].token, Byte('n'));

@@ -143,6 +143,45 @@ TEST(ParallelSamples, ForksShareThePromptsPagesAndCopyOnlyTheTail) {
   ExpectNoLeak(engine);
 }
 
+// The engine keeps one record per request, however many sequences it
+// runs: a group of samples and a beam search each count once, their forked
+// sequences are no requests of their own (not abortable or exportable by
+// their sequence ids), and every record is gone once its last sequence
+// finished, whatever finished it.
+TEST(ParallelSamples, OneRecordPerRequestWhateverItsSequences) {
+  EngineConfig config;
+  config.max_num_seqs = 8;
+  auto engine = *Engine::Create(TestModel(), config);
+  const RequestId samples = *engine.AddRequest(Jobs()[0].prompt, Params(3, 1));
+  RequestParams beams;
+  beams.max_tokens = 6;
+  beams.beam.num_beams = 3;
+  const RequestId search = *engine.AddRequest(Jobs()[1].prompt, beams);
+  RequestParams one = Params(1, 5);
+  one.num_draft_tokens = 2;
+  const RequestId single = *engine.AddRequest(Jobs()[2].prompt, one);
+  RequestParams pooled;
+  pooled.pooling = Pooling::kMean;
+  ASSERT_TRUE(engine.AddRequest(Jobs()[3].prompt, pooled).ok());
+  EXPECT_EQ(engine.num_requests(), 4u);
+  ASSERT_TRUE(engine.Step().ok());  // the prompts: samples fork, beams fork, the pool ends
+  ASSERT_TRUE(engine.Step().ok());
+  EXPECT_GT(engine.num_running(), 3u);  // forked sequences run
+  EXPECT_EQ(engine.num_requests(), 3u);
+  // The sequences forked off a request have ids of their own, past the
+  // requests'; none of them names a request.
+  for (RequestId seq = single + 2; seq < single + 2 + 8; ++seq) {
+    EXPECT_EQ(engine.Abort(seq).code(), StatusCode::kNotFound) << seq;
+    const std::vector<RequestId> ids = {seq};
+    EXPECT_EQ(engine.ExportSnapshot(ids).status().code(), StatusCode::kNotFound) << seq;
+  }
+  ASSERT_TRUE(engine.Abort(samples).ok());
+  EXPECT_EQ(engine.num_requests(), 2u);
+  RunToEnd(engine);
+  EXPECT_EQ(engine.Abort(search).code(), StatusCode::kNotFound);
+  ExpectNoLeak(engine);
+}
+
 TEST(ParallelSamples, SamplesTakeTheirSlotsFromAdmission) {
   EngineConfig config;
   config.max_num_seqs = 4;

@@ -159,20 +159,25 @@ Status Engine::CheckExportable(RequestId id) const {
   if (!scheduler_.Contains(id)) {
     return Status::NotFound("no unfinished request " + std::to_string(id));
   }
-  if (beam_request_.count(id) != 0) {
+  // A forked sample's or beam's own sequence is no request of its own.
+  if (RequestOf(id) != id) return Status::NotFound("no unfinished request " + std::to_string(id));
+  const Request& r = request(id);
+  const Member& m = r.member(id);
+  if (!m.output) {
     return Status::FailedPrecondition(name + " runs a beam search, which snapshots do not carry");
   }
-  if (outputs_.state(id).params.n > 1 || groups_.count(id) != 0) {
+  const RequestParams& params = m.output->params;
+  if (params.n > 1 || r.members.size() > 1) {
     return Status::FailedPrecondition(
         name + " has parallel samples (n > 1), which snapshots do not carry");
   }
-  if (outputs_.state(id).params.grammar) {
+  if (params.grammar) {
     // TODO(#39): carry the grammar (its source) and replay the output
     // through a new matcher on import, as ResumeRequest does.
     return Status::FailedPrecondition(
         name + " follows a grammar (structured output), which snapshots do not carry");
   }
-  if (outputs_.state(id).params.pooling != Pooling::kNone) {
+  if (params.pooling != Pooling::kNone) {
     return Status::FailedPrecondition(
         name + " is a pooled embedding (prefill only), which snapshots do not carry");
   }
@@ -207,7 +212,7 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
     }
     FOLIO_RETURN_IF_ERROR(CheckExportable(id));
     const Sequence& r = scheduler_.sequence(id);
-    const OutputProcessor::State& o = outputs_.state(id);
+    const OutputProcessor::State& o = *request(id).member(id).output;
     FOLIO_ASSIGN_OR_RETURN(nlohmann::json params, RequestParamsToJson(o.params));
     format::SnapshotSequence q;
     q.num_tokens = r.num_computed;
@@ -278,8 +283,7 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
     Sequence& sequence = staged[i].sequence;
     sequence.id = id;
     sequence.seq = *seq;
-    outputs_.Add(id, std::move(staged[i].output));
-    scheduler_.AddRunning(std::move(sequence));
+    AddSampled(std::move(sequence), std::move(staged[i].output), /*running=*/true);
     ids.push_back(id);
   }
   for (const kv::PageId p : pages) kv_->DropPage(p);
@@ -323,8 +327,7 @@ Result<RequestId> Engine::ResumeRequest(std::vector<int32_t> prompt, std::vector
                                                      rng_state, text_sent));
   const RequestId id = next_id_++;
   c.sequence.id = id;
-  outputs_.Add(id, std::move(c.output));
-  scheduler_.AddWaiting(std::move(c.sequence));
+  AddSampled(std::move(c.sequence), std::move(c.output), /*running=*/false);
   return id;
 }
 

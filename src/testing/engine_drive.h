@@ -78,6 +78,8 @@ inline void ExpectNoLeak(engine::Engine& engine) {
   EXPECT_EQ(engine.cache().Stats().pages_used, 0u);
   EXPECT_TRUE(engine.cache().pool().CheckInvariants().ok());
   EXPECT_EQ(engine.cache().num_sequences(), 0u);
+  // Every request record is forgotten once its last sequence finished.
+  EXPECT_EQ(engine.num_requests(), 0u);
 }
 
 // Sampled requests of 12 tokens (seed 1234), with log-probs and 3

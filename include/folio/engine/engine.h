@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -173,6 +174,9 @@ class Engine {
   bool HasUnfinished() const { return scheduler_.HasUnfinished(); }
   uint64_t num_running() const { return scheduler_.num_running(); }
   uint64_t num_waiting() const { return scheduler_.num_waiting(); }
+  // Requests the engine keeps a record of: added (or imported) and not yet
+  // finished or aborted, however many sequences each runs.
+  uint64_t num_requests() const { return requests_.size(); }
 
   // Prefill here, decode there (format/kv_snapshot.h). ExportSnapshot
   // copies the listed requests' pages (each shared page once), block
@@ -230,22 +234,66 @@ class Engine {
   Status ValidateBeamSearch(const RequestParams& params) const;
   // ValidateRequest's checks of a pooled-embedding request.
   Status ValidatePooling(const RequestParams& params) const;
+
+  // Speculative decoding's state of one sequence (NextDraftLength).
+  struct DraftState {
+    uint64_t length = kFirstDraftLength;  // the next draft's most tokens
+    uint64_t misses = 0;                  // drafts in a row with nothing accepted
+    uint64_t pause = 0;                   // steps left without drafting
+  };
+  // One of a request's sequences: the request's own (seq = the request's
+  // id), a parallel sample forked from it, or a beam.
+  struct Member {
+    RequestId seq = 0;
+    uint64_t index = 0;  // the parallel sample (StepOutput::index)
+    // Sampling, text, grammar (output_processor.h); none for a beam, which
+    // its request's search scores instead.
+    std::optional<OutputProcessor::State> output;
+    DraftState draft;
+  };
+  // How a request's rows become its outputs (src/engine/decoding.h):
+  // sampling (one sequence, its drafts verified, or n samples forked after
+  // the prompt), beam search, or a pooled embedding.
+  class Decoding;
+  class SampleDecoding;
+  class BeamDecoding;
+  class PoolingDecoding;
+  // Everything the engine keeps of one request: its live sequences and how
+  // it decodes. Their tokens and pages are the scheduler's (a forked
+  // sequence's Sequence::group_id() is its request's id), and the drafter
+  // keeps its own index of them; forgetting a request is one erase here
+  // once the scheduler finished its sequences.
+  struct Request {
+    std::vector<Member> members;
+    std::unique_ptr<Decoding> decoding;
+    Request();
+    Request(Request&&) noexcept;
+    Request& operator=(Request&&) noexcept;
+    ~Request();
+    // seq must be a member (checked).
+    Member& member(RequestId seq);
+    const Member& member(RequestId seq) const;
+  };
+  // The request sequence `seq` belongs to, and its member record; both
+  // must exist (checked).
+  RequestId RequestOf(RequestId seq) const { return scheduler_.sequence(seq).group_id(); }
+  Request& request(RequestId id);
+  const Request& request(RequestId id) const;
+  // Finishes one sequence of `request` in the scheduler and forgets it
+  // (the request too, with its last sequence). The records must not be
+  // used after: they may be gone.
+  void FinishMember(RequestId request, RequestId seq);
+  // Names the request and sample a member's output belongs to, and the
+  // state its random stream is left in.
+  static void Label(StepOutput& o, RequestId request, const Member& m);
   // A request's most draft tokens per step: its own num_draft_tokens, else
   // the engine's.
-  uint64_t DraftLimit(RequestId id) const;
+  uint64_t DraftLimit(const Member& m) const;
   // Speculative decoding: sets each decoding request's draft for the next
   // step (or clears it while its drafting pauses).
   void ProposeDrafts();
-  // Samples a verified draft's rows position by position as plain decoding
-  // would, keeps the draft tokens that match, and appends the token after
-  // them. logits: one row per fed token.
-  Result<StepOutput> VerifyDraft(RequestId id, std::span<const float> logits);
-  // A group's prompt is in: forks it into its n samples (scheduler and
-  // output states), then each draws its first token from the same logits.
-  Result<std::vector<StepOutput>> ForkAndSample(RequestId parent, std::span<const float> logits);
-  // Names the request and sample a member sequence's output belongs to,
-  // and the state its random stream is left in.
-  void Label(StepOutput& o, RequestId member) const;
+  // Adds a request that is one sequence and samples, with its state.
+  void AddSampled(Sequence sequence, OutputProcessor::State output, bool running);
   // A request that already generated `output`, checked as ImportSnapshot
   // and ResumeRequest check one: AddRequest's checks, output ids in the
   // vocabulary and below max_tokens, one stream (n = 1, no beams), text_sent
@@ -264,42 +312,6 @@ class Engine {
   // (errors prefixed with `where`); its sequence holds no pages yet.
   Result<Continued> StageSnapshotSequence(const format::SnapshotSequence& q,
                                           const std::string& where) const;
-  // Forgets a finished or aborted member sequence's state.
-  void Forget(RequestId id);
-  // Beam search: records a beam's candidates from its logits row; once
-  // every live beam of its request has offered, runs the round (forks,
-  // finishes and extends the beams) and, when the search ends, appends
-  // the request's hypotheses to `out`.
-  Status OfferBeam(RequestId seq, std::span<const float> logits);
-  Status RunBeamRound(RequestId request, std::vector<StepOutput>& out);
-  // Ends a beam request: its best hypotheses into `out` (none when
-  // aborted), every live beam finished.
-  void EndBeams(RequestId request, std::span<const BeamSearch::Beam> live,
-                std::vector<StepOutput>* out);
-
-  // A parallel sample's sequence: its request (the id AddRequest gave)
-  // and its index. Sample 0 is the request's own sequence, not listed.
-  struct Member {
-    RequestId request = 0;
-    uint64_t index = 0;
-  };
-
-  // A beam search request's state. Its beams are sequences of their own
-  // (the first one has the request's id), forked from each other.
-  struct BeamGroup {
-    BeamSearch search;
-    uint64_t n = 1;               // hypotheses to return
-    std::vector<RequestId> live;  // the live beams' sequences, in beam order
-    std::vector<double> scores;   // their summed log-probabilities
-    // This round's candidates, by sequence, from the beams that ran.
-    std::map<RequestId, std::vector<std::pair<int32_t, double>>> offered;
-  };
-
-  struct DraftState {
-    uint64_t length = kFirstDraftLength;  // the next draft's most tokens (NextDraftLength)
-    uint64_t misses = 0;                  // drafts in a row with nothing accepted
-    uint64_t pause = 0;                   // steps left without drafting
-  };
 
   EngineConfig config_;
   // On the heap, so the scheduler's pointer to it survives moving the engine.
@@ -310,13 +322,8 @@ class Engine {
   RequestId next_id_ = 0;
   uint64_t steps_ = 0;
   std::unique_ptr<Drafter> drafter_;
-  std::map<RequestId, DraftState> drafting_;
-  std::map<RequestId, Member> members_;
-  // A request with n > 1 that forked: the member sequences still running.
-  std::map<RequestId, std::vector<RequestId>> groups_;
-  std::map<RequestId, BeamGroup> beams_;         // by request
-  std::map<RequestId, RequestId> beam_request_;  // a beam's sequence -> its request
-  EngineStats draft_stats_;                      // only the draft_* and *_at fields
+  std::map<RequestId, Request> requests_;  // unfinished requests, by the id AddRequest gave
+  EngineStats draft_stats_;                // only the draft_* and *_at fields
 };
 
 }  // namespace folio::engine

@@ -1,9 +1,10 @@
 // OutputProcessor: from a sequence's logits row to what the caller sees.
 //
-// Per request it keeps the sampling parameters, the request's own random
-// stream (SplitMix64 seeded with RequestParams::seed, so a request's tokens
-// depend on its seed and its logits alone, never on the batch), and, with a
-// tokenizer, the streaming detokenizer and the text sent so far. Process
+// A sequence's State (kept in the engine's request record) holds the
+// sampling parameters, the request's own random stream (SplitMix64 seeded
+// with RequestParams::seed, so a request's tokens depend on its seed and
+// its logits alone, never on the batch), and, with a tokenizer, the
+// streaming detokenizer and the text sent so far. Process
 // selects the next token, computes its log-probs when asked, turns it into
 // text, holds back text that might start a stop string, and decides
 // whether the request finished (a stop string, a stop token, or
@@ -118,11 +119,12 @@ class OutputProcessor {
   // Errors: bad_words or dry_sequence_breakers that do not tokenize (or an
   // empty breaker), or that need a tokenizer there is not (naming them).
   Result<State> NewState(const RequestParams& params) const;
-  // Parallel sample `index` of request `parent` (RequestParams::n), forked
-  // before the parent selected any token: the parent's state with n = 1 and
-  // the stream SampleSeed(seed, index). Its matcher is a copy of the
-  // parent's, sharing its memo tables; each sample advances its own.
-  State ForkState(RequestId parent, uint64_t index) const;
+  // Parallel sample `index` of a request (RequestParams::n), forked from
+  // its state `parent` before it selected any token: the parent's state
+  // with n = 1 and the stream SampleSeed(seed, index). Its matcher is a
+  // copy of the parent's, sharing its memo tables; each sample advances its
+  // own.
+  static State ForkState(const State& parent, uint64_t index);
   // The state of a request that already generated `output` (an import):
   // its random stream continues from rng_state and text_sent bytes of its
   // text were returned; a grammar's matcher is advanced over the output.
@@ -131,20 +133,15 @@ class OutputProcessor {
   // (InvalidArgument naming the token).
   Result<State> RestoredState(const RequestParams& params, uint64_t rng_state,
                               std::span<const int32_t> output, uint64_t text_sent) const;
-  // Tracks a request (its id must be new; checked).
-  void Add(RequestId id, State state);
-  void Remove(RequestId id) { states_.erase(id); }
-  // id must be tracked (checked).
-  const State& state(RequestId id) const;
   // The request was admitted with `cached` prompt tokens from the prefix
   // cache; kept from its first admission only.
-  void NoteAdmission(RequestId id, uint64_t cached) {
-    std::optional<uint64_t>& c = states_.at(id).cached_prompt_tokens;
-    if (!c) c = cached;
+  static void NoteAdmission(State& s, uint64_t cached) {
+    if (!s.cached_prompt_tokens) s.cached_prompt_tokens = cached;
   }
 
-  // Samples request id's next token from its logits row ([vocab]) and
-  // returns the step's output for it; finish is set when it is its last.
+  // Samples the next token of the request whose state is s from its logits
+  // row ([vocab]) and returns the step's output for it (its id and index
+  // left for the caller to set); finish is set when it is its last.
   // tokens: the sequence before this token (prompt, then generated), which
   // the logits processors read; it may be empty only for a request
   // without processors.
@@ -156,23 +153,23 @@ class OutputProcessor {
   // resample_draft (speculative decoding's rejection sampling): the token
   // comes from sampling::AcceptOrResample with that draft token, which
   // keeps the distribution but not the random stream of SelectToken.
-  Result<StepOutput> Process(RequestId id, std::span<const float> logits,
-                             uint64_t num_output_tokens, std::span<const int32_t> tokens = {},
+  Result<StepOutput> Process(State& s, std::span<const float> logits, uint64_t num_output_tokens,
+                             std::span<const int32_t> tokens = {},
                              std::optional<int32_t> resample_draft = std::nullopt);
   // RequestParams::prompt_logits: appends to out.prompt_logits the rows of
   // `logits` ([rows, vocab], positions first_position, ...) that are prompt
   // positions not returned before (a recomputed prompt returns nothing
   // twice).
-  void AddPromptLogits(RequestId id, uint64_t first_position, uint64_t num_prompt_tokens,
-                       std::span<const float> logits, uint64_t vocab, StepOutput& out);
+  static void AddPromptLogits(State& s, uint64_t first_position, uint64_t num_prompt_tokens,
+                              std::span<const float> logits, uint64_t vocab, StepOutput& out);
   // RequestParams::pooling: takes the final hidden states `hidden` ([rows,
   // hidden_size], positions first_position, ...) that are prompt positions
   // not taken before (a recomputed prompt is taken once), in order.
-  void AddPooledRows(RequestId id, uint64_t first_position, uint64_t num_prompt_tokens,
-                     std::span<const float> hidden, uint64_t hidden_size);
+  static void AddPooledRows(State& s, uint64_t first_position, uint64_t num_prompt_tokens,
+                            std::span<const float> hidden, uint64_t hidden_size);
   // The embedding once every prompt position was taken (checked):
   // RequestParams::pooling's vector, cut and normalized as it says.
-  std::vector<float> Pooled(RequestId id, uint64_t num_prompt_tokens) const;
+  static std::vector<float> Pooled(const State& s, uint64_t num_prompt_tokens);
 
  private:
   // Appends one token's text to out; true when a stop string completed
@@ -197,7 +194,6 @@ class OutputProcessor {
   mutable std::vector<std::string> token_bytes_;
   mutable std::vector<std::string> breaker_strings_;
   mutable std::vector<sampling::DryBreaker> breakers_;
-  std::map<RequestId, State> states_;
   // Processors: the row they edit and the penalties' counters (reused).
   std::vector<float> processed_;
   sampling::ProcessorScratch scratch_;
