@@ -196,16 +196,35 @@ std::optional<ApiError> EncodeText(const ModelInfo& m, std::string_view text,
   return std::nullopt;
 }
 
+// Text too long for the model's context whatever it encodes to: more
+// bytes than the most tokens the context holds can stand for
+// (Tokenizer::max_bytes_per_token). Refused before it is tokenized, so a
+// 1 MiB prompt costs no tokenizer memory; the exact count is checked after.
+std::optional<ApiError> CheckTextCanFit(const ModelInfo& m, std::string_view text,
+                                        std::string_view field) {
+  const std::optional<uint64_t> per_token = m.tokenizer->max_bytes_per_token();
+  const uint64_t limit = std::min(m.max_positions, m.pool_positions);
+  if (!per_token || text.size() / *per_token <= limit) return std::nullopt;
+  return InvalidField(std::string(field),
+                      StrCat("'", field, "' has ", text.size(), " bytes, more than ", limit,
+                             " tokens of this tokenizer can hold (at most ", *per_token,
+                             " bytes each); the limit is ", limit, " tokens (model context ",
+                             m.max_positions, ", KV pool ", m.pool_positions, ")"));
+}
+
 std::optional<ApiError> ParsePrompt(const json& body, const ModelInfo& m,
                                     std::vector<int32_t>& out) {
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return InvalidField("prompt", "'prompt' is required");
   const json& p = *it;
-  if (p.is_string()) return EncodeText(m, p.get_ref<const std::string&>(), "prompt", out);
-  if (!p.is_array()) return WrongType("prompt", "a string or an array of token ids", p);
-  if (p.size() == 1 && p[0].is_string()) {
-    return EncodeText(m, p[0].get_ref<const std::string&>(), "prompt", out);
+  const json* text = p.is_string()                                       ? &p
+                     : p.is_array() && p.size() == 1 && p[0].is_string() ? &p[0]
+                                                                         : nullptr;
+  if (text != nullptr) {
+    FOLIO_RETURN_API_ERROR(CheckTextCanFit(m, text->get_ref<const std::string&>(), "prompt"));
+    return EncodeText(m, text->get_ref<const std::string&>(), "prompt", out);
   }
+  if (!p.is_array()) return WrongType("prompt", "a string or an array of token ids", p);
   for (size_t i = 0; i < p.size(); ++i) {
     const json& t = p[i];
     if (t.is_string() || t.is_array()) {
@@ -241,6 +260,7 @@ std::optional<ApiError> ParseMessages(const json& body, const ModelInfo& m,
     return InvalidField(std::move(e->field), std::move(e->message));
   }
   serving::PreparedChat& p = std::get<serving::PreparedChat>(chat);
+  FOLIO_RETURN_API_ERROR(CheckTextCanFit(m, p.prompt.text, "messages"));
   FOLIO_RETURN_API_ERROR(
       EncodeText(m, p.prompt.text, "messages", out, p.prompt.add_special_tokens));
   if (prepared != nullptr) *prepared = std::move(p);
@@ -842,6 +862,9 @@ std::variant<ParsedEmbeddings, ApiError> ParseEmbeddings(std::string_view body,
     if (item.is_string()) {
       if (item.get_ref<const std::string&>().empty()) {
         return InvalidField(field, StrCat("'", field, "' is an empty string"));
+      }
+      if (!truncate) {
+        FOLIO_RETURN_API_ERROR(CheckTextCanFit(m, item.get_ref<const std::string&>(), field));
       }
       FOLIO_RETURN_API_ERROR(EncodeText(m, item.get_ref<const std::string&>(), field, ids));
     } else if (item.is_array()) {

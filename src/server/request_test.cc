@@ -249,6 +249,39 @@ TEST(ParseRequest, ChatUsesThePlainTemplate) {
   EXPECT_EQ(r.params.max_tokens, 64 - want.size() + 1);
 }
 
+// A text longer in bytes than the context's tokens can stand for
+// (Tokenizer::max_bytes_per_token) is refused before it is tokenized,
+// naming its field; one that might fit is tokenized and counted exactly.
+TEST(ParseRequest, TextTooLongForTheContextIsRefusedBeforeTokenizing) {
+  const ModelInfo m = Model();
+  const std::optional<uint64_t> per_token = m.tokenizer->max_bytes_per_token();
+  ASSERT_TRUE(per_token.has_value());
+  const std::string huge((m.max_positions + 1) * *per_token, 'a');
+  ApiError e = Err(Endpoint::kCompletions, StrCat(R"({"prompt": ")", huge, R"("})"));
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_NE(e.message.find(StrCat(huge.size(), " bytes")), std::string::npos) << e.message;
+  e = Err(Endpoint::kCompletions, StrCat(R"({"prompt": [")", huge, R"("]})"));
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_NE(e.message.find(" bytes"), std::string::npos) << e.message;
+  e = Err(Endpoint::kChat,
+          StrCat(R"({"messages": [{"role": "user", "content": ")", huge, R"("}]})"));
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_NE(e.message.find(" bytes"), std::string::npos) << e.message;
+  // Within the byte bound, the tokens are counted.
+  const std::string long_one(m.max_positions + 1, 'a');
+  e = Err(Endpoint::kCompletions, StrCat(R"({"prompt": ")", long_one, R"("})"));
+  EXPECT_EQ(e.param, "prompt");
+  EXPECT_NE(e.message.find("tokens; the limit is 64"), std::string::npos) << e.message;
+  // Embeddings: refused alike, unless the input is to be truncated.
+  auto embed = ParseEmbeddings(StrCat(R"({"input": ")", huge, R"("})"), m);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(embed));
+  EXPECT_EQ(std::get<ApiError>(embed).param, "input");
+  EXPECT_NE(std::get<ApiError>(embed).message.find(" bytes"), std::string::npos);
+  embed = ParseEmbeddings(StrCat(R"({"input": ")", huge, R"(", "truncate_prompt_tokens": 8})"), m);
+  ASSERT_TRUE(std::holds_alternative<ParsedEmbeddings>(embed)) << std::get<ApiError>(embed).Body();
+  EXPECT_EQ(std::get<ParsedEmbeddings>(embed).inputs.at(0).size(), 8u);
+}
+
 TEST(ParseRequest, ChatStopTokensOnlyForChat) {
   ModelInfo m = Model();
   m.eos_token_ids = {1};

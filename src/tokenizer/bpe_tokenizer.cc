@@ -51,9 +51,15 @@ Status SplitPiece(const PreSplitStep& step, std::string_view s, Span piece,
   return Status::Ok();
 }
 
+// The longest word BPE takes: its positions are int32 (INT32_MAX bytes).
+constexpr size_t kMaxWordBytes = 0x7fffffff;
+
+// 12 bytes: a long word holds up to three per byte at once (the first
+// pairs, then two per merge), so this and Symbol set the memory one byte of
+// a word costs: 16 bytes of Symbol and up to 36 of candidates.
 struct MergeCandidate {
   int32_t rank;
-  size_t pos;
+  uint32_t pos;
   int32_t new_id;
   // std::priority_queue is a max-heap: the top is the lowest rank, then
   // the leftmost position (tokenizers' Word::merge_all).
@@ -71,10 +77,16 @@ Status EncodeWord(const TokenizerImpl& t, std::string_view word, std::vector<int
       return Status::Ok();
     }
   }
-  struct Symbol {
+  // Positions fit 32 bits: a word is at most kMaxWordBytes.
+  if (word.size() > kMaxWordBytes) {
+    return Status::InvalidArgument("a word of " + std::to_string(word.size()) +
+                                   " bytes: the tokenizer takes words of at most " +
+                                   std::to_string(kMaxWordBytes) + " bytes");
+  }
+  struct Symbol {  // 16 bytes
     int32_t id;
-    int64_t prev, next;
-    size_t len;  // bytes; 0 once merged into its left neighbour
+    int32_t prev, next;  // -1: none
+    uint32_t len;        // bytes; 0 once merged into its left neighbour
   };
   std::vector<Symbol> symbols;
   symbols.reserve(word.size());
@@ -100,8 +112,8 @@ Status EncodeWord(const TokenizerImpl& t, std::string_view word, std::vector<int
     }
     last_was_unk = true;
   }
-  const auto n = static_cast<int64_t>(symbols.size());
-  for (int64_t i = 0; i < n; ++i) {
+  const auto n = static_cast<int32_t>(symbols.size());
+  for (int32_t i = 0; i < n; ++i) {
     symbols[static_cast<size_t>(i)].prev = i - 1;
     symbols[static_cast<size_t>(i)].next = i + 1 < n ? i + 1 : -1;
   }
@@ -114,7 +126,7 @@ Status EncodeWord(const TokenizerImpl& t, std::string_view word, std::vector<int
   std::priority_queue<MergeCandidate> queue;
   for (size_t i = 0; i + 1 < symbols.size(); ++i) {
     if (const auto* m = find_merge(symbols[i].id, symbols[i + 1].id)) {
-      queue.push({m->first, i, m->second});
+      queue.push({m->first, static_cast<uint32_t>(i), m->second});
     }
   }
   while (!queue.empty()) {
@@ -131,12 +143,12 @@ Status EncodeWord(const TokenizerImpl& t, std::string_view word, std::vector<int
     left.next = right.next;
     symbols[right_pos].len = 0;
     if (right.next >= 0) {
-      symbols[static_cast<size_t>(right.next)].prev = static_cast<int64_t>(top.pos);
+      symbols[static_cast<size_t>(right.next)].prev = static_cast<int32_t>(top.pos);
     }
     if (left.prev >= 0) {
       const auto prev = static_cast<size_t>(left.prev);
       if (const auto* m = find_merge(symbols[prev].id, left.id)) {
-        queue.push({m->first, prev, m->second});
+        queue.push({m->first, static_cast<uint32_t>(left.prev), m->second});
       }
     }
     if (left.next >= 0) {
@@ -275,6 +287,9 @@ Result<std::string> Tokenizer::Decode(std::span<const int32_t> ids,
 }
 
 uint64_t Tokenizer::vocab_size() const { return impl_->vocab.size(); }
+std::optional<uint64_t> Tokenizer::max_bytes_per_token() const {
+  return impl_->max_bytes_per_token;
+}
 std::optional<int32_t> Tokenizer::bos_id() const { return impl_->bos; }
 std::optional<int32_t> Tokenizer::eos_id() const { return impl_->eos; }
 

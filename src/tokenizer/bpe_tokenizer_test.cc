@@ -100,6 +100,26 @@ TEST_P(HfFixture, EncodesExactly) {
   }
 }
 
+// No token of a real tokenizer stands for more input bytes than
+// max_bytes_per_token says (the bound the server refuses long prompts by
+// before tokenizing them): over every case, and over all of them as one
+// text.
+TEST_P(HfFixture, NoTokenStandsForMoreBytesThanTheBound) {
+  const std::optional<uint64_t> bound = tok_->max_bytes_per_token();
+  if (!bound) GTEST_SKIP() << GetParam() << ": a token may stand for any run of bytes";
+  std::string all;
+  for (const Json& c : cases_["encode"]) {
+    const std::string text = c["text"];
+    all += text;
+    const auto ids = tok_->Encode(text, false);
+    ASSERT_TRUE(ids.ok());
+    EXPECT_GE(ids->size() * *bound, text.size()) << Escaped(text);
+  }
+  const auto ids = tok_->Encode(all, false);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_GE(ids->size() * *bound, all.size());
+}
+
 TEST_P(HfFixture, DecodesExactly) {
   for (const Json& c : cases_["encode"]) {
     const std::string text = c["text"];

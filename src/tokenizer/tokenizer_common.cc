@@ -202,6 +202,24 @@ Status FinishTokenizer(TokenizerImpl* t) {
   }
   t->raw_matcher.Build(raw);
   t->normalized_matcher.Build(normalized);
+
+  // The most input bytes one token stands for: a token's text (its bytes,
+  // or its form in the vocabulary, the longer), an added token's content,
+  // or one unknown character (4 bytes at most). NFC can shrink what it
+  // composes to a third (three Hangul jamo, 9 bytes, become one syllable of
+  // 3). Unbounded when runs of unknown bytes fuse into one unk token or an
+  // added token takes the whitespace beside it.
+  uint64_t most = 4;
+  bool bounded = !(t->unk_id.has_value() && t->fuse_unk);
+  for (size_t id = 0; id < n; ++id) {
+    most = std::max<uint64_t>({most, t->piece[id].size(), t->vocab[id].size()});
+  }
+  for (const AddedToken& a : t->added) {
+    most = std::max<uint64_t>(most, a.content.size());
+    if (a.lstrip || a.rstrip) bounded = false;
+  }
+  if (t->nfc) most *= 3;
+  t->max_bytes_per_token = bounded ? std::optional<uint64_t>(most) : std::nullopt;
   for (int32_t id : t->prefix) FOLIO_CHECK(ValidId(*t, id));
   for (int32_t id : t->suffix) FOLIO_CHECK(ValidId(*t, id));
   return Status::Ok();

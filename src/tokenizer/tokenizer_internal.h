@@ -100,6 +100,8 @@ struct TokenizerImpl {
   LiteralMatcher raw_matcher;                          // added tokens matched before NFC
   LiteralMatcher normalized_matcher;                   // ... and after
   std::vector<int> raw_tokens, normalized_tokens;      // matcher index -> added
+  // Tokenizer::max_bytes_per_token().
+  std::optional<uint64_t> max_bytes_per_token;
 };
 
 using Span = std::pair<size_t, size_t>;  // [begin, end) bytes

@@ -102,6 +102,26 @@ TEST_F(TokenizerJson, BaseLoadsAndEncodes) {
   EXPECT_EQ(*tok->Encode("abc<eos>", false, false), (Ids{257, '<', 'e', 'o', 's', '>'}));
 }
 
+// The most input bytes a token stands for: the longest token text (here
+// the added "<eos>", 5 bytes), unset where one token can swallow a run of
+// any length.
+TEST_F(TokenizerJson, MaxBytesPerTokenIsTheLongestTokenOrUnbounded) {
+  auto tok = Load(BaseJson());
+  ASSERT_TRUE(tok.ok()) << tok.error().ToString();
+  EXPECT_EQ(tok->max_bytes_per_token(), std::optional<uint64_t>(5));
+  Json lstrip = BaseJson();
+  lstrip["added_tokens"][0]["lstrip"] = true;  // "<eos>" takes the spaces on its left
+  tok = Load(lstrip);
+  ASSERT_TRUE(tok.ok()) << tok.error().ToString();
+  EXPECT_EQ(tok->max_bytes_per_token(), std::nullopt);
+  EXPECT_EQ(tok->Encode(std::string(1000, ' ') + "<eos>", false)->size(), 1u);
+  Json nfc = BaseJson();
+  nfc["normalizer"] = {{"type", "NFC"}};
+  tok = Load(nfc);
+  ASSERT_TRUE(tok.ok()) << tok.error().ToString();
+  EXPECT_EQ(tok->max_bytes_per_token(), std::optional<uint64_t>(15));  // NFC shrinks to a third
+}
+
 TEST_F(TokenizerJson, LegacyStringMergesLoad) {
   Json j = BaseJson();
   j["model"]["merges"] = {"a b", "ab c"};

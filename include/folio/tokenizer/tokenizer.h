@@ -134,6 +134,13 @@ class Tokenizer {
   // naming its position; `tokenizers` drops such ids silently).
   Result<std::string> Decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 
+  // The most bytes of input text one token of Encode's output can stand
+  // for, where that is bounded: text of N bytes then encodes to at least
+  // ceil(N / bound) tokens, so a prompt too long for a context can be
+  // refused before it is tokenized. Unset where one token can swallow any
+  // run of bytes (unk fusing, an added token with lstrip or rstrip).
+  std::optional<uint64_t> max_bytes_per_token() const;
+
   uint64_t vocab_size() const;  // largest id + 1, added tokens included
   std::optional<int32_t> bos_id() const;
   std::optional<int32_t> eos_id() const;
