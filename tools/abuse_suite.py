@@ -7,7 +7,9 @@ is missed.
 
 Attacks: slowloris, idle keep-alives, a 2 GB Content-Length, a 256 MiB
 chunked body, a gzip bomb, a header flood, a body of 60,000 keys, 1 MB
-one-word prompts to /tokenize, 64 streams, SIGTERM under a slow client.
+one-word prompts to /tokenize, 64 streams, slowloris past the connection
+cap (its own server, --max-connections 200 at scale 1), SIGTERM under a
+slow client.
 
 Targets: /health p99 under 100 ms during every attack, server RSS growth
 under 64 MiB across the suite, every attack answered with the documented
@@ -364,6 +366,21 @@ async def suite(folio, scale):
         report["rss_growth_mib"] = round((rss_kib(proc.pid) - rss0) / 1024, 1)
         report["rss_peak_mib"] = round(max(v["rss_after_mib"]
                                            for v in report["attacks"].values()), 1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+    # Slowloris past the connection cap (a server of its own with a small
+    # cap): /health must still answer every probe.
+    cap = n(200)
+    proc, port = start_server(folio, ("--max-connections", str(cap)))
+    try:
+        await asyncio.sleep(0.5)
+        key, value = await attack(
+            "slowloris_past_cap", lambda: slowloris(port, cap + n(100), 12), port, proc.pid,
+            lambda r: r["outcomes"].get("closed by server", 0) == r["connections"])
+        value["max_connections"] = cap
+        report["attacks"][key] = value
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)

@@ -29,8 +29,11 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <deque>
 #include <functional>
 #include <iostream>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -52,6 +55,13 @@ using Clock = std::chrono::steady_clock;
 // it reads the refusal instead of a reset.
 constexpr uint64_t kLingerBytes = 4 << 20;
 constexpr std::chrono::seconds kLingerTime{2};
+// Connections past --max-connections that are still read for their
+// request (Session::AnswerOverflow): /health is answered, anything else
+// gets its 503, never a reset. They have this long to send their header,
+// and a newcomer past the slice evicts the oldest one still silent, so
+// clients that hold connections open cannot keep a probe out.
+constexpr uint64_t kOverflowConnections = 16;
+constexpr std::chrono::seconds kOverflowReadTime{2};
 // Bytes a client may pipeline behind a running generation; past it the
 // connection is no longer watched for departure until the reply is done.
 constexpr size_t kWatchBufferBytes = 64 << 10;
@@ -107,31 +117,48 @@ ApiError BadRequest(int status, std::string message) {
   return ServerError(status, "invalid_request_error", std::move(message));
 }
 
+class Session;
+
 // Shared by every session.
 struct ServerState {
   const ServerConfig& config;
   Api& api;
   net::thread_pool& work;
   std::atomic<uint64_t> connections{0};
+  // Sessions past max_connections, oldest first (only the listener touches
+  // it; expired ones are dropped as it goes).
+  std::deque<std::weak_ptr<Session>> overflow_sessions{};
   // Generations whose reply is not yet written in full.
   std::atomic<uint64_t> generating{0};
 };
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket socket, ServerState& state)
-      : socket_(std::move(socket)), deadline_(socket_.get_executor()), state_(state) {
-    ++state_.connections;
+  // overflow: a connection past max_connections, answered once
+  // (AnswerOverflow) and closed.
+  Session(tcp::socket socket, ServerState& state, bool overflow = false)
+      : socket_(std::move(socket)),
+        deadline_(socket_.get_executor()),
+        state_(state),
+        overflow_(overflow) {
+    if (!overflow_) ++state_.connections;
     beast::error_code ignored;  // stream chunks leave at once, not after a delayed ack
     socket_.set_option(tcp::no_delay(true), ignored);
   }
   ~Session() {
     EndGeneration();
-    --state_.connections;
+    if (!overflow_) --state_.connections;
   }
 
   void Start() {
     net::dispatch(socket_.get_executor(), [self = shared_from_this()] { self->ReadHeader(); });
+  }
+  // An overflow session closed to make room for a newer one, unless its
+  // request already came (it is being answered).
+  void Evict() {
+    net::post(socket_.get_executor(), [self = shared_from_this()] {
+      if (self->requests_ == 0) self->Close();
+    });
   }
 
  private:
@@ -168,8 +195,10 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->header_limit(static_cast<uint32_t>(config().max_header_bytes));
     parser_->body_limit(config().max_body_bytes);
-    Arm(requests_ == 0 ? std::chrono::steady_clock::duration(config().read_timeout)
-                       : std::chrono::steady_clock::duration(config().keep_alive_timeout));
+    Clock::duration wait = requests_ == 0 ? Clock::duration(config().read_timeout)
+                                          : Clock::duration(config().keep_alive_timeout);
+    if (overflow_) wait = std::min<Clock::duration>(wait, kOverflowReadTime);
+    Arm(wait);
     http::async_read_header(
         socket_, buffer_, *parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->OnHeader(ec); });
@@ -187,6 +216,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (e->http_status == 401) reply.headers.emplace_back("WWW-Authenticate", "Bearer");
       return Send(std::move(reply), /*close=*/!parser_->is_done());
     }
+    if (overflow_) return AnswerOverflow();
     if (parser_->is_done()) return Dispatch();
     const auto expect = req.find(http::field::expect);
     if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
@@ -201,6 +231,21 @@ class Session : public std::enable_shared_from_this<Session> {
                                });
     }
     ReadBody();
+  }
+
+  // A connection past max_connections: /health is answered (so a probe
+  // sees the server alive when it is full), anything else gets a 503 with
+  // Retry-After; then the connection closes, lingering over an unread body
+  // so the client reads the 503 rather than a reset.
+  void AnswerOverflow() {
+    const auto& req = parser_->get();
+    const std::string_view path = Path(req);
+    if (FindRoute(View(req.method_string()), path) == Route::kHealth) {
+      return Send(Answer(Route::kHealth, path, {}), /*close=*/true);
+    }
+    Reply busy = state_.api.Refuse(ServerError(503, "server_error", "too many open connections"));
+    busy.headers.emplace_back("Retry-After", RetryAfterSeconds());
+    Send(std::move(busy), /*close=*/true);
   }
 
   void ReadBody() {
@@ -543,6 +588,7 @@ class Session : public std::enable_shared_from_this<Session> {
   tcp::socket socket_;
   net::steady_timer deadline_;
   ServerState& state_;
+  const bool overflow_;
   uint64_t deadline_gen_ = 0;
   beast::flat_buffer buffer_{1 << 20};
   std::optional<http::request_parser<http::string_body>> parser_;
@@ -563,8 +609,9 @@ class Session : public std::enable_shared_from_this<Session> {
   uint64_t lingered_ = 0;
 };
 
-// Accepts connections; past max_connections a newcomer gets a 503 and is
-// closed at once.
+// Accepts connections. Past max_connections, up to kOverflowConnections
+// more are read for one request each (Session::AnswerOverflow); a newcomer
+// past those evicts the oldest.
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
   Listener(net::io_context& ioc, tcp::acceptor& acceptor, ServerState& state)
@@ -589,21 +636,15 @@ class Listener : public std::enable_shared_from_this<Listener> {
       return;
     }
     if (state_.connections.load() >= state_.config.max_connections) {
-      static const std::string kBusyBody =
-          ServerError(503, "server_error", "too many open connections").Body();
-      const std::string busy =
-          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-          "Retry-After: " +
-          RetryAfterSeconds() +
-          "\r\nConnection: close\r\nContent-Length: " + std::to_string(kBusyBody.size()) +
-          "\r\n\r\n" + kBusyBody;
-      // One try, never waiting: a client too slow to take a few hundred
-      // bytes at once gets the close alone.
-      beast::error_code ignored;
-      socket.non_blocking(true, ignored);
-      socket.write_some(net::buffer(busy), ignored);
-      socket.close(ignored);
-      state_.api.metrics().CountResponse(503);
+      std::deque<std::weak_ptr<Session>>& older = state_.overflow_sessions;
+      std::erase_if(older, [](const std::weak_ptr<Session>& w) { return w.expired(); });
+      if (older.size() >= kOverflowConnections) {
+        if (std::shared_ptr<Session> oldest = older.front().lock()) oldest->Evict();
+        older.pop_front();
+      }
+      auto session = std::make_shared<Session>(std::move(socket), state_, /*overflow=*/true);
+      older.push_back(session);
+      session->Start();
     } else {
       std::make_shared<Session>(std::move(socket), state_)->Start();
     }
@@ -628,16 +669,15 @@ constexpr uint64_t kReservedDescriptors = 64;
 uint64_t RaiseDescriptorLimit(uint64_t connections) {
   rlimit lim{};
   if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return connections;
-  const rlim_t want = static_cast<rlim_t>(connections + kReservedDescriptors);
+  constexpr uint64_t kKept = kReservedDescriptors + kOverflowConnections;
+  const rlim_t want = static_cast<rlim_t>(connections + kKept);
   if (lim.rlim_cur < want) {
     lim.rlim_cur = lim.rlim_max == RLIM_INFINITY ? want : std::min(want, lim.rlim_max);
     setrlimit(RLIMIT_NOFILE, &lim);
     if (getrlimit(RLIMIT_NOFILE, &lim) != 0) return connections;
   }
   if (lim.rlim_cur == RLIM_INFINITY || lim.rlim_cur >= want) return connections;
-  const uint64_t fit = lim.rlim_cur > kReservedDescriptors + 1
-                           ? static_cast<uint64_t>(lim.rlim_cur) - kReservedDescriptors
-                           : 1;
+  const uint64_t fit = lim.rlim_cur > kKept + 1 ? static_cast<uint64_t>(lim.rlim_cur) - kKept : 1;
   return std::min(connections, fit);
 }
 
@@ -654,8 +694,10 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   if (clamped.max_connections < config.max_connections) {
     std::cerr << "folio serve: --max-connections " << config.max_connections << " lowered to "
               << clamped.max_connections << ": the process may open "
-              << clamped.max_connections + kReservedDescriptors
-              << " descriptors (ulimit -n), and keeps " << kReservedDescriptors << " for itself\n";
+              << clamped.max_connections + kReservedDescriptors + kOverflowConnections
+              << " descriptors (ulimit -n), and keeps " << kReservedDescriptors
+              << " for itself and " << kOverflowConnections
+              << " for connections past the cap (answered: /health, else 503)\n";
   }
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return
 

@@ -728,7 +728,7 @@ def test_slow_and_idle_clients_cost_no_service():
 
 
 def test_connections_beyond_the_cap_get_503():
-    s = Server("--max-connections", "4")
+    s = Server("--max-connections", "4", "--read-timeout", "60")  # the held ones stay
     held = []
     try:
         for _ in range(4):
@@ -745,17 +745,53 @@ def test_connections_beyond_the_cap_get_503():
 
 def test_connection_cap_fits_the_descriptor_limit():
     """Under `ulimit -n 128` the cap is lowered (and the log says so), so the
-    connection past it gets the 503, not a failed accept()."""
+    connection past it is answered, not a failed accept(): 128 descriptors
+    less 64 for the server itself and 16 for connections past the cap."""
     s = Server("--max-connections", "2048", max_files=128)
     held = []
     try:
-        assert any("--max-connections 2048 lowered to 64" in line for line in s.log), s.log
-        for _ in range(64):
+        assert any("--max-connections 2048 lowered to 48" in line for line in s.log), s.log
+        for _ in range(48):
             held.append(socket.create_connection((s.host, s.port), timeout=30))
-        status, _, payload = s.request("GET", "/health")
+        status, _, payload = s.request("POST", "/v1/completions", {"prompt": "ab", "max_tokens": 1})
         assert status == 503 and "too many open connections" in json.loads(payload)["error"]["message"]
         held.pop().close()
-        assert wait_until(lambda: s.request("GET", "/health")[0] == 200)
+        assert wait_until(lambda: s.request("POST", "/v1/completions", {"prompt": "ab", "max_tokens": 1})[0] == 200)
+    finally:
+        for sock in held:
+            sock.close()
+        assert s.stop() == 0
+
+
+def test_at_the_connection_cap_health_answers_and_every_refusal_is_a_503():
+    """Past --max-connections the server still reads a few connections'
+    requests: /health answers 200, anything else a JSON 503 with
+    Retry-After, also when the client sent a body it never got to send in
+    full (no reset). Clients that hold those few open in silence cannot
+    keep a probe out: a newcomer evicts the oldest of them."""
+    s = Server("--max-connections", "4", "--read-timeout", "60")  # the held ones stay
+    held = []
+    try:
+        for _ in range(4):
+            held.append(socket.create_connection((s.host, s.port), timeout=30))
+        status, _, payload = s.request("GET", "/health")
+        assert status == 200 and json.loads(payload) == {"status": "ok"}
+        big = {"prompt": "x" * 200_000, "max_tokens": 1}
+        for _ in range(30):
+            status, headers, payload = s.request("POST", "/v1/completions", big)
+            assert status == 503, payload
+            assert "too many open connections" in json.loads(payload)["error"]["message"]
+            assert int(headers["Retry-After"]) >= 1
+        # 40 silent clients past the cap, more than the slice holds: each
+        # newcomer evicted an older one, and the probe is answered.
+        silent = [socket.create_connection((s.host, s.port), timeout=30) for _ in range(40)]
+        held.extend(silent)
+        for _ in range(5):
+            status, _, payload = s.request("GET", "/health")
+            assert status == 200, payload
+        # The evicted ones were closed by the server (they read EOF).
+        silent[0].settimeout(10)
+        assert silent[0].recv(1) == b""
     finally:
         for sock in held:
             sock.close()
