@@ -191,7 +191,9 @@ GenerationStep GenerationOutput::FeedEmbeddings(std::vector<Event>& events) {
   for (Event& e : events) {
     if (done_) break;
     const uint64_t i = e.key - g_.key;
-    if (e.kind == Event::Kind::kError) {
+    // Refused or failed, or cut short by the server stopping.
+    if (e.kind == Event::Kind::kError ||
+        (e.finish == engine::FinishReason::kAbort && !e.error.ok())) {
       ApiError err = FromEngineStatus(e.error);
       if (err.http_status == 400) err.param = g_.inputs == 1 ? "input" : StrCat("input[", i, "]");
       metrics_.CountResponse(err.http_status);
@@ -241,13 +243,17 @@ GenerationStep GenerationOutput::Feed(std::vector<Event>& events) {
       }
       continue;
     }
-    if (e.kind == Event::Kind::kError) {
-      const ApiError err = ServerError(500, "server_error", e.error.ToString());
+    // Cut short by the server stopping: an error (503), not a finish_reason
+    // "abort", which is no OpenAI value.
+    const bool stopped = e.finish == engine::FinishReason::kAbort && !e.error.ok();
+    if (e.kind == Event::Kind::kError || stopped) {
+      const ApiError err = stopped ? FromEngineStatus(e.error)
+                                   : ServerError(500, "server_error", e.error.ToString());
       done_ = true;
       if (g_.stream) {
         step.stream_data += Sse(err.Body()) + Sse("[DONE]");
       } else {
-        metrics_.CountResponse(500);
+        metrics_.CountResponse(err.http_status);
         step.reply = ErrorReply(err);
       }
       break;

@@ -327,6 +327,9 @@ void EngineThread::Run() {
   // not yet added gets an answer.
   Event aborted;
   aborted.finish = engine::FinishReason::kAbort;
+  // Why, for front ends that report it as an error rather than a finish
+  // (OpenAI's API has no "abort" finish_reason).
+  aborted.error = Status::FailedPrecondition("the server stopped before the request finished");
   EndAll(aborted, "abort");
   std::deque<Command> left;
   {

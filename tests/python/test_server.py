@@ -406,6 +406,34 @@ def test_sigterm_drains_in_flight_requests():
     assert any("draining 1 requests" in line for line in s.log)
 
 
+def test_a_second_sigterm_ends_streams_with_an_error_not_an_abort_finish():
+    """The second SIGTERM stops at once: a stream still running ends with an
+    error event (server_error, saying why) and [DONE]; no choice gets finish_reason
+    "abort", which is no OpenAI value."""
+    s = Server("--step-delay-us", "20000", "--drain-timeout", "60")
+    result = {}
+
+    def run():
+        result["events"] = s.stream("/v1/completions",
+                                    {"prompt": "stop", "max_tokens": 400, "ignore_eos": True})
+
+    t = threading.Thread(target=run)
+    t.start()
+    assert wait_until(lambda: s.metrics()["folio_requests_running"] == 1)
+    s.proc.send_signal(signal.SIGTERM)
+    assert wait_until(lambda: any("draining 1 requests" in line for line in s.log))
+    s.proc.send_signal(signal.SIGTERM)
+    t.join(timeout=30)
+    events = result["events"]
+    assert events[-1] == "[DONE]"
+    error = json.loads(events[-2])["error"]
+    assert error["type"] == "server_error"
+    assert "stopped before the request finished" in error["message"]
+    finishes = [c.get("finish_reason") for e in events[:-2] for c in json.loads(e)["choices"]]
+    assert "abort" not in finishes and len(finishes) < 400
+    s.proc.wait(timeout=30)
+
+
 def test_random_and_mutated_bodies_never_break_the_server(server):
     rng = random.Random(11)
     seeds = [json.dumps(b) for _, b, _ in BAD if not isinstance(b, str)] + [

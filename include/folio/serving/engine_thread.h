@@ -62,7 +62,9 @@ struct Event {
   std::optional<double> beam_score;  // a beam search's hypothesis (StepOutput)
   uint64_t rng_state = 0;            // the sample's random stream after it (StepOutput)
   std::vector<float> embedding;      // a pooled request's vector, with its finish (StepOutput)
-  Status error;                      // kError: why
+  // kError: why. A kAbort finish from the thread stopping carries why too
+  // (FailedPrecondition), so a front end may report an error instead.
+  Status error;
   // kAccepted and every finishing event: the prompt's length in tokens;
   // finishing events: how many of them came from the prefix cache.
   uint64_t prompt_tokens = 0;
