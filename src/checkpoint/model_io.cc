@@ -14,6 +14,7 @@
 #include "checkpoint/loaders.h"
 #include "folio/checkpoint/model_io.h"
 #include "folio/checkpoint/safetensors.h"
+#include "folio/core/json_reader.h"
 #include "folio/model/model.h"
 
 namespace folio::checkpoint {
@@ -111,83 +112,28 @@ json ConfigToJson(const ModelConfig& c) {
   return j;
 }
 
-// Typed access to config.json with errors naming the key.
-class ConfigReader {
- public:
-  explicit ConfigReader(const json& j) : j_(j) {}
-
-  Status U64(const char* key, uint64_t& out, bool required = true) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || (!required && it->is_null())) {
-      return required ? Status::NotFound(std::string("missing key \"") + key + "\"") : Status::Ok();
-    }
-    if (!it->is_number_unsigned()) {
-      return Status::InvalidArgument(std::string("\"") + key +
-                                     "\" must be a non-negative integer (got " + it->dump() + ")");
-    }
-    out = it->get<uint64_t>();
-    return Status::Ok();
-  }
-  Status F64(const char* key, double& out, bool required = true) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || (!required && it->is_null())) {
-      return required ? Status::NotFound(std::string("missing key \"") + key + "\"") : Status::Ok();
-    }
-    if (!it->is_number()) {
-      return Status::InvalidArgument(std::string("\"") + key + "\" must be a number (got " +
-                                     it->dump() + ")");
-    }
-    out = it->get<double>();
-    return Status::Ok();
-  }
-  Status Bool(const char* key, bool& out, bool required = true) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || (!required && it->is_null())) {
-      return required ? Status::NotFound(std::string("missing key \"") + key + "\"") : Status::Ok();
-    }
-    if (!it->is_boolean()) {
-      return Status::InvalidArgument(std::string("\"") + key + "\" must be true or false");
-    }
-    out = it->get<bool>();
-    return Status::Ok();
-  }
-  Status String(const char* key, std::string& out, bool required = true) const {
-    auto it = j_.find(key);
-    if (it == j_.end() || (!required && it->is_null())) {
-      return required ? Status::NotFound(std::string("missing key \"") + key + "\"") : Status::Ok();
-    }
-    if (!it->is_string()) {
-      return Status::InvalidArgument(std::string("\"") + key + "\" must be a string");
-    }
-    out = it->get<std::string>();
-    return Status::Ok();
-  }
-  bool Has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-
- private:
-  const json& j_;
-};
-
 Status ParseRopeScaling(const json& j, RopeScaling& out) {
   if (!j.is_object()) return Status::InvalidArgument("\"rope_scaling\" must be an object or null");
-  const ConfigReader r(j);
+  const JsonReader r(j, JsonErrorStyle::kConfig);
   std::string type;
   if (r.Has("rope_type")) {
-    FOLIO_RETURN_IF_ERROR(r.String("rope_type", type));
+    FOLIO_ASSIGN_OR_RETURN(type, r.String("rope_type"));
   } else {
-    FOLIO_RETURN_IF_ERROR(r.String("type", type));
+    FOLIO_ASSIGN_OR_RETURN(type, r.String("type"));
   }
   if (type == "default") return Status::Ok();
   if (type == "linear") {
     out.type = RopeScaling::Type::kLinear;
-    return r.F64("factor", out.factor);
+    FOLIO_ASSIGN_OR_RETURN(out.factor, r.F64("factor"));
+    return Status::Ok();
   }
   if (type == "llama3") {
     out.type = RopeScaling::Type::kLlama3;
-    FOLIO_RETURN_IF_ERROR(r.F64("factor", out.factor));
-    FOLIO_RETURN_IF_ERROR(r.F64("low_freq_factor", out.low_freq_factor));
-    FOLIO_RETURN_IF_ERROR(r.F64("high_freq_factor", out.high_freq_factor));
-    return r.U64("original_max_position_embeddings", out.original_max_positions);
+    FOLIO_ASSIGN_OR_RETURN(out.factor, r.F64("factor"));
+    FOLIO_ASSIGN_OR_RETURN(out.low_freq_factor, r.F64("low_freq_factor"));
+    FOLIO_ASSIGN_OR_RETURN(out.high_freq_factor, r.F64("high_freq_factor"));
+    FOLIO_ASSIGN_OR_RETURN(out.original_max_positions, r.U64("original_max_position_embeddings"));
+    return Status::Ok();
   }
   if (type == "longrope" || type == "su") {
     // The rest (original length, factor, attention factor, which list) is
@@ -208,9 +154,9 @@ Status ParseRopeScaling(const json& j, RopeScaling& out) {
       }
     }
     out.attention_factor = 0;  // 0 = not given
-    FOLIO_RETURN_IF_ERROR(r.F64("attention_factor", out.attention_factor, false));
+    FOLIO_RETURN_IF_ERROR(r.Optional("attention_factor", out.attention_factor));
     out.original_max_positions = 0;
-    return r.U64("original_max_position_embeddings", out.original_max_positions, false);
+    return r.Optional("original_max_position_embeddings", out.original_max_positions);
   }
   return Status::Unimplemented("rope_scaling type \"" + type +
                                "\" (folio supports default, linear, llama3 and longrope)");
@@ -221,8 +167,9 @@ Status ParseRopeScaling(const json& j, RopeScaling& out) {
 Status FinishLongRope(const json& j, uint64_t max_positions, RopeScaling& s) {
   if (s.type != RopeScaling::Type::kLongRope) return Status::Ok();
   if (s.original_max_positions == 0) {
-    FOLIO_RETURN_IF_ERROR(
-        ConfigReader(j).U64("original_max_position_embeddings", s.original_max_positions));
+    FOLIO_ASSIGN_OR_RETURN(
+        s.original_max_positions,
+        JsonReader(j, JsonErrorStyle::kConfig).U64("original_max_position_embeddings"));
   }
   if (s.original_max_positions == 0) {
     return Status::InvalidArgument("\"original_max_position_embeddings\" must be > 0");
@@ -236,7 +183,9 @@ Status FinishLongRope(const json& j, uint64_t max_positions, RopeScaling& s) {
 Status ParseRopeParameters(const json& j, const std::string& where, double& theta,
                            RopeScaling& scaling) {
   if (!j.is_object()) return Status::InvalidArgument(where + " must be an object");
-  FOLIO_RETURN_IF_ERROR(ConfigReader(j).F64("rope_theta", theta).WithContext(where));
+  const Result<double> rope_theta = JsonReader(j, JsonErrorStyle::kConfig).F64("rope_theta");
+  if (!rope_theta.ok()) return rope_theta.error().WithContext(where);
+  theta = *rope_theta;
   if (!j.contains("rope_type") && !j.contains("type")) return Status::Ok();
   return ParseRopeScaling(j, scaling).WithContext(where);
 }
@@ -245,9 +194,9 @@ Status ParseRopeParameters(const json& j, const std::string& where, double& thet
 // kind of layer with its RoPE, soft-caps where the family has them, and the
 // family's fixed choices checked by key.
 Status InterleavedLayersFromJson(const json& j, const ArchitectureTraits& t, ModelConfig& c) {
-  const ConfigReader r(j);
+  const JsonReader r(j, JsonErrorStyle::kConfig);
   std::string act = "gelu_pytorch_tanh";
-  FOLIO_RETURN_IF_ERROR(r.String("hidden_activation", act, false));
+  FOLIO_RETURN_IF_ERROR(r.Optional("hidden_activation", act));
   if (act != "gelu_pytorch_tanh") {
     return Status::Unimplemented("hidden_activation \"" + act + "\" (only gelu_pytorch_tanh)");
   }
@@ -258,19 +207,19 @@ Status InterleavedLayersFromJson(const json& j, const ArchitectureTraits& t, Mod
       return Status::Unimplemented(std::string(key) + " (logit soft-capping in " +
                                    std::string(t.name) + ")");
     }
-    FOLIO_RETURN_IF_ERROR(r.F64(key, *cap));
+    FOLIO_ASSIGN_OR_RETURN(*cap, r.F64(key));
   }
   bool flag = false;
-  FOLIO_RETURN_IF_ERROR(r.Bool("use_bidirectional_attention", flag, false));
+  FOLIO_RETURN_IF_ERROR(r.Optional("use_bidirectional_attention", flag));
   if (flag) return Status::Unimplemented("use_bidirectional_attention true");
   if (c.attention_bias) return Status::Unimplemented("attention_bias true");
   double scalar = 0;
-  FOLIO_RETURN_IF_ERROR(r.F64("query_pre_attn_scalar", scalar));
+  FOLIO_ASSIGN_OR_RETURN(scalar, r.F64("query_pre_attn_scalar"));
   if (!(scalar > 0) || !std::isfinite(scalar)) {
     return Status::InvalidArgument("\"query_pre_attn_scalar\" must be > 0");
   }
   c.attention_scale = 1.0 / std::sqrt(scalar);
-  FOLIO_RETURN_IF_ERROR(r.U64("sliding_window", c.window));
+  FOLIO_ASSIGN_OR_RETURN(c.window, r.U64("sliding_window"));
   if (c.window == 0) return Status::InvalidArgument("\"sliding_window\" must be > 0");
 
   std::vector<bool> sliding(c.num_layers);
@@ -291,7 +240,7 @@ Status InterleavedLayersFromJson(const json& j, const ArchitectureTraits& t, Mod
     }
   } else if (r.Has("sliding_window_pattern")) {
     uint64_t period = 0;
-    FOLIO_RETURN_IF_ERROR(r.U64("sliding_window_pattern", period));
+    FOLIO_ASSIGN_OR_RETURN(period, r.U64("sliding_window_pattern"));
     if (period == 0) return Status::InvalidArgument("\"sliding_window_pattern\" must be > 0");
     for (uint64_t i = 0; i < c.num_layers; ++i) sliding[i] = (i + 1) % period != 0;
   } else if (t.window_period == 2) {
@@ -333,10 +282,10 @@ Status InterleavedLayersFromJson(const json& j, const ArchitectureTraits& t, Mod
     c.rope_theta = global.rope_theta;
     c.rope_scaling = global.rope_scaling;
   } else {
-    FOLIO_RETURN_IF_ERROR(r.F64("rope_theta", global.rope_theta));
+    FOLIO_ASSIGN_OR_RETURN(global.rope_theta, r.F64("rope_theta"));
     local.rope_theta = global.rope_theta;
     if (t.local_rope_base != 0) {
-      FOLIO_RETURN_IF_ERROR(r.F64("rope_local_base_freq", local.rope_theta));
+      FOLIO_ASSIGN_OR_RETURN(local.rope_theta, r.F64("rope_local_base_freq"));
     }
   }
   c.layers.resize(c.num_layers);
@@ -356,26 +305,26 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
                                  (arch == j.end() ? std::string("nothing") : arch->dump()) + ")");
   }
   const ArchitectureTraits& t = model::TraitsOf(*cls);
-  const ConfigReader r(j);
+  const JsonReader r(j, JsonErrorStyle::kConfig);
   ModelConfig c;
   c.architecture = *cls;
   c.rope_style = RopeStyle::kNeox;
   c.tie_embeddings = false;  // the default of every supported HF class
   c.rope_theta = 10000.0;
   c.norm_eps = 1e-6;
-  FOLIO_RETURN_IF_ERROR(r.U64("hidden_size", c.hidden_size));
-  FOLIO_RETURN_IF_ERROR(r.U64("num_attention_heads", c.num_heads));
+  FOLIO_ASSIGN_OR_RETURN(c.hidden_size, r.U64("hidden_size"));
+  FOLIO_ASSIGN_OR_RETURN(c.num_heads, r.U64("num_attention_heads"));
   c.num_kv_heads = c.num_heads;
-  FOLIO_RETURN_IF_ERROR(r.U64("num_key_value_heads", c.num_kv_heads, false));
-  FOLIO_RETURN_IF_ERROR(r.U64("head_dim", c.explicit_head_dim, false));
-  FOLIO_RETURN_IF_ERROR(r.U64("intermediate_size", c.ffn_size));
-  FOLIO_RETURN_IF_ERROR(r.U64("num_hidden_layers", c.num_layers));
-  FOLIO_RETURN_IF_ERROR(r.U64("max_position_embeddings", c.max_positions));
-  FOLIO_RETURN_IF_ERROR(r.U64("vocab_size", c.vocab_size));
-  FOLIO_RETURN_IF_ERROR(r.F64("rope_theta", c.rope_theta, false));
-  FOLIO_RETURN_IF_ERROR(r.F64("rms_norm_eps", c.norm_eps, false));
-  FOLIO_RETURN_IF_ERROR(r.Bool("tie_word_embeddings", c.tie_embeddings, false));
-  FOLIO_RETURN_IF_ERROR(r.Bool("attention_bias", c.attention_bias, false));
+  FOLIO_RETURN_IF_ERROR(r.Optional("num_key_value_heads", c.num_kv_heads));
+  FOLIO_RETURN_IF_ERROR(r.Optional("head_dim", c.explicit_head_dim));
+  FOLIO_ASSIGN_OR_RETURN(c.ffn_size, r.U64("intermediate_size"));
+  FOLIO_ASSIGN_OR_RETURN(c.num_layers, r.U64("num_hidden_layers"));
+  FOLIO_ASSIGN_OR_RETURN(c.max_positions, r.U64("max_position_embeddings"));
+  FOLIO_ASSIGN_OR_RETURN(c.vocab_size, r.U64("vocab_size"));
+  FOLIO_RETURN_IF_ERROR(r.Optional("rope_theta", c.rope_theta));
+  FOLIO_RETURN_IF_ERROR(r.Optional("rms_norm_eps", c.norm_eps));
+  FOLIO_RETURN_IF_ERROR(r.Optional("tie_word_embeddings", c.tie_embeddings));
+  FOLIO_RETURN_IF_ERROR(r.Optional("attention_bias", c.attention_bias));
   if (j.contains("rope_scaling") && !j["rope_scaling"].is_null()) {
     FOLIO_RETURN_IF_ERROR(ParseRopeScaling(j["rope_scaling"], c.rope_scaling));
   }
@@ -392,28 +341,28 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
   c.norm_unit_offset = t.hf_norm_unit_offset;
   if (t.activation == model::Activation::kSilu) {
     std::string act = "silu";
-    FOLIO_RETURN_IF_ERROR(r.String("hidden_act", act, false));
+    FOLIO_RETURN_IF_ERROR(r.Optional("hidden_act", act));
     if (act != "silu") return Status::Unimplemented("hidden_act \"" + act + "\" (only silu)");
   }
   bool mlp_bias = false;
-  FOLIO_RETURN_IF_ERROR(r.Bool("mlp_bias", mlp_bias, false));
+  FOLIO_RETURN_IF_ERROR(r.Optional("mlp_bias", mlp_bias));
   if (mlp_bias) return Status::Unimplemented("mlp_bias true");
   if (t.moe) {
     // The experts: num_local_experts (transformers 5) or num_experts, the
     // chosen few, their width (Mixtral's intermediate_size is it), and
     // whether the chosen weights are renormalised (always, in Mixtral).
     const char* count = r.Has("num_local_experts") ? "num_local_experts" : "num_experts";
-    FOLIO_RETURN_IF_ERROR(r.U64(count, c.num_experts));
-    FOLIO_RETURN_IF_ERROR(r.U64("num_experts_per_tok", c.experts_per_token));
+    FOLIO_ASSIGN_OR_RETURN(c.num_experts, r.U64(count));
+    FOLIO_ASSIGN_OR_RETURN(c.experts_per_token, r.U64("num_experts_per_tok"));
     if (t.hf_mixtral_names) {
       c.expert_ffn_size = c.ffn_size;
       c.norm_topk_prob = true;
     } else {
-      FOLIO_RETURN_IF_ERROR(r.U64("moe_intermediate_size", c.expert_ffn_size));
+      FOLIO_ASSIGN_OR_RETURN(c.expert_ffn_size, r.U64("moe_intermediate_size"));
       c.norm_topk_prob = false;  // Qwen3MoeConfig's default
-      FOLIO_RETURN_IF_ERROR(r.Bool("norm_topk_prob", c.norm_topk_prob, false));
+      FOLIO_RETURN_IF_ERROR(r.Optional("norm_topk_prob", c.norm_topk_prob));
       uint64_t step = 1;
-      FOLIO_RETURN_IF_ERROR(r.U64("decoder_sparse_step", step, false));
+      FOLIO_RETURN_IF_ERROR(r.Optional("decoder_sparse_step", step));
       if (step != 1) {
         return Status::Unimplemented("decoder_sparse_step " + std::to_string(step) +
                                      " (dense layers between mixtures)");
@@ -432,9 +381,9 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
     FOLIO_RETURN_IF_ERROR(InterleavedLayersFromJson(j, t, c));
   }
   bool use_sliding = t.hf_sliding_window_default;
-  FOLIO_RETURN_IF_ERROR(r.Bool("use_sliding_window", use_sliding, false));
+  FOLIO_RETURN_IF_ERROR(r.Optional("use_sliding_window", use_sliding));
   if (use_sliding && t.window_period == 0) {
-    FOLIO_RETURN_IF_ERROR(r.U64("sliding_window", c.window, false));
+    FOLIO_RETURN_IF_ERROR(r.Optional("sliding_window", c.window));
     if (c.window != 0 && t.hf_window_per_layer) {
       return Status::Unimplemented("use_sliding_window with per-layer windows (Qwen)");
     }
@@ -443,14 +392,14 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
   if (t.qk_norm == Fixed::kAlways) c.qk_norm = true;
   if (!t.hf_native) {
     std::string style;
-    FOLIO_RETURN_IF_ERROR(r.String("rope_style", style));
+    FOLIO_ASSIGN_OR_RETURN(style, r.String("rope_style"));
     if (style != "interleaved" && style != "neox") {
       return Status::InvalidArgument("\"rope_style\" must be \"interleaved\" or \"neox\"");
     }
     c.rope_style = style == "neox" ? RopeStyle::kNeox : RopeStyle::kInterleaved;
     if (r.Has("folio_architecture")) {
       std::string name;
-      FOLIO_RETURN_IF_ERROR(r.String("folio_architecture", name));
+      FOLIO_ASSIGN_OR_RETURN(name, r.String("folio_architecture"));
       std::optional<Architecture> named = model::ArchitectureFromName(name);
       if (!named) {
         return Status::Unimplemented("\"folio_architecture\" \"" + name + "\" (folio runs " +
@@ -466,7 +415,7 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
       }
       c.architecture = *named;
     }
-    FOLIO_RETURN_IF_ERROR(r.Bool("qk_norm", c.qk_norm, false));
+    FOLIO_RETURN_IF_ERROR(r.Optional("qk_norm", c.qk_norm));
     auto tie = j.find("tie_word_embeddings");
     if (tie == j.end() || !tie->is_boolean()) {
       return Status::InvalidArgument("\"tie_word_embeddings\" must be true or false");
@@ -475,12 +424,13 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
   // Partial rotary embeddings (Phi-4-mini): top level, or in
   // rope_parameters (transformers 5).
   double partial = 1.0;
-  FOLIO_RETURN_IF_ERROR(r.F64("partial_rotary_factor", partial, false));
+  FOLIO_RETURN_IF_ERROR(r.Optional("partial_rotary_factor", partial));
   if (r.Has("rope_parameters") && j["rope_parameters"].is_object() &&
       j["rope_parameters"].contains("partial_rotary_factor")) {
-    FOLIO_RETURN_IF_ERROR(ConfigReader(j["rope_parameters"])
-                              .F64("partial_rotary_factor", partial)
-                              .WithContext("rope_parameters"));
+    const Result<double> nested =
+        JsonReader(j["rope_parameters"], JsonErrorStyle::kConfig).F64("partial_rotary_factor");
+    if (!nested.ok()) return nested.error().WithContext("rope_parameters");
+    partial = *nested;
   }
   if (!(partial > 0 && partial <= 1)) {
     return Status::InvalidArgument("\"partial_rotary_factor\" must be in (0, 1]");

@@ -6,7 +6,7 @@
 #include <limits>
 #include <sstream>
 
-#include "folio/format/json_fields.h"
+#include "folio/core/json_reader.h"
 
 namespace folio::engine {
 
@@ -45,32 +45,8 @@ std::vector<RequestParamInfo> RequestParamInfos() {
 
 namespace {
 
-// A declared field; absent (a snapshot from before it was declared) keeps
-// its default.
-Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
-                    const RequestParamInfo& info, double& out) {
-  if (!j.contains(std::string(info.name))) return Status::Ok();
-  FOLIO_ASSIGN_OR_RETURN(out, f.Double(std::string(info.name).c_str()));
-  return Status::Ok();
-}
-Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
-                    const RequestParamInfo& info, int64_t& out) {
-  if (!j.contains(std::string(info.name))) return Status::Ok();
-  FOLIO_ASSIGN_OR_RETURN(out, f.I64(std::string(info.name).c_str()));
-  return Status::Ok();
-}
-Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
-                    const RequestParamInfo& info, Strings& out) {
-  if (!j.contains(std::string(info.name))) return Status::Ok();
-  FOLIO_ASSIGN_OR_RETURN(out, f.Strings(std::string(info.name).c_str()));
-  return Status::Ok();
-}
 // A logit_bias is written as OpenAI sends it: {"token id": bias}.
-Status ReadDeclared(const format::JsonFields&, const nlohmann::json& j,
-                    const RequestParamInfo& info, LogitBias& out) {
-  const std::string name(info.name);
-  if (!j.contains(name)) return Status::Ok();
-  const nlohmann::json& v = j.at(name);
+Status ReadLogitBias(const nlohmann::json& v, const std::string& name, LogitBias& out) {
   if (!v.is_object()) return Status::InvalidArgument(name + " is not an object");
   out.clear();
   for (const auto& [key, bias] : v.items()) {
@@ -83,18 +59,6 @@ Status ReadDeclared(const format::JsonFields&, const nlohmann::json& j,
     }
     out[static_cast<int32_t>(id)] = bias.get<double>();
   }
-  return Status::Ok();
-}
-Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
-                    const RequestParamInfo& info, bool& out) {
-  if (!j.contains(std::string(info.name))) return Status::Ok();
-  FOLIO_ASSIGN_OR_RETURN(out, f.Bool(std::string(info.name).c_str()));
-  return Status::Ok();
-}
-Status ReadDeclared(const format::JsonFields& f, const nlohmann::json& j,
-                    const RequestParamInfo& info, TokenIds& out) {
-  if (!j.contains(std::string(info.name))) return Status::Ok();
-  FOLIO_ASSIGN_OR_RETURN(out, f.Tokens(std::string(info.name).c_str()));
   return Status::Ok();
 }
 
@@ -230,22 +194,36 @@ Result<nlohmann::json> RequestParamsToJson(const RequestParams& p) {
 
 Result<RequestParams> RequestParamsFromJson(const nlohmann::json& j, const std::string& where) {
   if (!j.is_object()) return Status::InvalidArgument(where + ": params is not an object");
-  const format::JsonFields f(j, where + " params");
+  const JsonReader f(j, JsonErrorStyle::kFile, where + " params");
   RequestParams p;
-  FOLIO_ASSIGN_OR_RETURN(p.sampling.temperature, f.Double("temperature"));
+  FOLIO_ASSIGN_OR_RETURN(p.sampling.temperature, f.F64("temperature"));
   FOLIO_ASSIGN_OR_RETURN(p.sampling.top_k, f.U64("top_k"));
-  FOLIO_ASSIGN_OR_RETURN(p.sampling.top_p, f.Double("top_p"));
+  FOLIO_ASSIGN_OR_RETURN(p.sampling.top_p, f.F64("top_p"));
   FOLIO_ASSIGN_OR_RETURN(p.max_tokens, f.U64("max_tokens"));
   FOLIO_ASSIGN_OR_RETURN(p.seed, f.U64("seed"));
   if (j.contains("eos_token_ids")) {
-    FOLIO_ASSIGN_OR_RETURN(p.eos_token_ids, f.Tokens("eos_token_ids"));
+    FOLIO_ASSIGN_OR_RETURN(p.eos_token_ids, f.TokenIds("eos_token_ids"));
   }
   FOLIO_ASSIGN_OR_RETURN(p.stop_strings, f.Strings("stop_strings"));
   FOLIO_ASSIGN_OR_RETURN(p.logprobs, f.Bool("logprobs"));
   FOLIO_ASSIGN_OR_RETURN(p.top_logprobs, f.U64("top_logprobs"));
+  // A declared field absent (a snapshot from before it was declared) keeps
+  // its default.
   Status declared;
   ForEachRequestParam(p, [&](const RequestParamInfo& info, auto& value) {
-    if (declared.ok()) declared = ReadDeclared(f, j, info, value);
+    const std::string name(info.name);
+    if (!declared.ok() || !j.contains(name)) return;
+    using T = std::decay_t<decltype(value)>;
+    if constexpr (std::is_same_v<T, LogitBias>) {
+      declared = ReadLogitBias(j.at(name), name, value);
+    } else {
+      Result<T> v = f.Get<T>(name);
+      if (v.ok()) {
+        value = std::move(*v);
+      } else {
+        declared = v.error();
+      }
+    }
   });
   FOLIO_RETURN_IF_ERROR(declared);
   return p;

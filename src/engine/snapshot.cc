@@ -7,9 +7,9 @@
 #include <string>
 #include <utility>
 
+#include "folio/core/json_reader.h"
 #include "folio/engine/engine.h"
 #include "folio/engine/request_params.h"
-#include "folio/format/json_fields.h"
 
 namespace folio::engine {
 namespace {
@@ -231,9 +231,9 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
 
 Result<Engine::Continued> Engine::StageSnapshotSequence(const format::SnapshotSequence& q,
                                                         const std::string& where) const {
-  const format::JsonFields f(q.request, where);
-  FOLIO_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, f.Tokens("prompt"));
-  FOLIO_ASSIGN_OR_RETURN(std::vector<int32_t> output, f.Tokens("output"));
+  const JsonReader f(q.request, JsonErrorStyle::kFile, where);
+  FOLIO_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, f.TokenIds("prompt"));
+  FOLIO_ASSIGN_OR_RETURN(std::vector<int32_t> output, f.TokenIds("output"));
   const auto params_json = q.request.find("params");
   if (params_json == q.request.end()) {
     return Status::InvalidArgument(where + ": params is missing");

@@ -13,9 +13,9 @@
 
 #include "folio/core/checked_math.h"
 #include "folio/core/file_bytes.h"
+#include "folio/core/json_reader.h"
 #include "folio/format/block_paged_layout.h"
 #include "folio/format/descriptor.h"
-#include "folio/format/json_fields.h"
 #include "wire.h"
 
 namespace folio::format {
@@ -197,7 +197,7 @@ json Manifest(const KvSnapshot& s) {
 
 Result<KvSnapshot> ParseManifest(const json& m) {
   if (!m.is_object()) return Status::InvalidArgument("manifest is not a JSON object");
-  const JsonFields f(m, "manifest");
+  const JsonReader f(m, JsonErrorStyle::kFile, "manifest");
   FOLIO_ASSIGN_OR_RETURN(std::string format, f.String("format"));
   if (format != "folio-kv-snapshot") {
     return Status::InvalidArgument("manifest format is \"" + format +
@@ -235,8 +235,9 @@ Result<KvSnapshot> ParseManifest(const json& m) {
       }
       seq.block_table.push_back(page.get<uint32_t>());
     }
-    FOLIO_ASSIGN_OR_RETURN(seq.num_tokens, JsonFields(q, where).U64(
-                                               "num_tokens", seq.block_table.size() * s.page_size));
+    FOLIO_ASSIGN_OR_RETURN(seq.num_tokens,
+                           JsonReader(q, JsonErrorStyle::kFile, where)
+                               .U64("num_tokens", seq.block_table.size() * s.page_size));
     const auto request = q.find("request");
     if (request == q.end() || !request->is_object()) {
       return Status::InvalidArgument(where + ": request is missing or not an object");

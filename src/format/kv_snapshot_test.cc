@@ -13,7 +13,6 @@
 
 #include "folio/core/splitmix64.h"
 #include "folio/format/descriptor.h"
-#include "folio/format/json_fields.h"
 
 namespace folio::format {
 namespace {
@@ -463,26 +462,6 @@ TEST(KvSnapshot, I8ForgedChecksumsNeverGetPastValidation) {
       EXPECT_TRUE(Same(*again, *r));
     }
   }
-}
-
-TEST(JsonFields, NamesWhereTheFieldAndWhatItShouldBe) {
-  const nlohmann::json j = {{"n", 5},    {"neg", -1},   {"x", 1.5},         {"b", true},
-                            {"s", "hi"}, {"t", {1, 2}}, {"bad_t", {1, -2}}, {"ss", {"a", 3}}};
-  const JsonFields f(j, "sequence 2");
-  EXPECT_EQ(*f.U64("n"), 5u);
-  EXPECT_EQ(*f.Double("x"), 1.5);
-  EXPECT_TRUE(*f.Bool("b"));
-  EXPECT_EQ(*f.String("s"), "hi");
-  EXPECT_EQ(*f.Tokens("t"), (std::vector<int32_t>{1, 2}));
-  auto message = [](const Status& st) { return st.ToString(); };
-  EXPECT_NE(message(f.U64("neg").status()).find("sequence 2: neg is missing or not an unsigned"),
-            std::string::npos);
-  EXPECT_NE(message(f.U64("n", 4).status()).find("n = 5 exceeds 4"), std::string::npos);
-  EXPECT_NE(message(f.Bool("missing").status()).find("missing is missing or not a boolean"),
-            std::string::npos);
-  EXPECT_NE(message(f.Tokens("bad_t").status()).find("-2, not a token id"), std::string::npos);
-  EXPECT_NE(message(f.Strings("ss").status()).find("3, not a string"), std::string::npos);
-  EXPECT_EQ(f.String("n").status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "folio/core/check.h"
+#include "folio/core/json_reader.h"
 #include "folio/core/str_cat.h"
 #include "folio/engine/request_params.h"
 #include "folio/sampling/sampler.h"
@@ -66,112 +67,20 @@ const std::set<std::string, std::less<>> kChatFields = {"messages",
                                                         "reasoning_effort",
                                                         "split_reasoning"};
 
-std::string TypeName(const json& j) {
-  if (j.is_number_integer()) return "integer";
-  if (j.is_number_float()) return "number";
-  return j.type_name();
-}
-
 ApiError WrongType(std::string_view field, std::string_view expected, const json& got) {
-  return InvalidField(std::string(field),
-                      StrCat("'", field, "' must be ", expected, ", got ", TypeName(got)));
+  return InvalidField(std::string(field), WrongTypeMessage(field, expected, got));
 }
 
-// Reads typed fields of the request object; the first error wins.
-class Fields {
- public:
-  explicit Fields(const json& obj) : obj_(obj) {}
-
-  // The value, or nullptr when absent or null.
-  const json* Find(std::string_view key) const {
-    auto it = obj_.find(key);
-    if (it == obj_.end() || it->is_null()) return nullptr;
-    return &*it;
-  }
-
-  std::optional<ApiError> Int(std::string_view key, int64_t lo, int64_t hi,
-                              std::optional<int64_t>& out) const {
-    const json* v = Find(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_number_integer()) return WrongType(key, "an integer", *v);
-    if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(hi)) {
-      return OutOfRange(key, lo, hi);
-    }
-    const int64_t x = v->get<int64_t>();
-    if (x < lo || x > hi) return OutOfRange(key, lo, hi);
-    out = x;
-    return std::nullopt;
-  }
-
-  std::optional<ApiError> Number(std::string_view key, double lo, double hi, bool lo_open,
-                                 std::optional<double>& out) const {
-    const json* v = Find(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_number()) return WrongType(key, "a number", *v);
-    const double x = v->get<double>();
-    if (!std::isfinite(x) || x < lo || (lo_open && x == lo) || x > hi) {
-      return InvalidField(std::string(key),
-                          StrCat("'", key, "' must be in ", lo_open ? "(" : "[", Fmt(lo), ", ",
-                                 Fmt(hi), "], got ", Clip(v->dump())));
-    }
-    out = x;
-    return std::nullopt;
-  }
-
-  std::optional<ApiError> Bool(std::string_view key, std::optional<bool>& out) const {
-    const json* v = Find(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_boolean()) return WrongType(key, "a boolean", *v);
-    out = v->get<bool>();
-    return std::nullopt;
-  }
-
-  // An array of at most max_count token ids, each in [0, vocab_size).
-  std::optional<ApiError> TokenIds(std::string_view key, uint64_t max_count, uint64_t vocab_size,
-                                   std::optional<std::vector<int32_t>>& out) const {
-    const json* v = Find(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_array()) return WrongType(key, "an array of token ids", *v);
-    if (v->size() > max_count) {
-      return InvalidField(std::string(key),
-                          StrCat("'", key, "' has ", v->size(), " ids; at most ", max_count));
-    }
-    std::vector<int32_t> ids;
-    for (const json& t : *v) {
-      const bool in_vocab = t.is_number_integer() &&
-                            (t.is_number_unsigned() || t.get<int64_t>() >= 0) &&
-                            t.get<uint64_t>() < vocab_size;
-      if (!in_vocab) {
-        return InvalidField(std::string(key),
-                            StrCat("'", key, "' holds ", Clip(t.dump()),
-                                   ", not a token id below the vocabulary size ", vocab_size));
-      }
-      ids.push_back(t.get<int32_t>());
-    }
-    out = std::move(ids);
-    return std::nullopt;
-  }
-
-  std::optional<ApiError> String(std::string_view key, std::optional<std::string>& out) const {
-    const json* v = Find(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_string()) return WrongType(key, "a string", *v);
-    out = v->get<std::string>();
-    return std::nullopt;
-  }
-
- private:
-  static std::string Fmt(double x) {
-    // Integral bounds as integers ([-2, 2], not [-2.0, 2.0]), as the docs write them.
-    if (x == std::floor(x) && std::abs(x) < 1e15) return std::to_string(static_cast<int64_t>(x));
-    json j = x;
-    return j.dump();
-  }
-  static ApiError OutOfRange(std::string_view key, int64_t lo, int64_t hi) {
-    return InvalidField(std::string(key), StrCat("'", key, "' must be in [", lo, ", ", hi, "]"));
-  }
-  const json& obj_;
-};
+// An optional field of the body (absent or null leaves `out` empty), read
+// with the bounds OrderedJsonReader::Get takes for its type; an error is
+// the 400 that names the field.
+template <typename T, typename... Bounds>
+std::optional<ApiError> Read(const OrderedJsonReader& f, std::string_view key,
+                             std::optional<T>& out, const Bounds&... bounds) {
+  const Status s = f.Optional(key, out, bounds...);
+  if (s.ok()) return std::nullopt;
+  return InvalidField(std::string(key), s.message());
+}
 
 #define FOLIO_RETURN_API_ERROR(expr)                                    \
   do {                                                                  \
@@ -232,7 +141,7 @@ std::optional<ApiError> ParsePrompt(const json& body, const ModelInfo& m,
     }
     if (!t.is_number_integer()) {
       return InvalidField("prompt",
-                          StrCat("prompt token ", i, " must be an integer, got ", TypeName(t)));
+                          StrCat("prompt token ", i, " must be an integer, got ", JsonTypeName(t)));
     }
     const bool negative = !t.is_number_unsigned() && t.get<int64_t>() < 0;
     if (negative || t.get<uint64_t>() >= m.vocab_size) {
@@ -294,7 +203,7 @@ std::optional<ApiError> ParseStop(const json& body, std::vector<std::string>& ou
 }
 
 // Options folio does not implement, accepted only at their neutral value.
-std::optional<ApiError> CheckNeutral(const Fields& f, uint64_t n, bool chat) {
+std::optional<ApiError> CheckNeutral(const OrderedJsonReader& f, uint64_t n, bool chat) {
   // OpenAI's legacy function calling (tools replaced it). Tools are chat's
   // (serving/chat_request.h); a completion has no tools to choose from.
   for (const char* key : {"functions", "tools"}) {
@@ -315,15 +224,16 @@ std::optional<ApiError> CheckNeutral(const Fields& f, uint64_t n, bool chat) {
   }
   // Completions only (chat refuses them as unknown fields).
   std::optional<bool> echo;
-  FOLIO_RETURN_API_ERROR(f.Bool("echo", echo));
+  FOLIO_RETURN_API_ERROR(Read(f, "echo", echo));
   if (echo.value_or(false)) return InvalidField("echo", "'echo' is not supported");
   std::optional<int64_t> best_of;
-  FOLIO_RETURN_API_ERROR(f.Int("best_of", 1, static_cast<int64_t>(kMaxChoices), best_of));
+  FOLIO_RETURN_API_ERROR(
+      Read(f, "best_of", best_of, int64_t{1}, static_cast<int64_t>(kMaxChoices)));
   if (best_of && static_cast<uint64_t>(*best_of) < n) {
     return InvalidField("best_of", "best_of must be at least n (n = " + std::to_string(n) + ")");
   }
   std::optional<std::string> suffix;
-  FOLIO_RETURN_API_ERROR(f.String("suffix", suffix));
+  FOLIO_RETURN_API_ERROR(Read(f, "suffix", suffix));
   if (suffix && !suffix->empty()) return InvalidField("suffix", "'suffix' is not supported");
   return std::nullopt;
 }
@@ -365,7 +275,7 @@ std::optional<ApiError> TextValue(const json& v, std::string_view field, std::st
 // The output constraint, from whichever of the fields clients use the
 // body has (at most one): OpenAI's response_format, vLLM's
 // structured_outputs and guided_*, llama.cpp's grammar and json_schema.
-std::optional<ApiError> ParseStructuredOutput(const Fields& f,
+std::optional<ApiError> ParseStructuredOutput(const OrderedJsonReader& f,
                                               std::optional<grammar::StructuredOutput>& out,
                                               std::string& field) {
   using Kind = grammar::StructuredOutput::Kind;
@@ -384,9 +294,9 @@ std::optional<ApiError> ParseStructuredOutput(const Fields& f,
   }
   if (const json* v = f.Find("response_format"); v != nullptr) {
     if (!v->is_object()) return WrongType("response_format", "an object", *v);
-    const Fields rf(*v);
+    const OrderedJsonReader rf(*v, JsonErrorStyle::kRequest);
     std::optional<std::string> type;
-    FOLIO_RETURN_API_ERROR(rf.String("type", type));
+    FOLIO_RETURN_API_ERROR(Read(rf, "type", type));
     if (!type) return InvalidField("response_format", "'response_format' needs a 'type'");
     for (const auto& [key, value] : v->items()) {
       if (key != "type" && !(key == "json_schema" && *type == "json_schema")) {
@@ -409,12 +319,12 @@ std::optional<ApiError> ParseStructuredOutput(const Fields& f,
                               StrCat("'response_format.json_schema' has no field ", Quote(key)));
         }
       }
-      const Fields jsf(*js);
+      const OrderedJsonReader jsf(*js, JsonErrorStyle::kRequest);
       std::optional<std::string> name, description;
       std::optional<bool> strict;
-      FOLIO_RETURN_API_ERROR(jsf.String("name", name));
-      FOLIO_RETURN_API_ERROR(jsf.String("description", description));
-      FOLIO_RETURN_API_ERROR(jsf.Bool("strict", strict));
+      FOLIO_RETURN_API_ERROR(Read(jsf, "name", name));
+      FOLIO_RETURN_API_ERROR(Read(jsf, "description", description));
+      FOLIO_RETURN_API_ERROR(Read(jsf, "strict", strict));
       const json* schema = jsf.Find("schema");
       if (schema == nullptr) {
         return InvalidField("response_format", "'response_format.json_schema' needs a 'schema'");
@@ -513,7 +423,7 @@ std::optional<ApiError> CompileStructuredOutput(const ModelInfo& m,
 // folio's extension "beam_search": {"num_beams": int, "length_penalty":
 // number (default 1), "early_stopping": true, false or "never" (default
 // false)}, Hugging Face's parameters (engine/beam_search.h).
-std::optional<ApiError> ParseBeamSearch(const Fields& f, engine::BeamSearchParams& out) {
+std::optional<ApiError> ParseBeamSearch(const OrderedJsonReader& f, engine::BeamSearchParams& out) {
   const json* v = f.Find("beam_search");
   if (v == nullptr) return std::nullopt;
   if (!v->is_object()) return WrongType("beam_search", "an object", *v);
@@ -523,12 +433,13 @@ std::optional<ApiError> ParseBeamSearch(const Fields& f, engine::BeamSearchParam
                                                 " (num_beams, length_penalty, early_stopping)"));
     }
   }
-  const Fields beam(*v);
+  const OrderedJsonReader beam(*v, JsonErrorStyle::kRequest);
   std::optional<int64_t> num_beams;
-  FOLIO_RETURN_API_ERROR(beam.Int("num_beams", 1, static_cast<int64_t>(kMaxChoices), num_beams));
+  FOLIO_RETURN_API_ERROR(
+      Read(beam, "num_beams", num_beams, int64_t{1}, static_cast<int64_t>(kMaxChoices)));
   if (!num_beams) return InvalidField("beam_search", "'beam_search' needs 'num_beams'");
   std::optional<double> length_penalty;
-  FOLIO_RETURN_API_ERROR(beam.Number("length_penalty", -1e6, 1e6, false, length_penalty));
+  FOLIO_RETURN_API_ERROR(Read(beam, "length_penalty", length_penalty, -1e6, 1e6, false));
   out.num_beams = static_cast<uint64_t>(*num_beams);
   out.length_penalty = length_penalty.value_or(1.0);
   out.early_stopping = engine::EarlyStopping::kHeuristic;
@@ -556,7 +467,7 @@ std::string Range(const engine::RequestParamInfo& info) {
 }
 
 // A logit_bias: {"token id": bias}, OpenAI's form (keys are strings).
-std::optional<ApiError> ParseLogitBias(const Fields& f, std::string_view key,
+std::optional<ApiError> ParseLogitBias(const OrderedJsonReader& f, std::string_view key,
                                        const engine::RequestParamInfo& info, uint64_t vocab_size,
                                        engine::LogitBias& out) {
   const json* v = f.Find(key);
@@ -592,8 +503,8 @@ std::optional<ApiError> ParseLogitBias(const Fields& f, std::string_view key,
 }
 
 // An array of at most max_count non-empty strings.
-std::optional<ApiError> ParseStrings(const Fields& f, std::string_view key, uint64_t max_count,
-                                     std::vector<std::string>& out) {
+std::optional<ApiError> ParseStrings(const OrderedJsonReader& f, std::string_view key,
+                                     uint64_t max_count, std::vector<std::string>& out) {
   const json* v = f.Find(key);
   if (v == nullptr) return std::nullopt;
   if (!v->is_array()) return WrongType(key, "an array of strings", *v);
@@ -633,8 +544,8 @@ std::variant<std::string_view, ApiError> KeyFor(const json& body, std::string_vi
 
 // Every declared parameter (engine/request_params.h) the body gives, by
 // its type; the first error wins.
-std::optional<ApiError> ParseDeclared(const json& body, const Fields& f, uint64_t vocab_size,
-                                      engine::RequestParams& params) {
+std::optional<ApiError> ParseDeclared(const json& body, const OrderedJsonReader& f,
+                                      uint64_t vocab_size, engine::RequestParams& params) {
   std::optional<ApiError> error;
   engine::ForEachRequestParam(params, [&](const engine::RequestParamInfo& info, auto& member) {
     if (error) return;
@@ -647,19 +558,19 @@ std::optional<ApiError> ParseDeclared(const json& body, const Fields& f, uint64_
     using T = std::decay_t<decltype(member)>;
     if constexpr (std::is_same_v<T, double>) {
       std::optional<double> v;
-      error = f.Number(key, info.lo, info.hi, info.lo_open, v);
+      error = Read(f, key, v, info.lo, info.hi, info.lo_open);
       if (v) member = *v;
     } else if constexpr (std::is_same_v<T, int64_t>) {
       std::optional<int64_t> v;
-      error = f.Int(key, static_cast<int64_t>(info.lo), static_cast<int64_t>(info.hi), v);
+      error = Read(f, key, v, static_cast<int64_t>(info.lo), static_cast<int64_t>(info.hi));
       if (v) member = *v;
     } else if constexpr (std::is_same_v<T, bool>) {
       std::optional<bool> v;
-      error = f.Bool(key, v);
+      error = Read(f, key, v);
       if (v) member = *v;
     } else if constexpr (std::is_same_v<T, engine::TokenIds>) {
       std::optional<std::vector<int32_t>> v;
-      error = f.TokenIds(key, static_cast<uint64_t>(info.hi), vocab_size, v);
+      error = Read(f, key, v, vocab_size, static_cast<uint64_t>(info.hi));
       if (v) member = std::move(*v);
     } else if constexpr (std::is_same_v<T, engine::LogitBias>) {
       error = ParseLogitBias(f, key, info, vocab_size, member);
@@ -712,7 +623,7 @@ std::variant<json, ApiError> ObjectWithModel(std::string_view body, const ModelI
   json j = std::move(*parsed);
   if (!j.is_object()) return InvalidField("", "the request body must be a JSON object");
   std::optional<std::string> model_name;
-  FOLIO_RETURN_API_ERROR(Fields(j).String("model", model_name));
+  FOLIO_RETURN_API_ERROR(Read(OrderedJsonReader(j, JsonErrorStyle::kRequest), "model", model_name));
   if (model_name && !m.Serves(*model_name)) return ModelNotFound(*model_name, m);
   return j;
 }
@@ -729,12 +640,12 @@ std::variant<std::vector<int32_t>, ApiError> ParseTokenize(std::string_view body
     FOLIO_RETURN_API_ERROR(ParseMessages(j, m, ids));
     return ids;
   }
-  const Fields f(j);
+  const OrderedJsonReader f(j, JsonErrorStyle::kRequest);
   std::optional<std::string> prompt;
-  FOLIO_RETURN_API_ERROR(f.String("prompt", prompt));
+  FOLIO_RETURN_API_ERROR(Read(f, "prompt", prompt));
   if (!prompt) return InvalidField("prompt", "'prompt' (a string) or 'messages' is required");
   std::optional<bool> add_special;
-  FOLIO_RETURN_API_ERROR(f.Bool("add_special_tokens", add_special));
+  FOLIO_RETURN_API_ERROR(Read(f, "add_special_tokens", add_special));
   const bool special = add_special.value_or(true);
   FOLIO_RETURN_API_ERROR(EncodeText(m, *prompt, "prompt", ids, special, special));
   return ids;
@@ -808,18 +719,18 @@ std::variant<ParsedEmbeddings, ApiError> ParseEmbeddings(std::string_view body,
                                       "lists the fields)"));
     }
   }
-  const Fields f(j);
+  const OrderedJsonReader f(j, JsonErrorStyle::kRequest);
   std::optional<std::string> model_name, user, format, pooling;
-  FOLIO_RETURN_API_ERROR(f.String("model", model_name));
+  FOLIO_RETURN_API_ERROR(Read(f, "model", model_name));
   if (model_name && !m.Serves(*model_name)) return ModelNotFound(*model_name, m);
-  FOLIO_RETURN_API_ERROR(f.String("user", user));
+  FOLIO_RETURN_API_ERROR(Read(f, "user", user));
   ParsedEmbeddings out;
-  FOLIO_RETURN_API_ERROR(f.String("encoding_format", format));
+  FOLIO_RETURN_API_ERROR(Read(f, "encoding_format", format));
   if (format && *format != "float" && *format != "base64") {
     return InvalidField("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
   }
   out.base64 = format == "base64";
-  FOLIO_RETURN_API_ERROR(f.String("pooling", pooling));
+  FOLIO_RETURN_API_ERROR(Read(f, "pooling", pooling));
   out.params.pooling = engine::Pooling::kLast;
   if (pooling) {
     const std::optional<engine::Pooling> p = engine::PoolingFromName(*pooling);
@@ -829,13 +740,13 @@ std::variant<ParsedEmbeddings, ApiError> ParseEmbeddings(std::string_view body,
     out.params.pooling = *p;
   }
   std::optional<bool> normalize;
-  FOLIO_RETURN_API_ERROR(f.Bool("normalize", normalize));
+  FOLIO_RETURN_API_ERROR(Read(f, "normalize", normalize));
   out.params.normalize = normalize.value_or(true);
   std::optional<int64_t> dimensions, truncate;
-  FOLIO_RETURN_API_ERROR(f.Int(
-      "dimensions", 1, static_cast<int64_t>(std::max<uint64_t>(m.hidden_size, 1)), dimensions));
+  FOLIO_RETURN_API_ERROR(Read(f, "dimensions", dimensions, int64_t{1},
+                              static_cast<int64_t>(std::max<uint64_t>(m.hidden_size, 1))));
   out.params.dimensions = static_cast<uint64_t>(dimensions.value_or(0));
-  FOLIO_RETURN_API_ERROR(f.Int("truncate_prompt_tokens", 1, INT64_MAX, truncate));
+  FOLIO_RETURN_API_ERROR(Read(f, "truncate_prompt_tokens", truncate, int64_t{1}, INT64_MAX));
   // The inputs: one string or id list, or an array of them.
   const json* input = f.Find("input");
   if (input == nullptr) return InvalidField("input", "'input' is required");
@@ -903,7 +814,7 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   const json j = std::move(*parsed);
   if (!j.is_object()) return InvalidField("", "the request body must be a JSON object");
   const bool chat = endpoint == Endpoint::kChat;
-  const Fields f(j);
+  const OrderedJsonReader f(j, JsonErrorStyle::kRequest);
   ParsedRequest r;
   r.endpoint = endpoint;
   for (const auto& [key, value] : j.items()) {
@@ -917,24 +828,25 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   }
 
   std::optional<std::string> model_name;
-  FOLIO_RETURN_API_ERROR(f.String("model", model_name));
+  FOLIO_RETURN_API_ERROR(Read(f, "model", model_name));
   if (model_name && !m.Serves(*model_name)) return ModelNotFound(*model_name, m);
   std::optional<std::string> user;
-  FOLIO_RETURN_API_ERROR(f.String("user", user));
+  FOLIO_RETURN_API_ERROR(Read(f, "user", user));
   std::optional<bool> store;
-  FOLIO_RETURN_API_ERROR(f.Bool("store", store));
+  FOLIO_RETURN_API_ERROR(Read(f, "store", store));
   std::optional<std::string> service_tier;
-  FOLIO_RETURN_API_ERROR(f.String("service_tier", service_tier));
+  FOLIO_RETURN_API_ERROR(Read(f, "service_tier", service_tier));
   if (const json* v = f.Find("metadata"); v != nullptr && !v->is_object()) {
     return WrongType("metadata", "an object", *v);
   }
   std::optional<int64_t> n;
-  FOLIO_RETURN_API_ERROR(f.Int("n", 1, static_cast<int64_t>(kMaxChoices), n));
+  FOLIO_RETURN_API_ERROR(Read(f, "n", n, int64_t{1}, static_cast<int64_t>(kMaxChoices)));
   r.n = static_cast<uint64_t>(n.value_or(1));
   FOLIO_RETURN_API_ERROR(CheckNeutral(f, r.n, chat));
   std::optional<int64_t> best_of;
   if (!chat) {
-    FOLIO_RETURN_API_ERROR(f.Int("best_of", 1, static_cast<int64_t>(kMaxChoices), best_of));
+    FOLIO_RETURN_API_ERROR(
+        Read(f, "best_of", best_of, int64_t{1}, static_cast<int64_t>(kMaxChoices)));
   }
   r.params.n = best_of ? static_cast<uint64_t>(*best_of) : r.n;
   FOLIO_RETURN_API_ERROR(ParseBeamSearch(f, r.params.beam));
@@ -942,15 +854,15 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   if (beams && best_of) return InvalidField("best_of", "'best_of' does not apply to beam search");
 
   std::optional<double> temperature, top_p;
-  FOLIO_RETURN_API_ERROR(f.Number("temperature", 0.0, kMaxTemperature, false, temperature));
-  FOLIO_RETURN_API_ERROR(f.Number("top_p", 0.0, 1.0, /*lo_open=*/true, top_p));
+  FOLIO_RETURN_API_ERROR(Read(f, "temperature", temperature, 0.0, kMaxTemperature, false));
+  FOLIO_RETURN_API_ERROR(Read(f, "top_p", top_p, 0.0, 1.0, /*lo_open=*/true));
   FOLIO_RETURN_API_ERROR(ParseDeclared(j, f, m.vocab_size, r.params));
   std::optional<int64_t> top_k, seed;
-  FOLIO_RETURN_API_ERROR(f.Int("top_k", -1, kI64Max, top_k));
+  FOLIO_RETURN_API_ERROR(Read(f, "top_k", top_k, int64_t{-1}, kI64Max));
   if (const json* s = f.Find("seed"); s != nullptr && s->is_number_unsigned()) {
     seed = static_cast<int64_t>(s->get<uint64_t>());  // the full uint64 range
   } else {
-    FOLIO_RETURN_API_ERROR(f.Int("seed", std::numeric_limits<int64_t>::min(), kI64Max, seed));
+    FOLIO_RETURN_API_ERROR(Read(f, "seed", seed, std::numeric_limits<int64_t>::min(), kI64Max));
   }
   // Beam search scores the model's own log-probabilities: no temperature
   // unless one is given (which the engine then refuses by name).
@@ -963,12 +875,12 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   // many draft tokens per step (0: off; absent: the server's
   // --speculative-tokens). The output is the same.
   std::optional<int64_t> num_draft_tokens;
-  FOLIO_RETURN_API_ERROR(f.Int("num_draft_tokens", 0, static_cast<int64_t>(engine::kMaxDraftTokens),
-                               num_draft_tokens));
+  FOLIO_RETURN_API_ERROR(Read(f, "num_draft_tokens", num_draft_tokens, int64_t{0},
+                              static_cast<int64_t>(engine::kMaxDraftTokens)));
   if (num_draft_tokens) r.params.num_draft_tokens = static_cast<uint64_t>(*num_draft_tokens);
 
   std::optional<bool> stream;
-  FOLIO_RETURN_API_ERROR(f.Bool("stream", stream));
+  FOLIO_RETURN_API_ERROR(Read(f, "stream", stream));
   r.stream = stream.value_or(false);
   if (r.stream && r.params.n > r.n) {
     return InvalidField("best_of", "best_of > n cannot be streamed");
@@ -979,9 +891,9 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   }
   if (const json* v = f.Find("stream_options"); v != nullptr) {
     if (!v->is_object()) return WrongType("stream_options", "an object", *v);
-    const Fields options(*v);
+    const OrderedJsonReader options(*v, JsonErrorStyle::kRequest);
     std::optional<bool> include_usage;
-    FOLIO_RETURN_API_ERROR(options.Bool("include_usage", include_usage));
+    FOLIO_RETURN_API_ERROR(Read(options, "include_usage", include_usage));
     r.include_usage = include_usage.value_or(false);
   }
   FOLIO_RETURN_API_ERROR(ParseStop(j, r.params.stop_strings));
@@ -991,9 +903,9 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   const auto max_top = static_cast<int64_t>(sampling::kMaxTopLogprobs);
   if (chat) {
     std::optional<bool> logprobs;
-    FOLIO_RETURN_API_ERROR(f.Bool("logprobs", logprobs));
+    FOLIO_RETURN_API_ERROR(Read(f, "logprobs", logprobs));
     std::optional<int64_t> top_logprobs;
-    FOLIO_RETURN_API_ERROR(f.Int("top_logprobs", 0, max_top, top_logprobs));
+    FOLIO_RETURN_API_ERROR(Read(f, "top_logprobs", top_logprobs, int64_t{0}, int64_t{max_top}));
     if (top_logprobs && !logprobs.value_or(false)) {
       return InvalidField("top_logprobs", "'top_logprobs' needs 'logprobs': true");
     }
@@ -1001,7 +913,7 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
     r.params.top_logprobs = static_cast<uint64_t>(top_logprobs.value_or(0));
   } else {
     std::optional<int64_t> logprobs;
-    FOLIO_RETURN_API_ERROR(f.Int("logprobs", 0, max_top, logprobs));
+    FOLIO_RETURN_API_ERROR(Read(f, "logprobs", logprobs, int64_t{0}, int64_t{max_top}));
     r.logprobs = logprobs.has_value();
     r.params.top_logprobs = static_cast<uint64_t>(logprobs.value_or(0));
   }
@@ -1010,10 +922,10 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
 
   std::optional<int64_t> max_tokens;
   const char* max_tokens_field = "max_tokens";
-  FOLIO_RETURN_API_ERROR(f.Int("max_tokens", 1, kI64Max, max_tokens));
+  FOLIO_RETURN_API_ERROR(Read(f, "max_tokens", max_tokens, int64_t{1}, kI64Max));
   if (chat && !max_tokens) {
     max_tokens_field = "max_completion_tokens";
-    FOLIO_RETURN_API_ERROR(f.Int("max_completion_tokens", 1, kI64Max, max_tokens));
+    FOLIO_RETURN_API_ERROR(Read(f, "max_completion_tokens", max_tokens, int64_t{1}, kI64Max));
   }
 
   serving::PreparedChat prepared;

@@ -1,27 +1,12 @@
 #include "folio/serving/chat_request.h"
 
+#include "folio/core/json_reader.h"
 #include "folio/core/str_cat.h"
 
 namespace folio::serving {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-std::string TypeName(const json& j) {
-  if (j.is_number_integer()) return "integer";
-  if (j.is_number_float()) return "number";
-  return j.type_name();
-}
-
-FieldError Wrong(std::string field, std::string_view expected, const json& got) {
-  std::string message = StrCat("'", field, "' must be ", expected, ", got ", TypeName(got));
-  return FieldError{std::move(field), std::move(message)};
-}
-
-const json* Find(const json& obj, std::string_view key) {
-  auto it = obj.find(key);
-  return it == obj.end() || it->is_null() ? nullptr : &*it;
-}
 
 // A message's content as one string: a string, or text parts joined.
 std::optional<FieldError> ContentText(const json& content, const std::string& at,
@@ -30,7 +15,8 @@ std::optional<FieldError> ContentText(const json& content, const std::string& at
     out = content.get<std::string>();
     return std::nullopt;
   }
-  if (!content.is_array()) return Wrong(at, "a string or an array of text parts", content);
+  if (!content.is_array())
+    return FieldError::WrongType(at, "a string or an array of text parts", content);
   for (const json& part : content) {
     auto text = part.is_object() ? part.find("text") : part.end();
     auto type = part.is_object() ? part.find("type") : part.end();
@@ -45,32 +31,32 @@ std::optional<FieldError> ContentText(const json& content, const std::string& at
 
 // An assistant message's tool_calls, with JSON-text arguments parsed.
 std::optional<FieldError> ToolCalls(const json& calls, const std::string& at, json& out) {
-  if (!calls.is_array()) return Wrong(at, "an array", calls);
+  if (!calls.is_array()) return FieldError::WrongType(at, "an array", calls);
   out = json::array();
   for (size_t j = 0; j < calls.size(); ++j) {
     const std::string cat = StrCat(at, "[", j, "]");
     const json& call = calls[j];
-    if (!call.is_object()) return Wrong(cat, "an object", call);
-    if (const json* id = Find(call, "id"); id != nullptr && !id->is_string()) {
-      return Wrong(cat + ".id", "a string", *id);
+    if (!call.is_object()) return FieldError::WrongType(cat, "an object", call);
+    if (const json* id = FindField(call, "id"); id != nullptr && !id->is_string()) {
+      return FieldError::WrongType(cat + ".id", "a string", *id);
     }
     auto type = call.find("type");
     if (type != call.end() && !type->is_null() && *type != "function") {
       return FieldError{cat + ".type", StrCat("'", cat, ".type' must be \"function\"")};
     }
-    const json* fn = Find(call, "function");
+    const json* fn = FindField(call, "function");
     if (fn == nullptr || !fn->is_object()) {
       return FieldError{cat + ".function",
                         StrCat("'", cat, ".function' must be {\"name\", \"arguments\"}")};
     }
-    const json* name = Find(*fn, "name");
+    const json* name = FindField(*fn, "name");
     if (name == nullptr || !name->is_string()) {
       return FieldError{cat + ".function.name",
                         StrCat("'", cat, ".function.name' must be a string")};
     }
     json copy = call;
     const std::string aat = cat + ".function.arguments";
-    const json* args = Find(*fn, "arguments");
+    const json* args = FindField(*fn, "arguments");
     if (args == nullptr) return FieldError{aat, StrCat("'", aat, "' is required")};
     if (args->is_string()) {
       json parsed =
@@ -81,7 +67,7 @@ std::optional<FieldError> ToolCalls(const json& calls, const std::string& at, js
       }
       copy["function"]["arguments"] = std::move(parsed);
     } else if (!args->is_object()) {
-      return Wrong(aat, "the JSON text of an object", *args);
+      return FieldError::WrongType(aat, "the JSON text of an object", *args);
     }
     out.push_back(std::move(copy));
   }
@@ -89,9 +75,9 @@ std::optional<FieldError> ToolCalls(const json& calls, const std::string& at, js
 }
 
 std::optional<FieldError> Messages(const json& body, json& out) {
-  const json* list = Find(body, "messages");
+  const json* list = FindField(body, "messages");
   if (list == nullptr) return FieldError{"messages", "'messages' is required"};
-  if (!list->is_array()) return Wrong("messages", "an array", *list);
+  if (!list->is_array()) return FieldError::WrongType("messages", "an array", *list);
   if (list->empty()) return FieldError{"messages", "'messages' must not be empty"};
   if (list->size() > kMaxChatMessages) {
     return FieldError{"messages", StrCat("at most ", kMaxChatMessages, " messages")};
@@ -100,7 +86,7 @@ std::optional<FieldError> Messages(const json& body, json& out) {
   for (size_t i = 0; i < list->size(); ++i) {
     const json& msg = (*list)[i];
     const std::string at = StrCat("messages[", i, "]");
-    if (!msg.is_object()) return Wrong(at, "an object", msg);
+    if (!msg.is_object()) return FieldError::WrongType(at, "an object", msg);
     auto role = msg.find("role");
     if (role == msg.end() || !role->is_string()) {
       return FieldError{at + ".role", StrCat(at, ".role must be a string")};
@@ -112,7 +98,7 @@ std::optional<FieldError> Messages(const json& body, json& out) {
     // The message as the client sent it (its other keys reach the
     // template), content joined, call arguments as objects.
     json message = msg;
-    const json* calls = Find(msg, "tool_calls");
+    const json* calls = FindField(msg, "tool_calls");
     if (calls != nullptr) {
       if (r != "assistant") {
         return FieldError{at + ".tool_calls",
@@ -122,7 +108,7 @@ std::optional<FieldError> Messages(const json& body, json& out) {
               ToolCalls(*calls, at + ".tool_calls", message["tool_calls"]))
         return e;
     }
-    const json* content = Find(msg, "content");
+    const json* content = FindField(msg, "content");
     if (content != nullptr) {
       std::string text;
       if (std::optional<FieldError> e = ContentText(*content, at + ".content", text)) return e;
@@ -131,11 +117,11 @@ std::optional<FieldError> Messages(const json& body, json& out) {
       return FieldError{at + ".content", StrCat(at, ".content is required")};
     }
     if (r == "tool") {
-      const json* id = Find(msg, "tool_call_id");
+      const json* id = FindField(msg, "tool_call_id");
       if (id == nullptr) {
         return FieldError{at + ".tool_call_id", StrCat(at, ".tool_call_id is required")};
       }
-      if (!id->is_string()) return Wrong(at + ".tool_call_id", "a string", *id);
+      if (!id->is_string()) return FieldError::WrongType(at + ".tool_call_id", "a string", *id);
     }
     out.push_back(std::move(message));
   }
@@ -200,12 +186,14 @@ Result<ChatParsers> MakeChatParsers(std::string_view tool_call_parser,
 std::variant<ChatRequest, FieldError> ParseChatRequest(const json& body) {
   ChatRequest r;
   if (std::optional<FieldError> e = Messages(body, r.messages)) return std::move(*e);
-  std::variant<ChatTools, FieldError> tools = ParseChatTools(
-      Find(body, "tools"), Find(body, "tool_choice"), Find(body, "parallel_tool_calls"));
+  std::variant<ChatTools, FieldError> tools =
+      ParseChatTools(FindField(body, "tools"), FindField(body, "tool_choice"),
+                     FindField(body, "parallel_tool_calls"));
   if (FieldError* e = std::get_if<FieldError>(&tools)) return std::move(*e);
   r.tools = std::move(std::get<ChatTools>(tools));
-  if (const json* kwargs = Find(body, "chat_template_kwargs"); kwargs != nullptr) {
-    if (!kwargs->is_object()) return Wrong("chat_template_kwargs", "an object", *kwargs);
+  if (const json* kwargs = FindField(body, "chat_template_kwargs"); kwargs != nullptr) {
+    if (!kwargs->is_object())
+      return FieldError::WrongType("chat_template_kwargs", "an object", *kwargs);
     for (const char* key : {"messages", "tools", "documents", "add_generation_prompt"}) {
       if (kwargs->contains(key)) {
         return FieldError{"chat_template_kwargs", StrCat("'chat_template_kwargs' may not set ",
@@ -214,15 +202,15 @@ std::variant<ChatRequest, FieldError> ParseChatRequest(const json& body) {
     }
     r.template_kwargs = *kwargs;
   }
-  if (const json* effort = Find(body, "reasoning_effort"); effort != nullptr) {
+  if (const json* effort = FindField(body, "reasoning_effort"); effort != nullptr) {
     if (!effort->is_string() || (*effort != "low" && *effort != "medium" && *effort != "high")) {
       return FieldError{"reasoning_effort",
                         "'reasoning_effort' must be \"low\", \"medium\" or \"high\""};
     }
     r.template_kwargs["reasoning_effort"] = *effort;
   }
-  if (const json* split = Find(body, "split_reasoning"); split != nullptr) {
-    if (!split->is_boolean()) return Wrong("split_reasoning", "a boolean", *split);
+  if (const json* split = FindField(body, "split_reasoning"); split != nullptr) {
+    if (!split->is_boolean()) return FieldError::WrongType("split_reasoning", "a boolean", *split);
     r.split_reasoning = split->get<bool>();
   }
   return r;

@@ -2,23 +2,13 @@
 
 #include <set>
 
+#include "folio/core/json_reader.h"
 #include "folio/core/str_cat.h"
 
 namespace folio::serving {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-std::string TypeName(const json& j) {
-  if (j.is_number_integer()) return "integer";
-  if (j.is_number_float()) return "number";
-  return j.type_name();
-}
-
-FieldError Wrong(std::string field, std::string_view expected, const json& got) {
-  std::string message = StrCat("'", field, "' must be ", expected, ", got ", TypeName(got));
-  return FieldError{std::move(field), std::move(message)};
-}
 
 bool ValidFunctionName(std::string_view name) {
   if (name.empty() || name.size() > kMaxFunctionNameBytes) return false;
@@ -33,7 +23,7 @@ bool ValidFunctionName(std::string_view name) {
 std::optional<FieldError> ParseTool(const json& tool, size_t i, std::set<std::string>& seen,
                                     FunctionTool& out) {
   const std::string at = StrCat("tools[", i, "]");
-  if (!tool.is_object()) return Wrong(at, "an object", tool);
+  if (!tool.is_object()) return FieldError::WrongType(at, "an object", tool);
   for (const auto& [key, value] : tool.items()) {
     if (key != "type" && key != "function") {
       return FieldError{at, StrCat("'", at, "' has no field ", Quote(key), " (type, function)")};
@@ -46,7 +36,7 @@ std::optional<FieldError> ParseTool(const json& tool, size_t i, std::set<std::st
   const std::string fat = at + ".function";
   auto fn = tool.find("function");
   if (fn == tool.end()) return FieldError{fat, StrCat("'", fat, "' is required")};
-  if (!fn->is_object()) return Wrong(fat, "an object", *fn);
+  if (!fn->is_object()) return FieldError::WrongType(fat, "an object", *fn);
   for (const auto& [key, value] : fn->items()) {
     if (key != "name" && key != "description" && key != "parameters" && key != "strict") {
       return FieldError{fat, StrCat("'", fat, "' has no field ", Quote(key),
@@ -66,25 +56,30 @@ std::optional<FieldError> ParseTool(const json& tool, size_t i, std::set<std::st
     return FieldError{fat + ".name", StrCat("two tools are named ", Quote(out.name))};
   }
   if (auto d = fn->find("description"); d != fn->end() && !d->is_null() && !d->is_string()) {
-    return Wrong(fat + ".description", "a string", *d);
+    return FieldError::WrongType(fat + ".description", "a string", *d);
   }
   auto params = fn->find("parameters");
   if (params == fn->end() || params->is_null()) {
     out.parameters =
         json{{"type", "object"}, {"properties", json::object()}, {"additionalProperties", false}};
   } else if (!params->is_object()) {
-    return Wrong(fat + ".parameters", "a JSON Schema object", *params);
+    return FieldError::WrongType(fat + ".parameters", "a JSON Schema object", *params);
   } else {
     out.parameters = *params;
   }
   if (auto s = fn->find("strict"); s != fn->end() && !s->is_null()) {
-    if (!s->is_boolean()) return Wrong(fat + ".strict", "a boolean", *s);
+    if (!s->is_boolean()) return FieldError::WrongType(fat + ".strict", "a boolean", *s);
     out.strict = s->get<bool>();
   }
   return std::nullopt;
 }
 
 }  // namespace
+
+FieldError FieldError::WrongType(std::string field, std::string_view expected, const json& got) {
+  std::string message = WrongTypeMessage(field, expected, got);
+  return FieldError{std::move(field), std::move(message)};
+}
 
 std::string_view ToolCallFormatName(ToolCallFormat format) {
   switch (format) {
@@ -190,7 +185,7 @@ std::variant<ChatTools, FieldError> ParseChatTools(const json* tools, const json
                                                    const json* parallel_tool_calls) {
   ChatTools out;
   if (tools != nullptr && !tools->is_null()) {
-    if (!tools->is_array()) return Wrong("tools", "an array", *tools);
+    if (!tools->is_array()) return FieldError::WrongType("tools", "an array", *tools);
     if (tools->size() > kMaxTools) {
       return FieldError{"tools",
                         StrCat("'tools' has ", tools->size(), " tools; at most ", kMaxTools)};
@@ -205,7 +200,7 @@ std::variant<ChatTools, FieldError> ParseChatTools(const json* tools, const json
   }
   if (parallel_tool_calls != nullptr && !parallel_tool_calls->is_null()) {
     if (!parallel_tool_calls->is_boolean()) {
-      return Wrong("parallel_tool_calls", "a boolean", *parallel_tool_calls);
+      return FieldError::WrongType("parallel_tool_calls", "a boolean", *parallel_tool_calls);
     }
     out.parallel = parallel_tool_calls->get<bool>();
   }
@@ -242,7 +237,7 @@ std::variant<ChatTools, FieldError> ParseChatTools(const json* tools, const json
       out.choice = ToolChoice::kNamed;
       out.named = name->get<std::string>();
     } else {
-      return Wrong("tool_choice", "a string or an object", c);
+      return FieldError::WrongType("tool_choice", "a string or an object", c);
     }
   }
   if (out.forced() && out.functions.empty()) {

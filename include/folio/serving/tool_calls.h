@@ -57,6 +57,11 @@ std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view template_sou
 struct FieldError {
   std::string field;
   std::string message;
+
+  // A value of the wrong type, in the request wording of
+  // core/json_reader.h: "'tools[0]' must be an object, got array".
+  static FieldError WrongType(std::string field, std::string_view expected,
+                              const nlohmann::ordered_json& got);
 };
 
 enum class ToolChoice : uint8_t {
