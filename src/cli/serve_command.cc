@@ -50,6 +50,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
       ->check(CLI::IsMember({"auto", "think", "deepseek_r1", "qwen3", "none"}));
   cmd->add_option("--max-queue", f.max_queue, "requests waiting to run; beyond: 429");
   cmd->add_option("--max-body-bytes", f.max_body_bytes, "larger request bodies: 413");
+  cmd->add_option("--max-held-body-bytes", f.max_held_body_bytes,
+                  "request bodies being read or waiting to be parsed, all connections; a body "
+                  "past it: 503 before it is read");
   cmd->add_option("--max-connections", f.max_connections, "open connections; beyond: 503")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
   cmd->add_option("--io-threads", f.io_threads, "threads serving the connections")
@@ -127,6 +130,7 @@ int RunServe(const ServeFlags& flags) {
   sc.port = f.port;
   sc.max_queue = f.max_queue;
   sc.max_body_bytes = f.max_body_bytes;
+  sc.max_held_body_bytes = f.max_held_body_bytes;
   sc.max_connections = f.max_connections;
   sc.io_threads = f.io_threads;
   sc.read_timeout = std::chrono::seconds(f.read_timeout_s);

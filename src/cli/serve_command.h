@@ -29,6 +29,7 @@ struct ServeFlags {
   int port = 8000;
   uint64_t max_queue = 32;
   uint64_t max_body_bytes = 1 << 20;
+  uint64_t max_held_body_bytes = 128 << 20;
   uint64_t max_connections = 2048;
   uint64_t io_threads = 2;
   uint64_t read_timeout_s = 10;

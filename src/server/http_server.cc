@@ -23,12 +23,14 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <deque>
 #include <functional>
 #include <iostream>
@@ -37,6 +39,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "folio/server/api.h"
 #include "folio/server/metrics.h"
@@ -125,11 +128,51 @@ struct ServerState {
   Api& api;
   net::thread_pool& work;
   std::atomic<uint64_t> connections{0};
+  // Bytes of request bodies being read or waiting to be parsed, all
+  // connections (ServerConfig::max_held_body_bytes).
+  std::atomic<uint64_t> held_body_bytes{0};
   // Sessions past max_connections, oldest first (only the listener touches
   // it; expired ones are dropped as it goes).
   std::deque<std::weak_ptr<Session>> overflow_sessions{};
   // Generations whose reply is not yet written in full.
   std::atomic<uint64_t> generating{0};
+};
+
+// A share of ServerState::held_body_bytes, given back when destroyed (or
+// moved from): a request body's bytes from before it is read until it is
+// parsed and handed on, whatever path it takes.
+class HeldBytes {
+ public:
+  HeldBytes() = default;
+  // Takes n bytes of the pool when they fit under limit; nullopt otherwise.
+  static std::optional<HeldBytes> Take(std::atomic<uint64_t>& pool, uint64_t n, uint64_t limit) {
+    uint64_t held = pool.load();
+    do {
+      if (n > limit || held > limit - n) return std::nullopt;
+    } while (!pool.compare_exchange_weak(held, held + n));
+    return HeldBytes(&pool, n);
+  }
+  HeldBytes(HeldBytes&& o) noexcept : pool_(std::exchange(o.pool_, nullptr)), n_(o.n_) {}
+  HeldBytes& operator=(HeldBytes&& o) noexcept {
+    if (this != &o) {
+      Release();
+      pool_ = std::exchange(o.pool_, nullptr);
+      n_ = o.n_;
+    }
+    return *this;
+  }
+  HeldBytes(const HeldBytes&) = delete;
+  HeldBytes& operator=(const HeldBytes&) = delete;
+  ~HeldBytes() { Release(); }
+
+ private:
+  HeldBytes(std::atomic<uint64_t>* pool, uint64_t n) : pool_(pool), n_(n) {}
+  void Release() {
+    if (pool_ != nullptr) pool_->fetch_sub(n_);
+    pool_ = nullptr;
+  }
+  std::atomic<uint64_t>* pool_ = nullptr;
+  uint64_t n_ = 0;
 };
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -218,6 +261,18 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (overflow_) return AnswerOverflow();
     if (parser_->is_done()) return Dispatch();
+    // The body's bytes (all the limit allows when chunked) must fit the
+    // server-wide budget before any is read.
+    const uint64_t body_bytes = parser_->content_length().value_or(config().max_body_bytes);
+    std::optional<HeldBytes> held =
+        HeldBytes::Take(state_.held_body_bytes, body_bytes, config().max_held_body_bytes);
+    if (!held) {
+      Reply busy = state_.api.Refuse(ServerError(
+          503, "server_error", "the server holds too many request bodies; retry later"));
+      busy.headers.emplace_back("Retry-After", RetryAfterSeconds());
+      return Send(std::move(busy), /*close=*/true);
+    }
+    held_ = std::move(*held);
     const auto expect = req.find(http::field::expect);
     if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
       // The client waits for this before it sends the body.
@@ -355,7 +410,12 @@ class Session : public std::enable_shared_from_this<Session> {
       // runs on the work pool, as generation requests do, so /health and
       // every other connection never wait behind it.
       net::post(state_.work, [self = shared_from_this(), route, path = std::string(path),
-                              body = std::move(parser_->get().body())] {
+                              body = std::move(parser_->get().body()),
+                              held = std::move(held_)]() mutable {
+        if (self->PeerGone()) {
+          held = HeldBytes();
+          return net::post(self->socket_.get_executor(), [self] { self->Close(); });
+        }
         Reply reply = self->Answer(route, path, body);
         net::post(self->socket_.get_executor(), [self, reply = std::move(reply)]() mutable {
           if (!self->closed_) self->Send(std::move(reply), !self->keep_alive_);
@@ -369,20 +429,36 @@ class Session : public std::enable_shared_from_this<Session> {
     ++state_.generating;
     generating_ = true;
     const Endpoint endpoint = route == Route::kChat ? Endpoint::kChat : Endpoint::kCompletions;
-    net::post(state_.work, [self = shared_from_this(), endpoint,
-                            embeddings = route == Route::kEmbeddings,
-                            body = std::move(parser_->get().body())] {
-      std::variant<Generation, Reply> submitted;
-      try {
-        submitted = embeddings ? self->state_.api.SubmitEmbeddings(body)
-                               : self->state_.api.Submit(endpoint, body);
-      } catch (const std::exception& e) {
-        submitted = self->state_.api.Refuse(ServerError(500, "server_error", e.what()));
-      }
-      net::post(self->socket_.get_executor(), [self, submitted = std::move(submitted)]() mutable {
-        self->OnSubmitted(std::move(submitted));
-      });
-    });
+    net::post(state_.work,
+              [self = shared_from_this(), endpoint, embeddings = route == Route::kEmbeddings,
+               body = std::move(parser_->get().body()), held = std::move(held_)]() mutable {
+                // A client that left while its request waited for the pool: nothing
+                // to parse or run for it.
+                if (self->PeerGone()) {
+                  held = HeldBytes();
+                  return net::post(self->socket_.get_executor(), [self] { self->Close(); });
+                }
+                std::variant<Generation, Reply> submitted;
+                try {
+                  submitted = embeddings ? self->state_.api.SubmitEmbeddings(body)
+                                         : self->state_.api.Submit(endpoint, body);
+                } catch (const std::exception& e) {
+                  submitted = self->state_.api.Refuse(ServerError(500, "server_error", e.what()));
+                }
+                net::post(self->socket_.get_executor(),
+                          [self, submitted = std::move(submitted)]() mutable {
+                            self->OnSubmitted(std::move(submitted));
+                          });
+              });
+  }
+
+  // Whether the client has closed its side: a peek that reads EOF (or
+  // finds the connection reset). Runs on a work thread while the session
+  // waits for it with nothing pending on the socket; it changes nothing.
+  bool PeerGone() {
+    char c = 0;
+    const ssize_t n = ::recv(socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
   }
 
   // Api::Answer, an exception becoming a 500.
@@ -589,6 +665,7 @@ class Session : public std::enable_shared_from_this<Session> {
   net::steady_timer deadline_;
   ServerState& state_;
   const bool overflow_;
+  HeldBytes held_;  // the body being read (ServerState::held_body_bytes)
   uint64_t deadline_gen_ = 0;
   beast::flat_buffer buffer_{1 << 20};
   std::optional<http::request_parser<http::string_body>> parser_;

@@ -406,6 +406,31 @@ def test_sigterm_drains_in_flight_requests():
     assert any("draining 1 requests" in line for line in s.log)
 
 
+def test_request_bodies_held_at_once_are_bounded():
+    """--max-held-body-bytes bounds the bodies being read or waiting to be
+    parsed, across connections: past it a request gets a 503 with
+    Retry-After before its body is read; once the held body is gone, the
+    next one is read again."""
+    s = Server("--max-held-body-bytes", "300000")
+    try:
+        # A short prompt in a large body ("user" is read and ignored).
+        body = json.dumps({"prompt": "ab", "max_tokens": 1, "user": "u" * 200000}).encode()
+        assert 150000 < len(body) < 300000
+        slow = socket.create_connection((s.host, s.port), timeout=30)
+        slow.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: %s:%d\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                     % (s.host.encode(), s.port, len(body)) + body[:1000])
+        time.sleep(0.2)  # its header read: its bytes are held
+        status, headers, payload = s.request("POST", "/v1/completions", body)
+        assert status == 503, payload
+        assert "too many request bodies" in json.loads(payload)["error"]["message"]
+        assert int(headers["Retry-After"]) >= 1
+        slow.close()
+        assert wait_until(lambda: s.request("POST", "/v1/completions", body)[0] == 200)
+    finally:
+        assert s.stop() == 0
+
+
 def test_a_second_sigterm_ends_streams_with_an_error_not_an_abort_finish():
     """The second SIGTERM stops at once: a stream still running ends with an
     error event (server_error, saying why) and [DONE]; no choice gets finish_reason
@@ -756,15 +781,18 @@ def test_slow_and_idle_clients_cost_no_service():
 
 
 def test_connections_beyond_the_cap_get_503():
+    """A request beyond the cap gets the 503 (/health is the exception, see
+    below); a freed slot serves again."""
     s = Server("--max-connections", "4", "--read-timeout", "60")  # the held ones stay
     held = []
+    body = {"prompt": "ab", "max_tokens": 1}
     try:
         for _ in range(4):
             held.append(socket.create_connection((s.host, s.port), timeout=30))
-        status, _, payload = s.request("GET", "/health")
+        status, _, payload = s.request("POST", "/v1/completions", body)
         assert status == 503 and "too many open connections" in json.loads(payload)["error"]["message"]
         held.pop().close()
-        assert wait_until(lambda: s.request("GET", "/health")[0] == 200)
+        assert wait_until(lambda: s.request("POST", "/v1/completions", body)[0] == 200)
     finally:
         for sock in held:
             sock.close()

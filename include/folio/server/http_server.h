@@ -33,8 +33,10 @@
 // refused before any body byte), no compressed bodies (415). Deadlines:
 // read_timeout for a request's header and for its body, keep_alive_timeout
 // for an idle connection between requests, write_timeout for each write.
-// Past max_connections a new connection gets 503 and is closed. Range
-// headers are ignored.
+// Past max_connections, 16 more connections are read for one request
+// each: /health answers, anything else gets 503. Range headers are
+// ignored. Bodies held at once are bounded (max_held_body_bytes: 503), and
+// a request whose client left before it was parsed is dropped unparsed.
 //
 // On SIGINT/SIGTERM new requests get 503, in-flight ones finish (up to
 // drain_timeout, then they are aborted), and Serve returns whatever clients
@@ -54,10 +56,14 @@
 namespace folio::server {
 
 struct ServerConfig {
-  std::string host = "127.0.0.1";        // loopback unless asked otherwise
-  int port = 8000;                       // 0 = any free port (printed)
-  uint64_t max_queue = 32;               // requests waiting to run; more -> 429
-  uint64_t max_body_bytes = 1 << 20;     // larger bodies -> 413
+  std::string host = "127.0.0.1";     // loopback unless asked otherwise
+  int port = 8000;                    // 0 = any free port (printed)
+  uint64_t max_queue = 32;            // requests waiting to run; more -> 429
+  uint64_t max_body_bytes = 1 << 20;  // larger bodies -> 413
+  // Request bodies being read or waiting to be parsed, all connections
+  // together (a chunked one counts max_body_bytes); a body that would pass
+  // it -> 503 with Retry-After, before it is read.
+  uint64_t max_held_body_bytes = 128 << 20;
   uint64_t max_headers = 64;             // more header lines -> 431
   uint64_t max_header_bytes = 16 << 10;  // a longer header -> 431
   uint64_t max_connections = 2048;       // more open connections -> 503
