@@ -7,7 +7,8 @@ is missed.
 
 Attacks: slowloris, idle keep-alives, a 2 GB Content-Length, a 256 MiB
 chunked body, a gzip bomb, a header flood, a body of 60,000 keys, 1 MB
-one-word prompts to /tokenize, 64 streams, slowloris past the connection
+one-word prompts to /tokenize, 1,500 clients that send a 1 MB body and
+leave, 64 streams, slowloris past the connection
 cap (its own server, --max-connections 200 at scale 1), SIGTERM under a
 slow client.
 
@@ -281,6 +282,31 @@ async def post_bodies(port, path, body, clients, each):
     return {"requests": clients * each, "statuses": count([s for r in results for s in r])}
 
 
+async def abandoned_bodies(port, n, body):
+    """n clients (200 at a time) each send a completion `body` and close
+    without reading the reply: the server must bound what it holds and drop
+    the work of clients that left."""
+    head = (b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body))
+    gate = asyncio.Semaphore(200)
+
+    async def one():
+        async with gate:
+            c = await open_conn(port)
+            if not c:
+                return "not connected"
+            _, w = c
+            try:
+                w.write(head + body)
+                await w.drain()
+                w.close()
+                return "sent"
+            except (ConnectionError, OSError):
+                return "cut by server"
+    results = await asyncio.gather(*(one() for _ in range(n)))
+    return {"clients": n, "outcomes": count(results)}
+
+
 def count(items):
     out = {}
     for x in items:
@@ -353,6 +379,11 @@ async def suite(folio, scale):
                 port, "/tokenize", json.dumps({"prompt": "a" * 1000000}).encode(), 2,
                 max(2, int(10 * scale))),
              lambda r: r["statuses"].get("200", 0) == r["requests"]),
+            # 1,500 clients (at scale 1) that send a 1 MB body and leave.
+            ("abandoned_1mb_bodies", lambda: abandoned_bodies(
+                port, n(1500), json.dumps({"prompt": "hello", "max_tokens": 4,
+                                           "user": "u" * 1000000}).encode()),
+             lambda r: r["outcomes"].get("not connected", 0) == 0),
             ("streams_64", lambda: streams(port, n(64), 256),
              # past --max-queue (32) waiting requests the answer is 429
              lambda r: r["statuses"].get("200", 0) + r["statuses"].get("429", 0) == r["streams"]),

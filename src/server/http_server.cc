@@ -424,7 +424,9 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     if (route != Route::kCompletions && route != Route::kChat && route != Route::kEmbeddings) {
-      return Send(Answer(route, path, req.body()), !keep_alive_);
+      Reply reply = Answer(route, path, req.body());
+      held_ = HeldBytes();  // the body is read and answered
+      return Send(std::move(reply), !keep_alive_);
     }
     ++state_.generating;
     generating_ = true;
