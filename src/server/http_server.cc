@@ -21,6 +21,7 @@
 // rather than a reset.
 #include "folio/server/http_server.h"
 
+#include <malloc.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -763,6 +764,12 @@ uint64_t RaiseDescriptorLimit(uint64_t connections) {
 }  // namespace
 
 Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig& config) {
+  // Request bodies and their parses are the server's large short-lived
+  // allocations (up to --max-body-bytes each). glibc raises its mmap
+  // threshold each time such a block is freed, after which they come from
+  // the heap and stay with the process once freed; a fixed threshold keeps
+  // every one of them mapped and returned to the system when freed.
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
   Metrics metrics;
   serving::EngineThread loop(
       engine,
