@@ -172,8 +172,9 @@ Status Engine::CheckExportable(RequestId id) const {
         name + " has parallel samples (n > 1), which snapshots do not carry");
   }
   if (params.grammar) {
-    // TODO(#39): carry the grammar (its source) and replay the output
-    // through a new matcher on import, as ResumeRequest does.
+    // Not carried yet: the grammar's source would have to travel, and the
+    // output be replayed through a new matcher on import, as
+    // ResumeRequest does.
     return Status::FailedPrecondition(
         name + " follows a grammar (structured output), which snapshots do not carry");
   }
