@@ -289,6 +289,12 @@ Reply Api::Refuse(const ApiError& e) {
   return ErrorReply(e);
 }
 
+Reply Api::RefuseRetryLater(const ApiError& e) {
+  Reply reply = Refuse(e);
+  reply.headers.emplace_back("Retry-After", RetryAfterSeconds());
+  return reply;
+}
+
 Reply Api::Answer(Route route, std::string_view path, std::string_view body) {
   switch (route) {
     case Route::kHealth: {
@@ -382,9 +388,8 @@ std::variant<Generation, Reply> Api::SubmitEmbeddings(std::string_view body) {
   const Status submitted = thread_.SubmitAll(std::move(all));
   if (!submitted.ok()) {
     const bool full = submitted.code() == StatusCode::kResourceExhausted;
-    Reply reply = Refuse(ServerError(full ? 429 : 503, full ? "rate_limit_error" : "server_error",
-                                     submitted.message()));
-    reply.headers.emplace_back("Retry-After", RetryAfterSeconds());
+    Reply reply = RefuseRetryLater(ServerError(
+        full ? 429 : 503, full ? "rate_limit_error" : "server_error", submitted.message()));
     return reply;
   }
   return g;
@@ -403,9 +408,8 @@ std::variant<Generation, Reply> Api::Submit(Endpoint endpoint, std::string_view 
       thread_.Submit({key, std::move(p.prompt), std::move(p.params), g.channel});
   if (!submitted.ok()) {
     const bool full = submitted.code() == StatusCode::kResourceExhausted;
-    Reply reply = Refuse(ServerError(full ? 429 : 503, full ? "rate_limit_error" : "server_error",
-                                     submitted.message()));
-    reply.headers.emplace_back("Retry-After", RetryAfterSeconds());
+    Reply reply = RefuseRetryLater(ServerError(
+        full ? 429 : 503, full ? "rate_limit_error" : "server_error", submitted.message()));
     reply.headers.emplace_back("X-Folio-Seed", std::to_string(g.seed));
     return reply;
   }

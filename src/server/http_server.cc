@@ -268,10 +268,10 @@ class Session : public std::enable_shared_from_this<Session> {
     std::optional<HeldBytes> held =
         HeldBytes::Take(state_.held_body_bytes, body_bytes, config().max_held_body_bytes);
     if (!held) {
-      Reply busy = state_.api.Refuse(ServerError(
-          503, "server_error", "the server holds too many request bodies; retry later"));
-      busy.headers.emplace_back("Retry-After", RetryAfterSeconds());
-      return Send(std::move(busy), /*close=*/true);
+      return Send(
+          state_.api.RefuseRetryLater(ServerError(
+              503, "server_error", "the server holds too many request bodies; retry later")),
+          /*close=*/true);
     }
     held_ = std::move(*held);
     const auto expect = req.find(http::field::expect);
@@ -299,9 +299,8 @@ class Session : public std::enable_shared_from_this<Session> {
     if (FindRoute(View(req.method_string()), path) == Route::kHealth) {
       return Send(Answer(Route::kHealth, path, {}), /*close=*/true);
     }
-    Reply busy = state_.api.Refuse(ServerError(503, "server_error", "too many open connections"));
-    busy.headers.emplace_back("Retry-After", RetryAfterSeconds());
-    Send(std::move(busy), /*close=*/true);
+    Send(state_.api.RefuseRetryLater(ServerError(503, "server_error", "too many open connections")),
+         /*close=*/true);
   }
 
   void ReadBody() {

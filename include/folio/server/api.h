@@ -156,6 +156,8 @@ class Api {
   std::variant<Generation, Reply> SubmitEmbeddings(std::string_view body);
   // An error reply, counted.
   Reply Refuse(const ApiError& e);
+  // Refuse, for a 429 or 503 the client may retry: with Retry-After.
+  Reply RefuseRetryLater(const ApiError& e);
 
   serving::EngineThread& thread() { return thread_; }
   Metrics& metrics() { return metrics_; }
