@@ -16,13 +16,13 @@ object.
 """
 import argparse
 import json
-import os
-import platform
 import random
 import statistics
 import time
 
 from folio import LLM, PoolingParams
+
+import bench_machine
 
 
 def main():
@@ -67,8 +67,7 @@ def main():
                    f"{args.model} --inputs {args.inputs} --min-len {args.min_len} "
                    f"--max-len {args.max_len} --rounds {args.rounds} --threads {args.threads} "
                    f"--max-num-batched-tokens {args.max_num_batched_tokens}",
-        "machine": {"cpu": platform.processor() or platform.machine(),
-                    "cores": os.cpu_count()},
+        "machine": bench_machine.describe(),
         "model": args.model,
         "inputs": args.inputs,
         "tokens": tokens,

@@ -60,6 +60,8 @@ import time
 
 import numpy as np
 
+import bench_machine
+
 TOP_REASONS = 30
 MAX_LISTED = 200
 M64 = (1 << 64) - 1
@@ -709,17 +711,6 @@ def summary_row(name, total):
             "compile_ms_p99": g(total["compile_ms"], "p99")}
 
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--maskbench", required=True, help="a MaskBench folder")
@@ -778,7 +769,7 @@ def main():
             "vocab_size": vocab.size,
             "whitespace": args.whitespace,
             "limit_per_split": args.limit,
-            "machine": {"cpu_model": cpu_model(), "cores": os.cpu_count(),
+            "machine": {"cpu_model": bench_machine.cpu_name(), "cores": os.cpu_count(),
                         "python": platform.python_version()},
             "timing": "mask_us: one mask per step on a fresh matcher per instance, every step "
                       "(before each token and after the last), the first step (cold) and the "

@@ -19,11 +19,12 @@ object.
 import argparse
 import json
 import os
-import platform
 import statistics
 import time
 
 from folio import LLM, SamplingParams
+
+import bench_machine
 
 SCHEMA = {
     "type": "object",
@@ -35,17 +36,6 @@ SCHEMA = {
     "required": ["items"], "additionalProperties": False,
 }
 PROMPT = "List the fruits you know as JSON, each with a score:\n"
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def run(llm, streams, max_tokens, constrained, round_index):
@@ -97,7 +87,7 @@ def main():
     print(json.dumps({
         "benchmark": "structured_decode",
         "model": os.path.basename(a.model),
-        "machine": {"cpu": cpu_name(), "cores": os.cpu_count()},
+        "machine": bench_machine.describe(),
         "max_tokens": a.max_tokens,
         "schema": SCHEMA,
         "results": results,
