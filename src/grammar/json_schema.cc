@@ -340,9 +340,9 @@ Result<Expr> Converter::VisitAnyOf(const Json& s, const std::string& ptr, uint64
           return Status::Unimplemented(
               "oneOf at " + ptr + ": alternatives " + std::to_string(i) + " and " +
               std::to_string(j) +
-              " are not provably disjoint (different types, different const/enum values or a "
-              "required property with different const/enum values), so a grammar cannot "
-              "enforce 'exactly one'");
+              " are not provably disjoint (different types, different const/enum values, a "
+              "required property with different const/enum values, or a key one requires and "
+              "the other forbids), so a grammar cannot enforce 'exactly one'");
         }
       }
     }
@@ -510,7 +510,7 @@ uint32_t Converter::ValueTypeBits(const Json& v) {
 Result<Expr> Converter::VisitEnum(const Json& s, const std::string& ptr) {
   if (HasConstraints(s, {"enum", "const", "type"})) {
     for (const auto& [key, value] : s.items()) {
-      if (!IsIgnoredKeyword(key) && key != "enum" && key != "const" && key != "type") {
+      if (!IsAnnotation(key, value) && key != "enum" && key != "const" && key != "type") {
         return Status::Unimplemented("enum/const together with \"" + key + "\" at " + ptr);
       }
     }

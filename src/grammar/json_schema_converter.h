@@ -99,7 +99,7 @@ class Converter {
   // Whether `s` has a keyword that constrains, besides those in `except`.
   static bool HasConstraints(const Json& s, std::initializer_list<std::string_view> except) {
     for (const auto& [key, value] : s.items()) {
-      if (IsIgnoredKeyword(key)) continue;
+      if (IsAnnotation(key, value)) continue;
       if (std::find(except.begin(), except.end(), key) != except.end()) continue;
       return true;
     }

@@ -89,6 +89,10 @@ Result<ResolvedRef> ResolveRef(const Json& root, const Json& ref, std::string_vi
 // a $defs container, or a key that is no JSON Schema keyword at all (x-*,
 // a generator's own keys), which JSON Schema says to ignore.
 bool IsIgnoredKeyword(std::string_view key);
+// Whether a member constrains nothing: an ignored keyword, or a "format"
+// no draft defines (url, semver, ...), which is an annotation too. Every
+// "does this schema constrain anything" question asks this.
+bool IsAnnotation(std::string_view key, const Json& value);
 // Whether folio enforces the keyword (json_schema.h). A keyword that is
 // neither ignored nor enforced is refused by name.
 bool IsEnforcedKeyword(std::string_view key);

@@ -73,12 +73,12 @@ Result<Json> Inline(const Json& root, const Json& s, std::string_view at, int de
   return MergeSchemas(root, target, rest, at, depth + 1);
 }
 
-// Drops keywords that constrain nothing.
+// Drops the members that constrain nothing (IsAnnotation).
 Json Strip(const Json& s) {
   if (!s.is_object()) return s;
   Json out = Json::object();
   for (const auto& [k, v] : s.items()) {
-    if (!IsIgnoredKeyword(k)) out[k] = v;
+    if (!IsAnnotation(k, v)) out[k] = v;
   }
   return out;
 }
@@ -258,6 +258,11 @@ bool IsEnforcedKeyword(std::string_view key) {
                      [key](const char* k) { return key == k; });
 }
 
+bool IsAnnotation(std::string_view key, const Json& value) {
+  return IsIgnoredKeyword(key) ||
+         (key == "format" && value.is_string() && !IsStandardFormat(value.get<std::string>()));
+}
+
 bool IsIgnoredKeyword(std::string_view key) {
   // Keywords of drafts 3 to 2020-12 that assert something folio does not
   // enforce: refused by name, never ignored.
@@ -322,14 +327,8 @@ uint32_t ImpliedTypes(const Json& s) {
   uint32_t bits = 0;
   if (!s.is_object()) return bits;
   for (const auto& [key, b] : kFamilies) {
-    if (!s.contains(key)) continue;
-    // An unknown format is an annotation: it implies no type either.
-    const Json& v = s[key];
-    if (std::string_view(key) == "format" && v.is_string() &&
-        !IsStandardFormat(v.get<std::string>())) {
-      continue;
-    }
-    bits |= b;
+    // An annotation (an unknown format) implies no type.
+    if (s.contains(key) && !IsAnnotation(key, s[key])) bits |= b;
   }
   return bits;
 }

@@ -141,6 +141,12 @@ TEST(JsonSchemaToGbnf, FormatNoDraftDefinesIsIgnored) {
   ExpectMatches(R"({"format": "positiveInteger"})", {"1", R"("x")", "[]"}, {});
   ExpectMatches(R"({"type": "string", "format": "url", "pattern": "^a"})", {R"("ab")"},
                 {R"("ba")"});
+  // Beside enum, a merge or a $ref it constrains nothing either.
+  ExpectMatches(R"({"enum": ["a", "b"], "format": "semver"})", {R"("a")", R"("b")"}, {R"("c")"});
+  ExpectMatches(R"({"format": "url", "anyOf": [{"type": "string", "format": "uri"}]})",
+                {R"("http://x.org/")"}, {R"("not a uri")", "1"});
+  ExpectMatches(R"({"$defs": {"n": {"type": "integer"}}, "$ref": "#/$defs/n", "format": "x"})",
+                {"7"}, {R"("7")"});
 }
 
 TEST(JsonSchemaToGbnf, UniqueItemsTrueIsRefused) {

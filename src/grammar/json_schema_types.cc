@@ -95,9 +95,7 @@ Result<Expr> Converter::VisitNumber(const Json& s, const std::string& ptr, bool 
 // ---- Strings ----
 
 Result<Expr> Converter::VisitString(const Json& s, const std::string& ptr) {
-  if (s.contains("format") && s["format"].is_string() &&
-      !IsStandardFormat(s["format"].get<std::string>())) {
-    // A format JSON Schema does not define is an annotation.
+  if (s.contains("format") && IsAnnotation("format", s["format"])) {
     return VisitString(WithoutKey(s, "format"), ptr);
   }
   FOLIO_ASSIGN_OR_RETURN(std::optional<uint64_t> min_len, Count(s, "minLength", ptr));
@@ -364,18 +362,6 @@ Result<Expr> Converter::CountedMembers(const std::vector<std::string>& kvs,
   return r[0][0];
 }
 
-namespace {
-
-// Whether a JSON string's content (as JSON writes it, between the quotes)
-// is in the language of `regex_gbnf` (a RegexToGbnf expression).
-Result<bool> RegexMatches(const std::string& regex_gbnf, const std::string& content) {
-  FOLIO_ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> g,
-                         Grammar::FromGbnf("root ::= ( " + regex_gbnf + " )"));
-  return g->Matches(content);
-}
-
-}  // namespace
-
 Result<std::optional<Converter::PatternMembers>> Converter::VisitPatternProperties(
     const Json& s, const std::vector<std::string>& declared, bool closed, const std::string& ptr,
     uint64_t depth) {
@@ -407,10 +393,13 @@ Result<std::optional<Converter::PatternMembers>> Converter::VisitPatternProperti
     ro.json_string = true;
     Result<std::string> re = RegexToGbnf(pattern, ro);
     if (!re.ok()) return re.status().WithContext("patternProperties at " + at);
+    // Each declared key's content (as JSON writes it, between the quotes)
+    // against the pattern, compiled once.
+    FOLIO_ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> matcher,
+                           Grammar::FromGbnf("root ::= " + *re));
     for (const std::string& key : declared) {
       const std::string text = JsonText(Json(key));
-      FOLIO_ASSIGN_OR_RETURN(bool hit, RegexMatches(*re, text.substr(1, text.size() - 2)));
-      if (hit) {
+      if (matcher->Matches(text.substr(1, text.size() - 2))) {
         return Status::Unimplemented("patternProperties at " + ptr + ": the declared key " + text +
                                      " matches the pattern " + JsonText(Json(pattern)) +
                                      " (a key under both is not supported)");
