@@ -22,6 +22,7 @@
 #include "folio/checkpoint/gguf.h"
 #include "folio/checkpoint/model_tokenizer.h"
 #include "folio/core/splitmix64.h"
+#include "folio/core/utf8.h"
 #include "folio/engine/output_processor.h"
 #include "folio/grammar/grammar.h"
 #include "folio/grammar/structured_output.h"
@@ -99,33 +100,16 @@ std::string Hex64(uint64_t v) {
 
 // Length of the well-formed UTF-8 sequence at s[i], or 0.
 size_t Utf8Length(std::string_view s, size_t i) {
-  const auto b = [&](size_t k) { return static_cast<uint8_t>(s[k]); };
-  const uint8_t c = b(i);
-  size_t n = 0;
-  uint32_t cp = 0;
+  const auto c = static_cast<unsigned char>(s[i]);
   if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) {
-    n = 2;
-    cp = c & 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    cp = c & 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    cp = c & 0x07;
-  } else {
-    return 0;
+  const utf8::LeadByte lead = utf8::ClassifyLead(c);
+  if (lead.len == 0 || i + lead.len > s.size()) return 0;
+  const auto second = static_cast<unsigned char>(s[i + 1]);
+  if (second < lead.lo || second > lead.hi) return 0;
+  for (size_t k = 2; k < lead.len; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
   }
-  if (i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((b(i + k) & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (b(i + k) & 0x3F);
-  }
-  if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-      (n == 4 && (cp < 0x10000 || cp > 0x10FFFF))) {
-    return 0;
-  }
-  return n;
+  return lead.len;
 }
 
 // The percentiles of `values`, in the unit they are in.

@@ -66,22 +66,6 @@ TOP_REASONS = 30
 MAX_LISTED = 200
 M64 = (1 << 64) - 1
 
-# Keywords of JSON Schema drafts 4 to 2020-12 (core, applicator,
-# validation, meta-data, format, content): a refusal naming one of these is
-# a feature not implemented; a refusal naming anything else is a key the
-# specification treats as an annotation.
-STANDARD_KEYWORDS = set("""
-$schema $id id $ref $defs definitions $comment $anchor $dynamicRef $dynamicAnchor $recursiveRef
-$recursiveAnchor $vocabulary allOf anyOf oneOf not if then else dependentSchemas dependencies
-prefixItems items additionalItems contains properties patternProperties additionalProperties
-propertyNames unevaluatedItems unevaluatedProperties type enum const multipleOf maximum
-exclusiveMaximum minimum exclusiveMinimum maxLength minLength pattern maxItems minItems
-uniqueItems maxContains minContains maxProperties minProperties required dependentRequired
-title description default deprecated readOnly writeOnly examples format contentEncoding
-contentMediaType contentSchema
-""".split())
-
-
 def split_of(name):
     stem = name[:-5] if name.endswith(".json") else name
     if "---" in stem:
@@ -533,24 +517,6 @@ def run_folio(args, files=None, trace_full=False, tmp=None):
     return out, trace, vocab
 
 
-def folio_refusal_kinds(folio_report):
-    """Folio's refusals split into JSON Schema keywords it does not implement
-    and keys that are no keyword of any draft (annotations to JSON Schema)."""
-    standard, other = collections.Counter(), collections.Counter()
-    for r in folio_report.get("refused", []):
-        m = re.match(r'unsupported keyword "([^"]*)"', r["message"])
-        if m:
-            (standard if m.group(1) in STANDARD_KEYWORDS else other)[m.group(1)] += 1
-        else:
-            standard[r["reason"]] += 1
-    return {"not_implemented_total": sum(standard.values()),
-            "not_implemented_top": [{"reason": k, "count": n}
-                                    for k, n in standard.most_common(TOP_REASONS)],
-            "non_standard_keys_total": sum(other.values()),
-            "non_standard_keys_top": [{"key": k, "count": n}
-                                      for k, n in other.most_common(TOP_REASONS)]}
-
-
 def differential(args, vocab, llg_oracle, schemas, trace_path, tmp):
     """Folio's allowed sets against llguidance's, step by step. A step where
     llguidance sees forced bytes (compute_ff_bytes() not empty) is counted
@@ -761,7 +727,6 @@ def main():
             print(f"grammar_oracles: {name} done in {time.perf_counter() - t0:.0f} s",
                   file=sys.stderr)
 
-        folio_report["refusal_kinds"] = folio_refusal_kinds(folio_report)
         report = {
             "benchmark": "grammar_oracles",
             "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
@@ -776,12 +741,12 @@ def main():
                       "rest (warm); folio in C++ with steady_clock, the oracles through their "
                       "Python bindings with perf_counter_ns (a call's overhead included). "
                       "compile_ms: per compiled schema.",
-            "summary": [summary_row("folio", folio_report["total"])] + [
-                summary_row(n, r.report()["total"]) for n, r in runs.items()],
             "folio": folio_report,
         }
         for name, run in runs.items():
             report[name] = run.report()
+        report["summary"] = [summary_row("folio", folio_report["total"])] + [
+            summary_row(n, report[n]["total"]) for n in runs]
         report["on_schemas_all_compile"] = on_common_schemas(trace_path, runs)
         if args.differential:
             if "llguidance" not in runs:

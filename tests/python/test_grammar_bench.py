@@ -135,4 +135,6 @@ def test_oracles_side_by_side(folder, tmp_path):
     assert r["llguidance"]["tokenizer"]["first_differing_ids"] == [257]
     d = r["differential"]
     assert d["compared_instances"] == 2
-    assert d["steps_equal"] + d["steps_different"] > 0
+    # Some steps agree: folio's set hashes (C++) and the script's (Python)
+    # are the same function, or no step could.
+    assert d["steps_equal"] > 0
