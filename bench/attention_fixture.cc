@@ -62,7 +62,8 @@ uint64_t EngineChurnPages(const AttentionShape& shape) {
 // the pages' ids matter, so the cache is one layer of one one-float head.
 std::vector<int32_t> EngineTables(const AttentionShape& shape, uint64_t num_pages, uint64_t seed) {
   const uint64_t page = shape.page_size;
-  kv::PagedKvCache cache = *kv::PagedKvCache::Create({1, 1, 1, page, num_pages, DType::kF32});
+  kv::PagedKvCache cache =
+      *kv::PagedKvCache::Create({1, 1, 1, page, num_pages, DType::kF32, {}, 0});
   struct Seq {
     kv::SeqId id;
     uint64_t prompt, total;  // tokens to prefill, tokens in the end

@@ -102,7 +102,8 @@ double SumNll(std::span<const float> logits, std::span<const int32_t> tokens, ui
 
 // What the cache holds per K/V element, row scales included.
 double BytesPerElement(const model::ModelConfig& c, DType dtype) {
-  const kv::PagedKvCacheConfig kc{c.num_layers, c.num_kv_heads, c.head_dim(), kPageSize, 1, dtype};
+  const kv::PagedKvCacheConfig kc{
+      c.num_layers, c.num_kv_heads, c.head_dim(), kPageSize, 1, dtype, {}, 0};
   return static_cast<double>(kv::PagedKvCache::BytesPerPage(kc)) /
          static_cast<double>(2 * c.num_layers * c.num_kv_heads * kPageSize * c.head_dim());
 }

@@ -21,6 +21,7 @@
 #include "folio/core/dtype.h"
 #include "folio/core/splitmix64.h"
 #include "folio/engine/engine.h"
+#include "folio/engine/kv_cache_manager.h"
 #include "folio/kv/paged_kv_cache.h"
 #include "folio/model/model.h"
 
@@ -537,8 +538,7 @@ int RunServeBench(const ServeBenchOptions& o, const std::string& command) {
   // Capacity: the same bytes, in pages of each KV dtype (scales included).
   json capacity = json::array();
   const auto page_cost = [&](DType d) {
-    return kv::PagedKvCache::BytesPerPage(
-        {mc.num_layers, mc.num_kv_heads, mc.head_dim(), o.page_size, 1, d});
+    return kv::PagedKvCache::BytesPerPage(engine::KvCacheConfigFor(mc, o.page_size, 1, d));
   };
   for (const uint64_t k : o.sweep_requests) {
     const uint64_t budget = k * pages_per_max_request * page_cost(*kv_dtype);

@@ -328,9 +328,15 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size, 
                                      std::to_string(live_pages) + " pages; the table row has " +
                                      std::to_string(b.max_pages));
     }
+    // A window's earliest key: pages wholly before it are never read, so
+    // they may be -1 (a cache gives them back to its pool).
+    const uint64_t first_seen =
+        n == 0 ? 0 : internal::VisibleKeys(p, {n, 0, std::max<uint64_t>(rows, 1)}, 0).first;
     const int32_t* row = b.block_table.data() + s * b.max_pages;
+    live.clear();
     for (uint64_t i = 0; i < b.max_pages; ++i) {
       const int32_t page = row[i];
+      if (page == -1 && (i + 1) * kv.page_size <= first_seen) continue;
       if (i >= live_pages) {
         if (page != -1) {
           return Status::InvalidArgument(Seq(s) + "block_table entry " + std::to_string(i) +
@@ -344,8 +350,8 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size, 
                                        " is page " + std::to_string(page) + ", outside [0, " +
                                        std::to_string(kv.num_pages) + ")");
       }
+      live.push_back(page);
     }
-    live.assign(row, row + live_pages);
     std::sort(live.begin(), live.end());
     const auto repeat = std::adjacent_find(live.begin(), live.end());
     if (repeat != live.end()) {

@@ -602,6 +602,23 @@ TEST_F(PagedAttentionErrors, PaddingMustBeMinusOne) {
   ExpectError("past the live pages must be -1");
 }
 
+// Sequence 0 has 10 keys and 2 rows (positions 8, 9): with a window of 3
+// its first row sees keys 6..8, so its page 0 (keys 0..3) may be -1 and
+// the result keeps its bits; page 1 (keys 4..7) may not.
+TEST_F(PagedAttentionErrors, PagesWhollyBeforeTheWindowMayBeMinusOne) {
+  p_.window = 3;
+  ASSERT_TRUE(Call().ok());
+  const std::vector<float> want = out_;
+  b_.block_table[0] = -1;
+  ASSERT_TRUE(Call().ok());
+  EXPECT_EQ(out_, want);
+  b_.block_table[1] = -1;
+  ExpectError("sequence 0: block_table entry 1 is page -1");
+  p_.window = 0;
+  b_.block_table[1] = 1;
+  ExpectError("sequence 0: block_table entry 0 is page -1");
+}
+
 TEST_F(PagedAttentionErrors, NegativeOrNonFiniteScale) {
   p_.scale = -0.5;
   ExpectError("scale");

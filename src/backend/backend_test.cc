@@ -64,7 +64,7 @@ TEST(Backend, CpuMatMulIsWithinTheF32BoundOfTheReference) {
 // key, scaled by the context).
 TEST(Backend, AttentionPlansOnceAndAgreesAcrossBackends) {
   const uint64_t heads = 2, q_heads = 4, dim = 16, page = 4, pages = 6;
-  const kv::PagedKvCacheConfig kc{2, heads, dim, page, pages, DType::kF32};
+  const kv::PagedKvCacheConfig kc{2, heads, dim, page, pages, DType::kF32, {}, 0};
   ThreadPool pool(2);
   std::vector<std::vector<float>> outs;
   for (const BackendKind k : {BackendKind::kCpu, BackendKind::kReference}) {

@@ -7,7 +7,9 @@
 
 #include "folio/core/checked_math.h"
 #include "folio/core/file_bytes.h"
+#include "folio/engine/kv_cache_manager.h"
 #include "folio/engine/request_params.h"
+#include "folio/kv/paged_kv_cache.h"
 
 namespace folio::cli {
 
@@ -115,11 +117,14 @@ void AddRequestParamFlags(CLI::App& cmd, engine::RequestParams& params) {
   });
 }
 
-void SizeForOneRequest(uint64_t capacity, uint64_t prompt_tokens, serving::EngineArgs& a) {
+void SizeForOneRequest(const model::ModelConfig& mc, uint64_t capacity, uint64_t prompt_tokens,
+                       serving::EngineArgs& a) {
   a.page_size = std::max<uint64_t>(1, std::min(a.page_size, capacity));
-  a.num_pages = std::max<uint64_t>(1, CeilDiv(capacity, a.page_size));
-  a.kv_bytes.reset();
   a.max_num_batched_tokens = std::max<uint64_t>({prompt_tokens, 1, 1 + a.speculative_tokens});
+  a.num_pages = std::max<uint64_t>(
+      1, kv::PagedKvCache::MaxPagesHeld(engine::KvCacheConfigFor(mc, a.page_size, 1, DType::kF32),
+                                        capacity, a.max_num_batched_tokens));
+  a.kv_bytes.reset();
   a.max_num_seqs = 1;
   a.prefix_caching = false;
 }

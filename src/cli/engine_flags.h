@@ -38,9 +38,11 @@ void AddRequestParamFlags(CLI::App& cmd, engine::RequestParams& params);
 
 // An engine for one request at a time over `capacity` positions: the
 // prompt prefilled in one step, no prefix caching (one request shares
-// nothing), the pool just large enough (generate and logits, the path
-// serving uses).
-void SizeForOneRequest(uint64_t capacity, uint64_t prompt_tokens, serving::EngineArgs& args);
+// nothing), the pool just large enough for a model of shape `mc` (its
+// sliding-window layers hold only their windows; generate and logits, the
+// path serving uses).
+void SizeForOneRequest(const model::ModelConfig& mc, uint64_t capacity, uint64_t prompt_tokens,
+                       serving::EngineArgs& args);
 
 // --chat-template FILE (serve, chat).
 void AddChatTemplateOption(CLI::App& cmd, std::optional<std::string>& value);

@@ -81,7 +81,7 @@ int RunGenerate(const GenerateFlags& f) {
   }
   // The serving path: one request on the engine. Generation stops at the
   // context's end (the last token selected is never fed).
-  SizeForOneRequest(capacity, prompt.size(), args);
+  SizeForOneRequest(served->model->config(), capacity, prompt.size(), args);
   // The draft model, if any, has the target's context.
   args.builtin_positions = capacity;
   std::vector<int32_t> eos = served->StopTokenIds();

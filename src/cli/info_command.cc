@@ -9,6 +9,8 @@
 
 #include "cli/engine_flags.h"
 #include "folio/checkpoint/model_io.h"
+#include "folio/engine/kv_cache_manager.h"
+#include "folio/kv/paged_kv_cache.h"
 #include "folio/model/model.h"
 #include "folio/model/tensor.h"
 
@@ -96,6 +98,15 @@ int RunInfo(const InfoFlags& f) {
     j["layer_windows"] = windows;
     j["layer_rope_theta"] = thetas;
   }
+  // The KV cache's layer groups (kv::PagedKvCache, "Layer groups"): a page
+  // holds one group's layers.
+  const std::vector<kv::LayerGroup> groups =
+      kv::GroupLayers(engine::KvCacheConfigFor(c, 16, 1, DType::kBF16));
+  nlohmann::json kv_groups = nlohmann::json::array();
+  for (const kv::LayerGroup& g : groups) {
+    kv_groups.push_back({{"window", g.window}, {"layers", g.layers}});
+  }
+  j["kv_layer_groups"] = kv_groups;
   std::cout << j.dump(2) << "\n";
   return 0;
 }

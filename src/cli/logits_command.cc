@@ -54,7 +54,7 @@ int RunLogits(const LogitsFlags& f) {
   if (!m) return Fail(kCommand, m.error());
   // The serving path: one request on the engine, prompt logits on, greedy.
   const uint64_t capacity = std::min<uint64_t>(m->config().max_positions, f.max_context);
-  SizeForOneRequest(capacity, tokens.size(), args);
+  SizeForOneRequest(m->config(), capacity, tokens.size(), args);
   if (f.prefill_chunk != 0) {
     args.max_num_batched_tokens = std::max<uint64_t>(f.prefill_chunk, 1 + args.speculative_tokens);
   }

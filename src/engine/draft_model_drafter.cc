@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "folio/core/check.h"
+#include "folio/engine/engine.h"
 #include "folio/sampling/sampler.h"
 
 namespace folio::engine {
@@ -20,8 +21,11 @@ Result<std::unique_ptr<DraftModelDrafter>> DraftModelDrafter::Create(const model
                                    std::to_string(target_vocab_size) +
                                    " (a draft model must share the target's tokenizer)");
   }
-  const kv::PagedKvCacheConfig kc =
+  kv::PagedKvCacheConfig kc =
       KvCacheConfigFor(c, config.page_size, config.num_pages, config.kv_dtype);
+  // Propose truncates the drafts the target rejected, up to the most it
+  // ever drafts, below the last step's start: a window keeps those too.
+  kc.window_margin = kMaxDraftTokens + 1;
   std::shared_ptr<backend::Backend> backend =
       backend::MakeBackend(config.backend, pool, config.matmul_activations);
   FOLIO_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::Create(kc, false, backend.get()));

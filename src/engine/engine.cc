@@ -149,9 +149,11 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
                               std::to_string(c.max_positions) + " positions");
   }
   // A beam search's beams run together, so all of them must fit at once
-  // (with no page shared, at worst).
-  const std::optional<uint64_t> pages = CheckedMul(CeilDiv(*positions, config_.page_size),
-                                                   std::max<uint64_t>(params.beam.num_beams, 1));
+  // (with no page shared, at worst). A windowed layer group holds only its
+  // window's pages (kv::PagedKvCache::MaxPagesHeld).
+  const std::optional<uint64_t> pages = CheckedMul(
+      kv::PagedKvCache::MaxPagesHeld(kv_->config(), *positions, config_.max_num_batched_tokens),
+      std::max<uint64_t>(params.beam.num_beams, 1));
   if (!pages || *pages > config_.num_pages) {
     return Status::ResourceExhausted(
         "request needs " + (pages ? std::to_string(*pages) : std::string("too many")) + " pages" +

@@ -20,29 +20,50 @@ uint64_t KvCacheManager::NumAvailablePages() const {
 }
 
 uint64_t KvCacheManager::NumNewPages(kv::SeqId seq, uint64_t num_computed, uint64_t n) const {
-  return CeilDiv(num_computed + n, page_size()) - cache_.block_table(seq).size();
+  return (CeilDiv(num_computed + n, page_size()) - cache_.block_table(seq).size()) *
+         cache_.num_groups();
 }
 
 Result<KvCacheManager::Started> KvCacheManager::StartSequence(std::span<const int32_t> tokens,
                                                               bool reuse_prefix) {
   FOLIO_CHECK(!tokens.empty());
   kv::PrefixCache::Match m;
-  if (prefix_caching_ && reuse_prefix)
-    m = prefix_.Lookup(tokens, (tokens.size() - 1) / page_size());
-  FOLIO_ASSIGN_OR_RETURN(kv::SeqId seq, cache_.AddSequence(m.pages));
-  chains_[seq] = Chain{m.pages.size(), m.last, m.last_hash};
-  return Started{seq, m.pages.size() * page_size()};
+  if (prefix_caching_ && reuse_prefix) {
+    m = prefix_.Lookup(tokens, (tokens.size() - 1) / page_size(), windows_);
+  } else {
+    m.tables.resize(cache_.num_groups());
+  }
+  FOLIO_ASSIGN_OR_RETURN(kv::SeqId seq, cache_.AddSequence(m.tables, m.num_pages * page_size()));
+  chains_[seq] = Chain{m.num_pages, m.last, m.last_hash};
+  return Started{seq, m.num_pages * page_size()};
 }
 
-Result<kv::SeqId> KvCacheManager::AdoptSequence(std::span<const kv::PageId> pages,
+Result<kv::SeqId> KvCacheManager::AdoptSequence(std::span<const std::vector<kv::PageId>> tables,
                                                 uint64_t num_tokens) {
-  FOLIO_ASSIGN_OR_RETURN(kv::SeqId seq, cache_.AddSequence(pages, num_tokens));
+  FOLIO_ASSIGN_OR_RETURN(kv::SeqId seq, cache_.AddSequence(tables, num_tokens));
   chains_[seq] = Chain{};
   return seq;
 }
 
+Result<std::vector<kv::BatchMetadata>> KvCacheManager::BuildBatchMetadata(
+    std::span<const kv::SeqId> seqs, const kv::AppendPlan& plan) const {
+  std::vector<kv::BatchMetadata> metas;
+  for (uint64_t g = 0; g < cache_.num_groups(); ++g) {
+    FOLIO_ASSIGN_OR_RETURN(kv::BatchMetadata m, cache_.BuildBatchMetadata(seqs, &plan, g));
+    metas.push_back(std::move(m));
+  }
+  return metas;
+}
+
+void KvCacheManager::Commit(const kv::AppendPlan& plan) {
+  const std::vector<kv::PageId> released = cache_.Commit(plan);
+  if (prefix_caching_) prefix_.Touch(released);
+}
+
 void KvCacheManager::Free(kv::SeqId seq) {
-  if (prefix_caching_) prefix_.Touch(cache_.block_table(seq));
+  if (prefix_caching_) {
+    for (uint64_t g = 0; g < cache_.num_groups(); ++g) prefix_.Touch(cache_.block_table(seq, g));
+  }
   const Status released = cache_.Release(seq);
   FOLIO_CHECK(released.ok(), released.ToString());
   chains_.erase(seq);
@@ -80,11 +101,12 @@ Status KvCacheManager::CacheFullPages(kv::SeqId seq, std::span<const int32_t> to
   Chain& c = chains_.at(seq);
   const uint64_t page = page_size();
   FOLIO_CHECK(tokens.size() >= num_computed);
+  std::vector<kv::PageId> pages(cache_.num_groups());
   while ((c.num_pages + 1) * page <= num_computed && prefix_.HasEntry(c.entry)) {
-    const kv::PageId id = cache_.block_table(seq)[c.num_pages];
+    for (uint64_t g = 0; g < pages.size(); ++g) pages[g] = cache_.block_table(seq, g)[c.num_pages];
     FOLIO_ASSIGN_OR_RETURN(
         kv::PrefixCache::Inserted in,
-        prefix_.Insert(cache_, c.entry, c.hash, tokens.subspan(c.num_pages * page, page), id));
+        prefix_.Insert(cache_, c.entry, c.hash, tokens.subspan(c.num_pages * page, page), pages));
     c.entry = in.entry;
     c.hash = in.hash;
     ++c.num_pages;

@@ -573,7 +573,7 @@ TEST_F(SchedulerTest, ImportedSequencesJoinAsTheMostRecentlyAdmitted) {
   imported.num_prompt_tokens = 6;
   imported.max_tokens = 3;
   imported.num_computed = 5;
-  imported.seq = *kv_->AdoptSequence(*pages, 5);
+  imported.seq = *kv_->AdoptSequence(std::vector<std::vector<kv::PageId>>{*pages}, 5);
   for (const kv::PageId p : *pages) kv_->DropPage(p);
   sched_->AddRunning(std::move(imported));
   EXPECT_EQ(sched_->running().back(), 100u);

@@ -38,20 +38,24 @@ Result<format::ElementType> ToElementType(DType d) {
 }
 
 // The pool pages a snapshot carries, numbered in order of first use, and
-// how many slots of each some sequence wrote.
+// how many slots of each some sequence wrote. A snapshot page is one
+// logical page: its pool page in every layer group (-1 where a window
+// released it; its rows leave as zeros, which no query reads).
 struct SnapshotPages {
-  std::map<kv::PageId, uint32_t> renumber;
-  std::vector<kv::PageId> pages;  // snapshot page -> pool page
-  std::vector<uint64_t> live;     // snapshot page -> slots some sequence wrote
+  std::map<std::vector<kv::PageId>, uint32_t> renumber;
+  std::vector<std::vector<kv::PageId>> pages;  // snapshot page -> [num_groups] pool pages
+  std::vector<uint64_t> live;                  // snapshot page -> slots some sequence wrote
 
   // A sequence's block table in snapshot pages (each shared page once).
-  std::vector<uint32_t> Add(std::span<const kv::PageId> table, uint64_t num_computed,
-                            uint64_t page_size) {
+  std::vector<uint32_t> Add(const kv::PagedKvCache& cache, kv::SeqId seq, uint64_t num_computed) {
+    const uint64_t page_size = cache.config().page_size;
     std::vector<uint32_t> out;
-    for (size_t i = 0; i < table.size(); ++i) {
-      auto [pos, added] = renumber.emplace(table[i], static_cast<uint32_t>(pages.size()));
+    for (size_t i = 0; i < cache.block_table(seq).size(); ++i) {
+      std::vector<kv::PageId> key;
+      for (uint64_t g = 0; g < cache.num_groups(); ++g) key.push_back(cache.block_table(seq, g)[i]);
+      auto [pos, added] = renumber.emplace(key, static_cast<uint32_t>(pages.size()));
       if (added) {
-        pages.push_back(table[i]);
+        pages.push_back(std::move(key));
         live.push_back(0);
       }
       const uint64_t first = i * page_size;
@@ -68,28 +72,31 @@ Status CopyPages(const kv::PagedKvCache& cache, const SnapshotPages& p, format::
   const kv::PagedKvCacheConfig& kc = cache.config();
   const uint64_t heads = kc.num_kv_heads;
   for (uint64_t l = 0; l < kc.num_layers; ++l) {
+    const uint64_t group = cache.group_of(l);
     for (const kv::KvRole role : {kv::KvRole::kKey, kv::KvRole::kValue}) {
       const bool key = role == kv::KvRole::kKey;
-      std::vector<std::byte> pool(s.num_pages * cache.page_bytes());
+      std::vector<std::byte> pool(s.num_pages * cache.page_bytes());  // zeros
       for (size_t j = 0; j < p.pages.size(); ++j) {
+        if (p.pages[j][group] == -1) continue;
         cache.ReadPageTokenMajor(
-            l, role, p.pages[j], p.live[j],
+            l, role, p.pages[j][group], p.live[j],
             std::span(pool).subspan(j * cache.page_bytes(), cache.page_bytes()));
       }
       (key ? s.keys : s.values).push_back(std::move(pool));
       if (!IsQuantized(kc.dtype)) continue;
       // Every live slot's row was written, which set its scale.
       const uint64_t rows = kc.page_size * heads;
-      std::vector<float> scales(s.num_pages * rows);
+      std::vector<float> scales(s.num_pages * rows, 1.0f);
       for (size_t j = 0; j < p.pages.size(); ++j) {
+        if (p.pages[j][group] == -1) continue;
         const std::span<float> out = std::span(scales).subspan(j * rows, rows);
-        cache.ReadPageScales(l, role, p.pages[j], p.live[j], out);
+        cache.ReadPageScales(l, role, p.pages[j][group], p.live[j], out);
         for (uint64_t i = 0; i < rows; ++i) {
           if (!std::isfinite(out[i]) || !(out[i] > 0.0f)) {
             return Status::FailedPrecondition(
                 "layer " + std::to_string(l) + (key ? " key" : " value") + " scale of page " +
-                std::to_string(p.pages[j]) + " slot " + std::to_string(i / heads) + " head " +
-                std::to_string(i % heads) + " is " + std::to_string(out[i]) +
+                std::to_string(p.pages[j][group]) + " slot " + std::to_string(i / heads) +
+                " head " + std::to_string(i % heads) + " is " + std::to_string(out[i]) +
                 ", not a finite number > 0 (the row is unwritten)");
           }
         }
@@ -126,28 +133,32 @@ Status CheckShape(const format::KvSnapshot& s, const kv::PagedKvCacheConfig& kc,
   return Status::Ok();
 }
 
-// Writes the snapshot's pages into the held pool pages. Validate checked
-// every scale (finite, > 0) and CheckShape the dtype, so nothing fails.
+// Writes the snapshot's pages into the held pool pages: pages[j][g] is
+// snapshot page j's page in layer group g, -1 where no sequence needs it.
+// Validate checked every scale (finite, > 0) and CheckShape the dtype, so
+// nothing fails.
 void WritePages(kv::PagedKvCache& cache, const format::KvSnapshot& s,
-                std::span<const kv::PageId> pages) {
+                const std::vector<std::vector<kv::PageId>>& pool_pages) {
   const kv::PagedKvCacheConfig& kc = cache.config();
   const uint64_t page_bytes = cache.page_bytes();
   const uint64_t rows = kc.page_size * kc.num_kv_heads;  // scales per page
   for (uint64_t l = 0; l < s.num_layers; ++l) {
-    for (size_t j = 0; j < pages.size(); ++j) {
+    const uint64_t group = cache.group_of(l);
+    for (size_t j = 0; j < pool_pages.size(); ++j) {
+      const kv::PageId page = pool_pages[j][group];
+      if (page == -1) continue;
       const auto at = [&](const std::vector<std::byte>& pool) {
         return std::span(pool).subspan(j * page_bytes, page_bytes);
       };
-      FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kKey, pages[j], at(s.keys[l])).ok());
-      FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kValue, pages[j], at(s.values[l])).ok());
+      FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kKey, page, at(s.keys[l])).ok());
+      FOLIO_CHECK(cache.WritePageTokenMajor(l, kv::KvRole::kValue, page, at(s.values[l])).ok());
       if (!IsQuantized(kc.dtype)) continue;
       const auto scales = [&](const std::vector<float>& all) {
         return std::span(all).subspan(j * rows, rows);
       };
+      FOLIO_CHECK(cache.WritePageScales(l, kv::KvRole::kKey, page, scales(s.key_scales[l])).ok());
       FOLIO_CHECK(
-          cache.WritePageScales(l, kv::KvRole::kKey, pages[j], scales(s.key_scales[l])).ok());
-      FOLIO_CHECK(
-          cache.WritePageScales(l, kv::KvRole::kValue, pages[j], scales(s.value_scales[l])).ok());
+          cache.WritePageScales(l, kv::KvRole::kValue, page, scales(s.value_scales[l])).ok());
     }
   }
 }
@@ -217,7 +228,7 @@ Result<format::KvSnapshot> Engine::ExportSnapshot(std::span<const RequestId> ids
     FOLIO_ASSIGN_OR_RETURN(nlohmann::json params, RequestParamsToJson(o.params));
     format::SnapshotSequence q;
     q.num_tokens = r.num_computed;
-    q.block_table = pages.Add(cache.block_table(*r.seq), r.num_computed, kc.page_size);
+    q.block_table = pages.Add(cache, *r.seq, r.num_computed);
     q.request = {{"prompt", r.prompt()},
                  {"output", r.output()},
                  {"params", std::move(params)},
@@ -268,17 +279,40 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
         StageSnapshotSequence(s.sequences[i], "snapshot sequence " + std::to_string(i)));
     staged.push_back(std::move(c));
   }
+  // Which (snapshot page, layer group) some sequence's next query sees: a
+  // windowed group takes no page for the positions its window left.
+  const kv::PagedKvCache& cache = kv_->cache();
+  const uint64_t groups = cache.num_groups();
+  std::vector<std::vector<uint8_t>> needed(s.num_pages, std::vector<uint8_t>(groups, 0));
+  uint64_t num_needed = 0;
+  for (const format::SnapshotSequence& q : s.sequences) {
+    for (uint64_t g = 0; g < groups; ++g) {
+      const uint64_t first = cache.FirstKept(cache.groups()[g].window, q.num_tokens);
+      for (size_t lp = first / s.page_size; lp < q.block_table.size(); ++lp) {
+        uint8_t& n = needed[q.block_table[lp]][g];
+        num_needed += n == 0 ? 1 : 0;
+        n = 1;
+      }
+    }
+  }
   // The last check: the pages (HoldNewPages changes nothing when they do
   // not fit). From here on nothing can fail.
-  Result<std::vector<kv::PageId>> held = kv_->HoldNewPages(s.num_pages);
+  Result<std::vector<kv::PageId>> held = kv_->HoldNewPages(num_needed);
   if (!held.ok()) return held.status().WithContext("snapshot");
-  const std::vector<kv::PageId>& pages = *held;
+  std::vector<std::vector<kv::PageId>> pages(s.num_pages, std::vector<kv::PageId>(groups, -1));
+  for (size_t j = 0, next = 0; j < pages.size(); ++j) {
+    for (uint64_t g = 0; g < groups; ++g) {
+      if (needed[j][g] != 0) pages[j][g] = (*held)[next++];
+    }
+  }
   WritePages(kv_->mutable_cache(), s, pages);
   std::vector<RequestId> ids;
   for (size_t i = 0; i < staged.size(); ++i) {
-    std::vector<kv::PageId> table;
-    for (const uint32_t p : s.sequences[i].block_table) table.push_back(pages[p]);
-    Result<kv::SeqId> seq = kv_->AdoptSequence(table, s.sequences[i].num_tokens);
+    std::vector<std::vector<kv::PageId>> tables(groups);
+    for (uint64_t g = 0; g < groups; ++g) {
+      for (const uint32_t p : s.sequences[i].block_table) tables[g].push_back(pages[p][g]);
+    }
+    Result<kv::SeqId> seq = kv_->AdoptSequence(tables, s.sequences[i].num_tokens);
     FOLIO_CHECK(seq.ok(), seq.status().ToString());
     const RequestId id = next_id_++;
     Sequence& sequence = staged[i].sequence;
@@ -287,7 +321,7 @@ Result<std::vector<RequestId>> Engine::ImportSnapshot(const format::KvSnapshot& 
     AddSampled(std::move(sequence), std::move(staged[i].output), /*running=*/true);
     ids.push_back(id);
   }
-  for (const kv::PageId p : pages) kv_->DropPage(p);
+  for (const kv::PageId p : *held) kv_->DropPage(p);
   return ids;
 }
 

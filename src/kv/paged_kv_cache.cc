@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <string>
 #include <type_traits>
 #include <unordered_set>
@@ -80,6 +81,50 @@ float QuantizeRow(DType dtype, std::byte* base, uint64_t dst, const float* src, 
 
 }  // namespace
 
+std::span<const int64_t> AppendPlan::slot_mapping(uint64_t group) const {
+  FOLIO_CHECK(group < slot_mappings_.size(), "group=", group);
+  return slot_mappings_[group];
+}
+
+namespace {
+
+// S: the layers of a group, the fewest any window has (every layer when
+// there is no window), without listing the layers.
+uint64_t GroupSize(const PagedKvCacheConfig& c) {
+  if (c.layer_windows.empty()) return c.num_layers;
+  std::map<uint64_t, uint64_t> count;
+  for (const uint64_t w : c.layer_windows) ++count[w];
+  uint64_t size = c.num_layers;
+  for (const auto& [window, n] : count) size = std::min(size, n);
+  return size;
+}
+
+}  // namespace
+
+std::vector<LayerGroup> GroupLayers(const PagedKvCacheConfig& c) {
+  FOLIO_CHECK(c.layer_windows.empty() || c.layer_windows.size() == c.num_layers,
+              "layer_windows has ", c.layer_windows.size(), " entries for ", c.num_layers,
+              " layers");
+  // Layers by window, global first (0 sorts first), each in layer order.
+  std::map<uint64_t, std::vector<uint64_t>> by_window;
+  for (uint64_t l = 0; l < c.num_layers; ++l) {
+    by_window[c.layer_windows.empty() ? 0 : c.layer_windows[l]].push_back(l);
+  }
+  const uint64_t size = GroupSize(c);
+  std::vector<LayerGroup> groups;
+  for (const auto& [window, layers] : by_window) {
+    for (size_t i = 0; i < layers.size(); i += size) {
+      LayerGroup g;
+      g.window = window;
+      g.layers.assign(
+          layers.begin() + static_cast<std::ptrdiff_t>(i),
+          layers.begin() + static_cast<std::ptrdiff_t>(std::min(i + size, layers.size())));
+      groups.push_back(std::move(g));
+    }
+  }
+  return groups;
+}
+
 Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
   if (c.num_layers == 0 || c.num_kv_heads == 0 || c.head_dim == 0 || c.page_size == 0 ||
       c.num_pages == 0) {
@@ -95,6 +140,10 @@ Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
                               " must be <= INT32_MAX (page "
                               "ids and last_page_len are int32)");
   }
+  if (!c.layer_windows.empty() && c.layer_windows.size() != c.num_layers) {
+    return Status::InvalidArgument("layer_windows has " + Str(c.layer_windows.size()) +
+                                   " entries; the cache has " + Str(c.num_layers) + " layers");
+  }
   const auto slots = CheckedMul(c.num_pages, c.page_size);
   if (!slots || *slots > kMaxInt64) {
     return Status::OutOfRange("num_pages * page_size overflows int64 slot ids");
@@ -102,7 +151,7 @@ Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
   const auto page_bytes =
       CheckedProduct({c.num_kv_heads, c.page_size, c.head_dim, DTypeSize(c.dtype)});
   const auto total =
-      page_bytes ? CheckedProduct({*page_bytes, c.num_pages, c.num_layers, 2}) : std::nullopt;
+      page_bytes ? CheckedProduct({*page_bytes, c.num_pages, GroupSize(c), 2}) : std::nullopt;
   if (!total || *total > std::numeric_limits<size_t>::max() / 2) {
     return Status::OutOfRange("KV pool size overflows: " + Str(c.num_layers) + " layers x 2 x " +
                               Str(c.num_pages) + " pages x [" + Str(c.num_kv_heads) + ", " +
@@ -113,16 +162,39 @@ Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
 
 uint64_t PagedKvCache::BytesPerPage(const PagedKvCacheConfig& c) {
   const uint64_t scales = IsQuantized(c.dtype) ? c.num_kv_heads * c.page_size * sizeof(float) : 0;
-  return (c.num_kv_heads * c.page_size * c.head_dim * DTypeSize(c.dtype) + scales) * c.num_layers *
+  return (c.num_kv_heads * c.page_size * c.head_dim * DTypeSize(c.dtype) + scales) * GroupSize(c) *
          2;
+}
+
+uint64_t PagedKvCache::MaxPagesHeld(const PagedKvCacheConfig& c, uint64_t length,
+                                    uint64_t max_step_tokens) {
+  const uint64_t all = CeilDiv(length, c.page_size);
+  uint64_t total = 0;
+  for (const LayerGroup& g : GroupLayers(c)) {
+    total +=
+        g.window == 0
+            ? all
+            : std::min(all,
+                       CeilDiv(2 * max_step_tokens + g.window + c.window_margin, c.page_size) + 2);
+  }
+  return total;
 }
 
 PagedKvCache::PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes)
     : config_(config),
       page_bytes_(page_bytes),
       pool_(config.num_pages),
+      groups_(GroupLayers(config_)),
+      group_of_(config_.num_layers),
+      slot_of_(config_.num_layers),
       holds_(config.num_pages, 0) {
-  for (uint64_t l = 0; l < config_.num_layers; ++l) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    for (size_t s = 0; s < groups_[g].layers.size(); ++s) {
+      group_of_[groups_[g].layers[s]] = g;
+      slot_of_[groups_[g].layers[s]] = s;
+    }
+  }
+  for (uint64_t l = 0; l < GroupSize(config_); ++l) {
     for (auto* role : {&keys_, &values_}) {
       role->emplace_back(config_.num_pages * page_bytes_);
       FillNaN(role->back(), config_.dtype);
@@ -138,54 +210,108 @@ PagedKvCache::PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes)
 
 const float* PagedKvCache::Scales(uint64_t layer, KvRole role) const {
   if (!IsQuantized(config_.dtype)) return nullptr;
-  return (role == KvRole::kKey ? key_scales_ : value_scales_)[layer].data();
+  return (role == KvRole::kKey ? key_scales_ : value_scales_)[slot_of_[layer]].data();
 }
 
 PagedKvView PagedKvCache::View(uint64_t layer) const {
   FOLIO_CHECK(layer < config_.num_layers, "layer=", layer);
-  PagedKvView v{keys_[layer].data(),  values_[layer].data(), config_.dtype,   config_.num_pages,
-                config_.num_kv_heads, config_.page_size,     config_.head_dim};
+  const uint64_t slot = slot_of_[layer];
+  PagedKvView v{keys_[slot].data(),   values_[slot].data(), config_.dtype,   config_.num_pages,
+                config_.num_kv_heads, config_.page_size,    config_.head_dim};
   v.key_scales = Scales(layer, KvRole::kKey);
   v.value_scales = Scales(layer, KvRole::kValue);
   return v;
 }
 
+uint64_t PagedKvCache::group_of(uint64_t layer) const {
+  FOLIO_CHECK(layer < config_.num_layers, "layer=", layer);
+  return group_of_[layer];
+}
+
+uint64_t PagedKvCache::FirstKept(uint64_t window, uint64_t length) const {
+  const uint64_t reach = window + config_.window_margin;
+  return window != 0 && length + 1 > reach ? length + 1 - reach : 0;
+}
+
+PagedKvCache::Sequence PagedKvCache::NewSequence() const {
+  Sequence s;
+  s.tables.resize(groups_.size());
+  s.released.assign(groups_.size(), 0);
+  return s;
+}
+
 SeqId PagedKvCache::AddSequence() {
-  seqs_.emplace(next_seq_id_, Sequence{});
+  seqs_.emplace(next_seq_id_, NewSequence());
   return next_seq_id_++;
 }
 
-Result<SeqId> PagedKvCache::AddSequence(std::span<const PageId> prefix, uint64_t length) {
+Result<SeqId> PagedKvCache::AddSequence(std::span<const PageId> pages, uint64_t length) {
+  if (groups_.size() != 1) {
+    return Status::InvalidArgument("a sequence over one block table; the cache has " +
+                                   Str(groups_.size()) + " layer groups");
+  }
+  const std::vector<PageId> table(pages.begin(), pages.end());
+  return AddSequence(std::span<const std::vector<PageId>>(&table, 1), length);
+}
+
+Result<SeqId> PagedKvCache::AddSequence(std::span<const std::vector<PageId>> tables,
+                                        uint64_t length) {
   FOLIO_RETURN_IF_ERROR(CheckNoPlan("a sequence over existing pages"));
-  if (CeilDiv(length, config_.page_size) != prefix.size()) {
-    return Status::InvalidArgument(Str(length) + " tokens do not fill exactly " +
-                                   Str(prefix.size()) + " pages of " + Str(config_.page_size));
+  if (tables.size() != groups_.size()) {
+    return Status::InvalidArgument(Str(tables.size()) + " block tables for " + Str(groups_.size()) +
+                                   " layer groups");
   }
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    const PageId page = prefix[i];
-    if (page < 0 || static_cast<uint64_t>(page) >= config_.num_pages) {
-      return Status::OutOfRange("prefix page " + Str(i) + " has id " + std::to_string(page) +
-                                " outside [0, " + Str(config_.num_pages) + ")");
-    }
-    if (pool_.refcount(page) == 0) {
-      return Status::FailedPrecondition("prefix page " + Str(i) + " (page " + std::to_string(page) +
-                                        ") is free");
-    }
-    if (std::find(prefix.begin(), prefix.begin() + static_cast<std::ptrdiff_t>(i), page) !=
-        prefix.begin() + static_cast<std::ptrdiff_t>(i)) {
-      return Status::FailedPrecondition("prefix lists page " + std::to_string(page) + " twice");
-    }
-  }
-  Sequence s;
-  s.table.assign(prefix.begin(), prefix.end());
+  Sequence s = NewSequence();
   s.length = length;
-  for (const PageId page : s.table) Ref(page);
+  std::unordered_set<PageId> seen;
+  for (size_t g = 0; g < tables.size(); ++g) {
+    const std::vector<PageId>& table = tables[g];
+    const std::string in = groups_.size() == 1 ? "" : " of layer group " + Str(g);
+    if (CeilDiv(length, config_.page_size) != table.size()) {
+      return Status::InvalidArgument(Str(length) + " tokens do not fill exactly " +
+                                     Str(table.size()) + " pages of " + Str(config_.page_size) +
+                                     in);
+    }
+    const uint64_t may_release = FirstKept(groups_[g].window, length) / config_.page_size;
+    for (size_t i = 0; i < table.size(); ++i) {
+      const PageId page = table[i];
+      if (page == -1 && i == s.released[g] && i < may_release) {
+        ++s.released[g];
+        continue;
+      }
+      if (page == -1) {
+        return Status::InvalidArgument("prefix page " + Str(i) + in +
+                                       " is -1, but the next query sees it");
+      }
+      if (page < 0 || static_cast<uint64_t>(page) >= config_.num_pages) {
+        return Status::OutOfRange("prefix page " + Str(i) + in + " has id " + std::to_string(page) +
+                                  " outside [0, " + Str(config_.num_pages) + ")");
+      }
+      if (pool_.refcount(page) == 0) {
+        return Status::FailedPrecondition("prefix page " + Str(i) + in + " (page " +
+                                          std::to_string(page) + ") is free");
+      }
+      if (!seen.insert(page).second) {
+        return Status::FailedPrecondition("prefix lists page " + std::to_string(page) + " twice");
+      }
+    }
+    s.tables[g] = table;
+  }
+  for (const auto& table : s.tables) {
+    for (const PageId page : table) {
+      if (page != -1) Ref(page);
+    }
+  }
   seqs_.emplace(next_seq_id_, std::move(s));
   return next_seq_id_++;
 }
 
 Result<SeqId> PagedKvCache::AddPlacedSequence(std::vector<PageId> placement) {
   FOLIO_RETURN_IF_ERROR(CheckNoPlan("a placed sequence"));
+  if (groups_.size() != 1) {
+    return Status::FailedPrecondition(
+        "a placed sequence needs a cache of one layer group (it has " + Str(groups_.size()) + ")");
+  }
   std::unordered_set<PageId> seen;
   for (size_t i = 0; i < placement.size(); ++i) {
     const PageId page = placement[i];
@@ -197,7 +323,7 @@ Result<SeqId> PagedKvCache::AddPlacedSequence(std::vector<PageId> placement) {
       return Status::InvalidArgument("placement lists page " + std::to_string(page) + " twice");
     }
   }
-  Sequence s;
+  Sequence s = NewSequence();
   s.placement = std::move(placement);
   seqs_.emplace(next_seq_id_, std::move(s));
   return next_seq_id_++;
@@ -248,7 +374,8 @@ void PagedKvCache::ReadPageTokenMajor(uint64_t layer, KvRole role, PageId page, 
               "layer=", layer, " page=", page);
   const uint64_t heads = config_.num_kv_heads, slots = config_.page_size;
   const uint64_t row = config_.head_dim * DTypeSize(config_.dtype);
-  const std::byte* src = (role == KvRole::kKey ? keys_[layer] : values_[layer]).data() +
+  const uint64_t slot = slot_of_[layer];
+  const std::byte* src = (role == KvRole::kKey ? keys_[slot] : values_[slot]).data() +
                          static_cast<uint64_t>(page) * page_bytes_;
   // Pool: [heads, slots, dim]; out: [slots, heads, dim].
   for (uint64_t t = 0; t < slots; ++t) {
@@ -276,7 +403,8 @@ Status PagedKvCache::WritePageTokenMajor(uint64_t layer, KvRole role, PageId pag
   }
   const uint64_t heads = config_.num_kv_heads, slots = config_.page_size;
   const uint64_t row = config_.head_dim * DTypeSize(config_.dtype);
-  std::byte* dst = (role == KvRole::kKey ? keys_[layer] : values_[layer]).data() +
+  const uint64_t slot = slot_of_[layer];
+  std::byte* dst = (role == KvRole::kKey ? keys_[slot] : values_[slot]).data() +
                    static_cast<uint64_t>(page) * page_bytes_;
   for (uint64_t t = 0; t < slots; ++t) {
     for (uint64_t h = 0; h < heads; ++h) {
@@ -320,7 +448,7 @@ Status PagedKvCache::WritePageScales(uint64_t layer, KvRole role, PageId page,
                                      " is not a finite positive number");
     }
   }
-  float* dst = (role == KvRole::kKey ? key_scales_ : value_scales_)[layer].data() +
+  float* dst = (role == KvRole::kKey ? key_scales_ : value_scales_)[slot_of_[layer]].data() +
                static_cast<uint64_t>(page) * heads * slots;
   for (uint64_t t = 0; t < slots; ++t) {
     for (uint64_t h = 0; h < heads; ++h) dst[h * slots + t] = in[t * heads + h];
@@ -362,7 +490,11 @@ Result<SeqId> PagedKvCache::Fork(SeqId seq) {
   if (it == seqs_.end()) return UnknownSeq("fork", seq);
   Sequence child = it->second;
   child.placement.clear();  // the parent's pages are its own to claim
-  for (const PageId page : child.table) Ref(page);
+  for (const auto& table : child.tables) {
+    for (const PageId page : table) {
+      if (page != -1) Ref(page);
+    }
+  }
   seqs_.emplace(next_seq_id_, std::move(child));
   return next_seq_id_++;
 }
@@ -371,9 +503,10 @@ Status PagedKvCache::Release(SeqId seq) {
   FOLIO_RETURN_IF_ERROR(CheckNoPlan("release of sequence " + Str(seq)));
   const auto it = seqs_.find(seq);
   if (it == seqs_.end()) return UnknownSeq("release", seq);
-  const std::vector<PageId>& table = it->second.table;
-  for (auto page = table.rbegin(); page != table.rend(); ++page) {
-    Unref(*page);
+  for (const auto& table : it->second.tables) {
+    for (auto page = table.rbegin(); page != table.rend(); ++page) {
+      if (*page != -1) Unref(*page);
+    }
   }
   seqs_.erase(it);
   return Status::Ok();
@@ -389,7 +522,19 @@ Status PagedKvCache::Truncate(SeqId seq, uint64_t length) {
                               " tokens to " + Str(length));
   }
   const uint64_t keep = CeilDiv(length, config_.page_size);
-  for (; s.table.size() > keep; s.table.pop_back()) Unref(s.table.back());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const uint64_t window = groups_[g].window;
+    const uint64_t first = window != 0 && length + 1 > window ? length + 1 - window : 0;
+    if (length > 0 && s.tables[g][first / config_.page_size] == -1) {
+      return Status::FailedPrecondition(
+          "cannot truncate sequence " + Str(seq) + " to " + Str(length) + " tokens: layer group " +
+          Str(g) + " (window " + Str(groups_[g].window) + ") released position " + Str(first) +
+          ", which its next query would see");
+    }
+  }
+  for (auto& table : s.tables) {
+    for (; table.size() > keep; table.pop_back()) Unref(table.back());
+  }
   s.length = length;
   return Status::Ok();
 }
@@ -402,7 +547,10 @@ const PagedKvCache::Sequence& PagedKvCache::Find(SeqId seq) const {
 
 uint64_t PagedKvCache::length(SeqId seq) const { return Find(seq).length; }
 
-std::span<const PageId> PagedKvCache::block_table(SeqId seq) const { return Find(seq).table; }
+std::span<const PageId> PagedKvCache::block_table(SeqId seq, uint64_t group) const {
+  FOLIO_CHECK(group < groups_.size(), "group=", group);
+  return Find(seq).tables[group];
+}
 
 Result<std::vector<PagedKvCache::Decision>> PagedKvCache::Decide(
     std::span<const std::pair<SeqId, uint64_t>> requests) {
@@ -426,22 +574,25 @@ Result<std::vector<PagedKvCache::Decision>> PagedKvCache::Decide(
       return Status::OutOfRange("PrepareAppend: sequence " + Str(id) + " of length " +
                                 Str(seq.length) + " plus " + Str(n) + " tokens exceeds INT32_MAX");
     }
-    Decision d{&seq, false, 0};
+    Decision d{&seq, std::vector<uint8_t>(groups_.size(), 0), 0};
     if (n > 0) {
       const uint64_t used = seq.length % page_size;
       uint64_t room = 0;
       if (used != 0) {
-        const PageId tail = seq.table.back();
-        uint32_t& moved = moved_off[tail];
-        d.copy_tail = pool_.refcount(tail) - moved > 1;
-        if (d.copy_tail) ++moved;
+        for (size_t g = 0; g < groups_.size(); ++g) {
+          const PageId tail = seq.tables[g].back();
+          uint32_t& moved = moved_off[tail];
+          d.copy_tail[g] = pool_.refcount(tail) - moved > 1;
+          if (d.copy_tail[g]) ++moved;
+        }
         room = page_size - used;
       }
       d.new_pages = n > room ? CeilDiv(n - room, page_size) : 0;
-      if (!seq.placement.empty() && seq.table.size() + d.new_pages > seq.placement.size()) {
+      const uint64_t pages = seq.tables[0].size();
+      if (!seq.placement.empty() && pages + d.new_pages > seq.placement.size()) {
         return Status::OutOfRange("PrepareAppend: sequence " + Str(id) + " would need " +
-                                  Str(seq.table.size() + d.new_pages) + " pages; its placement " +
-                                  "lists " + Str(seq.placement.size()));
+                                  Str(pages + d.new_pages) + " pages; its placement " + "lists " +
+                                  Str(seq.placement.size()));
       }
     }
     decisions.push_back(d);
@@ -453,7 +604,10 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
     std::span<const std::pair<SeqId, uint64_t>> requests) {
   FOLIO_ASSIGN_OR_RETURN(const std::vector<Decision> decisions, Decide(requests));
   uint64_t needed = 0;
-  for (const Decision& d : decisions) needed += d.new_pages + (d.copy_tail ? 1 : 0);
+  for (const Decision& d : decisions) {
+    needed += d.new_pages * groups_.size();
+    for (const uint8_t copy : d.copy_tail) needed += copy;
+  }
   if (!pool_.CanAllocate(needed)) return std::optional<AppendPlan>();
   // Placed sequences' pages must be free, and claimed by one request only.
   std::unordered_set<PageId> to_claim;
@@ -461,7 +615,7 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
     const Sequence& seq = *d.seq;
     if (seq.placement.empty()) continue;
     for (uint64_t k = 0; k < d.new_pages; ++k) {
-      const PageId page = seq.placement[seq.table.size() + k];
+      const PageId page = seq.placement[seq.tables[0].size() + k];
       if (pool_.refcount(page) != 0 || !to_claim.insert(page).second) {
         return std::optional<AppendPlan>();
       }
@@ -474,43 +628,52 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
   const uint64_t page_size = config_.page_size;
   AppendPlan plan;
   plan.id_ = next_plan_id_++;
+  plan.slot_mappings_.resize(groups_.size());
   pool_.BeginJournal();
   for (const PageId page : to_claim) *pool_.TryClaim(page);
   for (size_t i = 0; i < requests.size(); ++i) {
     const auto [id, n] = requests[i];
     const Decision& d = decisions[i];
     Sequence& seq = *d.seq;
-    AppendPlan::Undo undo{seq.table.size(), -1};
-    if (d.copy_tail) {
-      const PageId shared = seq.table.back();
-      const size_t n_pages = seq.table.size();
-      const PageId copy = *pool_.TryAllocateAfter(n_pages >= 2 ? seq.table[n_pages - 2] : -1);
-      CopyPage(shared, copy);
-      Unref(shared);
-      seq.table.back() = copy;
-      undo.cow_source = shared;
-    }
-    for (uint64_t k = 0; k < d.new_pages; ++k) {
-      seq.table.push_back(seq.placement.empty()
-                              ? *pool_.TryAllocateAfter(seq.table.empty() ? -1 : seq.table.back())
-                              : seq.placement[seq.table.size()]);
-    }
-    if (seq.placement.empty() && (d.copy_tail || d.new_pages > 0)) {
-      const int64_t tail = seq.table.back();
-      const auto keep = std::clamp<int64_t>(static_cast<int64_t>(seq.table.size()),
-                                            kMinPagesKeptAfterTail, kMaxPagesKeptAfterTail);
-      const auto end = std::min<int64_t>(tail + 1 + keep, static_cast<int64_t>(config_.num_pages));
-      for (int64_t p = tail + 1; p < end; ++p) {
-        pool_.Deprioritize(static_cast<PageId>(p));
+    std::vector<AppendPlan::Undo> undo;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      std::vector<PageId>& table = seq.tables[g];
+      undo.push_back({table.size(), -1});
+      // The page before the tail is -1 when the window released it.
+      const auto before_tail = [&] {
+        return table.size() >= 2 && table[table.size() - 2] != -1 ? table[table.size() - 2] : -1;
+      };
+      if (d.copy_tail[g]) {
+        const PageId shared = table.back();
+        const PageId copy = *pool_.TryAllocateAfter(before_tail());
+        CopyPage(shared, copy);
+        Unref(shared);
+        table.back() = copy;
+        undo.back().cow_source = shared;
       }
-    }
-    for (uint64_t pos = seq.length; pos < seq.length + n; ++pos) {
-      const auto page = static_cast<uint64_t>(seq.table[pos / page_size]);
-      plan.slot_mapping_.push_back(static_cast<int64_t>(page * page_size + pos % page_size));
+      for (uint64_t k = 0; k < d.new_pages; ++k) {
+        table.push_back(seq.placement.empty()
+                            ? *pool_.TryAllocateAfter(table.empty() ? -1 : table.back())
+                            : seq.placement[table.size()]);
+      }
+      if (seq.placement.empty() && (d.copy_tail[g] || d.new_pages > 0)) {
+        const int64_t tail = table.back();
+        const auto keep = std::clamp<int64_t>(static_cast<int64_t>(table.size() - seq.released[g]),
+                                              kMinPagesKeptAfterTail, kMaxPagesKeptAfterTail);
+        const auto end =
+            std::min<int64_t>(tail + 1 + keep, static_cast<int64_t>(config_.num_pages));
+        for (int64_t p = tail + 1; p < end; ++p) {
+          pool_.Deprioritize(static_cast<PageId>(p));
+        }
+      }
+      for (uint64_t pos = seq.length; pos < seq.length + n; ++pos) {
+        const auto page = static_cast<uint64_t>(table[pos / page_size]);
+        plan.slot_mappings_[g].push_back(static_cast<int64_t>(page * page_size + pos % page_size));
+      }
     }
     plan.seqs_.push_back(id);
     plan.num_new_tokens_.push_back(n);
-    plan.undo_.push_back(undo);
+    plan.undo_.push_back(std::move(undo));
   }
   pending_plan_ = plan.id_;
   return std::optional<AppendPlan>(std::move(plan));
@@ -519,7 +682,7 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
 void PagedKvCache::CopyPage(PageId from, PageId to) {
   const uint64_t src = static_cast<uint64_t>(from) * page_bytes_;
   const uint64_t dst = static_cast<uint64_t>(to) * page_bytes_;
-  for (uint64_t l = 0; l < config_.num_layers; ++l) {
+  for (uint64_t l = 0; l < keys_.size(); ++l) {  // every storage slot
     std::memcpy(keys_[l].data() + dst, keys_[l].data() + src, page_bytes_);
     std::memcpy(values_[l].data() + dst, values_[l].data() + src, page_bytes_);
     if (IsQuantized(config_.dtype)) {
@@ -545,13 +708,26 @@ void PagedKvCache::CheckPending(const AppendPlan& plan) const {
               " is not the pending plan ", pending_plan_);
 }
 
-void PagedKvCache::Commit(const AppendPlan& plan) {
+std::vector<PageId> PagedKvCache::Commit(const AppendPlan& plan) {
   CheckPending(plan);
-  for (size_t i = 0; i < plan.seqs_.size(); ++i) {
-    seqs_.find(plan.seqs_[i])->second.length += plan.num_new_tokens_[i];
-  }
   pool_.EndJournal();
   pending_plan_ = 0;
+  std::vector<PageId> released;
+  for (size_t i = 0; i < plan.seqs_.size(); ++i) {
+    Sequence& seq = seqs_.find(plan.seqs_[i])->second;
+    const uint64_t old_length = seq.length;
+    seq.length += plan.num_new_tokens_[i];
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      const uint64_t end = FirstKept(groups_[g].window, old_length) / config_.page_size;
+      for (; seq.released[g] < end; ++seq.released[g]) {
+        PageId& page = seq.tables[g][seq.released[g]];
+        Unref(page);
+        released.push_back(page);
+        page = -1;
+      }
+    }
+  }
+  return released;
 }
 
 void PagedKvCache::Abort(AppendPlan&& plan) {
@@ -562,12 +738,15 @@ void PagedKvCache::Abort(AppendPlan&& plan) {
   // plan took had one reference and no holds, so held-only counts are
   // unchanged by dropping them.
   for (size_t i = plan.seqs_.size(); i-- > 0;) {
-    std::vector<PageId>& table = seqs_.find(plan.seqs_[i])->second.table;
-    const AppendPlan::Undo& undo = plan.undo_[i];
-    table.resize(undo.old_num_pages);
-    if (undo.cow_source >= 0) {
-      Ref(undo.cow_source);
-      table.back() = undo.cow_source;
+    Sequence& seq = seqs_.find(plan.seqs_[i])->second;
+    for (size_t g = groups_.size(); g-- > 0;) {
+      std::vector<PageId>& table = seq.tables[g];
+      const AppendPlan::Undo& undo = plan.undo_[i][g];
+      table.resize(undo.old_num_pages);
+      if (undo.cow_source >= 0) {
+        Ref(undo.cow_source);
+        table.back() = undo.cow_source;
+      }
     }
   }
   pool_.RollBack();
@@ -633,6 +812,7 @@ Status PagedKvCache::WriteRowsOf(uint64_t layer, std::span<const int64_t> slot_m
     }
   }
   const LaneShape lane{1, heads, head_dim};
+  const uint64_t storage = slot_of_[layer];
   for (size_t t = 0; t < slot_mapping.size(); ++t) {
     const auto slot = static_cast<uint64_t>(slot_mapping[t]);
     for (uint64_t h = 0; h < heads; ++h) {
@@ -640,17 +820,17 @@ Status PagedKvCache::WriteRowsOf(uint64_t layer, std::span<const int64_t> slot_m
           ScalarIndex(lane, page_size, slot / page_size, slot % page_size, 0, h, 0);
       const uint64_t src = (t * heads + h) * head_dim;
       if constexpr (std::is_same_v<T, double>) {
-        StoreRow(config_.dtype, keys_[layer].data(), dst, keys.data() + src, head_dim);
-        StoreRow(config_.dtype, values_[layer].data(), dst, values.data() + src, head_dim);
+        StoreRow(config_.dtype, keys_[storage].data(), dst, keys.data() + src, head_dim);
+        StoreRow(config_.dtype, values_[storage].data(), dst, values.data() + src, head_dim);
       } else if (IsQuantized(config_.dtype)) {
         const uint64_t row = dst / head_dim;  // the row's scale (scales mirror the pool)
-        key_scales_[layer][row] =
-            QuantizeRow(config_.dtype, keys_[layer].data(), dst, keys.data() + src, head_dim);
-        value_scales_[layer][row] =
-            QuantizeRow(config_.dtype, values_[layer].data(), dst, values.data() + src, head_dim);
+        key_scales_[storage][row] =
+            QuantizeRow(config_.dtype, keys_[storage].data(), dst, keys.data() + src, head_dim);
+        value_scales_[storage][row] =
+            QuantizeRow(config_.dtype, values_[storage].data(), dst, values.data() + src, head_dim);
       } else {
-        StoreRow(config_.dtype, keys_[layer].data(), dst, keys.data() + src, head_dim);
-        StoreRow(config_.dtype, values_[layer].data(), dst, values.data() + src, head_dim);
+        StoreRow(config_.dtype, keys_[storage].data(), dst, keys.data() + src, head_dim);
+        StoreRow(config_.dtype, values_[storage].data(), dst, values.data() + src, head_dim);
       }
     }
   }
@@ -664,10 +844,13 @@ void PagedKvCache::ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos,
               " head=", head);
   FOLIO_CHECK(pos < s.length, "pos=", pos, " length=", s.length);
   const uint64_t page_size = config_.page_size;
-  const auto page = static_cast<uint64_t>(s.table[pos / page_size]);
+  const PageId id = s.tables[group_of_[layer]][pos / page_size];
+  FOLIO_CHECK(id != -1, "position ", pos, " of layer ", layer, " was released by its window");
+  const auto page = static_cast<uint64_t>(id);
   const uint64_t row = ScalarIndex({1, config_.num_kv_heads, config_.head_dim}, page_size, page,
                                    pos % page_size, 0, head, 0);
-  const std::byte* base = role == KvRole::kKey ? keys_[layer].data() : values_[layer].data();
+  const uint64_t storage = slot_of_[layer];
+  const std::byte* base = role == KvRole::kKey ? keys_[storage].data() : values_[storage].data();
   const float scale =
       IsQuantized(config_.dtype) ? Scales(layer, role)[row / config_.head_dim] : 1.0f;
   for (uint64_t f = 0; f < config_.head_dim; ++f) {
@@ -676,7 +859,12 @@ void PagedKvCache::ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos,
 }
 
 Result<BatchMetadata> PagedKvCache::BuildBatchMetadata(std::span<const SeqId> seqs,
-                                                       const AppendPlan* plan) const {
+                                                       const AppendPlan* plan,
+                                                       uint64_t group) const {
+  if (group >= groups_.size()) {
+    return Status::InvalidArgument("BuildBatchMetadata: layer group " + Str(group) +
+                                   " of a cache with " + Str(groups_.size()));
+  }
   // The plan's requests by sequence: (new tokens, first slot_mapping row).
   std::unordered_map<SeqId, std::pair<uint64_t, uint64_t>> planned;
   if (plan != nullptr) {
@@ -714,14 +902,15 @@ Result<BatchMetadata> PagedKvCache::BuildBatchMetadata(std::span<const SeqId> se
           "tokens exceed the int32 indptr range");
     }
     m.max_pages = std::max(m.max_pages, pages);
-    m.indices.insert(m.indices.end(), seq.table.begin(),
-                     seq.table.begin() + static_cast<std::ptrdiff_t>(pages));
+    const std::vector<PageId>& table = seq.tables[group];
+    m.indices.insert(m.indices.end(), table.begin(),
+                     table.begin() + static_cast<std::ptrdiff_t>(pages));
     m.indptr.push_back(static_cast<int32_t>(m.indices.size()));
     m.context_lens.push_back(static_cast<int32_t>(context));
     m.last_page_len.push_back(
         static_cast<int32_t>(context == 0 ? 0 : (context - 1) % page_size + 1));
     const auto slots =
-        plan == nullptr ? std::span<const int64_t>() : plan->slot_mapping().subspan(first, n);
+        plan == nullptr ? std::span<const int64_t>() : plan->slot_mapping(group).subspan(first, n);
     m.slot_mapping.insert(m.slot_mapping.end(), slots.begin(), slots.end());
     m.query_indptr.push_back(static_cast<int32_t>(m.slot_mapping.size()));
   }
@@ -753,15 +942,19 @@ PoolStats PagedKvCache::Stats() const {
   // has filled, so a page shared by forks is counted once.
   std::vector<uint64_t> filled(pool_.num_pages(), 0);
   for (const auto& [id, seq] : seqs_) {
-    for (uint64_t lp = 1; lp < seq.table.size(); ++lp) {
-      ++st.page_pairs;
-      if (seq.table[lp] == seq.table[lp - 1] + 1) ++st.adjacent_page_pairs;
-    }
-    for (uint64_t lp = 0; lp < seq.table.size(); ++lp) {
-      const uint64_t start = lp * page_size;
-      const uint64_t n = seq.length > start ? std::min(page_size, seq.length - start) : 0;
-      uint64_t& f = filled[static_cast<size_t>(seq.table[lp])];
-      f = std::max(f, n);
+    for (const std::vector<PageId>& table : seq.tables) {
+      for (uint64_t lp = 1; lp < table.size(); ++lp) {
+        if (table[lp - 1] == -1) continue;
+        ++st.page_pairs;
+        if (table[lp] == table[lp - 1] + 1) ++st.adjacent_page_pairs;
+      }
+      for (uint64_t lp = 0; lp < table.size(); ++lp) {
+        if (table[lp] == -1) continue;
+        const uint64_t start = lp * page_size;
+        const uint64_t n = seq.length > start ? std::min(page_size, seq.length - start) : 0;
+        uint64_t& f = filled[static_cast<size_t>(table[lp])];
+        f = std::max(f, n);
+      }
     }
   }
   for (size_t page = 0; page < filled.size(); ++page) {

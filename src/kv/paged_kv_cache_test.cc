@@ -20,7 +20,7 @@ constexpr uint64_t kLayers = 2, kHeads = 2, kDim = 3;
 using Requests = std::vector<std::pair<SeqId, uint64_t>>;
 
 PagedKvCache Make(uint64_t page_size, uint64_t num_pages, DType dtype = DType::kF32) {
-  return *PagedKvCache::Create({kLayers, kHeads, kDim, page_size, num_pages, dtype});
+  return *PagedKvCache::Create({kLayers, kHeads, kDim, page_size, num_pages, dtype, {}, 0});
 }
 
 AppendPlan Prepare(PagedKvCache& c, const Requests& reqs) {
@@ -90,12 +90,12 @@ Table TableOf(const PagedKvCache& c, SeqId s) {
 }
 
 TEST(PagedKvCache, CreateRejectsAZeroDimension) {
-  EXPECT_EQ(PagedKvCache::Create({2, 0, 4, 16, 8, DType::kF32}).status().code(),
+  EXPECT_EQ(PagedKvCache::Create({2, 0, 4, 16, 8, DType::kF32, {}, 0}).status().code(),
             StatusCode::kInvalidArgument);
 }
 
 TEST(PagedKvCache, CreateRejectsMorePagesThanInt32Ids) {
-  EXPECT_EQ(PagedKvCache::Create({1, 1, 1, 1, 1ull << 31, DType::kF32}).status().code(),
+  EXPECT_EQ(PagedKvCache::Create({1, 1, 1, 1, 1ull << 31, DType::kF32, {}, 0}).status().code(),
             StatusCode::kOutOfRange);
 }
 
@@ -120,8 +120,9 @@ TEST(PagedKvCache, KeptPagesGrowWithTheSequence) {
 }
 
 TEST(PagedKvCache, CreateRejectsAnOverflowingSize) {
-  EXPECT_EQ(PagedKvCache::Create({1ull << 40, 1ull << 20, 64, 16, 8, DType::kF32}).status().code(),
-            StatusCode::kOutOfRange);
+  EXPECT_EQ(
+      PagedKvCache::Create({1ull << 40, 1ull << 20, 64, 16, 8, DType::kF32, {}, 0}).status().code(),
+      StatusCode::kOutOfRange);
 }
 
 // A fresh pool hands out 0, 1, 2, ...: one sequence growing alone gets
@@ -178,7 +179,7 @@ void AppendRows(PagedKvCache& c, SeqId seq, const std::vector<float>& keys,
 }
 
 PagedKvCache MakeQuantized(DType dtype, uint64_t page_size = 8, uint64_t num_pages = 12) {
-  return *PagedKvCache::Create({kLayers, kHeads, kQDim, page_size, num_pages, dtype});
+  return *PagedKvCache::Create({kLayers, kHeads, kQDim, page_size, num_pages, dtype, {}, 0});
 }
 
 TEST(PagedKvCache, QuantizedPoolsStartWithNaNScalesAndCountThemInBytes) {

@@ -13,7 +13,7 @@ namespace {
 constexpr uint64_t kPage = 4;
 
 PagedKvCache Make(uint64_t num_pages) {
-  return *PagedKvCache::Create({1, 1, 2, kPage, num_pages, DType::kF32});
+  return *PagedKvCache::Create({1, 1, 2, kPage, num_pages, DType::kF32, {}, 0});
 }
 
 // Appends n tokens to seq with one committed step (rows are zeros).
@@ -73,15 +73,15 @@ TEST(PrefixCacheTest, ReusesFullPagesOfTheLongestCachedPrefix) {
   auto other = tokens;
   other[5] = 7;
   PrefixCache::Match m = pc.Lookup(other, 100);
-  EXPECT_EQ(m.pages, std::vector<PageId>{a_pages[0]});
+  EXPECT_EQ(m.tables[0], std::vector<PageId>{a_pages[0]});
   m = pc.Lookup(tokens, 100);
-  EXPECT_EQ(m.pages, a_pages);
+  EXPECT_EQ(m.tables[0], a_pages);
   m = pc.Lookup(tokens, 1);  // capped
-  EXPECT_EQ(m.pages.size(), 1u);
+  EXPECT_EQ(m.tables[0].size(), 1u);
   // A different first page hides everything after it.
   auto shifted = tokens;
   shifted[0] = 0;
-  EXPECT_TRUE(pc.Lookup(shifted, 100).pages.empty());
+  EXPECT_TRUE(pc.Lookup(shifted, 100).tables[0].empty());
   EXPECT_EQ(pc.stats().lookups, 4u);
   EXPECT_EQ(pc.stats().hit_pages, 1u + 2u + 1u);
   EXPECT_EQ(pc.stats().query_pages, 2u + 2u + 1u + 2u);
@@ -94,7 +94,7 @@ TEST(PrefixCacheTest, ReusesFullPagesOfTheLongestCachedPrefix) {
 
   // A sequence built on the match shares the pages and appends after them.
   m = pc.Lookup(tokens, 2);
-  auto b = c.AddSequence(m.pages);
+  auto b = c.AddSequence(m.tables[0]);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(c.length(*b), 8u);
   EXPECT_EQ(c.pool().refcount(a_pages[1]), 3u);
@@ -124,7 +124,7 @@ TEST(PrefixCacheTest, DuplicateKeysKeepTheFirstPage) {
   EXPECT_EQ(pc.size(), 2u);
   EXPECT_EQ(pc.stats().inserted, 2u);
   EXPECT_EQ(c.holds(c.block_table(b)[0]), 0u);
-  EXPECT_EQ(pc.Lookup(tokens, 2).pages[1], c.block_table(a)[1]);
+  EXPECT_EQ(pc.Lookup(tokens, 2).tables[0][1], c.block_table(a)[1]);
   // A page cannot be cached under two keys.
   auto r =
       pc.Insert(c, PrefixCache::kRoot, PrefixCache::kRootHash, Iota(4, 50), c.block_table(a)[0]);
@@ -154,7 +154,7 @@ TEST(PrefixCacheTest, EvictsLeastRecentlyUsedUnreferencedPagesDeepestFirst) {
   ASSERT_TRUE(ev.ok() && *ev);
   EXPECT_FALSE(pc.Contains(pa[1]));  // the deeper page first
   EXPECT_TRUE(pc.Contains(pa[0]));
-  EXPECT_EQ(pc.Lookup(t1, 2).pages, std::vector<PageId>{pa[0]});
+  EXPECT_EQ(pc.Lookup(t1, 2).tables[0], std::vector<PageId>{pa[0]});
   ev = pc.EvictOne(c);
   ASSERT_TRUE(ev.ok() && *ev);
   EXPECT_FALSE(pc.Contains(pa[0]));
@@ -240,8 +240,8 @@ TEST(PrefixCacheTest, RandomWorkloadKeepsThePoolConsistent) {
         tokens.push_back(static_cast<int32_t>(rng.NextU64() % 3));
       }
       auto m = pc.Lookup(tokens, (tokens.size() - 1) / kPage);
-      reused += m.pages.size();
-      auto seq = c.AddSequence(m.pages);
+      reused += m.tables[0].size();
+      auto seq = c.AddSequence(m.tables[0]);
       ASSERT_TRUE(seq.ok());
       const uint64_t todo = tokens.size() - c.length(*seq);
       std::vector<std::pair<SeqId, uint64_t>> req{{*seq, todo}};

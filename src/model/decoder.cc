@@ -475,7 +475,8 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
   return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows, {}}, attend);
 }
 
-Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
+Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
+                                         std::span<const kv::BatchMetadata> metas,
                                          std::span<const int32_t> tokens,
                                          std::span<const LogitRows> rows, PagedAttentionPath* path,
                                          std::vector<float>* hidden) const {
@@ -486,6 +487,27 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache, const kv::Batc
       return Status::InvalidArgument(
           "paged cache shape (layers, kv heads, head dim) differs "
           "from the model's");
+    }
+    if (metas.size() != cache.num_groups()) {
+      return Status::InvalidArgument("batch metadata for " + std::to_string(metas.size()) +
+                                     " layer groups; the cache has " +
+                                     std::to_string(cache.num_groups()));
+    }
+    const kv::BatchMetadata& meta = metas[0];
+    for (const kv::BatchMetadata& m : metas) {
+      if (m.batch != meta.batch || m.context_lens != meta.context_lens ||
+          m.query_indptr != meta.query_indptr ||
+          m.slot_mapping.size() != meta.slot_mapping.size()) {
+        return Status::InvalidArgument("the layer groups' batch metadata disagree");
+      }
+    }
+    for (uint64_t l = 0; l < config_.num_layers; ++l) {
+      const uint64_t window = cache.groups()[cache.group_of(l)].window;
+      if (window != 0 && window != config_.Layer(l).window) {
+        return Status::InvalidArgument("layer " + std::to_string(l) + " has window " +
+                                       std::to_string(config_.Layer(l).window) +
+                                       "; its cache group keeps " + std::to_string(window));
+      }
     }
     FOLIO_RETURN_IF_ERROR(CheckTokens(tokens, 1));
     const uint64_t batch = meta.batch;
@@ -526,23 +548,28 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache, const kv::Batc
     p.num_q_heads = config_.num_heads;
     p.scale = config_.AttentionScale();
     p.softcap = config_.attn_logit_softcap;
-    // Every layer has the step's metadata and reuses the q/out buffers:
-    // one plan per window, made at the first layer with it, runs them all.
-    std::vector<std::pair<uint64_t, std::unique_ptr<backend::AttentionPlan>>> plans;
+    // Every layer has its group's metadata and reuses the q/out buffers:
+    // one plan per (group, window), made at the first layer with it, runs
+    // them all.
+    using PlanKey = std::pair<uint64_t, uint64_t>;
+    std::vector<std::pair<PlanKey, std::unique_ptr<backend::AttentionPlan>>> plans;
     auto attend = [&](uint64_t layer, uint64_t window, std::span<const float> q,
                       std::span<const float> k, std::span<const float> v,
                       std::span<float> out) -> Status {
-      FOLIO_RETURN_IF_ERROR(backend_->WriteKv(cache, layer, meta.slot_mapping, k, v)
+      const uint64_t group = cache.group_of(layer);
+      const kv::BatchMetadata& m = metas[group];
+      FOLIO_RETURN_IF_ERROR(backend_->WriteKv(cache, layer, m.slot_mapping, k, v)
                                 .WithContext("layer " + std::to_string(layer)));
       p.window = window;
-      if (path != nullptr) return path->Attend(p, q, cache, layer, meta, out);
-      auto it = std::find_if(plans.begin(), plans.end(),
-                             [&](const auto& e) { return e.first == window; });
+      if (path != nullptr) return path->Attend(p, q, cache, layer, m, out);
+      const PlanKey key{group, window};
+      auto it =
+          std::find_if(plans.begin(), plans.end(), [&](const auto& e) { return e.first == key; });
       if (it == plans.end()) {
         FOLIO_ASSIGN_OR_RETURN(
             std::unique_ptr<backend::AttentionPlan> plan,
-            backend_->PlanAttention(p, q, out, cache.View(layer), kv::ViewOf(meta)));
-        plans.emplace_back(window, std::move(plan));
+            backend_->PlanAttention(p, q, out, cache.View(layer), kv::ViewOf(m)));
+        plans.emplace_back(key, std::move(plan));
         it = plans.end() - 1;
       }
       return it->second->Run(q, cache.View(layer), out);

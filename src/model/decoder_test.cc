@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "folio/core/checked_math.h"
+#include "folio/kv/paged_kv_cache.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 #include "reference/placed_cache.h"
 
@@ -146,6 +148,81 @@ ModelConfig FamilyConfig() {
 
 TEST(Decoder, FamilyOptionsCachedEqualsFull) {
   ExpectCachedEqualsFull(*Model::FromSeed(FamilyConfig(), 11));
+}
+
+// A cache of layer groups, one per window (kv::PagedKvCache, "Layer
+// groups"), whose windowed groups give pages back as the sequences grow:
+// two sequences stepped together in chunks of every size give the
+// cache-free forward pass's bits, while the windowed layers hold only
+// their windows' pages.
+TEST(Decoder, LayerGroupsThatGiveWindowPagesBackKeepEveryBit) {
+  ModelConfig config = FamilyConfig();
+  config.max_positions = 128;
+  const Model model = *Model::FromSeed(config, 11);
+  const Decoder dec(model);
+  const auto doc_a = tokenizer::ByteTokenizer::Encode(
+      "the window slides past the early pages, which go back to the pool", true, true);
+  const auto doc_b =
+      tokenizer::ByteTokenizer::Encode("a second, shorter lane beside it", true, true);
+  const auto full_a = *dec.Forward(doc_a, 1), full_b = *dec.Forward(doc_b, 1);
+  const uint64_t vocab = model.config().vocab_size;
+  for (const uint64_t chunk : {1, 2, 5, 11}) {
+    kv::PagedKvCacheConfig kc;
+    kc.num_layers = model.config().num_layers;
+    kc.num_kv_heads = model.config().num_kv_heads;
+    kc.head_dim = model.config().head_dim();
+    kc.page_size = 2;
+    kc.num_pages = 200;
+    for (uint64_t l = 0; l < kc.num_layers; ++l) {
+      kc.layer_windows.push_back(model.config().Layer(l).window);
+    }
+    kv::PagedKvCache cache = *kv::PagedKvCache::Create(kc);
+    ASSERT_EQ(cache.num_groups(), 3u);  // one layer each: global, then two windowed
+    const kv::SeqId a = cache.AddSequence(), b = cache.AddSequence();
+    std::vector<float> got_a, got_b;
+    uint64_t released = 0;
+    for (uint64_t done = 0; done < doc_a.size(); done += chunk) {
+      std::vector<std::pair<kv::SeqId, uint64_t>> requests;
+      std::vector<kv::SeqId> seqs;
+      std::vector<int32_t> tokens;
+      const uint64_t n_a = std::min<uint64_t>(chunk, doc_a.size() - done);
+      const uint64_t n_b = done < doc_b.size() ? std::min<uint64_t>(chunk, doc_b.size() - done) : 0;
+      requests.emplace_back(a, n_a);
+      seqs.push_back(a);
+      tokens.insert(tokens.end(), doc_a.begin() + done, doc_a.begin() + done + n_a);
+      if (n_b > 0) {
+        requests.emplace_back(b, n_b);
+        seqs.push_back(b);
+        tokens.insert(tokens.end(), doc_b.begin() + done, doc_b.begin() + done + n_b);
+      }
+      auto plan = cache.PrepareAppend(requests);
+      ASSERT_TRUE(plan.ok() && plan->has_value());
+      std::vector<kv::BatchMetadata> metas;
+      for (uint64_t g = 0; g < cache.num_groups(); ++g) {
+        metas.push_back(*cache.BuildBatchMetadata(seqs, &**plan, g));
+      }
+      const LogitRows rows = LogitRows::kAll;
+      auto logits = dec.Step(cache, metas, tokens, std::span(&rows, 1));
+      ASSERT_TRUE(logits.ok()) << logits.status().ToString();
+      released += cache.Commit(**plan).size();
+      got_a.insert(got_a.end(), logits->begin(), logits->begin() + n_a * vocab);
+      got_b.insert(got_b.end(), logits->begin() + n_a * vocab, logits->end());
+      // A windowed layer keeps at most the window (3) and the last and this
+      // step's tokens, in pages of 2.
+      for (uint64_t g = 1; g < cache.num_groups(); ++g) {
+        const auto t = cache.block_table(a, g);
+        EXPECT_LE(
+            static_cast<uint64_t>(
+                t.end() - std::find_if(t.begin(), t.end(), [](kv::PageId p) { return p != -1; })),
+            CeilDiv(3 + 2 * chunk, 2) + 2);
+      }
+    }
+    EXPECT_EQ(got_a, full_a) << "chunk " << chunk;
+    EXPECT_EQ(got_b, full_b) << "chunk " << chunk;
+    EXPECT_GT(released, 0u);
+    // One group cannot take the groups' metadata, and vice versa.
+    EXPECT_FALSE(dec.Step(cache, kv::BatchMetadata{}, doc_a).ok());
+  }
 }
 
 // Each option changes the logits (so none is silently dropped on the way

@@ -113,6 +113,10 @@ std::string Metrics::Render(const serving::EngineCounters& e) const {
   Gauge(out, "folio_kv_pages_used", "gauge", "Pages referenced by requests or the prefix cache.",
         d(e.pages_used));
   Gauge(out, "folio_kv_pages_free", "gauge", "Pages on the free list.", d(e.pages_free));
+  Gauge(out, "folio_kv_page_bytes", "gauge",
+        "Bytes of one page: K and V of one layer group's layers (every layer without sliding "
+        "windows), scales included.",
+        d(e.page_bytes));
   Gauge(out, "folio_kv_pages_cached", "gauge",
         "Pages held only by the prefix cache (reusable, evictable).", d(e.pages_cached));
   Gauge(out, "folio_kv_pages_held_by_requests", "gauge",

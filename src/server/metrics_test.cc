@@ -39,6 +39,7 @@ TEST(Metrics, RendersGaugesCountersAndHistograms) {
   s.pages_used = 5;
   s.pages_free = 11;
   s.pages_cached = 4;
+  s.page_bytes = 4096;
   s.stats.prefix_query_tokens = 8;
   s.stats.prefix_hit_tokens = 2;
   s.stats.preemptions = 1;
@@ -48,6 +49,7 @@ TEST(Metrics, RendersGaugesCountersAndHistograms) {
   EXPECT_TRUE(Has(out, "folio_kv_pages_used 5"));
   EXPECT_TRUE(Has(out, "folio_kv_pages_free 11"));
   EXPECT_TRUE(Has(out, "folio_kv_pages_cached 4"));
+  EXPECT_TRUE(Has(out, "folio_kv_page_bytes 4096"));
   EXPECT_TRUE(Has(out, "folio_kv_pages_held_by_requests 1"));
   EXPECT_TRUE(Has(out, "folio_prefix_cache_hit_rate 0.25"));
   EXPECT_TRUE(Has(out, "folio_preemptions_total 1"));

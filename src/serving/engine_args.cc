@@ -5,6 +5,7 @@
 #include "folio/backend/backend.h"
 #include "folio/core/checked_math.h"
 #include "folio/core/dtype.h"
+#include "folio/engine/kv_cache_manager.h"
 #include "folio/kv/paged_kv_cache.h"
 #include "folio/ops/packed_matmul.h"
 
@@ -19,8 +20,7 @@ std::string ArgNames::operator()(std::string_view field) const {
 }
 
 uint64_t PageBytes(const model::ModelConfig& mc, uint64_t page_size, DType kv_dtype) {
-  return kv::PagedKvCache::BytesPerPage(
-      {mc.num_layers, mc.num_kv_heads, mc.head_dim(), page_size, 1, kv_dtype});
+  return kv::PagedKvCache::BytesPerPage(engine::KvCacheConfigFor(mc, page_size, 1, kv_dtype));
 }
 
 namespace {
@@ -100,7 +100,10 @@ Result<engine::EngineConfig> EngineArgs::ToEngineConfig(const model::ModelConfig
                                      " holds no page of " + std::to_string(page_bytes) + " bytes");
     }
   } else {
-    const uint64_t full = CeilDiv(mc.max_positions, page_size) * max_num_seqs;
+    const uint64_t full =
+        kv::PagedKvCache::MaxPagesHeld(engine::KvCacheConfigFor(mc, page_size, 1, p.kv_dtype),
+                                       mc.max_positions, max_num_batched_tokens) *
+        max_num_seqs;
     ec.num_pages = std::max<uint64_t>(1, std::min(full, kDefaultKvBytes / page_bytes));
   }
   return ec;

@@ -371,6 +371,7 @@ void EngineThread::Publish(uint64_t handled_submits) {
   c.pages_used = pool.num_used();
   c.pages_free = pool.num_free();
   c.pages_cached = engine_.cached_pages();
+  c.page_bytes = kv::PagedKvCache::BytesPerPage(engine_.cache().config());
   c.stats = engine_.stats();
   std::lock_guard lock(mu_);
   queued_submits_ -= handled_submits;

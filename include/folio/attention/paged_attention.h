@@ -17,6 +17,9 @@
 // only position - j < w. Without the causal mask every row sees all n keys
 // (and window must be 0). Query head h reads K/V head
 // h / (num_q_heads / num_kv_heads). A sequence with n = 0 outputs zeros.
+// Entries past the live pages must be -1; with a window, so may the entries
+// of pages wholly before the sequence's first row's window (no row sees
+// them, so they are never read: a cache gives them back to its pool).
 // Non-finite input follows IEEE arithmetic, as the float64 reference does:
 // a row that sees a NaN or +inf score (a NaN query or key element, an
 // infinite key) outputs NaN, a -inf score is a zero weight, and a NaN or

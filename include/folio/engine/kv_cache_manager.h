@@ -40,7 +40,8 @@
 namespace folio::engine {
 
 // The pool a model's layers need: its layer count, K/V heads and head size,
-// in pages of page_size tokens.
+// in pages of page_size tokens, and each layer's sliding window (which
+// sets the cache's layer groups).
 inline kv::PagedKvCacheConfig KvCacheConfigFor(const model::ModelConfig& model, uint64_t page_size,
                                                uint64_t num_pages, DType dtype) {
   kv::PagedKvCacheConfig kc;
@@ -50,6 +51,7 @@ inline kv::PagedKvCacheConfig KvCacheConfigFor(const model::ModelConfig& model, 
   kc.page_size = page_size;
   kc.num_pages = num_pages;
   kc.dtype = dtype;
+  for (uint64_t l = 0; l < model.num_layers; ++l) kc.layer_windows.push_back(model.Layer(l).window);
   return kc;
 }
 
@@ -68,7 +70,8 @@ class KvCacheManager {
   // Pages a step could take now: free ones and cached ones no sequence
   // reads. O(1).
   uint64_t NumAvailablePages() const;
-  // Pages `seq` (with num_computed tokens cached) must add to hold n more.
+  // Pages `seq` (with num_computed tokens cached) must add to hold n more,
+  // in every layer group.
   uint64_t NumNewPages(kv::SeqId seq, uint64_t num_computed, uint64_t n) const;
 
   struct Started {
@@ -79,9 +82,11 @@ class KvCacheManager {
   // of whole pages before its last token (none when !reuse_prefix: every
   // row is computed). Errors: AddSequence's (a plan pending).
   Result<Started> StartSequence(std::span<const int32_t> tokens, bool reuse_prefix = true);
-  // Starts a sequence over pages the caller holds (an import): `pages` in
-  // logical order holding num_tokens committed tokens. Errors: AddSequence's.
-  Result<kv::SeqId> AdoptSequence(std::span<const kv::PageId> pages, uint64_t num_tokens);
+  // Starts a sequence over pages the caller holds (an import): tables[g]
+  // group g's pages in logical order holding num_tokens committed tokens.
+  // Errors: AddSequence's.
+  Result<kv::SeqId> AdoptSequence(std::span<const std::vector<kv::PageId>> tables,
+                                  uint64_t num_tokens);
   // Lets go of a sequence's pages; its cached pages stay cached. The
   // sequence must exist (checked); no plan may be pending (checked).
   void Free(kv::SeqId seq);
@@ -101,11 +106,12 @@ class KvCacheManager {
   // the step still does not fit. Errors: PrepareAppend's (nothing changed).
   Result<std::optional<kv::AppendPlan>> Allocate(
       std::span<const std::pair<kv::SeqId, uint64_t>> requests, uint64_t num_new_pages);
-  Result<kv::BatchMetadata> BuildBatchMetadata(std::span<const kv::SeqId> seqs,
-                                               const kv::AppendPlan& plan) const {
-    return cache_.BuildBatchMetadata(seqs, &plan);
-  }
-  void Commit(const kv::AppendPlan& plan) { cache_.Commit(plan); }
+  // The step's metadata of every layer group, [num_groups].
+  Result<std::vector<kv::BatchMetadata>> BuildBatchMetadata(std::span<const kv::SeqId> seqs,
+                                                            const kv::AppendPlan& plan) const;
+  // Commits the plan; the pages a window released become eviction
+  // candidates when the prefix cache holds them.
+  void Commit(const kv::AppendPlan& plan);
   void Abort(kv::AppendPlan&& plan) { cache_.Abort(std::move(plan)); }
 
   // Caches the full pages among seq's first num_computed tokens (`tokens`
@@ -140,13 +146,16 @@ class KvCacheManager {
   KvCacheManager(kv::PagedKvCache cache, bool prefix_caching)
       : cache_(std::move(cache)),
         prefix_(cache_.config().page_size),
-        prefix_caching_(prefix_caching) {}
+        prefix_caching_(prefix_caching) {
+    for (const kv::LayerGroup& g : cache_.groups()) windows_.push_back(g.window);
+  }
   // Evicts one cached page; false when none is evictable.
   Result<bool> EvictOne();
 
   kv::PagedKvCache cache_;
   kv::PrefixCache prefix_;
   bool prefix_caching_;
+  std::vector<uint64_t> windows_;  // [num_groups] each group's window
   std::unordered_map<kv::SeqId, Chain> chains_;
 };
 

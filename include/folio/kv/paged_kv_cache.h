@@ -1,14 +1,29 @@
-// PagedKvCache: the engine's K/V storage. Per-layer page pools, a BlockPool
-// that owns the pages, and sequences that own block tables into them.
+// PagedKvCache: the engine's K/V storage. Page pools, a BlockPool that owns
+// the pages, and sequences that own block tables into them.
 //
-// Storage. For every layer and role (K, V) one contiguous, 64-byte aligned
-// buffer
+// Layer groups. A model whose layers all see every earlier position (a
+// global model) is one group: a page id names the same page in every
+// layer, and a sequence has one block table. A layer with a sliding window
+// W only ever reads the last W positions, so its pages before the window
+// can go back to the pool, which a table shared with global layers could
+// not do. Layers are therefore cut into groups of equal size S (as vLLM's
+// hybrid KV cache manager does): the layers of one window (0 = global) in
+// layer order, S at a time, S being the fewest layers any window has (a
+// kind's last group may have fewer). Every group has its own block table
+// per sequence, and all groups take their pages from the one BlockPool: a
+// page holds one group's S layers. Gemma 3 (15 layers of window 512, 3
+// global) is 6 groups of 3 layers, and a long sequence holds its whole
+// length in one group and about W / page_size pages in each of the other
+// five.
+//
+// Storage. For every slot s < S of a group and role (K, V) one contiguous,
+// 64-byte aligned buffer
 //
 //   [num_pages, num_kv_heads, page_size, head_dim]   in the cache's dtype
 //
-// addressed by kv::ScalarIndex with one batch lane (paged_view.h). A page id
-// names the same page in every layer, so a sequence has one block table for
-// the whole model. Every slot starts as NaN, so a kernel that reads a slot
+// addressed by kv::ScalarIndex with one batch lane (paged_view.h); layer l
+// of group g (its slot s) keeps its rows in buffer s at the pages of g's
+// block tables. Every slot starts as NaN, so a kernel that reads a slot
 // no token was written to produces NaN. Pages are not re-poisoned when they
 // are reused: a reallocated page holds its previous owner's rows until they
 // are overwritten, and kernels must bound reads by context_lens (they do).
@@ -31,13 +46,17 @@
 // design: the first token's rows, the attention sink, are unlike the rest,
 // and at 128-token contexts i8 lost 4.4% perplexity; docs/kv-cache.md.)
 //
-// Sequences. A sequence is a length and a block table: logical position p
-// lives at slot p % page_size of page table[p / page_size]. Outside a step,
-// table.size() == ceil(length / page_size): a page is allocated only when a
-// token does not fit in the tail page. Fork shares every page (refcount + 1);
-// a shared page is never written: appending to a sequence whose partially
-// filled tail is shared first copies that tail (copy-on-write). Release
-// returns each page reference the sequence holds exactly once.
+// Sequences. A sequence is a length and a block table per group: logical
+// position p lives at slot p % page_size of page table[p / page_size].
+// Outside a step, table.size() == ceil(length / page_size): a page is
+// allocated only when a token does not fit in the tail page. In a group of
+// window W, Commit releases the pages no query of the step or any later
+// one can see: those wholly before position old_length + 1 - W, old_length
+// being the length before the step (a later step's queries sit at or after
+// it, since Truncate never cuts below it; config.window_margin keeps more). Their table entries
+// become -1, always a prefix of the table. Fork shares every page (refcount + 1); a shared page is
+// never written: appending to a sequence whose partially filled tail is shared first copies that
+// tail (copy-on-write). Release returns each page reference the sequence holds exactly once.
 //
 // Steps are atomic (docs/design.md, contract 4):
 //
@@ -104,9 +123,28 @@ struct PagedKvCacheConfig {
   uint64_t num_kv_heads = 1;
   uint64_t head_dim = 1;
   uint64_t page_size = 16;    // token slots per page
-  uint64_t num_pages = 1;     // pages in the pool, shared by all sequences
+  uint64_t num_pages = 1;     // pages in the pool, shared by all sequences and groups
   DType dtype = DType::kF32;  // f32, bf16, f16, i8, f8e4m3 (f64 for reference use)
+  // [num_layers] each layer's sliding window (0 = global), which sets its
+  // group (see "Layer groups"); empty: every layer global, one group.
+  std::vector<uint64_t> layer_windows;
+  // Positions a windowed group keeps before what the window needs, so that
+  // Truncate may cut that many tokens below the last step's start (a
+  // drafter's rejected drafts).
+  uint64_t window_margin = 0;
 };
+
+// One group of layers: its window (0 = global) and its layers, ascending.
+// Layer layers[s] keeps its rows in storage slot s.
+struct LayerGroup {
+  uint64_t window = 0;
+  std::vector<uint64_t> layers;
+};
+
+// The groups of a config (see "Layer groups"): global layers first, then
+// windows in increasing order. config.layer_windows must be empty or hold
+// num_layers entries (checked).
+std::vector<LayerGroup> GroupLayers(const PagedKvCacheConfig& config);
 
 // Sequence ids count up from 0 and are never reused, so a stale id can only
 // ever be "unknown", never someone else's sequence.
@@ -120,21 +158,22 @@ class AppendPlan {
   std::span<const SeqId> seqs() const { return seqs_; }
   std::span<const uint64_t> num_new_tokens() const { return num_new_tokens_; }
   // [sum of num_new_tokens]: the physical slot (page * page_size + offset)
-  // of every new token, request by request, in logical order within each.
-  std::span<const int64_t> slot_mapping() const { return slot_mapping_; }
+  // of every new token in `group`'s pages, request by request, in logical
+  // order within each. group < the cache's num_groups() (checked).
+  std::span<const int64_t> slot_mapping(uint64_t group = 0) const;
 
  private:
   friend class PagedKvCache;
-  // How to undo one request (Abort).
+  // How to undo one request in one group (Abort).
   struct Undo {
     uint64_t old_num_pages;  // table size before Prepare
     PageId cow_source;       // the shared tail it replaced, or -1
   };
-  uint64_t id_ = 0;                       // 0 is never a live plan
-  std::vector<SeqId> seqs_;               // [num_requests]
-  std::vector<uint64_t> num_new_tokens_;  // [num_requests]
-  std::vector<int64_t> slot_mapping_;     // [sum of num_new_tokens]
-  std::vector<Undo> undo_;                // [num_requests]
+  uint64_t id_ = 0;                                  // 0 is never a live plan
+  std::vector<SeqId> seqs_;                          // [num_requests]
+  std::vector<uint64_t> num_new_tokens_;             // [num_requests]
+  std::vector<std::vector<int64_t>> slot_mappings_;  // [num_groups][sum of num_new_tokens]
+  std::vector<std::vector<Undo>> undo_;              // [num_requests][num_groups]
 };
 
 // Pool-wide accounting. Byte counts cover every layer, K and V together.
@@ -169,9 +208,17 @@ class PagedKvCache {
   // (page ids are int32); page_size > INT32_MAX; num_pages * page_size >
   // INT64_MAX (slots are int64); the total byte size overflowing.
   static Result<PagedKvCache> Create(PagedKvCacheConfig config);
-  // What one page costs across every layer, K and V, scales included: the
-  // divisor of a KV byte budget. (config.num_pages is not read.)
+  // What one page costs across a group's S storage slots, K and V, scales
+  // included: the divisor of a KV byte budget. (config.num_pages is not
+  // read.)
   static uint64_t BytesPerPage(const PagedKvCacheConfig& config);
+  // The most pages one sequence of `length` tokens can hold at once, over
+  // every group, when no step gives it more than max_step_tokens tokens: a
+  // global group holds ceil(length / page_size); a group of window W at
+  // most ceil((2 * max_step_tokens + W - 1) / page_size) + 2 (this step's
+  // tokens, the last step's kept until this Commit, and the window).
+  static uint64_t MaxPagesHeld(const PagedKvCacheConfig& config, uint64_t length,
+                               uint64_t max_step_tokens);
 
   PagedKvCache(PagedKvCache&&) noexcept = default;
   PagedKvCache& operator=(PagedKvCache&&) noexcept = default;
@@ -181,15 +228,30 @@ class PagedKvCache {
   // The pools of one layer, for kernels. layer < num_layers (checked).
   PagedKvView View(uint64_t layer) const;
 
+  std::span<const LayerGroup> groups() const { return groups_; }
+  uint64_t num_groups() const { return groups_.size(); }
+  // In a group of window W, the first position a sequence of `length`
+  // committed tokens keeps: its next query sees positions from
+  // length + 1 - W on, and window_margin more are kept. Pages wholly before
+  // it are released (-1). 0 for a global group (window 0).
+  uint64_t FirstKept(uint64_t window, uint64_t length) const;
+  // The group of a layer (layer < num_layers, checked).
+  uint64_t group_of(uint64_t layer) const;
+
   // A new, empty sequence (no pages yet).
   SeqId AddSequence();
-  // A new sequence over existing pages: `pages` in logical order, each
-  // shared (refcount + 1), holding `length` committed tokens, which must
-  // need exactly pages.size() pages. With full pages this is how a cached
-  // prompt prefix is reused without a copy; an imported snapshot's pages
-  // come in this way too. Errors (nothing changed): a page id out of range
-  // (OutOfRange), a free page or one listed twice (FailedPrecondition), a
-  // length that does not fit the pages (InvalidArgument), a plan pending.
+  // A new sequence over existing pages: tables[g] the pages of group g in
+  // logical order, each shared (refcount + 1), holding `length` committed
+  // tokens, which must need exactly tables[g].size() pages. In a group of
+  // window W the entries wholly before position length + 1 - W may be -1
+  // (pages Commit would have released). With full pages this is how a
+  // cached prompt prefix is reused without a copy; an imported snapshot's
+  // pages come in this way too. Errors (nothing changed): not one table
+  // per group, a length that does not fit the pages, a -1 the window does
+  // not allow (InvalidArgument), a page id out of range (OutOfRange), a
+  // free page or one listed twice (FailedPrecondition), a plan pending.
+  Result<SeqId> AddSequence(std::span<const std::vector<PageId>> tables, uint64_t length);
+  // The same for a cache of one group.
   Result<SeqId> AddSequence(std::span<const PageId> pages, uint64_t length);
   // AddSequence(prefix, prefix.size() * page_size): full pages only.
   Result<SeqId> AddSequence(std::span<const PageId> prefix) {
@@ -205,7 +267,8 @@ class PagedKvCache {
   // OutOfRange when the sequence would outgrow its placement. A tail
   // copied on write, and a fork of the sequence, take pages as usual.
   // Errors (nothing changed): a page id out of range (OutOfRange), one
-  // listed twice (InvalidArgument), a plan pending.
+  // listed twice (InvalidArgument), a cache of more than one group or a
+  // plan pending (FailedPrecondition).
   Result<SeqId> AddPlacedSequence(std::vector<PageId> placement);
 
   // n free pages, each held once (HoldPage), for an import to fill before
@@ -252,8 +315,9 @@ class PagedKvCache {
   // them out again in the order they were taken), and the slots after
   // `length` in its new tail page count as unwritten. Speculative decoding
   // drops a rejected draft's rows this way. Errors: NotFound; length
-  // beyond the sequence's (OutOfRange); a plan pending (FailedPrecondition).
-  // Nothing changes on error.
+  // beyond the sequence's (OutOfRange); a plan pending, or a windowed
+  // group's page the shorter sequence's next query would see already
+  // released (FailedPrecondition). Nothing changes on error.
   Status Truncate(SeqId seq, uint64_t length);
 
   // References held outside any sequence, by the prefix cache. A holder
@@ -276,9 +340,10 @@ class PagedKvCache {
   uint64_t num_sequences() const { return seqs_.size(); }
   // Committed tokens. seq must exist (checked).
   uint64_t length(SeqId seq) const;
-  // Logical page -> physical page; includes a pending plan's new pages.
-  // seq must exist (checked).
-  std::span<const PageId> block_table(SeqId seq) const;
+  // Logical page -> physical page of one group (-1: released, before the
+  // group's window); includes a pending plan's new pages. seq must exist
+  // and group < num_groups() (checked).
+  std::span<const PageId> block_table(SeqId seq, uint64_t group = 0) const;
 
   // Plans one step: requests are (sequence, number of new tokens). For each
   // request with tokens, in order: if the tail page is partially filled and
@@ -294,9 +359,11 @@ class PagedKvCache {
   // listed twice (InvalidArgument), a length beyond INT32_MAX (OutOfRange).
   Result<std::optional<AppendPlan>> PrepareAppend(
       std::span<const std::pair<SeqId, uint64_t>> requests);
-  // Advances every planned sequence's length. plan must be the pending one
-  // (checked).
-  void Commit(const AppendPlan& plan);
+  // Advances every planned sequence's length, then releases the windowed
+  // groups' pages no later query can see (see "Sequences"); returns those
+  // pages, for a holder to note that a sequence let go of them. plan must
+  // be the pending one (checked).
+  std::vector<PageId> Commit(const AppendPlan& plan);
   // Undoes the plan exactly (see the top of this file). plan must be the
   // pending one (checked).
   void Abort(AppendPlan&& plan);
@@ -321,23 +388,29 @@ class PagedKvCache {
   void ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos, uint64_t head,
                float* out) const;
 
-  // Metadata for one step of the listed sequences, in that order, for every
-  // layer. context_lens include the plan's new tokens; block_table is padded
-  // with -1 to max_pages = the longest row; CSR indptr / indices /
-  // last_page_len; query_indptr counts each sequence's new tokens (all zero
-  // without a plan) and slot_mapping lists their slots in the same order.
-  // Errors: an unknown or repeated sequence; plan not the pending one; a
-  // planned sequence missing from seqs (its rows would have no query row);
-  // counts beyond int32.
-  Result<BatchMetadata> BuildBatchMetadata(std::span<const SeqId> seqs,
-                                           const AppendPlan* plan) const;
+  // Metadata for one step of the listed sequences, in that order, for the
+  // layers of one group. context_lens include the plan's new tokens;
+  // block_table is padded with -1 to max_pages = the longest row (a
+  // windowed group's released pages are -1 too: the window never reaches
+  // them); CSR indptr / indices / last_page_len; query_indptr counts each
+  // sequence's new tokens (all zero without a plan) and slot_mapping lists
+  // their slots in the same order. Errors: group out of range, an unknown
+  // or repeated sequence; plan not the pending one; a planned sequence
+  // missing from seqs (its rows would have no query row); counts beyond
+  // int32.
+  Result<BatchMetadata> BuildBatchMetadata(std::span<const SeqId> seqs, const AppendPlan* plan,
+                                           uint64_t group = 0) const;
 
   PoolStats Stats() const;
 
  private:
   struct Sequence {
-    uint64_t length = 0;        // committed tokens
-    std::vector<PageId> table;  // [num_pages] logical -> physical page
+    uint64_t length = 0;  // committed tokens
+    // [num_groups][num_pages] logical -> physical page, -1 for pages a
+    // window released (a prefix of the table)
+    std::vector<std::vector<PageId>> tables;
+    // [num_groups] how many leading entries are -1
+    std::vector<uint64_t> released;
     // AddPlacedSequence: [pages] the page each logical page must claim;
     // empty: the pool chooses.
     std::vector<PageId> placement;
@@ -345,11 +418,12 @@ class PagedKvCache {
   // What Prepare decided for one request, before anything changes.
   struct Decision {
     Sequence* seq;
-    bool copy_tail;
-    uint64_t new_pages;
+    std::vector<uint8_t> copy_tail;  // [num_groups]
+    uint64_t new_pages;              // per group
   };
 
   PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes);
+  Sequence NewSequence() const;
   Result<std::vector<Decision>> Decide(std::span<const std::pair<SeqId, uint64_t>> requests);
   template <typename T>
   Status WriteRowsOf(uint64_t layer, std::span<const int64_t> slot_mapping, std::span<const T> keys,
@@ -371,9 +445,12 @@ class PagedKvCache {
   PagedKvCacheConfig config_;
   uint64_t page_bytes_;  // one page of one layer and role
   BlockPool pool_;
-  std::vector<AlignedBuffer> keys_;    // [num_layers] of [N, H_kv, P, d]
-  std::vector<AlignedBuffer> values_;  // [num_layers] of [N, H_kv, P, d]
-  // Quantized dtypes only: [num_layers] of [N, H_kv, P] scales, NaN until set.
+  std::vector<LayerGroup> groups_;
+  std::vector<uint64_t> group_of_;     // [num_layers]
+  std::vector<uint64_t> slot_of_;      // [num_layers] storage slot
+  std::vector<AlignedBuffer> keys_;    // [slots] of [N, H_kv, P, d]
+  std::vector<AlignedBuffer> values_;  // [slots] of [N, H_kv, P, d]
+  // Quantized dtypes only: [slots] of [N, H_kv, P] scales, NaN until set.
   std::vector<std::vector<float>> key_scales_, value_scales_;
   std::unordered_map<SeqId, Sequence> seqs_;
   std::vector<uint32_t> holds_;  // [num_pages], HoldPage references

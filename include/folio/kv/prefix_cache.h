@@ -15,6 +15,16 @@
 // miss but never wrong K/V. Entry ids count up and are never reused, so an
 // entry whose parent was evicted can no longer be reached.
 //
+// Layer groups. A cache of several layer groups (PagedKvCache, "Layer
+// groups") has a page per group for each logical page, and an entry holds
+// one per group. Each is evicted on its own: a windowed group's early pages
+// can go while the global group's stay. An entry lives while it holds a
+// page or has children, so the chain that checks the tokens stays whole.
+// A prefix of n pages is a hit when every group holds the pages its next
+// query sees: all n in a global group, only those from position
+// n * page_size + 1 - W on in a group of window W (the others come back as
+// -1, and the sequence starts without them).
+//
 // References. The cache holds one reference to each cached page
 // (PagedKvCache::HoldPage); sequences that reuse a page add theirs. A page
 // whose only reference is the cache's is evictable: it stays cached until
@@ -67,29 +77,45 @@ class PrefixCache {
   static std::vector<uint64_t> ChainHashes(std::span<const int32_t> tokens, uint64_t page_size);
 
   struct Match {
-    std::vector<PageId> pages;  // the cached pages of the prefix, in order
-    EntryId last = kRoot;       // the entry of pages.back(), kRoot if none
+    uint64_t num_pages = 0;  // the prefix's length in pages
+    // [num_groups][num_pages] the cached pages of the prefix, in order; -1
+    // before a group's window
+    std::vector<std::vector<PageId>> tables;
+    EntryId last = kRoot;  // the entry of the prefix's last page, kRoot if none
     uint64_t last_hash = kRootHash;
   };
   // The longest cached prefix of `tokens` in whole pages, at most max_pages
-  // pages. Marks the matched entries used now (LRU). Does not take
-  // references: the caller shares the pages (PagedKvCache::AddSequence)
-  // before anything can evict them.
-  Match Lookup(std::span<const int32_t> tokens, uint64_t max_pages);
+  // pages, for groups of the given windows (0 = global; one entry per
+  // group, as PagedKvCache::groups()). Marks the pages it returns used now
+  // (LRU). Does not take references: the caller shares the pages
+  // (PagedKvCache::AddSequence) before anything can evict them.
+  Match Lookup(std::span<const int32_t> tokens, uint64_t max_pages,
+               std::span<const uint64_t> windows);
+  // The same for one global group.
+  Match Lookup(std::span<const int32_t> tokens, uint64_t max_pages) {
+    const uint64_t global = 0;
+    return Lookup(tokens, max_pages, std::span<const uint64_t>(&global, 1));
+  }
 
-  // Caches one full page of a sequence: `tokens` (page_size ids) following
-  // the prefix that ends at entry `parent` (hash parent_hash). If that key
-  // is cached already (on this page or another) nothing is added; otherwise
-  // the cache holds `page` (cache.HoldPage). Returns the key's entry and
-  // hash either way, for the next page of the chain. Errors: tokens not one
-  // page, a page already cached under another key, HoldPage's errors.
+  // Caches one full logical page of a sequence: `tokens` (page_size ids)
+  // following the prefix that ends at entry `parent` (hash parent_hash),
+  // and pages[g] its page in group g (-1: the sequence has none to give).
+  // The cache holds (cache.HoldPage) each page whose group the key's entry
+  // has none for yet. Returns the key's entry and hash, for the next page
+  // of the chain. Errors: tokens not one page, no page per group, a page
+  // already cached under another key, HoldPage's errors.
   struct Inserted {
     EntryId entry;
     uint64_t hash;
     bool added;  // false: the key was cached already
   };
   Result<Inserted> Insert(PagedKvCache& cache, EntryId parent, uint64_t parent_hash,
-                          std::span<const int32_t> tokens, PageId page);
+                          std::span<const int32_t> tokens, std::span<const PageId> pages);
+  // The same for a cache of one group.
+  Result<Inserted> Insert(PagedKvCache& cache, EntryId parent, uint64_t parent_hash,
+                          std::span<const int32_t> tokens, PageId page) {
+    return Insert(cache, parent, parent_hash, tokens, std::span<const PageId>(&page, 1));
+  }
 
   // Marks the cached pages among `pages` used now and eviction candidates
   // again. Must be called with a sequence's pages whenever it lets go of
@@ -108,9 +134,10 @@ class PrefixCache {
   // lose only the cache's reference).
   Status Clear(PagedKvCache& cache);
 
-  uint64_t size() const { return entries_.size(); }
+  // Cached pages (entries kept only for their children hold none).
+  uint64_t size() const { return by_page_.size(); }
   bool Contains(PageId page) const { return by_page_.count(page) != 0; }
-  // False once the entry was evicted: a chain through it cannot grow.
+  // False once the entry is gone: a chain through it cannot grow.
   bool HasEntry(EntryId id) const { return id == kRoot || entries_.count(id) != 0; }
 
   // Counters since construction.
@@ -124,31 +151,40 @@ class PrefixCache {
   const Stats& stats() const { return stats_; }
 
  private:
+  // One group's page of an entry.
+  struct Held {
+    PageId page = -1;  // -1: none cached
+    uint64_t last_used = 0;
+    bool candidate = false;  // in lru_: maybe evictable
+  };
   struct Entry {
     uint64_t hash;
     EntryId parent;
-    PageId page;
-    uint64_t depth;  // index of the page in its chain
-    uint64_t last_used;
-    bool candidate;               // in lru_: maybe evictable
+    uint64_t depth;               // index of the page in its chain
+    uint64_t num_children = 0;    // entries whose parent this is
+    std::vector<Held> held;       // [num_groups]
     std::vector<int32_t> tokens;  // [page_size]
   };
-  // Eviction order: oldest use first, then deepest first, then entry id.
-  using LruKey = std::tuple<uint64_t, int64_t, EntryId>;
-  static LruKey KeyOf(const Entry& e, EntryId id) {
-    return {e.last_used, -static_cast<int64_t>(e.depth), id};
+  // Eviction order: oldest use first, then deepest first, then entry id and
+  // group.
+  using LruKey = std::tuple<uint64_t, int64_t, EntryId, uint64_t>;
+  static LruKey KeyOf(const Entry& e, EntryId id, uint64_t group) {
+    return {e.held[group].last_used, -static_cast<int64_t>(e.depth), id, group};
   }
   const Entry* Find(EntryId parent, uint64_t hash, std::span<const int32_t> tokens,
                     EntryId* id) const;
-  // Stamps e used now; make_candidate (re)enters it in the eviction order.
-  void Use(EntryId id, Entry& e, bool make_candidate);
-  void Erase(EntryId id);
+  // Stamps a group's page used now; make_candidate (re)enters it in the
+  // eviction order.
+  void Use(EntryId id, Entry& e, uint64_t group, bool make_candidate);
+  // Forgets a group's page of an entry (the caller dropped the hold), and
+  // the entry and its ancestors that are left with no page and no child.
+  void Forget(EntryId id, uint64_t group);
 
   uint64_t page_size_;
   std::unordered_map<EntryId, Entry> entries_;
   std::unordered_multimap<uint64_t, EntryId> by_hash_;
-  std::unordered_map<PageId, EntryId> by_page_;
-  std::map<LruKey, EntryId> lru_;  // eviction candidates, oldest first
+  std::unordered_map<PageId, std::pair<EntryId, uint64_t>> by_page_;  // -> (entry, group)
+  std::map<LruKey, std::pair<EntryId, uint64_t>> lru_;  // eviction candidates, oldest first
   EntryId next_entry_ = kRoot + 1;
   uint64_t clock_ = 0;
   Stats stats_;

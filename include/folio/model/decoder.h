@@ -89,7 +89,17 @@ class Decoder {
   // sequence, [sum over sequences of 1 (kLast), L_s (kAll) or 0 (kHidden),
   // vocab]; the kHidden sequences' rows, sequence by sequence, go to
   // *hidden ([sum of their L_s, hidden_size]; needed when one is kHidden).
+  // A cache of one layer group only (else InvalidArgument).
   Result<std::vector<float>> Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
+                                  std::span<const int32_t> tokens, std::span<const LogitRows> rows,
+                                  PagedAttentionPath* path = nullptr,
+                                  std::vector<float>* hidden = nullptr) const {
+    return Step(cache, std::span<const kv::BatchMetadata>(&meta, 1), tokens, rows, path, hidden);
+  }
+  // The same over a cache of any number of layer groups: metas[g] is
+  // cache.BuildBatchMetadata(seqs, plan, g), one per group, and layer l
+  // reads and writes its group's pages (kv::PagedKvCache, "Layer groups").
+  Result<std::vector<float>> Step(kv::PagedKvCache& cache, std::span<const kv::BatchMetadata> metas,
                                   std::span<const int32_t> tokens, std::span<const LogitRows> rows,
                                   PagedAttentionPath* path = nullptr,
                                   std::vector<float>* hidden = nullptr) const;

@@ -98,7 +98,8 @@ struct EngineArgs {
                                               const ArgNames& names = ArgNames::Keyword()) const;
 };
 
-// One page of K and V over every layer of a model of shape `mc`.
+// One page of K and V over a layer group of a model of shape `mc` (every
+// layer when the model has no sliding window).
 uint64_t PageBytes(const model::ModelConfig& mc, uint64_t page_size, DType kv_dtype);
 
 // A served model and the engine over it, owned together: the model, its

@@ -103,6 +103,7 @@ struct EngineCounters {
   uint64_t pages_used = 0;  // held by requests or the prefix cache
   uint64_t pages_free = 0;
   uint64_t pages_cached = 0;  // held only by the prefix cache
+  uint64_t page_bytes = 0;    // one page: K and V of one layer group, scales included
   engine::EngineStats stats;
 };
 
