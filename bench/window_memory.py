@@ -7,12 +7,14 @@ layers, against what it would hold with every layer global. Prints JSON.
 
 It starts `folio serve`, sends one greedy completion whose prompt is about
 --context tokens, and polls /metrics while the request runs. The request's
-pages are folio_kv_pages_held_by_requests (the prefix cache's are apart);
+pages are folio_kv_pages_held_by_requests, at their peak (during prefill,
+when a chunk's pages and the last chunk's are held besides the window) and
+at the last poll (decoding) (the prefix cache's are apart);
 a page costs folio_kv_page_bytes. Every layer global would hold
 ceil(tokens / page_size) pages of all the model's layers: the layer groups
 from `folio info` say how many layers one page holds.
 """
-import argparse, json, math, re, subprocess, sys, threading, time, urllib.request
+import argparse, json, math, re, subprocess, sys, threading, time, urllib.error, urllib.request
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--folio", default="build/bin/folio")
@@ -30,7 +32,7 @@ layers_per_page = len(groups[0]["layers"])
 
 p = subprocess.Popen([a.folio, "serve", "--model", a.model, "--port", "0", "--threads",
                       str(a.threads), "--page-size", str(a.page_size),
-                      "--max-num-batched-tokens", "512"],
+                      "--max-num-batched-tokens", "512", "--num-pages", "4096"],
                      stderr=subprocess.PIPE, text=True)
 port = None
 while port is None:
@@ -58,20 +60,27 @@ n_prompt = tok["count"]
 if n_prompt > a.context:  # trim to about the context asked for
     body["prompt"] = prompt[: int(len(prompt) * a.context / n_prompt)]
 
-peak = {"held": 0.0, "used": 0.0}
+peak = {"held": 0.0, "used": 0.0, "last": 0.0}
 done = threading.Event()
 def poll():
     while not done.is_set():
         m = metrics()
-        peak["held"] = max(peak["held"], m.get("folio_kv_pages_held_by_requests", 0))
+        held = m.get("folio_kv_pages_held_by_requests", 0)
+        peak["held"] = max(peak["held"], held)
+        if held > 0:
+            peak["last"] = held  # while decoding, once the prompt is in
         peak["used"] = max(peak["used"], m.get("folio_kv_pages_used", 0))
         peak["page_bytes"] = m["folio_kv_page_bytes"]
         time.sleep(0.05)
 threading.Thread(target=poll, daemon=True).start()
 t0 = time.time()
-reply = json.loads(urllib.request.urlopen(urllib.request.Request(
-    f"http://127.0.0.1:{port}/v1/completions", json.dumps(body).encode(),
-    {"Content-Type": "application/json"}), timeout=3600).read())
+try:
+    reply = json.loads(urllib.request.urlopen(urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/completions", json.dumps(body).encode(),
+        {"Content-Type": "application/json"}), timeout=3600).read())
+except urllib.error.HTTPError as e:
+    p.terminate()
+    sys.exit(f"completion refused: {e.code} {e.read().decode()}")
 seconds = time.time() - t0
 time.sleep(0.3)
 done.set()
@@ -94,7 +103,9 @@ out = {
     "request_pages_peak": peak["held"],
     "request_bytes_peak": peak["held"] * peak["page_bytes"],
     "all_global_bytes": all_global_pages * peak["page_bytes"],
-    "ratio": peak["held"] / all_global_pages,
+    "ratio_peak": peak["held"] / all_global_pages,
+    "request_pages_decoding": peak["last"],
+    "ratio_decoding": peak["last"] / all_global_pages,
     "pool_pages_used_peak": peak["used"],
     "seconds": round(seconds, 1),
 }
