@@ -7,7 +7,9 @@
 namespace folio::serving {
 
 EngineThread::EngineThread(engine::Engine& engine, EngineThreadConfig config)
-    : engine_(engine), config_(config) {
+    : engine_(engine),
+      config_(config),
+      page_bytes_(kv::PagedKvCache::BytesPerPage(engine.cache().config())) {
   Publish(0);
   thread_ = std::thread([this] { Run(); });
 }
@@ -371,7 +373,7 @@ void EngineThread::Publish(uint64_t handled_submits) {
   c.pages_used = pool.num_used();
   c.pages_free = pool.num_free();
   c.pages_cached = engine_.cached_pages();
-  c.page_bytes = kv::PagedKvCache::BytesPerPage(engine_.cache().config());
+  c.page_bytes = page_bytes_;
   c.stats = engine_.stats();
   std::lock_guard lock(mu_);
   queued_submits_ -= handled_submits;

@@ -215,6 +215,7 @@ class EngineThread {
 
   engine::Engine& engine_;
   const EngineThreadConfig config_;
+  const uint64_t page_bytes_;  // one KV page's bytes, for EngineCounters
 
   mutable std::mutex mu_;  // guards everything below up to the thread's own
   std::condition_variable work_cv_;
