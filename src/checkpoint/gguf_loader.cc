@@ -129,6 +129,45 @@ Status InterleavedLayersFromGguf(const GgufFile& f, const std::string& arch,
   return Status::Ok();
 }
 
+// Yarn as llama.cpp reads it: rope.scaling.factor and
+// original_context_length, the ramp's yarn_beta_fast and yarn_beta_slow
+// (32 and 1 when absent), bounds always floored and ceiled, and cos and
+// sin times yarn_attn_factor (1 when absent) * (1 + 0.1 ln factor).
+// DeepSeek's yarn_log_multiplier and an ext_factor other than 1 are
+// refused by name.
+Status YarnFromGguf(const GgufFile& f, const std::string& arch, RopeScaling& s) {
+  auto key = [&](const char* k) { return arch + "." + k; };
+  s.type = RopeScaling::Type::kYarn;
+  FOLIO_ASSIGN_OR_RETURN(s.factor, f.GetFloat(key("rope.scaling.factor")));
+  const std::string orig = key("rope.scaling.original_context_length");
+  if (!f.Has(orig)) return Status::NotFound("missing key " + orig + " (yarn)");
+  FOLIO_ASSIGN_OR_RETURN(s.original_max_positions, f.GetUint(orig));
+  for (const auto& [k, value] : {std::pair{"rope.scaling.yarn_beta_fast", &s.beta_fast},
+                                 std::pair{"rope.scaling.yarn_beta_slow", &s.beta_slow}}) {
+    if (f.Has(key(k))) {
+      FOLIO_ASSIGN_OR_RETURN(*value, f.GetFloat(key(k)));
+    }
+  }
+  for (const auto& [k, neutral] : {std::pair{"rope.scaling.yarn_log_multiplier", 0.0},
+                                   std::pair{"rope.scaling.yarn_ext_factor", 1.0}}) {
+    if (!f.Has(key(k))) continue;
+    FOLIO_ASSIGN_OR_RETURN(const double v, f.GetFloat(key(k)));
+    if (v != neutral) {
+      return Status::Unimplemented(key(k) + " " + std::to_string(v) + " (folio's yarn has " +
+                                   std::to_string(neutral) + ")");
+    }
+  }
+  double attn = 1.0;
+  if (f.Has(key("rope.scaling.yarn_attn_factor"))) {
+    FOLIO_ASSIGN_OR_RETURN(attn, f.GetFloat(key("rope.scaling.yarn_attn_factor")));
+  }
+  s.truncate = true;
+  s.attention_factor = 0;
+  model::SettleYarn(0, 0, s);
+  s.attention_factor *= attn;
+  return Status::Ok();
+}
+
 // Longrope (Phi-3.5, Phi-4-mini): the factor lists are the f32 tensors
 // rope_factors_long/short.weight, the original context
 // rope.scaling.original_context_length, the attention factor
@@ -222,6 +261,8 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
     if (type == "linear") {
       c.rope_scaling.type = RopeScaling::Type::kLinear;
       FOLIO_ASSIGN_OR_RETURN(c.rope_scaling.factor, f.GetFloat(key("rope.scaling.factor")));
+    } else if (type == "yarn") {
+      FOLIO_RETURN_IF_ERROR(YarnFromGguf(f, arch, c.rope_scaling));
     } else if (type != "none") {
       return Status::Unimplemented(key("rope.scaling.type") + " \"" + type + "\"");
     }

@@ -74,6 +74,14 @@ json RopeScalingJson(const RopeScaling& s) {
               {"long_factor", s.long_factor},
               {"attention_factor", s.attention_factor},
               {"original_max_position_embeddings", s.original_max_positions}};
+    case RopeScaling::Type::kYarn:
+      return {{"rope_type", "yarn"},
+              {"factor", s.factor},
+              {"beta_fast", s.beta_fast},
+              {"beta_slow", s.beta_slow},
+              {"truncate", s.truncate},
+              {"attention_factor", s.attention_factor},
+              {"original_max_position_embeddings", s.original_max_positions}};
   }
   return nullptr;
 }
@@ -137,7 +145,7 @@ Status ParseRopeScaling(const json& j, RopeScaling& out) {
   }
   if (type == "longrope" || type == "su") {
     // The rest (original length, factor, attention factor, which list) is
-    // settled by FinishLongRope once the whole config is read.
+    // settled by FinishRopeScaling once the whole config is read.
     out.type = RopeScaling::Type::kLongRope;
     for (const auto& [key, list] : {std::pair{"short_factor", &out.short_factor},
                                     std::pair{"long_factor", &out.long_factor}}) {
@@ -158,13 +166,36 @@ Status ParseRopeScaling(const json& j, RopeScaling& out) {
     out.original_max_positions = 0;
     return r.Optional("original_max_position_embeddings", out.original_max_positions);
   }
+  if (type == "yarn") {
+    // Transformers 5's reading: `factor` as given, the original length from
+    // the object or else the config's max_position_embeddings (settled by
+    // FinishRopeScaling), the attention factor as given or from mscale.
+    out.type = RopeScaling::Type::kYarn;
+    FOLIO_ASSIGN_OR_RETURN(out.factor, r.F64("factor"));
+    out.attention_factor = 0;  // 0 = not given
+    double mscale = 0, mscale_all_dim = 0;
+    for (const auto& [key, value] :
+         {std::pair{"attention_factor", &out.attention_factor}, std::pair{"mscale", &mscale},
+          std::pair{"mscale_all_dim", &mscale_all_dim}, std::pair{"beta_fast", &out.beta_fast},
+          std::pair{"beta_slow", &out.beta_slow}}) {
+      FOLIO_RETURN_IF_ERROR(r.Optional(key, *value));
+    }
+    FOLIO_RETURN_IF_ERROR(r.Optional("truncate", out.truncate));
+    model::SettleYarn(mscale, mscale_all_dim, out);
+    out.original_max_positions = 0;
+    return r.Optional("original_max_position_embeddings", out.original_max_positions);
+  }
   return Status::Unimplemented("rope_scaling type \"" + type +
-                               "\" (folio supports default, linear, llama3 and longrope)");
+                               "\" (folio supports default, linear, llama3, longrope and yarn)");
 }
 
 // Longrope's original length from the scaling object or the config's top
-// level, then the rest settled (model::SettleLongRope).
-Status FinishLongRope(const json& j, uint64_t max_positions, RopeScaling& s) {
+// level, then the rest settled (model::SettleLongRope); yarn's from the
+// object or else the config's max_position_embeddings.
+Status FinishRopeScaling(const json& j, uint64_t max_positions, RopeScaling& s) {
+  if (s.type == RopeScaling::Type::kYarn && s.original_max_positions == 0) {
+    s.original_max_positions = max_positions;
+  }
   if (s.type != RopeScaling::Type::kLongRope) return Status::Ok();
   if (s.original_max_positions == 0) {
     FOLIO_ASSIGN_OR_RETURN(
@@ -439,9 +470,9 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
     // Hugging Face: int(head_dim * partial_rotary_factor) features rotate.
     c.rotary_dim = static_cast<uint64_t>(static_cast<double>(c.head_dim()) * partial);
   }
-  FOLIO_RETURN_IF_ERROR(FinishLongRope(j, c.max_positions, c.rope_scaling));
+  FOLIO_RETURN_IF_ERROR(FinishRopeScaling(j, c.max_positions, c.rope_scaling));
   for (LayerConfig& l : c.layers) {
-    FOLIO_RETURN_IF_ERROR(FinishLongRope(j, c.max_positions, l.rope_scaling));
+    FOLIO_RETURN_IF_ERROR(FinishRopeScaling(j, c.max_positions, l.rope_scaling));
   }
   if (c.explicit_head_dim == c.hidden_size / std::max<uint64_t>(c.num_heads, 1) &&
       c.hidden_size % std::max<uint64_t>(c.num_heads, 1) == 0) {

@@ -1,5 +1,6 @@
 #include "folio/model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -36,6 +37,15 @@ Status ValidateRope(const std::string& prefix, double theta, const RopeScaling& 
     if (!std::isfinite(s.attention_factor) || s.attention_factor <= 0) {
       return Status::InvalidArgument(prefix + "longrope attention_factor must be finite and > 0");
     }
+  }
+  if (s.type == RopeScaling::Type::kYarn &&
+      (!std::isfinite(s.beta_fast) || !std::isfinite(s.beta_slow) || s.beta_slow <= 0 ||
+       s.beta_fast <= 0 || s.original_max_positions == 0 || !std::isfinite(s.attention_factor) ||
+       s.attention_factor <= 0)) {
+    return Status::InvalidArgument(
+        prefix +
+        "yarn rope_scaling needs beta_fast and beta_slow finite and > 0, "
+        "original_max_position_embeddings > 0 and attention_factor finite and > 0");
   }
   if (s.type == RopeScaling::Type::kLlama3 &&
       (!(s.high_freq_factor > s.low_freq_factor) || s.low_freq_factor <= 0 ||
@@ -168,6 +178,27 @@ std::vector<double> RopeInverseFrequencies(uint64_t rotary_dim, double rope_thet
   const uint64_t head_dim = rotary_dim;  // the exponent's denominator
   const uint64_t pairs = head_dim / 2;
   std::vector<double> inv(pairs);
+  // Yarn's ramp over pair indices: 0 below `low` (the frequency kept), 1
+  // above `high` (divided by factor). The pair that turns r times over the
+  // original length has index dim * ln(L / (2 pi r)) / (2 ln base).
+  double low = 0, high = 0;
+  if (s.type == RopeScaling::Type::kYarn) {
+    const auto dim = static_cast<double>(rotary_dim);
+    const auto original = static_cast<double>(s.original_max_positions);
+    auto pair_of = [&](double turns) {
+      return dim * std::log(original / (turns * 2.0 * 3.14159265358979323846)) /
+             (2.0 * std::log(rope_theta));
+    };
+    low = pair_of(s.beta_fast);
+    high = pair_of(s.beta_slow);
+    if (s.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1);
+    if (low == high) high += 0.001;  // Hugging Face's guard against 0 / 0
+  }
   for (uint64_t p = 0; p < pairs; ++p) {
     double f = std::pow(rope_theta, -2.0 * static_cast<double>(p) / static_cast<double>(head_dim));
     if (s.type == RopeScaling::Type::kLinear) {
@@ -190,6 +221,10 @@ std::vector<double> RopeInverseFrequencies(uint64_t rotary_dim, double rope_thet
     if (s.type == RopeScaling::Type::kLongRope) {
       f /= (s.use_long ? s.long_factor : s.short_factor).at(p);
     }
+    if (s.type == RopeScaling::Type::kYarn) {
+      const double ramp = std::clamp((static_cast<double>(p) - low) / (high - low), 0.0, 1.0);
+      f = f / s.factor * ramp + f * (1.0 - ramp);
+    }
     inv[p] = f;
   }
   return inv;
@@ -206,8 +241,16 @@ void SettleLongRope(uint64_t max_positions, RopeScaling& s) {
   s.use_long = max_positions > s.original_max_positions;
 }
 
+void SettleYarn(double mscale, double mscale_all_dim, RopeScaling& s) {
+  if (s.type != RopeScaling::Type::kYarn || s.attention_factor > 0) return;
+  auto m = [&](double k) { return s.factor <= 1.0 ? 1.0 : 0.1 * k * std::log(s.factor) + 1.0; };
+  s.attention_factor = mscale > 0 && mscale_all_dim > 0 ? m(mscale) / m(mscale_all_dim) : m(1.0);
+}
+
 double RopeAttentionFactor(const RopeScaling& s) {
-  return s.type == RopeScaling::Type::kLongRope ? s.attention_factor : 1.0;
+  return s.type == RopeScaling::Type::kLongRope || s.type == RopeScaling::Type::kYarn
+             ? s.attention_factor
+             : 1.0;
 }
 
 ModelConfig WorkedExampleConfig() { return ModelConfig{}; }

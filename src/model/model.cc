@@ -83,13 +83,21 @@ class Sha256 {
 };
 
 // A RoPE scaling: its type and parameters, then longrope's factors only for
-// longrope (so older ids stand).
+// longrope and yarn's own parameters only for yarn (so older ids stand).
 void HashRopeScaling(Sha256& h, const RopeScaling& s) {
   h.U64(static_cast<uint64_t>(s.type));
   h.F64(s.factor);
   h.F64(s.low_freq_factor);
   h.F64(s.high_freq_factor);
   h.U64(s.original_max_positions);
+  if (s.type == RopeScaling::Type::kYarn) {
+    h.Str("yarn/1");
+    h.F64(s.beta_fast);
+    h.F64(s.beta_slow);
+    h.U64(s.truncate ? 1 : 0);
+    h.F64(s.attention_factor);
+    return;
+  }
   if (s.type != RopeScaling::Type::kLongRope) return;
   h.Str("longrope/1");
   for (const std::vector<double>* f : {&s.short_factor, &s.long_factor}) {

@@ -84,6 +84,73 @@ TEST(Model, IdIsStableAndSensitive) {
   EXPECT_NE(Model::FromSeed(windowed, 20)->id(), a.id());
 }
 
+// A yarn scaling as the loaders settle it (factor 4, HF's attention factor).
+RopeScaling Yarn() {
+  RopeScaling s;
+  s.type = RopeScaling::Type::kYarn;
+  s.factor = 4.0;
+  s.original_max_positions = 4096;
+  s.attention_factor = 0;
+  SettleYarn(0, 0, s);
+  return s;
+}
+
+TEST(Model, YarnParametersEnterTheId) {
+  ModelConfig c = WorkedExampleConfig();
+  c.rope_scaling = Yarn();
+  ASSERT_TRUE(c.Validate().ok());
+  const std::string id = Model::FromSeed(c, 20)->id();
+  EXPECT_NE(id, Model::FromSeed(WorkedExampleConfig(), 20)->id());
+  for (auto change :
+       {+[](RopeScaling& s) { s.truncate = false; }, +[](RopeScaling& s) { s.beta_fast = 16; },
+        +[](RopeScaling& s) { s.beta_slow = 2; },
+        +[](RopeScaling& s) { s.attention_factor = 1.5; }}) {
+    ModelConfig other = c;
+    change(other.rope_scaling);
+    EXPECT_NE(Model::FromSeed(other, 20)->id(), id);
+  }
+}
+
+TEST(RopeScaling, YarnKeepsFastPairsAndSlowsSlowOnes) {
+  // 16 features at base 10000 over an original 4096 positions: pairs up
+  // to 2 turn more than 32 times (kept), pairs from 6 fewer than once
+  // (divided by 4), the ones between blend linearly.
+  const RopeScaling s = Yarn();
+  EXPECT_DOUBLE_EQ(s.attention_factor, 1.0 + 0.1 * std::log(4.0));
+  EXPECT_DOUBLE_EQ(RopeAttentionFactor(s), s.attention_factor);
+  const std::vector<double> plain = RopeInverseFrequencies(16, 10000.0, RopeScaling{});
+  const std::vector<double> yarn = RopeInverseFrequencies(16, 10000.0, s);
+  ASSERT_EQ(yarn.size(), 8u);
+  for (size_t p = 0; p <= 2; ++p) EXPECT_EQ(yarn[p], plain[p]) << p;
+  for (size_t p = 3; p < 6; ++p) {
+    const double ramp = (static_cast<double>(p) - 2.0) / 4.0;
+    EXPECT_DOUBLE_EQ(yarn[p], plain[p] / 4.0 * ramp + plain[p] * (1 - ramp)) << p;
+  }
+  for (size_t p = 6; p < 8; ++p) EXPECT_DOUBLE_EQ(yarn[p], plain[p] / 4.0) << p;
+  // mscale / mscale_all_dim (DeepSeek's form) and a given factor.
+  RopeScaling m = Yarn();
+  m.attention_factor = 0;
+  SettleYarn(1.0, 0.5, m);
+  EXPECT_DOUBLE_EQ(m.attention_factor, (1 + 0.1 * std::log(4.0)) / (1 + 0.05 * std::log(4.0)));
+  SettleYarn(1.0, 0.5, m);  // settled once: a given factor stays
+  RopeScaling given = Yarn();
+  given.attention_factor = 0.7;
+  SettleYarn(0, 0, given);
+  EXPECT_EQ(given.attention_factor, 0.7);
+}
+
+TEST(ModelConfig, RejectsBadYarn) {
+  for (auto change : {+[](RopeScaling& s) { s.beta_slow = 0; },
+                      +[](RopeScaling& s) { s.beta_fast = std::nan(""); },
+                      +[](RopeScaling& s) { s.original_max_positions = 0; },
+                      +[](RopeScaling& s) { s.attention_factor = 0; }}) {
+    ModelConfig c = WorkedExampleConfig();
+    c.rope_scaling = Yarn();
+    change(c.rope_scaling);
+    EXPECT_NE(c.Validate().message().find("yarn rope_scaling needs"), std::string::npos);
+  }
+}
+
 TEST(Model, RejectsNonFiniteParameter) {
   const ModelConfig c = WorkedExampleConfig();
   SplitMix64 rng(20);

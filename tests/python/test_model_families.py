@@ -81,12 +81,21 @@ def phi3(partial=0.5, window=WINDOW, seed=0, longrope=None, max_positions=256):
     return randomize(transformers.Phi3ForCausalLM(cfg), seed)
 
 
-def qwen3moe(norm_topk_prob=True, seed=0):
+DEFAULT_ROPE = {"rope_type": "default", "rope_theta": 100.0}
+# YaRN with an original length of 4096 at base 10000 over 16 features: the
+# ramp runs from pair 2 (floor 2.6) to pair 6 (ceil 5.6), so pairs keep,
+# blend and slow their frequencies; factor 4 scales cos and sin by
+# 1 + 0.1 ln 4.
+YARN_ROPE = {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+             "original_max_position_embeddings": 4096}
+
+
+def qwen3moe(norm_topk_prob=True, seed=0, rope=None):
     cfg = transformers.Qwen3MoeConfig(
         vocab_size=320, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
         num_experts=8, num_experts_per_tok=2, norm_topk_prob=norm_topk_prob,
-        max_position_embeddings=256, rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        max_position_embeddings=256, rope_parameters=dict(rope or DEFAULT_ROPE),
         attn_implementation="eager")
     return randomize(transformers.Qwen3MoeForCausalLM(cfg), seed)
 
@@ -104,11 +113,17 @@ def write_moe_gguf(model, path):
     """Qwen3-MoE as llama.cpp's converter writes it: the router as
     ffn_gate_inp, each projection's experts stacked into one 3-D
     ffn_{gate,up,down}_exps tensor."""
+    import gguf
     cfg = model.config
     w = gguf_writer(path, "qwen3moe", cfg)
     w.add_key_length(cfg.head_dim)
     w.add_value_length(cfg.head_dim)
-    w.add_rope_freq_base(cfg.rope_parameters["rope_theta"])
+    rope = cfg.rope_parameters
+    w.add_rope_freq_base(rope["rope_theta"])
+    if rope["rope_type"] == "yarn":  # as llama.cpp's converter writes it
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
     w.add_expert_count(cfg.num_experts)
     w.add_expert_used_count(cfg.num_experts_per_tok)
     w.add_uint32("qwen3moe.expert_feed_forward_length", cfg.moe_intermediate_size)
@@ -447,6 +462,46 @@ def test_qwen3moe_gguf_matches_transformers(tmp_path):
           hf_greedy(model, ids, GREEDY))
 
 
+def qwen3(rope, seed=0):
+    cfg = transformers.Qwen3Config(
+        vocab_size=320, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+        rope_parameters=dict(rope), attn_implementation="eager")
+    return randomize(transformers.Qwen3ForCausalLM(cfg), seed)
+
+
+@pytest.mark.parametrize("rope", [
+    YARN_ROPE,
+    # gpt-oss's form: bounds not rounded, betas given.
+    dict(YARN_ROPE, truncate=False, beta_fast=16.0, beta_slow=2.0),
+    # DeepSeek's attention factor, from mscale and mscale_all_dim.
+    dict(YARN_ROPE, mscale=1.0, mscale_all_dim=0.5),
+], ids=["default", "untruncated-betas", "mscale"])
+def test_qwen3_yarn_folder_matches_transformers(tmp_path, rope):
+    model = qwen3(rope, seed=61)
+    yarn = qwen3(YARN_ROPE, seed=61)
+    plain = qwen3({"rope_type": "default", "rope_theta": YARN_ROPE["rope_theta"]}, seed=61)
+    ids = prompt(model.config.vocab_size, seed=67)
+    want = hf_logits(model, ids)
+    # Each variant moves the logits: a reading that dropped it would fail.
+    assert np.abs(want - hf_logits(plain, ids)).max() > 1e-3
+    if rope is not YARN_ROPE:
+        assert np.abs(want - hf_logits(yarn, ids)).max() > 1e-3
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    check(run_folio(tmp_path / "m", ids, "--page-size", "4", "--prefill-chunk", "9"), want,
+          hf_greedy(model, ids, GREEDY))
+
+
+def test_qwen3moe_yarn_folder_and_gguf_match_transformers(tmp_path):
+    model = qwen3moe(True, seed=18, rope=YARN_ROPE)
+    ids = prompt(model.config.vocab_size, seed=71)
+    want, want_greedy = hf_logits(model, ids), hf_greedy(model, ids, GREEDY)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    check(run_folio(tmp_path / "m", ids), want, want_greedy)
+    write_moe_gguf(model, tmp_path / "m.gguf")
+    check(run_folio(tmp_path / "m.gguf", ids, "--page-size", "4"), want, want_greedy)
+
+
 def test_mixtral_folder_matches_transformers(tmp_path):
     model = mixtral(seed=16)
     model.save_pretrained(tmp_path / "m", safe_serialization=True)
@@ -480,10 +535,12 @@ def test_gemma3_legacy_config_keys(tmp_path):
     ({"layer_types": ["sliding_attention", "chunked_attention", "full_attention",
                       "sliding_attention"]}, "layer_types[1]"),
     ({"query_pre_attn_scalar": None}, "query_pre_attn_scalar"),
-    ({"rope_parameters": {"full_attention": {"rope_type": "yarn", "rope_theta": 1e4,
+    # Dynamic NTK rescales with the sequence's length: a cached key would
+    # rotate differently from the same key recomputed.
+    ({"rope_parameters": {"full_attention": {"rope_type": "dynamic", "rope_theta": 1e4,
                                              "factor": 2.0},
                           "sliding_attention": {"rope_type": "default", "rope_theta": 10.0}}},
-     "yarn"),
+     "dynamic"),
     ({"use_bidirectional_attention": True}, "use_bidirectional_attention"),
 ])
 def test_gemma3_configs_folio_cannot_run_are_refused_by_key(folder, tmp_path, change, named):

@@ -34,20 +34,30 @@ namespace folio::model {
 // folio decides once per model, as llama.cpp does per context: the long
 // factors when the model's context (max_positions) exceeds
 // original_max_positions (use_long, set by the loaders), else the short.
+//
+// kYarn (Qwen3 at long context, gpt-oss): "NTK-by-parts" interpolation.
+// Pairs that turn more than beta_fast times over original_max_positions
+// keep their frequency, pairs that turn fewer than beta_slow times are
+// slowed by `factor`, and a linear ramp over pair indices joins the two
+// (the bounds floored and ceiled when `truncate`); cos and sin are
+// multiplied by attention_factor (settled by SettleYarn).
 struct RopeScaling {
-  enum class Type : uint8_t { kNone, kLinear, kLlama3, kLongRope };
+  enum class Type : uint8_t { kNone, kLinear, kLlama3, kLongRope, kYarn };
   Type type = Type::kNone;
   double factor = 1.0;
   double low_freq_factor = 1.0;                   // llama3
   double high_freq_factor = 4.0;                  // llama3
-  uint64_t original_max_positions = 8192;         // llama3, longrope
+  uint64_t original_max_positions = 8192;         // llama3, longrope, yarn
   std::vector<double> short_factor, long_factor;  // longrope: one per rotated pair
-  double attention_factor = 1.0;                  // longrope
+  double attention_factor = 1.0;                  // longrope, yarn
   bool use_long = false;                          // longrope
+  double beta_fast = 32.0, beta_slow = 1.0;       // yarn
+  bool truncate = true;                           // yarn
   friend bool operator==(const RopeScaling&, const RopeScaling&) = default;
 };
 
-// What cos and sin are multiplied by (longrope's attention_factor; else 1).
+// What cos and sin are multiplied by (longrope's and yarn's
+// attention_factor; else 1).
 double RopeAttentionFactor(const RopeScaling& scaling);
 
 // Settles a longrope scaling once its factor lists and original length
@@ -57,6 +67,13 @@ double RopeAttentionFactor(const RopeScaling& scaling);
 // choice of list, the long one when max_positions exceeds the original.
 // The loaders of both formats call it. No-op for other types.
 void SettleLongRope(uint64_t max_positions, RopeScaling& scaling);
+
+// Settles a yarn scaling's attention factor, as Hugging Face's
+// _compute_yarn_parameters does, unless one was given (> 0): with both
+// mscale and mscale_all_dim (> 0), m(factor, mscale) / m(factor,
+// mscale_all_dim), else m(factor, 1), where m(s, k) = 0.1 k ln s + 1 for
+// s > 1 and 1 otherwise. No-op for other types.
+void SettleYarn(double mscale, double mscale_all_dim, RopeScaling& scaling);
 
 // What may differ between layers.
 struct LayerConfig {
