@@ -40,11 +40,21 @@ int RunInfo(const InfoFlags& f) {
   };
   std::map<std::string, TypeTotals> by_type;
   uint64_t total_bytes = 0, total_elements = 0;
+  // What one token's decode step reads: every tensor but the experts and an
+  // untied embedding (one row of it), and experts_per_token of each layer's
+  // experts (their mean size times k, exact when a layer's experts share a
+  // type, as files store them).
+  uint64_t expert_bytes = 0, embedding_row_bytes = 0;
   model::ForEachTensor(
       c, m->weights(),
-      [&](const std::string&, const std::vector<uint64_t>& shape, const model::Tensor& t) {
+      [&](const std::string& name, const std::vector<uint64_t>& shape, const model::Tensor& t) {
         uint64_t elements = 1;
         for (const uint64_t d : shape) elements *= d;
+        if (name.find(".mlp.experts.") != std::string::npos) {
+          expert_bytes += t.bytes.size();
+        } else if (name == "model.embed_tokens.weight" && !c.tie_embeddings) {
+          embedding_row_bytes = t.bytes.size() / c.vocab_size;
+        }
         TypeTotals& tt = by_type[std::string(model::TensorTypeName(t.type))];
         ++tt.tensors;
         tt.elements += elements;
@@ -87,6 +97,26 @@ int RunInfo(const InfoFlags& f) {
       {"bits_per_weight", bits_per_weight(total_bytes, total_elements)},
       {"kv_bytes_per_token", {{"f32", kv_elems_per_token * 4}, {"bf16", kv_elems_per_token * 2}}},
   };
+  uint64_t active_bytes = total_bytes - expert_bytes;
+  uint64_t active_parameters = c.ParameterCount();
+  if (!c.tie_embeddings) {
+    active_bytes -= embedding_row_bytes * (c.vocab_size - 1);
+  }
+  if (c.IsMoe()) {
+    const uint64_t idle = c.num_experts - c.experts_per_token;
+    active_bytes += expert_bytes / c.num_experts * c.experts_per_token;
+    active_parameters -= c.num_layers * idle * 3 * c.hidden_size * c.expert_ffn_size;
+    j["experts"] = {{"num_experts", c.num_experts},
+                    {"experts_per_token", c.experts_per_token},
+                    {"expert_ffn_size", c.expert_ffn_size},
+                    {"norm_topk_prob", c.norm_topk_prob},
+                    {"expert_weight_bytes", expert_bytes}};
+  }
+  // A token's active parameters (the routed experts only) and the weight
+  // bytes its decode step reads: the floor of decode time is this over
+  // memory bandwidth.
+  j["active_parameters"] = active_parameters;
+  j["active_weight_bytes_per_token"] = active_bytes;
   if (!c.layers.empty()) {
     // Per layer, in order: its window (0 = global) and RoPE base.
     std::vector<uint64_t> windows;

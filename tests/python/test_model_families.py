@@ -502,6 +502,37 @@ def test_qwen3moe_yarn_folder_and_gguf_match_transformers(tmp_path):
     check(run_folio(tmp_path / "m.gguf", ids, "--page-size", "4"), want, want_greedy)
 
 
+def folio_info(path):
+    out = subprocess.run([FOLIO, "info", str(path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_info_reports_experts_and_what_a_token_reads(tmp_path):
+    model = qwen3moe(True, seed=12)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    cfg = model.config
+    info = folio_info(tmp_path / "m")
+    total = sum(p.numel() for p in model.parameters())
+    d, f, e, k = cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts, cfg.num_experts_per_tok
+    per_expert = 3 * d * f
+    assert info["experts"] == {"num_experts": e, "experts_per_token": k, "expert_ffn_size": f,
+                               "norm_topk_prob": True,
+                               "expert_weight_bytes": 4 * cfg.num_hidden_layers * e * per_expert}
+    assert info["parameters"] == total
+    assert info["active_parameters"] == total - cfg.num_hidden_layers * (e - k) * per_expert
+    # f32 weights: the active ones, less the untied embedding's unread rows.
+    unread_rows = (cfg.vocab_size - 1) * d
+    assert info["active_weight_bytes_per_token"] == 4 * (info["active_parameters"] - unread_rows)
+    # A dense model reads all of itself (tied: the embedding is the head).
+    dense = gemma2(seed=1)
+    dense.save_pretrained(tmp_path / "d", safe_serialization=True)
+    info = folio_info(tmp_path / "d")
+    assert "experts" not in info
+    assert info["active_parameters"] == info["parameters"]
+    assert info["active_weight_bytes_per_token"] == info["weight_bytes"]
+
+
 def test_mixtral_folder_matches_transformers(tmp_path):
     model = mixtral(seed=16)
     model.save_pretrained(tmp_path / "m", safe_serialization=True)
