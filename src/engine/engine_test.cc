@@ -339,13 +339,6 @@ TEST(Engine, TokensAndLogprobsAreTheSameUnderEverySchedule) {
   std::vector<size_t> reversed = InOrder(prompts.size());
   std::reverse(reversed.begin(), reversed.end());
 
-  struct Variant {
-    const char* name;
-    EngineConfig config;
-    std::vector<size_t> order;
-    ThreadPool* pool;
-    bool warm;  // run everything once first, so the prefix cache is full
-  };
   ThreadPool two(2);
   EngineConfig chunks;
   chunks.page_size = 3;
@@ -356,30 +349,16 @@ TEST(Engine, TokensAndLogprobsAreTheSameUnderEverySchedule) {
   tight.num_pages = 18;  // the longest request needs 16
   EngineConfig big_pages;
   big_pages.page_size = 32;
-  const std::vector<Variant> variants = {
-      {"batched", {}, InOrder(prompts.size()), nullptr, false},
-      {"reversed", {}, reversed, nullptr, false},
-      {"chunks of 5, pages of 3", chunks, reversed, nullptr, false},
-      {"warm prefix cache", {}, InOrder(prompts.size()), nullptr, true},
-      {"warm, pages of 3", chunks, reversed, nullptr, true},
-      {"preempting", tight, InOrder(prompts.size()), nullptr, false},
-      {"pages of 32, two threads", big_pages, reversed, &two, false},
-  };
-  for (const Variant& v : variants) {
-    SCOPED_TRACE(v.name);
-    auto engine = *Engine::Create(TestModel(), v.config, v.pool);
-    if (v.warm) Drive(engine, prompts, params, v.order);
-    const EngineStats before = engine.stats();
-    EXPECT_EQ(Drive(engine, prompts, params, v.order), want);
-    const EngineStats st = engine.stats();
-    if (v.warm) {
-      EXPECT_GT(st.prefix_hit_tokens - before.prefix_hit_tokens, 0u);
-    }
-    if (std::string(v.name) == "preempting") {
-      EXPECT_GT(st.preemptions, 0u);
-    }
-    ExpectNoLeak(engine);
-  }
+  const std::vector<size_t> in_order = InOrder(prompts.size());
+  test_support::ExpectSameUnderEverySchedule(
+      TestModel(), prompts, params, want,
+      {{"batched", {}, in_order},
+       {"reversed", {}, reversed},
+       {"chunks of 5, pages of 3", chunks, reversed},
+       {"warm prefix cache", {}, in_order, nullptr, true},
+       {"warm, pages of 3", chunks, reversed, nullptr, true},
+       {"preempting", tight, in_order, nullptr, false, true},
+       {"pages of 32, two threads", big_pages, reversed, &two}});
 }
 
 TEST(Engine, PrefixCacheSkipsTheSharedStem) {

@@ -22,6 +22,7 @@ namespace {
 
 using test_support::Drive;
 using test_support::ExpectNoLeak;
+using test_support::ExpectSameUnderEverySchedule;
 using test_support::InOrder;
 using test_support::Outcome;
 using test_support::SampledWithLogprobs;
@@ -66,13 +67,6 @@ TEST(SlidingWindow, TokensAndLogprobsAreTheSameUnderEverySchedule) {
   }
   std::vector<size_t> reversed = InOrder(prompts.size());
   std::reverse(reversed.begin(), reversed.end());
-  struct Variant {
-    const char* name;
-    EngineConfig config;
-    std::vector<size_t> order;
-    ThreadPool* pool;
-    bool warm;
-  };
   ThreadPool two(2);
   EngineConfig base;
   base.page_size = 2;
@@ -89,34 +83,16 @@ TEST(SlidingWindow, TokensAndLogprobsAreTheSameUnderEverySchedule) {
   EngineConfig drafted = base;
   drafted.speculative.num_draft_tokens = 3;
   drafted.speculative.draft_model = &WindowedModel();  // drafts every token right
-  const std::vector<Variant> variants = {
-      {"batched", base, InOrder(prompts.size()), nullptr, false},
-      {"chunks of 5, pages of 3", chunks, reversed, nullptr, false},
-      {"warm prefix cache", base, InOrder(prompts.size()), nullptr, true},
-      {"warm, chunks of 5", chunks, reversed, nullptr, true},
-      {"preempting", tight, InOrder(prompts.size()), nullptr, false},
-      {"two threads", base, reversed, &two, false},
-      {"prompt-lookup drafts", ngram, InOrder(prompts.size()), nullptr, false},
-      {"a windowed draft model", drafted, reversed, nullptr, false},
-  };
-  for (const Variant& v : variants) {
-    SCOPED_TRACE(v.name);
-    auto engine = *Engine::Create(WindowedModel(), v.config, v.pool);
-    if (v.warm) Drive(engine, prompts, params, v.order);
-    const EngineStats before = engine.stats();
-    EXPECT_EQ(Drive(engine, prompts, params, v.order), want);
-    const EngineStats st = engine.stats();
-    if (v.warm) {
-      EXPECT_GT(st.prefix_hit_tokens - before.prefix_hit_tokens, 0u);
-    }
-    if (std::string(v.name) == "preempting") {
-      EXPECT_GT(st.preemptions, 0u);
-    }
-    if (v.config.speculative.num_draft_tokens != 0) {
-      EXPECT_GT(st.draft_tokens, 0u);
-    }
-    ExpectNoLeak(engine);
-  }
+  const std::vector<size_t> in_order = InOrder(prompts.size());
+  ExpectSameUnderEverySchedule(WindowedModel(), prompts, params, want,
+                               {{"batched", base, in_order},
+                                {"chunks of 5, pages of 3", chunks, reversed},
+                                {"warm prefix cache", base, in_order, nullptr, true},
+                                {"warm, chunks of 5", chunks, reversed, nullptr, true},
+                                {"preempting", tight, in_order, nullptr, false, true},
+                                {"two threads", base, reversed, &two},
+                                {"prompt-lookup drafts", ngram, in_order},
+                                {"a windowed draft model", drafted, reversed}});
   // Greedy, a windowed draft model of the same weights is always right: its
   // drafts are accepted, and the tokens are plain decoding's.
   RequestParams greedy = params;

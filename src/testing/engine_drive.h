@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "folio/core/splitmix64.h"
+#include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
 
 namespace folio::test_support {
@@ -156,6 +157,45 @@ inline std::vector<size_t> InOrder(size_t n) {
   std::vector<size_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = i;
   return v;
+}
+
+// One way to run a set of prompts, and what it must be seen to do.
+struct Schedule {
+  const char* name;
+  engine::EngineConfig config;
+  std::vector<size_t> order;  // the prompts' admission order
+  ThreadPool* pool = nullptr;
+  bool warm = false;      // run everything once first, so the prefix cache is full
+  bool preempts = false;  // its pool is tight enough to preempt
+};
+
+// Runs the prompts on `model` under every schedule and expects each run to
+// equal `want` (usually each prompt alone in a fresh engine) bit for bit.
+// A warm schedule must hit the prefix cache, a preempting one must preempt,
+// a speculative one must draft; no page may leak.
+inline void ExpectSameUnderEverySchedule(const model::Model& model,
+                                         const std::vector<std::vector<int32_t>>& prompts,
+                                         const engine::RequestParams& params,
+                                         const std::vector<Outcome>& want,
+                                         const std::vector<Schedule>& schedules) {
+  for (const Schedule& s : schedules) {
+    SCOPED_TRACE(s.name);
+    auto engine = *engine::Engine::Create(model, s.config, s.pool);
+    if (s.warm) Drive(engine, prompts, params, s.order);
+    const engine::EngineStats before = engine.stats();
+    EXPECT_EQ(Drive(engine, prompts, params, s.order), want);
+    const engine::EngineStats st = engine.stats();
+    if (s.warm) {
+      EXPECT_GT(st.prefix_hit_tokens - before.prefix_hit_tokens, 0u);
+    }
+    if (s.preempts) {
+      EXPECT_GT(st.preemptions, 0u);
+    }
+    if (s.config.speculative.num_draft_tokens != 0) {
+      EXPECT_GT(st.draft_tokens - before.draft_tokens, 0u);
+    }
+    ExpectNoLeak(engine);
+  }
 }
 
 }  // namespace folio::test_support
