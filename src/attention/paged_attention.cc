@@ -34,6 +34,7 @@ std::string Seq(uint64_t s) { return "sequence " + std::to_string(s) + ": "; }
 struct Rows {
   std::vector<const float*> queries;
   std::vector<float*> outs;
+  std::vector<uint32_t> heads;   // each row's query head (its sink)
   std::vector<uint64_t> lo, hi;  // visible keys
 };
 
@@ -120,6 +121,7 @@ Plan MakePlan(const PagedAttentionParams& params, std::span<const float> query,
   const auto total_rows = static_cast<size_t>(batch.query_indptr.back()) * params.num_q_heads;
   rows.queries.reserve(total_rows);
   rows.outs.reserve(total_rows);
+  rows.heads.reserve(total_rows);
   rows.lo.reserve(total_rows);
   rows.hi.reserve(total_rows);
   for (const Block& block : blocks) {
@@ -141,6 +143,7 @@ Plan MakePlan(const PagedAttentionParams& params, std::span<const float> query,
                 internal::RowOffset(params, head_dim, block.seq, seq, i, g * group + k);
             rows.queries.push_back(query.data() + at);
             rows.outs.push_back(out.data() + at);
+            rows.heads.push_back(static_cast<uint32_t>(g * group + k));
             rows.lo.push_back(row_lo);
             rows.hi.push_back(row_hi);
           }
@@ -244,9 +247,28 @@ void MergeRows(SoftmaxState* total, float* total_acc, const SoftmaxState* states
   }
 }
 
-void FinalizeRows(const SoftmaxState* total, const float* total_acc, float* const* outs,
-                  size_t rows, uint64_t head_dim) {
-  for (size_t k = 0; k < rows; ++k) Finalize(total[k], total_acc + k * head_dim, outs[k], head_dim);
+// out = the folded states of `rows` rows, each with its head's sink first
+// when there are sinks.
+void FinalizeRows(SoftmaxState* total, float* total_acc, float* const* outs, const uint32_t* heads,
+                  size_t rows, uint64_t head_dim, std::span<const float> sinks) {
+  for (size_t k = 0; k < rows; ++k) {
+    if (!sinks.empty()) AddSink(total[k], total_acc + k * head_dim, sinks[heads[k]], head_dim);
+    Finalize(total[k], total_acc + k * head_dim, outs[k], head_dim);
+  }
+}
+
+// Empty, or one finite logit per query head.
+Status CheckSinks(std::span<const float> sinks, uint64_t num_q_heads) {
+  if (!sinks.empty() && sinks.size() != num_q_heads) {
+    return Status::InvalidArgument("sinks: " + std::to_string(sinks.size()) + " logits for " +
+                                   std::to_string(num_q_heads) + " query heads");
+  }
+  for (size_t h = 0; h < sinks.size(); ++h) {
+    if (!std::isfinite(sinks[h])) {
+      return Status::InvalidArgument("sink of query head " + std::to_string(h) + " is not finite");
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -265,6 +287,7 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size, 
     return Status::InvalidArgument("softcap must be finite and >= 0 (got " +
                                    std::to_string(p.softcap) + ")");
   }
+  FOLIO_RETURN_IF_ERROR(CheckSinks(p.sinks, p.num_q_heads));
   if (!std::isfinite(p.scale) || p.scale < 0) {
     return Status::InvalidArgument("scale must be finite and >= 0 (got " + std::to_string(p.scale) +
                                    ")");
@@ -374,7 +397,7 @@ namespace {
 
 // Runs a call's plan: every range on the pool, then the held folds.
 void RunPlan(const Plan& plan, const PagedAttentionParams& params, const kv::PagedBatchView& batch,
-             const kv::PagedKvView& kv, ThreadPool* pool) {
+             const kv::PagedKvView& kv, std::span<const float> sinks, ThreadPool* pool) {
   const uint64_t head_dim = kv.head_dim;
   const auto scale = static_cast<float>(params.scale);
   const auto softcap = static_cast<float>(params.softcap);
@@ -413,8 +436,8 @@ void RunPlan(const Plan& plan, const PagedAttentionParams& params, const kv::Pag
       MergeRows(total.data(), total_acc.data(), states.data(), acc.data(), n, head_dim);
     }
     if (range.end == item.num_chunks) {  // the item's only range
-      FinalizeRows(total.data(), total_acc.data(), plan.rows.outs.data() + item.row_begin, n,
-                   head_dim);
+      FinalizeRows(total.data(), total_acc.data(), plan.rows.outs.data() + item.row_begin,
+                   plan.rows.heads.data() + item.row_begin, n, head_dim, sinks);
     } else {
       std::copy(total.begin(), total.end(), held.prefix(range.item));
       std::copy(total_acc.begin(), total_acc.end(), held.prefix_acc(range.item));
@@ -430,8 +453,8 @@ void RunPlan(const Plan& plan, const PagedAttentionParams& params, const kv::Pag
       MergeRows(held.prefix(i), held.prefix_acc(i), held.later(i, c - first_later, n),
                 held.later_acc(i, c - first_later, n), n, head_dim);
     }
-    FinalizeRows(held.prefix(i), held.prefix_acc(i), plan.rows.outs.data() + item.row_begin, n,
-                 head_dim);
+    FinalizeRows(held.prefix(i), held.prefix_acc(i), plan.rows.outs.data() + item.row_begin,
+                 plan.rows.heads.data() + item.row_begin, n, head_dim, sinks);
   });
 }
 
@@ -473,13 +496,16 @@ Result<PagedAttentionPlan> PagedAttentionPlan::Create(
   FOLIO_RETURN_IF_ERROR(CheckCall(params, query, out, kv, batch));
   auto impl = std::make_unique<Impl>(
       Impl{params, kv, batch, query.data(), out.data(), query.size(), out.size(), Plan{}});
+  impl->params.sinks = {};  // each Run brings its layer's
   impl->plan = MakePlan(params, query, out, kv, batch, std::max<size_t>(1, num_threads));
   return PagedAttentionPlan(std::move(impl));
 }
 
 Status PagedAttentionPlan::Run(std::span<const float> query, const kv::PagedKvView& kv,
-                               std::span<float> out, ThreadPool* pool) const {
+                               std::span<float> out, ThreadPool* pool,
+                               std::span<const float> sinks) const {
   const Impl& im = *impl_;
+  FOLIO_RETURN_IF_ERROR(CheckSinks(sinks, im.params.num_q_heads));
   if (query.data() != im.query || query.size() != im.query_size || out.data() != im.out ||
       out.size() != im.out_size) {
     return Status::InvalidArgument(
@@ -495,7 +521,7 @@ Status PagedAttentionPlan::Run(std::span<const float> query, const kv::PagedKvVi
         "paged attention plan run on a K/V pool of another shape or "
         "dtype than it was planned for");
   }
-  RunPlan(im.plan, im.params, im.batch, kv, pool);
+  RunPlan(im.plan, im.params, im.batch, kv, sinks, pool);
   return Status::Ok();
 }
 
@@ -504,7 +530,7 @@ Status PagedAttention(const PagedAttentionParams& params, std::span<const float>
                       std::span<float> out, ThreadPool* pool) {
   FOLIO_RETURN_IF_ERROR(CheckCall(params, query, out, kv, batch));
   const Plan plan = MakePlan(params, query, out, kv, batch, pool ? pool->num_threads() : 1);
-  RunPlan(plan, params, batch, kv, pool);
+  RunPlan(plan, params, batch, kv, params.sinks, pool);
   return Status::Ok();
 }
 

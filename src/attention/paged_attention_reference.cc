@@ -45,6 +45,11 @@ Status PagedAttentionReference(const PagedAttentionParams& params, std::span<con
           max_score = std::max(max_score, weights[j - lo]);
         }
         double sum = 0;
+        const bool sink = !params.sinks.empty() && hi > lo;  // (no key: zeros either way)
+        if (sink) {
+          max_score = std::max(max_score, double{params.sinks[h]});
+          sum += std::exp(double{params.sinks[h]} - max_score);
+        }
         for (double& w : weights) sum += (w = std::exp(w - max_score));
         std::fill(acc.begin(), acc.end(), 0.0);
         for (uint64_t j = lo; j < hi; ++j) {

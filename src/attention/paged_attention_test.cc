@@ -264,6 +264,38 @@ TEST(PagedAttention, SoftcapMatchesReference) {
   }
 }
 
+// gpt-oss's attention sinks: one logit per query head in each row's softmax
+// denominator. Against the float64 reference; they change the result.
+TEST(PagedAttention, SinksMatchReference) {
+  for (const GridCase& c : {GridCase{16, 530, 37, 8, 2, 64, 100, DType::kF32},
+                            GridCase{5, 300, 1, 4, 1, 37, 0, DType::kBF16},
+                            GridCase{3, 40, 40, 4, 2, 64, 0, DType::kI8}}) {
+    const std::vector<SeqSpec> seqs = {{c.context, c.query_len, 23}, {7, 2, 24}};
+    const PagedBatch b = Place(seqs, c.kv_heads, c.head_dim, c.page_size, c.dtype, 97);
+    const auto q = Queries(seqs, c.q_heads, c.head_dim);
+    PagedAttentionParams p;
+    p.num_q_heads = c.q_heads;
+    p.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+    p.window = c.window;
+    const std::vector<float> plain = RunKernel(p, q, b);
+    std::vector<float> sinks(c.q_heads);
+    SplitMix64 rng(c.q_heads + c.context);
+    for (float& x : sinks) x = static_cast<float>(rng.NextUnit() * 6.0 - 2.0);
+    p.sinks = sinks;
+    std::vector<float> ref(q.size());
+    ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
+    const double tol =
+        ReferenceTolerance(c.head_dim, p.scale, c.context + 1) * (IsQuantized(c.dtype) ? 4.0 : 1.0);
+    ForEachTarget([&] {
+      const auto out = RunKernel(p, q, b);
+      EXPECT_NE(out, plain);
+      for (size_t i = 0; i < out.size(); ++i) {
+        ASSERT_NEAR(out[i], ref[i], tol) << "element " << i << " of " << c.head_dim;
+      }
+    });
+  }
+}
+
 // ---- determinism: bits, not tolerances ---------------------------------------
 
 PagedAttentionParams Gqa(uint64_t q_heads, uint64_t head_dim, uint64_t window = 0) {
@@ -688,6 +720,42 @@ TEST(PagedAttentionPlan, OnePlanRunsEveryLayerWithTheKernelsBits) {
     ASSERT_TRUE(plan->Run(q, layer->kv(), out, &pool).ok());
     EXPECT_EQ(out, RunKernel(Gqa(4, 32), q, *layer, &pool));
   }
+}
+
+// Sinks come with each Run (layers differ): a plan's run equals the
+// one-shot kernel with the same sinks, bit for bit, whatever the split or
+// thread count, and a run without them is the plain kernel.
+TEST(PagedAttentionPlan, EachRunTakesItsLayersSinks) {
+  const std::vector<SeqSpec> seqs = {{600, 1, 61}, {300, 30, 62}, {1, 1, 63}};
+  const PagedBatch b = Place(seqs, 2, 32, 16, DType::kBF16, 9);
+  const auto q = Queries(seqs, 4, 32);
+  const std::vector<float> sinks0 = {0.5f, -1.0f, 2.0f, 0.0f}, sinks1 = {3.0f, 1.0f, -2.0f, 1.5f};
+  ThreadPool pool(2);
+  std::vector<float> out(q.size());
+  PagedAttentionParams with = Gqa(4, 32);
+  with.sinks = sinks0;  // not kept by the plan
+  auto plan = PagedAttentionPlan::Create(with, q, out, b.kv(), b.batch(), 2);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const std::vector<float>* sinks : {&sinks0, &sinks1}) {
+    ASSERT_TRUE(plan->Run(q, b.kv(), out, &pool, *sinks).ok());
+    PagedAttentionParams p = Gqa(4, 32);
+    p.sinks = *sinks;
+    EXPECT_EQ(out, RunKernel(p, q, b, &pool));
+    for (SplitK split : {SplitK::kAlways, SplitK::kNever}) {
+      p.split_k = split;
+      EXPECT_EQ(out, RunKernel(p, q, b)) << static_cast<int>(split);
+    }
+  }
+  ASSERT_TRUE(plan->Run(q, b.kv(), out, &pool).ok());
+  EXPECT_EQ(out, RunKernel(Gqa(4, 32), q, b, &pool));
+  const std::vector<float> short_sinks = {1.0f}, nan_sinks = {0, 0, std::nanf(""), 0};
+  EXPECT_NE(plan->Run(q, b.kv(), out, &pool, short_sinks).message().find("1 logits for 4"),
+            std::string::npos);
+  EXPECT_NE(plan->Run(q, b.kv(), out, &pool, nan_sinks).message().find("query head 2"),
+            std::string::npos);
+  PagedAttentionParams bad = Gqa(4, 32);
+  bad.sinks = short_sinks;
+  EXPECT_EQ(PagedAttention(bad, q, b.kv(), b.batch(), out).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(PagedAttentionPlan, RunRefusesOtherBuffersAndShapes) {

@@ -149,9 +149,11 @@ class HostBackend : public Backend {
 struct ReferencePlan final : AttentionPlan {
   ReferencePlan(const attention::PagedAttentionParams& p, const kv::PagedBatchView& b)
       : params(p), batch(b) {}
-  Status Run(std::span<const float> query, const kv::PagedKvView& kv,
-             std::span<float> out) const override {
-    return attention::PagedAttentionReference(params, query, kv, batch, out);
+  Status Run(std::span<const float> query, const kv::PagedKvView& kv, std::span<float> out,
+             std::span<const float> sinks) const override {
+    attention::PagedAttentionParams p = params;
+    p.sinks = sinks;
+    return attention::PagedAttentionReference(p, query, kv, batch, out);
   }
   attention::PagedAttentionParams params;
   kv::PagedBatchView batch;
@@ -164,7 +166,9 @@ Result<std::unique_ptr<AttentionPlan>> PlanReference(const attention::PagedAtten
                                                      const kv::PagedBatchView& batch) {
   FOLIO_RETURN_IF_ERROR(
       attention::ValidatePagedAttention(params, query.size(), out.size(), kv, batch));
-  return std::unique_ptr<AttentionPlan>(new ReferencePlan(params, batch));
+  auto plan = std::make_unique<ReferencePlan>(params, batch);
+  plan->params.sinks = {};  // each Run brings its layer's
+  return std::unique_ptr<AttentionPlan>(std::move(plan));
 }
 
 class CpuBackend final : public HostBackend {
@@ -207,9 +211,9 @@ class CpuBackend final : public HostBackend {
   struct Plan final : AttentionPlan {
     Plan(attention::PagedAttentionPlan p, ThreadPool* threads)
         : plan(std::move(p)), pool(threads) {}
-    Status Run(std::span<const float> query, const kv::PagedKvView& kv,
-               std::span<float> out) const override {
-      return plan.Run(query, kv, out, pool);
+    Status Run(std::span<const float> query, const kv::PagedKvView& kv, std::span<float> out,
+               std::span<const float> sinks) const override {
+      return plan.Run(query, kv, out, pool, sinks);
     }
     attention::PagedAttentionPlan plan;
     ThreadPool* pool;

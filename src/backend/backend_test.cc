@@ -93,7 +93,7 @@ TEST(Backend, AttentionPlansOnceAndAgreesAcrossBackends) {
     ASSERT_TRUE(attn.ok()) << attn.status().ToString();
     std::vector<float> both;
     for (uint64_t layer = 0; layer < 2; ++layer) {
-      ASSERT_TRUE((*attn)->Run(q, cache->View(layer), out).ok());
+      ASSERT_TRUE((*attn)->Run(q, cache->View(layer), out, {}).ok());
       both.insert(both.end(), out.begin(), out.end());
     }
     outs.push_back(both);

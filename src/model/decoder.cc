@@ -470,7 +470,7 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
     FOLIO_ASSIGN_OR_RETURN(
         std::unique_ptr<backend::AttentionPlan> plan,
         backend_->PlanAttention(p, q, out, pool, {block_table, 1, context, indptr}));
-    return plan->Run(q, pool, out);
+    return plan->Run(q, pool, out, {});
   };
   return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows, {}}, attend);
 }
@@ -572,7 +572,7 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
         plans.emplace_back(key, std::move(plan));
         it = plans.end() - 1;
       }
-      return it->second->Run(q, cache.View(layer), out);
+      return it->second->Run(q, cache.View(layer), out, {});
     };
     return Run(RowPlan{tokens, positions, logit_rows, hidden_rows}, attend, hidden);
   }

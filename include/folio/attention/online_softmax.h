@@ -42,6 +42,20 @@ inline void MergeInto(SoftmaxState& state, float* acc, const SoftmaxState& other
   for (size_t f = 0; f < head_dim; ++f) acc[f] = acc[f] * a + other_acc[f] * b;
 }
 
+// Folds an attention sink into the state: a learned logit per head that
+// joins the softmax's denominator with a zero value (gpt-oss), so a row
+// may attend to "nothing". It adds exp(sink - m) to the sum and leaves acc
+// as it is (rescaled to the new maximum). A row that saw no key stays
+// empty: its output is zero either way.
+inline void AddSink(SoftmaxState& state, float* acc, float sink, size_t head_dim) {
+  if (state.empty()) return;
+  const float m = std::fmax(state.max, sink);
+  const float a = std::exp(state.max - m);
+  state.sum = state.sum * a + std::exp(sink - m);
+  state.max = m;
+  for (size_t f = 0; f < head_dim; ++f) acc[f] *= a;
+}
+
 // out = acc / l, or zeros for a row that saw no key.
 inline void Finalize(const SoftmaxState& state, const float* acc, float* out, size_t head_dim) {
   if (state.empty()) {

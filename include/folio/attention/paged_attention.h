@@ -69,6 +69,10 @@ struct PagedAttentionParams {
   // Scores (after scale) become softcap * tanh(score / softcap), Gemma 2's
   // attention-logit soft-capping; 0 = none. Finite, >= 0.
   double softcap = 0.0;
+  // Attention sinks (gpt-oss): one logit per query head that joins each
+  // row's softmax denominator with a zero value; empty = none. Finite. A
+  // plan does not keep them: PagedAttentionPlan::Run takes each layer's.
+  std::span<const float> sinks;
   bool causal = true;
   uint64_t window = 0;  // 0 = unlimited
   QueryLayout layout = QueryLayout::kTokenMajor;
@@ -111,9 +115,10 @@ class PagedAttentionPlan {
   ~PagedAttentionPlan();
 
   // Errors (nothing read): other buffers than planned, a K/V view of
-  // another shape or dtype.
+  // another shape or dtype, sinks neither empty nor one finite logit per
+  // query head (the layer's; params.sinks is not used by a plan).
   Status Run(std::span<const float> query, const kv::PagedKvView& kv, std::span<float> out,
-             ThreadPool* pool = nullptr) const;
+             ThreadPool* pool = nullptr, std::span<const float> sinks = {}) const;
 
  private:
   struct Impl;

@@ -60,9 +60,10 @@ class AttentionPlan {
  public:
   virtual ~AttentionPlan() = default;
   // One layer: out = attention of query over kv (a pool of the planned
-  // shape; the planned query and out buffers).
-  virtual Status Run(std::span<const float> query, const kv::PagedKvView& kv,
-                     std::span<float> out) const = 0;
+  // shape; the planned query and out buffers), with the layer's attention
+  // sinks (empty, or one per query head; PagedAttentionParams::sinks).
+  virtual Status Run(std::span<const float> query, const kv::PagedKvView& kv, std::span<float> out,
+                     std::span<const float> sinks) const = 0;
 };
 
 class Backend {
