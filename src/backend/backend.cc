@@ -3,6 +3,7 @@
 #include "folio/backend/backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <utility>
@@ -100,6 +101,16 @@ class HostBackend : public Backend {
   }
   void GeGlu(std::span<float> gate, std::span<const float> up) override {
     ForSpans(gate, up, ops::GeGlu<float>);
+  }
+  void SwiGluClamped(std::span<float> gate, std::span<const float> up, float alpha,
+                     float limit) override {
+    FOLIO_CHECK(gate.size() == up.size());
+    for (size_t i = 0; i < gate.size(); ++i) {
+      const float g = std::fmin(gate[i], limit);
+      const float u = std::fmax(std::fmin(up[i], limit), -limit);
+      const float sigmoid = 1.0f / (1.0f + std::exp(-(g * alpha)));
+      gate[i] = (u + 1.0f) * (g * sigmoid);
+    }
   }
   Result<kv::PagedKvCache> CreateKvPool(const kv::PagedKvCacheConfig& config) override {
     return kv::PagedKvCache::Create(config);

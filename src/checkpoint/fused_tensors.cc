@@ -29,6 +29,16 @@ std::optional<FusedPart> FusedPartOf(const ModelConfig& c, const std::string& hf
 }
 
 std::string HfStoredName(const ModelConfig& c, const std::string& hf_name) {
+  if (model::TraitsOf(c.architecture).hf_gpt_oss) {  // the router is mlp.router
+    for (const char* role : {".mlp.gate.weight", ".mlp.gate.bias"}) {
+      if (hf_name.ends_with(role)) {
+        const std::string_view r(role);
+        return hf_name.substr(0, hf_name.size() - r.size()) + ".mlp.router" +
+               std::string(r.substr(std::string_view(".mlp.gate").size()));
+      }
+    }
+    return hf_name;
+  }
   if (!model::TraitsOf(c.architecture).hf_mixtral_names) return hf_name;
   const size_t at = hf_name.find(".mlp.");
   if (at == std::string::npos) return hf_name;
@@ -67,6 +77,99 @@ std::optional<GgufPart> GgufPartOf(const ModelConfig& c, const std::string& hf_n
   if (role == "up_proj.weight") return GgufPart{blk + "ffn_up_exps.weight", j * f, f, e * f};
   if (role == "down_proj.weight") return GgufPart{blk + "ffn_down_exps.weight", j * d, d, e * d};
   return std::nullopt;
+}
+
+std::optional<GptOssExpertPart> GptOssExpertPartOf(const ModelConfig& c,
+                                                   const std::string& hf_name) {
+  if (!model::TraitsOf(c.architecture).hf_gpt_oss) return std::nullopt;
+  const std::string experts = ".mlp.experts.";
+  const size_t at = hf_name.find(experts);
+  if (!hf_name.starts_with("model.layers.") || at == std::string::npos) return std::nullopt;
+  const size_t j0 = at + experts.size(), j1 = hf_name.find('.', j0);
+  if (j1 == std::string::npos) return std::nullopt;
+  const std::string base = hf_name.substr(0, j0);  // model.layers.{i}.mlp.experts.
+  const uint64_t j = std::stoull(hf_name.substr(j0, j1 - j0));
+  const std::string role = hf_name.substr(j1 + 1);
+  using Role = GptOssExpertPart::Role;
+  for (const auto& [suffix, r] :
+       {std::pair{"gate_proj", Role::kGate}, std::pair{"up_proj", Role::kUp},
+        std::pair{"down_proj", Role::kDown}}) {
+    const std::string stored = base + (r == Role::kDown ? "down_proj" : "gate_up_proj");
+    if (role == std::string(suffix) + ".weight") return GptOssExpertPart{stored, j, r, false};
+    if (role == std::string(suffix) + ".bias") {
+      return GptOssExpertPart{stored + "_bias", j, r, true};
+    }
+  }
+  return std::nullopt;
+}
+
+Result<Tensor> GptOssExpertTensor(const ModelConfig& c, const Tensor& stored,
+                                  const GptOssExpertPart& part, const std::string& name) {
+  using Role = GptOssExpertPart::Role;
+  const uint64_t e = c.num_experts, d = c.hidden_size, f = c.expert_ffn_size;
+  const bool fused = part.role != Role::kDown;
+  std::vector<uint64_t> want;
+  if (part.bias) {
+    want = {e, fused ? 2 * f : d};
+  } else {
+    want = fused ? std::vector<uint64_t>{e, d, 2 * f} : std::vector<uint64_t>{e, f, d};
+  }
+  if (stored.shape != want) {
+    std::string m = "tensor " + part.stored + " (holding " + name + ") has shape [";
+    for (size_t i = 0; i < stored.shape.size(); ++i) {
+      if (i > 0) m.push_back(',');
+      m.append(std::to_string(stored.shape[i]));
+    }
+    m.append("], expected [");
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (i > 0) m.push_back(',');
+      m.append(std::to_string(want[i]));
+    }
+    return Status::InvalidArgument(m + "]");
+  }
+  const ops::WeightType type = stored.type;
+  if (type != ops::WeightType::kF32 && type != ops::WeightType::kF16 &&
+      type != ops::WeightType::kBF16 && type != ops::WeightType::kF64) {
+    return Status::Unimplemented("tensor " + part.stored + " of type " +
+                                 std::string(model::TensorTypeName(type)) +
+                                 " (gpt-oss experts are read from f32, f16, bf16 or f64)");
+  }
+  // Expert part.expert's slice, widened (the stored tensor's bytes are
+  // whole elements, checked by the loader against its shape).
+  const uint64_t per_expert = stored.num_elements() / e;
+  const uint64_t elem_bytes = stored.bytes.size() / stored.num_elements();
+  Tensor slice = stored;
+  slice.shape = {per_expert};
+  slice.bytes =
+      stored.bytes.subspan(part.expert * per_expert * elem_bytes, per_expert * elem_bytes);
+  const std::vector<double> x = slice.ToDoubles();
+  // Column 2r (gate) or 2r + 1 (up) of the fused tensor is output r.
+  const uint64_t offset = part.role == Role::kUp ? 1 : 0;
+  std::vector<uint64_t> shape;
+  auto values = std::make_shared<std::vector<float>>();
+  if (part.bias) {
+    shape = {fused ? f : d};
+    for (uint64_t r = 0; r < shape[0]; ++r) {
+      values->push_back(static_cast<float>(x[fused ? 2 * r + offset : r]));
+    }
+  } else if (fused) {  // [hidden, 2f] -> [f, hidden]
+    shape = {f, d};
+    for (uint64_t r = 0; r < f; ++r) {
+      for (uint64_t i = 0; i < d; ++i)
+        values->push_back(static_cast<float>(x[i * 2 * f + 2 * r + offset]));
+    }
+  } else {  // [f, hidden] -> [hidden, f]
+    shape = {d, f};
+    for (uint64_t o = 0; o < d; ++o) {
+      for (uint64_t r = 0; r < f; ++r) values->push_back(static_cast<float>(x[r * d + o]));
+    }
+  }
+  Tensor out;
+  out.type = ops::WeightType::kF32;
+  out.shape = std::move(shape);
+  out.bytes = std::as_bytes(std::span<const float>(*values));
+  out.owner = std::move(values);
+  return out;
 }
 
 Result<Tensor> RowSlice(const Tensor& t, const FusedPart& part, uint64_t total_rows,

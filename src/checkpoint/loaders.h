@@ -59,6 +59,24 @@ Result<Tensor> RowSlice(const Tensor& t, const FusedPart& part, uint64_t total_r
 // The stored name of a tensor ForEachTensor names, in a Hugging Face
 // folder of the model's family (Mixtral's block_sparse_moe names).
 std::string HfStoredName(const ModelConfig& config, const std::string& hf_name);
+// gpt-oss's experts as Hugging Face stores them (hf_gpt_oss): per layer
+// mlp.experts.gate_up_proj [experts, hidden, 2 * ffn] (gate and up
+// interleaved by column) and down_proj [experts, ffn, hidden], each with a
+// _bias ([experts, 2 * ffn], [experts, hidden]). A per-expert tensor
+// ForEachTensor names is cut from them (transposed, de-interleaved) into
+// an owned f32 tensor.
+struct GptOssExpertPart {
+  std::string stored;  // e.g. model.layers.3.mlp.experts.gate_up_proj
+  uint64_t expert;
+  enum class Role : uint8_t { kGate, kUp, kDown } role;
+  bool bias;
+};
+std::optional<GptOssExpertPart> GptOssExpertPartOf(const ModelConfig& config,
+                                                   const std::string& hf_name);
+// Errors name the stored tensor and `name`: a stored shape that is not the one above, or a type
+// other than f32, f16, bf16 and f64 (MXFP4 blocks are not read yet).
+Result<Tensor> GptOssExpertTensor(const ModelConfig& config, const Tensor& stored,
+                                  const GptOssExpertPart& part, const std::string& name);
 // Where a GGUF file keeps a tensor that is part of a larger one: a fused
 // projection (Phi-3) or one expert of the stacked ffn_*_exps tensors.
 struct GgufPart {

@@ -221,6 +221,49 @@ Status ParseRopeParameters(const json& j, const std::string& where, double& thet
   return ParseRopeScaling(j, scaling).WithContext(where);
 }
 
+// gpt-oss: experts of width intermediate_size routed top-k then softmax,
+// biases on the router and experts and (with attention_bias, always on) on
+// the output projection, the clamped SwiGLU, attention sinks, and
+// layer_types' sliding and full layers on one RoPE.
+Status GptOssFromJson(const json& j, ModelConfig& c) {
+  const JsonReader r(j, JsonErrorStyle::kConfig);
+  c.expert_ffn_size = c.ffn_size;
+  c.routing = model::Routing::kTopKSoftmax;
+  c.norm_topk_prob = true;  // the softmax over the chosen sums to 1
+  c.moe_bias = true;
+  c.output_bias = true;
+  c.attention_sinks = true;
+  FOLIO_ASSIGN_OR_RETURN(c.swiglu_limit, r.F64("swiglu_limit"));
+  FOLIO_RETURN_IF_ERROR(r.Optional("swiglu_alpha", c.swiglu_alpha));
+  bool attention_bias = true;
+  FOLIO_RETURN_IF_ERROR(r.Optional("attention_bias", attention_bias));
+  if (!attention_bias) return Status::Unimplemented("attention_bias false (gpt-oss)");
+  FOLIO_ASSIGN_OR_RETURN(c.window, r.U64("sliding_window"));
+  if (c.window == 0) return Status::InvalidArgument("\"sliding_window\" must be > 0");
+  // layer_types, else transformers' default: even layers slide.
+  std::vector<bool> sliding(c.num_layers);
+  for (uint64_t i = 0; i < c.num_layers; ++i) sliding[i] = i % 2 == 0;
+  if (r.Has("layer_types")) {
+    const json& types = j["layer_types"];
+    if (!types.is_array() || types.size() != c.num_layers) {
+      return Status::InvalidArgument("\"layer_types\" must list " + std::to_string(c.num_layers) +
+                                     " layers");
+    }
+    for (uint64_t i = 0; i < c.num_layers; ++i) {
+      if (types[i] != "sliding_attention" && types[i] != "full_attention") {
+        return Status::InvalidArgument("layer_types[" + std::to_string(i) + "] is " +
+                                       types[i].dump() + " (sliding_attention or full_attention)");
+      }
+      sliding[i] = types[i] == "sliding_attention";
+    }
+  }
+  c.layers.clear();
+  for (uint64_t i = 0; i < c.num_layers; ++i) {
+    c.layers.push_back(LayerConfig{sliding[i] ? c.window : 0, c.rope_theta, c.rope_scaling});
+  }
+  return Status::Ok();
+}
+
 // Gemma 2 and 3: per-layer windows from layer_types (or a period), each
 // kind of layer with its RoPE, soft-caps where the family has them, and the
 // family's fixed choices checked by key.
@@ -388,6 +431,8 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
     if (t.hf_mixtral_names) {
       c.expert_ffn_size = c.ffn_size;
       c.norm_topk_prob = true;
+    } else if (t.hf_gpt_oss) {
+      FOLIO_RETURN_IF_ERROR(GptOssFromJson(j, c));
     } else {
       FOLIO_ASSIGN_OR_RETURN(c.expert_ffn_size, r.U64("moe_intermediate_size"));
       c.norm_topk_prob = false;  // Qwen3MoeConfig's default
@@ -563,6 +608,41 @@ Result<std::vector<std::shared_ptr<SafetensorsFile>>> OpenWeights(
   return files;
 }
 
+using FoundTensors =
+    std::map<std::string, std::pair<const TensorInfo*, std::shared_ptr<SafetensorsFile>>>;
+
+// One gpt-oss expert tensor, cut from the fused tensor that holds it.
+Status ReadGptOssExpert(const ModelConfig& config, const FoundTensors& found,
+                        const GptOssExpertPart& part, const std::string& name,
+                        const std::filesystem::path& dir, Tensor& t) {
+  auto it = found.find(part.stored);
+  if (it == found.end()) {
+    if (found.count(part.stored + "_blocks") != 0) {
+      return Status::Unimplemented(dir.string() + ": " + part.stored +
+                                   "_blocks (MXFP4 experts are not read yet; a checkpoint "
+                                   "with bf16 experts loads)");
+    }
+    return Status::NotFound(dir.string() + ": missing tensor " + part.stored);
+  }
+  const auto& [info, file] = it->second;
+  Result<TensorType> type = FromSafetensorsDType(info->dtype, part.stored);
+  if (!type) return type.error().WithContext(file->source());
+  Tensor stored;
+  stored.type = *type;
+  stored.shape = info->shape;
+  stored.bytes = file->Data(*info);
+  stored.owner = file;
+  const std::optional<uint64_t> bytes = model::TensorBytes(stored.type, stored.shape);
+  if (!bytes || *bytes != stored.bytes.size()) {
+    return Status::InvalidArgument(file->source() + ": tensor " + part.stored +
+                                   " has a byte size that does not match its shape");
+  }
+  Result<Tensor> cut = GptOssExpertTensor(config, stored, part, name);
+  if (!cut) return cut.error().WithContext(file->source());
+  t = *std::move(cut);
+  return Status::Ok();
+}
+
 Result<Model> LoadFolder(const std::filesystem::path& dir) {
   const auto config_path = dir / "config.json";
   FOLIO_ASSIGN_OR_RETURN(json j, ReadJsonFile(config_path));
@@ -571,7 +651,7 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
   FOLIO_ASSIGN_OR_RETURN(auto files, OpenWeights(dir));
 
   // Every tensor by name, with the file that holds it.
-  std::map<std::string, std::pair<const TensorInfo*, std::shared_ptr<SafetensorsFile>>> found;
+  FoundTensors found;
   for (const auto& f : files) {
     for (const TensorInfo& info : f->tensors()) {
       if (!found.emplace(info.name, std::pair{&info, f}).second) {
@@ -587,6 +667,11 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
   ForEachTensor(*config, weights,
                 [&](const std::string& name, const std::vector<uint64_t>&, Tensor& t) {
                   if (!status.ok()) return;
+                  if (const auto expert = GptOssExpertPartOf(*config, name)) {
+                    status = ReadGptOssExpert(*config, found, *expert, name, dir, t);
+                    if (status.ok()) fused.insert(expert->stored);
+                    return;
+                  }
                   const std::optional<FusedPart> part = FusedPartOf(*config, name);
                   const std::string stored = part ? part->stored : HfStoredName(*config, name);
                   auto it = found.find(stored);

@@ -154,7 +154,8 @@ TEST_F(ModelIoTest, UnknownArchitecturesAreNamed) {
   EXPECT_NE(LoadModel(dir_).status().message().find(
                 "architectures must be one of FolioForCausalLM, LlamaForCausalLM, "
                 "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, "
-                "Gemma2ForCausalLM, Phi3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM (got "
+                "Gemma2ForCausalLM, Phi3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
+                "GptOssForCausalLM (got "
                 "[\"GPT2LMHeadModel\"])"),
             std::string::npos);
   cfg = good;

@@ -105,7 +105,9 @@ int RunInfo(const InfoFlags& f) {
   if (c.IsMoe()) {
     const uint64_t idle = c.num_experts - c.experts_per_token;
     active_bytes += expert_bytes / c.num_experts * c.experts_per_token;
-    active_parameters -= c.num_layers * idle * 3 * c.hidden_size * c.expert_ffn_size;
+    const uint64_t per_expert = 3 * c.hidden_size * c.expert_ffn_size +
+                                (c.moe_bias ? 2 * c.expert_ffn_size + c.hidden_size : 0);
+    active_parameters -= c.num_layers * idle * per_expert;
     j["experts"] = {{"num_experts", c.num_experts},
                     {"experts_per_token", c.experts_per_token},
                     {"expert_ffn_size", c.expert_ffn_size},

@@ -12,8 +12,9 @@ namespace {
 TEST(Architecture, NamesAreTheModelIdSpecs) {
   std::vector<std::string> names;
   for (const ArchitectureTraits& t : kArchitectureTraits) names.emplace_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3",
-                                             "gemma3", "gemma2", "phi3", "qwen3moe", "mixtral"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3", "gemma3",
+                                      "gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss"}));
 }
 
 TEST(Architecture, EveryRowIsFoundByEachOfItsNames) {

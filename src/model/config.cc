@@ -72,7 +72,8 @@ double ModelConfig::AttentionScale() const {
 bool ModelConfig::HasFamilyOptions() const {
   return !layers.empty() || activation != Activation::kSilu || norm_layout != NormLayout::kPre ||
          norm_unit_offset || scale_embedding || attention_scale != 0 || final_logit_softcap != 0 ||
-         attn_logit_softcap != 0 || rotary_dim != 0 || num_experts != 0;
+         attn_logit_softcap != 0 || rotary_dim != 0 || num_experts != 0 || output_bias ||
+         attention_sinks;
 }
 
 Status ModelConfig::Validate() const {
@@ -90,6 +91,14 @@ Status ModelConfig::Validate() const {
   if (head_dim() % 2 != 0) {
     return Status::InvalidArgument("head_dim " + std::to_string(head_dim()) +
                                    " must be even (RoPE rotates pairs)");
+  }
+  if (num_experts == 0 && (moe_bias || swiglu_limit != 0 || routing != Routing::kSoftmaxTopK)) {
+    return Status::InvalidArgument(
+        "expert biases, the clamped SwiGLU or top-k-then-softmax routing without experts");
+  }
+  if (swiglu_limit != 0 &&
+      (!std::isfinite(swiglu_limit) || swiglu_limit < 0 || !std::isfinite(swiglu_alpha))) {
+    return Status::InvalidArgument("swiglu_limit must be finite and > 0, swiglu_alpha finite");
   }
   if (num_experts != 0 &&
       (experts_per_token == 0 || experts_per_token > num_experts || expert_ffn_size == 0)) {
@@ -165,7 +174,10 @@ uint64_t ModelConfig::ParameterCount() const {
   if (num_experts != 0) {  // the router and every expert instead of one MLP
     per_layer =
         per_layer - 3 * d * ffn_size + num_experts * d + num_experts * 3 * d * expert_ffn_size;
+    if (moe_bias) per_layer += num_experts * (1 + 2 * expert_ffn_size + d);
   }
+  if (output_bias) per_layer += d;
+  if (attention_sinks) per_layer += num_heads;
   return vocab_size * d * (tie_embeddings ? 1 : 2) + num_layers * per_layer + d;
 }
 

@@ -69,6 +69,11 @@ class Linear {
   backend::Weight weight_{};
 };
 
+// y[r, i] += bias[i] for every row of y.
+void AddRowBias(std::span<float> y, const std::vector<float>& bias) {
+  for (uint64_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
+}
+
 std::vector<float> Values(const Tensor& t) {
   if (t.empty()) return {};
   const std::vector<double> wide = t.ToDoubles();
@@ -100,6 +105,10 @@ struct Decoder::Weights {
     size_t rope;      // its table in `ropes`
     // A dense MLP (gate, up, down), or a router and experts (one entry each).
     std::vector<Linear> mlp, router, expert_gate, expert_up, expert_down;
+    // gpt-oss: the output projection's bias, the attention sinks, and the
+    // router's and experts' biases (one entry per expert).
+    std::vector<float> bo, sinks, router_bias;
+    std::vector<std::vector<float>> expert_gate_bias, expert_up_bias, expert_down_bias;
   };
   Linear embedding;
   std::vector<Layer> layers;
@@ -149,8 +158,20 @@ struct Decoder::Weights {
                              {},
                              {},
                              {},
+                             {},
+                             {},
+                             {},
+                             {},
+                             {},
+                             {},
                              {}});
       Layer& layer = layers.back();
+      layer.bo = Values(l.bo);
+      layer.sinks = Values(l.sinks);
+      layer.router_bias = Values(l.router_bias);
+      for (const Tensor& t : l.expert_gate_bias) layer.expert_gate_bias.push_back(Values(t));
+      for (const Tensor& t : l.expert_up_bias) layer.expert_up_bias.push_back(Values(t));
+      for (const Tensor& t : l.expert_down_bias) layer.expert_down_bias.push_back(Values(t));
       if (c.IsMoe()) {
         layer.router.emplace_back(l.router, b);
         for (uint64_t e = 0; e < c.num_experts; ++e) {
@@ -223,27 +244,43 @@ Status Decoder::Experts(const Weights& w, uint64_t layer, std::span<const float>
   const uint64_t d = c.hidden_size;
   std::vector<float> logits(rows * n_exp);
   FOLIO_RETURN_IF_ERROR(lw.router[0].Apply(h, rows, logits, be));
+  if (!lw.router_bias.empty()) {
+    for (uint64_t i = 0; i < logits.size(); ++i) logits[i] += lw.router_bias[i % n_exp];
+  }
   std::vector<float> weight(rows * k);
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> routed(n_exp);  // (row, slot)
   std::vector<float> probs(n_exp);
   std::vector<uint32_t> order(n_exp);
+  const bool topk_first = c.routing == Routing::kTopKSoftmax;
   for (uint64_t r = 0; r < rows; ++r) {
     const std::span<const float> l = std::span<const float>(logits).subspan(r * n_exp, n_exp);
-    const float top = *std::max_element(l.begin(), l.end());
-    float sum = 0;
-    for (uint64_t e = 0; e < n_exp; ++e) sum += probs[e] = std::exp(l[e] - top);
-    for (uint64_t e = 0; e < n_exp; ++e) probs[e] /= sum;
+    if (topk_first) {
+      // Rank by logit; the softmax over the chosen k comes below.
+      std::copy(l.begin(), l.end(), probs.begin());
+    } else {
+      const float top = *std::max_element(l.begin(), l.end());
+      float sum = 0;
+      for (uint64_t e = 0; e < n_exp; ++e) sum += probs[e] = std::exp(l[e] - top);
+      for (uint64_t e = 0; e < n_exp; ++e) probs[e] /= sum;
+    }
     std::iota(order.begin(), order.end(), 0u);
     std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k), order.end(),
                       [&](uint32_t a, uint32_t b) {
                         return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
                       });
+    if (topk_first) {  // gpt-oss: a softmax over the k largest logits (the first is the top)
+      const float top = probs[order[0]];
+      float sum = 0;
+      for (uint64_t s = 0; s < k; ++s) sum += probs[order[s]] = std::exp(probs[order[s]] - top);
+      for (uint64_t s = 0; s < k; ++s) probs[order[s]] /= sum;
+    }
     // The row's experts in increasing index: the order their outputs add.
     std::sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k));
     float total = 0;
     for (uint64_t s = 0; s < k; ++s) total += probs[order[s]];
     for (uint64_t s = 0; s < k; ++s) {
-      weight[r * k + s] = c.norm_topk_prob ? probs[order[s]] / total : probs[order[s]];
+      weight[r * k + s] =
+          c.norm_topk_prob && !topk_first ? probs[order[s]] / total : probs[order[s]];
       routed[order[s]].emplace_back(static_cast<uint32_t>(r), static_cast<uint32_t>(s));
     }
   }
@@ -262,8 +299,18 @@ Status Decoder::Experts(const Weights& w, uint64_t layer, std::span<const float>
     ye.resize(n * d);
     FOLIO_RETURN_IF_ERROR(ApplyLinears<2>({&lw.expert_gate[e], &lw.expert_up[e]}, xe, n,
                                           {std::span<float>(ge), std::span<float>(ue)}, be));
-    be->SwiGlu(ge, ue);
+    if (!lw.expert_gate_bias.empty()) {
+      AddRowBias(ge, lw.expert_gate_bias[e]);
+      AddRowBias(ue, lw.expert_up_bias[e]);
+    }
+    if (c.swiglu_limit != 0) {
+      be->SwiGluClamped(ge, ue, static_cast<float>(c.swiglu_alpha),
+                        static_cast<float>(c.swiglu_limit));
+    } else {
+      be->SwiGlu(ge, ue);
+    }
     FOLIO_RETURN_IF_ERROR(lw.expert_down[e].Apply(ge, n, ye, be));
+    if (!lw.expert_down_bias.empty()) AddRowBias(ye, lw.expert_down_bias[e]);
     for (uint64_t i = 0; i < n; ++i) {
       const auto [r, s] = routed[e][i];
       std::copy_n(ye.begin() + static_cast<ptrdiff_t>(i * d), d,
@@ -351,6 +398,7 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
                                  std::span<const float>(k), std::span<const float>(v),
                                  std::span<float>(attn)));
     FOLIO_RETURN_IF_ERROR(lw.wo.Apply(attn, rows, delta, be));
+    add_bias(delta, lw.bo);
     norm_if(delta, lw.post_attn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
     rms_norm(x, lw.ffn_norm, h);
@@ -462,15 +510,16 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
                              kv_heads,
                              n,
                              hd};
-  auto attend = [&](uint64_t, uint64_t window, std::span<const float> q, std::span<const float> k,
-                    std::span<const float> v, std::span<float> out) -> Status {
+  auto attend = [&](uint64_t layer, uint64_t window, std::span<const float> q,
+                    std::span<const float> k, std::span<const float> v,
+                    std::span<float> out) -> Status {
     p.window = window;
     SwapTokenAndHeadAxes(k, keys, batch, n, kv_heads, hd);
     SwapTokenAndHeadAxes(v, values, batch, n, kv_heads, hd);
     FOLIO_ASSIGN_OR_RETURN(
         std::unique_ptr<backend::AttentionPlan> plan,
         backend_->PlanAttention(p, q, out, pool, {block_table, 1, context, indptr}));
-    return plan->Run(q, pool, out, {});
+    return plan->Run(q, pool, out, weights_->layers[layer].sinks);
   };
   return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows, {}}, attend);
 }
@@ -561,6 +610,7 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
       FOLIO_RETURN_IF_ERROR(backend_->WriteKv(cache, layer, m.slot_mapping, k, v)
                                 .WithContext("layer " + std::to_string(layer)));
       p.window = window;
+      p.sinks = weights_->layers[layer].sinks;  // plans take them per run
       if (path != nullptr) return path->Attend(p, q, cache, layer, m, out);
       const PlanKey key{group, window};
       auto it =
@@ -572,7 +622,7 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
         plans.emplace_back(key, std::move(plan));
         it = plans.end() - 1;
       }
-      return it->second->Run(q, cache.View(layer), out, {});
+      return it->second->Run(q, cache.View(layer), out, weights_->layers[layer].sinks);
     };
     return Run(RowPlan{tokens, positions, logit_rows, hidden_rows}, attend, hidden);
   }

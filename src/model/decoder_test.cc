@@ -267,6 +267,74 @@ TEST(Decoder, ExpertsCachedEqualsFullAndLanesMatchSoloRuns) {
   EXPECT_EQ(pair, solos);
 }
 
+// gpt-oss's block: biases on o, the router and the experts, top-k then
+// softmax routing, the clamped SwiGLU, attention sinks, alternating windows.
+ModelConfig GptOssConfig() {
+  ModelConfig c = WorkedExampleConfig();
+  c.max_positions = 40;
+  c.num_layers = 2;
+  c.num_experts = 6;
+  c.experts_per_token = 2;
+  c.expert_ffn_size = 10;
+  c.routing = Routing::kTopKSoftmax;
+  c.moe_bias = true;
+  c.swiglu_limit = 0.05;  // small: the random weights' pre-activations cross it
+  c.output_bias = true;
+  c.attention_sinks = true;
+  c.attention_bias = true;
+  c.layers = {LayerConfig{3, 10000.0, {}}, LayerConfig{0, 10000.0, {}}};
+  return c;
+}
+
+TEST(Decoder, GptOssBlockCachedEqualsFullAndLanesMatchSoloRuns) {
+  const Model m = *Model::FromSeed(GptOssConfig(), 29);
+  ExpectCachedEqualsFull(m);
+  const Decoder dec(m);
+  const std::vector<int32_t> lane0 = {0, 99, 100, 5, 17}, lane1 = {0, 7, 42, 200, 3};
+  std::vector<int32_t> both = lane0;
+  both.insert(both.end(), lane1.begin(), lane1.end());
+  std::vector<float> solos = *dec.Forward(lane0, 1);
+  const std::vector<float> solo1 = *dec.Forward(lane1, 1);
+  solos.insert(solos.end(), solo1.begin(), solo1.end());
+  EXPECT_EQ(*dec.Forward(both, 2), solos);
+}
+
+TEST(Decoder, EachGptOssOptionChangesTheLogits) {
+  // One set of weights; each variant turns one option off and drops only
+  // the tensors that option reads, so nothing else moves.
+  const Model base = *Model::FromSeed(GptOssConfig(), 31);
+  const auto run = [](const Model& m) { return *Decoder(m).Forward(Document(), 1); };
+  const auto want = run(base);
+  using Change = void (*)(ModelConfig&, LayerWeights&);
+  const std::vector<Change> changes = {
+      [](ModelConfig& c, LayerWeights&) { c.routing = Routing::kSoftmaxTopK; },
+      [](ModelConfig& c, LayerWeights& l) {
+        c.moe_bias = false;
+        l.router_bias = {};
+        l.expert_gate_bias.clear();
+        l.expert_up_bias.clear();
+        l.expert_down_bias.clear();
+      },
+      [](ModelConfig& c, LayerWeights&) { c.swiglu_limit = 0; },
+      [](ModelConfig& c, LayerWeights& l) {
+        c.output_bias = false;
+        l.bo = {};
+      },
+      [](ModelConfig& c, LayerWeights& l) {
+        c.attention_sinks = false;
+        l.sinks = {};
+      },
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    ModelConfig c = base.config();
+    ModelWeights w = base.weights();
+    for (LayerWeights& l : w.layers) changes[i](c, l);
+    const Result<Model> m = Model::Create(c, std::move(w));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_NE(run(*m), want) << "change " << i;
+  }
+}
+
 TEST(Decoder, BatchLanesMatchTheirSoloRuns) {
   const Decoder dec(WorkedModel());
   const std::vector<int32_t> lane0 = {0, 99, 100, 5}, lane1 = {0, 7, 42, 200};

@@ -40,6 +40,13 @@ std::string ShapeString(const std::vector<uint64_t>& shape) {
   return out;
 }
 
+// n values uniform in [-limit, limit].
+Tensor Uniform(SplitMix64& rng, uint64_t n, double limit) {
+  std::vector<double> v(n);
+  for (double& x : v) x = limit * (2.0 * rng.NextUnit() - 1.0);
+  return Tensor::FromDoubles({n}, std::move(v));
+}
+
 Tensor Filled(uint64_t n, double value) {
   return Tensor::FromDoubles({n}, std::vector<double>(n, value));
 }
@@ -133,6 +140,14 @@ ModelWeights InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
         l.expert_up.push_back(XavierUniform(rng, d, c.expert_ffn_size));
         l.expert_down.push_back(XavierUniform(rng, c.expert_ffn_size, d));
       }
+      if (c.moe_bias) {  // small random biases, so that tests see them
+        l.router_bias = Uniform(rng, c.num_experts, 0.5);
+        for (uint64_t e = 0; e < c.num_experts; ++e) {
+          l.expert_gate_bias.push_back(Uniform(rng, c.expert_ffn_size, 0.2));
+          l.expert_up_bias.push_back(Uniform(rng, c.expert_ffn_size, 0.2));
+          l.expert_down_bias.push_back(Uniform(rng, d, 0.2));
+        }
+      }
     } else {
       l.w_gate = XavierUniform(rng, d, c.ffn_size);
       l.w_up = XavierUniform(rng, d, c.ffn_size);
@@ -155,6 +170,8 @@ ModelWeights InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
       l.q_norm = Filled(c.head_dim(), unit);
       l.k_norm = Filled(c.head_dim(), unit);
     }
+    if (c.output_bias) l.bo = Uniform(rng, d, 0.2);
+    if (c.attention_sinks) l.sinks = Uniform(rng, c.num_heads, 2.0);
   }
   w.final_norm = Filled(d, c.norm_unit_offset ? 0.0 : 1.0);
   if (!c.tie_embeddings) w.lm_head = XavierUniform(rng, d, c.vocab_size);
@@ -199,6 +216,16 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
       h.Str("experts");
       for (uint64_t v : {c.num_experts, c.experts_per_token, c.expert_ffn_size}) h.U64(v);
       h.U64(c.norm_topk_prob ? 1 : 0);
+    }
+    if (c.routing != Routing::kSoftmaxTopK || c.moe_bias || c.swiglu_limit != 0 || c.output_bias ||
+        c.attention_sinks) {
+      h.Str("gpt-oss/1");
+      h.U64(static_cast<uint64_t>(c.routing));
+      h.U64(c.moe_bias ? 1 : 0);
+      h.F64(c.swiglu_limit);
+      h.F64(c.swiglu_alpha);
+      h.U64(c.output_bias ? 1 : 0);
+      h.U64(c.attention_sinks ? 1 : 0);
     }
   }
   ForEachTensor(c, w, [&](const std::string& name, const std::vector<uint64_t>&, const Tensor& t) {

@@ -3,8 +3,10 @@ the families whose block is not Llama's: Gemma 3 (sandwich norms with
 (1 + w) gains, GeGLU, a scaled embedding, QK-norm, query_pre_attn_scalar,
 and sliding-window layers between global ones, each kind with its own RoPE
 base), Gemma 2 (the same block without QK-norm, alternating windows on
-one RoPE, soft-capped attention scores and logits) and Phi-3 (fused qkv and
-gate_up projections, partial rotary embeddings, a sliding window).
+one RoPE, soft-capped attention scores and logits), Phi-3 (fused qkv and
+gate_up projections, partial rotary embeddings, a sliding window), the
+mixtures of experts Qwen3-MoE, Mixtral and gpt-oss (attention sinks,
+biases, clamped SwiGLU, top-k-then-softmax routing), and YaRN RoPE.
 
 transformers builds the model (Gemma3ForCausalLM, eager attention, float32)
 and writes it with save_pretrained; the same weights also go into a GGUF
@@ -590,3 +592,65 @@ def test_gemma3_configs_folio_cannot_run_are_refused_by_key(folder, tmp_path, ch
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     assert named in out.stderr, out.stderr
+
+
+def gpt_oss(seed=0, layers=4, limit=7.0):
+    # Alternating sliding (window 8) and full layers, YaRN as gpt-oss ships
+    # it (untruncated ramp), 8 experts of which 2 per token.
+    cfg = transformers.GptOssConfig(
+        vocab_size=320, hidden_size=64, intermediate_size=32, num_hidden_layers=layers,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=256,
+        num_local_experts=8, num_experts_per_tok=2, sliding_window=WINDOW, swiglu_limit=limit,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                         "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                         "original_max_position_embeddings": 4096},
+        attn_implementation="eager")
+    return randomize(transformers.GptOssForCausalLM(cfg), seed)
+
+
+@pytest.mark.parametrize("extra", [[], ["--page-size", "4", "--prefill-chunk", "5",
+                                        "--threads", "2"]], ids=["default", "pages4-chunk5"])
+def test_gpt_oss_folder_matches_transformers(tmp_path, extra):
+    # Sinks, biases everywhere, top-k-then-softmax routing and a clamp that
+    # bites (random weights of 0.15 give pre-activations beyond 0.5).
+    model = gpt_oss(seed=21, limit=0.5)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    ids = prompt(model.config.vocab_size, seed=73)
+    check(run_folio(tmp_path / "m", ids, *extra), hf_logits(model, ids),
+          hf_greedy(model, ids, GREEDY))
+
+
+def test_gpt_oss_sinks_and_clamp_matter(tmp_path):
+    # The same weights with other sinks, or another clamp, give other
+    # logits in transformers: folio must follow both (so neither is lost).
+    model = gpt_oss(seed=22, limit=0.5)
+    ids = prompt(model.config.vocab_size, seed=79)
+    want = hf_logits(model, ids)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.sinks.add_(3.0)
+    assert np.abs(hf_logits(model, ids) - want).max() > 1e-2
+    model.save_pretrained(tmp_path / "sinks", safe_serialization=True)
+    check(run_folio(tmp_path / "sinks", ids), hf_logits(model, ids),
+          hf_greedy(model, ids, GREEDY))
+    loose = gpt_oss(seed=22, limit=7.0)
+    assert np.abs(hf_logits(loose, ids) - want).max() > 1e-2
+    loose.save_pretrained(tmp_path / "loose", safe_serialization=True)
+    check(run_folio(tmp_path / "loose", ids), hf_logits(loose, ids),
+          hf_greedy(loose, ids, GREEDY))
+
+
+def test_gpt_oss_mxfp4_experts_are_refused_by_name(tmp_path):
+    # The published checkpoints store experts as MXFP4 blocks and scales.
+    from safetensors.numpy import load_file, save_file
+    model = gpt_oss(seed=23)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    path = tmp_path / "m" / "model.safetensors"
+    tensors = load_file(str(path))
+    name = "model.layers.0.mlp.experts.gate_up_proj"
+    tensors[name + "_blocks"] = tensors.pop(name)
+    save_file(tensors, str(path), metadata={"format": "pt"})
+    out = subprocess.run([FOLIO, "logits", "--model", str(tmp_path / "m"), "--tokens", "1,2"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert "gate_up_proj_blocks (MXFP4 experts are not read yet" in out.stderr, out.stderr

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "folio/attention/paged_attention.h"
+#include "folio/core/check.h"
 #include "folio/ops/ops.h"
 #include "reference/float64_attention.h"
 
@@ -134,7 +135,14 @@ struct Float64Decoder::Weights {
 Float64Decoder::Float64Decoder(const model::Model& model)
     : config_(model.config()),
       model_id_(model.id()),
-      weights_(std::make_unique<const Weights>(model)) {}
+      weights_(std::make_unique<const Weights>(model)) {
+  // gpt-oss's block is checked against transformers, not modelled here:
+  // refuse it rather than drop its options.
+  const model::ModelConfig& c = model.config();
+  FOLIO_CHECK(c.routing == model::Routing::kSoftmaxTopK && !c.moe_bias && c.swiglu_limit == 0 &&
+                  !c.output_bias && !c.attention_sinks,
+              "the float64 reference does not model gpt-oss's block");
+}
 Float64Decoder::~Float64Decoder() = default;
 Float64Decoder::Float64Decoder(Float64Decoder&&) noexcept = default;
 

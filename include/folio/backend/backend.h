@@ -97,6 +97,10 @@ class Backend {
   virtual void SwiGlu(std::span<float> gate, std::span<const float> up) = 0;
   // gate = gelu_tanh(gate) * up, element-wise.
   virtual void GeGlu(std::span<float> gate, std::span<const float> up) = 0;
+  // gpt-oss's clamped SwiGLU, element-wise in f32: g = min(gate, limit),
+  // u = clamp(up, -limit, limit), gate = (u + 1) * g * sigmoid(alpha * g).
+  virtual void SwiGluClamped(std::span<float> gate, std::span<const float> up, float alpha,
+                             float limit) = 0;
 
   virtual Result<kv::PagedKvCache> CreateKvPool(const kv::PagedKvCacheConfig& config) = 0;
   // PagedKvCache::WriteRows' contract.

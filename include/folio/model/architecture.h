@@ -46,6 +46,11 @@ enum class RopeStyle : uint8_t { kInterleaved, kNeox };
 //   kMixtral: Mistral's block with a mixture of experts (Hugging Face's
 //     MixtralForCausalLM; GGUF files of it say "llama" and load as kLlama
 //     with experts).
+//   kGptOss: gpt-oss (GptOssForCausalLM): biased q/k/v/o projections,
+//     attention sinks, alternating sliding-window and global layers, YaRN,
+//     and a mixture whose router and experts carry biases, routing by
+//     top-k logits then softmax, with a clamped SwiGLU. Hugging Face folders
+//     only for now (its GGUF files and MXFP4 experts are refused).
 enum class Architecture : uint8_t {
   kFolio,
   kLlama,
@@ -56,7 +61,8 @@ enum class Architecture : uint8_t {
   kGemma2,
   kPhi3,
   kQwen3Moe,
-  kMixtral
+  kMixtral,
+  kGptOss
 };
 
 // Whether an architecture fixes one of the decoder's options.
@@ -117,6 +123,12 @@ struct ArchitectureTraits {
   // (gate), w3 (up), w2 (down)} (Mixtral) rather than mlp.{gate,
   // experts.j.{gate,up,down}_proj}.
   bool hf_mixtral_names = false;
+  // gpt-oss's block (config.h: routing, moe_bias, swiglu_limit,
+  // output_bias, attention_sinks), its layer_types, and its experts stored
+  // fused: gate_up_proj [experts, hidden, 2 * ffn] with gate and up
+  // interleaved by column, down_proj [experts, ffn, hidden], each with a
+  // bias; the router is mlp.router.
+  bool hf_gpt_oss = false;
 };
 
 // The table, indexed by Architecture.
@@ -243,6 +255,18 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
      .hf_window_per_layer = false,
      .moe = true,
      .hf_mixtral_names = true},
+    {.architecture = Architecture::kGptOss,
+     .name = "gpt-oss",
+     .hf_class = "GptOssForCausalLM",
+     .gguf_name = "",
+     .gguf_rope_style = RopeStyle::kNeox,
+     .hf_native = true,
+     .attention_bias = Fixed::kAlways,
+     .qk_norm = Fixed::kOff,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = false,
+     .moe = true,
+     .hf_gpt_oss = true},
 };
 inline constexpr size_t kNumArchitectures = std::size(kArchitectureTraits);
 
@@ -260,6 +284,7 @@ constexpr bool IsArchitecture(Architecture a) {
     case Architecture::kPhi3:
     case Architecture::kQwen3Moe:
     case Architecture::kMixtral:
+    case Architecture::kGptOss:
       return true;
   }
   return false;

@@ -133,6 +133,18 @@ struct ModelConfig {
   uint64_t experts_per_token = 0;
   uint64_t expert_ffn_size = 0;
   bool norm_topk_prob = true;
+  Routing routing = Routing::kSoftmaxTopK;
+  // gpt-oss's block: a bias on the router and on every expert projection
+  // (moe_bias); its experts' clamped SwiGLU (swiglu_limit > 0): gate =
+  // min(gate, limit), up = clamp(up, -limit, limit), out = (up + 1) *
+  // gate * sigmoid(alpha * gate); a bias on the output projection
+  // (output_bias); and attention sinks, a learned logit per query head in
+  // every softmax denominator (attention_sinks).
+  bool moe_bias = false;
+  double swiglu_limit = 0.0;  // 0 = the plain SwiGLU
+  double swiglu_alpha = 1.702;
+  bool output_bias = false;
+  bool attention_sinks = false;
 
   // Layer i's window and RoPE (i < num_layers).
   LayerConfig Layer(uint64_t i) const;
@@ -157,7 +169,9 @@ struct ModelConfig {
   // large the parameter count overflows; `layers` neither empty nor one per
   // layer, or a layer's RoPE invalid; attention_scale or a soft-cap negative
   // or not finite; rotary_dim odd or beyond head_dim; experts without
-  // experts_per_token in [1, num_experts] and an expert width.
+  // experts_per_token in [1, num_experts] and an expert width; expert
+  // options (biases, the clamped SwiGLU, top-k-then-softmax routing)
+  // without experts, or a clamp that is not finite and > 0.
   Status Validate() const;
 
   // The number of parameters (norm gains included).

@@ -12,6 +12,12 @@ namespace folio::model {
 // approximation (Gemma's gelu_pytorch_tanh).
 enum class Activation : uint8_t { kSilu, kGeluTanh };
 
+// How a mixture's router turns logits into expert weights. kSoftmaxTopK
+// (Qwen3-MoE, Mixtral): a softmax over every expert, then the k most
+// probable (renormalised when norm_topk_prob). kTopKSoftmax (gpt-oss): the
+// k largest logits, then a softmax over those k alone.
+enum class Routing : uint8_t { kSoftmaxTopK, kTopKSoftmax };
+
 // Where the norms sit. kPre: a norm before attention and one before the
 // MLP. kSandwich (Gemma 2 and 3): also one after attention and one after
 // the MLP, applied to the branch before it joins the residual.

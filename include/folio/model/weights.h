@@ -28,6 +28,8 @@ struct LayerWeights {
   Tensor q_norm;          // [head_dim]                 qk_norm only
   Tensor k_norm;          // [head_dim]                 qk_norm only
   Tensor wo;              // [hidden, num_heads * head_dim]
+  Tensor bo;              // [hidden]                   output_bias only
+  Tensor sinks;           // [num_heads]                attention_sinks only
   Tensor post_attn_norm;  // [hidden]               NormLayout::kSandwich only
   Tensor ffn_norm;        // [hidden]
   Tensor w_gate;          // [ffn, hidden]
@@ -39,6 +41,11 @@ struct LayerWeights {
   std::vector<Tensor> expert_gate;  // num_experts x [expert_ffn, hidden]
   std::vector<Tensor> expert_up;    // num_experts x [expert_ffn, hidden]
   std::vector<Tensor> expert_down;  // num_experts x [hidden, expert_ffn]
+  // moe_bias only:
+  Tensor router_bias;                    // [num_experts]
+  std::vector<Tensor> expert_gate_bias;  // num_experts x [expert_ffn]
+  std::vector<Tensor> expert_up_bias;    // num_experts x [expert_ffn]
+  std::vector<Tensor> expert_down_bias;  // num_experts x [hidden]
 };
 
 struct ModelWeights {
@@ -50,8 +57,9 @@ struct ModelWeights {
 
 // Visits every tensor the config calls for, in the canonical order —
 // embedding, then per layer attn_norm, wq, wk, wv, (bq, bk, bv), (q_norm,
-// k_norm), wo, (post_attn_norm), ffn_norm, w_gate, w_up, w_down (or the
-// router and each expert's gate, up, down), (post_ffn_norm), then final_norm and (untied only)
+// k_norm), wo, (bo), (sinks), (post_attn_norm), ffn_norm, w_gate, w_up,
+// w_down (or the router (and its bias) and each expert's gate, up, down,
+// each with its bias under moe_bias), (post_ffn_norm), then final_norm and (untied only)
 // lm_head — with its Hugging Face name and expected shape. (The sandwich layout's names are
 // Gemma's: its post_attention_layernorm is the norm after attention, and
 // the norm before the MLP is pre_feedforward_layernorm.) Save, load,
@@ -81,6 +89,8 @@ void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
       fn(p + "self_attn.k_norm.weight", Shape{c.head_dim()}, l.k_norm);
     }
     fn(p + "self_attn.o_proj.weight", Shape{d, c.q_size()}, l.wo);
+    if (c.output_bias) fn(p + "self_attn.o_proj.bias", Shape{d}, l.bo);
+    if (c.attention_sinks) fn(p + "self_attn.sinks", Shape{c.num_heads}, l.sinks);
     const bool sandwich = c.norm_layout == NormLayout::kSandwich;
     if (sandwich) {
       fn(p + "post_attention_layernorm.weight", Shape{d}, l.post_attn_norm);
@@ -93,14 +103,21 @@ void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
         for (auto* experts : {&l.expert_gate, &l.expert_up, &l.expert_down}) {
           experts->resize(c.num_experts);
         }
+        for (auto* biases : {&l.expert_gate_bias, &l.expert_up_bias, &l.expert_down_bias}) {
+          biases->resize(c.moe_bias ? c.num_experts : 0);
+        }
       }
       const uint64_t f = c.expert_ffn_size;
       fn(p + "mlp.gate.weight", Shape{c.num_experts, d}, l.router);
+      if (c.moe_bias) fn(p + "mlp.gate.bias", Shape{c.num_experts}, l.router_bias);
       for (uint64_t e = 0; e < c.num_experts; ++e) {
         const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
         fn(x + "gate_proj.weight", Shape{f, d}, l.expert_gate.at(e));
+        if (c.moe_bias) fn(x + "gate_proj.bias", Shape{f}, l.expert_gate_bias.at(e));
         fn(x + "up_proj.weight", Shape{f, d}, l.expert_up.at(e));
+        if (c.moe_bias) fn(x + "up_proj.bias", Shape{f}, l.expert_up_bias.at(e));
         fn(x + "down_proj.weight", Shape{d, f}, l.expert_down.at(e));
+        if (c.moe_bias) fn(x + "down_proj.bias", Shape{d}, l.expert_down_bias.at(e));
       }
     } else {
       fn(p + "mlp.gate_proj.weight", Shape{c.ffn_size, d}, l.w_gate);
