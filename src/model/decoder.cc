@@ -229,7 +229,10 @@ Status Decoder::CheckTokens(std::span<const int32_t> tokens, uint64_t batch) con
 // A mixture of experts on rows h [rows, hidden] into out [rows, hidden]:
 // the router's softmax (f32, as Hugging Face computes it), each row's
 // experts_per_token most probable experts (ties to the lower index), their
-// probabilities (renormalised when norm_topk_prob); then, per expert, the
+// probabilities (renormalised when norm_topk_prob) — or, routing
+// kTopKSoftmax (gpt-oss), the k largest logits (after the router's bias)
+// and a softmax over those k; then, per expert (with its biases and the
+// clamped SwiGLU where the config has them), the
 // rows that chose it as one matrix product (llama.cpp's mul_mat_id), read
 // once for the step; a row's output is the sum of its experts' outputs
 // times their weights, in increasing expert order. Every row's bits
