@@ -221,6 +221,23 @@ Status ParseRopeParameters(const json& j, const std::string& where, double& thet
   return ParseRopeScaling(j, scaling).WithContext(where);
 }
 
+// config.json's layer_types: one "sliding_attention" or "full_attention"
+// per layer (sliding.size() of them) into sliding.
+Status ReadLayerTypes(const json& types, std::vector<bool>& sliding) {
+  if (!types.is_array() || types.size() != sliding.size()) {
+    return Status::InvalidArgument("\"layer_types\" must list " + std::to_string(sliding.size()) +
+                                   " layers");
+  }
+  for (size_t i = 0; i < sliding.size(); ++i) {
+    if (types[i] != "sliding_attention" && types[i] != "full_attention") {
+      return Status::InvalidArgument("layer_types[" + std::to_string(i) + "] is " +
+                                     types[i].dump() + " (sliding_attention or full_attention)");
+    }
+    sliding[i] = types[i] == "sliding_attention";
+  }
+  return Status::Ok();
+}
+
 // gpt-oss: experts of width intermediate_size routed top-k then softmax,
 // biases on the router and experts and (with attention_bias, always on) on
 // the output projection, the clamped SwiGLU, attention sinks, and
@@ -243,20 +260,7 @@ Status GptOssFromJson(const json& j, ModelConfig& c) {
   // layer_types, else transformers' default: even layers slide.
   std::vector<bool> sliding(c.num_layers);
   for (uint64_t i = 0; i < c.num_layers; ++i) sliding[i] = i % 2 == 0;
-  if (r.Has("layer_types")) {
-    const json& types = j["layer_types"];
-    if (!types.is_array() || types.size() != c.num_layers) {
-      return Status::InvalidArgument("\"layer_types\" must list " + std::to_string(c.num_layers) +
-                                     " layers");
-    }
-    for (uint64_t i = 0; i < c.num_layers; ++i) {
-      if (types[i] != "sliding_attention" && types[i] != "full_attention") {
-        return Status::InvalidArgument("layer_types[" + std::to_string(i) + "] is " +
-                                       types[i].dump() + " (sliding_attention or full_attention)");
-      }
-      sliding[i] = types[i] == "sliding_attention";
-    }
-  }
+  if (r.Has("layer_types")) FOLIO_RETURN_IF_ERROR(ReadLayerTypes(j["layer_types"], sliding));
   c.layers.clear();
   for (uint64_t i = 0; i < c.num_layers; ++i) {
     c.layers.push_back(LayerConfig{sliding[i] ? c.window : 0, c.rope_theta, c.rope_scaling});
@@ -298,20 +302,7 @@ Status InterleavedLayersFromJson(const json& j, const ArchitectureTraits& t, Mod
 
   std::vector<bool> sliding(c.num_layers);
   if (r.Has("layer_types")) {
-    const json& types = j["layer_types"];
-    if (!types.is_array() || types.size() != c.num_layers) {
-      return Status::InvalidArgument("\"layer_types\" must list " + std::to_string(c.num_layers) +
-                                     " layers");
-    }
-    for (uint64_t i = 0; i < c.num_layers; ++i) {
-      const json& type = types[i];
-      if (type == "sliding_attention") {
-        sliding[i] = true;
-      } else if (type != "full_attention") {
-        return Status::InvalidArgument("layer_types[" + std::to_string(i) + "] is " + type.dump() +
-                                       " (sliding_attention or full_attention)");
-      }
-    }
+    FOLIO_RETURN_IF_ERROR(ReadLayerTypes(j["layer_types"], sliding));
   } else if (r.Has("sliding_window_pattern")) {
     uint64_t period = 0;
     FOLIO_ASSIGN_OR_RETURN(period, r.U64("sliding_window_pattern"));
