@@ -48,9 +48,14 @@ constexpr std::pair<std::string_view, DType> kSupportedDTypes[] = {{"F64", DType
                                                                    {"BF16", DType::kBF16},
                                                                    {"F16", DType::kF16},
                                                                    {"I8", DType::kI8}};
-constexpr std::string_view kUnsupportedDTypes[] = {
-    "BOOL",    "U8",      "U16",     "U32",     "U64",     "I16", "I32", "I64",
-    "F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4",  "C64"};
+// Whole-byte dtypes folio does not read: a file may carry them (BERT
+// checkpoints store their position ids as I64), and only reading one is an
+// error (TensorInfo::unread_dtype).
+constexpr std::pair<std::string_view, uint64_t> kUnreadDTypes[] = {
+    {"BOOL", 1}, {"U8", 1},  {"U16", 2},     {"U32", 4},     {"U64", 8},     {"I16", 2},
+    {"I32", 4},  {"I64", 8}, {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1}, {"C64", 8}};
+// Sub-byte dtypes: a file with one is refused.
+constexpr std::string_view kUnsupportedDTypes[] = {"F6_E2M3", "F6_E3M2", "F4"};
 
 std::string_view SafetensorsName(DType t) {
   for (const auto& [name, dtype] : kSupportedDTypes) {
@@ -105,8 +110,17 @@ Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry, uint6
   for (size_t i = 0; i < 3; ++i) {
     if (!field[i]) return Corrupt(where, "missing field '", kFields[i], "'");
   }
-  TensorInfo t{name, DType::kF32, {}, 0, 0};
-  FOLIO_ASSIGN_OR_RETURN(t.dtype, ParseDType(where, *field[0]));
+  TensorInfo t{name, DType::kF32, {}, 0, 0, {}};
+  uint64_t unread_size = 0;
+  for (const auto& [str, size] : kUnreadDTypes) {
+    if (const auto* d = field[0]->get_ptr<const Json::string_t*>(); d != nullptr && *d == str) {
+      t.unread_dtype = str;
+      unread_size = size;
+    }
+  }
+  if (t.unread_dtype.empty()) {
+    FOLIO_ASSIGN_OR_RETURN(t.dtype, ParseDType(where, *field[0]));
+  }
 
   const auto* dims = field[1]->get_ptr<const Json::array_t*>();
   if (dims == nullptr) return Corrupt(where, "'shape' must be an array, got ", Show(*field[1]));
@@ -138,9 +152,16 @@ Result<TensorInfo> ParseTensor(const std::string& name, const Json& entry, uint6
   }
   t.data_begin = *begin;
   t.data_end = *end;
-  const std::optional<uint64_t> bytes = ByteSize(t.dtype, t.shape);
+  std::optional<uint64_t> bytes = ByteSize(t.dtype, t.shape);
+  if (!t.unread_dtype.empty()) {
+    bytes = unread_size;
+    for (uint64_t d : t.shape) {
+      if (bytes) bytes = CheckedMul(*bytes, d);
+    }
+  }
   const std::string shape =
-      StrCat("shape ", Json(t.shape).dump(), " of ", SafetensorsName(t.dtype));
+      StrCat("shape ", Json(t.shape).dump(), " of ",
+             t.unread_dtype.empty() ? SafetensorsName(t.dtype) : t.unread_dtype);
   if (!bytes) return Corrupt(where, shape, " overflows a 64-bit byte size");
   if (*bytes != *end - *begin) {
     return Corrupt(where, shape, " needs ", *bytes, " bytes but ", offsets, " spans ",

@@ -319,12 +319,32 @@ TEST(Safetensors, RejectsAnUnknownDTypeAsCorruption) {
                         "tensor 't': unknown dtype 'F33'"));
 }
 
-TEST(Safetensors, ReportsAValidButUnsupportedDTypeAsUnimplemented) {
-  for (const char* dtype : {"I32", "U8", "BOOL", "F8_E4M3", "I64"}) {
+TEST(Safetensors, ReportsASubByteDTypeAsUnimplemented) {
+  for (const char* dtype : {"F4", "F6_E2M3"}) {
     const std::string header =
-        std::string(R"({"t":{"dtype":")") + dtype + R"(","shape":[1],"data_offsets":[0,4]}})";
-    EXPECT_TRUE(IsError(Parse(header, 4), StatusCode::kUnimplemented,
+        std::string(R"({"t":{"dtype":")") + dtype + R"(","shape":[2],"data_offsets":[0,1]}})";
+    EXPECT_TRUE(IsError(Parse(header, 1), StatusCode::kUnimplemented,
                         std::string("tensor 't': dtype '") + dtype + "' is not supported"));
+  }
+}
+
+// A whole-byte dtype folio does not read (BERT's I64 position ids) is
+// parsed and sized, and named by TensorInfo::unread_dtype for a loader
+// to refuse if it needs the tensor.
+TEST(Safetensors, KeepsAWholeByteDTypeItDoesNotRead) {
+  for (const auto& [dtype, size] : {std::pair{"I32", 4}, std::pair{"U8", 1}, std::pair{"BOOL", 1},
+                                    std::pair{"F8_E4M3", 1}, std::pair{"I64", 8}}) {
+    const std::string header = std::string(R"({"t":{"dtype":")") + dtype +
+                               R"(","shape":[2],"data_offsets":[0,)" + std::to_string(2 * size) +
+                               "]}}";
+    auto file = Parse(header, 2 * size);
+    ASSERT_TRUE(file.ok()) << dtype << ": " << file.status().ToString();
+    ASSERT_EQ(file->tensors().size(), 1u);
+    EXPECT_EQ(file->tensors()[0].unread_dtype, dtype);
+    const std::string wrong = std::string(R"({"t":{"dtype":")") + dtype +
+                              R"(","shape":[2],"data_offsets":[0,)" + std::to_string(2 * size + 1) +
+                              "]}}";
+    EXPECT_TRUE(IsCorrupt(Parse(wrong, 2 * size + 1), "needs"));
   }
 }
 

@@ -78,6 +78,11 @@ struct TensorInfo {
   // end - begin == product(shape) * DTypeSize(dtype).
   uint64_t data_begin;
   uint64_t data_end;
+  // The file's dtype when it is one folio does not read (an integer buffer
+  // such as BERT's I64 position ids; a float8 or U8 block): `dtype` is then
+  // not the tensor's, and a loader that needs the tensor refuses it by this
+  // name. Empty for the dtypes above.
+  std::string_view unread_dtype;
 };
 
 // A validated safetensors image: either a read-only memory mapping of a file
