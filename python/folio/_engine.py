@@ -446,7 +446,8 @@ class EngineCore:
             raise TypeError(f"pooling_params must be a folio.PoolingParams "
                             f"(got {type(params).__name__})")
         text, ids = self.encode_prompt(prompt)
-        native = _folio.RequestParams.pooled(params.pooling, params.normalize,
+        pooling = params.pooling if params.pooling is not None else self.info["default_pooling"]
+        native = _folio.RequestParams.pooled(pooling, params.normalize,
                                              params.dimensions or 0)
         self.native.check(ids, native)
         key = self.new_key()

@@ -12,17 +12,19 @@ _POOLINGS = ("last", "mean", "cls")
 class PoolingParams:
     """pooling: which of the prompt's final hidden states (after the final
     norm) make the vector: "last" (the last position's: decoder embedders
-    such as Qwen3-Embedding; the default), "mean" (their average) or "cls"
-    (the first position's). dimensions: keep the first that many features
-    (Matryoshka embeddings; None: all). normalize: divide by the L2 norm,
-    after the cut (default True)."""
+    such as Qwen3-Embedding), "mean" (their average) or "cls" (the first
+    position's); None (the default): the model's own — what its files say
+    (sentence-transformers' pooling module, GGUF's pooling_type), else
+    "cls" for an encoder (BERT) and "last" for a decoder. dimensions: keep
+    the first that many features (Matryoshka embeddings; None: all).
+    normalize: divide by the L2 norm, after the cut (default True)."""
 
-    pooling: str = "last"
+    pooling: Optional[str] = None
     dimensions: Optional[int] = None
     normalize: bool = True
 
     def __post_init__(self) -> None:
-        if self.pooling not in _POOLINGS:
+        if self.pooling is not None and self.pooling not in _POOLINGS:
             raise ValueError(f"pooling must be one of {', '.join(_POOLINGS)} "
                              f"(got {self.pooling!r})")
         d = self.dimensions

@@ -182,6 +182,8 @@ class EngineCore {
     d["max_num_seqs"] = config.max_num_seqs;
     d["max_num_batched_tokens"] = config.max_num_batched_tokens;
     d["prefix_caching"] = config.prefix_caching;
+    d["encoder"] = mc.IsEncoder();
+    d["default_pooling"] = std::string(engine::PoolingName(served().DefaultPooling()));
     d["num_speculative_tokens"] = config.speculative.num_draft_tokens;
     d["chat_template"] =
         chat_ ? std::string(serving::ChatFormatSourceName(chat_->source())) : std::string("error");

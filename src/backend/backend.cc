@@ -82,6 +82,25 @@ class HostBackend : public Backend {
       }
     });
   }
+  void LayerNorm(std::span<const float> x, std::span<const float> gain, std::span<const float> bias,
+                 float eps, std::span<float> out) override {
+    const size_t width = gain.size();
+    FOLIO_CHECK(width > 0 && bias.size() == width && x.size() % width == 0 &&
+                out.size() == x.size());
+    ForRowRanges(x.size() / width, width, [&](size_t r0, size_t r1) {
+      for (size_t off = r0 * width; off < r1 * width; off += width) {
+        ops::LayerNorm<float>(x.subspan(off, width), gain, bias, eps, out.subspan(off, width));
+      }
+    });
+  }
+  void Gelu(std::span<float> x, bool tanh_form) override {
+    constexpr size_t kPart = 1024;  // elements
+    ForRowRanges(CeilDiv(x.size(), kPart), kPart, [&](size_t r0, size_t r1) {
+      for (size_t i = r0 * kPart; i < std::min(r1 * kPart, x.size()); ++i) {
+        x[i] = tanh_form ? ops::GeluTanh(x[i]) : ops::Gelu(x[i]);
+      }
+    });
+  }
   void Rope(std::span<float> x, uint64_t rows, uint64_t head_dim, std::span<const float> cos,
             std::span<const float> sin, bool neox) override {
     FOLIO_CHECK(rows > 0 && x.size() % rows == 0 && cos.size() % rows == 0 &&

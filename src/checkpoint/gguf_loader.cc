@@ -213,6 +213,71 @@ Status LongRopeFromGguf(const GgufFile& f, const std::string& arch,
   return Status::Ok();
 }
 
+// A BERT block's GGUF names (llama.cpp's bert): the embeddings'
+// token_embd, position_embd, token_types and token_embd_norm; per block
+// attn_{q,k,v,output}, attn_output_norm (after attention), ffn_up,
+// ffn_down and layer_output_norm (after the MLP), weights and biases.
+std::string BertGgufTensorName(const std::string& hf) {
+  static const std::vector<std::pair<std::string, std::string>> kEmbeddings = {
+      {"embeddings.word_embeddings.weight", "token_embd.weight"},
+      {"embeddings.position_embeddings.weight", "position_embd.weight"},
+      {"embeddings.token_type_embeddings.weight", "token_types.weight"},
+      {"embeddings.LayerNorm.weight", "token_embd_norm.weight"},
+      {"embeddings.LayerNorm.bias", "token_embd_norm.bias"}};
+  static const std::vector<std::pair<std::string, std::string>> kLayer = {
+      {"attention.self.query.", "attn_q."},
+      {"attention.self.key.", "attn_k."},
+      {"attention.self.value.", "attn_v."},
+      {"attention.output.dense.", "attn_output."},
+      {"attention.output.LayerNorm.", "attn_output_norm."},
+      {"intermediate.dense.", "ffn_up."},
+      {"output.dense.", "ffn_down."},
+      {"output.LayerNorm.", "layer_output_norm."}};
+  for (const auto& [from, to] : kEmbeddings) {
+    if (hf == from) return to;
+  }
+  const std::string prefix = "encoder.layer.";
+  const size_t dot = hf.find('.', prefix.size());
+  if (!hf.starts_with(prefix) || dot == std::string::npos) return hf;
+  const std::string index = hf.substr(prefix.size(), dot - prefix.size());
+  const std::string rest = hf.substr(dot + 1);
+  for (const auto& [from, to] : kLayer) {
+    if (rest.starts_with(from)) return "blk." + index + "." + to + rest.substr(from.size());
+  }
+  return hf;
+}
+
+// llama.cpp's bert keys. The files do not record the MLP's activation:
+// folio runs BERT's own (GELU with erf, Hugging Face's "gelu"), where
+// llama.cpp's graph uses GELU's tanh approximation.
+Result<ModelConfig> BertConfigFromGguf(const GgufFile& f, const std::string& arch) {
+  auto key = [&](const char* k) { return arch + "." + k; };
+  ModelConfig c;
+  c.architecture = Architecture::kBert;
+  c.block = model::Block::kBert;
+  c.activation = model::Activation::kGelu;
+  c.tie_embeddings = false;
+  FOLIO_ASSIGN_OR_RETURN(c.max_positions, f.GetUint(key("context_length")));
+  FOLIO_ASSIGN_OR_RETURN(c.hidden_size, f.GetUint(key("embedding_length")));
+  FOLIO_ASSIGN_OR_RETURN(c.num_layers, f.GetUint(key("block_count")));
+  FOLIO_ASSIGN_OR_RETURN(c.ffn_size, f.GetUint(key("feed_forward_length")));
+  FOLIO_ASSIGN_OR_RETURN(c.num_heads, f.GetUint(key("attention.head_count")));
+  c.num_kv_heads = c.num_heads;
+  FOLIO_ASSIGN_OR_RETURN(c.norm_eps, f.GetFloat(key("attention.layer_norm_epsilon")));
+  if (f.Has(key("attention.causal"))) {
+    FOLIO_ASSIGN_OR_RETURN(bool causal, f.GetBool(key("attention.causal")));
+    if (causal) return Status::Unimplemented(key("attention.causal") + " true (a BERT decoder)");
+  }
+  for (const char* name : {"token_embd.weight", "token_types.weight"}) {
+    const GgufFile::TensorInfo* t = f.Find(name);
+    if (t == nullptr) return Status::NotFound(std::string("missing tensor ") + name);
+    if (t->dims.size() != 2) return Status::InvalidArgument(std::string(name) + " must be 2-D");
+    (std::string_view(name) == "token_embd.weight" ? c.vocab_size : c.type_vocab_size) = t->dims[1];
+  }
+  FOLIO_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
 Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   FOLIO_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
   const std::optional<Architecture> known = model::ArchitectureFromGgufName(arch);
@@ -221,6 +286,7 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
                                  GgufNameList() + ")");
   }
   const ArchitectureTraits& t = model::TraitsOf(*known);
+  if (t.block == model::Block::kBert) return BertConfigFromGguf(f, arch);
   auto key = [&](const char* k) { return arch + "." + k; };
   ModelConfig c;
   c.architecture = *known;
@@ -351,7 +417,10 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
         const std::optional<FusedPart> part =
             gp ? std::optional<FusedPart>(FusedPart{gp->name, gp->first_row, gp->rows})
                : std::nullopt;
-        const std::string name = gp ? gp->name : GgufTensorName(hf_name, config->norm_layout);
+        const std::string name = gp ? gp->name
+                                 : config->IsEncoder()
+                                     ? BertGgufTensorName(hf_name)
+                                     : GgufTensorName(hf_name, config->norm_layout);
         if (part) {
           if (auto f = fused.find(name); f != fused.end()) {
             Result<Tensor> slice = RowSlice(f->second, *part, gp->total_rows, name);

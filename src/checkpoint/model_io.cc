@@ -90,6 +90,20 @@ json RopeScalingJson(const RopeScaling& s) {
 // RoPE, the architecture's fixed bias/norm choices); FolioForCausalLM with
 // every field spelled out otherwise (e.g. a GGUF llama's interleaved RoPE).
 json ConfigToJson(const ModelConfig& c) {
+  if (c.block == model::Block::kBert) {  // BertModel's own keys
+    return {{"architectures", {"BertModel"}},
+            {"model_type", "bert"},
+            {"hidden_size", c.hidden_size},
+            {"num_attention_heads", c.num_heads},
+            {"intermediate_size", c.ffn_size},
+            {"num_hidden_layers", c.num_layers},
+            {"max_position_embeddings", c.max_positions},
+            {"vocab_size", c.vocab_size},
+            {"type_vocab_size", c.type_vocab_size},
+            {"layer_norm_eps", c.norm_eps},
+            {"position_embedding_type", "absolute"},
+            {"hidden_act", c.activation == model::Activation::kGelu ? "gelu" : "gelu_new"}};
+  }
   const ArchitectureTraits& arch = model::TraitsOf(c.architecture);
   const bool neox = c.rope_style == RopeStyle::kNeox;
   const bool native = arch.hf_native && neox && Fits(arch.attention_bias, c.attention_bias) &&
@@ -358,6 +372,51 @@ Status InterleavedLayersFromJson(const json& j, const ArchitectureTraits& t, Mod
   return Status::Ok();
 }
 
+// BertModel's config.json: absolute positions only; the MLP's GELU exact
+// ("gelu") or in its tanh form ("gelu_new", "gelu_pytorch_tanh"); an
+// encoder only (a decoder or cross-attention is refused).
+Result<ModelConfig> BertConfigFromJson(const json& j) {
+  const JsonReader r(j, JsonErrorStyle::kConfig);
+  ModelConfig c;
+  c.architecture = Architecture::kBert;
+  c.block = model::Block::kBert;
+  c.rope_style = ModelConfig().rope_style;
+  c.tie_embeddings = false;
+  FOLIO_ASSIGN_OR_RETURN(c.hidden_size, r.U64("hidden_size"));
+  FOLIO_ASSIGN_OR_RETURN(c.num_heads, r.U64("num_attention_heads"));
+  c.num_kv_heads = c.num_heads;
+  FOLIO_ASSIGN_OR_RETURN(c.ffn_size, r.U64("intermediate_size"));
+  FOLIO_ASSIGN_OR_RETURN(c.num_layers, r.U64("num_hidden_layers"));
+  FOLIO_ASSIGN_OR_RETURN(c.max_positions, r.U64("max_position_embeddings"));
+  FOLIO_ASSIGN_OR_RETURN(c.vocab_size, r.U64("vocab_size"));
+  c.type_vocab_size = 2;  // BertConfig's defaults
+  c.norm_eps = 1e-12;
+  FOLIO_RETURN_IF_ERROR(r.Optional("type_vocab_size", c.type_vocab_size));
+  FOLIO_RETURN_IF_ERROR(r.Optional("layer_norm_eps", c.norm_eps));
+  std::string act = "gelu", positions = "absolute";
+  FOLIO_RETURN_IF_ERROR(r.Optional("hidden_act", act));
+  if (act == "gelu") {
+    c.activation = model::Activation::kGelu;
+  } else if (act == "gelu_new" || act == "gelu_pytorch_tanh") {
+    c.activation = model::Activation::kGeluTanh;
+  } else {
+    return Status::Unimplemented("hidden_act \"" + act +
+                                 "\" (a BERT block runs gelu, gelu_new or gelu_pytorch_tanh)");
+  }
+  FOLIO_RETURN_IF_ERROR(r.Optional("position_embedding_type", positions));
+  if (positions != "absolute") {
+    return Status::Unimplemented("position_embedding_type \"" + positions + "\" (only absolute)");
+  }
+  for (const char* key : {"is_decoder", "add_cross_attention"}) {
+    bool on = false;
+    FOLIO_RETURN_IF_ERROR(r.Optional(key, on));
+    if (on)
+      return Status::Unimplemented(std::string(key) + " true (folio runs BERT as an encoder)");
+  }
+  FOLIO_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
 Result<ModelConfig> ConfigFromJson(const json& j) {
   if (!j.is_object()) return Status::InvalidArgument("config is not a JSON object");
   auto arch = j.find("architectures");
@@ -370,6 +429,7 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
                                  (arch == j.end() ? std::string("nothing") : arch->dump()) + ")");
   }
   const ArchitectureTraits& t = model::TraitsOf(*cls);
+  if (t.block == model::Block::kBert) return BertConfigFromJson(j);
   const JsonReader r(j, JsonErrorStyle::kConfig);
   ModelConfig c;
   c.architecture = *cls;
@@ -548,7 +608,12 @@ Result<json> ReadJsonFile(const std::filesystem::path& path) {
   return j;
 }
 
-Result<TensorType> FromSafetensorsDType(DType d, const std::string& name) {
+Result<TensorType> FromSafetensorsDType(const TensorInfo& info, const std::string& name) {
+  if (!info.unread_dtype.empty()) {
+    return Status::Unimplemented("tensor " + name + " is " + std::string(info.unread_dtype) +
+                                 "; weights must be a float type");
+  }
+  const DType d = info.dtype;
   switch (d) {
     case DType::kF64:
       return TensorType::kF64;
@@ -616,7 +681,7 @@ Status ReadGptOssExpert(const ModelConfig& config, const FoundTensors& found,
     return Status::NotFound(dir.string() + ": missing tensor " + part.stored);
   }
   const auto& [info, file] = it->second;
-  Result<TensorType> type = FromSafetensorsDType(info->dtype, part.stored);
+  Result<TensorType> type = FromSafetensorsDType(*info, part.stored);
   if (!type) return type.error().WithContext(file->source());
   Tensor stored;
   stored.type = *type;
@@ -666,12 +731,15 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
                   const std::optional<FusedPart> part = FusedPartOf(*config, name);
                   const std::string stored = part ? part->stored : HfStoredName(*config, name);
                   auto it = found.find(stored);
+                  if (it == found.end() && config->IsEncoder()) {
+                    it = found.find("bert." + stored);  // a BertFor* checkpoint's encoder
+                  }
                   if (it == found.end()) {
                     status = Status::NotFound(dir.string() + ": missing tensor " + stored);
                     return;
                   }
                   const auto& [info, file] = it->second;
-                  Result<TensorType> type = FromSafetensorsDType(info->dtype, stored);
+                  Result<TensorType> type = FromSafetensorsDType(*info, stored);
                   if (!type) {
                     status = type.error().WithContext(file->source());
                     return;
@@ -696,8 +764,14 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
   for (const std::string& name : fused) found.erase(name);
   for (const auto& [name, where] : found) {
     // Tied checkpoints may still carry the head; old ones carry RoPE tables.
+    // A BERT checkpoint's pooler and masked-LM head are not the encoder's
+    // (an embedding pools the last hidden states itself), nor are the
+    // position ids it stores as a buffer.
+    const bool bert_extra = config->IsEncoder() &&
+                            (name.starts_with("pooler.") || name.starts_with("bert.pooler.") ||
+                             name.starts_with("cls.") || name.ends_with("embeddings.position_ids"));
     const bool ignorable = (config->tie_embeddings && name == "lm_head.weight") ||
-                           name.ends_with("rotary_emb.inv_freq");
+                           name.ends_with("rotary_emb.inv_freq") || bert_extra;
     if (!ignorable) {
       return Status::InvalidArgument(where.second->source() + ": unexpected tensor " + name);
     }

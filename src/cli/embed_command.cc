@@ -24,7 +24,9 @@ CLI::App* AddEmbedCommand(CLI::App& app, EmbedFlags& f) {
   AddEngineFlags(*cmd, f.engine, {.backend = false});
   cmd->add_option("--text", f.texts, "a text to embed (repeatable)");
   cmd->add_option("--tokens", f.tokens, "token ids to embed, e.g. 1,2,3 (repeatable)");
-  cmd->add_option("--pooling", f.pooling, "last (default), mean or cls")
+  cmd->add_option("--pooling", f.pooling,
+                  "last, mean or cls (default: the model's own; else cls for an encoder, last "
+                  "for a decoder)")
       ->check(CLI::IsMember({"last", "mean", "cls"}));
   cmd->add_option("--dimensions", f.dimensions, "keep the first N features (0 = all)");
   cmd->add_flag("--no-normalize", f.no_normalize, "leave the vector unnormalized");
@@ -66,12 +68,14 @@ int RunEmbed(const EmbedFlags& f) {
   args.num_pages = pages;
   args.prefix_caching = false;
   const std::string model_name = loaded->builtin ? "builtin" : args.model;
+  const engine::Pooling pooling =
+      f.pooling.empty() ? loaded->DefaultPooling() : *engine::PoolingFromName(f.pooling);
   Result<std::unique_ptr<serving::ServingEngine>> built =
       serving::ServingEngine::Create(std::move(*loaded), args, serving::ArgNames::Flag());
   if (!built) return Fail(kCommand, built.error());
   engine::Engine& eng = (*built)->engine();
   engine::RequestParams params;
-  params.pooling = *engine::PoolingFromName(f.pooling);
+  params.pooling = pooling;
   params.normalize = !f.no_normalize;
   params.dimensions = f.dimensions;
   std::map<engine::RequestId, size_t> index;
@@ -102,7 +106,7 @@ int RunEmbed(const EmbedFlags& f) {
     out += "]}";
   }
   out += StrCat("], \"model\": ", nlohmann::json(model_name).dump(),
-                ", \"pooling\": ", nlohmann::json(f.pooling).dump(),
+                ", \"pooling\": ", nlohmann::json(engine::PoolingName(pooling)).dump(),
                 ", \"usage\": {\"prompt_tokens\": ", tokens, ", \"total_tokens\": ", tokens, "}}");
   std::cout << out << "\n";
   return 0;

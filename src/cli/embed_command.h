@@ -17,7 +17,7 @@ struct EmbedFlags {
   serving::EngineArgs engine;
   std::vector<std::string> texts;   // --text, repeatable
   std::vector<std::string> tokens;  // --tokens "1,2,3", repeatable
-  std::string pooling = "last";     // last, mean, cls
+  std::string pooling;              // last, mean, cls; empty: the model's default
   uint64_t dimensions = 0;          // 0: all
   bool no_normalize = false;
 };

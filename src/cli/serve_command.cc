@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "cli/engine_flags.h"
+#include "folio/core/str_cat.h"
 #include "folio/server/http_server.h"
 #include "folio/server/request.h"
 #include "folio/serving/chat_request.h"
@@ -32,6 +33,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   AddEngineFlags(
       *cmd, f.engine,
       {.num_pages = true, .scheduling = true, .builtin_context = true, .speculative = true});
+  cmd->add_option("--task", f.task,
+                  "what to serve: auto (what the model can), generate (completions, chat) or "
+                  "embed (/v1/embeddings)")
+      ->check(CLI::IsMember({"auto", "generate", "embed"}));
   cmd->add_option("--served-model-name", f.served_model_names,
                   "names clients may use; replies carry the first (default: builtin / the "
                   "model's file name)");
@@ -120,6 +125,18 @@ int RunServe(const ServeFlags& flags) {
   if (f.served_model_names.size() > 1) {
     info.aliases.assign(f.served_model_names.begin() + 1, f.served_model_names.end());
   }
+  const bool encoder = served.model->config().IsEncoder();
+  if (f.task == "generate") {
+    if (encoder) {
+      return Fail(kCommand, Status::InvalidArgument(
+                                StrCat("--task generate: the model is an encoder (",
+                                       model::ArchitectureName(served.model->config().architecture),
+                                       "); it embeds and generates nothing")));
+    }
+    info.embed = false;
+  } else if (f.task == "embed") {
+    info.generate = false;
+  }
   info.default_max_tokens = f.default_max_tokens;
   info.chat_parsers = *parsers;
   const engine::EngineConfig& ec = (*engine)->config();
@@ -150,6 +167,12 @@ int RunServe(const ServeFlags& flags) {
             << " positions, vocabulary " << info.vocab_size << ", chat template "
             << serving::ChatFormatSourceName(chat_format->source()) << "), " << ec.num_pages
             << " pages of " << ec.page_size << " tokens\n";
+  std::cerr << "folio serve: serving " << (info.generate ? "completions, chat" : "")
+            << (info.generate && info.embed ? " and " : "")
+            << (info.embed ? StrCat("embeddings (pooling ",
+                                    engine::PoolingName(info.default_pooling), " by default)")
+                           : "")
+            << "\n";
   std::cerr << "folio serve: tool calls read as " << ToolCallsName(*parsers, *chat_format)
             << "; reasoning " << (parsers->SplitsReasoningFor(*chat_format) ? "split" : "not split")
             << "\n";

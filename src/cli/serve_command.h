@@ -19,7 +19,10 @@ struct ServeFlags {
   // defaults: 256 pages.
   serving::EngineArgs engine;
   std::vector<std::string> served_model_names;  // first: replies' name; default: file name
-  std::optional<std::string> chat_template;     // a template file instead of the model's
+  // What the server answers: auto (what the model can: an encoder embeds,
+  // a decoder generates and embeds), generate or embed.
+  std::string task = "auto";
+  std::optional<std::string> chat_template;  // a template file instead of the model's
   // How chat replies are read (serving/chat_request.h, ChatParsers):
   // "auto", "none" or hermes / llama3_json / mistral; "auto", "think" or
   // "none".

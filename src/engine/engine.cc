@@ -44,6 +44,14 @@ Result<Engine> Engine::Create(const model::Model& model, EngineConfig config, Th
         std::to_string(sp.ngram_min) + ", " + std::to_string(sp.ngram_max) + ")");
   }
   const model::ModelConfig& c = model.config();
+  if (c.IsEncoder()) {
+    // An encoder's K/V at a position depend on the tokens after it, so no
+    // two prompts can share a page: there is no prefix to cache.
+    config.prefix_caching = false;
+    if (sp.draft_model != nullptr) {
+      return Status::InvalidArgument("an encoder generates nothing: it takes no draft model");
+    }
+  }
   const kv::PagedKvCacheConfig kc =
       KvCacheConfigFor(c, config.page_size, config.num_pages, config.kv_dtype);
   std::shared_ptr<backend::Backend> backend =
@@ -131,6 +139,18 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
   }
   if (params.beam.num_beams > 0) FOLIO_RETURN_IF_ERROR(ValidateBeamSearch(params));
   if (params.pooling != Pooling::kNone) FOLIO_RETURN_IF_ERROR(ValidatePooling(params));
+  if (c.IsEncoder()) {
+    if (params.pooling == Pooling::kNone) {
+      return Status::InvalidArgument(
+          StrCat("the model is an encoder (", model::ArchitectureName(c.architecture),
+                 "): it embeds text and generates nothing (ask for a pooled embedding)"));
+    }
+    if (prompt.size() > config_.max_num_batched_tokens) {
+      return Status::InvalidArgument(
+          StrCat("an encoder computes a prompt in one step: its ", prompt.size(),
+                 " tokens exceed max_num_batched_tokens (", config_.max_num_batched_tokens, ")"));
+    }
+  }
   if (params.num_draft_tokens && *params.num_draft_tokens > kMaxDraftTokens) {
     return Status::InvalidArgument("num_draft_tokens " + std::to_string(*params.num_draft_tokens) +
                                    " exceeds " + std::to_string(kMaxDraftTokens));
@@ -277,7 +297,9 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
   s.id = id;
   s.num_prompt_tokens = prompt.size();
   s.max_tokens = params.pooling != Pooling::kNone ? 1 : params.max_tokens;
-  s.every_row = params.pooling == Pooling::kMean || params.pooling == Pooling::kCls;
+  s.whole_prompt = runner_.config().IsEncoder();
+  s.every_row =
+      s.whole_prompt || params.pooling == Pooling::kMean || params.pooling == Pooling::kCls;
   s.tokens = std::move(prompt);
   s.group_size = params.n;
   Request r;

@@ -11,6 +11,7 @@
 #include <map>
 #include <vector>
 
+#include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
 #include "testing/engine_drive.h"
 #include "testing/test_model.h"
@@ -52,8 +53,10 @@ std::vector<float> EmbeddingOf(Engine& engine, RequestId id) {
 // Each prompt's embedding, with `generate` generation requests added
 // between them (they share the steps).
 std::vector<std::vector<uint32_t>> Embed(const EngineConfig& config, const RequestParams& params,
-                                         bool generate = false, EngineStats* stats = nullptr) {
-  auto engine = Engine::Create(TestModel(), config);
+                                         bool generate = false, EngineStats* stats = nullptr,
+                                         const model::Model& model = TestModel(),
+                                         ThreadPool* threads = nullptr) {
+  auto engine = Engine::Create(model, config, threads);
   EXPECT_TRUE(engine.ok()) << engine.status().ToString();
   std::map<RequestId, size_t> index;
   for (size_t i = 0; i < kPrompts.size(); ++i) {
@@ -79,7 +82,7 @@ std::vector<std::vector<uint32_t>> Embed(const EngineConfig& config, const Reque
       if (o.finish != FinishReason::kNone) {
         EXPECT_EQ(o.finish, FinishReason::kStop);
         EXPECT_EQ(o.embedding.size(),
-                  params.dimensions != 0 ? params.dimensions : TestModel().config().hidden_size);
+                  params.dimensions != 0 ? params.dimensions : model.config().hidden_size);
         out[it->second] = Bits(o.embedding);
       } else {
         EXPECT_TRUE(o.embedding.empty());
@@ -203,6 +206,76 @@ TEST(Pooling, WhatAPooledRequestCannotHonourIsRefused) {
   EXPECT_TRUE(engine.AddRequest(full, p).ok());
   EXPECT_EQ(PoolingFromName("mean"), Pooling::kMean);
   EXPECT_FALSE(PoolingFromName("max"));
+}
+
+}  // namespace
+}  // namespace folio::engine
+
+namespace folio::engine {
+namespace {
+
+// A small BERT encoder (Block::kBert): its rows attend both ways, so each
+// prompt is computed whole in one step.
+const model::Model& Bert() {
+  static const model::Model* m = [] {
+    model::ModelConfig c;
+    c.architecture = model::Architecture::kBert;
+    c.block = model::Block::kBert;
+    c.activation = model::Activation::kGelu;
+    c.hidden_size = 16;
+    c.num_heads = 4;
+    c.num_kv_heads = 4;
+    c.ffn_size = 24;
+    c.num_layers = 2;
+    c.max_positions = 64;
+    c.vocab_size = 258;
+    c.type_vocab_size = 2;
+    c.tie_embeddings = false;
+    return new model::Model(*model::Model::FromSeed(c, 43));
+  }();
+  return *m;
+}
+
+TEST(Pooling, AnEncodersEmbeddingsDoNotDependOnBatchPagesOrThreads) {
+  for (Pooling pooling : {Pooling::kCls, Pooling::kMean, Pooling::kLast}) {
+    SCOPED_TRACE(PoolingName(pooling));
+    EngineConfig alone;
+    alone.max_num_seqs = 1;
+    const auto want = Embed(alone, Pooled(pooling), false, nullptr, Bert());
+    for (const auto& v : want) ASSERT_FALSE(v.empty());
+    // A budget of 20 tokens: the 13- and 19-token prompts never share a
+    // step, and a prompt waits for a step that holds it whole.
+    EngineConfig tight;
+    tight.max_num_batched_tokens = 20;
+    tight.max_num_seqs = 4;
+    tight.page_size = 4;
+    EXPECT_EQ(Embed(tight, Pooled(pooling), false, nullptr, Bert()), want);
+    ThreadPool two(2);
+    EngineConfig wide;
+    wide.page_size = 1;
+    EXPECT_EQ(Embed(wide, Pooled(pooling), false, nullptr, Bert(), &two), want);
+  }
+  // Unlike a decoder's, the first position's state depends on what follows.
+  const auto cls = Embed({}, Pooled(Pooling::kCls), false, nullptr, Bert());
+  EXPECT_NE(cls[0], cls[1]);
+}
+
+TEST(Pooling, AnEncoderGeneratesNothingAndTakesWholePrompts) {
+  auto engine = Engine::Create(Bert(), {});
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  RequestParams generate;
+  generate.max_tokens = 4;
+  const Result<RequestId> refused = engine->AddRequest(kPrompts[0], generate);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("encoder"), std::string::npos);
+  EngineConfig small;
+  small.max_num_batched_tokens = 16;
+  auto budget = Engine::Create(Bert(), small);
+  ASSERT_TRUE(budget.ok());
+  const Result<RequestId> too_long = budget->AddRequest(kPrompts[3], Pooled(Pooling::kCls));
+  EXPECT_EQ(too_long.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(too_long.status().message().find("max_num_batched_tokens"), std::string::npos);
+  EXPECT_FALSE(budget->HasUnfinished());
 }
 
 }  // namespace

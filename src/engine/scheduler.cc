@@ -127,6 +127,7 @@ Result<size_t> Scheduler::AdmitUnit(size_t i, StepBudget& b,
   uint64_t unit_slots = 0;
   for (size_t k = 0; k < count; ++k) unit_slots += sequences_.at(waiting_[i + k]).group_size;
   if (b.tokens < count || b.slots + unit_slots > config_.max_num_seqs) return 0;
+  if (head.whole_prompt && head.tokens.size() > b.tokens) return 0;  // waits for a whole budget
   std::vector<uint64_t> need_all;
   uint64_t need_unit = 0;
   auto release_started = [&] {

@@ -14,7 +14,7 @@ TEST(Architecture, NamesAreTheModelIdSpecs) {
   for (const ArchitectureTraits& t : kArchitectureTraits) names.emplace_back(t.name);
   EXPECT_EQ(names,
             (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3", "gemma3",
-                                      "gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss"}));
+                                      "gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss", "bert"}));
 }
 
 TEST(Architecture, EveryRowIsFoundByEachOfItsNames) {

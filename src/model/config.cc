@@ -73,8 +73,50 @@ bool ModelConfig::HasFamilyOptions() const {
   return !layers.empty() || activation != Activation::kSilu || norm_layout != NormLayout::kPre ||
          norm_unit_offset || scale_embedding || attention_scale != 0 || final_logit_softcap != 0 ||
          attn_logit_softcap != 0 || rotary_dim != 0 || num_experts != 0 || output_bias ||
-         attention_sinks;
+         attention_sinks || block != Block::kDecoder;
 }
+
+namespace {
+// A BERT block keeps every decoder option at its default: its own biases,
+// norms and positions are implied by the block, not spelled by flags.
+Status ValidateBert(const ModelConfig& c) {
+  const ModelConfig d;  // the defaults
+  const char* set = nullptr;
+  if (c.window != 0 || !c.layers.empty()) set = "a sliding window or per-layer settings";
+  if (c.attention_bias || c.output_bias || c.qk_norm || c.attention_sinks) {
+    set = "attention_bias, output_bias, qk_norm or attention sinks (the block's own biases apply)";
+  }
+  if (c.norm_layout != NormLayout::kPre || c.norm_unit_offset || c.scale_embedding) {
+    set = "a norm layout, unit-offset gains or a scaled embedding";
+  }
+  if (c.attention_scale != 0 || c.final_logit_softcap != 0 || c.attn_logit_softcap != 0) {
+    set = "an attention scale or soft-caps";
+  }
+  if (c.rotary_dim != 0 || c.rope_scaling.type != RopeScaling::Type::kNone ||
+      c.rope_style != d.rope_style || c.rope_theta != d.rope_theta) {
+    set = "RoPE settings (positions are a learned table)";
+  }
+  if (c.num_experts != 0 || c.moe_bias || c.swiglu_limit != 0 ||
+      c.routing != Routing::kSoftmaxTopK) {
+    set = "experts";
+  }
+  if (set != nullptr) {
+    return Status::InvalidArgument(std::string("a BERT block with ") + set);
+  }
+  if (c.activation != Activation::kGelu && c.activation != Activation::kGeluTanh) {
+    return Status::InvalidArgument("a BERT block's MLP activation must be GELU");
+  }
+  if (c.num_kv_heads != c.num_heads) {
+    return Status::InvalidArgument("a BERT block has as many K/V heads as query heads (" +
+                                   std::to_string(c.num_kv_heads) + " vs " +
+                                   std::to_string(c.num_heads) + ")");
+  }
+  if (c.type_vocab_size == 0) {
+    return Status::InvalidArgument("a BERT block needs type_vocab_size >= 1");
+  }
+  return Status::Ok();
+}
+}  // namespace
 
 Status ModelConfig::Validate() const {
   FOLIO_RETURN_IF_ERROR(Positive("hidden_size", hidden_size));
@@ -88,9 +130,19 @@ Status ModelConfig::Validate() const {
     return Status::InvalidArgument("hidden_size " + std::to_string(hidden_size) +
                                    " is not divisible by num_heads " + std::to_string(num_heads));
   }
-  if (head_dim() % 2 != 0) {
-    return Status::InvalidArgument("head_dim " + std::to_string(head_dim()) +
-                                   " must be even (RoPE rotates pairs)");
+  switch (block) {
+    case Block::kBert:
+      FOLIO_RETURN_IF_ERROR(ValidateBert(*this));
+      break;
+    case Block::kDecoder:
+      if (type_vocab_size != 0 || activation == Activation::kGelu) {
+        return Status::InvalidArgument("token types or a plain GELU MLP outside a BERT block");
+      }
+      if (head_dim() % 2 != 0) {
+        return Status::InvalidArgument("head_dim " + std::to_string(head_dim()) +
+                                       " must be even (RoPE rotates pairs)");
+      }
+      break;
   }
   if (num_experts == 0 && (moe_bias || swiglu_limit != 0 || routing != Routing::kSoftmaxTopK)) {
     return Status::InvalidArgument(
@@ -157,7 +209,10 @@ Status ModelConfig::Validate() const {
   const auto experts = CheckedProduct({hidden_size, num_experts, 4, expert_ffn_size});
   const auto per_layer = dense && experts ? CheckedAdd(*dense, *experts) : std::nullopt;
   const auto all_layers = per_layer ? CheckedMul(*per_layer, num_layers) : std::nullopt;
-  const auto embed = CheckedProduct({2, vocab_size, hidden_size});
+  // The embedding and head, and an encoder's position and type tables.
+  const auto positions = CheckedAdd(block == Block::kBert ? max_positions : 0, type_vocab_size);
+  const auto tables = positions ? CheckedAdd(vocab_size, *positions) : std::nullopt;
+  const auto embed = tables ? CheckedProduct({2, *tables, hidden_size}) : std::nullopt;
   if (!all_layers || !embed || !CheckedAdd(*all_layers, *embed) ||
       *CheckedAdd(*all_layers, *embed) > (uint64_t{1} << 40)) {
     return Status::OutOfRange("parameter count exceeds 2^40");
@@ -167,6 +222,12 @@ Status ModelConfig::Validate() const {
 
 uint64_t ModelConfig::ParameterCount() const {
   const uint64_t d = hidden_size;
+  if (block == Block::kBert) {
+    // Embeddings (tokens, positions, types, their norm); per layer q/k/v/o
+    // with biases, two norms with biases, up and down with biases.
+    const uint64_t per_layer = 4 * (d * d + d) + 4 * d + 2 * d * ffn_size + ffn_size + d;
+    return (vocab_size + max_positions + type_vocab_size) * d + 2 * d + num_layers * per_layer;
+  }
   uint64_t per_layer = 2 * d + d * q_size() + 2 * d * kv_size() + q_size() * d + 3 * d * ffn_size;
   if (attention_bias) per_layer += q_size() + 2 * kv_size();
   if (qk_norm) per_layer += 2 * head_dim();

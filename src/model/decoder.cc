@@ -13,8 +13,13 @@
 #include "folio/core/checked_math.h"
 #include "folio/ops/matmul.h"
 #include "folio/ops/ops.h"
+#include "model/decoder_internal.h"
 
 namespace folio::model {
+
+using decoder_internal::AddRowBias;
+using decoder_internal::ApplyLinears;
+using decoder_internal::Row;
 
 namespace {
 
@@ -30,173 +35,7 @@ void SwapTokenAndHeadAxes(std::span<const float> in, std::span<float> out, uint6
       }
 }
 
-std::span<float> Row(std::vector<float>& v, uint64_t row, uint64_t width) {
-  return std::span<float>(v).subspan(row * width, width);
-}
-
-// A linear layer, y = W x per row: weights stay as stored, uploaded once to the backend, whose
-// kernels widen them as they read; a type without a matmul kernel (f64) is
-// decoded to f32 once first.
-class Linear {
- public:
-  Linear(const Tensor& t, backend::Backend* backend) : owner_(t.owner) {
-    const uint64_t rows = t.shape.at(0), cols = t.shape.at(1);
-    ops::WeightView view{t.bytes.data(), t.type, rows, cols};
-    if (!ops::TraitsOf(t.type).has_matmul) {
-      converted_.resize(rows * cols);
-      ops::DequantizeRow(t.type, t.bytes.data(), converted_);
-      view = {reinterpret_cast<const std::byte*>(converted_.data()), ops::WeightType::kF32, rows,
-              cols};
-    }
-    Result<backend::Weight> w = backend->Upload(view);
-    FOLIO_CHECK(w.ok(), w.status().ToString());  // the model validated its tensors
-    weight_ = *w;
-  }
-  Status Apply(std::span<const float> x, uint64_t num_rows, std::span<float> y,
-               backend::Backend* backend) const {
-    const ops::WeightView& v = weight_.host;
-    return backend->MatMul(weight_, x.first(num_rows * v.cols), num_rows,
-                           y.first(num_rows * v.rows));
-  }
-  void Embed(std::span<const int32_t> ids, std::span<float> out, backend::Backend* backend) const {
-    backend->Embed(weight_, ids, out);
-  }
-  const backend::Weight& weight() const { return weight_; }
-
- private:
-  std::shared_ptr<const void> owner_;  // keeps a mapped file alive
-  std::vector<float> converted_;
-  backend::Weight weight_{};
-};
-
-// y[r, i] += bias[i] for every row of y.
-void AddRowBias(std::span<float> y, const std::vector<float>& bias) {
-  for (uint64_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
-}
-
-std::vector<float> Values(const Tensor& t) {
-  if (t.empty()) return {};
-  const std::vector<double> wide = t.ToDoubles();
-  return std::vector<float>(wide.begin(), wide.end());
-}
-
-// Several linear layers on one input (q/k/v, gate/up): one backend call, so that
-// the backend can share the work on x (Backend::MatMuls).
-template <size_t N>
-Status ApplyLinears(const std::array<const Linear*, N>& ls, std::span<const float> x, uint64_t rows,
-                    const std::array<std::span<float>, N>& ys, backend::Backend* backend) {
-  std::array<const backend::Weight*, N> ws;
-  std::array<std::span<float>, N> outs;
-  for (size_t i = 0; i < N; ++i) {
-    ws[i] = &ls[i]->weight();
-    outs[i] = ys[i].first(rows * ws[i]->host.rows);
-  }
-  return backend->MatMuls(ws, x.first(rows * ws[0]->host.cols), rows, outs);
-}
-
 }  // namespace
-
-struct Decoder::Weights {
-  struct Layer {
-    std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm, bq, bk, bv, q_norm,
-        k_norm;
-    Linear wq, wk, wv, wo;
-    uint64_t window;  // the layer's sliding window; 0 = global
-    size_t rope;      // its table in `ropes`
-    // A dense MLP (gate, up, down), or a router and experts (one entry each).
-    std::vector<Linear> mlp, router, expert_gate, expert_up, expert_down;
-    // gpt-oss: the output projection's bias, the attention sinks, and the
-    // router's and experts' biases (one entry per expert).
-    std::vector<float> bo, sinks, router_bias;
-    std::vector<std::vector<float>> expert_gate_bias, expert_up_bias, expert_down_bias;
-  };
-  Linear embedding;
-  std::vector<Layer> layers;
-  std::vector<float> final_norm;
-  Linear head;  // the embedding again when tied
-  // RoPE's inverse frequencies, one table per distinct (base, scaling) of
-  // the layers (two for Gemma 3's local and global layers), one per pair,
-  // and what each table's cos and sin are multiplied by (longrope).
-  std::vector<std::vector<double>> ropes;
-  std::vector<double> rope_scales;
-
-  Weights(const Model& m, backend::Backend* b)
-      : embedding(m.weights().embedding, b),
-        final_norm(Norm(m.config(), m.weights().final_norm)),
-        head(m.config().tie_embeddings ? m.weights().embedding : m.weights().lm_head, b) {
-    const ModelConfig& c = m.config();
-    std::vector<LayerConfig> rope_of;  // the layer settings whose RoPE each table holds
-    for (uint64_t i = 0; i < c.num_layers; ++i) {
-      const LayerWeights& l = m.weights().layers[i];
-      const LayerConfig lc = c.Layer(i);
-      size_t rope = 0;
-      while (rope < rope_of.size() && !(rope_of[rope].rope_theta == lc.rope_theta &&
-                                        rope_of[rope].rope_scaling == lc.rope_scaling)) {
-        ++rope;
-      }
-      if (rope == rope_of.size()) {
-        rope_of.push_back(lc);
-        ropes.push_back(RopeInverseFrequencies(c.RotaryDim(), lc.rope_theta, lc.rope_scaling));
-        rope_scales.push_back(RopeAttentionFactor(lc.rope_scaling));
-      }
-      layers.push_back(Layer{Norm(c, l.attn_norm),
-                             Norm(c, l.post_attn_norm),
-                             Norm(c, l.ffn_norm),
-                             Norm(c, l.post_ffn_norm),
-                             Values(l.bq),
-                             Values(l.bk),
-                             Values(l.bv),
-                             Norm(c, l.q_norm),
-                             Norm(c, l.k_norm),
-                             Linear(l.wq, b),
-                             Linear(l.wk, b),
-                             Linear(l.wv, b),
-                             Linear(l.wo, b),
-                             lc.window,
-                             rope,
-                             {},
-                             {},
-                             {},
-                             {},
-                             {},
-                             {},
-                             {},
-                             {},
-                             {},
-                             {},
-                             {}});
-      Layer& layer = layers.back();
-      layer.bo = Values(l.bo);
-      layer.sinks = Values(l.sinks);
-      layer.router_bias = Values(l.router_bias);
-      for (const Tensor& t : l.expert_gate_bias) layer.expert_gate_bias.push_back(Values(t));
-      for (const Tensor& t : l.expert_up_bias) layer.expert_up_bias.push_back(Values(t));
-      for (const Tensor& t : l.expert_down_bias) layer.expert_down_bias.push_back(Values(t));
-      if (c.IsMoe()) {
-        layer.router.emplace_back(l.router, b);
-        for (uint64_t e = 0; e < c.num_experts; ++e) {
-          layer.expert_gate.emplace_back(l.expert_gate[e], b);
-          layer.expert_up.emplace_back(l.expert_up[e], b);
-          layer.expert_down.emplace_back(l.expert_down[e], b);
-        }
-      } else {
-        for (const Tensor* t : {&l.w_gate, &l.w_up, &l.w_down}) layer.mlp.emplace_back(*t, b);
-      }
-    }
-  }
-
- private:
-  // A norm's gains as they multiply: the stored values, plus 1 where the
-  // family stores the offset from 1 (computed in f32, as Hugging Face's
-  // Gemma does: 1.0 + weight.float()).
-  static std::vector<float> Norm(const ModelConfig& c, const Tensor& t) {
-    std::vector<float> g = Values(t);
-    if (c.norm_unit_offset) {
-      for (float& x : g) x = 1.0f + x;
-    }
-    return g;
-  }
-};
 
 Decoder::Decoder(const Model& model, ThreadPool* pool)
     : Decoder(model, std::shared_ptr<backend::Backend>(
@@ -335,6 +174,7 @@ Status Decoder::Experts(const Weights& w, uint64_t layer, std::span<const float>
 template <typename AttendFn>
 Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
                                         std::vector<float>* hidden) const {
+  if (config_.IsEncoder()) return RunBert(plan, attend, hidden);
   const ModelConfig& c = config_;
   const Weights& w = *weights_;
   const uint64_t d = c.hidden_size, hd = c.head_dim(), half = c.RotaryDim() / 2;
@@ -387,7 +227,7 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
     const auto& lw = w.layers[layer];
     rms_norm(x, lw.attn_norm, h);
     const Status qkv =
-        ApplyLinears<3>({&lw.wq, &lw.wk, &lw.wv}, h, rows,
+        ApplyLinears<3>({&*lw.wq, &*lw.wk, &*lw.wv}, h, rows,
                         {std::span<float>(q), std::span<float>(k), std::span<float>(v)}, be);
     FOLIO_RETURN_IF_ERROR(qkv);
     add_bias(q, lw.bq);
@@ -400,7 +240,7 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
     FOLIO_RETURN_IF_ERROR(attend(layer, lw.window, std::span<const float>(q),
                                  std::span<const float>(k), std::span<const float>(v),
                                  std::span<float>(attn)));
-    FOLIO_RETURN_IF_ERROR(lw.wo.Apply(attn, rows, delta, be));
+    FOLIO_RETURN_IF_ERROR(lw.wo->Apply(attn, rows, delta, be));
     add_bias(delta, lw.bo);
     norm_if(delta, lw.post_attn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
@@ -417,6 +257,9 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
           break;
         case Activation::kGeluTanh:
           be->GeGlu(gate, up);
+          break;
+        case Activation::kGelu:  // a plain MLP: BERT's block only (Validate)
+          FOLIO_CHECK(false, "a decoder block with a plain GELU MLP");
           break;
       }
       FOLIO_RETURN_IF_ERROR(lw.mlp[2].Apply(gate, rows, delta, be));
@@ -443,7 +286,7 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
     rms_norm(Row(x, plan.logit_rows[o], d), w.final_norm, Row(hn, o, d));
   }
   std::vector<float> logits(out_rows * c.vocab_size);
-  FOLIO_RETURN_IF_ERROR(w.head.Apply(hn, out_rows, logits, be));
+  FOLIO_RETURN_IF_ERROR(w.head->Apply(hn, out_rows, logits, be));
   if (c.final_logit_softcap != 0) {
     // cap * tanh(logit / cap), in f32 and in that order (Gemma 2).
     const auto cap = static_cast<float>(c.final_logit_softcap);
@@ -466,12 +309,16 @@ namespace {
 // Rows of `batch` lanes of n tokens each, lane-major, at positions
 // start..start+n-1, with logits for every row or each lane's last.
 struct LanePlan {
-  std::vector<uint64_t> positions, logit_rows;
+  std::vector<uint64_t> positions, logit_rows, hidden_rows;
   LanePlan(uint64_t batch, uint64_t n, uint64_t start, LogitRows rows) {
     for (uint64_t b = 0; b < batch; ++b) {
       for (uint64_t i = 0; i < n; ++i) {
         positions.push_back(start + i);
-        if (rows == LogitRows::kAll || i == n - 1) logit_rows.push_back(b * n + i);
+        if (rows == LogitRows::kHidden) {
+          hidden_rows.push_back(b * n + i);
+        } else if (rows == LogitRows::kAll || i == n - 1) {
+          logit_rows.push_back(b * n + i);
+        }
       }
     }
   }
@@ -486,7 +333,7 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
     return Status::OutOfRange(std::to_string(n) + " positions exceed max_positions " +
                               std::to_string(config_.max_positions));
   }
-  const LanePlan lanes(batch, n, 0, LogitRows::kAll);
+  const LanePlan lanes(batch, n, 0, config_.IsEncoder() ? LogitRows::kHidden : LogitRows::kAll);
   // Lane b's K and V of the current layer are page b of a pool of `batch`
   // pages of n slots ([batch, kv_heads, n, head_dim]), written straight
   // from the rows: no cache object is involved.
@@ -506,6 +353,7 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
   p.num_q_heads = config_.num_heads;
   p.scale = config_.AttentionScale();
   p.softcap = config_.attn_logit_softcap;
+  p.causal = !config_.IsEncoder();
   const kv::PagedKvView pool{reinterpret_cast<const std::byte*>(keys.data()),
                              reinterpret_cast<const std::byte*>(values.data()),
                              DType::kF32,
@@ -524,6 +372,12 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
         backend_->PlanAttention(p, q, out, pool, {block_table, 1, context, indptr}));
     return plan->Run(q, pool, out, weights_->layers[layer].sinks);
   };
+  if (config_.IsEncoder()) {
+    std::vector<float> hidden;
+    FOLIO_RETURN_IF_ERROR(
+        Run(RowPlan{tokens, lanes.positions, {}, lanes.hidden_rows}, attend, &hidden).status());
+    return hidden;
+  }
   return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows, {}}, attend);
 }
 
@@ -587,6 +441,13 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
                                   std::to_string(config_.max_positions));
       }
       const LogitRows want = rows[rows.size() == 1 ? 0 : s];
+      if (config_.IsEncoder() && (last - first != context || want != LogitRows::kHidden)) {
+        return Status::InvalidArgument("sequence " + std::to_string(s) +
+                                       ": an encoder computes a whole prompt in one step (rows " +
+                                       std::to_string(last - first) + ", context " +
+                                       std::to_string(context) +
+                                       ") and returns hidden states, not logits");
+      }
       for (uint64_t r = first; r < last; ++r) {
         positions[r] = context - (last - first) + (r - first);
         if (want == LogitRows::kHidden) {
@@ -600,6 +461,7 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
     p.num_q_heads = config_.num_heads;
     p.scale = config_.AttentionScale();
     p.softcap = config_.attn_logit_softcap;
+    p.causal = !config_.IsEncoder();
     // Every layer has its group's metadata and reuses the q/out buffers:
     // one plan per (group, window), made at the first layer with it, runs
     // them all.

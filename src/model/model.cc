@@ -117,7 +117,56 @@ void HashRopeScaling(Sha256& h, const RopeScaling& s) {
 
 }  // namespace
 
+namespace {
+
+// A BERT block's weights: Xavier matrices, the position and type tables
+// drawn like the embedding, and small random biases and gains near 1, so
+// that tests see every tensor.
+ModelWeights InitializeBertWeights(const ModelConfig& c, SplitMix64& rng) {
+  ModelWeights w;
+  const uint64_t d = c.hidden_size, f = c.ffn_size;
+  auto table = [&](uint64_t rows) {
+    std::vector<double> t(rows * d);
+    const double limit = std::sqrt(6.0 / static_cast<double>(rows + d));
+    for (double& x : t) x = limit * (2.0 * rng.NextUnit() - 1.0);
+    return Tensor::FromDoubles({rows, d}, std::move(t));
+  };
+  auto gain = [&] {
+    std::vector<double> g(d);
+    for (double& x : g) x = 1.0 + 0.2 * (2.0 * rng.NextUnit() - 1.0);
+    return Tensor::FromDoubles({d}, std::move(g));
+  };
+  w.embedding = table(c.vocab_size);
+  w.position_embedding = table(c.max_positions);
+  w.token_type_embedding = table(c.type_vocab_size);
+  w.embedding_norm = gain();
+  w.embedding_norm_bias = Uniform(rng, d, 0.2);
+  w.layers.resize(c.num_layers);
+  for (auto& l : w.layers) {
+    l.wq = XavierUniform(rng, d, c.q_size());
+    l.bq = Uniform(rng, c.q_size(), 0.2);
+    l.wk = XavierUniform(rng, d, c.kv_size());
+    l.bk = Uniform(rng, c.kv_size(), 0.2);
+    l.wv = XavierUniform(rng, d, c.kv_size());
+    l.bv = Uniform(rng, c.kv_size(), 0.2);
+    l.wo = XavierUniform(rng, c.q_size(), d);
+    l.bo = Uniform(rng, d, 0.2);
+    l.attn_norm = gain();
+    l.attn_norm_bias = Uniform(rng, d, 0.2);
+    l.w_up = XavierUniform(rng, d, f);
+    l.b_up = Uniform(rng, f, 0.2);
+    l.w_down = XavierUniform(rng, f, d);
+    l.b_down = Uniform(rng, d, 0.2);
+    l.ffn_norm = gain();
+    l.ffn_norm_bias = Uniform(rng, d, 0.2);
+  }
+  return w;
+}
+
+}  // namespace
+
 ModelWeights InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
+  if (c.block == Block::kBert) return InitializeBertWeights(c, rng);
   ModelWeights w;
   const uint64_t d = c.hidden_size;
   // The embedding is [vocab, hidden] both as drawn and as stored: row t is
@@ -226,6 +275,11 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
       h.F64(c.swiglu_alpha);
       h.U64(c.output_bias ? 1 : 0);
       h.U64(c.attention_sinks ? 1 : 0);
+    }
+    if (c.block != Block::kDecoder) {
+      h.Str("block/1");
+      h.U64(static_cast<uint64_t>(c.block));
+      h.U64(c.type_vocab_size);
     }
   }
   ForEachTensor(c, w, [&](const std::string& name, const std::vector<uint64_t>&, const Tensor& t) {

@@ -370,6 +370,11 @@ Reply Api::Answer(Route route, std::string_view path, std::string_view body) {
 }
 
 std::variant<Generation, Reply> Api::SubmitEmbeddings(std::string_view body) {
+  if (!model_.embed) {
+    return Refuse(InvalidField("model", StrCat("the model '", model_.name,
+                                               "' serves generation only (folio serve --task "
+                                               "generate): no embeddings")));
+  }
   std::variant<ParsedEmbeddings, ApiError> parsed = ParseEmbeddings(body, model_);
   if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Refuse(*e);
   ParsedEmbeddings& p = std::get<ParsedEmbeddings>(parsed);
@@ -396,6 +401,12 @@ std::variant<Generation, Reply> Api::SubmitEmbeddings(std::string_view body) {
 }
 
 std::variant<Generation, Reply> Api::Submit(Endpoint endpoint, std::string_view body) {
+  if (!model_.generate) {
+    return Refuse(InvalidField(
+        "model", StrCat("the model '", model_.name,
+                        "' serves embeddings only (an encoder, or folio serve --task embed): "
+                        "no completions or chat")));
+  }
   const uint64_t key = next_id_++;
   std::variant<PreparedGeneration, ApiError> prepared =
       PrepareGeneration(endpoint, body, model_, key);

@@ -691,6 +691,8 @@ ModelInfo MakeModelInfo(const serving::ServedModel& served, const serving::ChatF
   info.vocab_size = served.model->config().vocab_size;
   info.max_positions = served.model->config().max_positions;
   info.hidden_size = served.model->config().hidden_size;
+  info.generate = !served.model->config().IsEncoder();
+  info.default_pooling = served.DefaultPooling();
   return info;
 }
 
@@ -731,7 +733,7 @@ std::variant<ParsedEmbeddings, ApiError> ParseEmbeddings(std::string_view body,
   }
   out.base64 = format == "base64";
   FOLIO_RETURN_API_ERROR(Read(f, "pooling", pooling));
-  out.params.pooling = engine::Pooling::kLast;
+  out.params.pooling = m.default_pooling;
   if (pooling) {
     const std::optional<engine::Pooling> p = engine::PoolingFromName(*pooling);
     if (!p || *p == engine::Pooling::kNone) {

@@ -52,11 +52,17 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
   s.model = std::make_unique<model::Model>(std::move(c.model));
   s.file_tokenizer = std::move(c.tokenizer);
   s.chat_template = std::move(c.chat_template);
+  if (!c.pooling.empty()) s.file_pooling = engine::PoolingFromName(c.pooling);
   if (!s.file_tokenizer && s.model->config().vocab_size != tokenizer::ByteTokenizer::kVocabSize) {
     return Status::NotFound("no tokenizer beside " + path +
                             ", and its vocabulary is not folio's byte-level one");
   }
   return s;
+}
+
+engine::Pooling ServedModel::DefaultPooling() const {
+  if (file_pooling) return *file_pooling;
+  return model->config().IsEncoder() ? engine::Pooling::kCls : engine::Pooling::kLast;
 }
 
 Result<ChatFormat> ServedModel::MakeChatFormat(

@@ -132,17 +132,24 @@ struct Float64Decoder::Weights {
   }
 };
 
-Float64Decoder::Float64Decoder(const model::Model& model)
-    : config_(model.config()),
-      model_id_(model.id()),
-      weights_(std::make_unique<const Weights>(model)) {
-  // gpt-oss's block is checked against transformers, not modelled here:
-  // refuse it rather than drop its options.
+namespace {
+// gpt-oss's and BERT's blocks are checked against transformers, not
+// modelled here: refuse them (before any weight is read) rather than drop
+// their options.
+const model::Model& Modelled(const model::Model& model) {
   const model::ModelConfig& c = model.config();
   FOLIO_CHECK(c.routing == model::Routing::kSoftmaxTopK && !c.moe_bias && c.swiglu_limit == 0 &&
                   !c.output_bias && !c.attention_sinks,
               "the float64 reference does not model gpt-oss's block");
+  FOLIO_CHECK(c.block == model::Block::kDecoder, "the float64 reference models decoders only");
+  return model;
 }
+}  // namespace
+
+Float64Decoder::Float64Decoder(const model::Model& model)
+    : config_(Modelled(model).config()),
+      model_id_(model.id()),
+      weights_(std::make_unique<const Weights>(model)) {}
 Float64Decoder::~Float64Decoder() = default;
 Float64Decoder::Float64Decoder(Float64Decoder&&) noexcept = default;
 
@@ -272,6 +279,8 @@ Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& 
       case model::Activation::kGeluTanh:
         ops::GeGlu<double>(gate, up);
         break;
+      case model::Activation::kGelu:  // BERT's plain MLP: refused above
+        FOLIO_CHECK(false, "a plain GELU MLP");
     }
     lw.down.Apply(gate, rows, delta);
     norm_if(delta, lw.post_ffn_norm);

@@ -89,6 +89,9 @@ class Backend {
   // Per row of x ([rows, gain.size()]): out = x / rms(x) * gain.
   virtual void RmsNorm(std::span<const float> x, std::span<const float> gain, float eps,
                        std::span<float> out) = 0;
+  // Per row of x ([rows, gain.size()]): ops::LayerNorm with gain and bias.
+  virtual void LayerNorm(std::span<const float> x, std::span<const float> gain,
+                         std::span<const float> bias, float eps, std::span<float> out) = 0;
   // Rotates each head_dim-wide head of x's row r by angles cos/sin [rows,
   // pairs]: the first 2 * pairs features of each head (ops::Rope).
   virtual void Rope(std::span<float> x, uint64_t rows, uint64_t head_dim,
@@ -97,6 +100,9 @@ class Backend {
   virtual void SwiGlu(std::span<float> gate, std::span<const float> up) = 0;
   // gate = gelu_tanh(gate) * up, element-wise.
   virtual void GeGlu(std::span<float> gate, std::span<const float> up) = 0;
+  // x = act(x) element-wise, for a plain (ungated) MLP: GELU (erf) or its
+  // tanh form (ops::Gelu, ops::GeluTanh).
+  virtual void Gelu(std::span<float> x, bool tanh_form) = 0;
   // gpt-oss's clamped SwiGLU, element-wise in f32: g = min(gate, limit),
   // u = clamp(up, -limit, limit), gate = (u + 1) * g * sigmoid(alpha * g).
   virtual void SwiGluClamped(std::span<float> gate, std::span<const float> up, float alpha,

@@ -24,7 +24,17 @@ struct Checkpoint {
   // preferred) or GGUF's tokenizer.chat_template. Empty when there is none
   // or it cannot be read (a chat template is optional).
   std::string chat_template;
+  // How the file says its embeddings are pooled: "mean", "cls" or "last";
+  // empty when it does not say. A folder's sentence-transformers Pooling
+  // module (modules.json names its folder, else 1_Pooling/config.json), or
+  // GGUF's <architecture>.pooling_type (1 mean, 2 cls, 3 last; 0 none).
+  std::string pooling;
 };
+
+// FolderPooling / GGUF pooling_type as above. Errors: a malformed file
+// (kCorruption), a pooling folio does not compute — max, mean of square
+// roots, weighted mean, rank (kUnimplemented, naming it).
+Result<std::string> FolderPooling(const std::filesystem::path& dir);
 
 // A folder or .gguf file, as LoadModel (model_io.h) and LoadModelTokenizer
 // (model_tokenizer.h) read it, with the same errors, in that order;

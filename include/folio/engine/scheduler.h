@@ -81,6 +81,9 @@ struct Sequence {
   // Every prompt row must be computed (pooled embeddings): the sequence
   // never starts on pages of the prefix cache.
   bool every_row = false;
+  // The prompt is computed in one step or not at all (an encoder's rows
+  // attend to each other): admitted only when the step's budget holds it.
+  bool whole_prompt = false;
   uint64_t num_pending() const { return tokens.size() - num_computed; }
   uint64_t num_output_tokens() const { return tokens.size() - num_prompt_tokens; }
   std::span<const int32_t> prompt() const { return std::span(tokens).first(num_prompt_tokens); }

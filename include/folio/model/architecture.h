@@ -51,6 +51,8 @@ enum class RopeStyle : uint8_t { kInterleaved, kNeox };
 //     and a mixture whose router and experts carry biases, routing by
 //     top-k logits then softmax, with a clamped SwiGLU. Hugging Face folders
 //     only for now (its GGUF files and MXFP4 experts are refused).
+//   kBert: the BERT encoder (BertModel; GGUF "bert"): Block::kBert, for
+//     embeddings (sentence-transformers' MiniLM, BGE, E5).
 enum class Architecture : uint8_t {
   kFolio,
   kLlama,
@@ -62,7 +64,8 @@ enum class Architecture : uint8_t {
   kPhi3,
   kQwen3Moe,
   kMixtral,
-  kGptOss
+  kGptOss,
+  kBert
 };
 
 // Whether an architecture fixes one of the decoder's options.
@@ -129,6 +132,9 @@ struct ArchitectureTraits {
   // interleaved by column, down_proj [experts, ffn, hidden], each with a
   // bias; the router is mlp.router.
   bool hf_gpt_oss = false;
+  // The layer's whole shape (family.h); every other field above describes
+  // kDecoder blocks.
+  Block block = Block::kDecoder;
 };
 
 // The table, indexed by Architecture.
@@ -267,6 +273,18 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
      .hf_window_per_layer = false,
      .moe = true,
      .hf_gpt_oss = true},
+    {.architecture = Architecture::kBert,
+     .name = "bert",
+     .hf_class = "BertModel",
+     .gguf_name = "bert",
+     .gguf_rope_style = RopeStyle::kNeox,  // no RoPE
+     .hf_native = true,
+     .attention_bias = Fixed::kOff,  // the block has its own biases
+     .qk_norm = Fixed::kOff,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = false,
+     .activation = Activation::kGelu,
+     .block = Block::kBert},
 };
 inline constexpr size_t kNumArchitectures = std::size(kArchitectureTraits);
 
@@ -285,6 +303,7 @@ constexpr bool IsArchitecture(Architecture a) {
     case Architecture::kQwen3Moe:
     case Architecture::kMixtral:
     case Architecture::kGptOss:
+    case Architecture::kBert:
       return true;
   }
   return false;

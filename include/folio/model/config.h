@@ -145,6 +145,18 @@ struct ModelConfig {
   double swiglu_alpha = 1.702;
   bool output_bias = false;
   bool attention_sinks = false;
+  // The layer's whole shape (family.h). Under Block::kBert the fields
+  // above that describe decoders keep their defaults (Validate checks),
+  // activation is kGelu or kGeluTanh, max_positions is the position
+  // table's length, and type_vocab_size (>= 1) the token-type table's;
+  // tie_embeddings is unused (there is no output head).
+  Block block = Block::kDecoder;
+  uint64_t type_vocab_size = 0;  // kBert only
+
+  // Attention sees later positions too (an encoder): a prompt is computed
+  // in one step, its K/V depend on what follows, and it yields hidden
+  // states, never tokens.
+  bool IsEncoder() const { return block == Block::kBert; }
 
   // Layer i's window and RoPE (i < num_layers).
   LayerConfig Layer(uint64_t i) const;
@@ -171,7 +183,9 @@ struct ModelConfig {
   // or not finite; rotary_dim odd or beyond head_dim; experts without
   // experts_per_token in [1, num_experts] and an expert width; expert
   // options (biases, the clamped SwiGLU, top-k-then-softmax routing)
-  // without experts, or a clamp that is not finite and > 0.
+  // without experts, or a clamp that is not finite and > 0; a BERT block
+  // with a decoder's option set, or a decoder with token types or plain
+  // GELU.
   Status Validate() const;
 
   // The number of parameters (norm gains included).

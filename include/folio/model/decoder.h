@@ -10,6 +10,7 @@
 #define FOLIO_MODEL_DECODER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -65,7 +66,9 @@ class Decoder {
   const std::string& model_id() const { return model_id_; }
 
   // The full-prefix forward pass with no cache: tokens [batch, n] at
-  // positions 0..n-1, logits [batch, n, vocab]. Errors: tokens.size() not a
+  // positions 0..n-1, logits [batch, n, vocab] — for an encoder
+  // (ModelConfig::IsEncoder), which has no output head, the final hidden
+  // states [batch, n, hidden] instead. Errors: tokens.size() not a
   // multiple of the batch, a token id outside the vocabulary, n beyond
   // max_positions, a non-finite logit.
   Result<std::vector<float>> Forward(std::span<const int32_t> tokens, uint64_t batch) const;
@@ -96,6 +99,9 @@ class Decoder {
                                   std::vector<float>* hidden = nullptr) const {
     return Step(cache, std::span<const kv::BatchMetadata>(&meta, 1), tokens, rows, path, hidden);
   }
+  // An encoder's sequences are bidirectional: each must bring every row of
+  // its context in the step (context_lens[s] = its rows; else
+  // InvalidArgument), and take kHidden rows.
   // The same over a cache of any number of layer groups: metas[g] is
   // cache.BuildBatchMetadata(seqs, plan, g), one per group, and layer l
   // reads and writes its group's pages (kv::PagedKvCache, "Layer groups").
@@ -124,6 +130,13 @@ class Decoder {
   template <typename AttendFn>
   Result<std::vector<float>> Run(const RowPlan& plan, AttendFn&& attend,
                                  std::vector<float>* hidden = nullptr) const;
+  // The BERT block's Run (bert_block.cc): every row's final hidden state
+  // into *hidden; logit rows are refused (no output head).
+  using Attend = std::function<Status(uint64_t layer, uint64_t window, std::span<const float> q,
+                                      std::span<const float> k, std::span<const float> v,
+                                      std::span<float> out)>;
+  Result<std::vector<float>> RunBert(const RowPlan& plan, const Attend& attend,
+                                     std::vector<float>* hidden) const;
   // A layer's mixture of experts on rows h into out (decoder.cc).
   Status Experts(const Weights& w, uint64_t layer, std::span<const float> h, uint64_t rows,
                  std::span<float> out) const;

@@ -46,21 +46,71 @@ struct LayerWeights {
   std::vector<Tensor> expert_gate_bias;  // num_experts x [expert_ffn]
   std::vector<Tensor> expert_up_bias;    // num_experts x [expert_ffn]
   std::vector<Tensor> expert_down_bias;  // num_experts x [hidden]
+  // Block::kBert only: the LayerNorms' biases (attn_norm and ffn_norm are
+  // the norms after attention and after the MLP) and the MLP's (w_up and
+  // w_down; there is no gate).
+  Tensor attn_norm_bias;  // [hidden]
+  Tensor ffn_norm_bias;   // [hidden]
+  Tensor b_up;            // [ffn]
+  Tensor b_down;          // [hidden]
 };
 
 struct ModelWeights {
   Tensor embedding;  // [vocab, hidden]
   std::vector<LayerWeights> layers;
-  Tensor final_norm;  // [hidden]
+  Tensor final_norm;  // [hidden]; none in Block::kBert
   Tensor lm_head;     // [vocab, hidden]; empty when tied
+  // Block::kBert only:
+  Tensor position_embedding;    // [max_positions, hidden]
+  Tensor token_type_embedding;  // [type_vocab_size, hidden]
+  Tensor embedding_norm;        // [hidden]
+  Tensor embedding_norm_bias;   // [hidden]
 };
+
+// ForEachTensor's list for Block::kBert, under Hugging Face BertModel's
+// names: the embeddings (token, position, type, their LayerNorm), then per
+// layer q, k, v, o, the norm after attention, up, down and the norm after
+// the MLP, each with its bias.
+template <typename W, typename Fn>
+void ForEachBertTensor(const ModelConfig& c, W& w, Fn&& fn) {
+  using Shape = std::vector<uint64_t>;
+  const uint64_t d = c.hidden_size, f = c.ffn_size;
+  fn(std::string("embeddings.word_embeddings.weight"), Shape{c.vocab_size, d}, w.embedding);
+  fn(std::string("embeddings.position_embeddings.weight"), Shape{c.max_positions, d},
+     w.position_embedding);
+  fn(std::string("embeddings.token_type_embeddings.weight"), Shape{c.type_vocab_size, d},
+     w.token_type_embedding);
+  fn(std::string("embeddings.LayerNorm.weight"), Shape{d}, w.embedding_norm);
+  fn(std::string("embeddings.LayerNorm.bias"), Shape{d}, w.embedding_norm_bias);
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    auto& l = w.layers[i];
+    const std::string p = "encoder.layer." + std::to_string(i) + ".";
+    fn(p + "attention.self.query.weight", Shape{c.q_size(), d}, l.wq);
+    fn(p + "attention.self.query.bias", Shape{c.q_size()}, l.bq);
+    fn(p + "attention.self.key.weight", Shape{c.kv_size(), d}, l.wk);
+    fn(p + "attention.self.key.bias", Shape{c.kv_size()}, l.bk);
+    fn(p + "attention.self.value.weight", Shape{c.kv_size(), d}, l.wv);
+    fn(p + "attention.self.value.bias", Shape{c.kv_size()}, l.bv);
+    fn(p + "attention.output.dense.weight", Shape{d, c.q_size()}, l.wo);
+    fn(p + "attention.output.dense.bias", Shape{d}, l.bo);
+    fn(p + "attention.output.LayerNorm.weight", Shape{d}, l.attn_norm);
+    fn(p + "attention.output.LayerNorm.bias", Shape{d}, l.attn_norm_bias);
+    fn(p + "intermediate.dense.weight", Shape{f, d}, l.w_up);
+    fn(p + "intermediate.dense.bias", Shape{f}, l.b_up);
+    fn(p + "output.dense.weight", Shape{d, f}, l.w_down);
+    fn(p + "output.dense.bias", Shape{d}, l.b_down);
+    fn(p + "output.LayerNorm.weight", Shape{d}, l.ffn_norm);
+    fn(p + "output.LayerNorm.bias", Shape{d}, l.ffn_norm_bias);
+  }
+}
 
 // Visits every tensor the config calls for, in the canonical order —
 // embedding, then per layer attn_norm, wq, wk, wv, (bq, bk, bv), (q_norm,
 // k_norm), wo, (bo), (sinks), (post_attn_norm), ffn_norm, w_gate, w_up,
 // w_down (or the router (and its bias) and each expert's gate, up, down,
 // each with its bias under moe_bias), (post_ffn_norm), then final_norm and (untied only)
-// lm_head — with its Hugging Face name and expected shape. (The sandwich layout's names are
+// lm_head — with its Hugging Face name and expected shape (a BERT block's
+// list is ForEachBertTensor's). (The sandwich layout's names are
 // Gemma's: its post_attention_layernorm is the norm after attention, and
 // the norm before the MLP is pre_feedforward_layernorm.) Save, load,
 // the model id and the decoder all walk this one list, so they cannot
@@ -69,6 +119,13 @@ struct ModelWeights {
 // shape, Tensor& or const Tensor&).
 template <typename W, typename Fn>
 void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
+  switch (c.block) {
+    case Block::kBert:
+      ForEachBertTensor(c, w, fn);
+      return;
+    case Block::kDecoder:
+      break;
+  }
   using Shape = std::vector<uint64_t>;
   const uint64_t d = c.hidden_size;
   fn(std::string("model.embed_tokens.weight"), Shape{c.vocab_size, d}, w.embedding);

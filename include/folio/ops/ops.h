@@ -41,6 +41,24 @@ void RmsNorm(std::span<const T> x, std::span<const T> gain, T eps, std::span<T> 
   for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * gain[i];
 }
 
+// LayerNorm with bias: y = (x - mean) / sqrt(var + eps) * gain + bias, the
+// mean and the (biased) variance summed in T in index order, as two passes
+// over x (PyTorch's LayerNorm also centres before squaring; its CPU kernel
+// differs only in the order of those sums).
+template <typename T>
+void LayerNorm(std::span<const T> x, std::span<const T> gain, std::span<const T> bias, T eps,
+               std::span<T> y) {
+  FOLIO_DCHECK(gain.size() == x.size() && bias.size() == x.size() && y.size() == x.size());
+  const auto n = static_cast<T>(x.size());
+  T sum = 0;
+  for (T v : x) sum += v;
+  const T mean = sum / n;
+  T sum_sq = 0;
+  for (T v : x) sum_sq += (v - mean) * (v - mean);
+  const T inv = T(1) / std::sqrt(sum_sq / n + eps);
+  for (size_t i = 0; i < x.size(); ++i) y[i] = (x[i] - mean) * inv * gain[i] + bias[i];
+}
+
 // Rotates every head of x: [num_heads, head_dim] by the angles whose cosines
 // and sines are given per pair. The first 2 * cos.size() features of a head
 // rotate (all of them, or fewer: partial rotary embeddings, as Phi-4-mini's),
@@ -85,6 +103,13 @@ template <typename T>
 T GeluTanh(T z) {
   const T k = T(0.79788456080286535588);  // sqrt(2 / pi)
   return z / (T(1) + std::exp(T(-2) * k * (z + T(0.044715) * z * z * z)));
+}
+
+// GELU itself: z/2 (1 + erf(z / sqrt 2)) (PyTorch's default, Hugging
+// Face's "gelu"; BERT's MLP).
+template <typename T>
+T Gelu(T z) {
+  return T(0.5) * z * (T(1) + std::erf(z * T(0.70710678118654752440)));
 }
 
 // out[i] = gelu_tanh(gate[i]) * up[i], in place on gate (GeGLU).

@@ -104,8 +104,13 @@ struct ModelInfo {
   std::string name;                  // the served model's name, used in replies
   std::vector<std::string> aliases;  // more accepted "model" values
   uint64_t vocab_size = 0;
-  uint64_t max_positions = 0;                       // the model's context
-  uint64_t hidden_size = 0;                         // an embedding's features
+  uint64_t max_positions = 0;  // the model's context
+  uint64_t hidden_size = 0;    // an embedding's features
+  // What the server answers (folio serve --task): completions and chat
+  // (generate), embeddings (embed); a request for the other is a 400.
+  bool generate = true, embed = true;
+  // An embedding request's pooling when it names none (ServedModel::DefaultPooling).
+  engine::Pooling default_pooling = engine::Pooling::kLast;
   uint64_t pool_positions = 0;                      // token slots in the whole KV pool
   const tokenizer::Tokenizer* tokenizer = nullptr;  // required
   // Text prompts: the tokenizer's own special tokens (bos, eos as its

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "folio/core/status.h"
+#include "folio/engine/request.h"
 #include "folio/grammar/structured_output.h"
 #include "folio/model/model.h"
 #include "folio/serving/chat_format.h"
@@ -37,6 +38,8 @@ struct ServedModel {
   // Structured-output constraints compiled for this model's requests,
   // shared by its front ends (thread-safe).
   std::shared_ptr<grammar::GrammarCache> grammars = std::make_shared<grammar::GrammarCache>();
+  // The pooling the model file names (checkpoint::Checkpoint::pooling), if any.
+  std::optional<engine::Pooling> file_pooling;
 
   // The file's tokenizer, or the byte-level one.
   const tokenizer::Tokenizer& tokenizer() const;
@@ -47,6 +50,11 @@ struct ServedModel {
   // The ids every request stops on: the tokenizer's end-of-sequence id, or
   // none for a byte-level model (it stops on nothing, as `folio generate`).
   std::vector<int32_t> StopTokenIds() const;
+  // How an embedding request that names no pooling is pooled: the file's
+  // own pooling, else the first position's (cls) for an encoder (BERT's
+  // convention), else the last position's (a decoder's only position that
+  // has seen the whole prompt).
+  engine::Pooling DefaultPooling() const;
   // The chat format: the file at template_path (--chat-template) when
   // given, else the model's own template, else ChatML or plain
   // (chat_format.h). A template that does not parse is an error.
