@@ -80,7 +80,8 @@ asan: setup
 # descriptor_seeds, and a KV snapshot that the Release build's `folio kv
 # export` writes. (make test runs the descriptor fuzzer for 20 s too:
 # src/format/CMakeLists.txt.)
-FUZZERS = gguf safetensors descriptor snapshot request jinja chat_output gbnf json_schema
+FUZZERS = gguf safetensors descriptor snapshot request jinja chat_output gbnf json_schema \
+  tokenizer_json
 
 $(FUZZ_DIR)/CMakeCache.txt:
 	cmake -S . -B $(FUZZ_DIR) -DCMAKE_CXX_COMPILER=clang++ \
@@ -114,7 +115,7 @@ fuzz-long: fuzz-build
 # The C++ sources clang-format keeps (.clang-format): every tracked .h and
 # .cc under include, src, bench, tools and python/src, except generated
 # files.
-FORMAT_GENERATED = src/tokenizer/unicode_tables.cc
+FORMAT_GENERATED = src/tokenizer/unicode_tables.cc src/tokenizer/unicode_bert_tables.cc
 FORMAT_FILES = $(filter-out $(FORMAT_GENERATED),$(shell git ls-files -- \
   'include/*.h' 'include/*.cc' 'src/*.h' 'src/*.cc' 'bench/*.h' 'bench/*.cc' \
   'tools/*.h' 'tools/*.cc' 'python/src/*.h' 'python/src/*.cc'))

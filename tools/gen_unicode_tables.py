@@ -18,8 +18,21 @@
    changes, come from Unicode 16), which code points it decomposes (their
    one-step mappings from Unicode 16) and which pairs it composes.
 
+It also writes src/tokenizer/unicode_bert_tables.cc, the character data of
+the WordPiece (BERT) tokenizers:
+
+4. BERT's character classes, read off `tokenizers` code point by code
+   point: what BertNormalizer's clean_text drops, what its strip_accents
+   drops after NFD (the nonspacing marks of the unicode_categories crate's
+   old tables), what StripAccents drops (unicode-normalization's combining
+   marks), what BertPreTokenizer isolates as punctuation and what the
+   Whitespace pre-tokenizer's \\w takes (Oniguruma's tables).
+5. Rust's char::to_lowercase, as the Lowercase normalizer applies it.
+6. The first code point of each character's canonical decomposition in
+   Unicode 16.0: llama.cpp's WordPiece "NFD" keeps only that one.
+
 Needs the pinned `tokenizers` (tools/setup.sh) and the `unicodedata2`
-backport; regenerating gives the same file anywhere:
+backport; regenerating gives the same files anywhere (clang-format them):
 
     python3 -m pip install --target /tmp/ud16 unicodedata2==16.0.0
     PYTHONPATH=/tmp/ud16 python3 tools/gen_unicode_tables.py
@@ -140,6 +153,122 @@ def decompositions():
     return rows
 
 
+# tokenizers' (and llama.cpp's) "Chinese characters" (bert.rs is_chinese_char,
+# with its 0x2B920 for 0x2B820); unicode.cc has the same list.
+CHINESE_RANGES = [(0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF),
+                  (0x2A700, 0x2B73F), (0x2B740, 0x2B81F), (0x2B920, 0x2CEAF),
+                  (0xF900, 0xFAFF), (0x2F800, 0x2FA1F)]
+# The bits of unicode::BertFlags (src/tokenizer/unicode.h).
+BERT_CONTROL, BERT_PUNCTUATION, BERT_NONSPACING_MARK, COMBINING_MARK, \
+    ONIG_WORD = 1, 2, 4, 8, 16
+WHITE_SPACE = [0x9, 0xA, 0xB, 0xC, 0xD, 0x20, 0x85, 0xA0, 0x1680,
+               *range(0x2000, 0x200B), 0x2028, 0x2029, 0x202F, 0x205F, 0x3000]
+
+
+def bert_flags():
+    """The BERT classes of every code point (0 for surrogates), probed one
+    code point at a time; checks on the way that the classes unicode.cc
+    takes from elsewhere (White_Space, the Chinese ranges) are what
+    `tokenizers` uses."""
+    clean = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=False,
+                                       strip_accents=False, lowercase=False)
+    chinese = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=True,
+                                         strip_accents=False, lowercase=False)
+    strip = normalizers.BertNormalizer(clean_text=False, handle_chinese_chars=False,
+                                       strip_accents=True, lowercase=False)
+    strip_accents, nfd = normalizers.StripAccents(), normalizers.NFD()
+    bert_pre, whitespace = pre_tokenizers.BertPreTokenizer(), pre_tokenizers.Whitespace()
+    white = set(WHITE_SPACE)
+    flags = [0] * 0x110000
+    flags[0] = BERT_CONTROL  # clean_text drops U+0000 by name
+    for c in code_points():
+        ch, f = chr(c), 0
+        cleaned = clean.normalize_str(ch)
+        if cleaned == "":
+            f |= BERT_CONTROL
+        elif cleaned != (" " if c in white else ch):
+            sys.exit(f"clean_text maps U+{c:04X} to {cleaned!r}")
+        in_ranges = any(a <= c <= b for a, b in CHINESE_RANGES)
+        if (chinese.normalize_str(ch) == f" {ch} ") != in_ranges:
+            sys.exit(f"Chinese character ranges disagree at U+{c:04X}")
+        # After NFD only undecomposable code points are left to filter.
+        if nfd.normalize_str(ch) == ch and strip.normalize_str(ch) == "":
+            f |= BERT_NONSPACING_MARK
+        if strip_accents.normalize_str(ch) == "":
+            f |= COMBINING_MARK
+        pieces = [p for p, _ in bert_pre.pre_tokenize_str("a" + ch + "a")]
+        if len(pieces) == 3:
+            f |= BERT_PUNCTUATION
+        elif (len(pieces) == 2) != (c in white):
+            sys.exit(f"BertPreTokenizer's whitespace disagrees at U+{c:04X}")
+        pieces = [p for p, _ in whitespace.pre_tokenize_str("a" + ch + "a")]
+        if len(pieces) == 1:
+            f |= ONIG_WORD
+        elif (len(pieces) == 2) != (c in white):
+            sys.exit(f"Whitespace's \\s disagrees at U+{c:04X}")
+        flags[c] = f
+    return flags
+
+
+def lowercase_rows():
+    """(code point, first code point of its lowercase) where it changes;
+    only U+0130 lowers to two code points (i and U+0307), which unicode.cc
+    knows by name."""
+    low = normalizers.Lowercase()
+    rows = []
+    for c in code_points():
+        out = low.normalize_str(chr(c))
+        if out == chr(c):
+            continue
+        if len(out) != 1 and not (c == 0x130 and out == "i\u0307"):
+            sys.exit(f"U+{c:04X} lowercases to {out!r}")
+        rows.append((c, ord(out[0])))
+    return rows
+
+
+def nfd_first_rows():
+    """(code point, the first code point of its Unicode 16 canonical
+    decomposition) where that differs, Hangul syllables aside."""
+    rows = []
+    for c in code_points():
+        if HANGUL_FIRST <= c <= HANGUL_LAST:
+            continue
+        first = ord(unicodedata2.normalize("NFD", chr(c))[0])
+        if first != c:
+            rows.append((c, first))
+    return rows
+
+
+def write_bert_tables(path):
+    flags = bert_flags()
+    runs, previous = [], None
+    for c, f in enumerate(flags):
+        if f != previous:
+            runs.append((c << 8) | f)
+            previous = f
+    lower = lowercase_rows()
+    nfd_first = nfd_first_rows()
+    with open(path, "w", encoding="ascii") as f:
+        f.write(
+            "// Generated by tools/gen_unicode_tables.py from Unicode "
+            f"{EXPECTED_UNICODE} and\n// tokenizers {EXPECTED_TOKENIZERS}; "
+            "do not edit.\n"
+            '#include "tokenizer/unicode.h"\n\n'
+            "namespace folio::tokenizer::unicode {\n\n"
+            "// (first code point << 8) | BertFlags bits; the flags last until "
+            "the next\n// entry's first code point.\n")
+        write_array(f, "kBertFlagRuns", runs, 8)
+        f.write("// Pairs: code point, the first code point of Rust's "
+                "to_lowercase (the\n// second, for U+0130 only, is U+0307).\n")
+        write_array(f, "kLowercase", [x for r in lower for x in r], 8)
+        f.write("// Pairs: code point, the first code point of its canonical "
+                "decomposition,\n// Hangul syllables aside.\n")
+        write_array(f, "kNfdFirst", [x for r in nfd_first for x in r], 8)
+        f.write("}  // namespace folio::tokenizer::unicode\n")
+    print(f"{path}: {len(runs)} BERT flag runs, {len(lower)} lowercase "
+          f"mappings, {len(nfd_first)} NFD first code points")
+
+
 def write_array(f, name, values, per_line):
     f.write(f"const uint32_t {name}[{len(values)}] = {{\n")
     for i in range(0, len(values), per_line):
@@ -199,6 +328,7 @@ def main():
           f"ranges, {len(classes)} combining "
           f"classes, {len(rows)} decompositions "
           f"({sum(r[3] for r in rows)} composing)")
+    write_bert_tables(os.path.join(root, "src", "tokenizer", "unicode_bert_tables.cc"))
 
 
 if __name__ == "__main__":

@@ -17,10 +17,13 @@ Result<Tokenizer> GgufTokenizer(const GgufFile& f,
     spec.model = TokenizerSpec::Model::kBpe;
   } else if (kind == "llama") {
     spec.model = TokenizerSpec::Model::kSentencePiece;
+  } else if (kind == "bert") {
+    spec.model = TokenizerSpec::Model::kWordPiece;
   } else {
     return Status::Unimplemented("tokenizer.ggml.model \"" + kind +
-                                 "\" (folio reads gpt2 and llama)");
+                                 "\" (folio reads gpt2, llama and bert)");
   }
+  const bool wordpiece = spec.model == TokenizerSpec::Model::kWordPiece;
   FOLIO_ASSIGN_OR_RETURN(spec.tokens, f.GetStringArray("tokenizer.ggml.tokens"));
   if (f.Has("tokenizer.ggml.scores")) {
     FOLIO_ASSIGN_OR_RETURN(std::vector<double> scores, f.GetFloatArray("tokenizer.ggml.scores"));
@@ -30,10 +33,12 @@ Result<Tokenizer> GgufTokenizer(const GgufFile& f,
     FOLIO_ASSIGN_OR_RETURN(std::vector<int64_t> types, f.GetIntArray("tokenizer.ggml.token_type"));
     for (int64_t t : types) spec.token_types.push_back(static_cast<int32_t>(t));
   }
-  if (f.Has("tokenizer.ggml.merges")) {
+  // llama.cpp reads neither merges nor a pre-tokenizer name for WordPiece
+  // (its converter writes the name, e.g. "bert-bge", all the same).
+  if (f.Has("tokenizer.ggml.merges") && !wordpiece) {
     FOLIO_ASSIGN_OR_RETURN(spec.merges, f.GetStringArray("tokenizer.ggml.merges"));
   }
-  if (f.Has("tokenizer.ggml.pre")) {
+  if (f.Has("tokenizer.ggml.pre") && !wordpiece) {
     FOLIO_ASSIGN_OR_RETURN(spec.pre_tokenizer, f.GetString("tokenizer.ggml.pre"));
   }
   if (pre_tokenizer) spec.pre_tokenizer = *pre_tokenizer;
@@ -44,19 +49,39 @@ Result<Tokenizer> GgufTokenizer(const GgufFile& f,
     out = static_cast<int32_t>(v);
     return Status::Ok();
   };
+  if (wordpiece) {
+    // llama.cpp's defaults for "bert" (bert-base's [CLS], [UNK], [SEP],
+    // [PAD]), each kept only where the vocabulary reaches it.
+    const auto fallback = [&](std::optional<int32_t>& out, int32_t value) {
+      if (static_cast<size_t>(value) < spec.tokens.size()) out = value;
+    };
+    fallback(spec.bos_id, 101);
+    fallback(spec.unk_id, 100);
+    fallback(spec.sep_id, 102);
+    fallback(spec.pad_id, 0);
+  }
   FOLIO_RETURN_IF_ERROR(id("tokenizer.ggml.bos_token_id", spec.bos_id));
   FOLIO_RETURN_IF_ERROR(id("tokenizer.ggml.eos_token_id", spec.eos_id));
   FOLIO_RETURN_IF_ERROR(id("tokenizer.ggml.unknown_token_id", spec.unk_id));
   FOLIO_RETURN_IF_ERROR(id("tokenizer.ggml.padding_token_id", spec.pad_id));
+  FOLIO_RETURN_IF_ERROR(id("tokenizer.ggml.seperator_token_id", spec.sep_id));  // (sic)
   auto flag = [&](const char* key, bool& out) -> Status {
     if (!f.Has(key)) return Status::Ok();
     FOLIO_ASSIGN_OR_RETURN(out, f.GetBool(key));
     return Status::Ok();
   };
-  spec.add_bos = spec.model == TokenizerSpec::Model::kSentencePiece;  // llama.cpp's default
+  // llama.cpp's defaults: SentencePiece adds bos; WordPiece bos and sep.
+  spec.add_bos = spec.model != TokenizerSpec::Model::kBpe;
+  spec.add_sep = wordpiece;
   FOLIO_RETURN_IF_ERROR(flag("tokenizer.ggml.add_bos_token", spec.add_bos));
   FOLIO_RETURN_IF_ERROR(flag("tokenizer.ggml.add_eos_token", spec.add_eos));
+  FOLIO_RETURN_IF_ERROR(flag("tokenizer.ggml.add_sep_token", spec.add_sep));
+  if (!spec.sep_id.has_value()) spec.add_sep = false;  // llama.cpp only warns
   FOLIO_RETURN_IF_ERROR(flag("tokenizer.ggml.add_space_prefix", spec.add_space_prefix));
+  // BertNormalizer's options; strip_accents follows lowercase unless given.
+  FOLIO_RETURN_IF_ERROR(flag("tokenizer.ggml.normalizer.lowercase", spec.lowercase));
+  spec.strip_accents = spec.lowercase;
+  FOLIO_RETURN_IF_ERROR(flag("tokenizer.ggml.normalizer.strip_accents", spec.strip_accents));
   return Tokenizer::FromSpec(std::move(spec));
 }
 

@@ -1,7 +1,8 @@
-// What both encoders share: added-token matching and splitting, and the
+// What the encoders share: added-token matching and splitting, and the
 // derived tables FinishTokenizer builds for either loader.
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/unicode.h"
@@ -122,6 +123,61 @@ std::string QuoteToken(std::string_view s) {
   return out;
 }
 
+namespace {
+
+void BuildByteLevelPieces(TokenizerImpl* t, const std::vector<std::string>& texts) {
+  const size_t n = t->vocab.size();
+  for (size_t id = 0; id < n; ++id) {
+    if (t->has_token[id] == 0) continue;
+    // tokenizers' ByteLevel decoder: the bytes the characters stand for,
+    // or the token's own text if any character is outside the map.
+    auto bytes = ByteLevelToBytes(texts[id]);
+    t->piece[id] = bytes.has_value() ? *std::move(bytes) : texts[id];
+  }
+  for (int b = 0; b < 256; ++b) {
+    auto it = t->model_ids_by_bytes.find(std::string(1, static_cast<char>(b)));
+    if (it != t->model_ids_by_bytes.end()) {
+      t->byte_ids[static_cast<size_t>(b)] = it->second;
+    }
+  }
+}
+
+void BuildSpmPieces(TokenizerImpl* t) {
+  const size_t n = t->vocab.size();
+  for (size_t id = 0; id < n; ++id) {
+    if (t->has_token[id] == 0) continue;
+    const std::string& text = t->vocab[id];
+    unsigned byte = 0;
+    char tail = 0;
+    if (text.size() == 6 && std::sscanf(text.c_str(), "<0x%2X%c", &byte, &tail) == 2 &&
+        tail == '>') {
+      t->piece[id] = std::string(1, static_cast<char>(byte));
+      // The first <0xNN> token of a byte wins, as in llama.cpp's map.
+      if (t->byte_ids[byte] < 0) t->byte_ids[byte] = static_cast<int32_t>(id);
+      continue;
+    }
+    std::string& out = t->piece[id];
+    for (size_t i = 0; i < text.size();) {
+      if (text.compare(i, kSpmSpace.size(), kSpmSpace) == 0) {
+        out.push_back(' ');
+        i += kSpmSpace.size();
+      } else {
+        out.push_back(text[i++]);
+      }
+    }
+  }
+  // llama.cpp falls back to a one-character token for an ASCII byte.
+  for (int b = 0; b < 0x80; ++b) {
+    if (t->byte_ids[static_cast<size_t>(b)] >= 0) continue;
+    auto it = t->spm_ids.find(std::string(1, static_cast<char>(b)));
+    if (it != t->spm_ids.end()) {
+      t->byte_ids[static_cast<size_t>(b)] = it->second;
+    }
+  }
+}
+
+}  // namespace
+
 Status FinishTokenizer(TokenizerImpl* t) {
   const size_t n = t->vocab.size();
   FOLIO_CHECK(t->has_token.size() == n && t->special.size() == n);
@@ -134,52 +190,29 @@ Status FinishTokenizer(TokenizerImpl* t) {
     }
   }
 
+  // The text each id decodes from: its vocabulary entry, or for an added
+  // token matched in normalized text its normalized content (what
+  // `tokenizers`' id_to_token, and so its decoder, gives).
+  std::vector<std::string> texts = t->vocab;
+  for (const AddedToken& a : t->added) {
+    if (a.normalized) texts[static_cast<size_t>(a.id)] = Normalize(t->normalizers, a.content);
+  }
   t->piece.assign(n, std::string());
   t->byte_ids.fill(-1);
-  if (t->kind == TokenizerImpl::Kind::kByteLevelBpe) {
-    for (size_t id = 0; id < n; ++id) {
-      if (t->has_token[id] == 0) continue;
-      // tokenizers' ByteLevel decoder: the bytes the characters stand for,
-      // or the token's own text if any character is outside the map.
-      auto bytes = ByteLevelToBytes(t->vocab[id]);
-      t->piece[id] = bytes.has_value() ? *std::move(bytes) : t->vocab[id];
-    }
-    for (int b = 0; b < 256; ++b) {
-      auto it = t->model_ids_by_bytes.find(std::string(1, static_cast<char>(b)));
-      if (it != t->model_ids_by_bytes.end()) {
-        t->byte_ids[static_cast<size_t>(b)] = it->second;
-      }
-    }
-  } else {
-    for (size_t id = 0; id < n; ++id) {
-      if (t->has_token[id] == 0) continue;
-      const std::string& text = t->vocab[id];
-      unsigned byte = 0;
-      char tail = 0;
-      if (text.size() == 6 && std::sscanf(text.c_str(), "<0x%2X%c", &byte, &tail) == 2 &&
-          tail == '>') {
-        t->piece[id] = std::string(1, static_cast<char>(byte));
-        // The first <0xNN> token of a byte wins, as in llama.cpp's map.
-        if (t->byte_ids[byte] < 0) t->byte_ids[byte] = static_cast<int32_t>(id);
-        continue;
-      }
-      std::string& out = t->piece[id];
-      for (size_t i = 0; i < text.size();) {
-        if (text.compare(i, kSpmSpace.size(), kSpmSpace) == 0) {
-          out.push_back(' ');
-          i += kSpmSpace.size();
-        } else {
-          out.push_back(text[i++]);
-        }
-      }
-    }
-    // llama.cpp falls back to a one-character token for an ASCII byte.
-    for (int b = 0; b < 0x80; ++b) {
-      if (t->byte_ids[static_cast<size_t>(b)] >= 0) continue;
-      auto it = t->spm_ids.find(std::string(1, static_cast<char>(b)));
-      if (it != t->spm_ids.end()) {
-        t->byte_ids[static_cast<size_t>(b)] = it->second;
-      }
+  switch (t->kind) {
+    case TokenizerImpl::Kind::kByteLevelBpe:
+      BuildByteLevelPieces(t, texts);
+      break;
+    case TokenizerImpl::Kind::kSentencePiece:
+      BuildSpmPieces(t);
+      break;
+    case TokenizerImpl::Kind::kWordPiece:
+    case TokenizerImpl::Kind::kWpm: {
+      BuildWordPiecePieces(t, texts);
+      std::set<size_t, std::greater<>> lengths;
+      for (const auto& [text, id] : t->wordpiece_ids) lengths.insert(text.size());
+      t->wordpiece_lengths.assign(lengths.begin(), lengths.end());
+      break;
     }
   }
 
@@ -189,11 +222,11 @@ Status FinishTokenizer(TokenizerImpl* t) {
   for (size_t i = 0; i < t->added.size(); ++i) {
     const AddedToken& a = t->added[i];
     if (a.content.empty()) continue;  // never matches, as in tokenizers
-    if (a.normalized && t->nfc) {
-      normalized.push_back(unicode::Nfc(a.content));
-      t->normalized_tokens.push_back(static_cast<int>(i));
-    } else if (a.normalized) {
-      normalized.push_back(a.content);
+    if (a.normalized) {
+      // Matched in normalized text as the normalizers leave its content.
+      std::string content = Normalize(t->normalizers, a.content);
+      if (content.empty()) continue;
+      normalized.push_back(std::move(content));
       t->normalized_tokens.push_back(static_cast<int>(i));
     } else {
       raw.push_back(a.content);
@@ -207,10 +240,18 @@ Status FinishTokenizer(TokenizerImpl* t) {
   // or its form in the vocabulary, the longer), an added token's content,
   // or one unknown character (4 bytes at most). NFC can shrink what it
   // composes to a third (three Hangul jamo, 9 bytes, become one syllable of
-  // 3). Unbounded when runs of unknown bytes fuse into one unk token or an
-  // added token takes the whitespace beside it.
+  // 3). Unbounded when runs of unknown bytes fuse into one unk token, an
+  // added token takes the whitespace beside it, another normalizer may drop
+  // characters, or the model is WordPiece (whitespace makes no token, and a
+  // word of any length may be one unk).
   uint64_t most = 4;
-  bool bounded = !(t->unk_id.has_value() && t->fuse_unk);
+  bool bounded = !(t->unk_id.has_value() && t->fuse_unk) &&
+                 t->kind != TokenizerImpl::Kind::kWordPiece && t->kind != TokenizerImpl::Kind::kWpm;
+  bool nfc = false;
+  for (const NormalizerStep& step : t->normalizers) {
+    nfc = nfc || step.kind == NormalizerStep::Kind::kNfc;
+    bounded = bounded && step.kind == NormalizerStep::Kind::kNfc;
+  }
   for (size_t id = 0; id < n; ++id) {
     most = std::max<uint64_t>({most, t->piece[id].size(), t->vocab[id].size()});
   }
@@ -218,10 +259,15 @@ Status FinishTokenizer(TokenizerImpl* t) {
     most = std::max<uint64_t>(most, a.content.size());
     if (a.lstrip || a.rstrip) bounded = false;
   }
-  if (t->nfc) most *= 3;
+  if (nfc) most *= 3;
   t->max_bytes_per_token = bounded ? std::optional<uint64_t>(most) : std::nullopt;
   for (int32_t id : t->prefix) FOLIO_CHECK(ValidId(*t, id));
   for (int32_t id : t->suffix) FOLIO_CHECK(ValidId(*t, id));
+  if (t->pair_template.has_value()) {
+    for (const TemplateItem& item : *t->pair_template) {
+      FOLIO_CHECK(item.kind != TemplateItem::Kind::kToken || ValidId(*t, item.id));
+    }
+  }
   return Status::Ok();
 }
 

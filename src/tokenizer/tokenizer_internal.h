@@ -1,5 +1,7 @@
 // What a Tokenizer holds, shared by its two loaders (tokenizer_json.cc,
-// tokenizer_spec.cc) and the encoder/decoder (bpe_tokenizer.cc).
+// tokenizer_spec.cc), the pipeline steps (normalizer.cc, pre_tokenizer.cc),
+// the models (bpe_tokenizer.cc, spm_tokenizer.cc, wordpiece_tokenizer.cc)
+// and Encode / Decode (tokenizer.cc).
 #ifndef FOLIO_TOKENIZER_TOKENIZER_INTERNAL_H_
 #define FOLIO_TOKENIZER_TOKENIZER_INTERNAL_H_
 
@@ -54,15 +56,63 @@ class LiteralMatcher {
   std::array<std::vector<int>, 256> by_first_byte_;  // longest first
 };
 
+// One normalizer of `tokenizers`, applied in order (a Sequence is a list).
+struct NormalizerStep {
+  enum class Kind {
+    kNfc,
+    kNfd,
+    kLowercase,     // Rust's char::to_lowercase
+    kStripAccents,  // drops unicode::kCombiningMark characters (no NFD)
+    kBert,          // BertNormalizer, its options below
+  };
+  Kind kind = Kind::kNfc;
+  bool clean_text = false;            // drop controls, whitespace -> ' '
+  bool handle_chinese_chars = false;  // ' ' around each CJK ideograph
+  bool strip_accents = false;         // NFD, then drop nonspacing marks
+  bool lowercase = false;
+};
+
+// The normalizers applied to valid UTF-8, in order.
+std::string Normalize(const std::vector<NormalizerStep>& steps, std::string_view s);
+
+// One pre-tokenizer split of every piece.
 struct PreSplitStep {
-  enum class Kind { kRegex, kDigits };
+  enum class Kind {
+    kRegex,            // Split: matches and gaps become pieces (Isolated)
+    kDigits,           // Digits: numeric runs (or characters) isolated
+    kBert,             // BertPreTokenizer: whitespace removed, punctuation isolated
+    kWhitespace,       // Whitespace: \w+|[^\w\s]+, whitespace removed
+    kWhitespaceSplit,  // WhitespaceSplit: whitespace removed
+  };
   Kind kind = Kind::kRegex;
-  SplitRegex regex;                // kRegex: matches become pieces (Isolated)
+  SplitRegex regex;                // kRegex
   bool individual_digits = false;  // kDigits
 };
 
+using Span = std::pair<size_t, size_t>;  // [begin, end) bytes
+
+// One step on one piece of s: appends the pieces it leaves to *out.
+Status SplitPiece(const PreSplitStep& step, std::string_view s, Span piece, std::vector<Span>* out);
+// Applies the split steps to normalized text: *pieces (empty on entry) gets
+// the non-empty pieces in order. Errors: kResourceExhausted from a regex.
+Status PreSplit(const std::vector<PreSplitStep>& steps, std::string_view s,
+                std::vector<Span>* pieces);
+
+// One item of a post-processor's template: a special token or a sequence.
+struct TemplateItem {
+  enum class Kind { kSequenceA, kSequenceB, kToken };
+  Kind kind = Kind::kToken;
+  int32_t id = 0;       // kToken
+  int32_t type_id = 0;  // token type id of the item's ids
+};
+
 struct TokenizerImpl {
-  enum class Kind { kByteLevelBpe, kSentencePiece };
+  enum class Kind {
+    kByteLevelBpe,
+    kSentencePiece,
+    kWordPiece,  // tokenizer.json's WordPiece, as `tokenizers`
+    kWpm,        // GGUF "bert": llama.cpp's WordPiece over a phantom-space vocabulary
+  };
   Kind kind = Kind::kByteLevelBpe;
 
   // Filled by a loader. vocab[id] is the raw token text, has_token marks
@@ -72,7 +122,7 @@ struct TokenizerImpl {
   std::vector<uint8_t> special;  // skipped by Decode when asked
   std::vector<AddedToken> added;
 
-  bool nfc = false;
+  std::vector<NormalizerStep> normalizers;
   std::vector<PreSplitStep> pre_splits;
   bool prefix_space = false;                   // ByteLevel add_prefix_space
   std::optional<SplitRegex> byte_level_regex;  // ByteLevel use_regex
@@ -90,12 +140,30 @@ struct TokenizerImpl {
   std::unordered_map<std::string, int32_t> spm_ids;
   bool add_space_prefix = false;
 
-  std::vector<int32_t> prefix, suffix;  // added by add_special_tokens
+  // WordPiece: the model's vocabulary by text (kWpm: every token), the
+  // distinct byte lengths of its entries, longest first (the only lengths a
+  // match can have), and kWordPiece's options.
+  std::unordered_map<std::string, int32_t> wordpiece_ids;
+  std::vector<size_t> wordpiece_lengths;
+  std::string continuing_prefix;          // of a word's later pieces
+  uint64_t max_input_chars_per_word = 0;  // a longer word is unk
+  bool wpm_lowercase = true;              // kWpm: llama.cpp's options
+  bool wpm_strip_accents = true;
+  std::vector<uint8_t> unused;  // kWpm: GGUF type 5, decoded to nothing
+  // kWordPiece's decoder: WordPiece (prefix, cleanup), or none (tokens
+  // joined with spaces).
+  bool wordpiece_decoder = false;
+  std::string decoder_prefix;
+  bool decoder_cleanup = false;
+
+  std::vector<int32_t> prefix, suffix;                     // added by add_special_tokens
+  std::optional<std::vector<TemplateItem>> pair_template;  // EncodePair
   std::optional<int32_t> bos, eos;
 
   // Derived by FinishTokenizer.
   std::unordered_map<std::string, int32_t> token_ids;  // TokenId()
   std::vector<std::string> piece;                      // bytes Decode emits per id
+  std::vector<std::string> piece_first;                // kWordPiece: ... for the first id
   std::array<int32_t, 256> byte_ids{};                 // token of each byte, -1 if none
   LiteralMatcher raw_matcher;                          // added tokens matched before NFC
   LiteralMatcher normalized_matcher;                   // ... and after
@@ -103,8 +171,6 @@ struct TokenizerImpl {
   // Tokenizer::max_bytes_per_token().
   std::optional<uint64_t> max_bytes_per_token;
 };
-
-using Span = std::pair<size_t, size_t>;  // [begin, end) bytes
 
 // A piece of the input: plain text, or an added token already decided.
 struct Segment {
@@ -125,6 +191,31 @@ std::vector<Segment> SplitOnAdded(const TokenizerImpl& t, std::string_view s,
 Status EncodeSpm(const TokenizerImpl& t, std::string_view text, bool allow_special,
                  std::vector<int32_t>* ids);
 
+// Byte-level BPE of normalized text between added tokens
+// (bpe_tokenizer.cc), appended to *ids.
+Status EncodeBpe(const TokenizerImpl& t, std::string_view normalized, std::vector<int32_t>* ids);
+
+// kWordPiece: the pre-tokenizer's words of normalized text, each greedily
+// split into the longest vocabulary pieces (wordpiece_tokenizer.cc).
+Status EncodeWordPiece(const TokenizerImpl& t, std::string_view normalized,
+                       std::vector<int32_t>* ids);
+// kWpm: llama.cpp's WordPiece of raw text between added tokens.
+void EncodeWpm(const TokenizerImpl& t, std::string_view text, std::vector<int32_t>* ids);
+
+// tokenizers' WordPiece decoder cleanup of one token's text.
+std::string WordPieceCleanup(std::string text);
+// llama.cpp's detokenizer space cleanup (clean_spaces), streaming: appends
+// to *out what `in` decides and keeps in *state what later bytes may still
+// change; Finish appends the rest. Feeding text in any split gives the
+// same output as feeding it whole.
+void SpaceCleanupFeed(std::string_view in, SpaceCleanupState* state, std::string* out);
+void SpaceCleanupFinish(SpaceCleanupState* state, std::string* out);
+
+// The pieces Decode emits for a WordPiece vocabulary (FinishTokenizer),
+// from each id's text (texts[id]: the vocabulary's, or a normalized added
+// token's normalized content).
+void BuildWordPiecePieces(TokenizerImpl* t, const std::vector<std::string>& texts);
+
 inline constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581
 
 // GPT-2 byte-level form -> bytes, if every character is in the byte map.
@@ -136,7 +227,8 @@ inline bool ValidId(const TokenizerImpl& t, int32_t id) {
 }
 
 // Builds the derived tables and checks what loaders share: ids in range,
-// added tokens. Errors: kInvalidArgument naming the token.
+// added tokens, the WordPiece lookup lengths. Errors: kInvalidArgument
+// naming the token.
 Status FinishTokenizer(TokenizerImpl* impl);
 
 // Message helpers: untrusted text is clipped and quoted.

@@ -1,4 +1,5 @@
-// Tokenizer::FromTokenizerJson: Hugging Face tokenizer.json, byte-level BPE.
+// Tokenizer::FromTokenizerJson: Hugging Face tokenizer.json, byte-level BPE
+// or WordPiece.
 //
 // Every field is checked for presence and type; anything the encoder would
 // not reproduce exactly is refused as kUnimplemented naming the JSON path.
@@ -74,7 +75,9 @@ Result<Json> ParseJson(const std::string& text) {
   Json root;
   try {
     root = Json::parse(text, callback);
-  } catch (const Json::parse_error& e) {  // nlohmann reports positions only this way
+  } catch (const Json::exception& e) {
+    // nlohmann reports errors only this way: a syntax error, or a number
+    // past double's range (out_of_range.406).
     return Status::Corruption(std::string("malformed JSON: ") + e.what());
   }
   if (!repeated.empty()) {
@@ -83,14 +86,70 @@ Result<Json> ParseJson(const std::string& text) {
   return root;
 }
 
-// The BPE model: vocabulary and merges.
-Status LoadModel(const Json& m, TokenizerImpl* t,
+// A model's "vocab": token -> id, into t->vocab and *model_ids.
+Status LoadVocab(const Json& m, const std::string& where, TokenizerImpl* t,
                  std::unordered_map<std::string, int32_t>* model_ids) {
-  const std::string where = "model";
-  FOLIO_ASSIGN_OR_RETURN(const std::string type, TypeOf(m, where));
-  if (type != "BPE") {
-    return Unsupported(where + ".type", "model type '" + type + "'");
+  FOLIO_ASSIGN_OR_RETURN(const Json* vocab, Field(m, where, "vocab"));
+  FOLIO_RETURN_IF_ERROR(CheckObject(*vocab, where + ".vocab"));
+  if (vocab->size() > static_cast<size_t>(kMaxVocabSize)) {
+    return Status::ResourceExhausted(where + ".vocab has " + std::to_string(vocab->size()) +
+                                     " entries, limit " + std::to_string(kMaxVocabSize));
   }
+  for (const auto& [text, value] : vocab->items()) {
+    const std::string at = where + ".vocab[" + QuoteToken(text) + "]";
+    if (text.size() > kMaxTokenBytes) {
+      return Status::ResourceExhausted(at + " is " + std::to_string(text.size()) +
+                                       " bytes, limit " + std::to_string(kMaxTokenBytes));
+    }
+    FOLIO_ASSIGN_OR_RETURN(const int64_t id, GetId(value, at));
+    const auto index = static_cast<size_t>(id);
+    if (index >= t->vocab.size()) {
+      t->vocab.resize(index + 1);
+      t->has_token.resize(index + 1, 0);
+    }
+    if (t->has_token[index] != 0) {
+      return Corrupt(
+          at, "id " + std::to_string(id) + " is also given to " + QuoteToken(t->vocab[index]));
+    }
+    t->vocab[index] = text;
+    t->has_token[index] = 1;
+    model_ids->emplace(text, static_cast<int32_t>(id));
+  }
+  return Status::Ok();
+}
+
+// The WordPiece model: vocabulary, unk token, the prefix of a word's later
+// pieces and the longest word it splits. Every field is required, as in
+// `tokenizers`.
+Status LoadWordPieceModel(const Json& m, TokenizerImpl* t,
+                          std::unordered_map<std::string, int32_t>* model_ids) {
+  const std::string where = "model";
+  FOLIO_RETURN_IF_ERROR(OnlyKeys(
+      m, where,
+      {"type", "unk_token", "continuing_subword_prefix", "max_input_chars_per_word", "vocab"}));
+  t->kind = TokenizerImpl::Kind::kWordPiece;
+  FOLIO_RETURN_IF_ERROR(LoadVocab(m, where, t, model_ids));
+  FOLIO_ASSIGN_OR_RETURN(const std::string unk, GetString(m, where, "unk_token"));
+  auto it = model_ids->find(unk);
+  if (it == model_ids->end()) {
+    return Corrupt(where + ".unk_token", QuoteToken(unk) + " is not in the vocabulary");
+  }
+  t->unk_id = it->second;
+  FOLIO_ASSIGN_OR_RETURN(t->continuing_prefix, GetString(m, where, "continuing_subword_prefix"));
+  FOLIO_ASSIGN_OR_RETURN(const Json* max_chars, Field(m, where, "max_input_chars_per_word"));
+  if (!max_chars->is_number_unsigned()) {
+    return Corrupt(where + ".max_input_chars_per_word",
+                   "expected a non-negative integer, got " + Show(*max_chars));
+  }
+  t->max_input_chars_per_word = max_chars->get<uint64_t>();
+  t->wordpiece_ids = *model_ids;
+  return Status::Ok();
+}
+
+// The BPE model: vocabulary and merges.
+Status LoadBpeModel(const Json& m, TokenizerImpl* t,
+                    std::unordered_map<std::string, int32_t>* model_ids) {
+  const std::string where = "model";
   FOLIO_RETURN_IF_ERROR(
       OnlyKeys(m, where,
                {"type", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
@@ -116,35 +175,10 @@ Status LoadModel(const Json& m, TokenizerImpl* t,
   }
   FOLIO_ASSIGN_OR_RETURN(t->fuse_unk, GetBool(m, where, "fuse_unk", false));
   FOLIO_ASSIGN_OR_RETURN(t->ignore_merges, GetBool(m, where, "ignore_merges", false));
-
-  FOLIO_ASSIGN_OR_RETURN(const Json* vocab, Field(m, where, "vocab"));
-  FOLIO_RETURN_IF_ERROR(CheckObject(*vocab, where + ".vocab"));
-  if (vocab->size() > static_cast<size_t>(kMaxVocabSize)) {
-    return Status::ResourceExhausted(where + ".vocab has " + std::to_string(vocab->size()) +
-                                     " entries, limit " + std::to_string(kMaxVocabSize));
-  }
-  std::vector<std::string> by_id;
-  for (const auto& [text, value] : vocab->items()) {
-    const std::string at = where + ".vocab[" + QuoteToken(text) + "]";
-    if (text.size() > kMaxTokenBytes) {
-      return Status::ResourceExhausted(at + " is " + std::to_string(text.size()) +
-                                       " bytes, limit " + std::to_string(kMaxTokenBytes));
-    }
-    FOLIO_ASSIGN_OR_RETURN(const int64_t id, GetId(value, at));
-    const auto index = static_cast<size_t>(id);
-    if (index >= t->vocab.size()) {
-      t->vocab.resize(index + 1);
-      t->has_token.resize(index + 1, 0);
-    }
-    if (t->has_token[index] != 0) {
-      return Corrupt(
-          at, "id " + std::to_string(id) + " is also given to " + QuoteToken(t->vocab[index]));
-    }
-    t->vocab[index] = text;
-    t->has_token[index] = 1;
-    model_ids->emplace(text, static_cast<int32_t>(id));
+  FOLIO_RETURN_IF_ERROR(LoadVocab(m, where, t, model_ids));
+  for (const auto& [text, id] : *model_ids) {
     if (auto bytes = ByteLevelToBytes(text)) {
-      t->model_ids_by_bytes.emplace(*std::move(bytes), static_cast<int32_t>(id));
+      t->model_ids_by_bytes.emplace(*std::move(bytes), id);
     }
   }
 
@@ -206,6 +240,14 @@ Status LoadModel(const Json& m, TokenizerImpl* t,
     }
   }
   return Status::Ok();
+}
+
+Status LoadModel(const Json& m, TokenizerImpl* t,
+                 std::unordered_map<std::string, int32_t>* model_ids) {
+  FOLIO_ASSIGN_OR_RETURN(const std::string type, TypeOf(m, "model"));
+  if (type == "BPE") return LoadBpeModel(m, t, model_ids);
+  if (type == "WordPiece") return LoadWordPieceModel(m, t, model_ids);
+  return Unsupported("model.type", "model type '" + type + "'");
 }
 
 Status LoadAddedTokens(const Json& list, const std::unordered_map<std::string, int32_t>& model_ids,
@@ -324,10 +366,12 @@ Status LoadRoot(const Json& root, TokenizerImpl* t) {
   if (version != "1.0") {
     return Unsupported("version", "version '" + version + "'");
   }
+  // Batch shaping (a length limit, pad ids), not tokenization: read as
+  // objects or null and otherwise ignored.
   for (const char* key : {"truncation", "padding"}) {
     auto it = root.find(key);
     if (it != root.end() && !it->is_null()) {
-      return Unsupported(key, std::string(key));
+      FOLIO_RETURN_IF_ERROR(CheckObject(*it, key));
     }
   }
   FOLIO_ASSIGN_OR_RETURN(const Json* model, Field(root, "top level", "model"));
@@ -348,29 +392,40 @@ Status LoadRoot(const Json& root, TokenizerImpl* t) {
     FOLIO_RETURN_IF_ERROR(
         json_internal::LoadPreTokenizer(*pre, "pre_tokenizer", 0, &byte_level, t));
   }
-  if (!byte_level) {
+  const bool wordpiece = t->kind == TokenizerImpl::Kind::kWordPiece;
+  if (!byte_level && !wordpiece) {
     return Unsupported("pre_tokenizer",
                        "a BPE model without a ByteLevel pre-tokenizer (only byte-level BPE "
                        "is)");
+  }
+  if (byte_level && wordpiece) {
+    return Unsupported("pre_tokenizer", "a ByteLevel pre-tokenizer with a WordPiece model");
   }
   FOLIO_ASSIGN_OR_RETURN(const Json* post, Field(root, "top level", "post_processor"));
   bool seen_template = false;
   FOLIO_RETURN_IF_ERROR(
       json_internal::LoadPostProcessor(*post, "post_processor", 0, &seen_template, t));
-  for (int32_t id : t->prefix) {
-    if (static_cast<size_t>(id) >= t->vocab.size() || t->has_token[static_cast<size_t>(id)] == 0) {
-      return Corrupt("post_processor", "special token id " + std::to_string(id) + " has no token");
+  if (!seen_template) {
+    // No template: a pair is a then b, b as segment 1.
+    t->pair_template = {{TemplateItem::Kind::kSequenceA, 0, 0},
+                        {TemplateItem::Kind::kSequenceB, 0, 1}};
+  }
+  std::vector<int32_t> template_ids = t->prefix;
+  template_ids.insert(template_ids.end(), t->suffix.begin(), t->suffix.end());
+  if (t->pair_template.has_value()) {
+    for (const TemplateItem& item : *t->pair_template) {
+      if (item.kind == TemplateItem::Kind::kToken) template_ids.push_back(item.id);
     }
   }
-  for (int32_t id : t->suffix) {
-    if (static_cast<size_t>(id) >= t->vocab.size() || t->has_token[static_cast<size_t>(id)] == 0) {
+  for (int32_t id : template_ids) {
+    if (!ValidId(*t, id)) {
       return Corrupt("post_processor", "special token id " + std::to_string(id) + " has no token");
     }
   }
   if (t->prefix.size() == 1) t->bos = t->prefix[0];
   if (t->suffix.size() == 1) t->eos = t->suffix[0];
   FOLIO_ASSIGN_OR_RETURN(const Json* decoder, Field(root, "top level", "decoder"));
-  FOLIO_RETURN_IF_ERROR(json_internal::LoadDecoder(*decoder, "decoder", 0));
+  FOLIO_RETURN_IF_ERROR(json_internal::LoadDecoder(*decoder, "decoder", 0, t));
   return FinishTokenizer(t);
 }
 

@@ -90,9 +90,31 @@ Status LoadNormalizer(const Json& v, const std::string& where, int depth, Tokeni
   if (v.is_null()) return Status::Ok();
   if (depth > kMaxComponentDepth) return Corrupt(where, "nested too deeply");
   FOLIO_ASSIGN_OR_RETURN(const std::string type, TypeOf(v, where));
-  if (type == "NFC") {
+  using Kind = NormalizerStep::Kind;
+  for (const auto& [name, kind] : {std::pair<const char*, Kind>("NFC", Kind::kNfc),
+                                   {"NFD", Kind::kNfd},
+                                   {"Lowercase", Kind::kLowercase},
+                                   {"StripAccents", Kind::kStripAccents}}) {
+    if (type != name) continue;
     FOLIO_RETURN_IF_ERROR(OnlyKeys(v, where, {"type"}));
-    t->nfc = true;
+    t->normalizers.push_back({kind});
+    return Status::Ok();
+  }
+  if (type == "BertNormalizer") {
+    FOLIO_RETURN_IF_ERROR(OnlyKeys(
+        v, where, {"type", "clean_text", "handle_chinese_chars", "strip_accents", "lowercase"}));
+    NormalizerStep step{Kind::kBert};
+    FOLIO_ASSIGN_OR_RETURN(step.clean_text, GetBool(v, where, "clean_text"));
+    FOLIO_ASSIGN_OR_RETURN(step.handle_chinese_chars, GetBool(v, where, "handle_chinese_chars"));
+    FOLIO_ASSIGN_OR_RETURN(step.lowercase, GetBool(v, where, "lowercase"));
+    // strip_accents null (or absent) follows lowercase, as in `tokenizers`.
+    auto strip = v.find("strip_accents");
+    if (strip == v.end() || strip->is_null()) {
+      step.strip_accents = step.lowercase;
+    } else {
+      FOLIO_ASSIGN_OR_RETURN(step.strip_accents, GetBool(v, where, "strip_accents"));
+    }
+    t->normalizers.push_back(step);
     return Status::Ok();
   }
   if (type == "Sequence") {
@@ -172,6 +194,17 @@ Status LoadPreTokenizer(const Json& v, const std::string& where, int depth, bool
     t->pre_splits.push_back(std::move(step));
     return Status::Ok();
   }
+  using Kind = PreSplitStep::Kind;
+  for (const auto& [name, kind] : {std::pair<const char*, Kind>("BertPreTokenizer", Kind::kBert),
+                                   {"Whitespace", Kind::kWhitespace},
+                                   {"WhitespaceSplit", Kind::kWhitespaceSplit}}) {
+    if (type != name) continue;
+    FOLIO_RETURN_IF_ERROR(OnlyKeys(v, where, {"type"}));
+    PreSplitStep step;
+    step.kind = kind;
+    t->pre_splits.push_back(std::move(step));
+    return Status::Ok();
+  }
   if (type == "ByteLevel") {
     FOLIO_RETURN_IF_ERROR(
         OnlyKeys(v, where, {"type", "add_prefix_space", "trim_offsets", "use_regex"}));
@@ -190,6 +223,99 @@ Status LoadPreTokenizer(const Json& v, const std::string& where, int depth, bool
   }
   return Unsupported(where, "pre-tokenizer type '" + type + "'");
 }
+
+namespace {
+
+// A template item's type_id: an integer in [0, 2^31).
+Result<int32_t> GetTypeId(const Json& item, const std::string& where) {
+  FOLIO_ASSIGN_OR_RETURN(const Json* v, Field(item, where, "type_id"));
+  if (!v->is_number_unsigned() || v->get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)) {
+    return Corrupt(where + ".type_id", "expected a non-negative integer, got " + Show(*v));
+  }
+  return static_cast<int32_t>(v->get<uint64_t>());
+}
+
+// TemplateProcessing's "single" (specials around one $A, which sets
+// t->prefix / t->suffix) or "pair" ($A and $B once each, *pair).
+Status LoadTemplate(const Json& v, const std::string& where, const char* key, const Json& specials,
+                    TokenizerImpl* t, std::vector<TemplateItem>* pair) {
+  const bool is_pair = pair != nullptr;
+  FOLIO_ASSIGN_OR_RETURN(const Json* list, Field(v, where, key));
+  if (!list->is_array()) {
+    return Corrupt(where + "." + key, "expected an array");
+  }
+  const char* shape = is_pair
+                          ? "a pair template other than $A and $B once each, with special tokens"
+                          : "a template other than specials around one $A";
+  bool seen_a = false, seen_b = false;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string at = where + "." + key + "[" + std::to_string(i) + "]";
+    const Json& item = (*list)[i];
+    FOLIO_RETURN_IF_ERROR(CheckObject(item, at));
+    if (item.size() == 1 && item.contains("Sequence")) {
+      const Json& seq = item["Sequence"];
+      FOLIO_ASSIGN_OR_RETURN(const std::string id, GetString(seq, at + ".Sequence", "id"));
+      bool& seen = id == "B" ? seen_b : seen_a;
+      if ((id != "A" && id != "B") || seen || (!is_pair && id == "B")) {
+        return Unsupported(at, shape);
+      }
+      seen = true;
+      if (is_pair) {
+        FOLIO_ASSIGN_OR_RETURN(const int32_t type_id, GetTypeId(seq, at + ".Sequence"));
+        pair->push_back(
+            {id == "A" ? TemplateItem::Kind::kSequenceA : TemplateItem::Kind::kSequenceB, 0,
+             type_id});
+      }
+      continue;
+    }
+    if (!(item.size() == 1 && item.contains("SpecialToken"))) {
+      return Corrupt(at, "expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
+    }
+    const Json& special = item["SpecialToken"];
+    FOLIO_RETURN_IF_ERROR(CheckObject(special, at + ".SpecialToken"));
+    FOLIO_ASSIGN_OR_RETURN(const std::string name, GetString(special, at + ".SpecialToken", "id"));
+    int32_t type_id = 0;
+    if (is_pair) {
+      FOLIO_ASSIGN_OR_RETURN(type_id, GetTypeId(special, at + ".SpecialToken"));
+    }
+    auto it = specials.find(name);
+    if (it == specials.end()) {
+      return Corrupt(
+          at, "special token " + QuoteToken(name) + " is not in post_processor.special_tokens");
+    }
+    const std::string sat = where + ".special_tokens[" + QuoteToken(name) + "]";
+    FOLIO_RETURN_IF_ERROR(CheckObject(*it, sat));
+    FOLIO_ASSIGN_OR_RETURN(const Json* ids, Field(*it, sat, "ids"));
+    if (!ids->is_array()) return Corrupt(sat + ".ids", "expected an array");
+    for (const Json& id : *ids) {
+      FOLIO_ASSIGN_OR_RETURN(const int64_t value, GetId(id, sat + ".ids"));
+      if (is_pair) {
+        pair->push_back({TemplateItem::Kind::kToken, static_cast<int32_t>(value), type_id});
+      } else {
+        (seen_a ? t->suffix : t->prefix).push_back(static_cast<int32_t>(value));
+      }
+    }
+  }
+  if (is_pair && !list->empty() && !(seen_a && seen_b)) {
+    return Unsupported(where + "." + key, shape);
+  }
+  if (!is_pair && !seen_a) {
+    return Unsupported(where + ".single", "a template without $A");
+  }
+  return Status::Ok();
+}
+
+// BertProcessing's "cls" / "sep": ["[CLS]", 101].
+Result<int32_t> GetBertSpecial(const Json& v, const std::string& where, const char* key) {
+  FOLIO_ASSIGN_OR_RETURN(const Json* field, Field(v, where, key));
+  if (!field->is_array() || field->size() != 2 || !(*field)[0].is_string()) {
+    return Corrupt(where + "." + key, "expected [\"token\", id], got " + Show(*field));
+  }
+  FOLIO_ASSIGN_OR_RETURN(const int64_t id, GetId((*field)[1], where + "." + key + "[1]"));
+  return static_cast<int32_t>(id);
+}
+
+}  // namespace
 
 Status LoadPostProcessor(const Json& v, const std::string& where, int depth, bool* seen_template,
                          TokenizerImpl* t) {
@@ -212,76 +338,65 @@ Status LoadPostProcessor(const Json& v, const std::string& where, int depth, boo
     }
     return Status::Ok();
   }
-  if (type != "TemplateProcessing") {
+  if (type != "TemplateProcessing" && type != "BertProcessing") {
     return Unsupported(where, "post-processor type '" + type + "'");
   }
-  if (*seen_template) return Unsupported(where, "a second TemplateProcessing");
+  if (*seen_template) return Unsupported(where, "a second " + type);
   *seen_template = true;
+  if (type == "BertProcessing") {
+    FOLIO_RETURN_IF_ERROR(OnlyKeys(v, where, {"type", "sep", "cls"}));
+    FOLIO_ASSIGN_OR_RETURN(const int32_t sep, GetBertSpecial(v, where, "sep"));
+    FOLIO_ASSIGN_OR_RETURN(const int32_t cls, GetBertSpecial(v, where, "cls"));
+    using Item = TemplateItem;
+    t->prefix = {cls};
+    t->suffix = {sep};
+    t->pair_template = {{Item::Kind::kToken, cls, 0},
+                        {Item::Kind::kSequenceA, 0, 0},
+                        {Item::Kind::kToken, sep, 0},
+                        {Item::Kind::kSequenceB, 0, 1},
+                        {Item::Kind::kToken, sep, 1}};
+    return Status::Ok();
+  }
   FOLIO_RETURN_IF_ERROR(OnlyKeys(v, where, {"type", "single", "pair", "special_tokens"}));
   FOLIO_ASSIGN_OR_RETURN(const Json* specials, Field(v, where, "special_tokens"));
   FOLIO_RETURN_IF_ERROR(CheckObject(*specials, where + ".special_tokens"));
-  FOLIO_ASSIGN_OR_RETURN(const Json* single, Field(v, where, "single"));
-  if (!single->is_array()) {
-    return Corrupt(where + ".single", "expected an array");
-  }
-  bool seen_sequence = false;
-  for (size_t i = 0; i < single->size(); ++i) {
-    const std::string at = where + ".single[" + std::to_string(i) + "]";
-    const Json& item = (*single)[i];
-    FOLIO_RETURN_IF_ERROR(CheckObject(item, at));
-    if (item.size() == 1 && item.contains("Sequence")) {
-      FOLIO_ASSIGN_OR_RETURN(const std::string id,
-                             GetString(item["Sequence"], at + ".Sequence", "id"));
-      if (id != "A" || seen_sequence) {
-        return Unsupported(at, "a template other than specials around one $A");
-      }
-      seen_sequence = true;
-      continue;
-    }
-    if (!(item.size() == 1 && item.contains("SpecialToken"))) {
-      return Corrupt(at, "expected {\"Sequence\": ...} or {\"SpecialToken\": ...}");
-    }
-    FOLIO_RETURN_IF_ERROR(CheckObject(item["SpecialToken"], at + ".SpecialToken"));
-    FOLIO_ASSIGN_OR_RETURN(const std::string name,
-                           GetString(item["SpecialToken"], at + ".SpecialToken", "id"));
-    auto it = specials->find(name);
-    if (it == specials->end()) {
-      return Corrupt(
-          at, "special token " + QuoteToken(name) + " is not in post_processor.special_tokens");
-    }
-    const std::string sat = where + ".special_tokens[" + QuoteToken(name) + "]";
-    FOLIO_RETURN_IF_ERROR(CheckObject(*it, sat));
-    FOLIO_ASSIGN_OR_RETURN(const Json* ids, Field(*it, sat, "ids"));
-    if (!ids->is_array()) return Corrupt(sat + ".ids", "expected an array");
-    for (const Json& id : *ids) {
-      FOLIO_ASSIGN_OR_RETURN(const int64_t value, GetId(id, sat + ".ids"));
-      (seen_sequence ? t->suffix : t->prefix).push_back(static_cast<int32_t>(value));
-    }
-  }
-  if (!seen_sequence) {
-    return Unsupported(where + ".single", "a template without $A");
-  }
+  FOLIO_RETURN_IF_ERROR(LoadTemplate(v, where, "single", *specials, t, nullptr));
+  std::vector<TemplateItem> pair;
+  FOLIO_RETURN_IF_ERROR(LoadTemplate(v, where, "pair", *specials, t, &pair));
+  // An empty pair template leaves EncodePair nothing to follow.
+  t->pair_template.reset();
+  if (!pair.empty()) t->pair_template = std::move(pair);
   return Status::Ok();
 }
 
-Status LoadDecoder(const Json& v, const std::string& where, int depth) {
+Status LoadDecoder(const Json& v, const std::string& where, int depth, TokenizerImpl* t) {
+  const bool wordpiece = t->kind == TokenizerImpl::Kind::kWordPiece;
   if (v.is_null()) {
+    if (wordpiece) return Status::Ok();  // tokens joined with spaces
     return Unsupported(where, "a null decoder (byte-level BPE needs ByteLevel)");
   }
   if (depth > kMaxComponentDepth) return Corrupt(where, "nested too deeply");
   FOLIO_ASSIGN_OR_RETURN(const std::string type, TypeOf(v, where));
-  if (type == "ByteLevel") {
+  if (type == "ByteLevel" && !wordpiece) {
     return OnlyKeys(v, where, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
+  }
+  if (type == "WordPiece" && wordpiece) {
+    FOLIO_RETURN_IF_ERROR(OnlyKeys(v, where, {"type", "prefix", "cleanup"}));
+    FOLIO_ASSIGN_OR_RETURN(t->decoder_prefix, GetString(v, where, "prefix"));
+    FOLIO_ASSIGN_OR_RETURN(t->decoder_cleanup, GetBool(v, where, "cleanup"));
+    t->wordpiece_decoder = true;
+    return Status::Ok();
   }
   if (type == "Sequence") {
     FOLIO_RETURN_IF_ERROR(OnlyKeys(v, where, {"type", "decoders"}));
     FOLIO_ASSIGN_OR_RETURN(const Json* list, Field(v, where, "decoders"));
     if (!list->is_array() || list->size() != 1) {
-      return Unsupported(where + ".decoders", "a decoder Sequence other than [ByteLevel]");
+      return Unsupported(where + ".decoders", "a decoder Sequence of other than one decoder");
     }
-    return LoadDecoder((*list)[0], where + ".decoders[0]", depth + 1);
+    return LoadDecoder((*list)[0], where + ".decoders[0]", depth + 1, t);
   }
-  return Unsupported(where, "decoder type '" + type + "'");
+  return Unsupported(
+      where, "decoder type '" + type + "' for a " + (wordpiece ? "WordPiece" : "BPE") + " model");
 }
 
 }  // namespace folio::tokenizer::json_internal

@@ -43,10 +43,13 @@ Status LoadNormalizer(const Json& v, const std::string& where, int depth, Tokeni
 // last).
 Status LoadPreTokenizer(const Json& v, const std::string& where, int depth, bool* byte_level,
                         TokenizerImpl* t);
-// Fills t->prefix / t->suffix from a TemplateProcessing.
+// Fills t->prefix / t->suffix and t->pair_template from a
+// TemplateProcessing or BertProcessing (*seen_template: one was read).
 Status LoadPostProcessor(const Json& v, const std::string& where, int depth, bool* seen_template,
                          TokenizerImpl* t);
-Status LoadDecoder(const Json& v, const std::string& where, int depth);
+// The decoder the model allows: ByteLevel for BPE; WordPiece or null for
+// WordPiece (t->wordpiece_decoder and its options).
+Status LoadDecoder(const Json& v, const std::string& where, int depth, TokenizerImpl* t);
 
 }  // namespace folio::tokenizer::json_internal
 

@@ -168,6 +168,15 @@ TEST_F(TokenizerJson, MalformedJsonIsCorruption) {
   EXPECT_NE(r.error().message().find("malformed JSON"), std::string::npos);
 }
 
+// Found by fuzz_tokenizer_json: nlohmann throws out_of_range, not
+// parse_error, for a number past double's range.
+TEST_F(TokenizerJson, NumberOverflowIsCorruption) {
+  auto r = Tokenizer::FromTokenizerJson(Write("{\"version\": 7777777777777777777E888}"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), StatusCode::kCorruption);
+  EXPECT_NE(r.error().message().find("malformed JSON"), std::string::npos);
+}
+
 TEST_F(TokenizerJson, RepeatedKeyIsCorruption) {
   std::string text = BaseJson().dump();
   text.replace(text.find("\"ab\":256"), 8, "\"ab\":256,\"ab\":3");
@@ -266,17 +275,22 @@ TEST_F(TokenizerJson, OtherVersionIsUnimplemented) {
   ExpectRefused([](Json& j) { j["version"] = "2.0"; }, StatusCode::kUnimplemented, "version '2.0'");
 }
 
-TEST_F(TokenizerJson, TruncationIsUnimplemented) {
-  ExpectRefused(
-      [](Json& j) {
-        j["truncation"] = {{"max_length", 8}};
-      },
-      StatusCode::kUnimplemented, "truncation");
+TEST_F(TokenizerJson, TruncationAndPaddingAreIgnored) {
+  Json j = BaseJson();
+  j["truncation"] = {{"max_length", 1}, {"strategy", "LongestFirst"}};
+  j["padding"] = {{"strategy", {{"Fixed", 8}}}, {"pad_id", 258}};
+  auto tok = Load(j);
+  ASSERT_TRUE(tok.ok()) << tok.error().ToString();
+  EXPECT_EQ(*tok->Encode("abab", false), (Ids{256, 256}));
 }
 
-TEST_F(TokenizerJson, NonBpeModelIsUnimplemented) {
-  ExpectRefused([](Json& j) { j["model"]["type"] = "WordPiece"; }, StatusCode::kUnimplemented,
-                "model type 'WordPiece'");
+TEST_F(TokenizerJson, TruncationOfWrongTypeIsCorruption) {
+  ExpectRefused([](Json& j) { j["truncation"] = 128; }, StatusCode::kCorruption, "truncation");
+}
+
+TEST_F(TokenizerJson, OtherModelIsUnimplemented) {
+  ExpectRefused([](Json& j) { j["model"]["type"] = "Unigram"; }, StatusCode::kUnimplemented,
+                "model type 'Unigram'");
 }
 
 TEST_F(TokenizerJson, ByteFallbackIsUnimplemented) {
@@ -311,7 +325,7 @@ TEST_F(TokenizerJson, NormalizerInSequenceIsNamed) {
   ExpectRefused(
       [](Json& j) {
         j["normalizer"] = {{"type", "Sequence"},
-                           {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}};
+                           {"normalizers", {{{"type", "NFC"}}, {{"type", "NFKC"}}}}};
       },
       StatusCode::kUnimplemented, "normalizer.normalizers[1]");
 }

@@ -185,7 +185,14 @@ Result<TokenizerSpec> Tokenizer::ToGgufSpec() const {
   const TokenizerImpl& t = *impl_;
   if (t.kind != TokenizerImpl::Kind::kByteLevelBpe) {
     return Status::Unimplemented(
-        "GGUF tokenizer keys: only byte-level BPE tokenizers are written, not SentencePiece");
+        "GGUF tokenizer keys: only byte-level BPE tokenizers are written, not SentencePiece or "
+        "WordPiece");
+  }
+  // GGUF names NFC (through the pre-tokenizer family) and nothing else.
+  const bool nfc = t.normalizers.size() == 1 && t.normalizers[0].kind == NormalizerStep::Kind::kNfc;
+  if (!t.normalizers.empty() && !nfc) {
+    return Status::Unimplemented(
+        "GGUF tokenizer keys: a normalizer other than NFC has no GGUF key");
   }
   TokenizerSpec spec;
   spec.model = TokenizerSpec::Model::kBpe;
@@ -244,7 +251,7 @@ Result<TokenizerSpec> Tokenizer::ToGgufSpec() const {
   // Compared as the pre-tokenizer's words (NFC applied where both use it),
   // not ids: with few merges, ids hide how the text was split.
   const auto words = [](const TokenizerImpl& impl, std::string_view probe) {
-    return PreTokenizedWords(impl, impl.nfc ? unicode::Nfc(probe) : std::string(probe));
+    return PreTokenizedWords(impl, Normalize(impl.normalizers, probe));
   };
   std::vector<std::vector<std::string>> want;
   for (std::string_view probe : kProbes) {
@@ -253,7 +260,7 @@ Result<TokenizerSpec> Tokenizer::ToGgufSpec() const {
   }
   size_t tried = 0;
   for (const PreTokenizerFamily& family : PreTokenizerFamilies()) {
-    if (family.ignore_merges != t.ignore_merges || family.nfc != t.nfc) continue;
+    if (family.ignore_merges != t.ignore_merges || family.nfc != nfc) continue;
     ++tried;
     spec.pre_tokenizer = std::string(family.names.front());
     Result<Tokenizer> candidate = FromSpec(spec);
@@ -290,11 +297,29 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
   FOLIO_RETURN_IF_ERROR(CheckOptionalId("eos_id", spec.eos_id, n));
   FOLIO_RETURN_IF_ERROR(CheckOptionalId("unk_id", spec.unk_id, n));
   FOLIO_RETURN_IF_ERROR(CheckOptionalId("pad_id", spec.pad_id, n));
+  FOLIO_RETURN_IF_ERROR(CheckOptionalId("sep_id", spec.sep_id, n));
+  const bool wordpiece = spec.model == TokenizerSpec::Model::kWordPiece;
   if (spec.add_bos && !spec.bos_id.has_value()) {
     return Invalid("add_bos without bos_id");
   }
-  if (spec.add_eos && !spec.eos_id.has_value()) {
+  // EncodePair puts sep where there is no eos, as llama.cpp's reranker.
+  if (spec.add_eos && !spec.eos_id.has_value() && !(wordpiece && spec.sep_id.has_value())) {
     return Invalid("add_eos without eos_id");
+  }
+  if (spec.add_sep && !spec.sep_id.has_value()) {
+    return Invalid("add_sep without sep_id");
+  }
+  if (wordpiece) {
+    for (const auto& [field, id] :
+         {std::pair<const char*, const std::optional<int32_t>&>("unk_id", spec.unk_id),
+          {"bos_id", spec.bos_id},
+          {"sep_id", spec.sep_id}}) {
+      if (!id.has_value()) return Invalid(std::string("a WordPiece model needs ") + field);
+    }
+  }
+  if (wordpiece && !spec.pre_tokenizer.empty()) {
+    return Status::Unimplemented("tokenizer spec: pre_tokenizer " + QuoteToken(spec.pre_tokenizer) +
+                                 " given for a WordPiece model, which has a fixed one");
   }
 
   auto t = std::make_shared<TokenizerImpl>();
@@ -320,6 +345,10 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
       return Invalid("token " + std::to_string(id) + " has type " + std::to_string(type) +
                      " (types are 1..6)");
     }
+    if (wordpiece && type == kByte) {
+      return Invalid("token " + std::to_string(id) + " " + QuoteToken(text) +
+                     " is a byte token, which a WordPiece vocabulary has none of");
+    }
     if (type == kUnknown || type == kControl || type == kUserDefined) {
       AddedToken a;
       a.content = text;
@@ -332,10 +361,40 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
   t->unk_id = spec.unk_id;
   t->bos = spec.bos_id;
   t->eos = spec.eos_id;
-  if (spec.add_bos) t->prefix.push_back(*spec.bos_id);
-  if (spec.add_eos) t->suffix.push_back(*spec.eos_id);
+  if (wordpiece) {
+    // llama.cpp's WPM adds CLS (bos) and SEP whatever the add_* keys say.
+    t->prefix.push_back(*spec.bos_id);
+    t->suffix.push_back(*spec.sep_id);
+  } else {
+    if (spec.add_bos) t->prefix.push_back(*spec.bos_id);
+    if (spec.add_eos) t->suffix.push_back(*spec.eos_id);
+  }
+  // llama.cpp's reranker input (format_rerank): bos, A, eos (or sep), sep,
+  // B, eos, each as the add_* keys say; B's part is segment 1.
+  {
+    using Item = TemplateItem;
+    const std::optional<int32_t> eos = spec.eos_id.has_value() ? spec.eos_id : spec.sep_id;
+    std::vector<Item> pair;
+    if (spec.add_bos) pair.push_back({Item::Kind::kToken, *spec.bos_id, 0});
+    pair.push_back({Item::Kind::kSequenceA, 0, 0});
+    if (spec.add_eos) pair.push_back({Item::Kind::kToken, *eos, 0});
+    if (spec.add_sep) pair.push_back({Item::Kind::kToken, *spec.sep_id, 0});
+    pair.push_back({Item::Kind::kSequenceB, 0, 1});
+    if (spec.add_eos) pair.push_back({Item::Kind::kToken, *eos, 1});
+    t->pair_template = std::move(pair);
+  }
 
-  if (spec.model == TokenizerSpec::Model::kSentencePiece) {
+  if (wordpiece) {
+    t->kind = TokenizerImpl::Kind::kWpm;
+    if (!spec.merges.empty()) return Invalid("merges given for a WordPiece model");
+    t->wordpiece_ids = std::move(ids);
+    t->wpm_lowercase = spec.lowercase;
+    t->wpm_strip_accents = spec.strip_accents;
+    t->unused.assign(n, 0);
+    for (size_t id = 0; id < n && !spec.token_types.empty(); ++id) {
+      t->unused[id] = spec.token_types[id] == kUnused ? 1 : 0;
+    }
+  } else if (spec.model == TokenizerSpec::Model::kSentencePiece) {
     if (spec.scores.size() != n) {
       return Invalid("scores has " + std::to_string(spec.scores.size()) + " entries for " +
                      std::to_string(n) + " tokens");
@@ -372,7 +431,7 @@ Result<Tokenizer> Tokenizer::FromSpec(TokenizerSpec spec) {
                                    " is not supported (known: " + known + ")");
     }
     t->ignore_merges = family->ignore_merges;
-    t->nfc = family->nfc;
+    if (family->nfc) t->normalizers.push_back({NormalizerStep::Kind::kNfc});
     for (const SplitStep& s : family->steps) {
       PreSplitStep step;
       if (s.pattern.empty()) {

@@ -259,20 +259,11 @@ int CombiningClass(char32_t cp) {
   return it != end && (*it >> 8) == cp ? static_cast<int>(*it & 0xFFu) : 0;
 }
 
-std::string Nfc(std::string_view s) {
-  // ASCII is its own NFC; most text takes this path.
-  if (std::all_of(s.begin(), s.end(),
-                  [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
-    return std::string(s);
-  }
+std::u32string NfdCodePoints(std::u32string_view cps) {
   const NfcTables& t = Tables();
   std::u32string d;
-  d.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    size_t len = 0;
-    Decompose(DecodeAt(s, i, &len), t, &d);
-    i += len;
-  }
+  d.reserve(cps.size());
+  for (char32_t cp : cps) Decompose(cp, t, &d);
   // Canonical order: each run of non-starters sorted, stably, by class.
   for (size_t i = 0; i < d.size();) {
     if (CombiningClass(d[i]) == 0) {
@@ -286,6 +277,46 @@ std::string Nfc(std::string_view s) {
                      [](char32_t a, char32_t b) { return CombiningClass(a) < CombiningClass(b); });
     i = j;
   }
+  return d;
+}
+
+namespace {
+
+bool IsAscii(std::string_view s) {
+  return std::all_of(s.begin(), s.end(),
+                     [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+std::u32string CodePoints(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    size_t len = 0;
+    out.push_back(DecodeAt(s, i, &len));
+    i += len;
+  }
+  return out;
+}
+
+std::string ToUtf8(std::u32string_view cps, size_t reserve) {
+  std::string out;
+  out.reserve(reserve);
+  for (char32_t cp : cps) AppendUtf8(cp, &out);
+  return out;
+}
+
+}  // namespace
+
+std::string Nfd(std::string_view s) {
+  if (IsAscii(s)) return std::string(s);
+  return ToUtf8(NfdCodePoints(CodePoints(s)), s.size());
+}
+
+std::string Nfc(std::string_view s) {
+  // ASCII is its own NFC; most text takes this path.
+  if (IsAscii(s)) return std::string(s);
+  const NfcTables& t = Tables();
+  const std::u32string d = NfdCodePoints(CodePoints(s));
   // Canonical composition, as the reference code of UAX #15: a mark joins
   // the last starter unless a starter or a mark of the same or a higher
   // class stands between them; a leading non-starter composes with nothing
@@ -309,10 +340,58 @@ std::string Nfc(std::string_view s) {
       c.push_back(cp);
     }
   }
-  std::string out;
-  out.reserve(s.size());
-  for (char32_t cp : c) AppendUtf8(cp, &out);
-  return out;
+  return ToUtf8(c, s.size());
+}
+
+// --- WordPiece (BERT) character data -----------------------------------------
+
+uint8_t BertFlags(char32_t cp) {
+  if (cp > kMaxCodePoint) return 0;
+  const uint32_t* end = kBertFlagRuns + kNumBertFlagRuns;
+  const uint32_t* it = std::upper_bound(kBertFlagRuns, end, cp,
+                                        [](char32_t c, uint32_t run) { return c < (run >> 8); });
+  return static_cast<uint8_t>(*(it - 1) & 0xFFu);
+}
+
+bool IsChineseChar(char32_t cp) {
+  return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+         (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||
+         (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B920 && cp <= 0x2CEAF) ||
+         (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+namespace {
+
+// The value paired with cp in a sorted table of (code point, value) pairs,
+// or cp itself.
+char32_t LookUpPair(const uint32_t* table, size_t num_values, char32_t cp) {
+  size_t lo = 0, hi = num_values / 2;
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (table[2 * mid] < cp) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo < num_values / 2 && table[2 * lo] == cp ? table[2 * lo + 1] : cp;
+}
+
+}  // namespace
+
+void AppendLowercase(char32_t cp, std::u32string* out) {
+  out->push_back(SimpleLowercase(cp));
+  if (cp == 0x130) out->push_back(0x307);  // the one two-code-point mapping
+}
+
+char32_t SimpleLowercase(char32_t cp) {
+  if (cp < 0x80) return cp >= 'A' && cp <= 'Z' ? cp + ('a' - 'A') : cp;
+  return LookUpPair(kLowercase, kNumLowercase, cp);
+}
+
+char32_t NfdFirst(char32_t cp) {
+  if (cp >= kSBase && cp < kSBase + kSCount) return kLBase + (cp - kSBase) / kNCount;
+  return LookUpPair(kNfdFirst, kNumNfdFirst, cp);
 }
 
 const std::array<char32_t, 256>& ByteToChar() {

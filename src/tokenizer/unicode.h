@@ -1,7 +1,9 @@
 // Unicode pieces the tokenizers need: UTF-8 validation and lossy decoding,
-// general categories (Unicode 16.0), White_Space, NFC as Hugging Face
-// `tokenizers` computes it, and GPT-2's byte <-> character map. The data is
-// in unicode_tables.cc, written by tools/gen_unicode_tables.py.
+// general categories (Unicode 16.0), White_Space, NFC and NFD as Hugging
+// Face `tokenizers` computes them, GPT-2's byte <-> character map, and the
+// character classes of the WordPiece (BERT) tokenizers. The data is in
+// unicode_tables.cc and unicode_bert_tables.cc, written by
+// tools/gen_unicode_tables.py.
 #ifndef FOLIO_TOKENIZER_UNICODE_H_
 #define FOLIO_TOKENIZER_UNICODE_H_
 
@@ -61,6 +63,12 @@ extern const uint32_t kCombiningClasses[];
 extern const size_t kNumCombiningClasses;
 extern const uint32_t kDecompositions[];
 extern const size_t kNumDecompositions;
+extern const uint32_t kBertFlagRuns[];
+extern const size_t kNumBertFlagRuns;
+extern const uint32_t kLowercase[];
+extern const size_t kNumLowercase;
+extern const uint32_t kNfdFirst[];
+extern const size_t kNumNfdFirst;
 
 Category CategoryOf(char32_t cp);
 
@@ -105,6 +113,46 @@ size_t AppendLossy(std::string_view bytes, bool final, std::string* out);
 // folio's NFC and Qwen2's tokenizer.json agree on every input.
 std::string Nfc(std::string_view s);
 int CombiningClass(char32_t cp);  // as Nfc uses it
+
+// Canonical decomposition (NFD) with the same data as Nfc: what
+// `tokenizers`' NFD normalizer and BertNormalizer's strip_accents compute.
+std::string Nfd(std::string_view s);
+// The same on code points: decomposed and canonically ordered.
+std::u32string NfdCodePoints(std::u32string_view cps);
+
+// The character classes of `tokenizers`' BERT components, read off the
+// library code point by code point: its Rust crates carry Unicode tables
+// older than 16.0 (a Unicode 16 format character or nonspacing mark may be
+// missing from them), so none of these is a general category of
+// CategoryOf's table.
+enum BertFlag : uint8_t {
+  // BertNormalizer's clean_text drops it: U+0000, U+FFFD and the other
+  // (C*) characters but \t \n \r, in the unicode_categories crate's tables.
+  kBertControl = 1,
+  // BertPreTokenizer isolates it: ASCII punctuation and P* (its tables).
+  kBertPunctuation = 2,
+  // BertNormalizer's strip_accents drops it after NFD: Mn (its tables).
+  kBertNonspacingMark = 4,
+  // The StripAccents normalizer drops it: unicode-normalization's
+  // is_combining_mark.
+  kCombiningMark = 8,
+  // \w of the Whitespace pre-tokenizer's \w+|[^\w\s]+ (Oniguruma).
+  kOnigWord = 16,
+};
+uint8_t BertFlags(char32_t cp);  // BertFlag bits
+// BertNormalizer's handle_chinese_chars ranges ("CJK Unified Ideographs"
+// and their extensions as `tokenizers` lists them, 0x2B920 for 0x2B820
+// included), which llama.cpp's WordPiece copies.
+bool IsChineseChar(char32_t cp);
+// Rust's char::to_lowercase, what `tokenizers`' Lowercase applies: one
+// code point, or two for U+0130 (i and U+0307).
+void AppendLowercase(char32_t cp, std::u32string* out);
+// Its first code point: Unicode's simple lowercase mapping, llama.cpp's.
+char32_t SimpleLowercase(char32_t cp);
+// The first code point of cp's full canonical decomposition in Unicode
+// 16.0 (cp itself if it has none; a Hangul syllable gives its leading
+// consonant): the one code point llama.cpp's WordPiece "NFD" keeps.
+char32_t NfdFirst(char32_t cp);
 
 // GPT-2's reversible byte -> character map: printable Latin-1 bytes map to
 // themselves, the other 68 to U+0100.. in byte order.

@@ -1,7 +1,8 @@
 """Seed corpora for the parser fuzzers: small valid files of each format.
 
 Usage: make_seeds.py OUT_DIR
-(writes OUT_DIR/{gguf,safetensors,request,jinja,chat_output,gbnf,json_schema}/...)
+(writes OUT_DIR/{gguf,safetensors,request,jinja,chat_output,gbnf,json_schema,
+tokenizer_json}/...)
 """
 import json
 import sys
@@ -119,3 +120,77 @@ for i, sch in enumerate(schemas):
 for i, (flags, rx) in enumerate([(1, "^[a-z]{2,4}(-[0-9]+)?$"), (3, "a|b+c?"), (7, "\\d{3}\\.\\w*"),
                                  (5, "(?:x|y){0,3}[^\\n]")]):
     (out / "json_schema" / f"regex{i}").write_bytes(bytes([flags]) + rx.encode())
+
+# tokenizer.json files (tools/fuzz/fuzz_tokenizer_json.cc): WordPiece in
+# the shapes BERT-family files take, and a byte-level BPE.
+(out / "tokenizer_json").mkdir(parents=True, exist_ok=True)
+wp_tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "un", "##aff",
+             "##able", ",", ".", "!", "'", "s", "caf", "##e", "\u4f60", "##,"]
+wp_added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
+             "normalized": False, "special": True} for i, t in enumerate(wp_tokens[:5])]
+
+
+def wordpiece(normalizer, pre_tokenizer, post_processor, decoder, max_chars=100):
+    return {"version": "1.0", "truncation": {"max_length": 128, "strategy": "LongestFirst",
+                                             "stride": 0},
+            "padding": None, "added_tokens": wp_added, "normalizer": normalizer,
+            "pre_tokenizer": pre_tokenizer, "post_processor": post_processor, "decoder": decoder,
+            "model": {"type": "WordPiece", "unk_token": "[UNK]",
+                      "continuing_subword_prefix": "##", "max_input_chars_per_word": max_chars,
+                      "vocab": {t: i for i, t in enumerate(wp_tokens)}}}
+
+
+def piece(kind, name, type_id):
+    return {kind: {"id": name, "type_id": type_id}}
+
+
+bert_template = {
+    "type": "TemplateProcessing",
+    "single": [piece("SpecialToken", "[CLS]", 0), piece("Sequence", "A", 0),
+               piece("SpecialToken", "[SEP]", 0)],
+    "pair": [piece("SpecialToken", "[CLS]", 0), piece("Sequence", "A", 0),
+             piece("SpecialToken", "[SEP]", 0), piece("Sequence", "B", 1),
+             piece("SpecialToken", "[SEP]", 1)],
+    "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]}
+                       for t, i in (("[CLS]", 2), ("[SEP]", 3))}}
+bert_normalizer = {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                   "strip_accents": None, "lowercase": True}
+wordpiece_decoder = {"type": "WordPiece", "prefix": "##", "cleanup": True}
+seeds = {
+    "bert": wordpiece(bert_normalizer, {"type": "BertPreTokenizer"}, bert_template,
+                      wordpiece_decoder),
+    "bert-processing": wordpiece(
+        dict(bert_normalizer, lowercase=False, strip_accents=True), {"type": "BertPreTokenizer"},
+        {"type": "BertProcessing", "sep": ["[SEP]", 3], "cls": ["[CLS]", 2]}, wordpiece_decoder),
+    "whitespace": wordpiece(
+        {"type": "Sequence", "normalizers": [{"type": "NFD"}, {"type": "Lowercase"},
+                                             {"type": "StripAccents"}]},
+        {"type": "Sequence", "pretokenizers": [{"type": "WhitespaceSplit"},
+                                               {"type": "Whitespace"}]},
+        None, None, max_chars=8),
+}
+byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
+              "use_regex": True}
+bytes_to_chars = {}
+n = 0
+for b in range(256):
+    if 0x21 <= b <= 0x7E or 0xA1 <= b <= 0xAC or 0xAE <= b:
+        bytes_to_chars[b] = chr(b)
+    else:
+        bytes_to_chars[b] = chr(256 + n)
+        n += 1
+bpe_vocab = {bytes_to_chars[b]: b for b in range(256)}
+bpe_vocab.update({"he": 256, "ll": 257, "hell": 258, "hello": 259})
+seeds["bpe"] = {
+    "version": "1.0", "truncation": None, "padding": None,
+    "added_tokens": [{"id": 260, "content": "<eos>", "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": False, "special": True}],
+    "normalizer": {"type": "NFC"}, "pre_tokenizer": byte_level, "post_processor": None,
+    "decoder": byte_level,
+    "model": {"type": "BPE", "dropout": None, "unk_token": None,
+              "continuing_subword_prefix": None, "end_of_word_suffix": None, "fuse_unk": False,
+              "byte_fallback": False, "ignore_merges": False, "vocab": bpe_vocab,
+              "merges": [["h", "e"], ["l", "l"], ["he", "ll"], ["hell", "o"]]}}
+for name, doc in seeds.items():
+    (out / "tokenizer_json" / f"{name}.json").write_text(json.dumps(doc, ensure_ascii=False),
+                                                          encoding="utf-8")

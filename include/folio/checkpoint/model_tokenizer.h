@@ -14,7 +14,8 @@
 namespace folio::checkpoint {
 
 // A Hugging Face folder's tokenizer.json, or a GGUF file's tokenizer.ggml.*
-// metadata (gpt2-style BPE or llama SentencePiece). nullopt for a folder
+// metadata (gpt2-style BPE, llama SentencePiece or bert WordPiece, with
+// llama.cpp's defaults for the keys a file leaves out). nullopt for a folder
 // without tokenizer.json (folio's byte-level models use ByteTokenizer).
 // Errors name the file and the key.
 //
