@@ -41,7 +41,7 @@ from folio.async_llm import AsyncLLM
 from folio.chat_template import apply_chat_template
 from folio.llm import LLM
 from folio.outputs import (CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput, FunctionCall,
-                           Logprob, RequestOutput, ToolCall)
+                           Logprob, RequestOutput, ScoringOutput, ScoringRequestOutput, ToolCall)
 from folio.pooling_params import PoolingParams
 from folio._engine import Tokenizer
 from folio.sampling_params import GuidedDecodingParams, SamplingParams, StructuredOutputsParams
@@ -59,6 +59,8 @@ __all__ = [
     "LLM",
     "Logprob",
     "RequestOutput",
+    "ScoringOutput",
+    "ScoringRequestOutput",
     "GuidedDecodingParams",
     "PoolingParams",
     "SamplingParams",

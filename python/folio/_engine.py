@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import random
 from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union,
@@ -15,7 +16,7 @@ from typing import (Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tupl
 from folio import _folio
 from folio.outputs import (CompletionOutput, EmbeddingOutput, EmbeddingRequestOutput,
                            FunctionCall, Logprob, PositionLogprobs,
-                           RequestOutput, ToolCall)
+                           RequestOutput, ScoringOutput, ScoringRequestOutput, ToolCall)
 from folio.pooling_params import PoolingParams
 from folio.sampling_params import SamplingParams
 
@@ -256,6 +257,14 @@ class Request:
         if final:
             self.done = True
 
+    def score_output(self) -> ScoringRequestOutput:
+        """A scored pair's result (it must be done): sigmoid of the head's logit."""
+        assert self.embedding is not None, "a scored pair finished without its logit"
+        return ScoringRequestOutput(request_id=self.request_id,
+                                    prompt_token_ids=list(self.prompt_token_ids),
+                                    outputs=ScoringOutput(1.0 / (1.0 + math.exp(-self.embedding[0]))),
+                                    finished=self.done)
+
     def embedding_output(self) -> EmbeddingRequestOutput:
         """A pooled request's result (it must be done)."""
         assert self.embedding is not None, "a pooled request finished without its vector"
@@ -452,6 +461,22 @@ class EngineCore:
         self.native.check(ids, native)
         key = self.new_key()
         r = Request(key, request_id if request_id is not None else str(key), text, ids, False)
+        return r, native
+
+    def make_score_request(self, text_1: str, text_2: str, request_id: Optional[str]
+                           ) -> Tuple[Request, _folio.RequestParams]:
+        """Checks a text pair's relevance request (ValueError) without submitting it."""
+        if self.info.get("num_labels") != 1:
+            raise ValueError("score needs a cross-encoder (BertForSequenceClassification with "
+                             f"one label); the model has {self.info.get('num_labels')} labels")
+        for name, t in (("text_1", text_1), ("text_2", text_2)):
+            if not isinstance(t, str) or not t:
+                raise ValueError(f"{name} must be a non-empty string (got {t!r})")
+        ids, types = self.native.encode_pair(text_1, text_2)
+        native = _folio.RequestParams.scored(types)
+        self.native.check(ids, native)
+        key = self.new_key()
+        r = Request(key, request_id if request_id is not None else str(key), None, ids, False)
         return r, native
 
     def chat_prompts(self, messages: Union[Sequence[ChatMessage], Sequence[Sequence[ChatMessage]]],

@@ -21,7 +21,7 @@ from folio import _folio
 
 from folio._engine import (ChatMessage, EngineCore, PromptType, Request, Tokenizer,
                            normalize_prompts, params_for)
-from folio.outputs import EmbeddingRequestOutput, RequestOutput
+from folio.outputs import EmbeddingRequestOutput, RequestOutput, ScoringRequestOutput
 from folio.pooling_params import PoolingParams
 from folio.sampling_params import SamplingParams
 
@@ -184,6 +184,36 @@ class LLM:
             reqs = self._submit(made)
             self._wait(reqs, use_tqdm)
             return [r.embedding_output() for r in reqs]
+
+    def score(self, data_1: Union[str, Sequence[str]], data_2: Union[str, Sequence[str]],
+              *, use_tqdm: bool = True) -> List[ScoringRequestOutput]:
+        """Relevance of text pairs by a cross-encoder (vLLM's ``LLM.score``):
+        one ScoringRequestOutput per pair, outputs.score = sigmoid of the
+        model's one logit. A string pairs with every text of the other side;
+        two lists pair by index (equal lengths). Each pair is encoded as the
+        tokenizer pairs texts ([CLS] a [SEP] b [SEP], b of token type 1) and
+        runs through the same batching as embeddings. Every pair is checked
+        before any runs (ValueError)."""
+        one = [data_1] if isinstance(data_1, str) else list(data_1)
+        two = [data_2] if isinstance(data_2, str) else list(data_2)
+        if not one or not two:
+            raise ValueError("score needs at least one text on each side")
+        if not isinstance(data_1, str) and not isinstance(data_2, str) and len(one) != len(two):
+            raise ValueError(f"two lists pair by index: {len(one)} and {len(two)} texts")
+        pairs = [(one[0 if len(one) == 1 else i], two[0 if len(two) == 1 else i])
+                 for i in range(max(len(one), len(two)))]
+        with self._lock:
+            made = []
+            for i, (a, b) in enumerate(pairs):
+                try:
+                    made.append(self._core.make_score_request(a, b, None))
+                except ValueError as e:
+                    if len(pairs) == 1:
+                        raise
+                    raise ValueError(f"pair {i}: {e}") from None
+            reqs = self._submit(made)
+            self._wait(reqs, use_tqdm)
+            return [r.score_output() for r in reqs]
 
     def _run(self, items: Sequence[Any], use_tqdm: bool) -> List[RequestOutput]:
         with self._lock:

@@ -124,3 +124,22 @@ class EmbeddingRequestOutput:
     prompt_token_ids: List[int]
     outputs: EmbeddingOutput
     finished: bool = True
+
+
+@dataclass
+class ScoringOutput:
+    """A text pair's relevance (vLLM's ``ScoringOutput``): the sigmoid of a
+    cross-encoder's logit, in (0, 1)."""
+
+    score: float
+
+
+@dataclass
+class ScoringRequestOutput:
+    """What LLM.score returns per pair (vLLM's ``ScoringRequestOutput``);
+    prompt_token_ids is the pair as encoded ([CLS] a [SEP] b [SEP])."""
+
+    request_id: str
+    prompt_token_ids: List[int]
+    outputs: ScoringOutput
+    finished: bool = True

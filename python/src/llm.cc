@@ -184,6 +184,7 @@ class EngineCore {
     d["prefix_caching"] = config.prefix_caching;
     d["encoder"] = mc.IsEncoder();
     d["default_pooling"] = std::string(engine::PoolingName(served().DefaultPooling()));
+    d["num_labels"] = mc.num_labels;
     d["num_speculative_tokens"] = config.speculative.num_draft_tokens;
     d["chat_template"] =
         chat_ ? std::string(serving::ChatFormatSourceName(chat_->source())) : std::string("error");
@@ -205,6 +206,15 @@ class EngineCore {
     Result<std::vector<int32_t>> ids = served().file_tokenizer->Encode(text, add_special_tokens);
     if (!ids) ThrowIfRequestError(ids.error());
     return std::move(*ids);
+  }
+
+  // A text pair as the tokenizer pairs them (a cross-encoder's input): ids
+  // and token type ids.
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> EncodePair(const std::string& a,
+                                                                   const std::string& b) const {
+    Result<tokenizer::Encoding> e = served().tokenizer().EncodePair(a, b);
+    if (!e) ThrowIfRequestError(e.error());
+    return {std::move(e->ids), std::move(e->type_ids)};
   }
 
   nb::str Decode(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
@@ -617,7 +627,7 @@ void BindLlm(nb::module_& m) {
           "pooled",
           [](const std::string& pooling, bool normalize, uint64_t dimensions) {
             const std::optional<engine::Pooling> p = engine::PoolingFromName(pooling);
-            if (!p || *p == engine::Pooling::kNone) {
+            if (!p || *p == engine::Pooling::kNone || *p == engine::Pooling::kClassify) {
               RaiseValue("pooling must be 'last', 'mean' or 'cls' (got '" + pooling + "')");
             }
             engine::RequestParams out;
@@ -629,6 +639,18 @@ void BindLlm(nb::module_& m) {
           nb::arg("pooling"), nb::arg("normalize"), nb::arg("dimensions"),
           "A pooled-embedding request's parameters (engine/request.h): pooling 'last', "
           "'mean' or 'cls'; dimensions 0 keeps every feature.")
+      .def_static(
+          "scored",
+          [](std::vector<int32_t> token_types) {
+            engine::RequestParams out;
+            out.pooling = engine::Pooling::kClassify;
+            out.normalize = false;
+            out.token_types = std::move(token_types);
+            return out;
+          },
+          nb::arg("token_types"),
+          "A text pair's relevance request (engine/request.h, Pooling::kClassify): the "
+          "classification head's logits, the pair's token types.")
       .def_prop_ro("seed", [](const engine::RequestParams& p) { return p.seed; })
       .def_prop_ro("max_tokens", [](const engine::RequestParams& p) { return p.max_tokens; })
       .def_prop_ro(
@@ -709,6 +731,7 @@ void BindLlm(nb::module_& m) {
           nb::arg("draft_model").none() = nb::none(), nb::arg("step_delay_us") = 0)
       .def("info", &EngineCore::Info, "The model's and the engine's shape, as a dict.")
       .def("encode", &EngineCore::Encode, nb::arg("text"), nb::arg("add_special_tokens"))
+      .def("encode_pair", &EngineCore::EncodePair, nb::arg("a"), nb::arg("b"))
       .def("decode", &EngineCore::Decode, nb::arg("ids"), nb::arg("skip_special_tokens"))
       .def("token_text", &EngineCore::TokenText, nb::arg("id"))
       .def("render_chat", &EngineCore::RenderChat, nb::arg("messages_json"),

@@ -91,18 +91,23 @@ json RopeScalingJson(const RopeScaling& s) {
 // every field spelled out otherwise (e.g. a GGUF llama's interleaved RoPE).
 json ConfigToJson(const ModelConfig& c) {
   if (c.block == model::Block::kBert) {  // BertModel's own keys
-    return {{"architectures", {"BertModel"}},
-            {"model_type", "bert"},
-            {"hidden_size", c.hidden_size},
-            {"num_attention_heads", c.num_heads},
-            {"intermediate_size", c.ffn_size},
-            {"num_hidden_layers", c.num_layers},
-            {"max_position_embeddings", c.max_positions},
-            {"vocab_size", c.vocab_size},
-            {"type_vocab_size", c.type_vocab_size},
-            {"layer_norm_eps", c.norm_eps},
-            {"position_embedding_type", "absolute"},
-            {"hidden_act", c.activation == model::Activation::kGelu ? "gelu" : "gelu_new"}};
+    json id2label = json::object();
+    for (uint64_t i = 0; i < c.num_labels; ++i)
+      id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
+    json j = {{"architectures", {std::string(model::TraitsOf(c.architecture).hf_class)}},
+              {"model_type", "bert"},
+              {"hidden_size", c.hidden_size},
+              {"num_attention_heads", c.num_heads},
+              {"intermediate_size", c.ffn_size},
+              {"num_hidden_layers", c.num_layers},
+              {"max_position_embeddings", c.max_positions},
+              {"vocab_size", c.vocab_size},
+              {"type_vocab_size", c.type_vocab_size},
+              {"layer_norm_eps", c.norm_eps},
+              {"position_embedding_type", "absolute"},
+              {"hidden_act", c.activation == model::Activation::kGelu ? "gelu" : "gelu_new"}};
+    if (c.num_labels != 0) j["id2label"] = id2label;
+    return j;
   }
   const ArchitectureTraits& arch = model::TraitsOf(c.architecture);
   const bool neox = c.rope_style == RopeStyle::kNeox;
@@ -375,10 +380,10 @@ Status InterleavedLayersFromJson(const json& j, const ArchitectureTraits& t, Mod
 // BertModel's config.json: absolute positions only; the MLP's GELU exact
 // ("gelu") or in its tanh form ("gelu_new", "gelu_pytorch_tanh"); an
 // encoder only (a decoder or cross-attention is refused).
-Result<ModelConfig> BertConfigFromJson(const json& j) {
+Result<ModelConfig> BertConfigFromJson(const json& j, Architecture architecture) {
   const JsonReader r(j, JsonErrorStyle::kConfig);
   ModelConfig c;
-  c.architecture = Architecture::kBert;
+  c.architecture = architecture;
   c.block = model::Block::kBert;
   c.rope_style = ModelConfig().rope_style;
   c.tie_embeddings = false;
@@ -407,6 +412,17 @@ Result<ModelConfig> BertConfigFromJson(const json& j) {
   if (positions != "absolute") {
     return Status::Unimplemented("position_embedding_type \"" + positions + "\" (only absolute)");
   }
+  if (architecture == Architecture::kBertClassifier) {
+    // PretrainedConfig: num_labels is the size of id2label (2 by default).
+    c.num_labels = 2;
+    if (r.Has("id2label")) {
+      if (!j["id2label"].is_object() || j["id2label"].empty()) {
+        return Status::InvalidArgument("\"id2label\" must be a non-empty object");
+      }
+      c.num_labels = j["id2label"].size();
+    }
+    FOLIO_RETURN_IF_ERROR(r.Optional("num_labels", c.num_labels));
+  }
   for (const char* key : {"is_decoder", "add_cross_attention"}) {
     bool on = false;
     FOLIO_RETURN_IF_ERROR(r.Optional(key, on));
@@ -429,7 +445,7 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
                                  (arch == j.end() ? std::string("nothing") : arch->dump()) + ")");
   }
   const ArchitectureTraits& t = model::TraitsOf(*cls);
-  if (t.block == model::Block::kBert) return BertConfigFromJson(j);
+  if (t.block == model::Block::kBert) return BertConfigFromJson(j, *cls);
   const JsonReader r(j, JsonErrorStyle::kConfig);
   ModelConfig c;
   c.architecture = *cls;
@@ -767,9 +783,10 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
     // A BERT checkpoint's pooler and masked-LM head are not the encoder's
     // (an embedding pools the last hidden states itself), nor are the
     // position ids it stores as a buffer.
-    const bool bert_extra = config->IsEncoder() &&
-                            (name.starts_with("pooler.") || name.starts_with("bert.pooler.") ||
-                             name.starts_with("cls.") || name.ends_with("embeddings.position_ids"));
+    const bool pooler = name.starts_with("pooler.") || name.starts_with("bert.pooler.");
+    const bool bert_extra =
+        config->IsEncoder() && ((pooler && config->num_labels == 0) || name.starts_with("cls.") ||
+                                name.ends_with("embeddings.position_ids"));
     const bool ignorable = (config->tie_embeddings && name == "lm_head.weight") ||
                            name.ends_with("rotary_emb.inv_freq") || bert_extra;
     if (!ignorable) {

@@ -4,6 +4,8 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/engine_flags.h"
 #include "folio/core/str_cat.h"
@@ -34,9 +36,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
       *cmd, f.engine,
       {.num_pages = true, .scheduling = true, .builtin_context = true, .speculative = true});
   cmd->add_option("--task", f.task,
-                  "what to serve: auto (what the model can), generate (completions, chat) or "
-                  "embed (/v1/embeddings)")
-      ->check(CLI::IsMember({"auto", "generate", "embed"}));
+                  "what to serve: auto (what the model can), generate (completions, chat), "
+                  "embed (/v1/embeddings) or rerank (/v1/rerank, /v1/score)")
+      ->check(CLI::IsMember({"auto", "generate", "embed", "rerank"}));
   cmd->add_option("--served-model-name", f.served_model_names,
                   "names clients may use; replies carry the first (default: builtin / the "
                   "model's file name)");
@@ -134,8 +136,18 @@ int RunServe(const ServeFlags& flags) {
                                        "); it embeds and generates nothing")));
     }
     info.embed = false;
+    info.score = false;
   } else if (f.task == "embed") {
     info.generate = false;
+    info.score = false;
+  } else if (f.task == "rerank") {
+    if (!info.score) {
+      return Fail(kCommand, Status::InvalidArgument(
+                                "--task rerank: the model has no relevance head (a cross-encoder "
+                                "is a BertForSequenceClassification with one label)"));
+    }
+    info.generate = false;
+    info.embed = false;
   }
   info.default_max_tokens = f.default_max_tokens;
   info.chat_parsers = *parsers;
@@ -167,12 +179,18 @@ int RunServe(const ServeFlags& flags) {
             << " positions, vocabulary " << info.vocab_size << ", chat template "
             << serving::ChatFormatSourceName(chat_format->source()) << "), " << ec.num_pages
             << " pages of " << ec.page_size << " tokens\n";
-  std::cerr << "folio serve: serving " << (info.generate ? "completions, chat" : "")
-            << (info.generate && info.embed ? " and " : "")
-            << (info.embed ? StrCat("embeddings (pooling ",
-                                    engine::PoolingName(info.default_pooling), " by default)")
-                           : "")
-            << "\n";
+  std::vector<std::string> served_apis;
+  if (info.generate) served_apis.push_back("completions, chat");
+  if (info.embed) {
+    served_apis.push_back(
+        StrCat("embeddings (pooling ", engine::PoolingName(info.default_pooling), " by default)"));
+  }
+  if (info.score) served_apis.push_back("rerank, score");
+  std::cerr << "folio serve: serving ";
+  for (size_t i = 0; i < served_apis.size(); ++i) {
+    std::cerr << (i == 0 ? "" : "; ") << served_apis[i];
+  }
+  std::cerr << "\n";
   std::cerr << "folio serve: tool calls read as " << ToolCallsName(*parsers, *chat_format)
             << "; reasoning " << (parsers->SplitsReasoningFor(*chat_format) ? "split" : "not split")
             << "\n";

@@ -20,7 +20,8 @@ struct ServeFlags {
   serving::EngineArgs engine;
   std::vector<std::string> served_model_names;  // first: replies' name; default: file name
   // What the server answers: auto (what the model can: an encoder embeds,
-  // a decoder generates and embeds), generate or embed.
+  // a cross-encoder also scores pairs, a decoder generates and embeds),
+  // generate, embed or rerank.
   std::string task = "auto";
   std::optional<std::string> chat_template;  // a template file instead of the model's
   // How chat replies are read (serving/chat_request.h, ChatParsers):

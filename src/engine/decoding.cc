@@ -244,6 +244,9 @@ Status Engine::PoolingDecoding::OnRows(Engine& e, RequestId request, const Sched
   if (s.num_pending() != 0) return Status::Ok();  // a prompt chunk; more to feed
   StepOutput o;
   o.embedding = OutputProcessor::Pooled(*m.output, s.num_prompt_tokens);
+  if (m.output->params.pooling == Pooling::kClassify) {
+    FOLIO_ASSIGN_OR_RETURN(o.embedding, e.runner_.Classify(o.embedding));
+  }
   o.finish = FinishReason::kStop;
   Label(o, request, m);
   e.FinishMember(request, p.id);

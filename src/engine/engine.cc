@@ -139,6 +139,20 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
   }
   if (params.beam.num_beams > 0) FOLIO_RETURN_IF_ERROR(ValidateBeamSearch(params));
   if (params.pooling != Pooling::kNone) FOLIO_RETURN_IF_ERROR(ValidatePooling(params));
+  if (!params.token_types.empty()) {
+    if (params.pooling == Pooling::kNone || params.token_types.size() != prompt.size()) {
+      return Status::InvalidArgument(StrCat("token types: one per prompt token (", prompt.size(),
+                                            "; got ", params.token_types.size(),
+                                            "), for a pooled request"));
+    }
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      if (params.token_types[i] < 0 ||
+          static_cast<uint64_t>(params.token_types[i]) >= c.type_vocab_size) {
+        return Status::OutOfRange(StrCat("prompt token ", i, " has type ", params.token_types[i],
+                                         " outside [0, ", c.type_vocab_size, ")"));
+      }
+    }
+  }
   if (c.IsEncoder()) {
     if (params.pooling == Pooling::kNone) {
       return Status::InvalidArgument(
@@ -194,7 +208,24 @@ Status Engine::ValidatePooling(const RequestParams& params) const {
     return Status::InvalidArgument(
         what + "generates nothing: it takes no grammar, prompt_logits, logprobs or draft tokens");
   }
-  const uint64_t hidden = runner_.config().hidden_size;
+  const model::ModelConfig& c = runner_.config();
+  if (params.pooling == Pooling::kClassify) {
+    if (c.num_labels == 0) {
+      return Status::InvalidArgument(
+          what +
+          "needs a classification head (a BertForSequenceClassification checkpoint); "
+          "the model has none");
+    }
+    if (params.normalize || params.dimensions != 0) {
+      return Status::InvalidArgument(what +
+                                     "returns the head's logits: normalize false and no "
+                                     "dimensions");
+    }
+  }
+  if (!params.token_types.empty() && !c.IsEncoder()) {
+    return Status::InvalidArgument(what + "with token types needs an encoder");
+  }
+  const uint64_t hidden = c.hidden_size;
   if (params.dimensions > hidden) {
     return Status::InvalidArgument(StrCat(what, "of ", params.dimensions,
                                           " dimensions: the model's hidden states have ", hidden));
@@ -298,6 +329,7 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
   s.num_prompt_tokens = prompt.size();
   s.max_tokens = params.pooling != Pooling::kNone ? 1 : params.max_tokens;
   s.whole_prompt = runner_.config().IsEncoder();
+  s.token_types = params.token_types;
   s.every_row =
       s.whole_prompt || params.pooling == Pooling::kMean || params.pooling == Pooling::kCls;
   s.tokens = std::move(prompt);

@@ -10,7 +10,8 @@ Result<std::vector<float>> ModelRunner::Execute(KvCacheManager& kv, const Schedu
   FOLIO_CHECK(step.plan.has_value() && rows.size() == step.scheduled.size());
   FOLIO_ASSIGN_OR_RETURN(std::vector<kv::BatchMetadata> metas,
                          kv.BuildBatchMetadata(step.seqs, *step.plan));
-  return decoder_.Step(kv.mutable_cache(), metas, step.token_ids, rows, attention_.get(), hidden);
+  return decoder_.Step(kv.mutable_cache(), metas, step.token_ids, rows, attention_.get(), hidden,
+                       step.token_types);
 }
 
 }  // namespace folio::engine

@@ -22,12 +22,15 @@ std::string_view PoolingName(Pooling p) {
       return "mean";
     case Pooling::kCls:
       return "cls";
+    case Pooling::kClassify:
+      return "classify";
   }
   return "unknown";
 }
 
 std::optional<Pooling> PoolingFromName(std::string_view name) {
-  for (Pooling p : {Pooling::kNone, Pooling::kLast, Pooling::kMean, Pooling::kCls}) {
+  for (Pooling p :
+       {Pooling::kNone, Pooling::kLast, Pooling::kMean, Pooling::kCls, Pooling::kClassify}) {
     if (PoolingName(p) == name) return p;
   }
   return std::nullopt;
@@ -362,7 +365,7 @@ void OutputProcessor::AddPooledRows(State& s, uint64_t first_position, uint64_t 
       add();
       ++s.pooled_rows;
     } else if (s.pooled_rows < num_prompt_tokens &&
-               position == (pooling == Pooling::kLast ? num_prompt_tokens - 1 : 0)) {
+               position == (pooling == Pooling::kLast ? num_prompt_tokens - 1 : 0)) {  // cls too
       // One row (the positions before the last may come from cached pages).
       add();
       s.pooled_rows = num_prompt_tokens;

@@ -278,5 +278,24 @@ TEST(Pooling, AnEncoderGeneratesNothingAndTakesWholePrompts) {
   EXPECT_FALSE(budget->HasUnfinished());
 }
 
+TEST(Pooling, ClassifyAndTokenTypesAreRefusedWhereTheyCannotApply) {
+  auto bert = Engine::Create(Bert(), {});
+  ASSERT_TRUE(bert.ok());
+  RequestParams classify = Pooled(Pooling::kClassify);
+  classify.normalize = false;
+  const Result<RequestId> no_head = bert->AddRequest(kPrompts[0], classify);
+  EXPECT_EQ(no_head.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_head.status().message().find("classification head"), std::string::npos);
+  RequestParams typed = Pooled(Pooling::kCls);
+  typed.token_types.assign(kPrompts[1].size() + 1, 0);
+  EXPECT_EQ(bert->AddRequest(kPrompts[1], typed).status().code(), StatusCode::kInvalidArgument);
+  typed.token_types.assign(kPrompts[1].size(), 2);  // two types: 0 and 1
+  EXPECT_EQ(bert->AddRequest(kPrompts[1], typed).status().code(), StatusCode::kOutOfRange);
+  auto decoder = Engine::Create(TestModel(), {});
+  typed.token_types.assign(kPrompts[1].size(), 0);
+  EXPECT_EQ(decoder->AddRequest(kPrompts[1], typed).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(bert->HasUnfinished());
+}
+
 }  // namespace
 }  // namespace folio::engine

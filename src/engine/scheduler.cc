@@ -249,6 +249,9 @@ void Scheduler::PreemptNewestGroup(StepBudget& b, SchedulerOutput& out) {
 }
 
 void Scheduler::Emit(SchedulerOutput& out) const {
+  const bool typed = std::any_of(out.scheduled.begin(), out.scheduled.end(), [&](const auto& p) {
+    return !sequences_.at(p.id).token_types.empty();
+  });
   for (const ScheduledSequence& p : out.scheduled) {
     const Sequence& s = sequences_.at(p.id);
     out.seqs.push_back(p.seq);
@@ -257,6 +260,15 @@ void Scheduler::Emit(SchedulerOutput& out) const {
                          first + static_cast<ptrdiff_t>(p.num_tokens - p.num_draft));
     out.token_ids.insert(out.token_ids.end(), s.draft.begin(),
                          s.draft.begin() + static_cast<ptrdiff_t>(p.num_draft));
+    if (!typed) continue;
+    if (s.token_types.empty()) {
+      out.token_types.resize(out.token_ids.size(), 0);
+      continue;
+    }
+    FOLIO_CHECK(p.num_draft == 0 && s.num_computed + p.num_tokens <= s.token_types.size());
+    const auto types = s.token_types.begin() + static_cast<ptrdiff_t>(s.num_computed);
+    out.token_types.insert(out.token_types.end(), types,
+                           types + static_cast<ptrdiff_t>(p.num_tokens));
   }
 }
 

@@ -5,6 +5,7 @@
 // sequence's rows; no final norm. The sums are added in BertModel's order
 // (token + type, then + position; the branch, then + x), so float32 results
 // round as its do wherever the kernels agree.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,12 +34,14 @@ Result<std::vector<float>> Decoder::RunBert(const RowPlan& plan, const Attend& a
   const uint64_t d = c.hidden_size, rows = plan.tokens.size(), f = c.ffn_size;
   const auto eps = static_cast<float>(c.norm_eps);
 
-  // Embeddings: token + type (every row is of type 0: one text per
-  // sequence), then + position.
+  // Embeddings: token + type (type 0 unless the plan says: the second text
+  // of a pair is type 1), then + position.
   std::vector<float> x(rows * d), e(rows * d);  // residual stream [rows, hidden]
   w.embedding.Embed(plan.tokens, x, be);        // CheckTokens bounded the ids
-  const std::vector<int32_t> types(rows, 0);
-  w.token_type_embedding->Embed(types, e, be);
+  const std::vector<int32_t> zeros(plan.token_types.empty() ? rows : 0, 0);
+  w.token_type_embedding->Embed(
+      plan.token_types.empty() ? std::span<const int32_t>(zeros) : plan.token_types, e,
+      be);  // Step bounded the types
   for (uint64_t i = 0; i < x.size(); ++i) x[i] += e[i];
   std::vector<int32_t> positions(rows);
   for (uint64_t r = 0; r < rows; ++r) {
@@ -78,6 +81,27 @@ Result<std::vector<float>> Decoder::RunBert(const RowPlan& plan, const Attend& a
     std::copy(row.begin(), row.end(), Row(*hidden, o, d).begin());
   }
   return std::vector<float>();
+}
+
+Result<std::vector<float>> Decoder::Classify(std::span<const float> cls) const {
+  const ModelConfig& c = config_;
+  const Weights& w = *weights_;
+  if (!w.classifier) {
+    return Status::FailedPrecondition(
+        "the model has no classification head (a BertForSequenceClassification checkpoint has)");
+  }
+  if (cls.size() != c.hidden_size) {
+    return Status::InvalidArgument("a hidden state of " + std::to_string(cls.size()) +
+                                   " features; the model has " + std::to_string(c.hidden_size));
+  }
+  backend::Backend* const be = backend_.get();
+  std::vector<float> pooled(c.hidden_size), logits(c.num_labels);
+  FOLIO_RETURN_IF_ERROR(w.pooler->Apply(cls, 1, pooled, be));
+  AddRowBias(pooled, w.pooler_bias);
+  for (float& v : pooled) v = std::tanh(v);
+  FOLIO_RETURN_IF_ERROR(w.classifier->Apply(pooled, 1, logits, be));
+  AddRowBias(logits, w.classifier_bias);
+  return logits;
 }
 
 }  // namespace folio::model

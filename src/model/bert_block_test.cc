@@ -4,6 +4,7 @@
 // (Agreement with transformers' BertModel: tests/python/test_bert.py.)
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -127,6 +128,60 @@ TEST(BertBlock, StepRefusesLogitsAndAPromptInChunks) {
   EXPECT_NE(chunked.status().message().find("in one step"), std::string::npos);
 }
 
+TEST(BertBlock, TokenTypesChangeTheStatesAndAreChecked) {
+  const std::vector<int32_t> pair = {101, 7, 102, 9, 102};
+  auto cache = Cache(4);
+  const auto step = [&](std::vector<int32_t> types) -> Result<std::vector<float>> {
+    const kv::SeqId s = cache->AddSequence();
+    const std::vector<std::pair<kv::SeqId, uint64_t>> request = {{s, pair.size()}};
+    auto plan = cache->PrepareAppend(request);
+    const std::vector<kv::SeqId> seqs = {s};
+    auto meta = cache->BuildBatchMetadata(seqs, &**plan);
+    std::vector<float> hidden;
+    const LogitRows rows = LogitRows::kHidden;
+    const Result<std::vector<float>> r =
+        Decoder(Bert()).Step(*cache, std::span<const kv::BatchMetadata>(&*meta, 1), pair,
+                             std::span<const LogitRows>(&rows, 1), nullptr, &hidden, types);
+    cache->Abort(std::move(**plan));
+    if (!r.ok()) return r.status();
+    return hidden;
+  };
+  const std::vector<float> untyped = *step({});
+  EXPECT_EQ(*step({0, 0, 0, 0, 0}), untyped);
+  EXPECT_NE(*step({0, 0, 0, 1, 1}), untyped);
+  EXPECT_EQ(step({0, 0, 0, 2, 2}).status().code(), StatusCode::kOutOfRange);  // 2 types
+  EXPECT_EQ(step({0, 1}).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(BertBlock, ClassifyRunsTheHeadAndNeedsOne) {
+  const std::vector<float> cls(16, 0.25f);
+  EXPECT_EQ(Decoder(Bert()).Classify(cls).status().code(), StatusCode::kFailedPrecondition);
+  ModelConfig c = BertConfig();
+  c.architecture = Architecture::kBertClassifier;
+  c.num_labels = 3;
+  const Model m = *Model::FromSeed(c, 47);
+  const Decoder dec(m);
+  const std::vector<float> logits = *dec.Classify(cls);
+  ASSERT_EQ(logits.size(), 3u);
+  // classifier(tanh(pooler cls)), in double.
+  const std::vector<double> p = m.weights().pooler.ToDoubles(),
+                            pb = m.weights().pooler_bias.ToDoubles(),
+                            k = m.weights().classifier.ToDoubles(),
+                            kb = m.weights().classifier_bias.ToDoubles();
+  std::vector<double> pooled(16);
+  for (size_t i = 0; i < 16; ++i) {
+    double sum = pb[i];
+    for (size_t j = 0; j < 16; ++j) sum += p[i * 16 + j] * cls[j];
+    pooled[i] = std::tanh(sum);
+  }
+  for (size_t l = 0; l < 3; ++l) {
+    double sum = kb[l];
+    for (size_t j = 0; j < 16; ++j) sum += k[l * 16 + j] * pooled[j];
+    EXPECT_NEAR(logits[l], sum, 1e-5) << l;
+  }
+  EXPECT_EQ(dec.Classify(std::vector<float>(15)).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(BertBlock, ConfigRefusesADecodersOptions) {
   EXPECT_TRUE(BertConfig().Validate().ok());
   using Change = void (*)(ModelConfig&);
@@ -149,6 +204,9 @@ TEST(BertBlock, ConfigRefusesADecodersOptions) {
   EXPECT_EQ(decoder.Validate().code(), StatusCode::kInvalidArgument);
   decoder = WorkedExampleConfig();
   decoder.activation = Activation::kGelu;
+  EXPECT_EQ(decoder.Validate().code(), StatusCode::kInvalidArgument);
+  decoder = WorkedExampleConfig();
+  decoder.num_labels = 1;
   EXPECT_EQ(decoder.Validate().code(), StatusCode::kInvalidArgument);
 }
 

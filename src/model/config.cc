@@ -114,6 +114,9 @@ Status ValidateBert(const ModelConfig& c) {
   if (c.type_vocab_size == 0) {
     return Status::InvalidArgument("a BERT block needs type_vocab_size >= 1");
   }
+  if (c.num_labels > (uint64_t{1} << 20)) {
+    return Status::OutOfRange("num_labels " + std::to_string(c.num_labels) + " exceeds 2^20");
+  }
   return Status::Ok();
 }
 }  // namespace
@@ -135,8 +138,9 @@ Status ModelConfig::Validate() const {
       FOLIO_RETURN_IF_ERROR(ValidateBert(*this));
       break;
     case Block::kDecoder:
-      if (type_vocab_size != 0 || activation == Activation::kGelu) {
-        return Status::InvalidArgument("token types or a plain GELU MLP outside a BERT block");
+      if (type_vocab_size != 0 || num_labels != 0 || activation == Activation::kGelu) {
+        return Status::InvalidArgument(
+            "token types, a classification head or a plain GELU MLP outside a BERT block");
       }
       if (head_dim() % 2 != 0) {
         return Status::InvalidArgument("head_dim " + std::to_string(head_dim()) +
@@ -226,7 +230,9 @@ uint64_t ModelConfig::ParameterCount() const {
     // Embeddings (tokens, positions, types, their norm); per layer q/k/v/o
     // with biases, two norms with biases, up and down with biases.
     const uint64_t per_layer = 4 * (d * d + d) + 4 * d + 2 * d * ffn_size + ffn_size + d;
-    return (vocab_size + max_positions + type_vocab_size) * d + 2 * d + num_layers * per_layer;
+    const uint64_t head = num_labels == 0 ? 0 : d * d + d + num_labels * (d + 1);
+    return (vocab_size + max_positions + type_vocab_size) * d + 2 * d + num_layers * per_layer +
+           head;
   }
   uint64_t per_layer = 2 * d + d * q_size() + 2 * d * kv_size() + q_size() * d + 3 * d * ffn_size;
   if (attention_bias) per_layer += q_size() + 2 * kv_size();

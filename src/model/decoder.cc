@@ -215,10 +215,6 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
   std::vector<float> h(rows * d), q(rows * qs), k(rows * kvs), v(rows * kvs);
   std::vector<float> attn(q.size()), delta(rows * d);
   std::vector<float> gate(rows * c.ffn_size), up(rows * c.ffn_size);
-  auto add_bias = [](std::vector<float>& y, const std::vector<float>& bias) {
-    if (bias.empty()) return;
-    for (uint64_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
-  };
   // An optional norm in place (q/k norms; the sandwich layout's post norms).
   auto norm_if = [&](std::vector<float>& y, const std::vector<float>& gain) {
     if (!gain.empty()) rms_norm(y, gain, y);
@@ -230,9 +226,9 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
         ApplyLinears<3>({&*lw.wq, &*lw.wk, &*lw.wv}, h, rows,
                         {std::span<float>(q), std::span<float>(k), std::span<float>(v)}, be);
     FOLIO_RETURN_IF_ERROR(qkv);
-    add_bias(q, lw.bq);
-    add_bias(k, lw.bk);
-    add_bias(v, lw.bv);
+    AddRowBias(q, lw.bq);
+    AddRowBias(k, lw.bk);
+    AddRowBias(v, lw.bv);
     norm_if(q, lw.q_norm);
     norm_if(k, lw.k_norm);
     be->Rope(q, rows, hd, cos[lw.rope], sin[lw.rope], neox);
@@ -241,7 +237,7 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
                                  std::span<const float>(k), std::span<const float>(v),
                                  std::span<float>(attn)));
     FOLIO_RETURN_IF_ERROR(lw.wo->Apply(attn, rows, delta, be));
-    add_bias(delta, lw.bo);
+    AddRowBias(delta, lw.bo);
     norm_if(delta, lw.post_attn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
     rms_norm(x, lw.ffn_norm, h);
@@ -375,17 +371,18 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
   if (config_.IsEncoder()) {
     std::vector<float> hidden;
     FOLIO_RETURN_IF_ERROR(
-        Run(RowPlan{tokens, lanes.positions, {}, lanes.hidden_rows}, attend, &hidden).status());
+        Run(RowPlan{tokens, lanes.positions, {}, lanes.hidden_rows, {}}, attend, &hidden).status());
     return hidden;
   }
-  return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows, {}}, attend);
+  return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows, {}, {}}, attend);
 }
 
 Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
                                          std::span<const kv::BatchMetadata> metas,
                                          std::span<const int32_t> tokens,
                                          std::span<const LogitRows> rows, PagedAttentionPath* path,
-                                         std::vector<float>* hidden) const {
+                                         std::vector<float>* hidden,
+                                         std::span<const int32_t> token_types) const {
   {
     const kv::PagedKvCacheConfig& kc = cache.config();
     if (kc.num_layers != config_.num_layers || kc.num_kv_heads != config_.num_kv_heads ||
@@ -416,6 +413,21 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
       }
     }
     FOLIO_RETURN_IF_ERROR(CheckTokens(tokens, 1));
+    if (!token_types.empty()) {
+      if (!config_.IsEncoder() || token_types.size() != tokens.size()) {
+        return Status::InvalidArgument("token types are an encoder's, one per token (got " +
+                                       std::to_string(token_types.size()) + " for " +
+                                       std::to_string(tokens.size()) + ")");
+      }
+      for (size_t i = 0; i < token_types.size(); ++i) {
+        if (token_types[i] < 0 ||
+            static_cast<uint64_t>(token_types[i]) >= config_.type_vocab_size) {
+          return Status::OutOfRange("token " + std::to_string(i) + " has type " +
+                                    std::to_string(token_types[i]) + " outside [0, " +
+                                    std::to_string(config_.type_vocab_size) + ")");
+        }
+      }
+    }
     const uint64_t batch = meta.batch;
     if (meta.query_indptr.size() != batch + 1 ||
         static_cast<uint64_t>(meta.query_indptr.back()) != tokens.size() ||
@@ -489,7 +501,7 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
       }
       return it->second->Run(q, cache.View(layer), out, weights_->layers[layer].sinks);
     };
-    return Run(RowPlan{tokens, positions, logit_rows, hidden_rows}, attend, hidden);
+    return Run(RowPlan{tokens, positions, logit_rows, hidden_rows, token_types}, attend, hidden);
   }
 }
 

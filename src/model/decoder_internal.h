@@ -60,8 +60,9 @@ class Linear {
   backend::Weight weight_{};
 };
 
-// y[r, i] += bias[i] for every row of y.
+// y[r, i] += bias[i] for every row of y; nothing for an absent (empty) bias.
 inline void AddRowBias(std::span<float> y, const std::vector<float>& bias) {
+  if (bias.empty()) return;
   for (uint64_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
 }
 
@@ -118,9 +119,10 @@ struct Decoder::Weights {
   // a BERT block.
   std::vector<std::vector<double>> ropes;
   std::vector<double> rope_scales;
-  // BERT: the position and token-type tables and the embeddings' LayerNorm.
-  std::optional<Linear> position_embedding, token_type_embedding;
-  std::vector<float> embedding_norm, embedding_norm_bias;
+  // BERT: the position and token-type tables and the embeddings' LayerNorm;
+  // with a classification head, its pooler and classifier.
+  std::optional<Linear> position_embedding, token_type_embedding, pooler, classifier;
+  std::vector<float> embedding_norm, embedding_norm_bias, pooler_bias, classifier_bias;
 
   Weights(const Model& m, backend::Backend* b) : embedding(m.weights().embedding, b) {
     const ModelConfig& c = m.config();
@@ -131,6 +133,12 @@ struct Decoder::Weights {
       token_type_embedding.emplace(mw.token_type_embedding, b);
       embedding_norm = Values(mw.embedding_norm);
       embedding_norm_bias = Values(mw.embedding_norm_bias);
+      if (c.num_labels != 0) {
+        pooler.emplace(mw.pooler, b);
+        classifier.emplace(mw.classifier, b);
+        pooler_bias = Values(mw.pooler_bias);
+        classifier_bias = Values(mw.classifier_bias);
+      }
     } else {
       head.emplace(c.tie_embeddings ? mw.embedding : mw.lm_head, b);
     }

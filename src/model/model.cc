@@ -160,6 +160,12 @@ ModelWeights InitializeBertWeights(const ModelConfig& c, SplitMix64& rng) {
     l.ffn_norm = gain();
     l.ffn_norm_bias = Uniform(rng, d, 0.2);
   }
+  if (c.num_labels != 0) {
+    w.pooler = XavierUniform(rng, d, d);
+    w.pooler_bias = Uniform(rng, d, 0.2);
+    w.classifier = XavierUniform(rng, d, c.num_labels);
+    w.classifier_bias = Uniform(rng, c.num_labels, 0.2);
+  }
   return w;
 }
 
@@ -280,6 +286,7 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
       h.Str("block/1");
       h.U64(static_cast<uint64_t>(c.block));
       h.U64(c.type_vocab_size);
+      h.U64(c.num_labels);
     }
   }
   ForEachTensor(c, w, [&](const std::string& name, const std::vector<uint64_t>&, const Tensor& t) {

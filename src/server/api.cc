@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cmath>
 #include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <random>
 
 #include "folio/core/splitmix64.h"
@@ -168,6 +170,8 @@ Route FindRoute(std::string_view method, std::string_view path) {
   if (path == "/v1/completions") return pick(post, Route::kCompletions);
   if (path == "/v1/chat/completions") return pick(post, Route::kChat);
   if (path == "/v1/embeddings") return pick(post, Route::kEmbeddings);
+  if (path == "/v1/rerank" || path == "/rerank") return pick(post, Route::kRerank);
+  if (path == "/v1/score" || path == "/score") return pick(post, Route::kScore);
   if (path == "/v1/models") return pick(get, Route::kModels);
   if (path.starts_with(kModelPrefix) && path.size() > kModelPrefix.size()) {
     return pick(get, Route::kModel);
@@ -195,7 +199,12 @@ GenerationStep GenerationOutput::FeedEmbeddings(std::vector<Event>& events) {
     if (e.kind == Event::Kind::kError ||
         (e.finish == engine::FinishReason::kAbort && !e.error.ok())) {
       ApiError err = FromEngineStatus(e.error);
-      if (err.http_status == 400) err.param = g_.inputs == 1 ? "input" : StrCat("input[", i, "]");
+      const char* field = g_.pooled == Generation::Pooled::kEmbeddings ? "input"
+                          : g_.pooled == Generation::Pooled::kRerank   ? "documents"
+                                                                       : "text_2";
+      if (err.http_status == 400) {
+        err.param = g_.inputs == 1 ? std::string(field) : StrCat(field, "[", i, "]");
+      }
       metrics_.CountResponse(err.http_status);
       step.reply = ErrorReply(err);
       done_ = true;
@@ -205,21 +214,57 @@ GenerationStep GenerationOutput::FeedEmbeddings(std::vector<Event>& events) {
     if (embeddings_[i].empty()) ++embedded_;
     embeddings_[i] = std::move(e.embedding);
     if (embedded_ < g_.inputs) continue;
-    std::string body = "{\"object\": \"list\", \"data\": [";
-    for (uint64_t k = 0; k < g_.inputs; ++k) {
-      body += StrCat(k == 0 ? "" : ", ", "{\"object\": \"embedding\", \"index\": ", k,
-                     ", \"embedding\": ", EmbeddingJson(embeddings_[k], g_.base64), "}");
-    }
-    body += StrCat("], \"model\": ", json(g_.ctx.model).dump(),
-                   ", \"usage\": {\"prompt_tokens\": ", g_.prompt_tokens,
-                   ", \"total_tokens\": ", g_.prompt_tokens, "}}");
     metrics_.CountResponse(200);
-    step.reply = JsonReply(200, std::move(body));
+    step.reply = JsonReply(200, PooledBody());
     done_ = true;
   }
   events.clear();
   step.done = done_;
   return step;
+}
+
+std::string GenerationOutput::PooledBody() const {
+  const std::string usage = StrCat(", \"usage\": {\"prompt_tokens\": ", g_.prompt_tokens,
+                                   ", \"total_tokens\": ", g_.prompt_tokens, "}}");
+  const std::string model = json(g_.ctx.model).dump();
+  if (g_.pooled == Generation::Pooled::kEmbeddings) {
+    std::string body = "{\"object\": \"list\", \"data\": [";
+    for (uint64_t k = 0; k < g_.inputs; ++k) {
+      body += StrCat(k == 0 ? "" : ", ", "{\"object\": \"embedding\", \"index\": ", k,
+                     ", \"embedding\": ", EmbeddingJson(embeddings_[k], g_.base64), "}");
+    }
+    return body + StrCat("], \"model\": ", model, usage);
+  }
+  // A cross-encoder's one logit per pair, as a probability of relevance
+  // (sentence-transformers' CrossEncoder and vLLM apply the same sigmoid).
+  std::vector<double> scores(g_.inputs);
+  for (uint64_t k = 0; k < g_.inputs; ++k) {
+    scores[k] = 1.0 / (1.0 + std::exp(-static_cast<double>(embeddings_[k].at(0))));
+  }
+  if (g_.pooled == Generation::Pooled::kScore) {
+    std::string body = StrCat("{\"id\": \"score-", g_.key, "\", \"object\": \"list\", \"data\": [");
+    for (uint64_t k = 0; k < g_.inputs; ++k) {
+      body += StrCat(k == 0 ? "" : ", ", "{\"index\": ", k,
+                     ", \"object\": \"score\", \"score\": ", json(scores[k]).dump(), "}");
+    }
+    return body + StrCat("], \"model\": ", model, usage);
+  }
+  std::vector<uint64_t> order(g_.inputs);
+  std::iota(order.begin(), order.end(), uint64_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint64_t a, uint64_t b) { return scores[a] > scores[b]; });
+  std::string body =
+      StrCat("{\"id\": \"rerank-", g_.key, "\", \"model\": ", model, ", \"results\": [");
+  for (uint64_t r = 0; r < std::min(g_.top_n, g_.inputs); ++r) {
+    const uint64_t k = order[r];
+    body += StrCat(r == 0 ? "" : ", ", "{\"index\": ", k,
+                   ", \"relevance_score\": ", json(scores[k]).dump());
+    if (g_.return_documents) {
+      body += StrCat(", \"document\": {\"text\": ", json(g_.documents[k]).dump(), "}");
+    }
+    body += "}";
+  }
+  return body + "]" + usage;
 }
 
 GenerationStep GenerationOutput::Feed(std::vector<Event>& events) {
@@ -363,6 +408,8 @@ Reply Api::Answer(Route route, std::string_view path, std::string_view body) {
     case Route::kCompletions:
     case Route::kChat:
     case Route::kEmbeddings:
+    case Route::kRerank:
+    case Route::kScore:
       break;
   }
   return Refuse(ServerError(404, "invalid_request_error",
@@ -396,6 +443,44 @@ std::variant<Generation, Reply> Api::SubmitEmbeddings(std::string_view body) {
     Reply reply = RefuseRetryLater(ServerError(
         full ? 429 : 503, full ? "rate_limit_error" : "server_error", submitted.message()));
     return reply;
+  }
+  return g;
+}
+
+std::variant<Generation, Reply> Api::SubmitScores(Route route, std::string_view body) {
+  if (!model_.score) {
+    return Refuse(InvalidField(
+        "model", StrCat("the model '", model_.name,
+                        "' scores no text pairs: /v1/rerank and /v1/score need a cross-encoder "
+                        "(BertForSequenceClassification with one label)")));
+  }
+  std::variant<ParsedScores, ApiError> parsed =
+      route == Route::kRerank ? ParseRerank(body, model_) : ParseScore(body, model_);
+  if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Refuse(*e);
+  ParsedScores& p = std::get<ParsedScores>(parsed);
+  Generation g;
+  g.inputs = p.inputs.size();
+  g.key = next_id_.fetch_add(g.inputs);
+  g.ctx.model = model_.name;
+  g.pooled = route == Route::kRerank ? Generation::Pooled::kRerank : Generation::Pooled::kScore;
+  g.documents = std::move(p.documents);
+  g.top_n = p.top_n;
+  g.return_documents = p.return_documents;
+  g.channel = std::make_shared<Channel>();
+  engine::RequestParams params;
+  params.pooling = engine::Pooling::kClassify;
+  params.normalize = false;
+  std::vector<serving::EngineThread::Submission> all;
+  for (uint64_t i = 0; i < g.inputs; ++i) {
+    g.prompt_tokens += p.inputs[i].size();
+    params.token_types = std::move(p.token_types[i]);
+    all.push_back({g.key + i, std::move(p.inputs[i]), params, g.channel});
+  }
+  const Status submitted = thread_.SubmitAll(std::move(all));
+  if (!submitted.ok()) {
+    const bool full = submitted.code() == StatusCode::kResourceExhausted;
+    return RefuseRetryLater(ServerError(
+        full ? 429 : 503, full ? "rate_limit_error" : "server_error", submitted.message()));
   }
   return g;
 }

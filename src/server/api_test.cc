@@ -20,6 +20,11 @@ TEST(FindRoute, MethodsAndPaths) {
   EXPECT_EQ(FindRoute("GET", "/v1/models/"), Route::kNotFound);
   EXPECT_EQ(FindRoute("DELETE", "/health"), Route::kMethodNotAllowed);
   EXPECT_EQ(FindRoute("GET", "/v1/nothing"), Route::kNotFound);
+  EXPECT_EQ(FindRoute("POST", "/v1/rerank"), Route::kRerank);
+  EXPECT_EQ(FindRoute("POST", "/rerank"), Route::kRerank);
+  EXPECT_EQ(FindRoute("POST", "/v1/score"), Route::kScore);
+  EXPECT_EQ(FindRoute("POST", "/score"), Route::kScore);
+  EXPECT_EQ(FindRoute("GET", "/v1/rerank"), Route::kMethodNotAllowed);
 }
 
 Generation Gen(bool stream, bool include_usage) {

@@ -423,7 +423,8 @@ class Session : public std::enable_shared_from_this<Session> {
       });
       return;
     }
-    if (route != Route::kCompletions && route != Route::kChat && route != Route::kEmbeddings) {
+    if (route != Route::kCompletions && route != Route::kChat && route != Route::kEmbeddings &&
+        route != Route::kRerank && route != Route::kScore) {
       Reply reply = Answer(route, path, req.body());
       held_ = HeldBytes();  // the body is read and answered
       return Send(std::move(reply), !keep_alive_);
@@ -431,27 +432,28 @@ class Session : public std::enable_shared_from_this<Session> {
     ++state_.generating;
     generating_ = true;
     const Endpoint endpoint = route == Route::kChat ? Endpoint::kChat : Endpoint::kCompletions;
-    net::post(state_.work,
-              [self = shared_from_this(), endpoint, embeddings = route == Route::kEmbeddings,
-               body = std::move(parser_->get().body()), held = std::move(held_)]() mutable {
-                // A client that left while its request waited for the pool: nothing
-                // to parse or run for it.
-                if (self->PeerGone()) {
-                  held = HeldBytes();
-                  return net::post(self->socket_.get_executor(), [self] { self->Close(); });
-                }
-                std::variant<Generation, Reply> submitted;
-                try {
-                  submitted = embeddings ? self->state_.api.SubmitEmbeddings(body)
-                                         : self->state_.api.Submit(endpoint, body);
-                } catch (const std::exception& e) {
-                  submitted = self->state_.api.Refuse(ServerError(500, "server_error", e.what()));
-                }
-                net::post(self->socket_.get_executor(),
-                          [self, submitted = std::move(submitted)]() mutable {
-                            self->OnSubmitted(std::move(submitted));
-                          });
-              });
+    net::post(state_.work, [self = shared_from_this(), endpoint, route,
+                            body = std::move(parser_->get().body()),
+                            held = std::move(held_)]() mutable {
+      // A client that left while its request waited for the pool: nothing
+      // to parse or run for it.
+      if (self->PeerGone()) {
+        held = HeldBytes();
+        return net::post(self->socket_.get_executor(), [self] { self->Close(); });
+      }
+      std::variant<Generation, Reply> submitted;
+      try {
+        submitted = route == Route::kEmbeddings ? self->state_.api.SubmitEmbeddings(body)
+                    : route == Route::kRerank || route == Route::kScore
+                        ? self->state_.api.SubmitScores(route, body)
+                        : self->state_.api.Submit(endpoint, body);
+      } catch (const std::exception& e) {
+        submitted = self->state_.api.Refuse(ServerError(500, "server_error", e.what()));
+      }
+      net::post(self->socket_.get_executor(), [self, submitted = std::move(submitted)]() mutable {
+        self->OnSubmitted(std::move(submitted));
+      });
+    });
   }
 
   // Whether the client has closed its side: a peek that reads EOF (or

@@ -692,6 +692,7 @@ ModelInfo MakeModelInfo(const serving::ServedModel& served, const serving::ChatF
   info.max_positions = served.model->config().max_positions;
   info.hidden_size = served.model->config().hidden_size;
   info.generate = !served.model->config().IsEncoder();
+  info.score = served.model->config().num_labels == 1;
   info.default_pooling = served.DefaultPooling();
   return info;
 }
@@ -805,6 +806,154 @@ std::variant<ParsedEmbeddings, ApiError> ParseEmbeddings(std::string_view body,
                         "); truncate_prompt_tokens keeps the last ones"));
     }
     out.inputs.push_back(std::move(ids));
+  }
+  return out;
+}
+
+namespace {
+
+// The fields of a score request, each known field once.
+std::optional<ApiError> CheckFields(const json& j, const std::set<std::string, std::less<>>& known,
+                                    std::string_view endpoint) {
+  for (const auto& [key, value] : j.items()) {
+    if (!known.contains(key)) {
+      return InvalidField(key, StrCat("unknown field ", Quote(key), ": ", endpoint,
+                                      " does not take it (docs/embeddings.md lists the fields)"));
+    }
+  }
+  return std::nullopt;
+}
+
+// A non-empty string field's text (field names it in errors).
+std::variant<std::string, ApiError> Text(const json& v, const std::string& field) {
+  if (!v.is_string()) return WrongType(field, "a string", v);
+  if (v.get_ref<const std::string&>().empty()) {
+    return InvalidField(field, StrCat("'", field, "' is an empty string"));
+  }
+  return v.get<std::string>();
+}
+
+// One pair encoded, checked against the context, added to out.
+std::optional<ApiError> AddPair(const ModelInfo& m, const std::string& a, const std::string& b,
+                                const std::string& field, ParsedScores& out) {
+  Result<tokenizer::Encoding> e = m.tokenizer->EncodePair(a, b);
+  if (!e) return InvalidField(field, StrCat("'", field, "': ", e.error().message()));
+  const uint64_t limit = std::min(m.max_positions, m.pool_positions);
+  if (e->ids.size() > limit) {
+    return InvalidField(field, StrCat("'", field, "' makes a pair of ", e->ids.size(),
+                                      " tokens; the limit is ", limit, " (model context ",
+                                      m.max_positions, ", KV pool ", m.pool_positions, ")"));
+  }
+  out.inputs.push_back(std::move(e->ids));
+  out.token_types.push_back(std::move(e->type_ids));
+  return std::nullopt;
+}
+
+std::variant<json, ApiError> ScoreBody(std::string_view body, const ModelInfo& m,
+                                       const std::set<std::string, std::less<>>& known,
+                                       std::string_view endpoint) {
+  FOLIO_CHECK(m.tokenizer != nullptr);
+  Result<json> parsed = ParseJsonBody(body);
+  if (!parsed.ok()) return InvalidField("", parsed.error().message());
+  json j = std::move(*parsed);
+  if (!j.is_object()) return InvalidField("", "the request body must be a JSON object");
+  FOLIO_RETURN_API_ERROR(CheckFields(j, known, endpoint));
+  const OrderedJsonReader f(j, JsonErrorStyle::kRequest);
+  std::optional<std::string> model_name;
+  FOLIO_RETURN_API_ERROR(Read(f, "model", model_name));
+  if (model_name && !m.Serves(*model_name)) return ModelNotFound(*model_name, m);
+  return j;
+}
+
+}  // namespace
+
+std::variant<ParsedScores, ApiError> ParseRerank(std::string_view body, const ModelInfo& m) {
+  static const std::set<std::string, std::less<>> kFields = {"model", "query", "documents", "top_n",
+                                                             "return_documents"};
+  std::variant<json, ApiError> parsed = ScoreBody(body, m, kFields, "/v1/rerank");
+  if (ApiError* e = std::get_if<ApiError>(&parsed)) return std::move(*e);
+  const json& j = std::get<json>(parsed);
+  const OrderedJsonReader f(j, JsonErrorStyle::kRequest);
+  ParsedScores out;
+  std::optional<bool> return_documents;
+  FOLIO_RETURN_API_ERROR(Read(f, "return_documents", return_documents));
+  out.return_documents = return_documents.value_or(true);
+  const json* query = f.Find("query");
+  if (query == nullptr) return InvalidField("query", "'query' is required");
+  std::variant<std::string, ApiError> q = Text(*query, "query");
+  if (ApiError* e = std::get_if<ApiError>(&q)) return std::move(*e);
+  const json* documents = f.Find("documents");
+  if (documents == nullptr) return InvalidField("documents", "'documents' is required");
+  if (!documents->is_array()) return WrongType("documents", "an array", *documents);
+  if (documents->empty()) return InvalidField("documents", "'documents' is empty");
+  if (documents->size() > kMaxEmbeddingInputs) {
+    return InvalidField("documents", StrCat("'documents' has ", documents->size(),
+                                            " items; at most ", kMaxEmbeddingInputs));
+  }
+  std::optional<int64_t> top_n;
+  FOLIO_RETURN_API_ERROR(Read(f, "top_n", top_n, int64_t{1}, kI64Max));
+  out.top_n = std::min<uint64_t>(static_cast<uint64_t>(top_n.value_or(kI64Max)), documents->size());
+  for (size_t i = 0; i < documents->size(); ++i) {
+    const std::string field = StrCat("documents[", i, "]");
+    const json& d = (*documents)[i];
+    const json* text = &d;
+    if (d.is_object()) {
+      if (d.size() != 1 || !d.contains("text")) {
+        return InvalidField(field, StrCat("'", field, "' must be a string or {\"text\": string}"));
+      }
+      text = &d["text"];
+    }
+    std::variant<std::string, ApiError> t = Text(*text, field);
+    if (ApiError* e = std::get_if<ApiError>(&t)) return std::move(*e);
+    FOLIO_RETURN_API_ERROR(
+        AddPair(m, std::get<std::string>(q), std::get<std::string>(t), field, out));
+    out.documents.push_back(std::move(std::get<std::string>(t)));
+  }
+  return out;
+}
+
+std::variant<ParsedScores, ApiError> ParseScore(std::string_view body, const ModelInfo& m) {
+  static const std::set<std::string, std::less<>> kFields = {"model", "text_1", "text_2"};
+  std::variant<json, ApiError> parsed = ScoreBody(body, m, kFields, "/v1/score");
+  if (ApiError* e = std::get_if<ApiError>(&parsed)) return std::move(*e);
+  const json& j = std::get<json>(parsed);
+  std::vector<std::string> sides[2];
+  for (int s = 0; s < 2; ++s) {
+    const std::string name = s == 0 ? "text_1" : "text_2";
+    auto it = j.find(name);
+    if (it == j.end()) return InvalidField(name, StrCat("'", name, "' is required"));
+    if (it->is_array()) {
+      if (it->empty()) return InvalidField(name, StrCat("'", name, "' is empty"));
+      if (it->size() > kMaxEmbeddingInputs) {
+        return InvalidField(
+            name, StrCat("'", name, "' has ", it->size(), " items; at most ", kMaxEmbeddingInputs));
+      }
+      for (size_t i = 0; i < it->size(); ++i) {
+        std::variant<std::string, ApiError> t = Text((*it)[i], StrCat(name, "[", i, "]"));
+        if (ApiError* e = std::get_if<ApiError>(&t)) return std::move(*e);
+        sides[s].push_back(std::move(std::get<std::string>(t)));
+      }
+    } else {
+      std::variant<std::string, ApiError> t = Text(*it, name);
+      if (ApiError* e = std::get_if<ApiError>(&t)) return std::move(*e);
+      sides[s].push_back(std::move(std::get<std::string>(t)));
+    }
+  }
+  const bool lists = j["text_1"].is_array() && j["text_2"].is_array();
+  if (lists && sides[0].size() != sides[1].size()) {
+    return InvalidField("text_2", StrCat("'text_1' has ", sides[0].size(), " texts and 'text_2' ",
+                                         sides[1].size(), ": two lists pair by index"));
+  }
+  const size_t pairs = std::max(sides[0].size(), sides[1].size());
+  ParsedScores out;
+  for (size_t i = 0; i < pairs; ++i) {
+    const std::string& a = sides[0][sides[0].size() == 1 && !lists ? 0 : i];
+    const std::string& b = sides[1][sides[1].size() == 1 && !lists ? 0 : i];
+    // The pair's field: the list side's item (text_2's when both are).
+    const std::string field = j["text_2"].is_array()   ? StrCat("text_2[", i, "]")
+                              : j["text_1"].is_array() ? StrCat("text_1[", i, "]")
+                                                       : std::string("text_2");
+    FOLIO_RETURN_API_ERROR(AddPair(m, a, b, field, out));
   }
   return out;
 }

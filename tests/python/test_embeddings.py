@@ -87,7 +87,7 @@ def test_llm_embed_matches_transformers(checkpoint):
         assert [o.prompt_token_ids for o in outs] == ps
         for o, p in zip(outs, ps):
             close(o.outputs.embedding,
-                  hf_pooled(model, p, params.pooling, params.dimensions, params.normalize))
+                  hf_pooled(model, p, params.pooling or "last", params.dimensions, params.normalize))
     # Bits: one prompt alone, on one thread, equals the batched vector.
     batched = llm.embed([{"prompt_token_ids": p} for p in ps], PoolingParams(pooling="mean"),
                         use_tqdm=False)

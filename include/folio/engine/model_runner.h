@@ -43,6 +43,12 @@ class ModelRunner {
                                      std::span<const model::LogitRows> rows,
                                      std::vector<float>* hidden = nullptr) const;
 
+  // An encoder's classification head on a first-position state
+  // (model::Decoder::Classify).
+  Result<std::vector<float>> Classify(std::span<const float> cls) const {
+    return decoder_.Classify(cls);
+  }
+
  private:
   model::Decoder decoder_;
   std::shared_ptr<model::PagedAttentionPath> attention_;

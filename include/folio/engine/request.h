@@ -25,9 +25,11 @@ using RequestId = uint64_t;
 // How a pooled-embedding request turns its prompt's final hidden states
 // (after the final norm) into one vector: the last position's (decoder
 // embedders such as Qwen3-Embedding), the mean over every position, or the
-// first position's (CLS).
-enum class Pooling : uint8_t { kNone, kLast, kMean, kCls };
-std::string_view PoolingName(Pooling p);  // "none", "last", "mean", "cls"
+// first position's (CLS); or kClassify, the first position's state through
+// an encoder's classification head (model::Decoder::Classify): num_labels
+// logits (a cross-encoder's relevance score).
+enum class Pooling : uint8_t { kNone, kLast, kMean, kCls, kClassify };
+std::string_view PoolingName(Pooling p);  // "none", "last", "mean", "cls", "classify"
 std::optional<Pooling> PoolingFromName(std::string_view name);
 
 struct RequestParams {
@@ -109,9 +111,15 @@ struct RequestParams {
   // and no beams, grammar, prompt_logits, logprobs or draft tokens;
   // max_tokens, the sampling parameters and the stop conditions do not
   // apply.
+  // kClassify returns the head's logits as they are: it takes normalize
+  // false and no dimensions.
   Pooling pooling = Pooling::kNone;
   bool normalize = true;
   uint64_t dimensions = 0;
+  // An encoder's token type for each prompt token (a text pair's second
+  // text is type 1, as BERT's tokenizers mark it); empty: all type 0. Only
+  // with pooling, on an encoder; each < the model's type_vocab_size.
+  std::vector<int32_t> token_types;
 };
 
 // Whether `token` finishes a request with these parameters: one of its

@@ -84,6 +84,9 @@ struct Sequence {
   // The prompt is computed in one step or not at all (an encoder's rows
   // attend to each other): admitted only when the step's budget holds it.
   bool whole_prompt = false;
+  // An encoder's token type per prompt token (RequestParams::token_types);
+  // empty: all type 0.
+  std::vector<int32_t> token_types;
   uint64_t num_pending() const { return tokens.size() - num_computed; }
   uint64_t num_output_tokens() const { return tokens.size() - num_prompt_tokens; }
   std::span<const int32_t> prompt() const { return std::span(tokens).first(num_prompt_tokens); }
@@ -152,9 +155,12 @@ struct ScheduledSequence {
 // chunks of running sequences, then this step's admissions.
 struct SchedulerOutput {
   std::vector<ScheduledSequence> scheduled;
-  std::vector<RequestId> preempted;    // sent back to waiting while planning
-  std::vector<kv::SeqId> seqs;         // [scheduled.size()]
-  std::vector<int32_t> token_ids;      // the tokens fed, sequence by sequence
+  std::vector<RequestId> preempted;  // sent back to waiting while planning
+  std::vector<kv::SeqId> seqs;       // [scheduled.size()]
+  std::vector<int32_t> token_ids;    // the tokens fed, sequence by sequence
+  // Their token types (Sequence::token_types; 0 for a sequence without);
+  // empty when every fed row is type 0.
+  std::vector<int32_t> token_types;
   std::optional<kv::AppendPlan> plan;  // set iff scheduled is not empty
   bool empty() const { return scheduled.empty(); }
 };

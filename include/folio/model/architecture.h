@@ -53,6 +53,9 @@ enum class RopeStyle : uint8_t { kInterleaved, kNeox };
 //     only for now (its GGUF files and MXFP4 experts are refused).
 //   kBert: the BERT encoder (BertModel; GGUF "bert"): Block::kBert, for
 //     embeddings (sentence-transformers' MiniLM, BGE, E5).
+//   kBertClassifier: BertForSequenceClassification, the BERT encoder with
+//     its pooler and classifier (ModelConfig::num_labels): cross-encoder
+//     rerankers such as ms-marco-MiniLM.
 enum class Architecture : uint8_t {
   kFolio,
   kLlama,
@@ -65,7 +68,8 @@ enum class Architecture : uint8_t {
   kQwen3Moe,
   kMixtral,
   kGptOss,
-  kBert
+  kBert,
+  kBertClassifier
 };
 
 // Whether an architecture fixes one of the decoder's options.
@@ -285,6 +289,18 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
      .hf_window_per_layer = false,
      .activation = Activation::kGelu,
      .block = Block::kBert},
+    {.architecture = Architecture::kBertClassifier,
+     .name = "bert-classifier",
+     .hf_class = "BertForSequenceClassification",
+     .gguf_name = "",
+     .gguf_rope_style = RopeStyle::kNeox,  // no RoPE
+     .hf_native = true,
+     .attention_bias = Fixed::kOff,
+     .qk_norm = Fixed::kOff,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = false,
+     .activation = Activation::kGelu,
+     .block = Block::kBert},
 };
 inline constexpr size_t kNumArchitectures = std::size(kArchitectureTraits);
 
@@ -304,6 +320,7 @@ constexpr bool IsArchitecture(Architecture a) {
     case Architecture::kMixtral:
     case Architecture::kGptOss:
     case Architecture::kBert:
+    case Architecture::kBertClassifier:
       return true;
   }
   return false;

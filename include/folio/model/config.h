@@ -152,6 +152,10 @@ struct ModelConfig {
   // tie_embeddings is unused (there is no output head).
   Block block = Block::kDecoder;
   uint64_t type_vocab_size = 0;  // kBert only
+  // kBert only: a sequence-classification head's outputs (the pooler,
+  // tanh(W h + b) of the first position's state, then a linear classifier
+  // to num_labels logits); 0 = no head.
+  uint64_t num_labels = 0;
 
   // Attention sees later positions too (an encoder): a prompt is computed
   // in one step, its K/V depend on what follows, and it yields hidden

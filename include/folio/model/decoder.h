@@ -105,10 +105,20 @@ class Decoder {
   // The same over a cache of any number of layer groups: metas[g] is
   // cache.BuildBatchMetadata(seqs, plan, g), one per group, and layer l
   // reads and writes its group's pages (kv::PagedKvCache, "Layer groups").
+  // token_types: an encoder's token-type id per row ([tokens.size()], each
+  // < type_vocab_size), for text pairs; empty: every row is type 0.
   Result<std::vector<float>> Step(kv::PagedKvCache& cache, std::span<const kv::BatchMetadata> metas,
                                   std::span<const int32_t> tokens, std::span<const LogitRows> rows,
                                   PagedAttentionPath* path = nullptr,
-                                  std::vector<float>* hidden = nullptr) const;
+                                  std::vector<float>* hidden = nullptr,
+                                  std::span<const int32_t> token_types = {}) const;
+
+  // An encoder's classification head (ModelConfig::num_labels > 0): its
+  // num_labels logits from the first position's final hidden state `cls`
+  // ([hidden]): classifier(tanh(pooler cls)), as BertForSequenceClassification
+  // computes them. FailedPrecondition for a model without a head;
+  // InvalidArgument for a row of the wrong width.
+  Result<std::vector<float>> Classify(std::span<const float> cls) const;
 
  private:
   struct Weights;  // the model's weights uploaded to the backend
@@ -119,6 +129,7 @@ class Decoder {
     std::span<const uint64_t> positions;    // [rows]
     std::span<const uint64_t> logit_rows;   // indices into [rows], ascending
     std::span<const uint64_t> hidden_rows;  // the same, for final hidden states
+    std::span<const int32_t> token_types;   // [rows], or empty: all type 0 (encoders)
   };
   Status CheckTokens(std::span<const int32_t> tokens, uint64_t batch) const;
   // Runs every layer over the plan's rows and returns the logits of

@@ -65,12 +65,19 @@ struct ModelWeights {
   Tensor token_type_embedding;  // [type_vocab_size, hidden]
   Tensor embedding_norm;        // [hidden]
   Tensor embedding_norm_bias;   // [hidden]
+  // Block::kBert with num_labels > 0: the classification head.
+  Tensor pooler;           // [hidden, hidden]
+  Tensor pooler_bias;      // [hidden]
+  Tensor classifier;       // [num_labels, hidden]
+  Tensor classifier_bias;  // [num_labels]
 };
 
 // ForEachTensor's list for Block::kBert, under Hugging Face BertModel's
 // names: the embeddings (token, position, type, their LayerNorm), then per
 // layer q, k, v, o, the norm after attention, up, down and the norm after
-// the MLP, each with its bias.
+// the MLP, each with its bias; then, with a classification head, the
+// pooler and the classifier (BertForSequenceClassification's names, its
+// encoder's "bert." prefix left out).
 template <typename W, typename Fn>
 void ForEachBertTensor(const ModelConfig& c, W& w, Fn&& fn) {
   using Shape = std::vector<uint64_t>;
@@ -101,6 +108,12 @@ void ForEachBertTensor(const ModelConfig& c, W& w, Fn&& fn) {
     fn(p + "output.dense.bias", Shape{d}, l.b_down);
     fn(p + "output.LayerNorm.weight", Shape{d}, l.ffn_norm);
     fn(p + "output.LayerNorm.bias", Shape{d}, l.ffn_norm_bias);
+  }
+  if (c.num_labels != 0) {
+    fn(std::string("pooler.dense.weight"), Shape{d, d}, w.pooler);
+    fn(std::string("pooler.dense.bias"), Shape{d}, w.pooler_bias);
+    fn(std::string("classifier.weight"), Shape{c.num_labels, d}, w.classifier);
+    fn(std::string("classifier.bias"), Shape{c.num_labels}, w.classifier_bias);
   }
 }
 

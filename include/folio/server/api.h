@@ -47,6 +47,8 @@ enum class Route {
   kCompletions,
   kChat,
   kEmbeddings,
+  kRerank,  // /v1/rerank, /rerank
+  kScore,   // /v1/score, /score
   kModels,
   kModel,  // /v1/models/{id}
   kTokenize,
@@ -81,6 +83,13 @@ struct Generation {
   uint64_t inputs = 0;
   bool base64 = false;         // encoding_format "base64"
   uint64_t prompt_tokens = 0;  // the inputs' tokens, for usage
+  // What the inputs' vectors become: embeddings, or relevance scores
+  // (sigmoid of each pair's logit) as /v1/rerank or /v1/score lists them.
+  enum class Pooled : uint8_t { kEmbeddings, kRerank, kScore };
+  Pooled pooled = Pooled::kEmbeddings;
+  std::vector<std::string> documents;  // rerank: returned with the results
+  uint64_t top_n = 0;                  // rerank: results returned
+  bool return_documents = true;
 };
 
 // A generation request parsed and checked (ParseRequest), its seed drawn
@@ -126,6 +135,7 @@ class GenerationOutput {
 
  private:
   GenerationStep FeedEmbeddings(std::vector<Event>& events);
+  std::string PooledBody() const;  // every input's vector in, the reply's JSON
 
   Generation g_;
   std::vector<std::vector<float>> embeddings_;  // by input
@@ -154,6 +164,9 @@ class Api {
   // The same for POST /v1/embeddings: every input is its own engine
   // request (Generation::inputs).
   std::variant<Generation, Reply> SubmitEmbeddings(std::string_view body);
+  // The same for POST /v1/rerank and /v1/score (route): one engine request
+  // per text pair, scored by the model's classification head.
+  std::variant<Generation, Reply> SubmitScores(Route route, std::string_view body);
   // An error reply, counted.
   Reply Refuse(const ApiError& e);
   // Refuse, for a 429 or 503 the client may retry: with Retry-After.

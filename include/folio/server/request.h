@@ -111,6 +111,9 @@ struct ModelInfo {
   bool generate = true, embed = true;
   // An embedding request's pooling when it names none (ServedModel::DefaultPooling).
   engine::Pooling default_pooling = engine::Pooling::kLast;
+  // /v1/rerank and /v1/score: the model is a cross-encoder with one
+  // relevance logit (ModelConfig::num_labels == 1).
+  bool score = false;
   uint64_t pool_positions = 0;                      // token slots in the whole KV pool
   const tokenizer::Tokenizer* tokenizer = nullptr;  // required
   // Text prompts: the tokenizer's own special tokens (bos, eos as its
@@ -195,6 +198,29 @@ struct ParsedEmbeddings {
 };
 std::variant<ParsedEmbeddings, ApiError> ParseEmbeddings(std::string_view body,
                                                          const ModelInfo& model);
+
+// POST /v1/rerank (Jina's, Cohere's and llama.cpp's shape) and POST
+// /v1/score (vLLM's): a cross-encoder's relevance of text pairs, each pair
+// encoded as the tokenizer pairs texts ([CLS] a [SEP] b [SEP], the second
+// text of token type 1) and scored sigmoid(logit) in (0, 1).
+//   rerank: model; query (a non-empty string); documents (an array of 1 to
+//     kMaxEmbeddingInputs non-empty strings or {"text": string} objects);
+//     top_n (>= 1; default every document); return_documents (default
+//     true). Results sorted by score, highest first (ties by index).
+//   score: model; text_1 and text_2, each a non-empty string or an array
+//     of them: a string pairs with every text of the other side, two arrays
+//     pair by index (equal lengths).
+// A pair too long for the context is refused naming its field
+// (documents[i], text_2[i]); anything else unknown is refused by name.
+struct ParsedScores {
+  std::vector<std::vector<int32_t>> inputs;       // each pair's ids
+  std::vector<std::vector<int32_t>> token_types;  // and its token types
+  std::vector<std::string> documents;             // rerank: the documents' texts
+  uint64_t top_n = 0;                             // rerank: results returned
+  bool return_documents = true;
+};
+std::variant<ParsedScores, ApiError> ParseRerank(std::string_view body, const ModelInfo& model);
+std::variant<ParsedScores, ApiError> ParseScore(std::string_view body, const ModelInfo& model);
 
 // POST /tokenize, as vLLM's: {"prompt": string, "add_special_tokens":
 // bool = true} or {"messages": [...]} (rendered as a chat request's, with
