@@ -216,3 +216,81 @@ def test_all_minilm_l6_v2_matches_transformers():
     hd = np.array([hf_vec(t) for t in SENTENCES])
     assert list(np.argsort(-(q @ d.T), axis=1)[:, :3].tolist()) == \
         list(np.argsort(-(hq @ hd.T), axis=1)[:, :3].tolist())
+
+
+GGUF_NAMES = {  # BertModel's names -> llama.cpp's (its converter's tensor map)
+    "embeddings.word_embeddings": "token_embd", "embeddings.position_embeddings": "position_embd",
+    "embeddings.token_type_embeddings": "token_types", "embeddings.LayerNorm": "token_embd_norm",
+    "attention.self.query": "attn_q", "attention.self.key": "attn_k",
+    "attention.self.value": "attn_v", "attention.output.dense": "attn_output",
+    "attention.output.LayerNorm": "attn_output_norm", "intermediate.dense": "ffn_up",
+    "output.dense": "ffn_down", "output.LayerNorm": "layer_output_norm",
+}
+
+
+def write_bert_gguf_model(model, tokenizer_json, path, pooling_type):
+    """A GGUF as llama.cpp's converter writes a BERT: its keys, its tensor
+    names (f32), and the vocabulary in its phantom-space form."""
+    gguf = pytest.importorskip("gguf")
+    from test_wordpiece import CONTROL, phantom_vocab
+    cfg = model.config
+    w = gguf.GGUFWriter(str(path), "bert")
+    w.add_context_length(cfg.max_position_embeddings)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_feed_forward_length(cfg.intermediate_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_layer_norm_eps(cfg.layer_norm_eps)
+    w.add_causal_attention(False)
+    w.add_pooling_type(gguf.PoolingType(pooling_type))
+    tokens, types = phantom_vocab(tokenizer_json)
+    ids = {t: i for i, t in enumerate(tokens) if types[i] == CONTROL}
+    w.add_tokenizer_model("bert")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_bos_token_id(ids["[CLS]"])
+    w.add_eos_token_id(ids["[SEP]"])
+    w.add_sep_token_id(ids["[SEP]"])
+    w.add_unk_token_id(ids["[UNK]"])
+    w.add_pad_token_id(ids["[PAD]"])
+    for name, p in model.state_dict().items():
+        if name.startswith("pooler.") or name.endswith("position_ids"):
+            continue
+        base, kind = name.rsplit(".", 1)
+        if base.startswith("encoder.layer."):
+            i, rest = base[len("encoder.layer."):].split(".", 1)
+            gname = f"blk.{i}.{GGUF_NAMES[rest]}.{kind}"
+        else:
+            gname = f"{GGUF_NAMES[base]}.{kind}"
+        w.add_tensor(gname, p.detach().float().numpy())
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_a_gguf_bert_gives_its_folder_s_vectors(tmp_path):
+    """The same random BERT and WordPiece vocabulary as a folder and as the
+    GGUF llama.cpp's converter writes (pooling_type mean): the GGUF's own
+    pooling is read, and on lower-case ASCII text (where llama.cpp's WPM and
+    `tokenizers` split alike) both give the same token ids and the same bits."""
+    from test_rerank import wordpiece
+    tok = wordpiece()
+    cfg = transformers.BertConfig(vocab_size=tok.get_vocab_size(), hidden_size=64,
+                                  num_hidden_layers=2, num_attention_heads=4,
+                                  intermediate_size=96, max_position_embeddings=128,
+                                  attn_implementation="eager")
+    model = randomize(transformers.BertModel(cfg), 9)
+    folder = tmp_path / "folder"
+    model.save_pretrained(folder)
+    tok.save(str(folder / "tokenizer.json"))
+    path = tmp_path / "bert.gguf"
+    write_bert_gguf_model(model, folder / "tokenizer.json", path, pooling_type=1)
+    texts = ["paris is the capital of france", "a monkey is playing drums", "who plays drums"]
+    from_gguf = LLM(str(path), threads=1).embed(texts, use_tqdm=False)  # its pooling: mean
+    from_folder = LLM(str(folder), threads=1).embed(texts, PoolingParams(pooling="mean"),
+                                                    use_tqdm=False)
+    for g, f, text in zip(from_gguf, from_folder, texts):
+        assert g.prompt_token_ids == f.prompt_token_ids == tok.encode(text).ids
+        assert np.array_equal(np.float32(g.outputs.embedding), np.float32(f.outputs.embedding))
+        close(g.outputs.embedding, hf_pooled(model, g.prompt_token_ids, "mean"))
