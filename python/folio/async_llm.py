@@ -25,7 +25,8 @@ from typing import (Any, AsyncGenerator, Dict, List, Mapping, Optional, Sequence
                     Type, Union)
 
 from folio._engine import ChatMessage, EngineCore, Event, PromptType, Request, Tokenizer
-from folio.outputs import CompletionOutput, EmbeddingRequestOutput, RequestOutput
+from folio.outputs import (CompletionOutput, EmbeddingRequestOutput, RequestOutput,
+                           ScoringRequestOutput)
 from folio.pooling_params import PoolingParams
 from folio.sampling_params import SamplingParams
 
@@ -126,6 +127,19 @@ class AsyncLLM:
                 r.key, r.prompt_token_ids, native)):
             pass
         return r.embedding_output()
+
+    async def score(self, text_1: str, text_2: str,
+                    request_id: Optional[str] = None) -> ScoringRequestOutput:
+        """LLM.score for one text pair: a cross-encoder's relevance, sigmoid
+        of its logit, once the pair's prefill is done."""
+        self._attach()
+        if request_id is not None and request_id in self._keys:
+            raise ValueError(f"request_id {request_id!r} is already running")
+        r, native = self._core.make_score_request(text_1, text_2, request_id)
+        async for _ in self._stream(r, lambda: self._core.native.submit(
+                r.key, r.prompt_token_ids, native)):
+            pass
+        return r.score_output()
 
     async def _stream(self, r: Request, start: Any) -> AsyncGenerator[RequestOutput, None]:
         queue: "asyncio.Queue[Event]" = asyncio.Queue()

@@ -85,6 +85,20 @@ def test_llm_score_matches_transformers(cross_encoder):
         llm.score(["a", "b"], ["c"])
 
 
+def test_async_llm_score(cross_encoder):
+    import asyncio
+    from folio import AsyncLLM
+    model, tok, path = cross_encoder
+
+    async def main():
+        async with AsyncLLM(str(path), threads=1) as engine:
+            return await asyncio.gather(*(engine.score(QUERY, d) for d in DOCS))
+
+    for o, d in zip(asyncio.run(main()), DOCS):
+        want, ids = hf_score(model, tok, QUERY, d)
+        assert o.prompt_token_ids == ids and abs(o.outputs.score - want) <= 1e-5
+
+
 def test_server_rerank_and_score(cross_encoder):
     from test_server import Server
     model, tok, path = cross_encoder
