@@ -467,13 +467,13 @@ class EngineCore:
                            ) -> Tuple[Request, _folio.RequestParams]:
         """Checks a text pair's relevance request (ValueError) without submitting it."""
         if self.info.get("num_labels") != 1:
-            raise ValueError("score needs a cross-encoder (BertForSequenceClassification with "
-                             f"one label); the model has {self.info.get('num_labels')} labels")
+            raise ValueError("score needs a cross-encoder (a *ForSequenceClassification "
+                             f"with one label); the model has {self.info.get('num_labels')} labels")
         for name, t in (("text_1", text_1), ("text_2", text_2)):
             if not isinstance(t, str) or not t:
                 raise ValueError(f"{name} must be a non-empty string (got {t!r})")
         ids, types = self.native.encode_pair(text_1, text_2)
-        native = _folio.RequestParams.scored(types)
+        native = _folio.RequestParams.scored(types if self.info["encoder"] else [])
         self.native.check(ids, native)
         key = self.new_key()
         r = Request(key, request_id if request_id is not None else str(key), None, ids, False)

@@ -131,6 +131,13 @@ json ConfigToJson(const ModelConfig& c) {
             {"attention_bias", c.attention_bias},
             {"sliding_window", c.window == 0 ? json(nullptr) : json(c.window)},
             {"hidden_act", "silu"}};
+  if (c.num_labels != 0) {
+    json id2label = json::object();
+    for (uint64_t i = 0; i < c.num_labels; ++i) {
+      id2label[std::to_string(i)] = "LABEL_" + std::to_string(i);
+    }
+    j["id2label"] = id2label;
+  }
   if (!native) {
     j["folio_architecture"] = arch.name;
     j["rope_style"] = neox ? "neox" : "interleaved";
@@ -377,6 +384,21 @@ Status InterleavedLayersFromJson(const json& j, const ArchitectureTraits& t, Mod
   return Status::Ok();
 }
 
+// A *ForSequenceClassification config's outputs: PretrainedConfig's
+// num_labels, the size of id2label (2 by default), unless num_labels says.
+Result<uint64_t> NumLabels(const json& j) {
+  const JsonReader r(j, JsonErrorStyle::kConfig);
+  uint64_t n = 2;
+  if (r.Has("id2label")) {
+    if (!j["id2label"].is_object() || j["id2label"].empty()) {
+      return Status::InvalidArgument("\"id2label\" must be a non-empty object");
+    }
+    n = j["id2label"].size();
+  }
+  FOLIO_RETURN_IF_ERROR(r.Optional("num_labels", n));
+  return n;
+}
+
 // BertModel's config.json: absolute positions only; the MLP's GELU exact
 // ("gelu") or in its tanh form ("gelu_new", "gelu_pytorch_tanh"); an
 // encoder only (a decoder or cross-attention is refused).
@@ -413,15 +435,7 @@ Result<ModelConfig> BertConfigFromJson(const json& j, Architecture architecture)
     return Status::Unimplemented("position_embedding_type \"" + positions + "\" (only absolute)");
   }
   if (architecture == Architecture::kBertClassifier) {
-    // PretrainedConfig: num_labels is the size of id2label (2 by default).
-    c.num_labels = 2;
-    if (r.Has("id2label")) {
-      if (!j["id2label"].is_object() || j["id2label"].empty()) {
-        return Status::InvalidArgument("\"id2label\" must be a non-empty object");
-      }
-      c.num_labels = j["id2label"].size();
-    }
-    FOLIO_RETURN_IF_ERROR(r.Optional("num_labels", c.num_labels));
+    FOLIO_ASSIGN_OR_RETURN(c.num_labels, NumLabels(j));
   }
   for (const char* key : {"is_decoder", "add_cross_attention"}) {
     bool on = false;
@@ -518,6 +532,9 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
     if (r.Has("shared_expert_intermediate_size")) {
       return Status::Unimplemented("shared_expert_intermediate_size (shared experts)");
     }
+  }
+  if (t.sequence_classifier) {
+    FOLIO_ASSIGN_OR_RETURN(c.num_labels, NumLabels(j));
   }
   if (t.window_period != 0) {
     if (!j.contains("tie_word_embeddings")) c.tie_embeddings = true;  // Gemma's default

@@ -155,7 +155,8 @@ TEST_F(ModelIoTest, UnknownArchitecturesAreNamed) {
                 "architectures must be one of FolioForCausalLM, LlamaForCausalLM, "
                 "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, "
                 "Gemma2ForCausalLM, Phi3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
-                "GptOssForCausalLM, BertModel, BertForSequenceClassification (got "
+                "GptOssForCausalLM, BertModel, BertForSequenceClassification, "
+                "Qwen3ForSequenceClassification (got "
                 "[\"GPT2LMHeadModel\"])"),
             std::string::npos);
   cfg = good;

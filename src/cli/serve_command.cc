@@ -144,7 +144,7 @@ int RunServe(const ServeFlags& flags) {
     if (!info.score) {
       return Fail(kCommand, Status::InvalidArgument(
                                 "--task rerank: the model has no relevance head (a cross-encoder "
-                                "is a BertForSequenceClassification with one label)"));
+                                "is a *ForSequenceClassification with one label)"));
     }
     info.generate = false;
     info.embed = false;

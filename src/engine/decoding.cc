@@ -239,8 +239,14 @@ Status Engine::PoolingDecoding::OnRows(Engine& e, RequestId request, const Sched
                                        std::vector<StepOutput>& out) {
   Member& m = e.request(request).member(p.id);
   const Sequence& s = e.scheduler_.sequence(p.id);
+  // A classification head reads the first position (an encoder's) or the
+  // last (a decoder's).
+  const Pooling requested = m.output->params.pooling;
+  const Pooling pooling = requested != Pooling::kClassify  ? requested
+                          : e.runner_.config().IsEncoder() ? Pooling::kCls
+                                                           : Pooling::kLast;
   OutputProcessor::AddPooledRows(*m.output, s.num_computed - p.num_tokens, s.num_prompt_tokens,
-                                 rows, e.runner_.config().hidden_size);
+                                 rows, e.runner_.config().hidden_size, pooling);
   if (s.num_pending() != 0) return Status::Ok();  // a prompt chunk; more to feed
   StepOutput o;
   o.embedding = OutputProcessor::Pooled(*m.output, s.num_prompt_tokens);

@@ -153,6 +153,11 @@ Status Engine::ValidateRequest(std::span<const int32_t> prompt, const RequestPar
       }
     }
   }
+  if (c.num_labels != 0 && !c.IsEncoder() && params.pooling == Pooling::kNone) {
+    return Status::InvalidArgument(StrCat("the model is a sequence classifier (",
+                                          model::ArchitectureName(c.architecture),
+                                          "): it scores text and generates nothing"));
+  }
   if (c.IsEncoder()) {
     if (params.pooling == Pooling::kNone) {
       return Status::InvalidArgument(

@@ -348,9 +348,10 @@ void OutputProcessor::FlushText(State& s, StepOutput& out) {
 namespace folio::engine {
 
 void OutputProcessor::AddPooledRows(State& s, uint64_t first_position, uint64_t num_prompt_tokens,
-                                    std::span<const float> hidden, uint64_t hidden_size) {
-  const Pooling pooling = s.params.pooling;
-  FOLIO_CHECK(pooling != Pooling::kNone && hidden.size() % hidden_size == 0);
+                                    std::span<const float> hidden, uint64_t hidden_size,
+                                    Pooling pooling) {
+  FOLIO_CHECK(pooling != Pooling::kNone && pooling != Pooling::kClassify &&
+              hidden.size() % hidden_size == 0);
   if (s.pooled.empty()) s.pooled.assign(hidden_size, 0.0);
   const uint64_t rows = hidden.size() / hidden_size;
   for (uint64_t r = 0; r < rows; ++r) {
@@ -365,7 +366,7 @@ void OutputProcessor::AddPooledRows(State& s, uint64_t first_position, uint64_t 
       add();
       ++s.pooled_rows;
     } else if (s.pooled_rows < num_prompt_tokens &&
-               position == (pooling == Pooling::kLast ? num_prompt_tokens - 1 : 0)) {  // cls too
+               position == (pooling == Pooling::kLast ? num_prompt_tokens - 1 : 0)) {
       // One row (the positions before the last may come from cached pages).
       add();
       s.pooled_rows = num_prompt_tokens;

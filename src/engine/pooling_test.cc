@@ -278,6 +278,58 @@ TEST(Pooling, AnEncoderGeneratesNothingAndTakesWholePrompts) {
   EXPECT_FALSE(budget->HasUnfinished());
 }
 
+// Every prompt's pooled output under `config`, whatever its width.
+std::vector<std::vector<float>> Outputs(const model::Model& model, const EngineConfig& config,
+                                        const RequestParams& params) {
+  auto engine = Engine::Create(model, config);
+  EXPECT_TRUE(engine.ok()) << engine.status().ToString();
+  std::map<RequestId, size_t> index;
+  for (size_t i = 0; i < kPrompts.size(); ++i) index[*engine->AddRequest(kPrompts[i], params)] = i;
+  std::vector<std::vector<float>> out(kPrompts.size());
+  while (engine->HasUnfinished()) {
+    auto step = engine->Step();
+    EXPECT_TRUE(step.ok()) << step.status().ToString();
+    if (!step.ok()) break;
+    for (const StepOutput& o : *step) {
+      if (o.finish != FinishReason::kNone) out[index.at(o.id)] = o.embedding;
+    }
+  }
+  return out;
+}
+
+// A decoder with a score head (Qwen3ForSequenceClassification's form):
+// classify is the head on the last position's state, the same bits alone
+// or batched and chunked, and the model generates nothing.
+TEST(Pooling, ADecodersScoreHeadReadsTheLastPosition) {
+  model::ModelConfig c = TestModel().config();
+  c.num_labels = 1;
+  const model::Model scorer = *model::Model::FromSeed(c, 53);
+  RequestParams classify = Pooled(Pooling::kClassify);
+  classify.normalize = false;
+  EngineConfig alone;
+  alone.max_num_seqs = 1;
+  const auto want = Outputs(scorer, alone, classify);
+  EngineConfig chunked;
+  chunked.max_num_batched_tokens = 5;
+  chunked.max_num_seqs = 2;
+  chunked.page_size = 4;
+  EXPECT_EQ(Outputs(scorer, chunked, classify), want);
+  RequestParams last = Pooled(Pooling::kLast);
+  last.normalize = false;
+  const auto states = Outputs(scorer, alone, last);
+  const model::Decoder dec(scorer);
+  for (size_t i = 0; i < kPrompts.size(); ++i) {
+    ASSERT_EQ(want[i].size(), 1u);
+    EXPECT_EQ(Bits(want[i]), Bits(*dec.Classify(states[i]))) << i;
+  }
+  auto engine = Engine::Create(scorer, {});
+  RequestParams generate;
+  generate.max_tokens = 2;
+  const Result<RequestId> refused = engine->AddRequest(kPrompts[0], generate);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("sequence classifier"), std::string::npos);
+}
+
 TEST(Pooling, ClassifyAndTokenTypesAreRefusedWhereTheyCannotApply) {
   auto bert = Engine::Create(Bert(), {});
   ASSERT_TRUE(bert.ok());

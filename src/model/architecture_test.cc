@@ -12,9 +12,10 @@ namespace {
 TEST(Architecture, NamesAreTheModelIdSpecs) {
   std::vector<std::string> names;
   for (const ArchitectureTraits& t : kArchitectureTraits) names.emplace_back(t.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3",
-                                             "gemma3", "gemma2", "phi3", "qwen3moe", "mixtral",
-                                             "gpt-oss", "bert", "bert-classifier"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3", "gemma3",
+                                      "gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss", "bert",
+                                      "bert-classifier", "qwen3-classifier"}));
 }
 
 TEST(Architecture, EveryRowIsFoundByEachOfItsNames) {

@@ -5,7 +5,6 @@
 // sequence's rows; no final norm. The sums are added in BertModel's order
 // (token + type, then + position; the branch, then + x), so float32 results
 // round as its do wherever the kernels agree.
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -81,27 +80,6 @@ Result<std::vector<float>> Decoder::RunBert(const RowPlan& plan, const Attend& a
     std::copy(row.begin(), row.end(), Row(*hidden, o, d).begin());
   }
   return std::vector<float>();
-}
-
-Result<std::vector<float>> Decoder::Classify(std::span<const float> cls) const {
-  const ModelConfig& c = config_;
-  const Weights& w = *weights_;
-  if (!w.classifier) {
-    return Status::FailedPrecondition(
-        "the model has no classification head (a BertForSequenceClassification checkpoint has)");
-  }
-  if (cls.size() != c.hidden_size) {
-    return Status::InvalidArgument("a hidden state of " + std::to_string(cls.size()) +
-                                   " features; the model has " + std::to_string(c.hidden_size));
-  }
-  backend::Backend* const be = backend_.get();
-  std::vector<float> pooled(c.hidden_size), logits(c.num_labels);
-  FOLIO_RETURN_IF_ERROR(w.pooler->Apply(cls, 1, pooled, be));
-  AddRowBias(pooled, w.pooler_bias);
-  for (float& v : pooled) v = std::tanh(v);
-  FOLIO_RETURN_IF_ERROR(w.classifier->Apply(pooled, 1, logits, be));
-  AddRowBias(logits, w.classifier_bias);
-  return logits;
 }
 
 }  // namespace folio::model

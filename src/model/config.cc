@@ -73,7 +73,7 @@ bool ModelConfig::HasFamilyOptions() const {
   return !layers.empty() || activation != Activation::kSilu || norm_layout != NormLayout::kPre ||
          norm_unit_offset || scale_embedding || attention_scale != 0 || final_logit_softcap != 0 ||
          attn_logit_softcap != 0 || rotary_dim != 0 || num_experts != 0 || output_bias ||
-         attention_sinks || block != Block::kDecoder;
+         attention_sinks || block != Block::kDecoder || num_labels != 0;
 }
 
 namespace {
@@ -114,9 +114,7 @@ Status ValidateBert(const ModelConfig& c) {
   if (c.type_vocab_size == 0) {
     return Status::InvalidArgument("a BERT block needs type_vocab_size >= 1");
   }
-  if (c.num_labels > (uint64_t{1} << 20)) {
-    return Status::OutOfRange("num_labels " + std::to_string(c.num_labels) + " exceeds 2^20");
-  }
+
   return Status::Ok();
 }
 }  // namespace
@@ -133,14 +131,16 @@ Status ModelConfig::Validate() const {
     return Status::InvalidArgument("hidden_size " + std::to_string(hidden_size) +
                                    " is not divisible by num_heads " + std::to_string(num_heads));
   }
+  if (num_labels > (uint64_t{1} << 20)) {
+    return Status::OutOfRange("num_labels " + std::to_string(num_labels) + " exceeds 2^20");
+  }
   switch (block) {
     case Block::kBert:
       FOLIO_RETURN_IF_ERROR(ValidateBert(*this));
       break;
     case Block::kDecoder:
-      if (type_vocab_size != 0 || num_labels != 0 || activation == Activation::kGelu) {
-        return Status::InvalidArgument(
-            "token types, a classification head or a plain GELU MLP outside a BERT block");
+      if (type_vocab_size != 0 || activation == Activation::kGelu) {
+        return Status::InvalidArgument("token types or a plain GELU MLP outside a BERT block");
       }
       if (head_dim() % 2 != 0) {
         return Status::InvalidArgument("head_dim " + std::to_string(head_dim()) +
@@ -245,7 +245,9 @@ uint64_t ModelConfig::ParameterCount() const {
   }
   if (output_bias) per_layer += d;
   if (attention_sinks) per_layer += num_heads;
-  return vocab_size * d * (tie_embeddings ? 1 : 2) + num_layers * per_layer + d;
+  // A score head replaces the output head.
+  const uint64_t head = num_labels != 0 ? num_labels * d : tie_embeddings ? 0 : vocab_size * d;
+  return vocab_size * d + head + num_layers * per_layer + d;
 }
 
 std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {

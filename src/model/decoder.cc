@@ -277,6 +277,11 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
   // The output head only for the rows asked for.
   const uint64_t out_rows = plan.logit_rows.size();
   if (out_rows == 0) return std::vector<float>();
+  if (!w.head) {
+    return Status::InvalidArgument(
+        "a sequence classifier has a score head, not an output head: it returns hidden states, "
+        "not logits");
+  }
   std::vector<float> hn(out_rows * d);
   for (uint64_t o = 0; o < out_rows; ++o) {
     rms_norm(Row(x, plan.logit_rows[o], d), w.final_norm, Row(hn, o, d));
@@ -503,6 +508,29 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
     };
     return Run(RowPlan{tokens, positions, logit_rows, hidden_rows, token_types}, attend, hidden);
   }
+}
+
+Result<std::vector<float>> Decoder::Classify(std::span<const float> cls) const {
+  const ModelConfig& c = config_;
+  const Weights& w = *weights_;
+  if (!w.classifier) {
+    return Status::FailedPrecondition(
+        "the model has no classification head (a *ForSequenceClassification checkpoint has one)");
+  }
+  if (cls.size() != c.hidden_size) {
+    return Status::InvalidArgument("a hidden state of " + std::to_string(cls.size()) +
+                                   " features; the model has " + std::to_string(c.hidden_size));
+  }
+  backend::Backend* const be = backend_.get();
+  std::vector<float> pooled(cls.begin(), cls.end()), logits(c.num_labels);
+  if (w.pooler) {  // BERT's; a decoder's score head reads the state as it is
+    FOLIO_RETURN_IF_ERROR(w.pooler->Apply(cls, 1, pooled, be));
+    AddRowBias(pooled, w.pooler_bias);
+    for (float& v : pooled) v = std::tanh(v);
+  }
+  FOLIO_RETURN_IF_ERROR(w.classifier->Apply(pooled, 1, logits, be));
+  AddRowBias(logits, w.classifier_bias);
+  return logits;
 }
 
 }  // namespace folio::model

@@ -112,7 +112,9 @@ struct Decoder::Weights {
   Linear embedding;
   std::vector<Layer> layers;
   std::vector<float> final_norm;  // empty in a BERT block
-  std::optional<Linear> head;     // the embedding again when tied; none in a BERT block
+  // The embedding again when tied; none in a BERT block or a sequence
+  // classifier.
+  std::optional<Linear> head;
   // RoPE's inverse frequencies, one table per distinct (base, scaling) of
   // the layers (two for Gemma 3's local and global layers), one per pair,
   // and what each table's cos and sin are multiplied by (longrope). None in
@@ -120,7 +122,8 @@ struct Decoder::Weights {
   std::vector<std::vector<double>> ropes;
   std::vector<double> rope_scales;
   // BERT: the position and token-type tables and the embeddings' LayerNorm;
-  // with a classification head, its pooler and classifier.
+  // with a classification head, its pooler and classifier (a decoder's
+  // score head is `classifier` alone).
   std::optional<Linear> position_embedding, token_type_embedding, pooler, classifier;
   std::vector<float> embedding_norm, embedding_norm_bias, pooler_bias, classifier_bias;
 
@@ -139,6 +142,8 @@ struct Decoder::Weights {
         pooler_bias = Values(mw.pooler_bias);
         classifier_bias = Values(mw.classifier_bias);
       }
+    } else if (c.num_labels != 0) {
+      classifier.emplace(mw.classifier, b);  // the score head
     } else {
       head.emplace(c.tie_embeddings ? mw.embedding : mw.lm_head, b);
     }

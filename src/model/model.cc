@@ -229,7 +229,11 @@ ModelWeights InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
     if (c.attention_sinks) l.sinks = Uniform(rng, c.num_heads, 2.0);
   }
   w.final_norm = Filled(d, c.norm_unit_offset ? 0.0 : 1.0);
-  if (!c.tie_embeddings) w.lm_head = XavierUniform(rng, d, c.vocab_size);
+  if (c.num_labels != 0) {
+    w.classifier = XavierUniform(rng, d, c.num_labels);
+  } else if (!c.tie_embeddings) {
+    w.lm_head = XavierUniform(rng, d, c.vocab_size);
+  }
   return w;
 }
 
@@ -286,6 +290,9 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
       h.Str("block/1");
       h.U64(static_cast<uint64_t>(c.block));
       h.U64(c.type_vocab_size);
+      h.U64(c.num_labels);
+    } else if (c.num_labels != 0) {
+      h.Str("score-head/1");
       h.U64(c.num_labels);
     }
   }

@@ -452,7 +452,7 @@ std::variant<Generation, Reply> Api::SubmitScores(Route route, std::string_view 
     return Refuse(InvalidField(
         "model", StrCat("the model '", model_.name,
                         "' scores no text pairs: /v1/rerank and /v1/score need a cross-encoder "
-                        "(BertForSequenceClassification with one label)")));
+                        "(a *ForSequenceClassification with one label)")));
   }
   std::variant<ParsedScores, ApiError> parsed =
       route == Route::kRerank ? ParseRerank(body, model_) : ParseScore(body, model_);

@@ -691,8 +691,9 @@ ModelInfo MakeModelInfo(const serving::ServedModel& served, const serving::ChatF
   info.vocab_size = served.model->config().vocab_size;
   info.max_positions = served.model->config().max_positions;
   info.hidden_size = served.model->config().hidden_size;
-  info.generate = !served.model->config().IsEncoder();
+  info.generate = !served.model->config().IsEncoder() && served.model->config().num_labels == 0;
   info.score = served.model->config().num_labels == 1;
+  info.token_types = served.model->config().IsEncoder();
   info.default_pooling = served.DefaultPooling();
   return info;
 }
@@ -845,7 +846,7 @@ std::optional<ApiError> AddPair(const ModelInfo& m, const std::string& a, const 
                                       m.max_positions, ", KV pool ", m.pool_positions, ")"));
   }
   out.inputs.push_back(std::move(e->ids));
-  out.token_types.push_back(std::move(e->type_ids));
+  out.token_types.push_back(m.token_types ? std::move(e->type_ids) : std::vector<int32_t>());
   return std::nullopt;
 }
 

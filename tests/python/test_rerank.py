@@ -162,3 +162,50 @@ def test_a_model_without_a_relevance_head_scores_nothing(tmp_path):
         assert status == 400 and reply["error"]["param"] == "model", reply
     finally:
         assert s.stop() == 0, "".join(s.log)
+
+
+@pytest.fixture(scope="module")
+def qwen3_reranker(tmp_path_factory):
+    """A small random Qwen3ForSequenceClassification (one label: the
+    converted Qwen3-Reranker form) on folio's byte-level vocabulary."""
+    cfg = transformers.Qwen3Config(vocab_size=258, hidden_size=64, intermediate_size=96,
+                                   num_hidden_layers=2, num_attention_heads=4,
+                                   num_key_value_heads=2, head_dim=16,
+                                   max_position_embeddings=256, num_labels=1,
+                                   attn_implementation="eager")
+    model = randomize(transformers.Qwen3ForSequenceClassification(cfg), 13)
+    path = tmp_path_factory.mktemp("qwen3-reranker")
+    model.save_pretrained(path)
+    return model, path
+
+
+def hf_decoder_score(model, ids):
+    with torch.no_grad():
+        logit = model(torch.tensor([ids])).logits  # the last position's score
+    return 1.0 / (1.0 + math.exp(-float(logit[0, 0])))
+
+
+def test_qwen3_reranker_scores_like_transformers(qwen3_reranker):
+    from test_server import Server
+    model, path = qwen3_reranker
+    llm = LLM(str(path), threads=2, page_size=8, max_num_batched_tokens=32, max_num_seqs=4)
+    outs = llm.score(QUERY, DOCS, use_tqdm=False)
+    tok = llm.get_tokenizer()
+    for o, d in zip(outs, DOCS):
+        # A decoder's pair is its two texts' ids one after the other.
+        assert o.prompt_token_ids == tok.encode(QUERY, add_special_tokens=False) + \
+            tok.encode(d, add_special_tokens=False)
+        assert abs(o.outputs.score - hf_decoder_score(model, o.prompt_token_ids)) <= 1e-5
+    with pytest.raises(ValueError, match="sequence classifier"):
+        llm.generate({"prompt_token_ids": [1, 2, 3]})
+    s = Server("--model", str(path))
+    try:
+        status, reply = s.post("/v1/rerank", {"query": QUERY, "documents": DOCS})
+        assert status == 200, reply
+        for r in reply["results"]:
+            assert abs(r["relevance_score"] - outs[r["index"]].outputs.score) <= 1e-6
+        status, reply = s.post("/v1/chat/completions",
+                               {"messages": [{"role": "user", "content": "hi"}]})
+        assert status == 400 and reply["error"]["param"] == "model", reply
+    finally:
+        assert s.stop() == 0, "".join(s.log)

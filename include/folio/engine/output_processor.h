@@ -162,11 +162,12 @@ class OutputProcessor {
   // twice).
   static void AddPromptLogits(State& s, uint64_t first_position, uint64_t num_prompt_tokens,
                               std::span<const float> logits, uint64_t vocab, StepOutput& out);
-  // RequestParams::pooling: takes the final hidden states `hidden` ([rows,
+  // RequestParams::pooling (`pooling`: the request's, or for kClassify the
+  // position the model's head reads, kCls or kLast): takes the final hidden states `hidden` ([rows,
   // hidden_size], positions first_position, ...) that are prompt positions
   // not taken before (a recomputed prompt is taken once), in order.
   static void AddPooledRows(State& s, uint64_t first_position, uint64_t num_prompt_tokens,
-                            std::span<const float> hidden, uint64_t hidden_size);
+                            std::span<const float> hidden, uint64_t hidden_size, Pooling pooling);
   // The embedding once every prompt position was taken (checked):
   // RequestParams::pooling's vector, cut and normalized as it says.
   static std::vector<float> Pooled(const State& s, uint64_t num_prompt_tokens);

@@ -56,6 +56,9 @@ enum class RopeStyle : uint8_t { kInterleaved, kNeox };
 //   kBertClassifier: BertForSequenceClassification, the BERT encoder with
 //     its pooler and classifier (ModelConfig::num_labels): cross-encoder
 //     rerankers such as ms-marco-MiniLM.
+//   kQwen3Classifier: Qwen3ForSequenceClassification, Qwen3's decoder with
+//     a score head on the last position instead of the output head (the
+//     Qwen3-Reranker checkpoints converted to one relevance logit).
 enum class Architecture : uint8_t {
   kFolio,
   kLlama,
@@ -69,7 +72,8 @@ enum class Architecture : uint8_t {
   kMixtral,
   kGptOss,
   kBert,
-  kBertClassifier
+  kBertClassifier,
+  kQwen3Classifier
 };
 
 // Whether an architecture fixes one of the decoder's options.
@@ -136,6 +140,10 @@ struct ArchitectureTraits {
   // interleaved by column, down_proj [experts, ffn, hidden], each with a
   // bias; the router is mlp.router.
   bool hf_gpt_oss = false;
+  // Hugging Face's *ForSequenceClassification of a decoder: a score head
+  // (score.weight, [num_labels, hidden]) on the last position instead of
+  // the output head; config.json's id2label gives num_labels.
+  bool sequence_classifier = false;
   // The layer's whole shape (family.h); every other field above describes
   // kDecoder blocks.
   Block block = Block::kDecoder;
@@ -301,6 +309,17 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
      .hf_window_per_layer = false,
      .activation = Activation::kGelu,
      .block = Block::kBert},
+    {.architecture = Architecture::kQwen3Classifier,
+     .name = "qwen3-classifier",
+     .hf_class = "Qwen3ForSequenceClassification",
+     .gguf_name = "",
+     .gguf_rope_style = RopeStyle::kNeox,
+     .hf_native = true,
+     .attention_bias = Fixed::kNo,
+     .qk_norm = Fixed::kAlways,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = true,
+     .sequence_classifier = true},
 };
 inline constexpr size_t kNumArchitectures = std::size(kArchitectureTraits);
 
@@ -321,6 +340,7 @@ constexpr bool IsArchitecture(Architecture a) {
     case Architecture::kGptOss:
     case Architecture::kBert:
     case Architecture::kBertClassifier:
+    case Architecture::kQwen3Classifier:
       return true;
   }
   return false;

@@ -152,9 +152,11 @@ struct ModelConfig {
   // tie_embeddings is unused (there is no output head).
   Block block = Block::kDecoder;
   uint64_t type_vocab_size = 0;  // kBert only
-  // kBert only: a sequence-classification head's outputs (the pooler,
+  // A sequence-classification head's outputs; 0 = none. kBert: the pooler,
   // tanh(W h + b) of the first position's state, then a linear classifier
-  // to num_labels logits); 0 = no head.
+  // to num_labels logits. kDecoder: a score head, W h of the last
+  // position's final state, in place of the output head (such a model
+  // scores and generates nothing).
   uint64_t num_labels = 0;
 
   // Attention sees later positions too (an encoder): a prompt is computed

@@ -113,11 +113,13 @@ class Decoder {
                                   std::vector<float>* hidden = nullptr,
                                   std::span<const int32_t> token_types = {}) const;
 
-  // An encoder's classification head (ModelConfig::num_labels > 0): its
-  // num_labels logits from the first position's final hidden state `cls`
-  // ([hidden]): classifier(tanh(pooler cls)), as BertForSequenceClassification
-  // computes them. FailedPrecondition for a model without a head;
-  // InvalidArgument for a row of the wrong width.
+  // A sequence-classification head (ModelConfig::num_labels > 0): its
+  // num_labels logits from a pooled final hidden state ([hidden]) — an
+  // encoder's first position: classifier(tanh(pooler h)), as
+  // BertForSequenceClassification computes them; a decoder's last
+  // position: score h, as Qwen3ForSequenceClassification does.
+  // FailedPrecondition for a model without a head; InvalidArgument for a
+  // row of the wrong width.
   Result<std::vector<float>> Classify(std::span<const float> cls) const;
 
  private:

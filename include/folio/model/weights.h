@@ -65,11 +65,12 @@ struct ModelWeights {
   Tensor token_type_embedding;  // [type_vocab_size, hidden]
   Tensor embedding_norm;        // [hidden]
   Tensor embedding_norm_bias;   // [hidden]
-  // Block::kBert with num_labels > 0: the classification head.
-  Tensor pooler;           // [hidden, hidden]
-  Tensor pooler_bias;      // [hidden]
+  // num_labels > 0: the classification head (a decoder's score head is
+  // `classifier` alone).
+  Tensor pooler;           // [hidden, hidden]      kBert only
+  Tensor pooler_bias;      // [hidden]              kBert only
   Tensor classifier;       // [num_labels, hidden]
-  Tensor classifier_bias;  // [num_labels]
+  Tensor classifier_bias;  // [num_labels]          kBert only
 };
 
 // ForEachTensor's list for Block::kBert, under Hugging Face BertModel's
@@ -122,14 +123,12 @@ void ForEachBertTensor(const ModelConfig& c, W& w, Fn&& fn) {
 // k_norm), wo, (bo), (sinks), (post_attn_norm), ffn_norm, w_gate, w_up,
 // w_down (or the router (and its bias) and each expert's gate, up, down,
 // each with its bias under moe_bias), (post_ffn_norm), then final_norm and (untied only)
-// lm_head — with its Hugging Face name and expected shape (a BERT block's
-// list is ForEachBertTensor's). (The sandwich layout's names are
-// Gemma's: its post_attention_layernorm is the norm after attention, and
-// the norm before the MLP is pre_feedforward_layernorm.) Save, load,
-// the model id and the decoder all walk this one list, so they cannot
-// disagree on names, shapes or order. W is ModelWeights or const
-// ModelWeights; fn(const std::string& name, const std::vector<uint64_t>&
-// shape, Tensor& or const Tensor&).
+// lm_head, or a sequence classifier's score head instead — with its Hugging Face name and expected
+// shape (a BERT block's list is ForEachBertTensor's). (The sandwich layout's names are Gemma's: its
+// post_attention_layernorm is the norm after attention, and the norm before the MLP is
+// pre_feedforward_layernorm.) Save, load, the model id and the decoder all walk this one list, so
+// they cannot disagree on names, shapes or order. W is ModelWeights or const ModelWeights; fn(const
+// std::string& name, const std::vector<uint64_t>& shape, Tensor& or const Tensor&).
 template <typename W, typename Fn>
 void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
   switch (c.block) {
@@ -197,7 +196,9 @@ void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
     if (sandwich) fn(p + "post_feedforward_layernorm.weight", Shape{d}, l.post_ffn_norm);
   }
   fn(std::string("model.norm.weight"), Shape{d}, w.final_norm);
-  if (!c.tie_embeddings) {
+  if (c.num_labels != 0) {  // a sequence classifier's score head, instead of the output head
+    fn(std::string("score.weight"), Shape{c.num_labels, d}, w.classifier);
+  } else if (!c.tie_embeddings) {
     fn(std::string("lm_head.weight"), Shape{c.vocab_size, d}, w.lm_head);
   }
 }

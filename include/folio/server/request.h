@@ -112,8 +112,11 @@ struct ModelInfo {
   // An embedding request's pooling when it names none (ServedModel::DefaultPooling).
   engine::Pooling default_pooling = engine::Pooling::kLast;
   // /v1/rerank and /v1/score: the model is a cross-encoder with one
-  // relevance logit (ModelConfig::num_labels == 1).
+  // relevance logit (ModelConfig::num_labels == 1); token_types: its pairs
+  // carry token types (an encoder's; a decoder's pair is its two texts'
+  // ids one after the other).
   bool score = false;
+  bool token_types = false;
   uint64_t pool_positions = 0;                      // token slots in the whole KV pool
   const tokenizer::Tokenizer* tokenizer = nullptr;  // required
   // Text prompts: the tokenizer's own special tokens (bos, eos as its
