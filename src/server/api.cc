@@ -426,23 +426,31 @@ std::variant<Generation, Reply> Api::SubmitEmbeddings(std::string_view body) {
   if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Refuse(*e);
   ParsedEmbeddings& p = std::get<ParsedEmbeddings>(parsed);
   Generation g;
-  g.inputs = p.inputs.size();
-  g.key = next_id_.fetch_add(g.inputs);
   g.base64 = p.base64;
+  return SubmitPooled(std::move(g), std::move(p.inputs), p.params, {});
+}
+
+std::variant<Generation, Reply> Api::SubmitPooled(Generation g,
+                                                  std::vector<std::vector<int32_t>> inputs,
+                                                  const engine::RequestParams& params,
+                                                  std::vector<std::vector<int32_t>> token_types) {
+  g.inputs = inputs.size();
+  g.key = next_id_.fetch_add(g.inputs);
   g.ctx.model = model_.name;
   g.channel = std::make_shared<Channel>();
   // All at once (all or none), so the inputs are batched together.
   std::vector<serving::EngineThread::Submission> all;
   for (uint64_t i = 0; i < g.inputs; ++i) {
-    g.prompt_tokens += p.inputs[i].size();
-    all.push_back({g.key + i, std::move(p.inputs[i]), p.params, g.channel});
+    g.prompt_tokens += inputs[i].size();
+    engine::RequestParams p = params;
+    if (!token_types.empty()) p.token_types = std::move(token_types[i]);
+    all.push_back({g.key + i, std::move(inputs[i]), std::move(p), g.channel});
   }
   const Status submitted = thread_.SubmitAll(std::move(all));
   if (!submitted.ok()) {
     const bool full = submitted.code() == StatusCode::kResourceExhausted;
-    Reply reply = RefuseRetryLater(ServerError(
+    return RefuseRetryLater(ServerError(
         full ? 429 : 503, full ? "rate_limit_error" : "server_error", submitted.message()));
-    return reply;
   }
   return g;
 }
@@ -459,30 +467,14 @@ std::variant<Generation, Reply> Api::SubmitScores(Route route, std::string_view 
   if (const ApiError* e = std::get_if<ApiError>(&parsed)) return Refuse(*e);
   ParsedScores& p = std::get<ParsedScores>(parsed);
   Generation g;
-  g.inputs = p.inputs.size();
-  g.key = next_id_.fetch_add(g.inputs);
-  g.ctx.model = model_.name;
   g.pooled = route == Route::kRerank ? Generation::Pooled::kRerank : Generation::Pooled::kScore;
   g.documents = std::move(p.documents);
   g.top_n = p.top_n;
   g.return_documents = p.return_documents;
-  g.channel = std::make_shared<Channel>();
   engine::RequestParams params;
   params.pooling = engine::Pooling::kClassify;
   params.normalize = false;
-  std::vector<serving::EngineThread::Submission> all;
-  for (uint64_t i = 0; i < g.inputs; ++i) {
-    g.prompt_tokens += p.inputs[i].size();
-    params.token_types = std::move(p.token_types[i]);
-    all.push_back({g.key + i, std::move(p.inputs[i]), params, g.channel});
-  }
-  const Status submitted = thread_.SubmitAll(std::move(all));
-  if (!submitted.ok()) {
-    const bool full = submitted.code() == StatusCode::kResourceExhausted;
-    return RefuseRetryLater(ServerError(
-        full ? 429 : 503, full ? "rate_limit_error" : "server_error", submitted.message()));
-  }
-  return g;
+  return SubmitPooled(std::move(g), std::move(p.inputs), params, std::move(p.token_types));
 }
 
 std::variant<Generation, Reply> Api::Submit(Endpoint endpoint, std::string_view body) {

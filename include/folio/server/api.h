@@ -176,6 +176,14 @@ class Api {
   Metrics& metrics() { return metrics_; }
 
  private:
+  // Hands a pooled request's inputs to the engine thread together (all or
+  // none, so they share steps), keys g.key .. g.key + inputs - 1, each
+  // with params and its token types (token_types empty: none).
+  std::variant<Generation, Reply> SubmitPooled(Generation g,
+                                               std::vector<std::vector<int32_t>> inputs,
+                                               const engine::RequestParams& params,
+                                               std::vector<std::vector<int32_t>> token_types);
+
   const ModelInfo& model_;
   serving::EngineThread& thread_;
   Metrics& metrics_;
