@@ -41,10 +41,12 @@ int RunInfo(const InfoFlags& f) {
   std::map<std::string, TypeTotals> by_type;
   uint64_t total_bytes = 0, total_elements = 0;
   // What one token's decode step reads: every tensor but the experts and an
-  // untied embedding (one row of it), and experts_per_token of each layer's
+  // embedding that is not the output head (one row of it; an encoder's
+  // position table likewise), and experts_per_token of each layer's
   // experts (their mean size times k, exact when a layer's experts share a
   // type, as files store them).
-  uint64_t expert_bytes = 0, embedding_row_bytes = 0;
+  const bool embedding_is_head = c.tie_embeddings && c.num_labels == 0 && !c.IsEncoder();
+  uint64_t expert_bytes = 0, embedding_row_bytes = 0, position_row_bytes = 0;
   model::ForEachTensor(
       c, m->weights(),
       [&](const std::string& name, const std::vector<uint64_t>& shape, const model::Tensor& t) {
@@ -52,8 +54,12 @@ int RunInfo(const InfoFlags& f) {
         for (const uint64_t d : shape) elements *= d;
         if (name.find(".mlp.experts.") != std::string::npos) {
           expert_bytes += t.bytes.size();
-        } else if (name == "model.embed_tokens.weight" && !c.tie_embeddings) {
+        } else if ((name == "model.embed_tokens.weight" ||
+                    name == "embeddings.word_embeddings.weight") &&
+                   !embedding_is_head) {
           embedding_row_bytes = t.bytes.size() / c.vocab_size;
+        } else if (name == "embeddings.position_embeddings.weight") {
+          position_row_bytes = t.bytes.size() / c.max_positions;
         }
         TypeTotals& tt = by_type[std::string(model::TensorTypeName(t.type))];
         ++tt.tensors;
@@ -99,9 +105,8 @@ int RunInfo(const InfoFlags& f) {
   };
   uint64_t active_bytes = total_bytes - expert_bytes;
   uint64_t active_parameters = c.ParameterCount();
-  if (!c.tie_embeddings) {
-    active_bytes -= embedding_row_bytes * (c.vocab_size - 1);
-  }
+  if (!embedding_is_head) active_bytes -= embedding_row_bytes * (c.vocab_size - 1);
+  active_bytes -= position_row_bytes * (c.max_positions > 0 ? c.max_positions - 1 : 0);
   if (c.IsMoe()) {
     const uint64_t idle = c.num_experts - c.experts_per_token;
     active_bytes += expert_bytes / c.num_experts * c.experts_per_token;
@@ -119,6 +124,13 @@ int RunInfo(const InfoFlags& f) {
   // memory bandwidth.
   j["active_parameters"] = active_parameters;
   j["active_weight_bytes_per_token"] = active_bytes;
+  if (c.IsEncoder()) {  // no RoPE: a learned position table, and token types
+    j.erase("rope");
+    j["positions"] = "absolute";
+    j["encoder"] = true;
+    j["type_vocab_size"] = c.type_vocab_size;
+  }
+  if (c.num_labels != 0) j["num_labels"] = c.num_labels;  // a sequence classifier's head
   if (!c.layers.empty()) {
     // Per layer, in order: its window (0 = global) and RoPE base.
     std::vector<uint64_t> windows;

@@ -294,3 +294,22 @@ def test_a_gguf_bert_gives_its_folder_s_vectors(tmp_path):
         assert g.prompt_token_ids == f.prompt_token_ids == tok.encode(text).ids
         assert np.array_equal(np.float32(g.outputs.embedding), np.float32(f.outputs.embedding))
         close(g.outputs.embedding, hf_pooled(model, g.prompt_token_ids, "mean"))
+
+
+def test_folio_info_describes_an_encoder(checkpoint):
+    import subprocess
+    from test_embeddings import FOLIO
+    model, path = checkpoint
+    out = subprocess.run([FOLIO, "info", str(path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    info = json.loads(out.stdout)
+    assert info["architecture"] == "bert" and info["encoder"] is True
+    assert info["positions"] == "absolute" and "rope" not in info
+    assert info["type_vocab_size"] == 2
+    assert info["parameters"] == sum(p.numel() for n, p in model.named_parameters()
+                                     if not n.startswith("pooler."))
+    # A token reads one row of the token and position tables, and the rest.
+    cfg = model.config
+    row = cfg.hidden_size * 4
+    assert info["active_weight_bytes_per_token"] == info["weight_bytes"] - \
+        row * (cfg.vocab_size - 1) - row * (cfg.max_position_embeddings - 1)
