@@ -35,6 +35,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   AddEngineFlags(
       *cmd, f.engine,
       {.num_pages = true, .scheduling = true, .builtin_context = true, .speculative = true});
+  cmd->get_option("--max-num-batched-tokens")->each([&f](const std::string&) {
+    f.budget_given = true;
+  });
   cmd->add_option("--task", f.task,
                   "what to serve: auto (what the model can), generate (completions, chat), "
                   "embed (/v1/embeddings) or rerank (/v1/rerank, /v1/score)")
@@ -104,8 +107,21 @@ int RunServe(const ServeFlags& flags) {
                     " is reachable beyond this machine: give --api-key (or FOLIO_API_KEY), or "
                     "--insecure-no-auth to serve it without authentication"));
   }
+  if (Status s = f.engine.Validate(serving::ArgNames::Flag()); !s.ok()) return Fail(kCommand, s);
+  Result<serving::ServedModel> loaded = serving::LoadServedModel(
+      f.engine.model, f.engine.builtin_positions, f.engine.tokenizer_pre);
+  if (!loaded) return Fail(kCommand, loaded.error());
+  serving::EngineArgs args = f.engine;
+  const model::ModelConfig& mc = loaded->model->config();
+  if (mc.IsEncoder() && !f.budget_given && args.max_num_batched_tokens < mc.max_positions) {
+    // An encoder computes an input in one step: by default a step takes
+    // the longest input the model reads.
+    args.max_num_batched_tokens = mc.max_positions;
+    std::cerr << "folio serve: an encoder computes an input in one step: "
+              << "--max-num-batched-tokens " << mc.max_positions << " (its context)\n";
+  }
   Result<std::unique_ptr<serving::ServingEngine>> engine =
-      serving::ServingEngine::Load(f.engine, serving::ArgNames::Flag());
+      serving::ServingEngine::Create(std::move(*loaded), args, serving::ArgNames::Flag());
   if (!engine) return Fail(kCommand, engine.error());
   const serving::ServedModel& served = (*engine)->served();
   // Checked here, at load: a template folio cannot render stops the start.

@@ -23,6 +23,9 @@ struct ServeFlags {
   // a cross-encoder also scores pairs, a decoder generates and embeds),
   // generate, embed or rerank.
   std::string task = "auto";
+  // Whether --max-num-batched-tokens was given (an encoder's default is
+  // its context: it computes an input in one step).
+  bool budget_given = false;
   std::optional<std::string> chat_template;  // a template file instead of the model's
   // How chat replies are read (serving/chat_request.h, ChatParsers):
   // "auto", "none" or hermes / llama3_json / mistral; "auto", "think" or

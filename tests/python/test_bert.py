@@ -313,3 +313,24 @@ def test_folio_info_describes_an_encoder(checkpoint):
     row = cfg.hidden_size * 4
     assert info["active_weight_bytes_per_token"] == info["weight_bytes"] - \
         row * (cfg.vocab_size - 1) - row * (cfg.max_position_embeddings - 1)
+
+
+def test_serve_gives_an_encoder_a_step_as_long_as_its_context(tmp_path):
+    """An encoder computes an input in one step, so `folio serve` makes the
+    step budget its context unless --max-num-batched-tokens says otherwise."""
+    from test_server import Server
+    cfg = transformers.BertConfig(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=1,
+                                  num_attention_heads=2, intermediate_size=48,
+                                  max_position_embeddings=384)
+    randomize(transformers.BertModel(cfg), 3).save_pretrained(tmp_path)
+    long_input = [2 + i % 250 for i in range(300)]  # more than the general default of 256
+    for flags, status_want in (((), 200), (("--max-num-batched-tokens", "256"), 400)):
+        s = Server("--model", str(tmp_path), *flags)
+        try:
+            status, reply = s.post("/v1/embeddings", {"input": long_input})
+            assert status == status_want, reply
+            if status == 400:
+                assert reply["error"]["param"] == "input" and \
+                    "max_num_batched_tokens" in reply["error"]["message"], reply
+        finally:
+            assert s.stop() == 0, "".join(s.log)
