@@ -108,8 +108,8 @@ int RunServe(const ServeFlags& flags) {
                     "--insecure-no-auth to serve it without authentication"));
   }
   if (Status s = f.engine.Validate(serving::ArgNames::Flag()); !s.ok()) return Fail(kCommand, s);
-  Result<serving::ServedModel> loaded = serving::LoadServedModel(
-      f.engine.model, f.engine.builtin_positions, f.engine.tokenizer_pre);
+  Result<serving::ServedModel> loaded =
+      serving::LoadServedModel(f.engine.model, f.engine.builtin_positions, f.engine.tokenizer_pre);
   if (!loaded) return Fail(kCommand, loaded.error());
   serving::EngineArgs args = f.engine;
   const model::ModelConfig& mc = loaded->model->config();
@@ -143,13 +143,14 @@ int RunServe(const ServeFlags& flags) {
   if (f.served_model_names.size() > 1) {
     info.aliases.assign(f.served_model_names.begin() + 1, f.served_model_names.end());
   }
-  const bool encoder = served.model->config().IsEncoder();
   if (f.task == "generate") {
-    if (encoder) {
-      return Fail(kCommand, Status::InvalidArgument(
-                                StrCat("--task generate: the model is an encoder (",
-                                       model::ArchitectureName(served.model->config().architecture),
-                                       "); it embeds and generates nothing")));
+    if (!info.generate) {  // an encoder or a sequence classifier
+      const model::ModelConfig& c = served.model->config();
+      return Fail(
+          kCommand,
+          Status::InvalidArgument(StrCat(
+              "--task generate: the model (", model::ArchitectureName(c.architecture), ") is ",
+              c.IsEncoder() ? "an encoder" : "a sequence classifier", ": it generates nothing")));
     }
     info.embed = false;
     info.score = false;

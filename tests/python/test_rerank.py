@@ -209,3 +209,8 @@ def test_qwen3_reranker_scores_like_transformers(qwen3_reranker):
         assert status == 400 and reply["error"]["param"] == "model", reply
     finally:
         assert s.stop() == 0, "".join(s.log)
+    import subprocess
+    from test_server import FOLIO
+    out = subprocess.run([FOLIO, "serve", "--model", str(path), "--task", "generate"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0 and "sequence classifier" in out.stderr, out.stderr
