@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "folio/tokenizer/tokenizer.h"
+#include "tokenizer/tokenizer_json_fixture.h"
 
 namespace folio::tokenizer {
 namespace {
@@ -56,34 +57,9 @@ Json BaseJson() {
   };
 }
 
-class WordPieceJson : public ::testing::Test {
+class WordPieceJson : public TokenizerJsonFixture {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("folio_wordpiece_json_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  Result<Tokenizer> Load(const Json& j) {
-    const auto path = dir_ / "tokenizer.json";
-    std::ofstream(path, std::ios::binary) << j.dump();
-    return Tokenizer::FromTokenizerJson(path);
-  }
-  // Loads a mutated base and expects `code` with `needle` in the message.
-  void ExpectRefused(const std::function<void(Json&)>& mutate, StatusCode code,
-                     const std::string& needle) {
-    Json j = BaseJson();
-    mutate(j);
-    auto r = Load(j);
-    ASSERT_FALSE(r.ok()) << "accepted: " << j.dump().substr(0, 200);
-    EXPECT_EQ(r.error().code(), code) << r.error().ToString();
-    EXPECT_NE(r.error().message().find(needle), std::string::npos)
-        << "message '" << r.error().message() << "' lacks '" << needle << "'";
-  }
-
-  std::filesystem::path dir_;
+  Json Base() const override { return BaseJson(); }
 };
 
 TEST_F(WordPieceJson, BaseLoadsAndEncodes) {

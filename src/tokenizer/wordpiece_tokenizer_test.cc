@@ -11,6 +11,7 @@
 
 #include "folio/tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_internal.h"
+#include "tokenizer/tokenizer_json_fixture.h"
 
 namespace folio::tokenizer {
 namespace {
@@ -79,26 +80,15 @@ Json BertJson() {
   };
 }
 
-class WordPiece : public ::testing::Test {
+class WordPiece : public TokenizerJsonFixture {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           ("folio_wordpiece_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
+  Json Base() const override { return BertJson(); }
   Tokenizer Load(const Json& j) {
-    const auto path = dir_ / "tokenizer.json";
-    std::ofstream(path, std::ios::binary) << j.dump();
-    auto tok = Tokenizer::FromTokenizerJson(path);
+    auto tok = TokenizerJsonFixture::Load(j);
     EXPECT_TRUE(tok.ok()) << tok.error().ToString();
     return *std::move(tok);
   }
   Ids Encode(const Json& j, std::string_view text) { return *Load(j).Encode(text, false); }
-
-  std::filesystem::path dir_;
 };
 
 TEST_F(WordPiece, GreedyLongestMatchFirst) {
