@@ -234,29 +234,31 @@ std::vector<GridCase> Grid() {
 
 INSTANTIATE_TEST_SUITE_P(Sweep, PagedAttentionGrid, ::testing::ValuesIn(Grid()));
 
-// Gemma 2's soft-capping against the float64 reference, with scores large
-// enough (scale 1) that the cap bends most of them; tanh is 1-Lipschitz, so
-// the uncapped tolerance holds. And the cap changes the result.
-TEST(PagedAttention, SoftcapMatchesReference) {
+// An attention option (set on p by `turn_on`) against the float64
+// reference, on f32, bf16 and i8 pages with a window and a chunked
+// prefill beside a short sequence; and the option changes the result.
+void ExpectOptionMatchesReference(
+    double scale, uint64_t seed,
+    const std::function<void(const GridCase&, PagedAttentionParams&)>& turn_on) {
   for (const GridCase& c : {GridCase{16, 530, 37, 8, 2, 64, 100, DType::kF32},
                             GridCase{5, 300, 1, 4, 1, 37, 0, DType::kBF16},
                             GridCase{3, 40, 40, 4, 2, 64, 0, DType::kI8}}) {
-    const std::vector<SeqSpec> seqs = {{c.context, c.query_len, 21}, {7, 2, 22}};
-    const PagedBatch b = Place(seqs, c.kv_heads, c.head_dim, c.page_size, c.dtype, 98);
+    const std::vector<SeqSpec> seqs = {{c.context, c.query_len, seed}, {7, 2, seed + 1}};
+    const PagedBatch b = Place(seqs, c.kv_heads, c.head_dim, c.page_size, c.dtype, seed + 2);
     const auto q = Queries(seqs, c.q_heads, c.head_dim);
     PagedAttentionParams p;
     p.num_q_heads = c.q_heads;
-    p.scale = 1.0;
+    p.scale = scale != 0 ? scale : 1.0 / std::sqrt(static_cast<double>(c.head_dim));
     p.window = c.window;
-    const std::vector<float> uncapped = RunKernel(p, q, b);
-    p.softcap = 1.5;
+    const std::vector<float> without = RunKernel(p, q, b);
+    turn_on(c, p);
     std::vector<float> ref(q.size());
     ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
     const double tol =
         ReferenceTolerance(c.head_dim, p.scale, c.context + 1) * (IsQuantized(c.dtype) ? 4.0 : 1.0);
     ForEachTarget([&] {
       const auto out = RunKernel(p, q, b);
-      EXPECT_NE(out, uncapped);
+      EXPECT_NE(out, without);
       for (size_t i = 0; i < out.size(); ++i) {
         ASSERT_NEAR(out[i], ref[i], tol) << "element " << i << " of " << c.head_dim;
       }
@@ -264,36 +266,23 @@ TEST(PagedAttention, SoftcapMatchesReference) {
   }
 }
 
+// Gemma 2's soft-capping, with scores large enough (scale 1) that the cap
+// bends most of them; tanh is 1-Lipschitz, so the uncapped tolerance holds.
+TEST(PagedAttention, SoftcapMatchesReference) {
+  ExpectOptionMatchesReference(1.0, 21,
+                               [](const GridCase&, PagedAttentionParams& p) { p.softcap = 1.5; });
+}
+
 // gpt-oss's attention sinks: one logit per query head in each row's softmax
-// denominator. Against the float64 reference; they change the result.
+// denominator.
 TEST(PagedAttention, SinksMatchReference) {
-  for (const GridCase& c : {GridCase{16, 530, 37, 8, 2, 64, 100, DType::kF32},
-                            GridCase{5, 300, 1, 4, 1, 37, 0, DType::kBF16},
-                            GridCase{3, 40, 40, 4, 2, 64, 0, DType::kI8}}) {
-    const std::vector<SeqSpec> seqs = {{c.context, c.query_len, 23}, {7, 2, 24}};
-    const PagedBatch b = Place(seqs, c.kv_heads, c.head_dim, c.page_size, c.dtype, 97);
-    const auto q = Queries(seqs, c.q_heads, c.head_dim);
-    PagedAttentionParams p;
-    p.num_q_heads = c.q_heads;
-    p.scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
-    p.window = c.window;
-    const std::vector<float> plain = RunKernel(p, q, b);
-    std::vector<float> sinks(c.q_heads);
+  std::vector<float> sinks;
+  ExpectOptionMatchesReference(0.0, 23, [&](const GridCase& c, PagedAttentionParams& p) {
+    sinks.resize(c.q_heads);
     SplitMix64 rng(c.q_heads + c.context);
     for (float& x : sinks) x = static_cast<float>(rng.NextUnit() * 6.0 - 2.0);
     p.sinks = sinks;
-    std::vector<float> ref(q.size());
-    ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
-    const double tol =
-        ReferenceTolerance(c.head_dim, p.scale, c.context + 1) * (IsQuantized(c.dtype) ? 4.0 : 1.0);
-    ForEachTarget([&] {
-      const auto out = RunKernel(p, q, b);
-      EXPECT_NE(out, plain);
-      for (size_t i = 0; i < out.size(); ++i) {
-        ASSERT_NEAR(out[i], ref[i], tol) << "element " << i << " of " << c.head_dim;
-      }
-    });
-  }
+  });
 }
 
 // ---- determinism: bits, not tolerances ---------------------------------------
