@@ -1,5 +1,6 @@
 #include "cli/embed_command.h"
 
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 #include <map>
@@ -59,14 +60,19 @@ int RunEmbed(const EmbedFlags& f) {
     inputs.push_back(std::move(tokens));
   }
   // Room for every input at once, no prefix cache (each is computed whole).
-  uint64_t pages = 1, tokens = 0;
+  uint64_t pages = 1, tokens = 0, longest = 0;
   for (const std::vector<int32_t>& input : inputs) {
     if (input.empty()) return Fail(kCommand, Status::InvalidArgument("an input has no tokens"));
     pages += (input.size() + args.page_size - 1) / args.page_size;
     tokens += input.size();
+    longest = std::max<uint64_t>(longest, input.size());
   }
   args.num_pages = pages;
   args.prefix_caching = false;
+  // An encoder computes an input in one step: a step holds the longest.
+  if (loaded->model->config().IsEncoder()) {
+    args.max_num_batched_tokens = std::max(args.max_num_batched_tokens, longest);
+  }
   const std::string model_name = loaded->builtin ? "builtin" : args.model;
   const engine::Pooling pooling =
       f.pooling.empty() ? loaded->DefaultPooling() : *engine::PoolingFromName(f.pooling);

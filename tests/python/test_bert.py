@@ -334,3 +334,11 @@ def test_serve_gives_an_encoder_a_step_as_long_as_its_context(tmp_path):
                     "max_num_batched_tokens" in reply["error"]["message"], reply
         finally:
             assert s.stop() == 0, "".join(s.log)
+    # `folio embed` sizes its step for its longest input likewise.
+    import subprocess
+    from test_embeddings import FOLIO
+    out = subprocess.run([FOLIO, "embed", "--model", str(tmp_path), "--threads", "1", "--tokens",
+                          ",".join(map(str, long_input))], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert len(json.loads(out.stdout)["data"][0]["embedding"]) == 32
