@@ -7,10 +7,12 @@ layers, against what it would hold with every layer global. Prints JSON.
 
 It starts `folio serve`, sends one greedy completion whose prompt is about
 --context tokens, and polls /metrics while the request runs. The request's
-pages are folio_kv_pages_held_by_requests, at their peak (during prefill,
-when a chunk's pages and the last chunk's are held besides the window) and
-at the last poll (decoding) (the prefix cache's are apart);
-a page costs folio_kv_page_bytes. Every layer global would hold
+pages are folio_kv_pages_held_by_requests (the prefix cache's are apart),
+at their peak and at the last poll (decoding); a page costs
+folio_kv_page_bytes. /metrics is published between steps: within a prefill
+step of C tokens a windowed group also holds the step's own rows, at most
+ceil((W - 1 + C) / page_size) + 1 pages, which the rule gives as
+"within_step_bound" (C = --step-tokens). Every layer global would hold
 ceil(tokens / page_size) pages of all the model's layers: the layer groups
 from `folio info` say how many layers one page holds.
 """
@@ -23,6 +25,7 @@ ap.add_argument("--context", type=int, default=8192)
 ap.add_argument("--max-tokens", type=int, default=16)
 ap.add_argument("--page-size", type=int, default=16)
 ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--step-tokens", type=int, default=512, help="--max-num-batched-tokens")
 a = ap.parse_args()
 
 info = json.loads(subprocess.run([a.folio, "info", a.model], check=True,
@@ -32,7 +35,7 @@ layers_per_page = len(groups[0]["layers"])
 
 p = subprocess.Popen([a.folio, "serve", "--model", a.model, "--port", "0", "--threads",
                       str(a.threads), "--page-size", str(a.page_size),
-                      "--max-num-batched-tokens", "512", "--num-pages", "4096"],
+                      "--max-num-batched-tokens", str(a.step_tokens), "--num-pages", "4096"],
                      stderr=subprocess.PIPE, text=True)
 port = None
 while port is None:
@@ -90,6 +93,12 @@ p.wait()
 usage = reply["usage"]
 tokens = usage["prompt_tokens"] + usage["completion_tokens"] - 1  # the last is never fed
 all_global_pages = math.ceil(tokens / a.page_size) * info["layers"] / layers_per_page
+# Within a prefill step (the peak is the prompt's last step: the global
+# groups then hold the whole prompt).
+prompt_pages = math.ceil(usage["prompt_tokens"] / a.page_size)
+within_step = sum(prompt_pages if g["window"] == 0 else
+                  min(prompt_pages, math.ceil((g["window"] - 1 + a.step_tokens) / a.page_size) + 1)
+                  for g in groups)
 out = {
     "model": a.model,
     "layers": info["layers"],
@@ -106,6 +115,9 @@ out = {
     "ratio_peak": peak["held"] / all_global_pages,
     "request_pages_decoding": peak["last"],
     "ratio_decoding": peak["last"] / all_global_pages,
+    "step_tokens": a.step_tokens,
+    "request_pages_within_step_bound": within_step,
+    "ratio_within_step_bound": within_step / all_global_pages,
     "pool_pages_used_peak": peak["used"],
     "seconds": round(seconds, 1),
 }

@@ -55,8 +55,8 @@ Result<std::vector<kv::BatchMetadata>> KvCacheManager::BuildBatchMetadata(
   return metas;
 }
 
-void KvCacheManager::Commit(const kv::AppendPlan& plan) {
-  const std::vector<kv::PageId> released = cache_.Commit(plan);
+void KvCacheManager::Commit(const kv::AppendPlan& plan, std::span<const uint64_t> num_revocable) {
+  const std::vector<kv::PageId> released = cache_.Commit(plan, num_revocable);
   if (prefix_caching_) prefix_.Touch(released);
 }
 

@@ -284,7 +284,11 @@ void Scheduler::Abandon(SchedulerOutput&& out) {
 Status Scheduler::Commit(const SchedulerOutput& out) {
   if (out.empty()) return Status::Ok();
   FOLIO_CHECK(out.plan.has_value());
-  kv_->Commit(*out.plan);
+  // Only a step's drafts can be taken back (AcceptDraft truncates to the
+  // accepted ones), so a window's pages go back as soon as the rest allows.
+  std::vector<uint64_t> num_revocable;
+  for (const ScheduledSequence& p : out.scheduled) num_revocable.push_back(p.num_draft);
+  kv_->Commit(*out.plan, num_revocable);
   for (const ScheduledSequence& p : out.scheduled) {
     Sequence& s = Get(p.id);
     if (p.admitted_now) {

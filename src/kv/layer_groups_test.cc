@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "folio/core/checked_math.h"
@@ -30,7 +31,8 @@ PagedKvCacheConfig Config(std::vector<uint64_t> windows, uint64_t page_size, uin
 
 // One committed step of n tokens for seq; every layer's rows name the
 // position, so that reads can check them. Returns Commit's released pages.
-std::vector<PageId> Step(PagedKvCache& c, SeqId seq, uint64_t n) {
+std::vector<PageId> Step(PagedKvCache& c, SeqId seq, uint64_t n,
+                         std::optional<uint64_t> num_revocable = std::nullopt) {
   auto plan = c.PrepareAppend(Requests{{seq, n}});
   EXPECT_TRUE(plan.ok() && plan->has_value());
   for (uint64_t l = 0; l < c.config().num_layers; ++l) {
@@ -42,7 +44,8 @@ std::vector<PageId> Step(PagedKvCache& c, SeqId seq, uint64_t n) {
     const Status w = c.WriteRows(l, (*plan)->slot_mapping(c.group_of(l)), k, v);
     EXPECT_TRUE(w.ok()) << w.ToString();
   }
-  return c.Commit(**plan);
+  if (!num_revocable) return c.Commit(**plan);
+  return c.Commit(**plan, std::vector<uint64_t>{*num_revocable});
 }
 
 uint64_t PagesHeld(const PagedKvCache& c, SeqId seq) {
@@ -122,6 +125,34 @@ TEST(LayerGroups, TruncateRefusesToCutBelowWhatTheWindowReleased) {
   EXPECT_EQ(std::vector<PageId>(c.block_table(s, 1).begin(), c.block_table(s, 1).end()), before);
   EXPECT_TRUE(c.Truncate(s, 20).ok());
   EXPECT_EQ(c.pool().num_used(), PagesHeld(c, s));
+}
+
+TEST(LayerGroups, AStepThatCannotBeTakenBackReleasesAtItsEnd) {
+  // Told that none of a step's tokens can be taken back, Commit releases
+  // what the query at the new length no longer sees, one step sooner.
+  PagedKvCache c = *PagedKvCache::Create(Config({8, 0}, 4, 64));
+  const SeqId s = c.AddSequence();
+  Step(c, s, 20, 0);
+  // From 20: the next query (position 20) sees 13 on, so pages 0-2 go.
+  EXPECT_EQ(c.block_table(s, 1)[2], -1);
+  EXPECT_NE(c.block_table(s, 1)[3], -1);
+  EXPECT_EQ(c.Truncate(s, 15).code(), StatusCode::kFailedPrecondition);  // sees 8
+  // A step of 1 + 3 drafts: only the drafts may go, so it keeps what a
+  // query at 21 sees (14 on: page 3 on) and Truncate to 21 works.
+  const std::vector<PageId> released = Step(c, s, 4, 3);
+  EXPECT_TRUE(released.empty());
+  EXPECT_NE(c.block_table(s, 1)[3], -1);
+  EXPECT_TRUE(c.Truncate(s, 21).ok());
+  EXPECT_EQ(c.pool().num_used(), PagesHeld(c, s));
+  // Against the default (every token revocable), a step of 12 prompt
+  // tokens from 21 keeps the window's pages from 26 / 4 = 6 on, not from
+  // (21 + 1 - 8) / 4 = 3 on.
+  PagedKvCache d = *PagedKvCache::Create(Config({8, 0}, 4, 64));
+  const SeqId t = d.AddSequence();
+  Step(d, t, 21);
+  Step(d, t, 12);
+  Step(c, s, 12, 0);
+  EXPECT_EQ(PagesHeld(c, s) + 3, PagesHeld(d, t));
 }
 
 TEST(LayerGroups, AMarginKeepsPositionsForTruncate) {

@@ -708,17 +708,28 @@ void PagedKvCache::CheckPending(const AppendPlan& plan) const {
               " is not the pending plan ", pending_plan_);
 }
 
-std::vector<PageId> PagedKvCache::Commit(const AppendPlan& plan) {
+std::vector<PageId> PagedKvCache::Commit(const AppendPlan& plan,
+                                         std::span<const uint64_t> num_revocable) {
   CheckPending(plan);
+  FOLIO_CHECK(num_revocable.empty() || num_revocable.size() == plan.seqs_.size(),
+              "num_revocable holds ", num_revocable.size(), " counts for ", plan.seqs_.size(),
+              " sequences");
+  for (size_t i = 0; i < num_revocable.size(); ++i) {
+    FOLIO_CHECK(num_revocable[i] <= plan.num_new_tokens_[i], "sequence ", plan.seqs_[i], ": ",
+                num_revocable[i], " revocable of ", plan.num_new_tokens_[i], " new tokens");
+  }
   pool_.EndJournal();
   pending_plan_ = 0;
   std::vector<PageId> released;
   for (size_t i = 0; i < plan.seqs_.size(); ++i) {
     Sequence& seq = seqs_.find(plan.seqs_[i])->second;
-    const uint64_t old_length = seq.length;
     seq.length += plan.num_new_tokens_[i];
+    // The shortest length a later Truncate may leave: the next query sits
+    // there or after it.
+    const uint64_t floor =
+        seq.length - (num_revocable.empty() ? plan.num_new_tokens_[i] : num_revocable[i]);
     for (size_t g = 0; g < groups_.size(); ++g) {
-      const uint64_t end = FirstKept(groups_[g].window, old_length) / config_.page_size;
+      const uint64_t end = FirstKept(groups_[g].window, floor) / config_.page_size;
       for (; seq.released[g] < end; ++seq.released[g]) {
         PageId& page = seq.tables[g][seq.released[g]];
         Unref(page);

@@ -109,9 +109,10 @@ class KvCacheManager {
   // The step's metadata of every layer group, [num_groups].
   Result<std::vector<kv::BatchMetadata>> BuildBatchMetadata(std::span<const kv::SeqId> seqs,
                                                             const kv::AppendPlan& plan) const;
-  // Commits the plan; the pages a window released become eviction
-  // candidates when the prefix cache holds them.
-  void Commit(const kv::AppendPlan& plan);
+  // Commits the plan (num_revocable as PagedKvCache::Commit takes it); the
+  // pages a window released become eviction candidates when the prefix
+  // cache holds them.
+  void Commit(const kv::AppendPlan& plan, std::span<const uint64_t> num_revocable = {});
   void Abort(kv::AppendPlan&& plan) { cache_.Abort(std::move(plan)); }
 
   // Caches the full pages among seq's first num_computed tokens (`tokens`

@@ -50,11 +50,13 @@
 // position p lives at slot p % page_size of page table[p / page_size].
 // Outside a step, table.size() == ceil(length / page_size): a page is
 // allocated only when a token does not fit in the tail page. In a group of
-// window W, Commit releases the pages no query of the step or any later
-// one can see: those wholly before position old_length + 1 - W, old_length
-// being the length before the step (a later step's queries sit at or after
-// it, since Truncate never cuts below it; config.window_margin keeps more). Their table entries
-// become -1, always a prefix of the table. Fork shares every page (refcount + 1); a shared page is
+// window W, Commit releases the pages no later query can see. The next
+// query sits at the new length, unless Truncate takes back some of the
+// step's tokens (a speculative step's drafts): Commit is told how many it
+// may take back (all of them unless told), and releases the pages wholly
+// before position floor + 1 - W, floor being the new length less those
+// (config.window_margin keeps more). Their table entries become -1, always a
+// prefix of the table. Fork shares every page (refcount + 1); a shared page is
 // never written: appending to a sequence whose partially filled tail is shared first copies that
 // tail (copy-on-write). Release returns each page reference the sequence holds exactly once.
 //
@@ -361,9 +363,13 @@ class PagedKvCache {
       std::span<const std::pair<SeqId, uint64_t>> requests);
   // Advances every planned sequence's length, then releases the windowed
   // groups' pages no later query can see (see "Sequences"); returns those
-  // pages, for a holder to note that a sequence let go of them. plan must
-  // be the pending one (checked).
-  std::vector<PageId> Commit(const AppendPlan& plan);
+  // pages, for a holder to note that a sequence let go of them.
+  // num_revocable[i] is how many of plan.seqs()[i]'s new tokens a later
+  // Truncate may take back; empty means all of them (a step that is all
+  // prompt passes zeros, so its window's pages go back one step sooner).
+  // plan must be the pending one, num_revocable empty or one count per
+  // sequence, each at most its new tokens (checked).
+  std::vector<PageId> Commit(const AppendPlan& plan, std::span<const uint64_t> num_revocable = {});
   // Undoes the plan exactly (see the top of this file). plan must be the
   // pending one (checked).
   void Abort(AppendPlan&& plan);
