@@ -73,8 +73,9 @@ class Tokenizer:
 
         Rendered by folio's Jinja engine with the model's own chat template
         (chat_template: a template's text to use instead), or, for a model
-        that ships none, ChatML or folio's plain format; byte-level models
-        get the plain format. kwargs become template variables (tools,
+        that ships none, ChatML when its vocabulary has the markers (else a
+        ValueError naming chat_template); byte-level models get folio's
+        plain format. kwargs become template variables (tools,
         documents, ...). tokenize=True returns ids, with the tokenizer's
         special tokens unless the template writes them itself, as LLM.chat
         sends them. ValueError for a template that does not parse or

@@ -3,8 +3,9 @@
 //
 // It renders exactly as `folio serve` does (serving/chat_format.h, through
 // serving::ServedModel::MakeChatFormat): the model's own Jinja template, or a
-// template the caller gives, or, for a model that ships none, ChatML or
-// folio's plain format; byte-level models get the plain format.
+// template the caller gives, or, for a model that ships none, ChatML (or
+// a refusal, without ChatML's markers); byte-level models get folio's plain
+// format.
 #ifndef FOLIO_PYTHON_CHAT_PROMPT_H_
 #define FOLIO_PYTHON_CHAT_PROMPT_H_
 

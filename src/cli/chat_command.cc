@@ -186,6 +186,7 @@ int RunChat(const ChatFlags& f) {
   if (!loaded) return Fail(kCommand, loaded.error());
   Result<serving::ChatFormat> format = loaded->MakeChatFormat(f.chat_template);
   if (!format) return Fail(kCommand, format.error());
+  if (Status can = format->CanChat(); !can.ok()) return Fail(kCommand, can);
   const uint64_t context = std::min<uint64_t>(loaded->model->config().max_positions, f.max_context);
 
   // One engine for the whole conversation, with prefix caching: each turn

@@ -39,6 +39,8 @@ std::string_view ChatFormatSourceName(ChatFormatSource source) {
       return "chatml";
     case ChatFormatSource::kPlain:
       return "plain";
+    case ChatFormatSource::kNone:
+      return "none";
   }
   return "unknown";
 }
@@ -58,9 +60,11 @@ Result<ChatFormat> ChatFormat::Create(std::string_view model_source,
              tokenizer->TokenId("<|im_end|>")) {
     source = ChatFormatSource::kChatML;
     text = kChatML;
-  } else {
+  } else if (tokenizer == nullptr) {
     source = ChatFormatSource::kPlain;
     text = kPlain;
+  } else {
+    source = ChatFormatSource::kNone;  // Render refuses; the empty template is never run
   }
   Result<chat::Template> t = chat::Template::Parse(text);
   if (!t) {
@@ -86,9 +90,18 @@ Result<ChatFormat> ChatFormat::Create(std::string_view model_source,
   return f;
 }
 
+Status ChatFormat::CanChat() const {
+  if (source_ != ChatFormatSource::kNone) return Status::Ok();
+  return Status::InvalidArgument(
+      "the model ships no chat template and its vocabulary has no ChatML markers, so folio "
+      "cannot know how it expects a conversation (a base model?); give a template "
+      "(--chat-template FILE; Python: chat_template=...) or send a completion");
+}
+
 Result<RenderedChat> ChatFormat::Render(const nlohmann::ordered_json& messages,
                                         bool add_generation_prompt,
                                         const nlohmann::ordered_json& extra) const {
+  FOLIO_RETURN_IF_ERROR(CanChat());
   // The variables apply_chat_template passes, in its order; extra keys
   // (tools, documents, ...) override.
   nlohmann::ordered_json vars = nlohmann::ordered_json::object();

@@ -44,9 +44,19 @@ TEST(ChatFormat, PlainForAByteLevelModelAndChatMLWhenTheVocabularyHasIt) {
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n");
   EXPECT_EQ(chatml->end_of_turn_ids(), std::vector<int32_t>{*qwen.TokenId("<|im_end|>")});
 
-  // A vocabulary without ChatML's markers gets plain.
+  // A real vocabulary without ChatML's markers and no template: no format;
+  // a conversation is refused naming the flag that gives one.
   const tokenizer::Tokenizer llama = Fixture("llama3");
-  EXPECT_EQ(ChatFormat::Create("", std::nullopt, &llama)->source(), ChatFormatSource::kPlain);
+  Result<ChatFormat> none = ChatFormat::Create("", std::nullopt, &llama);
+  ASSERT_TRUE(none.ok()) << none.error().ToString();
+  EXPECT_EQ(none->source(), ChatFormatSource::kNone);
+  Result<RenderedChat> refused = none->Render(kMessages, true);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.error().message().find("--chat-template"), std::string::npos);
+  // A template file gives it one.
+  EXPECT_EQ(ChatFormat::Create("", "{{ messages[0].content }}", &llama)->source(),
+            ChatFormatSource::kFile);
 }
 
 // A model's own template: rendered by the Jinja engine with bos/eos from

@@ -146,3 +146,34 @@ def test_perplexity_is_within_one_percent_of_the_reference(reference):
           f"{len(want)} tokens")
     assert abs(ppl / ppl_ref - 1) < 0.01
     assert np.allclose(got["token_logprobs"], want, atol=0.05)
+
+
+def test_a_base_model_without_a_template_serves_completions_and_refuses_chat(tmp_path):
+    # The 270M base GGUF ships no chat template and no ChatML markers:
+    # completions work, a conversation is refused naming --chat-template
+    # (not written in a format the model never saw), and a template file
+    # makes chat work.
+    from test_server import Server
+    chat = subprocess.run([FOLIO, "chat", "--model", str(MODEL)], input="hi\n",
+                          capture_output=True, text=True, timeout=120)
+    assert chat.returncode != 0 and "--chat-template" in chat.stderr, chat.stderr
+    template = tmp_path / "turns.jinja"
+    template.write_text("{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}"
+                        "<end_of_turn>\n{% endfor %}<start_of_turn>model\n")
+    messages = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+                "temperature": 0}
+    s = Server("--model", str(MODEL))
+    try:
+        status, _, body = s.request("POST", "/v1/completions",
+                                    {"prompt": "The capital of France is", "max_tokens": 2})
+        assert status == 200, body
+        status, _, body = s.request("POST", "/v1/chat/completions", messages)
+        assert status == 400 and b"--chat-template" in body, body
+    finally:
+        assert s.stop() == 0, "".join(s.log)
+    s = Server("--model", str(MODEL), "--chat-template", str(template))
+    try:
+        status, _, body = s.request("POST", "/v1/chat/completions", messages)
+        assert status == 200, body
+    finally:
+        assert s.stop() == 0, "".join(s.log)

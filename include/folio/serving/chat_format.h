@@ -1,7 +1,11 @@
 // How a served model turns a conversation into prompt text: its own chat
 // template (the Jinja source a model file ships), a template file given
 // with --chat-template, or, only when the model ships none, ChatML (when
-// its vocabulary has ChatML's markers) or folio's documented plain format.
+// its vocabulary has ChatML's markers). folio's byte-level built-in models
+// get folio's documented plain format. A real model with neither (a base
+// model's GGUF) has no chat format ("none"): it serves completions, and a
+// conversation is refused naming --chat-template, rather than written in a
+// format the model never saw (transformers refuses the same since 4.44).
 // Templates render through folio::chat::Template, exactly as Hugging
 // Face's apply_chat_template renders them with jinja2.
 //
@@ -26,9 +30,9 @@
 
 namespace folio::serving {
 
-enum class ChatFormatSource { kModel, kFile, kChatML, kPlain };
+enum class ChatFormatSource { kModel, kFile, kChatML, kPlain, kNone };
 
-// "model", "file", "chatml", "plain".
+// "model", "file", "chatml", "plain", "none".
 std::string_view ChatFormatSourceName(ChatFormatSource source);
 
 struct RenderedChat {
@@ -55,11 +59,15 @@ class ChatFormat {
   // content a string; other keys are passed on as given). extra: more
   // template variables (tools, documents, anything else), an object or
   // null. Errors: the template's own (raise_exception gives
-  // kInvalidArgument "chat template raised: ..."), a render limit.
+  // kInvalidArgument "chat template raised: ..."), a render limit; source
+  // "none": kInvalidArgument naming --chat-template.
   Result<RenderedChat> Render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                               const nlohmann::ordered_json& extra = nullptr) const;
 
   ChatFormatSource source() const { return source_; }
+  // Ok, or for source "none" the InvalidArgument Render gives: for a front
+  // end whose only job is chat to refuse at start.
+  Status CanChat() const;
   // Token ids that end an assistant turn besides eos: the end-of-turn
   // markers (<|im_end|>, <|eot_id|>, <end_of_turn>, <|end|>, ...) that the
   // template writes and the vocabulary holds as one token.
