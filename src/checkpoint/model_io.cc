@@ -861,6 +861,7 @@ Status SaveModel(const Model& model, const std::filesystem::path& dir) {
                     case TensorType::kQ3_K:
                     case TensorType::kIQ4_NL:
                     case TensorType::kIQ4_XS:
+                    case TensorType::kMXFP4:
                       status = Status::Unimplemented("tensor " + name + " is " +
                                                      std::string(model::TensorTypeName(t.type)) +
                                                      ", which safetensors cannot hold");

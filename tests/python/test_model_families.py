@@ -111,10 +111,12 @@ def mixtral(seed=0):
     return randomize(transformers.MixtralForCausalLM(cfg), seed)
 
 
-def write_moe_gguf(model, path):
+def write_moe_gguf(model, path, experts=None):
     """Qwen3-MoE as llama.cpp's converter writes it: the router as
     ffn_gate_inp, each projection's experts stacked into one 3-D
-    ffn_{gate,up,down}_exps tensor."""
+    ffn_{gate,up,down}_exps tensor. experts(name, x), when given, returns
+    what to store for the stacked f32 tensor x: (array, None) or (raw
+    blocks, their gguf quantization type)."""
     import gguf
     cfg = model.config
     w = gguf_writer(path, "qwen3moe", cfg)
@@ -157,7 +159,9 @@ def write_moe_gguf(model, path):
             stack = lambda r: np.stack([sd[f"{p}{j}.{r}.weight"] for j in range(cfg.num_experts)])
             gate, up, down = stack("gate_proj"), stack("up_proj"), stack("down_proj")
         for role, x in (("gate", gate), ("up", up), ("down", down)):
-            w.add_tensor(f"blk.{i}.ffn_{role}_exps.weight", np.ascontiguousarray(x))
+            name = f"blk.{i}.ffn_{role}_exps.weight"
+            data, raw = experts(name, np.ascontiguousarray(x)) if experts else (x, None)
+            w.add_tensor(name, np.ascontiguousarray(data), raw_dtype=raw)
     finish(w)
 
 
@@ -502,6 +506,67 @@ def test_qwen3moe_yarn_folder_and_gguf_match_transformers(tmp_path):
     check(run_folio(tmp_path / "m", ids), want, want_greedy)
     write_moe_gguf(model, tmp_path / "m.gguf")
     check(run_folio(tmp_path / "m.gguf", ids, "--page-size", "4"), want, want_greedy)
+
+
+def set_qwen3moe_experts(model, layer, gate, up, down):
+    """Puts stacked [experts, rows, cols] gate, up and down weights into the
+    transformers model (fused or per-expert form, as write_moe_gguf reads)."""
+    mlp = model.model.layers[layer].mlp
+    with torch.no_grad():
+        if hasattr(mlp.experts, "gate_up_proj"):
+            mlp.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
+            mlp.experts.down_proj.copy_(torch.from_numpy(down))
+        else:
+            for j, e in enumerate(mlp.experts):
+                e.gate_proj.weight.copy_(torch.from_numpy(gate[j]))
+                e.up_proj.weight.copy_(torch.from_numpy(up[j]))
+                e.down_proj.weight.copy_(torch.from_numpy(down[j]))
+
+
+def test_qwen3moe_gguf_mxfp4_experts_compute_on_their_values(tmp_path):
+    # Experts stored as MXFP4 by the gguf package (rows of 64 and 32, whole
+    # blocks) against the same file with those tensors stored as the f32
+    # values the package dequantizes them to: the same math on the same
+    # values, so folio's logits are equal bit for bit, on either
+    # activation path (MXFP4, like IQ4_NL, has no packed q8 kernel). And
+    # transformers run on those values agrees.
+    import gguf
+    mx = gguf.GGMLQuantizationType.MXFP4
+    model = qwen3moe(True, seed=15)
+    stored = {}
+
+    def quantized(name, x):
+        stored[name] = gguf.quants.quantize(x.astype(np.float32), mx)
+        return stored[name], mx
+
+    def dequantized(name, x):
+        return gguf.quants.dequantize(stored[name], mx).reshape(x.shape), None
+
+    write_moe_gguf(model, tmp_path / "mx.gguf", quantized)
+    write_moe_gguf(model, tmp_path / "f32.gguf", dequantized)
+    ids = prompt(model.config.vocab_size, seed=59)
+    want = hf_logits(model, ids)
+    for i in range(model.config.num_hidden_layers):
+        set_qwen3moe_experts(model, i, *(
+            gguf.quants.dequantize(stored[f"blk.{i}.ffn_{r}_exps.weight"], mx)
+            for r in ("gate", "up", "down")))
+    rounded = hf_logits(model, ids)
+    tol = 1e-4 * max(1.0, np.abs(rounded).max())
+    assert np.abs(rounded - want).max() > 100 * tol  # MXFP4 moved the values
+    for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"],
+                  ["--matmul-activations", "q8"]):
+        got = run_folio(tmp_path / "mx.gguf", ids, *extra)
+        assert got == run_folio(tmp_path / "f32.gguf", ids, *extra)
+        check(got, rounded, hf_greedy(model, ids, GREEDY))
+    # 4.25 bits a weight: 17 bytes per 32.
+    info = folio_info(tmp_path / "mx.gguf")
+    cfg = model.config
+    elements = cfg.num_hidden_layers * cfg.num_experts * 3 * cfg.hidden_size * \
+        cfg.moe_intermediate_size
+    assert info["weight_types"]["mxfp4"] == {
+        "tensors": cfg.num_hidden_layers * cfg.num_experts * 3, "elements": elements,
+        "bytes": elements // 32 * 17, "bits_per_weight": 4.25}
+    assert info["experts"]["expert_weight_bytes"] == elements // 32 * 17
 
 
 def folio_info(path):

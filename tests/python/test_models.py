@@ -139,7 +139,8 @@ def test_unknown_backend_is_refused_by_name(tmp_path):
 GGUF_CASES = [("llama", "q8_0"), ("llama", "f16"), ("qwen2", "f32"), ("qwen3", "bf16"),
               ("qwen3", "q8_0"), ("llama", "q4_0"), ("qwen2", "q4_1"), ("qwen3", "q5_0"),
               ("llama", "q5_1"), ("llama", "q4_k"), ("qwen3", "q5_k"), ("qwen2", "q6_k"),
-              ("qwen2", "q2_k"), ("llama", "q3_k"), ("qwen3", "iq4_nl"), ("llama", "iq4_xs")]
+              ("qwen2", "q2_k"), ("llama", "q3_k"), ("qwen3", "iq4_nl"), ("llama", "iq4_xs"),
+              ("qwen3", "mxfp4")]
 # K-quant and IQ4_XS rows are whole 256-element super-blocks: every
 # matrix's input width (hidden, heads * head_dim, ffn) is 256 in those cases.
 KQUANT_ARCH = {"hidden": 256, "head_dim": 64, "ffn": 256}
