@@ -63,8 +63,8 @@ Status CheckBlockScales(WeightType type, std::span<const std::byte> bytes) {
       if (f.encoding == ScaleEncoding::kE8M0) {
         if (std::to_integer<uint32_t>(block[f.offset]) == 0xff) {
           return Status::InvalidArgument(StrCat(traits.name, " block ", b, " of ", blocks,
-                                                " has the E8M0 scale ", f.name,
-                                                " 0xff (NaN in OCP MX)"));
+                                                " has a non-finite scale ", f.name,
+                                                " (E8M0 0xff, NaN in OCP MX)"));
         }
         continue;
       }
