@@ -1,8 +1,11 @@
-// Projections a family stores fused (Phi-3's qkv_proj and gate_up_proj),
-// split by rows into the tensors ForEachTensor names.
+// Projections a family stores fused (Phi-3's qkv_proj and gate_up_proj;
+// gpt-oss's experts, in f32/bf16 or MXFP4), split into the tensors
+// ForEachTensor names.
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "checkpoint/loaders.h"
 #include "folio/core/checked_math.h"
@@ -169,6 +172,81 @@ Result<Tensor> GptOssExpertTensor(const ModelConfig& c, const Tensor& stored,
   out.shape = std::move(shape);
   out.bytes = std::as_bytes(std::span<const float>(*values));
   out.owner = std::move(values);
+  return out;
+}
+
+namespace {
+std::string ShapeText(const std::vector<uint64_t>& shape) {
+  std::string m = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) m.push_back(',');
+    m.append(std::to_string(shape[i]));
+  }
+  return m + "]";
+}
+}  // namespace
+
+Result<Tensor> GptOssMxfp4ExpertTensor(const ModelConfig& c, const StoredBytes& blocks,
+                                       const StoredBytes& scales, const GptOssExpertPart& part) {
+  using Role = GptOssExpertPart::Role;
+  const uint64_t e = c.num_experts, d = c.hidden_size, f = c.expert_ffn_size;
+  const bool fused = part.role != Role::kDown;
+  const uint64_t stored_rows = fused ? 2 * f : d, cols = fused ? d : f;
+  if (cols % 32 != 0) {
+    return Status::InvalidArgument("tensor " + blocks.name + ": MXFP4 rows of " +
+                                   std::to_string(cols) + " elements are not whole blocks of 32");
+  }
+  const uint64_t num_blocks = cols / 32;
+  const std::vector<uint64_t> want_blocks = {e, stored_rows, num_blocks, 16};
+  const std::vector<uint64_t> want_scales = {e, stored_rows, num_blocks};
+  for (const auto& [t, want] :
+       {std::pair{&blocks, &want_blocks}, std::pair{&scales, &want_scales}}) {
+    if (t->shape != *want) {
+      return Status::InvalidArgument("tensor " + t->name + " has shape " + ShapeText(t->shape) +
+                                     ", expected " + ShapeText(*want) + " (with " + blocks.name +
+                                     " " + ShapeText(blocks.shape) + " and " + scales.name + " " +
+                                     ShapeText(scales.shape) + ")");
+    }
+  }
+  // The loader sized the bytes from the shapes; a mismatch is a broken
+  // invariant, not a bad file.
+  FOLIO_CHECK(blocks.bytes.size() == e * stored_rows * num_blocks * 16 &&
+                  scales.bytes.size() == e * stored_rows * num_blocks,
+              "MXFP4 tensors of ", blocks.bytes.size(), " and ", scales.bytes.size(), " bytes");
+  const uint64_t rows = fused ? f : d;
+  constexpr uint64_t kBlockBytes = 17;  // block_mxfp4: e, qs[16]
+  auto packed = std::make_shared<std::vector<std::byte>>(rows * num_blocks * kBlockBytes);
+  for (uint64_t r = 0; r < rows; ++r) {
+    // Gate is stored row 2r, up row 2r + 1 (as columns in the f32 form).
+    const uint64_t from = fused ? 2 * r + (part.role == Role::kUp ? 1 : 0) : r;
+    const uint64_t at = (part.expert * stored_rows + from) * num_blocks;
+    for (uint64_t b = 0; b < num_blocks; ++b) {
+      const std::byte scale = scales.bytes[at + b];
+      if (scale == std::byte{0xff}) {
+        return Status::InvalidArgument("tensor " + scales.name + ": expert " +
+                                       std::to_string(part.expert) + " row " +
+                                       std::to_string(from) + " block " + std::to_string(b) +
+                                       " has the E8M0 scale 0xff (NaN in OCP MX)");
+      }
+      const std::byte* in = blocks.bytes.data() + (at + b) * 16;
+      std::byte* out = packed->data() + (r * num_blocks + b) * kBlockBytes;
+      out[0] = scale;
+      // Element k is nibble k % 2 of in[k / 2]; ggml puts element j (< 16)
+      // in the low nibble of qs[j] and element j + 16 in its high nibble.
+      const auto code = [in](uint64_t k) {
+        const auto byte = std::to_integer<uint32_t>(in[k / 2]);
+        return k % 2 == 0 ? byte & 0x0f : byte >> 4;
+      };
+      for (uint64_t j = 0; j < 16; ++j) {
+        out[1 + j] = static_cast<std::byte>(code(j) | code(j + 16) << 4);
+      }
+    }
+  }
+  Tensor out;
+  out.type = ops::WeightType::kMXFP4;
+  out.shape = {rows, cols};
+  out.bytes = std::span<const std::byte>(*packed);
+  out.owner = std::move(packed);
   return out;
 }
 

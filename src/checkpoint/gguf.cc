@@ -121,6 +121,8 @@ constexpr std::optional<ops::WeightType> ToWeightType(GgmlType t) {
       return ops::WeightType::kIQ4_NL;
     case GgmlType::kIQ4_XS:
       return ops::WeightType::kIQ4_XS;
+    case GgmlType::kMXFP4:
+      return ops::WeightType::kMXFP4;
     case GgmlType::kQ8_1:
     case GgmlType::kQ8_K:
     case GgmlType::kIQ2_XXS:
@@ -136,7 +138,6 @@ constexpr std::optional<ops::WeightType> ToWeightType(GgmlType t) {
     case GgmlType::kIQ1_M:
     case GgmlType::kTQ1_0:
     case GgmlType::kTQ2_0:
-    case GgmlType::kMXFP4:
     case GgmlType::kNVFP4:
     case GgmlType::kQ1_0:
       return std::nullopt;
@@ -558,6 +559,8 @@ GgmlType GgmlTypeOf(ops::WeightType t) {
       return GgmlType::kIQ4_NL;
     case ops::WeightType::kIQ4_XS:
       return GgmlType::kIQ4_XS;
+    case ops::WeightType::kMXFP4:
+      return GgmlType::kMXFP4;
   }
   ops::TraitsOf(t);  // a value outside the enum: a FOLIO_CHECK failure
   __builtin_unreachable();

@@ -1,6 +1,6 @@
 // LoadModel for GGUF files: llama, qwen2, qwen3, gemma3, gemma2 and phi3 architectures with the
 // tensor types WeightTypeOf maps (F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL and IQ4_XS),
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4),
 // memory-mapped in place.
 #include <cmath>
 #include <cstring>

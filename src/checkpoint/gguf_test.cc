@@ -1047,7 +1047,7 @@ TEST(Gguf, HeaderBitFlipsGiveAnErrorOrAConsistentFile) {
 // --- Weight types: which ggml types folio computes with, and Q8_0 read
 // from a file through ops' one decoder. ---
 
-TEST(Gguf, MapsSixteenGgmlTypesToWeightTypesAndNoOthers) {
+TEST(Gguf, MapsSeventeenGgmlTypesToWeightTypesAndNoOthers) {
   const std::pair<GgmlType, ops::WeightType> kMapped[] = {
       {GgmlType::kF64, ops::WeightType::kF64},       {GgmlType::kF32, ops::WeightType::kF32},
       {GgmlType::kF16, ops::WeightType::kF16},       {GgmlType::kBF16, ops::WeightType::kBF16},
@@ -1056,7 +1056,8 @@ TEST(Gguf, MapsSixteenGgmlTypesToWeightTypesAndNoOthers) {
       {GgmlType::kQ5_1, ops::WeightType::kQ5_1},     {GgmlType::kQ4_K, ops::WeightType::kQ4_K},
       {GgmlType::kQ5_K, ops::WeightType::kQ5_K},     {GgmlType::kQ6_K, ops::WeightType::kQ6_K},
       {GgmlType::kQ2_K, ops::WeightType::kQ2_K},     {GgmlType::kQ3_K, ops::WeightType::kQ3_K},
-      {GgmlType::kIQ4_NL, ops::WeightType::kIQ4_NL}, {GgmlType::kIQ4_XS, ops::WeightType::kIQ4_XS}};
+      {GgmlType::kIQ4_NL, ops::WeightType::kIQ4_NL}, {GgmlType::kIQ4_XS, ops::WeightType::kIQ4_XS},
+      {GgmlType::kMXFP4, ops::WeightType::kMXFP4}};
   for (const TypeRow& row : kTypeRows) {
     SCOPED_TRACE(row.name);
     const std::optional<ops::WeightType> type = WeightTypeOf(row.type);
@@ -1075,7 +1076,7 @@ TEST(Gguf, MapsSixteenGgmlTypesToWeightTypesAndNoOthers) {
   EXPECT_EQ(std::size(kMapped), ops::kNumWeightTypes);
   EXPECT_EQ(GgmlTypesFolioLoads(),
             "F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, "
-            "Q3_K, IQ4_NL and IQ4_XS");
+            "Q3_K, IQ4_NL, IQ4_XS and MXFP4");
 }
 
 TEST(Gguf, RefusesATensorOfAnotherGgmlTypeByName) {
@@ -1086,7 +1087,7 @@ TEST(Gguf, RefusesATensorOfAnotherGgmlTypeByName) {
   EXPECT_EQ(type.error().message(),
             "tensor blk.0.attn_q.weight has ggml type IQ2_XXS (folio loads F64, "
             "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, "
-            "IQ4_NL and IQ4_XS)");
+            "IQ4_NL, IQ4_XS and MXFP4)");
   info.type = GgmlType::kQ8_0;
   EXPECT_EQ(WeightTypeOf(info).value(), ops::WeightType::kQ8_0);
 }
@@ -1097,7 +1098,7 @@ TEST(Gguf, RefusesATensorOfAnotherGgmlTypeByName) {
 TEST(Gguf, RefusesBlockQuantTensorsOfPartialBlocksOrShortData) {
   for (GgmlType type : {GgmlType::kQ4_0, GgmlType::kQ4_1, GgmlType::kQ5_0, GgmlType::kQ5_1,
                         GgmlType::kQ4_K, GgmlType::kQ5_K, GgmlType::kQ6_K, GgmlType::kQ2_K,
-                        GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS}) {
+                        GgmlType::kQ3_K, GgmlType::kIQ4_NL, GgmlType::kIQ4_XS, GgmlType::kMXFP4}) {
     const std::string name(GgmlTypeName(type));
     SCOPED_TRACE(name);
     const uint64_t block = GgmlBlockSize(type);
@@ -1166,10 +1167,10 @@ TEST(Gguf, DequantizesLegacyQuantBlocksFromAFile) {
 // (whose values ops' own tests check against ggml's formulas).
 TEST(Gguf, ReadsKQuantTensorsAsTheirWeightTypes) {
   const std::pair<GgmlType, ops::WeightType> kTypes[] = {
-      {GgmlType::kQ4_K, ops::WeightType::kQ4_K},    {GgmlType::kQ5_K, ops::WeightType::kQ5_K},
-      {GgmlType::kQ6_K, ops::WeightType::kQ6_K},    {GgmlType::kQ2_K, ops::WeightType::kQ2_K},
-      {GgmlType::kQ3_K, ops::WeightType::kQ3_K},    {GgmlType::kIQ4_NL, ops::WeightType::kIQ4_NL},
-      {GgmlType::kIQ4_XS, ops::WeightType::kIQ4_XS}};
+      {GgmlType::kQ4_K, ops::WeightType::kQ4_K},     {GgmlType::kQ5_K, ops::WeightType::kQ5_K},
+      {GgmlType::kQ6_K, ops::WeightType::kQ6_K},     {GgmlType::kQ2_K, ops::WeightType::kQ2_K},
+      {GgmlType::kQ3_K, ops::WeightType::kQ3_K},     {GgmlType::kIQ4_NL, ops::WeightType::kIQ4_NL},
+      {GgmlType::kIQ4_XS, ops::WeightType::kIQ4_XS}, {GgmlType::kMXFP4, ops::WeightType::kMXFP4}};
   for (const auto& [ggml, weight] : kTypes) {
     SCOPED_TRACE(GgmlTypeName(ggml));
     const TestTensor t = Tensor("k", ggml, {256, 2}, 7);

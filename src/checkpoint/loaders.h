@@ -6,7 +6,9 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "folio/checkpoint/gguf.h"
 #include "folio/model/model.h"
@@ -74,9 +76,32 @@ struct GptOssExpertPart {
 std::optional<GptOssExpertPart> GptOssExpertPartOf(const ModelConfig& config,
                                                    const std::string& hf_name);
 // Errors name the stored tensor and `name`: a stored shape that is not the one above, or a type
-// other than f32, f16, bf16 and f64 (MXFP4 blocks are not read yet).
+// other than f32, f16, bf16 and f64.
 Result<Tensor> GptOssExpertTensor(const ModelConfig& config, const Tensor& stored,
                                   const GptOssExpertPart& part, const std::string& name);
+// The published gpt-oss checkpoints store the weights (not the biases) as
+// MXFP4 instead: part.stored + "_blocks" [experts, rows, cols / 32, 16] u8
+// and part.stored + "_scales" [experts, rows, cols / 32] u8, where a row is
+// an output (gate_up: 2 * ffn rows, gate and up interleaved by row; down:
+// hidden rows) and cols the input (hidden; ffn). A block's scale byte is
+// E8M0 (2^(e - 127)) and byte i of its 16 holds element 2i in its low
+// nibble and element 2i + 1 in its high one, each an E2M1 code
+// (transformers' convert_moe_packed_tensors). A U8 tensor's name, shape
+// and bytes as the file has them:
+struct StoredBytes {
+  std::string name;
+  std::vector<uint64_t> shape;
+  std::span<const std::byte> bytes;  // product(shape) bytes
+};
+// The expert's rows of `part` ([ffn, hidden] for gate and up, [hidden,
+// ffn] for down), re-packed into ggml's block_mxfp4 order (kMXFP4: the
+// same scale and codes, element j < 16 in the low nibble of qs[j], j + 16
+// in its high nibble) in an owned tensor: no values change. Errors
+// (InvalidArgument) name the tensor: shapes that are not the ones above
+// or that disagree with each other, rows not whole 32-element blocks, or
+// a scale byte 0xff (E8M0's NaN).
+Result<Tensor> GptOssMxfp4ExpertTensor(const ModelConfig& config, const StoredBytes& blocks,
+                                       const StoredBytes& scales, const GptOssExpertPart& part);
 // Where a GGUF file keeps a tensor that is part of a larger one: a fused
 // projection (Phi-3) or one expert of the stacked ffn_*_exps tensors.
 struct GgufPart {

@@ -700,16 +700,41 @@ Result<std::vector<std::shared_ptr<SafetensorsFile>>> OpenWeights(
 using FoundTensors =
     std::map<std::string, std::pair<const TensorInfo*, std::shared_ptr<SafetensorsFile>>>;
 
-// One gpt-oss expert tensor, cut from the fused tensor that holds it.
+// A gpt-oss MXFP4 expert weight: the U8 tensors stored + "_blocks" and
+// stored + "_scales", both added to `used`.
+Status ReadGptOssMxfp4Expert(const ModelConfig& config, const FoundTensors& found,
+                             const GptOssExpertPart& part, const std::filesystem::path& dir,
+                             std::set<std::string>& used, Tensor& t) {
+  StoredBytes stored[2];
+  for (size_t i = 0; i < 2; ++i) {
+    const std::string name = part.stored + (i == 0 ? "_blocks" : "_scales");
+    auto it = found.find(name);
+    if (it == found.end()) return Status::NotFound(dir.string() + ": missing tensor " + name);
+    const auto& [info, file] = it->second;
+    if (info->unread_dtype != "U8") {
+      const std::string_view dtype =
+          info->unread_dtype.empty() ? DTypeName(info->dtype) : info->unread_dtype;
+      return Status::InvalidArgument(file->source() + ": tensor " + name + " is " +
+                                     std::string(dtype) + "; MXFP4 blocks and scales are U8");
+    }
+    stored[i] = {name, info->shape, file->Data(*info)};
+    used.insert(name);
+  }
+  Result<Tensor> cut = GptOssMxfp4ExpertTensor(config, stored[0], stored[1], part);
+  if (!cut) return cut.error().WithContext(dir.string());
+  t = *std::move(cut);
+  return Status::Ok();
+}
+
+// One gpt-oss expert tensor, cut from the fused tensor that holds it (or
+// from its MXFP4 blocks and scales); the stored names read go to `used`.
 Status ReadGptOssExpert(const ModelConfig& config, const FoundTensors& found,
                         const GptOssExpertPart& part, const std::string& name,
-                        const std::filesystem::path& dir, Tensor& t) {
+                        const std::filesystem::path& dir, std::set<std::string>& used, Tensor& t) {
   auto it = found.find(part.stored);
   if (it == found.end()) {
-    if (found.count(part.stored + "_blocks") != 0) {
-      return Status::Unimplemented(dir.string() + ": " + part.stored +
-                                   "_blocks (MXFP4 experts are not read yet; a checkpoint "
-                                   "with bf16 experts loads)");
+    if (!part.bias && found.count(part.stored + "_blocks") != 0) {
+      return ReadGptOssMxfp4Expert(config, found, part, dir, used, t);
     }
     return Status::NotFound(dir.string() + ": missing tensor " + part.stored);
   }
@@ -729,6 +754,7 @@ Status ReadGptOssExpert(const ModelConfig& config, const FoundTensors& found,
   Result<Tensor> cut = GptOssExpertTensor(config, stored, part, name);
   if (!cut) return cut.error().WithContext(file->source());
   t = *std::move(cut);
+  used.insert(part.stored);
   return Status::Ok();
 }
 
@@ -752,13 +778,12 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
   ModelWeights weights;
   weights.layers.resize(config->num_layers);
   Status status;
-  std::set<std::string> fused;  // fused tensors read (Phi-3), split below
+  std::set<std::string> fused;  // fused tensors read (Phi-3, gpt-oss), split below
   ForEachTensor(*config, weights,
                 [&](const std::string& name, const std::vector<uint64_t>&, Tensor& t) {
                   if (!status.ok()) return;
                   if (const auto expert = GptOssExpertPartOf(*config, name)) {
-                    status = ReadGptOssExpert(*config, found, *expert, name, dir, t);
-                    if (status.ok()) fused.insert(expert->stored);
+                    status = ReadGptOssExpert(*config, found, *expert, name, dir, fused, t);
                     return;
                   }
                   const std::optional<FusedPart> part = FusedPartOf(*config, name);
@@ -861,6 +886,7 @@ Status SaveModel(const Model& model, const std::filesystem::path& dir) {
                     case TensorType::kQ3_K:
                     case TensorType::kIQ4_NL:
                     case TensorType::kIQ4_XS:
+                    case TensorType::kMXFP4:
                       status = Status::Unimplemented("tensor " + name + " is " +
                                                      std::string(model::TensorTypeName(t.type)) +
                                                      ", which safetensors cannot hold");

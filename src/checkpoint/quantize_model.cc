@@ -248,6 +248,7 @@ WeightType FallbackType(WeightType wanted, uint64_t cols) {
     case WeightType::kQ3_K:
     case WeightType::kIQ4_NL:
     case WeightType::kIQ4_XS:
+    case WeightType::kMXFP4:
       break;
   }
   return fits(next) ? next : WeightType::kF16;

@@ -3,6 +3,7 @@
 #ifndef FOLIO_OPS_BLOCK_LAYOUT_H_
 #define FOLIO_OPS_BLOCK_LAYOUT_H_
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -46,6 +47,20 @@ inline uint32_t ScaleIq4Xs(size_t j, uint32_t scales_h, const std::byte* scales_
 // ggml's kvalues_iq4nl: the 16 levels of the IQ4 types.
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// ggml's kvalues_mxfp4: the 16 E2M1 codes' values times 2 (sign bit 3,
+// then exponent and mantissa), integers, so that an MXFP4 element is
+// kMxfp4Values[q] * E8M0Half(e).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1,  2,  3,  4,  6,  8,  12,
+                                            0, -1, -2, -3, -4, -6, -8, -12};
+
+// Half the E8M0 scale e, 2^(e - 128), exactly as an f32 (ggml's
+// GGML_E8M0_TO_FP32_HALF): biased exponent e - 1 for e >= 2; for e = 0 and
+// 1 the subnormals 2^-128 and 2^-127 (significand bit 21 or 22). Every e
+// is an exponent, 0xff (OCP MX's NaN) included, as in ggml.
+inline float E8M0Half(uint32_t e) {
+  return std::bit_cast<float>(e < 2 ? uint32_t{1} << (21 + e) : (e - 1) << 23);
+}
 
 }  // namespace folio::ops::internal
 

@@ -8,7 +8,7 @@
 
 namespace folio::ops {
 
-// The f16 scale fields of each type's block (ggml's block_* structs). An
+// The scale fields of each type's block (ggml's block_* structs). An
 // exhaustive switch: a new type must say where its scales are.
 std::span<const BlockScaleField> BlockScaleFields(WeightType type) {
   static constexpr BlockScaleField kD[] = {{0, "d"}};
@@ -17,6 +17,7 @@ std::span<const BlockScaleField> BlockScaleFields(WeightType type) {
   static constexpr BlockScaleField kQ6K[] = {{208, "d"}};
   static constexpr BlockScaleField kQ2K[] = {{80, "d"}, {82, "dmin"}};
   static constexpr BlockScaleField kQ3K[] = {{108, "d"}};
+  static constexpr BlockScaleField kE[] = {{0, "e", ScaleEncoding::kE8M0}};
   switch (type) {
     case WeightType::kF64:
     case WeightType::kF32:
@@ -41,6 +42,8 @@ std::span<const BlockScaleField> BlockScaleFields(WeightType type) {
       return kQ2K;
     case WeightType::kQ3_K:
       return kQ3K;
+    case WeightType::kMXFP4:
+      return kE;
   }
   return {};
 }
@@ -57,6 +60,14 @@ Status CheckBlockScales(WeightType type, std::span<const std::byte> bytes) {
   for (uint64_t b = 0; b < blocks; ++b) {
     const std::byte* block = bytes.data() + b * traits.block_bytes;
     for (const BlockScaleField& f : fields) {
+      if (f.encoding == ScaleEncoding::kE8M0) {
+        if (std::to_integer<uint32_t>(block[f.offset]) == 0xff) {
+          return Status::InvalidArgument(StrCat(traits.name, " block ", b, " of ", blocks,
+                                                " has a non-finite scale ", f.name,
+                                                " (E8M0 0xff, NaN in OCP MX)"));
+        }
+        continue;
+      }
       uint16_t bits;
       std::memcpy(&bits, block + f.offset, 2);
       if ((bits & 0x7c00) == 0x7c00) {  // exponent all ones: inf or NaN

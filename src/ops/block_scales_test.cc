@@ -51,6 +51,28 @@ TEST(CheckBlockScales, FindsEachNonFiniteScaleAndNothingElse) {
   }
 }
 
+// MXFP4's one scale is the E8M0 byte e at offset 0: every byte but 0xff
+// (OCP MX's NaN) passes, including in the qs bytes around it.
+TEST(CheckBlockScales, Mxfp4RefusesOnlyTheE8M0Nan) {
+  const std::span<const BlockScaleField> fields = BlockScaleFields(WeightType::kMXFP4);
+  ASSERT_EQ(fields.size(), 1u);
+  EXPECT_EQ(fields[0].offset, 0u);
+  EXPECT_EQ(fields[0].encoding, ScaleEncoding::kE8M0);
+  const uint64_t blocks = 5;
+  std::vector<std::byte> bytes(blocks * 17, std::byte{0xff});
+  for (uint32_t e = 0; e < 255; ++e) {
+    for (uint64_t b = 0; b < blocks; ++b) bytes[b * 17] = static_cast<std::byte>(e);
+    ASSERT_TRUE(CheckBlockScales(WeightType::kMXFP4, bytes).ok()) << e;
+  }
+  bytes[3 * 17] = std::byte{0xff};
+  const Status s = CheckBlockScales(WeightType::kMXFP4, bytes);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("mxfp4 block 3 of 5"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("non-finite scale e (E8M0 0xff"), std::string::npos) << s.message();
+  EXPECT_FALSE(CheckBlockScales(WeightType::kMXFP4, std::span(bytes).first(bytes.size() - 1)).ok());
+}
+
 TEST(CheckBlockScales, ElementTypesHaveNoScales) {
   const std::vector<std::byte> nan_f16(8, std::byte{0xff});
   for (WeightType t : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kF64}) {

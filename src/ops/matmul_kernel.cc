@@ -378,6 +378,30 @@ struct CodecIq4 {
   static HWY_INLINE VF Bias(const std::byte*, const Head&, size_t) { return hn::Zero(DF()); }
 };
 
+// MXFP4 (u8 e, qs[16] per 32): IQ4_NL's nibble order, each nibble a level
+// of kMxfp4Values; scale E8M0Half(e), so Scale * Q is DequantizeRow's
+// product.
+alignas(64) constexpr float kMxfp4Levels[16] = {
+    kMxfp4Values[0],  kMxfp4Values[1],  kMxfp4Values[2],  kMxfp4Values[3],
+    kMxfp4Values[4],  kMxfp4Values[5],  kMxfp4Values[6],  kMxfp4Values[7],
+    kMxfp4Values[8],  kMxfp4Values[9],  kMxfp4Values[10], kMxfp4Values[11],
+    kMxfp4Values[12], kMxfp4Values[13], kMxfp4Values[14], kMxfp4Values[15]};
+struct CodecMxfp4 {
+  static constexpr WeightType kType = WeightType::kMXFP4;
+  static constexpr size_t kSub = 32;
+  static constexpr bool kHasBias = false;
+  using Head = NoHead;
+  static HWY_INLINE void Open(const std::byte*, Head&) {}
+  static HWY_INLINE VF Q(const std::byte* b, size_t, size_t v) {
+    const size_t e = v * kLanes;
+    return hn::GatherIndex(DF(), kMxfp4Levels, Nibbles(b + 1 + e % 16, e >= 16));
+  }
+  static HWY_INLINE VF Scale(const std::byte* b, const Head&, size_t) {
+    return hn::Set(DF(), E8M0Half(std::to_integer<uint32_t>(b[0])));
+  }
+  static HWY_INLINE VF Bias(const std::byte*, const Head&, size_t) { return hn::Zero(DF()); }
+};
+
 // True for the codecs above; false for the element types (float, f16, bf16).
 template <typename K>
 constexpr bool kIsBlock = requires {
@@ -800,6 +824,8 @@ void MatMulRowsImpl(const MatMulTask& t) {
       return RowsT<CodecIq4<WeightType::kIQ4_NL>>(t);
     case WeightType::kIQ4_XS:
       return RowsT<CodecIq4<WeightType::kIQ4_XS>>(t);
+    case WeightType::kMXFP4:
+      return RowsT<CodecMxfp4>(t);
     case WeightType::kF64:  // no kernel (has_matmul false): MatMul refused it
       break;
   }

@@ -85,6 +85,7 @@ constexpr PackedFormat PackedFormatOf(WeightType type) {
     case WeightType::kQ3_K:
     case WeightType::kIQ4_NL:
     case WeightType::kIQ4_XS:
+    case WeightType::kMXFP4:
       return {};
   }
   return {};

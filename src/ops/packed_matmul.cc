@@ -124,6 +124,7 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
     case WeightType::kQ3_K:
     case WeightType::kIQ4_NL:
     case WeightType::kIQ4_XS:
+    case WeightType::kMXFP4:
       FOLIO_CHECK(false, "no packed format for ", WeightTypeName(type));
   }
   return out;

@@ -421,6 +421,7 @@ void PackedRowsImpl(const PackedTask& t) {
     case WeightType::kQ3_K:
     case WeightType::kIQ4_NL:
     case WeightType::kIQ4_XS:
+    case WeightType::kMXFP4:
       break;
   }
   FOLIO_CHECK(false, "no packed kernel for ", WeightTypeName(t.w->type()));

@@ -485,6 +485,7 @@ Status QuantizeRow(WeightType type, std::span<const float> in, std::byte* out) {
     case WeightType::kQ3_K:
     case WeightType::kIQ4_NL:
     case WeightType::kIQ4_XS:
+    case WeightType::kMXFP4:
       break;
   }
   return Status::Unimplemented(StrCat("folio cannot quantize to ", WeightTypeName(type)));

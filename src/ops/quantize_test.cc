@@ -421,7 +421,7 @@ TEST(QuantizeRow, PartialBlocksAndTypesWithoutAQuantizerAreRefused) {
             StatusCode::kInvalidArgument);
   EXPECT_EQ(QuantizeRow(WeightType::kQ4_K, x, out.data()).code(), StatusCode::kInvalidArgument);
   for (WeightType type : {WeightType::kF64, WeightType::kQ2_K, WeightType::kQ3_K,
-                          WeightType::kIQ4_NL, WeightType::kIQ4_XS}) {
+                          WeightType::kIQ4_NL, WeightType::kIQ4_XS, WeightType::kMXFP4}) {
     EXPECT_FALSE(HasQuantizer(type));
     EXPECT_EQ(QuantizeRow(type, {}, out.data()).code(), StatusCode::kUnimplemented);
   }

@@ -69,9 +69,11 @@ inline Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols, uint64
         case WeightType::kQ2_K:
         case WeightType::kQ3_K:
         case WeightType::kIQ4_NL:
-        case WeightType::kIQ4_XS: {
+        case WeightType::kIQ4_XS:
+        case WeightType::kMXFP4: {
           // Random bytes, then each f16 scale field (BlockScaleFields) set in
-          // [2^-9, 2^-6) so that no scale is NaN, infinite or huge.
+          // [2^-9, 2^-6) so that no scale is NaN, infinite or huge, and each
+          // E8M0 one to 2^-9 ... 2^-6 (e = 118 ... 121; its levels reach 6).
           const WeightTypeTraits& traits = TraitsOf(type);
           if (i % traits.block_size != 0) break;
           std::byte* block = row + i / traits.block_size * traits.block_bytes;
@@ -79,6 +81,10 @@ inline Matrix RandomMatrix(WeightType type, uint64_t rows, uint64_t cols, uint64
             block[k] = static_cast<std::byte>(rng.NextU64() & 0xff);
           }
           for (const BlockScaleField& field : BlockScaleFields(type)) {
+            if (field.encoding == ScaleEncoding::kE8M0) {
+              block[field.offset] = static_cast<std::byte>(118 + rng.NextU64() % 4);
+              continue;
+            }
             const uint16_t d = F32ToF16Bits(std::ldexp(1.0f + static_cast<float>(rng.NextUnit()),
                                                        -9 + static_cast<int>(rng.NextU64() % 3)));
             std::memcpy(block + field.offset, &d, 2);

@@ -250,6 +250,25 @@ void DecodeIq4(const std::byte* src, std::span<Out> out) {
   }
 }
 
+// ggml's dequantize_row_mxfp4: blocks of 32 (u8 e, qs[16]) in the legacy
+// nibble order, element = kMxfp4Values[q] * E8M0Half(e): a small integer
+// times a power of two, exact unless it overflows to infinity.
+template <typename Out>
+void DecodeMxfp4(const std::byte* src, std::span<Out> out) {
+  constexpr size_t kElems = TraitsOf(WeightType::kMXFP4).block_size;
+  constexpr size_t kBytes = TraitsOf(WeightType::kMXFP4).block_bytes;
+  static_assert(kElems == 32 && 1 + kElems / 2 == kBytes, "an MXFP4 block's layout");
+  for (size_t b = 0; b < out.size() / kElems; ++b) {
+    const std::byte* block = src + b * kBytes;
+    const float d = internal::E8M0Half(ByteAt(block, 0));
+    for (size_t j = 0; j < kElems; ++j) {
+      const uint32_t qs = ByteAt(block, 1 + j % 16);
+      const uint32_t q = j < 16 ? qs & 0x0f : qs >> 4;
+      out[b * kElems + j] = static_cast<Out>(static_cast<float>(internal::kMxfp4Values[q]) * d);
+    }
+  }
+}
+
 template <typename Out>
 void Dequantize(WeightType type, const std::byte* src, std::span<Out> out) {
   const WeightTypeTraits& traits = TraitsOf(type);
@@ -288,6 +307,8 @@ void Dequantize(WeightType type, const std::byte* src, std::span<Out> out) {
       return DecodeIq4<WeightType::kIQ4_NL>(src, out);
     case WeightType::kIQ4_XS:
       return DecodeIq4<WeightType::kIQ4_XS>(src, out);
+    case WeightType::kMXFP4:
+      return DecodeMxfp4(src, out);
   }
 }
 

@@ -48,6 +48,8 @@ constexpr Row kRows[] = {
     {WeightType::kQ3_K, "q3_k", 256, 110, true},
     {WeightType::kIQ4_NL, "iq4_nl", 32, 18, true},
     {WeightType::kIQ4_XS, "iq4_xs", 256, 136, true},
+    // block_mxfp4 (u8 e, qs[16]).
+    {WeightType::kMXFP4, "mxfp4", 32, 17, true},
 };
 
 TEST(WeightType, TableHasOneRowPerTypeInEnumOrder) {
@@ -100,6 +102,8 @@ TEST(WeightType, RowBytesAreWholeBlocks) {
   EXPECT_EQ(WeightRowBytes(WeightType::kIQ4_NL, 4096), 2304u);
   EXPECT_EQ(WeightRowBytes(WeightType::kIQ4_NL, 48), 0u);
   EXPECT_EQ(WeightRowBytes(WeightType::kIQ4_XS, 4096), 2176u);
+  EXPECT_EQ(WeightRowBytes(WeightType::kMXFP4, 4096), 2176u);  // 17 bytes per 32
+  EXPECT_EQ(WeightRowBytes(WeightType::kMXFP4, 48), 0u);
   for (WeightType t : {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kQ2_K,
                        WeightType::kQ3_K, WeightType::kIQ4_XS}) {
     EXPECT_EQ(WeightRowBytes(t, 128), 0u) << WeightTypeName(t);  // not whole super-blocks
@@ -667,6 +671,80 @@ TEST(DequantizeRow, Iq4XsByHand) {
   EXPECT_EQ(out_nl[0], 113.0f);
   EXPECT_EQ(out_nl[16], 1.0f);
   EXPECT_EQ(out_nl[1], -127.0f);
+}
+
+// MXFP4 from the OCP MX definition rather than ggml's doubled table: the
+// E2M1 code's value (sign bit 3, exponent bits 1-2, mantissa bit 0: 0,
+// 0.5, 1, 1.5, 2, 3, 4, 6) times 2^(e - 127), computed exactly in double
+// and rounded to f32 once (which is ggml's f32 product: both are exact
+// unless they overflow, and then both are infinite). One deliberate
+// difference from OCP: code 8 (-0) is +0, as ggml's integer table has it.
+float OcpMxfp4(uint32_t e, uint32_t code) {
+  constexpr double kE2M1[8] = {0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0};
+  if ((code & 7) == 0) return 0.0f;
+  const double v = kE2M1[code & 7] * std::ldexp(1.0, static_cast<int>(e) - 127);
+  return static_cast<float>((code & 8) != 0 ? -v : v);
+}
+
+// Every scale byte (0xff included: DequantizeRow reads it as ggml does,
+// 2^128; loaders refuse it) with every qs byte in every position: block
+// (e, k) has qs[i] = (k + 37i) mod 256, so over 256 blocks per scale each
+// byte value sits at each position. Element j < 16 is qs[j]'s low nibble,
+// element j + 16 its high nibble.
+TEST(DequantizeRow, Mxfp4EqualsTheOcpDefinitionForEveryScaleAndCode) {
+  std::vector<uint8_t> bytes;
+  for (uint32_t e = 0; e < 256; ++e) {
+    for (uint32_t k = 0; k < 256; ++k) {
+      bytes.push_back(static_cast<uint8_t>(e));
+      for (uint32_t i = 0; i < 16; ++i) bytes.push_back(static_cast<uint8_t>((k + 37 * i) & 0xff));
+    }
+  }
+  const size_t blocks = bytes.size() / 17;
+  std::vector<float> out(blocks * 32);
+  std::vector<double> out64(blocks * 32);
+  DequantizeRow(WeightType::kMXFP4, reinterpret_cast<const std::byte*>(bytes.data()), out);
+  DequantizeRow(WeightType::kMXFP4, reinterpret_cast<const std::byte*>(bytes.data()), out64);
+  size_t mismatches = 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    const uint8_t* block = &bytes[b * 17];
+    for (size_t j = 0; j < 32; ++j) {
+      const uint32_t qs = block[1 + j % 16];
+      const float want = OcpMxfp4(block[0], j < 16 ? qs & 0x0f : qs >> 4);
+      const float got = out[b * 32 + j];
+      if (!SameFloat(want, got) || !SameFloat(want, static_cast<float>(out64[b * 32 + j])) ||
+          static_cast<double>(got) != out64[b * 32 + j]) {
+        if (++mismatches <= 5) {
+          ADD_FAILURE() << "e " << int{block[0]} << " element " << j << ": want " << want << " got "
+                        << got << " / " << out64[b * 32 + j];
+        }
+      }
+    }
+  }
+  EXPECT_EQ(mismatches, 0u);
+}
+
+// One MXFP4 block by hand: e = 126 (scale 1/2); qs[0] = 0x79 holds
+// element 0 (low nibble 9: -0.5) and element 16 (high nibble 7: 6); qs[15]
+// = 0xd2 holds element 15 (2: 1) and element 31 (0xd: -3). e = 0 and 1
+// scale by the subnormals 2^-127 and 2^-126 (times 1 for code 2).
+TEST(DequantizeRow, Mxfp4ByHand) {
+  std::vector<uint8_t> b(17 * 3, 0);
+  b[0] = 126;
+  b[1] = 0x79;
+  b[16] = 0xd2;
+  b[17] = 0;
+  b[18] = 0x02;
+  b[34] = 1;
+  b[35] = 0x02;
+  std::vector<float> out(96);
+  DequantizeRow(WeightType::kMXFP4, reinterpret_cast<const std::byte*>(b.data()), out);
+  EXPECT_EQ(out[0], -0.25f);
+  EXPECT_EQ(out[16], 3.0f);
+  EXPECT_EQ(out[15], 0.5f);
+  EXPECT_EQ(out[31], -1.5f);
+  EXPECT_EQ(out[1], 0.0f);
+  EXPECT_EQ(out[32], 0x1p-127f);
+  EXPECT_EQ(out[64], 0x1p-126f);
 }
 
 TEST(DequantizeRow, ElementTypesWidenExactlyAndF64RoundsIntoFloat) {

@@ -217,7 +217,7 @@ def gguf_name(hf):
 
 
 GGUF_DTYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1",
-               "q4_k", "q5_k", "q6_k", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
+               "q4_k", "q5_k", "q6_k", "q2_k", "q3_k", "iq4_nl", "iq4_xs", "mxfp4")
 # The K-quants and IQ4 types, which the gguf package decodes but cannot
 # encode; rows must be whole 256-element super-blocks (32 for iq4_nl).
 KQUANT_DTYPES = ("q4_k", "q5_k", "q6_k", "q2_k", "q3_k", "iq4_nl", "iq4_xs")
@@ -231,8 +231,9 @@ KQUANT_SCALES = {"q4_k": (0, 7.5), "q5_k": (0, 15.5), "q6_k": (208, None),
 
 def gguf_qtype(dtype: str):
     """The gguf package's type for a storage name: f32, f16, bf16, q8_0, the
-    legacy 4- and 5-bit blocks q4_0, q4_1, q5_0, q5_1 (quantized by the
-    package over rows of whole 32-element blocks), the K-quants and IQ4."""
+    legacy 4- and 5-bit blocks q4_0, q4_1, q5_0, q5_1 and mxfp4 (quantized
+    by the package over rows of whole 32-element blocks), the K-quants and
+    IQ4."""
     import gguf
     if dtype not in GGUF_DTYPES:
         raise ValueError(dtype)

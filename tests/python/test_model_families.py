@@ -111,10 +111,12 @@ def mixtral(seed=0):
     return randomize(transformers.MixtralForCausalLM(cfg), seed)
 
 
-def write_moe_gguf(model, path):
+def write_moe_gguf(model, path, experts=None):
     """Qwen3-MoE as llama.cpp's converter writes it: the router as
     ffn_gate_inp, each projection's experts stacked into one 3-D
-    ffn_{gate,up,down}_exps tensor."""
+    ffn_{gate,up,down}_exps tensor. experts(name, x), when given, returns
+    what to store for the stacked f32 tensor x: (array, None) or (raw
+    blocks, their gguf quantization type)."""
     import gguf
     cfg = model.config
     w = gguf_writer(path, "qwen3moe", cfg)
@@ -157,7 +159,9 @@ def write_moe_gguf(model, path):
             stack = lambda r: np.stack([sd[f"{p}{j}.{r}.weight"] for j in range(cfg.num_experts)])
             gate, up, down = stack("gate_proj"), stack("up_proj"), stack("down_proj")
         for role, x in (("gate", gate), ("up", up), ("down", down)):
-            w.add_tensor(f"blk.{i}.ffn_{role}_exps.weight", np.ascontiguousarray(x))
+            name = f"blk.{i}.ffn_{role}_exps.weight"
+            data, raw = experts(name, np.ascontiguousarray(x)) if experts else (x, None)
+            w.add_tensor(name, np.ascontiguousarray(data), raw_dtype=raw)
     finish(w)
 
 
@@ -504,6 +508,67 @@ def test_qwen3moe_yarn_folder_and_gguf_match_transformers(tmp_path):
     check(run_folio(tmp_path / "m.gguf", ids, "--page-size", "4"), want, want_greedy)
 
 
+def set_qwen3moe_experts(model, layer, gate, up, down):
+    """Puts stacked [experts, rows, cols] gate, up and down weights into the
+    transformers model (fused or per-expert form, as write_moe_gguf reads)."""
+    mlp = model.model.layers[layer].mlp
+    with torch.no_grad():
+        if hasattr(mlp.experts, "gate_up_proj"):
+            mlp.experts.gate_up_proj.copy_(torch.from_numpy(np.concatenate([gate, up], axis=1)))
+            mlp.experts.down_proj.copy_(torch.from_numpy(down))
+        else:
+            for j, e in enumerate(mlp.experts):
+                e.gate_proj.weight.copy_(torch.from_numpy(gate[j]))
+                e.up_proj.weight.copy_(torch.from_numpy(up[j]))
+                e.down_proj.weight.copy_(torch.from_numpy(down[j]))
+
+
+def test_qwen3moe_gguf_mxfp4_experts_compute_on_their_values(tmp_path):
+    # Experts stored as MXFP4 by the gguf package (rows of 64 and 32, whole
+    # blocks) against the same file with those tensors stored as the f32
+    # values the package dequantizes them to: the same math on the same
+    # values, so folio's logits are equal bit for bit, on either
+    # activation path (MXFP4, like IQ4_NL, has no packed q8 kernel). And
+    # transformers run on those values agrees.
+    import gguf
+    mx = gguf.GGMLQuantizationType.MXFP4
+    model = qwen3moe(True, seed=15)
+    stored = {}
+
+    def quantized(name, x):
+        stored[name] = gguf.quants.quantize(x.astype(np.float32), mx)
+        return stored[name], mx
+
+    def dequantized(name, x):
+        return gguf.quants.dequantize(stored[name], mx).reshape(x.shape), None
+
+    write_moe_gguf(model, tmp_path / "mx.gguf", quantized)
+    write_moe_gguf(model, tmp_path / "f32.gguf", dequantized)
+    ids = prompt(model.config.vocab_size, seed=59)
+    want = hf_logits(model, ids)
+    for i in range(model.config.num_hidden_layers):
+        set_qwen3moe_experts(model, i, *(
+            gguf.quants.dequantize(stored[f"blk.{i}.ffn_{r}_exps.weight"], mx)
+            for r in ("gate", "up", "down")))
+    rounded = hf_logits(model, ids)
+    tol = 1e-4 * max(1.0, np.abs(rounded).max())
+    assert np.abs(rounded - want).max() > 100 * tol  # MXFP4 moved the values
+    for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"],
+                  ["--matmul-activations", "q8"]):
+        got = run_folio(tmp_path / "mx.gguf", ids, *extra)
+        assert got == run_folio(tmp_path / "f32.gguf", ids, *extra)
+        check(got, rounded, hf_greedy(model, ids, GREEDY))
+    # 4.25 bits a weight: 17 bytes per 32.
+    info = folio_info(tmp_path / "mx.gguf")
+    cfg = model.config
+    elements = cfg.num_hidden_layers * cfg.num_experts * 3 * cfg.hidden_size * \
+        cfg.moe_intermediate_size
+    assert info["weight_types"]["mxfp4"] == {
+        "tensors": cfg.num_hidden_layers * cfg.num_experts * 3, "elements": elements,
+        "bytes": elements // 32 * 17, "bits_per_weight": 4.25}
+    assert info["experts"]["expert_weight_bytes"] == elements // 32 * 17
+
+
 def folio_info(path):
     out = subprocess.run([FOLIO, "info", str(path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -640,17 +705,122 @@ def test_gpt_oss_sinks_and_clamp_matter(tmp_path):
           hf_greedy(loose, ids, GREEDY))
 
 
-def test_gpt_oss_mxfp4_experts_are_refused_by_name(tmp_path):
-    # The published checkpoints store experts as MXFP4 blocks and scales.
+# E2M1's values by code (sign bit 3), as transformers' FP4_VALUES lists them.
+FP4_VALUES = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def mxfp4_hf(w):
+    """Our own MXFP4 writer in transformers' packed layout, for w [experts,
+    rows, cols] (a row is an output): per 32 elements of a row the smallest
+    power-of-two scale that brings the largest |value| within E2M1's 6
+    (stored E8M0: exponent + 127), then each element's nearest code.
+    Returns blocks [experts, rows, cols / 32, 16] u8 (element 2i in the
+    low nibble of byte i, 2i + 1 in the high) and scales [experts, rows,
+    cols / 32] u8."""
+    *lead, cols = w.shape
+    b = w.reshape(*lead, cols // 32, 32).astype(np.float64)
+    amax = np.abs(b).max(-1)
+    e = np.clip(np.ceil(np.log2(np.maximum(amax, 2.0 ** -126) / 6)) + 127, 0, 254)
+    scaled = b / 2.0 ** (e - 127)[..., None]
+    code = np.abs(scaled[..., None] - FP4_VALUES).argmin(-1).astype(np.uint8)
+    # Contiguous: safetensors' numpy writer stores an array's memory as it
+    # lies, and e inherits the strides of w's transposed view.
+    return (np.ascontiguousarray(code[..., 0::2] | code[..., 1::2] << 4),
+            np.ascontiguousarray(e.astype(np.uint8)))
+
+
+def write_gpt_oss_mxfp4(model, path):
+    """Saves model as the published gpt-oss checkpoints are: expert weights
+    as mlp.experts.{gate_up,down}_proj_{blocks,scales} (biases as they
+    were) and a quantization_config, and puts into model the values
+    transformers' own reader (convert_moe_packed_tensors) makes of those
+    blocks. Returns the saved tensors."""
     from safetensors.numpy import load_file, save_file
-    model = gpt_oss(seed=23)
-    model.save_pretrained(tmp_path / "m", safe_serialization=True)
-    path = tmp_path / "m" / "model.safetensors"
-    tensors = load_file(str(path))
-    name = "model.layers.0.mlp.experts.gate_up_proj"
-    tensors[name + "_blocks"] = tensors.pop(name)
-    save_file(tensors, str(path), metadata={"format": "pt"})
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    model.save_pretrained(path, safe_serialization=True)
+    f = path / "model.safetensors"
+    tensors = load_file(str(f))
+    for i, layer in enumerate(model.model.layers):
+        for proj in ("gate_up_proj", "down_proj"):
+            name = f"model.layers.{i}.mlp.experts.{proj}"
+            x = tensors.pop(name)  # [experts, in, out]
+            blocks, scales = mxfp4_hf(np.swapaxes(x, 1, 2))
+            tensors[name + "_blocks"], tensors[name + "_scales"] = blocks, scales
+            got = convert_moe_packed_tensors(torch.from_numpy(blocks), torch.from_numpy(scales),
+                                             dtype=torch.float32).numpy()
+            assert got.shape == x.shape
+            # Transformers reads our blocks back as the values we meant:
+            # each within half the widest E2M1 gap (1 of 6) of the scale
+            # that its block's largest |value| sets, a third of it.
+            per_block = lambda a: np.swapaxes(a, 1, 2).reshape(*blocks.shape[:3], 32)
+            amax = np.abs(per_block(x)).max(-1, keepdims=True)
+            assert (np.abs(per_block(got) - per_block(x)) <= amax / 3 + 1e-30).all()
+            with torch.no_grad():
+                getattr(layer.mlp.experts, proj).copy_(torch.from_numpy(got))
+    save_file(tensors, str(f), metadata={"format": "pt"})
+    cfg = json.loads((path / "config.json").read_text())
+    cfg["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    (path / "config.json").write_text(json.dumps(cfg))
+    return tensors
+
+
+@pytest.mark.parametrize("extra", [[], ["--page-size", "4", "--prefill-chunk", "5",
+                                        "--threads", "2", "--matmul-activations", "q8"]],
+                         ids=["default", "pages4-chunk5-q8"])
+def test_gpt_oss_mxfp4_folder_matches_transformers(tmp_path, extra):
+    # The experts' MXFP4 blocks are read as they are (re-packed, never
+    # widened) and computed with the values transformers makes of them.
+    model = gpt_oss(seed=24, limit=0.5)
+    ids = prompt(model.config.vocab_size, seed=83)
+    before = hf_logits(model, ids)
+    write_gpt_oss_mxfp4(model, tmp_path / "m")
+    want = hf_logits(model, ids)
+    assert np.abs(want - before).max() > 100 * 1e-4 * max(1.0, np.abs(want).max())
+    check(run_folio(tmp_path / "m", ids, *extra), want, hf_greedy(model, ids, GREEDY))
+
+
+def test_gpt_oss_mxfp4_info_counts_17_bytes_per_32_weights(tmp_path):
+    model = gpt_oss(seed=25, layers=2)
+    write_gpt_oss_mxfp4(model, tmp_path / "m")
+    cfg = model.config
+    elements = cfg.num_hidden_layers * cfg.num_local_experts * 3 * cfg.hidden_size * \
+        cfg.intermediate_size
+    info = folio_info(tmp_path / "m")
+    assert info["weight_types"]["mxfp4"] == {
+        "tensors": cfg.num_hidden_layers * cfg.num_local_experts * 3, "elements": elements,
+        "bytes": elements // 32 * 17, "bits_per_weight": 4.25}
+
+
+def drop_last_block(t, name):
+    t[name + "_scales"] = np.ascontiguousarray(t[name + "_scales"][..., :-1])
+
+
+def drop(t, name):
+    del t[name + "_scales"]
+
+
+def nan_scale(t, name):
+    t[name + "_scales"][3, 5, 1] = 0xff
+
+
+def f32_blocks(t, name):
+    t[name + "_blocks"] = t[name + "_blocks"].astype(np.float32)
+
+
+@pytest.mark.parametrize("change,named", [
+    (drop_last_block, "gate_up_proj_scales has shape [8,64,1], expected [8,64,2]"),
+    (drop, "missing tensor model.layers.1.mlp.experts.gate_up_proj_scales"),
+    (nan_scale, "gate_up_proj_scales: expert 3 row 5 block 1 has the E8M0 scale 0xff"),
+    (f32_blocks, "gate_up_proj_blocks is f32; MXFP4 blocks and scales are U8"),
+], ids=["scales-shape", "no-scales", "nan-scale", "float-blocks"])
+def test_gpt_oss_bad_mxfp4_experts_are_refused_by_name(tmp_path, change, named):
+    from safetensors.numpy import save_file
+    model = gpt_oss(seed=23, layers=2)
+    tensors = write_gpt_oss_mxfp4(model, tmp_path / "m")
+    change(tensors, "model.layers.1.mlp.experts.gate_up_proj")
+    save_file(tensors, str(tmp_path / "m" / "model.safetensors"), metadata={"format": "pt"})
     out = subprocess.run([FOLIO, "logits", "--model", str(tmp_path / "m"), "--tokens", "1,2"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
-    assert "gate_up_proj_blocks (MXFP4 experts are not read yet" in out.stderr, out.stderr
+    assert named in out.stderr, out.stderr

@@ -139,7 +139,8 @@ def test_unknown_backend_is_refused_by_name(tmp_path):
 GGUF_CASES = [("llama", "q8_0"), ("llama", "f16"), ("qwen2", "f32"), ("qwen3", "bf16"),
               ("qwen3", "q8_0"), ("llama", "q4_0"), ("qwen2", "q4_1"), ("qwen3", "q5_0"),
               ("llama", "q5_1"), ("llama", "q4_k"), ("qwen3", "q5_k"), ("qwen2", "q6_k"),
-              ("qwen2", "q2_k"), ("llama", "q3_k"), ("qwen3", "iq4_nl"), ("llama", "iq4_xs")]
+              ("qwen2", "q2_k"), ("llama", "q3_k"), ("qwen3", "iq4_nl"), ("llama", "iq4_xs"),
+              ("qwen3", "mxfp4")]
 # K-quant and IQ4_XS rows are whole 256-element super-blocks: every
 # matrix's input width (hidden, heads * head_dim, ffn) is 256 in those cases.
 KQUANT_ARCH = {"hidden": 256, "head_dim": 64, "ffn": 256}
@@ -200,12 +201,13 @@ def test_info_reports_bits_per_weight_by_type(tmp_path):
 
 
 @pytest.mark.parametrize("dtype,field,bits", [("q4_1", 2, 0x7c00), ("q4_k", 0, 0x7e00),
-                                              ("q6_k", 208, 0xfc00)])
+                                              ("q6_k", 208, 0xfc00), ("mxfp4", 0, 0xff)])
 def test_a_non_finite_block_scale_is_refused_at_load_naming_the_tensor(tmp_path, dtype, field,
                                                                       bits):
     """A NaN or infinite f16 scale would make its whole block NaN or inf;
     the loader reads every block's scales and names the tensor, the block
-    and the field instead of loading it."""
+    and the field instead of loading it. MXFP4's scale is one E8M0 byte,
+    whose 0xff is NaN."""
     import gguf
     a = ck.Arch(name="llama", **(KQUANT_ARCH if dtype in ck.KQUANT_DTYPES else {}))
     path = tmp_path / "m.gguf"
@@ -215,7 +217,8 @@ def test_a_non_finite_block_scale_is_refused_at_load_naming_the_tensor(tmp_path,
     block_bytes = gguf.GGML_QUANT_SIZES[t.tensor_type][1]
     raw = bytearray(path.read_bytes())
     at = t.data_offset + 2 * block_bytes + field
-    raw[at:at + 2] = bits.to_bytes(2, "little")
+    width = 1 if dtype == "mxfp4" else 2
+    raw[at:at + width] = bits.to_bytes(width, "little")
     path.write_bytes(bytes(raw))
     out = subprocess.run([FOLIO, "logits", "--model", str(path), "--tokens", "1,2"],
                          capture_output=True, text=True, timeout=120)

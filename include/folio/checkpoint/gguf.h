@@ -181,16 +181,17 @@ uint64_t GgmlBlockBytes(GgmlType t);
 
 // The folio weight type (ops/weight_type.h) a ggml type is read as:
 // F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
-// Q2_K, Q3_K, IQ4_NL and IQ4_XS map to their namesakes (with the same block layout, checked at
-// compile time); every other type, and a value outside the enum, is nullopt. One exhaustive switch
-// over GgmlType: the only place ggml ids become weight types.
+// Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4 map to their namesakes (with the
+// same block layout, checked at compile time); every other type, and a
+// value outside the enum, is nullopt. One exhaustive switch over GgmlType:
+// the only place ggml ids become weight types.
 std::optional<ops::WeightType> WeightTypeOf(GgmlType t);
 // The ggml type a weight type is written as: the inverse of WeightTypeOf
 // (every weight type has one). One exhaustive switch over WeightType.
 GgmlType GgmlTypeOf(ops::WeightType t);
 // The ggml names of the types WeightTypeOf maps, in WeightType order:
 // "F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K,
-// Q2_K, Q3_K, IQ4_NL and IQ4_XS".
+// Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4".
 std::string GgmlTypesFolioLoads();
 
 // A decoded metadata value. Scalars keep the type they were written with.
@@ -337,7 +338,7 @@ class GgufFile {
 // The weight type of tensor `t`, or Unimplemented naming it and its ggml
 // type: "tensor blk.0.attn_q.weight has ggml type IQ2_XXS (folio loads
 // F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K,
-// Q3_K, IQ4_NL and IQ4_XS)".
+// Q3_K, IQ4_NL, IQ4_XS and MXFP4)".
 Result<ops::WeightType> WeightTypeOf(const GgufFile::TensorInfo& t);
 
 }  // namespace folio::checkpoint

@@ -26,7 +26,7 @@ Status SaveModel(const model::Model& model, const std::filesystem::path& dir);
 //     MistralForCausalLM, Qwen2ForCausalLM and Qwen3ForCausalLM; tensors
 //     F64, F32, F16 or BF16, memory-mapped;
 //   - a .gguf file (llama, qwen2, qwen3; F32, F16, BF16, Q8_0, Q4_0, Q4_1,
-//     Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL and IQ4_XS
+//     Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4
 //     tensors, every one kept in its stored blocks).
 // Errors name the file and the field or tensor.
 Result<model::Model> LoadModel(const std::filesystem::path& path);

@@ -40,7 +40,7 @@
 // scale (d * sc) and bias (-dmin * m) are exact in f32 (Q6_K: two halves
 // with scale d * sc each); the packed tiles keep d, dmin, sc and m as the
 // file does and form the products in registers. Every other type (Q2_K,
-// Q3_K, IQ4_NL, IQ4_XS, float) stays on the float kernel.
+// Q3_K, IQ4_NL, IQ4_XS, MXFP4, float) stays on the float kernel.
 #ifndef FOLIO_OPS_PACKED_MATMUL_H_
 #define FOLIO_OPS_PACKED_MATMUL_H_
 

@@ -33,7 +33,7 @@ namespace folio::ops {
 // Whether QuantizeRow writes `type`: f32, f16, bf16, Q8_0, Q4_0, Q4_1,
 // Q5_0, Q5_1, Q4_K, Q5_K and Q6_K. f64 (folio computes in f32), Q2_K,
 // Q3_K, IQ4_NL and IQ4_XS (ggml wants an importance matrix for good ones)
-// have none.
+// have none, nor MXFP4 (read as checkpoints ship it, never produced).
 constexpr bool HasQuantizer(WeightType type) {
   switch (type) {
     case WeightType::kF32:
@@ -53,6 +53,7 @@ constexpr bool HasQuantizer(WeightType type) {
     case WeightType::kQ3_K:
     case WeightType::kIQ4_NL:
     case WeightType::kIQ4_XS:
+    case WeightType::kMXFP4:
       return false;
   }
   return false;

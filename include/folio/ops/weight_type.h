@@ -73,6 +73,14 @@ namespace folio::ops {
 //     nibble b % 2 of scales_l[b / 2] and bits 2b, 2b + 1 of scales_h, and
 //     IQ4_NL's nibble order in qs[16b..]; element = (d * (ls - 32)) *
 //     kvalues_iq4nl[q].
+//   kMXFP4 (block_mxfp4, 17 bytes per 32; OCP microscaling FP4): u8 e (an
+//     E8M0 scale: 2^(e - 127)), qs[16] in the legacy nibble order, each
+//     nibble an E2M1 code; element = kvalues_mxfp4[q] * 2^(e - 128), where
+//     kvalues_mxfp4 = {0, 1, 2, 3, 4, 6, 8, 12, then the same negated} is
+//     twice E2M1's values, so this is E2M1(q) * 2^(e - 127) (but code 8,
+//     E2M1's -0, is +0 as in ggml's integer table). As in ggml,
+//     every e is an exponent, 0xff (OCP's NaN) included; a loader refuses
+//     e = 0xff (ops::CheckBlockScales).
 // Values are the table's row indices; add new types at the end.
 enum class WeightType : uint8_t {
   kF64,
@@ -91,6 +99,7 @@ enum class WeightType : uint8_t {
   kQ3_K,
   kIQ4_NL,
   kIQ4_XS,
+  kMXFP4,
 };
 
 struct WeightTypeTraits {
@@ -125,6 +134,7 @@ inline constexpr WeightTypeTraits kWeightTypeTraits[] = {
     {WeightType::kQ3_K, "q3_k", 256, 32 + 64 + 12 + 2, true},
     {WeightType::kIQ4_NL, "iq4_nl", 32, 2 + 16, true},
     {WeightType::kIQ4_XS, "iq4_xs", 256, 2 + 2 + 4 + 128, true},
+    {WeightType::kMXFP4, "mxfp4", 32, 1 + 16, true},
 };
 inline constexpr size_t kNumWeightTypes = std::size(kWeightTypeTraits);
 
@@ -148,6 +158,7 @@ constexpr bool IsWeightType(WeightType t) {
     case WeightType::kQ3_K:
     case WeightType::kIQ4_NL:
     case WeightType::kIQ4_XS:
+    case WeightType::kMXFP4:
       return true;
   }
   return false;
@@ -199,7 +210,9 @@ uint64_t WeightRowBytes(WeightType type, uint64_t cols);
 // exact product makes a fused multiply-add give the same bits). Q4_K and
 // Q5_K likewise: d * sc, dmin * m and (d * sc) * q are exact, so only the
 // subtraction rounds, and Q2_K's too; Q3_K, IQ4_NL and IQ4_XS round
-// nowhere. Q6_K's (d * sc) * (q - 32) can round in its second product,
+// nowhere, nor does MXFP4 (a 4-bit level times a power of two, subnormal
+// for e < 2) except that a product of 2^128 or more is infinity (e >= 0xfd
+// with the larger levels), as in ggml. Q6_K's (d * sc) * (q - 32) can round in its second product,
 // computed in that order as in ggml. Double output is that f32
 // value widened, so both outputs agree with ggml bit for bit; element
 // types widen exactly, except f64 into float, which rounds to nearest
