@@ -79,6 +79,12 @@ std::optional<GgufPart> GgufPartOf(const ModelConfig& c, const std::string& hf_n
   if (role == "gate_proj.weight") return GgufPart{blk + "ffn_gate_exps.weight", j * f, f, e * f};
   if (role == "up_proj.weight") return GgufPart{blk + "ffn_up_exps.weight", j * f, f, e * f};
   if (role == "down_proj.weight") return GgufPart{blk + "ffn_down_exps.weight", j * d, d, e * d};
+  // Biases (gpt-oss): row j of [experts, n].
+  for (const char* r : {"gate", "up", "down"}) {
+    if (role == std::string(r) + "_proj.bias") {
+      return GgufPart{blk + "ffn_" + r + "_exps.bias", j, 1, e, /*vector=*/true};
+    }
+  }
   return std::nullopt;
 }
 

@@ -1,4 +1,5 @@
-// LoadModel for GGUF files: llama, qwen2, qwen3, gemma3, gemma2 and phi3 architectures with the
+// LoadModel for GGUF files: llama, qwen2, qwen3, gemma3, gemma2, phi3, qwen3moe, gpt-oss and
+// bert architectures with the
 // tensor types WeightTypeOf maps (F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1,
 // Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4),
 // memory-mapped in place.
@@ -36,9 +37,12 @@ std::string GgufTensorName(const std::string& hf, model::NormLayout layout) {
       {"self_attn.q_norm.weight", "attn_q_norm.weight"},
       {"self_attn.k_norm.weight", "attn_k_norm.weight"},
       {"self_attn.o_proj.weight", "attn_output.weight"},
+      {"self_attn.o_proj.bias", "attn_output.bias"},
+      {"self_attn.sinks", "attn_sinks.weight"},          // gpt-oss
       {"self_attn.qkv_proj.weight", "attn_qkv.weight"},  // fused (Phi-3)
       {"mlp.gate_up_proj.weight", "ffn_up.weight"},      // fused (Phi-3): gate rows, then up
       {"mlp.gate.weight", "ffn_gate_inp.weight"},        // a mixture's router
+      {"mlp.gate.bias", "ffn_gate_inp.bias"},            // its bias (gpt-oss)
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
@@ -278,6 +282,48 @@ Result<ModelConfig> BertConfigFromGguf(const GgufFile& f, const std::string& arc
   return c;
 }
 
+// gpt-oss as llama.cpp's converter writes it. The file records the
+// window (attention.sliding_window) and the experts' width; llama.cpp's
+// graph fixes the rest, and so does folio: even layers slide (its swa
+// pattern 2, transformers' default layer_types), routing by the k largest
+// logits then a softmax over them, biases on the router and the experts,
+// the clamped SwiGLU with alpha 1.702 and limit 7.0 (the published
+// configs' swiglu_limit), attention sinks and an output bias. The YaRN
+// ramp is not truncated: the published configs say truncate false and
+// transformers follows them, where llama.cpp rounds the ramp's bounds.
+Status GptOssFromGguf(const GgufFile& f, const std::string& arch, ModelConfig& c) {
+  auto key = [&](const char* k) { return arch + "." + k; };
+  for (const char* k : {"swiglu_clamp_exp", "attention.sliding_window_pattern"}) {
+    if (f.Has(key(k))) return Status::Unimplemented(key(k) + " (gpt-oss fixes it)");
+  }
+  if (!f.Has(key("attention.sliding_window"))) {
+    return Status::NotFound("missing key " + key("attention.sliding_window") +
+                            " (gpt-oss's even layers slide)");
+  }
+  if (c.window == 0) return Status::InvalidArgument(key("attention.sliding_window") + " is 0");
+  c.routing = model::Routing::kTopKSoftmax;
+  c.norm_topk_prob = true;  // the softmax over the chosen sums to 1
+  c.moe_bias = true;
+  c.output_bias = true;
+  c.attention_sinks = true;
+  c.swiglu_limit = 7.0;
+  c.swiglu_alpha = 1.702;
+  if (c.rope_scaling.type == RopeScaling::Type::kYarn) c.rope_scaling.truncate = false;
+  c.layers.clear();
+  for (uint64_t i = 0; i < c.num_layers; ++i) {
+    c.layers.push_back(LayerConfig{i % 2 == 0 ? c.window : 0, c.rope_theta, c.rope_scaling});
+  }
+  return Status::Ok();
+}
+
+// gpt-oss's files name the norm before the MLP post_attention_norm, where
+// the other families' say ffn_norm.
+std::string GptOssGgufTensorName(const std::string& hf) {
+  const std::string_view norm = "post_attention_layernorm.weight";
+  if (hf.ends_with(norm)) return GgufTensorName(hf, model::NormLayout::kSandwich);
+  return GgufTensorName(hf);
+}
+
 Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   FOLIO_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
   const std::optional<Architecture> known = model::ArchitectureFromGgufName(arch);
@@ -361,6 +407,7 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   } else if (f.Has(key("attention.sliding_window"))) {
     FOLIO_ASSIGN_OR_RETURN(c.window, f.GetUint(key("attention.sliding_window")));
   }
+  if (*known == Architecture::kGptOss) FOLIO_RETURN_IF_ERROR(GptOssFromGguf(f, arch, c));
   for (const auto& [k, cap] : {std::pair{"attn_logit_softcapping", &c.attn_logit_softcap},
                                std::pair{"final_logit_softcapping", &c.final_logit_softcap}}) {
     if (t.softcaps) {  // the family's files always carry them
@@ -417,9 +464,10 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
         const std::optional<FusedPart> part =
             gp ? std::optional<FusedPart>(FusedPart{gp->name, gp->first_row, gp->rows})
                : std::nullopt;
-        const std::string name = gp ? gp->name
-                                 : config->IsEncoder()
-                                     ? BertGgufTensorName(hf_name)
+        const std::string name = gp                    ? gp->name
+                                 : config->IsEncoder() ? BertGgufTensorName(hf_name)
+                                 : config->architecture == Architecture::kGptOss
+                                     ? GptOssGgufTensorName(hf_name)
                                      : GgufTensorName(hf_name, config->norm_layout);
         if (part) {
           if (auto f = fused.find(name); f != fused.end()) {
@@ -429,6 +477,7 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
               return;
             }
             t = *std::move(slice);
+            if (gp->vector) t.shape = {t.shape.back()};
             return;
           }
         }
@@ -460,6 +509,7 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
             return;
           }
           t = *std::move(slice);
+          if (gp->vector) t.shape = {t.shape.back()};
         }
       });
   FOLIO_RETURN_IF_ERROR(status);

@@ -107,6 +107,7 @@ Result<Tensor> GptOssMxfp4ExpertTensor(const ModelConfig& config, const StoredBy
 struct GgufPart {
   std::string name;  // the GGUF tensor holding it
   uint64_t first_row, rows, total_rows;
+  bool vector = false;  // one row of a stack of biases [experts, n], read as [n]
 };
 std::optional<GgufPart> GgufPartOf(const ModelConfig& config, const std::string& hf_name);
 // The rows of a fused tensor: q + 2 kv, or 2 ffn.

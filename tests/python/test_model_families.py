@@ -705,6 +705,130 @@ def test_gpt_oss_sinks_and_clamp_matter(tmp_path):
           hf_greedy(loose, ids, GREEDY))
 
 
+def write_gpt_oss_gguf(model, path, experts=None):
+    """gpt-oss as llama.cpp's converter writes it: the router as
+    ffn_gate_inp (+ bias), transformers' fused gate_up_proj [E, d, 2f]
+    (gate and up interleaved by column) cut into ffn_gate_exps and
+    ffn_up_exps [E, f, d] and their biases, down_proj transposed to
+    ffn_down_exps [E, d, f], sinks as attn_sinks.weight, the pre-MLP norm as
+    post_attention_norm; the window, the experts' width and YaRN as keys.
+    experts(name, x) as write_moe_gguf takes it, for the expert weights."""
+    import gguf
+    cfg = model.config
+    w = gguf_writer(path, "gpt-oss", cfg)
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.head_dim)
+    rope = cfg.rope_parameters
+    w.add_rope_freq_base(rope["rope_theta"])
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(rope["factor"])
+    w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+    w.add_expert_count(cfg.num_local_experts)
+    w.add_expert_used_count(cfg.num_experts_per_tok)
+    w.add_uint32("gpt-oss.expert_feed_forward_length", cfg.intermediate_size)
+    w.add_sliding_window(cfg.sliding_window)
+    sd = {k: v.detach().float().numpy().copy() for k, v in model.state_dict().items()}
+    names = {"input_layernorm.weight": "attn_norm.weight",
+             "post_attention_layernorm.weight": "post_attention_norm.weight",
+             "self_attn.sinks": "attn_sinks.weight",
+             "mlp.router.weight": "ffn_gate_inp.weight", "mlp.router.bias": "ffn_gate_inp.bias"}
+    for p in "qkvo":
+        for kind in ("weight", "bias"):
+            names[f"self_attn.{p}_proj.{kind}"] = \
+                f"attn_{'output' if p == 'o' else p}.{kind}"
+    c = np.ascontiguousarray
+
+    def add_experts(name, x):
+        data, raw = experts(name, c(x)) if experts else (c(x), None)
+        w.add_tensor(name, c(data), raw_dtype=raw)
+
+    for name, x in sd.items():
+        if name == "model.embed_tokens.weight":
+            w.add_tensor("token_embd.weight", x)
+        elif name == "model.norm.weight":
+            w.add_tensor("output_norm.weight", x)
+        elif name == "lm_head.weight":
+            w.add_tensor("output.weight", x)
+        elif ".mlp.experts." in name:
+            i = name.split(".")[2]
+            role = name.split(".mlp.experts.")[1]
+            if role == "gate_up_proj":
+                t = x.transpose(0, 2, 1)  # [E, 2f, d]
+                add_experts(f"blk.{i}.ffn_gate_exps.weight", t[:, 0::2])
+                add_experts(f"blk.{i}.ffn_up_exps.weight", t[:, 1::2])
+            elif role == "gate_up_proj_bias":
+                w.add_tensor(f"blk.{i}.ffn_gate_exps.bias", c(x[:, 0::2]))
+                w.add_tensor(f"blk.{i}.ffn_up_exps.bias", c(x[:, 1::2]))
+            elif role == "down_proj":
+                add_experts(f"blk.{i}.ffn_down_exps.weight", x.transpose(0, 2, 1))
+            else:
+                assert role == "down_proj_bias", name
+                w.add_tensor(f"blk.{i}.ffn_down_exps.bias", x)
+        else:
+            parts = name.split(".")
+            w.add_tensor(f"blk.{parts[2]}.{names['.'.join(parts[3:])]}", x)
+    finish(w)
+
+
+@pytest.mark.parametrize("extra", [[], ["--page-size", "4", "--prefill-chunk", "5",
+                                        "--threads", "2"]], ids=["default", "pages4-chunk5"])
+def test_gpt_oss_gguf_matches_transformers(tmp_path, extra):
+    # The same checks as the folder's, on the file llama.cpp's converter
+    # would write (limit 7.0: llama.cpp's graph fixes it, so the file has
+    # no key for it).
+    model = gpt_oss(seed=26, limit=7.0)
+    write_gpt_oss_gguf(model, tmp_path / "m.gguf")
+    ids = prompt(model.config.vocab_size, seed=83)
+    check(run_folio(tmp_path / "m.gguf", ids, *extra), hf_logits(model, ids),
+          hf_greedy(model, ids, GREEDY))
+
+
+def test_gpt_oss_gguf_mxfp4_experts_compute_on_their_values(tmp_path):
+    # As the published gpt-oss GGUF files store them: experts in MXFP4
+    # (written by the gguf package) give the bits of the same file holding
+    # the f32 values those blocks decode to.
+    import gguf
+    mx = gguf.GGMLQuantizationType.MXFP4
+    model = gpt_oss(seed=28, limit=7.0)
+    stored = {}
+
+    def quantized(name, x):
+        stored[name] = gguf.quants.quantize(x.astype(np.float32), mx)
+        return stored[name], mx
+
+    def dequantized(name, x):
+        return gguf.quants.dequantize(stored[name], mx).reshape(x.shape), None
+
+    write_gpt_oss_gguf(model, tmp_path / "mx.gguf", quantized)
+    write_gpt_oss_gguf(model, tmp_path / "f32.gguf", dequantized)
+    ids = prompt(model.config.vocab_size, seed=89)
+    for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
+        got = run_folio(tmp_path / "mx.gguf", ids, *extra)
+        assert got == run_folio(tmp_path / "f32.gguf", ids, *extra)
+    assert got != run_folio_gguf_f32(model, tmp_path, ids)
+
+
+def run_folio_gguf_f32(model, tmp_path, ids):
+    write_gpt_oss_gguf(model, tmp_path / "unrounded.gguf")
+    return run_folio(tmp_path / "unrounded.gguf", ids)
+
+
+def test_gpt_oss_gguf_reads_what_the_folder_says(tmp_path):
+    # folio info of the file and of the folder agree: even layers slide
+    # with the window, the same experts and parameter counts.
+    model = gpt_oss(seed=27, layers=2, limit=7.0)
+    write_gpt_oss_gguf(model, tmp_path / "m.gguf")
+    model.save_pretrained(tmp_path / "f", safe_serialization=True)
+    info = lambda m: json.loads(subprocess.run(
+        [FOLIO, "info", str(m)], capture_output=True, text=True, timeout=120,
+        check=True).stdout)
+    g, f = info(tmp_path / "m.gguf"), info(tmp_path / "f")
+    assert g["architecture"] == f["architecture"] == "gpt-oss"
+    assert g["layer_windows"] == f["layer_windows"] == [WINDOW, 0]
+    for k in ("kv_layer_groups", "experts", "parameters", "active_parameters"):
+        assert g[k] == f[k], k
+
+
 # E2M1's values by code (sign bit 3), as transformers' FP4_VALUES lists them.
 FP4_VALUES = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6])
 

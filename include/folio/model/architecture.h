@@ -49,8 +49,8 @@ enum class RopeStyle : uint8_t { kInterleaved, kNeox };
 //   kGptOss: gpt-oss (GptOssForCausalLM): biased q/k/v/o projections,
 //     attention sinks, alternating sliding-window and global layers, YaRN,
 //     and a mixture whose router and experts carry biases, routing by
-//     top-k logits then softmax, with a clamped SwiGLU. Hugging Face folders
-//     only for now (its GGUF files and MXFP4 experts are refused).
+//     top-k logits then softmax, with a clamped SwiGLU (Hugging Face
+//     folders, MXFP4 experts included, and GGUF "gpt-oss").
 //   kBert: the BERT encoder (BertModel; GGUF "bert"): Block::kBert, for
 //     embeddings (sentence-transformers' MiniLM, BGE, E5).
 //   kBertClassifier: BertForSequenceClassification, the BERT encoder with
@@ -276,7 +276,7 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
     {.architecture = Architecture::kGptOss,
      .name = "gpt-oss",
      .hf_class = "GptOssForCausalLM",
-     .gguf_name = "",
+     .gguf_name = "gpt-oss",
      .gguf_rope_style = RopeStyle::kNeox,
      .hf_native = true,
      .attention_bias = Fixed::kAlways,
