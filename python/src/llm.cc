@@ -651,6 +651,8 @@ void BindLlm(nb::module_& m) {
           nb::arg("token_types"),
           "A text pair's relevance request (engine/request.h, Pooling::kClassify): the "
           "classification head's logits, the pair's token types.")
+      .def_rw("skip_special_tokens", &engine::RequestParams::skip_special_tokens,
+              "The output text leaves special tokens out (false for a harmony chat).")
       .def_prop_ro("seed", [](const engine::RequestParams& p) { return p.seed; })
       .def_prop_ro("max_tokens", [](const engine::RequestParams& p) { return p.max_tokens; })
       .def_prop_ro(

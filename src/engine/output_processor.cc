@@ -134,7 +134,7 @@ Result<OutputProcessor::State> OutputProcessor::NewState(const RequestParams& pa
   State s;
   s.params = params;
   s.rng = SplitMix64(params.seed);
-  if (tokenizer_ != nullptr) s.detok.emplace(*tokenizer_);
+  if (tokenizer_ != nullptr) s.detok.emplace(*tokenizer_, params.skip_special_tokens);
   if (params.grammar) {
     s.matcher.emplace(params.grammar, token_trie());
     s.allowed.resize(sampling::TokenMaskWords(vocab_size_));
