@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <random>
 #include <string>
 #include <vector>
@@ -269,6 +270,39 @@ TEST(HarmonyOutput, StreamedDeltasAddUpToTheWholeReply) {
       SCOPED_TRACE(std::string(text.substr(0, 60)));
       ExpectSplitIndependent(Harmony(tools), text);
     }
+  }
+}
+
+// Random replies from harmony's pieces (markers, halves of markers, header
+// words, JSON, text): whatever the pieces, the reading does not depend on
+// the cuts, and every call's arguments are a JSON object's text.
+TEST(HarmonyOutput, RandomRepliesReadTheSameInAnyPieces) {
+  const std::vector<std::string> pieces = {
+      "<|start|>",   "assistant",     "<|channel|>", "analysis", "final",      "commentary",
+      "<|message|>", "<|end|>",       "<|return|>",  "<|call|>", " to=",       "functions.search",
+      "browser.x",   "<|constrain|>", "json",        " ",        "{\"q\": 1}", "{",
+      "}",           "text",          "\n",          "<|",       "|>",         "\xc3\xa9"};
+  std::mt19937 rng(20260812);
+  for (int trial = 0; trial < 300; ++trial) {
+    std::string text;
+    const size_t n = rng() % 24;
+    for (size_t i = 0; i < n; ++i) text += pieces[rng() % pieces.size()];
+    for (bool tools : {true, false}) {
+      const ChatOutputOptions o = Harmony(tools);
+      const ChatDelta whole = Parse(o, text);
+      for (const ToolCall& c : whole.calls) {
+        EXPECT_TRUE(nlohmann::json::parse(c.arguments, nullptr, false).is_object()) << c.arguments;
+      }
+      std::vector<size_t> bytes;
+      for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+      ExpectSame(whole, Parse(o, text, bytes), "byte at a time: " + text);
+      std::vector<size_t> cuts;
+      for (size_t i = 1; i < text.size(); ++i) {
+        if (rng() % 3 == 0) cuts.push_back(i);
+      }
+      ExpectSame(whole, Parse(o, text, cuts), "random cuts: " + text);
+    }
+    if (::testing::Test::HasFailure()) return;
   }
 }
 
