@@ -191,9 +191,9 @@ Result<OutputProcessor::State> OutputProcessor::RestoredState(const RequestParam
   return s;
 }
 
-std::string OutputProcessor::Text(std::span<const int32_t> tokens) const {
+std::string OutputProcessor::Text(std::span<const int32_t> tokens, bool skip_special_tokens) const {
   if (tokenizer_ == nullptr) return {};
-  tokenizer::StreamingDecoder detok(*tokenizer_);
+  tokenizer::StreamingDecoder detok(*tokenizer_, skip_special_tokens);
   std::string text;
   for (const int32_t t : tokens) text += detok.Push(t);
   return text + detok.Flush();

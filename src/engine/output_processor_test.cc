@@ -214,6 +214,8 @@ TEST(OutputProcessor, SpecialTokensAreTextWhenNotSkipped) {
       EXPECT_EQ(o->finish, t == 2 ? FinishReason::kStop : FinishReason::kNone);
     }
     EXPECT_EQ(text, skip ? "hi" : "<|channel|>hi<|return|>");
+    // Beam search's text, made whole at its end, says the same.
+    EXPECT_EQ(p.Text(std::vector<int32_t>{1, 3, 2}, skip), text);
   }
 }
 
