@@ -39,18 +39,20 @@ fi
 # (python/), and the tests that check folio against implementations it did
 # not write (tests/python). Installed only when an import, nanobind's
 # version range or a pinned version (tokenizers, hypothesis, llguidance,
-# xgrammar) is missing.
+# xgrammar, openai-harmony, quicktok-v1) is missing.
 if ! python3 - <<'PY' 2>/dev/null
 import sys
 from importlib.metadata import version
 import numpy, gguf, pytest, tokenizers, nanobind, tqdm, mypy, scikit_build_core, jinja2, ray, aiohttp
 import jsonschema, openai, torch, transformers, agents, selenium, llguidance, xgrammar
-import hypothesis, hypothesis_jsonschema
+import hypothesis, hypothesis_jsonschema, openai_harmony, quicktok
 nb = tuple(int(x) for x in nanobind.__version__.split(".")[:2])
 sys.exit(tokenizers.__version__ != "0.23.3" or not (2, 4) <= nb < (4, 0)
          or int(transformers.__version__.split(".")[0]) < 5
          or any(version(p) != v for p, v in (("llguidance", "1.9.1"), ("xgrammar", "0.2.9"),
-                                             ("hypothesis", "6.168.0"))))
+                                             ("hypothesis", "6.168.0"),
+                                             ("openai-harmony", "0.0.8"),
+                                             ("quicktok-v1", "0.4.0"))))
 PY
 then
   echo "setup: installing python test packages (tools/requirements-test.txt)"

@@ -155,6 +155,9 @@ class ChatRequest:
         self.stops = stops
         self.reader = reader
         self.grammar = grammar
+        # A harmony reply (gpt-oss) is read from its special tokens, so its
+        # text keeps them.
+        self.special_text = bool(reader.harmony)
 
     def read(self, out: RequestOutput) -> None:
         """Fills each completion's content, reasoning_content and tool_calls."""
@@ -412,10 +415,11 @@ class EngineCore:
         return None, ids
 
     def make_request(self, prompt: PromptType, params: SamplingParams, request_id: Optional[str],
-                     chat_stops: Sequence[int] = (), grammar: Optional[str] = None
-                     ) -> Tuple[Request, _folio.RequestParams]:
+                     chat_stops: Sequence[int] = (), grammar: Optional[str] = None,
+                     special_text: bool = False) -> Tuple[Request, _folio.RequestParams]:
         """Checks a request (ValueError) without submitting it. grammar: GBNF
-        the output must follow (a chat's tool-call grammar)."""
+        the output must follow (a chat's tool-call grammar); special_text: the
+        output text keeps special tokens (a harmony chat's reply)."""
         if not isinstance(params, SamplingParams):
             raise TypeError(f"sampling_params must be a folio.SamplingParams "
                             f"(got {type(params).__name__})")
@@ -430,6 +434,8 @@ class EngineCore:
             max_tokens = max(1, int(self.info["max_positions"]) - len(ids) + 1)
         seed = params.seed if params.seed is not None else self._seeds.getrandbits(64)
         native = params._native(seed, max_tokens, eos_ids)
+        if special_text:
+            native.skip_special_tokens = False
         if params._constraint is not None:
             if grammar is not None:
                 raise ValueError("structured_outputs cannot be combined with a tool_choice "

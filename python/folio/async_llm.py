@@ -108,7 +108,7 @@ class AsyncLLM:
             raise ValueError("AsyncLLM.chat takes one conversation (a list of messages)")
         [c] = chats
         r, native = self._core.make_request(c.prompt, sampling_params or SamplingParams(),
-                                            request_id, c.stops, c.grammar)
+                                            request_id, c.stops, c.grammar, c.special_text)
         async for out in self._stream(r, lambda: self._core.native.submit(
                 r.key, r.prompt_token_ids, native)):
             if out.finished:

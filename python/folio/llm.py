@@ -147,7 +147,8 @@ class LLM:
                                         chat_template_kwargs)
         chats = self._core.chat_requests(messages, chat_template, fields)
         params = params_for(sampling_params, len(chats))
-        outs = self._run([(c.prompt, sp, c.stops, c.grammar) for c, sp in zip(chats, params)],
+        outs = self._run([(c.prompt, sp, c.stops, c.grammar, c.special_text)
+                          for c, sp in zip(chats, params)],
                          use_tqdm)
         for out, c in zip(outs, chats):
             c.read(out)
@@ -222,8 +223,8 @@ class LLM:
             return [r.output() for r in reqs]
 
     def _make(self, items: Sequence[Any]) -> List[Tuple[Request, _folio.RequestParams]]:
-        """Checks every (prompt, params, chat stops[, tool-call grammar]) before any is
-        submitted."""
+        """Checks every (prompt, params, chat stops[, tool-call grammar, special
+        text]) before any is submitted."""
         made = []
         for i, (p, sp, stops, *grammar) in enumerate(items):
             try:

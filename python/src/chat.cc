@@ -73,7 +73,10 @@ void BindChat(nb::module_& m) {
       "chat template's format, <think> reasoning.")
       .def("read", &ReadChatOutput, nb::arg("text"), nb::arg("call_id_seed"),
            "(content, reasoning_content or None, [(id, name, arguments JSON)] or None when "
-           "the request had no tools).");
+           "the request had no tools).")
+      .def_prop_ro("harmony", &ChatOutputReader::harmony,
+                   "Whether the reply is harmony messages (gpt-oss), read from its special "
+                   "tokens: its text must keep them (skip_special_tokens false).");
   m.def("render_chat_template", &RenderChatTemplate, nb::arg("source"), nb::arg("variables_json"),
         nb::arg("strftime_now") = nb::none(),
         "Renders a Jinja chat template with the variables (a JSON object), as jinja2 does "

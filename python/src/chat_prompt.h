@@ -76,6 +76,8 @@ class ChatOutputReader {
   };
   Message Read(std::string_view text, uint64_t call_id_seed) const;
   bool reads_tool_calls() const { return options_.tool_format.has_value(); }
+  // The reply is harmony messages, read from its special tokens.
+  bool harmony() const { return options_.harmony; }
 
  private:
   serving::ChatOutputOptions options_;

@@ -525,8 +525,11 @@ class EngineCore {
       nb::dict d = nb::cast<nb::dict>(loads(nb::str(q.request.dump().c_str())));
       d["key"] = keys[i];
       // The text already returned: the first text_sent bytes of the
-      // output's streamed text, as the engine restored it.
-      tokenizer::StreamingDecoder detok(served().tokenizer());
+      // output's streamed text, as the engine restored it (special tokens
+      // as the request wrote them: a harmony chat keeps them).
+      const bool skip_special =
+          q.request.value("params", nlohmann::json::object()).value("skip_special_tokens", true);
+      tokenizer::StreamingDecoder detok(served().tokenizer(), skip_special);
       std::string text;
       for (const int32_t t : q.request["output"].get<std::vector<int32_t>>()) text += detok.Push(t);
       text.resize(std::min<size_t>(text.size(), q.request["text_sent"].get<size_t>()));
@@ -651,6 +654,8 @@ void BindLlm(nb::module_& m) {
           nb::arg("token_types"),
           "A text pair's relevance request (engine/request.h, Pooling::kClassify): the "
           "classification head's logits, the pair's token types.")
+      .def_rw("skip_special_tokens", &engine::RequestParams::skip_special_tokens,
+              "The output text leaves special tokens out (false for a harmony chat).")
       .def_prop_ro("seed", [](const engine::RequestParams& p) { return p.seed; })
       .def_prop_ro("max_tokens", [](const engine::RequestParams& p) { return p.max_tokens; })
       .def_prop_ro(

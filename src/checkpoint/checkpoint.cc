@@ -3,6 +3,7 @@
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string_view>
 #include <system_error>
 #include <vector>
@@ -14,6 +15,11 @@
 namespace folio::checkpoint {
 
 std::string FolderChatTemplate(const std::filesystem::path& dir) {
+  if (std::ifstream file(dir / "chat_template.jinja"); file) {
+    std::ostringstream text;
+    text << file.rdbuf();
+    return text.str();
+  }
   std::ifstream in(dir / "tokenizer_config.json");
   if (!in) return "";
   const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);

@@ -63,6 +63,12 @@ TEST_F(CheckpointTest, ChatTemplateFromTokenizerConfig) {
   EXPECT_EQ(c->chat_template, "");
 }
 
+TEST_F(CheckpointTest, ChatTemplateJinjaFileWinsOverTokenizerConfig) {
+  WriteTokenizerConfig(R"({"chat_template": "{{ messages }}"})");
+  std::ofstream(dir_ / "chat_template.jinja") << "<|start|>{{ x }}\n";
+  EXPECT_EQ(LoadCheckpoint(dir_)->chat_template, "<|start|>{{ x }}\n");
+}
+
 TEST_F(CheckpointTest, ErrorsAreLoadModels) {
   auto r = LoadCheckpoint(dir_ / "nowhere");
   ASSERT_FALSE(r.has_value());

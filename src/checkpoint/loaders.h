@@ -118,7 +118,9 @@ inline uint64_t FusedRows(const ModelConfig& c, const FusedPart& part) {
 // A folio or Hugging Face folder (model_io.cc).
 Result<Model> LoadFolderModel(const std::filesystem::path& dir);
 
-// A folder's chat template: tokenizer_config.json's "chat_template", a
+// A folder's chat template: chat_template.jinja when the folder has one
+// (newer Hugging Face repositories, gpt-oss's among them, keep it there;
+// transformers prefers it), else tokenizer_config.json's "chat_template", a
 // string or a list of named templates ("default" preferred, else the
 // first); empty when absent or unreadable (checkpoint.cc).
 std::string FolderChatTemplate(const std::filesystem::path& dir);

@@ -107,6 +107,8 @@ Result<std::optional<json>> Chat::Reply(const json& messages, json fields) {
   params.sampling.top_p = flags.top_p;
   params.seed = flags.seed + turn++;
   params.eos_token_ids = eos;
+  // A harmony reply's parser reads its special tokens.
+  if (chat.output.harmony) params.skip_special_tokens = false;
   if (chat.tool_grammar) {
     grammar::StructuredOutput o;
     o.kind = grammar::StructuredOutput::Kind::kGrammar;
@@ -169,7 +171,8 @@ CLI::App* AddChatCommand(CLI::App& app, ChatFlags& f) {
                   "auto (default), none, required or a function's name, for the first reply "
                   "to each line");
   cmd->add_option("--tool-call-parser", f.tool_call_parser,
-                  "auto (the template's format), none, hermes, llama3_json, mistral or generic");
+                  "auto (the template's format), none, hermes, llama3_json, mistral, generic or "
+                  "harmony");
   AddRequestParamFlags(*cmd, f.request);
   return cmd;
 }

@@ -24,6 +24,7 @@ std::string ToolCallsName(const serving::ChatParsers& p, const serving::ChatForm
   if (std::optional<serving::ToolCallFormat> format = p.ToolFormatFor(f)) {
     return std::string(serving::ToolCallFormatName(*format));
   }
+  if (p.HarmonyFor(f)) return "nothing (harmony replies; requests with tools are refused)";
   return "nothing (requests with tools are refused)";
 }
 
@@ -51,8 +52,10 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
   cmd->add_option("--tool-call-parser", f.tool_call_parser,
                   "how tool calls are read from chat replies: auto (the chat template's "
                   "format; generic when it shows no tools), hermes, llama3_json, mistral, "
-                  "generic, or none (requests with tools are refused)")
-      ->check(CLI::IsMember({"auto", "none", "hermes", "llama3_json", "mistral", "generic"}));
+                  "generic, harmony (gpt-oss: the whole reply read by channel), or none "
+                  "(requests with tools are refused)")
+      ->check(CLI::IsMember(
+          {"auto", "none", "hermes", "llama3_json", "mistral", "generic", "harmony"}));
   cmd->add_option("--reasoning-parser", f.reasoning_parser,
                   "<think>...</think> in chat replies becomes reasoning_content: auto (when the "
                   "chat template mentions </think>), think (always; also deepseek_r1, qwen3), "

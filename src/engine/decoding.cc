@@ -222,7 +222,7 @@ void Engine::BeamDecoding::End(Engine& e, RequestId request, std::span<const Bea
       StepOutput o;
       o.id = request;
       o.new_tokens = best[i].output;
-      o.text = e.outputs_.Text(best[i].output);
+      o.text = e.outputs_.Text(best[i].output, skip_special_tokens_);
       o.finish = best[i].ended ? FinishReason::kStop : FinishReason::kLength;
       o.index = i;
       o.beam_score = best[i].score;

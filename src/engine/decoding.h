@@ -76,8 +76,10 @@ class Engine::SampleDecoding final : public Engine::Decoding {
 
 class Engine::BeamDecoding final : public Engine::Decoding {
  public:
-  // n: the hypotheses to return.
-  BeamDecoding(BeamSearch search, uint64_t n) : search_(std::move(search)), n_(n) {}
+  // n: the hypotheses to return; skip_special_tokens: the request's
+  // (RequestParams), for their text.
+  BeamDecoding(BeamSearch search, uint64_t n, bool skip_special_tokens)
+      : search_(std::move(search)), n_(n), skip_special_tokens_(skip_special_tokens) {}
   model::LogitRows Rows(const Engine& /*e*/, const Member& /*m*/,
                         const ScheduledSequence& /*p*/) const override {
     return model::LogitRows::kLast;
@@ -98,6 +100,7 @@ class Engine::BeamDecoding final : public Engine::Decoding {
 
   BeamSearch search_;
   uint64_t n_;
+  bool skip_special_tokens_;
   // The live beams' summed log-probabilities, in the order of the
   // request's members (beam order).
   std::vector<double> scores_ = {0.0};

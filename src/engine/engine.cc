@@ -345,7 +345,8 @@ Result<RequestId> Engine::AddRequest(std::vector<int32_t> prompt, RequestParams 
     s.group_size = params.beam.num_beams;
     s.lockstep = true;
     r.decoding = std::make_unique<BeamDecoding>(
-        BeamSearch(params.beam, params.max_tokens, StopTokenIds(params)), params.n);
+        BeamSearch(params.beam, params.max_tokens, StopTokenIds(params)), params.n,
+        params.skip_special_tokens);
   } else {
     FOLIO_ASSIGN_OR_RETURN(r.members[0].output, outputs_.NewState(params));
     if (params.pooling != Pooling::kNone) {

@@ -134,7 +134,7 @@ Result<OutputProcessor::State> OutputProcessor::NewState(const RequestParams& pa
   State s;
   s.params = params;
   s.rng = SplitMix64(params.seed);
-  if (tokenizer_ != nullptr) s.detok.emplace(*tokenizer_);
+  if (tokenizer_ != nullptr) s.detok.emplace(*tokenizer_, params.skip_special_tokens);
   if (params.grammar) {
     s.matcher.emplace(params.grammar, token_trie());
     s.allowed.resize(sampling::TokenMaskWords(vocab_size_));
@@ -191,9 +191,9 @@ Result<OutputProcessor::State> OutputProcessor::RestoredState(const RequestParam
   return s;
 }
 
-std::string OutputProcessor::Text(std::span<const int32_t> tokens) const {
+std::string OutputProcessor::Text(std::span<const int32_t> tokens, bool skip_special_tokens) const {
   if (tokenizer_ == nullptr) return {};
-  tokenizer::StreamingDecoder detok(*tokenizer_);
+  tokenizer::StreamingDecoder detok(*tokenizer_, skip_special_tokens);
   std::string text;
   for (const int32_t t : tokens) text += detok.Push(t);
   return text + detok.Flush();

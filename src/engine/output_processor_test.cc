@@ -183,6 +183,42 @@ TEST(GrammarTokenBytes, ByteFallbackIsItsByteAndSpecialTokensAreEmpty) {
             4u);  // a model vocabulary smaller than the tokenizer's
 }
 
+// skip_special_tokens false writes special tokens as their text, the one
+// the request stops on too (a harmony chat's parser reads them); by
+// default they are left out.
+TEST(OutputProcessor, SpecialTokensAreTextWhenNotSkipped) {
+  tokenizer::TokenizerSpec spec;
+  spec.model = tokenizer::TokenizerSpec::Model::kSentencePiece;
+  spec.tokens = {"<unk>", "<|channel|>", "<|return|>", "hi"};
+  spec.token_types = {2, 3, 3, 1};
+  spec.scores = {0, 0, 0, -1};
+  spec.unk_id = 0;
+  spec.add_space_prefix = false;
+  auto tok = tokenizer::Tokenizer::FromSpec(spec);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  OutputProcessor p(&*tok, 4);
+  for (const bool skip : {true, false}) {
+    RequestParams params;
+    params.max_tokens = 8;
+    params.eos_token_ids = {2};
+    params.skip_special_tokens = skip;
+    OutputProcessor::State s = *p.NewState(params);
+    std::string text;
+    uint64_t n = 0;
+    for (const int32_t t : {1, 3, 2}) {
+      std::vector<float> row(4, 0.0f);
+      row[static_cast<size_t>(t)] = 10.0f;
+      auto o = p.Process(s, row, ++n);
+      ASSERT_TRUE(o.ok()) << o.status().ToString();
+      text += o->text;
+      EXPECT_EQ(o->finish, t == 2 ? FinishReason::kStop : FinishReason::kNone);
+    }
+    EXPECT_EQ(text, skip ? "hi" : "<|channel|>hi<|return|>");
+    // Beam search's text, made whole at its end, says the same.
+    EXPECT_EQ(p.Text(std::vector<int32_t>{1, 3, 2}, skip), text);
+  }
+}
+
 TEST(OutputProcessor, TheTokenTrieIsBuiltOnceAndShared) {
   OutputProcessor p(&tokenizer::ByteTokenizer::AsTokenizer(), kVocab);
   const auto trie = p.token_trie();

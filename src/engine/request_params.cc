@@ -178,7 +178,8 @@ Result<nlohmann::json> RequestParamsToJson(const RequestParams& p) {
                       {"eos_token_ids", p.eos_token_ids},
                       {"stop_strings", p.stop_strings},
                       {"logprobs", p.logprobs},
-                      {"top_logprobs", p.top_logprobs}};
+                      {"top_logprobs", p.top_logprobs},
+                      {"skip_special_tokens", p.skip_special_tokens}};
   ForEachRequestParam(p, [&j](const RequestParamInfo& info, const auto& value) {
     using T = std::decay_t<decltype(value)>;
     if constexpr (std::is_same_v<T, LogitBias>) {
@@ -207,6 +208,9 @@ Result<RequestParams> RequestParamsFromJson(const nlohmann::json& j, const std::
   FOLIO_ASSIGN_OR_RETURN(p.stop_strings, f.Strings("stop_strings"));
   FOLIO_ASSIGN_OR_RETURN(p.logprobs, f.Bool("logprobs"));
   FOLIO_ASSIGN_OR_RETURN(p.top_logprobs, f.U64("top_logprobs"));
+  if (j.contains("skip_special_tokens")) {
+    FOLIO_ASSIGN_OR_RETURN(p.skip_special_tokens, f.Bool("skip_special_tokens"));
+  }
   // A declared field absent (a snapshot from before it was declared) keeps
   // its default.
   Status declared;

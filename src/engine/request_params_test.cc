@@ -168,6 +168,7 @@ TEST(RequestParams, EveryDeclaredFieldTravelsInASnapshot) {
   p.bad_words = {"ab"};
   p.dry_sequence_breakers = {"\n", "x"};
   p.include_stop_str_in_output = true;
+  p.skip_special_tokens = false;
   Result<RequestId> id = sender.AddRequest(kPrompt, p);
   ASSERT_TRUE(id.ok());
   ASSERT_TRUE(sender.Step().ok());
@@ -182,6 +183,10 @@ TEST(RequestParams, EveryDeclaredFieldTravelsInASnapshot) {
   // Read back, the declared fields are the sender's.
   Result<RequestParams> back = RequestParamsFromJson(params, "test");
   ASSERT_TRUE(back.ok()) << back.error().ToString();
+  EXPECT_FALSE(back->skip_special_tokens);
+  nlohmann::json before = params;  // written before the field: true
+  before.erase("skip_special_tokens");
+  EXPECT_TRUE(RequestParamsFromJson(before, "test")->skip_special_tokens);
   ForEachRequestParam(*back, [&](const RequestParamInfo& info, const auto& value) {
     ForEachRequestParam(p, [&](const RequestParamInfo& sent, const auto& original) {
       if constexpr (std::is_same_v<std::decay_t<decltype(value)>,

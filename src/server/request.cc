@@ -1084,6 +1084,8 @@ ParseResult ParseRequest(Endpoint endpoint, std::string_view body, const ModelIn
   FOLIO_RETURN_API_ERROR(chat ? ParseMessages(j, m, r.prompt, &prepared)
                               : ParsePrompt(j, m, r.prompt));
   r.chat_output = std::move(prepared.output);
+  // A harmony reply's parser reads its special tokens.
+  if (r.chat_output.harmony) r.params.skip_special_tokens = false;
   const char* prompt_field = chat ? "messages" : "prompt";
   if (r.prompt.empty()) return InvalidField(prompt_field, "the prompt has no tokens");
   // The engine caches prompt + max_tokens - 1 positions (the last token is

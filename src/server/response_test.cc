@@ -153,6 +153,7 @@ TEST(ResponseBuilder, StreamedToolCallsAddUpToTheWholeReply) {
     bool reasoning;
     std::string text;
     size_t num_calls;
+    bool harmony = false;  // gpt-oss's: the text keeps its special tokens
   };
   const std::vector<Case> cases = {
       {serving::ToolCallFormat::kHermes, false,
@@ -173,15 +174,29 @@ TEST(ResponseBuilder, StreamedToolCallsAddUpToTheWholeReply) {
        "{\"name\": \"search\", \"arguments\": {}}]",
        2},
       {serving::ToolCallFormat::kMistral, false, "Plain answer.", 0},
+      {serving::ToolCallFormat::kHarmony, true,
+       "<|channel|>analysis<|message|>Needs a city.<|end|><|start|>assistant<|channel|>"
+       "commentary<|message|>Checking.<|end|><|start|>assistant to=functions.get_weather"
+       "<|channel|>commentary <|constrain|>json<|message|>{\"city\": \"Zürich 🙂\"}<|call|>",
+       1, true},
+      {serving::ToolCallFormat::kHarmony, true,
+       "<|channel|>analysis<|message|>Easy.<|end|><|start|>assistant<|channel|>final"
+       "<|message|>4<|return|>",
+       0, true},
+  };
+  const auto ctx = [](const Case& c) {
+    ResponseContext r = ToolCtx(c.format, c.reasoning);
+    r.chat_output.harmony = c.harmony;
+    return r;
   };
   for (const Case& c : cases) {
-    ResponseBuilder whole(ToolCtx(c.format, c.reasoning));
+    ResponseBuilder whole(ctx(c));
     for (const Event& e : Pieces(c.text, c.text.size(), engine::FinishReason::kStop)) whole.Add(e);
     const json body = json::parse(whole.Body(1))["choices"][0];
     EXPECT_EQ(body["finish_reason"], c.num_calls > 0 ? "tool_calls" : "stop") << c.text;
     EXPECT_EQ(body["message"].value("tool_calls", json::array()).size(), c.num_calls) << c.text;
     for (size_t piece : {1, 3, 7}) {
-      ResponseBuilder streamed(ToolCtx(c.format, c.reasoning));
+      ResponseBuilder streamed(ctx(c));
       const Streamed s = Accumulate(streamed, Pieces(c.text, piece, engine::FinishReason::kStop));
       json want = body["message"];
       // A whole reply says null where a stream sends nothing.
@@ -196,6 +211,11 @@ TEST(ResponseBuilder, StreamedToolCallsAddUpToTheWholeReply) {
           const std::string content = d["content"];
           for (const char* marker : {"<tool_call>", "[TOOL_CALLS]", "<|python_tag|>", "\"name\""})
             EXPECT_EQ(content.find(marker), std::string::npos) << content;
+        }
+        for (const char* key : {"content", "reasoning_content"}) {
+          if (c.harmony && d.contains(key)) {
+            EXPECT_EQ(d[key].get<std::string>().find("<|"), std::string::npos) << d[key];
+          }
         }
       }
     }

@@ -1,6 +1,7 @@
 #include "folio/serving/chat_format.h"
 
 #include <algorithm>
+#include <span>
 
 #include "folio/core/str_cat.h"
 
@@ -26,6 +27,10 @@ constexpr std::string_view kEndOfTurnMarkers[] = {
     "<|END_OF_TURN_TOKEN|>",
     "<\xef\xbd\x9c"
     "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"};
+
+// A harmony reply's ends: the final answer's and a tool call's (its
+// messages end with <|end|>, which is no stop).
+constexpr std::string_view kHarmonyStops[] = {"<|return|>", "<|call|>"};
 
 }  // namespace
 
@@ -77,8 +82,10 @@ Result<ChatFormat> ChatFormat::Create(std::string_view model_source,
   if (tokenizer != nullptr) {
     if (tokenizer->bos_id()) f.bos_token_ = tokenizer->TokenText(*tokenizer->bos_id());
     if (tokenizer->eos_id()) f.eos_token_ = tokenizer->TokenText(*tokenizer->eos_id());
-    for (std::string_view marker : kEndOfTurnMarkers) {
-      if (text.find(marker) == std::string_view::npos) continue;
+    const std::span<const std::string_view> markers =
+        f.harmony() ? std::span<const std::string_view>(kHarmonyStops) : kEndOfTurnMarkers;
+    for (std::string_view marker : markers) {
+      if (!f.harmony() && text.find(marker) == std::string_view::npos) continue;
       const std::optional<int32_t> id = tokenizer->TokenId(marker);
       if (id && id != tokenizer->eos_id() &&
           std::find(f.end_of_turn_ids_.begin(), f.end_of_turn_ids_.end(), *id) ==

@@ -90,6 +90,48 @@ TEST(ChatFormat, TheModelsTemplateAndAFileThatOverridesIt) {
   EXPECT_EQ(extra->Render(kMessages, true, ordered_json{{"greeting", "hello"}})->text, "hello");
 }
 
+// A vocabulary with harmony's special tokens (control tokens, as in
+// o200k_harmony) and a few letters.
+tokenizer::Tokenizer HarmonyVocabulary() {
+  tokenizer::TokenizerSpec spec;
+  spec.model = tokenizer::TokenizerSpec::Model::kSentencePiece;
+  spec.tokens = {"<unk>",   "<|startoftext|>", "<|return|>", "<|start|>",     "<|channel|>",
+                 "<|end|>", "<|message|>",     "<|call|>",   "<|constrain|>", "a"};
+  spec.token_types = {2, 3, 3, 3, 3, 3, 3, 3, 3, 1};
+  spec.scores.assign(spec.tokens.size(), 0.0f);
+  spec.unk_id = 0;
+  spec.bos_id = 1;
+  Result<tokenizer::Tokenizer> t = tokenizer::Tokenizer::FromSpec(std::move(spec));
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return *t;
+}
+
+// gpt-oss's template writes <|channel|>: its replies are harmony messages,
+// which end each message with <|end|>, so the turn ends at <|return|> (the
+// answer) or <|call|> (a call) instead, as openai-harmony's
+// stop_tokens_for_assistant_actions; a template that only writes <|end|>
+// ends its turns there.
+TEST(ChatFormat, AHarmonyTemplateStopsAtReturnAndCallNotAtEnd) {
+  const tokenizer::Tokenizer vocab = HarmonyVocabulary();
+  const std::string harmony =
+      "{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{% endfor %}"
+      "{% if add_generation_prompt %}<|start|>assistant{% endif %}"
+      "{# assistant turns: <|channel|>final<|message|>...<|end|> #}";
+  Result<ChatFormat> f = ChatFormat::Create(harmony, std::nullopt, &vocab);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_TRUE(f->harmony());
+  EXPECT_EQ(f->tool_call_format(), ToolCallFormat::kHarmony);
+  EXPECT_EQ(f->end_of_turn_ids(),
+            (std::vector<int32_t>{*vocab.TokenId("<|return|>"), *vocab.TokenId("<|call|>")}));
+
+  const std::string plain =
+      "{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}<|end|>{% endfor %}";
+  Result<ChatFormat> p = ChatFormat::Create(plain, std::nullopt, &vocab);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_FALSE(p->harmony());
+  EXPECT_EQ(p->end_of_turn_ids(), std::vector<int32_t>{*vocab.TokenId("<|end|>")});
+}
+
 TEST(ChatFormat, TemplateErrorsAtLoadAndRaisesAtRender) {
   Result<ChatFormat> bad = ChatFormat::Create("", std::string("{% for m in messages %}"), nullptr);
   ASSERT_FALSE(bad.ok());

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "folio/core/splitmix64.h"
+#include "folio/serving/harmony_output.h"
 
 namespace folio::serving {
 namespace {
@@ -31,6 +32,8 @@ Markers MarkersOf(ToolCallFormat f) {
       return {"[TOOL_CALLS]", "", '['};
     case ToolCallFormat::kGeneric:
       return {"", "", '{'};  // no marker: only the bare reply
+    case ToolCallFormat::kHarmony:
+      break;  // HarmonyOutputParser reads it
   }
   return {"", "", '\0'};
 }
@@ -175,6 +178,8 @@ std::optional<std::vector<ToolCall>> ParseRegion(ToolCallFormat format, std::str
       }
       break;
     }
+    case ToolCallFormat::kHarmony:
+      return std::nullopt;  // HarmonyOutputParser reads it
   }
   return calls;
 }
@@ -205,9 +210,29 @@ ChatOutputParser::ChatOutputParser(ChatOutputOptions options)
     : o_(std::move(options)),
       phase_(!o_.reasoning            ? Phase::kBody
              : o_.starts_in_reasoning ? Phase::kReasoning
-                                      : Phase::kReasoningStart) {}
+                                      : Phase::kReasoningStart) {
+  if (o_.harmony) harmony_ = Harmony(o_);
+}
+
+ChatOutputParser::Harmony::Harmony() = default;
+ChatOutputParser::Harmony::Harmony(const ChatOutputOptions& options)
+    : parser_(std::make_unique<HarmonyOutputParser>(options)) {}
+ChatOutputParser::Harmony::Harmony(const Harmony& other)
+    : parser_(other.parser_ ? std::make_unique<HarmonyOutputParser>(*other.parser_) : nullptr) {}
+ChatOutputParser::Harmony& ChatOutputParser::Harmony::operator=(const Harmony& other) {
+  if (this != &other) *this = Harmony(other);
+  return *this;
+}
+ChatOutputParser::Harmony::Harmony(Harmony&&) noexcept = default;
+ChatOutputParser::Harmony& ChatOutputParser::Harmony::operator=(Harmony&&) noexcept = default;
+ChatOutputParser::Harmony::~Harmony() = default;
+
+uint64_t ChatOutputParser::num_calls() const {
+  return harmony_.get() != nullptr ? harmony_.get()->num_calls() : num_calls_;
+}
 
 ChatDelta ChatOutputParser::Feed(std::string_view text) {
+  if (HarmonyOutputParser* h = harmony_.get()) return h->Feed(text);
   ChatDelta out;
   held_ += text;
   Run(/*final=*/false, out);
@@ -215,6 +240,7 @@ ChatDelta ChatOutputParser::Feed(std::string_view text) {
 }
 
 ChatDelta ChatOutputParser::Finish() {
+  if (HarmonyOutputParser* h = harmony_.get()) return h->Finish();
   ChatDelta out;
   Run(/*final=*/true, out);
   const bool keep_blank = num_parsed_ == 0 && !(after_reasoning_ && !content_emitted_);

@@ -142,10 +142,15 @@ std::optional<ToolCallFormat> ChatParsers::ToolFormatFor(const ChatFormat& f) co
   return std::nullopt;
 }
 
+bool ChatParsers::HarmonyFor(const ChatFormat& f) const {
+  if (tools == Tools::kFormat) return format == ToolCallFormat::kHarmony;
+  return f.harmony();
+}
+
 bool ChatParsers::SplitsReasoningFor(const ChatFormat& f) const {
   switch (reasoning) {
     case Reasoning::kAuto:
-      return f.writes_reasoning();
+      return f.writes_reasoning() || HarmonyFor(f);
     case Reasoning::kThink:
       return true;
     case Reasoning::kNone:
@@ -167,7 +172,7 @@ Result<ChatParsers> MakeChatParsers(std::string_view tool_call_parser,
   } else {
     return Status::InvalidArgument(
         StrCat("--tool-call-parser ", Quote(tool_call_parser),
-               " is not auto, none, hermes, llama3_json, mistral or generic"));
+               " is not auto, none, hermes, llama3_json, mistral, generic or harmony"));
   }
   if (reasoning_parser == "auto") {
     p.reasoning = ChatParsers::Reasoning::kAuto;
@@ -221,6 +226,7 @@ std::variant<PreparedChat, FieldError> PrepareChat(const ChatFormat& format,
                                                    const ChatParsers& parsers) {
   PreparedChat out;
   const ChatTools& tools = request.tools;
+  out.output.harmony = parsers.HarmonyFor(format);
   if (tools.active()) {
     out.output.tool_format = parsers.ToolFormatFor(format);
     if (!out.output.tool_format) {
@@ -230,11 +236,12 @@ std::variant<PreparedChat, FieldError> PrepareChat(const ChatFormat& format,
                               "tools, or tool_choice \"none\""
                             : "the chat template shows tools in no call format folio knows; serve "
                               "with --chat-template FILE (a tool-use template) or "
-                              "--tool-call-parser hermes|llama3_json|mistral|generic"};
+                              "--tool-call-parser hermes|llama3_json|mistral|generic|harmony"};
     }
     for (const FunctionTool& f : tools.functions) out.output.tool_names.push_back(f.name);
     out.output.parallel_tool_calls = tools.parallel;
-    const bool bare = *out.output.tool_format != ToolCallFormat::kHermes;
+    const bool bare = *out.output.tool_format != ToolCallFormat::kHermes &&
+                      *out.output.tool_format != ToolCallFormat::kHarmony;
     if (!tools.forced() && tools.constrained() && bare && request.split_reasoning &&
         parsers.SplitsReasoningFor(format)) {
       // The bare forms are calls only as the whole reply; after a <think>
@@ -266,7 +273,8 @@ std::variant<PreparedChat, FieldError> PrepareChat(const ChatFormat& format,
   if (!rendered.ok()) return FieldError{"messages", rendered.error().message()};
   out.prompt = std::move(*rendered);
   out.output.reasoning = request.split_reasoning && parsers.SplitsReasoningFor(format);
-  out.output.starts_in_reasoning = out.output.reasoning && PromptOpensReasoning(out.prompt.text);
+  out.output.starts_in_reasoning =
+      out.output.reasoning && !out.output.harmony && PromptOpensReasoning(out.prompt.text);
   return out;
 }
 

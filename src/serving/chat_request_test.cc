@@ -216,6 +216,55 @@ TEST(PrepareChat, ReasoningFollowsTheTemplateTheFlagAndTheRequest) {
   EXPECT_TRUE(Prepare(Echo(), body, *MakeChatParsers("auto", "qwen3")).output.reasoning);
 }
 
+// A harmony template (it writes <|channel|>) has its replies read as
+// harmony messages with or without tools, and even when calls are not read;
+// --tool-call-parser harmony makes any template's replies harmony, another
+// parser none.
+TEST(PrepareChat, AHarmonyTemplateReadsRepliesAsHarmony) {
+  Result<ChatFormat> harmony = ChatFormat::Create(
+      "",
+      std::string("{% for m in messages %}<|start|>{{ m.role }}<|message|>{{ m.content }}"
+                  "<|end|>{% endfor %}<|start|>assistant{# <|channel|>final #}"),
+      nullptr);
+  ASSERT_TRUE(harmony.ok());
+  const std::string plain = R"({"messages": [{"role": "user", "content": "x"}]})";
+  const std::string tools =
+      R"({"messages": [{"role": "user", "content": "x"}], "tools": )" + std::string(kTool) + "}";
+  PreparedChat p = Prepare(*harmony, plain);
+  EXPECT_TRUE(p.output.harmony);
+  EXPECT_TRUE(p.output.reasoning);
+  EXPECT_FALSE(p.output.tool_format);
+  EXPECT_TRUE(p.output.active());
+  p = Prepare(*harmony, tools);
+  EXPECT_TRUE(p.output.harmony);
+  EXPECT_EQ(p.output.tool_format, ToolCallFormat::kHarmony);
+  EXPECT_FALSE(p.tool_grammar);
+  p = Prepare(*harmony, plain, *MakeChatParsers("none", "auto"));
+  EXPECT_TRUE(p.output.harmony);
+  EXPECT_FALSE(Prepare(*harmony, plain, *MakeChatParsers("auto", "none")).output.reasoning);
+  EXPECT_FALSE(Prepare(*harmony, R"({"messages": [{"role": "user", "content": "x"}],
+                                     "split_reasoning": false})")
+                   .output.reasoning);
+  EXPECT_FALSE(Prepare(*harmony, plain, *MakeChatParsers("hermes", "auto")).output.harmony);
+  p = Prepare(Echo(), tools, *MakeChatParsers("harmony", "auto"));
+  EXPECT_TRUE(p.output.harmony);
+  EXPECT_EQ(p.output.tool_format, ToolCallFormat::kHarmony);
+  EXPECT_FALSE(Prepare(Echo(), plain).output.harmony);
+}
+
+// No harmony grammar yet: a forced call or a strict tool is refused,
+// naming tools and saying why.
+TEST(PrepareChat, AForcedHarmonyCallIsRefused) {
+  const std::string body = R"({"messages": [{"role": "user", "content": "x"}], "tools": )" +
+                           std::string(kTool) + R"(, "tool_choice": "required"})";
+  std::variant<PreparedChat, FieldError> r =
+      PrepareChat(Echo(), Ok(body), *MakeChatParsers("harmony", "auto"));
+  ASSERT_TRUE(std::holds_alternative<FieldError>(r));
+  EXPECT_EQ(std::get<FieldError>(r).field, "tools");
+  EXPECT_NE(std::get<FieldError>(r).message.find("harmony"), std::string::npos)
+      << std::get<FieldError>(r).message;
+}
+
 TEST(PrepareChat, ReasoningEffortIsATemplateVariable) {
   Result<ChatFormat> f =
       ChatFormat::Create("", std::string("{{ reasoning_effort | default('none') }}"), nullptr);

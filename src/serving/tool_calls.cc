@@ -91,6 +91,8 @@ std::string_view ToolCallFormatName(ToolCallFormat format) {
       return "mistral";
     case ToolCallFormat::kGeneric:
       return "generic";
+    case ToolCallFormat::kHarmony:
+      return "harmony";
   }
   return "?";
 }
@@ -106,6 +108,7 @@ std::optional<ToolCallFormat> DetectToolCallFormat(std::string_view source) {
   const auto has = [source](std::string_view marker) {
     return source.find(marker) != std::string_view::npos;
   };
+  if (has("<|channel|>")) return ToolCallFormat::kHarmony;
   if (has("<tool_call>")) return ToolCallFormat::kHermes;
   if (has("[TOOL_CALLS]")) return ToolCallFormat::kMistral;
   if (has("<|python_tag|>") || (has("<|start_header_id|>") && has("ipython"))) {

@@ -55,6 +55,11 @@ TEST(ToolCallFormat, NamesRoundTripAndTemplatesAreRecognised) {
   EXPECT_EQ(DetectToolCallFormat("{{ '<|python_tag|>' }}"), ToolCallFormat::kLlama3Json);
   EXPECT_EQ(DetectToolCallFormat("<|start_header_id|>ipython<|end_header_id|>"),
             ToolCallFormat::kLlama3Json);
+  // gpt-oss's: harmony, with or without tools.
+  EXPECT_EQ(DetectToolCallFormat("<|start|>assistant<|channel|>final<|message|>"),
+            ToolCallFormat::kHarmony);
+  EXPECT_EQ(DetectToolCallFormat("{% if tools %}<|channel|>commentary{% endif %}"),
+            ToolCallFormat::kHarmony);
   // A template that never mentions tools cannot show them: folio does.
   EXPECT_EQ(DetectToolCallFormat("<|im_start|>{{ m.content }}<|im_end|>"),
             ToolCallFormat::kGeneric);

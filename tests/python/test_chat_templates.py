@@ -307,6 +307,10 @@ def extras_granite(rng):
     return {"thinking": rng.random() < 0.5} if rng.random() < 0.6 else {}
 
 
+def extras_harmony(rng):
+    return {"reasoning_effort": rng.choice(["low", "medium", "high"])} if rng.random() < 0.6 else {}
+
+
 SPECS = {
     "chatml_qwen.jinja": Spec("tools", eos="<|im_end|>", tools=True, string_arguments=True),
     "qwen3_tools.jinja": Spec("tools", eos="<|im_end|>", tools=True, string_arguments=True,
@@ -332,6 +336,7 @@ SPECS = {
     "reverse_window.jinja": Spec("free", extras=extras_window),
     "granite_docs.jinja": Spec("loose", eos="<|end_of_text|>", tools=True, documents=True,
                                extras=extras_granite),
+    "harmony_gptoss.jinja": Spec("tools", eos="<|return|>", tools=True, extras=extras_harmony),
 }
 
 

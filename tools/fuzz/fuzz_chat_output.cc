@@ -53,6 +53,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       o.tool_format = ToolCallFormat::kMistral;
       break;
   }
+  // Bit 5: the harmony reading (gpt-oss), bit 6 with its calls read.
+  if ((flags & 32) != 0) {
+    o.harmony = true;
+    o.tool_format.reset();
+    if ((flags & 64) != 0) o.tool_format = ToolCallFormat::kHarmony;
+  }
   o.tool_names = {"f", "get_weather"};
   std::vector<size_t> cuts;
   for (size_t i = every; i < text.size(); i += every) cuts.push_back(i);
@@ -66,6 +72,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FOLIO_CHECK(whole.calls[i].arguments == pieces.calls[i].arguments);
     FOLIO_CHECK(nlohmann::json::parse(whole.calls[i].arguments, nullptr, false).is_object());
   }
-  if (!o.tool_format && !o.reasoning) FOLIO_CHECK(whole.content == text);
+  if (!o.harmony && !o.tool_format && !o.reasoning) FOLIO_CHECK(whole.content == text);
   return 0;
 }

@@ -72,7 +72,8 @@ for i, case in enumerate(cases):
 
 # Model replies for the chat reply reader (tools/fuzz/fuzz_chat_output.cc):
 # an options byte (bit 0 reasoning, 1 opened by the prompt, 2 parallel calls,
-# bits 3-4 the format: none, hermes, llama3_json, mistral), a cut byte, text.
+# bits 3-4 the format: none, hermes, llama3_json, mistral; bit 5 harmony, bit
+# 6 with its calls read), a cut byte, text.
 (out / "chat_output").mkdir(parents=True, exist_ok=True)
 replies = [
     (0b01101, "<think>\nhm\n</think>\n\nOk <tool_call>\n{\"name\": \"f\", \"arguments\": "
@@ -81,6 +82,11 @@ replies = [
               "\"parameters\": {\"city\": \"Oslo\"}}"),
     (0b11100, "[TOOL_CALLS][{\"name\": \"f\", \"arguments\": {\"a\": \"b\"}}]"),
     (0b00011, "reasoning</think>answer"),
+    (0b1100101, "<|channel|>analysis<|message|>hm<|end|><|start|>assistant<|channel|>commentary"
+                "<|message|>Checking.<|end|><|start|>assistant<|channel|>commentary "
+                "to=functions.f <|constrain|>json<|message|>{\"x\": 1}<|call|>"),
+    (0b0100001, "<|channel|>analysis<|message|>a<|end|><|start|>assistant<|channel|>final"
+                "<|message|>b<|return|>"),
 ]
 for i, (flags, text) in enumerate(replies):
     (out / "chat_output" / f"reply{i}").write_bytes(bytes([flags, 3]) + text.encode())

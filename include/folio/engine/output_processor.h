@@ -84,9 +84,9 @@ class OutputProcessor {
   // GrammarTokenBytes on the first call and shared from then on. Needs a
   // tokenizer (checked). Not thread-safe: the engine's thread calls it.
   std::shared_ptr<const grammar::TokenTrie> token_trie() const;
-  // With a tokenizer, the text of `tokens` as Process streams it (empty
-  // without one).
-  std::string Text(std::span<const int32_t> tokens) const;
+  // With a tokenizer, the text of `tokens` as Process streams it for a
+  // request with that skip_special_tokens (empty without one).
+  std::string Text(std::span<const int32_t> tokens, bool skip_special_tokens = true) const;
 
   // One request's output state.
   struct State {

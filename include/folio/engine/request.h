@@ -49,6 +49,11 @@ struct RequestParams {
   std::vector<std::string> dry_sequence_breakers = {"\n", ":", "\"", "*"};
   // Keep the stop string that ended the text (vLLM's name).
   bool include_stop_str_in_output = false;
+  // The output text leaves special tokens out (vLLM's name). Front ends
+  // set it false for a harmony chat (gpt-oss), whose reply parser reads
+  // the <|channel|>, <|message|>, ... tokens; an end token the request
+  // stops on is then in the text too.
+  bool skip_special_tokens = true;
   uint64_t max_tokens = 16;
   uint64_t seed = 0;                    // the request's own SplitMix64 stream
   std::vector<int32_t> stop_token_ids;  // finish when one is selected (kept)

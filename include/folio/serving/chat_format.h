@@ -70,13 +70,21 @@ class ChatFormat {
   Status CanChat() const;
   // Token ids that end an assistant turn besides eos: the end-of-turn
   // markers (<|im_end|>, <|eot_id|>, <end_of_turn>, <|end|>, ...) that the
-  // template writes and the vocabulary holds as one token.
+  // template writes and the vocabulary holds as one token. A harmony
+  // template's are <|return|> and <|call|> (openai-harmony's
+  // stop_tokens_for_assistant_actions), never <|end|>, which ends each of
+  // a reply's messages.
   const std::vector<int32_t>& end_of_turn_ids() const { return end_of_turn_ids_; }
   // The call format the template's markers name (DetectToolCallFormat);
   // nullopt for a template that shows no tools in a known way.
   std::optional<ToolCallFormat> tool_call_format() const { return tool_call_format_; }
   // Whether the template writes reasoning blocks (it mentions </think>).
   bool writes_reasoning() const { return writes_reasoning_; }
+  // Whether the template is harmony's (gpt-oss): it writes <|channel|>, so
+  // replies are harmony messages (serving/harmony_output.h). The
+  // vocabulary alone does not make a format harmony: without the template
+  // the prompt is not harmony's.
+  bool harmony() const { return tool_call_format_ == ToolCallFormat::kHarmony; }
 
  private:
   ChatFormat(chat::Template t, ChatFormatSource source)

@@ -34,10 +34,15 @@
 // arguments that are not an object, an unknown name in a bare form) is
 // content, exactly as written: a model's malformed call is never an error.
 // With parallel_tool_calls false, calls after the first are dropped.
+//
+// harmony (gpt-oss): the reply is read as harmony messages instead, by
+// channel and recipient (harmony_output.h); the reasoning and tool_format
+// options apply as described there.
 #ifndef FOLIO_SERVING_CHAT_OUTPUT_H_
 #define FOLIO_SERVING_CHAT_OUTPUT_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,6 +69,9 @@ struct ChatDelta {
 };
 
 struct ChatOutputOptions {
+  // The reply is harmony messages (harmony_output.h): the chat template is
+  // gpt-oss's, or --tool-call-parser harmony.
+  bool harmony = false;
   bool reasoning = false;                     // split <think>…</think> into reasoning
   bool starts_in_reasoning = false;           // the prompt opened <think> (PromptOpensReasoning)
   std::optional<ToolCallFormat> tool_format;  // parse calls (nullopt: none)
@@ -72,7 +80,7 @@ struct ChatOutputOptions {
   uint64_t call_id_seed = 0;  // ToolCallId's seed
 
   // Whether the text needs this parser at all.
-  bool active() const { return reasoning || tool_format.has_value(); }
+  bool active() const { return harmony || reasoning || tool_format.has_value(); }
 };
 
 // Whether the prompt's last non-blank text is <think>: the template opened
@@ -84,6 +92,8 @@ bool PromptOpensReasoning(std::string_view prompt);
 // ids look random, differ between its calls, and repeat with the seed.
 std::string ToolCallId(uint64_t seed, uint64_t index);
 
+class HarmonyOutputParser;
+
 class ChatOutputParser {
  public:
   explicit ChatOutputParser(ChatOutputOptions options);
@@ -94,7 +104,7 @@ class ChatOutputParser {
   // The reply ended: everything still held back.
   ChatDelta Finish();
 
-  uint64_t num_calls() const { return num_calls_; }
+  uint64_t num_calls() const;
 
  private:
   enum class Phase { kReasoningStart, kReasoning, kBody, kBlock, kToEnd };
@@ -116,6 +126,25 @@ class ChatOutputParser {
   bool content_emitted_ = false;
   uint64_t num_calls_ = 0;   // calls returned
   uint64_t num_parsed_ = 0;  // calls parsed (more than returned without parallel calls)
+
+  // The harmony reader when o_.harmony (harmony_output.h), owned with value
+  // semantics: a copied parser (a response builder is copied whole) carries
+  // its own copy of the reading so far.
+  class Harmony {
+   public:
+    Harmony();
+    explicit Harmony(const ChatOutputOptions& options);
+    Harmony(const Harmony& other);
+    Harmony& operator=(const Harmony& other);
+    Harmony(Harmony&&) noexcept;
+    Harmony& operator=(Harmony&&) noexcept;
+    ~Harmony();
+    HarmonyOutputParser* get() const { return parser_.get(); }
+
+   private:
+    std::unique_ptr<HarmonyOutputParser> parser_;
+  };
+  Harmony harmony_;
 };
 
 }  // namespace folio::serving

@@ -45,7 +45,13 @@ struct ChatParsers {
 
   // The format calls are read in with this template (nullopt: none).
   std::optional<ToolCallFormat> ToolFormatFor(const ChatFormat& format) const;
-  // Whether replies with this template have their reasoning split.
+  // Whether replies with this template are harmony messages (gpt-oss):
+  // --tool-call-parser harmony, or auto / none with a template that is
+  // harmony's (ChatFormat::harmony). Replies are read that way with or
+  // without tools.
+  bool HarmonyFor(const ChatFormat& format) const;
+  // Whether replies with this template have their reasoning split (a
+  // harmony reply's analysis channel: unless --reasoning-parser none).
   bool SplitsReasoningFor(const ChatFormat& format) const;
 };
 

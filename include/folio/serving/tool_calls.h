@@ -19,6 +19,10 @@
 //                a reply that is one JSON object, {"tool_calls": [{"name":
 //                N, "arguments": {...}}, ...]} or {"response": "text"} (the
 //                shape llama.cpp's generic format asks for)
+//   harmony      gpt-oss's harmony messages: <|channel|>commentary
+//                to=functions.N <|constrain|>json<|message|>{...}<|call|>;
+//                choosing it reads the whole reply as harmony messages
+//                (channels to reasoning and content, serving/harmony_output.h)
 #ifndef FOLIO_SERVING_TOOL_CALLS_H_
 #define FOLIO_SERVING_TOOL_CALLS_H_
 
@@ -34,19 +38,20 @@
 
 namespace folio::serving {
 
-enum class ToolCallFormat : uint8_t { kHermes, kLlama3Json, kMistral, kGeneric };
+enum class ToolCallFormat : uint8_t { kHermes, kLlama3Json, kMistral, kGeneric, kHarmony };
 
 inline constexpr ToolCallFormat kToolCallFormats[] = {
     ToolCallFormat::kHermes, ToolCallFormat::kLlama3Json, ToolCallFormat::kMistral,
-    ToolCallFormat::kGeneric};
+    ToolCallFormat::kGeneric, ToolCallFormat::kHarmony};
 
-// "hermes", "llama3_json", "mistral".
+// "hermes", "llama3_json", "mistral", "generic", "harmony".
 std::string_view ToolCallFormatName(ToolCallFormat format);
 // The format of a name above; nullopt for any other.
 std::optional<ToolCallFormat> ToolCallFormatFromName(std::string_view name);
 
-// The format a chat template writes calls in, from its markers: "<tool_call>"
-// is hermes, "[TOOL_CALLS]" mistral, "<|python_tag|>" or an "ipython" header
+// The format a chat template writes calls in, from its markers: "<|channel|>"
+// is harmony (gpt-oss's template; with or without tools), "<tool_call>"
+// hermes, "[TOOL_CALLS]" mistral, "<|python_tag|>" or an "ipython" header
 // llama3_json (checked in that order); generic when the template never
 // mentions `tools` (it cannot show them, so folio does); nullopt when it
 // mentions tools but has none of the markers (a format folio does not know).
@@ -156,6 +161,7 @@ std::variant<ChatTools, FieldError> ParseChatTools(
 //                grammar applies from the marker on; the free text is
 //                limited only in never writing a marker that a valid call
 //                does not follow.
+// harmony has no grammar yet: kUnimplemented naming the format.
 // Each call names one of the tools; its arguments are an instance of the
 // tool's parameters (grammar/json_schema.h), except that under "auto" a
 // tool that is not strict takes any JSON object. Marker tokens that
