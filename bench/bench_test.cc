@@ -399,6 +399,22 @@ TEST(DecodeBench, WeightBytesPerTokenIsEveryMatrixOnce) {
   EXPECT_EQ(WeightBytesPerToken(c, *untied), 1920u + 4128u);
 }
 
+TEST(DecodeBench, AMixtureCountsTheRouterAndKExperts) {
+  // What one token reads: per layer q, k, v, o, the router and K of the E
+  // experts' gate, up and down (bf16), then the tied head.
+  model::ModelConfig c = model::WorkedExampleConfig();
+  c.num_experts = 4;
+  c.experts_per_token = 2;
+  c.expert_ffn_size = 8;
+  c.norm_topk_prob = true;
+  Result<model::ModelWeights> w = SyntheticWeights(c, 3);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const uint64_t d = c.hidden_size, q = c.q_size(), kv = c.kv_size();
+  const uint64_t layer =
+      2 * q * d + 2 * kv * d + c.num_experts * d + c.experts_per_token * 3 * d * c.expert_ffn_size;
+  EXPECT_EQ(WeightBytesPerToken(c, *w), 2 * (c.num_layers * layer + c.vocab_size * d));
+}
+
 TEST(DecodeBench, SyntheticWeightsMakeAModelThatDecodes) {
   model::ModelConfig c = model::WorkedExampleConfig();
   c.rope_style = model::RopeStyle::kNeox;

@@ -31,7 +31,8 @@ namespace folio::bench {
 
 using nlohmann::json;
 
-model::ModelConfig SyntheticConfig(uint64_t layers) {
+model::ModelConfig SyntheticConfig(uint64_t layers, uint64_t experts, uint64_t experts_per_token,
+                                   uint64_t expert_ffn) {
   model::ModelConfig c;
   c.architecture = model::Architecture::kLlama;
   c.hidden_size = 2048;
@@ -45,6 +46,12 @@ model::ModelConfig SyntheticConfig(uint64_t layers) {
   c.norm_eps = 1e-5;
   c.tie_embeddings = true;
   c.rope_style = model::RopeStyle::kNeox;
+  if (experts != 0) {
+    c.num_experts = experts;
+    c.experts_per_token = experts_per_token;
+    c.expert_ffn_size = expert_ffn;
+    c.norm_topk_prob = true;
+  }
   return c;
 }
 
@@ -101,8 +108,16 @@ model::Tensor OnesF32(uint64_t n) {
 template <typename Fn>
 void ForEachDecodeMatrix(const model::ModelConfig& c, const model::ModelWeights& w, Fn&& fn) {
   for (const model::LayerWeights& l : w.layers) {
-    for (const model::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      fn(*t);
+    for (const model::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo}) fn(*t);
+    if (c.IsMoe()) {
+      fn(l.router);
+      for (uint64_t e = 0; e < c.experts_per_token; ++e) {
+        for (const model::Tensor* t : {&l.expert_gate[e], &l.expert_up[e], &l.expert_down[e]}) {
+          fn(*t);
+        }
+      }
+    } else {
+      for (const model::Tensor* t : {&l.w_gate, &l.w_up, &l.w_down}) fn(*t);
     }
   }
   fn(c.tie_embeddings ? w.embedding : w.lm_head);
@@ -213,6 +228,11 @@ CLI::App* AddDecodeBenchCommand(CLI::App& bench, DecodeBenchOptions& o) {
   cmd->add_option("--prompt-tokens", o.prompt_tokens, "prefill length (default 128; quick 64)");
   cmd->add_option("--decode-tokens", o.decode_tokens, "timed decode steps (default 32; quick 16)");
   cmd->add_option("--layers", o.layers, "synthetic layers (default 16; quick 4)");
+  cmd->add_option("--experts", o.experts,
+                  "synthetic: a mixture of this many experts per layer (default 0: dense)");
+  cmd->add_option("--experts-per-token", o.experts_per_token,
+                  "synthetic mixture: experts per token (default 4)");
+  cmd->add_option("--expert-ffn", o.expert_ffn, "synthetic mixture: expert width (default 768)");
   cmd->add_option("--kv-dtype", o.kv_dtype, "KV cache dtype: bf16 or f32");
   cmd->add_option("--page-size", o.page_size, "KV page size")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seed", o.seed, "synthetic weights and token seed");
@@ -315,15 +335,22 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
   // The model: loaded, or synthetic (filled over a pool of all cores).
   const double t_load = NowUs();
   const uint64_t layers = o.layers ? o.layers : (o.quick ? 4 : 16);
+  if (!o.model.empty() && o.experts != 0) {
+    return fail(Status::InvalidArgument("--experts applies to the synthetic model only"));
+  }
   ThreadPool fill_pool(0);
-  Result<std::unique_ptr<model::Model>> loaded =
-      LoadOrSynthesize(o.model, SyntheticConfig(layers), o.seed, &fill_pool, *synthetic_type);
+  Result<std::unique_ptr<model::Model>> loaded = LoadOrSynthesize(
+      o.model, SyntheticConfig(layers, o.experts, o.experts_per_token, o.expert_ffn), o.seed,
+      &fill_pool, *synthetic_type);
   if (!loaded) return fail(loaded.error());
   std::unique_ptr<model::Model> m = std::move(*loaded);
-  const std::string model_name = !o.model.empty() ? o.model
-                                 : layers == 16
-                                     ? "synthetic-1b"
-                                     : "synthetic-1b-" + std::to_string(layers) + "layers";
+  std::string model_name = !o.model.empty() ? o.model
+                           : layers == 16   ? "synthetic-1b"
+                                            : "synthetic-1b-" + std::to_string(layers) + "layers";
+  if (o.experts != 0) {
+    model_name = "synthetic-moe-" + std::to_string(layers) + "layers-" + std::to_string(o.experts) +
+                 "x" + std::to_string(o.expert_ffn) + "-top" + std::to_string(o.experts_per_token);
+  }
   const model::ModelConfig& config = m->config();
   (void)m->id();  // hash once here, not inside a timed region
   std::cerr << "  ready in " << Fixed((NowUs() - t_load) / 1e6, 1) << " s\n";
@@ -496,6 +523,9 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
                      {"vocab_size", config.vocab_size},
                      {"tie_embeddings", config.tie_embeddings},
                      {"parameters", parameters},
+                     {"num_experts", config.num_experts},
+                     {"experts_per_token", config.experts_per_token},
+                     {"expert_ffn_size", config.expert_ffn_size},
                      {"weight_type", weight_type},
                      {"weight_bytes_per_token", weight_bytes}};
   report["memory_bandwidth"] = {

@@ -34,6 +34,12 @@ struct DecodeBenchOptions {
   uint64_t prompt_tokens = 0;  // 0 = 128 (quick: 64)
   uint64_t decode_tokens = 0;  // 0 = 32 (quick: 16)
   uint64_t layers = 0;         // synthetic only; 0 = 16 (quick: 4)
+  // Synthetic only: a mixture of experts in place of each layer's MLP
+  // (0 = dense), Qwen3-MoE-shaped: experts of expert_ffn, experts_per_token
+  // of them per token, weights renormalised.
+  uint64_t experts = 0;
+  uint64_t experts_per_token = 4;
+  uint64_t expert_ffn = 768;
   std::string kv_dtype = "bf16";
   uint64_t page_size = 16;
   uint64_t seed = 7;
@@ -50,8 +56,11 @@ struct DecodeBenchOptions {
 
 // The synthetic model's config: hidden 2048, 32 heads, 8 K/V heads (head
 // dim 64), ffn 8192, vocab 32000, 4096 positions, NeoX RoPE, architecture
-// "llama", tied embedding; `layers` layers.
-model::ModelConfig SyntheticConfig(uint64_t layers);
+// "llama", tied embedding; `layers` layers. With experts > 0 each MLP is a
+// mixture of `experts` experts of width expert_ffn, experts_per_token per
+// token (llama with experts: Mixtral's block).
+model::ModelConfig SyntheticConfig(uint64_t layers, uint64_t experts = 0,
+                                   uint64_t experts_per_token = 0, uint64_t expert_ffn = 0);
 
 // Weights for `config` (any config without biases or q/k norms): every
 // matrix bf16, uniform in [-0.05, 0.05) from SplitMix64 streams seeded from
@@ -71,9 +80,11 @@ Result<std::unique_ptr<model::Model>> LoadOrSynthesize(
 
 // Bytes of weights one decoded token reads: every matrix the decoder
 // multiplies (per layer q, k, v, o, gate, up, down; then the output head,
-// which is the embedding when tied), each once. The embedding lookup reads
-// one row and is not counted unless the table is the head; norm gains and
-// biases (vectors) are not counted.
+// which is the embedding when tied), each once. In a mixture the router
+// and experts_per_token experts (the first ones: the bench's experts are
+// all the same size) stand for gate, up and down. The embedding lookup
+// reads one row and is not counted unless the table is the head; norm
+// gains and biases (vectors) are not counted.
 uint64_t WeightBytesPerToken(const model::ModelConfig& config, const model::ModelWeights& weights);
 
 CLI::App* AddDecodeBenchCommand(CLI::App& bench, DecodeBenchOptions& options);
