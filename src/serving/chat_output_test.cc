@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "serving/chat_output_testing.h"
+
 namespace folio::serving {
 namespace {
 
@@ -28,30 +30,8 @@ ChatOutputOptions Reasoning(bool starts_inside = false) {
   return o;
 }
 
-// The whole reply: the text fed in pieces cut at `cuts` (sorted offsets).
-ChatDelta Parse(const ChatOutputOptions& o, std::string_view text, std::vector<size_t> cuts = {}) {
-  ChatOutputParser p(o);
-  ChatDelta all;
-  size_t at = 0;
-  cuts.push_back(text.size());
-  for (size_t cut : cuts) {
-    all.Append(p.Feed(text.substr(at, cut - at)));
-    at = cut;
-  }
-  all.Append(p.Finish());
-  return all;
-}
-
-void ExpectSame(const ChatDelta& a, const ChatDelta& b, const std::string& where) {
-  EXPECT_EQ(a.reasoning, b.reasoning) << where;
-  EXPECT_EQ(a.content, b.content) << where;
-  ASSERT_EQ(a.calls.size(), b.calls.size()) << where;
-  for (size_t i = 0; i < a.calls.size(); ++i) {
-    EXPECT_EQ(a.calls[i].id, b.calls[i].id) << where;
-    EXPECT_EQ(a.calls[i].name, b.calls[i].name) << where;
-    EXPECT_EQ(a.calls[i].arguments, b.calls[i].arguments) << where;
-  }
-}
+using chat_output_testing::ExpectSame;
+using chat_output_testing::Parse;
 
 // Whatever the pieces (one byte at a time, every two-piece cut, random
 // cuts), the reply reads the same as when fed whole.
