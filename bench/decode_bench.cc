@@ -116,6 +116,12 @@ void ForEachDecodeMatrix(const model::ModelConfig& c, const model::ModelWeights&
           fn(*t);
         }
       }
+      if (c.shared_expert_ffn_size != 0) {  // every token runs it
+        for (const model::Tensor* t :
+             {&l.shared_gate, &l.shared_up, &l.shared_down, &l.shared_expert_gate}) {
+          fn(*t);
+        }
+      }
     } else {
       for (const model::Tensor* t : {&l.w_gate, &l.w_up, &l.w_down}) fn(*t);
     }

@@ -43,6 +43,10 @@ std::string GgufTensorName(const std::string& hf, model::NormLayout layout) {
       {"mlp.gate_up_proj.weight", "ffn_up.weight"},      // fused (Phi-3): gate rows, then up
       {"mlp.gate.weight", "ffn_gate_inp.weight"},        // a mixture's router
       {"mlp.gate.bias", "ffn_gate_inp.bias"},            // its bias (gpt-oss)
+      {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},  // Qwen2-MoE
+      {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+      {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
@@ -396,7 +400,16 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
       if (f.Has(key("expert_feed_forward_length"))) {
         FOLIO_ASSIGN_OR_RETURN(c.expert_ffn_size, f.GetUint(key("expert_feed_forward_length")));
       }
-      c.norm_topk_prob = true;
+      // Renormalised unless the file says otherwise; qwen2moe never (as
+      // llama.cpp runs both).
+      c.norm_topk_prob = *known != Architecture::kQwen2Moe;
+      if (f.Has(key("expert_weights_norm"))) {
+        FOLIO_ASSIGN_OR_RETURN(c.norm_topk_prob, f.GetBool(key("expert_weights_norm")));
+      }
+      if (f.Has(key("expert_shared_feed_forward_length"))) {
+        FOLIO_ASSIGN_OR_RETURN(c.shared_expert_ffn_size,
+                               f.GetUint(key("expert_shared_feed_forward_length")));
+      }
       for (const char* k : {"expert_shared_count", "expert_weights_scale", "expert_gating_func"}) {
         if (f.Has(key(k))) return Status::Unimplemented(key(k) + " (shared or scaled experts)");
       }
@@ -494,6 +507,10 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
         }
         t.type = *type;
         t.shape.assign(info.dims.rbegin(), info.dims.rend());  // ggml lists innermost first
+        // The shared expert's gate is one row; files store it as [hidden].
+        if (name.ends_with("ffn_gate_inp_shexp.weight") && t.shape.size() == 1) {
+          t.shape.insert(t.shape.begin(), 1);
+        }
         t.bytes = file->Data(info);
         if (Status s = ops::CheckBlockScales(t.type, t.bytes); !s.ok()) {
           status = s.WithContext(path.string() + ": tensor " + name);

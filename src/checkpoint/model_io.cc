@@ -529,9 +529,12 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
         return Status::Unimplemented("mlp_only_layers (dense layers between mixtures)");
       }
     }
-    if (r.Has("shared_expert_intermediate_size")) {
-      return Status::Unimplemented("shared_expert_intermediate_size (shared experts)");
-    }
+    // Qwen2-MoE's shared expert (and its sigmoid gate): always there when
+    // the width is.
+    FOLIO_RETURN_IF_ERROR(r.Optional("shared_expert_intermediate_size", c.shared_expert_ffn_size));
+    bool qkv_bias = true;
+    FOLIO_RETURN_IF_ERROR(r.Optional("qkv_bias", qkv_bias));
+    if (!qkv_bias) return Status::Unimplemented("qkv_bias false");
   }
   if (t.sequence_classifier) {
     FOLIO_ASSIGN_OR_RETURN(c.num_labels, NumLabels(j));

@@ -15,7 +15,7 @@ TEST(Architecture, NamesAreTheModelIdSpecs) {
   EXPECT_EQ(names,
             (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3", "gemma3",
                                       "gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss", "bert",
-                                      "bert-classifier", "qwen3-classifier"}));
+                                      "bert-classifier", "qwen3-classifier", "qwen2moe"}));
 }
 
 TEST(Architecture, EveryRowIsFoundByEachOfItsNames) {

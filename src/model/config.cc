@@ -156,6 +156,9 @@ Status ModelConfig::Validate() const {
       (!std::isfinite(swiglu_limit) || swiglu_limit < 0 || !std::isfinite(swiglu_alpha))) {
     return Status::InvalidArgument("swiglu_limit must be finite and > 0, swiglu_alpha finite");
   }
+  if (num_experts == 0 && shared_expert_ffn_size != 0) {
+    return Status::InvalidArgument("a shared expert without experts");
+  }
   if (num_experts != 0 &&
       (experts_per_token == 0 || experts_per_token > num_experts || expert_ffn_size == 0)) {
     return Status::InvalidArgument(
@@ -242,6 +245,7 @@ uint64_t ModelConfig::ParameterCount() const {
     per_layer =
         per_layer - 3 * d * ffn_size + num_experts * d + num_experts * 3 * d * expert_ffn_size;
     if (moe_bias) per_layer += num_experts * (1 + 2 * expert_ffn_size + d);
+    per_layer += 3 * d * shared_expert_ffn_size + (shared_expert_ffn_size != 0 ? d : 0);
   }
   if (output_bias) per_layer += d;
   if (attention_sinks) per_layer += num_heads;

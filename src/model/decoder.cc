@@ -74,7 +74,8 @@ Status Decoder::CheckTokens(std::span<const int32_t> tokens, uint64_t batch) con
 // clamped SwiGLU where the config has them), the
 // rows that chose it as one matrix product (llama.cpp's mul_mat_id), read
 // once for the step; a row's output is the sum of its experts' outputs
-// times their weights, in increasing expert order. Every row's bits
+// times their weights, in increasing expert order, then (Qwen2-MoE) the
+// shared expert's output times sigmoid of its gate. Every row's bits
 // depend on that row alone (the matmuls are row-independent), so batch
 // composition, chunking and threads change nothing.
 Status Decoder::Experts(const Weights& w, uint64_t layer, std::span<const float> h, uint64_t rows,
@@ -166,6 +167,23 @@ Status Decoder::Experts(const Weights& w, uint64_t layer, std::span<const float>
       const float wt = weight[r * k + s];
       const float* y = ys.data() + (r * k + s) * d;
       for (uint64_t i = 0; i < d; ++i) o[i] += y[i] * wt;
+    }
+  }
+  if (!lw.shared_expert.empty()) {
+    const uint64_t fs = c.shared_expert_ffn_size;
+    ge.resize(rows * fs);
+    ue.resize(rows * fs);
+    ye.resize(rows * d);
+    std::vector<float> gate(rows);
+    FOLIO_RETURN_IF_ERROR(ApplyLinears<2>({&lw.shared_expert[0], &lw.shared_expert[1]}, h, rows,
+                                          {std::span<float>(ge), std::span<float>(ue)}, be));
+    be->SwiGlu(ge, ue);
+    FOLIO_RETURN_IF_ERROR(lw.shared_expert[2].Apply(ge, rows, ye, be));
+    FOLIO_RETURN_IF_ERROR(lw.shared_expert[3].Apply(h, rows, gate, be));
+    for (uint64_t r = 0; r < rows; ++r) {
+      // transformers: F.sigmoid(gate) * shared, added after the experts.
+      const float s = 1.0f / (1.0f + std::exp(-gate[r]));
+      for (uint64_t i = 0; i < d; ++i) out[r * d + i] += s * ye[r * d + i];
     }
   }
   return Status::Ok();

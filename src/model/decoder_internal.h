@@ -101,6 +101,8 @@ struct Decoder::Weights {
     // A dense MLP (gate, up, down; a BERT block's: up, down), or a router
     // and experts (one entry each).
     std::vector<Linear> mlp, router, expert_gate, expert_up, expert_down;
+    // A shared expert: gate, up, down and its one-row gate (empty: none).
+    std::vector<Linear> shared_expert;
     // gpt-oss (and BERT): the output projection's bias; gpt-oss: the
     // attention sinks, and the router's and experts' biases (one entry per
     // expert).
@@ -197,6 +199,12 @@ struct Decoder::Weights {
           layer.expert_gate.emplace_back(l.expert_gate[e], b);
           layer.expert_up.emplace_back(l.expert_up[e], b);
           layer.expert_down.emplace_back(l.expert_down[e], b);
+        }
+        if (c.shared_expert_ffn_size != 0) {
+          for (const Tensor* t :
+               {&l.shared_gate, &l.shared_up, &l.shared_down, &l.shared_expert_gate}) {
+            layer.shared_expert.emplace_back(*t, b);
+          }
         }
       } else {
         for (const Tensor* t : {&l.w_gate, &l.w_up, &l.w_down}) layer.mlp.emplace_back(*t, b);

@@ -247,24 +247,28 @@ TEST(Decoder, EachFamilyOptionChangesTheLogits) {
   }
 }
 
-// A mixture of experts: stepwise, chunked and forward give the same bits
-// (routing included), and so does a lane beside another.
+// A mixture of experts, without and with a shared expert (Qwen2-MoE):
+// stepwise, chunked and forward give the same bits (routing included), and
+// so does a lane beside another.
 TEST(Decoder, ExpertsCachedEqualsFullAndLanesMatchSoloRuns) {
-  ModelConfig c = WorkedExampleConfig();
-  c.num_experts = 6;
-  c.experts_per_token = 2;
-  c.expert_ffn_size = 10;
-  const Model m = *Model::FromSeed(c, 13);
-  ExpectCachedEqualsFull(m);
-  const Decoder dec(m);
-  const std::vector<int32_t> lane0 = {0, 99, 100, 5}, lane1 = {0, 7, 42, 200};
-  std::vector<int32_t> both = lane0;
-  both.insert(both.end(), lane1.begin(), lane1.end());
-  const auto pair = *dec.Forward(both, 2);
-  const auto solo0 = *dec.Forward(lane0, 1), solo1 = *dec.Forward(lane1, 1);
-  std::vector<float> solos = solo0;
-  solos.insert(solos.end(), solo1.begin(), solo1.end());
-  EXPECT_EQ(pair, solos);
+  for (const uint64_t shared : {0, 12}) {
+    ModelConfig c = WorkedExampleConfig();
+    c.num_experts = 6;
+    c.experts_per_token = 2;
+    c.expert_ffn_size = 10;
+    c.shared_expert_ffn_size = shared;
+    const Model m = *Model::FromSeed(c, 13);
+    ExpectCachedEqualsFull(m);
+    const Decoder dec(m);
+    const std::vector<int32_t> lane0 = {0, 99, 100, 5}, lane1 = {0, 7, 42, 200};
+    std::vector<int32_t> both = lane0;
+    both.insert(both.end(), lane1.begin(), lane1.end());
+    const auto pair = *dec.Forward(both, 2);
+    const auto solo0 = *dec.Forward(lane0, 1), solo1 = *dec.Forward(lane1, 1);
+    std::vector<float> solos = solo0;
+    solos.insert(solos.end(), solo1.begin(), solo1.end());
+    EXPECT_EQ(pair, solos) << "shared " << shared;
+  }
 }
 
 // gpt-oss's block: biases on o, the router and the experts, top-k then

@@ -195,6 +195,12 @@ ModelWeights InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
         l.expert_up.push_back(XavierUniform(rng, d, c.expert_ffn_size));
         l.expert_down.push_back(XavierUniform(rng, c.expert_ffn_size, d));
       }
+      if (c.shared_expert_ffn_size != 0) {
+        l.shared_gate = XavierUniform(rng, d, c.shared_expert_ffn_size);
+        l.shared_up = XavierUniform(rng, d, c.shared_expert_ffn_size);
+        l.shared_down = XavierUniform(rng, c.shared_expert_ffn_size, d);
+        l.shared_expert_gate = XavierUniform(rng, d, 1);
+      }
       if (c.moe_bias) {  // small random biases, so that tests see them
         l.router_bias = Uniform(rng, c.num_experts, 0.5);
         for (uint64_t e = 0; e < c.num_experts; ++e) {
@@ -275,6 +281,10 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
       h.Str("experts");
       for (uint64_t v : {c.num_experts, c.experts_per_token, c.expert_ffn_size}) h.U64(v);
       h.U64(c.norm_topk_prob ? 1 : 0);
+    }
+    if (c.shared_expert_ffn_size != 0) {  // later than the experts: only where set
+      h.Str("shared-expert/1");
+      h.U64(c.shared_expert_ffn_size);
     }
     if (c.routing != Routing::kSoftmaxTopK || c.moe_bias || c.swiglu_limit != 0 || c.output_bias ||
         c.attention_sinks) {
@@ -403,7 +413,8 @@ Result<ModelWeights> QuantizeMatrices(const ModelWeights& w, ops::WeightType typ
     t.owner = std::move(data);
   };
   for (LayerWeights& l : out.layers) {
-    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router}) {
+    for (Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router,
+                      &l.shared_gate, &l.shared_up, &l.shared_down}) {
       if (!t->empty()) convert(*t);
     }
     for (std::vector<Tensor>* experts : {&l.expert_gate, &l.expert_up, &l.expert_down}) {

@@ -111,17 +111,19 @@ def mixtral(seed=0):
     return randomize(transformers.MixtralForCausalLM(cfg), seed)
 
 
-def write_moe_gguf(model, path, experts=None):
-    """Qwen3-MoE as llama.cpp's converter writes it: the router as
-    ffn_gate_inp, each projection's experts stacked into one 3-D
-    ffn_{gate,up,down}_exps tensor. experts(name, x), when given, returns
+def write_moe_gguf(model, path, experts=None, arch="qwen3moe"):
+    """Qwen3-MoE (or Qwen2-MoE) as llama.cpp's converter writes it: the
+    router as ffn_gate_inp, each projection's experts stacked into one 3-D
+    ffn_{gate,up,down}_exps tensor, a shared expert as ffn_*_shexp with its
+    gate ffn_gate_inp_shexp [hidden]. experts(name, x), when given, returns
     what to store for the stacked f32 tensor x: (array, None) or (raw
     blocks, their gguf quantization type)."""
     import gguf
     cfg = model.config
-    w = gguf_writer(path, "qwen3moe", cfg)
-    w.add_key_length(cfg.head_dim)
-    w.add_value_length(cfg.head_dim)
+    w = gguf_writer(path, arch, cfg)
+    head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    w.add_key_length(head_dim)
+    w.add_value_length(head_dim)
     rope = cfg.rope_parameters
     w.add_rope_freq_base(rope["rope_theta"])
     if rope["rope_type"] == "yarn":  # as llama.cpp's converter writes it
@@ -130,13 +132,19 @@ def write_moe_gguf(model, path, experts=None):
         w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
     w.add_expert_count(cfg.num_experts)
     w.add_expert_used_count(cfg.num_experts_per_tok)
-    w.add_uint32("qwen3moe.expert_feed_forward_length", cfg.moe_intermediate_size)
+    w.add_uint32(f"{arch}.expert_feed_forward_length", cfg.moe_intermediate_size)
+    if getattr(cfg, "shared_expert_intermediate_size", 0):
+        w.add_uint32(f"{arch}.expert_shared_feed_forward_length",
+                     cfg.shared_expert_intermediate_size)
     sd = {k: v.detach().float().numpy().copy() for k, v in model.state_dict().items()}
     names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
              "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
              "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
              "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
-             "mlp.gate": "ffn_gate_inp"}
+             "mlp.gate": "ffn_gate_inp", "mlp.shared_expert.gate_proj": "ffn_gate_shexp",
+             "mlp.shared_expert.up_proj": "ffn_up_shexp",
+             "mlp.shared_expert.down_proj": "ffn_down_shexp",
+             "mlp.shared_expert_gate": "ffn_gate_inp_shexp"}
     f = cfg.moe_intermediate_size
     for name, x in sd.items():
         if name == "model.embed_tokens.weight":
@@ -149,7 +157,10 @@ def write_moe_gguf(model, path, experts=None):
             continue  # stacked below
         else:
             parts = name.split(".")
-            w.add_tensor(f"blk.{parts[2]}.{names['.'.join(parts[3:-1])]}.weight", x)
+            role = names['.'.join(parts[3:-1])]
+            if role == "ffn_gate_inp_shexp":
+                x = x.reshape(-1)  # [hidden], as llama.cpp reads it
+            w.add_tensor(f"blk.{parts[2]}.{role}.{parts[-1]}", x)
     for i in range(cfg.num_hidden_layers):
         p = f"model.layers.{i}.mlp.experts."
         if p + "gate_up_proj" in sd:  # transformers' fused 3-D form
@@ -163,6 +174,47 @@ def write_moe_gguf(model, path, experts=None):
             data, raw = experts(name, np.ascontiguousarray(x)) if experts else (x, None)
             w.add_tensor(name, np.ascontiguousarray(data), raw_dtype=raw)
     finish(w)
+
+
+def qwen2moe(seed=0, norm_topk_prob=False):
+    cfg = transformers.Qwen2MoeConfig(
+        vocab_size=320, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+        shared_expert_intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, num_experts=8, num_experts_per_tok=2,
+        norm_topk_prob=norm_topk_prob, max_position_embeddings=256,
+        rope_parameters=dict(DEFAULT_ROPE), attn_implementation="eager")
+    return randomize(transformers.Qwen2MoeForCausalLM(cfg), seed)
+
+
+def test_qwen2moe_folder_and_gguf_match_transformers(tmp_path):
+    # The shared expert and its sigmoid gate, q/k/v biases, no
+    # renormalisation (Qwen2-MoE's default; llama.cpp never renormalises
+    # its files' weights).
+    model = qwen2moe(seed=31)
+    ids = prompt(model.config.vocab_size, seed=97)
+    want, want_greedy = hf_logits(model, ids), hf_greedy(model, ids, GREEDY)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    write_moe_gguf(model, tmp_path / "m.gguf", arch="qwen2moe")
+    for path in (tmp_path / "m", tmp_path / "m.gguf"):
+        for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
+            check(run_folio(path, ids, *extra), want, want_greedy)
+        info = json.loads(subprocess.run([FOLIO, "info", str(path)], capture_output=True,
+                                         text=True, timeout=120, check=True).stdout)
+        assert info["parameters"] == sum(p.numel() for p in model.parameters())
+
+
+def test_qwen2moe_shared_expert_matters(tmp_path):
+    # Zeroing the shared expert's gate (sigmoid 0.5 instead of its value)
+    # moves transformers' logits; folio follows.
+    model = qwen2moe(seed=32)
+    ids = prompt(model.config.vocab_size, seed=101)
+    want = hf_logits(model, ids)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.mlp.shared_expert_gate.weight.zero_()
+    assert np.abs(hf_logits(model, ids) - want).max() > 1e-2
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    check(run_folio(tmp_path / "m", ids), hf_logits(model, ids), hf_greedy(model, ids, GREEDY))
 
 
 def gemma3(layer_types, query_pre_attn_scalar=24, seed=0, tie=True):

@@ -70,6 +70,7 @@ struct Float64Decoder::Weights {
     std::vector<double> inv_freq;  // the layer's RoPE
     double rope_scale;             // cos and sin times this (longrope)
     std::vector<Linear> router, expert_gate, expert_up, expert_down;  // a mixture of experts
+    std::vector<Linear> shared_expert;  // gate, up, down, its gate (Qwen2-MoE)
   };
   Linear embedding;
   std::vector<Layer> layers;
@@ -109,6 +110,7 @@ struct Float64Decoder::Weights {
                 {},
                 {},
                 {},
+                {},
                 {}});
       if (c.IsMoe()) {
         Layer& layer = layers.back();
@@ -117,6 +119,12 @@ struct Float64Decoder::Weights {
           layer.expert_gate.emplace_back(l.expert_gate[e]);
           layer.expert_up.emplace_back(l.expert_up[e]);
           layer.expert_down.emplace_back(l.expert_down[e]);
+        }
+        if (c.shared_expert_ffn_size != 0) {
+          for (const model::Tensor* t :
+               {&l.shared_gate, &l.shared_up, &l.shared_down, &l.shared_expert_gate}) {
+            layer.shared_expert.emplace_back(*t);
+          }
         }
       }
     }
@@ -264,6 +272,17 @@ Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& 
           lw.expert_down[e].Apply(g, 1, y);
           const double wt = c.norm_topk_prob ? logit[e] / total : logit[e];
           for (uint64_t i = 0; i < d; ++i) o[i] += wt * y[i];
+        }
+        if (!lw.shared_expert.empty()) {
+          const uint64_t fs = c.shared_expert_ffn_size;
+          std::vector<double> sg(fs), su(fs), gate_logit(1);
+          lw.shared_expert[0].Apply(hr, 1, sg);
+          lw.shared_expert[1].Apply(hr, 1, su);
+          ops::SwiGlu<double>(sg, su);
+          lw.shared_expert[2].Apply(sg, 1, y);
+          lw.shared_expert[3].Apply(hr, 1, gate_logit);
+          const double s = 1.0 / (1.0 + std::exp(-gate_logit[0]));
+          for (uint64_t i = 0; i < d; ++i) o[i] += s * y[i];
         }
       }
       norm_if(delta, lw.post_ffn_norm);

@@ -179,16 +179,19 @@ TEST(Float64Decoder, Float32DecoderAgreesWithinRounding) {
 // with their own RoPE, sandwich norms as offsets from 1 with random gains,
 // QK-norm, GeGLU, a scaled embedding, an attention scale and a soft-cap):
 // the float64 reference implements each option independently.
-// A mixture of 6 experts, 2 per token, both weightings: the float64
-// reference routes each row on its own.
+// A mixture of 6 experts, 2 per token, both weightings, without and with a
+// shared expert: the float64 reference routes each row on its own.
 TEST(Float64Decoder, Float32DecoderAgreesWithinRoundingOnExperts) {
   for (const bool norm : {true, false}) {
-    model::ModelConfig c = model::WorkedExampleConfig();
-    c.num_experts = 6;
-    c.experts_per_token = 2;
-    c.expert_ffn_size = 10;
-    c.norm_topk_prob = norm;
-    ExpectFloat32AgreesWithinRounding(*model::Model::FromSeed(c, 9));
+    for (const uint64_t shared : {0, 12}) {
+      model::ModelConfig c = model::WorkedExampleConfig();
+      c.num_experts = 6;
+      c.experts_per_token = 2;
+      c.expert_ffn_size = 10;
+      c.norm_topk_prob = norm;
+      c.shared_expert_ffn_size = shared;
+      ExpectFloat32AgreesWithinRounding(*model::Model::FromSeed(c, 9));
+    }
   }
 }
 

@@ -56,6 +56,9 @@ enum class RopeStyle : uint8_t { kInterleaved, kNeox };
 //   kBertClassifier: BertForSequenceClassification, the BERT encoder with
 //     its pooler and classifier (ModelConfig::num_labels): cross-encoder
 //     rerankers such as ms-marco-MiniLM.
+//   kQwen2Moe: Qwen2's block (q/k/v biases) with a mixture of experts and
+//     a shared expert, gated by a sigmoid, that every token runs
+//     (Qwen2MoeForCausalLM; GGUF "qwen2moe").
 //   kQwen3Classifier: Qwen3ForSequenceClassification, Qwen3's decoder with
 //     a score head on the last position instead of the output head (the
 //     Qwen3-Reranker checkpoints converted to one relevance logit).
@@ -73,7 +76,8 @@ enum class Architecture : uint8_t {
   kGptOss,
   kBert,
   kBertClassifier,
-  kQwen3Classifier
+  kQwen3Classifier,
+  kQwen2Moe
 };
 
 // Whether an architecture fixes one of the decoder's options.
@@ -320,6 +324,17 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
      .hf_sliding_window_default = false,
      .hf_window_per_layer = true,
      .sequence_classifier = true},
+    {.architecture = Architecture::kQwen2Moe,
+     .name = "qwen2moe",
+     .hf_class = "Qwen2MoeForCausalLM",
+     .gguf_name = "qwen2moe",
+     .gguf_rope_style = RopeStyle::kNeox,
+     .hf_native = true,
+     .attention_bias = Fixed::kAlways,
+     .qk_norm = Fixed::kOff,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = true,
+     .moe = true},
 };
 inline constexpr size_t kNumArchitectures = std::size(kArchitectureTraits);
 
@@ -341,6 +356,7 @@ constexpr bool IsArchitecture(Architecture a) {
     case Architecture::kBert:
     case Architecture::kBertClassifier:
     case Architecture::kQwen3Classifier:
+    case Architecture::kQwen2Moe:
       return true;
   }
   return false;

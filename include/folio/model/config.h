@@ -132,6 +132,10 @@ struct ModelConfig {
   uint64_t num_experts = 0;
   uint64_t experts_per_token = 0;
   uint64_t expert_ffn_size = 0;
+  // A shared expert (Qwen2-MoE): a SwiGLU MLP of this width that every
+  // token runs besides its routed experts, its output scaled by
+  // sigmoid(shared_expert_gate . h) and added; 0 = none.
+  uint64_t shared_expert_ffn_size = 0;
   bool norm_topk_prob = true;
   Routing routing = Routing::kSoftmaxTopK;
   // gpt-oss's block: a bias on the router and on every expert projection

@@ -46,6 +46,11 @@ struct LayerWeights {
   std::vector<Tensor> expert_gate_bias;  // num_experts x [expert_ffn]
   std::vector<Tensor> expert_up_bias;    // num_experts x [expert_ffn]
   std::vector<Tensor> expert_down_bias;  // num_experts x [hidden]
+  // shared_expert_ffn_size only:
+  Tensor shared_gate;         // [shared_ffn, hidden]
+  Tensor shared_up;           // [shared_ffn, hidden]
+  Tensor shared_down;         // [hidden, shared_ffn]
+  Tensor shared_expert_gate;  // [1, hidden]
   // Block::kBert only: the LayerNorms' biases (attn_norm and ffn_norm are
   // the norms after attention and after the MLP) and the MLP's (w_up and
   // w_down; there is no gate).
@@ -187,6 +192,12 @@ void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
         if (c.moe_bias) fn(x + "up_proj.bias", Shape{f}, l.expert_up_bias.at(e));
         fn(x + "down_proj.weight", Shape{d, f}, l.expert_down.at(e));
         if (c.moe_bias) fn(x + "down_proj.bias", Shape{d}, l.expert_down_bias.at(e));
+      }
+      if (const uint64_t fs = c.shared_expert_ffn_size; fs != 0) {
+        fn(p + "mlp.shared_expert.gate_proj.weight", Shape{fs, d}, l.shared_gate);
+        fn(p + "mlp.shared_expert.up_proj.weight", Shape{fs, d}, l.shared_up);
+        fn(p + "mlp.shared_expert.down_proj.weight", Shape{d, fs}, l.shared_down);
+        fn(p + "mlp.shared_expert_gate.weight", Shape{1, d}, l.shared_expert_gate);
       }
     } else {
       fn(p + "mlp.gate_proj.weight", Shape{c.ffn_size, d}, l.w_gate);
