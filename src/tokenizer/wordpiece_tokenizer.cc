@@ -141,17 +141,11 @@ void CleanupPass1(char c, std::string* held, std::string* out) {
   }
 }
 
-// Pass 2: " ' " becomes "'"; the space it consumed ends the match, so the
-// next byte starts afresh.
-void CleanupPass2(char c, std::string* held, std::string* out) {
-  if (*held == " '") {
-    held->clear();
-    if (c == ' ') {
-      out->push_back('\'');
-      return;
-    }
-    out->append(" '");
-  } else if (*held == " ") {
+// What passes 2 and 3 do once their own held bytes are settled: a held
+// lone space waits to see whether an apostrophe follows (" '" is held
+// then); otherwise it goes out, and c is held if a space, else emitted.
+void HoldSpaceApostrophe(char c, std::string* held, std::string* out) {
+  if (*held == " ") {
     if (c == '\'') {
       held->push_back('\'');  // " '"
       return;
@@ -164,6 +158,20 @@ void CleanupPass2(char c, std::string* held, std::string* out) {
   } else {
     out->push_back(c);
   }
+}
+
+// Pass 2: " ' " becomes "'"; the space it consumed ends the match, so the
+// next byte starts afresh.
+void CleanupPass2(char c, std::string* held, std::string* out) {
+  if (*held == " '") {
+    held->clear();
+    if (c == ' ') {
+      out->push_back('\'');
+      return;
+    }
+    out->append(" '");
+  }
+  HoldSpaceApostrophe(c, held, out);
 }
 
 // Pass 3: the space before 's 'm 're 've goes.
@@ -187,19 +195,8 @@ void CleanupPass3(char c, std::string* held, std::string* out) {
       return;
     }
     out->append(" '");
-  } else if (*held == " ") {
-    if (c == '\'') {
-      held->push_back('\'');  // " '"
-      return;
-    }
-    out->push_back(' ');
-    held->clear();
   }
-  if (c == ' ') {
-    held->assign(1, ' ');
-  } else {
-    out->push_back(c);
-  }
+  HoldSpaceApostrophe(c, held, out);
 }
 
 }  // namespace
