@@ -56,8 +56,7 @@ std::string HfStoredName(const ModelConfig& c, const std::string& hf_name) {
 
 std::optional<GgufPart> GgufPartOf(const ModelConfig& c, const std::string& hf_name) {
   if (const std::optional<FusedPart> f = FusedPartOf(c, hf_name)) {
-    return GgufPart{GgufTensorName(f->stored, c.norm_layout), f->first_row, f->rows,
-                    FusedRows(c, *f)};
+    return GgufPart{GgufTensorName(f->stored, c), f->first_row, f->rows, FusedRows(c, *f)};
   }
   if (!c.IsMoe()) return std::nullopt;
   // model.layers.{i}.mlp.experts.{j}.{gate,up,down}_proj.weight -> expert

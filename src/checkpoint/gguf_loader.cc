@@ -18,8 +18,10 @@
 #include "folio/ops/block_scales.h"
 
 namespace folio::checkpoint {
+namespace {
 
-std::string GgufTensorName(const std::string& hf, model::NormLayout layout) {
+// A decoder's names; the layout says which norm is which.
+std::string DecoderGgufTensorName(const std::string& hf, model::NormLayout layout) {
   // The sandwich layout's norms (Gemma): Hugging Face's
   // post_attention_layernorm follows attention there.
   static const std::vector<std::pair<std::string, std::string>> kSandwich = {
@@ -68,8 +70,6 @@ std::string GgufTensorName(const std::string& hf, model::NormLayout layout) {
   }
   return hf;
 }
-
-namespace {
 
 // "a, b and c": the GGUF architectures folio loads, in table order.
 std::string GgufNameList() {
@@ -221,6 +221,19 @@ Status LongRopeFromGguf(const GgufFile& f, const std::string& arch,
   return Status::Ok();
 }
 
+// The keys every architecture's file carries: context, width, depth, MLP
+// width and heads (K/V heads = heads unless the caller reads more).
+Status ShapeFromGguf(const GgufFile& f, const std::string& arch, ModelConfig& c) {
+  auto key = [&](const char* k) { return arch + "." + k; };
+  FOLIO_ASSIGN_OR_RETURN(c.max_positions, f.GetUint(key("context_length")));
+  FOLIO_ASSIGN_OR_RETURN(c.hidden_size, f.GetUint(key("embedding_length")));
+  FOLIO_ASSIGN_OR_RETURN(c.num_layers, f.GetUint(key("block_count")));
+  FOLIO_ASSIGN_OR_RETURN(c.ffn_size, f.GetUint(key("feed_forward_length")));
+  FOLIO_ASSIGN_OR_RETURN(c.num_heads, f.GetUint(key("attention.head_count")));
+  c.num_kv_heads = c.num_heads;
+  return Status::Ok();
+}
+
 // A BERT block's GGUF names (llama.cpp's bert): the embeddings'
 // token_embd, position_embd, token_types and token_embd_norm; per block
 // attn_{q,k,v,output}, attn_output_norm (after attention), ffn_up,
@@ -265,12 +278,7 @@ Result<ModelConfig> BertConfigFromGguf(const GgufFile& f, const std::string& arc
   c.block = model::Block::kBert;
   c.activation = model::Activation::kGelu;
   c.tie_embeddings = false;
-  FOLIO_ASSIGN_OR_RETURN(c.max_positions, f.GetUint(key("context_length")));
-  FOLIO_ASSIGN_OR_RETURN(c.hidden_size, f.GetUint(key("embedding_length")));
-  FOLIO_ASSIGN_OR_RETURN(c.num_layers, f.GetUint(key("block_count")));
-  FOLIO_ASSIGN_OR_RETURN(c.ffn_size, f.GetUint(key("feed_forward_length")));
-  FOLIO_ASSIGN_OR_RETURN(c.num_heads, f.GetUint(key("attention.head_count")));
-  c.num_kv_heads = c.num_heads;
+  FOLIO_RETURN_IF_ERROR(ShapeFromGguf(f, arch, c));
   FOLIO_ASSIGN_OR_RETURN(c.norm_eps, f.GetFloat(key("attention.layer_norm_epsilon")));
   if (f.Has(key("attention.causal"))) {
     FOLIO_ASSIGN_OR_RETURN(bool causal, f.GetBool(key("attention.causal")));
@@ -320,14 +328,6 @@ Status GptOssFromGguf(const GgufFile& f, const std::string& arch, ModelConfig& c
   return Status::Ok();
 }
 
-// gpt-oss's files name the norm before the MLP post_attention_norm, where
-// the other families' say ffn_norm.
-std::string GptOssGgufTensorName(const std::string& hf) {
-  const std::string_view norm = "post_attention_layernorm.weight";
-  if (hf.ends_with(norm)) return GgufTensorName(hf, model::NormLayout::kSandwich);
-  return GgufTensorName(hf);
-}
-
 Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   FOLIO_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
   const std::optional<Architecture> known = model::ArchitectureFromGgufName(arch);
@@ -347,12 +347,7 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   c.norm_layout = t.norm_layout;
   c.scale_embedding = t.scale_embedding;
   c.norm_unit_offset = false;  // GGUF gains hold 1 + w already
-  FOLIO_ASSIGN_OR_RETURN(c.max_positions, f.GetUint(key("context_length")));
-  FOLIO_ASSIGN_OR_RETURN(c.hidden_size, f.GetUint(key("embedding_length")));
-  FOLIO_ASSIGN_OR_RETURN(c.num_layers, f.GetUint(key("block_count")));
-  FOLIO_ASSIGN_OR_RETURN(c.ffn_size, f.GetUint(key("feed_forward_length")));
-  FOLIO_ASSIGN_OR_RETURN(c.num_heads, f.GetUint(key("attention.head_count")));
-  c.num_kv_heads = c.num_heads;
+  FOLIO_RETURN_IF_ERROR(ShapeFromGguf(f, arch, c));
   if (f.Has(key("attention.head_count_kv"))) {
     FOLIO_ASSIGN_OR_RETURN(c.num_kv_heads, f.GetUint(key("attention.head_count_kv")));
   }
@@ -449,6 +444,18 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
 
 }  // namespace
 
+std::string GgufTensorName(const std::string& hf_name, const ModelConfig& config) {
+  if (config.IsEncoder()) return BertGgufTensorName(hf_name);
+  // gpt-oss's files name the norm before its MLP (Hugging Face's
+  // post_attention_layernorm) post_attention_norm, as the sandwich layout's
+  // names have it, where the other families' say ffn_norm.
+  if (config.architecture == Architecture::kGptOss &&
+      hf_name.ends_with(".post_attention_layernorm.weight")) {
+    return DecoderGgufTensorName(hf_name, model::NormLayout::kSandwich);
+  }
+  return DecoderGgufTensorName(hf_name, config.norm_layout);
+}
+
 Result<Model> LoadGgufModel(const std::filesystem::path& path) {
   FOLIO_ASSIGN_OR_RETURN(GgufFile opened, GgufFile::Open(path));
   return GgufModel(std::make_shared<const GgufFile>(std::move(opened)), path);
@@ -477,57 +484,44 @@ Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesys
         const std::optional<FusedPart> part =
             gp ? std::optional<FusedPart>(FusedPart{gp->name, gp->first_row, gp->rows})
                : std::nullopt;
-        const std::string name = gp                    ? gp->name
-                                 : config->IsEncoder() ? BertGgufTensorName(hf_name)
-                                 : config->architecture == Architecture::kGptOss
-                                     ? GptOssGgufTensorName(hf_name)
-                                     : GgufTensorName(hf_name, config->norm_layout);
-        if (part) {
-          if (auto f = fused.find(name); f != fused.end()) {
-            Result<Tensor> slice = RowSlice(f->second, *part, gp->total_rows, name);
-            if (!slice) {
-              status = slice.error().WithContext(path.string());
-              return;
-            }
-            t = *std::move(slice);
-            if (gp->vector) t.shape = {t.shape.back()};
+        const std::string name = gp ? gp->name : GgufTensorName(hf_name, *config);
+        // A part's stored tensor is read once, then sliced for each part.
+        const auto f = part ? fused.find(name) : fused.end();
+        if (f == fused.end()) {
+          auto it = unused.find(name);
+          if (it == unused.end()) {
+            status = Status::NotFound(path.string() + ": missing tensor " + name);
             return;
           }
-        }
-        auto it = unused.find(name);
-        if (it == unused.end()) {
-          status = Status::NotFound(path.string() + ": missing tensor " + name);
-          return;
-        }
-        const GgufFile::TensorInfo& info = *it->second;
-        Result<TensorType> type = WeightTypeOf(info);
-        if (!type) {
-          status = type.error().WithContext(path.string());
-          return;
-        }
-        t.type = *type;
-        t.shape.assign(info.dims.rbegin(), info.dims.rend());  // ggml lists innermost first
-        // The shared expert's gate is one row; files store it as [hidden].
-        if (name.ends_with("ffn_gate_inp_shexp.weight") && t.shape.size() == 1) {
-          t.shape.insert(t.shape.begin(), 1);
-        }
-        t.bytes = file->Data(info);
-        if (Status s = ops::CheckBlockScales(t.type, t.bytes); !s.ok()) {
-          status = s.WithContext(path.string() + ": tensor " + name);
-          return;
-        }
-        t.owner = file;
-        unused.erase(it);
-        if (part) {
-          fused.emplace(name, t);
-          Result<Tensor> slice = RowSlice(t, *part, gp->total_rows, name);
-          if (!slice) {
-            status = slice.error().WithContext(path.string());
+          const GgufFile::TensorInfo& info = *it->second;
+          Result<TensorType> type = WeightTypeOf(info);
+          if (!type) {
+            status = type.error().WithContext(path.string());
             return;
           }
-          t = *std::move(slice);
-          if (gp->vector) t.shape = {t.shape.back()};
+          t.type = *type;
+          t.shape.assign(info.dims.rbegin(), info.dims.rend());  // ggml lists innermost first
+          // The shared expert's gate is one row; files store it as [hidden].
+          if (name.ends_with("ffn_gate_inp_shexp.weight") && t.shape.size() == 1) {
+            t.shape.insert(t.shape.begin(), 1);
+          }
+          t.bytes = file->Data(info);
+          if (Status s = ops::CheckBlockScales(t.type, t.bytes); !s.ok()) {
+            status = s.WithContext(path.string() + ": tensor " + name);
+            return;
+          }
+          t.owner = file;
+          unused.erase(it);
+          if (!part) return;
         }
+        const Tensor& whole = f != fused.end() ? f->second : fused.emplace(name, t).first->second;
+        Result<Tensor> slice = RowSlice(whole, *part, gp->total_rows, name);
+        if (!slice) {
+          status = slice.error().WithContext(path.string());
+          return;
+        }
+        t = *std::move(slice);
+        if (gp->vector) t.shape = {t.shape.back()};
       });
   FOLIO_RETURN_IF_ERROR(status);
   if (!unused.empty()) {

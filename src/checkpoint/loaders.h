@@ -39,10 +39,10 @@ Result<Model> LoadGgufModel(const std::filesystem::path& path);
 Result<Model> GgufModel(std::shared_ptr<const GgufFile> file, const std::filesystem::path& path);
 
 // llama.cpp's GGUF name of a tensor ForEachTensor names the Hugging Face
-// way ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight");
-// other names unchanged (gguf_loader.cc).
-std::string GgufTensorName(const std::string& hf_name,
-                           model::NormLayout layout = model::NormLayout::kPre);
+// way ("model.layers.3.self_attn.q_proj.weight" -> "blk.3.attn_q.weight"),
+// in config's family (a BERT block's names; which norm is which in the
+// sandwich layout and gpt-oss); other names unchanged (gguf_loader.cc).
+std::string GgufTensorName(const std::string& hf_name, const ModelConfig& config);
 
 // Where a family that fuses projections stores a tensor ForEachTensor
 // names (by its Hugging Face name): the fused tensor's Hugging Face name

@@ -266,7 +266,7 @@ std::vector<TensorQuantization> PlanQuantization(const model::ModelConfig& confi
   model::ForEachTensor(
       config, shapes_only,
       [&](const std::string& hf_name, const std::vector<uint64_t>& shape, const model::Tensor&) {
-        TensorQuantization t{GgufTensorName(hf_name), shape, scheme.base, scheme.base};
+        TensorQuantization t{GgufTensorName(hf_name, config), shape, scheme.base, scheme.base};
         if (shape.size() == 1) {
           t.wanted = t.type = WeightType::kF32;
           plan.push_back(std::move(t));
