@@ -31,27 +31,8 @@ ChatOutputOptions Reasoning(bool starts_inside = false) {
 }
 
 using chat_output_testing::ExpectSame;
+using chat_output_testing::ExpectSplitIndependent;
 using chat_output_testing::Parse;
-
-// Whatever the pieces (one byte at a time, every two-piece cut, random
-// cuts), the reply reads the same as when fed whole.
-void ExpectSplitIndependent(const ChatOutputOptions& o, std::string_view text) {
-  const ChatDelta whole = Parse(o, text);
-  std::vector<size_t> bytes;
-  for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
-  ExpectSame(whole, Parse(o, text, bytes), "byte at a time");
-  for (size_t i = 1; i < text.size(); ++i) {
-    ExpectSame(whole, Parse(o, text, {i}), "cut at " + std::to_string(i));
-  }
-  std::mt19937 rng(static_cast<uint32_t>(text.size()));
-  for (int trial = 0; trial < 20; ++trial) {
-    std::vector<size_t> cuts;
-    for (size_t i = 1; i < text.size(); ++i) {
-      if (rng() % 4 == 0) cuts.push_back(i);
-    }
-    ExpectSame(whole, Parse(o, text, cuts), "random cuts, trial " + std::to_string(trial));
-  }
-}
 
 ordered_json Args(const ToolCall& c) { return ordered_json::parse(c.arguments); }
 

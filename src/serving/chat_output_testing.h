@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,6 +38,33 @@ inline void ExpectSame(const ChatDelta& a, const ChatDelta& b, const std::string
     EXPECT_EQ(a.calls[i].id, b.calls[i].id) << where;
     EXPECT_EQ(a.calls[i].name, b.calls[i].name) << where;
     EXPECT_EQ(a.calls[i].arguments, b.calls[i].arguments) << where;
+  }
+}
+
+// Whatever the pieces (one byte at a time, every cut into two, with
+// three_pieces every cut into three, random cuts), the reply reads the
+// same as when fed whole.
+inline void ExpectSplitIndependent(const ChatOutputOptions& o, std::string_view text,
+                                   bool three_pieces = false) {
+  const ChatDelta whole = Parse(o, text);
+  std::vector<size_t> bytes;
+  for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
+  ExpectSame(whole, Parse(o, text, bytes), "byte at a time");
+  for (size_t i = 1; i < text.size(); ++i) {
+    ExpectSame(whole, Parse(o, text, {i}), "cut at " + std::to_string(i));
+    for (size_t j = i + 1; three_pieces && j < text.size(); ++j) {
+      ExpectSame(whole, Parse(o, text, {i, j}),
+                 "cut at " + std::to_string(i) + " and " + std::to_string(j));
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+  std::mt19937 rng(static_cast<uint32_t>(text.size()));
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<size_t> cuts;
+    for (size_t i = 1; i < text.size(); ++i) {
+      if (rng() % 4 == 0) cuts.push_back(i);
+    }
+    ExpectSame(whole, Parse(o, text, cuts), "random cuts, trial " + std::to_string(trial));
   }
 }
 

@@ -28,31 +28,8 @@ ChatOutputOptions Harmony(bool tools = true) {
 }
 
 using chat_output_testing::ExpectSame;
+using chat_output_testing::ExpectSplitIndependent;
 using chat_output_testing::Parse;
-
-// Every split of the text into two and three pieces, one byte at a time,
-// and random cuts: the deltas add up to the whole reply's reading.
-void ExpectSplitIndependent(const ChatOutputOptions& o, std::string_view text) {
-  const ChatDelta whole = Parse(o, text);
-  std::vector<size_t> bytes;
-  for (size_t i = 1; i < text.size(); ++i) bytes.push_back(i);
-  ExpectSame(whole, Parse(o, text, bytes), "byte at a time");
-  for (size_t i = 1; i < text.size(); ++i) {
-    for (size_t j = i; j < text.size(); ++j) {
-      ExpectSame(whole, Parse(o, text, {i, j}),
-                 "cut at " + std::to_string(i) + " and " + std::to_string(j));
-      if (::testing::Test::HasFailure()) return;
-    }
-  }
-  std::mt19937 rng(static_cast<uint32_t>(text.size()));
-  for (int trial = 0; trial < 20; ++trial) {
-    std::vector<size_t> cuts;
-    for (size_t i = 1; i < text.size(); ++i) {
-      if (rng() % 4 == 0) cuts.push_back(i);
-    }
-    ExpectSame(whole, Parse(o, text, cuts), "random cuts, trial " + std::to_string(trial));
-  }
-}
 
 constexpr std::string_view kReasoningThenFinal =
     "<|channel|>analysis<|message|>User asks 2+2. Easy.<|end|>"
@@ -247,7 +224,7 @@ TEST(HarmonyOutput, StreamedDeltasAddUpToTheWholeReply) {
         std::string_view("Plain text <|end|> and <|start|>"), std::string_view(long_header)}) {
     for (bool tools : {true, false}) {
       SCOPED_TRACE(std::string(text.substr(0, 60)));
-      ExpectSplitIndependent(Harmony(tools), text);
+      ExpectSplitIndependent(Harmony(tools), text, /*three_pieces=*/true);
     }
   }
 }

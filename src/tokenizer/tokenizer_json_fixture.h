@@ -1,6 +1,7 @@
 // What the tokenizer.json tests share: a fixture that writes JSON into a
 // per-test temporary folder, loads it, and checks a refusal of its base
-// file mutated one way (the code, and the field named in the message).
+// file mutated one way (the code, and the field named in the message); and
+// the same check for a TokenizerSpec (GGUF's vocabulary) mutated one way.
 #ifndef FOLIO_TOKENIZER_TOKENIZER_JSON_FIXTURE_H_
 #define FOLIO_TOKENIZER_TOKENIZER_JSON_FIXTURE_H_
 
@@ -15,6 +16,21 @@
 #include "folio/tokenizer/tokenizer.h"
 
 namespace folio::tokenizer {
+
+// r is a refusal with `code` and `needle` in its message.
+inline void ExpectRefusal(const Result<Tokenizer>& r, StatusCode code, const std::string& needle) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), code) << r.error().ToString();
+  EXPECT_NE(r.error().message().find(needle), std::string::npos)
+      << "message '" << r.error().message() << "' lacks '" << needle << "'";
+}
+
+// Tokenizer::FromSpec refuses `base` mutated: `code`, `needle` named.
+inline void ExpectSpecRefused(TokenizerSpec base, const std::function<void(TokenizerSpec&)>& mutate,
+                              StatusCode code, const std::string& needle) {
+  mutate(base);
+  ExpectRefusal(Tokenizer::FromSpec(base), code, needle);
+}
 
 class TokenizerJsonFixture : public ::testing::Test {
  protected:
@@ -42,11 +58,8 @@ class TokenizerJsonFixture : public ::testing::Test {
                      const std::string& needle) {
     Json j = Base();
     mutate(j);
-    auto r = Load(j);
-    ASSERT_FALSE(r.ok()) << "accepted: " << j.dump().substr(0, 200);
-    EXPECT_EQ(r.error().code(), code) << r.error().ToString();
-    EXPECT_NE(r.error().message().find(needle), std::string::npos)
-        << "message '" << r.error().message() << "' lacks '" << needle << "'";
+    SCOPED_TRACE("loading " + j.dump().substr(0, 200));
+    ExpectRefusal(Load(j), code, needle);
   }
 
   std::filesystem::path dir_;

@@ -228,13 +228,7 @@ TokenizerSpec WpmSpec() {
 
 void ExpectSpecRefused(const std::function<void(TokenizerSpec&)>& mutate, StatusCode code,
                        const std::string& needle) {
-  TokenizerSpec spec = WpmSpec();
-  mutate(spec);
-  auto r = Tokenizer::FromSpec(spec);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code(), code) << r.error().ToString();
-  EXPECT_NE(r.error().message().find(needle), std::string::npos)
-      << "message '" << r.error().message() << "' lacks '" << needle << "'";
+  tokenizer::ExpectSpecRefused(WpmSpec(), mutate, code, needle);
 }
 
 TEST(WordPieceSpecErrors, BaseLoads) {

@@ -575,6 +575,26 @@ def set_qwen3moe_experts(model, layer, gate, up, down):
                 e.down_proj.weight.copy_(torch.from_numpy(down[j]))
 
 
+def mxfp4_experts():
+    """The experts callbacks of the GGUF writers for MXFP4: `quantized`
+    stores each stacked tensor as MXFP4 blocks (the gguf package's
+    quantizer, kept in `stored` by name), `dequantized` as the f32 values
+    those blocks decode to (call it after `quantized` wrote the same file's
+    tensors)."""
+    import gguf
+    mx = gguf.GGMLQuantizationType.MXFP4
+    stored = {}
+
+    def quantized(name, x):
+        stored[name] = gguf.quants.quantize(x.astype(np.float32), mx)
+        return stored[name], mx
+
+    def dequantized(name, x):
+        return gguf.quants.dequantize(stored[name], mx).reshape(x.shape), None
+
+    return stored, quantized, dequantized
+
+
 def test_qwen3moe_gguf_mxfp4_experts_compute_on_their_values(tmp_path):
     # Experts stored as MXFP4 by the gguf package (rows of 64 and 32, whole
     # blocks) against the same file with those tensors stored as the f32
@@ -585,15 +605,7 @@ def test_qwen3moe_gguf_mxfp4_experts_compute_on_their_values(tmp_path):
     import gguf
     mx = gguf.GGMLQuantizationType.MXFP4
     model = qwen3moe(True, seed=15)
-    stored = {}
-
-    def quantized(name, x):
-        stored[name] = gguf.quants.quantize(x.astype(np.float32), mx)
-        return stored[name], mx
-
-    def dequantized(name, x):
-        return gguf.quants.dequantize(stored[name], mx).reshape(x.shape), None
-
+    stored, quantized, dequantized = mxfp4_experts()
     write_moe_gguf(model, tmp_path / "mx.gguf", quantized)
     write_moe_gguf(model, tmp_path / "f32.gguf", dequantized)
     ids = prompt(model.config.vocab_size, seed=59)
@@ -839,30 +851,16 @@ def test_gpt_oss_gguf_mxfp4_experts_compute_on_their_values(tmp_path):
     # As the published gpt-oss GGUF files store them: experts in MXFP4
     # (written by the gguf package) give the bits of the same file holding
     # the f32 values those blocks decode to.
-    import gguf
-    mx = gguf.GGMLQuantizationType.MXFP4
     model = gpt_oss(seed=28, limit=7.0)
-    stored = {}
-
-    def quantized(name, x):
-        stored[name] = gguf.quants.quantize(x.astype(np.float32), mx)
-        return stored[name], mx
-
-    def dequantized(name, x):
-        return gguf.quants.dequantize(stored[name], mx).reshape(x.shape), None
-
+    _, quantized, dequantized = mxfp4_experts()
     write_gpt_oss_gguf(model, tmp_path / "mx.gguf", quantized)
     write_gpt_oss_gguf(model, tmp_path / "f32.gguf", dequantized)
     ids = prompt(model.config.vocab_size, seed=89)
     for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
         got = run_folio(tmp_path / "mx.gguf", ids, *extra)
         assert got == run_folio(tmp_path / "f32.gguf", ids, *extra)
-    assert got != run_folio_gguf_f32(model, tmp_path, ids)
-
-
-def run_folio_gguf_f32(model, tmp_path, ids):
     write_gpt_oss_gguf(model, tmp_path / "unrounded.gguf")
-    return run_folio(tmp_path / "unrounded.gguf", ids)
+    assert got != run_folio(tmp_path / "unrounded.gguf", ids, *extra)  # MXFP4 moved the values
 
 
 def test_gpt_oss_gguf_reads_what_the_folder_says(tmp_path):

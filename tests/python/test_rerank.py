@@ -102,6 +102,9 @@ def test_async_llm_score(cross_encoder):
 def test_server_rerank_and_score(cross_encoder):
     from test_server import Server
     model, tok, path = cross_encoder
+    # The server's scores are LLM.score's, bit for bit (one engine, one
+    # determinism contract); both within 1e-5 of transformers.
+    mine = [o.outputs.score for o in LLM(str(path), threads=2).score(QUERY, DOCS, use_tqdm=False)]
     s = Server("--model", str(path))
     try:
         want = [hf_score(model, tok, QUERY, d)[0] for d in DOCS]
@@ -111,6 +114,7 @@ def test_server_rerank_and_score(cross_encoder):
         assert [r["index"] for r in reply["results"]] == order
         for r in reply["results"]:
             assert abs(r["relevance_score"] - want[r["index"]]) <= 1e-5
+            assert r["relevance_score"] == mine[r["index"]]
             assert r["document"]["text"] == DOCS[r["index"]]
         assert reply["usage"]["prompt_tokens"] == sum(len(tok.encode(QUERY, d).ids) for d in DOCS)
         status, reply = s.post("/rerank", {"query": QUERY, "return_documents": False,
@@ -122,6 +126,7 @@ def test_server_rerank_and_score(cross_encoder):
         assert [d["index"] for d in reply["data"]] == list(range(len(DOCS)))
         for d in reply["data"]:
             assert d["object"] == "score" and abs(d["score"] - want[d["index"]]) <= 1e-5
+            assert d["score"] == mine[d["index"]]
 
         def refused(route, body):
             status, reply = s.post(route, body)
@@ -203,7 +208,7 @@ def test_qwen3_reranker_scores_like_transformers(qwen3_reranker):
         status, reply = s.post("/v1/rerank", {"query": QUERY, "documents": DOCS})
         assert status == 200, reply
         for r in reply["results"]:
-            assert abs(r["relevance_score"] - outs[r["index"]].outputs.score) <= 1e-6
+            assert r["relevance_score"] == outs[r["index"]].outputs.score  # bits
         status, reply = s.post("/v1/chat/completions",
                                {"messages": [{"role": "user", "content": "hi"}]})
         assert status == 400 and reply["error"]["param"] == "model", reply
