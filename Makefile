@@ -19,11 +19,17 @@
 #                      oversized and chunked bodies, a gzip bomb, a header
 #                      flood, 64 streams, SIGTERM under a slow client), about
 #                      a minute; prints JSON, fails when a target is missed
+#   make bench-peer    folio beside llama.cpp's own llama-bench (pp512, tg128,
+#                      2 threads) on the same GGUF files, as one JSON
+#                      (bench/peer_bench.py; builds llama.cpp's tools once
+#                      from the llama-cpp-python sdist into
+#                      ~/.cache/folio/peer, 10-20 minutes on 2 cores);
+#                      PEER_FLAGS passes options, e.g. "--rounds 1 --types Q4_1"
 #   make format        clang-format -i the C++ sources (FORMAT_FILES)
 #   make format-check  fail if any of them is not clang-formatted (.ci/run)
 #   make clean         remove build/, build-asan/ and build-fuzz/
 # Variables: BUILD_DIR, ASAN_DIR, FUZZ_DIR, JOBS (2), CMAKE_FLAGS, FUZZ_SECONDS,
-# FUZZ_TIMEOUT, FUZZ_RSS_MB, FUZZ_RUNS.
+# FUZZ_TIMEOUT, FUZZ_RSS_MB, FUZZ_RUNS, PEER_FLAGS.
 
 BUILD_DIR ?= build
 ASAN_DIR  ?= build-asan
@@ -38,8 +44,10 @@ FUZZ_TIMEOUT ?= 10
 FUZZ_RSS_MB ?= 2048
 # make fuzz-long: executions per fuzzer.
 FUZZ_RUNS ?= 10000000
+# make bench-peer: options for bench/peer_bench.py.
+PEER_FLAGS ?=
 
-.PHONY: all setup configure build test demo asan fuzz fuzz-long fuzz-build abuse bench-setup clean format format-check
+.PHONY: all setup configure build test demo asan fuzz fuzz-long fuzz-build abuse bench-setup bench-peer clean format format-check
 
 all: build
 
@@ -67,6 +75,11 @@ abuse: build
 # Runtime row); never needed by make test.
 bench-setup: setup
 	python3 -m pip install --quiet onnxruntime onnx
+
+# llama.cpp's own benchmarks beside folio's on the same files; never part
+# of make test. The llama.cpp build is cached, so a second run builds nothing.
+bench-peer: build
+	JOBS=$(JOBS) python3 bench/peer_bench.py --folio $(BUILD_DIR)/bin/folio $(PEER_FLAGS)
 
 asan: setup
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFOLIO_SANITIZE=ON $(CMAKE_FLAGS)
