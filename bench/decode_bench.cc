@@ -22,6 +22,7 @@
 #include "folio/core/splitmix64.h"
 #include "folio/core/str_cat.h"
 #include "folio/engine/engine.h"
+#include "folio/engine/kv_cache_manager.h"
 #include "folio/model/decoder.h"
 #include "folio/model/model.h"
 #include "folio/ops/matmul.h"
@@ -254,8 +255,8 @@ CLI::App* AddDecodeBenchCommand(CLI::App& bench, DecodeBenchOptions& o) {
                   "also time decode with this many sequences per step (e.g. 2,4,8)")
       ->delimiter(',');
   cmd->add_option("--matmul-activations", o.matmul_activations,
-                  "f32 (default), q8, or both side by side (f32,q8): how quantized weights "
-                  "multiply")
+                  "q8 (default, the engine's), f32, or both side by side (q8,f32): how "
+                  "quantized weights multiply")
       ->delimiter(',');
   return cmd;
 }
@@ -375,10 +376,13 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
   }
   const uint64_t weight_bytes = WeightBytesPerToken(config, m->weights());
   const uint64_t parameters = config.ParameterCount();
-  const uint64_t capacity = (prompt + steps + o.page_size - 1) / o.page_size * o.page_size;
-  if (capacity > config.max_positions) {
+  if (prompt + steps + 1 > config.max_positions) {
     return fail(Status::InvalidArgument("prompt + decode tokens exceed the model's max_positions"));
   }
+  // One sequence's pages, every layer group's (a windowed one only its
+  // window's): the single-request pool, and each batched sequence's share.
+  const uint64_t pages_per_seq =
+      engine::MaxPagesHeld(config, o.page_size, prompt + steps + 1, prompt);
 
   // Prompt ids: deterministic, inside the vocabulary.
   SplitMix64 rng(o.seed ^ 0x70c0ffee);
@@ -405,7 +409,7 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
       engine::EngineConfig ec;
       ec.matmul_activations = mode;
       ec.page_size = o.page_size;
-      ec.num_pages = capacity / o.page_size;
+      ec.num_pages = pages_per_seq;
       ec.kv_dtype = *kv_dtype;
       ec.max_num_batched_tokens = prompt;
       ec.max_num_seqs = 1;
@@ -479,7 +483,7 @@ int RunDecodeBench(const DecodeBenchOptions& o, const std::string& command) {
         if (batch <= 1) continue;
         std::cerr << "  decode " << batch << " sequences, " << steps << " steps...";
         Result<std::vector<double>> b_us =
-            TimeBatchedDecode(*m, ec, batch, prompt_ids, steps, capacity / o.page_size, pool);
+            TimeBatchedDecode(*m, ec, batch, prompt_ids, steps, pages_per_seq, pool);
         if (!b_us) return fail(b_us.error().WithContext("batch " + std::to_string(batch)));
         const double b_ms = Quantile(*b_us, 0.5) / 1e3;
         const double b_tps = static_cast<double>(batch) * 1e3 / b_ms;

@@ -51,7 +51,7 @@ struct DecodeBenchOptions {
   // requests decode together, one token each per engine step.
   std::vector<uint64_t> batch_sizes;
   // Each thread count runs once per mode, in this order (ops::MatMulActivations).
-  std::vector<std::string> matmul_activations{"f32"};
+  std::vector<std::string> matmul_activations{"q8"};
 };
 
 // The synthetic model's config: hidden 2048, 32 heads, 8 K/V heads (head

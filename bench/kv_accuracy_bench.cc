@@ -15,24 +15,39 @@
 #include "bench/report.h"
 #include "folio/core/thread_pool.h"
 #include "folio/engine/engine.h"
+#include "folio/engine/kv_cache_manager.h"
 #include "folio/kv/paged_kv_cache.h"
+#include "folio/ops/packed_matmul.h"
 
 namespace folio::bench {
 namespace {
 
 constexpr uint64_t kPageSize = 16;
 
-// One window's prompt logits, [tokens, vocab], from an engine whose KV
-// cache has `dtype`.
+// What one row of the report varies: the KV cache's dtype and how the
+// quantized weights multiply. The reference is f32 and f32 (exact).
+struct Variant {
+  DType kv = DType::kF32;
+  ops::MatMulActivations activations = ops::MatMulActivations::kF32;
+  auto operator<=>(const Variant&) const = default;
+  bool exact() const { return *this == Variant{}; }
+  std::string name() const {
+    return std::string(DTypeName(kv)) + "/" + std::string(ops::MatMulActivationsName(activations));
+  }
+};
+
+// One window's prompt logits, [tokens, vocab], from an engine set up as
+// `variant` says.
 Result<std::vector<float>> PromptLogits(const model::Model& m, std::span<const int32_t> tokens,
-                                        DType dtype, ThreadPool& pool) {
+                                        Variant variant, ThreadPool& pool) {
   engine::EngineConfig ec;
   ec.page_size = kPageSize;
-  ec.num_pages = tokens.size() / kPageSize + 2;
+  ec.num_pages = engine::MaxPagesHeld(m.config(), kPageSize, tokens.size(), tokens.size()) + 1;
   ec.max_num_seqs = 1;
   ec.max_num_batched_tokens = tokens.size();
   ec.prefix_caching = false;
-  ec.kv_dtype = dtype;
+  ec.kv_dtype = variant.kv;
+  ec.matmul_activations = variant.activations;
   FOLIO_ASSIGN_OR_RETURN(engine::Engine eng, engine::Engine::Create(m, ec, &pool));
   engine::RequestParams params;
   params.sampling = {0.0, 0, 1.0, 0.0};
@@ -53,20 +68,23 @@ Result<std::vector<float>> PromptLogits(const model::Model& m, std::span<const i
 // Greedy continuations of every prompt, batched in one engine.
 Result<std::vector<std::vector<int32_t>>> Greedy(const model::Model& m,
                                                  const std::vector<std::vector<int32_t>>& prompts,
-                                                 uint64_t max_tokens, DType dtype,
+                                                 uint64_t max_tokens, Variant variant,
                                                  ThreadPool& pool) {
   engine::EngineConfig ec;
   ec.page_size = kPageSize;
-  uint64_t pages = 0, longest = 0;
-  for (const auto& p : prompts) {
-    pages += (p.size() + max_tokens) / kPageSize + 1;
-    longest = std::max<uint64_t>(longest, p.size());
-  }
-  ec.num_pages = pages + 1;
+  uint64_t longest = 0;
+  for (const auto& p : prompts) longest = std::max<uint64_t>(longest, p.size());
   ec.max_num_seqs = prompts.size();
   ec.max_num_batched_tokens = std::max<uint64_t>(longest, prompts.size());
+  uint64_t pages = 0;
+  for (const auto& p : prompts) {
+    pages += engine::MaxPagesHeld(m.config(), kPageSize, p.size() + max_tokens,
+                                  ec.max_num_batched_tokens);
+  }
+  ec.num_pages = pages + 1;
   ec.prefix_caching = false;
-  ec.kv_dtype = dtype;
+  ec.kv_dtype = variant.kv;
+  ec.matmul_activations = variant.activations;
   FOLIO_ASSIGN_OR_RETURN(engine::Engine eng, engine::Engine::Create(m, ec, &pool));
   engine::RequestParams params;
   params.sampling = {0.0, 0, 1.0, 0.0};
@@ -108,7 +126,7 @@ double BytesPerElement(const model::ModelConfig& c, DType dtype) {
          static_cast<double>(2 * c.num_layers * c.num_kv_heads * kPageSize * c.head_dim());
 }
 
-struct DtypeResult {
+struct VariantResult {
   double nll = 0;
   uint64_t scored = 0;
   double max_abs = 0, sum_abs = 0;
@@ -121,11 +139,16 @@ struct DtypeResult {
 CLI::App* AddKvAccuracyBenchCommand(CLI::App& bench, KvAccuracyBenchOptions& o) {
   CLI::App* cmd = bench.add_subcommand(
       "kv-accuracy",
-      "perplexity, logit error and greedy agreement of KV dtypes against an f32 KV cache, as JSON");
+      "perplexity, logit error and greedy agreement of KV dtypes and matmul activations against "
+      "f32 KV and f32 activations, as JSON");
   cmd->add_option("--model", o.model, "model folder or .gguf (default: the built-in model)");
   cmd->add_option("--corpus", o.corpus, "UTF-8 text to score (default bench/data/kv_corpus.txt)");
   cmd->add_option("--json-output,-o", o.json_output, "write the JSON here (default: stdout)");
   cmd->add_option("--kv-dtypes", o.kv_dtypes, "KV dtypes besides f32 (default all)")
+      ->delimiter(',');
+  cmd->add_option("--matmul-activations", o.matmul_activations,
+                  "how quantized weights multiply, each with every KV dtype: f32 (default: the "
+                  "exact mode, so the rows isolate the KV dtype), q8, or both (f32,q8)")
       ->delimiter(',');
   cmd->add_option("--window", o.window, "tokens per perplexity window (default 512)")
       ->check(CLI::Range(2, 1 << 16));
@@ -148,13 +171,22 @@ int RunKvAccuracyBench(const KvAccuracyBenchOptions& o, const std::string& comma
     std::cerr << "folio bench kv-accuracy: " << s.ToString() << "\n";
     return 1;
   };
-  // f32 first: it is what every other dtype is compared with.
+  // The exact variant first: it is what every other one is compared with.
   std::vector<DType> dtypes = {DType::kF32};
   for (const std::string& name : o.kv_dtypes) {
     Result<DType> d = ParseDType(name);
     if (!d) return fail(d.error().WithContext("--kv-dtypes"));
     if (*d == DType::kF64) return fail(Status::InvalidArgument("--kv-dtypes: f64 is no KV dtype"));
     if (std::find(dtypes.begin(), dtypes.end(), *d) == dtypes.end()) dtypes.push_back(*d);
+  }
+  std::vector<Variant> variants = {Variant{}};
+  for (const std::string& name : o.matmul_activations) {
+    Result<ops::MatMulActivations> a = ops::ParseMatMulActivations(name);
+    if (!a) return fail(a.error().WithContext("--matmul-activations"));
+    for (const DType d : dtypes) {
+      const Variant v{d, *a};
+      if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
+    }
   }
   std::ifstream in(o.corpus, std::ios::binary);
   if (!in) return fail(Status::IoError("cannot read the corpus " + o.corpus));
@@ -182,15 +214,15 @@ int RunKvAccuracyBench(const KvAccuracyBenchOptions& o, const std::string& comma
   const std::array<double, 3> load_start = ReadLoadAverage();
   const CpuSnapshot run_start = TakeCpuSnapshot();
 
-  std::map<DType, DtypeResult> results;
+  std::map<Variant, VariantResult> results;
   const uint64_t num_windows = ids->size() / window;
   for (uint64_t w = 0; w < num_windows; ++w) {
     const std::span<const int32_t> tokens(ids->data() + w * window, window);
     std::vector<float> reference;
-    for (const DType d : dtypes) {
-      DtypeResult& r = results[d];
-      Result<std::vector<float>> logits = PromptLogits(*m, tokens, d, pool);
-      if (!logits) return fail(logits.error().WithContext(std::string(DTypeName(d))));
+    for (const Variant v : variants) {
+      VariantResult& r = results[v];
+      Result<std::vector<float>> logits = PromptLogits(*m, tokens, v, pool);
+      if (!logits) return fail(logits.error().WithContext(v.name()));
       if (logits->size() != window * vocab) {
         return fail(Status::FailedPrecondition("the engine returned " +
                                                std::to_string(logits->size() / vocab) +
@@ -198,15 +230,15 @@ int RunKvAccuracyBench(const KvAccuracyBenchOptions& o, const std::string& comma
       }
       r.nll += SumNll(*logits, tokens, vocab);
       r.scored += window - 1;
-      if (d == DType::kF32) {
+      if (v.exact()) {
         reference = std::move(*logits);
         continue;
       }
       for (size_t row = 0; row < window; ++row) {
         const float* a = reference.data() + row * vocab;
         const float* b = logits->data() + row * vocab;
-        for (uint64_t v = 0; v < vocab; ++v) {
-          const double diff = std::abs(double{a[v]} - double{b[v]});
+        for (uint64_t t = 0; t < vocab; ++t) {
+          const double diff = std::abs(double{a[t]} - double{b[t]});
           r.max_abs = std::max(r.max_abs, diff);
           r.sum_abs += diff;
         }
@@ -225,18 +257,18 @@ int RunKvAccuracyBench(const KvAccuracyBenchOptions& o, const std::string& comma
     prompts.emplace_back(ids->begin() + static_cast<std::ptrdiff_t>(at),
                          ids->begin() + static_cast<std::ptrdiff_t>(at + o.prompt_len));
   }
-  for (const DType d : dtypes) {
-    DtypeResult& r = results[d];
-    Result<std::vector<std::vector<int32_t>>> out = Greedy(*m, prompts, o.max_tokens, d, pool);
-    if (!out) return fail(out.error().WithContext(std::string(DTypeName(d))));
+  for (const Variant v : variants) {
+    VariantResult& r = results[v];
+    Result<std::vector<std::vector<int32_t>>> out = Greedy(*m, prompts, o.max_tokens, v, pool);
+    if (!out) return fail(out.error().WithContext(v.name()));
     r.greedy = std::move(*out);
   }
 
-  const DtypeResult& ref = results.at(DType::kF32);
+  const VariantResult& ref = results.at(Variant{});
   const double ref_ppl = std::exp(ref.nll / static_cast<double>(ref.scored));
   nlohmann::json rows = nlohmann::json::array();
-  for (const DType d : dtypes) {
-    const DtypeResult& r = results.at(d);
+  for (const Variant v : variants) {
+    const VariantResult& r = results.at(v);
     const double ppl = std::exp(r.nll / static_cast<double>(r.scored));
     uint64_t common = 0, identical = 0, total = 0;
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -249,13 +281,14 @@ int RunKvAccuracyBench(const KvAccuracyBenchOptions& o, const std::string& comma
       if (a == b) ++identical;
     }
     nlohmann::json row = {
-        {"kv_dtype", DTypeName(d)},
-        {"bytes_per_element", BytesPerElement(m->config(), d)},
+        {"kv_dtype", DTypeName(v.kv)},
+        {"matmul_activations", ops::MatMulActivationsName(v.activations)},
+        {"bytes_per_element", BytesPerElement(m->config(), v.kv)},
         {"perplexity", ppl},
         {"perplexity_vs_f32", ppl / ref_ppl - 1.0},
         {"greedy_common_prefix", static_cast<double>(common) / static_cast<double>(total)},
         {"greedy_identical", static_cast<double>(identical) / static_cast<double>(prompts.size())}};
-    if (d != DType::kF32) {
+    if (!v.exact()) {
       row["logit_max_abs_error"] = r.max_abs;
       row["logit_mean_abs_error"] = r.sum_abs / static_cast<double>(r.compared);
       row["argmax_agreement"] =

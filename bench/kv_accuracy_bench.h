@@ -1,7 +1,8 @@
-// `folio bench kv-accuracy`: what a narrower KV cache costs in accuracy,
-// against an f32 KV cache on the same model in the same run.
+// `folio bench kv-accuracy`: what a narrower KV cache, or 8-bit matmul
+// activations, cost in accuracy, against an f32 KV cache and f32
+// activations (the exact mode) on the same model in the same run.
 //
-// Per KV dtype: perplexity of a text corpus (cut into windows, each one
+// Per KV dtype and activation mode: perplexity of a text corpus (cut into windows, each one
 // request whose prompt logits score every next token), the largest and
 // mean absolute difference of those logits from f32's, how often their
 // argmax agrees, and greedy continuations of prompts taken from the corpus:
@@ -25,6 +26,9 @@ struct KvAccuracyBenchOptions {
   std::string corpus = "bench/data/kv_corpus.txt";
   std::string json_output;
   std::vector<std::string> kv_dtypes = {"f32", "bf16", "f16", "i8", "f8e4m3"};
+  // Each with every KV dtype; f32 (exact) by default, so that the rows
+  // isolate what the KV dtype costs.
+  std::vector<std::string> matmul_activations = {"f32"};
   uint64_t window = 512;      // tokens per perplexity window
   uint64_t prompts = 16;      // greedy prompts
   uint64_t prompt_len = 64;   // tokens per greedy prompt

@@ -138,7 +138,7 @@ CLI::App* AddSpeculativeBenchCommand(CLI::App& bench, SpeculativeBenchOptions& o
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--threads", o.threads, "compute threads (default 2)")->check(CLI::Range(1, 256));
   cmd->add_option("--matmul-activations", o.matmul_activations,
-                  "f32 (default) or q8: how quantized weights multiply");
+                  "q8 (default, the engine's) or f32: how quantized weights multiply");
   cmd->add_option("--draft-model", o.draft_model,
                   "draft with this model (same vocabulary) instead of prompt lookup");
   cmd->add_option("--rounds", o.rounds, "rounds; configurations alternate within each (default 3)")

@@ -28,8 +28,8 @@ struct SpeculativeBenchOptions {
   uint64_t max_tokens = 128;
   uint64_t threads = 2;
   uint64_t rounds = 3;
-  std::string draft_model;                 // "" = prompt lookup; else a draft model's path
-  std::string matmul_activations = "f32";  // ops::MatMulActivations, by name
+  std::string draft_model;                // "" = prompt lookup; else a draft model's path
+  std::string matmul_activations = "q8";  // ops::MatMulActivations, by name
 };
 
 CLI::App* AddSpeculativeBenchCommand(CLI::App& bench, SpeculativeBenchOptions& options);

@@ -353,7 +353,7 @@ class EngineCore:
                  page_size: int, num_pages: Optional[int], kv_bytes: Optional[int],
                  max_num_seqs: int, max_num_batched_tokens: int, threads: int,
                  prefix_caching: bool, tokenizer_pre: Optional[str], builtin_context: int,
-                 backend: str, watermark: float, seed: int, matmul_activations: str = "f32",
+                 backend: str, watermark: float, seed: int, matmul_activations: str = "q8",
                  speculative_config: Optional[Mapping[str, Any]] = None,
                  step_delay_us: int = 0) -> None:
         spec = _speculative(speculative_config)

@@ -44,7 +44,7 @@ class AsyncLLM:
                  max_num_batched_tokens: int = 1024, threads: int = 0,
                  prefix_caching: bool = True, enable_prefix_caching: Optional[bool] = None,
                  tokenizer_pre: Optional[str] = None, builtin_context: int = 512,
-                 backend: str = "cpu", matmul_activations: str = "f32",
+                 backend: str = "cpu", matmul_activations: str = "q8",
                  watermark: float = 0.01, seed: int = 0,
                  speculative_config: Optional[Dict[str, Any]] = None,
                  step_delay_us: int = 0) -> None:

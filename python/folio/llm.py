@@ -46,9 +46,9 @@ class LLM:
     threads (compute threads, 0 = every core), prefix_caching (also
     ``enable_prefix_caching``), tokenizer_pre (replaces a GGUF file's
     pre-tokenizer name), backend ("cpu" or the scalar "reference"),
-    matmul_activations (quantized weights: "f32", exact products of the
-    dequantized weights, or "q8", 8-bit activations and integer dot
-    products as ggml: 2-3x faster matmuls, logits about a logit away),
+    matmul_activations (quantized weights: "q8", the default, 8-bit
+    activations and integer dot products as ggml: 2-3x faster matmuls, or
+    "f32", exact products of the dequantized weights),
     watermark (pool fraction kept free at admission). seed draws the seeds
     of requests whose SamplingParams.seed is None, in submission order.
     speculative_config (vLLM's): {"method": "ngram",
@@ -72,7 +72,7 @@ class LLM:
                  max_num_batched_tokens: int = 1024, threads: int = 0,
                  prefix_caching: bool = True, enable_prefix_caching: Optional[bool] = None,
                  tokenizer_pre: Optional[str] = None, builtin_context: int = 512,
-                 backend: str = "cpu", matmul_activations: str = "f32",
+                 backend: str = "cpu", matmul_activations: str = "q8",
                  watermark: float = 0.01, seed: int = 0,
                  speculative_config: Optional[Dict[str, Any]] = None,
                  step_delay_us: int = 0) -> None:

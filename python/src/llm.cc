@@ -732,7 +732,7 @@ void BindLlm(nb::module_& m) {
           nb::arg("kv_bytes").none(), nb::arg("max_num_seqs"), nb::arg("max_num_batched_tokens"),
           nb::arg("threads"), nb::arg("prefix_caching"), nb::arg("backend"), nb::arg("watermark"),
           nb::arg("num_speculative_tokens") = 0, nb::arg("prompt_lookup_min") = 2,
-          nb::arg("prompt_lookup_max") = 4, nb::arg("matmul_activations") = "f32",
+          nb::arg("prompt_lookup_max") = 4, nb::arg("matmul_activations") = "q8",
           nb::arg("draft_model").none() = nb::none(), nb::arg("step_delay_us") = 0)
       .def("info", &EngineCore::Info, "The model's and the engine's shape, as a dict.")
       .def("encode", &EngineCore::Encode, nb::arg("text"), nb::arg("add_special_tokens"))

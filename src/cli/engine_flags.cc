@@ -50,9 +50,9 @@ void AddEngineFlags(CLI::App& cmd, serving::EngineArgs& a, const EngineFlagSet& 
   }
   if (set.matmul_activations) {
     cmd.add_option("--matmul-activations", a.matmul_activations,
-                   "quantized weights: f32 (default; exact products of the dequantized weights) "
-                   "or q8 (8-bit activations and integer dot products, as ggml: 2-3x faster "
-                   "matmuls, logits about a logit away)");
+                   "quantized weights: q8 (default; 8-bit activations and integer dot "
+                   "products, as ggml: 2-3x faster matmuls) or f32 (exact products of the "
+                   "dequantized weights)");
   }
   if (set.speculative) {
     cmd.add_option("--speculative-tokens", a.speculative_tokens,

@@ -35,7 +35,7 @@ Status Positive(std::string_view field, uint64_t value, const ArgNames& names) {
 struct Parsed {
   DType kv_dtype = DType::kF32;
   backend::BackendKind backend = backend::BackendKind::kCpu;
-  ops::MatMulActivations activations = ops::MatMulActivations::kF32;
+  ops::MatMulActivations activations = ops::MatMulActivations::kQ8;
   engine::DraftAcceptance acceptance = engine::DraftAcceptance::kExact;
 };
 
@@ -101,8 +101,7 @@ Result<engine::EngineConfig> EngineArgs::ToEngineConfig(const model::ModelConfig
     }
   } else {
     const uint64_t full =
-        kv::PagedKvCache::MaxPagesHeld(engine::KvCacheConfigFor(mc, page_size, 1, p.kv_dtype),
-                                       mc.max_positions, max_num_batched_tokens) *
+        engine::MaxPagesHeld(mc, page_size, mc.max_positions, max_num_batched_tokens) *
         max_num_seqs;
     ec.num_pages = std::max<uint64_t>(1, std::min(full, kDefaultKvBytes / page_bytes));
   }

@@ -13,6 +13,21 @@ bool Mentions(const Status& s, std::string_view text) {
 
 TEST(EngineArgs, DefaultsValidate) { EXPECT_TRUE(EngineArgs{}.Validate().ok()); }
 
+// Quantized weights take the packed integer path unless a front end asks
+// for the exact mode (issue 48): the engine's default and every front
+// end's (they all start from EngineArgs) agree.
+TEST(EngineArgs, TheIntegerPathIsTheDefault) {
+  EXPECT_EQ(engine::EngineConfig{}.matmul_activations, ops::MatMulActivations::kQ8);
+  Result<engine::EngineConfig> ec = EngineArgs{}.ToEngineConfig(model::WorkedExampleConfig());
+  ASSERT_TRUE(ec.ok()) << ec.status().ToString();
+  EXPECT_EQ(ec->matmul_activations, ops::MatMulActivations::kQ8);
+  EngineArgs exact;
+  exact.matmul_activations = "f32";
+  ec = exact.ToEngineConfig(model::WorkedExampleConfig());
+  ASSERT_TRUE(ec.ok()) << ec.status().ToString();
+  EXPECT_EQ(ec->matmul_activations, ops::MatMulActivations::kF32);
+}
+
 TEST(EngineArgs, ErrorsNameTheFieldAsTheFrontEndSpellsIt) {
   EngineArgs a;
   a.kv_dtype = "f7";
@@ -85,7 +100,7 @@ TEST(EngineArgs, EveryFieldReachesTheEngineConfig) {
   a.prefix_caching = false;
   a.watermark = 0.25;
   a.backend = "reference";
-  a.matmul_activations = "q8";
+  a.matmul_activations = "f32";
   a.speculative_tokens = 5;
   a.prompt_lookup_min = 1;
   a.prompt_lookup_max = 3;
@@ -100,7 +115,7 @@ TEST(EngineArgs, EveryFieldReachesTheEngineConfig) {
   EXPECT_FALSE(ec->prefix_caching);
   EXPECT_EQ(ec->watermark, 0.25);
   EXPECT_EQ(ec->backend, backend::BackendKind::kReference);
-  EXPECT_EQ(ec->matmul_activations, ops::MatMulActivations::kQ8);
+  EXPECT_EQ(ec->matmul_activations, ops::MatMulActivations::kF32);
   EXPECT_EQ(ec->speculative.num_draft_tokens, 5u);
   EXPECT_EQ(ec->speculative.ngram_min, 1u);
   EXPECT_EQ(ec->speculative.ngram_max, 3u);

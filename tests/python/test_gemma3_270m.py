@@ -48,10 +48,10 @@ def tokenize(text):
     return ids
 
 
-def folio_scores(ids):
+def folio_scores(ids, *extra):
     out = subprocess.run(
         [FOLIO, "logits", "--model", str(MODEL), "--tokens", ",".join(map(str, ids)),
-         "--greedy", str(GREEDY), "--token-logprobs", "--threads", "2"],
+         "--greedy", str(GREEDY), "--token-logprobs", "--threads", "2", *extra],
         capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -130,22 +130,31 @@ def ref_greedy(model, ids, steps):
 
 @pytest.mark.parametrize("text", PROMPTS)
 def test_greedy_continuations_match_the_dequantized_reference(reference, text):
+    # The exact mode: transformers runs the dequantized weights on f32
+    # activations (the default 8-bit ones flip a near tie in the first prompt's
+    # 12th token).
     ids = tokenize(text)
-    got = folio_scores(ids)["greedy"]
+    got = folio_scores(ids, "--matmul-activations", "f32")["greedy"]
     want = ref_greedy(reference, ids, GREEDY)
     assert got == want
 
 
 def test_perplexity_is_within_one_percent_of_the_reference(reference):
+    """Both matmul modes keep perplexity within 1% of transformers' on the
+    dequantized weights; the exact mode (f32 activations) also keeps every
+    token's logprob within 0.05, which the default 8-bit activations do not
+    promise (they move single logprobs by ~0.4 here)."""
     ids = tokenize(TEXT)
-    got = folio_scores(ids)
     want = ref_logprobs(reference, ids)
-    ppl = math.exp(-got["sum"] / len(want))
     ppl_ref = math.exp(-sum(want) / len(want))
-    print(f"gemma3-270m perplexity: folio {ppl:.4f}, transformers {ppl_ref:.4f}, "
-          f"{len(want)} tokens")
-    assert abs(ppl / ppl_ref - 1) < 0.01
-    assert np.allclose(got["token_logprobs"], want, atol=0.05)
+    for mode in ["f32", "q8"]:
+        got = folio_scores(ids, "--matmul-activations", mode)
+        ppl = math.exp(-got["sum"] / len(want))
+        print(f"gemma3-270m perplexity ({mode} activations): folio {ppl:.4f}, "
+              f"transformers {ppl_ref:.4f}, {len(want)} tokens")
+        assert abs(ppl / ppl_ref - 1) < 0.01, mode
+        if mode == "f32":
+            assert np.allclose(got["token_logprobs"], want, atol=0.05)
 
 
 def test_a_base_model_without_a_template_serves_completions_and_refuses_chat(tmp_path):

@@ -476,23 +476,32 @@ def test_real_model_greedy_batch():
     outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=4), use_tqdm=False)
     assert outs[0].outputs[0].text.startswith(" Paris"), outs[0].outputs[0].text
     assert [o.prompt for o in outs] == prompts
-    chat = llm.chat([{"role": "user", "content": "What is the capital of France?"}],
+    chat = llm.chat([{"role": "user",
+                      "content": "What is the capital of France? Answer in one sentence."}],
                     SamplingParams(temperature=0, max_tokens=24), use_tqdm=False)[0]
     assert "Paris" in chat.outputs[0].text, chat.outputs[0].text
 
 
-def test_real_model_q8_activations_match_folio_generate():
-    """LLM(matmul_activations="q8") runs the packed integer matmuls: the same
-    greedy tokens as `folio generate --matmul-activations q8`, and not the
-    f32 mode's logits (info names the mode)."""
+def test_real_model_runs_the_integer_path_by_default_as_folio_generate_does():
+    """LLM's default matmul_activations is "q8", the packed integer matmuls:
+    the same greedy tokens as `folio generate` with no flag (whose default
+    is q8 too) and as an explicit "q8"; "f32", the exact mode, gives other
+    logprobs. info names the mode."""
     model = smollm2.require()
-    llm = LLM(str(model), threads=2, max_num_seqs=2, matmul_activations="q8")
+    params = SamplingParams(temperature=0, max_tokens=8, logprobs=1)
+    llm = LLM(str(model), threads=2, max_num_seqs=2)
     assert llm._core.info["matmul_activations"] == "q8"
-    got = llm.generate("The capital of France is", SamplingParams(temperature=0, max_tokens=8),
-                       use_tqdm=False)[0].outputs[0]
+    got = llm.generate("The capital of France is", params, use_tqdm=False)[0].outputs[0]
+    explicit = LLM(str(model), threads=2, max_num_seqs=2, matmul_activations="q8")
+    again = explicit.generate("The capital of France is", params, use_tqdm=False)[0].outputs[0]
+    assert (again.token_ids, again.logprobs) == (got.token_ids, got.logprobs)
+    exact = LLM(str(model), threads=2, max_num_seqs=2, matmul_activations="f32")
+    assert exact._core.info["matmul_activations"] == "f32"
+    other = exact.generate("The capital of France is", params, use_tqdm=False)[0].outputs[0]
+    assert other.logprobs != got.logprobs
     out = subprocess.run([FOLIO, "generate", "--model", str(model), "--prompt",
                           "The capital of France is", "--max-tokens", "8", "--threads", "2",
-                          "--matmul-activations", "q8", "--raw"],
+                          "--raw"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "The capital of France is" + got.text.rstrip()

@@ -141,6 +141,8 @@ GGUF_CASES = [("llama", "q8_0"), ("llama", "f16"), ("qwen2", "f32"), ("qwen3", "
               ("llama", "q5_1"), ("llama", "q4_k"), ("qwen3", "q5_k"), ("qwen2", "q6_k"),
               ("qwen2", "q2_k"), ("llama", "q3_k"), ("qwen3", "iq4_nl"), ("llama", "iq4_xs"),
               ("qwen3", "mxfp4")]
+# The types that run on 8-bit activations by default (ops/packed_matmul.h).
+PACKED_DTYPES = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}
 # K-quant and IQ4_XS rows are whole 256-element super-blocks: every
 # matrix's input width (hidden, heads * head_dim, ffn) is 256 in those cases.
 KQUANT_ARCH = {"hidden": 256, "head_dim": 64, "ffn": 256}
@@ -151,7 +153,18 @@ def test_gguf_file(tmp_path, name, dtype):
     a = ck.Arch(name=name, **(KQUANT_ARCH if dtype in ck.KQUANT_DTYPES else {}))
     w, w_ref = decisive(a, 7 + len(name), lambda w: gguf_stored(w, dtype))
     ck.write_gguf(tmp_path / "m.gguf", a, w, dtype)
-    check(a, w_ref, run_folio(tmp_path / "m.gguf"))
+    # The exact mode: the file's blocks decode to the values gguf reads.
+    exact = run_folio(tmp_path / "m.gguf", "--matmul-activations", "f32")
+    check(a, w_ref, exact)
+    # The default, 8-bit activations: on for the types with a packed
+    # kernel (other logits), off for the rest (the same bits), and near the
+    # reference either way (the activation rounding is a few percent of the
+    # logits' scale on these random weights; a lost scale or bias is not).
+    default = run_folio(tmp_path / "m.gguf")
+    assert (default["logits"] != exact["logits"]) == (dtype in PACKED_DTYPES)
+    want = ck.forward(a, w_ref, PROMPT)
+    err = np.abs(np.array(default["logits"]) - want).max()
+    assert err <= 0.1 * max(1.0, np.abs(want).max()), err
 
 
 def test_kv_dtypes_and_threads_agree(tmp_path):

@@ -231,7 +231,10 @@ def test_serve_and_chat_render_the_model_s_own_template():
     assert "You are a helpful AI assistant named SmolLM" in want and len(want_ids) == 37
 
     from test_server import Server
-    s = Server("--model", str(model))
+    # The exact mode: on the default 8-bit activations SmolLM2 answers this
+    # question as llama.cpp does on the same file, "L'Étoile, la Cité, ..."
+    # (bench/peer_logits.py), not with Paris.
+    s = Server("--model", str(model), "--matmul-activations", "f32")
     try:
         status, reply = s.post("/v1/chat/completions", {"messages": messages, "max_tokens": 12,
                                                         "temperature": 0})
@@ -246,7 +249,8 @@ def test_serve_and_chat_render_the_model_s_own_template():
     finally:
         assert s.stop() == 0
 
-    out = subprocess.run([FOLIO, "chat", "--model", str(model), "--max-tokens", "24"],
+    out = subprocess.run([FOLIO, "chat", "--model", str(model), "--max-tokens", "24",
+                          "--matmul-activations", "f32"],
                          input="What is the capital of France?\nAnd of Germany?\n/reset\n"
                                "And of Germany?\n",
                          capture_output=True, text=True, timeout=300)
@@ -265,7 +269,8 @@ def test_ignore_eos_and_stop_token_ids_act_the_same_in_every_front_end():
     from folio import LLM, SamplingParams
     from test_server import Server
     model = smollm2.require()
-    messages = [{"role": "user", "content": "What is the capital of France?"}]
+    # (asked for one sentence, SmolLM2 ends its answer in both matmul modes)
+    messages = [{"role": "user", "content": "What is the capital of France? Answer in one sentence."}]
     llm = LLM(str(model), threads=2)
     [im_end] = llm.get_tokenizer().encode("<|im_end|>", add_special_tokens=False)
     plain = llm.chat(messages, SamplingParams(temperature=0, max_tokens=40),

@@ -114,7 +114,7 @@ def test_the_page_streams_the_api_s_reply_on_smollm2(browser):
         set_field(browser, "#temperature", "0")
         set_field(browser, "#seed", "1")
         set_field(browser, "#max-tokens", "48")
-        question = "What is the capital of France?"
+        question = "What is the capital of France? Answer in one sentence."
         send(browser, question)
         text, finish = last_reply(browser)
         status, reply = s.post("/v1/chat/completions", {

@@ -37,7 +37,7 @@ class DraftModelDrafter final : public Drafter {
     uint64_t num_pages = 256;
     DType kv_dtype = DType::kF32;
     backend::BackendKind backend = backend::BackendKind::kCpu;
-    ops::MatMulActivations matmul_activations = ops::MatMulActivations::kF32;
+    ops::MatMulActivations matmul_activations = ops::MatMulActivations::kQ8;
   };
   // draft must outlive the drafter; pool (optional) is shared with the
   // target. Errors: a vocabulary that differs from target_vocab_size

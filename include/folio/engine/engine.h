@@ -99,12 +99,12 @@ struct EngineConfig {
   // What computes: the SIMD kernels (cpu) or their scalar references
   // (reference: slow, for checking; see backend/backend.h).
   backend::BackendKind backend = backend::BackendKind::kCpu;
-  // How quantized weights multiply: exact f32 activations times the
-  // dequantized weights (f32, the default), or 8-bit activations and
-  // integer dot products (q8: ggml's numerics, 2-3x faster matmuls, logits
-  // about a logit away from f32's on SmolLM2; docs/models.md). Float
-  // weights are unaffected.
-  ops::MatMulActivations matmul_activations = ops::MatMulActivations::kF32;
+  // How quantized weights multiply: 8-bit activations and integer dot
+  // products (q8, the default: ggml's numerics, 2-3x faster matmuls), or
+  // the exact mode, f32 activations times the dequantized weights (f32).
+  // What q8 costs in accuracy is in docs/models.md. Float weights and the
+  // quantized types without a packed kernel are unaffected.
+  ops::MatMulActivations matmul_activations = ops::MatMulActivations::kQ8;
   SpeculativeConfig speculative{};
 };
 

@@ -55,6 +55,16 @@ inline kv::PagedKvCacheConfig KvCacheConfigFor(const model::ModelConfig& model, 
   return kc;
 }
 
+// The most pages one sequence of `length` tokens holds at once when fed at
+// most max_step_tokens a step: every layer group's, a windowed group's only
+// its window's (kv::PagedKvCache::MaxPagesHeld). What a pool must hold for
+// it to run alone.
+inline uint64_t MaxPagesHeld(const model::ModelConfig& model, uint64_t page_size, uint64_t length,
+                             uint64_t max_step_tokens) {
+  return kv::PagedKvCache::MaxPagesHeld(KvCacheConfigFor(model, page_size, 1, DType::kF32), length,
+                                        max_step_tokens);
+}
+
 class KvCacheManager {
  public:
   // The pool is the backend's (host memory when backend is null). Errors:

@@ -73,7 +73,7 @@ struct EngineArgs {
   // Compute: backend cpu | reference, matmul activations f32 | q8, and
   // threads (0 = every core).
   std::string backend = "cpu";
-  std::string matmul_activations = "f32";
+  std::string matmul_activations = "q8";
   uint64_t threads = 0;
 
   // Speculative decoding (engine::SpeculativeConfig): the default draft
