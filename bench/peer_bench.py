@@ -32,7 +32,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CACHE = os.path.expanduser("~/.cache/folio")
 SOURCE_MODEL = os.path.join(CACHE, "SmolLM2-135M-Instruct.Q4_1.gguf")
 SOURCE_TYPE = "Q4_1"
-DEFAULT_TYPES = "Q4_1,Q8_0,Q4_0,Q5_0,Q4_K_M,Q5_K_M,Q6_K,F16"
+DEFAULT_TYPES = "Q4_1,Q8_0,Q4_0,Q5_0,Q4_K_M,Q5_K_M,Q6_K,IQ4_NL,IQ4_XS,F16"
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 SIMD_FLAG_PREFIXES = (
     "sse", "ssse3", "avx", "fma", "f16c", "amx", "vnni", "bmi", "neon", "asimd", "sve"

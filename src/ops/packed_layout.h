@@ -21,6 +21,12 @@
 //     d[8]           f16, each lane's super-block scale
 //     sc[16][8]      i8, the scale of block k's part p (columns 16p ...
 //                    16p + 15) in row 2k + p: its scale is d * sc, exact
+//   header, kSignedBlocks scales (IQ4_XS; group_blocks = 8):
+//     d[8]           f16, each lane's super-block scale
+//     sc[8][8]       i8, block k's 6-bit scale less 32: d * sc, exact
+//   header, kE8M0 scales (MXFP4; group_blocks = 1):
+//     e[8]           u8, each lane's E8M0 byte; the scale is E8M0Half(e),
+//                    a power of two (block_layout.h)
 //   levels, per block: 4-bit formats: 4 vectors of 32 bytes; vector v's
 //     byte 4 * lane + i holds column 4v + i in its low nibble and column
 //     16 + 4v + i in its high nibble. 5-bit formats (Q5_0, Q5_1, Q5_K):
@@ -32,9 +38,13 @@
 //     byte 4 * lane + i holds column 4v + i.
 // So vector v (nibbles: its low nibbles for v < 4, high nibbles as v + 4)
 // pairs with activation bytes 4v ... 4v + 3 of the block.
+// Lookup formats (IQ4_NL, IQ4_XS, MXFP4) store each element's 4-bit index
+// as a 4-bit format does; its level is the type's table value plus 128
+// (LookupLevels), unsigned like Q8_0's, with offset 128.
 #ifndef FOLIO_OPS_PACKED_LAYOUT_H_
 #define FOLIO_OPS_PACKED_LAYOUT_H_
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -42,10 +52,13 @@
 
 #include "folio/core/dtype.h"
 #include "folio/ops/packed_matmul.h"
+#include "ops/block_layout.h"
 
 namespace folio::ops::internal {
 
-enum class PackedScales : uint8_t { kF16, kSuperBlock, kHalfBlocks };
+enum class PackedScales : uint8_t { kF16, kSuperBlock, kHalfBlocks, kSignedBlocks, kE8M0 };
+// The table a lookup format's 4-bit indices select from.
+enum class PackedLookup : uint8_t { kNone, kIq4nl, kMxfp4 };
 
 // weight = scale * (level - offset) (offset formats) or scale * level + bias.
 // A structural type, so that the kernel can take it as a template argument.
@@ -55,6 +68,7 @@ struct PackedFormat {
   int offset = 0;
   PackedScales scales = PackedScales::kF16;
   size_t group_blocks = 1;
+  PackedLookup lookup = PackedLookup::kNone;
 };
 
 constexpr PackedFormat PackedFormatOf(WeightType type) {
@@ -77,18 +91,34 @@ constexpr PackedFormat PackedFormatOf(WeightType type) {
       return {8, false, 128};
     case WeightType::kQ6_K:
       return {6, false, 32, PackedScales::kHalfBlocks, kSuperBlocks};
+    case WeightType::kIQ4_NL:
+      return {4, false, 128, PackedScales::kF16, 1, PackedLookup::kIq4nl};
+    case WeightType::kIQ4_XS:
+      return {4, false, 128, PackedScales::kSignedBlocks, kSuperBlocks, PackedLookup::kIq4nl};
+    case WeightType::kMXFP4:
+      return {4, false, 128, PackedScales::kE8M0, 1, PackedLookup::kMxfp4};
     case WeightType::kF64:
     case WeightType::kF32:
     case WeightType::kF16:
     case WeightType::kBF16:
     case WeightType::kQ2_K:
     case WeightType::kQ3_K:
-    case WeightType::kIQ4_NL:
-    case WeightType::kIQ4_XS:
-    case WeightType::kMXFP4:
       return {};
   }
   return {};
+}
+
+// A lookup format's 16 levels: the table's values plus 128 (all in 1 ..
+// 241, so unsigned bytes; the kernels subtract 128 times the activation
+// sum, as for Q8_0).
+constexpr std::array<uint8_t, 16> LookupLevels(PackedLookup lookup) {
+  std::array<uint8_t, 16> out{};
+  for (size_t i = 0; i < 16; ++i) {
+    const int8_t v = lookup == PackedLookup::kMxfp4 ? kMxfp4Values[i] : kIq4nlValues[i];
+    out[i] = lookup == PackedLookup::kNone ? static_cast<uint8_t>(i)
+                                           : static_cast<uint8_t>(static_cast<int>(v) + 128);
+  }
+  return out;
 }
 
 // A block's parts: runs of columns with their own scale (Q6_K: 2 of 16).
@@ -112,7 +142,10 @@ constexpr size_t HeaderBytes(PackedFormat f) {
     case PackedScales::kSuperBlock:
       return SubMinsAt(f) + f.group_blocks * PackedMatrix::kTileRows;
     case PackedScales::kHalfBlocks:  // no mins: the header ends with the scales
+    case PackedScales::kSignedBlocks:
       return SubMinsAt(f);
+    case PackedScales::kE8M0:
+      return PackedMatrix::kTileRows;
   }
   return 0;
 }
@@ -156,6 +189,9 @@ constexpr LevelSlot HighBitsAt(PackedFormat f, size_t k, size_t half, size_t lan
 // sub-scale row `row` (block k, or block k's part p at 2k + p) and block
 // k's min byte.
 constexpr size_t ScaleAt(size_t half, size_t lane) { return PairAt(0, kF16Lanes, half) + 2 * lane; }
+constexpr size_t E8M0At(size_t half, size_t lane) {
+  return PairAt(0, PackedMatrix::kTileRows, half) + lane;
+}
 constexpr size_t BiasAt(size_t half, size_t lane) {
   return PairAt(BiasAt(), kF16Lanes, half) + 2 * lane;
 }
@@ -188,6 +224,7 @@ inline uint32_t PackedLevel(PackedFormat f, PackedBlock block, size_t lane, size
   const LevelSlot at = LevelAt(f, block.k, block.half, lane, c);
   if (f.bits == 8) return bits(at, 0xff);
   const uint32_t low = bits(at, 0x0f);
+  if (f.lookup != PackedLookup::kNone) return LookupLevels(f.lookup)[low];
   if (f.bits == 4) return low;
   const uint32_t high_mask = (1u << (f.bits - 4)) - 1;
   return low | bits(HighBitsAt(f, block.k, block.half, lane, c), high_mask) << 4;
@@ -203,16 +240,23 @@ inline float PackedU8(const std::byte* p) { return static_cast<float>(std::to_in
 // A lane's scale for part `part` of a block and its bias, as the kernels
 // compute them.
 inline float PackedScale(PackedFormat f, PackedBlock block, size_t lane, size_t part = 0) {
+  if (f.scales == PackedScales::kE8M0) {
+    return E8M0Half(std::to_integer<uint32_t>(block.group[E8M0At(block.half, lane)]));
+  }
   const float scale = PackedF16(block.group + ScaleAt(block.half, lane));
   switch (f.scales) {
     case PackedScales::kF16:
       return scale;
     case PackedScales::kSuperBlock:
       return scale * PackedU8(block.group + SubScaleAt(f, block.k, block.half, lane));
-    case PackedScales::kHalfBlocks: {
-      const std::byte sc = block.group[SubScaleAt(f, 2 * block.k + part, block.half, lane)];
+    case PackedScales::kHalfBlocks:
+    case PackedScales::kSignedBlocks: {
+      const size_t row = PartsOf(f) * block.k + part;
+      const std::byte sc = block.group[SubScaleAt(f, row, block.half, lane)];
       return scale * static_cast<float>(static_cast<int8_t>(sc));
     }
+    case PackedScales::kE8M0:
+      break;
   }
   return scale;
 }

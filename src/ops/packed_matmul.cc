@@ -28,13 +28,16 @@ std::string Str(uint64_t v) { return std::to_string(v); }
 // the packed format of `type` holds them (packed_layout.h): for
 // Q4_K and Q5_K, scale and bias are the super-block's d and dmin and
 // sub_scale, sub_min the block's 6-bit sc and m; for Q6_K, scale is d and
-// part_scale the two halves' 8-bit sc.
+// part_scale the two halves' 8-bit sc; for IQ4_XS, scale is d and
+// part_scale[0] the block's scale less 32; MXFP4 has its E8M0 byte. The
+// lookup types' levels are their 4-bit indices.
 struct Group {
   uint8_t level[32];
-  float scale;
+  float scale = 0.0f;
   float bias = 0.0f;
   uint8_t sub_scale = 0, sub_min = 0;
   int8_t part_scale[2] = {0, 0};
+  uint8_t e8m0 = 0;
 };
 
 Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
@@ -116,15 +119,38 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
       }
       break;
     }
+    case WeightType::kIQ4_NL:  // d, qs[16]: Q4_0's layout
+      legacy(18, false, false);
+      break;
+    case WeightType::kIQ4_XS: {
+      // d, scales_h, scales_l[4], qs[128]; block g % 8 of super-block g / 8.
+      const std::byte* b = row + (g / 8) * 136;
+      const size_t sub = g % 8;
+      out.scale = internal::PackedF16(b);
+      const uint32_t scales_h = byte(b, 2) | byte(b, 3) << 8;
+      out.part_scale[0] =
+          static_cast<int8_t>(static_cast<int>(internal::ScaleIq4Xs(sub, scales_h, b + 4)) - 32);
+      for (size_t j = 0; j < 32; ++j) {
+        const uint32_t q = byte(b + 8 + 16 * sub, j % 16);
+        out.level[j] = static_cast<uint8_t>(j < 16 ? q & 0x0f : q >> 4);
+      }
+      break;
+    }
+    case WeightType::kMXFP4: {  // e, qs[16]
+      const std::byte* b = row + g * 17;
+      out.e8m0 = static_cast<uint8_t>(byte(b, 0));
+      for (size_t j = 0; j < 32; ++j) {
+        const uint32_t q = byte(b + 1, j % 16);
+        out.level[j] = static_cast<uint8_t>(j < 16 ? q & 0x0f : q >> 4);
+      }
+      break;
+    }
     case WeightType::kF64:
     case WeightType::kF32:
     case WeightType::kF16:
     case WeightType::kBF16:
     case WeightType::kQ2_K:
     case WeightType::kQ3_K:
-    case WeightType::kIQ4_NL:
-    case WeightType::kIQ4_XS:
-    case WeightType::kMXFP4:
       FOLIO_CHECK(false, "no packed format for ", WeightTypeName(type));
   }
   return out;
@@ -142,15 +168,21 @@ void WriteF16(float v, std::byte* p) {
 // Block k of tile `half` of a pair group at pg, lane `lane`.
 void WriteGroup(PackedFormat f, const Group& group, size_t k, size_t half, size_t lane,
                 std::byte* pg) {
-  WriteF16(group.scale, pg + internal::ScaleAt(half, lane));
+  if (f.scales == internal::PackedScales::kE8M0) {
+    pg[internal::E8M0At(half, lane)] = std::byte{group.e8m0};
+  } else {
+    WriteF16(group.scale, pg + internal::ScaleAt(half, lane));
+  }
   if (f.has_bias) WriteF16(group.bias, pg + internal::BiasAt(half, lane));
   if (f.scales == internal::PackedScales::kSuperBlock) {
     pg[internal::SubScaleAt(f, k, half, lane)] = std::byte{group.sub_scale};
     pg[internal::SubMinAt(f, k, half, lane)] = std::byte{group.sub_min};
   }
-  if (f.scales == internal::PackedScales::kHalfBlocks) {
-    for (size_t part = 0; part < 2; ++part) {
-      pg[internal::SubScaleAt(f, 2 * k + part, half, lane)] =
+  if (f.scales == internal::PackedScales::kHalfBlocks ||
+      f.scales == internal::PackedScales::kSignedBlocks) {
+    const size_t parts = internal::PartsOf(f);
+    for (size_t part = 0; part < parts; ++part) {
+      pg[internal::SubScaleAt(f, parts * k + part, half, lane)] =
           static_cast<std::byte>(group.part_scale[part]);
     }
   }

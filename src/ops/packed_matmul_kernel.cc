@@ -23,6 +23,7 @@
 // over them.
 #define HWY_WANT_AVX3_DL
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -144,6 +145,22 @@ struct OneTile {
     return _mm256_cvtepi32_ps(
         _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
+  // 8 E8M0 bytes as E8M0Half(e): the f32 bits (e - 1) << 23, or for e < 2
+  // the subnormal 1 << (21 + e).
+  static F LoadE8M0Half(const std::byte* pg, size_t half, size_t at) {
+    const std::byte* p = pg + PairAt(at, PackedMatrix::kTileRows, half);
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny =
+        _mm256_sllv_epi32(_mm256_set1_epi32(1), _mm256_add_epi32(e, _mm256_set1_epi32(21)));
+    const __m256i is_tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, is_tiny));
+  }
+  // A 16-byte table in every 128-bit lane, and bytes idx (< 16) looked up.
+  static I Table(const uint8_t* t) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
+  }
+  static I Lookup(I table, I idx) { return _mm256_shuffle_epi8(table, idx); }
   static I Set1(int32_t v) { return _mm256_set1_epi32(v); }
   static I Or(I a, I b) { return _mm256_or_si256(a, b); }
   // v shifted left by kBits (right when negative) in 16-bit lanes.
@@ -209,6 +226,19 @@ struct TwoTiles {
     return _mm512_cvtepi32_ps(
         _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + 2 * at))));
   }
+  static F LoadE8M0Half(const std::byte* pg, size_t, size_t at) {
+    const __m512i e =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + 2 * at)));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i tiny =
+        _mm512_sllv_epi32(_mm512_set1_epi32(1), _mm512_add_epi32(e, _mm512_set1_epi32(21)));
+    const __mmask16 is_tiny = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(is_tiny, normal, tiny));
+  }
+  static I Table(const uint8_t* t) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t)));
+  }
+  static I Lookup(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
   static I Set1(int32_t v) { return _mm512_set1_epi32(v); }
   static I Or(I a, I b) { return _mm512_or_si512(a, b); }
   template <int kBits>
@@ -254,15 +284,19 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
   constexpr int kSubtract = kSigned && !kVnni ? 0 : kF.offset;
   constexpr bool kSuper = kF.scales == PackedScales::kSuperBlock;
   constexpr size_t kParts = PartsOf(kF);
+  constexpr bool kLookup = kF.lookup != PackedLookup::kNone;
+  static constexpr std::array<uint8_t, 16> kLevels = LookupLevels(kF.lookup);
   F acc[kR];
   for (size_t r = 0; r < kR; ++r) acc[r] = V::ZeroF();
   const I low4 = V::Bytes(0x0f);
+  const I table = V::Table(kLevels.data());
   for (size_t g = 0; g < num_groups; ++g) {
     const std::byte* pg = pg0 + g * stride;
     // kF16: the block's scale and bias; kSuperBlock: the group's d and
     // -dmin, which each block's 6-bit sc and m multiply; kHalfBlocks: the
     // group's d, which each block part's 8-bit sc multiplies.
-    const F group_scale = V::LoadF16(pg, half, 0);
+    const F group_scale =
+        kF.scales == PackedScales::kE8M0 ? V::LoadE8M0Half(pg, half, 0) : V::LoadF16(pg, half, 0);
     const F group_bias = kF.has_bias ? V::LoadF16(pg, half, BiasAt()) : V::ZeroF();
     const F neg_group_bias = kSuper ? V::Mul(group_bias, V::Set1F(-1.0f)) : group_bias;
     for (size_t k = 0; k < kF.group_blocks; ++k) {
@@ -304,11 +338,14 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
             const I bits45 = V::Bytes(0x30);
             lo = V::Or(lo, V::And(V::template ShiftBits<4 - 2 * kV>(high_bits[0]), bits45));
             hi = V::Or(hi, V::And(V::template ShiftBits<4 - 2 * kV>(high_bits[1]), bits45));
+          } else if constexpr (kLookup) {  // indices to levels (table + 128)
+            lo = V::Lookup(table, lo);
+            hi = V::Lookup(table, hi);
           }
           for (size_t r = 0; r < kR; ++r) {
             sum[0][r] =
-                V::template Dot<false>(sum[0][r], lo, Broadcast4Bytes<V>(act[r][b].q + 4 * v));
-            sum[kHighPart][r] = V::template Dot<false>(
+                V::template Dot<kSigned>(sum[0][r], lo, Broadcast4Bytes<V>(act[r][b].q + 4 * v));
+            sum[kHighPart][r] = V::template Dot<kSigned>(
                 sum[kHighPart][r], hi, Broadcast4Bytes<V>(act[r][b].q + 16 + 4 * v));
           }
         };
@@ -323,6 +360,9 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
         const size_t at = PackedMatrix::kTileRows * k;
         scale[0] = V::Mul(group_scale, V::LoadU8(pg, half, SubScalesAt(kF) + at));
         bias = V::Mul(neg_group_bias, V::LoadU8(pg, half, SubMinsAt(kF) + at));
+      } else if constexpr (kF.scales == PackedScales::kSignedBlocks) {
+        scale[0] =
+            V::Mul(group_scale, V::LoadI8(pg, half, SubScalesAt(kF) + PackedMatrix::kTileRows * k));
       } else if constexpr (kF.scales == PackedScales::kHalfBlocks) {
         for (size_t p = 0; p < kParts; ++p) {
           const size_t at = PackedMatrix::kTileRows * (kParts * k + p);
@@ -413,15 +453,18 @@ void PackedRowsImpl(const PackedTask& t) {
       return PackedRowsT<PackedFormatOf(WeightType::kQ8_0)>(t);
     case WeightType::kQ6_K:
       return PackedRowsT<PackedFormatOf(WeightType::kQ6_K)>(t);
+    case WeightType::kIQ4_NL:
+      return PackedRowsT<PackedFormatOf(WeightType::kIQ4_NL)>(t);
+    case WeightType::kIQ4_XS:
+      return PackedRowsT<PackedFormatOf(WeightType::kIQ4_XS)>(t);
+    case WeightType::kMXFP4:
+      return PackedRowsT<PackedFormatOf(WeightType::kMXFP4)>(t);
     case WeightType::kF64:  // PackedMatrix::Pack accepts none of these
     case WeightType::kF32:
     case WeightType::kF16:
     case WeightType::kBF16:
     case WeightType::kQ2_K:
     case WeightType::kQ3_K:
-    case WeightType::kIQ4_NL:
-    case WeightType::kIQ4_XS:
-    case WeightType::kMXFP4:
       break;
   }
   FOLIO_CHECK(false, "no packed kernel for ", WeightTypeName(t.w->type()));

@@ -44,13 +44,13 @@ PackedMatrix Pack(const Matrix& m) {
 }
 
 TEST(PackedMatMul, TheIssueTypesArePacked) {
-  for (WeightType t :
-       {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
-        WeightType::kQ8_0, WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
+  for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
+                       WeightType::kQ8_0, WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K,
+                       WeightType::kIQ4_NL, WeightType::kIQ4_XS, WeightType::kMXFP4}) {
     EXPECT_TRUE(HasPackedKernel(t)) << WeightTypeName(t);
   }
-  for (WeightType t :
-       {WeightType::kF32, WeightType::kF16, WeightType::kQ2_K, WeightType::kIQ4_NL}) {
+  for (WeightType t : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ2_K,
+                       WeightType::kQ3_K}) {
     EXPECT_FALSE(HasPackedKernel(t)) << WeightTypeName(t);
   }
 }
@@ -153,6 +153,33 @@ TEST(PackedMatMul, EqualsReferenceBitForBit) {
         }
       }
     }
+  });
+}
+
+// MXFP4's scale is widened in registers from its E8M0 byte: every exponent
+// up to 2^12, the subnormal scales of e = 0 and 1 included, gives the
+// scalar chain's bits on every target, and widens to DequantizeRow's.
+TEST(PackedMatMul, Mxfp4EveryScaleExponentEqualsReference) {
+  const uint64_t rows = 16, cols = 32 * 9;  // 144 blocks: e = 0 ... 140 and some again
+  Matrix m = RandomMatrix(WeightType::kMXFP4, rows, cols, 41);
+  const uint64_t block_bytes = TraitsOf(WeightType::kMXFP4).block_bytes;
+  for (uint64_t b = 0; b < rows * cols / 32; ++b) {
+    m.bytes.data()[b * block_bytes] = static_cast<std::byte>(b % 141);
+  }
+  const PackedMatrix p = Pack(m);
+  std::vector<float> want(cols), got(cols);
+  for (uint64_t j = 0; j < rows; ++j) {
+    WidenRow(m.view, j, want);
+    p.WidenRow(j, got);
+    ASSERT_TRUE(SameBits(want, got)) << "row " << j;
+  }
+  const std::vector<float> x = RandomActivations(3 * cols, 42);
+  std::vector<float> ref(3 * rows), out(ref.size());
+  ASSERT_TRUE(PackedMatMulReference(p, x, 3, ref).ok());
+  EXPECT_NE(ref[0], 0.0f);  // matrix row 0 has only e = 0 ... 8: tiny, but not zero
+  ForEachTarget([&] {
+    ASSERT_TRUE(PackedMatMul(p, x, 3, out).ok());
+    EXPECT_TRUE(SameBits(ref, out));
   });
 }
 

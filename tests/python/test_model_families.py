@@ -598,10 +598,11 @@ def mxfp4_experts():
 def test_qwen3moe_gguf_mxfp4_experts_compute_on_their_values(tmp_path):
     # Experts stored as MXFP4 by the gguf package (rows of 64 and 32, whole
     # blocks) against the same file with those tensors stored as the f32
-    # values the package dequantizes them to: the same math on the same
-    # values, so folio's logits are equal bit for bit, on either
-    # activation path (MXFP4, like IQ4_NL, has no packed q8 kernel). And
-    # transformers run on those values agrees.
+    # values the package dequantizes them to: in the exact mode the same
+    # math on the same values, so folio's logits are equal bit for bit, and
+    # transformers run on those values agrees. On the default 8-bit
+    # activations the MXFP4 experts take the packed kernel (other bits than
+    # the f32 file's float kernel), near the same reference.
     import gguf
     mx = gguf.GGMLQuantizationType.MXFP4
     model = qwen3moe(True, seed=15)
@@ -617,11 +618,16 @@ def test_qwen3moe_gguf_mxfp4_experts_compute_on_their_values(tmp_path):
     rounded = hf_logits(model, ids)
     tol = 1e-4 * max(1.0, np.abs(rounded).max())
     assert np.abs(rounded - want).max() > 100 * tol  # MXFP4 moved the values
-    for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"],
-                  ["--matmul-activations", "q8"]):
-        got = run_folio(tmp_path / "mx.gguf", ids, *extra)
-        assert got == run_folio(tmp_path / "f32.gguf", ids, *extra)
+    for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
+        got = run_folio(tmp_path / "mx.gguf", ids, "--matmul-activations", "f32", *extra)
+        assert got == run_folio(tmp_path / "f32.gguf", ids, "--matmul-activations", "f32", *extra)
         check(got, rounded, hf_greedy(model, ids, GREEDY))
+    packed = run_folio(tmp_path / "mx.gguf", ids)
+    assert packed["logits"] != run_folio(tmp_path / "f32.gguf", ids)["logits"]
+    assert packed == run_folio(tmp_path / "mx.gguf", ids, "--page-size", "4", "--prefill-chunk",
+                               "5", "--threads", "2")
+    err = np.abs(np.array(packed["logits"]) - rounded).max()
+    assert err <= 0.1 * max(1.0, np.abs(rounded).max()), err
     # 4.25 bits a weight: 17 bytes per 32.
     info = folio_info(tmp_path / "mx.gguf")
     cfg = model.config
@@ -857,8 +863,8 @@ def test_gpt_oss_gguf_mxfp4_experts_compute_on_their_values(tmp_path):
     write_gpt_oss_gguf(model, tmp_path / "f32.gguf", dequantized)
     ids = prompt(model.config.vocab_size, seed=89)
     for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
-        got = run_folio(tmp_path / "mx.gguf", ids, *extra)
-        assert got == run_folio(tmp_path / "f32.gguf", ids, *extra)
+        got = run_folio(tmp_path / "mx.gguf", ids, "--matmul-activations", "f32", *extra)
+        assert got == run_folio(tmp_path / "f32.gguf", ids, "--matmul-activations", "f32", *extra)
     write_gpt_oss_gguf(model, tmp_path / "unrounded.gguf")
     assert got != run_folio(tmp_path / "unrounded.gguf", ids, *extra)  # MXFP4 moved the values
 
@@ -940,18 +946,25 @@ def write_gpt_oss_mxfp4(model, path):
 
 
 @pytest.mark.parametrize("extra", [[], ["--page-size", "4", "--prefill-chunk", "5",
-                                        "--threads", "2", "--matmul-activations", "q8"]],
-                         ids=["default", "pages4-chunk5-q8"])
+                                        "--threads", "2"]],
+                         ids=["default", "pages4-chunk5"])
 def test_gpt_oss_mxfp4_folder_matches_transformers(tmp_path, extra):
     # The experts' MXFP4 blocks are read as they are (re-packed, never
-    # widened) and computed with the values transformers makes of them.
+    # widened) and computed with the values transformers makes of them (the
+    # exact mode); on the default 8-bit activations, which run MXFP4's
+    # packed kernel, near them, with the same bits however paged or split.
     model = gpt_oss(seed=24, limit=0.5)
     ids = prompt(model.config.vocab_size, seed=83)
     before = hf_logits(model, ids)
     write_gpt_oss_mxfp4(model, tmp_path / "m")
     want = hf_logits(model, ids)
     assert np.abs(want - before).max() > 100 * 1e-4 * max(1.0, np.abs(want).max())
-    check(run_folio(tmp_path / "m", ids, *extra), want, hf_greedy(model, ids, GREEDY))
+    check(run_folio(tmp_path / "m", ids, "--matmul-activations", "f32", *extra), want,
+          hf_greedy(model, ids, GREEDY))
+    packed = run_folio(tmp_path / "m", ids, *extra)
+    assert packed == run_folio(tmp_path / "m", ids)
+    err = np.abs(np.array(packed["logits"]) - want).max()
+    assert 0 < err <= 0.1 * max(1.0, np.abs(want).max()), err
 
 
 def test_gpt_oss_mxfp4_info_counts_17_bytes_per_32_weights(tmp_path):
