@@ -57,19 +57,21 @@ TEST(PackedMatMul, TheIssueTypesArePacked) {
 
 // Every packed row widens to DequantizeRow's f32, bit for bit: the packing
 // keeps every level, scale and bias (rows not a multiple of the tile too).
+void ExpectRowsWidenAsStored(const Matrix& m, const PackedMatrix& p) {
+  std::vector<float> want(m.view.cols), got(m.view.cols);
+  for (uint64_t j = 0; j < m.view.rows; ++j) {
+    WidenRow(m.view, j, want);
+    p.WidenRow(j, got);
+    ASSERT_TRUE(SameBits(want, got)) << "row " << j;
+  }
+}
+
 TEST(PackedMatMul, PackingKeepsEveryWeight) {
   uint64_t seed = 10;
   for (WeightType type : kPackedTypes) {
     SCOPED_TRACE(WeightTypeName(type));
-    const uint64_t rows = 13, cols = 2 * Unit(type);
-    const Matrix m = RandomMatrix(type, rows, cols, ++seed);
-    const PackedMatrix p = Pack(m);
-    std::vector<float> want(cols), got(cols);
-    for (uint64_t j = 0; j < rows; ++j) {
-      WidenRow(m.view, j, want);
-      p.WidenRow(j, got);
-      ASSERT_TRUE(SameBits(want, got)) << "row " << j;
-    }
+    const Matrix m = RandomMatrix(type, 13, 2 * Unit(type), ++seed);
+    ExpectRowsWidenAsStored(m, Pack(m));
   }
 }
 
@@ -167,12 +169,7 @@ TEST(PackedMatMul, Mxfp4EveryScaleExponentEqualsReference) {
     m.bytes.data()[b * block_bytes] = static_cast<std::byte>(b % 141);
   }
   const PackedMatrix p = Pack(m);
-  std::vector<float> want(cols), got(cols);
-  for (uint64_t j = 0; j < rows; ++j) {
-    WidenRow(m.view, j, want);
-    p.WidenRow(j, got);
-    ASSERT_TRUE(SameBits(want, got)) << "row " << j;
-  }
+  ExpectRowsWidenAsStored(m, p);
   const std::vector<float> x = RandomActivations(3 * cols, 42);
   std::vector<float> ref(3 * rows), out(ref.size());
   ASSERT_TRUE(PackedMatMulReference(p, x, 3, ref).ok());
