@@ -99,7 +99,7 @@ TEST(MatMul, QuantizedEqualsF32OfItsDequantizedWeights) {
       DequantizeRow(type, w.bytes.data(), wide);
       const WeightView f32{reinterpret_cast<const std::byte*>(wide.data()), WeightType::kF32, rows,
                            cols};
-      for (uint64_t num_rows : {1, 2, 5, 70}) {
+      for (uint64_t num_rows : {1, 2, 5, 140}) {
         const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
         std::vector<float> want(num_rows * rows), got(want.size()), got3(want.size());
         ASSERT_TRUE(MatMul(f32, x, num_rows, want).ok());
@@ -147,7 +147,7 @@ TEST(MatMul, PrefillRowEqualsDecodeOfThatRowAlone) {
   });
 }
 
-// More activation rows than one prefill block holds (64), and columns that
+// More activation rows than one prefill block holds (128), and columns that
 // are all tail (5 < one vector) or end in one: still each row equals its
 // decode alone.
 TEST(MatMul, LongPrefillAndShortRowsEqualDecode) {
@@ -156,7 +156,7 @@ TEST(MatMul, LongPrefillAndShortRowsEqualDecode) {
     for (WeightType type : {WeightType::kF32, WeightType::kBF16, WeightType::kF16}) {
       for (uint64_t cols : {5, 1024 + 32 + 5}) {
         SCOPED_TRACE(testing::Message() << WeightTypeName(type) << " cols " << cols);
-        const uint64_t rows = 37, num_rows = 70;
+        const uint64_t rows = 37, num_rows = 140;
         const Matrix w = RandomMatrix(type, rows, cols, ++seed);
         const std::vector<float> x = RandomActivations(num_rows * cols, ++seed);
         std::vector<float> batch(num_rows * rows), alone(rows);
