@@ -110,15 +110,17 @@ constexpr PackedFormat PackedFormatOf(WeightType type) {
 
 // A lookup format's 16 levels: the table's values plus 128 (all in 1 ..
 // 241, so unsigned bytes; the kernels subtract 128 times the activation
-// sum, as for Q8_0).
-constexpr std::array<uint8_t, 16> LookupLevels(PackedLookup lookup) {
+// sum, as for Q8_0). Tables, so that the scalar chain reads one byte.
+constexpr std::array<uint8_t, 16> LevelsOf(const int8_t (&values)[16]) {
   std::array<uint8_t, 16> out{};
-  for (size_t i = 0; i < 16; ++i) {
-    const int8_t v = lookup == PackedLookup::kMxfp4 ? kMxfp4Values[i] : kIq4nlValues[i];
-    out[i] = lookup == PackedLookup::kNone ? static_cast<uint8_t>(i)
-                                           : static_cast<uint8_t>(static_cast<int>(v) + 128);
-  }
+  for (size_t i = 0; i < 16; ++i) out[i] = static_cast<uint8_t>(static_cast<int>(values[i]) + 128);
   return out;
+}
+inline constexpr std::array<uint8_t, 16> kIq4nlLevels = LevelsOf(kIq4nlValues);
+inline constexpr std::array<uint8_t, 16> kMxfp4Levels = LevelsOf(kMxfp4Values);
+// For a lookup format (lookup != kNone).
+constexpr const std::array<uint8_t, 16>& LookupLevels(PackedLookup lookup) {
+  return lookup == PackedLookup::kMxfp4 ? kMxfp4Levels : kIq4nlLevels;
 }
 
 // A block's parts: runs of columns with their own scale (Q6_K: 2 of 16).

@@ -23,7 +23,6 @@
 // over them.
 #define HWY_WANT_AVX3_DL
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -285,11 +284,10 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
   constexpr bool kSuper = kF.scales == PackedScales::kSuperBlock;
   constexpr size_t kParts = PartsOf(kF);
   constexpr bool kLookup = kF.lookup != PackedLookup::kNone;
-  static constexpr std::array<uint8_t, 16> kLevels = LookupLevels(kF.lookup);
   F acc[kR];
   for (size_t r = 0; r < kR; ++r) acc[r] = V::ZeroF();
   const I low4 = V::Bytes(0x0f);
-  const I table = V::Table(kLevels.data());
+  const I table = kLookup ? V::Table(LookupLevels(kF.lookup).data()) : V::Zero();
   for (size_t g = 0; g < num_groups; ++g) {
     const std::byte* pg = pg0 + g * stride;
     // kF16: the block's scale and bias; kSuperBlock: the group's d and
