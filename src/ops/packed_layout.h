@@ -116,11 +116,11 @@ constexpr std::array<uint8_t, 16> LevelsOf(const int8_t (&values)[16]) {
   for (size_t i = 0; i < 16; ++i) out[i] = static_cast<uint8_t>(static_cast<int>(values[i]) + 128);
   return out;
 }
-inline constexpr std::array<uint8_t, 16> kIq4nlLevels = LevelsOf(kIq4nlValues);
-inline constexpr std::array<uint8_t, 16> kMxfp4Levels = LevelsOf(kMxfp4Values);
+inline constexpr std::array<uint8_t, 16> kIq4nlPackedLevels = LevelsOf(kIq4nlValues);
+inline constexpr std::array<uint8_t, 16> kMxfp4PackedLevels = LevelsOf(kMxfp4Values);
 // For a lookup format (lookup != kNone).
 constexpr const std::array<uint8_t, 16>& LookupLevels(PackedLookup lookup) {
-  return lookup == PackedLookup::kMxfp4 ? kMxfp4Levels : kIq4nlLevels;
+  return lookup == PackedLookup::kMxfp4 ? kMxfp4PackedLevels : kIq4nlPackedLevels;
 }
 
 // A block's parts: runs of columns with their own scale (Q6_K: 2 of 16).
