@@ -12,14 +12,19 @@ leave, 64 streams, slowloris past the connection
 cap (its own server, --max-connections 200 at scale 1), SIGTERM under a
 slow client.
 
-Targets: /health p99 under 100 ms during every attack, server RSS growth
-under 64 MiB across the suite, every attack answered with the documented
-status, no KV page held afterwards (/metrics), and SIGTERM under a slow
-client exiting within the drain timeout.
+Targets: /health p99 under 100 ms during every attack, a normal 4-token
+completion issued every 250 ms during every attack but the 64 streams
+finishing within 2x its unloaded median, server RSS growth under 64 MiB
+across the suite, every attack answered with the documented status, no KV
+page held afterwards (/metrics), and SIGTERM under a slow client exiting
+within the drain timeout.
 
     python3 tools/abuse_suite.py [--folio build/bin/folio] [--scale 1.0]
+                                 [--model M] [--only abandoned_1mb_bodies,keys_60k]
 
---scale shrinks connection counts and durations (0.2 for a quick look).
+--scale shrinks connection counts and durations (0.2 for a quick look);
+--model serves M (default: SmolLM2 when cached, else the built-in model);
+--only runs just the named attacks on the main server.
 """
 import argparse
 import asyncio
@@ -38,6 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from load_test import get_metrics  # noqa: E402  (tools/ is not a package)
 
 HEALTH = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+DEFAULT_MODEL = os.path.expanduser("~/.cache/folio/SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
 def rss_kib(pid):
@@ -86,25 +92,69 @@ def probe_loop(port, stop, out):
     out.send((latencies, failures))
 
 
-class Probe:
-    """/health latency while an attack runs (probe_loop in a child process)."""
+COMPLETION = json.dumps({"prompt": "The capital of France is", "max_tokens": 4,
+                         "temperature": 0}).encode()
 
-    def __init__(self, port):
+
+def completion_seconds(port):
+    """One normal 4-token completion on a fresh connection: its latency, or
+    None when it fails."""
+    import http.client
+    t0 = time.perf_counter()
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", "/v1/completions", COMPLETION, {"Content-Type": "application/json"})
+        ok = conn.getresponse().status == 200
+        conn.close()
+    except OSError:
+        ok = False
+    return time.perf_counter() - t0 if ok else None
+
+
+def completion_loop(port, stop, out):
+    """A normal completion every 250 ms until stop is set (its own process,
+    like probe_loop)."""
+    latencies, failures = [], 0
+    while not stop.is_set():
+        t = completion_seconds(port)
+        if t is None:
+            failures += 1
+        else:
+            latencies.append(t)
+        time.sleep(0.25)
+    out.send((latencies, failures))
+
+
+def latency_summary(latencies, failures, name):
+    lat = sorted(latencies) or [float("inf")]
+    p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]
+    return {name: len(latencies), "failed": failures,
+            "p50_ms": round(statistics.median(lat) * 1e3, 2), "p99_ms": round(p99 * 1e3, 2),
+            "max_ms": round(lat[-1] * 1e3, 2)}
+
+
+class Probe:
+    """While an attack runs: /health latency (probe_loop) and, when asked,
+    a normal completion's (completion_loop), each in a child process."""
+
+    def __init__(self, port, completions=False):
         ctx = multiprocessing.get_context("fork")
         self.stop = ctx.Event()
-        self.recv, send = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=probe_loop, args=(port, self.stop, send), daemon=True)
-        self.proc.start()
+        self.loops = []
+        for loop in [probe_loop] + ([completion_loop] if completions else []):
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=loop, args=(port, self.stop, send), daemon=True)
+            proc.start()
+            self.loops.append((recv, proc))
 
     def summary(self):
+        """(/health summary, completion summary or None)."""
         self.stop.set()
-        latencies, failures = self.recv.recv()
-        self.proc.join()
-        lat = sorted(latencies) or [float("inf")]
-        p99 = lat[min(len(lat) - 1, int(0.99 * len(lat)))]
-        return {"probes": len(latencies), "failed": failures,
-                "p50_ms": round(statistics.median(lat) * 1e3, 2), "p99_ms": round(p99 * 1e3, 2),
-                "max_ms": round(lat[-1] * 1e3, 2)}
+        out = []
+        for (recv, proc), name in zip(self.loops, ["probes", "completions"]):
+            out.append(latency_summary(*recv.recv(), name))
+            proc.join()
+        return out[0], (out[1] if len(out) > 1 else None)
 
 
 async def open_conn(port):
@@ -328,10 +378,12 @@ def start_server(folio, extra=()):
     return proc, int(m.group(1))
 
 
-async def attack(name, make, port, pid, expect, min_seconds=3.0):
+async def attack(name, make, port, pid, expect, unloaded=None, min_seconds=3.0):
     """Runs make() until min_seconds have passed (at least once), /health
-    probed throughout; ok when every round met expect."""
-    probe = Probe(port)
+    probed throughout; ok when every round met expect. With `unloaded` (a
+    normal completion's median latency on the idle server), completions
+    are issued throughout too, and each must finish within 2x that."""
+    probe = Probe(port, completions=unloaded is not None)
     before = rss_kib(pid)
     t0 = time.perf_counter()
     rounds, all_met = 0, True
@@ -340,20 +392,26 @@ async def attack(name, make, port, pid, expect, min_seconds=3.0):
         all_met = all_met and expect(result)
         rounds += 1
     elapsed = time.perf_counter() - t0
-    health = probe.summary()
+    health, completion = probe.summary()
     ok = all_met and health["p99_ms"] < 100 and health["failed"] == 0
-    return name, {"result": result, "rounds": rounds, "health": health,
-                  "seconds": round(elapsed, 1),
+    report = {"result": result, "rounds": rounds, "health": health}
+    if completion is not None:
+        completion["max_over_unloaded"] = round(completion["max_ms"] / (unloaded * 1e3), 2)
+        ok = ok and completion["failed"] == 0 and completion["max_over_unloaded"] <= 2
+        report["completion"] = completion
+    return name, {**report, "seconds": round(elapsed, 1),
                   "rss_before_mib": round(before / 1024, 1),
                   "rss_after_mib": round(rss_kib(pid) / 1024, 1), "ok": ok}
 
 
-async def suite(folio, scale):
+async def suite(folio, scale, only, model):
     n = lambda k: max(4, int(k * scale))  # noqa: E731
-    proc, port = start_server(folio)
-    report = {"attacks": {}}
+    proc, port = start_server(folio, ("--model", model) if model else ())
+    report = {"model": model or "built-in", "attacks": {}}
     try:
         await asyncio.sleep(0.5)
+        unloaded = statistics.median(completion_seconds(port) for _ in range(7))
+        report["completion_unloaded_ms"] = round(unloaded * 1e3, 2)
         rss0 = rss_kib(proc.pid)
         bomb = gzip.compress(b"\0" * (512 << 20), compresslevel=9)
         attacks = [
@@ -389,7 +447,12 @@ async def suite(folio, scale):
              lambda r: r["statuses"].get("200", 0) + r["statuses"].get("429", 0) == r["streams"]),
         ]
         for name, make, expect in attacks:
-            key, value = await attack(name, make, port, proc.pid, expect)
+            if only and name not in only:
+                continue
+            # 64 streams are load, not hostile input: a completion waits for
+            # its turn behind them by design.
+            key, value = await attack(name, make, port, proc.pid, expect,
+                                      unloaded=None if name == "streams_64" else unloaded)
             report["attacks"][key] = value
         m = get_metrics("127.0.0.1", port)
         report["pages_held_after"] = m["folio_kv_pages_held_by_requests"]
@@ -400,6 +463,10 @@ async def suite(folio, scale):
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
+
+    if only:
+        report["ok"] = all(v["ok"] for v in report["attacks"].values())
+        return report
 
     # Slowloris past the connection cap (a server of its own with a small
     # cap): /health must still answer every probe.
@@ -443,8 +510,14 @@ def main():
     ap.add_argument("--folio", default=os.path.join(os.path.dirname(__file__), "..",
                                                     "build", "bin", "folio"))
     ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--model", default=DEFAULT_MODEL if os.path.exists(DEFAULT_MODEL) else "",
+                    help="the main server's model (default: SmolLM2 when cached, so that the "
+                         "completion probe runs a real forward pass; else the built-in model)")
+    ap.add_argument("--only", default="",
+                    help="comma-separated attack names on the main server (skips the rest)")
     args = ap.parse_args()
-    report = asyncio.run(suite(args.folio, args.scale))
+    only = {a for a in args.only.split(",") if a}
+    report = asyncio.run(suite(args.folio, args.scale, only, args.model))
     print(json.dumps(report, indent=1))
     sys.exit(0 if report["ok"] else 1)
 

@@ -68,7 +68,9 @@ CLI::App* AddServeCommand(CLI::App& app, ServeFlags& f) {
                   "past it: 503 before it is read");
   cmd->add_option("--max-connections", f.max_connections, "open connections; beyond: 503")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 20));
-  cmd->add_option("--io-threads", f.io_threads, "threads serving the connections")
+  cmd->add_option("--io-threads", f.io_threads,
+                  "threads reading request bodies and writing replies (one more thread accepts "
+                  "connections and answers /health and /metrics)")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--read-timeout", f.read_timeout_s,
                   "seconds a client has to send a request's header, and then its body")

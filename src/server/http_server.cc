@@ -5,7 +5,7 @@
 //   read header (deadline: read_timeout, or keep_alive_timeout between
 //   requests) -> check it (limits, Host, Origin, key, encoding)
 //   -> read body (deadline: read_timeout; size bounded while reading,
-//   chunked or not) -> route
+//   chunked or not; dropped at once when the client closes) -> route
 //   -> simple route: answer at once
 //   -> /tokenize, /detokenize: answered on the work pool (their cost grows
 //      with the body)
@@ -19,12 +19,23 @@
 // A reply that refuses a request before its body was read closes the
 // connection after a bounded lingering read, so the client sees the reply
 // rather than a reset.
+//
+// Two I/O contexts: the front one (one thread) accepts connections, reads
+// each new connection's first header and answers it when it is a simple
+// route without a body (/health, /metrics, /v1/models, the page); anything
+// that reads a body, lingers, or generates moves the connection to the
+// bulk context (io_threads threads) for the rest of its life. The front
+// thread's handlers are all small, so a health probe never queues behind
+// body bytes: 1,500 clients pushing 1 MB bodies load the bulk threads, not
+// it.
 #include "folio/server/http_server.h"
 
 #include <malloc.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <array>
 #include <atomic>
@@ -128,6 +139,7 @@ struct ServerState {
   const ServerConfig& config;
   Api& api;
   net::thread_pool& work;
+  net::io_context* bulk = nullptr;  // where connections go to read bodies and generate
   std::atomic<uint64_t> connections{0};
   // Bytes of request bodies being read or waiting to be parsed, all
   // connections (ServerConfig::max_held_body_bytes).
@@ -274,6 +286,16 @@ class Session : public std::enable_shared_from_this<Session> {
           /*close=*/true);
     }
     held_ = std::move(*held);
+    if (on_front_) {
+      return MoveToBulk([](Session& self) { self.StartBody(); });
+    }
+    StartBody();
+  }
+
+  // After the header, a body follows: asks for it when the client waits
+  // to be asked (Expect: 100-continue), then reads it.
+  void StartBody() {
+    const auto& req = parser_->get();
     const auto expect = req.find(http::field::expect);
     if (expect != req.end() && beast::iequals(expect->value(), "100-continue")) {
       // The client waits for this before it sends the body.
@@ -305,12 +327,24 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void ReadBody() {
     Arm(config().read_timeout);
-    http::async_read(socket_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
-                       if (self->closed_) return;
-                       if (ec) return self->OnReadError(ec);
-                       self->Dispatch();
-                     });
+    ReadBodySome();
+  }
+  // The body a read at a time; between reads, a client that has closed its
+  // side is dropped at once. Its request would be dropped unparsed anyway
+  // (PeerGone), and closing now leaves the bytes it sent unread in the
+  // kernel instead of copying them through this thread: 1,500 clients that
+  // each send 1 MB and leave cost the I/O threads no more than their
+  // headers. (A client that half-closes after a whole request is taken as
+  // gone, as PeerGone takes it.)
+  void ReadBodySome() {
+    if (PeerClosed()) return Close();
+    http::async_read_some(socket_, buffer_, *parser_,
+                          [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (self->closed_) return;
+                            if (ec) return self->OnReadError(ec);
+                            if (self->parser_->is_done()) return self->Dispatch();
+                            self->ReadBodySome();
+                          });
   }
 
   // A request that could not be read: answer what deserves an answer, then
@@ -405,6 +439,9 @@ class Session : public std::enable_shared_from_this<Session> {
     const auto& req = parser_->get();
     const std::string_view path = Path(req);
     const Route route = FindRoute(View(req.method_string()), path);
+    if (on_front_ && !IsConstantWork(route)) {
+      return MoveToBulk([](Session& self) { self.Dispatch(); });
+    }
     if (route == Route::kTokenize || route == Route::kDetokenize) {
       // Work that grows with the body (parsing, tokenizing a 1 MiB prompt)
       // runs on the work pool, as generation requests do, so /health and
@@ -423,8 +460,7 @@ class Session : public std::enable_shared_from_this<Session> {
       });
       return;
     }
-    if (route != Route::kCompletions && route != Route::kChat && route != Route::kEmbeddings &&
-        route != Route::kRerank && route != Route::kScore) {
+    if (IsConstantWork(route)) {
       Reply reply = Answer(route, path, req.body());
       held_ = HeldBytes();  // the body is read and answered
       return Send(std::move(reply), !keep_alive_);
@@ -463,6 +499,47 @@ class Session : public std::enable_shared_from_this<Session> {
     char c = 0;
     const ssize_t n = ::recv(socket_.native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+  // Whether the client has closed its side or the connection failed, even
+  // with bytes it sent still unread (POLLRDHUP: its FIN has arrived).
+  bool PeerClosed() {
+    pollfd p{.fd = socket_.native_handle(), .events = POLLRDHUP, .revents = 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  }
+
+  // Routes whose answer costs the same whatever the request: everything
+  // but tokenization and the generations (those run on the work pool).
+  static bool IsConstantWork(Route route) {
+    return route != Route::kTokenize && route != Route::kDetokenize &&
+           route != Route::kCompletions && route != Route::kChat && route != Route::kEmbeddings &&
+           route != Route::kRerank && route != Route::kScore;
+  }
+
+  // Moves the connection from the front context to the bulk one for good,
+  // then runs then(*this) there. Called on the front thread from a
+  // completion handler, when nothing is pending on the socket but the
+  // deadline's wait, which is disarmed first (should it have fired
+  // already, its handler finds a newer generation and does nothing).
+  template <typename Then>
+  void MoveToBulk(Then then) {
+    Disarm();
+    beast::error_code ec;
+    const tcp::endpoint local = socket_.local_endpoint(ec);
+    tcp::socket moved(net::make_strand(*state_.bulk));
+    if (!ec) {
+      const tcp::socket::native_handle_type fd = socket_.release(ec);
+      if (!ec) {
+        moved.assign(local.protocol(), fd, ec);
+        if (ec) ::close(fd);
+      }
+    }
+    if (ec) return Close();
+    socket_ = std::move(moved);
+    deadline_ = net::steady_timer(socket_.get_executor());
+    on_front_ = false;
+    net::post(socket_.get_executor(), [self = shared_from_this(), then] {
+      if (!self->closed_) then(*self);
+    });
   }
 
   // Api::Answer, an exception becoming a 500.
@@ -650,27 +727,46 @@ class Session : public std::enable_shared_from_this<Session> {
   // and drop what the client still sends (bounded in bytes and time), then
   // close, so the client reads the refusal instead of a reset.
   void Linger() {
+    if (on_front_) {
+      return MoveToBulk([](Session& self) { self.Linger(); });
+    }
     beast::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_send, ignored);
     Arm(kLingerTime);
     LingerRead();
   }
+  // The bytes are discarded in the kernel (recv with MSG_TRUNC on a TCP
+  // socket copies nothing), so a flood of refused bodies costs this thread
+  // little more than their wake-ups.
   void LingerRead() {
-    socket_.async_read_some(net::buffer(drain_),
-                            [self = shared_from_this()](beast::error_code ec, size_t n) {
-                              if (self->closed_) return;
-                              self->lingered_ += n;
-                              if (ec || self->lingered_ > kLingerBytes) return self->Close();
-                              self->LingerRead();
-                            });
+    socket_.async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
+      if (self->closed_) return;
+      if (ec) return self->Close();
+      for (;;) {
+        const ssize_t n =
+            ::recv(self->socket_.native_handle(), nullptr, kLingerBytes, MSG_TRUNC | MSG_DONTWAIT);
+        if (n == 0) return self->Close();  // the client is done sending
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+          return self->Close();
+        }
+        self->lingered_ += static_cast<uint64_t>(n);
+        if (self->lingered_ > kLingerBytes) return self->Close();
+      }
+      self->LingerRead();
+    });
   }
 
   tcp::socket socket_;
   net::steady_timer deadline_;
   ServerState& state_;
   const bool overflow_;
-  HeldBytes held_;  // the body being read (ServerState::held_body_bytes)
-  uint64_t deadline_gen_ = 0;
+  bool on_front_ = true;  // socket_ and deadline_ belong to the front context
+  HeldBytes held_;        // the body being read (ServerState::held_body_bytes)
+  // Atomic: a wait that expired on the front context just before the
+  // connection moved (MoveToBulk) still runs there, and reads it.
+  std::atomic<uint64_t> deadline_gen_{0};
   beast::flat_buffer buffer_{1 << 20};
   std::optional<http::request_parser<http::string_body>> parser_;
   std::optional<http::response<http::empty_body>> continue_;
@@ -686,7 +782,6 @@ class Session : public std::enable_shared_from_this<Session> {
   bool watching_ = false;
   std::function<void()> after_watch_;
   std::string pending_, out_;
-  std::array<char, 16384> drain_{};
   uint64_t lingered_ = 0;
 };
 
@@ -716,6 +811,20 @@ class Listener : public std::enable_shared_from_this<Listener> {
       retry_.async_wait([self = shared_from_this()](beast::error_code) { self->Accept(); });
       return;
     }
+    Admit(std::move(socket));
+    // Connections already waiting are taken now, not one per trip through
+    // the handler queue, so a probe that arrives with a burst of
+    // connections is not accepted after all of them have been served a turn.
+    for (int i = 0; i < kAcceptBurst; ++i) {
+      tcp::socket next(net::make_strand(ioc_));
+      acceptor_.accept(next, ec);  // the acceptor does not block
+      if (ec) break;               // none waiting (or an error the next async accept reports)
+      Admit(std::move(next));
+    }
+    Accept();
+  }
+
+  void Admit(tcp::socket socket) {
     if (state_.connections.load() >= state_.config.max_connections) {
       std::deque<std::weak_ptr<Session>>& older = state_.overflow_sessions;
       std::erase_if(older, [](const std::weak_ptr<Session>& w) { return w.expired(); });
@@ -729,8 +838,9 @@ class Listener : public std::enable_shared_from_this<Listener> {
     } else {
       std::make_shared<Session>(std::move(socket), state_)->Start();
     }
-    Accept();
   }
+
+  static constexpr int kAcceptBurst = 64;
 
   net::io_context& ioc_;
   tcp::acceptor& acceptor_;
@@ -788,13 +898,20 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   }
   signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return
 
-  // Destroyed in reverse: the I/O context (and every session with it)
-  // before the state the sessions count in, the work pool and the loop.
+  // Destroyed in reverse: the I/O contexts (and every session with them)
+  // before the state the sessions count in, the work pool and the loop;
+  // the front context first, since a handler of its may still hold a
+  // session that moved to the bulk context.
   net::thread_pool work(2);
   ServerState state{clamped, api, work};
-  net::io_context ioc;
+  net::io_context bulk;
+  net::io_context front;
+  state.bulk = &bulk;
+  // Both run until stopped, even while they have nothing to do.
+  auto bulk_guard = net::make_work_guard(bulk);
+  auto front_guard = net::make_work_guard(front);
 
-  tcp::acceptor acceptor(ioc);
+  tcp::acceptor acceptor(front);
   {
     beast::error_code ec;
     const net::ip::address address = net::ip::make_address(config.host, ec);
@@ -804,18 +921,19 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
     if (!ec) acceptor.set_option(net::socket_base::reuse_address(true), ec);
     if (!ec) acceptor.bind(endpoint, ec);
     if (!ec) acceptor.listen(config.listen_backlog, ec);
+    if (!ec) acceptor.non_blocking(true, ec);
     if (ec) {
       return Status::IoError("cannot bind " + config.host + ":" + std::to_string(config.port) +
                              ": " + ec.message());
     }
   }
   const int port = acceptor.local_endpoint().port();
-  std::make_shared<Listener>(ioc, acceptor, state)->Accept();
+  std::make_shared<Listener>(front, acceptor, state)->Accept();
 
   // SIGINT/SIGTERM: refuse new requests (503), let in-flight ones finish
   // (up to drain_timeout, or until a second signal), abort the rest, give
   // streams a moment to send their last events, stop.
-  auto control = net::make_strand(ioc);  // the handlers below never run at once
+  auto control = net::make_strand(front);  // the handlers below never run at once
   net::signal_set signals(control, SIGINT, SIGTERM);
   net::steady_timer poll(control);
   bool skip_wait = false;
@@ -835,7 +953,8 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
     if (state.generating.load() == 0 || Clock::now() >= grace) {
       beast::error_code ignored;
       acceptor.close(ignored);
-      ioc.stop();
+      front.stop();
+      bulk.stop();
       return;
     }
     poll.expires_after(std::chrono::milliseconds(5));
@@ -855,7 +974,7 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   std::cerr << "folio serve: listening on http://" << config.host << ":" << port << std::endl;
   // A handler that throws (out of memory, say) loses its connection, not
   // the server: the thread logs it and runs on.
-  const auto run = [&ioc] {
+  const auto run = [](net::io_context& ioc) {
     for (;;) {
       try {
         ioc.run();
@@ -867,8 +986,8 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   };
   std::vector<std::thread> threads;
   const uint64_t io_threads = std::max<uint64_t>(config.io_threads, 1);
-  for (uint64_t i = 1; i < io_threads; ++i) threads.emplace_back(run);
-  run();
+  for (uint64_t i = 0; i < io_threads; ++i) threads.emplace_back(run, std::ref(bulk));
+  run(front);
   for (std::thread& t : threads) t.join();
   loop.Stop();
   work.join();

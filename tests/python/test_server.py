@@ -705,9 +705,13 @@ def read_reply(f):
 
 def test_keep_alive_and_pipelining_across_generations(server):
     """Requests after a whole reply, after a stream, and pipelined behind a
-    running generation, all on one connection."""
+    running generation, all on one connection. The first two come in one
+    send: /health is answered on the front thread, and the completion
+    behind it moves the connection, its bytes already read, to the bulk
+    threads."""
     plain = json.dumps({"prompt": "a", "max_tokens": 3, "seed": 1})
     stream = json.dumps({"prompt": "a", "max_tokens": 3, "seed": 1, "stream": True})
+    health = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
 
     def post(body):
         return (f"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -715,7 +719,8 @@ def test_keep_alive_and_pipelining_across_generations(server):
 
     with socket.create_connection((server.host, server.port), timeout=30) as sock:
         f = sock.makefile("rb")
-        sock.sendall(post(plain))
+        sock.sendall(health + post(plain))
+        assert read_reply(f)[0] == 200
         status, first = read_reply(f)
         assert status == 200
         sock.sendall(post(stream))

@@ -18,10 +18,14 @@
 // binds a loopback address and none are given, which defeats DNS
 // rebinding (a page's own name resolving to 127.0.0.1).
 //
-// Threads: io_threads event-driven I/O threads (Boost.Beast over Asio)
-// serve every connection, so an idle, slow or streaming client costs a
-// socket, not a thread; two work threads parse and tokenize generation
-// requests; one engine thread (serving::EngineThread) owns the Engine. A generation
+// Threads: event-driven I/O threads (Boost.Beast over Asio) serve every
+// connection, so an idle, slow or streaming client costs a socket, not a
+// thread: one front thread accepts, reads a new connection's first header
+// and answers body-less constant-work routes (/health, /metrics, ...);
+// io_threads bulk threads read bodies, linger and stream replies, and take
+// a connection over for good once it needs them. Two work threads parse
+// and tokenize generation requests; one engine thread
+// (serving::EngineThread) owns the Engine. A generation
 // is validated (request.h), submitted to the engine thread's bounded queue (429 +
 // Retry-After when full) and followed through its Channel, whose events
 // wake the connection. A client that goes away, streamed or not, is
@@ -67,7 +71,7 @@ struct ServerConfig {
   uint64_t max_headers = 64;             // more header lines -> 431
   uint64_t max_header_bytes = 16 << 10;  // a longer header -> 431
   uint64_t max_connections = 2048;       // more open connections -> 503
-  uint64_t io_threads = 2;               // threads serving the sockets
+  uint64_t io_threads = 2;               // bulk I/O threads (plus one front thread)
   int listen_backlog = 1024;
   std::chrono::seconds read_timeout{10};       // a request's header; its body
   std::chrono::seconds write_timeout{10};      // each write to a client
