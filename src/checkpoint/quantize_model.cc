@@ -235,6 +235,13 @@ WeightType FallbackType(WeightType wanted, uint64_t cols) {
     case WeightType::kQ6_K:
       next = WeightType::kQ8_0;
       break;
+    case WeightType::kIQ4_XS:
+      next = WeightType::kIQ4_NL;
+      break;
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+      next = WeightType::kQ4_0;
+      break;
     case WeightType::kF64:
     case WeightType::kF32:
     case WeightType::kF16:
@@ -244,10 +251,7 @@ WeightType FallbackType(WeightType wanted, uint64_t cols) {
     case WeightType::kQ4_1:
     case WeightType::kQ5_0:
     case WeightType::kQ5_1:
-    case WeightType::kQ2_K:
-    case WeightType::kQ3_K:
     case WeightType::kIQ4_NL:
-    case WeightType::kIQ4_XS:
     case WeightType::kMXFP4:
       break;
   }

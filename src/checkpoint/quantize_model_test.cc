@@ -67,6 +67,9 @@ TEST(QuantizePlan, FallbacksAreLlamaCppsThenF16) {
   EXPECT_EQ(FallbackType(WeightType::kQ4_K, 576), WeightType::kQ5_0);
   EXPECT_EQ(FallbackType(WeightType::kQ5_K, 576), WeightType::kQ5_1);
   EXPECT_EQ(FallbackType(WeightType::kQ6_K, 576), WeightType::kQ8_0);
+  EXPECT_EQ(FallbackType(WeightType::kIQ4_XS, 576), WeightType::kIQ4_NL);
+  EXPECT_EQ(FallbackType(WeightType::kIQ4_XS, 48), WeightType::kF16);
+  EXPECT_EQ(FallbackType(WeightType::kIQ4_NL, 48), WeightType::kF16);
   EXPECT_EQ(FallbackType(WeightType::kQ6_K, 48), WeightType::kF16);
   EXPECT_EQ(FallbackType(WeightType::kQ8_0, 48), WeightType::kF16);
   EXPECT_EQ(FallbackType(WeightType::kQ4_0, 32), WeightType::kQ4_0);

@@ -1,5 +1,6 @@
 // QuantizeRow: the scalar encoder of each weight type (ggml's
-// quantize_row_*_ref, restated).
+// quantize_row_*_ref, restated; for the IQ4 types, what llama-quantize
+// runs).
 #include "folio/ops/quantize.h"
 
 #include <algorithm>
@@ -439,6 +440,161 @@ Status EncodeQ6K(std::span<const float> in, std::byte* out) {
   return Status::Ok();
 }
 
+// --- The lookup types: IQ4_NL, IQ4_XS and MXFP4. ---
+
+// ggml's best_index_int8 over kIq4nlValues: the level nearest x, the upper
+// one on a tie, the end levels beyond the range.
+uint32_t NearestIq4Level(float x) {
+  const int8_t* v = internal::kIq4nlValues;
+  if (x <= static_cast<float>(v[0])) return 0;
+  if (x >= static_cast<float>(v[15])) return 15;
+  uint32_t hi = 1;
+  while (x >= static_cast<float>(v[hi])) ++hi;  // v[hi - 1] <= x < v[hi]
+  return x - static_cast<float>(v[hi - 1]) < static_cast<float>(v[hi]) - x ? hi - 1 : hi;
+}
+
+// The scale of 32 elements on the IQ4 levels, as llama-quantize fits it
+// without an importance matrix (ggml's quantize_row_iq4_nl_impl with
+// ntry 7): weights x^2; start from d = max / 127 (max: the first element of
+// largest magnitude, so it lands on the level -127) and the least-squares
+// scale of its levels, then try the levels of 1/d = (k - 127) / max for
+// k = -7..7 and keep the least-squares scale whose fit is best. 0 for a
+// block below 1e-15 in magnitude. Sums run in f32 in element order, as in
+// ggml.
+float FitIq4Scale(const float* x) {
+  constexpr int kTries = 7;
+  const auto v0 = static_cast<float>(internal::kIq4nlValues[0]);
+  float amax = 0.0f;
+  float max = 0.0f;
+  for (size_t j = 0; j < 32; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+  }
+  if (amax < kGroupMaxEps) return 0.0f;
+  // sum w q x and sum w q^2 of the levels of x * id.
+  const auto sums = [x](float id, float& sumqx, float& sumq2) {
+    sumqx = 0.0f;
+    sumq2 = 0.0f;
+    for (size_t j = 0; j < 32; ++j) {
+      const auto q = static_cast<float>(internal::kIq4nlValues[NearestIq4Level(id * x[j])]);
+      const float w = x[j] * x[j];
+      sumqx += w * q * x[j];
+      sumq2 += w * q * q;
+    }
+  };
+  float sumqx = 0.0f;
+  float sumq2 = 0.0f;
+  sums(1.0f / (-max / v0), sumqx, sumq2);
+  float d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
+  float best = d * sumqx;
+  for (int t = -kTries; t <= kTries; ++t) {
+    sums(static_cast<float>(t + internal::kIq4nlValues[0]) / max, sumqx, sumq2);
+    if (sumq2 > 0.0f && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
+    }
+  }
+  return d;
+}
+
+// Packs 32 elements' levels against 1/d = id into 16 bytes in the legacy
+// nibble order (element j < 16 low nibble of byte j, j + 16 its high).
+void StoreIq4Levels(const float* x, float id, std::byte* qs) {
+  for (size_t j = 0; j < 16; ++j) {
+    qs[j] =
+        static_cast<std::byte>(NearestIq4Level(id * x[j]) | NearestIq4Level(id * x[j + 16]) << 4);
+  }
+}
+
+// IQ4_NL: per block of 32, f16 FitIq4Scale, then the levels against the
+// f32 scale. IQ4_XS: per super-block of 256, the 8 sub-blocks' scales are
+// quantized to 6 signed bits against d = -(the scale of largest magnitude)
+// / 32 (f16), each l = round-half-even(scale / d) clamped to [-32, 31] and
+// stored as l + 32, and the elements take their levels against d * l.
+template <WeightType kType>
+Status EncodeIq4(std::span<const float> in, std::byte* out) {
+  constexpr size_t kElems = TraitsOf(kType).block_size;
+  constexpr size_t kBytes = TraitsOf(kType).block_bytes;
+  for (size_t b = 0; b < in.size() / kElems; ++b) {
+    const float* x = in.data() + b * kElems;
+    std::byte* block = out + b * kBytes;
+    if constexpr (kType == WeightType::kIQ4_NL) {
+      const float d = FitIq4Scale(x);
+      FOLIO_RETURN_IF_ERROR(StoreF16Scale(block, d, "scale d", b));
+      StoreIq4Levels(x, d != 0.0f ? 1.0f / d : 0.0f, block + 2);
+    } else {
+      constexpr size_t kSub = kElems / 32;
+      float scales[kSub];
+      float max_scale = 0.0f;
+      float amax_scale = 0.0f;
+      for (size_t sb = 0; sb < kSub; ++sb) {
+        scales[sb] = FitIq4Scale(x + 32 * sb);
+        if (std::fabs(scales[sb]) > amax_scale) {
+          amax_scale = std::fabs(scales[sb]);
+          max_scale = scales[sb];
+        }
+      }
+      const float d = -max_scale / 32.0f;
+      FOLIO_RETURN_IF_ERROR(StoreF16Scale(block, d, "scale d", b));
+      const float id = d != 0.0f ? 1.0f / d : 0.0f;
+      uint32_t scales_h = 0;
+      std::byte* scales_l = block + 4;
+      std::memset(scales_l, 0, kSub / 2);
+      for (size_t sb = 0; sb < kSub; ++sb) {
+        const int l = std::clamp(NearestInt(id * scales[sb]), -32, 31);
+        const float dl = d * static_cast<float>(l);
+        StoreIq4Levels(x + 32 * sb, dl != 0.0f ? 1.0f / dl : 0.0f, block + 8 + 16 * sb);
+        const auto biased = static_cast<uint32_t>(l + 32);
+        scales_l[sb / 2] |= static_cast<std::byte>((biased & 0x0f) << (4 * (sb % 2)));
+        scales_h |= (biased >> 4) << (2 * sb);
+      }
+      StoreU16(block + 2, static_cast<uint16_t>(scales_h));
+    }
+  }
+  return Status::Ok();
+}
+
+// ggml's quantize_row_mxfp4_ref: per block of 32, the E8M0 exponent e =
+// floor(log2(absmax)) - 2 + 127, so that absmax / 2^(e - 127) lies in
+// [4, 8) and the largest E2M1 value 6 covers most of it (beyond 6 it
+// clips), then each element the code whose value kMxfp4Values[q] *
+// E8M0Half(e) is nearest, the first code on a tie (so 0 is +0). An all-zero
+// block has e = 0. Blocks whose absmax is below 2^-125 take e = 0 as well
+// (ggml's formula would go negative there); their elements round to the
+// nearest of 0 and +-2^-128.
+Status EncodeMxfp4(std::span<const float> in, std::byte* out) {
+  constexpr size_t kElems = TraitsOf(WeightType::kMXFP4).block_size;
+  constexpr size_t kBytes = TraitsOf(WeightType::kMXFP4).block_bytes;
+  for (size_t b = 0; b < in.size() / kElems; ++b) {
+    const float* x = in.data() + b * kElems;
+    std::byte* block = out + b * kBytes;
+    float amax = 0.0f;
+    for (size_t j = 0; j < kElems; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float exponent = amax > 0.0f ? std::floor(std::log2(amax)) - 2.0f + 127.0f : 0.0f;
+    const auto e = static_cast<uint32_t>(std::clamp(exponent, 0.0f, 254.0f));
+    const float d = internal::E8M0Half(e);
+    const auto nearest = [d](float v) {
+      uint32_t best = 0;
+      float best_err = std::fabs(static_cast<float>(internal::kMxfp4Values[0]) * d - v);
+      for (uint32_t q = 1; q < 16; ++q) {
+        const float err = std::fabs(static_cast<float>(internal::kMxfp4Values[q]) * d - v);
+        if (err < best_err) {
+          best = q;
+          best_err = err;
+        }
+      }
+      return best;
+    };
+    block[0] = static_cast<std::byte>(e);
+    for (size_t j = 0; j < kElems / 2; ++j) {
+      block[1 + j] = static_cast<std::byte>(nearest(x[j]) | nearest(x[j + kElems / 2]) << 4);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status QuantizeRow(WeightType type, std::span<const float> in, std::byte* out) {
@@ -480,12 +636,15 @@ Status QuantizeRow(WeightType type, std::span<const float> in, std::byte* out) {
       return EncodeQ4Q5K<WeightType::kQ5_K>(in, out);
     case WeightType::kQ6_K:
       return EncodeQ6K(in, out);
+    case WeightType::kIQ4_NL:
+      return EncodeIq4<WeightType::kIQ4_NL>(in, out);
+    case WeightType::kIQ4_XS:
+      return EncodeIq4<WeightType::kIQ4_XS>(in, out);
+    case WeightType::kMXFP4:
+      return EncodeMxfp4(in, out);
     case WeightType::kF64:
     case WeightType::kQ2_K:
     case WeightType::kQ3_K:
-    case WeightType::kIQ4_NL:
-    case WeightType::kIQ4_XS:
-    case WeightType::kMXFP4:
       break;
   }
   return Status::Unimplemented(StrCat("folio cannot quantize to ", WeightTypeName(type)));

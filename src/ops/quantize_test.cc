@@ -15,10 +15,14 @@
 namespace folio::ops {
 namespace {
 
-constexpr WeightType kQuantizable[] = {WeightType::kF32,  WeightType::kF16,  WeightType::kBF16,
-                                       WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
-                                       WeightType::kQ5_0, WeightType::kQ5_1, WeightType::kQ4_K,
-                                       WeightType::kQ5_K, WeightType::kQ6_K};
+constexpr WeightType kQuantizable[] = {WeightType::kF32,    WeightType::kF16,  WeightType::kBF16,
+                                       WeightType::kQ8_0,   WeightType::kQ4_0, WeightType::kQ4_1,
+                                       WeightType::kQ5_0,   WeightType::kQ5_1, WeightType::kQ4_K,
+                                       WeightType::kQ5_K,   WeightType::kQ6_K, WeightType::kIQ4_NL,
+                                       WeightType::kIQ4_XS, WeightType::kMXFP4};
+// Every type with a scale precise to f16 or better (MXFP4's is a power of
+// two, its elements 3 bits).
+bool F16Precise(WeightType type) { return type != WeightType::kMXFP4; }
 constexpr WeightType kLegacy[] = {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
                                   WeightType::kQ5_0, WeightType::kQ5_1};
 constexpr WeightType kKQuants[] = {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
@@ -238,6 +242,74 @@ TEST(QuantizeRow, ErrorFallsWithBitsPerWeight) {
   EXPECT_LT(rms(WeightType::kF16), rms(WeightType::kQ8_0));
   EXPECT_LT(rms(WeightType::kF16), rms(WeightType::kBF16));
   EXPECT_EQ(rms(WeightType::kF32), 0.0);
+  // The non-uniform levels fit a bell better than Q4_0's uniform ones at
+  // the same 4.5 bits (IQ4_NL), and at 4.25 (IQ4_XS: 6-bit sub-block
+  // scales); MXFP4's 4.25 bits spend their scale on a power of two.
+  EXPECT_LT(rms(WeightType::kIQ4_NL), rms(WeightType::kQ4_0));
+  EXPECT_LT(rms(WeightType::kIQ4_XS), rms(WeightType::kQ4_0));
+  EXPECT_LT(rms(WeightType::kQ4_0), rms(WeightType::kMXFP4));
+}
+
+// One MXFP4 block by hand: absmax 5 gives e = floor(log2 5) - 2 + 127 =
+// 127, so the codes are worth 0, +-0.5, 1, 1.5, 2, 3, 4 and 6; each element
+// takes the nearest, the first code on a tie (0.75 -> 0.5, 5 -> 4, -0 ->
+// +0).
+TEST(QuantizeRow, Mxfp4BlockByHand) {
+  std::vector<float> x(32, 0.0f);
+  const float values[] = {5.0f, -0.0f, 0.2f, -1.3f, 0.75f, 2.6f, -5.5f, 3.4f};
+  const uint32_t codes[] = {6, 0, 0, 11, 1, 5, 15, 5};
+  for (size_t j = 0; j < 8; ++j) x[2 * j + 16 * (j % 2)] = values[j];
+  std::vector<std::byte> bytes;
+  const std::vector<float> y = RoundTrip(WeightType::kMXFP4, x, &bytes);
+  EXPECT_EQ(std::to_integer<uint32_t>(bytes[0]), 127u);
+  for (size_t j = 0; j < 8; ++j) {
+    const size_t i = 2 * j + 16 * (j % 2);  // element i: byte 1 + i % 16, nibble i / 16
+    const uint32_t code = (std::to_integer<uint32_t>(bytes[1 + i % 16]) >> (4 * (i / 16))) & 15;
+    EXPECT_EQ(code, codes[j]) << "element " << i << " = " << x[i];
+    EXPECT_EQ(y[i], internal::kMxfp4Values[codes[j]] * 0.5f) << "element " << i;
+  }
+  // Below 2^-125 the exponent stays at 0 (ggml's formula would go
+  // negative); the elements round between 0 and +-2^-128.
+  const std::vector<float> tiny(32, 0x1p-127f);
+  RoundTrip(WeightType::kMXFP4, tiny, &bytes);
+  EXPECT_EQ(std::to_integer<uint32_t>(bytes[0]), 0u);
+}
+
+// What an MXFP4 block decodes to encodes to the same block: its largest
+// element sits on code 4 or 6 (absmax in [4, 8) times the unit), whose
+// exponent is the block's again, and every element is a code exactly.
+TEST(QuantizeRow, Mxfp4IsAFixedPointOfItsDecodedValues) {
+  std::vector<std::byte> first;
+  const std::vector<float> y = RoundTrip(WeightType::kMXFP4, Gaussian(4096, 13, 0.02f), &first);
+  std::vector<std::byte> second;
+  RoundTrip(WeightType::kMXFP4, y, &second);
+  EXPECT_EQ(first, second);
+}
+
+// IQ4_XS stores each sub-block's scale as l * d with l in [-32, 31]: the
+// sub-block of largest scale gets l = -32 (d is minus it over 32), so its
+// elements keep IQ4_NL's resolution while a sub-block 100x smaller keeps
+// only a few levels.
+TEST(QuantizeRow, Iq4XsSubBlockScales) {
+  std::vector<float> x = Gaussian(256, 17, 1.0f);
+  for (size_t i = 32; i < 64; ++i) x[i] *= 0.01f;
+  std::vector<std::byte> bytes;
+  const std::vector<float> y = RoundTrip(WeightType::kIQ4_XS, x, &bytes);
+  uint16_t scales_h;
+  std::memcpy(&scales_h, bytes.data() + 2, 2);
+  int largest = 0;
+  for (size_t sb = 0; sb < 8; ++sb) {
+    const int l = static_cast<int>(internal::ScaleIq4Xs(sb, scales_h, bytes.data() + 4)) - 32;
+    if (std::abs(l) > std::abs(largest)) largest = l;
+  }
+  EXPECT_EQ(largest, -32);
+  const std::vector<float> nl = RoundTrip(WeightType::kIQ4_NL, x);
+  const auto rms = [&](const std::vector<float>& q, size_t from, size_t to) {
+    return RmsRelativeError(std::vector<float>(x.begin() + from, x.begin() + to),
+                            std::vector<float>(q.begin() + from, q.begin() + to));
+  };
+  EXPECT_LT(rms(y, 0, 32), 1.5 * rms(nl, 0, 32));
+  EXPECT_GT(rms(y, 32, 64), 2.0 * rms(nl, 32, 64));
 }
 
 TEST(QuantizeRow, ElementTypesRoundToNearestEven) {
@@ -327,6 +399,7 @@ TEST(QuantizeRow, ConstantRows) {
     for (WeightType type : kLegacy) ExpectWithinLegacyBounds(type, x);
     for (WeightType type : kKQuants) ExpectNearestLevels(type, x);
     for (WeightType type : kQuantizable) {
+      if (!F16Precise(type)) continue;
       const std::vector<float> y = RoundTrip(type, x);
       for (size_t i = 0; i < x.size(); ++i) {
         // An f16 scale times an integer level, or bf16's 8 bits: within
@@ -350,7 +423,9 @@ TEST(QuantizeRow, OneHugeOutlier) {
   for (WeightType type : kKQuants) ExpectNearestLevels(type, x);
   for (WeightType type : kQuantizable) {
     const std::vector<float> y = RoundTrip(type, x);
-    EXPECT_NEAR(y[77], 3000.0f, 3000.0f * 0x1p-8) << WeightTypeName(type);
+    // MXFP4: 3000 is 2^11 * 1.46, whose nearest code is 6 * 2^9 = 3072.
+    EXPECT_NEAR(y[77], F16Precise(type) ? 3000.0f : 3072.0f, 3000.0f * 0x1p-8)
+        << WeightTypeName(type);
     // Blocks without the outlier keep their resolution.
     EXPECT_LT(RmsRelativeError(std::vector<float>(x.begin() + 256, x.end()),
                                std::vector<float>(y.begin() + 256, y.end())),
@@ -420,8 +495,7 @@ TEST(QuantizeRow, PartialBlocksAndTypesWithoutAQuantizerAreRefused) {
   EXPECT_EQ(QuantizeRow(WeightType::kQ8_0, std::span<const float>(x).first(40), out.data()).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(QuantizeRow(WeightType::kQ4_K, x, out.data()).code(), StatusCode::kInvalidArgument);
-  for (WeightType type : {WeightType::kF64, WeightType::kQ2_K, WeightType::kQ3_K,
-                          WeightType::kIQ4_NL, WeightType::kIQ4_XS, WeightType::kMXFP4}) {
+  for (WeightType type : {WeightType::kF64, WeightType::kQ2_K, WeightType::kQ3_K}) {
     EXPECT_FALSE(HasQuantizer(type));
     EXPECT_EQ(QuantizeRow(type, {}, out.data()).code(), StatusCode::kUnimplemented);
   }

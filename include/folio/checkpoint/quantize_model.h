@@ -8,9 +8,10 @@
 // f32.
 //
 // Schemes (--type): f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k,
-// q5_k and q6_k put every matrix in that type (as llama-quantize --pure
-// does; its default would also raise the output head to Q6_K); q4_k_m and
-// q5_k_m are llama.cpp's Q4_K_M and Q5_K_M mixes (PlanQuantization).
+// q5_k, q6_k, iq4_nl and iq4_xs put every matrix in that type (as
+// llama-quantize --pure does; its default would also raise the output head
+// to Q6_K); q4_k_m and q5_k_m are llama.cpp's Q4_K_M and Q5_K_M mixes
+// (PlanQuantization).
 //
 // Metadata: from a GGUF source every key is copied in order, with
 // general.file_type set to the scheme's llama.cpp file type and
@@ -48,8 +49,8 @@ struct QuantizeScheme {
   QuantizeMix mix;
   // llama.cpp's LLAMA_FTYPE: ALL_F32 0, MOSTLY_F16 1, Q4_0 2, Q4_1 3, Q8_0
   // 7, Q5_0 8, Q5_1 9, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16, Q5_K_M 17, Q6_K
-  // 18, BF16 32. A pure q4_k or q5_k file says Q4_K_S or Q5_K_S, the
-  // llama.cpp types closest to it.
+  // 18, IQ4_NL 25, IQ4_XS 30, BF16 32. A pure q4_k or q5_k file says Q4_K_S
+  // or Q5_K_S, the llama.cpp types closest to it.
   uint32_t file_type;
 };
 
@@ -65,6 +66,8 @@ inline constexpr QuantizeScheme kQuantizeSchemes[] = {
     {"q4_k", ops::WeightType::kQ4_K, QuantizeMix::kPure, 14},
     {"q5_k", ops::WeightType::kQ5_K, QuantizeMix::kPure, 16},
     {"q6_k", ops::WeightType::kQ6_K, QuantizeMix::kPure, 18},
+    {"iq4_nl", ops::WeightType::kIQ4_NL, QuantizeMix::kPure, 25},
+    {"iq4_xs", ops::WeightType::kIQ4_XS, QuantizeMix::kPure, 30},
     {"q4_k_m", ops::WeightType::kQ4_K, QuantizeMix::kKM, 15},
     {"q5_k_m", ops::WeightType::kQ5_K, QuantizeMix::kKM, 17},
 };
@@ -83,8 +86,9 @@ struct TensorQuantization {
 
 // The type a matrix with rows of `cols` elements takes when they are not
 // whole blocks of `wanted`: llama.cpp's fallbacks, Q4_K -> Q5_0, Q5_K ->
-// Q5_1, Q6_K -> Q8_0 (block 32, about the same bits), and f16 when that
-// does not fit either, or for a 32-element type (llama.cpp refuses those).
+// Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL, Q2_K and Q3_K -> Q4_0 (block 32,
+// about the same bits), and f16 when that does not fit either, or for a
+// 32-element type.
 // `wanted` itself when cols is whole blocks of it.
 ops::WeightType FallbackType(ops::WeightType wanted, uint64_t cols);
 

@@ -12,10 +12,10 @@
 // (ggml's make_qkx2_quants), Q6_K a signed scale per 16 elements
 // (make_qx_quants), then quantize those scales to 6 (8) bits against the
 // super-block's f16 d (and dmin) and requantize the elements against the
-// stored scales. The tests check their error, not their bytes (the gguf
-// Python package cannot quantize K-quants); a one-off comparison with a
-// transcription of ggml's C reference, on a million Gaussian values, found
-// the same bytes.
+// stored scales. The gguf Python package cannot quantize K-quants or the
+// IQ4 types; tests/python/test_quantize.py compares their bytes with
+// llama.cpp's own quantizer (ggml_quantize_chunk, through llama-cpp-python)
+// instead, and quantize_test.cc checks their error.
 //
 // The type is chosen by an exhaustive switch, so a new WeightType does not
 // compile until HasQuantizer and QuantizeRow decide it.
@@ -31,9 +31,9 @@
 namespace folio::ops {
 
 // Whether QuantizeRow writes `type`: f32, f16, bf16, Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q4_K, Q5_K and Q6_K. f64 (folio computes in f32), Q2_K,
-// Q3_K, IQ4_NL and IQ4_XS (ggml wants an importance matrix for good ones)
-// have none, nor MXFP4 (read as checkpoints ship it, never produced).
+// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4. f64 (folio
+// computes in f32), Q2_K and Q3_K (ggml wants an importance matrix for good
+// ones) have none.
 constexpr bool HasQuantizer(WeightType type) {
   switch (type) {
     case WeightType::kF32:
@@ -47,13 +47,13 @@ constexpr bool HasQuantizer(WeightType type) {
     case WeightType::kQ4_K:
     case WeightType::kQ5_K:
     case WeightType::kQ6_K:
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ4_XS:
+    case WeightType::kMXFP4:
       return true;
     case WeightType::kF64:
     case WeightType::kQ2_K:
     case WeightType::kQ3_K:
-    case WeightType::kIQ4_NL:
-    case WeightType::kIQ4_XS:
-    case WeightType::kMXFP4:
       return false;
   }
   return false;
@@ -74,6 +74,14 @@ constexpr bool HasQuantizer(WeightType type) {
 //   Q4_1 / Q5_1: d = (max - min) / 15 (/ 31), m = min, q = min(15 (31),
 //     trunc((x - min) / d + 0.5)).
 //   Q4_K / Q5_K / Q6_K: see the file comment.
+//   IQ4_NL / IQ4_XS: llama-quantize's search without an importance matrix
+//     (weights x^2): per 32 elements the least-squares scale on the 16
+//     non-uniform levels, best of 15 starting grids; IQ4_XS then stores
+//     each sub-block's scale as 6 signed bits of the super-block's f16 d.
+//     As quantize.cc restates ggml's quantize_iq4_nl / _iq4_xs.
+//   MXFP4: e = floor(log2(absmax)) - 2 + 127 (E8M0; 0 for a block below
+//     2^-125), each element the nearest E2M1 code (the first on a tie), as
+//     ggml's quantize_row_mxfp4_ref and gguf.quants.quantize.
 // Where 1/d would overflow (d below f32's normal range, so its f16 is 0)
 // the levels are those of a zero scale; every element decodes to 0 (or m).
 //
