@@ -3,12 +3,16 @@
 
     python3 bench/peer_bench.py [--folio build/bin/folio] [--rounds 2]
         [--types Q4_1,Q8_0,...] [--model FILE ...] [--folio-activations q8,f32]
-        [--json-output out.json]
+        [--synthetic] [--json-output out.json]
 
 llama.cpp's tools come from bench/peer_build.sh (the llama-cpp-python sdist's
 vendored tree, built natively once, cached under ~/.cache/folio/peer). The
 derived quantization types are written once by that build's llama-quantize
 from the cached SmolLM2-135M Q4_1 file into ~/.cache/folio/peer/models.
+With --synthetic the source is instead a ~0.9B Llama-shaped f16 file whose
+rows are whole K-quant super-blocks and whose weights do not fit the last-level
+cache (bench/synthetic_gguf.py, made once into the same cache; default types
+SYNTHETIC_TYPES).
 
 Per file and round: folio's prefill (`folio bench decode --prompt-tokens
 512 --decode-tokens 4`) and decode (`--prompt-tokens 4 --decode-tokens
@@ -33,6 +37,7 @@ CACHE = os.path.expanduser("~/.cache/folio")
 SOURCE_MODEL = os.path.join(CACHE, "SmolLM2-135M-Instruct.Q4_1.gguf")
 SOURCE_TYPE = "Q4_1"
 DEFAULT_TYPES = "Q4_1,Q8_0,Q4_0,Q5_0,Q4_K_M,Q5_K_M,Q6_K,IQ4_NL,IQ4_XS,F16"
+SYNTHETIC_TYPES = "Q4_K_M,Q8_0,Q4_0,Q6_K,IQ4_XS,F16"
 LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 SIMD_FLAG_PREFIXES = (
     "sse", "ssse3", "avx", "fma", "f16c", "amx", "vnni", "bmi", "neon", "asimd", "sve"
@@ -310,8 +315,8 @@ def model_files(args, quantize, models_dir):
     """[(label, path or None, skip reason or None)] in the order they are measured."""
     files = []
     for type_name in (t.upper() for t in args.types):
-        if type_name == SOURCE_TYPE:
-            files.append((SOURCE_TYPE, args.source, None))
+        if type_name == args.source_type:
+            files.append((args.source_type, args.source, None))
             continue
         try:
             path = derive_model(quantize, args.source, type_name, models_dir)
@@ -405,6 +410,11 @@ def parse_args():
     p.add_argument("--types", help=f"types derived from the source file (default {DEFAULT_TYPES}; "
                    "none when --model is given alone)")
     p.add_argument("--source", default=SOURCE_MODEL, help="the file the types are derived from")
+    p.add_argument("--source-type", default=SOURCE_TYPE,
+                   help=f"the source file's own type, measured as it is ({SOURCE_TYPE})")
+    p.add_argument("--synthetic", action="store_true",
+                   help="derive the types from a synthetic ~0.9B f16 Llama "
+                        f"(bench/synthetic_gguf.py; default types {SYNTHETIC_TYPES})")
     p.add_argument("--folio-activations", help="folio's --matmul-activations paths, e.g. q8,f32 "
                    "(default: pass none, measure folio's default)")
     p.add_argument("--llama-fa", default="0,1",
@@ -428,8 +438,11 @@ def parse_args():
                    help="llama.cpp cache (FOLIO_PEER_DIR, else ~/.cache/folio/peer)")
     p.add_argument("-o", "--json-output", help="also write the JSON here")
     args = p.parse_args()
+    if args.synthetic:
+        args.source = os.path.join(args.peer_dir, "models", "synthetic-llama-0.9b.F16.gguf")
+        args.source_type = "F16"
     if args.types is None:
-        args.types = "" if args.model else DEFAULT_TYPES
+        args.types = "" if args.model else SYNTHETIC_TYPES if args.synthetic else DEFAULT_TYPES
     args.types = split_list(args.types)
     args.folio_activations = split_list(args.folio_activations or "")
     args.llama_fa = split_list(args.llama_fa)
@@ -447,6 +460,11 @@ def main():
     started = time.time()
     if not os.access(args.folio, os.X_OK):
         raise BenchError(f"no folio binary at {args.folio} (make build, or --folio PATH)")
+    if args.synthetic and not os.path.exists(args.source):
+        import synthetic_gguf
+        log(f"writing the synthetic model {args.source} (about a minute)")
+        os.makedirs(os.path.dirname(args.source), exist_ok=True)
+        synthetic_gguf.write(args.source, SOURCE_MODEL)
     if args.types and not os.path.exists(args.source):
         raise BenchError(f"no source model at {args.source} (make setup caches it)")
     bin_dir = build_llama_tools(args.peer_dir)
