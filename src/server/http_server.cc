@@ -7,9 +7,9 @@
 //   -> read body (deadline: read_timeout; size bounded while reading,
 //   chunked or not; dropped at once when the client closes) -> route
 //   -> simple route: answer at once
-//   -> /tokenize, /detokenize: answered on the work pool (their cost grows
+//   -> /tokenize, /detokenize: answered on a work pool (their cost grows
 //      with the body)
-//   -> generation: parse and submit on the work pool (tokenizing a large
+//   -> generation: parse and submit on a work pool (tokenizing a large
 //      prompt must not hold an I/O thread), then follow the request's
 //      Channel: the engine thread's Push posts a wake-up to the strand,
 //      which writes what arrived (each write under write_timeout). Meanwhile
@@ -19,6 +19,11 @@
 // A reply that refuses a request before its body was read closes the
 // connection after a bounded lingering read, so the client sees the reply
 // rather than a reset.
+//
+// Two work pools: bodies up to kSmallBodyBytes go to the quick one (two
+// threads), larger ones to the large one (one thread), so a normal request
+// never waits behind a flood of megabyte bodies, and those take at most
+// one core.
 //
 // Two I/O contexts: the front one (one thread) accepts connections, reads
 // each new connection's first header and answers it when it is a simple
@@ -80,6 +85,8 @@ constexpr std::chrono::seconds kOverflowReadTime{2};
 // Bytes a client may pipeline behind a running generation; past it the
 // connection is no longer watched for departure until the reply is done.
 constexpr size_t kWatchBufferBytes = 64 << 10;
+// Bodies up to this size are parsed on the quick work pool (ServerState).
+constexpr size_t kSmallBodyBytes = 64 << 10;
 
 // a == b without an early exit, so the time taken does not say how much of
 // a guessed key was right.
@@ -138,7 +145,8 @@ class Session;
 struct ServerState {
   const ServerConfig& config;
   Api& api;
-  net::thread_pool& work;
+  net::thread_pool& quick;          // work for bodies up to kSmallBodyBytes
+  net::thread_pool& large;          // work for larger bodies
   net::io_context* bulk = nullptr;  // where connections go to read bodies and generate
   std::atomic<uint64_t> connections{0};
   // Bytes of request bodies being read or waiting to be parsed, all
@@ -444,11 +452,11 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (route == Route::kTokenize || route == Route::kDetokenize) {
       // Work that grows with the body (parsing, tokenizing a 1 MiB prompt)
-      // runs on the work pool, as generation requests do, so /health and
+      // runs on a work pool, as generation requests do, so /health and
       // every other connection never wait behind it.
-      net::post(state_.work, [self = shared_from_this(), route, path = std::string(path),
-                              body = std::move(parser_->get().body()),
-                              held = std::move(held_)]() mutable {
+      net::thread_pool& pool = WorkPool();  // before the body moves into the task
+      net::post(pool, [self = shared_from_this(), route, path = std::string(path),
+                       body = std::move(parser_->get().body()), held = std::move(held_)]() mutable {
         if (self->PeerGone()) {
           held = HeldBytes();
           return net::post(self->socket_.get_executor(), [self] { self->Close(); });
@@ -468,9 +476,9 @@ class Session : public std::enable_shared_from_this<Session> {
     ++state_.generating;
     generating_ = true;
     const Endpoint endpoint = route == Route::kChat ? Endpoint::kChat : Endpoint::kCompletions;
-    net::post(state_.work, [self = shared_from_this(), endpoint, route,
-                            body = std::move(parser_->get().body()),
-                            held = std::move(held_)]() mutable {
+    net::thread_pool& pool = WorkPool();  // before the body moves into the task
+    net::post(pool, [self = shared_from_this(), endpoint, route,
+                     body = std::move(parser_->get().body()), held = std::move(held_)]() mutable {
       // A client that left while its request waited for the pool: nothing
       // to parse or run for it.
       if (self->PeerGone()) {
@@ -505,6 +513,11 @@ class Session : public std::enable_shared_from_this<Session> {
   bool PeerClosed() {
     pollfd p{.fd = socket_.native_handle(), .events = POLLRDHUP, .revents = 0};
     return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  }
+
+  // The work pool for the request just read, by its body's size.
+  net::thread_pool& WorkPool() {
+    return parser_->get().body().size() <= kSmallBodyBytes ? state_.quick : state_.large;
   }
 
   // Routes whose answer costs the same whatever the request: everything
@@ -902,8 +915,9 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   // before the state the sessions count in, the work pool and the loop;
   // the front context first, since a handler of its may still hold a
   // session that moved to the bulk context.
-  net::thread_pool work(2);
-  ServerState state{clamped, api, work};
+  net::thread_pool quick(2);
+  net::thread_pool large(1);
+  ServerState state{clamped, api, quick, large};
   net::io_context bulk;
   net::io_context front;
   state.bulk = &bulk;
@@ -990,7 +1004,8 @@ Status Serve(engine::Engine& engine, const ModelInfo& model, const ServerConfig&
   run(front);
   for (std::thread& t : threads) t.join();
   loop.Stop();
-  work.join();
+  quick.join();
+  large.join();
   std::cerr << "folio serve: stopped\n";
   return Status::Ok();
 }

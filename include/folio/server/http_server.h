@@ -23,8 +23,10 @@
 // thread: one front thread accepts, reads a new connection's first header
 // and answers body-less constant-work routes (/health, /metrics, ...);
 // io_threads bulk threads read bodies, linger and stream replies, and take
-// a connection over for good once it needs them. Two work threads parse
-// and tokenize generation requests; one engine thread
+// a connection over for good once it needs them. Work threads parse and
+// tokenize generation requests: two for bodies up to 64 KiB, one for
+// larger ones, so a flood of large bodies neither delays a normal request
+// nor takes more than a core; one engine thread
 // (serving::EngineThread) owns the Engine. A generation
 // is validated (request.h), submitted to the engine thread's bounded queue (429 +
 // Retry-After when full) and followed through its Channel, whose events
