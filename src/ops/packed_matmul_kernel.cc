@@ -49,20 +49,6 @@ namespace folio::ops::internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Activation rows per prefill block: 64 rows of a 1536-column matrix are
-// 144 KiB of quantized blocks.
-constexpr size_t kActBlock = 64;
-// Activation rows one pass over a tile's weights serves: each pass unpacks
-// the levels once for all of its rows. AVX-512's 32 registers hold six
-// rows' accumulators and sums (twelve sums for Q6_K's halves), so a
-// speculative verify step of up to six rows unpacks once; AVX2's 16 hold
-// four.
-#if HWY_TARGET == HWY_AVX2
-constexpr size_t kMaxRows = 4;
-#else
-constexpr size_t kMaxRows = 6;
-#endif
-
 // ------------------------------------------------------ quantization
 
 void QuantizeActivationsImpl(const float* x, size_t num_blocks, ActivationBlock* out) {
@@ -112,6 +98,20 @@ void QuantizeActivationsImpl(const float* x, size_t num_blocks, ActivationBlock*
 // ------------------------------------------------------------ tiles
 
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+
+// Activation rows per prefill block: 64 rows of a 1536-column matrix are
+// 144 KiB of quantized blocks.
+constexpr size_t kActBlock = 64;
+// Activation rows one pass over a tile's weights serves: each pass unpacks
+// the levels once for all of its rows. AVX-512's 32 registers hold six
+// rows' accumulators and sums (twelve sums for Q6_K's halves), so a
+// speculative verify step of up to six rows unpacks once; AVX2's 16 hold
+// four.
+#if HWY_TARGET == HWY_AVX2
+constexpr size_t kMaxRows = 4;
+#else
+constexpr size_t kMaxRows = 6;
+#endif
 
 constexpr bool kVnni = HWY_TARGET == HWY_AVX3_DL;
 
