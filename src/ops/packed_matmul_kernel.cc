@@ -41,8 +41,15 @@
 #include <immintrin.h>
 #endif
 
+// Highway 1.0's AVX3_DL attributes name AVX-VNNI but not AVX512-VNNI,
+// which this code uses: GCC adds it to the pushed options; clang keeps one
+// target attribute per function, so it gets Highway's list and VNNI in one.
+#if HWY_TARGET == HWY_AVX3_DL && defined(__clang__)
+HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avx512vnni")
+#else
 HWY_BEFORE_NAMESPACE();
-#if HWY_TARGET == HWY_AVX3_DL
+#endif
+#if HWY_TARGET == HWY_AVX3_DL && !defined(__clang__)
 #pragma GCC target("avx512vnni")
 #endif
 namespace folio::ops::internal {
@@ -489,7 +496,11 @@ const char* PackedTargetNameImpl() { return hwy::TargetName(HWY_TARGET); }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace folio::ops::internal
+#if HWY_TARGET == HWY_AVX3_DL && defined(__clang__)
+HWY_POP_ATTRIBUTES
+#else
 HWY_AFTER_NAMESPACE();
+#endif
 
 #if HWY_ONCE
 namespace folio::ops::internal {
