@@ -52,6 +52,13 @@ HWY_BEFORE_NAMESPACE();
 #if HWY_TARGET == HWY_AVX3_DL && !defined(__clang__)
 #pragma GCC target("avx512vnni")
 #endif
+// What lambdas (which the pushed attributes do not reach) are marked with.
+#undef FOLIO_PACKED_ATTR
+#if HWY_TARGET == HWY_AVX3_DL && defined(__clang__)
+#define FOLIO_PACKED_ATTR __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
+#else
+#define FOLIO_PACKED_ATTR HWY_ATTR
+#endif
 namespace folio::ops::internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -329,7 +336,7 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
           high_bits[j] = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * (4 + j));
         }
         constexpr size_t kHighPart = kParts - 1;
-        const auto for_v = [&]<size_t v>() HWY_ATTR {
+        const auto for_v = [&]<size_t v>() FOLIO_PACKED_ATTR {
           const I levels = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * v);
           I lo = V::And(levels, low4);
           I hi = V::And(V::template ShiftBits<-4>(levels), low4);
@@ -417,7 +424,7 @@ HWY_INLINE void PackedTiles(const PackedTask& t, uint64_t tile, uint64_t r0, uin
       y[k] = t.y + (r + k) * t.y_stride + tile * PackedMatrix::kTileRows;
     }
     // PackedTile<kR> for kR = n, one instantiation per count up to kMaxRows.
-    [&]<size_t... kIndex>(std::index_sequence<kIndex...>) HWY_ATTR {
+    [&]<size_t... kIndex>(std::index_sequence<kIndex...>) FOLIO_PACKED_ATTR {
       (void)((n == kIndex + 1 &&
               (PackedTile<V, kF, kIndex + 1>(pg0, half, stride, groups, act, y, n_out), true)) ||
              ...);
