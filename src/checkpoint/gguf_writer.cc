@@ -277,6 +277,7 @@ GgufValue GgufU32(uint32_t v) { return {GgufValueType::kU32, GgufValueType::kU8,
 GgufValue GgufF32(float v) {
   return {GgufValueType::kF32, GgufValueType::kU8, static_cast<double>(v)};
 }
+GgufValue GgufBool(bool v) { return {GgufValueType::kBool, GgufValueType::kU8, v}; }
 GgufValue GgufString(std::string v) {
   return {GgufValueType::kString, GgufValueType::kU8, std::move(v)};
 }

@@ -1,8 +1,10 @@
 #include "folio/checkpoint/quantize_model.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <optional>
@@ -24,6 +26,12 @@ using ops::WeightType;
 constexpr uint32_t kQuantizationVersion = 2;
 
 bool IsBlockType(WeightType t) { return ops::TraitsOf(t).block_size > 1; }
+
+uint64_t ShapeElements(const std::vector<uint64_t>& shape) {
+  uint64_t n = 1;
+  for (uint64_t d : shape) n *= d;
+  return n;
+}
 
 // i in "blk.<i>.<rest>", when `name` has that form and ends with `rest`.
 std::optional<uint64_t> LayerOf(std::string_view name, std::string_view rest) {
@@ -70,8 +78,9 @@ struct Source {
   // A folder's tokenizer.json as GGUF keys, or why it is not written.
   std::optional<tokenizer::TokenizerSpec> tokenizer;
   std::string tokenizer_note;
-  std::vector<std::string> order;  // a GGUF source's tensor names, in file order
-  bool permute_qk = false;         // Hugging Face NeoX rows into GGUF llama's order
+  // A GGUF source's tensors, in file order: name and row-major shape.
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> order;
+  bool permute_qk = false;  // Hugging Face NeoX rows into GGUF llama's order
 };
 
 // A folder's tokenizer.json as the GGUF keys llama.cpp's converter writes,
@@ -129,7 +138,9 @@ Result<Source> OpenSource(const std::filesystem::path& in) {
   FOLIO_ASSIGN_OR_RETURN(GgufFile opened, GgufFile::Open(in));
   auto file = std::make_shared<const GgufFile>(std::move(opened));
   FOLIO_ASSIGN_OR_RETURN(src.kvs, ReadGgufMetadata(*file));
-  for (const GgufFile::TensorInfo& t : file->tensors()) src.order.push_back(t.name);
+  for (const GgufFile::TensorInfo& t : file->tensors()) {
+    src.order.emplace_back(t.name, std::vector<uint64_t>(t.dims.rbegin(), t.dims.rend()));
+  }
   FOLIO_ASSIGN_OR_RETURN(model::Model m, GgufModel(file, in));
   src.model.emplace(std::move(m));
   src.format = "gguf";
@@ -158,17 +169,44 @@ Result<std::vector<GgufKeyValue>> OutputMetadata(const Source& src, const Quanti
   return kvs;
 }
 
-// Encodes `src` (shape plan.shape) as plan.type into `out`, rows in
-// parallel, adding each row's squared error and weight to `stats`.
-Status EncodeTensor(const model::Tensor& src, const TensorQuantization& plan, RowOrder order,
-                    std::span<std::byte> out, ThreadPool& pool, QuantizeStats& stats) {
+// A tensor ForEachTensor names, as `rows` consecutive rows of the GGUF
+// tensor it is written into.
+struct Piece {
+  const model::Tensor* tensor;
+  uint64_t rows;
+  RowOrder order;
+};
+
+// A GGUF tensor of the plan and the pieces it is written from, in row
+// order: one, or an expert stack's experts, or a fused tensor's parts.
+struct PlannedTensor {
+  TensorQuantization plan;
+  std::vector<Piece> pieces;
+};
+
+// "row r", or "expert j row i" of a stack.
+std::string RowName(const TensorQuantization& plan, uint64_t r) {
+  if (plan.shape.size() != 3) return StrCat("row ", r);
+  return StrCat("expert ", r / plan.shape[1], " row ", r % plan.shape[1]);
+}
+
+// Encodes t's pieces (rows of plan.shape.back() elements) as plan.type
+// into `out`, rows in parallel, adding each row's squared error and weight
+// to `stats`.
+Status EncodeTensor(const PlannedTensor& t, std::span<std::byte> out, ThreadPool& pool,
+                    QuantizeStats& stats) {
+  const TensorQuantization& plan = t.plan;
   const uint64_t cols = plan.shape.back();
-  const uint64_t rows = src.num_elements() / cols;
-  const uint64_t src_row_bytes = ops::WeightRowBytes(src.type, cols);
+  std::vector<uint64_t> first;  // each piece's first row
+  uint64_t rows = 0;
+  for (const Piece& p : t.pieces) {
+    FOLIO_CHECK(ops::WeightRowBytes(p.tensor->type, cols) * p.rows == p.tensor->bytes.size(),
+                plan.name);
+    first.push_back(rows);
+    rows += p.rows;
+  }
   const uint64_t out_row_bytes = ops::WeightRowBytes(plan.type, cols);
-  FOLIO_CHECK(src_row_bytes * rows == src.bytes.size() && out_row_bytes * rows == out.size(),
-              plan.name);
-  FOLIO_CHECK(order.heads == 0 || plan.shape.size() == 2, plan.name, " permuted but not a matrix");
+  FOLIO_CHECK(out_row_bytes * rows == out.size(), plan.name);
   // Rows are independent; ~16k elements a task keeps tasks short and many.
   const uint64_t chunk = std::max<uint64_t>(1, 16384 / cols);
   const uint64_t num_chunks = (rows + chunk - 1) / chunk;
@@ -178,14 +216,18 @@ Status EncodeTensor(const model::Tensor& src, const TensorQuantization& plan, Ro
     std::vector<double> source(cols), decoded(cols);  // one row each
     std::vector<float> row(cols);
     for (uint64_t r = c * chunk; r < std::min(rows, (c + 1) * chunk); ++r) {
-      const uint64_t from = order.SourceRow(r);
-      ops::DequantizeRow(src.type, src.bytes.data() + from * src_row_bytes, std::span(source));
+      const auto p =
+          static_cast<size_t>(std::upper_bound(first.begin(), first.end(), r) - first.begin() - 1);
+      const model::Tensor& src = *t.pieces[p].tensor;
+      const uint64_t from = t.pieces[p].order.SourceRow(r - first[p]);
+      ops::DequantizeRow(src.type, src.bytes.data() + from * ops::WeightRowBytes(src.type, cols),
+                         std::span(source));
       // f64 weights round to f32 here, once; every other type widens
       // exactly, so `row` is the source's own f32 value.
       for (uint64_t i = 0; i < cols; ++i) row[i] = static_cast<float>(source[i]);
       std::byte* dst = out.data() + r * out_row_bytes;
       if (Status s = ops::QuantizeRow(plan.type, row, dst); !s.ok()) {
-        status[c] = s.WithContext(StrCat("row ", r));
+        status[c] = s.WithContext(RowName(plan, r));
         return;
       }
       ops::DequantizeRow(plan.type, dst, std::span(decoded));
@@ -205,6 +247,153 @@ Status EncodeTensor(const model::Tensor& src, const TensorQuantization& plan, Ro
   for (uint64_t r = 0; r < rows; ++r) {  // row order, whatever the threads did
     stats.sum_sq_error += sq_error[r];
     stats.sum_sq_weight += sq_weight[r];
+  }
+  return Status::Ok();
+}
+
+// Layer i of a tensor "blk.<i>.<one of rests>".
+std::optional<uint64_t> LayerOfAny(std::string_view name,
+                                   std::initializer_list<std::string_view> rests) {
+  for (std::string_view rest : rests) {
+    if (std::optional<uint64_t> layer = LayerOf(name, rest)) return layer;
+  }
+  return std::nullopt;
+}
+
+// What the scheme asks for one tensor: llama.cpp's llama_tensor_get_type
+// (the rules PlanQuantization's comment restates).
+WeightType WantedType(const model::ModelConfig& c, const QuantizeScheme& scheme,
+                      const std::string& name, const std::vector<uint64_t>& shape) {
+  if (shape.size() == 1 || name.ends_with(".bias") || name.ends_with("ffn_gate_inp.weight") ||
+      name.ends_with("ffn_gate_inp_shexp.weight")) {
+    return WeightType::kF32;
+  }
+  const bool head = name == "output.weight" || (c.tie_embeddings && name == "token_embd.weight");
+  switch (scheme.mix) {
+    case QuantizeMix::kPure:
+      return scheme.base;
+    case QuantizeMix::kMxfp4Moe:
+      return shape.size() == 3 && shape[0] > 1 ? WeightType::kMXFP4 : WeightType::kQ8_0;
+    case QuantizeMix::kKM:
+      break;
+  }
+  if (head) return WeightType::kQ6_K;
+  const uint64_t n = c.num_layers;
+  const bool eight_experts = c.num_experts == 8;
+  if (std::optional<uint64_t> i = LayerOfAny(name, {"attn_v.weight", "attn_qkv.weight"})) {
+    if (eight_experts) return WeightType::kQ8_0;
+    return MoreBitsLayer(*i, n) ? WeightType::kQ6_K : scheme.base;
+  }
+  if (eight_experts && LayerOf(name, "attn_k.weight")) return WeightType::kQ8_0;
+  if (eight_experts && LayerOf(name, "attn_output.weight")) return WeightType::kQ5_K;
+  if (std::optional<uint64_t> i =
+          LayerOfAny(name, {"ffn_down.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight"})) {
+    return MoreBitsLayer(*i, n) ? WeightType::kQ6_K : scheme.base;
+  }
+  return scheme.base;
+}
+
+void Decide(const model::ModelConfig& c, const QuantizeScheme& scheme, TensorQuantization& t) {
+  t.wanted = WantedType(c, scheme, t.name, t.shape);
+  t.type = FallbackType(t.wanted, t.shape.back());
+}
+
+// The GGUF tensors of a model of `c` (weights `w`: a loaded model's, or
+// empty ones to plan shapes), in ForEachTensor order: each tensor is one
+// of its own, or, where GgufPartOf says so (an expert of a stack, the rows
+// of a fused projection), a piece of one, listed where its first piece
+// comes. permute_qk: Q/K rows from Hugging Face's NeoX order into GGUF
+// llama's.
+template <typename W>
+std::vector<PlannedTensor> PlanTensors(const model::ModelConfig& c, W& w,
+                                       const QuantizeScheme& scheme, bool permute_qk) {
+  std::vector<PlannedTensor> planned;
+  std::map<std::string, size_t> stacked;          // GGUF name -> index in planned
+  std::vector<std::vector<uint64_t>> first_rows;  // of each piece, for stacks
+  model::ForEachTensor(
+      c, w,
+      [&](const std::string& hf_name, const std::vector<uint64_t>& shape, const model::Tensor& t) {
+        RowOrder order;
+        // Matrices only: llama and mistral, the architectures permuted, have no
+        // q/k biases in GGUF (GgufMetadataFor refuses them).
+        if (permute_qk && hf_name.ends_with("q_proj.weight")) {
+          order = {c.num_heads, c.head_dim()};
+        } else if (permute_qk && hf_name.ends_with("k_proj.weight")) {
+          order = {c.num_kv_heads, c.head_dim()};
+        }
+        const std::optional<GgufPart> part = GgufPartOf(c, hf_name);
+        if (!part) {
+          TensorQuantization q{GgufTensorName(hf_name, c), shape, WeightType::kF32,
+                               WeightType::kF32};
+          planned.push_back({std::move(q), {Piece{&t, shape.size() == 1 ? 1 : shape[0], order}}});
+          first_rows.push_back({0});
+          return;
+        }
+        auto [at, added] = stacked.emplace(part->name, planned.size());
+        if (added) {
+          std::vector<uint64_t> whole;
+          if (part->vector) {  // a stack of expert biases: [experts, n]
+            whole = {part->total_rows, shape[0]};
+          } else if (part->name.ends_with("_exps.weight")) {  // [experts, rows, cols]
+            whole = {c.num_experts, part->rows, shape.back()};
+          } else {  // a fused projection's rows
+            whole = {part->total_rows, shape.back()};
+          }
+          planned.push_back({{part->name, whole, WeightType::kF32, WeightType::kF32}, {}});
+          first_rows.emplace_back();
+        }
+        planned[at->second].pieces.push_back(Piece{&t, part->rows, order});
+        first_rows[at->second].push_back(part->first_row);
+      });
+  for (size_t i = 0; i < planned.size(); ++i) {
+    PlannedTensor& p = planned[i];
+    // Pieces in row order, covering the tensor's rows exactly once.
+    std::vector<size_t> by_row(p.pieces.size());
+    for (size_t j = 0; j < by_row.size(); ++j) by_row[j] = j;
+    std::sort(by_row.begin(), by_row.end(),
+              [&](size_t a, size_t b) { return first_rows[i][a] < first_rows[i][b]; });
+    std::vector<Piece> pieces;
+    uint64_t next = 0;
+    for (size_t j : by_row) {
+      FOLIO_CHECK(first_rows[i][j] == next, p.plan.name, " piece at row ", first_rows[i][j]);
+      pieces.push_back(p.pieces[j]);
+      next += p.pieces[j].rows;
+    }
+    uint64_t rows = 1;
+    for (size_t d = 0; d + 1 < p.plan.shape.size(); ++d) rows *= p.plan.shape[d];
+    FOLIO_CHECK(next == rows, p.plan.name, ": ", next, " rows of ", rows);
+    p.pieces = std::move(pieces);
+    Decide(c, scheme, p.plan);
+  }
+  return planned;
+}
+
+// gpt-oss as its GGUF files imply it (folio's GptOssFromGguf, llama.cpp's
+// graph): even layers slide with the window, every layer on the model's
+// RoPE, the clamped SwiGLU with limit 7 and alpha 1.702, and the block's
+// fixed options (top-k-then-softmax routing, biases, sinks).
+Status CheckGptOssForGguf(const model::ModelConfig& c) {
+  if (c.swiglu_limit != 7.0 || c.swiglu_alpha != 1.702) {
+    return Status::Unimplemented(StrCat("gpt-oss with swiglu_limit ", c.swiglu_limit,
+                                        " and swiglu_alpha ", c.swiglu_alpha,
+                                        ": GGUF gpt-oss files imply 7 and 1.702"));
+  }
+  for (uint64_t i = 0; i < c.num_layers; ++i) {
+    const model::LayerConfig want{i % 2 == 0 ? c.window : 0, c.rope_theta, c.rope_scaling};
+    if (c.Layer(i) != want) {
+      return Status::Unimplemented(StrCat("gpt-oss layer ", i, " with window ", c.Layer(i).window,
+                                          ": GGUF gpt-oss files slide the even layers (window ",
+                                          c.window, ") and keep one RoPE"));
+    }
+  }
+  model::ModelConfig rest = c;  // the options gpt-oss's files do not imply
+  rest.layers.clear();
+  rest.num_experts = 0;
+  rest.output_bias = rest.attention_sinks = false;
+  if (rest.HasFamilyOptions() || c.routing != model::Routing::kTopKSoftmax || !c.moe_bias ||
+      !c.norm_topk_prob || !c.output_bias || !c.attention_sinks) {
+    return Status::Unimplemented(
+        "gpt-oss with options its GGUF files do not imply (routing, biases, sinks, norms)");
   }
   return Status::Ok();
 }
@@ -264,30 +453,12 @@ bool MoreBitsLayer(uint64_t i, uint64_t n) {
 
 std::vector<TensorQuantization> PlanQuantization(const model::ModelConfig& config,
                                                  const QuantizeScheme& scheme) {
-  std::vector<TensorQuantization> plan;
   model::ModelWeights shapes_only;
   shapes_only.layers.resize(config.num_layers);
-  model::ForEachTensor(
-      config, shapes_only,
-      [&](const std::string& hf_name, const std::vector<uint64_t>& shape, const model::Tensor&) {
-        TensorQuantization t{GgufTensorName(hf_name, config), shape, scheme.base, scheme.base};
-        if (shape.size() == 1) {
-          t.wanted = t.type = WeightType::kF32;
-          plan.push_back(std::move(t));
-          return;
-        }
-        if (scheme.mix == QuantizeMix::kKM) {
-          const bool head =
-              t.name == "output.weight" || (config.tie_embeddings && t.name == "token_embd.weight");
-          std::optional<uint64_t> layer = LayerOf(t.name, "attn_v.weight");
-          if (!layer) layer = LayerOf(t.name, "ffn_down.weight");
-          if (head || (layer && MoreBitsLayer(*layer, config.num_layers))) {
-            t.wanted = WeightType::kQ6_K;
-          }
-        }
-        t.type = FallbackType(t.wanted, shape.back());
-        plan.push_back(std::move(t));
-      });
+  std::vector<TensorQuantization> plan;
+  for (PlannedTensor& t : PlanTensors(config, shapes_only, scheme, false)) {
+    plan.push_back(std::move(t.plan));
+  }
   return plan;
 }
 
@@ -295,22 +466,37 @@ Result<std::vector<GgufKeyValue>> GgufMetadataFor(const model::ModelConfig& c, s
                                                   uint32_t file_type, bool quantized) {
   using model::Architecture;
   using model::Fixed;
-  // GGUF files of Mistral models say llama (model/architecture.h).
+  // GGUF files of Mistral and Mixtral models say llama (model/architecture.h).
   const Architecture arch =
-      c.architecture == Architecture::kMistral ? Architecture::kLlama : c.architecture;
+      c.architecture == Architecture::kMistral || c.architecture == Architecture::kMixtral
+          ? Architecture::kLlama
+          : c.architecture;
   const model::ArchitectureTraits& t = model::TraitsOf(arch);
   const std::string_view folio_name = model::ArchitectureName(c.architecture);
+  constexpr std::string_view kWritten =
+      "it writes llama, mistral, qwen2, qwen3, qwen3moe, qwen2moe, mixtral and gpt-oss";
   if (t.gguf_name.empty()) {
-    return Status::Unimplemented(StrCat("architecture ", folio_name,
-                                        " has no GGUF name (folio writes llama, mistral, ",
-                                        "qwen2 and qwen3)"));
+    return Status::Unimplemented(
+        StrCat("architecture ", folio_name, " has no GGUF name (", kWritten, ")"));
   }
-  if (c.HasFamilyOptions() || model::TraitsOf(c.architecture).fused_projections) {
-    return Status::Unimplemented(StrCat(
-        "architecture ", folio_name,
-        ": folio does not write GGUF files of families with per-layer windows, sandwich norms, ",
-        "GeGLU, partial rotary or fused projections yet (it writes llama, mistral, qwen2 and ",
-        "qwen3)"));
+  const bool gpt_oss = arch == Architecture::kGptOss;
+  if (gpt_oss) {
+    FOLIO_RETURN_IF_ERROR(CheckGptOssForGguf(c));
+  } else {
+    model::ModelConfig dense = c;  // the options outside the mixture
+    dense.num_experts = 0;
+    if (dense.HasFamilyOptions() || model::TraitsOf(c.architecture).fused_projections) {
+      return Status::Unimplemented(StrCat(
+          "architecture ", folio_name,
+          ": folio does not write GGUF files of families with per-layer windows, sandwich norms, ",
+          "GeGLU, partial rotary or fused projections yet (", kWritten, ")"));
+    }
+    if (c.routing != model::Routing::kSoftmaxTopK || c.moe_bias || c.swiglu_limit != 0) {
+      return Status::Unimplemented(StrCat(folio_name,
+                                          " with gpt-oss's routing, expert biases or clamped "
+                                          "SwiGLU: GGUF ",
+                                          t.gguf_name, " files cannot say so"));
+    }
   }
   if (c.rope_style == model::RopeStyle::kInterleaved &&
       t.gguf_rope_style == model::RopeStyle::kNeox) {
@@ -330,6 +516,35 @@ Result<std::vector<GgufKeyValue>> GgufMetadataFor(const model::ModelConfig& c, s
     return Status::Unimplemented(
         "llama3 rope scaling: GGUF files carry it as a rope_freqs.weight tensor, which folio "
         "neither writes nor reads");
+  }
+  // The mixtures llama.cpp's graphs read: llama's (Mixtral), qwen3moe's,
+  // qwen2moe's with its shared expert, gpt-oss's.
+  if (c.IsMoe() && !t.moe && arch != Architecture::kLlama) {
+    return Status::Unimplemented(
+        StrCat(folio_name, " with experts: GGUF ", t.gguf_name, " files have none"));
+  }
+  if (!c.IsMoe() && t.moe) {
+    return Status::Unimplemented(
+        StrCat(folio_name, " without experts: GGUF ", t.gguf_name, " files have them"));
+  }
+  const bool shared = arch == Architecture::kQwen2Moe;
+  if (c.IsMoe() && (c.shared_expert_ffn_size != 0) != shared) {
+    return Status::Unimplemented(
+        StrCat(folio_name, c.shared_expert_ffn_size != 0 ? " with" : " without",
+               " a shared expert: GGUF ", t.gguf_name, " files say otherwise"));
+  }
+  if (c.IsMoe() && arch == Architecture::kLlama && c.expert_ffn_size != c.ffn_size) {
+    return Status::Unimplemented(StrCat(folio_name, " with experts ", c.expert_ffn_size,
+                                        " wide and an MLP width of ", c.ffn_size,
+                                        ": GGUF llama files make the experts feed_forward_length "
+                                        "wide"));
+  }
+  const bool yarn = c.rope_scaling.type == model::RopeScaling::Type::kYarn;
+  // folio's reader (YarnFromGguf) rounds the ramp's bounds, but for gpt-oss.
+  if (yarn && c.rope_scaling.truncate == gpt_oss) {
+    return Status::Unimplemented(StrCat(folio_name, " with ",
+                                        c.rope_scaling.truncate ? "a truncated" : "an untruncated",
+                                        " YaRN ramp: GGUF ", t.gguf_name, " files say otherwise"));
   }
   const std::string a(t.gguf_name);
   std::vector<GgufKeyValue> kvs = {
@@ -355,11 +570,38 @@ Result<std::vector<GgufKeyValue>> GgufMetadataFor(const model::ModelConfig& c, s
     add("attention.key_length", Uint(c.head_dim()));
     add("attention.value_length", Uint(c.head_dim()));
   }
-  if (c.rope_scaling.type == model::RopeScaling::Type::kLinear) {
+  const model::RopeScaling& s = c.rope_scaling;
+  if (s.type == model::RopeScaling::Type::kLinear) {
     add("rope.scaling.type", GgufString("linear"));
-    add("rope.scaling.factor", GgufF32(static_cast<float>(c.rope_scaling.factor)));
+    add("rope.scaling.factor", GgufF32(static_cast<float>(s.factor)));
+  }
+  if (yarn) {  // as YarnFromGguf reads it back
+    add("rope.scaling.type", GgufString("yarn"));
+    add("rope.scaling.factor", GgufF32(static_cast<float>(s.factor)));
+    add("rope.scaling.original_context_length", Uint(s.original_max_positions));
+    if (s.beta_fast != 32.0)
+      add("rope.scaling.yarn_beta_fast", GgufF32(static_cast<float>(s.beta_fast)));
+    if (s.beta_slow != 1.0)
+      add("rope.scaling.yarn_beta_slow", GgufF32(static_cast<float>(s.beta_slow)));
+    model::RopeScaling settled = s;  // YaRN's own attention factor for this factor
+    settled.attention_factor = 0;
+    model::SettleYarn(0, 0, settled);
+    if (s.attention_factor != settled.attention_factor) {
+      add("rope.scaling.yarn_attn_factor",
+          GgufF32(static_cast<float>(s.attention_factor / settled.attention_factor)));
+    }
   }
   if (c.window != 0) add("attention.sliding_window", Uint(c.window));
+  if (c.IsMoe()) {
+    add("expert_count", Uint(c.num_experts));
+    add("expert_used_count", Uint(c.experts_per_token));
+    if (arch != Architecture::kLlama) add("expert_feed_forward_length", Uint(c.expert_ffn_size));
+    if (shared) add("expert_shared_feed_forward_length", Uint(c.shared_expert_ffn_size));
+    // What folio's reader assumes without the key (gpt-oss: always on).
+    if (c.norm_topk_prob != (arch != Architecture::kQwen2Moe)) {
+      add("expert_weights_norm", GgufBool(c.norm_topk_prob));
+    }
+  }
   return kvs;
 }
 
@@ -380,47 +622,33 @@ Result<QuantizeReport> QuantizeModel(const std::filesystem::path& in,
   QuantizeReport report;
   report.source_format = src.format;
   report.tokenizer = src.format == "folder" ? src.tokenizer_note : "kept from the source";
-  report.tensors = PlanQuantization(config, scheme);
+  std::vector<PlannedTensor> planned = PlanTensors(config, m.weights(), scheme, src.permute_qk);
+  if (!src.order.empty()) {  // a GGUF source's tensors keep their order and shapes
+    std::map<std::string, size_t> by_name;
+    for (size_t i = 0; i < planned.size(); ++i) by_name[planned[i].plan.name] = i;
+    std::vector<PlannedTensor> ordered;
+    for (const auto& [name, shape] : src.order) {
+      const auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        // Read into the config instead (longrope's factor lists).
+        return Status::Unimplemented(
+            StrCat(in.string(), ": tensor ", name, " is not a weight folio writes back"));
+      }
+      PlannedTensor& t = planned[it->second];
+      FOLIO_CHECK(ShapeElements(shape) == ShapeElements(t.plan.shape), name);
+      t.plan.shape = shape;  // e.g. ffn_gate_inp_shexp as [hidden]
+      Decide(config, scheme, t.plan);
+      ordered.push_back(std::move(t));
+      by_name.erase(it);
+    }
+    FOLIO_CHECK(ordered.size() == planned.size());  // GgufModel matched every tensor
+    planned = std::move(ordered);
+  }
+  for (const PlannedTensor& t : planned) report.tensors.push_back(t.plan);
   bool quantized = false;
   for (const TensorQuantization& t : report.tensors) quantized |= IsBlockType(t.type);
   Result<std::vector<GgufKeyValue>> kvs = OutputMetadata(src, scheme, quantized);
   if (!kvs) return kvs.error().WithContext(in.string());
-
-  std::vector<const model::Tensor*> tensors;
-  std::vector<RowOrder> orders;
-  model::ForEachTensor(
-      config, m.weights(),
-      [&](const std::string& hf_name, const std::vector<uint64_t>&, const model::Tensor& t) {
-        tensors.push_back(&t);
-        RowOrder order;
-        // Matrices only: llama and mistral, the architectures permuted,
-        // have no q/k biases in GGUF (GgufMetadataFor refuses them).
-        if (src.permute_qk) {
-          if (hf_name.ends_with("q_proj.weight")) {
-            order = {config.num_heads, config.head_dim()};
-          } else if (hf_name.ends_with("k_proj.weight")) {
-            order = {config.num_kv_heads, config.head_dim()};
-          }
-        }
-        orders.push_back(order);
-      });
-  FOLIO_CHECK(tensors.size() == report.tensors.size());
-  if (!src.order.empty()) {  // a GGUF source's tensors stay in its order
-    std::map<std::string_view, size_t> planned;
-    for (size_t i = 0; i < report.tensors.size(); ++i) planned[report.tensors[i].name] = i;
-    std::vector<TensorQuantization> plan;
-    std::vector<const model::Tensor*> ordered_tensors;
-    std::vector<RowOrder> ordered_orders;
-    for (const std::string& name : src.order) {
-      const size_t i = planned.at(name);  // GgufModel matched every tensor
-      plan.push_back(report.tensors[i]);
-      ordered_tensors.push_back(tensors[i]);
-      ordered_orders.push_back(orders[i]);
-    }
-    report.tensors = std::move(plan);
-    tensors = std::move(ordered_tensors);
-    orders = std::move(ordered_orders);
-  }
 
   std::vector<GgufTensorSpec> specs;
   for (const TensorQuantization& t : report.tensors) {
@@ -428,9 +656,8 @@ Result<QuantizeReport> QuantizeModel(const std::filesystem::path& in,
   }
   std::array<QuantizeStats, ops::kNumWeightTypes> by_type{};
   auto fill = [&](size_t i, std::span<std::byte> bytes) {
-    const TensorQuantization& t = report.tensors[i];
-    return EncodeTensor(*tensors[i], t, orders[i], bytes, pool,
-                        by_type[static_cast<size_t>(t.type)]);
+    const PlannedTensor& t = planned[i];
+    return EncodeTensor(t, bytes, pool, by_type[static_cast<size_t>(t.plan.type)]);
   };
   auto check = [](const std::filesystem::path& tmp) {
     Result<model::Model> back = LoadModel(tmp);

@@ -195,6 +195,271 @@ TEST(GgufMetadataFor, RefusesWhatAGgufFileCannotSay) {
             StatusCode::kUnimplemented);
 }
 
+// A Qwen3-MoE (qwen2moe: with a shared expert) whose rows are whole
+// 32-blocks, with `experts` experts.
+model::ModelConfig MoeConfig(model::Architecture arch, uint64_t experts, bool tied) {
+  model::ModelConfig c = SmallConfig(arch, tied);
+  c.hidden_size = 64;
+  c.num_heads = 4;
+  c.ffn_size = 96;
+  c.num_layers = 4;
+  c.num_experts = experts;
+  c.experts_per_token = 2;
+  c.expert_ffn_size = 32;
+  c.attention_bias = arch == model::Architecture::kQwen2Moe;
+  c.qk_norm = arch == model::Architecture::kQwen3Moe;
+  if (arch == model::Architecture::kQwen2Moe) {
+    c.shared_expert_ffn_size = 64;
+    c.norm_topk_prob = false;
+  }
+  return c;
+}
+
+std::map<std::string, TensorQuantization> ByName(const std::vector<TensorQuantization>& plan) {
+  std::map<std::string, TensorQuantization> out;
+  for (const TensorQuantization& t : plan) out.emplace(t.name, t);
+  return out;
+}
+
+TEST(QuantizePlan, ExpertsAreStackedAsLlamaCppsThreeDTensors) {
+  const model::ModelConfig c = MoeConfig(model::Architecture::kQwen2Moe, 8, false);
+  const std::vector<TensorQuantization> plan = PlanQuantization(c, Scheme("f32"));
+  const auto t = ByName(plan);
+  EXPECT_EQ(t.at("blk.1.ffn_gate_inp.weight").shape, (std::vector<uint64_t>{8, 64}));
+  EXPECT_EQ(t.at("blk.1.ffn_gate_exps.weight").shape, (std::vector<uint64_t>{8, 32, 64}));
+  EXPECT_EQ(t.at("blk.1.ffn_up_exps.weight").shape, (std::vector<uint64_t>{8, 32, 64}));
+  EXPECT_EQ(t.at("blk.1.ffn_down_exps.weight").shape, (std::vector<uint64_t>{8, 64, 32}));
+  EXPECT_EQ(t.at("blk.1.ffn_gate_shexp.weight").shape, (std::vector<uint64_t>{64, 64}));
+  EXPECT_EQ(t.at("blk.1.ffn_down_shexp.weight").shape, (std::vector<uint64_t>{64, 64}));
+  EXPECT_EQ(t.at("blk.1.ffn_gate_inp_shexp.weight").shape, (std::vector<uint64_t>{1, 64}));
+  EXPECT_EQ(t.count("blk.1.ffn_gate.weight"), 0u);
+  // Per layer: norm, q k v, their biases, o, norm; router, three stacks,
+  // three shared projections and their gate. Stacks sit where their first
+  // expert comes.
+  EXPECT_EQ(plan.size(), 1 + 4 * 17u + 2);
+  std::vector<std::string> layer;
+  for (const TensorQuantization& q : plan) {
+    if (q.name.starts_with("blk.2.")) layer.push_back(q.name.substr(6));
+  }
+  EXPECT_EQ(layer,
+            (std::vector<std::string>{
+                "attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+                "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.weight",
+                "ffn_norm.weight", "ffn_gate_inp.weight", "ffn_gate_exps.weight",
+                "ffn_up_exps.weight", "ffn_down_exps.weight", "ffn_gate_shexp.weight",
+                "ffn_up_shexp.weight", "ffn_down_shexp.weight", "ffn_gate_inp_shexp.weight"}));
+}
+
+// llama.cpp's MXFP4_MOE: stacks of more than one expert MXFP4, every other
+// matrix Q8_0 (the head and the embedding included), routers and vectors
+// f32.
+TEST(QuantizePlan, Mxfp4MoePutsExpertStacksInMxfp4AndTheRestInQ8_0) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied ? "tied" : "untied");
+    const model::ModelConfig c = MoeConfig(model::Architecture::kQwen2Moe, 8, tied);
+    size_t mxfp4 = 0;
+    for (const TensorQuantization& t : PlanQuantization(c, Scheme("mxfp4_moe"))) {
+      SCOPED_TRACE(t.name);
+      EXPECT_FALSE(t.fallback());
+      if (t.name.find("_exps.weight") != std::string::npos) {
+        EXPECT_EQ(t.type, WeightType::kMXFP4);
+        ++mxfp4;
+      } else if (t.shape.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos) {
+        EXPECT_EQ(t.type, WeightType::kF32);
+      } else {
+        EXPECT_EQ(t.type, WeightType::kQ8_0);
+      }
+    }
+    EXPECT_EQ(mxfp4, 3 * 4u);
+  }
+  // One expert: a stack whose ne[2] is 1 is no MoE tensor to llama.cpp.
+  const auto one = ByName(
+      PlanQuantization(MoeConfig(model::Architecture::kQwen3Moe, 1, false), Scheme("mxfp4_moe")));
+  EXPECT_EQ(one.at("blk.0.ffn_up_exps.weight").type, WeightType::kQ8_0);
+  // A dense model: every matrix Q8_0, as llama-quantize writes it.
+  for (const TensorQuantization& t :
+       PlanQuantization(SmallConfig(model::Architecture::kLlama, false), Scheme("mxfp4_moe"))) {
+    EXPECT_EQ(t.type, t.shape.size() == 1 ? WeightType::kF32 : WeightType::kQ8_0) << t.name;
+  }
+}
+
+TEST(QuantizePlan, ExpertRowsThatAreNotWhole32BlocksFallBackToF16) {
+  model::ModelConfig c = MoeConfig(model::Architecture::kQwen3Moe, 4, false);
+  c.expert_ffn_size = 48;  // ffn_down_exps rows of 48
+  const auto t = ByName(PlanQuantization(c, Scheme("mxfp4_moe")));
+  EXPECT_EQ(t.at("blk.0.ffn_gate_exps.weight").type, WeightType::kMXFP4);
+  EXPECT_EQ(t.at("blk.0.ffn_down_exps.weight").wanted, WeightType::kMXFP4);
+  EXPECT_EQ(t.at("blk.0.ffn_down_exps.weight").type, WeightType::kF16);
+}
+
+// Pure schemes stack experts in the base type; routers stay f32 in every
+// scheme (llama-quantize never quantizes them).
+TEST(QuantizePlan, RoutersStayF32InEveryScheme) {
+  const model::ModelConfig c = MoeConfig(model::Architecture::kQwen2Moe, 8, false);
+  for (const QuantizeScheme& s : kQuantizeSchemes) {
+    SCOPED_TRACE(s.name);
+    const auto t = ByName(PlanQuantization(c, s));
+    EXPECT_EQ(t.at("blk.3.ffn_gate_inp.weight").type, WeightType::kF32);
+    EXPECT_EQ(t.at("blk.3.ffn_gate_inp_shexp.weight").type, WeightType::kF32);
+    if (s.mix == QuantizeMix::kPure) {
+      EXPECT_EQ(t.at("blk.3.ffn_up_exps.weight").wanted, s.base);
+    }
+  }
+}
+
+// The _K_M mixes on experts: every ffn_down of a MoreBitsLayer layer (the
+// stack and the shared expert's) Q6_K; with exactly 8 experts attn_v and
+// attn_k Q8_0 and attn_output Q5_K.
+TEST(QuantizePlan, KMMixesFollowLlamaCppsExpertRules) {
+  for (uint64_t experts : {4u, 8u}) {
+    SCOPED_TRACE(experts);
+    model::ModelConfig c = MoeConfig(model::Architecture::kQwen2Moe, experts, false);
+    c.hidden_size = c.expert_ffn_size = c.shared_expert_ffn_size = 256;
+    c.num_layers = 8;  // MoreBitsLayer: 0, 3, 6, 7
+    for (const TensorQuantization& t : PlanQuantization(c, Scheme("q4_k_m"))) {
+      SCOPED_TRACE(t.name);
+      EXPECT_FALSE(t.fallback());
+      const bool more = t.name.starts_with("blk.0.") || t.name.starts_with("blk.3.") ||
+                        t.name.starts_with("blk.6.") || t.name.starts_with("blk.7.");
+      WeightType want = WeightType::kQ4_K;
+      if (t.shape.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos) {
+        want = WeightType::kF32;
+      } else if (t.name == "output.weight") {
+        want = WeightType::kQ6_K;
+      } else if (t.name.ends_with("attn_v.weight")) {
+        want = experts == 8 ? WeightType::kQ8_0 : more ? WeightType::kQ6_K : WeightType::kQ4_K;
+      } else if (t.name.ends_with("attn_k.weight") && experts == 8) {
+        want = WeightType::kQ8_0;
+      } else if (t.name.ends_with("attn_output.weight") && experts == 8) {
+        want = WeightType::kQ5_K;
+      } else if (t.name.find("ffn_down") != std::string::npos && more) {
+        want = WeightType::kQ6_K;
+      }
+      EXPECT_EQ(t.type, want);
+    }
+  }
+}
+
+TEST(GgufMetadataFor, WritesTheExpertKeys) {
+  auto keys = [](const model::ModelConfig& c) {
+    Result<std::vector<GgufKeyValue>> kvs = GgufMetadataFor(c, "m", 38, true);
+    EXPECT_TRUE(kvs.ok()) << kvs.error().ToString();
+    std::map<std::string, GgufValue> got;
+    for (const auto& kv : *kvs) got[kv.key] = kv.value;
+    return got;
+  };
+  auto q2 = keys(MoeConfig(model::Architecture::kQwen2Moe, 8, false));
+  EXPECT_EQ(q2.at("general.architecture"), GgufString("qwen2moe"));
+  EXPECT_EQ(q2.at("qwen2moe.expert_count"), GgufU32(8));
+  EXPECT_EQ(q2.at("qwen2moe.expert_used_count"), GgufU32(2));
+  EXPECT_EQ(q2.at("qwen2moe.feed_forward_length"), GgufU32(96));
+  EXPECT_EQ(q2.at("qwen2moe.expert_feed_forward_length"), GgufU32(32));
+  EXPECT_EQ(q2.at("qwen2moe.expert_shared_feed_forward_length"), GgufU32(64));
+  EXPECT_EQ(q2.count("qwen2moe.expert_weights_norm"), 0u);  // off: the reader's default
+  model::ModelConfig normed = MoeConfig(model::Architecture::kQwen2Moe, 8, false);
+  normed.norm_topk_prob = true;
+  EXPECT_EQ(keys(normed).at("qwen2moe.expert_weights_norm"), GgufBool(true));
+  model::ModelConfig raw = MoeConfig(model::Architecture::kQwen3Moe, 8, false);
+  raw.norm_topk_prob = false;
+  EXPECT_EQ(keys(raw).at("qwen3moe.expert_weights_norm"), GgufBool(false));
+  // Mixtral: llama, experts feed_forward_length wide.
+  model::ModelConfig mixtral = MoeConfig(model::Architecture::kMixtral, 8, false);
+  mixtral.expert_ffn_size = mixtral.ffn_size;
+  auto m = keys(mixtral);
+  EXPECT_EQ(m.at("general.architecture"), GgufString("llama"));
+  EXPECT_EQ(m.at("llama.expert_count"), GgufU32(8));
+  EXPECT_EQ(m.count("llama.expert_feed_forward_length"), 0u);
+  EXPECT_EQ(m.count("llama.expert_weights_norm"), 0u);
+}
+
+TEST(GgufMetadataFor, RefusesMixturesAGgufFileCannotSay) {
+  auto refusal = [](const model::ModelConfig& c) {
+    Result<std::vector<GgufKeyValue>> kvs = GgufMetadataFor(c, "m", 38, true);
+    EXPECT_FALSE(kvs.ok());
+    return kvs.ok() ? std::string() : kvs.error().ToString();
+  };
+  model::ModelConfig shared = MoeConfig(model::Architecture::kQwen3Moe, 8, false);
+  shared.shared_expert_ffn_size = 64;
+  EXPECT_NE(refusal(shared).find("qwen3moe with a shared expert"), std::string::npos);
+  model::ModelConfig unshared = MoeConfig(model::Architecture::kQwen2Moe, 8, false);
+  unshared.shared_expert_ffn_size = 0;
+  EXPECT_NE(refusal(unshared).find("qwen2moe without a shared expert"), std::string::npos);
+  model::ModelConfig narrow = MoeConfig(model::Architecture::kMixtral, 8, false);
+  EXPECT_NE(refusal(narrow).find("feed_forward_length"), std::string::npos);
+  model::ModelConfig dense_qwen3 = MoeConfig(model::Architecture::kQwen3, 8, false);
+  dense_qwen3.qk_norm = true;
+  EXPECT_NE(refusal(dense_qwen3).find("qwen3 with experts"), std::string::npos);
+  model::ModelConfig untruncated = MoeConfig(model::Architecture::kQwen3Moe, 8, false);
+  untruncated.rope_scaling.type = model::RopeScaling::Type::kYarn;
+  untruncated.rope_scaling.factor = 4.0;
+  untruncated.rope_scaling.truncate = false;
+  EXPECT_NE(refusal(untruncated).find("untruncated YaRN"), std::string::npos);
+}
+
+// gpt-oss as its files imply it: even layers slide, YaRN untruncated, the
+// clamp 7 and 1.702; anything else is refused by name.
+model::ModelConfig GptOssConfig() {
+  model::ModelConfig c = MoeConfig(model::Architecture::kGptOss, 8, false);
+  c.qk_norm = false;
+  c.attention_bias = true;
+  c.routing = model::Routing::kTopKSoftmax;
+  c.norm_topk_prob = true;
+  c.moe_bias = c.output_bias = c.attention_sinks = true;
+  c.swiglu_limit = 7.0;
+  c.window = 8;
+  c.rope_scaling.type = model::RopeScaling::Type::kYarn;
+  c.rope_scaling.factor = 4.0;
+  c.rope_scaling.original_max_positions = 4096;
+  c.rope_scaling.truncate = false;
+  c.rope_scaling.beta_fast = 16.0;
+  c.rope_scaling.attention_factor = 0;
+  model::SettleYarn(0, 0, c.rope_scaling);
+  for (uint64_t i = 0; i < c.num_layers; ++i) {
+    c.layers.push_back({i % 2 == 0 ? c.window : 0, c.rope_theta, c.rope_scaling});
+  }
+  return c;
+}
+
+TEST(GgufMetadataFor, WritesGptOssAsItsFilesSayIt) {
+  Result<std::vector<GgufKeyValue>> kvs = GgufMetadataFor(GptOssConfig(), "m", 38, true);
+  ASSERT_TRUE(kvs.ok()) << kvs.error().ToString();
+  std::map<std::string, GgufValue> got;
+  for (const auto& kv : *kvs) got[kv.key] = kv.value;
+  EXPECT_EQ(got.at("gpt-oss.attention.sliding_window"), GgufU32(8));
+  EXPECT_EQ(got.at("gpt-oss.rope.scaling.type"), GgufString("yarn"));
+  EXPECT_EQ(got.at("gpt-oss.rope.scaling.factor"), GgufF32(4.0f));
+  EXPECT_EQ(got.at("gpt-oss.rope.scaling.original_context_length"), GgufU32(4096));
+  EXPECT_EQ(got.at("gpt-oss.rope.scaling.yarn_beta_fast"), GgufF32(16.0f));
+  EXPECT_EQ(got.count("gpt-oss.rope.scaling.yarn_beta_slow"), 0u);  // 1, the default
+  EXPECT_EQ(got.count("gpt-oss.rope.scaling.yarn_attn_factor"), 0u);
+  EXPECT_EQ(got.at("gpt-oss.expert_feed_forward_length"), GgufU32(32));
+  model::ModelConfig scaled = GptOssConfig();
+  scaled.rope_scaling.attention_factor *= 2;
+  for (auto& l : scaled.layers) l.rope_scaling = scaled.rope_scaling;
+  bool found = false;
+  const Result<std::vector<GgufKeyValue>> scaled_kvs = GgufMetadataFor(scaled, "m", 38, true);
+  ASSERT_TRUE(scaled_kvs.ok());
+  for (const auto& kv : *scaled_kvs) {
+    if (kv.key == "gpt-oss.rope.scaling.yarn_attn_factor") {
+      EXPECT_EQ(kv.value, GgufF32(2.0f));
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+
+  model::ModelConfig all_global = GptOssConfig();
+  for (auto& l : all_global.layers) l.window = 0;
+  EXPECT_NE(GgufMetadataFor(all_global, "m", 38, true)
+                .error()
+                .message()
+                .find("gpt-oss layer 0 with window 0"),
+            std::string::npos);
+  model::ModelConfig clamp = GptOssConfig();
+  clamp.swiglu_limit = 0.5;
+  EXPECT_NE(GgufMetadataFor(clamp, "m", 38, true).error().message().find("swiglu_limit 0.5"),
+            std::string::npos);
+}
+
 class QuantizeModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -337,6 +602,77 @@ TEST_F(QuantizeModelTest, ANonFiniteWeightIsRefusedAndLeavesTheOutputAlone) {
             std::string::npos)
       << r.error().message();
   EXPECT_EQ(FileBytesOf(out), (std::vector<char>{'p', 'r', 'e', 'v', 'i', 'o', 'u', 's'}));
+  EXPECT_FALSE(fs::exists(dir_ / "out.gguf.tmp"));
+}
+
+// An f32 GGUF file of a model of `c`, as folio writes one from a folder
+// (GgufMetadataFor's keys, PlanQuantization's tensors), its weights a
+// smooth function of the tensor and element index; `nan` (a tensor name
+// and element) is NaN.
+void WriteF32Gguf(const model::ModelConfig& c, const fs::path& path,
+                  std::pair<std::string, uint64_t> nan = {}) {
+  const std::vector<TensorQuantization> plan = PlanQuantization(c, Scheme("f32"));
+  std::vector<GgufTensorSpec> specs;
+  for (const TensorQuantization& t : plan) {
+    specs.push_back({t.name, GgmlType::kF32, {t.shape.rbegin(), t.shape.rend()}});
+  }
+  auto fill = [&](size_t i, std::span<std::byte> out) {
+    std::vector<float> v(out.size() / 4);
+    for (size_t k = 0; k < v.size(); ++k) {
+      v[k] = 0.1f * static_cast<float>(std::sin(0.37 * static_cast<double>(k) + 1.3 * i));
+      if (plan[i].name == nan.first && k == nan.second) v[k] = std::nanf("");
+    }
+    std::memcpy(out.data(), v.data(), out.size());
+    return Status::Ok();
+  };
+  ASSERT_TRUE(WriteGgufFile(path, *GgufMetadataFor(c, "moe", 0, false), specs, fill).ok());
+}
+
+// GGUF experts in, MXFP4 stacks out: each row of each expert's stack is
+// QuantizeRow of the same row of the source (the experts, read as one
+// tensor each, are stacked back in order).
+TEST_F(QuantizeModelTest, ExpertStacksAreWrittenRowForRow) {
+  const model::ModelConfig c = MoeConfig(model::Architecture::kQwen2Moe, 4, false);
+  const fs::path src_path = dir_ / "src.gguf", out_path = dir_ / "out.gguf";
+  WriteF32Gguf(c, src_path);
+  Result<QuantizeReport> r = Quantize(src_path, out_path, "mxfp4_moe");
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  GgufFile src = *GgufFile::Open(src_path), dst = *GgufFile::Open(out_path);
+  ASSERT_EQ(dst.tensors().size(), src.tensors().size());
+  size_t stacks = 0;
+  for (size_t i = 0; i < src.tensors().size(); ++i) {
+    const auto& s = src.tensors()[i];
+    const auto& d = dst.tensors()[i];
+    ASSERT_EQ(d.name, s.name);
+    EXPECT_EQ(d.dims, s.dims);
+    if (d.type != GgmlType::kMXFP4) continue;
+    ++stacks;
+    ASSERT_EQ(d.dims.size(), 3u);
+    const auto src_bytes = src.Data(s);
+    std::vector<float> values(src_bytes.size() / 4);
+    std::memcpy(values.data(), src_bytes.data(), src_bytes.size());
+    std::vector<std::byte> want(d.num_bytes);
+    ASSERT_TRUE(ops::QuantizeRow(WeightType::kMXFP4, values, want.data()).ok());
+    const auto got = dst.Data(d);
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin(), want.end())) << d.name;
+  }
+  EXPECT_EQ(stacks, 3 * c.num_layers);
+  ASSERT_TRUE(LoadModel(out_path).ok());
+}
+
+// A NaN in an expert is named by tensor, expert and row; nothing is written.
+TEST_F(QuantizeModelTest, ANonFiniteExpertWeightIsNamedByExpertAndRow) {
+  const model::ModelConfig c = MoeConfig(model::Architecture::kQwen3Moe, 4, false);
+  const fs::path src_path = dir_ / "src.gguf";
+  // Expert 2, row 5, element 7 of a [4, 32, 64] stack.
+  WriteF32Gguf(c, src_path, {"blk.1.ffn_up_exps.weight", (2 * 32 + 5) * 64 + 7});
+  Result<QuantizeReport> r = Quantize(src_path, dir_ / "out.gguf", "mxfp4_moe");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(
+      r.error().message().find("tensor blk.1.ffn_up_exps.weight: expert 2 row 5: element 7 is nan"),
+      std::string::npos)
+      << r.error().message();
+  EXPECT_FALSE(fs::exists(dir_ / "out.gguf"));
   EXPECT_FALSE(fs::exists(dir_ / "out.gguf.tmp"));
 }
 

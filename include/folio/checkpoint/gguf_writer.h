@@ -59,6 +59,7 @@ void SetGgufValue(std::vector<GgufKeyValue>& kvs, std::string_view key, GgufValu
 GgufValue GgufU32(uint32_t v);
 GgufValue GgufF32(float v);
 GgufValue GgufString(std::string v);
+GgufValue GgufBool(bool v);
 
 // The bytes before the data section (header, key/values, tensor infos,
 // padding to the alignment), and in `offsets` each tensor's offset in the

@@ -1,24 +1,42 @@
 // Quantizing a model file into a GGUF file: what `folio quantize` runs.
 //
-// Any model LoadModel reads (a GGUF file, a Hugging Face or folio folder of
-// a llama, mistral, qwen2 or qwen3 model) comes out as a GGUF file that
-// LoadModel, llama.cpp and the gguf Python package read. Matrices take the
-// scheme's types (ops::QuantizeRow encodes them, from the source decoded to
-// f32 by ops::DequantizeRow); 1-D tensors (norms, biases) are written as
-// f32.
+// Any model LoadModel reads (a GGUF file; a Hugging Face or folio folder of
+// a llama, mistral, qwen2, qwen3, qwen3moe, qwen2moe, mixtral or gpt-oss
+// model) comes out as a GGUF file that LoadModel, llama.cpp and the gguf
+// Python package read. Matrices take the scheme's types (ops::QuantizeRow
+// encodes them, from the source decoded to f32 by ops::DequantizeRow);
+// 1-D tensors (norms, biases, attention sinks) are written as f32.
+//
+// Mixtures of experts are written as llama.cpp's converter writes them: per
+// layer the router blk.N.ffn_gate_inp.weight [experts, hidden] (and gpt-oss's
+// bias), each projection's experts stacked into one 3-D tensor
+// blk.N.ffn_{gate,up}_exps.weight [experts, expert_ffn, hidden] and
+// blk.N.ffn_down_exps.weight [experts, hidden, expert_ffn] (expert j's rows
+// the j-th block; gpt-oss's expert biases likewise as 2-D
+// blk.N.ffn_{gate,up,down}_exps.bias [experts, n]), and Qwen2-MoE's shared
+// expert as blk.N.ffn_{gate,up,down}_shexp.weight with its gate
+// blk.N.ffn_gate_inp_shexp.weight [1, hidden]. Shapes here are row-major
+// (GGUF lists them innermost first).
 //
 // Schemes (--type): f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k,
-// q5_k, q6_k, iq4_nl and iq4_xs put every matrix in that type (as
-// llama-quantize --pure does; its default would also raise the output head
-// to Q6_K); q4_k_m and q5_k_m are llama.cpp's Q4_K_M and Q5_K_M mixes
-// (PlanQuantization).
+// q5_k, q6_k, iq4_nl and iq4_xs put every matrix in that type, expert
+// stacks included (as llama-quantize --pure does; its default would also
+// raise the output head to Q6_K); q4_k_m and q5_k_m are llama.cpp's Q4_K_M
+// and Q5_K_M mixes, and mxfp4_moe its MXFP4_MOE (PlanQuantization). In
+// every scheme the routers (ffn_gate_inp, ffn_gate_inp_shexp) stay f32:
+// llama.cpp's converter writes them f32 and llama-quantize never quantizes
+// them (it skips ffn_gate_inp.weight by name, and ffn_gate_inp_shexp is one
+// row). folio writes them f32 from a GGUF source too, where llama-quantize
+// would keep the source's type: f32 holds any source type exactly.
 //
 // Metadata: from a GGUF source every key is copied in order, with
 // general.file_type set to the scheme's llama.cpp file type and
-// general.quantization_version to 2 when a tensor is quantized. From a
-// folder, llama.cpp's keys for the config (GgufMetadataFor) and the chat
-// template of tokenizer_config.json; no tokenizer.ggml.* keys, so such a
-// file has no tokenizer for `folio generate` (the model loads).
+// general.quantization_version to 2 when a tensor is quantized; its
+// tensors keep their names, order and shapes. From a folder, llama.cpp's
+// keys for the config (GgufMetadataFor) and the chat template of
+// tokenizer_config.json; tokenizer.ggml.* keys when the folder's
+// tokenizer.json has a GGUF form, else none, and such a file has no
+// tokenizer for `folio generate` (the model loads).
 #ifndef FOLIO_CHECKPOINT_QUANTIZE_MODEL_H_
 #define FOLIO_CHECKPOINT_QUANTIZE_MODEL_H_
 
@@ -41,6 +59,9 @@ namespace folio::checkpoint {
 enum class QuantizeMix : uint8_t {
   kPure,  // every matrix in the base type
   kKM,    // llama.cpp's _K_M mixes (PlanQuantization)
+  // llama.cpp's MXFP4_MOE: expert stacks MXFP4, other matrices Q8_0
+  // (PlanQuantization)
+  kMxfp4Moe,
 };
 
 struct QuantizeScheme {
@@ -49,8 +70,8 @@ struct QuantizeScheme {
   QuantizeMix mix;
   // llama.cpp's LLAMA_FTYPE: ALL_F32 0, MOSTLY_F16 1, Q4_0 2, Q4_1 3, Q8_0
   // 7, Q5_0 8, Q5_1 9, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16, Q5_K_M 17, Q6_K
-  // 18, IQ4_NL 25, IQ4_XS 30, BF16 32. A pure q4_k or q5_k file says Q4_K_S
-  // or Q5_K_S, the llama.cpp types closest to it.
+  // 18, IQ4_NL 25, IQ4_XS 30, BF16 32, MXFP4_MOE 38. A pure q4_k or q5_k
+  // file says Q4_K_S or Q5_K_S, the llama.cpp types closest to it.
   uint32_t file_type;
 };
 
@@ -70,6 +91,7 @@ inline constexpr QuantizeScheme kQuantizeSchemes[] = {
     {"iq4_xs", ops::WeightType::kIQ4_XS, QuantizeMix::kPure, 30},
     {"q4_k_m", ops::WeightType::kQ4_K, QuantizeMix::kKM, 15},
     {"q5_k_m", ops::WeightType::kQ5_K, QuantizeMix::kKM, 17},
+    {"mxfp4_moe", ops::WeightType::kMXFP4, QuantizeMix::kMxfp4Moe, 38},
 };
 
 // The scheme called `name`, or InvalidArgument listing the names.
@@ -77,10 +99,12 @@ Result<QuantizeScheme> ParseQuantizeScheme(std::string_view name);
 
 // One tensor's decision.
 struct TensorQuantization {
-  std::string name;             // its GGUF name ("blk.0.attn_q.weight")
-  std::vector<uint64_t> shape;  // row-major ([out, in] for a matrix)
-  ops::WeightType wanted;       // what the scheme asks for
-  ops::WeightType type;         // what is written: wanted, or its fallback
+  std::string name;  // its GGUF name ("blk.0.attn_q.weight")
+  // Row-major: [out, in] for a matrix, [experts, out, in] for an expert
+  // stack, [experts, n] for a stack of expert biases.
+  std::vector<uint64_t> shape;
+  ops::WeightType wanted;  // what the scheme asks for
+  ops::WeightType type;    // what is written: wanted, or its fallback
   bool fallback() const { return type != wanted; }
 };
 
@@ -97,28 +121,66 @@ ops::WeightType FallbackType(ops::WeightType wanted, uint64_t cols);
 // i < n/8, i >= 7n/8, or (i - n/8) % 3 == 2, integer division).
 bool MoreBitsLayer(uint64_t i, uint64_t n);
 
-// Each tensor of a model of `config`, in ForEachTensor order, with its
-// type: 1-D tensors f32; matrices the scheme's base type, except in the
-// _K_M mixes, where the output head (output.weight, or token_embd.weight
-// when the embedding is tied and serves as the head) and attn_v.weight and
-// ffn_down.weight of MoreBitsLayer layers take Q6_K (llama.cpp's rules for
-// Q4_K_M and Q5_K_M in models without experts). Then FallbackType.
+// Each GGUF tensor of a model of `config`, in ForEachTensor order (an
+// expert stack, or a tensor stored fused, where its first part comes), with
+// its type: llama.cpp's llama_tensor_get_type restated, then FallbackType.
+//
+// In every scheme: 1-D tensors, biases (a stack of expert biases too) and
+// the routers (ffn_gate_inp.weight, ffn_gate_inp_shexp.weight) f32.
+//
+// Pure schemes: every other matrix the base type, expert stacks included.
+//
+// mxfp4_moe (llama.cpp's MXFP4_MOE branch): a 3-D tensor of more than one
+// expert (ne[2] > 1: the ffn_{gate,up,down}_exps stacks) MXFP4; every
+// other matrix Q8_0: attention, the shared expert's ffn_*_shexp, a dense
+// MLP, the token embedding and the output head (tied or not). Rows that
+// are not whole 32-blocks fall back to f16, MXFP4 and Q8_0 alike.
+//
+// _K_M mixes (llama.cpp's Q4_K_M and Q5_K_M): the output head
+// (output.weight, or token_embd.weight when tied) Q6_K; attn_v (and a fused
+// attn_qkv, which llama.cpp counts as attn_v) Q6_K in MoreBitsLayer
+// layers; every ffn_down of a MoreBitsLayer layer Q6_K: the dense
+// ffn_down, the experts' ffn_down_exps and the shared expert's
+// ffn_down_shexp alike (llama.cpp reads an MoE tensor's layer from its
+// name); the rest the base type. With exactly 8 experts (llama.cpp's
+// n_expert == 8 rules, written for Mixtral 8x7B): attn_v and attn_k Q8_0,
+// attn_output Q5_K. folio leaves out llama.cpp's rule for 70B models
+// (attn_v Q5_K where Q4_K), which reads its model-size guess.
 std::vector<TensorQuantization> PlanQuantization(const model::ModelConfig& config,
                                                  const QuantizeScheme& scheme);
 
 // llama.cpp's metadata for a model of `config` (from a folder):
-// general.architecture (its GGUF name; mistral says llama), general.name,
-// general.file_type, general.quantization_version when `quantized`, and
-// {arch}.context_length, embedding_length, block_count,
+// general.architecture (its GGUF name; mistral and mixtral say llama),
+// general.name, general.file_type, general.quantization_version when
+// `quantized`, and {arch}.context_length, embedding_length, block_count,
 // feed_forward_length, attention.head_count, attention.head_count_kv,
 // attention.layer_norm_rms_epsilon (f32), rope.freq_base (f32),
 // rope.dimension_count, vocab_size, attention.key_length and value_length
-// (with an explicit head dim), rope.scaling.type and factor (linear), and
-// attention.sliding_window (with a window). Unimplemented for what a GGUF
-// file cannot say to folio's loader: the folio architecture (no GGUF
-// name), llama3 RoPE scaling (llama.cpp stores it as a rope_freqs tensor),
-// a bias or q/k-norm choice the GGUF architecture fixes otherwise, or
-// interleaved RoPE for an architecture whose GGUF files rotate NeoX halves.
+// (with an explicit head dim), attention.sliding_window (with a window),
+// rope.scaling.type and factor (linear), and for YaRN rope.scaling.type,
+// factor and original_context_length, yarn_beta_fast and yarn_beta_slow
+// when not 32 and 1, and yarn_attn_factor when the attention factor is not
+// YaRN's own for the factor (as folio's reader, YarnFromGguf, reads them).
+// Experts: expert_count, expert_used_count, expert_feed_forward_length
+// (qwen3moe, qwen2moe, gpt-oss; llama's experts are feed_forward_length
+// wide), expert_shared_feed_forward_length (qwen2moe), and
+// expert_weights_norm when the renormalisation of the chosen experts'
+// weights is not what folio's reader assumes without it (qwen2moe: off;
+// the others: on). llama.cpp's graphs for these architectures fix that
+// choice and do not read the key: such a file runs as its source in folio,
+// not in llama.cpp. gpt-oss's files say no more (GptOssFromGguf): the
+// layer pattern, sinks, biases, routing and clamp are the architecture's.
+// Unimplemented for what a GGUF file cannot say to folio's loader and
+// llama.cpp: the folio architecture (no GGUF name), llama3 RoPE scaling
+// (llama.cpp stores it as a rope_freqs tensor), a bias or q/k-norm choice
+// the GGUF architecture fixes otherwise, interleaved RoPE for an
+// architecture whose GGUF files rotate NeoX halves, experts in an
+// architecture without them (or none in one with them), a shared expert
+// outside qwen2moe (or qwen2moe without one), llama experts of another
+// width than feed_forward_length, a YaRN ramp truncated otherwise than the
+// reader assumes (rounded bounds; gpt-oss: not rounded), and gpt-oss
+// settings other than those its GGUF files imply (even layers slide with
+// the window on one RoPE, swiglu_limit 7 and alpha 1.702).
 Result<std::vector<GgufKeyValue>> GgufMetadataFor(const model::ModelConfig& config,
                                                   std::string name, uint32_t file_type,
                                                   bool quantized);
