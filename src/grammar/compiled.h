@@ -1,6 +1,6 @@
 // The compiled form of a grammar: rules as alternatives of elements, each
-// element one byte set or a rule reference, laid out flat so a parse
-// position is one index.
+// element one byte set, one token or a rule reference, laid out flat so a
+// parse position is one index.
 #ifndef FOLIO_GRAMMAR_COMPILED_H_
 #define FOLIO_GRAMMAR_COMPILED_H_
 
@@ -25,6 +25,7 @@ struct ByteSet {
 struct Element {
   enum class Kind : uint8_t {
     kBytes,  // one byte from byte_sets[arg]
+    kToken,  // the token whose id is arg, whole (a token reference)
     kRule,   // rule arg
     kEnd,    // the end of an alternative
   };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,11 +22,13 @@ constexpr int kMaxNesting = 256;
 constexpr uint32_t kSurrogateLo = 0xD800;
 constexpr uint32_t kSurrogateHi = 0xDFFF;
 
-// One symbol of a sequence: a byte set or a rule.
+// One symbol of a sequence: a byte set, a token or a rule (never kEnd).
 struct Sym {
-  bool is_rule = false;
+  Element::Kind kind = Element::Kind::kBytes;
   uint32_t arg = 0;
+  bool is_rule() const { return kind == Element::Kind::kRule; }
 };
+Sym RuleSym(uint32_t rule) { return Sym{Element::Kind::kRule, rule}; }
 using Seq = std::vector<Sym>;
 
 struct Rule {
@@ -55,7 +58,8 @@ int HexValue(char c) {
 
 class Parser {
  public:
-  Parser(std::string_view src, const GrammarLimits& limits) : src_(src), limits_(limits) {}
+  Parser(std::string_view src, const GrammarLimits& limits, const TokenVocabulary& vocabulary)
+      : src_(src), limits_(limits), vocabulary_(vocabulary) {}
 
   Result<std::unique_ptr<CompiledGrammar>> Run() {
     if (src_.size() > limits_.max_source_bytes) {
@@ -165,7 +169,7 @@ class Parser {
   Sym ByteSym(uint8_t lo, uint8_t hi) {
     ByteSet s;
     s.AddRange(lo, hi);
-    return Sym{false, SetId(s)};
+    return Sym{Element::Kind::kBytes, SetId(s)};
   }
 
   // --- syntax ---
@@ -174,10 +178,7 @@ class Parser {
     const size_t start = pos_;
     std::string name;
     while (!AtEnd() && IsNameChar(Peek())) name += src_[pos_++];
-    if (name.empty()) {
-      return ErrorHere(Peek() == '<' ? "token references (<...>) are not supported"
-                                     : "expected a rule name");
-    }
+    if (name.empty()) return ErrorHere("expected a rule name");
     SkipSpace(false);
     if (src_.substr(pos_, 3) != "::=") return ErrorHere("expected ::= after rule name " + name);
     pos_ += 3;
@@ -247,9 +248,12 @@ class Parser {
       ++pos_;
       if (alts.size() == 1) return std::move(alts[0]);
       FOLIO_ASSIGN_OR_RETURN(const uint32_t id, HelperRule(std::move(alts)));
-      return Seq{Sym{true, id}};
+      return Seq{RuleSym(id)};
     }
-    if (c == '<') return ErrorHere("token references (<...>) are not supported");
+    if (c == '<') return ParseToken();
+    if (c == '!' && Peek(1) == '<') {
+      return ErrorHere("negated token references (!<...>) are not supported");
+    }
     if (IsNameChar(c)) {
       const size_t start = pos_;
       std::string name;
@@ -262,11 +266,60 @@ class Parser {
         return Error(start, "expected a line break before the definition of " + name);
       }
       FOLIO_ASSIGN_OR_RETURN(const uint32_t id, RuleId(name, start));
-      return Seq{Sym{true, id}};
+      return Seq{RuleSym(id)};
     }
     if (c == ']') return ErrorHere("unbalanced ]");
     return ErrorHere(std::string("expected a literal, a class, a rule name or a group, not '") + c +
                      "'");
+  }
+
+  // A token reference: <[id]>, or <text> up to the first > (no blanks),
+  // the token whose vocabulary string that is.
+  Result<Seq> ParseToken() {
+    const size_t open = pos_;
+    if (Peek(1) == '[') {
+      pos_ += 2;
+      uint64_t id = 0;
+      size_t digits = 0;
+      while (!AtEnd() && Peek() >= '0' && Peek() <= '9') {
+        id = id * 10 + static_cast<uint64_t>(Peek() - '0');
+        if (id > uint64_t{INT32_MAX}) return Error(open, "token id is over 2^31 - 1");
+        ++pos_;
+        ++digits;
+      }
+      if (digits == 0 || Peek() != ']' || Peek(1) != '>') {
+        return Error(open, "expected a token id, written <[123]>");
+      }
+      pos_ += 2;
+      if (vocabulary_.size != 0 && id >= vocabulary_.size) {
+        return Error(open, "token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                               std::to_string(vocabulary_.size) + ")");
+      }
+      return Seq{Sym{Element::Kind::kToken, static_cast<uint32_t>(id)}};
+    }
+    size_t end = pos_ + 1;
+    while (end < src_.size() && src_[end] != '>' && src_[end] != ' ' && src_[end] != '\t' &&
+           src_[end] != '\r' && src_[end] != '\n') {
+      ++end;
+    }
+    if (end >= src_.size() || src_[end] != '>' || end == pos_ + 1) {
+      return Error(open,
+                   "unterminated token reference: expected > (a token is written <[123]> or as "
+                   "its vocabulary string, <|end|>, without blanks)");
+    }
+    const std::string text(src_.substr(pos_, end + 1 - pos_));
+    if (!vocabulary_.find) {
+      return Error(open, "token " + text +
+                             " is named by its text, which needs the model's vocabulary; name "
+                             "it by id (<[123]>)");
+    }
+    const std::optional<int32_t> id = vocabulary_.find(text);
+    if (!id || *id < 0 ||
+        (vocabulary_.size != 0 && static_cast<uint64_t>(*id) >= vocabulary_.size)) {
+      return Error(open, "no token of the model's vocabulary is " + text);
+    }
+    pos_ = end + 1;
+    return Seq{Sym{Element::Kind::kToken, static_cast<uint32_t>(*id)}};
   }
 
   // One code point of a literal or class: an escape or a UTF-8 character.
@@ -400,13 +453,13 @@ class Parser {
     }
     Sym sym;
     if (alts.empty()) {
-      sym = Sym{false, SetId(ascii)};
+      sym = Sym{Element::Kind::kBytes, SetId(ascii)};
     } else {
       std::vector<Seq> all;
-      if (has_ascii) all.push_back(Seq{Sym{false, SetId(ascii)}});
+      if (has_ascii) all.push_back(Seq{Sym{Element::Kind::kBytes, SetId(ascii)}});
       for (Seq& seq : alts) all.push_back(std::move(seq));
       FOLIO_ASSIGN_OR_RETURN(const uint32_t id, HelperRule(std::move(all)));
-      sym = Sym{true, id};
+      sym = RuleSym(id);
     }
     class_rules_.emplace(ranges, sym);
     return sym;
@@ -430,18 +483,18 @@ class Parser {
   Result<Sym> Single(Seq unit) {
     if (unit.size() == 1) return unit[0];
     FOLIO_ASSIGN_OR_RETURN(const uint32_t id, HelperRule({std::move(unit)}));
-    return Sym{true, id};
+    return RuleSym(id);
   }
 
   // S ::= unit S | (empty)
   Result<Sym> Star(Sym unit, size_t offset) {
     FOLIO_ASSIGN_OR_RETURN(const uint32_t id,
                            NewRule(current_rule_ + "_" + std::to_string(++helper_count_)));
-    rules_[id].alts = {Seq{unit, Sym{true, id}}, Seq{}};
+    rules_[id].alts = {Seq{unit, RuleSym(id)}, Seq{}};
     rules_[id].defined = true;
     FOLIO_RETURN_IF_ERROR(Grow(4));
     repeats_.push_back(Repeat{unit, offset});
-    return Sym{true, id};
+    return RuleSym(id);
   }
 
   Result<Seq> ParseQuantifier(Seq unit_seq, size_t item_start) {
@@ -458,7 +511,7 @@ class Parser {
     }
     if (q == '?') {
       FOLIO_ASSIGN_OR_RETURN(const uint32_t id, HelperRule({Seq{unit}, Seq{}}));
-      return Seq{Sym{true, id}};
+      return Seq{RuleSym(id)};
     }
     // {m}, {m,}, {m,n}
     SkipSpace(true);
@@ -488,9 +541,9 @@ class Parser {
       // R1 ::= unit | (empty);  Rk ::= unit R(k-1) | (empty)
       FOLIO_ASSIGN_OR_RETURN(uint32_t tail, HelperRule({Seq{unit}, Seq{}}));
       for (size_t k = m + 1; k < n; ++k) {
-        FOLIO_ASSIGN_OR_RETURN(tail, HelperRule({Seq{unit, Sym{true, tail}}, Seq{}}));
+        FOLIO_ASSIGN_OR_RETURN(tail, HelperRule({Seq{unit, RuleSym(tail)}, Seq{}}));
       }
-      out.push_back(Sym{true, tail});
+      out.push_back(RuleSym(tail));
     }
     return out;
   }
@@ -533,7 +586,7 @@ class Parser {
     for (size_t i = 0; i < rules_.size(); ++i) {
       for (const Seq& alt : rules_[i].alts) {
         for (const Sym s : alt) {
-          if (s.is_rule) begins[i].push_back(s.arg);
+          if (s.is_rule()) begins[i].push_back(s.arg);
           if (!IsNullable(s)) break;
         }
       }
@@ -567,7 +620,7 @@ class Parser {
     return Status::Ok();
   }
 
-  bool IsNullable(Sym s) const { return s.is_rule && nullable_[s.arg]; }
+  bool IsNullable(Sym s) const { return s.is_rule() && nullable_[s.arg]; }
 
   // A helper rule's name is derived from the rule it lies in; report that.
   std::string NamedRule(uint32_t id) const {
@@ -594,8 +647,7 @@ class Parser {
       for (const Seq& alt : rules_[i].alts) {
         g->rule_alternatives[i].push_back(static_cast<uint32_t>(g->elements.size()));
         for (const Sym s : alt) {
-          g->elements.push_back(
-              Element{s.is_rule ? Element::Kind::kRule : Element::Kind::kBytes, s.arg});
+          g->elements.push_back(Element{s.kind, s.arg});
         }
         g->elements.push_back(Element{Element::Kind::kEnd, 0});
       }
@@ -606,6 +658,7 @@ class Parser {
 
   std::string_view src_;
   const GrammarLimits& limits_;
+  const TokenVocabulary& vocabulary_;
   size_t pos_ = 0;
   std::vector<Rule> rules_;
   std::map<std::string, uint32_t> rule_ids_;
@@ -622,8 +675,9 @@ class Parser {
 }  // namespace
 
 Result<std::unique_ptr<CompiledGrammar>> CompileGbnf(std::string_view gbnf,
-                                                     const GrammarLimits& limits) {
-  return Parser(gbnf, limits).Run();
+                                                     const GrammarLimits& limits,
+                                                     const TokenVocabulary& vocabulary) {
+  return Parser(gbnf, limits, vocabulary).Run();
 }
 
 }  // namespace folio::grammar

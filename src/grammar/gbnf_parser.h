@@ -1,7 +1,8 @@
 // GBNF text to the compiled form (compiled.h): parsing, lowering of
 // literals, classes, groups and repetition to flat rule alternatives, and
 // the checks that keep matching finite (defined rules, a root, no left
-// recursion, no unbounded repetition of an empty match).
+// recursion, no unbounded repetition of an empty match); token references
+// resolved against the vocabulary.
 #ifndef FOLIO_GRAMMAR_GBNF_PARSER_H_
 #define FOLIO_GRAMMAR_GBNF_PARSER_H_
 
@@ -16,7 +17,8 @@ namespace folio::grammar {
 
 // Errors as Grammar::FromGbnf documents them.
 Result<std::unique_ptr<CompiledGrammar>> CompileGbnf(std::string_view gbnf,
-                                                     const GrammarLimits& limits);
+                                                     const GrammarLimits& limits,
+                                                     const TokenVocabulary& vocabulary);
 
 }  // namespace folio::grammar
 

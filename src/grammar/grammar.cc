@@ -12,8 +12,10 @@ Grammar::Grammar(std::unique_ptr<const CompiledGrammar> compiled)
     : compiled_(std::move(compiled)) {}
 
 Result<std::shared_ptr<const Grammar>> Grammar::FromGbnf(std::string_view gbnf,
-                                                         const GrammarLimits& limits) {
-  FOLIO_ASSIGN_OR_RETURN(std::unique_ptr<CompiledGrammar> compiled, CompileGbnf(gbnf, limits));
+                                                         const GrammarLimits& limits,
+                                                         const TokenVocabulary& vocabulary) {
+  FOLIO_ASSIGN_OR_RETURN(std::unique_ptr<CompiledGrammar> compiled,
+                         CompileGbnf(gbnf, limits, vocabulary));
   return std::shared_ptr<const Grammar>(new Grammar(std::move(compiled)));
 }
 

@@ -43,6 +43,7 @@ void MatcherSession::Close(uint32_t pos, uint32_t parent) {
     const Element e = g_.elements[p];
     switch (e.kind) {
       case Element::Kind::kBytes:
+      case Element::Kind::kToken:
         heads_.push_back(InternFrame(p, cont));
         break;
       case Element::Kind::kRule: {
@@ -76,6 +77,9 @@ uint32_t MatcherSession::InternState() {
       State s;
       s.heads = heads_;
       s.accepting = accepting_;
+      s.names_tokens = std::any_of(heads_.begin(), heads_.end(), [&](uint32_t f) {
+        return g_.elements[frames_[f].pos].kind == Element::Kind::kToken;
+      });
       states_.push_back(std::move(s));
     }
     result = it->second;
@@ -91,9 +95,54 @@ uint32_t MatcherSession::ComputeStep(uint32_t state, uint8_t byte) {
   const std::vector<uint32_t> heads = states_[state].heads;
   for (const uint32_t f : heads) {
     const Frame fr = frames_[f];
-    if (g_.byte_sets[g_.elements[fr.pos].arg].Has(byte)) Close(fr.pos + 1, fr.parent);
+    const Element e = g_.elements[fr.pos];
+    if (e.kind == Element::Kind::kBytes && g_.byte_sets[e.arg].Has(byte)) {
+      Close(fr.pos + 1, fr.parent);
+    }
   }
   return InternState();
+}
+
+uint32_t MatcherSession::StepReference(uint32_t state, int32_t token) {
+  if (!states_[state].names_tokens) return kDead;
+  for (const auto& [t, to] : states_[state].token_next) {
+    if (t == token) return to;
+  }
+  const std::vector<uint32_t> heads = states_[state].heads;
+  for (const uint32_t f : heads) {
+    const Frame fr = frames_[f];
+    const Element e = g_.elements[fr.pos];
+    if (e.kind == Element::Kind::kToken && e.arg == static_cast<uint32_t>(token)) {
+      Close(fr.pos + 1, fr.parent);
+    }
+  }
+  const uint32_t to = InternState();
+  states_[state].token_next.emplace_back(token, to);  // states_ may have grown; index again
+  return to;
+}
+
+uint32_t MatcherSession::Union(uint32_t a, uint32_t b) {
+  if (a == kDead || a == b) return b;
+  if (b == kDead) return a;
+  heads_ = states_[a].heads;
+  heads_.insert(heads_.end(), states_[b].heads.begin(), states_[b].heads.end());
+  accepting_ = states_[a].accepting || states_[b].accepting;
+  return InternState();
+}
+
+uint32_t MatcherSession::StepToken(uint32_t state, int32_t token) {
+  const std::string_view bytes = trie_ != nullptr ? trie_->token_bytes(token) : "";
+  const uint32_t by_bytes = bytes.empty() ? kDead : StepBytes(state, bytes);
+  return Union(by_bytes, StepReference(state, token));
+}
+
+bool MatcherSession::NamesNext(uint32_t state, int32_t token) const {
+  if (!states_[state].names_tokens) return false;
+  for (const uint32_t f : states_[state].heads) {
+    const Element e = g_.elements[frames_[f].pos];
+    if (e.kind == Element::Kind::kToken && e.arg == static_cast<uint32_t>(token)) return true;
+  }
+  return false;
 }
 
 uint32_t MatcherSession::Step(uint32_t state, uint8_t byte) {
@@ -149,6 +198,13 @@ void MatcherSession::FillMask(uint32_t state, std::span<uint64_t> allowed) {
     }
     ++i;
   }
+  if (states_[state].names_tokens) {
+    for (const uint32_t f : states_[state].heads) {
+      const Element e = g_.elements[frames_[f].pos];
+      if (e.kind != Element::Kind::kToken || e.arg >= trie_->vocab_size()) continue;
+      allowed[e.arg >> 6] |= uint64_t{1} << (e.arg & 63);
+    }
+  }
   if (mask_bytes_ + words * sizeof(uint64_t) <= kMaxMaskBytes) {
     mask_bytes_ += words * sizeof(uint64_t);
     states_[state].mask = static_cast<int32_t>(masks_.size());
@@ -170,9 +226,10 @@ Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const T
 bool Matcher::AcceptToken(int32_t token) {
   const TokenTrie& trie = *session_->trie();
   if (token < 0 || static_cast<uint64_t>(token) >= trie.vocab_size()) return false;
-  const std::string_view bytes = trie.token_bytes(token);
-  if (bytes.empty()) return false;
-  return AcceptBytes(bytes);
+  const uint32_t to = session_->StepToken(state_, token);
+  if (to == MatcherSession::kDead) return false;
+  state_ = to;
+  return true;
 }
 
 bool Matcher::AcceptBytes(std::string_view bytes) {
@@ -185,6 +242,7 @@ bool Matcher::AcceptBytes(std::string_view bytes) {
 bool Matcher::CanFinish() const { return session_->Accepting(state_); }
 bool Matcher::IsDone() const { return session_->Done(state_); }
 void Matcher::FillMask(std::span<uint64_t> allowed) const { session_->FillMask(state_, allowed); }
+bool Matcher::NamesNext(int32_t token) const { return session_->NamesNext(state_, token); }
 Matcher::Stats Matcher::stats() const { return session_->stats(); }
 
 }  // namespace folio::grammar

@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "folio/grammar/grammar.h"
@@ -32,6 +33,11 @@ class MatcherSession {
   // The state after `byte`, or kDead.
   uint32_t Step(uint32_t state, uint8_t byte);
   uint32_t StepBytes(uint32_t state, std::string_view bytes);
+  // The state after token `token` (in the trie's vocabulary): the union of
+  // its bytes' step and its reference's; kDead when neither survives.
+  uint32_t StepToken(uint32_t state, int32_t token);
+  // Whether a stack of `state` names `token` next (a token reference).
+  bool NamesNext(uint32_t state, int32_t token) const;
   bool Accepting(uint32_t state) const { return states_[state].accepting; }
   bool Done(uint32_t state) const {
     return states_[state].accepting && states_[state].heads.empty();
@@ -53,10 +59,13 @@ class MatcherSession {
   static constexpr uint32_t kUnknown = UINT32_MAX - 1;  // in a transition table
 
   struct State {
-    std::vector<uint32_t> heads;  // sorted frame ids, each at a kBytes element
+    std::vector<uint32_t> heads;  // sorted frame ids, each at a kBytes or kToken element
     bool accepting = false;
+    bool names_tokens = false;                        // a head is at a kToken element
     std::unique_ptr<std::array<uint32_t, 256>> next;  // lazily: kUnknown, kDead or a state
-    int32_t mask = -1;                                // index into masks_, or -1
+    // Steps by token reference, as taken: (token, state or kDead).
+    std::vector<std::pair<int32_t, uint32_t>> token_next;
+    int32_t mask = -1;  // index into masks_, or -1
   };
 
   uint32_t InternFrame(uint32_t pos, uint32_t parent);
@@ -65,6 +74,10 @@ class MatcherSession {
   // The state of the heads and accepting flag built by Close (consumed).
   uint32_t InternState();
   uint32_t ComputeStep(uint32_t state, uint8_t byte);
+  // The state after a reference to `token` (kDead when no stack names it).
+  uint32_t StepReference(uint32_t state, int32_t token);
+  // The state whose stacks are those of a and b (either may be kDead).
+  uint32_t Union(uint32_t a, uint32_t b);
 
   const CompiledGrammar& g_;
   std::shared_ptr<const Grammar> grammar_;

@@ -84,8 +84,12 @@ Result<std::string> StructuredOutputToGbnf(const StructuredOutput& output,
   return Status::InvalidArgument("unknown structured output kind");
 }
 
-GrammarCache::GrammarCache(uint64_t capacity, GrammarLimits limits, JsonSchemaOptions json)
-    : capacity_(capacity), limits_(limits), json_(std::move(json)) {}
+GrammarCache::GrammarCache(uint64_t capacity, GrammarLimits limits, JsonSchemaOptions json,
+                           TokenVocabulary vocabulary)
+    : capacity_(capacity),
+      limits_(limits),
+      json_(std::move(json)),
+      vocabulary_(std::move(vocabulary)) {}
 
 Result<std::shared_ptr<const Grammar>> GrammarCache::Get(const StructuredOutput& output) {
   std::string key = Key(output);
@@ -100,7 +104,8 @@ Result<std::shared_ptr<const Grammar>> GrammarCache::Get(const StructuredOutput&
   }
   // Compile outside the lock: other requests' cache hits never wait for it.
   FOLIO_ASSIGN_OR_RETURN(const std::string gbnf, StructuredOutputToGbnf(output, json_));
-  FOLIO_ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> grammar, Grammar::FromGbnf(gbnf, limits_));
+  FOLIO_ASSIGN_OR_RETURN(std::shared_ptr<const Grammar> grammar,
+                         Grammar::FromGbnf(gbnf, limits_, vocabulary_));
   if (capacity_ == 0) return grammar;
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = index_.find(key); it != index_.end()) return it->second->second;

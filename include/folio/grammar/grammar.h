@@ -16,6 +16,10 @@
 //                 surrogates); the same escapes as literals
 //   .             any one code point
 //   name          a rule, defined anywhere in the grammar ([a-zA-Z0-9-_]+)
+//   <[123]>       the token with id 123, as one token (a token reference)
+//   <|end|>       the token whose vocabulary string is exactly the text
+//                 from < to the first > (no blanks): llama.cpp's syntax,
+//                 as `<think>` or `<|channel|>` (needs a TokenVocabulary)
 //   ( ... )       grouping;  a | b  alternation; juxtaposition is sequence
 //   x* x+ x?      repetition; x{m} x{m,} x{m,n} bounded repetition
 //   # ...         a comment to the end of the line
@@ -26,6 +30,15 @@
 // matched as their UTF-8 bytes, so the matcher works on bytes and a token
 // may end inside a multi-byte character.
 //
+// Token references are terminals of their own: a reference matches that
+// one token id, whole, and never its text spelled by other tokens, so a
+// grammar can require a special token (which has no bytes: TokenTrie)
+// where a literal could only match text. They compose with byte terminals
+// in any rule (`<|channel|> "analysis" <|message|>`); a token reference
+// may only come where the bytes before it end a token. A token with bytes
+// that the grammar both names and spells is allowed either way. Negated
+// references (llama.cpp's `!<[id]>`) and id ranges are refused.
+//
 // How matching works: the grammar is compiled into flat rule alternatives
 // over 256-bit byte sets. A matcher state is a set of parse stacks (as
 // llama.cpp's grammar engine keeps them), each stack a chain of
@@ -33,13 +46,17 @@
 // sorted list of ids, itself interned. Advancing a state by a byte is
 // memoized in a per-state 256-entry table.
 // A token mask walks the vocabulary's byte trie once, advancing the state
-// along each path and skipping a subtree as soon as no stack survives;
-// masks are memoized per state.
+// along each path and skipping a subtree as soon as no stack survives,
+// then adds the tokens that the state's stacks name; masks are memoized
+// per state. A token's step is the union of its bytes' step and its
+// reference's (memoized per state and token).
 #ifndef FOLIO_GRAMMAR_GRAMMAR_H_
 #define FOLIO_GRAMMAR_GRAMMAR_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -58,6 +75,15 @@ struct GrammarLimits {
   uint64_t max_repeat = 10000;                    // m and n in x{m,n}
 };
 
+// The vocabulary a grammar's token references name: ids [0, size) (size
+// 0: any id), and `find`, the id of a token by its vocabulary string
+// (null: tokens can only be named by id). A compiled grammar holds ids, so
+// it belongs to the vocabulary it was compiled against.
+struct TokenVocabulary {
+  uint64_t size = 0;
+  std::function<std::optional<int32_t>(std::string_view)> find;
+};
+
 struct CompiledGrammar;  // src/grammar/compiled.h
 
 // An immutable compiled grammar; share it between requests.
@@ -65,13 +91,16 @@ class Grammar {
  public:
   // Parses and compiles GBNF. Errors: kInvalidArgument naming the line and
   // column and what was expected (a syntax error, an undefined rule, a
-  // missing root, left recursion, a repeated empty match),
+  // missing root, left recursion, a repeated empty match, a token
+  // reference outside `vocabulary` or named by text without one),
   // kResourceExhausted when a limit is passed (naming it).
   static Result<std::shared_ptr<const Grammar>> FromGbnf(std::string_view gbnf,
-                                                         const GrammarLimits& limits = {});
+                                                         const GrammarLimits& limits = {},
+                                                         const TokenVocabulary& vocabulary = {});
 
   // Whether `text` is a complete sentence of the grammar (for tests and
-  // tools; matching goes through a Matcher).
+  // tools; matching goes through a Matcher). Bytes only: a grammar that
+  // needs a token reference matches no text.
   bool Matches(std::string_view text) const;
 
   uint64_t num_rules() const;
@@ -84,9 +113,10 @@ class Grammar {
 };
 
 // A vocabulary as the matcher sees it: each token's bytes, in a byte trie.
-// Tokens with no bytes (special tokens, holes) are never allowed by a
-// grammar; the caller decides about end-of-sequence tokens. Immutable;
-// share it between matchers (build it once per tokenizer).
+// Tokens with no bytes (special tokens, holes) are allowed by a grammar
+// only where it names them (a token reference); the caller decides about
+// end-of-sequence tokens. Immutable; share it between matchers (build it
+// once per tokenizer).
 class TokenTrie {
  public:
   // token_bytes[id]: the bytes token id stands for (empty: never allowed).
@@ -127,9 +157,11 @@ class Matcher {
   // held by shared_ptr.
   Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenTrie> trie);
 
-  // Consumes a token's bytes (as TokenTrie::token_bytes gives them);
-  // false, with the state unchanged, if the grammar does not allow them.
+  // Consumes a token: its bytes (as TokenTrie::token_bytes gives them) or
+  // a reference to it; false, with the state unchanged, if the grammar
+  // allows neither.
   bool AcceptToken(int32_t token);
+  // Consumes bytes (never a token reference).
   bool AcceptBytes(std::string_view bytes);
   // Whether the text so far is a complete sentence (an end of sequence
   // may come now).
@@ -137,9 +169,14 @@ class Matcher {
   // Whether nothing may follow: complete and no byte can extend it.
   bool IsDone() const;
   // Sets bit t of `allowed` ([ceil(vocab / 64)] words, bit t % 64 of word
-  // t / 64) for every token whose bytes the grammar allows next, and
-  // clears the others. End-of-sequence tokens are the caller's.
+  // t / 64) for every token whose bytes, or a reference to which, the
+  // grammar allows next, and clears the others. End-of-sequence tokens are
+  // the caller's, except where the grammar names them.
   void FillMask(std::span<uint64_t> allowed) const;
+  // Whether the grammar names `token` (a token reference) as one that may
+  // come next: an end-of-sequence token the grammar asks for is allowed
+  // before the grammar is complete.
+  bool NamesNext(int32_t token) const;
 
   // Memo table sizes (for benchmarks and the docs' cost table).
   struct Stats {

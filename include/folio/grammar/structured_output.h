@@ -52,11 +52,13 @@ Result<std::string> StructuredOutputToGbnf(const StructuredOutput& output,
 
 // Compiled grammars by constraint, least recently used dropped first.
 // Errors are not kept. Safe to call from several threads; two threads
-// asking for one new constraint at once may both compile it.
+// asking for one new constraint at once may both compile it. Token
+// references in a GBNF constraint resolve against `vocabulary` (one
+// model's: a cache serves one vocabulary).
 class GrammarCache {
  public:
   explicit GrammarCache(uint64_t capacity = 128, GrammarLimits limits = {},
-                        JsonSchemaOptions json = {});
+                        JsonSchemaOptions json = {}, TokenVocabulary vocabulary = {});
 
   Result<std::shared_ptr<const Grammar>> Get(const StructuredOutput& output);
 
@@ -72,6 +74,7 @@ class GrammarCache {
   const uint64_t capacity_;
   const GrammarLimits limits_;
   const JsonSchemaOptions json_;
+  const TokenVocabulary vocabulary_;
   mutable std::mutex mu_;
   std::list<Entry> lru_;  // most recent first
   std::unordered_map<std::string, std::list<Entry>::iterator> index_;
