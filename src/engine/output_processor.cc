@@ -169,14 +169,14 @@ Result<OutputProcessor::State> OutputProcessor::RestoredState(const RequestParam
     for (const int32_t t : output) s.text += s.detok->Push(t);
   }
   if (s.matcher) {
-    // The matcher only ever accepts tokens with bytes (a stop id ends the
-    // request instead), so an output that goes on is a prefix of a
-    // sentence, made of such tokens.
+    // A stop id ends the request instead of reaching the matcher, so an
+    // output that goes on is a prefix of a sentence, made of tokens the
+    // matcher took (by their bytes or a token reference).
     const grammar::TokenTrie& trie = *token_trie();
     for (size_t i = 0; i < output.size(); ++i) {
       const int32_t t = output[i];
       if (t < 0 || static_cast<uint64_t>(t) >= trie.vocab_size() || IsStopToken(params, t) ||
-          trie.token_bytes(t).empty() || s.matcher->IsDone() || !s.matcher->AcceptToken(t)) {
+          s.matcher->IsDone() || !s.matcher->AcceptToken(t)) {
         return Status::InvalidArgument("output token " + std::to_string(i) + " (id " +
                                        std::to_string(t) +
                                        ") does not continue the request's grammar");
@@ -237,7 +237,8 @@ Result<StepOutput> OutputProcessor::Process(State& s, std::span<const float> log
                          : sampling::SelectToken<float>(row, s.params.sampling, s.rng, allowed));
   const bool stop_token = IsStopToken(s.params, token);
   if (s.matcher && !stop_token) {
-    // The mask allowed the token's bytes, so the matcher takes them.
+    // The mask allowed the token (its bytes or a reference), so the
+    // matcher takes it.
     FOLIO_CHECK(s.matcher->AcceptToken(token), "token ", token,
                 " was allowed by the grammar's mask but refused by its matcher");
   }
@@ -277,16 +278,17 @@ void OutputProcessor::AddPromptLogits(State& s, uint64_t first_position, uint64_
 
 bool OutputProcessor::FillAllowed(State& s) const {
   s.matcher->FillMask(s.allowed);
-  // End-of-sequence and stop ids: exactly when the text is complete.
-  // The lists as they stand (StopTokenIds' union, without building it
-  // every token: setting or clearing a bit twice is harmless).
+  // End-of-sequence and stop ids: exactly when the text is complete, or
+  // where the grammar names the token (harmony's <|call|> ends a call and
+  // is a stop id). The lists as they stand (StopTokenIds' union, without
+  // building it every token: setting or clearing a bit twice is harmless).
   const bool can_finish = s.matcher->CanFinish();
   const auto mark = [&](const std::vector<int32_t>& ids) {
     for (const int32_t t : ids) {
       const auto u = static_cast<uint64_t>(t);
       if (t < 0 || u >= vocab_size_) continue;  // not a token of the row: never selected
       const uint64_t bit = uint64_t{1} << (u % 64);
-      if (can_finish) {
+      if (can_finish || s.matcher->NamesNext(t)) {
         s.allowed[u / 64] |= bit;
       } else {
         s.allowed[u / 64] &= ~bit;

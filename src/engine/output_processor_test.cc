@@ -5,6 +5,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "folio/grammar/grammar.h"
@@ -217,6 +218,53 @@ TEST(OutputProcessor, SpecialTokensAreTextWhenNotSkipped) {
     // Beam search's text, made whole at its end, says the same.
     EXPECT_EQ(p.Text(std::vector<int32_t>{1, 3, 2}, skip), text);
   }
+}
+
+// A grammar that names special tokens (token references): they are the
+// only tokens allowed where named, and an end-of-sequence id the grammar
+// names (harmony's <|call|>) is allowed before the grammar is complete,
+// where another end id is not. A restored state replays them.
+TEST(OutputProcessor, AGrammarRequiresTheSpecialTokensItNames) {
+  tokenizer::TokenizerSpec spec;
+  spec.model = tokenizer::TokenizerSpec::Model::kSentencePiece;
+  spec.tokens = {"<unk>", "<|channel|>", "<|call|>", "hi", "<|return|>"};
+  spec.token_types = {2, 3, 3, 1, 3};
+  spec.scores = {0, 0, 0, -1, 0};
+  spec.unk_id = 0;
+  spec.add_space_prefix = false;
+  auto tok = tokenizer::Tokenizer::FromSpec(spec);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  OutputProcessor p(&*tok, 5);
+  grammar::TokenVocabulary vocabulary;
+  vocabulary.size = 5;
+  vocabulary.find = [&](std::string_view text) { return tok->TokenId(text); };
+  auto g = grammar::Grammar::FromGbnf(R"(root ::= <|channel|> "hi" <|call|> "hi")", {}, vocabulary);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  RequestParams params;
+  params.max_tokens = 8;
+  params.eos_token_ids = {2, 4};
+  params.skip_special_tokens = false;
+  params.grammar = *g;
+  const auto peak = [](int32_t t) {
+    std::vector<float> row(5, 0.0f);
+    row[static_cast<size_t>(t)] = 10.0f;
+    return row;
+  };
+  OutputProcessor::State s = *p.NewState(params);
+  // The model wants "hi", then to end with <|return|>: the grammar says
+  // <|channel|>, "hi", then <|call|> (an end id, named), not <|return|>.
+  EXPECT_EQ(p.Process(s, peak(3), 1)->new_tokens, std::vector<int32_t>{1});
+  EXPECT_EQ(p.Process(s, peak(4), 2)->new_tokens, std::vector<int32_t>{3});
+  const StepOutput last = *p.Process(s, peak(4), 3);
+  EXPECT_EQ(last.new_tokens, std::vector<int32_t>{2});
+  EXPECT_EQ(last.finish, FinishReason::kStop);
+  EXPECT_EQ(s.text, "<|channel|>hi<|call|>");
+  // Replayed: the special token and the text.
+  auto restored = p.RestoredState(params, 0, std::vector<int32_t>{1, 3}, 0);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ(p.Process(*restored, peak(4), 3)->new_tokens, std::vector<int32_t>{2});
+  EXPECT_EQ(p.RestoredState(params, 0, std::vector<int32_t>{3}, 0).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(OutputProcessor, TheTokenTrieIsBuiltOnceAndShared) {

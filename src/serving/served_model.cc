@@ -35,6 +35,24 @@ Result<model::Model> LoadModelOrBuiltin(const std::string& path, uint64_t builti
   return checkpoint::LoadModel(path);
 }
 
+namespace {
+
+// The constraints compiled for a model: token references resolve in its
+// vocabulary (ids below the model's vocab_size, text by the tokenizer's
+// vocabulary strings).
+std::shared_ptr<grammar::GrammarCache> ModelGrammars(const tokenizer::Tokenizer& tokenizer,
+                                                     uint64_t vocab_size) {
+  grammar::TokenVocabulary vocabulary;
+  vocabulary.size = vocab_size;
+  // A copy of the tokenizer: it shares the tables, and outlives the move of
+  // the ServedModel that holds the original.
+  vocabulary.find = [tokenizer](std::string_view text) { return tokenizer.TokenId(text); };
+  return std::make_shared<grammar::GrammarCache>(
+      128, grammar::GrammarLimits{}, grammar::JsonSchemaOptions{}, std::move(vocabulary));
+}
+
+}  // namespace
+
 Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_positions,
                                     const std::optional<std::string>& tokenizer_pre) {
   ServedModel s;
@@ -46,6 +64,7 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
     FOLIO_ASSIGN_OR_RETURN(model::Model m, BuiltinModel(builtin_positions));
     s.builtin = true;
     s.model = std::make_unique<model::Model>(std::move(m));
+    s.grammars = ModelGrammars(s.tokenizer(), s.model->config().vocab_size);
     return s;
   }
   FOLIO_ASSIGN_OR_RETURN(checkpoint::Checkpoint c, checkpoint::LoadCheckpoint(path, tokenizer_pre));
@@ -57,6 +76,7 @@ Result<ServedModel> LoadServedModel(const std::string& path, uint64_t builtin_po
     return Status::NotFound("no tokenizer beside " + path +
                             ", and its vocabulary is not folio's byte-level one");
   }
+  s.grammars = ModelGrammars(s.tokenizer(), s.model->config().vocab_size);
   return s;
 }
 

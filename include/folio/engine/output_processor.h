@@ -28,20 +28,22 @@
 // Structured output (RequestParams::grammar): the state also holds a
 // grammar::Matcher over the vocabulary's token trie (built from the
 // tokenizer on the first constrained request, then shared). Each Process
-// first fills the request's allowed-token mask: the tokens whose bytes
-// the grammar allows next, plus the request's stop and end-of-sequence
-// ids (StopTokenIds) exactly when the text so far is a complete sentence
-// (Matcher::CanFinish); a stop id is refused before that even if its bytes
-// would fit. The sampler selects among the allowed tokens only (sampling/
-// sampler.h: the candidates are filtered, the logits are not touched),
-// then the matcher accepts the token. The request finishes with kStop when
-// a stop id is selected or when the grammar is done (nothing may follow),
-// and with kAbort, producing no token, when nothing at all is allowed (no
-// token of the vocabulary continues the grammar and it cannot end here).
-// Log-probs are those of the masked distribution (as vLLM reports them):
-// the log-softmax over the allowed tokens of the raw logits (no
-// temperature, top-k or top-p, as for unconstrained requests), and
-// alternatives among the allowed tokens only.
+// first fills the request's allowed-token mask: the tokens whose bytes the
+// grammar allows next or that it names next (a token reference), plus the
+// request's stop and end-of-sequence ids (StopTokenIds) exactly when the
+// text so far is a complete sentence (Matcher::CanFinish); a stop id is
+// refused before that even if its bytes would fit, unless the grammar names
+// it next (Matcher::NamesNext: a harmony call ends with <|call|>, a stop
+// id, before its grammar is complete). The sampler selects among the
+// allowed tokens only (sampling/sampler.h: the candidates are filtered, the
+// logits are not touched), then the matcher accepts the token. The request
+// finishes with kStop when a stop id is selected or when the grammar is
+// done (nothing may follow), and with kAbort, producing no token, when
+// nothing at all is allowed (no token of the vocabulary continues the
+// grammar and it cannot end here). Log-probs are those of the masked
+// distribution (as vLLM reports them): the log-softmax over the allowed
+// tokens of the raw logits (no temperature, top-k or top-p, as for
+// unconstrained requests), and alternatives among the allowed tokens only.
 #ifndef FOLIO_ENGINE_OUTPUT_PROCESSOR_H_
 #define FOLIO_ENGINE_OUTPUT_PROCESSOR_H_
 
@@ -66,7 +68,8 @@ namespace folio::engine {
 // model's, which may be larger or smaller than the tokenizer's): the bytes
 // the tokenizer decodes it to (a byte-fallback token such as <0x41> is its
 // one byte), and nothing for a special or control token, an id the
-// tokenizer does not have, or a hole, so a grammar never allows those.
+// tokenizer does not have, or a hole, so a grammar allows those only by a
+// token reference.
 std::vector<std::string> GrammarTokenBytes(const tokenizer::Tokenizer& tokenizer,
                                            uint64_t vocab_size);
 

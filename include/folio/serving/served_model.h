@@ -36,7 +36,8 @@ struct ServedModel {
   std::optional<tokenizer::Tokenizer> file_tokenizer;  // the model file's, if any
   std::string chat_template;  // the model file's Jinja source; empty if none
   // Structured-output constraints compiled for this model's requests,
-  // shared by its front ends (thread-safe).
+  // shared by its front ends (thread-safe); a GBNF token reference
+  // resolves in the model's vocabulary (LoadServedModel sets it up).
   std::shared_ptr<grammar::GrammarCache> grammars = std::make_shared<grammar::GrammarCache>();
   // The pooling the model file names (checkpoint::Checkpoint::pooling), if any.
   std::optional<engine::Pooling> file_pooling;
