@@ -252,17 +252,29 @@ TEST(PrepareChat, AHarmonyTemplateReadsRepliesAsHarmony) {
   EXPECT_FALSE(Prepare(Echo(), plain).output.harmony);
 }
 
-// No harmony grammar yet: a forced call or a strict tool is refused,
-// naming tools and saying why.
-TEST(PrepareChat, AForcedHarmonyCallIsRefused) {
-  const std::string body = R"({"messages": [{"role": "user", "content": "x"}], "tools": )" +
-                           std::string(kTool) + R"(, "tool_choice": "required"})";
-  std::variant<PreparedChat, FieldError> r =
-      PrepareChat(Echo(), Ok(body), *MakeChatParsers("harmony", "auto"));
-  ASSERT_TRUE(std::holds_alternative<FieldError>(r));
-  EXPECT_EQ(std::get<FieldError>(r).field, "tools");
-  EXPECT_NE(std::get<FieldError>(r).message.find("harmony"), std::string::npos)
-      << std::get<FieldError>(r).message;
+// A forced harmony call, or a strict tool under "auto", gets the harmony
+// grammar (harmony_grammar_test.cc checks what it allows): its call ends
+// with the <|call|> token, reasoning split or not.
+TEST(PrepareChat, AForcedHarmonyCallGetsTheHarmonyGrammar) {
+  for (const char* choice : {R"("required")", R"("auto")"}) {
+    for (const char* split : {"true", "false"}) {
+      std::string tools = kTool;
+      if (std::string_view(choice) == R"("auto")") {
+        tools.insert(tools.find(R"("name")"), R"("strict": true, )");
+      }
+      const std::string body = R"({"messages": [{"role": "user", "content": "x"}], "tools": )" +
+                               tools + R"(, "tool_choice": )" + choice +
+                               R"(, "split_reasoning": )" + split + "}";
+      std::variant<PreparedChat, FieldError> r =
+          PrepareChat(Echo(), Ok(body), *MakeChatParsers("harmony", "auto"));
+      ASSERT_TRUE(std::holds_alternative<PreparedChat>(r))
+          << body << ": " << std::get<FieldError>(r).message;
+      const PreparedChat& p = std::get<PreparedChat>(r);
+      ASSERT_TRUE(p.tool_grammar.has_value()) << body;
+      EXPECT_NE(p.tool_grammar->find("<|call|>"), std::string::npos) << *p.tool_grammar;
+      EXPECT_TRUE(p.output.harmony);
+    }
+  }
 }
 
 TEST(PrepareChat, ReasoningEffortIsATemplateVariable) {

@@ -3,14 +3,98 @@
 // tool's parameters, moved under $defs) converted by the structured-output
 // converter, with the family's markup around it; under tool_choice "auto",
 // free text around it that switches to the call's grammar at the marker.
+// Harmony's messages are harmony_grammar.cc's.
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "folio/core/str_cat.h"
 #include "folio/grammar/json_schema.h"
 #include "folio/serving/tool_calls.h"
+#include "serving/tool_grammar.h"
 
 namespace folio::serving {
+namespace tool_grammar {
+
+std::string Escaped(char c) {
+  constexpr std::string_view kHex = "0123456789ABCDEF";
+  const auto b = static_cast<unsigned char>(c);
+  return StrCat("\\x", kHex[b >> 4], kHex[b & 15]);
+}
+
+std::string MarkerTextRules(const MarkerText& text) {
+  const std::string_view marker = text.marker;
+  const size_t m = marker.size();
+  std::vector<size_t> fail(m, 0);  // longest proper border of marker[0..s]
+  for (size_t s = 1, k = 0; s < m; ++s) {
+    while (k > 0 && marker[s] != marker[k]) k = fail[k - 1];
+    if (marker[s] == marker[k]) ++k;
+    fail[s] = k;
+  }
+  const auto next = [&](size_t s, char c) {
+    while (s > 0 && marker[s] != c) s = fail[s - 1];
+    return marker[s] == c ? s + 1 : 0;
+  };
+  std::string out;
+  for (size_t s = 0; s < m; ++s) {
+    std::string others = "[^";
+    std::string alternatives;
+    for (int c = 1; c < 128; ++c) {
+      const auto ch = static_cast<char>(c);
+      if (text.banned.find(ch) != std::string_view::npos) {
+        others += Escaped(ch);
+        continue;
+      }
+      const size_t t = next(s, ch);
+      if (t == 0) continue;
+      others += Escaped(ch);
+      if (t < m) {
+        alternatives += StrCat(" | \"", Escaped(ch), "\" ", text.rule, t);
+      } else if (!text.completed.empty()) {
+        alternatives += StrCat(" | \"", Escaped(ch), "\" ", text.completed);
+      }
+    }
+    const std::string body = StrCat(others, "] ", text.rule, 0, alternatives, text.more);
+    out += StrCat(text.rule, s, " ::= ", text.may_end ? StrCat("( ", body, " )?") : body, "\n");
+  }
+  return out;
+}
+
+std::string PrefixRuleNames(std::string_view gbnf, std::string_view prefix) {
+  const auto is_name = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
+  };
+  std::string out;
+  size_t i = 0;
+  while (i < gbnf.size()) {
+    const char c = gbnf[i];
+    if (c == '"' || c == '[' || c == '{' || c == '<' || c == '#') {
+      // A literal, a class, a count or a token (escapes skipped), or a
+      // comment: copied as is.
+      const char close = c == '"' ? '"' : c == '[' ? ']' : c == '{' ? '}' : c == '<' ? '>' : '\n';
+      size_t j = i + 1;
+      while (j < gbnf.size() && gbnf[j] != close)
+        j += (gbnf[j] == '\\' && close != '\n') ? size_t{2} : size_t{1};
+      j = std::min(j + 1, gbnf.size());
+      out.append(gbnf.substr(i, j - i));
+      i = j;
+    } else if (is_name(c)) {
+      size_t j = i;
+      while (j < gbnf.size() && is_name(gbnf[j])) ++j;
+      out += prefix;
+      out.append(gbnf.substr(i, j - i));
+      i = j;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace tool_grammar
+
 namespace {
 
 using json = nlohmann::ordered_json;
@@ -52,48 +136,14 @@ constexpr std::string_view kFreeRule = "tool_free";  // tool_free0, tool_free1, 
 constexpr std::string_view kTextRule = "tool_text";
 constexpr std::string_view kCallsRule = "tool_calls";
 
-// A character of an ASCII marker as a GBNF escape (safe in a literal and in
-// a class alike).
-std::string Escaped(char c) {
-  constexpr std::string_view kHex = "0123456789ABCDEF";
-  const auto b = static_cast<unsigned char>(c);
-  return StrCat("\\x", kHex[b >> 4], kHex[b & 15]);
-}
-
-// Rules tool_free0..tool_free{m-1} for any text that does not contain
-// `marker` (ASCII, m bytes), starting at tool_free0: the states of the
-// marker's Knuth-Morris-Pratt automaton, state s being "the text ends with
-// the marker's first s characters". A character that would complete the
-// marker has no transition; any other code point that is not one of the
-// marker's characters returns to state 0. Every state may end, and each
-// continues in tail position, so matching stays flat however long the text.
+// Rules tool_free0.. for any text that does not contain `marker`.
 std::string TextWithout(std::string_view marker) {
-  const size_t m = marker.size();
-  std::vector<size_t> fail(m, 0);  // longest proper border of marker[0..s]
-  for (size_t s = 1, k = 0; s < m; ++s) {
-    while (k > 0 && marker[s] != marker[k]) k = fail[k - 1];
-    if (marker[s] == marker[k]) ++k;
-    fail[s] = k;
-  }
-  const auto next = [&](size_t s, char c) {
-    while (s > 0 && marker[s] != c) s = fail[s - 1];
-    return marker[s] == c ? s + 1 : 0;
-  };
-  std::string out;
-  for (size_t s = 0; s < m; ++s) {
-    std::string others = "[^";
-    std::string alternatives;
-    for (int c = 1; c < 128; ++c) {
-      const size_t t = next(s, static_cast<char>(c));
-      if (t == 0) continue;
-      others += Escaped(static_cast<char>(c));
-      if (t < m) {
-        alternatives += StrCat(" | \"", Escaped(static_cast<char>(c)), "\" ", kFreeRule, t);
-      }
-    }
-    out += StrCat(kFreeRule, s, " ::= ( ", others, "] ", kFreeRule, 0, alternatives, " )?\n");
-  }
-  return out;
+  return tool_grammar::MarkerTextRules({.marker = marker,
+                                        .rule = kFreeRule,
+                                        .banned = "",
+                                        .completed = "",
+                                        .more = "",
+                                        .may_end = true});
 }
 
 // A JSON Schema any object satisfies: a call's arguments when its tool is
@@ -103,13 +153,7 @@ nlohmann::ordered_json AnyObject() { return json{{"type", "object"}}; }
 }  // namespace
 
 Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format) {
-  if (format == ToolCallFormat::kHarmony) {
-    // TODO(#43): the harmony call's grammar (its header is special tokens,
-    // which the grammar matcher does not match as text).
-    return Status::Unimplemented(
-        "the harmony format has no tool-call grammar yet (tool_choice \"required\" or a named "
-        "function, or a strict tool); send tool_choice \"auto\" with tools that are not strict");
-  }
+  if (format == ToolCallFormat::kHarmony) return tool_grammar::HarmonyToolCallGbnf(tools);
   const bool lazy = tools.choice == ToolChoice::kAuto;
   const bool several = (tools.choice == ToolChoice::kRequired || lazy) && tools.parallel;
   const std::string_view args_key =
@@ -192,7 +236,7 @@ Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format) 
         break;
       }
       case ToolCallFormat::kHarmony:
-        break;  // refused above
+        break;  // HarmonyToolCallGbnf above
     }
     return head + gbnf;
   }
@@ -212,7 +256,7 @@ Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format) 
       head = StrCat("root ::= ", kCallJsonRule, "\n");
       break;
     case ToolCallFormat::kHarmony:
-      break;  // refused above
+      break;  // HarmonyToolCallGbnf above
   }
   return head + gbnf;
 }

@@ -161,7 +161,15 @@ std::variant<ChatTools, FieldError> ParseChatTools(
 //                grammar applies from the marker on; the free text is
 //                limited only in never writing a marker that a valid call
 //                does not follow.
-// harmony has no grammar yet: kUnimplemented naming the format.
+// harmony (gpt-oss): its messages, with the special tokens as token
+// references (grammar.h), so the GBNF compiles only against a vocabulary
+// that has them (o200k_harmony): forced, optional analysis messages then
+// one call, `<|channel|>commentary to=functions.N` or ` to=functions.N
+// <|channel|>commentary` (openai-harmony's order), an optional
+// `<|constrain|>json` or `json`, `<|message|>`, the arguments and
+// `<|call|>`; under "auto", any run of messages, a call held from the
+// header's "to=functions." on (harmony_grammar.cc). One call either way:
+// <|call|> is a stop token and ends the reply.
 // Each call names one of the tools; its arguments are an instance of the
 // tool's parameters (grammar/json_schema.h), except that under "auto" a
 // tool that is not strict takes any JSON object. Marker tokens that
