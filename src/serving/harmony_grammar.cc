@@ -24,22 +24,35 @@
 // so parallel_tool_calls has nothing more to allow.
 //
 // Under "auto" (a strict tool) the reply is any run of harmony messages,
-// and a message whose header says "to=functions." is held to a call from
-// there: the name one of the tools, a word boundary, the rest of the
-// header without another "to=", then the tool's arguments (any JSON
-// object for a tool that is not strict) and <|call|>:
+// and a message whose header names a function is held to a call: a tool's
+// name, the tool's arguments (any JSON object for a tool that is not
+// strict) and <|call|>. A call's header is a canonical one, as gpt-oss
+// writes them and openai-harmony reads them: after the role (a message
+// after <|start|>), a channel then " to=functions.NAME", or the recipient
+// then an optional channel, and an optional content type; any channel and
+// content type word. Any other header is the parser's words: separators
+// (blanks, <|channel|>, <|constrain|>) and words of printable ASCII but
+// "<", none starting "to=functions.", with bounded counts and lengths so
+// that a header always fits the parser's kMaxHarmonyHeaderBytes (a longer
+// one would make the rest of the reply plain content):
 //
-//   root   ::= head                  header text without "<" or "to=functions."
-//                                    (KMP states), <|channel|>, <|constrain|>;
-//                                    then <|message|> body, or at the marker: called
-//   body   ::= text ( <|end|> <|start|> head | <|return|> | <|call|> )
-//   called ::= "NAME" after argsI <|call|> | ...
-//   after  ::= <|message|> | ( [ \t\r\n] | <|channel|> | <|constrain|> ) rest
-//   rest   ::= header text without "<" or "to=", <|channel|>, <|constrain|>, then <|message|>
+//   head   ::= <|channel|> plain chan | " "? "to=functions." called | free
+//   role   ::= <|channel|> plain chan | " to=functions." called | word_end
+//   chan   ::= " to=functions." calledC | word_end
+//   word_end ::= sep free | <|message|> body      (no word runs into the last)
+//   free   ::= ( sep | word sep ){0,6} word? <|message|> body
+//   body   ::= text ( <|end|> <|start|> plain role | <|return|> | <|call|> )
+//   called ::= "NAME" ( <|channel|> plain )? type? <|message|> argsI <|call|> | ...
+//   calledC::= "NAME" type? <|message|> argsI <|call|> | ...    (channel given)
+//   type   ::= " "? <|constrain|> plain | " " plain
+//   word   ::= plain | "to=" (a word not starting with "functions.")
+//   plain  ::= a word of 1 to 24 characters not starting with "to="
 //
 // Every call the reply parser can read out of such a reply (a header word
-// "to=functions.NAME" within a message) went through `called`, so it names
-// a tool and its arguments are the grammar's.
+// "to=functions.NAME" that is not the role) went through `called`, so it
+// names a tool and its arguments are the grammar's.
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -55,11 +68,57 @@ namespace {
 // text is a GBNF token reference to them.
 constexpr std::string_view kFunctionsMarker = "to=functions.";
 
+// Bounds on a header under "auto": words, blank runs, and separated items
+// of a header that calls nothing. The longest header allowed, a call's or
+// another's, fits the reply parser's bound, so the parser reads every
+// header the grammar allows as one.
+constexpr uint64_t kMaxWordBytes = 24;
+constexpr uint64_t kMaxBlanks = 4;
+constexpr uint64_t kMaxItems = 6;
+constexpr uint64_t kMaxSepBytes = std::max<uint64_t>(kHarmonyConstrain.size(), kMaxBlanks);
+constexpr uint64_t kChannelBytes = kHarmonyChannel.size() + kMaxWordBytes;
+constexpr uint64_t kMaxFreeHeaderBytes = kMaxWordBytes + kChannelBytes + kMaxSepBytes +
+                                         kMaxItems * (kMaxWordBytes + kMaxSepBytes) + kMaxWordBytes;
+constexpr uint64_t kMaxCallHeaderBytes = kMaxWordBytes + 2 * kChannelBytes + 1 +
+                                         kFunctionsMarker.size() + kMaxFunctionNameBytes + 1 +
+                                         kHarmonyConstrain.size() + kMaxWordBytes;
+static_assert(std::max(kMaxFreeHeaderBytes, kMaxCallHeaderBytes) <= kMaxHarmonyHeaderBytes,
+              "a header the grammar allows must fit the parser's bound");
+
+// One character of a header word: printable ASCII but "<" (a marker's
+// start) and `except` (0: none), as a class of ranges.
+std::string WordChar(char except) {
+  std::string out = "[";
+  int lo = -1;
+  for (int c = 0x21; c <= 0x7F; ++c) {
+    const bool in = c <= 0x7E && c != '<' && c != except;
+    if (in && lo < 0) lo = c;
+    if (!in && lo >= 0) {
+      out += Escaped(static_cast<char>(lo));
+      if (c - 1 > lo) out += StrCat("-", Escaped(static_cast<char>(c - 1)));
+      lo = -1;
+    }
+  }
+  return out + "]";
+}
+
+// A header word of 1 to `max` characters that does not start with
+// `prefix` (ASCII, literal-safe): it shares the prefix's first k
+// characters and then differs, or ends.
+std::string WordNotStartingWith(std::string_view prefix, uint64_t max) {
+  std::string out;
+  for (size_t k = 0; k < prefix.size(); ++k) {
+    const std::string shared = k == 0 ? "" : StrCat("\"", prefix.substr(0, k), "\" ");
+    if (k > 0) out += StrCat(" | \"", prefix.substr(0, k), "\"");
+    out += StrCat(k == 0 ? "" : " | ", shared, WordChar(prefix[k]));
+    if (max > k + 1) out += StrCat(" ", WordChar(0), "{0,", max - k - 1, "}");
+  }
+  return out;
+}
+
 // Rule names: the converter's have no '_', and each tool's are prefixed
 // "aI_" (PrefixRuleNames), so "harmony_" names never collide.
 constexpr std::string_view kText = "harmony_text";  // harmony_text0, ...
-constexpr std::string_view kHead = "harmony_head";  // harmony_head0, ...
-constexpr std::string_view kRest = "harmony_rest";  // harmony_rest0, ...
 
 // The arguments' rules of tool i, its root named ArgsRule(i).
 std::string ArgsPrefix(size_t i) { return StrCat("a", i, "_"); }
@@ -83,8 +142,7 @@ Result<std::string> HarmonyToolCallGbnf(const ChatTools& tools) {
   }
   if (offered.empty()) return Status::InvalidArgument("tool_choice: no tool to call");
 
-  const std::string text = MarkerTextRules(
-      {.marker = "<|", .rule = kText, .banned = "", .completed = "", .more = "", .may_end = true});
+  const std::string text = TextWithout("<|", kText);
   const std::string call_end = StrCat(" ", kHarmonyCall, "\n");
   std::string out;
   if (!lazy) {
@@ -107,36 +165,41 @@ Result<std::string> HarmonyToolCallGbnf(const ChatTools& tools) {
     }
     return out + text + args;
   }
-  // Header separators that restart the marker's automaton.
-  const std::string specials =
-      StrCat(" | ", kHarmonyChannel, " ", kHead, "0 | ", kHarmonyConstrain, " ", kHead, "0");
-  out += StrCat("root ::= ", kHead, "0\n");
-  out += MarkerTextRules({.marker = kFunctionsMarker,
-                          .rule = kHead,
-                          .banned = "<",
-                          .completed = "harmony_called",
-                          .more = StrCat(specials, " | ", kHarmonyMessage, " harmony_body"),
-                          .may_end = false});
-  out += StrCat("harmony_body ::= ", kText, "0 ( ", kHarmonyEnd, " ", kHarmonyStart, " ", kHead,
-                "0 | ", kHarmonyReturn, " | ", kHarmonyCall, " )\n");
-  out += "harmony_called ::= ";
-  for (size_t k = 0; k < offered.size(); ++k) {
-    out += StrCat(k == 0 ? "" : " | ", "harmony_fn", offered[k]);
+  out += StrCat("root ::= harmony_head\n", "harmony_sep ::= ", kHarmonyChannel, " | ",
+                kHarmonyConstrain, " | [ \\t\\r\\n]{1,", kMaxBlanks, "}\n",
+                "harmony_plain ::= ", WordNotStartingWith("to=", kMaxWordBytes), "\n",
+                "harmony_word ::= harmony_plain | \"to=\" ( ",
+                WordNotStartingWith("functions.", kMaxWordBytes - 3), " )\n",
+                "harmony_type ::= \" \"? ", kHarmonyConstrain,
+                " harmony_plain | \" \" harmony_plain\n");
+  // A header at a message's start; after a word (the role, or a channel's
+  // name), where another word would run into it; free of recipients.
+  out += StrCat("harmony_head ::= ", kHarmonyChannel,
+                " harmony_plain harmony_after_channel | \" \"? \"", kFunctionsMarker,
+                "\" harmony_called | harmony_free\n");
+  out += StrCat("harmony_after_role ::= ", kHarmonyChannel,
+                " harmony_plain harmony_after_channel | \" ", kFunctionsMarker,
+                "\" harmony_called | harmony_after_word\n");
+  out += StrCat("harmony_after_channel ::= \" ", kFunctionsMarker,
+                "\" harmony_called_c | harmony_after_word\n");
+  out += StrCat("harmony_after_word ::= harmony_sep harmony_free | ", kHarmonyMessage,
+                " harmony_body\n");
+  out += StrCat("harmony_free ::= ( harmony_sep | harmony_word harmony_sep ){0,", kMaxItems,
+                "} harmony_word? ", kHarmonyMessage, " harmony_body\n");
+  out +=
+      StrCat("harmony_body ::= ", kText, "0 ( ", kHarmonyEnd, " ", kHarmonyStart,
+             " harmony_plain harmony_after_role | ", kHarmonyReturn, " | ", kHarmonyCall, " )\n");
+  for (const bool channel_given : {false, true}) {
+    const std::string_view suffix = channel_given ? "_c" : "";
+    out += StrCat("harmony_called", suffix, " ::= ");
+    for (size_t k = 0; k < offered.size(); ++k) {
+      const size_t i = offered[k];
+      out += StrCat(k == 0 ? "" : " | ", "\"", tools.functions[i].name, "\" ",
+                    channel_given ? "" : StrCat("( ", kHarmonyChannel, " harmony_plain )? "),
+                    "harmony_type? ", kHarmonyMessage, " ", ArgsRule(i), " ", kHarmonyCall);
+    }
+    out += "\n";
   }
-  out += "\n";
-  for (const size_t i : offered) {
-    out += StrCat("harmony_fn", i, " ::= \"", tools.functions[i].name, "\" harmony_after ",
-                  ArgsRule(i), call_end);
-  }
-  out += StrCat("harmony_after ::= ", kHarmonyMessage, " | ( [ \\t\\r\\n] | ", kHarmonyChannel,
-                " | ", kHarmonyConstrain, " ) ", kRest, "0\n");
-  out += MarkerTextRules({.marker = "to=",
-                          .rule = kRest,
-                          .banned = "<",
-                          .completed = "",
-                          .more = StrCat(" | ", kHarmonyChannel, " ", kRest, "0 | ",
-                                         kHarmonyConstrain, " ", kRest, "0 | ", kHarmonyMessage),
-                          .may_end = false});
   return out + text + args;
 }
 

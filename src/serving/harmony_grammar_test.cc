@@ -9,9 +9,11 @@
 // accepts, the reply parser (harmony_output.h) reads as the same call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,7 +52,7 @@ class Vocab {
     for (int b = 0; b < 256; ++b) bytes_.emplace_back(1, static_cast<char>(b));
     for (const char* piece : {"commentary", " to", "=functions", ".get", "_weather", "json", "{\"",
                               "city", "\":\"", "\"}", "analysis", "assistant", "Paris", " json",
-                              "<|", "call|>", "{\"city\":\"Paris\"}"}) {
+                              "<|", "call|>", "{\"city\":\"Paris\"}", " to=functions."}) {
       bytes_.emplace_back(piece);
     }
     for (std::string_view s : kSpecials) {
@@ -112,6 +114,7 @@ class Vocab {
     return out;
   }
 
+  const std::string& Bytes(int32_t t) const { return bytes_[static_cast<size_t>(t)]; }
   const std::shared_ptr<const grammar::TokenTrie>& trie() const { return trie_; }
   size_t size() const { return bytes_.size(); }
 
@@ -346,6 +349,116 @@ TEST(HarmonyToolGrammar, StrictUnderAutoHoldsACallFromItsRecipientOn) {
   ASSERT_EQ(d.calls.size(), 1u);
   EXPECT_EQ(d.calls[0].name, "get_weather");
   EXPECT_EQ(d.calls[0].arguments, R"({"city":"Paris"})");
+}
+
+// Headers under "auto" are bounded so that the parser reads each as one
+// (kMaxHarmonyHeaderBytes): a word of 25 characters, or a seventh item, is
+// refused; a call's header is one of the canonical forms.
+TEST(HarmonyToolGrammar, StrictUnderAutoHeadersStayWithinTheParsersBound) {
+  auto g = Compile(Tools("auto"));
+  ASSERT_NE(g, nullptr);
+  const std::string word24(24, 'w');
+  EXPECT_TRUE(Accepts(g, "<|channel|>" + word24 + "<|message|>x<|return|>"));
+  EXPECT_FALSE(Accepts(g, "<|channel|>" + word24 + "w<|message|>x<|return|>"));
+  std::string items;
+  for (int i = 0; i < 6; ++i) items += "a ";
+  EXPECT_TRUE(Accepts(g, items + "<|message|>x<|return|>"));
+  EXPECT_FALSE(Accepts(g, items + "a <|message|>x<|return|>"));
+  // A call's header is a canonical one: not after other words, not with
+  // more words after its content type, not with a second channel.
+  EXPECT_FALSE(Accepts(g, "a to=functions.ping<|message|>{}<|call|>"));
+  EXPECT_FALSE(Accepts(g, "<|channel|>commentary to=functions.ping json x<|message|>{}<|call|>"));
+  EXPECT_FALSE(Accepts(
+      g, "<|channel|>commentary to=functions.ping<|channel|>analysis<|message|>{}<|call|>"));
+  // After <|start|>, the role is a word of its own.
+  EXPECT_TRUE(Accepts(g,
+                      "<|channel|>analysis<|message|>x<|end|><|start|>assistant to=functions."
+                      "ping<|channel|>commentary json<|message|>{}<|call|>"));
+  EXPECT_FALSE(Accepts(g,
+                       "<|channel|>analysis<|message|>x<|end|><|start|>assistantto=functions."
+                       "ping<|channel|>commentary json<|message|>{}<|call|>"));
+}
+
+// Random replies the "auto" grammar allows (tokens drawn among the allowed
+// ones, leaning to the recipient so that calls happen), read by the reply
+// parser: never plain content with markers in it (every header the grammar
+// allows is one to the parser, every call it allows one the parser reads),
+// and every call names a tool, its arguments of the schema's shape. Every
+// tool is strict here: a loose tool's "any object" may hold a number such
+// as 1e400, valid JSON that the parser's JSON reader refuses (the call is
+// then content, in every format).
+TEST(HarmonyToolGrammar, StrictUnderAutoRepliesReadAsHarmonyAlongRandomWalks) {
+  json strict = kTools;
+  for (json& t : strict) t["function"]["strict"] = true;
+  auto g = Compile(Tools("auto", strict));
+  ASSERT_NE(g, nullptr);
+  const Vocab& v = TheVocab();
+  // Preferred tokens, the recipient's several times over (a weighted
+  // draw), so that calls start often.
+  std::vector<int32_t> likely;
+  for (std::string_view s : kSpecials) likely.push_back(v.Special(s));
+  for (const char* piece : {" to=functions.", " to=functions.", " to=functions.", "get", "_weather",
+                            "ping", "commentary", "{\"city\":\"Paris\"}", "json"}) {
+    const std::vector<int32_t> ids = v.Tokens(piece);
+    likely.insert(likely.end(), ids.begin(), ids.end());
+  }
+  std::mt19937 rng(20261207);
+  int calls = 0, replies = 0;
+  for (int walk = 0; walk < 200; ++walk) {
+    grammar::Matcher m(g, v.trie());
+    std::vector<int32_t> tokens;
+    std::vector<uint64_t> mask((v.size() + 63) / 64);
+    while (!m.IsDone() && tokens.size() < 3000) {
+      m.FillMask(mask);
+      std::vector<int32_t> allowed, preferred;
+      for (size_t t = 0; t < v.size(); ++t) {
+        if (((mask[t / 64] >> (t % 64)) & 1) == 0) continue;
+        allowed.push_back(static_cast<int32_t>(t));
+        for (const int32_t l : likely) {
+          if (l == static_cast<int32_t>(t)) preferred.push_back(l);
+        }
+      }
+      ASSERT_FALSE(allowed.empty()) << "walk " << walk << " stuck";
+      const std::vector<int32_t>& from = !preferred.empty() && rng() % 4 != 0 ? preferred : allowed;
+      const int32_t t = from[rng() % from.size()];
+      ASSERT_TRUE(m.AcceptToken(t));
+      tokens.push_back(t);
+    }
+    if (!m.IsDone()) continue;
+    ++replies;
+    std::string text;
+    for (const int32_t t : tokens) {
+      bool special = false;
+      for (std::string_view s : kSpecials) {
+        if (t == v.Special(s)) {
+          text += s;
+          special = true;
+        }
+      }
+      if (!special) text += v.Bytes(t);
+    }
+    SCOPED_TRACE(Printable(text));
+    const ChatDelta d = Parse(text);
+    EXPECT_EQ(d.content.find("<|"), std::string::npos);
+    EXPECT_EQ(d.reasoning.find("<|"), std::string::npos);
+    for (const ToolCall& c : d.calls) {
+      ++calls;
+      EXPECT_TRUE(c.name == "get_weather" || c.name == "get" || c.name == "ping") << c.name;
+      const json args = json::parse(c.arguments);
+      ASSERT_TRUE(args.is_object());
+      if (c.name == "get_weather") {
+        EXPECT_TRUE(args["city"].is_string()) << c.arguments;
+      } else if (c.name == "get") {
+        // An integer past 64 bits comes back as a float (nlohmann's).
+        EXPECT_TRUE(args["n"].is_number() && args["n"] >= 0) << c.arguments;
+      } else {
+        EXPECT_EQ(args, json::object());
+      }
+    }
+    EXPECT_LE(d.calls.size(), 1u);  // a call ends the reply
+  }
+  EXPECT_GE(replies, 150);
+  EXPECT_GE(calls, 5);
 }
 
 TEST(HarmonyToolGrammar, AnUnsupportedSchemaNamesItsTool) {

@@ -22,8 +22,7 @@ std::string Escaped(char c) {
   return StrCat("\\x", kHex[b >> 4], kHex[b & 15]);
 }
 
-std::string MarkerTextRules(const MarkerText& text) {
-  const std::string_view marker = text.marker;
+std::string TextWithout(std::string_view marker, std::string_view rule) {
   const size_t m = marker.size();
   std::vector<size_t> fail(m, 0);  // longest proper border of marker[0..s]
   for (size_t s = 1, k = 0; s < m; ++s) {
@@ -40,22 +39,12 @@ std::string MarkerTextRules(const MarkerText& text) {
     std::string others = "[^";
     std::string alternatives;
     for (int c = 1; c < 128; ++c) {
-      const auto ch = static_cast<char>(c);
-      if (text.banned.find(ch) != std::string_view::npos) {
-        others += Escaped(ch);
-        continue;
-      }
-      const size_t t = next(s, ch);
+      const size_t t = next(s, static_cast<char>(c));
       if (t == 0) continue;
-      others += Escaped(ch);
-      if (t < m) {
-        alternatives += StrCat(" | \"", Escaped(ch), "\" ", text.rule, t);
-      } else if (!text.completed.empty()) {
-        alternatives += StrCat(" | \"", Escaped(ch), "\" ", text.completed);
-      }
+      others += Escaped(static_cast<char>(c));
+      if (t < m) alternatives += StrCat(" | \"", Escaped(static_cast<char>(c)), "\" ", rule, t);
     }
-    const std::string body = StrCat(others, "] ", text.rule, 0, alternatives, text.more);
-    out += StrCat(text.rule, s, " ::= ", text.may_end ? StrCat("( ", body, " )?") : body, "\n");
+    out += StrCat(rule, s, " ::= ( ", others, "] ", rule, 0, alternatives, " )?\n");
   }
   return out;
 }
@@ -136,16 +125,6 @@ constexpr std::string_view kFreeRule = "tool_free";  // tool_free0, tool_free1, 
 constexpr std::string_view kTextRule = "tool_text";
 constexpr std::string_view kCallsRule = "tool_calls";
 
-// Rules tool_free0.. for any text that does not contain `marker`.
-std::string TextWithout(std::string_view marker) {
-  return tool_grammar::MarkerTextRules({.marker = marker,
-                                        .rule = kFreeRule,
-                                        .banned = "",
-                                        .completed = "",
-                                        .more = "",
-                                        .may_end = true});
-}
-
 // A JSON Schema any object satisfies: a call's arguments when its tool is
 // not strict under tool_choice "auto".
 nlohmann::ordered_json AnyObject() { return json{{"type", "object"}}; }
@@ -220,9 +199,10 @@ Result<std::string> ToolCallGbnf(const ChatTools& tools, ToolCallFormat format) 
     // parser's rule, chat_output.h).
     switch (format) {
       case ToolCallFormat::kHermes:
-        head = StrCat("root ::= ", kFreeRule, "0 ( ", kBlockRule, " ", kFreeRule, "0 )",
-                      several ? "*" : "?", "\n", kBlockRule, " ::= \"<tool_call>\\n\" ",
-                      kCallJsonRule, " \"\\n</tool_call>\"\n", TextWithout("<tool_call>"));
+        head =
+            StrCat("root ::= ", kFreeRule, "0 ( ", kBlockRule, " ", kFreeRule, "0 )",
+                   several ? "*" : "?", "\n", kBlockRule, " ::= \"<tool_call>\\n\" ", kCallJsonRule,
+                   " \"\\n</tool_call>\"\n", tool_grammar::TextWithout("<tool_call>", kFreeRule));
         break;
       case ToolCallFormat::kLlama3Json:
       case ToolCallFormat::kMistral:

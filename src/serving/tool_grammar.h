@@ -16,28 +16,15 @@ namespace folio::serving::tool_grammar {
 // a class alike).
 std::string Escaped(char c);
 
-// Rules `rule`0..`rule`{m-1} for text that never holds `marker` (ASCII, m
-// bytes), starting at `rule`0: the states of the marker's Knuth-Morris-
-// Pratt automaton, state s being "the text ends with the marker's first s
-// characters". In each state:
-//   - a code point that is neither one of the marker's characters nor in
-//     `banned` (ASCII) returns to state 0, and a marker character that does
-//     not complete the marker goes to its state;
-//   - the character that completes the marker goes on with `completed`
-//     (GBNF), or has no transition when `completed` is empty;
-//   - `more` (GBNF alternatives, each starting with " | ") is appended;
-//   - with `may_end`, the text may end (the state's rule is optional).
-// Each transition continues in tail position, so matching stays flat
-// however long the text.
-struct MarkerText {
-  std::string_view marker;
-  std::string_view rule;
-  std::string_view banned;
-  std::string completed;
-  std::string more;
-  bool may_end = true;
-};
-std::string MarkerTextRules(const MarkerText& text);
+// Rules `rule`0..`rule`{m-1} for any text that does not contain `marker`
+// (ASCII, m bytes), starting at `rule`0: the states of the marker's
+// Knuth-Morris-Pratt automaton, state s being "the text ends with the
+// marker's first s characters". A character that would complete the
+// marker has no transition; any other code point that is not one of the
+// marker's characters returns to state 0. Every state may end, and each
+// continues in tail position, so matching stays flat however long the
+// text.
+std::string TextWithout(std::string_view marker, std::string_view rule);
 
 // `gbnf` (the JSON Schema converter's output: rules, literals, classes,
 // groups, repetition, comments) with `prefix` before every rule name, so
