@@ -442,7 +442,9 @@ class EngineCore:
                                  "that forces a call, or with a strict tool")
             self.native.constrain(native, *params._constraint._kind_and_payload())
         if grammar is not None:
-            self.native.constrain(native, "grammar", json.dumps(grammar))
+            # The tool calls' grammar: an error names tool_choice, as folio
+            # serve's does (a harmony call's grammar needs gpt-oss's tokens).
+            self.native.constrain(native, "grammar", json.dumps(grammar), "tool_choice")
         self.native.check(ids, native)
         key = self.new_key()
         ranked = not params.use_beam_search and (params.best_of or params.n) > params.n

@@ -283,9 +283,10 @@ class EngineCore {
   // Compiles a structured-output constraint through the model's grammar
   // cache (without the GIL: a schema may take a while) and sets it on
   // params. kind: json_schema, json_object, regex, choice or grammar;
-  // payload: the schema, pattern, choices or GBNF as JSON text.
-  void Constrain(engine::RequestParams& params, const std::string& kind,
-                 const std::string& payload) const {
+  // payload: the schema, pattern, choices or GBNF as JSON text; field: what
+  // an error names (empty: structured_outputs.KIND).
+  void Constrain(engine::RequestParams& params, const std::string& kind, const std::string& payload,
+                 const std::string& field) const {
     using Kind = grammar::StructuredOutput::Kind;
     grammar::StructuredOutput o;
     const nlohmann::ordered_json v = nlohmann::ordered_json::parse(payload);
@@ -310,7 +311,10 @@ class EngineCore {
     }
     // Whatever the grammar engine refuses is a bad value (ValueError, as
     // vLLM raises), an unsupported keyword included.
-    if (!g) RaiseValue(g.error().WithContext("structured_outputs." + kind).ToString());
+    if (!g) {
+      RaiseValue(
+          g.error().WithContext(field.empty() ? "structured_outputs." + kind : field).ToString());
+    }
     params.grammar = std::move(*g);
   }
 
@@ -748,7 +752,7 @@ void BindLlm(nb::module_& m) {
            "add_special_tokens, end-of-turn ids, ChatOutputReader, tool-call GBNF or None). "
            "ValueError 'field: why' for what the server refuses with a 400.")
       .def("constrain", &EngineCore::Constrain, nb::arg("params"), nb::arg("kind"),
-           nb::arg("payload_json"),
+           nb::arg("payload_json"), nb::arg("field") = "",
            "Compiles a structured-output constraint onto params (ValueError naming what the "
            "grammar engine refused).")
       .def("check", &EngineCore::Check, nb::arg("prompt"), nb::arg("params"),

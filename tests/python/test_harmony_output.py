@@ -271,17 +271,6 @@ def test_the_flag_reads_any_template_s_replies_as_harmony(harmony):
         assert s.stop() == 0, "".join(s.log)
 
 
-def test_a_forced_call_is_refused_naming_tools(harmony):
-    s = harmony_server()
-    try:
-        status, reply = s.post("/v1/chat/completions",
-                               {"messages": QUESTION, "tools": TOOLS, "tool_choice": "required"})
-        assert status == 400 and reply["error"]["param"] == "tools", reply
-        assert "harmony" in reply["error"]["message"], reply
-    finally:
-        assert s.stop() == 0, "".join(s.log)
-
-
 def test_llm_chat_reads_harmony_like_the_server(harmony):
     from folio import LLM, SamplingParams
     template = (CORPUS / TEMPLATE).read_text(encoding="utf-8")
