@@ -108,20 +108,19 @@ model::Tensor OnesF32(uint64_t n) {
 // The matrices one decoded token multiplies, in the decoder's order.
 template <typename Fn>
 void ForEachDecodeMatrix(const model::ModelConfig& c, const model::ModelWeights& w, Fn&& fn) {
-  for (const model::LayerWeights& l : w.layers) {
+  for (uint64_t i = 0; i < w.layers.size(); ++i) {
+    const model::LayerWeights& l = w.layers[i];
     for (const model::Tensor* t : {&l.wq, &l.wk, &l.wv, &l.wo}) fn(*t);
-    if (c.IsMoe()) {
+    if (c.IsMoeLayer(i)) {
       fn(l.router);
       for (uint64_t e = 0; e < c.experts_per_token; ++e) {
         for (const model::Tensor* t : {&l.expert_gate[e], &l.expert_up[e], &l.expert_down[e]}) {
           fn(*t);
         }
       }
-      if (c.shared_expert_ffn_size != 0) {  // every token runs it
-        for (const model::Tensor* t :
-             {&l.shared_gate, &l.shared_up, &l.shared_down, &l.shared_expert_gate}) {
-          fn(*t);
-        }
+      for (const model::Tensor* t :  // every token runs the shared expert, if any
+           {&l.shared_gate, &l.shared_up, &l.shared_down, &l.shared_expert_gate}) {
+        if (!t->empty()) fn(*t);
       }
     } else {
       for (const model::Tensor* t : {&l.w_gate, &l.w_up, &l.w_down}) fn(*t);

@@ -112,12 +112,33 @@ int RunInfo(const InfoFlags& f) {
     active_bytes += expert_bytes / c.num_experts * c.experts_per_token;
     const uint64_t per_expert = 3 * c.hidden_size * c.expert_ffn_size +
                                 (c.moe_bias ? 2 * c.expert_ffn_size + c.hidden_size : 0);
-    active_parameters -= c.num_layers * idle * per_expert;
-    j["experts"] = {{"num_experts", c.num_experts},
-                    {"experts_per_token", c.experts_per_token},
-                    {"expert_ffn_size", c.expert_ffn_size},
-                    {"norm_topk_prob", c.norm_topk_prob},
-                    {"expert_weight_bytes", expert_bytes}};
+    active_parameters -= c.NumMoeLayers() * idle * per_expert;
+    const char* routing = "softmax-topk";
+    switch (c.routing) {
+      case model::Routing::kSoftmaxTopK:
+        break;
+      case model::Routing::kTopKSoftmax:
+        routing = "topk-softmax";
+        break;
+      case model::Routing::kSigmoidTopK:
+        routing = "sigmoid-topk";
+        break;
+    }
+    j["experts"] = {
+        {"num_experts", c.num_experts},         {"experts_per_token", c.experts_per_token},
+        {"expert_ffn_size", c.expert_ffn_size}, {"routing", routing},
+        {"norm_topk_prob", c.norm_topk_prob},   {"expert_weight_bytes", expert_bytes}};
+    // The DeepSeek-style options, only where a model has them.
+    nlohmann::json& x = j["experts"];
+    if (c.router_selection_bias) x["selection_bias"] = true;
+    if (c.expert_groups != 1) {
+      x["expert_groups"] = c.expert_groups;
+      x["expert_groups_used"] = c.expert_groups_used;
+    }
+    if (c.routed_scale != 1.0) x["routed_scale"] = c.routed_scale;
+    if (c.leading_dense_layers != 0) x["leading_dense_layers"] = c.leading_dense_layers;
+    if (c.num_shared_experts != 0) x["num_shared_experts"] = c.num_shared_experts;
+    if (c.SharedExpertFfnSize() != 0) x["shared_expert_ffn_size"] = c.SharedExpertFfnSize();
   }
   // A token's active parameters (the routed experts only) and the weight
   // bytes its decode step reads: the floor of decode time is this over

@@ -1,4 +1,5 @@
-// The engine on a mixture of experts: routing looks at one row only and
+// The engine on a mixture of experts (softmax routing, and dots1's
+// DeepSeek-style router): routing looks at one row only and
 // each expert's rows run as one matmul, so tokens and log-prob bits stay
 // the same under every schedule — batching, chunked prefill, prefix
 // caching, preemption, threads, speculative decoding (prompt lookup and a
@@ -25,32 +26,60 @@ using test_support::Outcome;
 using test_support::SampledWithLogprobs;
 using test_support::SharedStemPrompts;
 
-// The test model's shape with 6 experts of width 10, 2 per token.
-const model::Model& ExpertsModel() {
-  static const model::Model* m = [] {
+// The routers under test: softmax-then-top-k (Qwen3-MoE's), and dots1's
+// sigmoid scores with a selection bias, expert groups, a routed scale, a
+// leading dense layer and ungated shared experts.
+enum class Router : uint8_t { kSoftmax, kDeepSeek };
+
+// The test model's shape with 6 experts of width 10, 2 per token (the
+// DeepSeek router's: 3 groups of 2, 2 of them used).
+const model::Model& MakeExpertsModel(Router router) {
+  static const model::Model* models[2] = {nullptr, nullptr};
+  const model::Model*& m = models[static_cast<size_t>(router)];
+  if (m == nullptr) {
     model::ModelConfig c = model::WorkedExampleConfig();
     c.max_positions = 128;
     c.num_experts = 6;
     c.experts_per_token = 2;
     c.expert_ffn_size = 10;
-    return new model::Model(*model::Model::FromSeed(c, 23));
-  }();
+    if (router == Router::kDeepSeek) {
+      c.num_layers = 3;
+      c.routing = model::Routing::kSigmoidTopK;
+      c.router_selection_bias = true;
+      c.expert_groups = 3;
+      c.expert_groups_used = 2;
+      c.routed_scale = 2.5;
+      c.leading_dense_layers = 1;
+      c.num_shared_experts = 1;
+    }
+    m = new model::Model(*model::Model::FromSeed(c, 23));
+  }
   return *m;
 }
 
-std::vector<Outcome> Solo(const std::vector<std::vector<int32_t>>& prompts,
-                          const RequestParams& params) {
-  EngineConfig solo;
-  solo.prefix_caching = false;
-  std::vector<Outcome> want;
-  for (const auto& p : prompts) {
-    auto e = *Engine::Create(ExpertsModel(), solo);
-    want.push_back(Drive(e, {p}, params, {0})[0]);
-  }
-  return want;
-}
+class Experts : public ::testing::TestWithParam<Router> {
+ protected:
+  const model::Model& ExpertsModel() const { return MakeExpertsModel(GetParam()); }
 
-TEST(Experts, TokensAndLogprobsAreTheSameUnderEverySchedule) {
+  std::vector<Outcome> Solo(const std::vector<std::vector<int32_t>>& prompts,
+                            const RequestParams& params) const {
+    EngineConfig solo;
+    solo.prefix_caching = false;
+    std::vector<Outcome> want;
+    for (const auto& p : prompts) {
+      auto e = *Engine::Create(ExpertsModel(), solo);
+      want.push_back(Drive(e, {p}, params, {0})[0]);
+    }
+    return want;
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Routers, Experts, ::testing::Values(Router::kSoftmax, Router::kDeepSeek),
+                         [](const ::testing::TestParamInfo<Router>& p) {
+                           return p.param == Router::kSoftmax ? "Softmax" : "DeepSeek";
+                         });
+
+TEST_P(Experts, TokensAndLogprobsAreTheSameUnderEverySchedule) {
   const auto prompts = SharedStemPrompts();
   RequestParams params = SampledWithLogprobs();
   params.max_tokens = 16;
@@ -94,7 +123,7 @@ TEST(Experts, TokensAndLogprobsAreTheSameUnderEverySchedule) {
 
 // Parallel samples: sample i of an n-sample request equals a one-sample
 // request seeded SampleSeed(seed, i), its forks batched beside each other.
-TEST(Experts, ParallelSamplesEqualOneSampleRequestsWithTheirSeeds) {
+TEST_P(Experts, ParallelSamplesEqualOneSampleRequestsWithTheirSeeds) {
   const auto prompts = SharedStemPrompts();
   RequestParams params = SampledWithLogprobs();
   params.max_tokens = 10;

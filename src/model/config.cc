@@ -117,6 +117,42 @@ Status ValidateBert(const ModelConfig& c) {
 
   return Status::Ok();
 }
+// The router's DeepSeek-style options on a mixture (Validate checked
+// that a dense model has none).
+Status ValidateRouter(const ModelConfig& c) {
+  if (c.num_experts == 0) return Status::Ok();
+  if (c.expert_groups == 0 || c.num_experts % c.expert_groups != 0) {
+    return Status::InvalidArgument("expert_groups " + std::to_string(c.expert_groups) +
+                                   " must divide num_experts " + std::to_string(c.num_experts));
+  }
+  const uint64_t per_group = c.num_experts / c.expert_groups;
+  if (c.expert_groups > 1 && per_group < 2) {
+    return Status::InvalidArgument("expert groups of " + std::to_string(per_group) +
+                                   " experts: a group's score sums its two best");
+  }
+  if (c.expert_groups_used == 0 || c.expert_groups_used > c.expert_groups) {
+    return Status::InvalidArgument("expert_groups_used " + std::to_string(c.expert_groups_used) +
+                                   " must be in [1, expert_groups " +
+                                   std::to_string(c.expert_groups) + "]");
+  }
+  if (c.experts_per_token > c.expert_groups_used * per_group) {
+    return Status::InvalidArgument(
+        "experts_per_token " + std::to_string(c.experts_per_token) + " exceeds the " +
+        std::to_string(c.expert_groups_used * per_group) + " experts of the " +
+        std::to_string(c.expert_groups_used) + " groups a token may choose from");
+  }
+  if (!std::isfinite(c.routed_scale) || c.routed_scale <= 0) {
+    return Status::InvalidArgument("routed_scale must be finite and > 0 (got " +
+                                   std::to_string(c.routed_scale) + ")");
+  }
+  if (c.leading_dense_layers > c.num_layers) {
+    return Status::InvalidArgument("leading_dense_layers " +
+                                   std::to_string(c.leading_dense_layers) + " exceeds num_layers " +
+                                   std::to_string(c.num_layers));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ModelConfig::Validate() const {
@@ -148,16 +184,27 @@ Status ModelConfig::Validate() const {
       }
       break;
   }
-  if (num_experts == 0 && (moe_bias || swiglu_limit != 0 || routing != Routing::kSoftmaxTopK)) {
+  if (num_experts == 0 &&
+      (moe_bias || swiglu_limit != 0 || routing != Routing::kSoftmaxTopK || router_selection_bias ||
+       expert_groups != 1 || expert_groups_used != 1 || routed_scale != 1.0 ||
+       leading_dense_layers != 0 || num_shared_experts != 0)) {
     return Status::InvalidArgument(
-        "expert biases, the clamped SwiGLU or top-k-then-softmax routing without experts");
+        "expert options (biases, the clamped SwiGLU, a routing other than softmax-then-top-k, a "
+        "selection bias, expert groups, a routed scale, leading dense layers, shared experts) "
+        "without experts");
   }
+  FOLIO_RETURN_IF_ERROR(ValidateRouter(*this));
   if (swiglu_limit != 0 &&
       (!std::isfinite(swiglu_limit) || swiglu_limit < 0 || !std::isfinite(swiglu_alpha))) {
     return Status::InvalidArgument("swiglu_limit must be finite and > 0, swiglu_alpha finite");
   }
   if (num_experts == 0 && shared_expert_ffn_size != 0) {
     return Status::InvalidArgument("a shared expert without experts");
+  }
+  if (shared_expert_ffn_size != 0 && num_shared_experts != 0) {
+    return Status::InvalidArgument(
+        "both a gated shared expert (shared_expert_ffn_size) and ungated shared experts "
+        "(num_shared_experts)");
   }
   if (num_experts != 0 &&
       (experts_per_token == 0 || experts_per_token > num_experts || expert_ffn_size == 0)) {
@@ -213,7 +260,8 @@ Status ModelConfig::Validate() const {
   // Every tensor is at most vocab*hidden, hidden*ffn or hidden*hidden; the
   // whole count must fit comfortably in size_t arithmetic.
   const auto dense = CheckedProduct({hidden_size, 2 * q_size() + 2 * kv_size() + 3 * ffn_size});
-  const auto experts = CheckedProduct({hidden_size, num_experts, 4, expert_ffn_size});
+  const auto experts =
+      CheckedProduct({hidden_size, num_experts + num_shared_experts + 1, 4, expert_ffn_size});
   const auto per_layer = dense && experts ? CheckedAdd(*dense, *experts) : std::nullopt;
   const auto all_layers = per_layer ? CheckedMul(*per_layer, num_layers) : std::nullopt;
   // The embedding and head, and an encoder's position and type tables.
@@ -241,17 +289,20 @@ uint64_t ModelConfig::ParameterCount() const {
   if (attention_bias) per_layer += q_size() + 2 * kv_size();
   if (qk_norm) per_layer += 2 * head_dim();
   if (norm_layout == NormLayout::kSandwich) per_layer += 2 * d;
-  if (num_experts != 0) {  // the router and every expert instead of one MLP
-    per_layer =
-        per_layer - 3 * d * ffn_size + num_experts * d + num_experts * 3 * d * expert_ffn_size;
-    if (moe_bias) per_layer += num_experts * (1 + 2 * expert_ffn_size + d);
-    per_layer += 3 * d * shared_expert_ffn_size + (shared_expert_ffn_size != 0 ? d : 0);
-  }
   if (output_bias) per_layer += d;
   if (attention_sinks) per_layer += num_heads;
+  uint64_t moe_layer = per_layer;
+  if (num_experts != 0) {  // the router and every expert instead of one MLP
+    moe_layer =
+        per_layer - 3 * d * ffn_size + num_experts * d + num_experts * 3 * d * expert_ffn_size;
+    if (moe_bias) moe_layer += num_experts * (1 + 2 * expert_ffn_size + d);
+    if (router_selection_bias) moe_layer += num_experts;
+    moe_layer += 3 * d * SharedExpertFfnSize() + (shared_expert_ffn_size != 0 ? d : 0);
+  }
   // A score head replaces the output head.
   const uint64_t head = num_labels != 0 ? num_labels * d : tie_embeddings ? 0 : vocab_size * d;
-  return vocab_size * d + head + num_layers * per_layer + d;
+  return vocab_size * d + head + (num_layers - NumMoeLayers()) * per_layer +
+         NumMoeLayers() * moe_layer + d;
 }
 
 std::vector<double> RopeInverseFrequencies(const ModelConfig& c) {

@@ -65,19 +65,101 @@ Status Decoder::CheckTokens(std::span<const int32_t> tokens, uint64_t batch) con
   return Status::Ok();
 }
 
+namespace decoder_internal {
+
+void RouteRow(const ModelConfig& c, std::span<const float> l, std::span<const float> selection_bias,
+              RouterScratch& s, std::span<uint32_t> experts, std::span<float> weights) {
+  const uint64_t n = c.num_experts, k = c.experts_per_token;
+  s.scores.resize(n);
+  s.choice.resize(n);
+  s.order.resize(n);
+  std::vector<float>& score = s.scores;
+  switch (c.routing) {
+    case Routing::kSoftmaxTopK: {
+      const float top = *std::max_element(l.begin(), l.end());
+      float sum = 0;
+      for (uint64_t e = 0; e < n; ++e) sum += score[e] = std::exp(l[e] - top);
+      for (uint64_t e = 0; e < n; ++e) score[e] /= sum;
+      break;
+    }
+    case Routing::kSigmoidTopK:
+      for (uint64_t e = 0; e < n; ++e) score[e] = 1.0f / (1.0f + std::exp(-l[e]));
+      break;
+    case Routing::kTopKSoftmax:  // rank by logit; the softmax over the chosen k comes below
+      std::copy(l.begin(), l.end(), score.begin());
+      break;
+  }
+  // The selection bias moves the choice, never the weights.
+  for (uint64_t e = 0; e < n; ++e) {
+    s.choice[e] = selection_bias.empty() ? score[e] : score[e] + selection_bias[e];
+  }
+  // Larger first, ties to the lower index.
+  auto better = [](const std::vector<float>& values) {
+    return [v = values.data()](uint32_t a, uint32_t b) {
+      return v[a] > v[b] || (v[a] == v[b] && a < b);
+    };
+  };
+  if (c.expert_groups > 1) {
+    // A group's score is the sum of its two best choices; experts outside
+    // the best expert_groups_used groups cannot be chosen.
+    const uint64_t groups = c.expert_groups, per = n / groups;
+    s.group_scores.resize(groups);
+    s.group_order.resize(groups);
+    for (uint64_t g = 0; g < groups; ++g) {
+      float first = -INFINITY, second = -INFINITY;
+      for (uint64_t e = g * per; e < (g + 1) * per; ++e) {
+        const float x = s.choice[e];
+        if (x > first) {
+          second = first;
+          first = x;
+        } else if (x > second) {
+          second = x;
+        }
+      }
+      s.group_scores[g] = first + second;
+    }
+    std::iota(s.group_order.begin(), s.group_order.end(), 0u);
+    std::sort(s.group_order.begin(), s.group_order.end(), better(s.group_scores));
+    for (uint64_t r = c.expert_groups_used; r < groups; ++r) {
+      const uint64_t g = s.group_order[r];
+      std::fill_n(s.choice.begin() + static_cast<ptrdiff_t>(g * per), per, -INFINITY);
+    }
+  }
+  std::vector<uint32_t>& order = s.order;
+  std::iota(order.begin(), order.end(), 0u);
+  std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k), order.end(),
+                    better(s.choice));
+  if (c.routing == Routing::kTopKSoftmax) {  // gpt-oss: a softmax over the chosen k logits
+    float top = -INFINITY;
+    for (uint64_t i = 0; i < k; ++i) top = std::max(top, score[order[i]]);
+    float sum = 0;
+    for (uint64_t i = 0; i < k; ++i) sum += score[order[i]] = std::exp(score[order[i]] - top);
+    for (uint64_t i = 0; i < k; ++i) score[order[i]] /= sum;
+  }
+  // The row's experts in increasing index: the order their outputs add.
+  std::sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k));
+  float total = 0;
+  for (uint64_t i = 0; i < k; ++i) total += score[order[i]];
+  if (c.routing == Routing::kSigmoidTopK) total += 1e-20f;
+  const bool normalise = c.norm_topk_prob && c.routing != Routing::kTopKSoftmax;
+  const auto scale = static_cast<float>(c.routed_scale);
+  for (uint64_t i = 0; i < k; ++i) {
+    experts[i] = order[i];
+    weights[i] = (normalise ? score[order[i]] / total : score[order[i]]) * scale;
+  }
+}
+
+}  // namespace decoder_internal
+
 // A mixture of experts on rows h [rows, hidden] into out [rows, hidden]:
-// the router's softmax (f32, as Hugging Face computes it), each row's
-// experts_per_token most probable experts (ties to the lower index), their
-// probabilities (renormalised when norm_topk_prob) — or, routing
-// kTopKSoftmax (gpt-oss), the k largest logits (after the router's bias)
-// and a softmax over those k; then, per expert (with its biases and the
-// clamped SwiGLU where the config has them), the
-// rows that chose it as one matrix product (llama.cpp's mul_mat_id), read
-// once for the step; a row's output is the sum of its experts' outputs
-// times their weights, in increasing expert order, then (Qwen2-MoE) the
-// shared expert's output times sigmoid of its gate. Every row's bits
-// depend on that row alone (the matmuls are row-independent), so batch
-// composition, chunking and threads change nothing.
+// each row routed on its own (RouteRow); then, per expert (with its biases
+// and the clamped SwiGLU where the config has them), the rows that chose
+// it as one matrix product (llama.cpp's mul_mat_id), read once for the
+// step; a row's output is the sum of its experts' outputs times their
+// weights, in increasing expert order, then the shared expert's output
+// (Qwen2-MoE: times sigmoid of its gate). Every row's bits depend on that
+// row alone (the matmuls are row-independent), so batch composition,
+// chunking and threads change nothing.
 Status Decoder::Experts(const Weights& w, uint64_t layer, std::span<const float> h, uint64_t rows,
                         std::span<float> out) const {
   const Weights::Layer& lw = w.layers[layer];
@@ -91,40 +173,15 @@ Status Decoder::Experts(const Weights& w, uint64_t layer, std::span<const float>
     for (uint64_t i = 0; i < logits.size(); ++i) logits[i] += lw.router_bias[i % n_exp];
   }
   std::vector<float> weight(rows * k);
+  std::vector<uint32_t> chosen(k);
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> routed(n_exp);  // (row, slot)
-  std::vector<float> probs(n_exp);
-  std::vector<uint32_t> order(n_exp);
-  const bool topk_first = c.routing == Routing::kTopKSoftmax;
+  decoder_internal::RouterScratch scratch;
   for (uint64_t r = 0; r < rows; ++r) {
-    const std::span<const float> l = std::span<const float>(logits).subspan(r * n_exp, n_exp);
-    if (topk_first) {
-      // Rank by logit; the softmax over the chosen k comes below.
-      std::copy(l.begin(), l.end(), probs.begin());
-    } else {
-      const float top = *std::max_element(l.begin(), l.end());
-      float sum = 0;
-      for (uint64_t e = 0; e < n_exp; ++e) sum += probs[e] = std::exp(l[e] - top);
-      for (uint64_t e = 0; e < n_exp; ++e) probs[e] /= sum;
-    }
-    std::iota(order.begin(), order.end(), 0u);
-    std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k), order.end(),
-                      [&](uint32_t a, uint32_t b) {
-                        return probs[a] > probs[b] || (probs[a] == probs[b] && a < b);
-                      });
-    if (topk_first) {  // gpt-oss: a softmax over the k largest logits (the first is the top)
-      const float top = probs[order[0]];
-      float sum = 0;
-      for (uint64_t s = 0; s < k; ++s) sum += probs[order[s]] = std::exp(probs[order[s]] - top);
-      for (uint64_t s = 0; s < k; ++s) probs[order[s]] /= sum;
-    }
-    // The row's experts in increasing index: the order their outputs add.
-    std::sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k));
-    float total = 0;
-    for (uint64_t s = 0; s < k; ++s) total += probs[order[s]];
+    decoder_internal::RouteRow(c, std::span<const float>(logits).subspan(r * n_exp, n_exp),
+                               lw.selection_bias, scratch, chosen,
+                               std::span<float>(weight).subspan(r * k, k));
     for (uint64_t s = 0; s < k; ++s) {
-      weight[r * k + s] =
-          c.norm_topk_prob && !topk_first ? probs[order[s]] / total : probs[order[s]];
-      routed[order[s]].emplace_back(static_cast<uint32_t>(r), static_cast<uint32_t>(s));
+      routed[chosen[s]].emplace_back(static_cast<uint32_t>(r), static_cast<uint32_t>(s));
     }
   }
   std::vector<float> ys(rows * k * d);  // each (row, slot)'s expert output
@@ -170,15 +227,19 @@ Status Decoder::Experts(const Weights& w, uint64_t layer, std::span<const float>
     }
   }
   if (!lw.shared_expert.empty()) {
-    const uint64_t fs = c.shared_expert_ffn_size;
+    const uint64_t fs = c.SharedExpertFfnSize();
     ge.resize(rows * fs);
     ue.resize(rows * fs);
     ye.resize(rows * d);
-    std::vector<float> gate(rows);
     FOLIO_RETURN_IF_ERROR(ApplyLinears<2>({&lw.shared_expert[0], &lw.shared_expert[1]}, h, rows,
                                           {std::span<float>(ge), std::span<float>(ue)}, be));
     be->SwiGlu(ge, ue);
     FOLIO_RETURN_IF_ERROR(lw.shared_expert[2].Apply(ge, rows, ye, be));
+    if (lw.shared_expert.size() == 3) {  // ungated (dots1): added as it is
+      for (uint64_t i = 0; i < rows * d; ++i) out[i] += ye[i];
+      return Status::Ok();
+    }
+    std::vector<float> gate(rows);
     FOLIO_RETURN_IF_ERROR(lw.shared_expert[3].Apply(h, rows, gate, be));
     for (uint64_t r = 0; r < rows; ++r) {
       // transformers: F.sigmoid(gate) * shared, added after the experts.
@@ -259,7 +320,7 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
     norm_if(delta, lw.post_attn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
     rms_norm(x, lw.ffn_norm, h);
-    if (c.IsMoe()) {
+    if (c.IsMoeLayer(layer)) {
       FOLIO_RETURN_IF_ERROR(Experts(w, layer, h, rows, delta));
     } else {
       const Status gate_up = ApplyLinears<2>({&lw.mlp[0], &lw.mlp[1]}, h, rows,

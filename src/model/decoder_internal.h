@@ -86,6 +86,26 @@ Status ApplyLinears(const std::array<const Linear*, N>& ls, std::span<const floa
   return backend->MatMuls(ws, x.first(rows * ws[0]->host.cols), rows, outs);
 }
 
+// Scratch space for RouteRow, reused across rows.
+struct RouterScratch {
+  std::vector<float> scores, choice, group_scores;  // [num_experts], [num_experts], [groups]
+  std::vector<uint32_t> order, group_order;         // [num_experts], [groups]
+};
+
+// One row's routing, in f32 as transformers computes it: from the
+// router's logits [num_experts] (its bias, if any, added) the scores (a
+// softmax over every expert, or each logit's sigmoid, or — kTopKSoftmax —
+// the logits themselves); the choice ranks scores + selection_bias (empty:
+// none), within the expert_groups_used groups of the best two-expert sums
+// when the experts are grouped, ties to the lower index; experts gets the
+// experts_per_token chosen in increasing index and weights their scores
+// (kTopKSoftmax: a softmax over the chosen logits), divided by their sum
+// when norm_topk_prob (plus 1e-20 under sigmoid scoring, as transformers
+// adds), times routed_scale. Reads nothing but this row.
+void RouteRow(const ModelConfig& c, std::span<const float> logits,
+              std::span<const float> selection_bias, RouterScratch& scratch,
+              std::span<uint32_t> experts, std::span<float> weights);
+
 }  // namespace decoder_internal
 
 using decoder_internal::Linear;
@@ -101,12 +121,13 @@ struct Decoder::Weights {
     // A dense MLP (gate, up, down; a BERT block's: up, down), or a router
     // and experts (one entry each).
     std::vector<Linear> mlp, router, expert_gate, expert_up, expert_down;
-    // A shared expert: gate, up, down and its one-row gate (empty: none).
+    // A shared expert: gate, up, down and, when gated, its one-row gate
+    // (empty: none).
     std::vector<Linear> shared_expert;
     // gpt-oss (and BERT): the output projection's bias; gpt-oss: the
     // attention sinks, and the router's and experts' biases (one entry per
-    // expert).
-    std::vector<float> bo, sinks, router_bias;
+    // expert). The router's selection bias (dots1) [num_experts].
+    std::vector<float> bo, sinks, router_bias, selection_bias;
     std::vector<std::vector<float>> expert_gate_bias, expert_up_bias, expert_down_bias;
     // BERT: the LayerNorms' biases, and the MLP's (up, down).
     std::vector<float> attn_norm_bias, ffn_norm_bias, b_up, b_down;
@@ -171,6 +192,7 @@ struct Decoder::Weights {
       layer.bo = Values(l.bo);
       layer.sinks = Values(l.sinks);
       layer.router_bias = Values(l.router_bias);
+      layer.selection_bias = Values(l.router_selection_bias);
       for (const Tensor& t : l.expert_gate_bias) layer.expert_gate_bias.push_back(Values(t));
       for (const Tensor& t : l.expert_up_bias) layer.expert_up_bias.push_back(Values(t));
       for (const Tensor& t : l.expert_down_bias) layer.expert_down_bias.push_back(Values(t));
@@ -193,17 +215,17 @@ struct Decoder::Weights {
         rope_scales.push_back(RopeAttentionFactor(lc.rope_scaling));
       }
       layer.rope = rope;
-      if (c.IsMoe()) {
+      if (c.IsMoeLayer(i)) {
         layer.router.emplace_back(l.router, b);
         for (uint64_t e = 0; e < c.num_experts; ++e) {
           layer.expert_gate.emplace_back(l.expert_gate[e], b);
           layer.expert_up.emplace_back(l.expert_up[e], b);
           layer.expert_down.emplace_back(l.expert_down[e], b);
         }
-        if (c.shared_expert_ffn_size != 0) {
+        if (c.SharedExpertFfnSize() != 0) {
           for (const Tensor* t :
                {&l.shared_gate, &l.shared_up, &l.shared_down, &l.shared_expert_gate}) {
-            layer.shared_expert.emplace_back(*t, b);
+            if (!t->empty()) layer.shared_expert.emplace_back(*t, b);  // the gate when gated
           }
         }
       } else {

@@ -3,12 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "folio/core/checked_math.h"
 #include "folio/kv/paged_kv_cache.h"
 #include "folio/tokenizer/byte_tokenizer.h"
+#include "model/decoder_internal.h"
 #include "reference/placed_cache.h"
 
 namespace folio::model {
@@ -268,6 +270,164 @@ TEST(Decoder, ExpertsCachedEqualsFullAndLanesMatchSoloRuns) {
     std::vector<float> solos = solo0;
     solos.insert(solos.end(), solo1.begin(), solo1.end());
     EXPECT_EQ(pair, solos) << "shared " << shared;
+  }
+}
+
+// One row through the router (RouteRow): the chosen experts in
+// increasing index and their weights.
+struct Routed {
+  std::vector<uint32_t> experts;
+  std::vector<float> weights;
+};
+Routed Route(const ModelConfig& c, const std::vector<float>& logits,
+             const std::vector<float>& selection_bias = {}) {
+  decoder_internal::RouterScratch scratch;
+  Routed r{std::vector<uint32_t>(c.experts_per_token), std::vector<float>(c.experts_per_token)};
+  decoder_internal::RouteRow(c, logits, selection_bias, scratch, r.experts, r.weights);
+  return r;
+}
+
+ModelConfig SigmoidRouter(uint64_t experts, uint64_t k) {
+  ModelConfig c = WorkedExampleConfig();
+  c.num_experts = experts;
+  c.experts_per_token = k;
+  c.expert_ffn_size = 4;
+  c.routing = Routing::kSigmoidTopK;
+  c.norm_topk_prob = false;
+  return c;
+}
+
+float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// The logit whose sigmoid is p.
+float Logit(double p) { return static_cast<float>(std::log(p / (1 - p))); }
+
+TEST(Router, SigmoidScoresAreTheWeights) {
+  const Routed r = Route(SigmoidRouter(4, 2), {0.0f, 2.0f, -1.0f, 1.0f});
+  EXPECT_EQ(r.experts, (std::vector<uint32_t>{1, 3}));
+  EXPECT_EQ(r.weights, (std::vector<float>{Sigmoid(2.0f), Sigmoid(1.0f)}));
+}
+
+TEST(Router, SelectionBiasChoosesButDoesNotWeigh) {
+  const Routed r = Route(SigmoidRouter(4, 2), {0.0f, 2.0f, -1.0f, 1.0f}, {0.0f, 0.0f, 5.0f, 0.0f});
+  EXPECT_EQ(r.experts, (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(r.weights, (std::vector<float>{Sigmoid(2.0f), Sigmoid(-1.0f)}));
+  // Under softmax scoring too: the weights are the unbiased probabilities.
+  ModelConfig softmax = SigmoidRouter(4, 2);
+  softmax.routing = Routing::kSoftmaxTopK;
+  const Routed s = Route(softmax, {0.0f, 2.0f, -1.0f, 1.0f}, {0.0f, 0.0f, 5.0f, 0.0f});
+  EXPECT_EQ(s.experts, (std::vector<uint32_t>{1, 2}));
+  EXPECT_LT(s.weights[1], s.weights[0]);
+}
+
+TEST(Router, RenormalisedWeightsAreScaledAfterwards) {
+  ModelConfig c = SigmoidRouter(4, 2);
+  c.norm_topk_prob = true;
+  c.routed_scale = 2.5;
+  const Routed r = Route(c, {0.0f, 2.0f, -1.0f, 1.0f});
+  const float total = Sigmoid(2.0f) + Sigmoid(1.0f) + 1e-20f;
+  EXPECT_EQ(r.weights,
+            (std::vector<float>{Sigmoid(2.0f) / total * 2.5f, Sigmoid(1.0f) / total * 2.5f}));
+  c.norm_topk_prob = false;
+  EXPECT_EQ(Route(c, {0.0f, 2.0f, -1.0f, 1.0f}).weights,
+            (std::vector<float>{Sigmoid(2.0f) * 2.5f, Sigmoid(1.0f) * 2.5f}));
+}
+
+// Four groups of two. Group 0 holds the best single score (0.9 + 0.1 =
+// 1.0), group 1 the best pair (0.6 + 0.6 = 1.2), group 2 the next (1.1):
+// with one group allowed only group 1's experts run.
+TEST(Router, GroupsByTheirTwoBestScoresLimitTheChoice) {
+  ModelConfig c = SigmoidRouter(8, 2);
+  c.expert_groups = 4;
+  c.expert_groups_used = 1;
+  const std::vector<float> logits = {Logit(0.9),  Logit(0.1),  Logit(0.6), Logit(0.6),
+                                     Logit(0.55), Logit(0.55), Logit(0.2), Logit(0.2)};
+  EXPECT_EQ(Route(c, logits).experts, (std::vector<uint32_t>{2, 3}));
+  c.expert_groups_used = 2;  // groups 1 and 2: still not expert 0
+  EXPECT_EQ(Route(c, logits).experts, (std::vector<uint32_t>{2, 3}));
+  c.expert_groups_used = 4;  // every group: the two best overall
+  EXPECT_EQ(Route(c, logits).experts, (std::vector<uint32_t>{0, 2}));
+  c.expert_groups = 1;
+  c.expert_groups_used = 1;
+  EXPECT_EQ(Route(c, logits).experts, (std::vector<uint32_t>{0, 2}));
+  // The groups rank the biased scores: a bias on group 3 lifts it first.
+  c.expert_groups = 4;
+  EXPECT_EQ(Route(c, logits, {0, 0, 0, 0, 0, 0, 0.5f, 0.5f}).experts,
+            (std::vector<uint32_t>{6, 7}));
+}
+
+TEST(Router, TiesGoToTheLowerIndex) {
+  ModelConfig c = SigmoidRouter(6, 2);
+  EXPECT_EQ(Route(c, {1.0f, 0.0f, 1.0f, 1.0f, 0.0f, 0.0f}).experts, (std::vector<uint32_t>{0, 2}));
+  c.expert_groups = 3;  // groups {0,1} 1+0, {2,3} 1+1, {4,5} 0+0
+  c.expert_groups_used = 1;
+  EXPECT_EQ(Route(c, {1.0f, 0.0f, 1.0f, 1.0f, 0.0f, 0.0f}).experts, (std::vector<uint32_t>{2, 3}));
+  EXPECT_EQ(Route(c, {1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 0.0f}).experts, (std::vector<uint32_t>{0, 1}));
+}
+
+// dots1's mixture: sigmoid routing with a selection bias, 4 groups of 2
+// experts (2 used), a routed scale, a leading dense layer, two ungated
+// shared experts and Qwen3's q/k norms.
+ModelConfig DeepSeekConfig() {
+  ModelConfig c = WorkedExampleConfig();
+  c.max_positions = 40;
+  c.num_layers = 3;
+  c.qk_norm = true;
+  c.num_experts = 8;
+  c.experts_per_token = 2;
+  c.expert_ffn_size = 6;
+  c.routing = Routing::kSigmoidTopK;
+  c.router_selection_bias = true;
+  c.expert_groups = 4;
+  c.expert_groups_used = 2;
+  c.routed_scale = 2.5;
+  c.norm_topk_prob = true;
+  c.leading_dense_layers = 1;
+  c.num_shared_experts = 2;
+  return c;
+}
+
+TEST(Decoder, DeepSeekRouterCachedEqualsFullAndLanesMatchSoloRuns) {
+  const Model m = *Model::FromSeed(DeepSeekConfig(), 37);
+  ExpectCachedEqualsFull(m);
+  const Decoder dec(m);
+  const std::vector<int32_t> lane0 = {0, 99, 100, 5, 17}, lane1 = {0, 7, 42, 200, 3};
+  std::vector<int32_t> both = lane0;
+  both.insert(both.end(), lane1.begin(), lane1.end());
+  std::vector<float> solos = *dec.Forward(lane0, 1);
+  const std::vector<float> solo1 = *dec.Forward(lane1, 1);
+  solos.insert(solos.end(), solo1.begin(), solo1.end());
+  EXPECT_EQ(*dec.Forward(both, 2), solos);
+  // Two threads give the same bits.
+  ThreadPool two(2);
+  EXPECT_EQ(*Decoder(m, &two).Forward(both, 2), solos);
+}
+
+TEST(Decoder, EachRouterOptionChangesTheLogits) {
+  const Model base = *Model::FromSeed(DeepSeekConfig(), 41);
+  const auto run = [](const Model& m) { return *Decoder(m).Forward(Document(), 1); };
+  const auto want = run(base);
+  using Change = void (*)(ModelConfig&, LayerWeights&);
+  const std::vector<Change> changes = {
+      [](ModelConfig& c, LayerWeights&) { c.routing = Routing::kSoftmaxTopK; },
+      [](ModelConfig& c, LayerWeights& l) {
+        c.router_selection_bias = false;
+        l.router_selection_bias = {};
+      },
+      [](ModelConfig& c, LayerWeights&) { c.expert_groups_used = 4; },
+      [](ModelConfig& c, LayerWeights&) { c.routed_scale = 1.0; },
+      [](ModelConfig& c, LayerWeights&) { c.norm_topk_prob = false; },
+      [](ModelConfig& c, LayerWeights& l) {
+        c.num_shared_experts = 0;
+        l.shared_gate = l.shared_up = l.shared_down = {};
+      },
+  };
+  for (size_t i = 0; i < changes.size(); ++i) {
+    ModelConfig c = base.config();
+    ModelWeights w = base.weights();
+    for (LayerWeights& l : w.layers) changes[i](c, l);
+    const Result<Model> m = Model::Create(c, std::move(w));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_NE(run(*m), want) << "change " << i;
   }
 }
 

@@ -183,24 +183,28 @@ ModelWeights InitializeWeights(const ModelConfig& c, SplitMix64& rng) {
   for (double& x : embedding) x = limit * (2.0 * rng.NextUnit() - 1.0);
   w.embedding = Tensor::FromDoubles({c.vocab_size, d}, std::move(embedding));
   w.layers.resize(c.num_layers);
-  for (auto& l : w.layers) {
+  for (uint64_t i = 0; i < c.num_layers; ++i) {
+    LayerWeights& l = w.layers[i];
     l.wq = XavierUniform(rng, d, c.q_size());
     l.wk = XavierUniform(rng, d, c.kv_size());
     l.wv = XavierUniform(rng, d, c.kv_size());
     l.wo = XavierUniform(rng, c.q_size(), d);
-    if (c.IsMoe()) {
+    if (c.IsMoeLayer(i)) {
       l.router = XavierUniform(rng, d, c.num_experts);
       for (uint64_t e = 0; e < c.num_experts; ++e) {
         l.expert_gate.push_back(XavierUniform(rng, d, c.expert_ffn_size));
         l.expert_up.push_back(XavierUniform(rng, d, c.expert_ffn_size));
         l.expert_down.push_back(XavierUniform(rng, c.expert_ffn_size, d));
       }
-      if (c.shared_expert_ffn_size != 0) {
-        l.shared_gate = XavierUniform(rng, d, c.shared_expert_ffn_size);
-        l.shared_up = XavierUniform(rng, d, c.shared_expert_ffn_size);
-        l.shared_down = XavierUniform(rng, c.shared_expert_ffn_size, d);
-        l.shared_expert_gate = XavierUniform(rng, d, 1);
+      if (const uint64_t fs = c.SharedExpertFfnSize(); fs != 0) {
+        l.shared_gate = XavierUniform(rng, d, fs);
+        l.shared_up = XavierUniform(rng, d, fs);
+        l.shared_down = XavierUniform(rng, fs, d);
+        if (c.shared_expert_ffn_size != 0) l.shared_expert_gate = XavierUniform(rng, d, 1);
       }
+      // A selection bias of the sigmoid scores' order of magnitude, so that
+      // it changes which experts run.
+      if (c.router_selection_bias) l.router_selection_bias = Uniform(rng, c.num_experts, 0.5);
       if (c.moe_bias) {  // small random biases, so that tests see them
         l.router_bias = Uniform(rng, c.num_experts, 0.5);
         for (uint64_t e = 0; e < c.num_experts; ++e) {
@@ -286,7 +290,9 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
       h.Str("shared-expert/1");
       h.U64(c.shared_expert_ffn_size);
     }
-    if (c.routing != Routing::kSoftmaxTopK || c.moe_bias || c.swiglu_limit != 0 || c.output_bias ||
+    // kTopKSoftmax was the only other routing when this section came: it
+    // alone is gpt-oss's (the later routings hash theirs in "router/1").
+    if (c.routing == Routing::kTopKSoftmax || c.moe_bias || c.swiglu_limit != 0 || c.output_bias ||
         c.attention_sinks) {
       h.Str("gpt-oss/1");
       h.U64(static_cast<uint64_t>(c.routing));
@@ -295,6 +301,16 @@ std::string ComputeModelId(const ModelConfig& c, const ModelWeights& w) {
       h.F64(c.swiglu_alpha);
       h.U64(c.output_bias ? 1 : 0);
       h.U64(c.attention_sinks ? 1 : 0);
+    }
+    if (c.routing == Routing::kSigmoidTopK || c.router_selection_bias || c.expert_groups != 1 ||
+        c.expert_groups_used != 1 || c.routed_scale != 1.0 || c.leading_dense_layers != 0 ||
+        c.num_shared_experts != 0) {  // later than gpt-oss's: only where set
+      h.Str("router/1");
+      h.U64(static_cast<uint64_t>(c.routing));
+      h.U64(c.router_selection_bias ? 1 : 0);
+      for (uint64_t v : {c.expert_groups, c.expert_groups_used}) h.U64(v);
+      h.F64(c.routed_scale);
+      for (uint64_t v : {c.leading_dense_layers, c.num_shared_experts}) h.U64(v);
     }
     if (c.block != Block::kDecoder) {
       h.Str("block/1");

@@ -5,6 +5,10 @@
 
 #include <bit>
 #include <cmath>
+#include <initializer_list>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace folio::model {
 namespace {
@@ -189,6 +193,90 @@ TEST(ModelConfig, RejectsInvalidShapes) {
   c = WorkedExampleConfig();
   c.vocab_size = 0;
   EXPECT_NE(c.Validate().message().find("vocab_size"), std::string::npos);
+}
+
+// dots1's mixture: sigmoid routing with a selection bias, 4 groups of 2
+// experts, a routed scale, a leading dense layer and 2 shared experts.
+ModelConfig DeepSeekMixture() {
+  ModelConfig c = WorkedExampleConfig();
+  c.num_layers = 3;
+  c.num_experts = 8;
+  c.experts_per_token = 2;
+  c.expert_ffn_size = 6;
+  c.routing = Routing::kSigmoidTopK;
+  c.router_selection_bias = true;
+  c.expert_groups = 4;
+  c.expert_groups_used = 2;
+  c.routed_scale = 2.5;
+  c.leading_dense_layers = 1;
+  c.num_shared_experts = 2;
+  return c;
+}
+
+TEST(ModelConfig, ParameterCountCountsEveryTensorOfADeepSeekMixture) {
+  const Model m = *Model::FromSeed(DeepSeekMixture(), 3);
+  uint64_t elements = 0;
+  ForEachTensor(m.config(), m.weights(),
+                [&](const std::string&, const std::vector<uint64_t>&, const Tensor& t) {
+                  elements += t.num_elements();
+                });
+  EXPECT_EQ(m.config().ParameterCount(), elements);
+  // The dense layer has no router; the mixtures have a bias and ungated
+  // shared experts of 2 x 6.
+  EXPECT_TRUE(m.weights().layers[0].router.empty());
+  EXPECT_EQ(m.weights().layers[0].w_gate.shape, (std::vector<uint64_t>{12, 8}));
+  EXPECT_EQ(m.weights().layers[1].router_selection_bias.shape, (std::vector<uint64_t>{8}));
+  EXPECT_EQ(m.weights().layers[2].shared_gate.shape, (std::vector<uint64_t>{12, 8}));
+  EXPECT_TRUE(m.weights().layers[2].shared_expert_gate.empty());
+}
+
+// Each router option is hashed, and a model without them keeps the id
+// its options never entered.
+TEST(Model, RouterOptionsEnterTheId) {
+  const std::string id = Model::FromSeed(DeepSeekMixture(), 20)->id();
+  using Change = void (*)(ModelConfig&);
+  for (const Change change :
+       std::initializer_list<Change>{[](ModelConfig& c) { c.routing = Routing::kSoftmaxTopK; },
+                                     [](ModelConfig& c) { c.expert_groups_used = 1; },
+                                     [](ModelConfig& c) { c.expert_groups = 2; },
+                                     [](ModelConfig& c) { c.routed_scale = 1.0; }}) {
+    ModelConfig other = DeepSeekMixture();
+    change(other);
+    ASSERT_TRUE(other.Validate().ok());
+    EXPECT_NE(Model::FromSeed(other, 20)->id(), id);
+  }
+}
+
+TEST(ModelConfig, RejectsBadRouterOptions) {
+  using Change = void (*)(ModelConfig&);
+  const std::pair<Change, const char*> cases[] = {
+      {[](ModelConfig& c) { c.expert_groups = 3; }, "must divide num_experts 8"},
+      {[](ModelConfig& c) { c.expert_groups = 8; }, "a group's score sums its two best"},
+      {[](ModelConfig& c) { c.expert_groups_used = 5; }, "expert_groups_used 5"},
+      {[](ModelConfig& c) { c.expert_groups_used = 0; }, "expert_groups_used 0"},
+      {[](ModelConfig& c) {
+         c.expert_groups_used = 1;
+         c.experts_per_token = 3;
+       },
+       "exceeds the 2 experts of the 1 groups"},
+      {[](ModelConfig& c) { c.routed_scale = 0; }, "routed_scale"},
+      {[](ModelConfig& c) { c.routed_scale = INFINITY; }, "routed_scale"},
+      {[](ModelConfig& c) { c.leading_dense_layers = 4; }, "leading_dense_layers 4"},
+      {[](ModelConfig& c) { c.shared_expert_ffn_size = 4; }, "both a gated shared expert"},
+      {[](ModelConfig& c) {
+         c.num_experts = 0;
+         c.experts_per_token = 0;
+         c.expert_ffn_size = 0;
+       },
+       "without experts"},
+  };
+  ASSERT_TRUE(DeepSeekMixture().Validate().ok());
+  for (const auto& [change, named] : cases) {
+    ModelConfig c = DeepSeekMixture();
+    change(c);
+    EXPECT_NE(c.Validate().message().find(named), std::string::npos)
+        << named << ": " << c.Validate().ToString();
+  }
 }
 
 }  // namespace

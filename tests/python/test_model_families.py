@@ -653,7 +653,7 @@ def test_info_reports_experts_and_what_a_token_reads(tmp_path):
     d, f, e, k = cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts, cfg.num_experts_per_tok
     per_expert = 3 * d * f
     assert info["experts"] == {"num_experts": e, "experts_per_token": k, "expert_ffn_size": f,
-                               "norm_topk_prob": True,
+                               "routing": "softmax-topk", "norm_topk_prob": True,
                                "expert_weight_bytes": 4 * cfg.num_hidden_layers * e * per_expert}
     assert info["parameters"] == total
     assert info["active_parameters"] == total - cfg.num_hidden_layers * (e - k) * per_expert

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -70,7 +72,9 @@ struct Float64Decoder::Weights {
     std::vector<double> inv_freq;  // the layer's RoPE
     double rope_scale;             // cos and sin times this (longrope)
     std::vector<Linear> router, expert_gate, expert_up, expert_down;  // a mixture of experts
-    std::vector<Linear> shared_expert;  // gate, up, down, its gate (Qwen2-MoE)
+    std::vector<double> selection_bias;                               // [num_experts] or empty
+    // gate, up, down, and its gate when gated (Qwen2-MoE; dots1's has none)
+    std::vector<Linear> shared_expert;
   };
   Linear embedding;
   std::vector<Layer> layers;
@@ -111,8 +115,9 @@ struct Float64Decoder::Weights {
                 {},
                 {},
                 {},
+                {},
                 {}});
-      if (c.IsMoe()) {
+      if (c.IsMoeLayer(i)) {
         Layer& layer = layers.back();
         layer.router.emplace_back(l.router);
         for (uint64_t e = 0; e < c.num_experts; ++e) {
@@ -120,11 +125,10 @@ struct Float64Decoder::Weights {
           layer.expert_up.emplace_back(l.expert_up[e]);
           layer.expert_down.emplace_back(l.expert_down[e]);
         }
-        if (c.shared_expert_ffn_size != 0) {
-          for (const model::Tensor* t :
-               {&l.shared_gate, &l.shared_up, &l.shared_down, &l.shared_expert_gate}) {
-            layer.shared_expert.emplace_back(*t);
-          }
+        layer.selection_bias = values(l.router_selection_bias);
+        for (const model::Tensor* t :
+             {&l.shared_gate, &l.shared_up, &l.shared_down, &l.shared_expert_gate}) {
+          if (!t->empty()) layer.shared_expert.emplace_back(*t);
         }
       }
     }
@@ -146,7 +150,7 @@ namespace {
 // their options.
 const model::Model& Modelled(const model::Model& model) {
   const model::ModelConfig& c = model.config();
-  FOLIO_CHECK(c.routing == model::Routing::kSoftmaxTopK && !c.moe_bias && c.swiglu_limit == 0 &&
+  FOLIO_CHECK(c.routing != model::Routing::kTopKSoftmax && !c.moe_bias && c.swiglu_limit == 0 &&
                   !c.output_bias && !c.attention_sinks,
               "the float64 reference does not model gpt-oss's block");
   FOLIO_CHECK(c.block == model::Block::kDecoder, "the float64 reference models decoders only");
@@ -241,27 +245,55 @@ Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& 
     norm_if(delta, lw.post_attn_norm);
     for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
     rms_norm(x, lw.ffn_norm, h);
-    if (c.IsMoe()) {
-      // Row by row: softmax, the best experts_per_token (ties to the lower
-      // index), their outputs summed in increasing expert order.
+    if (c.IsMoeLayer(layer)) {
+      // Row by row: the scores (a softmax, or each logit's sigmoid); the
+      // best experts_per_token by score plus the selection bias, within
+      // the best groups by their two best such sums when grouped (ties to
+      // the lower index); their outputs summed in increasing expert order,
+      // weighted by their scores (over their sum when norm_topk_prob) times
+      // the routed scale; then the shared expert's output.
       const uint64_t n_exp = c.num_experts, top_k = c.experts_per_token, f = c.expert_ffn_size;
-      std::vector<double> logit(n_exp), g(f), u(f), y(d);
-      std::vector<uint32_t> order(n_exp);
+      const uint64_t groups = c.expert_groups, per = n_exp / groups;
+      std::vector<double> score(n_exp), choice(n_exp), group_score(groups), g(f), u(f), y(d);
+      std::vector<uint32_t> order(n_exp), group_order(groups);
+      auto ranked = [](const std::vector<double>& by, std::vector<uint32_t>& idx, uint64_t first) {
+        for (uint32_t e = 0; e < idx.size(); ++e) idx[e] = e;
+        std::partial_sort(
+            idx.begin(), idx.begin() + static_cast<ptrdiff_t>(first), idx.end(),
+            [&](uint32_t a, uint32_t b) { return by[a] > by[b] || (by[a] == by[b] && a < b); });
+      };
       for (uint64_t r = 0; r < rows; ++r) {
         const std::span<const double> hr = Row(h, r, d);
-        lw.router[0].Apply(hr, 1, logit);
-        const double top = *std::max_element(logit.begin(), logit.end());
-        double sum = 0;
-        for (double& l : logit) sum += (l = std::exp(l - top));
-        for (double& l : logit) l /= sum;
-        for (uint32_t e = 0; e < n_exp; ++e) order[e] = e;
-        std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(top_k), order.end(),
-                          [&](uint32_t a, uint32_t b) {
-                            return logit[a] > logit[b] || (logit[a] == logit[b] && a < b);
-                          });
+        lw.router[0].Apply(hr, 1, score);
+        if (c.routing == model::Routing::kSigmoidTopK) {
+          for (double& l : score) l = 1.0 / (1.0 + std::exp(-l));
+        } else {
+          const double top = *std::max_element(score.begin(), score.end());
+          double sum = 0;
+          for (double& l : score) sum += (l = std::exp(l - top));
+          for (double& l : score) l /= sum;
+        }
+        for (uint64_t e = 0; e < n_exp; ++e) {
+          choice[e] = score[e] + (lw.selection_bias.empty() ? 0.0 : lw.selection_bias[e]);
+        }
+        if (groups > 1) {
+          for (uint64_t gi = 0; gi < groups; ++gi) {
+            std::vector<double> members(choice.begin() + static_cast<ptrdiff_t>(gi * per),
+                                        choice.begin() + static_cast<ptrdiff_t>((gi + 1) * per));
+            std::sort(members.begin(), members.end(), std::greater<>());
+            group_score[gi] = members[0] + members[1];
+          }
+          ranked(group_score, group_order, groups);
+          for (uint64_t rank = c.expert_groups_used; rank < groups; ++rank) {
+            for (uint64_t e = group_order[rank] * per; e < (group_order[rank] + 1) * per; ++e) {
+              choice[e] = -std::numeric_limits<double>::infinity();
+            }
+          }
+        }
+        ranked(choice, order, top_k);
         std::sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(top_k));
         double total = 0;
-        for (uint64_t s = 0; s < top_k; ++s) total += logit[order[s]];
+        for (uint64_t s = 0; s < top_k; ++s) total += score[order[s]];
         std::span<double> o = Row(delta, r, d);
         std::fill(o.begin(), o.end(), 0.0);
         for (uint64_t s = 0; s < top_k; ++s) {
@@ -270,18 +302,21 @@ Result<std::vector<double>> Float64Decoder::Run(const RowPlan& plan, AttendFn&& 
           lw.expert_up[e].Apply(hr, 1, u);
           ops::SwiGlu<double>(g, u);
           lw.expert_down[e].Apply(g, 1, y);
-          const double wt = c.norm_topk_prob ? logit[e] / total : logit[e];
+          const double wt = (c.norm_topk_prob ? score[e] / total : score[e]) * c.routed_scale;
           for (uint64_t i = 0; i < d; ++i) o[i] += wt * y[i];
         }
         if (!lw.shared_expert.empty()) {
-          const uint64_t fs = c.shared_expert_ffn_size;
+          const uint64_t fs = c.SharedExpertFfnSize();
           std::vector<double> sg(fs), su(fs), gate_logit(1);
           lw.shared_expert[0].Apply(hr, 1, sg);
           lw.shared_expert[1].Apply(hr, 1, su);
           ops::SwiGlu<double>(sg, su);
           lw.shared_expert[2].Apply(sg, 1, y);
-          lw.shared_expert[3].Apply(hr, 1, gate_logit);
-          const double s = 1.0 / (1.0 + std::exp(-gate_logit[0]));
+          double s = 1.0;                      // ungated (dots1)
+          if (lw.shared_expert.size() == 4) {  // Qwen2-MoE's sigmoid gate
+            lw.shared_expert[3].Apply(hr, 1, gate_logit);
+            s = 1.0 / (1.0 + std::exp(-gate_logit[0]));
+          }
           for (uint64_t i = 0; i < d; ++i) o[i] += s * y[i];
         }
       }

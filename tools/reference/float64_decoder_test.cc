@@ -195,6 +195,34 @@ TEST(Float64Decoder, Float32DecoderAgreesWithinRoundingOnExperts) {
   }
 }
 
+// A DeepSeek-style mixture (dots1's): sigmoid or softmax scores, a
+// random selection bias, 4 groups of 2 experts with 2 used, a routed
+// scale, a leading dense layer and two ungated shared experts, both
+// weightings. Near-ties between a row's candidates could route the two
+// decoders apart; these seeds have none.
+TEST(Float64Decoder, Float32DecoderAgreesWithinRoundingOnDeepSeekExperts) {
+  for (const bool norm : {true, false}) {
+    for (const model::Routing routing :
+         {model::Routing::kSigmoidTopK, model::Routing::kSoftmaxTopK}) {
+      model::ModelConfig c = model::WorkedExampleConfig();
+      c.num_layers = 3;
+      c.qk_norm = true;
+      c.num_experts = 8;
+      c.experts_per_token = 2;
+      c.expert_ffn_size = 6;
+      c.routing = routing;
+      c.router_selection_bias = true;
+      c.expert_groups = 4;
+      c.expert_groups_used = 2;
+      c.routed_scale = 2.5;
+      c.norm_topk_prob = norm;
+      c.leading_dense_layers = 1;
+      c.num_shared_experts = 2;
+      ExpectFloat32AgreesWithinRounding(*model::Model::FromSeed(c, 9));
+    }
+  }
+}
+
 TEST(Float64Decoder, Float32DecoderAgreesWithinRoundingOnFamilyOptions) {
   model::ModelConfig c = model::WorkedExampleConfig();
   c.num_layers = 3;

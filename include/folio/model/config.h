@@ -123,12 +123,13 @@ struct ModelConfig {
   // RoPE rotates the first rotary_dim features of each head, the rest pass
   // through (partial rotary embeddings, Phi-4-mini); 0 = all of head_dim.
   uint64_t rotary_dim = 0;
-  // Mixture of experts (Mixtral, Qwen3-MoE): every layer's MLP is
-  // num_experts SwiGLU experts of width expert_ffn_size (ffn_size is then
-  // unused); a router scores them per token (softmax over its logits), the
-  // experts_per_token best run, and their outputs are summed weighted by
-  // those probabilities (renormalised to sum to 1 when norm_topk_prob).
-  // 0 experts = a dense MLP.
+  // Mixture of experts (Mixtral, Qwen3-MoE, dots1): every layer's MLP
+  // (but the leading dense layers') is num_experts SwiGLU experts of width
+  // expert_ffn_size (ffn_size is then the dense layers' width); a router
+  // scores them per token (`routing`: a softmax over its logits, or a
+  // sigmoid of each), the experts_per_token best run, and their outputs
+  // are summed weighted by those scores (renormalised to sum to 1 when
+  // norm_topk_prob). 0 experts = a dense MLP.
   uint64_t num_experts = 0;
   uint64_t experts_per_token = 0;
   uint64_t expert_ffn_size = 0;
@@ -138,6 +139,30 @@ struct ModelConfig {
   uint64_t shared_expert_ffn_size = 0;
   bool norm_topk_prob = true;
   Routing routing = Routing::kSoftmaxTopK;
+  // DeepSeek-style mixtures (dots1), each a refinement of any routing:
+  // A per-layer selection bias [num_experts] (Hugging Face's
+  // e_score_correction_bias, GGUF's exp_probs_b) added to the experts'
+  // scores for choosing them only: the weights are the unbiased scores.
+  bool router_selection_bias = false;
+  // Group-limited choice: the experts form expert_groups groups of
+  // consecutive indices; a group's score is the sum of its two best
+  // (biased) scores, and only the expert_groups_used best groups' experts
+  // may be chosen (ties to the lower index). 1 group = no limit.
+  uint64_t expert_groups = 1;
+  uint64_t expert_groups_used = 1;
+  // The chosen experts' weights, after norm_topk_prob, times this
+  // (routed_scaling_factor; GGUF expert_weights_scale).
+  double routed_scale = 1.0;
+  // The first leading_dense_layers layers have a dense SwiGLU MLP of
+  // ffn_size instead of experts (first_k_dense_replace; GGUF
+  // leading_dense_block_count).
+  uint64_t leading_dense_layers = 0;
+  // Shared experts without a gate: one SwiGLU MLP of width
+  // num_shared_experts * expert_ffn_size that every token of a mixture
+  // layer runs, its output added to the routed experts'
+  // (n_shared_experts; GGUF expert_shared_count). Exclusive with the gated
+  // shared expert above; 0 = none.
+  uint64_t num_shared_experts = 0;
   // gpt-oss's block: a bias on the router and on every expert projection
   // (moe_bias); its experts' clamped SwiGLU (swiglu_limit > 0): gate =
   // min(gate, limit), up = clamp(up, -limit, limit), out = (up + 1) *
@@ -181,6 +206,17 @@ struct ModelConfig {
   }
   uint64_t RotaryDim() const { return rotary_dim != 0 ? rotary_dim : head_dim(); }
   bool IsMoe() const { return num_experts != 0; }
+  // Whether layer i's MLP is the mixture (not one of the leading dense
+  // layers).
+  bool IsMoeLayer(uint64_t i) const { return IsMoe() && i >= leading_dense_layers; }
+  // The number of mixture layers.
+  uint64_t NumMoeLayers() const { return IsMoe() ? num_layers - leading_dense_layers : 0; }
+  // The shared expert's width, gated (shared_expert_ffn_size) or not
+  // (num_shared_experts experts' worth); 0 = none.
+  uint64_t SharedExpertFfnSize() const {
+    return shared_expert_ffn_size != 0 ? shared_expert_ffn_size
+                                       : num_shared_experts * expert_ffn_size;
+  }
   uint64_t q_size() const { return num_heads * head_dim(); }
   uint64_t kv_size() const { return num_kv_heads * head_dim(); }
 
@@ -192,10 +228,15 @@ struct ModelConfig {
   // layer, or a layer's RoPE invalid; attention_scale or a soft-cap negative
   // or not finite; rotary_dim odd or beyond head_dim; experts without
   // experts_per_token in [1, num_experts] and an expert width; expert
-  // options (biases, the clamped SwiGLU, top-k-then-softmax routing)
-  // without experts, or a clamp that is not finite and > 0; a BERT block
-  // with a decoder's option set, or a decoder with token types or plain
-  // GELU.
+  // options (biases, the clamped SwiGLU, a routing other than
+  // softmax-then-top-k, a selection bias, groups, a routed scale, leading
+  // dense layers, shared experts) without experts, or a clamp that is not
+  // finite and > 0; expert groups that do not divide the experts, groups
+  // of fewer than two experts, expert_groups_used outside [1,
+  // expert_groups] or too few experts in them for experts_per_token; a
+  // routed scale that is not finite and > 0; more leading dense layers
+  // than layers; both kinds of shared expert; a BERT block with a
+  // decoder's option set, or a decoder with token types or plain GELU.
   Status Validate() const;
 
   // The number of parameters (norm gains included).

@@ -46,7 +46,10 @@ struct LayerWeights {
   std::vector<Tensor> expert_gate_bias;  // num_experts x [expert_ffn]
   std::vector<Tensor> expert_up_bias;    // num_experts x [expert_ffn]
   std::vector<Tensor> expert_down_bias;  // num_experts x [hidden]
-  // shared_expert_ffn_size only:
+  // router_selection_bias only:
+  Tensor router_selection_bias;  // [num_experts]
+  // A shared expert (SharedExpertFfnSize() != 0; its gate only for
+  // shared_expert_ffn_size):
   Tensor shared_gate;         // [shared_ffn, hidden]
   Tensor shared_up;           // [shared_ffn, hidden]
   Tensor shared_down;         // [hidden, shared_ffn]
@@ -126,11 +129,12 @@ void ForEachBertTensor(const ModelConfig& c, W& w, Fn&& fn) {
 // Visits every tensor the config calls for, in the canonical order —
 // embedding, then per layer attn_norm, wq, wk, wv, (bq, bk, bv), (q_norm,
 // k_norm), wo, (bo), (sinks), (post_attn_norm), ffn_norm, w_gate, w_up,
-// w_down (or the router (and its bias) and each expert's gate, up, down,
-// each with its bias under moe_bias), (post_ffn_norm), then final_norm and (untied only)
-// lm_head, or a sequence classifier's score head instead — with its Hugging Face name and expected
-// shape (a BERT block's list is ForEachBertTensor's). (The sandwich layout's names are Gemma's: its
-// post_attention_layernorm is the norm after attention, and the norm before the MLP is
+// w_down (or, in a mixture layer, the router (and its bias), (its selection
+// bias), each expert's gate, up, down, each with its bias under moe_bias,
+// and (the shared expert's gate, up, down and (gate))), (post_ffn_norm), then final_norm and
+// (untied only) lm_head, or a sequence classifier's score head instead — with its Hugging Face name
+// and expected shape (a BERT block's list is ForEachBertTensor's). (The sandwich layout's names are
+// Gemma's: its post_attention_layernorm is the norm after attention, and the norm before the MLP is
 // pre_feedforward_layernorm.) Save, load, the model id and the decoder all walk this one list, so
 // they cannot disagree on names, shapes or order. W is ModelWeights or const ModelWeights; fn(const
 // std::string& name, const std::vector<uint64_t>& shape, Tensor& or const Tensor&).
@@ -172,7 +176,7 @@ void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
     } else {
       fn(p + "post_attention_layernorm.weight", Shape{d}, l.ffn_norm);
     }
-    if (c.IsMoe()) {
+    if (c.IsMoeLayer(i)) {
       if constexpr (!std::is_const_v<W>) {  // a loader fills them
         for (auto* experts : {&l.expert_gate, &l.expert_up, &l.expert_down}) {
           experts->resize(c.num_experts);
@@ -184,6 +188,9 @@ void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
       const uint64_t f = c.expert_ffn_size;
       fn(p + "mlp.gate.weight", Shape{c.num_experts, d}, l.router);
       if (c.moe_bias) fn(p + "mlp.gate.bias", Shape{c.num_experts}, l.router_bias);
+      if (c.router_selection_bias) {
+        fn(p + "mlp.gate.e_score_correction_bias", Shape{c.num_experts}, l.router_selection_bias);
+      }
       for (uint64_t e = 0; e < c.num_experts; ++e) {
         const std::string x = p + "mlp.experts." + std::to_string(e) + ".";
         fn(x + "gate_proj.weight", Shape{f, d}, l.expert_gate.at(e));
@@ -198,6 +205,12 @@ void ForEachTensor(const ModelConfig& c, W& w, Fn&& fn) {
         fn(p + "mlp.shared_expert.up_proj.weight", Shape{fs, d}, l.shared_up);
         fn(p + "mlp.shared_expert.down_proj.weight", Shape{d, fs}, l.shared_down);
         fn(p + "mlp.shared_expert_gate.weight", Shape{1, d}, l.shared_expert_gate);
+      }
+      if (c.num_shared_experts != 0) {  // DeepSeek's names: no gate
+        const uint64_t fs = c.SharedExpertFfnSize();
+        fn(p + "mlp.shared_experts.gate_proj.weight", Shape{fs, d}, l.shared_gate);
+        fn(p + "mlp.shared_experts.up_proj.weight", Shape{fs, d}, l.shared_up);
+        fn(p + "mlp.shared_experts.down_proj.weight", Shape{d, fs}, l.shared_down);
       }
     } else {
       fn(p + "mlp.gate_proj.weight", Shape{c.ffn_size, d}, l.w_gate);
