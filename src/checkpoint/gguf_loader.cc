@@ -1,5 +1,5 @@
-// LoadModel for GGUF files: llama, qwen2, qwen3, gemma3, gemma2, phi3, qwen3moe, gpt-oss and
-// bert architectures with the
+// LoadModel for GGUF files: llama, qwen2, qwen3, gemma3, gemma2, phi3, qwen3moe, gpt-oss, bert,
+// qwen2moe and dots1 architectures with the
 // tensor types WeightTypeOf maps (F64, F32, F16, BF16, Q8_0, Q4_0, Q4_1,
 // Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q2_K, Q3_K, IQ4_NL, IQ4_XS and MXFP4),
 // memory-mapped in place.
@@ -49,6 +49,10 @@ std::string DecoderGgufTensorName(const std::string& hf, model::NormLayout layou
       {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
       {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
       {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+      {"mlp.gate.e_score_correction_bias", "exp_probs_b.bias"},  // dots1
+      {"mlp.shared_experts.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_experts.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_experts.down_proj.weight", "ffn_down_shexp.weight"},
       {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
@@ -328,6 +332,88 @@ Status GptOssFromGguf(const GgufFile& f, const std::string& arch, ModelConfig& c
   return Status::Ok();
 }
 
+// llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid, 3 a softmax over
+// the chosen logits (gpt-oss's routing); 0 (none) and 4 (the square root
+// of softplus) folio does not run.
+Result<model::Routing> GatingFromGguf(const std::string& k, uint64_t v) {
+  switch (v) {
+    case 1:
+      return model::Routing::kSoftmaxTopK;
+    case 2:
+      return model::Routing::kSigmoidTopK;
+    case 3:
+      return model::Routing::kTopKSoftmax;
+    default:
+      return Status::Unimplemented(k + " " + std::to_string(v) +
+                                   " (folio routes by 1 softmax, 2 sigmoid or 3 softmax over the "
+                                   "chosen)");
+  }
+}
+
+// A mixture's router. Where llama.cpp's graph fixes the family's routing
+// (llama, qwen2moe, qwen3moe, gpt-oss), expert_gating_func may only agree
+// with it, and the DeepSeek-style keys are refused by name. dots1 reads
+// them as llama.cpp does: expert_gating_func (softmax or sigmoid; sigmoid,
+// its router's, when absent), expert_weights_scale (0 or absent = 1),
+// expert_shared_count (required), expert_group_count and
+// expert_group_used_count (absent or 0 = no groups), and
+// leading_dense_block_count (0 when absent); the first mixture layer's
+// exp_probs_b.bias says whether the router has a selection bias.
+Status RouterFromGguf(const GgufFile& f, const std::string& arch, const ArchitectureTraits& t,
+                      ModelConfig& c) {
+  auto key = [&](const char* k) { return arch + "." + k; };
+  c.routing = t.routing;
+  if (const std::string k = key("expert_gating_func"); f.Has(k)) {
+    FOLIO_ASSIGN_OR_RETURN(const uint64_t v, f.GetUint(k));
+    FOLIO_ASSIGN_OR_RETURN(const model::Routing gating, GatingFromGguf(k, v));
+    if (t.deepseek_moe ? gating == model::Routing::kTopKSoftmax : gating != t.routing) {
+      return Status::Unimplemented(k + " " + std::to_string(v) + " (" + arch +
+                                   (t.deepseek_moe ? " routes by softmax or sigmoid scores)"
+                                                   : "'s router is llama.cpp's fixed one)"));
+    }
+    c.routing = gating;
+  }
+  const char* const deepseek_keys[] = {"expert_shared_count", "expert_weights_scale",
+                                       "expert_group_count", "expert_group_used_count",
+                                       "leading_dense_block_count"};
+  if (!t.deepseek_moe) {
+    for (const char* k : deepseek_keys) {
+      if (f.Has(key(k))) {
+        return Status::Unimplemented(key(k) + " (DeepSeek-style experts in " + arch + ")");
+      }
+    }
+    return Status::Ok();
+  }
+  if (!f.Has(key("expert_shared_count"))) {
+    return Status::NotFound("missing key " + key("expert_shared_count"));
+  }
+  FOLIO_ASSIGN_OR_RETURN(c.num_shared_experts, f.GetUint(key("expert_shared_count")));
+  if (f.Has(key("expert_weights_scale"))) {
+    FOLIO_ASSIGN_OR_RETURN(c.routed_scale, f.GetFloat(key("expert_weights_scale")));
+    if (c.routed_scale == 0) c.routed_scale = 1.0;  // llama.cpp: 0 scales nothing
+  }
+  if (f.Has(key("leading_dense_block_count"))) {
+    FOLIO_ASSIGN_OR_RETURN(c.leading_dense_layers, f.GetUint(key("leading_dense_block_count")));
+  }
+  if (f.Has(key("expert_group_count"))) {
+    FOLIO_ASSIGN_OR_RETURN(c.expert_groups, f.GetUint(key("expert_group_count")));
+    if (c.expert_groups == 0) c.expert_groups = 1;  // llama.cpp: groups only above 1
+  }
+  if (c.expert_groups > 1) {
+    if (!f.Has(key("expert_group_used_count"))) {
+      return Status::NotFound("missing key " + key("expert_group_used_count") + " (" +
+                              std::to_string(c.expert_groups) + " expert groups)");
+    }
+    FOLIO_ASSIGN_OR_RETURN(c.expert_groups_used, f.GetUint(key("expert_group_used_count")));
+  }
+  FOLIO_RETURN_IF_ERROR(
+      CheckRouter(c, {key("expert_group_count"), key("expert_group_used_count"),
+                      key("expert_weights_scale"), key("leading_dense_block_count")}));
+  c.router_selection_bias =
+      f.Find("blk." + std::to_string(c.leading_dense_layers) + ".exp_probs_b.bias") != nullptr;
+  return Status::Ok();
+}
+
 Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   FOLIO_ASSIGN_OR_RETURN(std::string arch, f.GetString("general.architecture"));
   const std::optional<Architecture> known = model::ArchitectureFromGgufName(arch);
@@ -396,18 +482,20 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
         FOLIO_ASSIGN_OR_RETURN(c.expert_ffn_size, f.GetUint(key("expert_feed_forward_length")));
       }
       // Renormalised unless the file says otherwise; qwen2moe never (as
-      // llama.cpp runs both).
-      c.norm_topk_prob = *known != Architecture::kQwen2Moe;
+      // llama.cpp runs both); dots1 as llama.cpp's default, never.
+      c.norm_topk_prob = *known != Architecture::kQwen2Moe && !t.deepseek_moe;
       if (f.Has(key("expert_weights_norm"))) {
         FOLIO_ASSIGN_OR_RETURN(c.norm_topk_prob, f.GetBool(key("expert_weights_norm")));
       }
       if (f.Has(key("expert_shared_feed_forward_length"))) {
+        if (t.deepseek_moe) {
+          return Status::Unimplemented(key("expert_shared_feed_forward_length") + " (" + arch +
+                                       " sizes its shared experts by expert_shared_count)");
+        }
         FOLIO_ASSIGN_OR_RETURN(c.shared_expert_ffn_size,
                                f.GetUint(key("expert_shared_feed_forward_length")));
       }
-      for (const char* k : {"expert_shared_count", "expert_weights_scale", "expert_gating_func"}) {
-        if (f.Has(key(k))) return Status::Unimplemented(key(k) + " (shared or scaled experts)");
-      }
+      FOLIO_RETURN_IF_ERROR(RouterFromGguf(f, arch, t, c));
     }
   }
   if (t.window_period != 0) {

@@ -115,6 +115,18 @@ inline uint64_t FusedRows(const ModelConfig& c, const FusedPart& part) {
   return part.stored.ends_with("qkv_proj.weight") ? c.q_size() + 2 * c.kv_size() : 2 * c.ffn_size;
 }
 
+// A DeepSeek-style router's values as a file gives them, refused under the
+// file's own key names (ModelConfig::Validate, the backstop, names
+// folio's fields): expert groups that do not split the experts into
+// groups of at least two (a group's score sums its two best), groups used
+// outside [1, groups] or too few experts in them for experts_per_token, a
+// routed scale that is not finite and > 0, more leading dense layers than
+// layers (model_io.cc).
+struct RouterKeys {
+  std::string groups, groups_used, scale, dense_layers;
+};
+Status CheckRouter(const ModelConfig& config, const RouterKeys& keys);
+
 // A folio or Hugging Face folder (model_io.cc).
 Result<Model> LoadFolderModel(const std::filesystem::path& dir);
 

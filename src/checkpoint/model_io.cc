@@ -1,7 +1,9 @@
 // SaveModel and LoadModel for folders: config.json + safetensors (folio's
 // own format and Hugging Face Llama, Mistral, Qwen2, Qwen3, Gemma 2,
-// Gemma 3, Phi-3, Qwen3-MoE and Mixtral checkpoints).
+// Gemma 3, Phi-3, Qwen3-MoE, Mixtral, Qwen2-MoE, gpt-oss, dots1 and BERT
+// checkpoints).
 // GGUF files are in gguf_loader.cc.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -9,6 +11,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <string_view>
 #include <system_error>
 
 #include "checkpoint/loaders.h"
@@ -294,6 +297,79 @@ Status GptOssFromJson(const json& j, ModelConfig& c) {
   return Status::Ok();
 }
 
+// dots1's DeepSeek-style mixture (Dots1Config): n_routed_experts of
+// moe_intermediate_size, num_experts_per_tok of them chosen by sigmoid
+// scores plus the router's e_score_correction_bias within the topk_group
+// best of n_group groups, weights renormalised when norm_topk_prob (false
+// by default) and times routed_scaling_factor (1); n_shared_experts
+// ungated shared experts; first_k_dense_replace leading dense layers of
+// intermediate_size; attention_bias on q, k, v and o alike. Sliding
+// layers as transformers' Dots1Config makes them: layer_types, else layers
+// from max_window_layers (62) on when sliding_window (4096) is not null.
+// scoring_func, topk_method and moe_layer_freq, which transformers does
+// not read, are checked to say this router.
+Status DeepSeekMoeFromJson(const json& j, ModelConfig& c) {
+  const JsonReader r(j, JsonErrorStyle::kConfig);
+  FOLIO_ASSIGN_OR_RETURN(c.num_experts, r.U64("n_routed_experts"));
+  FOLIO_ASSIGN_OR_RETURN(c.experts_per_token, r.U64("num_experts_per_tok"));
+  FOLIO_ASSIGN_OR_RETURN(c.expert_ffn_size, r.U64("moe_intermediate_size"));
+  FOLIO_ASSIGN_OR_RETURN(c.num_shared_experts, r.U64("n_shared_experts"));
+  c.norm_topk_prob = false;  // Dots1Config's defaults
+  c.expert_groups = 1;
+  c.expert_groups_used = 1;
+  c.routed_scale = 1.0;
+  c.leading_dense_layers = 0;
+  FOLIO_RETURN_IF_ERROR(r.Optional("norm_topk_prob", c.norm_topk_prob));
+  FOLIO_RETURN_IF_ERROR(r.Optional("n_group", c.expert_groups));
+  FOLIO_RETURN_IF_ERROR(r.Optional("topk_group", c.expert_groups_used));
+  FOLIO_RETURN_IF_ERROR(r.Optional("routed_scaling_factor", c.routed_scale));
+  FOLIO_RETURN_IF_ERROR(r.Optional("first_k_dense_replace", c.leading_dense_layers));
+  c.router_selection_bias = true;  // the router's buffer is always there
+  c.output_bias = c.attention_bias;
+  for (const auto& [key, accepted] :
+       {std::pair{"scoring_func", "sigmoid"}, std::pair{"topk_method", "noaux_tc"}}) {
+    std::string value = accepted;
+    FOLIO_RETURN_IF_ERROR(r.Optional(key, value));
+    // Early dots.llm1 configs spelled the scoring "noaux_tc" too.
+    const bool same =
+        value == accepted || (std::string_view(key) == "scoring_func" && value == "noaux_tc");
+    if (!same) {
+      return Status::Unimplemented(std::string(key) + " \"" + value + "\" (dots1 routes by " +
+                                   "sigmoid scores plus the selection bias: " + accepted + ")");
+    }
+  }
+  FOLIO_RETURN_IF_ERROR(CheckRouter(c, {"\"n_group\"", "\"topk_group\"",
+                                        "\"routed_scaling_factor\"", "\"first_k_dense_replace\""}));
+  uint64_t freq = 1;
+  FOLIO_RETURN_IF_ERROR(r.Optional("moe_layer_freq", freq));
+  if (freq != 1) {
+    return Status::Unimplemented("moe_layer_freq " + std::to_string(freq) +
+                                 " (dense layers between mixtures)");
+  }
+  std::vector<bool> sliding(c.num_layers);
+  std::optional<uint64_t> window = 4096;
+  if (j.contains("sliding_window") && j["sliding_window"].is_null()) window.reset();
+  FOLIO_RETURN_IF_ERROR(r.Optional("sliding_window", window));
+  if (r.Has("layer_types")) {
+    FOLIO_RETURN_IF_ERROR(ReadLayerTypes(j["layer_types"], sliding));
+  } else if (window) {
+    uint64_t first = 62;
+    FOLIO_RETURN_IF_ERROR(r.Optional("max_window_layers", first));
+    for (uint64_t i = first; i < c.num_layers; ++i) sliding[i] = true;
+  }
+  c.window = 0;
+  c.layers.clear();
+  if (std::find(sliding.begin(), sliding.end(), true) == sliding.end()) return Status::Ok();
+  if (!window || *window == 0) {
+    return Status::InvalidArgument("sliding layers need \"sliding_window\" > 0");
+  }
+  c.window = *window;
+  for (uint64_t i = 0; i < c.num_layers; ++i) {
+    c.layers.push_back(LayerConfig{sliding[i] ? c.window : 0, c.rope_theta, c.rope_scaling});
+  }
+  return Status::Ok();
+}
+
 // Gemma 2 and 3: per-layer windows from layer_types (or a period), each
 // kind of layer with its RoPE, soft-caps where the family has them, and the
 // family's fixed choices checked by key.
@@ -502,7 +578,10 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
   bool mlp_bias = false;
   FOLIO_RETURN_IF_ERROR(r.Optional("mlp_bias", mlp_bias));
   if (mlp_bias) return Status::Unimplemented("mlp_bias true");
-  if (t.moe) {
+  c.routing = t.routing;
+  if (t.deepseek_moe) {
+    FOLIO_RETURN_IF_ERROR(DeepSeekMoeFromJson(j, c));
+  } else if (t.moe) {
     // The experts: num_local_experts (transformers 5) or num_experts, the
     // chosen few, their width (Mixtral's intermediate_size is it), and
     // whether the chosen weights are renormalised (always, in Mixtral).
@@ -545,7 +624,7 @@ Result<ModelConfig> ConfigFromJson(const json& j) {
   }
   bool use_sliding = t.hf_sliding_window_default;
   FOLIO_RETURN_IF_ERROR(r.Optional("use_sliding_window", use_sliding));
-  if (use_sliding && t.window_period == 0) {
+  if (use_sliding && t.window_period == 0 && !t.deepseek_moe) {
     FOLIO_RETURN_IF_ERROR(r.Optional("sliding_window", c.window));
     if (c.window != 0 && t.hf_window_per_layer) {
       return Status::Unimplemented("use_sliding_window with per-layer windows (Qwen)");
@@ -846,6 +925,35 @@ Result<Model> LoadFolder(const std::filesystem::path& dir) {
 }  // namespace
 
 Result<Model> LoadFolderModel(const std::filesystem::path& dir) { return LoadFolder(dir); }
+
+Status CheckRouter(const ModelConfig& c, const RouterKeys& keys) {
+  const uint64_t groups = c.expert_groups, used = c.expert_groups_used;
+  if (groups == 0 || c.num_experts % groups != 0 || (groups > 1 && c.num_experts / groups < 2)) {
+    return Status::InvalidArgument(keys.groups + " " + std::to_string(groups) + " must split the " +
+                                   std::to_string(c.num_experts) +
+                                   " experts into groups of at least two");
+  }
+  if (used == 0 || used > groups) {
+    return Status::InvalidArgument(keys.groups_used + " " + std::to_string(used) +
+                                   " must be in [1, " + std::to_string(groups) + "]");
+  }
+  if (groups > 1 && c.experts_per_token > used * (c.num_experts / groups)) {
+    return Status::InvalidArgument(keys.groups_used + " " + std::to_string(used) + " leaves " +
+                                   std::to_string(used * (c.num_experts / groups)) +
+                                   " experts to choose " + std::to_string(c.experts_per_token) +
+                                   " from");
+  }
+  if (!std::isfinite(c.routed_scale) || c.routed_scale <= 0) {
+    return Status::InvalidArgument(keys.scale + " must be finite and > 0 (got " +
+                                   std::to_string(c.routed_scale) + ")");
+  }
+  if (c.leading_dense_layers > c.num_layers) {
+    return Status::InvalidArgument(keys.dense_layers + " " +
+                                   std::to_string(c.leading_dense_layers) + " exceeds the " +
+                                   std::to_string(c.num_layers) + " layers");
+  }
+  return Status::Ok();
+}
 
 Result<ModelConfig> ParseHfConfig(const nlohmann::json& j) { return ConfigFromJson(j); }
 

@@ -156,7 +156,7 @@ TEST_F(ModelIoTest, UnknownArchitecturesAreNamed) {
                 "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM, "
                 "Gemma2ForCausalLM, Phi3ForCausalLM, Qwen3MoeForCausalLM, MixtralForCausalLM, "
                 "GptOssForCausalLM, BertModel, BertForSequenceClassification, "
-                "Qwen3ForSequenceClassification, Qwen2MoeForCausalLM (got "
+                "Qwen3ForSequenceClassification, Qwen2MoeForCausalLM, Dots1ForCausalLM (got "
                 "[\"GPT2LMHeadModel\"])"),
             std::string::npos);
   cfg = good;

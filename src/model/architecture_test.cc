@@ -15,7 +15,7 @@ TEST(Architecture, NamesAreTheModelIdSpecs) {
   EXPECT_EQ(names,
             (std::vector<std::string>{"folio", "llama", "mistral", "qwen2", "qwen3", "gemma3",
                                       "gemma2", "phi3", "qwen3moe", "mixtral", "gpt-oss", "bert",
-                                      "bert-classifier", "qwen3-classifier", "qwen2moe"}));
+                                      "bert-classifier", "qwen3-classifier", "qwen2moe", "dots1"}));
 }
 
 TEST(Architecture, EveryRowIsFoundByEachOfItsNames) {
@@ -47,6 +47,10 @@ TEST(Architecture, FamiliesFixWhatTheyFix) {
   EXPECT_EQ(TraitsOf(Architecture::kLlama).gguf_rope_style, RopeStyle::kInterleaved);
   EXPECT_EQ(TraitsOf(Architecture::kQwen2).gguf_rope_style, RopeStyle::kNeox);
   EXPECT_FALSE(TraitsOf(Architecture::kFolio).hf_native);
+  EXPECT_EQ(TraitsOf(Architecture::kGptOss).routing, Routing::kTopKSoftmax);
+  EXPECT_EQ(TraitsOf(Architecture::kDots1).routing, Routing::kSigmoidTopK);
+  EXPECT_TRUE(TraitsOf(Architecture::kDots1).deepseek_moe);
+  EXPECT_EQ(TraitsOf(Architecture::kDots1).qk_norm, Fixed::kAlways);
 }
 
 }  // namespace

@@ -111,13 +111,16 @@ def mixtral(seed=0):
     return randomize(transformers.MixtralForCausalLM(cfg), seed)
 
 
-def write_moe_gguf(model, path, experts=None, arch="qwen3moe"):
-    """Qwen3-MoE (or Qwen2-MoE) as llama.cpp's converter writes it: the
-    router as ffn_gate_inp, each projection's experts stacked into one 3-D
-    ffn_{gate,up,down}_exps tensor, a shared expert as ffn_*_shexp with its
-    gate ffn_gate_inp_shexp [hidden]. experts(name, x), when given, returns
-    what to store for the stacked f32 tensor x: (array, None) or (raw
-    blocks, their gguf quantization type)."""
+def write_moe_gguf(model, path, experts=None, arch="qwen3moe", keys=None):
+    """Qwen3-MoE, Qwen2-MoE or dots1 as llama.cpp's converter writes them:
+    the router as ffn_gate_inp (dots1's selection bias as exp_probs_b.bias),
+    each projection's experts stacked into one 3-D ffn_{gate,up,down}_exps
+    tensor, a shared expert as ffn_*_shexp (Qwen2-MoE's gate
+    ffn_gate_inp_shexp [hidden]), dots1's leading dense layers as
+    ffn_{gate,up,down}. experts(name, x), when given, returns what to store
+    for the stacked f32 tensor x: (array, None) or (raw blocks, their gguf
+    quantization type). keys: metadata keys (without the architecture's
+    prefix) to add or replace, None to leave one out."""
     import gguf
     cfg = model.config
     w = gguf_writer(path, arch, cfg)
@@ -130,12 +133,28 @@ def write_moe_gguf(model, path, experts=None, arch="qwen3moe"):
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
         w.add_rope_scaling_factor(rope["factor"])
         w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
-    w.add_expert_count(cfg.num_experts)
-    w.add_expert_used_count(cfg.num_experts_per_tok)
-    w.add_uint32(f"{arch}.expert_feed_forward_length", cfg.moe_intermediate_size)
+    n_experts = getattr(cfg, "num_experts", None) or cfg.n_routed_experts
+    meta = {"expert_count": n_experts, "expert_used_count": cfg.num_experts_per_tok,
+            "expert_feed_forward_length": cfg.moe_intermediate_size}
     if getattr(cfg, "shared_expert_intermediate_size", 0):
-        w.add_uint32(f"{arch}.expert_shared_feed_forward_length",
-                     cfg.shared_expert_intermediate_size)
+        meta["expert_shared_feed_forward_length"] = cfg.shared_expert_intermediate_size
+    if arch == "dots1":  # conversion/dots1.py and the base class's expert keys
+        meta.update({"expert_group_count": cfg.n_group, "expert_group_used_count": cfg.topk_group,
+                     "expert_gating_func": int(gguf.ExpertGatingFuncType.SIGMOID),
+                     "leading_dense_block_count": cfg.first_k_dense_replace,
+                     "expert_shared_count": cfg.n_shared_experts,
+                     "expert_weights_scale": float(cfg.routed_scaling_factor),
+                     "expert_weights_norm": bool(cfg.norm_topk_prob)})
+    meta.update(keys or {})
+    for k, v in meta.items():
+        if v is None:
+            continue
+        elif isinstance(v, bool):
+            w.add_bool(f"{arch}.{k}", v)
+        elif isinstance(v, float):
+            w.add_float32(f"{arch}.{k}", v)
+        else:
+            w.add_uint32(f"{arch}.{k}", v)
     sd = {k: v.detach().float().numpy().copy() for k, v in model.state_dict().items()}
     names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
              "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
@@ -144,15 +163,21 @@ def write_moe_gguf(model, path, experts=None, arch="qwen3moe"):
              "mlp.gate": "ffn_gate_inp", "mlp.shared_expert.gate_proj": "ffn_gate_shexp",
              "mlp.shared_expert.up_proj": "ffn_up_shexp",
              "mlp.shared_expert.down_proj": "ffn_down_shexp",
-             "mlp.shared_expert_gate": "ffn_gate_inp_shexp"}
+             "mlp.shared_expert_gate": "ffn_gate_inp_shexp",
+             "mlp.shared_experts.gate_proj": "ffn_gate_shexp",
+             "mlp.shared_experts.up_proj": "ffn_up_shexp",
+             "mlp.shared_experts.down_proj": "ffn_down_shexp",
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
     f = cfg.moe_intermediate_size
     for name, x in sd.items():
+        parts = name.split(".")
         if name in GLOBAL_TENSORS:
             w.add_tensor(GLOBAL_TENSORS[name], x)
         elif ".experts." in name:
             continue  # stacked below
+        elif name.endswith(".mlp.gate.e_score_correction_bias"):
+            w.add_tensor(f"blk.{parts[2]}.exp_probs_b.bias", x)
         else:
-            parts = name.split(".")
             role = names['.'.join(parts[3:-1])]
             if role == "ffn_gate_inp_shexp":
                 x = x.reshape(-1)  # [hidden], as llama.cpp reads it
@@ -162,9 +187,11 @@ def write_moe_gguf(model, path, experts=None, arch="qwen3moe"):
         if p + "gate_up_proj" in sd:  # transformers' fused 3-D form
             gate_up = sd[p + "gate_up_proj"]
             gate, up, down = gate_up[:, :f], gate_up[:, f:], sd[p + "down_proj"]
-        else:
-            stack = lambda r: np.stack([sd[f"{p}{j}.{r}.weight"] for j in range(cfg.num_experts)])
+        elif f"{p}0.gate_proj.weight" in sd:
+            stack = lambda r: np.stack([sd[f"{p}{j}.{r}.weight"] for j in range(n_experts)])
             gate, up, down = stack("gate_proj"), stack("up_proj"), stack("down_proj")
+        else:
+            continue  # a dense layer (dots1's leading ones)
         for role, x in (("gate", gate), ("up", up), ("down", down)):
             add_expert_stack(w, experts, f"blk.{i}.ffn_{role}_exps.weight", x)
     finish(w)
@@ -209,6 +236,206 @@ def test_qwen2moe_shared_expert_matters(tmp_path):
     assert np.abs(hf_logits(model, ids) - want).max() > 1e-2
     model.save_pretrained(tmp_path / "m", safe_serialization=True)
     check(run_folio(tmp_path / "m", ids), hf_logits(model, ids), hf_greedy(model, ids, GREEDY))
+
+
+def dots1(seed=0, norm_topk_prob=True, n_group=4, topk_group=2, layers=3, **extra):
+    """dots.llm1's block: Qwen3's attention; a leading dense layer, then
+    mixtures of 8 experts (2 per token) routed by sigmoid scores plus a
+    random selection bias within the best 2 of 4 groups, weights times 2.5,
+    and two ungated shared experts."""
+    cfg = transformers.Dots1Config(
+        vocab_size=320, hidden_size=64, intermediate_size=96, moe_intermediate_size=32,
+        num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        n_routed_experts=8, num_experts_per_tok=2, n_shared_experts=2, first_k_dense_replace=1,
+        n_group=n_group, topk_group=topk_group, norm_topk_prob=norm_topk_prob,
+        routed_scaling_factor=2.5, max_position_embeddings=256,
+        rope_parameters=dict(DEFAULT_ROPE), attn_implementation="eager", **extra)
+    model = randomize(transformers.Dots1ForCausalLM(cfg), seed)
+    # The bias is a buffer (zeros at init), not a parameter: as large as
+    # the scores' spread, so that it moves the choice.
+    gen = torch.Generator().manual_seed(seed + 1000)
+    with torch.no_grad():
+        for layer in model.model.layers[cfg.first_k_dense_replace:]:
+            bias = layer.mlp.gate.e_score_correction_bias
+            bias.copy_((torch.rand(bias.shape, generator=gen) - 0.5) * 0.2)
+    return model
+
+
+def dots1_choices(model, ids):
+    """transformers' chosen experts, per mixture layer and token."""
+    chosen = []
+    hooks = [layer.mlp.gate.register_forward_hook(
+                 lambda mod, args, out: chosen.append(out[2].sort(dim=-1).values.clone()))
+             for layer in model.model.layers[model.config.first_k_dense_replace:]]
+    hf_logits(model, ids)
+    for h in hooks:
+        h.remove()
+    return torch.stack(chosen)
+
+
+def stored_elements(model):
+    """Parameters and persistent buffers: what a checkpoint stores (the
+    router's selection bias is a buffer)."""
+    return sum(v.numel() for v in model.state_dict().values())
+
+
+@pytest.mark.parametrize("norm", [True, False], ids=["norm-topk", "raw-topk"])
+def test_dots1_folder_and_gguf_match_transformers(tmp_path, norm):
+    model = dots1(seed=41, norm_topk_prob=norm)
+    ids = prompt(model.config.vocab_size, seed=103)
+    want, want_greedy = hf_logits(model, ids), hf_greedy(model, ids, GREEDY)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    write_moe_gguf(model, tmp_path / "m.gguf", arch="dots1")
+    for path in (tmp_path / "m", tmp_path / "m.gguf"):
+        for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
+            check(run_folio(path, ids, *extra), want, want_greedy)
+        assert folio_info(path)["parameters"] == stored_elements(model)
+
+
+def test_dots1_selection_bias_chooses_and_folio_follows(tmp_path):
+    # Zeroing the selection bias changes which experts transformers runs
+    # (and so its logits); folio, reading the zeros, follows.
+    model = dots1(seed=43)
+    ids = prompt(model.config.vocab_size, seed=107)
+    want, choices = hf_logits(model, ids), dots1_choices(model, ids)
+    with torch.no_grad():
+        for layer in model.model.layers[model.config.first_k_dense_replace:]:
+            layer.mlp.gate.e_score_correction_bias.zero_()
+    assert not torch.equal(dots1_choices(model, ids), choices)
+    zeroed = hf_logits(model, ids)
+    assert np.abs(zeroed - want).max() > 1e-2
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    write_moe_gguf(model, tmp_path / "m.gguf", arch="dots1")
+    for path in (tmp_path / "m", tmp_path / "m.gguf"):
+        check(run_folio(path, ids), zeroed, hf_greedy(model, ids, GREEDY))
+
+
+def test_dots1_expert_groups_choose_and_folio_follows(tmp_path):
+    # All four groups open instead of the best two: other experts run.
+    model = dots1(seed=47)
+    ids = prompt(model.config.vocab_size, seed=109)
+    choices = dots1_choices(model, ids)
+    open_groups = dots1(seed=47, topk_group=4)
+    assert not torch.equal(dots1_choices(open_groups, ids), choices)
+    open_groups.save_pretrained(tmp_path / "m", safe_serialization=True)
+    check(run_folio(tmp_path / "m", ids), hf_logits(open_groups, ids),
+          hf_greedy(open_groups, ids, GREEDY))
+
+
+def test_dots1_sliding_layers_and_attention_bias_match_transformers(tmp_path):
+    # Layers from max_window_layers on slide (Dots1Config's layer_types),
+    # and attention_bias biases q, k, v and o.
+    model = dots1(seed=53, layers=4, sliding_window=WINDOW, max_window_layers=2,
+                  attention_bias=True)
+    assert model.config.layer_types == ["full_attention"] * 2 + ["sliding_attention"] * 2
+    ids = prompt(model.config.vocab_size, seed=113)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    want, want_greedy = hf_logits(model, ids), hf_greedy(model, ids, GREEDY)
+    check(run_folio(tmp_path / "m", ids, "--page-size", "4", "--prefill-chunk", "5"), want,
+          want_greedy)
+    assert folio_info(tmp_path / "m")["layer_windows"] == [0, 0, WINDOW, WINDOW]
+    # Without layer_types (configs before transformers 5), the same layers.
+    cfg_path = tmp_path / "m" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    del cfg["layer_types"]
+    cfg_path.write_text(json.dumps(cfg))
+    check(run_folio(tmp_path / "m", ids), want, want_greedy)
+
+
+def test_dots1_info_reports_the_router(tmp_path):
+    model = dots1(seed=59)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    write_moe_gguf(model, tmp_path / "m.gguf", arch="dots1")
+    cfg = model.config
+    d, f, e, k = cfg.hidden_size, cfg.moe_intermediate_size, cfg.n_routed_experts, 2
+    for path in (tmp_path / "m", tmp_path / "m.gguf"):
+        info = folio_info(path)
+        assert info["architecture"] == "dots1"
+        assert info["experts"] == {
+            "num_experts": e, "experts_per_token": k, "expert_ffn_size": f,
+            "routing": "sigmoid-topk", "norm_topk_prob": True, "selection_bias": True,
+            "expert_groups": 4, "expert_groups_used": 2, "routed_scale": 2.5,
+            "leading_dense_layers": 1, "num_shared_experts": 2, "shared_expert_ffn_size": 2 * f,
+            "expert_weight_bytes": 4 * 2 * e * 3 * d * f}
+        # Two mixture layers each run 2 of their 8 experts.
+        assert info["active_parameters"] == stored_elements(model) - 2 * (e - k) * 3 * d * f
+
+
+@pytest.mark.parametrize("change,named", [
+    ({"scoring_func": "softmax"}, "scoring_func \"softmax\""),
+    ({"topk_method": "greedy"}, "topk_method \"greedy\""),
+    ({"moe_layer_freq": 2}, "moe_layer_freq 2"),
+    ({"n_group": 3}, "\"n_group\" 3 must split the 8 experts"),
+    ({"topk_group": 5}, "\"topk_group\" 5 must be in [1, 4]"),
+    ({"routed_scaling_factor": 0}, "\"routed_scaling_factor\" must be finite and > 0"),
+    ({"first_k_dense_replace": 9}, "\"first_k_dense_replace\" 9 exceeds the 3 layers"),
+    ({"n_shared_experts": None}, "missing key \"n_shared_experts\""),
+    ({"layer_types": ["full_attention", "chunked_attention", "full_attention"]},
+     "layer_types[1]"),
+], ids=["scoring", "topk-method", "layer-freq", "groups", "groups-used", "scale",
+        "dense-layers", "shared", "layer-types"])
+def test_dots1_configs_folio_cannot_run_are_refused_by_key(tmp_path, change, named):
+    model = dots1(seed=61)
+    model.save_pretrained(tmp_path / "m", safe_serialization=True)
+    cfg_path = tmp_path / "m" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    for k, v in change.items():
+        if v is None:
+            del cfg[k]
+        else:
+            cfg[k] = v
+    cfg_path.write_text(json.dumps(cfg))
+    out = subprocess.run([FOLIO, "logits", "--model", str(tmp_path / "m"), "--tokens", "1,2"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert named in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("arch,keys,named", [
+    ("dots1", {"expert_gating_func": 4}, "dots1.expert_gating_func 4"),
+    ("dots1", {"expert_gating_func": 3}, "dots1.expert_gating_func 3"),
+    ("dots1", {"expert_shared_count": None}, "missing key dots1.expert_shared_count"),
+    ("dots1", {"expert_group_count": 3}, "dots1.expert_group_count 3 must split"),
+    ("dots1", {"expert_group_used_count": None}, "missing key dots1.expert_group_used_count"),
+    ("dots1", {"expert_weights_scale": -1.0}, "dots1.expert_weights_scale must be finite"),
+    ("dots1", {"leading_dense_block_count": 4}, "dots1.leading_dense_block_count 4 exceeds"),
+    ("dots1", {"expert_shared_feed_forward_length": 64},
+     "dots1.expert_shared_feed_forward_length"),
+    ("qwen3moe", {"expert_gating_func": 2}, "qwen3moe.expert_gating_func 2"),
+    ("qwen3moe", {"expert_shared_count": 1}, "qwen3moe.expert_shared_count"),
+    ("qwen3moe", {"expert_weights_scale": 2.0}, "qwen3moe.expert_weights_scale"),
+    ("qwen3moe", {"expert_group_count": 2}, "qwen3moe.expert_group_count"),
+    ("qwen3moe", {"leading_dense_block_count": 1}, "qwen3moe.leading_dense_block_count"),
+], ids=["dots1-gating-4", "dots1-gating-3", "dots1-shared", "dots1-groups",
+        "dots1-groups-used", "dots1-scale", "dots1-dense", "dots1-shared-ffn",
+        "qwen3moe-sigmoid", "qwen3moe-shared", "qwen3moe-scale", "qwen3moe-groups",
+        "qwen3moe-dense"])
+def test_moe_gguf_router_keys_folio_cannot_run_are_refused_by_key(tmp_path, arch, keys, named):
+    model = dots1(seed=67) if arch == "dots1" else qwen3moe(True, seed=67)
+    write_moe_gguf(model, tmp_path / "m.gguf", arch=arch, keys=keys)
+    out = subprocess.run([FOLIO, "logits", "--model", str(tmp_path / "m.gguf"), "--tokens",
+                          "1,2"], capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    assert named in out.stderr, out.stderr
+
+
+def test_moe_gguf_gating_func_that_agrees_is_read(tmp_path):
+    # qwen3moe and qwen2moe files may say softmax (llama.cpp's gating 1);
+    # dots1 files run what they say: sigmoid when absent, softmax when 1.
+    for arch, build in (("qwen3moe", lambda: qwen3moe(True, seed=71)),
+                        ("qwen2moe", lambda: qwen2moe(seed=71))):
+        model = build()
+        ids = prompt(model.config.vocab_size, seed=127)
+        write_moe_gguf(model, tmp_path / f"{arch}.gguf", arch=arch, keys={"expert_gating_func": 1})
+        check(run_folio(tmp_path / f"{arch}.gguf", ids), hf_logits(model, ids),
+              hf_greedy(model, ids, GREEDY))
+    model = dots1(seed=73)
+    ids = prompt(model.config.vocab_size, seed=131)
+    write_moe_gguf(model, tmp_path / "absent.gguf", arch="dots1", keys={"expert_gating_func": None})
+    check(run_folio(tmp_path / "absent.gguf", ids), hf_logits(model, ids),
+          hf_greedy(model, ids, GREEDY))
+    write_moe_gguf(model, tmp_path / "softmax.gguf", arch="dots1", keys={"expert_gating_func": 1})
+    assert folio_info(tmp_path / "softmax.gguf")["experts"]["routing"] == "softmax-topk"
 
 
 def gemma3(layer_types, query_pre_attn_scalar=24, seed=0, tie=True):

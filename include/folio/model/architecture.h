@@ -62,6 +62,10 @@ enum class RopeStyle : uint8_t { kInterleaved, kNeox };
 //   kQwen3Classifier: Qwen3ForSequenceClassification, Qwen3's decoder with
 //     a score head on the last position instead of the output head (the
 //     Qwen3-Reranker checkpoints converted to one relevance logit).
+//   kDots1: rednote's dots.llm1 (Dots1ForCausalLM; GGUF "dots1"): Qwen3's
+//     attention with DeepSeek-V3's mixture — sigmoid scores, a selection
+//     bias, expert groups, a routed scale, ungated shared experts and
+//     leading dense layers.
 enum class Architecture : uint8_t {
   kFolio,
   kLlama,
@@ -77,7 +81,8 @@ enum class Architecture : uint8_t {
   kBert,
   kBertClassifier,
   kQwen3Classifier,
-  kQwen2Moe
+  kQwen2Moe,
+  kDots1
 };
 
 // Whether an architecture fixes one of the decoder's options.
@@ -134,6 +139,18 @@ struct ArchitectureTraits {
   // A mixture of experts in every layer (config.json's expert keys are
   // read; GGUF files say so with expert_count in any architecture).
   bool moe = false;
+  // The family's routing (family.h); a GGUF file's expert_gating_func
+  // must agree unless deepseek_moe.
+  Routing routing = Routing::kSoftmaxTopK;
+  // DeepSeek-style mixture keys (config.h: router_selection_bias,
+  // expert_groups, routed_scale, leading_dense_layers,
+  // num_shared_experts): Hugging Face's n_routed_experts,
+  // n_shared_experts, n_group, topk_group, routed_scaling_factor,
+  // first_k_dense_replace and the router's e_score_correction_bias; GGUF's
+  // expert_gating_func (softmax or sigmoid), expert_shared_count,
+  // expert_weights_scale, expert_group_count, expert_group_used_count,
+  // leading_dense_block_count and exp_probs_b.
+  bool deepseek_moe = false;
   // Hugging Face names the experts block_sparse_moe.{gate, experts.j.w1
   // (gate), w3 (up), w2 (down)} (Mixtral) rather than mlp.{gate,
   // experts.j.{gate,up,down}_proj}.
@@ -288,6 +305,7 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
      .hf_sliding_window_default = false,
      .hf_window_per_layer = false,
      .moe = true,
+     .routing = Routing::kTopKSoftmax,
      .hf_gpt_oss = true},
     {.architecture = Architecture::kBert,
      .name = "bert",
@@ -335,6 +353,21 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
      .hf_sliding_window_default = false,
      .hf_window_per_layer = true,
      .moe = true},
+    // Its sliding layers (none in the published configs) come from
+    // layer_types, or sliding_window and max_window_layers.
+    {.architecture = Architecture::kDots1,
+     .name = "dots1",
+     .hf_class = "Dots1ForCausalLM",
+     .gguf_name = "dots1",
+     .gguf_rope_style = RopeStyle::kNeox,
+     .hf_native = true,
+     .attention_bias = Fixed::kNo,
+     .qk_norm = Fixed::kAlways,
+     .hf_sliding_window_default = false,
+     .hf_window_per_layer = false,
+     .moe = true,
+     .routing = Routing::kSigmoidTopK,
+     .deepseek_moe = true},
 };
 inline constexpr size_t kNumArchitectures = std::size(kArchitectureTraits);
 
@@ -357,6 +390,7 @@ constexpr bool IsArchitecture(Architecture a) {
     case Architecture::kBertClassifier:
     case Architecture::kQwen3Classifier:
     case Architecture::kQwen2Moe:
+    case Architecture::kDots1:
       return true;
   }
   return false;
