@@ -501,6 +501,10 @@ Result<ModelConfig> ConfigFromGguf(const GgufFile& f) {
   if (t.window_period != 0) {
     FOLIO_RETURN_IF_ERROR(InterleavedLayersFromGguf(f, arch, t, c));
   } else if (f.Has(key("attention.sliding_window"))) {
+    if (*known == Architecture::kDots1) {  // a window on every layer is not what llama.cpp runs
+      return Status::Unimplemented(key("attention.sliding_window") +
+                                   " (llama.cpp's dots1 has no sliding layers)");
+    }
     FOLIO_ASSIGN_OR_RETURN(c.window, f.GetUint(key("attention.sliding_window")));
   }
   if (*known == Architecture::kGptOss) FOLIO_RETURN_IF_ERROR(GptOssFromGguf(f, arch, c));

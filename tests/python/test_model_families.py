@@ -5,8 +5,10 @@ and sliding-window layers between global ones, each kind with its own RoPE
 base), Gemma 2 (the same block without QK-norm, alternating windows on
 one RoPE, soft-capped attention scores and logits), Phi-3 (fused qkv and
 gate_up projections, partial rotary embeddings, a sliding window), the
-mixtures of experts Qwen3-MoE, Mixtral and gpt-oss (attention sinks,
-biases, clamped SwiGLU, top-k-then-softmax routing), and YaRN RoPE.
+mixtures of experts Qwen3-MoE, Mixtral, Qwen2-MoE, gpt-oss (attention
+sinks, biases, clamped SwiGLU, top-k-then-softmax routing) and dots1
+(sigmoid routing with a selection bias and expert groups, a routed scale,
+ungated shared experts, a leading dense layer), and YaRN RoPE.
 
 transformers builds the model (Gemma3ForCausalLM, eager attention, float32)
 and writes it with save_pretrained; the same weights also go into a GGUF
@@ -401,13 +403,14 @@ def test_dots1_configs_folio_cannot_run_are_refused_by_key(tmp_path, change, nam
     ("dots1", {"leading_dense_block_count": 4}, "dots1.leading_dense_block_count 4 exceeds"),
     ("dots1", {"expert_shared_feed_forward_length": 64},
      "dots1.expert_shared_feed_forward_length"),
+    ("dots1", {"attention.sliding_window": 8}, "dots1.attention.sliding_window"),
     ("qwen3moe", {"expert_gating_func": 2}, "qwen3moe.expert_gating_func 2"),
     ("qwen3moe", {"expert_shared_count": 1}, "qwen3moe.expert_shared_count"),
     ("qwen3moe", {"expert_weights_scale": 2.0}, "qwen3moe.expert_weights_scale"),
     ("qwen3moe", {"expert_group_count": 2}, "qwen3moe.expert_group_count"),
     ("qwen3moe", {"leading_dense_block_count": 1}, "qwen3moe.leading_dense_block_count"),
 ], ids=["dots1-gating-4", "dots1-gating-3", "dots1-shared", "dots1-groups",
-        "dots1-groups-used", "dots1-scale", "dots1-dense", "dots1-shared-ffn",
+        "dots1-groups-used", "dots1-scale", "dots1-dense", "dots1-shared-ffn", "dots1-window",
         "qwen3moe-sigmoid", "qwen3moe-shared", "qwen3moe-scale", "qwen3moe-groups",
         "qwen3moe-dense"])
 def test_moe_gguf_router_keys_folio_cannot_run_are_refused_by_key(tmp_path, arch, keys, named):

@@ -353,8 +353,8 @@ inline constexpr ArchitectureTraits kArchitectureTraits[] = {
      .hf_sliding_window_default = false,
      .hf_window_per_layer = true,
      .moe = true},
-    // Its sliding layers (none in the published configs) come from
-    // layer_types, or sliding_window and max_window_layers.
+    // Its sliding layers (folders only) come from layer_types, or
+    // sliding_window and max_window_layers.
     {.architecture = Architecture::kDots1,
      .name = "dots1",
      .hf_class = "Dots1ForCausalLM",
