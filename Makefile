@@ -16,9 +16,11 @@
 #   make fuzz-long     the same, FUZZ_RUNS (10 million) executions each
 #   make abuse         hostile clients against folio serve on loopback
 #                      (tools/abuse_suite.py: slowloris, idle keep-alives,
-#                      oversized and chunked bodies, a gzip bomb, a header
-#                      flood, 64 streams, SIGTERM under a slow client), about
-#                      a minute; prints JSON, fails when a target is missed
+#                      oversized, chunked and abandoned bodies, a gzip bomb,
+#                      a header flood, 64 streams, SIGTERM under a slow
+#                      client; /health and a normal completion probed
+#                      throughout), about 4 minutes; prints JSON, fails
+#                      when a target is missed
 #   make bench-peer    folio beside llama.cpp's own llama-bench (pp512, tg128,
 #                      2 threads) on the same GGUF files, as one JSON
 #                      (bench/peer_bench.py; builds llama.cpp's tools once

@@ -340,10 +340,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // The body a read at a time; between reads, a client that has closed its
   // side is dropped at once. Its request would be dropped unparsed anyway
   // (PeerGone), and closing now leaves the bytes it sent unread in the
-  // kernel instead of copying them through this thread: 1,500 clients that
-  // each send 1 MB and leave cost the I/O threads no more than their
-  // headers. (A client that half-closes after a whole request is taken as
-  // gone, as PeerGone takes it.)
+  // kernel instead of copying them through this thread. (A client that
+  // half-closes after a whole request is taken as gone, as PeerGone takes
+  // it.)
   void ReadBodySome() {
     if (PeerClosed()) return Close();
     http::async_read_some(socket_, buffer_, *parser_,
@@ -521,7 +520,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Routes whose answer costs the same whatever the request: everything
-  // but tokenization and the generations (those run on the work pool).
+  // but tokenization and the generations (those run on a work pool).
   static bool IsConstantWork(Route route) {
     return route != Route::kTokenize && route != Route::kDetokenize &&
            route != Route::kCompletions && route != Route::kChat && route != Route::kEmbeddings &&
