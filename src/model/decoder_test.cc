@@ -12,6 +12,7 @@
 #include "folio/tokenizer/byte_tokenizer.h"
 #include "model/decoder_internal.h"
 #include "reference/placed_cache.h"
+#include "testing/test_model.h"
 
 namespace folio::model {
 namespace {
@@ -114,6 +115,21 @@ void ExpectCachedEqualsFull(const Model& model) {
   first.insert(first.end(), rest.begin(), rest.end());
   EXPECT_EQ(first, full);
   EXPECT_EQ(full.size(), doc.size() * model.config().vocab_size);
+}
+
+// Contract 1 on two lanes: a batch of two sequences gives each the bits
+// it gets alone, with one thread and with two.
+void ExpectLanesMatchSoloRuns(const Model& model) {
+  const std::vector<int32_t> lane0 = {0, 99, 100, 5, 17}, lane1 = {0, 7, 42, 200, 3};
+  std::vector<int32_t> both = lane0;
+  both.insert(both.end(), lane1.begin(), lane1.end());
+  const Decoder dec(model);
+  std::vector<float> solos = *dec.Forward(lane0, 1);
+  const std::vector<float> solo1 = *dec.Forward(lane1, 1);
+  solos.insert(solos.end(), solo1.begin(), solo1.end());
+  EXPECT_EQ(*dec.Forward(both, 2), solos);
+  ThreadPool two(2);
+  EXPECT_EQ(*Decoder(model, &two).Forward(both, 2), solos);
 }
 
 TEST(Decoder, CachedLogitsEqualFullForward) { ExpectCachedEqualsFull(WorkedModel()); }
@@ -368,38 +384,17 @@ TEST(Router, TiesGoToTheLowerIndex) {
 // experts (2 used), a routed scale, a leading dense layer, two ungated
 // shared experts and Qwen3's q/k norms.
 ModelConfig DeepSeekConfig() {
-  ModelConfig c = WorkedExampleConfig();
+  ModelConfig c = test_support::DeepSeekMixtureConfig();
   c.max_positions = 40;
-  c.num_layers = 3;
   c.qk_norm = true;
-  c.num_experts = 8;
-  c.experts_per_token = 2;
-  c.expert_ffn_size = 6;
-  c.routing = Routing::kSigmoidTopK;
-  c.router_selection_bias = true;
-  c.expert_groups = 4;
-  c.expert_groups_used = 2;
-  c.routed_scale = 2.5;
   c.norm_topk_prob = true;
-  c.leading_dense_layers = 1;
-  c.num_shared_experts = 2;
   return c;
 }
 
 TEST(Decoder, DeepSeekRouterCachedEqualsFullAndLanesMatchSoloRuns) {
   const Model m = *Model::FromSeed(DeepSeekConfig(), 37);
   ExpectCachedEqualsFull(m);
-  const Decoder dec(m);
-  const std::vector<int32_t> lane0 = {0, 99, 100, 5, 17}, lane1 = {0, 7, 42, 200, 3};
-  std::vector<int32_t> both = lane0;
-  both.insert(both.end(), lane1.begin(), lane1.end());
-  std::vector<float> solos = *dec.Forward(lane0, 1);
-  const std::vector<float> solo1 = *dec.Forward(lane1, 1);
-  solos.insert(solos.end(), solo1.begin(), solo1.end());
-  EXPECT_EQ(*dec.Forward(both, 2), solos);
-  // Two threads give the same bits.
-  ThreadPool two(2);
-  EXPECT_EQ(*Decoder(m, &two).Forward(both, 2), solos);
+  ExpectLanesMatchSoloRuns(m);
 }
 
 TEST(Decoder, EachRouterOptionChangesTheLogits) {
@@ -453,14 +448,7 @@ ModelConfig GptOssConfig() {
 TEST(Decoder, GptOssBlockCachedEqualsFullAndLanesMatchSoloRuns) {
   const Model m = *Model::FromSeed(GptOssConfig(), 29);
   ExpectCachedEqualsFull(m);
-  const Decoder dec(m);
-  const std::vector<int32_t> lane0 = {0, 99, 100, 5, 17}, lane1 = {0, 7, 42, 200, 3};
-  std::vector<int32_t> both = lane0;
-  both.insert(both.end(), lane1.begin(), lane1.end());
-  std::vector<float> solos = *dec.Forward(lane0, 1);
-  const std::vector<float> solo1 = *dec.Forward(lane1, 1);
-  solos.insert(solos.end(), solo1.begin(), solo1.end());
-  EXPECT_EQ(*dec.Forward(both, 2), solos);
+  ExpectLanesMatchSoloRuns(m);
 }
 
 TEST(Decoder, EachGptOssOptionChangesTheLogits) {

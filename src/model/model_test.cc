@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "testing/test_model.h"
+
 namespace folio::model {
 namespace {
 
@@ -197,21 +199,7 @@ TEST(ModelConfig, RejectsInvalidShapes) {
 
 // dots1's mixture: sigmoid routing with a selection bias, 4 groups of 2
 // experts, a routed scale, a leading dense layer and 2 shared experts.
-ModelConfig DeepSeekMixture() {
-  ModelConfig c = WorkedExampleConfig();
-  c.num_layers = 3;
-  c.num_experts = 8;
-  c.experts_per_token = 2;
-  c.expert_ffn_size = 6;
-  c.routing = Routing::kSigmoidTopK;
-  c.router_selection_bias = true;
-  c.expert_groups = 4;
-  c.expert_groups_used = 2;
-  c.routed_scale = 2.5;
-  c.leading_dense_layers = 1;
-  c.num_shared_experts = 2;
-  return c;
-}
+ModelConfig DeepSeekMixture() { return test_support::DeepSeekMixtureConfig(); }
 
 TEST(ModelConfig, ParameterCountCountsEveryTensorOfADeepSeekMixture) {
   const Model m = *Model::FromSeed(DeepSeekMixture(), 3);

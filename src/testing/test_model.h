@@ -1,6 +1,6 @@
-// Test support shared by the engine's and the server's tests: the worked
-// example's shape with room for 96 positions, weights from seed 11, built
-// once per process.
+// Test support shared by the model's, the engine's and the server's tests:
+// the worked example's shape with room for 96 positions, weights from seed
+// 11, built once per process; a DeepSeek-style mixture's config.
 #ifndef FOLIO_TESTING_TEST_MODEL_H_
 #define FOLIO_TESTING_TEST_MODEL_H_
 
@@ -18,6 +18,26 @@ inline const model::Model& TestModel() {
     return new model::Model(*model::Model::FromSeed(c, 11));
   }();
   return *m;
+}
+
+// A DeepSeek-style mixture on the worked example (dots1's router): 3
+// layers, the first dense; 8 experts of width 6, 2 per token, chosen by
+// sigmoid scores plus a selection bias within the best 2 of 4 groups,
+// weighted times 2.5; 2 shared experts.
+inline model::ModelConfig DeepSeekMixtureConfig() {
+  model::ModelConfig c = model::WorkedExampleConfig();
+  c.num_layers = 3;
+  c.num_experts = 8;
+  c.experts_per_token = 2;
+  c.expert_ffn_size = 6;
+  c.routing = model::Routing::kSigmoidTopK;
+  c.router_selection_bias = true;
+  c.expert_groups = 4;
+  c.expert_groups_used = 2;
+  c.routed_scale = 2.5;
+  c.leading_dense_layers = 1;
+  c.num_shared_experts = 2;
+  return c;
 }
 
 // Four prompts of different lengths in the test model's vocabulary, for

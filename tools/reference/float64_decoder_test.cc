@@ -13,6 +13,7 @@
 #include "folio/model/model.h"
 #include "folio/tokenizer/byte_tokenizer.h"
 #include "reference/placed_cache.h"
+#include "testing/test_model.h"
 
 namespace folio::reference {
 namespace {
@@ -204,20 +205,10 @@ TEST(Float64Decoder, Float32DecoderAgreesWithinRoundingOnDeepSeekExperts) {
   for (const bool norm : {true, false}) {
     for (const model::Routing routing :
          {model::Routing::kSigmoidTopK, model::Routing::kSoftmaxTopK}) {
-      model::ModelConfig c = model::WorkedExampleConfig();
-      c.num_layers = 3;
+      model::ModelConfig c = test_support::DeepSeekMixtureConfig();
       c.qk_norm = true;
-      c.num_experts = 8;
-      c.experts_per_token = 2;
-      c.expert_ffn_size = 6;
       c.routing = routing;
-      c.router_selection_bias = true;
-      c.expert_groups = 4;
-      c.expert_groups_used = 2;
-      c.routed_scale = 2.5;
       c.norm_topk_prob = norm;
-      c.leading_dense_layers = 1;
-      c.num_shared_experts = 2;
       ExpectFloat32AgreesWithinRounding(*model::Model::FromSeed(c, 9));
     }
   }
