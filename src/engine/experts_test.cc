@@ -31,27 +31,21 @@ using test_support::SharedStemPrompts;
 // leading dense layer and ungated shared experts.
 enum class Router : uint8_t { kSoftmax, kDeepSeek };
 
-// The test model's shape with 6 experts of width 10, 2 per token (the
-// DeepSeek router's: 3 groups of 2, 2 of them used).
+// The test model's shape with 6 experts of width 10, 2 per token; or
+// test_support's DeepSeek-style mixture.
 const model::Model& MakeExpertsModel(Router router) {
   static const model::Model* models[2] = {nullptr, nullptr};
   const model::Model*& m = models[static_cast<size_t>(router)];
   if (m == nullptr) {
     model::ModelConfig c = model::WorkedExampleConfig();
-    c.max_positions = 128;
-    c.num_experts = 6;
-    c.experts_per_token = 2;
-    c.expert_ffn_size = 10;
     if (router == Router::kDeepSeek) {
-      c.num_layers = 3;
-      c.routing = model::Routing::kSigmoidTopK;
-      c.router_selection_bias = true;
-      c.expert_groups = 3;
-      c.expert_groups_used = 2;
-      c.routed_scale = 2.5;
-      c.leading_dense_layers = 1;
-      c.num_shared_experts = 1;
+      c = test_support::DeepSeekMixtureConfig();
+    } else {
+      c.num_experts = 6;
+      c.experts_per_token = 2;
+      c.expert_ffn_size = 10;
     }
+    c.max_positions = 128;
     m = new model::Model(*model::Model::FromSeed(c, 23));
   }
   return *m;

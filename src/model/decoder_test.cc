@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <vector>
 
 #include "folio/core/checked_math.h"
@@ -130,6 +131,26 @@ void ExpectLanesMatchSoloRuns(const Model& model) {
   EXPECT_EQ(*dec.Forward(both, 2), solos);
   ThreadPool two(2);
   EXPECT_EQ(*Decoder(model, &two).Forward(both, 2), solos);
+}
+
+// One config-and-weights change to every layer of a model.
+using OptionChange = void (*)(ModelConfig&, LayerWeights&);
+
+// Each change, applied alone to `base`, gives a model whose logits on
+// Document() differ from base's: the option it turns off did something.
+void ExpectEachChangeMovesTheLogits(const Model& base,
+                                    std::initializer_list<OptionChange> changes) {
+  const auto run = [](const Model& m) { return *Decoder(m).Forward(Document(), 1); };
+  const std::vector<float> want = run(base);
+  size_t i = 0;
+  for (const OptionChange change : changes) {
+    ModelConfig c = base.config();
+    ModelWeights w = base.weights();
+    for (LayerWeights& l : w.layers) change(c, l);
+    const Result<Model> m = Model::Create(c, std::move(w));
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_NE(run(*m), want) << "change " << i++;
+  }
 }
 
 TEST(Decoder, CachedLogitsEqualFullForward) { ExpectCachedEqualsFull(WorkedModel()); }
@@ -398,32 +419,22 @@ TEST(Decoder, DeepSeekRouterCachedEqualsFullAndLanesMatchSoloRuns) {
 }
 
 TEST(Decoder, EachRouterOptionChangesTheLogits) {
-  const Model base = *Model::FromSeed(DeepSeekConfig(), 41);
-  const auto run = [](const Model& m) { return *Decoder(m).Forward(Document(), 1); };
-  const auto want = run(base);
-  using Change = void (*)(ModelConfig&, LayerWeights&);
-  const std::vector<Change> changes = {
-      [](ModelConfig& c, LayerWeights&) { c.routing = Routing::kSoftmaxTopK; },
-      [](ModelConfig& c, LayerWeights& l) {
-        c.router_selection_bias = false;
-        l.router_selection_bias = {};
-      },
-      [](ModelConfig& c, LayerWeights&) { c.expert_groups_used = 4; },
-      [](ModelConfig& c, LayerWeights&) { c.routed_scale = 1.0; },
-      [](ModelConfig& c, LayerWeights&) { c.norm_topk_prob = false; },
-      [](ModelConfig& c, LayerWeights& l) {
-        c.num_shared_experts = 0;
-        l.shared_gate = l.shared_up = l.shared_down = {};
-      },
-  };
-  for (size_t i = 0; i < changes.size(); ++i) {
-    ModelConfig c = base.config();
-    ModelWeights w = base.weights();
-    for (LayerWeights& l : w.layers) changes[i](c, l);
-    const Result<Model> m = Model::Create(c, std::move(w));
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    EXPECT_NE(run(*m), want) << "change " << i;
-  }
+  ExpectEachChangeMovesTheLogits(
+      *Model::FromSeed(DeepSeekConfig(), 41),
+      {
+          [](ModelConfig& c, LayerWeights&) { c.routing = Routing::kSoftmaxTopK; },
+          [](ModelConfig& c, LayerWeights& l) {
+            c.router_selection_bias = false;
+            l.router_selection_bias = {};
+          },
+          [](ModelConfig& c, LayerWeights&) { c.expert_groups_used = 4; },
+          [](ModelConfig& c, LayerWeights&) { c.routed_scale = 1.0; },
+          [](ModelConfig& c, LayerWeights&) { c.norm_topk_prob = false; },
+          [](ModelConfig& c, LayerWeights& l) {
+            c.num_shared_experts = 0;
+            l.shared_gate = l.shared_up = l.shared_down = {};
+          },
+      });
 }
 
 // gpt-oss's block: biases on o, the router and the experts, top-k then
@@ -454,37 +465,27 @@ TEST(Decoder, GptOssBlockCachedEqualsFullAndLanesMatchSoloRuns) {
 TEST(Decoder, EachGptOssOptionChangesTheLogits) {
   // One set of weights; each variant turns one option off and drops only
   // the tensors that option reads, so nothing else moves.
-  const Model base = *Model::FromSeed(GptOssConfig(), 31);
-  const auto run = [](const Model& m) { return *Decoder(m).Forward(Document(), 1); };
-  const auto want = run(base);
-  using Change = void (*)(ModelConfig&, LayerWeights&);
-  const std::vector<Change> changes = {
-      [](ModelConfig& c, LayerWeights&) { c.routing = Routing::kSoftmaxTopK; },
-      [](ModelConfig& c, LayerWeights& l) {
-        c.moe_bias = false;
-        l.router_bias = {};
-        l.expert_gate_bias.clear();
-        l.expert_up_bias.clear();
-        l.expert_down_bias.clear();
-      },
-      [](ModelConfig& c, LayerWeights&) { c.swiglu_limit = 0; },
-      [](ModelConfig& c, LayerWeights& l) {
-        c.output_bias = false;
-        l.bo = {};
-      },
-      [](ModelConfig& c, LayerWeights& l) {
-        c.attention_sinks = false;
-        l.sinks = {};
-      },
-  };
-  for (size_t i = 0; i < changes.size(); ++i) {
-    ModelConfig c = base.config();
-    ModelWeights w = base.weights();
-    for (LayerWeights& l : w.layers) changes[i](c, l);
-    const Result<Model> m = Model::Create(c, std::move(w));
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    EXPECT_NE(run(*m), want) << "change " << i;
-  }
+  ExpectEachChangeMovesTheLogits(
+      *Model::FromSeed(GptOssConfig(), 31),
+      {
+          [](ModelConfig& c, LayerWeights&) { c.routing = Routing::kSoftmaxTopK; },
+          [](ModelConfig& c, LayerWeights& l) {
+            c.moe_bias = false;
+            l.router_bias = {};
+            l.expert_gate_bias.clear();
+            l.expert_up_bias.clear();
+            l.expert_down_bias.clear();
+          },
+          [](ModelConfig& c, LayerWeights&) { c.swiglu_limit = 0; },
+          [](ModelConfig& c, LayerWeights& l) {
+            c.output_bias = false;
+            l.bo = {};
+          },
+          [](ModelConfig& c, LayerWeights& l) {
+            c.attention_sinks = false;
+            l.sinks = {};
+          },
+      });
 }
 
 TEST(Decoder, BatchLanesMatchTheirSoloRuns) {
