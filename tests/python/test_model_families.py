@@ -219,8 +219,7 @@ def test_qwen2moe_folder_and_gguf_match_transformers(tmp_path):
     model.save_pretrained(tmp_path / "m", safe_serialization=True)
     write_moe_gguf(model, tmp_path / "m.gguf", arch="qwen2moe")
     for path in (tmp_path / "m", tmp_path / "m.gguf"):
-        for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
-            check(run_folio(path, ids, *extra), want, want_greedy)
+        check_every_schedule(path, ids, want, want_greedy)
         info = json.loads(subprocess.run([FOLIO, "info", str(path)], capture_output=True,
                                          text=True, timeout=120, check=True).stdout)
         assert info["parameters"] == sum(p.numel() for p in model.parameters())
@@ -289,8 +288,7 @@ def test_dots1_folder_and_gguf_match_transformers(tmp_path, norm):
     model.save_pretrained(tmp_path / "m", safe_serialization=True)
     write_moe_gguf(model, tmp_path / "m.gguf", arch="dots1")
     for path in (tmp_path / "m", tmp_path / "m.gguf"):
-        for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
-            check(run_folio(path, ids, *extra), want, want_greedy)
+        check_every_schedule(path, ids, want, want_greedy)
         assert folio_info(path)["parameters"] == stored_elements(model)
 
 
@@ -475,6 +473,20 @@ def run_folio(model_path, ids, *extra):
         capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
+
+
+# folio's default run, and one with small pages, chunked prefill and two
+# threads: the determinism contract says both give the same bits.
+SCHEDULES = ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"])
+
+
+def check_every_schedule(model_path, ids, want, want_greedy):
+    """Every schedule's logits equal the default's bit for bit, and those
+    agree with transformers (check)."""
+    results = [run_folio(model_path, ids, *schedule) for schedule in SCHEDULES]
+    for result in results[1:]:
+        assert result == results[0]
+    check(results[0], want, want_greedy)
 
 
 def check(result, want, want_greedy):
@@ -737,8 +749,7 @@ def test_qwen3moe_folder_matches_transformers(tmp_path, norm):
     model.save_pretrained(tmp_path / "m", safe_serialization=True)
     ids = prompt(model.config.vocab_size, seed=47)
     want, want_greedy = hf_logits(model, ids), hf_greedy(model, ids, GREEDY)
-    for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
-        check(run_folio(tmp_path / "m", ids, *extra), want, want_greedy)
+    check_every_schedule(tmp_path / "m", ids, want, want_greedy)
 
 
 def test_qwen3moe_gguf_matches_transformers(tmp_path):
@@ -847,7 +858,7 @@ def test_qwen3moe_gguf_mxfp4_experts_compute_on_their_values(tmp_path):
     rounded = hf_logits(model, ids)
     tol = 1e-4 * max(1.0, np.abs(rounded).max())
     assert np.abs(rounded - want).max() > 100 * tol  # MXFP4 moved the values
-    for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
+    for extra in SCHEDULES:
         got = run_folio(tmp_path / "mx.gguf", ids, "--matmul-activations", "f32", *extra)
         assert got == run_folio(tmp_path / "f32.gguf", ids, "--matmul-activations", "f32", *extra)
         check(got, rounded, hf_greedy(model, ids, GREEDY))
@@ -1083,7 +1094,7 @@ def test_gpt_oss_gguf_mxfp4_experts_compute_on_their_values(tmp_path):
     write_gpt_oss_gguf(model, tmp_path / "mx.gguf", quantized)
     write_gpt_oss_gguf(model, tmp_path / "f32.gguf", dequantized)
     ids = prompt(model.config.vocab_size, seed=89)
-    for extra in ([], ["--page-size", "4", "--prefill-chunk", "5", "--threads", "2"]):
+    for extra in SCHEDULES:
         got = run_folio(tmp_path / "mx.gguf", ids, "--matmul-activations", "f32", *extra)
         assert got == run_folio(tmp_path / "f32.gguf", ids, "--matmul-activations", "f32", *extra)
     write_gpt_oss_gguf(model, tmp_path / "unrounded.gguf")
