@@ -157,11 +157,11 @@ Result<Timing> TimeMatmulsOnly(const model::ModelConfig& c, const model::ModelWe
     widest = std::max({widest, t.shape[0], t.shape[1]});
   });
   FOLIO_RETURN_IF_ERROR(failure);
-  std::vector<float> x(widest, 0.01f), y(widest);
+  const backend::DeviceBuffer<float> x = cpu->ToDevice<float>(std::vector<float>(widest, 0.01f));
+  const backend::DeviceBuffer<float> y = cpu->Allocate<float>(widest);
   auto token = [&] {
     for (const backend::Weight& v : weights) {
-      Status s = cpu->MatMul(v, std::span<const float>(x).first(v.host.cols), 1,
-                             std::span<float>(y).first(v.host.rows));
+      Status s = cpu->MatMul(v, x.span().first(v.host.cols), 1, y.span().first(v.host.rows));
       if (!s.ok() && failure.ok()) failure = s;
     }
   };

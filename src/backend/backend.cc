@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -35,8 +37,18 @@ Result<BackendKind> ParseBackendKind(std::string_view name) {
                                  "' is not one of: cpu, reference");
 }
 
-Status Backend::MatMuls(std::span<const Weight* const> ws, std::span<const float> x, uint64_t rows,
-                        std::span<const std::span<float>> ys) {
+Transfers Backend::transfers() const {
+  Transfers t;
+  t.writes = writes_.load(std::memory_order_relaxed);
+  t.write_bytes = write_bytes_.load(std::memory_order_relaxed);
+  t.reads = reads_.load(std::memory_order_relaxed);
+  t.read_bytes = read_bytes_.load(std::memory_order_relaxed);
+  t.host_views = host_views_.load(std::memory_order_relaxed);
+  return t;
+}
+
+Status Backend::MatMuls(std::span<const Weight* const> ws, DeviceSpan<const float> x, uint64_t rows,
+                        std::span<const DeviceSpan<float>> ys) {
   if (ws.size() != ys.size()) {
     return Status::InvalidArgument(std::to_string(ws.size()) + " weights for " +
                                    std::to_string(ys.size()) + " outputs");
@@ -55,6 +67,12 @@ class HostBackend : public Backend {
   // pool (optional) spreads the kernels and Upload's packing.
   HostBackend(ThreadPool* pool, ops::MatMulActivations activations)
       : pool_(pool), activations_(activations) {}
+  bool host_memory() const override { return true; }
+  // A buffer of a host backend in place, for this file's attention plans.
+  template <typename T>
+  static std::span<T> InPlace(DeviceSpan<T> s) {
+    return Host(s);
+  }
   Result<Weight> Upload(const ops::WeightView& w) override {
     FOLIO_RETURN_IF_ERROR(ops::ValidateWeightView(w));
     Weight weight{w, nullptr};
@@ -64,7 +82,10 @@ class HostBackend : public Backend {
     }
     return weight;
   }
-  void Embed(const Weight& w, std::span<const int32_t> ids, std::span<float> out) override {
+  void Embed(const Weight& w, DeviceSpan<const int32_t> ids_buffer,
+             DeviceSpan<float> out_buffer) override {
+    const std::span<const int32_t> ids = Host(ids_buffer);
+    const std::span<float> out = Host(out_buffer);
     const uint64_t cols = w.host.cols;
     FOLIO_CHECK(out.size() == ids.size() * cols);
     for (size_t r = 0; r < ids.size(); ++r) {
@@ -72,8 +93,10 @@ class HostBackend : public Backend {
       ops::WidenRow(w.host, static_cast<uint64_t>(ids[r]), out.subspan(r * cols, cols));
     }
   }
-  void RmsNorm(std::span<const float> x, std::span<const float> gain, float eps,
-               std::span<float> out) override {
+  void RmsNorm(DeviceSpan<const float> x_buffer, DeviceSpan<const float> gain_buffer, float eps,
+               DeviceSpan<float> out_buffer) override {
+    const std::span<const float> x = Host(x_buffer), gain = Host(gain_buffer);
+    const std::span<float> out = Host(out_buffer);
     const size_t width = gain.size();
     FOLIO_CHECK(width > 0 && x.size() % width == 0 && out.size() == x.size());
     ForRowRanges(x.size() / width, width, [&](size_t r0, size_t r1) {
@@ -82,8 +105,12 @@ class HostBackend : public Backend {
       }
     });
   }
-  void LayerNorm(std::span<const float> x, std::span<const float> gain, std::span<const float> bias,
-                 float eps, std::span<float> out) override {
+  void LayerNorm(DeviceSpan<const float> x_buffer, DeviceSpan<const float> gain_buffer,
+                 DeviceSpan<const float> bias_buffer, float eps,
+                 DeviceSpan<float> out_buffer) override {
+    const std::span<const float> x = Host(x_buffer), gain = Host(gain_buffer),
+                                 bias = Host(bias_buffer);
+    const std::span<float> out = Host(out_buffer);
     const size_t width = gain.size();
     FOLIO_CHECK(width > 0 && bias.size() == width && x.size() % width == 0 &&
                 out.size() == x.size());
@@ -93,16 +120,15 @@ class HostBackend : public Backend {
       }
     });
   }
-  void Gelu(std::span<float> x, bool tanh_form) override {
-    constexpr size_t kPart = 1024;  // elements
-    ForRowRanges(CeilDiv(x.size(), kPart), kPart, [&](size_t r0, size_t r1) {
-      for (size_t i = r0 * kPart; i < std::min(r1 * kPart, x.size()); ++i) {
-        x[i] = tanh_form ? ops::GeluTanh(x[i]) : ops::Gelu(x[i]);
-      }
-    });
+  void Gelu(DeviceSpan<float> x, bool tanh_form) override {
+    ForElements(Host(x),
+                [tanh_form](float& v) { v = tanh_form ? ops::GeluTanh(v) : ops::Gelu(v); });
   }
-  void Rope(std::span<float> x, uint64_t rows, uint64_t head_dim, std::span<const float> cos,
-            std::span<const float> sin, bool neox) override {
+  void Rope(DeviceSpan<float> x_buffer, uint64_t rows, uint64_t head_dim,
+            DeviceSpan<const float> cos_buffer, DeviceSpan<const float> sin_buffer,
+            bool neox) override {
+    const std::span<float> x = Host(x_buffer);
+    const std::span<const float> cos = Host(cos_buffer), sin = Host(sin_buffer);
     FOLIO_CHECK(rows > 0 && x.size() % rows == 0 && cos.size() % rows == 0 &&
                 sin.size() == cos.size());
     const uint64_t half = cos.size() / rows;  // rotated pairs per head (partial: < head_dim / 2)
@@ -115,14 +141,16 @@ class HostBackend : public Backend {
       }
     });
   }
-  void SwiGlu(std::span<float> gate, std::span<const float> up) override {
-    ForSpans(gate, up, ops::SwiGlu<float>);
+  void SwiGlu(DeviceSpan<float> gate, DeviceSpan<const float> up) override {
+    ForSpans(Host(gate), Host(up), ops::SwiGlu<float>);
   }
-  void GeGlu(std::span<float> gate, std::span<const float> up) override {
-    ForSpans(gate, up, ops::GeGlu<float>);
+  void GeGlu(DeviceSpan<float> gate, DeviceSpan<const float> up) override {
+    ForSpans(Host(gate), Host(up), ops::GeGlu<float>);
   }
-  void SwiGluClamped(std::span<float> gate, std::span<const float> up, float alpha,
+  void SwiGluClamped(DeviceSpan<float> gate_buffer, DeviceSpan<const float> up_buffer, float alpha,
                      float limit) override {
+    const std::span<float> gate = Host(gate_buffer);
+    const std::span<const float> up = Host(up_buffer);
     FOLIO_CHECK(gate.size() == up.size());
     for (size_t i = 0; i < gate.size(); ++i) {
       const float g = std::fmin(gate[i], limit);
@@ -131,15 +159,82 @@ class HostBackend : public Backend {
       gate[i] = (u + 1.0f) * (g * sigmoid);
     }
   }
+  void Add(DeviceSpan<float> x_buffer, DeviceSpan<const float> y_buffer) override {
+    const std::span<float> x = Host(x_buffer);
+    const std::span<const float> y = Host(y_buffer);
+    FOLIO_CHECK(x.size() == y.size(), x.size(), " += ", y.size(), " elements");
+    for (size_t i = 0; i < x.size(); ++i) x[i] += y[i];
+  }
+  void AddBias(DeviceSpan<float> y_buffer, DeviceSpan<const float> bias_buffer) override {
+    const std::span<float> y = Host(y_buffer);
+    const std::span<const float> bias = Host(bias_buffer);
+    FOLIO_CHECK(!bias.empty() && y.size() % bias.size() == 0, "rows of ", y.size(),
+                " elements += a bias of ", bias.size());
+    for (size_t off = 0; off < y.size(); off += bias.size()) {
+      for (size_t i = 0; i < bias.size(); ++i) y[off + i] += bias[i];
+    }
+  }
+  void Scale(DeviceSpan<float> x, float s) override {
+    ForElements(Host(x), [s](float& v) { v *= s; });
+  }
+  void SoftCap(DeviceSpan<float> x, float cap) override {
+    ForElements(Host(x), [cap](float& v) { v = std::tanh(v / cap) * cap; });
+  }
+  void Sigmoid(DeviceSpan<float> x) override {
+    ForElements(Host(x), [](float& v) { v = 1.0f / (1.0f + std::exp(-v)); });
+  }
+  void AddScaledRows(DeviceSpan<float> out_buffer, DeviceSpan<const float> y_buffer,
+                     DeviceSpan<const float> scales_buffer) override {
+    const std::span<float> out = Host(out_buffer);
+    const std::span<const float> y = Host(y_buffer), scales = Host(scales_buffer);
+    FOLIO_CHECK(!scales.empty() && out.size() == y.size() && out.size() % scales.size() == 0);
+    const size_t width = out.size() / scales.size();
+    for (size_t r = 0; r < scales.size(); ++r) {
+      for (size_t i = r * width; i < (r + 1) * width; ++i) out[i] += scales[r] * y[i];
+    }
+  }
+  void Fill(DeviceSpan<float> x, float value) override {
+    const std::span<float> h = Host(x);
+    std::fill(h.begin(), h.end(), value);
+  }
+  void GatherRows(DeviceSpan<const float> src_buffer, DeviceSpan<const int32_t> idx_buffer,
+                  DeviceSpan<float> dst_buffer) override {
+    MoveRows(Host(src_buffer), Host(idx_buffer), Host(dst_buffer), /*gather=*/true);
+  }
+  void ScatterRows(DeviceSpan<const float> src_buffer, DeviceSpan<const int32_t> idx_buffer,
+                   DeviceSpan<float> dst_buffer) override {
+    MoveRows(Host(src_buffer), Host(idx_buffer), Host(dst_buffer), /*gather=*/false);
+  }
+  std::optional<uint64_t> FindNonFinite(DeviceSpan<const float> x_buffer) override {
+    const std::span<const float> x = Host(x_buffer);
+    for (size_t i = 0; i < x.size(); ++i) {
+      if (!std::isfinite(x[i])) return i;
+    }
+    return std::nullopt;
+  }
   Result<kv::PagedKvCache> CreateKvPool(const kv::PagedKvCacheConfig& config) override {
     return kv::PagedKvCache::Create(config);
   }
   Status WriteKv(kv::PagedKvCache& cache, uint64_t layer, std::span<const int64_t> slot_mapping,
-                 std::span<const float> keys, std::span<const float> values) override {
-    return cache.WriteRows(layer, slot_mapping, keys, values);
+                 DeviceSpan<const float> keys, DeviceSpan<const float> values) override {
+    return cache.WriteRows(layer, slot_mapping, Host(keys), Host(values));
   }
 
  protected:
+  std::shared_ptr<std::byte> AllocateBytes(uint64_t bytes) override {
+    // 64-byte aligned and zeroed, like AlignedBuffer.
+    constexpr std::align_val_t kAlign{64};
+    auto* p = static_cast<std::byte*>(::operator new(bytes, kAlign));
+    std::memset(p, 0, bytes);
+    return std::shared_ptr<std::byte>(p, [](std::byte* q) { ::operator delete(q, kAlign); });
+  }
+  void CopyIn(std::byte* dst, const std::byte* src, uint64_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void CopyOut(std::byte* dst, const std::byte* src, uint64_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+
   // Runs fn(r0, r1) over row ranges covering [0, rows): on the pool when
   // the rows hold enough elements to pay for a parallel loop (a prefill),
   // on the caller otherwise (a decode step). Every row is computed the same
@@ -167,10 +262,40 @@ class HostBackend : public Backend {
       fn(gate.subspan(begin, end - begin), up.subspan(begin, end - begin));
     });
   }
+  // fn(element) for every element of x, spread as ForSpans.
+  template <typename Fn>
+  void ForElements(std::span<float> x, Fn&& fn) {
+    constexpr size_t kPart = 1024;  // elements
+    ForRowRanges(CeilDiv(x.size(), kPart), kPart, [&](size_t r0, size_t r1) {
+      for (size_t i = r0 * kPart; i < std::min(r1 * kPart, x.size()); ++i) fn(x[i]);
+    });
+  }
 
   ThreadPool* pool_;
 
  private:
+  static void MoveRows(std::span<const float> src, std::span<const int32_t> idx,
+                       std::span<float> dst, bool gather) {
+    if (idx.empty()) return;
+    const std::span<const float> moved = gather ? std::span<const float>(dst) : src;
+    const std::span<const float> table = gather ? src : std::span<const float>(dst);
+    FOLIO_CHECK(moved.size() % idx.size() == 0);
+    const size_t width = moved.size() / idx.size();
+    FOLIO_CHECK(width > 0 && table.size() % width == 0);
+    const size_t n = table.size() / width;
+    for (size_t i = 0; i < idx.size(); ++i) {
+      FOLIO_CHECK(idx[i] >= 0 && static_cast<size_t>(idx[i]) < n, "row ", idx[i], " of ", n);
+      const size_t r = static_cast<size_t>(idx[i]);
+      if (gather) {
+        std::copy_n(src.begin() + static_cast<ptrdiff_t>(r * width), width,
+                    dst.begin() + static_cast<ptrdiff_t>(i * width));
+      } else {
+        std::copy_n(src.begin() + static_cast<ptrdiff_t>(i * width), width,
+                    dst.begin() + static_cast<ptrdiff_t>(r * width));
+      }
+    }
+  }
+
   ops::MatMulActivations activations_;
 };
 
@@ -179,11 +304,12 @@ class HostBackend : public Backend {
 struct ReferencePlan final : AttentionPlan {
   ReferencePlan(const attention::PagedAttentionParams& p, const kv::PagedBatchView& b)
       : params(p), batch(b) {}
-  Status Run(std::span<const float> query, const kv::PagedKvView& kv, std::span<float> out,
-             std::span<const float> sinks) const override {
+  Status Run(DeviceSpan<const float> query, const kv::PagedKvView& kv, DeviceSpan<float> out,
+             DeviceSpan<const float> sinks) const override {
     attention::PagedAttentionParams p = params;
-    p.sinks = sinks;
-    return attention::PagedAttentionReference(p, query, kv, batch, out);
+    p.sinks = HostBackend::InPlace(sinks);
+    return attention::PagedAttentionReference(p, HostBackend::InPlace(query), kv, batch,
+                                              HostBackend::InPlace(out));
   }
   attention::PagedAttentionParams params;
   kv::PagedBatchView batch;
@@ -206,34 +332,39 @@ class CpuBackend final : public HostBackend {
   CpuBackend(ThreadPool* pool, ops::MatMulActivations activations)
       : HostBackend(pool, activations) {}
   BackendKind kind() const override { return BackendKind::kCpu; }
-  void SwiGlu(std::span<float> gate, std::span<const float> up) override {
-    ForSpans(gate, up, ops::SwiGluSimd);
+  void SwiGlu(DeviceSpan<float> gate, DeviceSpan<const float> up) override {
+    ForSpans(Host(gate), Host(up), ops::SwiGluSimd);
   }
-  void GeGlu(std::span<float> gate, std::span<const float> up) override {
-    ForSpans(gate, up, ops::GeGluSimd);
+  void GeGlu(DeviceSpan<float> gate, DeviceSpan<const float> up) override {
+    ForSpans(Host(gate), Host(up), ops::GeGluSimd);
   }
-  Status MatMul(const Weight& w, std::span<const float> x, uint64_t rows,
-                std::span<float> y) override {
-    if (w.packed) return ops::PackedMatMul(*w.packed, x, rows, y, pool_);
-    return ops::MatMul(w.host, x, rows, y, pool_);
+  Status MatMul(const Weight& w, DeviceSpan<const float> x, uint64_t rows,
+                DeviceSpan<float> y) override {
+    if (w.packed) return ops::PackedMatMul(*w.packed, Host(x), rows, Host(y), pool_);
+    return ops::MatMul(w.host, Host(x), rows, Host(y), pool_);
   }
-  Status MatMuls(std::span<const Weight* const> ws, std::span<const float> x, uint64_t rows,
-                 std::span<const std::span<float>> ys) override {
-    thread_local std::vector<const ops::PackedMatrix*> packed;  // no allocation per call
+  Status MatMuls(std::span<const Weight* const> ws, DeviceSpan<const float> x, uint64_t rows,
+                 std::span<const DeviceSpan<float>> ys) override {
+    // No allocation per call.
+    thread_local std::vector<const ops::PackedMatrix*> packed;
+    thread_local std::vector<std::span<float>> outs;
     packed.clear();
     for (const Weight* w : ws) {
       if (!w->packed) return Backend::MatMuls(ws, x, rows, ys);
       packed.push_back(w->packed.get());
     }
-    return ops::PackedMatMuls(packed, x, rows, ys, pool_);
+    outs.clear();
+    for (const DeviceSpan<float>& y : ys) outs.push_back(Host(y));
+    return ops::PackedMatMuls(packed, Host(x), rows, outs, pool_);
   }
   Result<std::unique_ptr<AttentionPlan>> PlanAttention(
-      const attention::PagedAttentionParams& params, std::span<const float> query,
-      std::span<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch) override {
-    if (kv.dtype == DType::kF64) return PlanReference(params, query, out, kv, batch);
-    FOLIO_ASSIGN_OR_RETURN(attention::PagedAttentionPlan plan,
-                           attention::PagedAttentionPlan::Create(params, query, out, kv, batch,
-                                                                 pool_ ? pool_->num_threads() : 1));
+      const attention::PagedAttentionParams& params, DeviceSpan<const float> query,
+      DeviceSpan<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch) override {
+    if (kv.dtype == DType::kF64) return PlanReference(params, Host(query), Host(out), kv, batch);
+    FOLIO_ASSIGN_OR_RETURN(
+        attention::PagedAttentionPlan plan,
+        attention::PagedAttentionPlan::Create(params, Host(query), Host(out), kv, batch,
+                                              pool_ ? pool_->num_threads() : 1));
     return std::unique_ptr<AttentionPlan>(new Plan(std::move(plan), pool_));
   }
 
@@ -241,9 +372,9 @@ class CpuBackend final : public HostBackend {
   struct Plan final : AttentionPlan {
     Plan(attention::PagedAttentionPlan p, ThreadPool* threads)
         : plan(std::move(p)), pool(threads) {}
-    Status Run(std::span<const float> query, const kv::PagedKvView& kv, std::span<float> out,
-               std::span<const float> sinks) const override {
-      return plan.Run(query, kv, out, pool, sinks);
+    Status Run(DeviceSpan<const float> query, const kv::PagedKvView& kv, DeviceSpan<float> out,
+               DeviceSpan<const float> sinks) const override {
+      return plan.Run(InPlace(query), kv, InPlace(out), pool, InPlace(sinks));
     }
     attention::PagedAttentionPlan plan;
     ThreadPool* pool;
@@ -259,15 +390,15 @@ class ReferenceBackend final : public HostBackend {
   explicit ReferenceBackend(ops::MatMulActivations activations)
       : HostBackend(nullptr, activations) {}
   BackendKind kind() const override { return BackendKind::kReference; }
-  Status MatMul(const Weight& w, std::span<const float> x, uint64_t rows,
-                std::span<float> y) override {
-    if (w.packed) return ops::PackedMatMulReference(*w.packed, x, rows, y);
-    return ops::MatMulReference(w.host, x, rows, y);
+  Status MatMul(const Weight& w, DeviceSpan<const float> x, uint64_t rows,
+                DeviceSpan<float> y) override {
+    if (w.packed) return ops::PackedMatMulReference(*w.packed, Host(x), rows, Host(y));
+    return ops::MatMulReference(w.host, Host(x), rows, Host(y));
   }
   Result<std::unique_ptr<AttentionPlan>> PlanAttention(
-      const attention::PagedAttentionParams& params, std::span<const float> query,
-      std::span<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch) override {
-    return PlanReference(params, query, out, kv, batch);
+      const attention::PagedAttentionParams& params, DeviceSpan<const float> query,
+      DeviceSpan<float> out, const kv::PagedKvView& kv, const kv::PagedBatchView& batch) override {
+    return PlanReference(params, Host(query), Host(out), kv, batch);
   }
 };
 

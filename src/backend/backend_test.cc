@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "folio/core/splitmix64.h"
@@ -12,6 +13,14 @@
 
 namespace folio::backend {
 namespace {
+
+// A float vector as its bit patterns, so that == compares bits (NaN
+// payloads and the sign of zero included).
+std::vector<uint32_t> Bits(const std::vector<float>& v) {
+  std::vector<uint32_t> bits(v.size());
+  std::memcpy(bits.data(), v.data(), v.size() * sizeof(float));
+  return bits;
+}
 
 std::vector<float> Random(size_t n, uint64_t seed) {
   SplitMix64 rng(seed);
@@ -51,9 +60,11 @@ TEST(Backend, CpuMatMulIsWithinTheF32BoundOfTheReference) {
   ThreadPool pool(2);
   auto cpu = MakeBackend(BackendKind::kCpu, &pool);
   auto ref = MakeBackend(BackendKind::kReference);
-  std::vector<float> a(n * rows), b(n * rows);
-  ASSERT_TRUE(cpu->MatMul(*cpu->Upload(view), x, n, a).ok());
-  ASSERT_TRUE(ref->MatMul(*ref->Upload(view), x, n, b).ok());
+  const DeviceBuffer<float> ya = cpu->Allocate<float>(n * rows),
+                            yb = ref->Allocate<float>(n * rows);
+  ASSERT_TRUE(cpu->MatMul(*cpu->Upload(view), cpu->ToDevice<float>(x), n, ya).ok());
+  ASSERT_TRUE(ref->MatMul(*ref->Upload(view), ref->ToDevice<float>(x), n, yb).ok());
+  const std::vector<float> a = cpu->ToHost<float>(ya), b = ref->ToHost<float>(yb);
   const double bound = static_cast<double>(cols * cols) * std::numeric_limits<float>::epsilon();
   for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], bound) << i;
 }
@@ -77,15 +88,15 @@ TEST(Backend, AttentionPlansOnceAndAgreesAcrossBackends) {
     ASSERT_TRUE(plan.ok() && plan->has_value());
     for (uint64_t layer = 0; layer < 2; ++layer) {
       ASSERT_TRUE(be->WriteKv(*cache, layer, (*plan)->slot_mapping(),
-                              Random(10 * heads * dim, 10 + layer),
-                              Random(10 * heads * dim, 20 + layer))
+                              be->ToDevice<float>(Random(10 * heads * dim, 10 + layer)),
+                              be->ToDevice<float>(Random(10 * heads * dim, 20 + layer)))
                       .ok());
     }
     const std::vector<kv::SeqId> seqs = {seq};
     auto meta = cache->BuildBatchMetadata(seqs, &**plan);
     ASSERT_TRUE(meta.ok());
-    const std::vector<float> q = Random(10 * q_heads * dim, 3);
-    std::vector<float> out(q.size());
+    const DeviceBuffer<float> q = be->ToDevice<float>(Random(10 * q_heads * dim, 3));
+    const DeviceBuffer<float> out = be->Allocate<float>(q.size());
     attention::PagedAttentionParams p;
     p.num_q_heads = q_heads;
     p.scale = 0.25;
@@ -94,7 +105,8 @@ TEST(Backend, AttentionPlansOnceAndAgreesAcrossBackends) {
     std::vector<float> both;
     for (uint64_t layer = 0; layer < 2; ++layer) {
       ASSERT_TRUE((*attn)->Run(q, cache->View(layer), out, {}).ok());
-      both.insert(both.end(), out.begin(), out.end());
+      const std::vector<float> o = be->ToHost<float>(out);
+      both.insert(both.end(), o.begin(), o.end());
     }
     outs.push_back(both);
   }
@@ -112,12 +124,18 @@ TEST(Backend, ElementwiseOpsGiveTheSameBitsOnAnyThreadCount) {
   const std::vector<float> up = Random(rows * width, 34);
   ThreadPool pool(3);
   const auto run = [&](Backend& be) {
-    std::vector<float> norm(x.size()), rot = x, gate = x, geglu = x;
-    be.RmsNorm(x, gain, 1e-5f, norm);
-    be.Rope(rot, rows, head_dim, cos, sin, /*neox=*/true);
-    be.SwiGlu(gate, up);
-    be.GeGlu(geglu, up);
-    return std::vector<std::vector<float>>{norm, rot, gate, geglu};
+    const DeviceBuffer<float> norm = be.Allocate<float>(x.size()), rot = be.ToDevice<float>(x),
+                              gate = be.ToDevice<float>(x), geglu = be.ToDevice<float>(x);
+    const DeviceBuffer<float> up_d = be.ToDevice<float>(up);
+    be.RmsNorm(be.ToDevice<float>(x), be.ToDevice<float>(gain), 1e-5f, norm);
+    be.Rope(rot, rows, head_dim, be.ToDevice<float>(cos), be.ToDevice<float>(sin),
+            /*neox=*/true);
+    be.SwiGlu(gate, up_d);
+    be.GeGlu(geglu, up_d);
+    std::vector<std::vector<float>> outs;
+    for (const DeviceBuffer<float>& b : {norm, rot, gate, geglu})
+      outs.push_back(be.ToHost<float>(b));
+    return outs;
   };
   const auto alone = run(*MakeBackend(BackendKind::kCpu));
   const auto spread = run(*MakeBackend(BackendKind::kCpu, &pool));
@@ -158,28 +176,144 @@ TEST(Backend, MatMulsEqualsMatMulPerWeight) {
       auto be = MakeBackend(kind, &pool, mode);
       std::vector<Weight> weights;
       for (const ops::WeightView& v : views) weights.push_back(*be->Upload(v));
+      const DeviceBuffer<float> xd = be->ToDevice<float>(x);
       for (const size_t count : {size_t{2}, size_t{3}}) {  // all packed under q8, then a mix
         std::vector<const Weight*> ws;
-        std::vector<std::vector<float>> got, want;
-        std::vector<std::span<float>> ys;
+        std::vector<DeviceBuffer<float>> got, want;
+        std::vector<DeviceSpan<float>> ys;
         for (size_t i = 0; i < count; ++i) {
           ws.push_back(&weights[i]);
-          want.emplace_back(n * views[i].rows);
-          got.emplace_back(n * views[i].rows);
-          ASSERT_TRUE(be->MatMul(weights[i], x, n, want.back()).ok());
+          want.push_back(be->Allocate<float>(n * views[i].rows));
+          got.push_back(be->Allocate<float>(n * views[i].rows));
+          ASSERT_TRUE(be->MatMul(weights[i], xd, n, want.back()).ok());
         }
-        for (auto& y : got) ys.emplace_back(y);
-        ASSERT_TRUE(be->MatMuls(ws, x, n, ys).ok());
+        for (const auto& y : got) ys.emplace_back(y);
+        ASSERT_TRUE(be->MatMuls(ws, xd, n, ys).ok());
         for (size_t i = 0; i < count; ++i) {
-          EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)), 0)
+          EXPECT_EQ(Bits(be->ToHost<float>(got[i])), Bits(be->ToHost<float>(want[i])))
               << BackendName(kind) << ", weight " << i << " of " << count;
         }
       }
-      std::vector<float> y(n * views[0].rows);
-      const std::span<float> one[] = {y};
-      EXPECT_EQ(be->MatMuls({}, x, n, one).code(), StatusCode::kInvalidArgument);
+      const DeviceBuffer<float> y = be->Allocate<float>(n * views[0].rows);
+      const DeviceSpan<float> one[] = {y};
+      EXPECT_EQ(be->MatMuls({}, xd, n, one).code(), StatusCode::kInvalidArgument);
     }
   }
+}
+
+// The element-wise arithmetic and row moves a forward pass runs between
+// matmuls give, on every backend and thread count, the bits of the scalar
+// loop each one names in backend.h.
+TEST(Backend, ArithmeticOpsGiveTheBitsOfTheirScalarLoops) {
+  const uint64_t rows = 70, width = 600;  // 42,000 elements: above the parallel threshold
+  const std::vector<float> x = Random(rows * width, 40), y = Random(rows * width, 41);
+  const std::vector<float> bias = Random(width, 42), scales = Random(rows, 43);
+  std::vector<float> add = x, with_bias = x, scaled = x, capped = x, sig = x, acc = x;
+  for (size_t i = 0; i < x.size(); ++i) {
+    add[i] += y[i];
+    with_bias[i] += bias[i % width];
+    scaled[i] *= 0.375f;
+    capped[i] = std::tanh(capped[i] / 0.3f) * 0.3f;
+    sig[i] = 1.0f / (1.0f + std::exp(-sig[i]));
+    acc[i] += scales[i / width] * y[i];
+  }
+  const std::vector<std::vector<float>> want = {add, with_bias, scaled, capped, sig, acc};
+  ThreadPool pool(3);
+  for (const BackendKind kind : {BackendKind::kCpu, BackendKind::kReference}) {
+    for (ThreadPool* threads : {static_cast<ThreadPool*>(nullptr), &pool}) {
+      auto be = MakeBackend(kind, threads);
+      std::vector<DeviceBuffer<float>> got;
+      for (size_t op = 0; op < want.size(); ++op) got.push_back(be->ToDevice<float>(x));
+      const DeviceBuffer<float> yd = be->ToDevice<float>(y);
+      be->Add(got[0], yd);
+      be->AddBias(got[1], be->ToDevice<float>(bias));
+      be->Scale(got[2], 0.375f);
+      be->SoftCap(got[3], 0.3f);
+      be->Sigmoid(got[4]);
+      be->AddScaledRows(got[5], yd, be->ToDevice<float>(scales));
+      for (size_t op = 0; op < want.size(); ++op) {
+        EXPECT_EQ(Bits(be->ToHost<float>(got[op])), Bits(want[op]))
+            << BackendName(kind) << ", op " << op;
+      }
+      const DeviceBuffer<float> filled = be->ToDevice<float>(x);
+      be->Fill(filled, -2.5f);
+      EXPECT_EQ(be->ToHost<float>(filled), std::vector<float>(x.size(), -2.5f));
+    }
+  }
+}
+
+TEST(Backend, GatherAndScatterMoveWholeRows) {
+  const uint64_t n = 5, width = 3;
+  const std::vector<float> table = Random(n * width, 50);
+  const std::vector<int32_t> idx = {4, 0, 4, 2};
+  for (const BackendKind kind : {BackendKind::kCpu, BackendKind::kReference}) {
+    auto be = MakeBackend(kind);
+    const DeviceBuffer<float> gathered = be->Allocate<float>(idx.size() * width);
+    be->GatherRows(be->ToDevice<float>(table), be->ToDevice<int32_t>(idx), gathered);
+    const std::vector<float> g = be->ToHost<float>(gathered);
+    for (size_t i = 0; i < idx.size(); ++i) {
+      for (size_t f = 0; f < width; ++f) {
+        EXPECT_EQ(g[i * width + f], table[static_cast<size_t>(idx[i]) * width + f]) << i;
+      }
+    }
+    // Scatter back the rows 1, 3 (one each) into a zeroed table.
+    const std::vector<int32_t> to = {1, 3};
+    const DeviceBuffer<float> scattered = be->Allocate<float>(n * width);
+    be->ScatterRows(be->ToDevice<float>(std::vector<float>(g.begin(), g.begin() + 2 * width)),
+                    be->ToDevice<int32_t>(to), scattered);
+    const std::vector<float> t = be->ToHost<float>(scattered);
+    for (size_t r = 0; r < n; ++r) {
+      for (size_t f = 0; f < width; ++f) {
+        const float expect = r == 1 ? g[f] : r == 3 ? g[width + f] : 0.0f;
+        EXPECT_EQ(t[r * width + f], expect) << r;
+      }
+    }
+  }
+}
+
+TEST(Backend, FindNonFiniteNamesTheFirstBadElement) {
+  for (const BackendKind kind : {BackendKind::kCpu, BackendKind::kReference}) {
+    auto be = MakeBackend(kind);
+    std::vector<float> x = Random(100, 60);
+    EXPECT_FALSE(be->FindNonFinite(be->ToDevice<float>(x)).has_value());
+    x[70] = std::numeric_limits<float>::infinity();
+    x[90] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_EQ(be->FindNonFinite(be->ToDevice<float>(x)), std::optional<uint64_t>(70));
+  }
+}
+
+// Every crossing between the host and a backend's memory is counted, with
+// its bytes; ops on buffers already there are not crossings.
+TEST(Backend, TransfersCountEveryCrossing) {
+  auto be = MakeBackend(BackendKind::kCpu);
+  const std::vector<float> x = Random(12, 70);
+  const DeviceBuffer<float> a = be->ToDevice<float>(x);  // allocation + 1 write
+  const DeviceBuffer<float> b = be->Allocate<float>(12);
+  be->Write<float>(x, b);
+  be->Add(a, b);
+  be->Scale(a, 2.0f);
+  Transfers t = be->transfers();
+  EXPECT_EQ(t.writes, 2u);
+  EXPECT_EQ(t.write_bytes, 2 * 12 * sizeof(float));
+  EXPECT_EQ(t.reads, 0u);
+  const std::vector<float> back = be->ToHost<float>(a.span().subspan(4, 8));
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(back[i], (x[4 + i] + x[4 + i]) * 2.0f);
+  const std::span<float> in_place = be->HostView(b.span());
+  EXPECT_EQ(in_place[3], x[3]);
+  t = be->transfers();
+  EXPECT_EQ(t.reads, 1u);
+  EXPECT_EQ(t.read_bytes, 8 * sizeof(float));
+  EXPECT_EQ(t.host_views, 1u);
+  // A fresh buffer is zeroed; an empty one allocates nothing.
+  EXPECT_EQ(be->ToHost<float>(be->Allocate<float>(3)), std::vector<float>(3, 0.0f));
+  EXPECT_TRUE(be->Allocate<float>(0).empty());
+}
+
+TEST(BackendDeathTest, ASubspanOutsideItsBufferIsAProgrammingError) {
+  auto be = MakeBackend(BackendKind::kCpu);
+  const DeviceBuffer<float> a = be->Allocate<float>(8);
+  EXPECT_DEATH((void)a.span().subspan(6, 3), "subspan");
+  EXPECT_DEATH(be->Write<float>(std::vector<float>(7), a), "writing 7 elements into 8");
 }
 
 }  // namespace

@@ -17,25 +17,10 @@
 
 namespace folio::model {
 
+using backend::DeviceBuffer;
+using backend::DeviceSpan;
 using decoder_internal::AddRowBias;
 using decoder_internal::ApplyLinears;
-using decoder_internal::Row;
-
-namespace {
-
-// Moves rows [batch, n, heads * head_dim] to [batch, heads, n, head_dim].
-void SwapTokenAndHeadAxes(std::span<const float> in, std::span<float> out, uint64_t batch,
-                          uint64_t n, uint64_t heads, uint64_t head_dim) {
-  for (uint64_t b = 0; b < batch; ++b)
-    for (uint64_t i = 0; i < n; ++i)
-      for (uint64_t h = 0; h < heads; ++h) {
-        std::copy_n(in.begin() + static_cast<ptrdiff_t>(((b * n + i) * heads + h) * head_dim),
-                    head_dim,
-                    out.begin() + static_cast<ptrdiff_t>(((b * heads + h) * n + i) * head_dim));
-      }
-}
-
-}  // namespace
 
 Decoder::Decoder(const Model& model, ThreadPool* pool)
     : Decoder(model, std::shared_ptr<backend::Backend>(
@@ -160,94 +145,116 @@ void RouteRow(const ModelConfig& c, std::span<const float> l, std::span<const fl
 // (Qwen2-MoE: times sigmoid of its gate). Every row's bits depend on that
 // row alone (the matmuls are row-independent), so batch composition,
 // chunking and threads change nothing.
-Status Decoder::Experts(const Weights& w, uint64_t layer, std::span<const float> h, uint64_t rows,
-                        std::span<float> out) const {
+//
+// The routing runs on the host: the router's logits come down and the
+// chosen rows and weights go up, one round trip per layer (the only
+// crossings of a step beyond its inputs and outputs; a device backend that
+// routes on the device would take this whole function as one op).
+Status Decoder::Experts(const Weights& w, uint64_t layer, DeviceSpan<const float> h, uint64_t rows,
+                        DeviceSpan<float> out) const {
   const Weights::Layer& lw = w.layers[layer];
   const ModelConfig& c = config_;
   backend::Backend* const be = backend_.get();
   const uint64_t n_exp = c.num_experts, k = c.experts_per_token, f = c.expert_ffn_size;
   const uint64_t d = c.hidden_size;
-  std::vector<float> logits(rows * n_exp);
-  FOLIO_RETURN_IF_ERROR(lw.router[0].Apply(h, rows, logits, be));
-  if (!lw.router_bias.empty()) {
-    for (uint64_t i = 0; i < logits.size(); ++i) logits[i] += lw.router_bias[i % n_exp];
+  FOLIO_CHECK(rows * k <= INT32_MAX, rows, " rows of ", k, " experts");
+  std::vector<float> logits;
+  {
+    const DeviceBuffer<float> router = be->Allocate<float>(rows * n_exp);
+    FOLIO_RETURN_IF_ERROR(lw.router[0].Apply(h, rows, router, be));
+    AddRowBias(router, lw.router_bias, be);
+    logits = be->ToHost<float>(router);
   }
-  std::vector<float> weight(rows * k);
+  // weight [k, rows]: slot s of row r's expert weight, slot-major so that
+  // each slot's weights are one run for AddScaledRows.
+  std::vector<float> weight(k * rows), row_weights(k);
   std::vector<uint32_t> chosen(k);
   std::vector<std::vector<std::pair<uint32_t, uint32_t>>> routed(n_exp);  // (row, slot)
   decoder_internal::RouterScratch scratch;
   for (uint64_t r = 0; r < rows; ++r) {
     decoder_internal::RouteRow(c, std::span<const float>(logits).subspan(r * n_exp, n_exp),
-                               lw.selection_bias, scratch, chosen,
-                               std::span<float>(weight).subspan(r * k, k));
+                               lw.selection_bias, scratch, chosen, row_weights);
     for (uint64_t s = 0; s < k; ++s) {
+      weight[s * rows + r] = row_weights[s];
       routed[chosen[s]].emplace_back(static_cast<uint32_t>(r), static_cast<uint32_t>(s));
     }
   }
-  std::vector<float> ys(rows * k * d);  // each (row, slot)'s expert output
-  std::vector<float> xe, ge, ue, ye;
+  // idx [2, rows * k]: each expert's rows in turn (gathered as its input),
+  // then where each of its outputs goes in ys (slot * rows + row).
+  std::vector<int32_t> idx(2 * rows * k);
+  std::vector<uint64_t> first(n_exp + 1, 0);
+  for (uint64_t e = 0; e < n_exp; ++e) {
+    first[e + 1] = first[e] + routed[e].size();
+    for (uint64_t i = 0; i < routed[e].size(); ++i) {
+      const auto [r, s] = routed[e][i];
+      idx[first[e] + i] = static_cast<int32_t>(r);
+      idx[rows * k + first[e] + i] = static_cast<int32_t>(s * rows + r);
+    }
+  }
+  const DeviceBuffer<int32_t> idx_buffer = be->ToDevice<int32_t>(idx);
+  const DeviceBuffer<float> weight_buffer = be->ToDevice<float>(weight);
+  const DeviceBuffer<float> ys = be->Allocate<float>(k * rows * d);  // [k, rows, hidden]
+  // An expert sees at most every row once.
+  const DeviceBuffer<float> xe = be->Allocate<float>(rows * d), ye = be->Allocate<float>(rows * d);
+  const DeviceBuffer<float> ge = be->Allocate<float>(rows * f), ue = be->Allocate<float>(rows * f);
   for (uint64_t e = 0; e < n_exp; ++e) {
     const uint64_t n = routed[e].size();
     if (n == 0) continue;
-    xe.resize(n * d);
-    for (uint64_t i = 0; i < n; ++i) {
-      std::copy_n(h.begin() + static_cast<ptrdiff_t>(routed[e][i].first * d), d,
-                  xe.begin() + static_cast<ptrdiff_t>(i * d));
-    }
-    ge.resize(n * f);
-    ue.resize(n * f);
-    ye.resize(n * d);
-    FOLIO_RETURN_IF_ERROR(ApplyLinears<2>({&lw.expert_gate[e], &lw.expert_up[e]}, xe, n,
-                                          {std::span<float>(ge), std::span<float>(ue)}, be));
+    const DeviceSpan<float> x_e = xe.span().first(n * d), y_e = ye.span().first(n * d);
+    const DeviceSpan<float> g_e = ge.span().first(n * f), u_e = ue.span().first(n * f);
+    be->GatherRows(h, idx_buffer.span().subspan(first[e], n), x_e);
+    FOLIO_RETURN_IF_ERROR(
+        ApplyLinears<2>({&lw.expert_gate[e], &lw.expert_up[e]}, x_e, n, {g_e, u_e}, be));
     if (!lw.expert_gate_bias.empty()) {
-      AddRowBias(ge, lw.expert_gate_bias[e]);
-      AddRowBias(ue, lw.expert_up_bias[e]);
+      AddRowBias(g_e, lw.expert_gate_bias[e], be);
+      AddRowBias(u_e, lw.expert_up_bias[e], be);
     }
     if (c.swiglu_limit != 0) {
-      be->SwiGluClamped(ge, ue, static_cast<float>(c.swiglu_alpha),
+      be->SwiGluClamped(g_e, u_e, static_cast<float>(c.swiglu_alpha),
                         static_cast<float>(c.swiglu_limit));
     } else {
-      be->SwiGlu(ge, ue);
+      be->SwiGlu(g_e, u_e);
     }
-    FOLIO_RETURN_IF_ERROR(lw.expert_down[e].Apply(ge, n, ye, be));
-    if (!lw.expert_down_bias.empty()) AddRowBias(ye, lw.expert_down_bias[e]);
-    for (uint64_t i = 0; i < n; ++i) {
-      const auto [r, s] = routed[e][i];
-      std::copy_n(ye.begin() + static_cast<ptrdiff_t>(i * d), d,
-                  ys.begin() + static_cast<ptrdiff_t>((r * k + s) * d));
-    }
+    FOLIO_RETURN_IF_ERROR(lw.expert_down[e].Apply(g_e, n, y_e, be));
+    if (!lw.expert_down_bias.empty()) AddRowBias(y_e, lw.expert_down_bias[e], be);
+    be->ScatterRows(y_e, idx_buffer.span().subspan(rows * k + first[e], n), ys);
   }
-  for (uint64_t r = 0; r < rows; ++r) {
-    std::span<float> o = out.subspan(r * d, d);
-    std::fill(o.begin(), o.end(), 0.0f);
-    for (uint64_t s = 0; s < k; ++s) {
-      const float wt = weight[r * k + s];
-      const float* y = ys.data() + (r * k + s) * d;
-      for (uint64_t i = 0; i < d; ++i) o[i] += y[i] * wt;
-    }
+  be->Fill(out, 0.0f);
+  for (uint64_t s = 0; s < k; ++s) {
+    be->AddScaledRows(out, ys.span().subspan(s * rows * d, rows * d),
+                      weight_buffer.span().subspan(s * rows, rows));
   }
   if (!lw.shared_expert.empty()) {
     const uint64_t fs = c.SharedExpertFfnSize();
-    ge.resize(rows * fs);
-    ue.resize(rows * fs);
-    ye.resize(rows * d);
-    FOLIO_RETURN_IF_ERROR(ApplyLinears<2>({&lw.shared_expert[0], &lw.shared_expert[1]}, h, rows,
-                                          {std::span<float>(ge), std::span<float>(ue)}, be));
-    be->SwiGlu(ge, ue);
-    FOLIO_RETURN_IF_ERROR(lw.shared_expert[2].Apply(ge, rows, ye, be));
+    const DeviceBuffer<float> gs = be->Allocate<float>(rows * fs),
+                              us = be->Allocate<float>(rows * fs);
+    FOLIO_RETURN_IF_ERROR(
+        ApplyLinears<2>({&lw.shared_expert[0], &lw.shared_expert[1]}, h, rows, {gs, us}, be));
+    be->SwiGlu(gs, us);
+    FOLIO_RETURN_IF_ERROR(lw.shared_expert[2].Apply(gs, rows, ye, be));
     if (lw.shared_expert.size() == 3) {  // ungated (dots1): added as it is
-      for (uint64_t i = 0; i < rows * d; ++i) out[i] += ye[i];
+      be->Add(out, ye);
       return Status::Ok();
     }
-    std::vector<float> gate(rows);
+    const DeviceBuffer<float> gate = be->Allocate<float>(rows);
     FOLIO_RETURN_IF_ERROR(lw.shared_expert[3].Apply(h, rows, gate, be));
-    for (uint64_t r = 0; r < rows; ++r) {
-      // transformers: F.sigmoid(gate) * shared, added after the experts.
-      const float s = 1.0f / (1.0f + std::exp(-gate[r]));
-      for (uint64_t i = 0; i < d; ++i) out[r * d + i] += s * ye[r * d + i];
-    }
+    // transformers: F.sigmoid(gate) * shared, added after the experts.
+    be->Sigmoid(gate);
+    be->AddScaledRows(out, ye, gate);
   }
   return Status::Ok();
+}
+
+DeviceBuffer<float> Decoder::SelectRows(DeviceSpan<const float> x, std::span<const uint64_t> rows,
+                                        bool norm) const {
+  backend::Backend* const be = backend_.get();
+  const uint64_t d = config_.hidden_size;
+  std::vector<int32_t> idx(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) idx[i] = static_cast<int32_t>(rows[i]);
+  DeviceBuffer<float> out = be->Allocate<float>(rows.size() * d);
+  be->GatherRows(x, be->ToDevice<int32_t>(idx), out);
+  if (norm) be->RmsNorm(out, weights_->final_norm, static_cast<float>(config_.norm_eps), out);
+  return out;
 }
 
 template <typename AttendFn>
@@ -260,72 +267,80 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
   const uint64_t rows = plan.tokens.size(), qs = c.q_size(), kvs = c.kv_size();
   const auto eps = static_cast<float>(c.norm_eps);
   const bool neox = c.rope_style == RopeStyle::kNeox;
+  if (!plan.hidden_rows.empty() && hidden == nullptr) {
+    return Status::InvalidArgument("hidden rows asked for without a buffer for them");
+  }
+  if (!plan.logit_rows.empty() && !w.head) {
+    return Status::InvalidArgument(
+        "a sequence classifier has a score head, not an output head: it returns hidden states, "
+        "not logits");
+  }
+  // Every op runs on the backend, on buffers in its memory: what crosses
+  // per step is the tokens and RoPE angles going up and the logits (or
+  // hidden states) coming down, plus a mixture's routing (Experts).
+  backend::Backend* const be = backend_.get();
 
   // RoPE angles per row and table (half = the rotated pairs of a head), shared by the layers of
   // that table. Computed in double and rounded once, so this decoder and the float64 reference
   // rotate by the same angles.
-  std::vector<std::vector<float>> cos(w.ropes.size()), sin(w.ropes.size());
-  for (size_t t = 0; t < w.ropes.size(); ++t) {
-    const std::vector<double>& inv_freq = w.ropes[t];
-    const double scale = w.rope_scales[t];
-    cos[t].resize(rows * half);
-    sin[t].resize(rows * half);
-    for (uint64_t r = 0; r < rows; ++r) {
-      for (uint64_t p = 0; p < half; ++p) {
-        const double theta = static_cast<double>(plan.positions[r]) * inv_freq[p];
-        cos[t][r * half + p] = static_cast<float>(std::cos(theta) * scale);
-        sin[t][r * half + p] = static_cast<float>(std::sin(theta) * scale);
+  std::vector<DeviceBuffer<float>> cos(w.ropes.size()), sin(w.ropes.size());
+  {
+    std::vector<float> cos_t(rows * half), sin_t(rows * half);
+    for (size_t t = 0; t < w.ropes.size(); ++t) {
+      const std::vector<double>& inv_freq = w.ropes[t];
+      const double scale = w.rope_scales[t];
+      for (uint64_t r = 0; r < rows; ++r) {
+        for (uint64_t p = 0; p < half; ++p) {
+          const double theta = static_cast<double>(plan.positions[r]) * inv_freq[p];
+          cos_t[r * half + p] = static_cast<float>(std::cos(theta) * scale);
+          sin_t[r * half + p] = static_cast<float>(std::sin(theta) * scale);
+        }
       }
+      cos[t] = be->ToDevice<float>(cos_t);
+      sin[t] = be->ToDevice<float>(sin_t);
     }
   }
 
-  // Every op on the backend; norms and RoPE work row by row.
-  backend::Backend* const be = backend_.get();
-  auto rms_norm = [&](std::span<const float> in, const std::vector<float>& gain,
-                      std::span<float> out) { be->RmsNorm(in, gain, eps, out); };
-
-  std::vector<float> x(rows * d);         // residual stream [rows, hidden]
-  w.embedding.Embed(plan.tokens, x, be);  // CheckTokens bounded the ids
+  const DeviceBuffer<float> x = be->Allocate<float>(rows * d);   // residual stream [rows, hidden]
+  w.embedding.Embed(be->ToDevice<int32_t>(plan.tokens), x, be);  // CheckTokens bounded the ids
   if (c.scale_embedding) {
     // Gemma: times sqrt(hidden) rounded to f32, as its embedding module does.
-    const auto scale = static_cast<float>(std::sqrt(static_cast<double>(d)));
-    for (float& e : x) e *= scale;
+    be->Scale(x, static_cast<float>(std::sqrt(static_cast<double>(d))));
   }
-  std::vector<float> h(rows * d), q(rows * qs), k(rows * kvs), v(rows * kvs);
-  std::vector<float> attn(q.size()), delta(rows * d);
-  std::vector<float> gate(rows * c.ffn_size), up(rows * c.ffn_size);
+  const DeviceBuffer<float> h = be->Allocate<float>(rows * d), q = be->Allocate<float>(rows * qs);
+  const DeviceBuffer<float> k = be->Allocate<float>(rows * kvs),
+                            v = be->Allocate<float>(rows * kvs);
+  const DeviceBuffer<float> attn = be->Allocate<float>(rows * qs);
+  const DeviceBuffer<float> delta = be->Allocate<float>(rows * d);
+  const DeviceBuffer<float> gate = be->Allocate<float>(rows * c.ffn_size);
+  const DeviceBuffer<float> up = be->Allocate<float>(rows * c.ffn_size);
   // An optional norm in place (q/k norms; the sandwich layout's post norms).
-  auto norm_if = [&](std::vector<float>& y, const std::vector<float>& gain) {
-    if (!gain.empty()) rms_norm(y, gain, y);
+  auto norm_if = [&](DeviceSpan<float> y, const DeviceBuffer<float>& gain) {
+    if (!gain.empty()) be->RmsNorm(y, gain, eps, y);
   };
   for (uint64_t layer = 0; layer < c.num_layers; ++layer) {
     const auto& lw = w.layers[layer];
-    rms_norm(x, lw.attn_norm, h);
-    const Status qkv =
-        ApplyLinears<3>({&*lw.wq, &*lw.wk, &*lw.wv}, h, rows,
-                        {std::span<float>(q), std::span<float>(k), std::span<float>(v)}, be);
-    FOLIO_RETURN_IF_ERROR(qkv);
-    AddRowBias(q, lw.bq);
-    AddRowBias(k, lw.bk);
-    AddRowBias(v, lw.bv);
+    be->RmsNorm(x, lw.attn_norm, eps, h);
+    FOLIO_RETURN_IF_ERROR(ApplyLinears<3>({&*lw.wq, &*lw.wk, &*lw.wv}, h, rows, {q, k, v}, be));
+    AddRowBias(q, lw.bq, be);
+    AddRowBias(k, lw.bk, be);
+    AddRowBias(v, lw.bv, be);
     norm_if(q, lw.q_norm);
     norm_if(k, lw.k_norm);
     be->Rope(q, rows, hd, cos[lw.rope], sin[lw.rope], neox);
     be->Rope(k, rows, hd, cos[lw.rope], sin[lw.rope], neox);
-    FOLIO_RETURN_IF_ERROR(attend(layer, lw.window, std::span<const float>(q),
-                                 std::span<const float>(k), std::span<const float>(v),
-                                 std::span<float>(attn)));
+    FOLIO_RETURN_IF_ERROR(attend(layer, lw.window, DeviceSpan<const float>(q),
+                                 DeviceSpan<const float>(k), DeviceSpan<const float>(v),
+                                 DeviceSpan<float>(attn)));
     FOLIO_RETURN_IF_ERROR(lw.wo->Apply(attn, rows, delta, be));
-    AddRowBias(delta, lw.bo);
+    AddRowBias(delta, lw.bo, be);
     norm_if(delta, lw.post_attn_norm);
-    for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
-    rms_norm(x, lw.ffn_norm, h);
+    be->Add(x, delta);
+    be->RmsNorm(x, lw.ffn_norm, eps, h);
     if (c.IsMoeLayer(layer)) {
       FOLIO_RETURN_IF_ERROR(Experts(w, layer, h, rows, delta));
     } else {
-      const Status gate_up = ApplyLinears<2>({&lw.mlp[0], &lw.mlp[1]}, h, rows,
-                                             {std::span<float>(gate), std::span<float>(up)}, be);
-      FOLIO_RETURN_IF_ERROR(gate_up);
+      FOLIO_RETURN_IF_ERROR(ApplyLinears<2>({&lw.mlp[0], &lw.mlp[1]}, h, rows, {gate, up}, be));
       switch (c.activation) {
         case Activation::kSilu:
           be->SwiGlu(gate, up);
@@ -340,48 +355,29 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
       FOLIO_RETURN_IF_ERROR(lw.mlp[2].Apply(gate, rows, delta, be));
     }
     norm_if(delta, lw.post_ffn_norm);
-    for (uint64_t i = 0; i < x.size(); ++i) x[i] += delta[i];
+    be->Add(x, delta);
   }
   // Final hidden states for the rows asked for (the head's input, normed
   // the same way).
   if (!plan.hidden_rows.empty()) {
-    if (hidden == nullptr) {
-      return Status::InvalidArgument("hidden rows asked for without a buffer for them");
-    }
-    hidden->assign(plan.hidden_rows.size() * d, 0.0f);
-    for (uint64_t o = 0; o < plan.hidden_rows.size(); ++o) {
-      rms_norm(Row(x, plan.hidden_rows[o], d), w.final_norm, Row(*hidden, o, d));
-    }
+    *hidden = be->ToHost<float>(SelectRows(x, plan.hidden_rows, /*norm=*/true));
   }
   // The output head only for the rows asked for.
   const uint64_t out_rows = plan.logit_rows.size();
   if (out_rows == 0) return std::vector<float>();
-  if (!w.head) {
-    return Status::InvalidArgument(
-        "a sequence classifier has a score head, not an output head: it returns hidden states, "
-        "not logits");
-  }
-  std::vector<float> hn(out_rows * d);
-  for (uint64_t o = 0; o < out_rows; ++o) {
-    rms_norm(Row(x, plan.logit_rows[o], d), w.final_norm, Row(hn, o, d));
-  }
-  std::vector<float> logits(out_rows * c.vocab_size);
+  const DeviceBuffer<float> hn = SelectRows(x, plan.logit_rows, /*norm=*/true);
+  const DeviceBuffer<float> logits = be->Allocate<float>(out_rows * c.vocab_size);
   FOLIO_RETURN_IF_ERROR(w.head->Apply(hn, out_rows, logits, be));
   if (c.final_logit_softcap != 0) {
     // cap * tanh(logit / cap), in f32 and in that order (Gemma 2).
-    const auto cap = static_cast<float>(c.final_logit_softcap);
-    for (float& l : logits) l = std::tanh(l / cap) * cap;
+    be->SoftCap(logits, static_cast<float>(c.final_logit_softcap));
   }
-  for (uint64_t o = 0; o < out_rows; ++o) {
-    for (float value : Row(logits, o, c.vocab_size)) {
-      if (!std::isfinite(value)) {
-        return Status::InvalidArgument("non-finite logit at row " +
-                                       std::to_string(plan.logit_rows[o]) + ", position " +
-                                       std::to_string(plan.positions[plan.logit_rows[o]]));
-      }
-    }
+  if (const std::optional<uint64_t> bad = be->FindNonFinite(logits)) {
+    const uint64_t row = plan.logit_rows[*bad / c.vocab_size];
+    return Status::InvalidArgument("non-finite logit at row " + std::to_string(row) +
+                                   ", position " + std::to_string(plan.positions[row]));
   }
-  return logits;
+  return be->ToHost<float>(logits);
 }
 
 namespace {
@@ -414,43 +410,46 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
                               std::to_string(config_.max_positions));
   }
   const LanePlan lanes(batch, n, 0, config_.IsEncoder() ? LogitRows::kHidden : LogitRows::kAll);
-  // Lane b's K and V of the current layer are page b of a pool of `batch`
-  // pages of n slots ([batch, kv_heads, n, head_dim]), written straight
-  // from the rows: no cache object is involved.
-  const uint64_t hd = config_.head_dim(), kv_heads = config_.num_kv_heads;
-  if (batch > INT32_MAX || n > INT32_MAX) {
+  if (batch * n > INT32_MAX) {
     return Status::OutOfRange("forward pass of " + std::to_string(batch) + " lanes of " +
                               std::to_string(n) + " tokens exceeds int32 metadata");
   }
-  std::vector<float> keys(batch * n * config_.kv_size()), values(keys.size());
+  // Lane b's K and V of the current layer are page b of a one-layer pool
+  // of `batch` pages of n slots, which every layer overwrites: no sequence
+  // is involved, only a page each lane holds.
+  kv::PagedKvCacheConfig kc;
+  kc.num_kv_heads = config_.num_kv_heads;
+  kc.head_dim = config_.head_dim();
+  kc.page_size = n;
+  kc.num_pages = batch;
+  FOLIO_ASSIGN_OR_RETURN(kv::PagedKvCache pool, backend_->CreateKvPool(kc));
+  FOLIO_ASSIGN_OR_RETURN(std::optional<std::vector<kv::PageId>> pages, pool.HoldNewPages(batch));
+  FOLIO_CHECK(pages.has_value());  // a new pool has every page free
   std::vector<int32_t> block_table(batch), context(batch, static_cast<int32_t>(n)),
       indptr(batch + 1);
+  std::vector<int64_t> slots(batch * n);
   for (uint64_t b = 0; b < batch; ++b) {
-    block_table[b] = static_cast<int32_t>(b);
+    block_table[b] = (*pages)[b];
     indptr[b + 1] = static_cast<int32_t>((b + 1) * n);
+    for (uint64_t i = 0; i < n; ++i) {
+      slots[b * n + i] = static_cast<int64_t>(static_cast<uint64_t>((*pages)[b]) * n + i);
+    }
   }
   attention::PagedAttentionParams p;
   p.num_q_heads = config_.num_heads;
   p.scale = config_.AttentionScale();
   p.softcap = config_.attn_logit_softcap;
   p.causal = !config_.IsEncoder();
-  const kv::PagedKvView pool{reinterpret_cast<const std::byte*>(keys.data()),
-                             reinterpret_cast<const std::byte*>(values.data()),
-                             DType::kF32,
-                             batch,
-                             kv_heads,
-                             n,
-                             hd};
-  auto attend = [&](uint64_t layer, uint64_t window, std::span<const float> q,
-                    std::span<const float> k, std::span<const float> v,
-                    std::span<float> out) -> Status {
+  auto attend = [&](uint64_t layer, uint64_t window, DeviceSpan<const float> q,
+                    DeviceSpan<const float> k, DeviceSpan<const float> v,
+                    DeviceSpan<float> out) -> Status {
     p.window = window;
-    SwapTokenAndHeadAxes(k, keys, batch, n, kv_heads, hd);
-    SwapTokenAndHeadAxes(v, values, batch, n, kv_heads, hd);
+    FOLIO_RETURN_IF_ERROR(
+        backend_->WriteKv(pool, 0, slots, k, v).WithContext("layer " + std::to_string(layer)));
     FOLIO_ASSIGN_OR_RETURN(
         std::unique_ptr<backend::AttentionPlan> plan,
-        backend_->PlanAttention(p, q, out, pool, {block_table, 1, context, indptr}));
-    return plan->Run(q, pool, out, weights_->layers[layer].sinks);
+        backend_->PlanAttention(p, q, out, pool.View(0), {block_table, 1, context, indptr}));
+    return plan->Run(q, pool.View(0), out, weights_->layers[layer].sinks);
   };
   if (config_.IsEncoder()) {
     std::vector<float> hidden;
@@ -563,16 +562,23 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
     // them all.
     using PlanKey = std::pair<uint64_t, uint64_t>;
     std::vector<std::pair<PlanKey, std::unique_ptr<backend::AttentionPlan>>> plans;
-    auto attend = [&](uint64_t layer, uint64_t window, std::span<const float> q,
-                      std::span<const float> k, std::span<const float> v,
-                      std::span<float> out) -> Status {
+    auto attend = [&](uint64_t layer, uint64_t window, DeviceSpan<const float> q,
+                      DeviceSpan<const float> k, DeviceSpan<const float> v,
+                      DeviceSpan<float> out) -> Status {
       const uint64_t group = cache.group_of(layer);
       const kv::BatchMetadata& m = metas[group];
       FOLIO_RETURN_IF_ERROR(backend_->WriteKv(cache, layer, m.slot_mapping, k, v)
                                 .WithContext("layer " + std::to_string(layer)));
       p.window = window;
-      p.sinks = weights_->layers[layer].sinks;  // plans take them per run
-      if (path != nullptr) return path->Attend(p, q, cache, layer, m, out);
+      if (path != nullptr) {  // a host-only baseline: sees the buffers in place
+        const std::vector<float> sinks =
+            backend_->ToHost<float>(weights_->layers[layer].sinks.span());
+        p.sinks = sinks;
+        const Status attended =
+            path->Attend(p, backend_->HostView(q), cache, layer, m, backend_->HostView(out));
+        p.sinks = {};
+        return attended;
+      }
       const PlanKey key{group, window};
       auto it =
           std::find_if(plans.begin(), plans.end(), [&](const auto& e) { return e.first == key; });
@@ -601,15 +607,18 @@ Result<std::vector<float>> Decoder::Classify(std::span<const float> cls) const {
                                    " features; the model has " + std::to_string(c.hidden_size));
   }
   backend::Backend* const be = backend_.get();
-  std::vector<float> pooled(cls.begin(), cls.end()), logits(c.num_labels);
+  DeviceBuffer<float> pooled = be->ToDevice<float>(cls);
+  const DeviceBuffer<float> logits = be->Allocate<float>(c.num_labels);
   if (w.pooler) {  // BERT's; a decoder's score head reads the state as it is
-    FOLIO_RETURN_IF_ERROR(w.pooler->Apply(cls, 1, pooled, be));
-    AddRowBias(pooled, w.pooler_bias);
-    for (float& v : pooled) v = std::tanh(v);
+    const DeviceBuffer<float> state = std::move(pooled);
+    pooled = be->Allocate<float>(c.hidden_size);
+    FOLIO_RETURN_IF_ERROR(w.pooler->Apply(state, 1, pooled, be));
+    AddRowBias(pooled, w.pooler_bias, be);
+    be->SoftCap(pooled, 1.0f);  // tanh: tanh(x / 1) * 1 rounds as tanh(x)
   }
   FOLIO_RETURN_IF_ERROR(w.classifier->Apply(pooled, 1, logits, be));
-  AddRowBias(logits, w.classifier_bias);
-  return logits;
+  AddRowBias(logits, w.classifier_bias, be);
+  return be->ToHost<float>(logits);
 }
 
 }  // namespace folio::model

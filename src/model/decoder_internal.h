@@ -21,9 +21,8 @@ namespace folio::model {
 
 namespace decoder_internal {
 
-inline std::span<float> Row(std::vector<float>& v, uint64_t row, uint64_t width) {
-  return std::span<float>(v).subspan(row * width, width);
-}
+using backend::DeviceBuffer;
+using backend::DeviceSpan;
 
 // A linear layer, y = W x per row: weights stay as stored, uploaded once to the backend, whose
 // kernels widen them as they read; a type without a matmul kernel (f64) is
@@ -43,13 +42,14 @@ class Linear {
     FOLIO_CHECK(w.ok(), w.status().ToString());  // the model validated its tensors
     weight_ = *w;
   }
-  Status Apply(std::span<const float> x, uint64_t num_rows, std::span<float> y,
+  Status Apply(DeviceSpan<const float> x, uint64_t num_rows, DeviceSpan<float> y,
                backend::Backend* backend) const {
     const ops::WeightView& v = weight_.host;
     return backend->MatMul(weight_, x.first(num_rows * v.cols), num_rows,
                            y.first(num_rows * v.rows));
   }
-  void Embed(std::span<const int32_t> ids, std::span<float> out, backend::Backend* backend) const {
+  void Embed(DeviceSpan<const int32_t> ids, DeviceSpan<float> out,
+             backend::Backend* backend) const {
     backend->Embed(weight_, ids, out);
   }
   const backend::Weight& weight() const { return weight_; }
@@ -61,9 +61,9 @@ class Linear {
 };
 
 // y[r, i] += bias[i] for every row of y; nothing for an absent (empty) bias.
-inline void AddRowBias(std::span<float> y, const std::vector<float>& bias) {
-  if (bias.empty()) return;
-  for (uint64_t i = 0; i < y.size(); ++i) y[i] += bias[i % bias.size()];
+inline void AddRowBias(DeviceSpan<float> y, const DeviceBuffer<float>& bias,
+                       backend::Backend* backend) {
+  if (!bias.empty()) backend->AddBias(y, bias);
 }
 
 inline std::vector<float> Values(const Tensor& t) {
@@ -72,13 +72,20 @@ inline std::vector<float> Values(const Tensor& t) {
   return std::vector<float>(wide.begin(), wide.end());
 }
 
+// A small parameter (a bias, the attention sinks) as f32 in the backend's
+// memory; empty for an absent tensor.
+inline DeviceBuffer<float> Param(const Tensor& t, backend::Backend* backend) {
+  return backend->ToDevice<float>(Values(t));
+}
+
 // Several linear layers on one input (q/k/v, gate/up): one backend call, so that
 // the backend can share the work on x (Backend::MatMuls).
 template <size_t N>
-Status ApplyLinears(const std::array<const Linear*, N>& ls, std::span<const float> x, uint64_t rows,
-                    const std::array<std::span<float>, N>& ys, backend::Backend* backend) {
+Status ApplyLinears(const std::array<const Linear*, N>& ls, DeviceSpan<const float> x,
+                    uint64_t rows, const std::array<DeviceSpan<float>, N>& ys,
+                    backend::Backend* backend) {
   std::array<const backend::Weight*, N> ws;
-  std::array<std::span<float>, N> outs;
+  std::array<DeviceSpan<float>, N> outs;
   for (size_t i = 0; i < N; ++i) {
     ws[i] = &ls[i]->weight();
     outs[i] = ys[i].first(rows * ws[i]->host.rows);
@@ -108,12 +115,14 @@ void RouteRow(const ModelConfig& c, std::span<const float> logits,
 
 }  // namespace decoder_internal
 
+using backend::DeviceBuffer;
 using decoder_internal::Linear;
+using decoder_internal::Param;
 using decoder_internal::Values;
 
 struct Decoder::Weights {
   struct Layer {
-    std::vector<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm, bq, bk, bv, q_norm,
+    DeviceBuffer<float> attn_norm, post_attn_norm, ffn_norm, post_ffn_norm, bq, bk, bv, q_norm,
         k_norm;
     std::optional<Linear> wq, wk, wv, wo;
     uint64_t window = 0;  // the layer's sliding window; 0 = global
@@ -126,15 +135,18 @@ struct Decoder::Weights {
     std::vector<Linear> shared_expert;
     // gpt-oss (and BERT): the output projection's bias; gpt-oss: the
     // attention sinks, and the router's and experts' biases (one entry per
-    // expert). The router's selection bias (dots1) [num_experts].
-    std::vector<float> bo, sinks, router_bias, selection_bias;
-    std::vector<std::vector<float>> expert_gate_bias, expert_up_bias, expert_down_bias;
+    // expert).
+    DeviceBuffer<float> bo, sinks, router_bias;
+    std::vector<DeviceBuffer<float>> expert_gate_bias, expert_up_bias, expert_down_bias;
+    // The router's selection bias (dots1) [num_experts], on the host, where
+    // the routing runs.
+    std::vector<float> selection_bias;
     // BERT: the LayerNorms' biases, and the MLP's (up, down).
-    std::vector<float> attn_norm_bias, ffn_norm_bias, b_up, b_down;
+    DeviceBuffer<float> attn_norm_bias, ffn_norm_bias, b_up, b_down;
   };
   Linear embedding;
   std::vector<Layer> layers;
-  std::vector<float> final_norm;  // empty in a BERT block
+  DeviceBuffer<float> final_norm;  // empty in a BERT block
   // The embedding again when tied; none in a BERT block or a sequence
   // classifier.
   std::optional<Linear> head;
@@ -148,22 +160,22 @@ struct Decoder::Weights {
   // with a classification head, its pooler and classifier (a decoder's
   // score head is `classifier` alone).
   std::optional<Linear> position_embedding, token_type_embedding, pooler, classifier;
-  std::vector<float> embedding_norm, embedding_norm_bias, pooler_bias, classifier_bias;
+  DeviceBuffer<float> embedding_norm, embedding_norm_bias, pooler_bias, classifier_bias;
 
   Weights(const Model& m, backend::Backend* b) : embedding(m.weights().embedding, b) {
     const ModelConfig& c = m.config();
     const ModelWeights& mw = m.weights();
-    final_norm = Norm(c, mw.final_norm);
+    final_norm = Norm(c, mw.final_norm, b);
     if (c.IsEncoder()) {
       position_embedding.emplace(mw.position_embedding, b);
       token_type_embedding.emplace(mw.token_type_embedding, b);
-      embedding_norm = Values(mw.embedding_norm);
-      embedding_norm_bias = Values(mw.embedding_norm_bias);
+      embedding_norm = Param(mw.embedding_norm, b);
+      embedding_norm_bias = Param(mw.embedding_norm_bias, b);
       if (c.num_labels != 0) {
         pooler.emplace(mw.pooler, b);
         classifier.emplace(mw.classifier, b);
-        pooler_bias = Values(mw.pooler_bias);
-        classifier_bias = Values(mw.classifier_bias);
+        pooler_bias = Param(mw.pooler_bias, b);
+        classifier_bias = Param(mw.classifier_bias, b);
       }
     } else if (c.num_labels != 0) {
       classifier.emplace(mw.classifier, b);  // the score head
@@ -175,32 +187,32 @@ struct Decoder::Weights {
       const LayerWeights& l = mw.layers[i];
       const LayerConfig lc = c.Layer(i);
       Layer& layer = layers.emplace_back();
-      layer.attn_norm = Norm(c, l.attn_norm);
-      layer.post_attn_norm = Norm(c, l.post_attn_norm);
-      layer.ffn_norm = Norm(c, l.ffn_norm);
-      layer.post_ffn_norm = Norm(c, l.post_ffn_norm);
-      layer.bq = Values(l.bq);
-      layer.bk = Values(l.bk);
-      layer.bv = Values(l.bv);
-      layer.q_norm = Norm(c, l.q_norm);
-      layer.k_norm = Norm(c, l.k_norm);
+      layer.attn_norm = Norm(c, l.attn_norm, b);
+      layer.post_attn_norm = Norm(c, l.post_attn_norm, b);
+      layer.ffn_norm = Norm(c, l.ffn_norm, b);
+      layer.post_ffn_norm = Norm(c, l.post_ffn_norm, b);
+      layer.bq = Param(l.bq, b);
+      layer.bk = Param(l.bk, b);
+      layer.bv = Param(l.bv, b);
+      layer.q_norm = Norm(c, l.q_norm, b);
+      layer.k_norm = Norm(c, l.k_norm, b);
       layer.wq.emplace(l.wq, b);
       layer.wk.emplace(l.wk, b);
       layer.wv.emplace(l.wv, b);
       layer.wo.emplace(l.wo, b);
       layer.window = lc.window;
-      layer.bo = Values(l.bo);
-      layer.sinks = Values(l.sinks);
-      layer.router_bias = Values(l.router_bias);
+      layer.bo = Param(l.bo, b);
+      layer.sinks = Param(l.sinks, b);
+      layer.router_bias = Param(l.router_bias, b);
       layer.selection_bias = Values(l.router_selection_bias);
-      for (const Tensor& t : l.expert_gate_bias) layer.expert_gate_bias.push_back(Values(t));
-      for (const Tensor& t : l.expert_up_bias) layer.expert_up_bias.push_back(Values(t));
-      for (const Tensor& t : l.expert_down_bias) layer.expert_down_bias.push_back(Values(t));
+      for (const Tensor& t : l.expert_gate_bias) layer.expert_gate_bias.push_back(Param(t, b));
+      for (const Tensor& t : l.expert_up_bias) layer.expert_up_bias.push_back(Param(t, b));
+      for (const Tensor& t : l.expert_down_bias) layer.expert_down_bias.push_back(Param(t, b));
       if (c.IsEncoder()) {
-        layer.attn_norm_bias = Values(l.attn_norm_bias);
-        layer.ffn_norm_bias = Values(l.ffn_norm_bias);
-        layer.b_up = Values(l.b_up);
-        layer.b_down = Values(l.b_down);
+        layer.attn_norm_bias = Param(l.attn_norm_bias, b);
+        layer.ffn_norm_bias = Param(l.ffn_norm_bias, b);
+        layer.b_up = Param(l.b_up, b);
+        layer.b_down = Param(l.b_down, b);
         for (const Tensor* t : {&l.w_up, &l.w_down}) layer.mlp.emplace_back(*t, b);
         continue;  // no RoPE, no experts
       }
@@ -238,12 +250,12 @@ struct Decoder::Weights {
   // A norm's gains as they multiply: the stored values, plus 1 where the
   // family stores the offset from 1 (computed in f32, as Hugging Face's
   // Gemma does: 1.0 + weight.float()).
-  static std::vector<float> Norm(const ModelConfig& c, const Tensor& t) {
+  static DeviceBuffer<float> Norm(const ModelConfig& c, const Tensor& t, backend::Backend* b) {
     std::vector<float> g = Values(t);
     if (c.norm_unit_offset) {
       for (float& x : g) x = 1.0f + x;
     }
-    return g;
+    return b->ToDevice<float>(g);
   }
 };
 

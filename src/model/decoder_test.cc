@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <vector>
 
+#include "folio/backend/backend.h"
 #include "folio/core/checked_math.h"
 #include "folio/kv/paged_kv_cache.h"
 #include "folio/tokenizer/byte_tokenizer.h"
@@ -308,6 +310,49 @@ TEST(Decoder, ExpertsCachedEqualsFullAndLanesMatchSoloRuns) {
     solos.insert(solos.end(), solo1.begin(), solo1.end());
     EXPECT_EQ(pair, solos) << "shared " << shared;
   }
+}
+
+// The backend seam (docs/design.md, "Backend"): a step keeps every
+// activation in the backend's memory. What crosses is its inputs going up
+// (token ids, the RoPE angles of its positions, which rows want logits)
+// and the logits coming down; a mixture adds one round trip per layer for
+// its routing (the router's logits down; the chosen rows and their
+// weights up). The backend counts every crossing itself.
+void ExpectOnlyInputsAndLogitsCross(const Model& m) {
+  const ModelConfig& c = m.config();
+  const uint64_t moe_layers = c.num_experts == 0 ? 0 : c.num_layers;
+  const auto be =
+      std::shared_ptr<backend::Backend>(backend::MakeBackend(backend::BackendKind::kCpu));
+  const Decoder dec(m, be);
+  auto cache = Placed(m, 3, {2, 0, 3, 1});
+  const std::vector<int32_t> doc = Document();
+  const uint64_t n = doc.size(), f = sizeof(float), k = c.experts_per_token;
+  for (const bool forward : {false, true}) {
+    const backend::Transfers before = be->transfers();
+    const std::vector<float> logits =
+        forward ? *dec.Forward(doc, 1) : Append(dec, cache, doc, LogitRows::kAll);
+    const backend::Transfers after = be->transfers();
+    ASSERT_EQ(logits.size(), n * c.vocab_size);
+    SCOPED_TRACE(forward ? "forward" : "paged step");
+    // Tokens, cos, sin, the logit rows; per mixture layer its routing.
+    EXPECT_EQ(after.writes - before.writes, 4 + 2 * moe_layers);
+    EXPECT_EQ(after.write_bytes - before.write_bytes,
+              n * 4 + 2 * n * (c.RotaryDim() / 2) * f + n * 4 + moe_layers * (3 * n * k * 4));
+    EXPECT_EQ(after.reads - before.reads, 1 + moe_layers);
+    EXPECT_EQ(after.read_bytes - before.read_bytes,
+              logits.size() * f + moe_layers * n * c.num_experts * f);
+    EXPECT_EQ(after.host_views, before.host_views);
+  }
+}
+
+TEST(Decoder, AStepCrossesToTheHostOnlyForItsInputsAndLogits) {
+  ExpectOnlyInputsAndLogitsCross(WorkedModel());
+  ModelConfig c = WorkedExampleConfig();
+  c.num_experts = 6;
+  c.experts_per_token = 2;
+  c.expert_ffn_size = 10;
+  c.shared_expert_ffn_size = 12;
+  ExpectOnlyInputsAndLogitsCross(*Model::FromSeed(c, 13));
 }
 
 // One row through the router (RouteRow): the chosen experts in

@@ -145,14 +145,19 @@ class Decoder {
                                  std::vector<float>* hidden = nullptr) const;
   // The BERT block's Run (bert_block.cc): every row's final hidden state
   // into *hidden; logit rows are refused (no output head).
-  using Attend = std::function<Status(uint64_t layer, uint64_t window, std::span<const float> q,
-                                      std::span<const float> k, std::span<const float> v,
-                                      std::span<float> out)>;
+  using Attend =
+      std::function<Status(uint64_t layer, uint64_t window, backend::DeviceSpan<const float> q,
+                           backend::DeviceSpan<const float> k, backend::DeviceSpan<const float> v,
+                           backend::DeviceSpan<float> out)>;
   Result<std::vector<float>> RunBert(const RowPlan& plan, const Attend& attend,
                                      std::vector<float>* hidden) const;
   // A layer's mixture of experts on rows h into out (decoder.cc).
-  Status Experts(const Weights& w, uint64_t layer, std::span<const float> h, uint64_t rows,
-                 std::span<float> out) const;
+  Status Experts(const Weights& w, uint64_t layer, backend::DeviceSpan<const float> h,
+                 uint64_t rows, backend::DeviceSpan<float> out) const;
+  // The final hidden states of `rows` of x ([rows of the plan, hidden]),
+  // normed by the final norm when `norm`, into a new buffer [rows, hidden].
+  backend::DeviceBuffer<float> SelectRows(backend::DeviceSpan<const float> x,
+                                          std::span<const uint64_t> rows, bool norm) const;
 
   std::shared_ptr<backend::Backend> backend_;
   ModelConfig config_;
