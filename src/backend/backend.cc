@@ -205,6 +205,76 @@ class HostBackend : public Backend {
                    DeviceSpan<float> dst_buffer) override {
     MoveRows(Host(src_buffer), Host(idx_buffer), Host(dst_buffer), /*gather=*/false);
   }
+  // The host's routing reads the logits in place; every other step runs
+  // through this backend's own ops, as a device backend's would.
+  Status Experts(const Mixture& m, DeviceSpan<const float> logits_buffer, DeviceSpan<const float> h,
+                 uint64_t rows, DeviceSpan<float> out) override {
+    const uint64_t n_exp = m.router.num_experts, k = m.router.experts_per_token;
+    FOLIO_CHECK(m.experts.size() == n_exp && n_exp > 0 && rows * k <= INT32_MAX);
+    const uint64_t d = m.experts[0].down->host.rows, f = m.experts[0].gate->host.rows;
+    const std::span<const float> logits = Host(logits_buffer);
+    FOLIO_CHECK(logits.size() == rows * n_exp && h.size() == rows * d && out.size() == rows * d);
+    // weight [k, rows]: slot s of row r's expert weight, slot-major so that
+    // each slot's weights are one run for AddScaledRows.
+    const DeviceBuffer<float> weight_buffer = Allocate<float>(k * rows);
+    const std::span<float> weight = Host(weight_buffer.span());
+    std::vector<float> row_weights(k);
+    std::vector<uint32_t> chosen(k);
+    std::vector<std::vector<std::pair<uint32_t, uint32_t>>> routed(n_exp);  // (row, slot)
+    ops::RouterScratch scratch;
+    for (uint64_t r = 0; r < rows; ++r) {
+      ops::RouteRow(m.router, logits.subspan(r * n_exp, n_exp), Host(m.selection_bias), scratch,
+                    chosen, row_weights);
+      for (uint64_t s = 0; s < k; ++s) {
+        weight[s * rows + r] = row_weights[s];
+        routed[chosen[s]].emplace_back(static_cast<uint32_t>(r), static_cast<uint32_t>(s));
+      }
+    }
+    // idx [2, rows * k]: each expert's rows in turn (gathered as its
+    // input), then where each of its outputs goes in ys (slot * rows + row).
+    const DeviceBuffer<int32_t> idx_buffer = Allocate<int32_t>(2 * rows * k);
+    const std::span<int32_t> idx = Host(idx_buffer.span());
+    std::vector<uint64_t> first(n_exp + 1, 0);
+    for (uint64_t e = 0; e < n_exp; ++e) {
+      first[e + 1] = first[e] + routed[e].size();
+      for (uint64_t i = 0; i < routed[e].size(); ++i) {
+        const auto [r, s] = routed[e][i];
+        idx[first[e] + i] = static_cast<int32_t>(r);
+        idx[rows * k + first[e] + i] = static_cast<int32_t>(s * rows + r);
+      }
+    }
+    const DeviceBuffer<float> ys = Allocate<float>(k * rows * d);  // [k, rows, hidden]
+    // An expert sees at most every row once.
+    const DeviceBuffer<float> xe = Allocate<float>(rows * d), ye = Allocate<float>(rows * d);
+    const DeviceBuffer<float> ge = Allocate<float>(rows * f), ue = Allocate<float>(rows * f);
+    for (uint64_t e = 0; e < n_exp; ++e) {
+      const uint64_t n = routed[e].size();
+      if (n == 0) continue;
+      const Expert& ex = m.experts[e];
+      const DeviceSpan<float> x_e = xe.span().first(n * d), y_e = ye.span().first(n * d);
+      const DeviceSpan<float> g_e = ge.span().first(n * f), u_e = ue.span().first(n * f);
+      GatherRows(h, idx_buffer.span().subspan(first[e], n), x_e);
+      const Weight* gate_up[] = {ex.gate, ex.up};
+      const DeviceSpan<float> gu[] = {g_e, u_e};
+      FOLIO_RETURN_IF_ERROR(MatMuls(gate_up, x_e, n, gu));
+      if (!ex.gate_bias.empty()) AddBias(g_e, ex.gate_bias);
+      if (!ex.up_bias.empty()) AddBias(u_e, ex.up_bias);
+      if (m.swiglu_limit != 0) {
+        SwiGluClamped(g_e, u_e, m.swiglu_alpha, m.swiglu_limit);
+      } else {
+        SwiGlu(g_e, u_e);
+      }
+      FOLIO_RETURN_IF_ERROR(MatMul(*ex.down, g_e, n, y_e));
+      if (!ex.down_bias.empty()) AddBias(y_e, ex.down_bias);
+      ScatterRows(y_e, idx_buffer.span().subspan(rows * k + first[e], n), ys);
+    }
+    Fill(out, 0.0f);
+    for (uint64_t s = 0; s < k; ++s) {
+      AddScaledRows(out, ys.span().subspan(s * rows * d, rows * d),
+                    weight_buffer.span().subspan(s * rows, rows));
+    }
+    return Status::Ok();
+  }
   std::optional<uint64_t> FindNonFinite(DeviceSpan<const float> x_buffer) override {
     const std::span<const float> x = Host(x_buffer);
     for (size_t i = 0; i < x.size(); ++i) {

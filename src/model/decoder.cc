@@ -50,198 +50,48 @@ Status Decoder::CheckTokens(std::span<const int32_t> tokens, uint64_t batch) con
   return Status::Ok();
 }
 
-namespace decoder_internal {
-
-void RouteRow(const ModelConfig& c, std::span<const float> l, std::span<const float> selection_bias,
-              RouterScratch& s, std::span<uint32_t> experts, std::span<float> weights) {
-  const uint64_t n = c.num_experts, k = c.experts_per_token;
-  s.scores.resize(n);
-  s.choice.resize(n);
-  s.order.resize(n);
-  std::vector<float>& score = s.scores;
-  switch (c.routing) {
-    case Routing::kSoftmaxTopK: {
-      const float top = *std::max_element(l.begin(), l.end());
-      float sum = 0;
-      for (uint64_t e = 0; e < n; ++e) sum += score[e] = std::exp(l[e] - top);
-      for (uint64_t e = 0; e < n; ++e) score[e] /= sum;
-      break;
-    }
-    case Routing::kSigmoidTopK:
-      for (uint64_t e = 0; e < n; ++e) score[e] = 1.0f / (1.0f + std::exp(-l[e]));
-      break;
-    case Routing::kTopKSoftmax:  // rank by logit; the softmax over the chosen k comes below
-      std::copy(l.begin(), l.end(), score.begin());
-      break;
-  }
-  // The selection bias moves the choice, never the weights.
-  for (uint64_t e = 0; e < n; ++e) {
-    s.choice[e] = selection_bias.empty() ? score[e] : score[e] + selection_bias[e];
-  }
-  // Larger first, ties to the lower index.
-  auto better = [](const std::vector<float>& values) {
-    return [v = values.data()](uint32_t a, uint32_t b) {
-      return v[a] > v[b] || (v[a] == v[b] && a < b);
-    };
-  };
-  if (c.expert_groups > 1) {
-    // A group's score is the sum of its two best choices; experts outside
-    // the best expert_groups_used groups cannot be chosen.
-    const uint64_t groups = c.expert_groups, per = n / groups;
-    s.group_scores.resize(groups);
-    s.group_order.resize(groups);
-    for (uint64_t g = 0; g < groups; ++g) {
-      float first = -INFINITY, second = -INFINITY;
-      for (uint64_t e = g * per; e < (g + 1) * per; ++e) {
-        const float x = s.choice[e];
-        if (x > first) {
-          second = first;
-          first = x;
-        } else if (x > second) {
-          second = x;
-        }
-      }
-      s.group_scores[g] = first + second;
-    }
-    std::iota(s.group_order.begin(), s.group_order.end(), 0u);
-    std::sort(s.group_order.begin(), s.group_order.end(), better(s.group_scores));
-    for (uint64_t r = c.expert_groups_used; r < groups; ++r) {
-      const uint64_t g = s.group_order[r];
-      std::fill_n(s.choice.begin() + static_cast<ptrdiff_t>(g * per), per, -INFINITY);
-    }
-  }
-  std::vector<uint32_t>& order = s.order;
-  std::iota(order.begin(), order.end(), 0u);
-  std::partial_sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k), order.end(),
-                    better(s.choice));
-  if (c.routing == Routing::kTopKSoftmax) {  // gpt-oss: a softmax over the chosen k logits
-    float top = -INFINITY;
-    for (uint64_t i = 0; i < k; ++i) top = std::max(top, score[order[i]]);
-    float sum = 0;
-    for (uint64_t i = 0; i < k; ++i) sum += score[order[i]] = std::exp(score[order[i]] - top);
-    for (uint64_t i = 0; i < k; ++i) score[order[i]] /= sum;
-  }
-  // The row's experts in increasing index: the order their outputs add.
-  std::sort(order.begin(), order.begin() + static_cast<ptrdiff_t>(k));
-  float total = 0;
-  for (uint64_t i = 0; i < k; ++i) total += score[order[i]];
-  if (c.routing == Routing::kSigmoidTopK) total += 1e-20f;
-  const bool normalise = c.norm_topk_prob && c.routing != Routing::kTopKSoftmax;
-  const auto scale = static_cast<float>(c.routed_scale);
-  for (uint64_t i = 0; i < k; ++i) {
-    experts[i] = order[i];
-    weights[i] = (normalise ? score[order[i]] / total : score[order[i]]) * scale;
-  }
-}
-
-}  // namespace decoder_internal
-
-// A mixture of experts on rows h [rows, hidden] into out [rows, hidden]:
-// each row routed on its own (RouteRow); then, per expert (with its biases
-// and the clamped SwiGLU where the config has them), the rows that chose
-// it as one matrix product (llama.cpp's mul_mat_id), read once for the
-// step; a row's output is the sum of its experts' outputs times their
-// weights, in increasing expert order, then the shared expert's output
-// (Qwen2-MoE: times sigmoid of its gate). Every row's bits depend on that
-// row alone (the matmuls are row-independent), so batch composition,
-// chunking and threads change nothing.
-//
-// The routing runs on the host: the router's logits come down and the
-// chosen rows and weights go up, one round trip per layer (the only
-// crossings of a step beyond its inputs and outputs; a device backend that
-// routes on the device would take this whole function as one op).
+// A mixture layer on rows h [rows, hidden] into out [rows, hidden]: the
+// routed experts (Backend::Experts, by the router's logits), then the
+// shared expert's output (Qwen2-MoE: times sigmoid of its gate; dots1:
+// as it is), added.
 Status Decoder::Experts(const Weights& w, uint64_t layer, DeviceSpan<const float> h, uint64_t rows,
                         DeviceSpan<float> out) const {
   const Weights::Layer& lw = w.layers[layer];
   const ModelConfig& c = config_;
   backend::Backend* const be = backend_.get();
-  const uint64_t n_exp = c.num_experts, k = c.experts_per_token, f = c.expert_ffn_size;
   const uint64_t d = c.hidden_size;
-  FOLIO_CHECK(rows * k <= INT32_MAX, rows, " rows of ", k, " experts");
-  std::vector<float> logits;
   {
-    const DeviceBuffer<float> router = be->Allocate<float>(rows * n_exp);
-    FOLIO_RETURN_IF_ERROR(lw.router[0].Apply(h, rows, router, be));
-    AddRowBias(router, lw.router_bias, be);
-    logits = be->ToHost<float>(router);
-  }
-  // weight [k, rows]: slot s of row r's expert weight, slot-major so that
-  // each slot's weights are one run for AddScaledRows.
-  std::vector<float> weight(k * rows), row_weights(k);
-  std::vector<uint32_t> chosen(k);
-  std::vector<std::vector<std::pair<uint32_t, uint32_t>>> routed(n_exp);  // (row, slot)
-  decoder_internal::RouterScratch scratch;
-  for (uint64_t r = 0; r < rows; ++r) {
-    decoder_internal::RouteRow(c, std::span<const float>(logits).subspan(r * n_exp, n_exp),
-                               lw.selection_bias, scratch, chosen, row_weights);
-    for (uint64_t s = 0; s < k; ++s) {
-      weight[s * rows + r] = row_weights[s];
-      routed[chosen[s]].emplace_back(static_cast<uint32_t>(r), static_cast<uint32_t>(s));
-    }
-  }
-  // idx [2, rows * k]: each expert's rows in turn (gathered as its input),
-  // then where each of its outputs goes in ys (slot * rows + row).
-  std::vector<int32_t> idx(2 * rows * k);
-  std::vector<uint64_t> first(n_exp + 1, 0);
-  for (uint64_t e = 0; e < n_exp; ++e) {
-    first[e + 1] = first[e] + routed[e].size();
-    for (uint64_t i = 0; i < routed[e].size(); ++i) {
-      const auto [r, s] = routed[e][i];
-      idx[first[e] + i] = static_cast<int32_t>(r);
-      idx[rows * k + first[e] + i] = static_cast<int32_t>(s * rows + r);
-    }
-  }
-  const DeviceBuffer<int32_t> idx_buffer = be->ToDevice<int32_t>(idx);
-  const DeviceBuffer<float> weight_buffer = be->ToDevice<float>(weight);
-  const DeviceBuffer<float> ys = be->Allocate<float>(k * rows * d);  // [k, rows, hidden]
-  // An expert sees at most every row once.
-  const DeviceBuffer<float> xe = be->Allocate<float>(rows * d), ye = be->Allocate<float>(rows * d);
-  const DeviceBuffer<float> ge = be->Allocate<float>(rows * f), ue = be->Allocate<float>(rows * f);
-  for (uint64_t e = 0; e < n_exp; ++e) {
-    const uint64_t n = routed[e].size();
-    if (n == 0) continue;
-    const DeviceSpan<float> x_e = xe.span().first(n * d), y_e = ye.span().first(n * d);
-    const DeviceSpan<float> g_e = ge.span().first(n * f), u_e = ue.span().first(n * f);
-    be->GatherRows(h, idx_buffer.span().subspan(first[e], n), x_e);
-    FOLIO_RETURN_IF_ERROR(
-        ApplyLinears<2>({&lw.expert_gate[e], &lw.expert_up[e]}, x_e, n, {g_e, u_e}, be));
-    if (!lw.expert_gate_bias.empty()) {
-      AddRowBias(g_e, lw.expert_gate_bias[e], be);
-      AddRowBias(u_e, lw.expert_up_bias[e], be);
-    }
+    const DeviceBuffer<float> logits = be->Allocate<float>(rows * c.num_experts);
+    FOLIO_RETURN_IF_ERROR(lw.router[0].Apply(h, rows, logits, be));
+    AddRowBias(logits, lw.router_bias, be);
+    backend::Mixture mixture;
+    mixture.router = c.Router();
+    mixture.selection_bias = lw.selection_bias;
+    mixture.experts = lw.experts;
     if (c.swiglu_limit != 0) {
-      be->SwiGluClamped(g_e, u_e, static_cast<float>(c.swiglu_alpha),
-                        static_cast<float>(c.swiglu_limit));
-    } else {
-      be->SwiGlu(g_e, u_e);
+      mixture.swiglu_alpha = static_cast<float>(c.swiglu_alpha);
+      mixture.swiglu_limit = static_cast<float>(c.swiglu_limit);
     }
-    FOLIO_RETURN_IF_ERROR(lw.expert_down[e].Apply(g_e, n, y_e, be));
-    if (!lw.expert_down_bias.empty()) AddRowBias(y_e, lw.expert_down_bias[e], be);
-    be->ScatterRows(y_e, idx_buffer.span().subspan(rows * k + first[e], n), ys);
+    FOLIO_RETURN_IF_ERROR(be->Experts(mixture, logits, h, rows, out));
   }
-  be->Fill(out, 0.0f);
-  for (uint64_t s = 0; s < k; ++s) {
-    be->AddScaledRows(out, ys.span().subspan(s * rows * d, rows * d),
-                      weight_buffer.span().subspan(s * rows, rows));
+  if (lw.shared_expert.empty()) return Status::Ok();
+  const uint64_t fs = c.SharedExpertFfnSize();
+  const DeviceBuffer<float> gs = be->Allocate<float>(rows * fs),
+                            us = be->Allocate<float>(rows * fs);
+  const DeviceBuffer<float> ys = be->Allocate<float>(rows * d);
+  FOLIO_RETURN_IF_ERROR(
+      ApplyLinears<2>({&lw.shared_expert[0], &lw.shared_expert[1]}, h, rows, {gs, us}, be));
+  be->SwiGlu(gs, us);
+  FOLIO_RETURN_IF_ERROR(lw.shared_expert[2].Apply(gs, rows, ys, be));
+  if (lw.shared_expert.size() == 3) {  // ungated (dots1): added as it is
+    be->Add(out, ys);
+    return Status::Ok();
   }
-  if (!lw.shared_expert.empty()) {
-    const uint64_t fs = c.SharedExpertFfnSize();
-    const DeviceBuffer<float> gs = be->Allocate<float>(rows * fs),
-                              us = be->Allocate<float>(rows * fs);
-    FOLIO_RETURN_IF_ERROR(
-        ApplyLinears<2>({&lw.shared_expert[0], &lw.shared_expert[1]}, h, rows, {gs, us}, be));
-    be->SwiGlu(gs, us);
-    FOLIO_RETURN_IF_ERROR(lw.shared_expert[2].Apply(gs, rows, ye, be));
-    if (lw.shared_expert.size() == 3) {  // ungated (dots1): added as it is
-      be->Add(out, ye);
-      return Status::Ok();
-    }
-    const DeviceBuffer<float> gate = be->Allocate<float>(rows);
-    FOLIO_RETURN_IF_ERROR(lw.shared_expert[3].Apply(h, rows, gate, be));
-    // transformers: F.sigmoid(gate) * shared, added after the experts.
-    be->Sigmoid(gate);
-    be->AddScaledRows(out, ye, gate);
-  }
+  const DeviceBuffer<float> gate = be->Allocate<float>(rows);
+  FOLIO_RETURN_IF_ERROR(lw.shared_expert[3].Apply(h, rows, gate, be));
+  // transformers: F.sigmoid(gate) * shared, added after the experts.
+  be->Sigmoid(gate);
+  be->AddScaledRows(out, ys, gate);
   return Status::Ok();
 }
 
@@ -276,8 +126,8 @@ Result<std::vector<float>> Decoder::Run(const RowPlan& plan, AttendFn&& attend,
         "not logits");
   }
   // Every op runs on the backend, on buffers in its memory: what crosses
-  // per step is the tokens and RoPE angles going up and the logits (or
-  // hidden states) coming down, plus a mixture's routing (Experts).
+  // per step is the tokens, RoPE angles and logit rows going up and the
+  // logits (or hidden states) coming down.
   backend::Backend* const be = backend_.get();
 
   // RoPE angles per row and table (half = the rotated pairs of a head), shared by the layers of

@@ -93,26 +93,6 @@ Status ApplyLinears(const std::array<const Linear*, N>& ls, DeviceSpan<const flo
   return backend->MatMuls(ws, x.first(rows * ws[0]->host.cols), rows, outs);
 }
 
-// Scratch space for RouteRow, reused across rows.
-struct RouterScratch {
-  std::vector<float> scores, choice, group_scores;  // [num_experts], [num_experts], [groups]
-  std::vector<uint32_t> order, group_order;         // [num_experts], [groups]
-};
-
-// One row's routing, in f32 as transformers computes it: from the
-// router's logits [num_experts] (its bias, if any, added) the scores (a
-// softmax over every expert, or each logit's sigmoid, or — kTopKSoftmax —
-// the logits themselves); the choice ranks scores + selection_bias (empty:
-// none), within the expert_groups_used groups of the best two-expert sums
-// when the experts are grouped, ties to the lower index; experts gets the
-// experts_per_token chosen in increasing index and weights their scores
-// (kTopKSoftmax: a softmax over the chosen logits), divided by their sum
-// when norm_topk_prob (plus 1e-20 under sigmoid scoring, as transformers
-// adds), times routed_scale. Reads nothing but this row.
-void RouteRow(const ModelConfig& c, std::span<const float> logits,
-              std::span<const float> selection_bias, RouterScratch& scratch,
-              std::span<uint32_t> experts, std::span<float> weights);
-
 }  // namespace decoder_internal
 
 using backend::DeviceBuffer;
@@ -138,9 +118,11 @@ struct Decoder::Weights {
     // expert).
     DeviceBuffer<float> bo, sinks, router_bias;
     std::vector<DeviceBuffer<float>> expert_gate_bias, expert_up_bias, expert_down_bias;
-    // The router's selection bias (dots1) [num_experts], on the host, where
-    // the routing runs.
-    std::vector<float> selection_bias;
+    // The router's selection bias (dots1) [num_experts].
+    DeviceBuffer<float> selection_bias;
+    // The routed experts as Backend::Experts takes them (pointers into
+    // expert_gate / up / down and their biases).
+    std::vector<backend::Expert> experts;
     // BERT: the LayerNorms' biases, and the MLP's (up, down).
     DeviceBuffer<float> attn_norm_bias, ffn_norm_bias, b_up, b_down;
   };
@@ -204,7 +186,7 @@ struct Decoder::Weights {
       layer.bo = Param(l.bo, b);
       layer.sinks = Param(l.sinks, b);
       layer.router_bias = Param(l.router_bias, b);
-      layer.selection_bias = Values(l.router_selection_bias);
+      layer.selection_bias = Param(l.router_selection_bias, b);
       for (const Tensor& t : l.expert_gate_bias) layer.expert_gate_bias.push_back(Param(t, b));
       for (const Tensor& t : l.expert_up_bias) layer.expert_up_bias.push_back(Param(t, b));
       for (const Tensor& t : l.expert_down_bias) layer.expert_down_bias.push_back(Param(t, b));
@@ -233,6 +215,17 @@ struct Decoder::Weights {
           layer.expert_gate.emplace_back(l.expert_gate[e], b);
           layer.expert_up.emplace_back(l.expert_up[e], b);
           layer.expert_down.emplace_back(l.expert_down[e], b);
+        }
+        for (uint64_t e = 0; e < c.num_experts; ++e) {
+          backend::Expert& x = layer.experts.emplace_back();
+          x.gate = &layer.expert_gate[e].weight();
+          x.up = &layer.expert_up[e].weight();
+          x.down = &layer.expert_down[e].weight();
+          if (!layer.expert_gate_bias.empty()) {
+            x.gate_bias = layer.expert_gate_bias[e];
+            x.up_bias = layer.expert_up_bias[e];
+            x.down_bias = layer.expert_down_bias[e];
+          }
         }
         if (c.SharedExpertFfnSize() != 0) {
           for (const Tensor* t :

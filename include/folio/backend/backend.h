@@ -46,6 +46,7 @@
 #include "folio/kv/paged_kv_cache.h"
 #include "folio/ops/matmul.h"
 #include "folio/ops/packed_matmul.h"
+#include "folio/ops/router.h"
 
 namespace folio::backend {
 
@@ -61,6 +62,25 @@ Result<BackendKind> ParseBackendKind(std::string_view name);
 struct Weight {
   ops::WeightView host;
   std::shared_ptr<const ops::PackedMatrix> packed;  // null: the float kernel
+};
+
+// One expert of a mixture as a backend holds it: a SwiGLU MLP (gate, up,
+// down) with optional biases (gpt-oss; empty: none).
+struct Expert {
+  const Weight* gate = nullptr;
+  const Weight* up = nullptr;
+  const Weight* down = nullptr;
+  DeviceSpan<const float> gate_bias, up_bias, down_bias;
+};
+
+// A mixture layer's routed experts (Backend::Experts).
+struct Mixture {
+  ops::RouterOptions router;
+  // [num_experts] added to the scores for choosing only (dots1); empty: none.
+  DeviceSpan<const float> selection_bias;
+  std::span<const Expert> experts;  // [num_experts]
+  // gpt-oss's clamped SwiGLU (Backend::SwiGluClamped) when limit > 0.
+  float swiglu_alpha = 0.0f, swiglu_limit = 0.0f;
 };
 
 // A step's attention plan: made once by Backend::PlanAttention, run for
@@ -172,6 +192,16 @@ class Backend {
                           DeviceSpan<float> dst) = 0;
   virtual void ScatterRows(DeviceSpan<const float> src, DeviceSpan<const int32_t> idx,
                            DeviceSpan<float> dst) = 0;
+  // A mixture of experts on rows h [rows, hidden] into out [rows, hidden],
+  // routed by the router's logits [rows, num_experts] (its bias added):
+  // each row's experts and weights by ops::RouteRow; then, per expert, the
+  // rows that chose it as one matrix product (llama.cpp's mul_mat_id),
+  // read once for the step (biases added, SwiGLU or the clamped SwiGLU); a
+  // row's output is the sum of its experts' outputs times their weights,
+  // from zero, in increasing expert order. Every row's bits depend on that
+  // row alone. Errors: a matmul's.
+  virtual Status Experts(const Mixture& mixture, DeviceSpan<const float> logits,
+                         DeviceSpan<const float> h, uint64_t rows, DeviceSpan<float> out) = 0;
   // The index of x's first element that is not finite; nullopt if none.
   virtual std::optional<uint64_t> FindNonFinite(DeviceSpan<const float> x) = 0;
 

@@ -217,6 +217,11 @@ struct ModelConfig {
     return shared_expert_ffn_size != 0 ? shared_expert_ffn_size
                                        : num_shared_experts * expert_ffn_size;
   }
+  // The router's options (ops/router.h).
+  ops::RouterOptions Router() const {
+    return {routing,       num_experts,        experts_per_token, norm_topk_prob,
+            expert_groups, expert_groups_used, routed_scale};
+  }
   uint64_t q_size() const { return num_heads * head_dim(); }
   uint64_t kv_size() const { return num_kv_heads * head_dim(); }
 

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "folio/ops/router.h"
+
 namespace folio::model {
 
 // The MLP's activation: SwiGLU (silu) or GeGLU with GELU's tanh
@@ -13,15 +15,8 @@ namespace folio::model {
 // MLP, GELU itself (erf; Hugging Face's "gelu") or its tanh form.
 enum class Activation : uint8_t { kSilu, kGeluTanh, kGelu };
 
-// How a mixture's router turns logits into expert weights. kSoftmaxTopK
-// (Qwen3-MoE, Mixtral): a softmax over every expert, then the k most
-// probable (renormalised when norm_topk_prob). kTopKSoftmax (gpt-oss): the
-// k largest logits, then a softmax over those k alone. kSigmoidTopK
-// (dots1, DeepSeek-V3): each expert's score is the sigmoid of its own
-// logit, then the k best scores (renormalised when norm_topk_prob).
-// ModelConfig's selection bias, expert groups and routed scale refine any
-// of them. Model ids hash the value: add new ones at the end.
-enum class Routing : uint8_t { kSoftmaxTopK, kTopKSoftmax, kSigmoidTopK };
+// How a mixture's router turns logits into expert weights (ops/router.h).
+using ops::Routing;
 
 // Where the norms sit. kPre: a norm before attention and one before the
 // MLP. kSandwich (Gemma 2 and 3): also one after attention and one after
