@@ -1,21 +1,17 @@
 #include "folio/kv/paged_kv_cache.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 #include <limits>
-#include <map>
 #include <string>
-#include <type_traits>
 #include <unordered_set>
 
 #include "folio/core/checked_math.h"
+#include "folio/kv/host_kv_storage.h"
 
 namespace folio::kv {
 namespace {
 
 constexpr uint64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
-constexpr uint64_t kMaxInt64 = std::numeric_limits<int64_t>::max();
 
 void CheckOk(const Status& s) { FOLIO_CHECK(s.ok(), s.ToString()); }
 
@@ -25,60 +21,6 @@ Status UnknownSeq(const char* op, SeqId seq) {
   return Status::NotFound(std::string(op) + ": unknown sequence " + Str(seq));
 }
 
-// Every element NaN: one element written, then doubled by copying the
-// filled prefix, so even a multi-GiB pool fills at memcpy speed. A
-// quantized pool cannot hold NaN; its pages start as zeros and its scales
-// as NaN, which poisons every row they scale just the same.
-void FillNaN(AlignedBuffer& buf, DType dtype) {
-  std::byte* data = buf.data();
-  const size_t size = buf.size();
-  if (IsQuantized(dtype)) {
-    std::memset(data, 0, size);
-    return;
-  }
-  StoreElement(dtype, data, 0, std::numeric_limits<float>::quiet_NaN());
-  for (size_t done = DTypeSize(dtype); done < size;) {
-    const size_t n = std::min(done, size - done);
-    std::memcpy(data + done, data, n);
-    done += n;
-  }
-}
-
-// head_dim floats to consecutive elements of `base` from element `dst`.
-void StoreRow(DType dtype, std::byte* base, uint64_t dst, const float* src, uint64_t head_dim) {
-  if (dtype == DType::kF32) {
-    std::memcpy(base + dst * sizeof(float), src, head_dim * sizeof(float));
-    return;
-  }
-  for (uint64_t f = 0; f < head_dim; ++f) StoreElement(dtype, base, dst + f, src[f]);
-}
-
-// head_dim doubles (the float64 reference decoder's rows) the same way.
-void StoreRow(DType dtype, std::byte* base, uint64_t dst, const double* src, uint64_t head_dim) {
-  for (uint64_t f = 0; f < head_dim; ++f) StoreElement(dtype, base, dst + f, src[f]);
-}
-
-// head_dim floats quantized to consecutive elements of `base` from element
-// `dst` with the row's own scale (the top of the header), which it returns:
-// the largest magnitude maps to the largest code, every code rounds to
-// nearest even. The clamp only catches the largest magnitude landing a
-// rounding error past the largest code.
-float QuantizeRow(DType dtype, std::byte* base, uint64_t dst, const float* src, uint64_t head_dim) {
-  float amax = 0.0f;
-  for (uint64_t f = 0; f < head_dim; ++f) amax = std::max(amax, std::abs(src[f]));
-  const float scale = amax < 0x1p-100f ? 1.0f : amax / (dtype == DType::kI8 ? 127.0f : 448.0f);
-  for (uint64_t f = 0; f < head_dim; ++f) {
-    const float x = src[f] / scale;
-    if (dtype == DType::kI8) {
-      const float q = std::clamp(std::nearbyint(x), -127.0f, 127.0f);
-      base[dst + f] = static_cast<std::byte>(static_cast<int8_t>(q));
-    } else {
-      base[dst + f] = static_cast<std::byte>(F32ToE4M3Bits(x));
-    }
-  }
-  return scale;
-}
-
 }  // namespace
 
 std::span<const int64_t> AppendPlan::slot_mapping(uint64_t group) const {
@@ -86,141 +28,55 @@ std::span<const int64_t> AppendPlan::slot_mapping(uint64_t group) const {
   return slot_mappings_[group];
 }
 
-namespace {
-
-// S: the layers of a group, the fewest any window has (every layer when
-// there is no window), without listing the layers.
-uint64_t GroupSize(const PagedKvCacheConfig& c) {
-  if (c.layer_windows.empty()) return c.num_layers;
-  std::map<uint64_t, uint64_t> count;
-  for (const uint64_t w : c.layer_windows) ++count[w];
-  uint64_t size = c.num_layers;
-  for (const auto& [window, n] : count) size = std::min(size, n);
-  return size;
-}
-
-}  // namespace
-
-std::vector<LayerGroup> GroupLayers(const PagedKvCacheConfig& c) {
-  FOLIO_CHECK(c.layer_windows.empty() || c.layer_windows.size() == c.num_layers,
-              "layer_windows has ", c.layer_windows.size(), " entries for ", c.num_layers,
-              " layers");
-  // Layers by window, global first (0 sorts first), each in layer order.
-  std::map<uint64_t, std::vector<uint64_t>> by_window;
-  for (uint64_t l = 0; l < c.num_layers; ++l) {
-    by_window[c.layer_windows.empty() ? 0 : c.layer_windows[l]].push_back(l);
+Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c,
+                                          std::unique_ptr<KvStorage> storage) {
+  FOLIO_RETURN_IF_ERROR(ValidateConfig(c));
+  const KvStorageShape want = StorageShape(c);
+  if (storage == nullptr) {
+    FOLIO_ASSIGN_OR_RETURN(storage, MakeHostKvStorage(want));
   }
-  const uint64_t size = GroupSize(c);
-  std::vector<LayerGroup> groups;
-  for (const auto& [window, layers] : by_window) {
-    for (size_t i = 0; i < layers.size(); i += size) {
-      LayerGroup g;
-      g.window = window;
-      g.layers.assign(
-          layers.begin() + static_cast<std::ptrdiff_t>(i),
-          layers.begin() + static_cast<std::ptrdiff_t>(std::min(i + size, layers.size())));
-      groups.push_back(std::move(g));
+  const KvStorageShape& got = storage->shape();
+  const std::pair<const char*, std::pair<uint64_t, uint64_t>> dims[] = {
+      {"num_storage_slots", {got.num_storage_slots, want.num_storage_slots}},
+      {"num_pages", {got.num_pages, want.num_pages}},
+      {"num_kv_heads", {got.num_kv_heads, want.num_kv_heads}},
+      {"page_size", {got.page_size, want.page_size}},
+      {"head_dim", {got.head_dim, want.head_dim}}};
+  for (const auto& [name, v] : dims) {
+    if (v.first != v.second) {
+      return Status::InvalidArgument("KV storage " + std::string(name) + " " + Str(v.first) +
+                                     " differs from the cache's " + Str(v.second));
     }
   }
-  return groups;
+  if (got.dtype != want.dtype) {
+    return Status::InvalidArgument("KV storage dtype " + std::string(DTypeName(got.dtype)) +
+                                   " differs from the cache's " +
+                                   std::string(DTypeName(want.dtype)));
+  }
+  return PagedKvCache(std::move(c), std::move(storage));
 }
 
-Result<PagedKvCache> PagedKvCache::Create(PagedKvCacheConfig c) {
-  if (c.num_layers == 0 || c.num_kv_heads == 0 || c.head_dim == 0 || c.page_size == 0 ||
-      c.num_pages == 0) {
-    return Status::InvalidArgument(
-        "num_layers, num_kv_heads, head_dim, page_size and num_pages must be "
-        "> 0 (got " +
-        Str(c.num_layers) + ", " + Str(c.num_kv_heads) + ", " + Str(c.head_dim) + ", " +
-        Str(c.page_size) + ", " + Str(c.num_pages) + ")");
-  }
-  if (c.num_pages > kMaxInt32 || c.page_size > kMaxInt32) {
-    return Status::OutOfRange("num_pages " + Str(c.num_pages) + " and page_size " +
-                              Str(c.page_size) +
-                              " must be <= INT32_MAX (page "
-                              "ids and last_page_len are int32)");
-  }
-  if (!c.layer_windows.empty() && c.layer_windows.size() != c.num_layers) {
-    return Status::InvalidArgument("layer_windows has " + Str(c.layer_windows.size()) +
-                                   " entries; the cache has " + Str(c.num_layers) + " layers");
-  }
-  const auto slots = CheckedMul(c.num_pages, c.page_size);
-  if (!slots || *slots > kMaxInt64) {
-    return Status::OutOfRange("num_pages * page_size overflows int64 slot ids");
-  }
-  const auto page_bytes =
-      CheckedProduct({c.num_kv_heads, c.page_size, c.head_dim, DTypeSize(c.dtype)});
-  const auto total =
-      page_bytes ? CheckedProduct({*page_bytes, c.num_pages, GroupSize(c), 2}) : std::nullopt;
-  if (!total || *total > std::numeric_limits<size_t>::max() / 2) {
-    return Status::OutOfRange("KV pool size overflows: " + Str(c.num_layers) + " layers x 2 x " +
-                              Str(c.num_pages) + " pages x [" + Str(c.num_kv_heads) + ", " +
-                              Str(c.page_size) + ", " + Str(c.head_dim) + "]");
-  }
-  return PagedKvCache(c, *page_bytes);
-}
-
-uint64_t PagedKvCache::BytesPerPage(const PagedKvCacheConfig& c) {
-  const uint64_t scales = IsQuantized(c.dtype) ? c.num_kv_heads * c.page_size * sizeof(float) : 0;
-  return (c.num_kv_heads * c.page_size * c.head_dim * DTypeSize(c.dtype) + scales) * GroupSize(c) *
-         2;
-}
-
-uint64_t PagedKvCache::MaxPagesHeld(const PagedKvCacheConfig& c, uint64_t length,
-                                    uint64_t max_step_tokens) {
-  const uint64_t all = CeilDiv(length, c.page_size);
-  uint64_t total = 0;
-  for (const LayerGroup& g : GroupLayers(c)) {
-    total +=
-        g.window == 0
-            ? all
-            : std::min(all,
-                       CeilDiv(2 * max_step_tokens + g.window + c.window_margin, c.page_size) + 2);
-  }
-  return total;
-}
-
-PagedKvCache::PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes)
-    : config_(config),
-      page_bytes_(page_bytes),
-      pool_(config.num_pages),
+PagedKvCache::PagedKvCache(PagedKvCacheConfig config, std::unique_ptr<KvStorage> storage)
+    : config_(std::move(config)),
+      storage_(std::move(storage)),
+      pool_(config_.num_pages),
       groups_(GroupLayers(config_)),
       group_of_(config_.num_layers),
       slot_of_(config_.num_layers),
-      holds_(config.num_pages, 0) {
+      holds_(config_.num_pages, 0) {
   for (size_t g = 0; g < groups_.size(); ++g) {
     for (size_t s = 0; s < groups_[g].layers.size(); ++s) {
       group_of_[groups_[g].layers[s]] = g;
       slot_of_[groups_[g].layers[s]] = s;
     }
   }
-  for (uint64_t l = 0; l < GroupSize(config_); ++l) {
-    for (auto* role : {&keys_, &values_}) {
-      role->emplace_back(config_.num_pages * page_bytes_);
-      FillNaN(role->back(), config_.dtype);
-    }
-    if (IsQuantized(config_.dtype)) {
-      for (auto* role : {&key_scales_, &value_scales_}) {
-        role->emplace_back(config_.num_pages * config_.num_kv_heads * config_.page_size,
-                           std::numeric_limits<float>::quiet_NaN());
-      }
-    }
-  }
 }
 
-const float* PagedKvCache::Scales(uint64_t layer, KvRole role) const {
-  if (!IsQuantized(config_.dtype)) return nullptr;
-  return (role == KvRole::kKey ? key_scales_ : value_scales_)[slot_of_[layer]].data();
-}
+PagedKvView PagedKvCache::View(uint64_t layer) const { return storage_->View(storage_slot(layer)); }
 
-PagedKvView PagedKvCache::View(uint64_t layer) const {
+uint64_t PagedKvCache::storage_slot(uint64_t layer) const {
   FOLIO_CHECK(layer < config_.num_layers, "layer=", layer);
-  const uint64_t slot = slot_of_[layer];
-  PagedKvView v{keys_[slot].data(),   values_[slot].data(), config_.dtype,   config_.num_pages,
-                config_.num_kv_heads, config_.page_size,    config_.head_dim};
-  v.key_scales = Scales(layer, KvRole::kKey);
-  v.value_scales = Scales(layer, KvRole::kValue);
-  return v;
+  return slot_of_[layer];
 }
 
 uint64_t PagedKvCache::group_of(uint64_t layer) const {
@@ -367,93 +223,50 @@ Result<std::optional<std::vector<PageId>>> PagedKvCache::HoldNewPages(uint64_t n
   return pages;
 }
 
+void PagedKvCache::CheckPageArgs(uint64_t layer, PageId page) const {
+  FOLIO_CHECK(
+      layer < config_.num_layers && page >= 0 && static_cast<uint64_t>(page) < config_.num_pages,
+      "layer=", layer, " page=", page);
+}
+
+Status PagedKvCache::CheckPageWritable(PageId page, const std::string& what) const {
+  FOLIO_RETURN_IF_ERROR(CheckNoPlan(what));
+  if (pool_.refcount(page) != 1) {
+    return Status::FailedPrecondition(what + " with " + Str(pool_.refcount(page)) +
+                                      " references (needs exactly its writer's)");
+  }
+  return Status::Ok();
+}
+
 void PagedKvCache::ReadPageTokenMajor(uint64_t layer, KvRole role, PageId page, uint64_t live_slots,
                                       std::span<std::byte> out) const {
-  FOLIO_CHECK(layer < config_.num_layers && page >= 0 &&
-                  static_cast<uint64_t>(page) < config_.num_pages && out.size() == page_bytes_,
-              "layer=", layer, " page=", page);
-  const uint64_t heads = config_.num_kv_heads, slots = config_.page_size;
-  const uint64_t row = config_.head_dim * DTypeSize(config_.dtype);
-  const uint64_t slot = slot_of_[layer];
-  const std::byte* src = (role == KvRole::kKey ? keys_[slot] : values_[slot]).data() +
-                         static_cast<uint64_t>(page) * page_bytes_;
-  // Pool: [heads, slots, dim]; out: [slots, heads, dim].
-  for (uint64_t t = 0; t < slots; ++t) {
-    for (uint64_t h = 0; h < heads; ++h) {
-      std::byte* dst = out.data() + (t * heads + h) * row;
-      if (t < live_slots) {
-        std::memcpy(dst, src + (h * slots + t) * row, row);
-      } else {
-        std::memset(dst, 0, row);
-      }
-    }
-  }
+  CheckPageArgs(layer, page);
+  storage_->ReadPageTokenMajor(slot_of_[layer], role, page, live_slots, out);
 }
 
 Status PagedKvCache::WritePageTokenMajor(uint64_t layer, KvRole role, PageId page,
                                          std::span<const std::byte> in) {
-  FOLIO_CHECK(layer < config_.num_layers && page >= 0 &&
-                  static_cast<uint64_t>(page) < config_.num_pages && in.size() == page_bytes_,
-              "layer=", layer, " page=", page);
-  FOLIO_RETURN_IF_ERROR(CheckNoPlan("write of page " + std::to_string(page)));
-  if (pool_.refcount(page) != 1) {
-    return Status::FailedPrecondition("write of page " + std::to_string(page) + " with " +
-                                      Str(pool_.refcount(page)) +
-                                      " references (needs exactly its writer's)");
-  }
-  const uint64_t heads = config_.num_kv_heads, slots = config_.page_size;
-  const uint64_t row = config_.head_dim * DTypeSize(config_.dtype);
-  const uint64_t slot = slot_of_[layer];
-  std::byte* dst = (role == KvRole::kKey ? keys_[slot] : values_[slot]).data() +
-                   static_cast<uint64_t>(page) * page_bytes_;
-  for (uint64_t t = 0; t < slots; ++t) {
-    for (uint64_t h = 0; h < heads; ++h) {
-      std::memcpy(dst + (h * slots + t) * row, in.data() + (t * heads + h) * row, row);
-    }
-  }
+  CheckPageArgs(layer, page);
+  FOLIO_CHECK(in.size() == page_bytes(), "in holds ", in.size(), " bytes of ", page_bytes());
+  FOLIO_RETURN_IF_ERROR(CheckPageWritable(page, "write of page " + std::to_string(page)));
+  storage_->WritePageTokenMajor(slot_of_[layer], role, page, in);
   return Status::Ok();
 }
 
 void PagedKvCache::ReadPageScales(uint64_t layer, KvRole role, PageId page, uint64_t live_slots,
                                   std::span<float> out) const {
-  const uint64_t heads = config_.num_kv_heads, slots = config_.page_size;
-  FOLIO_CHECK(IsQuantized(config_.dtype) && layer < config_.num_layers && page >= 0 &&
-                  static_cast<uint64_t>(page) < config_.num_pages && live_slots <= slots &&
-                  out.size() == slots * heads,
-              "layer=", layer, " page=", page, " live_slots=", live_slots);
-  const float* src = Scales(layer, role) + static_cast<uint64_t>(page) * heads * slots;
-  for (uint64_t t = 0; t < slots; ++t) {
-    for (uint64_t h = 0; h < heads; ++h) {
-      out[t * heads + h] = t < live_slots ? src[h * slots + t] : 1.0f;
-    }
-  }
+  CheckPageArgs(layer, page);
+  storage_->ReadPageScales(slot_of_[layer], role, page, live_slots, out);
 }
 
 Status PagedKvCache::WritePageScales(uint64_t layer, KvRole role, PageId page,
                                      std::span<const float> in) {
-  const uint64_t heads = config_.num_kv_heads, slots = config_.page_size;
-  FOLIO_CHECK(IsQuantized(config_.dtype) && layer < config_.num_layers && page >= 0 &&
-                  static_cast<uint64_t>(page) < config_.num_pages && in.size() == slots * heads,
-              "layer=", layer, " page=", page);
-  FOLIO_RETURN_IF_ERROR(CheckNoPlan("write of page " + std::to_string(page) + "'s scales"));
-  if (pool_.refcount(page) != 1) {
-    return Status::FailedPrecondition("write of page " + std::to_string(page) + "'s scales with " +
-                                      Str(pool_.refcount(page)) +
-                                      " references (needs exactly its writer's)");
-  }
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (!std::isfinite(in[i]) || !(in[i] > 0.0f)) {
-      return Status::InvalidArgument("page " + std::to_string(page) + " slot " + Str(i / heads) +
-                                     " head " + Str(i % heads) + " scale " + std::to_string(in[i]) +
-                                     " is not a finite positive number");
-    }
-  }
-  float* dst = (role == KvRole::kKey ? key_scales_ : value_scales_)[slot_of_[layer]].data() +
-               static_cast<uint64_t>(page) * heads * slots;
-  for (uint64_t t = 0; t < slots; ++t) {
-    for (uint64_t h = 0; h < heads; ++h) dst[h * slots + t] = in[t * heads + h];
-  }
-  return Status::Ok();
+  CheckPageArgs(layer, page);
+  FOLIO_CHECK(IsQuantized(config_.dtype) && in.size() == storage_->shape().page_scales(),
+              "page=", page, " in=", in.size());
+  FOLIO_RETURN_IF_ERROR(
+      CheckPageWritable(page, "write of page " + std::to_string(page) + "'s scales"));
+  return storage_->WritePageScales(slot_of_[layer], role, page, in);
 }
 
 bool PagedKvCache::HeldOnly(PageId page) const {
@@ -646,7 +459,7 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
       if (d.copy_tail[g]) {
         const PageId shared = table.back();
         const PageId copy = *pool_.TryAllocateAfter(before_tail());
-        CopyPage(shared, copy);
+        storage_->CopyPage(shared, copy);
         Unref(shared);
         table.back() = copy;
         undo.back().cow_source = shared;
@@ -677,24 +490,6 @@ Result<std::optional<AppendPlan>> PagedKvCache::PrepareAppend(
   }
   pending_plan_ = plan.id_;
   return std::optional<AppendPlan>(std::move(plan));
-}
-
-void PagedKvCache::CopyPage(PageId from, PageId to) {
-  const uint64_t src = static_cast<uint64_t>(from) * page_bytes_;
-  const uint64_t dst = static_cast<uint64_t>(to) * page_bytes_;
-  for (uint64_t l = 0; l < keys_.size(); ++l) {  // every storage slot
-    std::memcpy(keys_[l].data() + dst, keys_[l].data() + src, page_bytes_);
-    std::memcpy(values_[l].data() + dst, values_[l].data() + src, page_bytes_);
-    if (IsQuantized(config_.dtype)) {
-      for (auto* scales : {&key_scales_[l], &value_scales_[l]}) {
-        const uint64_t rows = config_.num_kv_heads * config_.page_size;
-        const auto at = [&](PageId page) {
-          return scales->begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(page) * rows);
-        };
-        std::copy_n(at(from), rows, at(to));
-      }
-    }
-  }
 }
 
 Status PagedKvCache::CheckNoPlan(const std::string& op) const {
@@ -765,37 +560,12 @@ void PagedKvCache::Abort(AppendPlan&& plan) {
   plan = AppendPlan();
 }
 
-Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
-                               std::span<const float> keys, std::span<const float> values) {
-  return WriteRowsOf<float>(layer, slot_mapping, keys, values);
-}
-
-Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
-                               std::span<const double> keys, std::span<const double> values) {
-  if (IsQuantized(config_.dtype)) {
-    return Status::InvalidArgument("WriteRows: a " + std::string(DTypeName(config_.dtype)) +
-                                   " cache takes float rows, not double");
-  }
-  return WriteRowsOf<double>(layer, slot_mapping, keys, values);
-}
-
-template <typename T>
-Status PagedKvCache::WriteRowsOf(uint64_t layer, std::span<const int64_t> slot_mapping,
-                                 std::span<const T> keys, std::span<const T> values) {
-  const uint64_t heads = config_.num_kv_heads;
-  const uint64_t head_dim = config_.head_dim;
-  const uint64_t page_size = config_.page_size;
+Status PagedKvCache::CheckWritable(uint64_t layer, std::span<const int64_t> slot_mapping) const {
   if (layer >= config_.num_layers) {
     return Status::InvalidArgument("WriteRows: layer " + Str(layer) + " >= num_layers " +
                                    Str(config_.num_layers));
   }
-  const auto expected = CheckedProduct({slot_mapping.size(), heads, head_dim});
-  if (!expected || keys.size() != *expected || values.size() != *expected) {
-    return Status::InvalidArgument(
-        "WriteRows: keys and values must be [num_tokens=" + Str(slot_mapping.size()) +
-        ", num_kv_heads=" + Str(heads) + ", head_dim=" + Str(head_dim) + "] floats (got keys " +
-        Str(keys.size()) + ", values " + Str(values.size()) + ")");
-  }
+  const uint64_t page_size = config_.page_size;
   const uint64_t num_slots = config_.num_pages * page_size;
   for (size_t t = 0; t < slot_mapping.size(); ++t) {
     const int64_t slot = slot_mapping[t];
@@ -813,39 +583,19 @@ Status PagedKvCache::WriteRowsOf(uint64_t layer, std::span<const int64_t> slot_m
           (refs == 0 ? ", which is free" : ", which " + Str(refs) + " sequences share"));
     }
   }
-  for (const auto* rows : {&keys, &values}) {
-    const auto bad =
-        std::find_if(rows->begin(), rows->end(), [](T x) { return !std::isfinite(x); });
-    if (bad != rows->end()) {
-      return Status::InvalidArgument(
-          std::string("WriteRows: ") + (rows == &keys ? "key" : "value") + " element " +
-          Str(static_cast<uint64_t>(bad - rows->begin())) + " is not finite");
-    }
-  }
-  const LaneShape lane{1, heads, head_dim};
-  const uint64_t storage = slot_of_[layer];
-  for (size_t t = 0; t < slot_mapping.size(); ++t) {
-    const auto slot = static_cast<uint64_t>(slot_mapping[t]);
-    for (uint64_t h = 0; h < heads; ++h) {
-      const uint64_t dst =
-          ScalarIndex(lane, page_size, slot / page_size, slot % page_size, 0, h, 0);
-      const uint64_t src = (t * heads + h) * head_dim;
-      if constexpr (std::is_same_v<T, double>) {
-        StoreRow(config_.dtype, keys_[storage].data(), dst, keys.data() + src, head_dim);
-        StoreRow(config_.dtype, values_[storage].data(), dst, values.data() + src, head_dim);
-      } else if (IsQuantized(config_.dtype)) {
-        const uint64_t row = dst / head_dim;  // the row's scale (scales mirror the pool)
-        key_scales_[storage][row] =
-            QuantizeRow(config_.dtype, keys_[storage].data(), dst, keys.data() + src, head_dim);
-        value_scales_[storage][row] =
-            QuantizeRow(config_.dtype, values_[storage].data(), dst, values.data() + src, head_dim);
-      } else {
-        StoreRow(config_.dtype, keys_[storage].data(), dst, keys.data() + src, head_dim);
-        StoreRow(config_.dtype, values_[storage].data(), dst, values.data() + src, head_dim);
-      }
-    }
-  }
   return Status::Ok();
+}
+
+Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
+                               std::span<const float> keys, std::span<const float> values) {
+  FOLIO_RETURN_IF_ERROR(CheckWritable(layer, slot_mapping));
+  return storage_->WriteRows(slot_of_[layer], slot_mapping, keys, values);
+}
+
+Status PagedKvCache::WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
+                               std::span<const double> keys, std::span<const double> values) {
+  FOLIO_RETURN_IF_ERROR(CheckWritable(layer, slot_mapping));
+  return storage_->WriteRows(slot_of_[layer], slot_mapping, keys, values);
 }
 
 void PagedKvCache::ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos, uint64_t head,
@@ -854,19 +604,9 @@ void PagedKvCache::ReadRow(uint64_t layer, KvRole role, SeqId seq, uint64_t pos,
   FOLIO_CHECK(layer < config_.num_layers && head < config_.num_kv_heads, "layer=", layer,
               " head=", head);
   FOLIO_CHECK(pos < s.length, "pos=", pos, " length=", s.length);
-  const uint64_t page_size = config_.page_size;
-  const PageId id = s.tables[group_of_[layer]][pos / page_size];
-  FOLIO_CHECK(id != -1, "position ", pos, " of layer ", layer, " was released by its window");
-  const auto page = static_cast<uint64_t>(id);
-  const uint64_t row = ScalarIndex({1, config_.num_kv_heads, config_.head_dim}, page_size, page,
-                                   pos % page_size, 0, head, 0);
-  const uint64_t storage = slot_of_[layer];
-  const std::byte* base = role == KvRole::kKey ? keys_[storage].data() : values_[storage].data();
-  const float scale =
-      IsQuantized(config_.dtype) ? Scales(layer, role)[row / config_.head_dim] : 1.0f;
-  for (uint64_t f = 0; f < config_.head_dim; ++f) {
-    out[f] = LoadElement<float>(config_.dtype, base, row + f) * scale;
-  }
+  const PageId page = s.tables[group_of_[layer]][pos / config_.page_size];
+  FOLIO_CHECK(page != -1, "position ", pos, " of layer ", layer, " was released by its window");
+  storage_->ReadRow(slot_of_[layer], role, page, pos % config_.page_size, head, out);
 }
 
 Result<BatchMetadata> PagedKvCache::BuildBatchMetadata(std::span<const SeqId> seqs,

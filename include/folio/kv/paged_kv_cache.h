@@ -1,5 +1,6 @@
-// PagedKvCache: the engine's K/V storage. Page pools, a BlockPool that owns
-// the pages, and sequences that own block tables into them.
+// PagedKvCache: the engine's paged K/V cache. A BlockPool that owns the
+// pages, sequences that own block tables into them, and the KvStorage that
+// holds the pages' rows.
 //
 // Layer groups. A model whose layers all see every earlier position (a
 // global model) is one group: a page id names the same page in every
@@ -16,35 +17,15 @@
 // length in one group and about W / page_size pages in each of the other
 // five.
 //
-// Storage. For every slot s < S of a group and role (K, V) one contiguous,
-// 64-byte aligned buffer
-//
-//   [num_pages, num_kv_heads, page_size, head_dim]   in the cache's dtype
-//
-// addressed by kv::ScalarIndex with one batch lane (paged_view.h); layer l
-// of group g (its slot s) keeps its rows in buffer s at the pages of g's
-// block tables. Every slot starts as NaN, so a kernel that reads a slot
-// no token was written to produces NaN. Pages are not re-poisoned when they
-// are reused: a reallocated page holds its previous owner's rows until they
-// are overwritten, and kernels must bound reads by context_lens (they do).
-//
-// Quantized pages. With dtype i8 or f8e4m3 a page stores integers / FP8
-// codes, and every row (layer, role, page, K/V head, slot: head_dim
-// elements) has its own f32 scale beside the pool. The scales of one layer
-// and role are [num_pages, num_kv_heads, page_size] floats, the pool's
-// order without its last axis, so the scale of the row at element e is at
-// e / head_dim (PagedKvView's key_scales / value_scales); element x reads
-// back as code(x) * scale. A row's scale is its largest magnitude over the
-// dtype's largest code (127 for i8, symmetric; 448 for f8e4m3), so nothing
-// saturates (a row whose largest magnitude is below 2^-100, zeros
-// included, takes scale 1 and reads back as zeros), and the row's codes
-// round to nearest even. Both are a function
-// of the row alone: how a page's tokens were split into steps, which rows
-// share its page, the page size and where it sits in the pool cannot move a
-// bit, so the determinism contract holds for quantized caches unchanged.
-// (A scale per page and head, fixed by its first row, was the first
-// design: the first token's rows, the attention sink, are unlike the rest,
-// and at 128-token contexts i8 lost 4.4% perplexity; docs/kv-cache.md.)
+// Storage. The pages' rows live in a KvStorage (kv_storage.h: its layout,
+// poison and quantization rules), which the cache owns but whose memory a
+// backend chose: the host backends keep it in host memory
+// (MakeHostKvStorage), a device backend in device memory. The cache keeps
+// only tables, on the host: it answers whether a page may be written
+// (CheckWritable) and then asks the storage to write. Layer l of group g
+// (its slot s) keeps its rows in storage slot s at the pages of g's block
+// tables. Rows (sizes, finite values) are checked by the storage
+// (ValidateKvRows), since only it sees them where they live.
 //
 // Sequences. A sequence is a length and a block table per group: logical
 // position p lives at slot p % page_size of page table[p / page_size].
@@ -97,6 +78,7 @@
 #define FOLIO_KV_PAGED_KV_CACHE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -104,10 +86,10 @@
 #include <utility>
 #include <vector>
 
-#include "folio/core/aligned_buffer.h"
 #include "folio/core/dtype.h"
 #include "folio/core/status.h"
 #include "folio/kv/block_pool.h"
+#include "folio/kv/kv_storage.h"
 #include "folio/kv/paged_view.h"
 
 namespace folio::kv {
@@ -206,10 +188,20 @@ struct PoolStats {
 
 class PagedKvCache {
  public:
+  // A cache over `storage`, which must have StorageShape(config); null: a
+  // host storage (MakeHostKvStorage). Errors: ValidateConfig's; a storage
+  // of another shape (InvalidArgument, naming the field and both values).
+  static Result<PagedKvCache> Create(PagedKvCacheConfig config,
+                                     std::unique_ptr<KvStorage> storage = nullptr);
   // Errors: a zero dimension, page_size or num_pages; num_pages > INT32_MAX
   // (page ids are int32); page_size > INT32_MAX; num_pages * page_size >
-  // INT64_MAX (slots are int64); the total byte size overflowing.
-  static Result<PagedKvCache> Create(PagedKvCacheConfig config);
+  // INT64_MAX (slots are int64); layer_windows neither empty nor one per
+  // layer; the total byte size overflowing.
+  static Status ValidateConfig(const PagedKvCacheConfig& config);
+  // The storage a cache of `config` needs: S storage slots (the layers of
+  // the largest group) of the config's pages, heads, page size, head_dim
+  // and dtype.
+  static KvStorageShape StorageShape(const PagedKvCacheConfig& config);
   // What one page costs across a group's S storage slots, K and V, scales
   // included: the divisor of a KV byte budget. (config.num_pages is not
   // read.)
@@ -227,8 +219,18 @@ class PagedKvCache {
 
   const PagedKvCacheConfig& config() const { return config_; }
   const BlockPool& pool() const { return pool_; }
-  // The pools of one layer, for kernels. layer < num_layers (checked).
+  // The pools of one layer, for kernels: the storage's view of the layer's
+  // storage slot (device pointers for a device storage). layer <
+  // num_layers (checked).
   PagedKvView View(uint64_t layer) const;
+
+  // The storage, for a backend that writes or reads it with its own
+  // kernels. Write only what CheckWritable allowed: a write behind the
+  // tables' back can give a shared or free page rows no one owns.
+  const KvStorage& storage() const { return *storage_; }
+  KvStorage& storage() { return *storage_; }
+  // The storage slot that holds a layer's rows (layer < num_layers, checked).
+  uint64_t storage_slot(uint64_t layer) const;
 
   std::span<const LayerGroup> groups() const { return groups_; }
   uint64_t num_groups() const { return groups_.size(); }
@@ -285,13 +287,10 @@ class PagedKvCache {
   // Writing needs a page with exactly one reference (its writer) and no
   // plan pending. Bad arguments are programming errors (checked), except
   // the page's state on writing (FailedPrecondition).
-  uint64_t page_bytes() const { return page_bytes_; }
+  uint64_t page_bytes() const { return storage_->shape().page_bytes(); }
   // A quantized page's scales for one layer and role: one float per row,
   // page_size * num_kv_heads, beside page_bytes(). 0 for float dtypes.
-  uint64_t scale_bytes() const {
-    return IsQuantized(config_.dtype) ? config_.page_size * config_.num_kv_heads * sizeof(float)
-                                      : 0;
-  }
+  uint64_t scale_bytes() const { return storage_->shape().page_scales() * sizeof(float); }
   void ReadPageTokenMajor(uint64_t layer, KvRole role, PageId page, uint64_t live_slots,
                           std::span<std::byte> out) const;
   Status WritePageTokenMajor(uint64_t layer, KvRole role, PageId page,
@@ -374,13 +373,19 @@ class PagedKvCache {
   // pending one (checked).
   void Abort(AppendPlan&& plan);
 
+  // Whether `layer`'s rows may be written to slot_mapping's slots, as the
+  // tables see it: the table half of WriteRows' checks, for a backend that
+  // then writes with its own kernel. Errors: layer out of range
+  // (InvalidArgument); a slot outside the pool (OutOfRange); a slot in a
+  // page that is free or shared, whose rows belong to no one or to someone
+  // else (FailedPrecondition).
+  Status CheckWritable(uint64_t layer, std::span<const int64_t> slot_mapping) const;
   // keys and values [num_tokens, num_kv_heads, head_dim] (num_tokens =
   // slot_mapping.size()) go to slot_mapping's slots of `layer`, converted to
   // the storage dtype (round to nearest even). Everything is validated
-  // before the first byte is written. Errors: layer out of range, sizes,
-  // a non-finite value (InvalidArgument); a slot outside the pool
-  // (OutOfRange); a slot in a page that is free or shared, whose rows
-  // belong to no one or to someone else (FailedPrecondition).
+  // before the first byte is written: CheckWritable, then the storage's
+  // KvStorage::WriteRows checks the rows. Errors: CheckWritable's; sizes,
+  // a non-finite value (InvalidArgument, ValidateKvRows).
   Status WriteRows(uint64_t layer, std::span<const int64_t> slot_mapping,
                    std::span<const float> keys, std::span<const float> values);
   // The same from float64 rows, for the float64 reference decoder (the
@@ -428,13 +433,9 @@ class PagedKvCache {
     uint64_t new_pages;              // per group
   };
 
-  PagedKvCache(PagedKvCacheConfig config, uint64_t page_bytes);
+  PagedKvCache(PagedKvCacheConfig config, std::unique_ptr<KvStorage> storage);
   Sequence NewSequence() const;
   Result<std::vector<Decision>> Decide(std::span<const std::pair<SeqId, uint64_t>> requests);
-  template <typename T>
-  Status WriteRowsOf(uint64_t layer, std::span<const int64_t> slot_mapping, std::span<const T> keys,
-                     std::span<const T> values);
-  void CopyPage(PageId from, PageId to);
   Status CheckNoPlan(const std::string& op) const;
   // Every reference change goes through Ref / Unref (or HoldPage /
   // DropPage), which keep held_only_ current.
@@ -444,20 +445,18 @@ class PagedKvCache {
   void Unref(PageId page);
   void CheckPending(const AppendPlan& plan) const;
   const Sequence& Find(SeqId seq) const;
-  // [num_pages, num_kv_heads, page_size] scales of a quantized cache; null
-  // otherwise.
-  const float* Scales(uint64_t layer, KvRole role) const;
+  // Programming errors in a page reader / writer's arguments (checked).
+  void CheckPageArgs(uint64_t layer, PageId page) const;
+  // FailedPrecondition unless page may be overwritten whole: no plan
+  // pending, exactly one reference. `what` names the write.
+  Status CheckPageWritable(PageId page, const std::string& what) const;
 
   PagedKvCacheConfig config_;
-  uint64_t page_bytes_;  // one page of one layer and role
+  std::unique_ptr<KvStorage> storage_;  // never null
   BlockPool pool_;
   std::vector<LayerGroup> groups_;
-  std::vector<uint64_t> group_of_;     // [num_layers]
-  std::vector<uint64_t> slot_of_;      // [num_layers] storage slot
-  std::vector<AlignedBuffer> keys_;    // [slots] of [N, H_kv, P, d]
-  std::vector<AlignedBuffer> values_;  // [slots] of [N, H_kv, P, d]
-  // Quantized dtypes only: [slots] of [N, H_kv, P] scales, NaN until set.
-  std::vector<std::vector<float>> key_scales_, value_scales_;
+  std::vector<uint64_t> group_of_;  // [num_layers]
+  std::vector<uint64_t> slot_of_;   // [num_layers] storage slot
   std::unordered_map<SeqId, Sequence> seqs_;
   std::vector<uint32_t> holds_;  // [num_pages], HoldPage references
   uint64_t held_only_ = 0;       // pages whose every reference is a hold
