@@ -14,6 +14,7 @@
 #include "folio/core/check.h"
 #include "folio/core/checked_math.h"
 #include "folio/core/thread_pool.h"
+#include "folio/kv/host_kv_storage.h"
 #include "folio/ops/elementwise.h"
 #include "folio/ops/ops.h"
 
@@ -55,6 +56,12 @@ Status Backend::MatMuls(std::span<const Weight* const> ws, DeviceSpan<const floa
   }
   for (size_t i = 0; i < ws.size(); ++i) FOLIO_RETURN_IF_ERROR(MatMul(*ws[i], x, rows, ys[i]));
   return Status::Ok();
+}
+
+Result<kv::PagedKvCache> Backend::CreateKvPool(const kv::PagedKvCacheConfig& config) {
+  FOLIO_RETURN_IF_ERROR(kv::PagedKvCache::ValidateConfig(config));
+  FOLIO_ASSIGN_OR_RETURN(std::unique_ptr<kv::KvStorage> storage, CreateKvStorage(config));
+  return kv::PagedKvCache::Create(config, std::move(storage));
 }
 
 namespace {
@@ -282,8 +289,9 @@ class HostBackend : public Backend {
     }
     return std::nullopt;
   }
-  Result<kv::PagedKvCache> CreateKvPool(const kv::PagedKvCacheConfig& config) override {
-    return kv::PagedKvCache::Create(config);
+  Result<std::unique_ptr<kv::KvStorage>> CreateKvStorage(
+      const kv::PagedKvCacheConfig& config) override {
+    return kv::MakeHostKvStorage(kv::PagedKvCache::StorageShape(config));
   }
   Status WriteKv(kv::PagedKvCache& cache, uint64_t layer, std::span<const int64_t> slot_mapping,
                  DeviceSpan<const float> keys, DeviceSpan<const float> values) override {

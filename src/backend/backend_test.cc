@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -37,6 +38,24 @@ TEST(Backend, NamesParseBackAndUnknownNamesAreRefused) {
   const auto bad = ParseBackendKind("cuda");
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().ToString().find("cuda"), std::string::npos);
+}
+
+// A host backend's cache sits on host storage of the config's shape; a bad
+// config is refused before any storage is made.
+TEST(Backend, CreateKvPoolPutsTheCacheOnTheBackendsStorage) {
+  kv::PagedKvCacheConfig kc{3, 2, 8, 4, 5, DType::kBF16, {16, 0, 16}, 0};
+  for (const BackendKind k : {BackendKind::kCpu, BackendKind::kReference}) {
+    auto be = MakeBackend(k);
+    const Result<std::unique_ptr<kv::KvStorage>> storage = be->CreateKvStorage(kc);
+    ASSERT_TRUE(storage.ok());
+    EXPECT_EQ((*storage)->shape(), kv::PagedKvCache::StorageShape(kc));
+    Result<kv::PagedKvCache> cache = be->CreateKvPool(kc);
+    ASSERT_TRUE(cache.ok());
+    EXPECT_EQ(cache->storage().shape(), kv::PagedKvCache::StorageShape(kc));
+    kv::PagedKvCacheConfig bad = kc;
+    bad.num_pages = 0;
+    EXPECT_EQ(be->CreateKvPool(bad).status().code(), StatusCode::kInvalidArgument);
+  }
 }
 
 TEST(Backend, UploadRefusesAnInvalidView) {

@@ -4,8 +4,9 @@
 // the scheduler or the model.
 //
 //   weights     Upload a stored matrix once; MatMul and Embed take the handle
-//   K/V pools   CreateKvPool; WriteKv writes a step's rows through the slot
-//               mapping
+//   K/V pools   CreateKvStorage (the pages' rows, in the backend's memory),
+//               CreateKvPool (a cache of host tables over it); WriteKv
+//               writes a step's rows through the slot mapping
 //   memory      activations live in buffers the backend allocates
 //               (device_buffer.h); the host reaches them only through
 //               Write / Read, which the backend counts
@@ -205,7 +206,13 @@ class Backend {
   // The index of x's first element that is not finite; nullopt if none.
   virtual std::optional<uint64_t> FindNonFinite(DeviceSpan<const float> x) = 0;
 
-  virtual Result<kv::PagedKvCache> CreateKvPool(const kv::PagedKvCacheConfig& config) = 0;
+  // K/V storage of PagedKvCache::StorageShape(config) in this backend's
+  // memory (the host backends: kv::MakeHostKvStorage).
+  virtual Result<std::unique_ptr<kv::KvStorage>> CreateKvStorage(
+      const kv::PagedKvCacheConfig& config) = 0;
+  // A cache over CreateKvStorage's storage. Errors: PagedKvCache::Create's,
+  // before any storage is made.
+  Result<kv::PagedKvCache> CreateKvPool(const kv::PagedKvCacheConfig& config);
   // PagedKvCache::WriteRows' contract.
   virtual Status WriteKv(kv::PagedKvCache& cache, uint64_t layer,
                          std::span<const int64_t> slot_mapping, DeviceSpan<const float> keys,
