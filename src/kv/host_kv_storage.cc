@@ -139,7 +139,7 @@ HostKvStorage::HostKvStorage(const KvStorageShape& shape) : KvStorage(shape) {
     }
     if (IsQuantized(shape.dtype)) {
       for (auto* role : {&key_scales_, &value_scales_}) {
-        role->emplace_back(shape.num_pages * shape.page_scales(),
+        role->emplace_back(shape.num_pages * shape.scales_per_page(),
                            std::numeric_limits<float>::quiet_NaN());
       }
     }
@@ -210,7 +210,7 @@ void HostKvStorage::CopyPage(PageId from, PageId to) {
     std::memcpy(values_[l].data() + dst, values_[l].data() + src, page_bytes);
     if (IsQuantized(shape().dtype)) {
       for (auto* scales : {&key_scales_[l], &value_scales_[l]}) {
-        const uint64_t rows = shape().page_scales();
+        const uint64_t rows = shape().scales_per_page();
         const auto at = [&](PageId page) {
           return scales->begin() + static_cast<std::ptrdiff_t>(static_cast<uint64_t>(page) * rows);
         };

@@ -154,7 +154,7 @@ TEST(KvStorage, CopyPageCopiesEverySlotRoleAndScale) {
     ASSERT_TRUE(s->WriteRows(slot, page1, Rows(kPage, 10 + slot), Rows(kPage, 20 + slot)).ok());
   }
   s->CopyPage(1, 4);
-  const uint64_t bytes = shape.page_bytes(), rows = shape.page_scales();
+  const uint64_t bytes = shape.page_bytes(), rows = shape.scales_per_page();
   for (uint64_t slot = 0; slot < 3; ++slot) {
     const PagedKvView v = s->View(slot);
     for (const std::byte* pool : {v.key_pages, v.value_pages}) {
@@ -178,7 +178,7 @@ TEST(KvStorage, TokenMajorReadZeroesSlotsPastLive) {
   const uint64_t row_bytes = kDim * DTypeSize(shape.dtype), live = 2;
   std::vector<std::byte> page(shape.page_bytes());
   s->ReadPageTokenMajor(1, KvRole::kValue, 2, live, page);
-  std::vector<float> scales(shape.page_scales());
+  std::vector<float> scales(shape.scales_per_page());
   s->ReadPageScales(1, KvRole::kValue, 2, live, scales);
   const PagedKvView v = s->View(1);
   for (uint64_t t = 0; t < kPage; ++t) {

@@ -262,7 +262,7 @@ void PagedKvCache::ReadPageScales(uint64_t layer, KvRole role, PageId page, uint
 Status PagedKvCache::WritePageScales(uint64_t layer, KvRole role, PageId page,
                                      std::span<const float> in) {
   CheckPageArgs(layer, page);
-  FOLIO_CHECK(IsQuantized(config_.dtype) && in.size() == storage_->shape().page_scales(),
+  FOLIO_CHECK(IsQuantized(config_.dtype) && in.size() == storage_->shape().scales_per_page(),
               "page=", page, " in=", in.size());
   FOLIO_RETURN_IF_ERROR(
       CheckPageWritable(page, "write of page " + std::to_string(page) + "'s scales"));

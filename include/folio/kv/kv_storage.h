@@ -75,7 +75,7 @@ struct KvStorageShape {
   uint64_t page_bytes() const { return num_kv_heads * page_size * head_dim * DTypeSize(dtype); }
   // Row scales in one page of one slot and role: num_kv_heads * page_size
   // for a quantized dtype, 0 for a float one.
-  uint64_t page_scales() const { return IsQuantized(dtype) ? num_kv_heads * page_size : 0; }
+  uint64_t scales_per_page() const { return IsQuantized(dtype) ? num_kv_heads * page_size : 0; }
 };
 
 // The checks every KvStorage::WriteRows makes on its rows before it writes
@@ -134,7 +134,7 @@ class KvStorage {
   virtual void WritePageTokenMajor(uint64_t storage_slot, KvRole role, PageId page,
                                    std::span<const std::byte> in) = 0;
   // A quantized page's row scales of one storage slot and role, token-major
-  // like the rows: [page_size, num_kv_heads] floats (shape().page_scales()).
+  // like the rows: [page_size, num_kv_heads] floats (shape().scales_per_page()).
   // The dtype must be quantized (checked). Reading gives the token slots
   // from `live_slots` on scale 1 (their codes read as zeros), so every
   // scale that leaves is finite and > 0. Writing refuses a scale that is

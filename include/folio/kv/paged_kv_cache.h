@@ -290,7 +290,7 @@ class PagedKvCache {
   uint64_t page_bytes() const { return storage_->shape().page_bytes(); }
   // A quantized page's scales for one layer and role: one float per row,
   // page_size * num_kv_heads, beside page_bytes(). 0 for float dtypes.
-  uint64_t scale_bytes() const { return storage_->shape().page_scales() * sizeof(float); }
+  uint64_t scale_bytes() const { return storage_->shape().scales_per_page() * sizeof(float); }
   void ReadPageTokenMajor(uint64_t layer, KvRole role, PageId page, uint64_t live_slots,
                           std::span<std::byte> out) const;
   Status WritePageTokenMajor(uint64_t layer, KvRole role, PageId page,
