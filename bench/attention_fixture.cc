@@ -189,20 +189,20 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, u
   });
 
   if (order == PageOrder::kEngine) {
-    f.paged_table_ = EngineTables(shape, f.num_pages_, seed);
+    f.paged_indices_ = EngineTables(shape, f.num_pages_, seed);
   } else {
     // Pool order, or a random permutation of the pool's pages dealt to
     // (sequence, logical page) in order: physical order unrelated to
     // logical order, sequences interleaved across the pool.
     std::vector<int32_t> perm(f.num_pages_);
     std::iota(perm.begin(), perm.end(), 0);
-    f.paged_table_ = perm;
+    f.paged_indices_ = perm;
     SplitMix64 shuffle_rng(seed ^ 0x5348554646ull);
     while (order == PageOrder::kShuffled && shape.pages_per_seq() > 1 && !f.shuffled()) {
       for (uint64_t i = perm.size(); i > 1; --i) {
         std::swap(perm[i - 1], perm[shuffle_rng.NextU64() % i]);
       }
-      f.paged_table_ = perm;
+      f.paged_indices_ = perm;
     }
   }
 
@@ -213,9 +213,17 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, u
         std::max(f.num_pages_ * shape.page_size, shape.batch * shape.context) * shape.num_kv_heads,
         1.0f / CodeMax(shape.kv_dtype));
   }
-  f.dense_table_.resize(shape.batch);
-  std::iota(f.dense_table_.begin(), f.dense_table_.end(), 0);
-  f.context_lens_.assign(shape.batch, static_cast<int32_t>(shape.context));
+  f.paged_indptr_.resize(shape.batch + 1);
+  for (uint64_t b = 0; b <= shape.batch; ++b) {
+    f.paged_indptr_[b] = static_cast<int32_t>(b * shape.pages_per_seq());
+  }
+  f.paged_last_page_len_.assign(shape.batch,
+                                static_cast<int32_t>((shape.context - 1) % shape.page_size + 1));
+  f.dense_indptr_.resize(shape.batch + 1);
+  std::iota(f.dense_indptr_.begin(), f.dense_indptr_.end(), 0);
+  f.dense_indices_.resize(shape.batch);
+  std::iota(f.dense_indices_.begin(), f.dense_indices_.end(), 0);
+  f.dense_last_page_len_.assign(shape.batch, static_cast<int32_t>(shape.context));
   f.query_indptr_.resize(shape.batch + 1);
   std::iota(f.query_indptr_.begin(), f.query_indptr_.end(), 0);
 
@@ -230,10 +238,10 @@ Result<AttentionFixture> AttentionFixture::Create(const AttentionShape& shape, u
 double AttentionFixture::adjacent_page_fraction() const {
   const uint64_t per_seq = shape_.pages_per_seq();
   uint64_t pairs = 0, adjacent = 0;
-  for (uint64_t i = 0; i < paged_table_.size(); ++i) {
+  for (uint64_t i = 0; i < paged_indices_.size(); ++i) {
     if (i % per_seq == 0) continue;
     ++pairs;
-    if (paged_table_[i] == paged_table_[i - 1] + 1) ++adjacent;
+    if (paged_indices_[i] == paged_indices_[i - 1] + 1) ++adjacent;
   }
   return pairs == 0 ? 1.0 : static_cast<double>(adjacent) / static_cast<double>(pairs);
 }
@@ -257,7 +265,7 @@ kv::PagedKvView AttentionFixture::paged_kv() const {
 }
 
 kv::PagedBatchView AttentionFixture::paged_batch() const {
-  return {paged_table_, shape_.pages_per_seq(), context_lens_, query_indptr_};
+  return {paged_indptr_, paged_indices_, paged_last_page_len_, query_indptr_};
 }
 
 kv::PagedKvView AttentionFixture::dense_kv() const {
@@ -268,7 +276,7 @@ kv::PagedKvView AttentionFixture::dense_kv() const {
 }
 
 kv::PagedBatchView AttentionFixture::dense_batch() const {
-  return {dense_table_, 1, context_lens_, query_indptr_};
+  return {dense_indptr_, dense_indices_, dense_last_page_len_, query_indptr_};
 }
 
 uint64_t AttentionFixture::Gather(ThreadPool& pool) {

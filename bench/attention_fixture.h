@@ -90,11 +90,16 @@ class AttentionFixture {
   AttentionShape shape_;
   uint64_t num_pages_ = 0;
   AlignedBuffer paged_k_,
-      paged_v_;                        // [num_pages, num_kv_heads, page_size, head_dim]
-  AlignedBuffer dense_k_, dense_v_;    // [batch, num_kv_heads, context, head_dim]
-  std::vector<int32_t> paged_table_;   // [batch, pages_per_seq], placed by PageOrder
-  std::vector<int32_t> dense_table_;   // [batch, 1] = b
-  std::vector<int32_t> context_lens_;  // [batch] = context
+      paged_v_;                      // [num_pages, num_kv_heads, page_size, head_dim]
+  AlignedBuffer dense_k_, dense_v_;  // [batch, num_kv_heads, context, head_dim]
+  // CSR batches. Paged: sequence b's pages_per_seq pages, placed by
+  // PageOrder; dense: page b, the sequence's whole context.
+  std::vector<int32_t> paged_indptr_;         // [batch + 1] = b * pages_per_seq
+  std::vector<int32_t> paged_indices_;        // [batch * pages_per_seq]
+  std::vector<int32_t> paged_last_page_len_;  // [batch]
+  std::vector<int32_t> dense_indptr_;         // [batch + 1] = b
+  std::vector<int32_t> dense_indices_;        // [batch] = b
+  std::vector<int32_t> dense_last_page_len_;  // [batch] = context
   // Quantized dtypes: every page's (and dense sequence's) scales, all
   // 1 / the dtype's largest code; empty otherwise.
   std::vector<float> scales_;

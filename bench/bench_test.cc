@@ -183,8 +183,7 @@ TEST(AttentionFixture, GatherReproducesThePagedContents) {
     for (uint64_t b = 0; b < shape.batch; ++b) {
       for (uint64_t h = 0; h < shape.num_kv_heads; ++h) {
         for (uint64_t pos = 0; pos < shape.context; ++pos) {
-          const auto page =
-              static_cast<uint64_t>(table.block_table[b * table.max_pages + pos / shape.page_size]);
+          const auto page = static_cast<uint64_t>(table.pages(b)[pos / shape.page_size]);
           const uint64_t src =
               ((page * shape.num_kv_heads + h) * shape.page_size + pos % shape.page_size) *
               shape.head_dim * es;
@@ -221,8 +220,10 @@ TEST(AttentionFixture, PoolOrderDealsPagesInPoolOrder) {
   EXPECT_FALSE(f->shuffled());
   EXPECT_EQ(f->adjacent_page_fraction(), 1.0);
   const kv::PagedBatchView table = f->paged_batch();
-  EXPECT_EQ(std::vector<int32_t>(table.block_table.begin(), table.block_table.end()),
+  EXPECT_EQ(std::vector<int32_t>(table.indices.begin(), table.indices.end()),
             (std::vector<int32_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(std::vector<int32_t>(table.indptr.begin(), table.indptr.end()),
+            (std::vector<int32_t>{0, 3, 6}));
 }
 
 TEST(AttentionFixture, OnePagePerSequenceNeedsNoShuffle) {
@@ -255,8 +256,8 @@ TEST(AttentionFixture, EngineOrderIsTheAllocatorsTables) {
   Result<AttentionFixture> f = AttentionFixture::Create(shape, 7, PageOrder::kEngine, pool);
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   const kv::PagedBatchView table = f->paged_batch();
-  std::set<int32_t> pages(table.block_table.begin(), table.block_table.end());
-  EXPECT_EQ(pages.size(), table.block_table.size());
+  std::set<int32_t> pages(table.indices.begin(), table.indices.end());
+  EXPECT_EQ(pages.size(), table.indices.size());
   EXPECT_GT(f->adjacent_page_fraction(), 0.95);
   EXPECT_EQ(ParsePageOrder("engine"), PageOrder::kEngine);
   EXPECT_EQ(ParsePageOrder("random"), std::nullopt);

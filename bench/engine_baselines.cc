@@ -1,7 +1,6 @@
 #include "bench/engine_baselines.h"
 
 #include <algorithm>
-#include <numeric>
 #include <vector>
 
 #include "bench/gather.h"
@@ -26,13 +25,17 @@ Status GatherAttention::Attend(const attention::PagedAttentionParams& params,
   }
   kv_copy_bytes_ += GatherToDense(cache.View(layer), kv::ViewOf(meta), max_context, keys_.data(),
                                   values_.data(), pool);
-  // One page per sequence, as long as the longest context.
-  std::vector<int32_t> dense_table(batch);
-  std::iota(dense_table.begin(), dense_table.end(), 0);
+  // Sequence b's whole context in page b, as long as the longest context
+  // (no page for an empty one).
+  std::vector<int32_t> dense_indptr{0}, dense_pages, last_page_len(meta.context_lens);
+  for (uint64_t b = 0; b < batch; ++b) {
+    if (meta.context_lens[b] > 0) dense_pages.push_back(static_cast<int32_t>(b));
+    dense_indptr.push_back(static_cast<int32_t>(dense_pages.size()));
+  }
   const kv::PagedKvView dense{keys_.data(),    values_.data(), kc.dtype,   batch,
                               kc.num_kv_heads, max_context,    kc.head_dim};
   return attention::PagedAttention(
-      params, q, dense, {dense_table, 1, meta.context_lens, meta.query_indptr}, out, pool);
+      params, q, dense, {dense_indptr, dense_pages, last_page_len, meta.query_indptr}, out, pool);
 }
 
 void MaxLengthReservation::OnAdmit(const engine::Sequence& s) {

@@ -320,6 +320,33 @@ OutArray PagedAttentionBinding(const AnyArray& query, const AnyArray& key_pages,
   std::vector<int32_t> query_indptr(batch + 1);
   for (uint64_t b = 0; b <= batch; ++b) query_indptr[b] = static_cast<int32_t>(b * num_rows);
 
+  // The padded table to the kernel's CSR form: each row's live pages, its
+  // padding checked here (the kernel never sees it).
+  std::vector<int32_t> page_indptr{0}, indices, last_page_len(batch);
+  const uint64_t max_pages = block_table.shape(1), slots = key_pages.shape(2);
+  for (uint64_t b = 0; b < batch; ++b) {
+    const int32_t n = contexts[b];
+    if (n < 0) RaiseValueError(StrCat("sequence ", b, ": context length ", n, " is negative"));
+    const uint64_t pages = (static_cast<uint64_t>(n) + slots - 1) / slots;
+    if (pages > max_pages) {
+      RaiseValueError(StrCat("sequence ", b, ": context ", n, " needs ", pages,
+                             " pages; the table row has ", max_pages));
+    }
+    const int32_t* row = table.data() + b * max_pages;
+    indices.insert(indices.end(), row, row + pages);
+    for (uint64_t i = pages; i < max_pages; ++i) {
+      if (row[i] != -1) {
+        RaiseValueError(StrCat("sequence ", b, ": block_table entry ", i,
+                               " past the live pages must be -1 (got ", row[i], ")"));
+      }
+    }
+    page_indptr.push_back(static_cast<int32_t>(indices.size()));
+    last_page_len[b] =
+        n == 0 ? 0 : static_cast<int32_t>((static_cast<uint64_t>(n) - 1) % slots + 1);
+  }
+  if (indices.size() > static_cast<uint64_t>(INT32_MAX)) {
+    RaiseValueError(StrCat("the batch's ", indices.size(), " pages exceed int32"));
+  }
   kv::PagedKvView kv{static_cast<const std::byte*>(key_pages.data()),
                      static_cast<const std::byte*>(value_pages.data()),
                      kv_dtype,
@@ -331,7 +358,7 @@ OutArray PagedAttentionBinding(const AnyArray& query, const AnyArray& key_pages,
     kv.key_scales = kscales.data();
     kv.value_scales = vscales.data();
   }
-  const kv::PagedBatchView view{table, block_table.shape(1), contexts, query_indptr};
+  const kv::PagedBatchView view{page_indptr, indices, last_page_len, query_indptr};
   attention::PagedAttentionParams params;
   params.num_q_heads = num_q_heads;
   params.scale = scale_value;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,8 +65,8 @@ struct Range {
 };
 
 // The work of one call. An item takes every K/V head of its block of
-// positions, so the walk reads each page's heads in one run (a page holds
-// them contiguously), unless there are too few chunks to give every thread
+// positions, so the walk reads each page's heads in one run (the dense
+// layout holds them contiguously), unless there are too few chunks to give every thread
 // several ranges; then the heads are split too. Items' chunks are cut into
 // ranges of consecutive chunks; an item's chunk states always fold left to
 // right, so the bits depend on neither cut.
@@ -87,8 +89,8 @@ Plan MakePlan(const PagedAttentionParams& params, std::span<const float> query,
   };
   std::vector<Block> blocks;
   uint64_t block_chunks = 0;
-  for (uint64_t s = 0; s < batch.context_lens.size(); ++s) {
-    const SeqRows seq = RowsOf(batch, s);
+  for (uint64_t s = 0; s < batch.batch(); ++s) {
+    const SeqRows seq = RowsOf(batch, kv.page_size, s);
     for (uint64_t i0 = 0; i0 < seq.num_rows; i0 += kRowBlock) {
       const uint64_t i1 = std::min(i0 + kRowBlock, seq.num_rows);
       uint64_t lo = UINT64_MAX, hi = 0;
@@ -125,7 +127,7 @@ Plan MakePlan(const PagedAttentionParams& params, std::span<const float> query,
   rows.lo.reserve(total_rows);
   rows.hi.reserve(total_rows);
   for (const Block& block : blocks) {
-    const SeqRows seq = RowsOf(batch, block.seq);
+    const SeqRows seq = RowsOf(batch, kv.page_size, block.seq);
     for (uint64_t part = 0; part < head_parts; ++part) {
       Item item;
       item.seq = block.seq;
@@ -178,10 +180,10 @@ ChunkTask TaskFor(const Item& item, const Rows& rows, const kv::PagedKvView& kv,
                   const kv::PagedBatchView& batch, float scale, float softcap, uint64_t chunk,
                   bool next_chunk_follows, SoftmaxState* states, float* acc) {
   const uint64_t begin = (item.first_chunk + chunk) * kChunkKeys;
-  const auto context = static_cast<uint64_t>(batch.context_lens[item.seq]);
+  const uint64_t context = batch.context_len(item.seq, kv.page_size);
   const uint64_t end = std::min(begin + kChunkKeys, context);
   return ChunkTask{kv,
-                   batch.block_table.data() + item.seq * batch.max_pages,
+                   batch.pages(item.seq).data(),
                    begin,
                    end,
                    next_chunk_follows ? std::min(end + kTileKeys, context) : end,
@@ -271,13 +273,165 @@ Status CheckSinks(std::span<const float> sinks, uint64_t num_q_heads) {
   return Status::Ok();
 }
 
+// The pool's shape, strides and scales. Accepted strides: every one > 0,
+// and the axes nest without overlap -- taken from the smallest stride up
+// (axes of extent 1 skipped), each stride is at least the extent of what
+// lies inside it, starting from one row of head_dim elements. That admits
+// the dense layout, any order of the three axes, and padding between
+// pages, heads or slots; it refuses two rows sharing an element. The whole
+// pool, (num_pages - 1) * stride_page + ... + head_dim elements, must be
+// addressable. With scales (quantized dtypes) every stride is a multiple of
+// head_dim, so a row's scale index RowIndex / head_dim is exact.
+Status CheckPool(const kv::PagedKvView& kv) {
+  if (kv.num_kv_heads == 0 || kv.head_dim == 0 || kv.page_size == 0) {
+    return Status::InvalidArgument("num_kv_heads, head_dim and page_size must be > 0");
+  }
+  if (kv.num_pages > INT32_MAX) return Status::InvalidArgument("num_pages exceeds int32 page ids");
+  const bool quantized = IsQuantized(kv.dtype);
+  const bool both = kv.key_scales != nullptr && kv.value_scales != nullptr;
+  const bool any = kv.key_scales != nullptr || kv.value_scales != nullptr;
+  if (quantized ? !both : any) {
+    return Status::InvalidArgument(
+        std::string("K/V dtype ") + std::string(DTypeName(kv.dtype)) +
+        (quantized ? " needs key and value scales" : " takes no scales"));
+  }
+  struct Axis {
+    const char* name;
+    uint64_t stride, extent;
+  };
+  Axis axes[] = {{"stride_page", kv.stride_page, kv.num_pages},
+                 {"stride_h", kv.stride_h, kv.num_kv_heads},
+                 {"stride_n", kv.stride_n, kv.page_size}};
+  for (const Axis& a : axes) {
+    if (a.stride == 0) return Status::InvalidArgument(std::string(a.name) + " must be > 0");
+    if (quantized && a.stride % kv.head_dim != 0) {
+      return Status::InvalidArgument(
+          std::string(a.name) + " " + std::to_string(a.stride) + " is not a multiple of head_dim " +
+          std::to_string(kv.head_dim) + " (scales are addressed by row index / head_dim)");
+    }
+  }
+  std::sort(std::begin(axes), std::end(axes),
+            [](const Axis& x, const Axis& y) { return x.stride < y.stride; });
+  std::optional<uint64_t> inner = kv.head_dim;  // elements one row's inner axes span
+  for (const Axis& a : axes) {
+    if (a.extent <= 1) continue;
+    if (a.stride < *inner) {
+      return Status::InvalidArgument(std::string(a.name) + " " + std::to_string(a.stride) +
+                                     " overlaps the " + std::to_string(*inner) +
+                                     " elements of the axes inside it: rows would share memory");
+    }
+    const auto outer = CheckedMul(a.stride, a.extent - 1);
+    inner = outer ? CheckedAdd(*outer, *inner) : std::nullopt;
+    if (!inner) break;
+  }
+  if (!inner || !CheckedMul(*inner, DTypeSize(kv.dtype))) {
+    return Status::InvalidArgument("the K/V pool's strides address more than 2^64 bytes");
+  }
+  return Status::Ok();
+}
+
+// The CSR batch metadata: sizes, indptr and query_indptr from 0 and never
+// decreasing, last_page_len in [1, page_size] for a sequence with pages (0
+// without), every page of a sequence in [0, num_pages) except pages wholly
+// before its first row's window, which may be kReleasedPage, no page twice
+// in one sequence, and a context that holds its query rows.
+Status CheckBatch(const PagedAttentionParams& p, const kv::PagedKvView& kv,
+                  const kv::PagedBatchView& b) {
+  const uint64_t batch = b.batch();
+  const auto entries = [&](const char* name, size_t got) {
+    return Status::InvalidArgument(std::string(name) + " has " + std::to_string(got) +
+                                   " entries; batch " + std::to_string(batch) +
+                                   " (last_page_len's size) needs " + std::to_string(batch + 1));
+  };
+  if (b.indptr.size() != batch + 1) return entries("indptr", b.indptr.size());
+  if (b.query_indptr.size() != batch + 1) return entries("query_indptr", b.query_indptr.size());
+  if (b.indptr[0] != 0) {
+    return Status::InvalidArgument("indptr[0] must be 0 (got " + std::to_string(b.indptr[0]) + ")");
+  }
+  if (b.query_indptr[0] != 0) {
+    return Status::InvalidArgument("query_indptr[0] must be 0 (got " +
+                                   std::to_string(b.query_indptr[0]) + ")");
+  }
+  for (uint64_t s = 0; s < batch; ++s) {
+    if (b.indptr[s + 1] < b.indptr[s]) {
+      return Status::InvalidArgument("indptr decreases at " + std::to_string(s + 1) + " (" +
+                                     std::to_string(b.indptr[s]) + " to " +
+                                     std::to_string(b.indptr[s + 1]) + ")");
+    }
+    if (b.query_indptr[s + 1] < b.query_indptr[s]) {
+      return Status::InvalidArgument("query_indptr decreases at " + std::to_string(s + 1));
+    }
+  }
+  if (static_cast<uint64_t>(b.indptr[batch]) != b.indices.size()) {
+    return Status::InvalidArgument("indptr[batch] = " + std::to_string(b.indptr[batch]) +
+                                   " but indices has " + std::to_string(b.indices.size()) +
+                                   " entries");
+  }
+  // One sequence's pages, sorted to find a repeat. Sized by the sequence,
+  // not the pool: this runs for every layer of every step.
+  std::vector<int32_t> live;
+  uint64_t uniform_rows = 0;
+  for (uint64_t s = 0; s < batch; ++s) {
+    const auto pages = static_cast<uint64_t>(b.indptr[s + 1] - b.indptr[s]);
+    const int32_t last = b.last_page_len[s];
+    if (pages == 0 ? last != 0 : last < 1 || static_cast<uint64_t>(last) > kv.page_size) {
+      return Status::InvalidArgument(
+          Seq(s) + "last_page_len " + std::to_string(last) + " with " + std::to_string(pages) +
+          (pages == 0 ? " pages must be 0"
+                      : " pages is outside [1, page_size " + std::to_string(kv.page_size) + "]"));
+    }
+    const auto rows = static_cast<uint64_t>(b.query_indptr[s + 1] - b.query_indptr[s]);
+    if (p.layout == QueryLayout::kHeadMajor) {
+      if (s == 0) uniform_rows = rows;
+      if (rows != uniform_rows) {
+        return Status::InvalidArgument(Seq(s) + "head-major queries need one query length (" +
+                                       std::to_string(rows) + " vs " +
+                                       std::to_string(uniform_rows) + ")");
+      }
+    }
+    // pages <= INT32_MAX, so only page_size can make the context overflow.
+    const auto full = CheckedMul(pages == 0 ? 0 : pages - 1, kv.page_size);
+    if (!full || *full > UINT64_MAX / 2) {
+      return Status::InvalidArgument(Seq(s) + std::to_string(pages) + " pages of " +
+                                     std::to_string(kv.page_size) + " slots overflow a context");
+    }
+    const uint64_t n = b.context_len(s, kv.page_size);
+    if (n > 0 && n < rows) {
+      return Status::InvalidArgument(Seq(s) + "context " + std::to_string(n) +
+                                     " is shorter than its " + std::to_string(rows) +
+                                     " query rows");
+    }
+    // A window's earliest key: pages wholly before it are never read, so
+    // they may be kReleasedPage (a cache gives them back to its pool).
+    const uint64_t first_seen =
+        n == 0 ? 0 : internal::VisibleKeys(p, {n, 0, std::max<uint64_t>(rows, 1)}, 0).first;
+    const std::span<const int32_t> row = b.pages(s);
+    live.clear();
+    for (uint64_t i = 0; i < pages; ++i) {
+      const int32_t page = row[i];
+      if (page == kv::kReleasedPage && (i + 1) * kv.page_size <= first_seen) continue;
+      if (page < 0 || static_cast<uint64_t>(page) >= kv.num_pages) {
+        return Status::InvalidArgument(Seq(s) + "indices entry " + std::to_string(i) +
+                                       " of its pages is page " + std::to_string(page) +
+                                       ", outside [0, " + std::to_string(kv.num_pages) + ")");
+      }
+      live.push_back(page);
+    }
+    std::sort(live.begin(), live.end());
+    const auto repeat = std::adjacent_find(live.begin(), live.end());
+    if (repeat != live.end()) {
+      return Status::InvalidArgument(Seq(s) + "page " + std::to_string(*repeat) +
+                                     " appears twice in its indices");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size, size_t out_size,
                               const kv::PagedKvView& kv, const kv::PagedBatchView& b) {
-  if (kv.num_kv_heads == 0 || kv.head_dim == 0 || kv.page_size == 0) {
-    return Status::InvalidArgument("num_kv_heads, head_dim and page_size must be > 0");
-  }
+  FOLIO_RETURN_IF_ERROR(CheckPool(kv));
   if (p.num_q_heads == 0 || p.num_q_heads % kv.num_kv_heads != 0) {
     return Status::InvalidArgument("num_q_heads " + std::to_string(p.num_q_heads) +
                                    " is not a positive multiple of num_kv_heads " +
@@ -295,94 +449,8 @@ Status ValidatePagedAttention(const PagedAttentionParams& p, size_t query_size, 
   if (!p.causal && p.window != 0) {
     return Status::InvalidArgument("a window needs the causal mask");
   }
-  if (kv.num_pages > INT32_MAX) return Status::InvalidArgument("num_pages exceeds int32 page ids");
-  const bool quantized = IsQuantized(kv.dtype);
-  const bool both = kv.key_scales != nullptr && kv.value_scales != nullptr;
-  const bool any = kv.key_scales != nullptr || kv.value_scales != nullptr;
-  if (quantized ? !both : any) {
-    return Status::InvalidArgument(
-        std::string("K/V dtype ") + std::string(DTypeName(kv.dtype)) +
-        (quantized ? " needs key and value scales" : " takes no scales"));
-  }
-  const uint64_t batch = b.context_lens.size();
-  if (b.query_indptr.size() != batch + 1) {
-    return Status::InvalidArgument("query_indptr has " + std::to_string(b.query_indptr.size()) +
-                                   " entries; batch " + std::to_string(batch) + " needs " +
-                                   std::to_string(batch + 1));
-  }
-  const auto table_size = CheckedMul(batch, b.max_pages);
-  if (!table_size || b.block_table.size() != *table_size) {
-    return Status::InvalidArgument("block_table has " + std::to_string(b.block_table.size()) +
-                                   " entries; expected batch * max_pages = " +
-                                   std::to_string(batch) + " * " + std::to_string(b.max_pages));
-  }
-  if (b.query_indptr[0] != 0) return Status::InvalidArgument("query_indptr[0] must be 0");
-  // One row's live pages, sorted to find a repeat. Sized by the rows, not
-  // the pool: this runs for every layer of every step.
-  std::vector<int32_t> live;
-  uint64_t uniform_rows = 0;
-  for (uint64_t s = 0; s < batch; ++s) {
-    if (b.query_indptr[s + 1] < b.query_indptr[s]) {
-      return Status::InvalidArgument("query_indptr decreases at " + std::to_string(s + 1));
-    }
-    const int32_t context = b.context_lens[s];
-    const auto rows = static_cast<uint64_t>(b.query_indptr[s + 1] - b.query_indptr[s]);
-    if (context < 0) {
-      return Status::InvalidArgument(Seq(s) + "context length " + std::to_string(context) +
-                                     " is negative");
-    }
-    if (p.layout == QueryLayout::kHeadMajor) {
-      if (s == 0) uniform_rows = rows;
-      if (rows != uniform_rows) {
-        return Status::InvalidArgument(Seq(s) + "head-major queries need one query length (" +
-                                       std::to_string(rows) + " vs " +
-                                       std::to_string(uniform_rows) + ")");
-      }
-    }
-    const auto n = static_cast<uint64_t>(context);
-    if (n > 0 && n < rows) {
-      return Status::InvalidArgument(Seq(s) + "context " + std::to_string(n) +
-                                     " is shorter than its " + std::to_string(rows) +
-                                     " query rows");
-    }
-    const uint64_t live_pages = CeilDiv(n, kv.page_size);
-    if (live_pages > b.max_pages) {
-      return Status::InvalidArgument(Seq(s) + "context " + std::to_string(n) + " needs " +
-                                     std::to_string(live_pages) + " pages; the table row has " +
-                                     std::to_string(b.max_pages));
-    }
-    // A window's earliest key: pages wholly before it are never read, so
-    // they may be -1 (a cache gives them back to its pool).
-    const uint64_t first_seen =
-        n == 0 ? 0 : internal::VisibleKeys(p, {n, 0, std::max<uint64_t>(rows, 1)}, 0).first;
-    const int32_t* row = b.block_table.data() + s * b.max_pages;
-    live.clear();
-    for (uint64_t i = 0; i < b.max_pages; ++i) {
-      const int32_t page = row[i];
-      if (page == -1 && (i + 1) * kv.page_size <= first_seen) continue;
-      if (i >= live_pages) {
-        if (page != -1) {
-          return Status::InvalidArgument(Seq(s) + "block_table entry " + std::to_string(i) +
-                                         " past the live pages must be -1 (got " +
-                                         std::to_string(page) + ")");
-        }
-        continue;
-      }
-      if (page < 0 || static_cast<uint64_t>(page) >= kv.num_pages) {
-        return Status::InvalidArgument(Seq(s) + "block_table entry " + std::to_string(i) +
-                                       " is page " + std::to_string(page) + ", outside [0, " +
-                                       std::to_string(kv.num_pages) + ")");
-      }
-      live.push_back(page);
-    }
-    std::sort(live.begin(), live.end());
-    const auto repeat = std::adjacent_find(live.begin(), live.end());
-    if (repeat != live.end()) {
-      return Status::InvalidArgument(Seq(s) + "page " + std::to_string(*repeat) +
-                                     " appears twice in one block-table row");
-    }
-  }
-  const auto rows = static_cast<uint64_t>(b.query_indptr[batch]);
+  FOLIO_RETURN_IF_ERROR(CheckBatch(p, kv, b));
+  const auto rows = static_cast<uint64_t>(b.query_indptr[b.batch()]);
   const auto expected = CheckedProduct({rows, p.num_q_heads, kv.head_dim});
   if (!expected || query_size != *expected || out_size != *expected) {
     return Status::InvalidArgument(
@@ -514,12 +582,13 @@ Status PagedAttentionPlan::Run(std::span<const float> query, const kv::PagedKvVi
   }
   const kv::PagedKvView& p = im.kv_shape;
   if (kv.dtype != p.dtype || kv.num_pages != p.num_pages || kv.num_kv_heads != p.num_kv_heads ||
-      kv.page_size != p.page_size || kv.head_dim != p.head_dim ||
+      kv.page_size != p.page_size || kv.head_dim != p.head_dim || kv.stride_page != p.stride_page ||
+      kv.stride_h != p.stride_h || kv.stride_n != p.stride_n ||
       (kv.key_scales == nullptr) != (p.key_scales == nullptr) ||
       (kv.value_scales == nullptr) != (p.value_scales == nullptr)) {
     return Status::InvalidArgument(
-        "paged attention plan run on a K/V pool of another shape or "
-        "dtype than it was planned for");
+        "paged attention plan run on a K/V pool of another shape, "
+        "strides or dtype than it was planned for");
   }
   RunPlan(im.plan, im.params, im.batch, kv, sinks, pool);
   return Status::Ok();

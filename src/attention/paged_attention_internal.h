@@ -17,10 +17,10 @@ struct SeqRows {
   uint64_t num_rows;   // L
 };
 
-inline SeqRows RowsOf(const kv::PagedBatchView& b, uint64_t s) {
+// Sequence s of a validated batch over pages of page_size slots.
+inline SeqRows RowsOf(const kv::PagedBatchView& b, uint64_t page_size, uint64_t s) {
   const auto begin = static_cast<uint64_t>(b.query_indptr[s]);
-  return {static_cast<uint64_t>(b.context_lens[s]), begin,
-          static_cast<uint64_t>(b.query_indptr[s + 1]) - begin};
+  return {b.context_len(s, page_size), begin, static_cast<uint64_t>(b.query_indptr[s + 1]) - begin};
 }
 
 // Keys [lo, hi) that query row i of a sequence with context n and L rows
@@ -51,7 +51,7 @@ inline uint64_t RowOffset(const PagedAttentionParams& p, uint64_t head_dim, uint
 // sees.
 struct ChunkTask {
   kv::PagedKvView kv;
-  const int32_t* table;  // the sequence's block-table row
+  const int32_t* table;  // the sequence's pages (PagedBatchView::pages)
   uint64_t key_begin;    // a multiple of kChunkKeys
   uint64_t key_end;
   // The walk may prefetch keys up to here (>= key_end): the next chunk's

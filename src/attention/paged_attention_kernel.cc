@@ -431,7 +431,16 @@ void RunChunkT(const ChunkTask& t) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
   const uint64_t head_dim = t.kv.head_dim, page = t.kv.page_size;
-  const uint64_t head_stride = page * head_dim;  // one head's block in a page
+  // Rows are found through the view's strides (elements); a row's scale
+  // sits at its first element / head_dim, so the scales' strides are the
+  // pool's over head_dim (exact: validation makes them multiples of it).
+  const uint64_t stride_page = t.kv.stride_page, stride_h = t.kv.stride_h, stride_n = t.kv.stride_n;
+  uint64_t scale_stride_page = 0, scale_stride_h = 0, scale_stride_n = 0;
+  if constexpr (kQuantized<S>) {
+    scale_stride_page = stride_page / head_dim;
+    scale_stride_h = stride_h / head_dim;
+    scale_stride_n = stride_n / head_dim;
+  }
   const auto* kbase = reinterpret_cast<const S*>(t.kv.key_pages);
   const auto* vbase = reinterpret_cast<const S*>(t.kv.value_pages);
 
@@ -446,9 +455,9 @@ void RunChunkT(const ChunkTask& t) {
 
   // Fills rows[0][s] (K) and rows[1][s] (V) of the task's first head for keys
   // [begin, end) of the tile at t0, reading each page's table entry once;
-  // the task's head h has its rows h * head_stride further on. Quantized
+  // the task's head h has its rows h * stride_h further on. Quantized
   // pools: scales[s] is where the first head's scale of slot s sits (head
-  // h's is h * page further on; the scales mirror the pool without head_dim).
+  // h's is h * scale_stride_h further on).
   uint64_t cached_page = UINT64_MAX;
   uint64_t page_offset = 0, scale_offset = 0;
   const auto locate = [&](uint64_t t0, uint64_t begin, uint64_t end, const S*(*rows)[kTileKeys],
@@ -458,12 +467,12 @@ void RunChunkT(const ChunkTask& t) {
       if (logical_page != cached_page) {
         cached_page = logical_page;
         const auto phys = static_cast<uint64_t>(t.table[logical_page]);
-        scale_offset = (phys * t.kv.num_kv_heads + t.kv_head_begin) * page;
-        page_offset = scale_offset * head_dim;
+        page_offset = phys * stride_page + t.kv_head_begin * stride_h;
+        scale_offset = phys * scale_stride_page + t.kv_head_begin * scale_stride_h;
       }
       const uint64_t run_end = std::min(end, j + (page - in_page));
-      uint64_t at = page_offset + in_page * head_dim, row = scale_offset + in_page;
-      for (; j < run_end; ++j, at += head_dim, ++row) {
+      uint64_t at = page_offset + in_page * stride_n, row = scale_offset + in_page * scale_stride_n;
+      for (; j < run_end; ++j, at += stride_n, row += scale_stride_n) {
         rows[0][j - t0] = kbase + at;
         rows[1][j - t0] = vbase + at;
         scales[j - t0] = row;
@@ -496,11 +505,11 @@ void RunChunkT(const ChunkTask& t) {
   const uint64_t first_t0 = lo - lo % kTileKeys;
   locate(first_t0, lo, std::min(first_t0 + kTileKeys, hi), cur, cur_scales);
 
-  // Page-major walk: every head of a tile before the next tile. A page's
-  // heads are one contiguous block per pool, so the walk reads
-  // num_kv_heads * page_size rows in a row, a stream the hardware
-  // prefetchers follow; head-major it would jump to another page after
-  // page_size rows.
+  // Page-major walk: every head of a tile before the next tile. In the
+  // dense layout a page's heads are one contiguous block per pool, so the
+  // walk reads num_kv_heads * page_size rows in a row, a stream the
+  // hardware prefetchers follow; head-major it would jump to another page
+  // after page_size rows.
   for (uint64_t t0 = first_t0; t0 < hi; t0 += kTileKeys) {
     const uint64_t a0 = std::max(t0, lo), t1 = std::min(t0 + kTileKeys, hi);
     const size_t s_begin = static_cast<size_t>(a0 - t0), s_end = static_cast<size_t>(t1 - t0);
@@ -511,18 +520,18 @@ void RunChunkT(const ChunkTask& t) {
     if (n0 < n1) locate(n0, n0, n1, next, next_scales);
     for (uint64_t h = 0; h < t.num_kv_heads; ++h) {
       for (size_t s = s_begin; s < s_end; ++s) {
-        head_rows[0][s] = cur[0][s] + h * head_stride;
-        head_rows[1][s] = cur[1][s] + h * head_stride;
+        head_rows[0][s] = cur[0][s] + h * stride_h;
+        head_rows[1][s] = cur[1][s] + h * stride_h;
         if constexpr (kQuantized<S>) {
-          head_scales[0][s] = t.kv.key_scales[cur_scales[s] + h * page] * kCodeScale<S>;
-          head_scales[1][s] = t.kv.value_scales[cur_scales[s] + h * page] * kCodeScale<S>;
+          head_scales[0][s] = t.kv.key_scales[cur_scales[s] + h * scale_stride_h] * kCodeScale<S>;
+          head_scales[1][s] = t.kv.value_scales[cur_scales[s] + h * scale_stride_h] * kCodeScale<S>;
         }
       }
       // The next (tile, head)'s rows, prefetched a few lines at a time from
       // inside this one's loops so the misses spread over its compute.
       if (h + 1 < t.num_kv_heads) {
         prefetch.Start(cur[0] + s_begin, cur[1] + s_begin, s_end - s_begin,
-                       (h + 1) * head_stride * sizeof(S), row_bytes);
+                       (h + 1) * stride_h * sizeof(S), row_bytes);
       } else {
         prefetch.Start(next[0], next[1], n0 < n1 ? static_cast<size_t>(n1 - n0) : 0, 0, row_bytes);
       }

@@ -1,5 +1,6 @@
 // The scalar reference for paged attention: per row, a two-pass softmax over
-// its visible keys in float64, every element read through ScalarIndex.
+// its visible keys in float64, every element read through the view's
+// strides (PagedKvView::RowIndex).
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -13,19 +14,18 @@ Status PagedAttentionReference(const PagedAttentionParams& params, std::span<con
                                std::span<float> out) {
   FOLIO_RETURN_IF_ERROR(ValidatePagedAttention(params, query.size(), out.size(), kv, batch));
   const uint64_t d = kv.head_dim, group = params.num_q_heads / kv.num_kv_heads;
-  const kv::LaneShape shape = kv.lane_shape();
   // Quantized K/V: the code's value times its row's scale, in float64.
   auto load = [&](const std::byte* base, const float* scales, const int32_t* table, uint64_t g,
                   uint64_t j, uint64_t f) {
     const auto phys = static_cast<uint64_t>(table[j / kv.page_size]);
-    const uint64_t row = kv::ScalarIndex(shape, kv.page_size, phys, j % kv.page_size, 0, g, 0);
+    const uint64_t row = kv.RowIndex(phys, g, j % kv.page_size);
     const double x = LoadElement<double>(kv.dtype, base, row + f);
     return scales == nullptr ? x : x * double{scales[row / kv.head_dim]};
   };
   std::vector<double> weights, acc(d);
-  for (uint64_t s = 0; s < batch.context_lens.size(); ++s) {
-    const internal::SeqRows seq = internal::RowsOf(batch, s);
-    const int32_t* table = batch.block_table.data() + s * batch.max_pages;
+  for (uint64_t s = 0; s < batch.batch(); ++s) {
+    const internal::SeqRows seq = internal::RowsOf(batch, kv.page_size, s);
+    const int32_t* table = batch.pages(s).data();
     for (uint64_t i = 0; i < seq.num_rows; ++i) {
       const auto [lo, hi] = internal::VisibleKeys(params, seq, i);
       for (uint64_t h = 0; h < params.num_q_heads; ++h) {

@@ -25,28 +25,43 @@ void ForEachTarget(const std::function<void()>& fn) {
   test_support::ForEachSimdTarget(internal::KernelTargetName, fn);
 }
 
+// How Place lays out a pool: the dense [num_pages, num_kv_heads, page_size,
+// head_dim] the cache stores, token-major [num_pages, page_size,
+// num_kv_heads, head_dim], or dense with a gap of NaN rows after every slot,
+// head and page. Kernels address rows through the view's strides, so every
+// layout holding the same rows gives the same bits.
+enum class Layout { kDense, kNhd, kPadded };
+
 // A batch of sequences placed in a page pool. Every sequence's logical K/V
 // content comes from its own seed, so the same content can be placed with
-// different page sizes and permutations. Every slot no sequence owns is NaN
-// (quantized pools: every row no sequence owns has a NaN scale).
+// different page sizes, permutations and layouts. Every element no
+// sequence owns is NaN (quantized pools: every row no sequence owns has a
+// NaN scale).
 struct PagedBatch {
   uint64_t num_kv_heads = 0, head_dim = 0, page_size = 0, num_pages = 0;
+  uint64_t stride_page = 0, stride_h = 0, stride_n = 0;  // elements
   DType dtype = DType::kF32;
-  std::vector<std::byte> keys, values;          // [num_pages, H_kv, P, D]
-  std::vector<float> key_scales, value_scales;  // quantized: [num_pages, H_kv, P]
-  uint64_t max_pages = 0;
-  std::vector<int32_t> block_table, context_lens, query_indptr;
+  std::vector<std::byte> keys, values;          // rows at kv().RowIndex
+  std::vector<float> key_scales, value_scales;  // quantized: at kv().ScaleIndex
+  std::vector<int32_t> indptr, indices, last_page_len, query_indptr;
 
   kv::PagedKvView kv() const {
     kv::PagedKvView v{keys.data(),  values.data(), dtype,   num_pages,
                       num_kv_heads, page_size,     head_dim};
+    v.stride_page = stride_page;
+    v.stride_h = stride_h;
+    v.stride_n = stride_n;
     if (IsQuantized(dtype)) {
       v.key_scales = key_scales.data();
       v.value_scales = value_scales.data();
     }
     return v;
   }
-  kv::PagedBatchView batch() const { return {block_table, max_pages, context_lens, query_indptr}; }
+  kv::PagedBatchView batch() const { return {indptr, indices, last_page_len, query_indptr}; }
+  // Sequence s's physical page of logical key `pos`.
+  uint64_t PageOf(uint64_t s, uint64_t pos) const {
+    return static_cast<uint64_t>(indices[static_cast<size_t>(indptr[s]) + pos / page_size]);
+  }
 };
 
 struct SeqSpec {
@@ -62,34 +77,47 @@ float Content(uint64_t seed, uint64_t pos, uint64_t h, uint64_t f, uint64_t role
 }
 
 PagedBatch Place(const std::vector<SeqSpec>& seqs, uint64_t kv_heads, uint64_t head_dim,
-                 uint64_t page_size, DType dtype, uint64_t placement_seed,
-                 uint64_t spare_pages = 3) {
+                 uint64_t page_size, DType dtype, uint64_t placement_seed, uint64_t spare_pages = 3,
+                 Layout layout = Layout::kDense) {
   PagedBatch b;
   b.num_kv_heads = kv_heads;
   b.head_dim = head_dim;
   b.page_size = page_size;
   b.dtype = dtype;
   uint64_t total = spare_pages;
-  for (const auto& s : seqs) {
-    const uint64_t pages = (s.context + page_size - 1) / page_size;
-    b.max_pages = std::max(b.max_pages, pages);
-    total += pages;
-  }
+  for (const auto& s : seqs) total += (s.context + page_size - 1) / page_size;
   b.num_pages = total;
+  switch (layout) {
+    case Layout::kDense:
+      b.stride_n = head_dim;
+      b.stride_h = page_size * head_dim;
+      b.stride_page = kv_heads * page_size * head_dim;
+      break;
+    case Layout::kNhd:
+      b.stride_h = head_dim;
+      b.stride_n = kv_heads * head_dim;
+      b.stride_page = page_size * kv_heads * head_dim;
+      break;
+    case Layout::kPadded:  // gaps of whole rows, so quantized scales still line up
+      b.stride_n = 2 * head_dim;
+      b.stride_h = page_size * b.stride_n + head_dim;
+      b.stride_page = kv_heads * b.stride_h + 3 * head_dim;
+      break;
+  }
   // Shuffled physical pages.
   std::vector<int32_t> ids(total);
   std::iota(ids.begin(), ids.end(), 0);
   SplitMix64 rng(placement_seed);
   for (size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[rng.NextU64() % i]);
   const size_t esize = DTypeSize(dtype);
-  const uint64_t slots = total * kv_heads * page_size * head_dim;
+  const uint64_t slots = total * b.stride_page;  // every layout's pages end within it
   b.keys.resize(slots * esize);
   b.values.resize(slots * esize);
   const bool quantized = IsQuantized(dtype);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   if (quantized) {
-    b.key_scales.assign(total * kv_heads * page_size, nan);
-    b.value_scales.assign(total * kv_heads * page_size, nan);
+    b.key_scales.assign(slots / head_dim, nan);
+    b.value_scales.assign(slots / head_dim, nan);
   } else {
     for (uint64_t i = 0; i < slots; ++i) {
       StoreElement(dtype, b.keys.data(), i, nan);
@@ -107,31 +135,33 @@ PagedBatch Place(const std::vector<SeqSpec>& seqs, uint64_t kv_heads, uint64_t h
       StoreElement(dtype, pool.data(), i, quantized ? x * code_max : x);
     }
   };
-  const kv::LaneShape shape{1, kv_heads, head_dim};
+  const kv::PagedKvView view = b.kv();
   size_t next = 0;
+  b.indptr.push_back(0);
   b.query_indptr.push_back(0);
   for (const auto& s : seqs) {
     const uint64_t pages = (s.context + page_size - 1) / page_size;
-    std::vector<int32_t> row(b.max_pages, -1);
-    for (uint64_t p = 0; p < pages; ++p) row[p] = ids[next++];
+    const auto first = static_cast<int64_t>(b.indices.size());
+    for (uint64_t p = 0; p < pages; ++p) b.indices.push_back(ids[next++]);
     for (uint64_t pos = 0; pos < s.context; ++pos) {
-      const auto phys = static_cast<uint64_t>(row[pos / page_size]);
+      const auto phys = static_cast<uint64_t>(b.indices[first + pos / page_size]);
       for (uint64_t h = 0; h < kv_heads; ++h) {
+        const uint64_t row = view.RowIndex(phys, h, pos % page_size);
         for (uint64_t f = 0; f < head_dim; ++f) {
-          const uint64_t i = kv::ScalarIndex(shape, page_size, phys, pos % page_size, 0, h, f);
-          store(b.keys, i, Content(s.seed, pos, h, f, 0));
-          store(b.values, i, Content(s.seed, pos, h, f, 1));
+          store(b.keys, row + f, Content(s.seed, pos, h, f, 0));
+          store(b.values, row + f, Content(s.seed, pos, h, f, 1));
         }
         if (quantized) {
-          const uint64_t at = (phys * kv_heads + h) * page_size + pos % page_size;
+          const uint64_t at = view.ScaleIndex(phys, h, pos % page_size);
           b.key_scales[at] = (1.0f + 0.25f * static_cast<float>((s.seed + pos + h) % 4)) / code_max;
           b.value_scales[at] =
               (1.0f + 0.25f * static_cast<float>((s.seed + pos + h + 1) % 4)) / code_max;
         }
       }
     }
-    b.block_table.insert(b.block_table.end(), row.begin(), row.end());
-    b.context_lens.push_back(static_cast<int32_t>(s.context));
+    b.indptr.push_back(static_cast<int32_t>(b.indices.size()));
+    b.last_page_len.push_back(
+        static_cast<int32_t>(s.context == 0 ? 0 : (s.context - 1) % page_size + 1));
     b.query_indptr.push_back(b.query_indptr.back() + static_cast<int32_t>(s.query_len));
   }
   return b;
@@ -461,6 +491,64 @@ TEST(PagedAttentionDeterminism, HeadMajorLayoutSameBits) {
   });
 }
 
+// Kernels reach rows only through the view's strides: the same rows laid
+// out token-major, or with NaN gaps between slots, heads and pages, give
+// the dense layout's bits, in the kernel (every target) and the reference
+// alike. Prefill and decode rows, GQA, a window, the scalar tail (head dim
+// 37) and quantized scales addressed through the strides.
+TEST(PagedAttentionStrides, EveryLayoutGivesTheDenseBits) {
+  struct Case {
+    uint64_t page_size, kv_heads, q_heads, head_dim, window;
+    DType dtype;
+  };
+  const Case cases[] = {{16, 2, 8, 64, 0, DType::kF32},
+                        {5, 2, 4, 37, 100, DType::kBF16},
+                        {3, 4, 4, 16, 0, DType::kF16},
+                        {16, 2, 8, 64, 0, DType::kI8},
+                        {7, 2, 4, 32, 50, DType::kF8E4M3}};
+  for (const Case& c : cases) {
+    const std::vector<SeqSpec> seqs = {{530, 37, 71}, {300, 1, 72}, {1, 1, 73}, {0, 0, 74}};
+    const auto q = Queries(seqs, c.q_heads, c.head_dim);
+    const auto p = Gqa(c.q_heads, c.head_dim, c.window);
+    const PagedBatch dense = Place(seqs, c.kv_heads, c.head_dim, c.page_size, c.dtype, 5);
+    std::vector<float> dense_ref(q.size());
+    ASSERT_TRUE(PagedAttentionReference(p, q, dense.kv(), dense.batch(), dense_ref).ok());
+    for (Layout layout : {Layout::kNhd, Layout::kPadded}) {
+      const PagedBatch other =
+          Place(seqs, c.kv_heads, c.head_dim, c.page_size, c.dtype, 5, 3, layout);
+      ASSERT_EQ(other.indices, dense.indices);
+      ASSERT_NE(other.kv().stride_h, dense.kv().stride_h);
+      std::vector<float> ref(q.size());
+      ASSERT_TRUE(PagedAttentionReference(p, q, other.kv(), other.batch(), ref).ok());
+      EXPECT_EQ(ref, dense_ref) << DTypeName(c.dtype) << " layout " << static_cast<int>(layout);
+      ForEachTarget([&] {
+        const auto want = RunKernel(p, q, dense);
+        for (const float x : want) ASSERT_FALSE(std::isnan(x));
+        EXPECT_EQ(RunKernel(p, q, other), want)
+            << DTypeName(c.dtype) << " layout " << static_cast<int>(layout);
+        ThreadPool pool(2);
+        auto split = p;
+        split.split_k = SplitK::kAlways;
+        EXPECT_EQ(RunKernel(split, q, other, &pool), want);
+      });
+    }
+  }
+}
+
+// A plan is made for one layout: a run on a pool of the same shape with
+// other strides is refused, not misread.
+TEST(PagedAttentionStrides, PlanRefusesAPoolWithOtherStrides) {
+  const std::vector<SeqSpec> seqs = {{40, 2, 81}};
+  const PagedBatch dense = Place(seqs, 2, 16, 8, DType::kF32, 3);
+  const PagedBatch nhd = Place(seqs, 2, 16, 8, DType::kF32, 3, 3, Layout::kNhd);
+  const auto q = Queries(seqs, 4, 16);
+  std::vector<float> out(q.size());
+  auto plan = PagedAttentionPlan::Create(Gqa(4, 16), q, out, dense.kv(), dense.batch(), 1);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  EXPECT_EQ(plan->Run(q, nhd.kv(), out).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(plan->Run(q, dense.kv(), out).ok());
+}
+
 TEST(PagedAttention, EmptyContextOutputsZeros) {
   ForEachTarget([&] {
     const std::vector<SeqSpec> seqs = {{0, 2, 1}, {4, 1, 2}};
@@ -496,9 +584,7 @@ TEST(PagedAttention, NonFiniteInputPropagatesAsIeee) {
     const std::vector<SeqSpec> seqs = {{kN, kN, 5}};
     const auto p = Gqa(1, kD);
     const auto key_at = [&](PagedBatch& b, uint64_t pos, bool value) -> std::byte* {
-      const kv::LaneShape shape{1, 1, kD};
-      const auto phys = static_cast<uint64_t>(b.block_table[pos / b.page_size]);
-      const uint64_t i = kv::ScalarIndex(shape, b.page_size, phys, pos % b.page_size, 0, 0, 0);
+      const uint64_t i = b.kv().RowIndex(b.PageOf(0, pos), 0, pos % b.page_size);
       return (value ? b.values.data() : b.keys.data()) + i * sizeof(float);
     };
     const auto set = [](std::byte* at, float v) { std::memcpy(at, &v, sizeof(v)); };
@@ -596,48 +682,113 @@ TEST_F(PagedAttentionErrors, MismatchedQueryShape) {
   ExpectError("query and out must hold");
 }
 
-TEST_F(PagedAttentionErrors, ContextBeyondPages) {
-  b_.context_lens[1] = 9;  // needs 3 pages; the row has max_pages 3 but only 2 live
-  ExpectError("sequence 1: block_table entry 2 is page -1");
-  b_.context_lens[1] = 13;
-  ExpectError("needs 4 pages; the table row has 3");
+// The fixture's batch: sequence 0 has 10 keys in 3 pages (indices 0..2,
+// last_page_len 2) and 2 query rows, sequence 1 5 keys in 2 pages
+// (indices 3..4, last_page_len 1) and 1 row; pages of 4 slots.
+
+TEST_F(PagedAttentionErrors, IndptrOfTheWrongLength) {
+  b_.indptr.pop_back();
+  ExpectError("indptr has 2 entries; batch 2 (last_page_len's size) needs 3");
+}
+
+TEST_F(PagedAttentionErrors, IndptrNotStartingAtZero) {
+  b_.indptr[0] = 1;
+  ExpectError("indptr[0] must be 0 (got 1)");
+}
+
+TEST_F(PagedAttentionErrors, IndptrDecreasing) {
+  b_.indptr[1] = 6;  // past indptr[2] = 5
+  ExpectError("indptr decreases at 2 (6 to 5)");
+}
+
+TEST_F(PagedAttentionErrors, IndptrNotEndingAtTheIndices) {
+  b_.indices.push_back(0);
+  ExpectError("indptr[batch] = 5 but indices has 6 entries");
+}
+
+TEST_F(PagedAttentionErrors, LastPageLenOutsideThePage) {
+  b_.last_page_len[1] = 5;
+  ExpectError("sequence 1: last_page_len 5 with 2 pages is outside [1, page_size 4]");
+  b_.last_page_len[1] = 0;
+  ExpectError("sequence 1: last_page_len 0 with 2 pages");
+  b_.last_page_len[1] = -1;
+  ExpectError("sequence 1: last_page_len -1 with 2 pages");
+}
+
+TEST_F(PagedAttentionErrors, LastPageLenOfASequenceWithoutPages) {
+  b_.indices.resize(3);
+  b_.indptr[2] = 3;  // sequence 1 has no pages now
+  ExpectError("sequence 1: last_page_len 1 with 0 pages must be 0");
 }
 
 TEST_F(PagedAttentionErrors, PageIdOutOfRange) {
-  b_.block_table[1] = static_cast<int32_t>(b_.num_pages);
-  ExpectError("outside [0, ");
+  b_.indices[1] = static_cast<int32_t>(b_.num_pages);
+  ExpectError("sequence 0: indices entry 1 of its pages is page " + std::to_string(b_.num_pages) +
+              ", outside [0, " + std::to_string(b_.num_pages) + ")");
+  b_.indices[1] = -2;
+  ExpectError("sequence 0: indices entry 1 of its pages is page -2");
 }
 
-TEST_F(PagedAttentionErrors, RepeatedPageInOneRow) {
-  b_.block_table[1] = b_.block_table[0];
-  ExpectError("appears twice in one block-table row");
+TEST_F(PagedAttentionErrors, RepeatedPageInOneSequence) {
+  b_.indices[1] = b_.indices[0];
+  ExpectError("appears twice in its indices");
 }
 
-TEST_F(PagedAttentionErrors, SharedPageAcrossRowsIsValid) {
-  b_.block_table[3] = b_.block_table[0];  // sequence 1's first page = sequence 0's
+TEST_F(PagedAttentionErrors, SharedPageAcrossSequencesIsValid) {
+  b_.indices[3] = b_.indices[0];  // sequence 1's first page = sequence 0's
   EXPECT_TRUE(Call().ok());
 }
 
-TEST_F(PagedAttentionErrors, PaddingMustBeMinusOne) {
-  b_.block_table[5] = 0;  // sequence 1, entry 2 is padding
-  ExpectError("past the live pages must be -1");
-}
-
 // Sequence 0 has 10 keys and 2 rows (positions 8, 9): with a window of 3
-// its first row sees keys 6..8, so its page 0 (keys 0..3) may be -1 and
-// the result keeps its bits; page 1 (keys 4..7) may not.
-TEST_F(PagedAttentionErrors, PagesWhollyBeforeTheWindowMayBeMinusOne) {
+// its first row sees keys 6..8, so its page 0 (keys 0..3) may be released
+// and the result keeps its bits; page 1 (keys 4..7) may not.
+TEST_F(PagedAttentionErrors, PagesWhollyBeforeTheWindowMayBeReleased) {
   p_.window = 3;
   ASSERT_TRUE(Call().ok());
   const std::vector<float> want = out_;
-  b_.block_table[0] = -1;
+  const int32_t page1 = b_.indices[1];
+  b_.indices[0] = kv::kReleasedPage;
   ASSERT_TRUE(Call().ok());
   EXPECT_EQ(out_, want);
-  b_.block_table[1] = -1;
-  ExpectError("sequence 0: block_table entry 1 is page -1");
+  b_.indices[1] = kv::kReleasedPage;
+  ExpectError("sequence 0: indices entry 1 of its pages is page -1");
   p_.window = 0;
-  b_.block_table[1] = 1;
-  ExpectError("sequence 0: block_table entry 0 is page -1");
+  b_.indices[1] = page1;
+  ExpectError("sequence 0: indices entry 0 of its pages is page -1");
+}
+
+TEST_F(PagedAttentionErrors, StridesMustBePositive) {
+  b_.stride_n = 0;
+  ExpectError("stride_n must be > 0");
+}
+
+// A pool whose rows would share elements: heads 4 elements apart with
+// rows of head_dim 8.
+TEST_F(PagedAttentionErrors, OverlappingStridesAreRefused) {
+  b_.stride_h = 4;
+  ExpectError("stride_h 4 overlaps the 8 elements");
+  b_.stride_h = b_.page_size * b_.head_dim;
+  b_.stride_page = 48;  // a page starts inside the previous page's second head
+  ExpectError("stride_page 48 overlaps the 64 elements");
+}
+
+// Scales are found at a row's first element / head_dim.
+TEST_F(PagedAttentionErrors, QuantizedStridesAreWholeRows) {
+  std::vector<float> scales(b_.num_pages * b_.num_kv_heads * b_.page_size, 1.0f);
+  kv::PagedKvView v = b_.kv();
+  v.dtype = DType::kI8;
+  v.key_scales = scales.data();
+  v.value_scales = scales.data();
+  EXPECT_TRUE(PagedAttention(p_, q_, v, b_.batch(), out_).ok());
+  v.stride_page += 4;
+  const Status s = PagedAttention(p_, q_, v, b_.batch(), out_);
+  EXPECT_NE(s.message().find("stride_page 68 is not a multiple of head_dim 8"), std::string::npos)
+      << s.ToString();
+}
+
+TEST_F(PagedAttentionErrors, StridesAddressingPast64Bits) {
+  b_.stride_page = uint64_t{1} << 62;
+  ExpectError("address more than 2^64 bytes");
 }
 
 TEST_F(PagedAttentionErrors, NegativeOrNonFiniteScale) {
@@ -655,18 +806,25 @@ TEST_F(PagedAttentionErrors, NegativeOrNonFiniteSoftcap) {
 }
 
 TEST_F(PagedAttentionErrors, ContextShorterThanQuery) {
-  b_.context_lens[0] = 1;
-  ExpectError("shorter than its 2 query rows");
-}
-
-TEST_F(PagedAttentionErrors, NegativeContext) {
-  b_.context_lens[0] = -1;
-  ExpectError("negative");
+  b_.indices.erase(b_.indices.begin() + 1, b_.indices.begin() + 3);
+  b_.indptr = {0, 1, 3};
+  b_.last_page_len[0] = 1;  // sequence 0: 1 key, 2 query rows
+  ExpectError("sequence 0: context 1 is shorter than its 2 query rows");
 }
 
 TEST_F(PagedAttentionErrors, QueryIndptrMismatch) {
   b_.query_indptr.pop_back();
   ExpectError("query_indptr has 2 entries");
+}
+
+TEST_F(PagedAttentionErrors, QueryIndptrNotStartingAtZero) {
+  b_.query_indptr = {1, 2, 3};
+  ExpectError("query_indptr[0] must be 0 (got 1)");
+}
+
+TEST_F(PagedAttentionErrors, QueryIndptrDecreasing) {
+  b_.query_indptr = {0, 3, 2};
+  ExpectError("query_indptr decreases at 2");
 }
 
 TEST_F(PagedAttentionErrors, ScalesExactlyForQuantizedDtypes) {
@@ -699,7 +857,7 @@ TEST(PagedAttentionPlan, OnePlanRunsEveryLayerWithTheKernelsBits) {
   const std::vector<SeqSpec> other = {{300, 1, 41}, {40, 40, 42}, {1, 1, 43}};
   const PagedBatch layer0 = Place(seqs, 2, 32, 16, DType::kBF16, 7);
   const PagedBatch layer1 = Place(other, 2, 32, 16, DType::kBF16, 7);  // same tables
-  ASSERT_EQ(layer0.block_table, layer1.block_table);
+  ASSERT_EQ(layer0.indices, layer1.indices);
   const auto q = Queries(seqs, 4, 32);
   ThreadPool pool(2);
   std::vector<float> out(q.size());

@@ -93,7 +93,7 @@ TEST(KvStorage, RowsReadBackPerDtype) {
           const std::vector<float> want = Expected(dtype, row);
           float got[kDim];
           s->ReadRow(1, role, static_cast<PageId>(page), offset, h, got);
-          const uint64_t at = ScalarIndex(view.lane_shape(), kPage, page, offset, 0, h, 0);
+          const uint64_t at = view.RowIndex(page, h, offset);
           const float* scales = key ? view.key_scales : view.value_scales;
           const float scale = scales == nullptr ? 1.0f : scales[at / kDim];
           for (uint64_t f = 0; f < kDim; ++f) {
@@ -184,7 +184,7 @@ TEST(KvStorage, TokenMajorReadZeroesSlotsPastLive) {
   for (uint64_t t = 0; t < kPage; ++t) {
     for (uint64_t h = 0; h < kHeads; ++h) {
       const std::byte* got = page.data() + (t * kHeads + h) * row_bytes;
-      const uint64_t at = ScalarIndex(v.lane_shape(), kPage, 2, t, 0, h, 0);
+      const uint64_t at = v.RowIndex(2, h, t);
       if (t < live) {
         EXPECT_EQ(std::memcmp(got, v.value_pages + at * DTypeSize(shape.dtype), row_bytes), 0);
         EXPECT_EQ(scales[t * kHeads + h], v.value_scales[at / kDim]);

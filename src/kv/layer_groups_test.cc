@@ -167,6 +167,35 @@ TEST(LayerGroups, AMarginKeepsPositionsForTruncate) {
   EXPECT_TRUE(c.Truncate(s, 15).ok());  // its next query sees position 8
 }
 
+// A windowed group's batch metadata lists every logical page, the ones the
+// window gave back as kReleasedPage, so the CSR form still gives the
+// context: (pages - 1) * page_size + last_page_len.
+TEST(LayerGroups, BatchMetadataMarksReleasedPages) {
+  PagedKvCache c = *PagedKvCache::Create(Config({8, 0}, 4, 64));
+  const SeqId s = c.AddSequence();
+  // One token a step, so that each commit gives back what the window left
+  // behind: the next query, position 21, sees 14..21, so pages 0-2 are gone.
+  for (int i = 0; i < 21; ++i) Step(c, s, 1);
+  auto plan = c.PrepareAppend(Requests{{s, 1}});
+  ASSERT_TRUE(plan.ok() && plan->has_value());
+  const uint64_t windowed = c.group_of(0);
+  ASSERT_NE(c.groups()[windowed].window, 0u);
+  const BatchMetadata m = *c.BuildBatchMetadata(std::vector<SeqId>{s}, &**plan, windowed);
+  EXPECT_EQ(m.indptr, (std::vector<int32_t>{0, 6}));
+  EXPECT_EQ(m.last_page_len, (std::vector<int32_t>{2}));
+  EXPECT_EQ(m.context_lens, (std::vector<int32_t>{22}));
+  EXPECT_EQ(ViewOf(m).context_len(0, 4), 22u);
+  ASSERT_EQ(m.indices.size(), 6u);
+  for (size_t i = 0; i < 6; ++i) {
+    if (i < 3) {
+      EXPECT_EQ(m.indices[i], kReleasedPage) << i;
+    } else {
+      EXPECT_GE(m.indices[i], 0) << i;
+    }
+  }
+  c.Abort(std::move(**plan));
+}
+
 TEST(LayerGroups, ForkCopiesEachGroupsSharedTailAndAbortRestoresEveryTable) {
   PagedKvCache c = *PagedKvCache::Create(Config({8, 0, 8, 0}, 4, 64));
   const SeqId a = c.AddSequence();

@@ -652,7 +652,6 @@ Result<BatchMetadata> PagedKvCache::BuildBatchMetadata(std::span<const SeqId> se
           "BuildBatchMetadata: the batch's pages or new "
           "tokens exceed the int32 indptr range");
     }
-    m.max_pages = std::max(m.max_pages, pages);
     const std::vector<PageId>& table = seq.tables[group];
     m.indices.insert(m.indices.end(), table.begin(),
                      table.begin() + static_cast<std::ptrdiff_t>(pages));
@@ -672,12 +671,6 @@ Result<BatchMetadata> PagedKvCache::BuildBatchMetadata(std::span<const SeqId> se
           "sequence " +
           Str(id) + ", which is not listed");
     }
-  }
-  // The padded form of the same rows.
-  m.block_table.assign(m.batch * m.max_pages, -1);
-  for (size_t b = 0; b < m.batch; ++b) {
-    std::copy(m.indices.begin() + m.indptr[b], m.indices.begin() + m.indptr[b + 1],
-              m.block_table.begin() + static_cast<std::ptrdiff_t>(b * m.max_pages));
   }
   return m;
 }

@@ -275,11 +275,13 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
   FOLIO_ASSIGN_OR_RETURN(kv::PagedKvCache pool, backend_->CreateKvPool(kc));
   FOLIO_ASSIGN_OR_RETURN(std::optional<std::vector<kv::PageId>> pages, pool.HoldNewPages(batch));
   FOLIO_CHECK(pages.has_value());  // a new pool has every page free
-  std::vector<int32_t> block_table(batch), context(batch, static_cast<int32_t>(n)),
-      indptr(batch + 1);
+  // Lane b owns one page, holding all n of its tokens.
+  std::vector<int32_t> pages_indptr(batch + 1), lane_pages(batch),
+      last_page_len(batch, static_cast<int32_t>(n)), indptr(batch + 1);
   std::vector<int64_t> slots(batch * n);
   for (uint64_t b = 0; b < batch; ++b) {
-    block_table[b] = (*pages)[b];
+    pages_indptr[b + 1] = static_cast<int32_t>(b + 1);
+    lane_pages[b] = (*pages)[b];
     indptr[b + 1] = static_cast<int32_t>((b + 1) * n);
     for (uint64_t i = 0; i < n; ++i) {
       slots[b * n + i] = static_cast<int64_t>(static_cast<uint64_t>((*pages)[b]) * n + i);
@@ -298,7 +300,8 @@ Result<std::vector<float>> Decoder::Forward(std::span<const int32_t> tokens, uin
         backend_->WriteKv(pool, 0, slots, k, v).WithContext("layer " + std::to_string(layer)));
     FOLIO_ASSIGN_OR_RETURN(
         std::unique_ptr<backend::AttentionPlan> plan,
-        backend_->PlanAttention(p, q, out, pool.View(0), {block_table, 1, context, indptr}));
+        backend_->PlanAttention(p, q, out, pool.View(0),
+                                {pages_indptr, lane_pages, last_page_len, indptr}));
     return plan->Run(q, pool.View(0), out, weights_->layers[layer].sinks);
   };
   if (config_.IsEncoder()) {

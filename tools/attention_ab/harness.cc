@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
   std::iota(table.begin(), table.end(), 0);
   if (shuffle) std::shuffle(table.begin(), table.end(), rng);
   // A ragged batch with --short N: sequence 0 keeps `context` keys, the
-  // others get N, and their block-table entries past their pages are -1.
+  // others get N, and their table entries past their pages are dropped.
   std::vector<int32_t> lens(batch, static_cast<int32_t>(context)), indptr(batch + 1);
   uint64_t keys_read = context;
   for (uint64_t b = 1; b < batch; ++b) {
@@ -176,8 +176,18 @@ int main(int argc, char** argv) {
   const double read_bytes = static_cast<double>(keys_read * kv_heads * head_dim * esize);
 
   for (uint64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<int32_t>(b);
+  // The CSR batch: each sequence's live pages of its table row.
+  std::vector<int32_t> page_indptr{0}, indices, last_page_len(batch);
+  for (uint64_t b = 0; b < batch; ++b) {
+    const auto n = static_cast<uint64_t>(lens[b]);
+    for (uint64_t j = 0; j < (n + page - 1) / page; ++j) {
+      indices.push_back(table[b * pages_per_seq + j]);
+    }
+    page_indptr.push_back(static_cast<int32_t>(indices.size()));
+    last_page_len[b] = static_cast<int32_t>(n == 0 ? 0 : (n - 1) % page + 1);
+  }
   const kv::PagedKvView view{keys, values, dtype, num_pages, kv_heads, page, head_dim};
-  const kv::PagedBatchView batch_view{table, pages_per_seq, lens, indptr};
+  const kv::PagedBatchView batch_view{page_indptr, indices, last_page_len, indptr};
   ThreadPool pool(threads);
   ThreadPool one_thread(1);  // --threads-ab's second slot
 
@@ -186,7 +196,7 @@ int main(int argc, char** argv) {
   // slots per sequence, as the bench's contiguous mode).
   std::byte* second_keys = nullptr;
   std::byte* second_values = nullptr;
-  std::vector<int32_t> dense_table(batch);
+  std::vector<int32_t> dense_table(batch);  // page b: sequence b's lens[b] keys
   std::iota(dense_table.begin(), dense_table.end(), 0);
   if (huge_ab || dense_ab) {
     second_keys = allocate(huge_ab || huge);
@@ -202,7 +212,7 @@ int main(int argc, char** argv) {
           ? kv::PagedKvView{second_keys, second_values, dtype, batch, kv_heads, context, head_dim}
           : kv::PagedKvView{second_keys, second_values, dtype, num_pages, kv_heads, page, head_dim};
   const kv::PagedBatchView second_batch =
-      dense_ab ? kv::PagedBatchView{dense_table, 1, lens, indptr} : batch_view;
+      dense_ab ? kv::PagedBatchView{indptr, dense_table, lens, indptr} : batch_view;
   std::vector<float> q(batch * q_heads * head_dim), out(q.size()), want(q.size());
   for (float& x : q) x = uniform(rng);
   attention::PagedAttentionParams params;

@@ -21,18 +21,16 @@ Status Float64PagedAttention(const attention::PagedAttentionParams& params,
                                    std::string(DTypeName(kv.dtype)));
   }
   const uint64_t d = kv.head_dim, group = params.num_q_heads / kv.num_kv_heads;
-  const kv::LaneShape shape = kv.lane_shape();
   auto load = [&](const std::byte* base, const int32_t* table, uint64_t g, uint64_t j, uint64_t f) {
     const auto page = static_cast<uint64_t>(table[j / kv.page_size]);
-    return LoadElement<double>(
-        kv.dtype, base, kv::ScalarIndex(shape, kv.page_size, page, j % kv.page_size, 0, g, f));
+    return LoadElement<double>(kv.dtype, base, kv.RowIndex(page, g, j % kv.page_size) + f);
   };
   std::vector<double> weights, acc(d);
-  for (uint64_t s = 0; s < batch.context_lens.size(); ++s) {
+  for (uint64_t s = 0; s < batch.batch(); ++s) {
     const auto first_row = static_cast<uint64_t>(batch.query_indptr[s]);
     const auto num_rows = static_cast<uint64_t>(batch.query_indptr[s + 1]) - first_row;
-    const auto n = static_cast<uint64_t>(batch.context_lens[s]);
-    const int32_t* table = batch.block_table.data() + s * batch.max_pages;
+    const uint64_t n = batch.context_len(s, kv.page_size);
+    const int32_t* table = batch.pages(s).data();
     weights.assign(n, 0.0);
     if (n == 0) {  // no keys: zeros, as the kernel gives
       std::fill_n(out.begin() + static_cast<std::ptrdiff_t>(first_row * params.num_q_heads * d),

@@ -3,7 +3,8 @@
 //
 // query: [num_rows, num_q_heads, head_dim] token-major, float64; sequence s
 // owns rows [query_indptr[s], query_indptr[s + 1]) at logical positions
-// context_lens[s] - L_s + i (attention/paged_attention.h). kv: one layer's
+// n_s - L_s + i, n_s the context its CSR pages hold
+// (attention/paged_attention.h). kv: one layer's
 // pools of the engine's paged cache, any float dtype (f64 keeps the rows
 // exactly; f32, bf16 and f16 widen exactly). out has the query's shape.
 //

@@ -65,8 +65,10 @@ void PrintTo(const Case& c, std::ostream* os) {
 // Dense [B, H_kv, n, d] K/V as a paged pool: sequence b's logical page lp is
 // page table[lp] * B + b; every other slot is NaN, so a stray read shows.
 struct Pool {
-  std::vector<double> keys, values;  // [num_pages, H_kv, P, d]
-  std::vector<int32_t> block_table;  // [B, pages]
+  std::vector<double> keys, values;    // [num_pages, H_kv, P, d]
+  std::vector<int32_t> indptr{0};      // [B + 1]
+  std::vector<int32_t> indices;        // [B * pages]
+  std::vector<int32_t> last_page_len;  // [B]
   uint64_t pages, num_pages;
 };
 
@@ -81,8 +83,10 @@ Pool Place(const Case& c, const std::vector<double>& k, const std::vector<double
   const kv::LaneShape shape{1, c.kv_heads, c.head_dim};
   for (uint64_t b = 0; b < c.batch; ++b) {
     for (uint64_t lp = 0; lp < p.pages; ++lp) {
-      p.block_table.push_back(static_cast<int32_t>(table[lp] * c.batch + b));
+      p.indices.push_back(static_cast<int32_t>(table[lp] * c.batch + b));
     }
+    p.indptr.push_back(static_cast<int32_t>(p.indices.size()));
+    p.last_page_len.push_back(static_cast<int32_t>((c.context - 1) % page_size + 1));
     for (uint64_t h = 0; h < c.kv_heads; ++h)
       for (uint64_t j = 0; j < c.context; ++j)
         for (uint64_t f = 0; f < c.head_dim; ++f) {
@@ -105,7 +109,7 @@ std::vector<double> Attend(const Case& c, const Pool& p, uint64_t page_size,
                              c.kv_heads,
                              page_size,
                              c.head_dim};
-  std::vector<int32_t> context(c.batch, static_cast<int32_t>(c.context)), indptr(c.batch + 1);
+  std::vector<int32_t> indptr(c.batch + 1);
   for (uint64_t b = 0; b <= c.batch; ++b) indptr[b] = static_cast<int32_t>(b * c.query_len);
   PagedAttentionParams params;
   params.num_q_heads = c.q_heads;
@@ -113,7 +117,7 @@ std::vector<double> Attend(const Case& c, const Pool& p, uint64_t page_size,
   params.window = c.window;
   std::vector<double> out(q.size());
   const Status s =
-      Float64PagedAttention(params, q, view, {p.block_table, p.pages, context, indptr}, out);
+      Float64PagedAttention(params, q, view, {p.indptr, p.indices, p.last_page_len, indptr}, out);
   EXPECT_TRUE(s.ok()) << s.ToString();
   return out;
 }
@@ -167,17 +171,21 @@ TEST(Float64PagedAttention, RejectsHeadsNotAMultipleAndBadScale) {
                              2,
                              2,
                              2};
-  const std::vector<int32_t> table = {0}, context = {2}, indptr = {0, 1};
+  const std::vector<int32_t> pages_indptr = {0, 1}, pages = {0}, last_page_len = {2},
+                             indptr = {0, 1};
   std::vector<double> q(3 * 2), out(3 * 2);
   PagedAttentionParams p;
   p.num_q_heads = 3;
-  EXPECT_EQ(Float64PagedAttention(p, q, view, {table, 1, context, indptr}, out).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      Float64PagedAttention(p, q, view, {pages_indptr, pages, last_page_len, indptr}, out).code(),
+      StatusCode::kInvalidArgument);
   p.num_q_heads = 2;
   std::vector<double> q2(2 * 2), out2(2 * 2);
   for (double scale : {std::numeric_limits<double>::quiet_NaN(), -1.0}) {
     p.scale = scale;
-    EXPECT_FALSE(Float64PagedAttention(p, q2, view, {table, 1, context, indptr}, out2).ok());
+    EXPECT_FALSE(
+        Float64PagedAttention(p, q2, view, {pages_indptr, pages, last_page_len, indptr}, out2)
+            .ok());
   }
 }
 

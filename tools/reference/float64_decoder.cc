@@ -380,10 +380,12 @@ Result<std::vector<double>> Float64Decoder::Forward(std::span<const int32_t> tok
   // `batch` pages of n slots: no cache object is involved.
   const uint64_t hd = config_.head_dim(), kv_heads = config_.num_kv_heads;
   std::vector<double> keys(batch * n * config_.kv_size()), values(keys.size());
-  std::vector<int32_t> block_table(batch), context(batch, static_cast<int32_t>(n)),
-      indptr(batch + 1);
+  // Lane b owns page b, holding all n of its tokens.
+  std::vector<int32_t> pages_indptr(batch + 1), lane_pages(batch),
+      last_page_len(batch, static_cast<int32_t>(n)), indptr(batch + 1);
   for (uint64_t b = 0; b < batch; ++b) {
-    block_table[b] = static_cast<int32_t>(b);
+    pages_indptr[b + 1] = static_cast<int32_t>(b + 1);
+    lane_pages[b] = static_cast<int32_t>(b);
     indptr[b + 1] = static_cast<int32_t>((b + 1) * n);
   }
   attention::PagedAttentionParams p;
@@ -412,7 +414,8 @@ Result<std::vector<double>> Float64Decoder::Forward(std::span<const int32_t> tok
     p.window = config_.Layer(layer).window;
     store(k, keys);
     store(v, values);
-    return Float64PagedAttention(p, q, pool, {block_table, 1, context, indptr}, out);
+    return Float64PagedAttention(p, q, pool, {pages_indptr, lane_pages, last_page_len, indptr},
+                                 out);
   };
   return Run(RowPlan{tokens, lanes.positions, lanes.logit_rows}, attend);
 }

@@ -9,17 +9,19 @@
 //                sequences (query_indptr must then be 0, L, 2L, ...).
 // out has the query's shape and layout.
 //
-// Sequence b has context n = context_lens[b] keys (its new rows included),
-// read in increasing logical order through block_table row b: logical key j
-// lives in page block_table[b * max_pages + j / page_size], slot
-// j % page_size. With L query rows, row i sits at logical position
+// Sequence b owns the pages indices[indptr[b] .. indptr[b + 1]) of the CSR
+// batch (kv/paged_view.h) and has context n = (pages - 1) * page_size +
+// last_page_len[b] keys (its new rows included; 0 without pages), read in
+// increasing logical order: logical key j lives in page
+// indices[indptr[b] + j / page_size], slot j % page_size, at the element
+// the K/V view's strides give. With L query rows, row i sits at logical position
 // n - L + i. Causal: it sees keys j <= its position; with window w > 0 also
 // only position - j < w. Without the causal mask every row sees all n keys
 // (and window must be 0). Query head h reads K/V head
 // h / (num_q_heads / num_kv_heads). A sequence with n = 0 outputs zeros.
-// Entries past the live pages must be -1; with a window, so may the entries
-// of pages wholly before the sequence's first row's window (no row sees
-// them, so they are never read: a cache gives them back to its pool).
+// With a window, the entries of pages wholly before the sequence's first
+// row's window may be kv::kReleasedPage (no row sees them, so they are never
+// read: a cache gives them back to its pool).
 // Non-finite input follows IEEE arithmetic, as the float64 reference does:
 // a row that sees a NaN or +inf score (a NaN query or key element, an
 // infinite key) outputs NaN, a -inf score is a zero weight, and a NaN or
@@ -79,7 +81,16 @@ struct PagedAttentionParams {
   SplitK split_k = SplitK::kAuto;
 };
 
-// Checks every shape, index and length; no K/V memory is touched.
+// Checks every shape, stride, index and length; no K/V memory is touched.
+// The K/V view: num_kv_heads, page_size, head_dim > 0; scales exactly for
+// the quantized dtypes; strides > 0 whose axes nest without two rows
+// sharing an element (any axis order, padding allowed), multiples of
+// head_dim when there are scales. The batch: indptr and query_indptr of
+// batch + 1 = last_page_len.size() + 1 entries, from 0, never decreasing;
+// indptr[batch] = indices.size(); last_page_len in [1, page_size] for a
+// sequence with pages, 0 without; each page in [0, num_pages) or released
+// as above, none twice within a sequence; a context of at least its query
+// rows unless it is 0. Each error names the field.
 Status ValidatePagedAttention(const PagedAttentionParams& params, size_t query_size,
                               size_t out_size, const kv::PagedKvView& kv,
                               const kv::PagedBatchView& batch);

@@ -401,9 +401,9 @@ class PagedKvCache {
 
   // Metadata for one step of the listed sequences, in that order, for the
   // layers of one group. context_lens include the plan's new tokens;
-  // block_table is padded with -1 to max_pages = the longest row (a
-  // windowed group's released pages are -1 too: the window never reaches
-  // them); CSR indptr / indices / last_page_len; query_indptr counts each
+  // CSR indptr / indices / last_page_len list every logical page (a
+  // windowed group's released pages are kReleasedPage: the window never
+  // reaches them); query_indptr counts each
   // sequence's new tokens (all zero without a plan) and slot_mapping lists
   // their slots in the same order. Errors: group out of range, an unknown
   // or repeated sequence; plan not the pending one; a planned sequence
