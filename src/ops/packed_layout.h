@@ -17,10 +17,17 @@
 //     so block k's scale is d * sc and its bias -(dmin * m), both exact in
 //     f32 (an 11-bit significand times a 6-bit integer), and a tile is no
 //     larger than the file's blocks but for 16 bytes a super-block
-//   header, kHalfBlocks scales (Q6_K; group_blocks = 8, two parts a block):
+//   header, kHalfBlocks scales (Q6_K, Q3_K; group_blocks = 8, two parts a
+//   block):
 //     d[8]           f16, each lane's super-block scale
 //     sc[16][8]      i8, the scale of block k's part p (columns 16p ...
 //                    16p + 15) in row 2k + p: its scale is d * sc, exact
+//                    (Q3_K: the file's 6-bit scale less 32)
+//   header, kSuperHalves scales (Q2_K; group_blocks = 8, two parts a block):
+//     d[8], dmin[8]  f16, each lane's super-block scales, as in the file
+//     sm[16][8]      u8, the file's byte for block k's part p in row 2k + p:
+//                    its low nibble the part's scale (d * it), its high
+//                    nibble the part's min (bias -(dmin * it)), both exact
 //   header, kSignedBlocks scales (IQ4_XS; group_blocks = 8):
 //     d[8]           f16, each lane's super-block scale
 //     sc[8][8]       i8, block k's 6-bit scale less 32: d * sc, exact
@@ -35,9 +42,14 @@
 //     6-bit formats (Q6_K): the 4 vectors, then 2 vectors j = 0, 1 the high
 //     2 bits: byte 4 * lane + i of vector j holds those of column 16j + 4v
 //     + i at bits 2v, 2v + 1. 8-bit formats (Q8_0): 8 vectors; vector v's
-//     byte 4 * lane + i holds column 4v + i.
-// So vector v (nibbles: its low nibbles for v < 4, high nibbles as v + 4)
-// pairs with activation bytes 4v ... 4v + 3 of the block.
+//     byte 4 * lane + i holds column 4v + i. 2-bit formats (Q2_K): 2
+//     vectors j = 0, 1 (the block's two parts); byte 4 * lane + i of vector
+//     j holds column 16j + 4v + i at bits 2v, 2v + 1. 3-bit formats (Q3_K):
+//     those 2 vectors hold the low 2 bits, then one vector the third, placed
+//     as a 5-bit format's fifth.
+// So vector v (nibbles: its low nibbles for v < 4, high nibbles as v + 4;
+// 2 bits: bits 2v, 2v + 1 of both vectors) pairs with activation bytes
+// 4v ... 4v + 3 of the block (and 16 + 4v ... for the second part).
 // Lookup formats (IQ4_NL, IQ4_XS, MXFP4) store each element's 4-bit index
 // as a 4-bit format does; its level is the type's table value plus 128
 // (LookupLevels), unsigned like Q8_0's, with offset 128.
@@ -56,14 +68,22 @@
 
 namespace folio::ops::internal {
 
-enum class PackedScales : uint8_t { kF16, kSuperBlock, kHalfBlocks, kSignedBlocks, kE8M0 };
+enum class PackedScales : uint8_t {
+  kF16,
+  kSuperBlock,
+  kSuperHalves,
+  kHalfBlocks,
+  kSignedBlocks,
+  kE8M0
+};
 // The table a lookup format's 4-bit indices select from.
 enum class PackedLookup : uint8_t { kNone, kIq4nl, kMxfp4 };
 
 // weight = scale * (level - offset) (offset formats) or scale * level + bias.
 // A structural type, so that the kernel can take it as a template argument.
 struct PackedFormat {
-  int bits = 0;  // 4 (nibbles), 5, 6 (nibbles and bit planes) or 8 (bytes) per level
+  int bits = 0;  // 2, 3 (2-bit fields and a bit plane), 4 (nibbles), 5, 6 (nibbles and bit
+                 // planes) or 8 (bytes) per level
   bool has_bias = false;
   int offset = 0;
   PackedScales scales = PackedScales::kF16;
@@ -97,12 +117,14 @@ constexpr PackedFormat PackedFormatOf(WeightType type) {
       return {4, false, 128, PackedScales::kSignedBlocks, kSuperBlocks, PackedLookup::kIq4nl};
     case WeightType::kMXFP4:
       return {4, false, 128, PackedScales::kE8M0, 1, PackedLookup::kMxfp4};
+    case WeightType::kQ2_K:
+      return {2, true, 0, PackedScales::kSuperHalves, kSuperBlocks};
+    case WeightType::kQ3_K:  // levels are q + 4
+      return {3, false, 4, PackedScales::kHalfBlocks, kSuperBlocks};
     case WeightType::kF64:
     case WeightType::kF32:
     case WeightType::kF16:
     case WeightType::kBF16:
-    case WeightType::kQ2_K:
-    case WeightType::kQ3_K:
       return {};
   }
   return {};
@@ -123,12 +145,16 @@ constexpr const std::array<uint8_t, 16>& LookupLevels(PackedLookup lookup) {
   return lookup == PackedLookup::kMxfp4 ? kMxfp4PackedLevels : kIq4nlPackedLevels;
 }
 
-// A block's parts: runs of columns with their own scale (Q6_K: 2 of 16).
-constexpr size_t PartsOf(PackedFormat f) { return f.scales == PackedScales::kHalfBlocks ? 2 : 1; }
+// A block's parts: runs of columns with their own scale (Q6_K, Q3_K and
+// Q2_K: 2 of 16; Q2_K's parts have their own bias too).
+constexpr size_t PartsOf(PackedFormat f) {
+  return f.scales == PackedScales::kHalfBlocks || f.scales == PackedScales::kSuperHalves ? 2 : 1;
+}
 constexpr size_t PartCols(PackedFormat f) { return PackedMatrix::kBlockCols / PartsOf(f); }
 
 // Where a group header's fields start (kF16: scale, bias; kSuperBlock: d,
-// dmin, sc, m; kHalfBlocks: d, sc), and its size.
+// dmin, sc, m; kSuperHalves: d, dmin, sm; kHalfBlocks: d, sc), and its
+// size.
 constexpr size_t kF16Lanes = 2 * PackedMatrix::kTileRows;  // bytes of 8 f16
 constexpr size_t BiasAt() { return kF16Lanes; }
 constexpr size_t SubScalesAt(PackedFormat f) { return f.has_bias ? 2 * kF16Lanes : kF16Lanes; }
@@ -143,7 +169,8 @@ constexpr size_t HeaderBytes(PackedFormat f) {
       return SubScalesAt(f);
     case PackedScales::kSuperBlock:
       return SubMinsAt(f) + f.group_blocks * PackedMatrix::kTileRows;
-    case PackedScales::kHalfBlocks:  // no mins: the header ends with the scales
+    case PackedScales::kSuperHalves:  // the mins share the scales' bytes
+    case PackedScales::kHalfBlocks:   // no mins: the header ends with the scales
     case PackedScales::kSignedBlocks:
       return SubMinsAt(f);
     case PackedScales::kE8M0:
@@ -169,21 +196,30 @@ inline constexpr size_t kLevelVector = 32;
 
 // Where column c (< 32) of lane `lane` of block k of tile `half` lives in
 // its pair group: its byte, and its bit shift within it (nibble formats: 0
-// for columns below 16, 4 above; the low 4 bits for 5- and 6-bit formats).
+// for columns below 16, 4 above; the low 4 bits for 5- and 6-bit formats;
+// 2- and 3-bit formats: 2v in vector c / 16, the low 2 bits for 3-bit).
 struct LevelSlot {
   size_t byte;
   int shift;
 };
+// The bits of a level that LevelAt's slot holds: 2, 4 or 8.
+constexpr int LowBits(PackedFormat f) { return f.bits < 4 ? 2 : f.bits == 8 ? 8 : 4; }
 constexpr LevelSlot LevelAt(PackedFormat f, size_t k, size_t half, size_t lane, size_t c) {
+  if (LowBits(f) == 2) {
+    const size_t vector = LevelsAt(f, k) + (c / 16) * kLevelVector;
+    return {PairAt(vector, kLevelVector, half) + lane * 4 + c % 4,
+            static_cast<int>(c % 16 / 4 * 2)};
+  }
   const bool nibbles = f.bits != 8;
   const size_t col = nibbles ? c % 16 : c;
   const size_t vector = LevelsAt(f, k) + (col / 4) * kLevelVector;
   return {PairAt(vector, kLevelVector, half) + lane * 4 + col % 4, nibbles && c >= 16 ? 4 : 0};
 }
-// 5- and 6-bit formats: where column c's high bits (1 or 2) live.
+// 3-, 5- and 6-bit formats: where column c's high bits (1 or 2) live.
 constexpr LevelSlot HighBitsAt(PackedFormat f, size_t k, size_t half, size_t lane, size_t c) {
   const size_t v = c % 16 / 4, j = c / 16;
-  const size_t vector = LevelsAt(f, k) + (f.bits == 6 ? 4 + j : 4) * kLevelVector;
+  const size_t first = f.bits == 3 ? 2 : 4;  // the vectors of the low bits before them
+  const size_t vector = LevelsAt(f, k) + (f.bits == 6 ? first + j : first) * kLevelVector;
   return {PairAt(vector, kLevelVector, half) + lane * 4 + c % 4,
           static_cast<int>(f.bits == 6 ? 2 * v : 4 * j + v)};
 }
@@ -224,12 +260,12 @@ inline uint32_t PackedLevel(PackedFormat f, PackedBlock block, size_t lane, size
     return (std::to_integer<uint32_t>(block.group[at.byte]) >> at.shift) & mask;
   };
   const LevelSlot at = LevelAt(f, block.k, block.half, lane, c);
-  if (f.bits == 8) return bits(at, 0xff);
-  const uint32_t low = bits(at, 0x0f);
+  const int low_bits = LowBits(f);
+  const uint32_t low = bits(at, (1u << low_bits) - 1);
   if (f.lookup != PackedLookup::kNone) return LookupLevels(f.lookup)[low];
-  if (f.bits == 4) return low;
-  const uint32_t high_mask = (1u << (f.bits - 4)) - 1;
-  return low | bits(HighBitsAt(f, block.k, block.half, lane, c), high_mask) << 4;
+  if (f.bits == low_bits) return low;
+  const uint32_t high_mask = (1u << (f.bits - low_bits)) - 1;
+  return low | bits(HighBitsAt(f, block.k, block.half, lane, c), high_mask) << low_bits;
 }
 
 inline float PackedF16(const std::byte* p) {
@@ -251,6 +287,10 @@ inline float PackedScale(PackedFormat f, PackedBlock block, size_t lane, size_t 
       return scale;
     case PackedScales::kSuperBlock:
       return scale * PackedU8(block.group + SubScaleAt(f, block.k, block.half, lane));
+    case PackedScales::kSuperHalves: {
+      const std::byte sm = block.group[SubScaleAt(f, 2 * block.k + part, block.half, lane)];
+      return scale * static_cast<float>(std::to_integer<int>(sm & std::byte{0x0f}));
+    }
     case PackedScales::kHalfBlocks:
     case PackedScales::kSignedBlocks: {
       const size_t row = PartsOf(f) * block.k + part;
@@ -262,9 +302,13 @@ inline float PackedScale(PackedFormat f, PackedBlock block, size_t lane, size_t 
   }
   return scale;
 }
-inline float PackedBias(PackedFormat f, PackedBlock block, size_t lane) {
+inline float PackedBias(PackedFormat f, PackedBlock block, size_t lane, size_t part = 0) {
   const float bias = PackedF16(block.group + BiasAt(block.half, lane));
   if (f.scales == PackedScales::kF16) return bias;
+  if (f.scales == PackedScales::kSuperHalves) {
+    const std::byte sm = block.group[SubScaleAt(f, 2 * block.k + part, block.half, lane)];
+    return -bias * static_cast<float>(std::to_integer<int>(sm >> 4));
+  }
   return -bias * PackedU8(block.group + SubMinAt(f, block.k, block.half, lane));
 }
 
@@ -273,6 +317,9 @@ inline int32_t PartSum(PackedFormat f, const ActivationBlock& a, size_t part) {
   if (PartsOf(f) == 1) return a.sum;
   return part == 0 ? a.sum_low : a.sum - a.sum_low;
 }
+// Whether each part has its own bias (Q2_K), which multiplies that part's
+// activation sum a.d * PartSum; otherwise a bias takes the block's a.e.
+constexpr bool PartBiases(PackedFormat f) { return f.has_bias && PartsOf(f) > 1; }
 
 // The contract's chain for one output: lane `lane` of tile `tile` against
 // one activation row's blocks. The scalar targets and the reference both
@@ -292,8 +339,12 @@ inline float PackedDot(const PackedMatrix& w, uint64_t tile, size_t lane,
       sum -= f.offset * PartSum(f, a, part);
       const float scale = PackedScale(f, block, lane, part) * a.d;
       acc = std::fma(scale, static_cast<float>(sum), acc);
+      if (PartBiases(f)) {
+        const float e = a.d * static_cast<float>(PartSum(f, a, part));
+        acc = std::fma(PackedBias(f, block, lane, part), e, acc);
+      }
     }
-    if (f.has_bias) acc = std::fma(PackedBias(f, block, lane), a.e, acc);
+    if (f.has_bias && !PartBiases(f)) acc = std::fma(PackedBias(f, block, lane), a.e, acc);
   }
   return acc;
 }

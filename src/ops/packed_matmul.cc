@@ -28,7 +28,9 @@ std::string Str(uint64_t v) { return std::to_string(v); }
 // the packed format of `type` holds them (packed_layout.h): for
 // Q4_K and Q5_K, scale and bias are the super-block's d and dmin and
 // sub_scale, sub_min the block's 6-bit sc and m; for Q6_K, scale is d and
-// part_scale the two halves' 8-bit sc; for IQ4_XS, scale is d and
+// part_scale the two halves' 8-bit sc; for Q3_K, the same with the halves'
+// 6-bit scales less 32; for Q2_K, scale and bias are d and dmin and
+// part_sm the halves' scale bytes; for IQ4_XS, scale is d and
 // part_scale[0] the block's scale less 32; MXFP4 has its E8M0 byte. The
 // lookup types' levels are their 4-bit indices.
 struct Group {
@@ -37,6 +39,7 @@ struct Group {
   float bias = 0.0f;
   uint8_t sub_scale = 0, sub_min = 0;
   int8_t part_scale[2] = {0, 0};
+  uint8_t part_sm[2] = {0, 0};
   uint8_t e8m0 = 0;
 };
 
@@ -136,6 +139,35 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
       }
       break;
     }
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K: {
+      // Block g % 8 = 4n + k of super-block g / 8 holds sub-blocks 8n + 2k
+      // + h (its parts h = 0, 1), element 16h + l taking bits 2k, 2k + 1
+      // of qs[32n + 16h + l] (weight_type.cc's DecodeQ2Q3K). Q2_K: scales,
+      // qs, d, dmin; Q3_K: hmask, qs, scales[12], d, and bit 4n + k of
+      // hmask[16h + l] set means q, clear q - 4: the level is q + 4 * bit.
+      const bool q3 = type == WeightType::kQ3_K;
+      const std::byte* b = row + (g / 8) * (q3 ? 110 : 84);
+      const size_t n = g % 8 / 4, k = g % 4;
+      const size_t qs_at = q3 ? 32 : 16;
+      out.scale = internal::PackedF16(b + (q3 ? 108 : 80));
+      if (!q3) out.bias = internal::PackedF16(b + 82);
+      for (size_t h = 0; h < 2; ++h) {
+        const size_t sub = 8 * n + 2 * k + h;
+        if (q3) {
+          out.part_scale[h] =
+              static_cast<int8_t>(static_cast<int>(internal::ScaleQ3K(sub, b + 96)) - 32);
+        } else {
+          out.part_sm[h] = static_cast<uint8_t>(byte(b, sub));
+        }
+        for (size_t l = 0; l < 16; ++l) {
+          uint32_t level = (byte(b + qs_at, 32 * n + 16 * h + l) >> (2 * k)) & 3;
+          if (q3) level |= ((byte(b, 16 * h + l) >> (4 * n + k)) & 1) << 2;
+          out.level[16 * h + l] = static_cast<uint8_t>(level);
+        }
+      }
+      break;
+    }
     case WeightType::kMXFP4: {  // e, qs[16]
       const std::byte* b = row + g * 17;
       out.e8m0 = static_cast<uint8_t>(byte(b, 0));
@@ -149,8 +181,6 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
     case WeightType::kF32:
     case WeightType::kF16:
     case WeightType::kBF16:
-    case WeightType::kQ2_K:
-    case WeightType::kQ3_K:
       FOLIO_CHECK(false, "no packed format for ", WeightTypeName(type));
   }
   return out;
@@ -178,6 +208,11 @@ void WriteGroup(PackedFormat f, const Group& group, size_t k, size_t half, size_
     pg[internal::SubScaleAt(f, k, half, lane)] = std::byte{group.sub_scale};
     pg[internal::SubMinAt(f, k, half, lane)] = std::byte{group.sub_min};
   }
+  if (f.scales == internal::PackedScales::kSuperHalves) {
+    for (size_t part = 0; part < 2; ++part) {
+      pg[internal::SubScaleAt(f, 2 * k + part, half, lane)] = std::byte{group.part_sm[part]};
+    }
+  }
   if (f.scales == internal::PackedScales::kHalfBlocks ||
       f.scales == internal::PackedScales::kSignedBlocks) {
     const size_t parts = internal::PartsOf(f);
@@ -186,14 +221,14 @@ void WriteGroup(PackedFormat f, const Group& group, size_t k, size_t half, size_
           static_cast<std::byte>(group.part_scale[part]);
     }
   }
+  const int low_bits = internal::LowBits(f);
   for (size_t c = 0; c < 32; ++c) {
     const uint8_t level = group.level[c];
     const internal::LevelSlot slot = internal::LevelAt(f, k, half, lane, c);
-    const bool high_bits = f.bits == 5 || f.bits == 6;
-    pg[slot.byte] |= std::byte(high_bits ? level & 0x0f : level) << slot.shift;
-    if (high_bits) {
+    pg[slot.byte] |= std::byte(level & ((1u << low_bits) - 1)) << slot.shift;
+    if (f.bits > low_bits) {
       const internal::LevelSlot high = internal::HighBitsAt(f, k, half, lane, c);
-      pg[high.byte] |= std::byte(level >> 4) << high.shift;
+      pg[high.byte] |= std::byte(level >> low_bits) << high.shift;
     }
   }
 }
@@ -329,11 +364,12 @@ void PackedMatrix::WidenRow(uint64_t row, std::span<float> out) const {
   for (uint64_t b = 0; b < num_blocks(); ++b) {
     const internal::PackedBlock block = internal::PackedBlockAt(*this, row / kTileRows, b);
     for (size_t c = 0; c < kBlockCols; ++c) {
-      const float scale = internal::PackedScale(f, block, lane, c / internal::PartCols(f));
+      const size_t part = c / internal::PartCols(f);
+      const float scale = internal::PackedScale(f, block, lane, part);
       const auto level = static_cast<int32_t>(internal::PackedLevel(f, block, lane, c));
-      out[b * kBlockCols + c] =
-          f.has_bias ? scale * static_cast<float>(level) + internal::PackedBias(f, block, lane)
-                     : scale * static_cast<float>(level - f.offset);
+      out[b * kBlockCols + c] = f.has_bias ? scale * static_cast<float>(level) +
+                                                 internal::PackedBias(f, block, lane, part)
+                                           : scale * static_cast<float>(level - f.offset);
     }
   }
 }

@@ -158,6 +158,14 @@ struct OneTile {
     return _mm256_cvtepi32_ps(
         _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
+  // 8 bytes' low (kHigh false) or high nibbles as unsigned integers in f32.
+  template <bool kHigh>
+  static F LoadNibble(const std::byte* pg, size_t half, size_t at) {
+    const std::byte* p = pg + PairAt(at, PackedMatrix::kTileRows, half);
+    const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtepi32_ps(kHigh ? _mm256_srli_epi32(b, 4)
+                                    : _mm256_and_si256(b, _mm256_set1_epi32(0x0f)));
+  }
   // 8 E8M0 bytes as E8M0Half(e): the f32 bits (e - 1) << 23, or for e < 2
   // the subnormal 1 << (21 + e).
   static F LoadE8M0Half(const std::byte* pg, size_t half, size_t at) {
@@ -239,6 +247,13 @@ struct TwoTiles {
     return _mm512_cvtepi32_ps(
         _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + 2 * at))));
   }
+  template <bool kHigh>
+  static F LoadNibble(const std::byte* pg, size_t, size_t at) {
+    const __m512i b =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + 2 * at)));
+    return _mm512_cvtepi32_ps(kHigh ? _mm512_srli_epi32(b, 4)
+                                    : _mm512_and_si512(b, _mm512_set1_epi32(0x0f)));
+  }
   static F LoadE8M0Half(const std::byte* pg, size_t, size_t at) {
     const __m512i e =
         _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(pg + 2 * at)));
@@ -295,8 +310,10 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
   using F = typename V::F;
   constexpr bool kSigned = kF.offset == 128;
   constexpr int kSubtract = kSigned && !kVnni ? 0 : kF.offset;
-  constexpr bool kSuper = kF.scales == PackedScales::kSuperBlock;
+  constexpr bool kSuper =
+      kF.scales == PackedScales::kSuperBlock || kF.scales == PackedScales::kSuperHalves;
   constexpr size_t kParts = PartsOf(kF);
+  constexpr bool kPartBiases = PartBiases(kF);
   constexpr bool kLookup = kF.lookup != PackedLookup::kNone;
   F acc[kR];
   for (size_t r = 0; r < kR; ++r) acc[r] = V::ZeroF();
@@ -305,8 +322,9 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
   for (size_t g = 0; g < num_groups; ++g) {
     const std::byte* pg = pg0 + g * stride;
     // kF16: the block's scale and bias; kSuperBlock: the group's d and
-    // -dmin, which each block's 6-bit sc and m multiply; kHalfBlocks: the
-    // group's d, which each block part's 8-bit sc multiplies.
+    // -dmin, which each block's 6-bit sc and m multiply (kSuperHalves: each
+    // block part's 4-bit ones); kHalfBlocks: the group's d, which each block
+    // part's 8-bit sc multiplies.
     const F group_scale =
         kF.scales == PackedScales::kE8M0 ? V::LoadE8M0Half(pg, half, 0) : V::LoadF16(pg, half, 0);
     const F group_bias = kF.has_bias ? V::LoadF16(pg, half, BiasAt()) : V::ZeroF();
@@ -326,6 +344,36 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
                                                  Broadcast4Bytes<V>(act[r][b].q + 4 * v));
           }
         }
+      } else if constexpr (kF.bits < 4) {
+        // 2-bit fields: bits 2v, 2v + 1 of vector j are columns 16j + 4v
+        // ...; 3-bit formats add their third bits from one vector, placed
+        // as a 5-bit format's fifth (packed_layout.h).
+        const I parts[2] = {V::Load(pg, half, LevelsAt(kF, k)),
+                            V::Load(pg, half, LevelsAt(kF, k) + kLevelVector)};
+        const I high_bits =
+            kF.bits == 3 ? V::Load(pg, half, LevelsAt(kF, k) + 2 * kLevelVector) : V::Zero();
+        const I low2 = V::Bytes(0x03);
+        const auto for_v = [&]<size_t v>() FOLIO_PACKED_ATTR {
+          constexpr int kV = static_cast<int>(v);
+          // Shifts in 16-bit lanes: the bits kept come from the same byte.
+          I lo = V::And(V::template ShiftBits<-2 * kV>(parts[0]), low2);
+          I hi = V::And(V::template ShiftBits<-2 * kV>(parts[1]), low2);
+          if constexpr (kF.bits == 3) {  // bit v (low half), 4 + v (high) to bit 2
+            const I bit2 = V::Bytes(0x04);
+            lo = V::Or(lo, V::And(V::template ShiftBits<2 - kV>(high_bits), bit2));
+            hi = V::Or(hi, V::And(V::template ShiftBits<-2 - kV>(high_bits), bit2));
+          }
+          for (size_t r = 0; r < kR; ++r) {
+            sum[0][r] =
+                V::template Dot<kSigned>(sum[0][r], lo, Broadcast4Bytes<V>(act[r][b].q + 4 * v));
+            sum[1][r] = V::template Dot<kSigned>(sum[1][r], hi,
+                                                 Broadcast4Bytes<V>(act[r][b].q + 16 + 4 * v));
+          }
+        };
+        for_v.template operator()<0>();
+        for_v.template operator()<1>();
+        for_v.template operator()<2>();
+        for_v.template operator()<3>();
       } else {
         // Nibbles: vector v's low nibbles are columns 4v ..., its high ones
         // 16 + 4v ...; 5-bit formats add their fifth bits from one vector,
@@ -367,11 +415,18 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
         for_v.template operator()<3>();
       }
       F scale[kParts], bias = neg_group_bias;
+      [[maybe_unused]] F part_bias[kParts];
       scale[0] = group_scale;
       if constexpr (kF.scales == PackedScales::kSuperBlock) {
         const size_t at = PackedMatrix::kTileRows * k;
         scale[0] = V::Mul(group_scale, V::LoadU8(pg, half, SubScalesAt(kF) + at));
         bias = V::Mul(neg_group_bias, V::LoadU8(pg, half, SubMinsAt(kF) + at));
+      } else if constexpr (kF.scales == PackedScales::kSuperHalves) {
+        for (size_t p = 0; p < kParts; ++p) {
+          const size_t at = SubScalesAt(kF) + PackedMatrix::kTileRows * (kParts * k + p);
+          scale[p] = V::Mul(group_scale, V::template LoadNibble<false>(pg, half, at));
+          part_bias[p] = V::Mul(neg_group_bias, V::template LoadNibble<true>(pg, half, at));
+        }
       } else if constexpr (kF.scales == PackedScales::kSignedBlocks) {
         scale[0] =
             V::Mul(group_scale, V::LoadI8(pg, half, SubScalesAt(kF) + PackedMatrix::kTileRows * k));
@@ -387,8 +442,12 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
           I s = sum[p][r];
           if constexpr (kSubtract != 0) s = V::Sub(s, V::Set1(kSubtract * PartSum(kF, a, p)));
           acc[r] = V::Fma(V::Mul(scale[p], V::Set1F(a.d)), V::ToFloat(s), acc[r]);
+          if constexpr (kPartBiases) {
+            const float e = a.d * static_cast<float>(PartSum(kF, a, p));
+            acc[r] = V::Fma(part_bias[p], V::Set1F(e), acc[r]);
+          }
         }
-        if constexpr (kF.has_bias) acc[r] = V::Fma(bias, V::Set1F(a.e), acc[r]);
+        if constexpr (kF.has_bias && !kPartBiases) acc[r] = V::Fma(bias, V::Set1F(a.e), acc[r]);
       }
     }
   }
@@ -471,12 +530,14 @@ void PackedRowsImpl(const PackedTask& t) {
       return PackedRowsT<PackedFormatOf(WeightType::kIQ4_XS)>(t);
     case WeightType::kMXFP4:
       return PackedRowsT<PackedFormatOf(WeightType::kMXFP4)>(t);
+    case WeightType::kQ2_K:
+      return PackedRowsT<PackedFormatOf(WeightType::kQ2_K)>(t);
+    case WeightType::kQ3_K:
+      return PackedRowsT<PackedFormatOf(WeightType::kQ3_K)>(t);
     case WeightType::kF64:  // PackedMatrix::Pack accepts none of these
     case WeightType::kF32:
     case WeightType::kF16:
     case WeightType::kBF16:
-    case WeightType::kQ2_K:
-    case WeightType::kQ3_K:
       break;
   }
   FOLIO_CHECK(false, "no packed kernel for ", WeightTypeName(t.w->type()));

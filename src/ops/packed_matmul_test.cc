@@ -46,11 +46,11 @@ PackedMatrix Pack(const Matrix& m) {
 TEST(PackedMatMul, TheIssueTypesArePacked) {
   for (WeightType t : {WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0, WeightType::kQ5_1,
                        WeightType::kQ8_0, WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K,
-                       WeightType::kIQ4_NL, WeightType::kIQ4_XS, WeightType::kMXFP4}) {
+                       WeightType::kIQ4_NL, WeightType::kIQ4_XS, WeightType::kMXFP4,
+                       WeightType::kQ2_K, WeightType::kQ3_K}) {
     EXPECT_TRUE(HasPackedKernel(t)) << WeightTypeName(t);
   }
-  for (WeightType t : {WeightType::kF32, WeightType::kF16, WeightType::kBF16, WeightType::kQ2_K,
-                       WeightType::kQ3_K}) {
+  for (WeightType t : {WeightType::kF64, WeightType::kF32, WeightType::kF16, WeightType::kBF16}) {
     EXPECT_FALSE(HasPackedKernel(t)) << WeightTypeName(t);
   }
 }
@@ -253,9 +253,9 @@ TEST(PackedMatMul, SeveralMatricesOnOneInputEqualEachAlone) {
 // moves by at most half its block's step d_b (plus a few ulps of its
 // block's range from rounding 127 / max |x|, covered by 0.51), so the
 // product moves by at most sum_b 0.51 d_b sum_{i in b} |w_i|; the f32 chain
-// of 2 operations per block part (+1 for a bias) adds at most
-// gamma_((2 parts + 1) nb + 1) times the sum of its terms' magnitudes
-// (Higham 3.1), and the double reference u |y|.
+// of 2 operations per block part (+1 for a bias, +2 per part for Q2_K's
+// part biases) adds at most gamma_(ops nb + 1) times the sum of its terms'
+// magnitudes (Higham 3.1), and the double reference u |y|.
 TEST(PackedMatMul, ErrorAgainstExactProductIsWithinTheActivationRounding) {
   constexpr double u = FLT_EPSILON / 2;
   uint64_t seed = 900;
@@ -270,7 +270,10 @@ TEST(PackedMatMul, ErrorAgainstExactProductIsWithinTheActivationRounding) {
     ASSERT_TRUE(MatMulReference(m.view, x, num_rows, exact).ok());
     const internal::PackedFormat f = internal::PackedFormatOf(type);
     const uint64_t nb = p.num_blocks();
-    const double n = static_cast<double>((2 * internal::PartsOf(f) + 1) * nb + 1);
+    // Q2_K's parts each add a bias: two more operations a part.
+    const size_t ops = internal::PartBiases(f) ? 4 * internal::PartsOf(f)
+                                               : 2 * internal::PartsOf(f) + (f.has_bias ? 1 : 0);
+    const double n = static_cast<double>(ops * nb + 1);
     const double gamma = n * u / (1 - n * u);
     std::vector<ActivationBlock> act(nb);
     double worst = 0;
@@ -292,8 +295,14 @@ TEST(PackedMatMul, ErrorAgainstExactProductIsWithinTheActivationRounding) {
             }
             terms += std::fabs(internal::PackedScale(f, tb, j % 8, part) * act[b].d *
                                (dot - f.offset * internal::PartSum(f, act[b], part)));
+            if (internal::PartBiases(f)) {
+              terms += std::fabs(internal::PackedBias(f, tb, j % 8, part) * act[b].d *
+                                 internal::PartSum(f, act[b], part));
+            }
           }
-          if (f.has_bias) terms += std::fabs(internal::PackedBias(f, tb, j % 8) * act[b].e);
+          if (f.has_bias && !internal::PartBiases(f)) {
+            terms += std::fabs(internal::PackedBias(f, tb, j % 8) * act[b].e);
+          }
         }
         const double want = exact[r * rows + j];
         const double err = std::fabs(got[r * rows + j] - want);

@@ -142,8 +142,8 @@ GGUF_CASES = [("llama", "q8_0"), ("llama", "f16"), ("qwen2", "f32"), ("qwen3", "
               ("qwen2", "q2_k"), ("llama", "q3_k"), ("qwen3", "iq4_nl"), ("llama", "iq4_xs"),
               ("qwen3", "mxfp4")]
 # The types that run on 8-bit activations by default (ops/packed_matmul.h).
-PACKED_DTYPES = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k", "iq4_nl",
-                 "iq4_xs", "mxfp4"}
+PACKED_DTYPES = {"q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k",
+                 "iq4_nl", "iq4_xs", "mxfp4"}
 # K-quant and IQ4_XS rows are whole 256-element super-blocks: every
 # matrix's input width (hidden, heads * head_dim, ffn) is 256 in those cases.
 KQUANT_ARCH = {"hidden": 256, "head_dim": 64, "ffn": 256}

@@ -36,14 +36,16 @@
 // d_b / 2 * sum_i |w_i| per block, plus f32 accumulation.
 //
 // Types with a packed kernel (HasPackedKernel): Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4. A K-quant's 32-element
-// sub-block is a block whose scale (d * sc) and bias (-dmin * m) are exact
-// in f32 (Q6_K: two halves with scale d * sc each; IQ4_XS: d * (ls - 32));
+// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4. A K-quant's
+// 32-element sub-block is a block whose scale (d * sc) and bias (-dmin *
+// m) are exact in f32 (Q6_K and Q3_K: two halves with scale d * sc each,
+// Q3_K's levels q + 4 with offset o = 4; Q2_K: two halves with their own
+// scale and bias, each bias taking its half's sum; IQ4_XS: d * (ls - 32));
 // the packed tiles keep d, dmin, sc and m as the file does and form the
 // products in registers. The lookup types keep their 4-bit indices and
 // the kernel turns them into levels q = table value + 128 (offset o = 128)
 // with one byte shuffle; MXFP4's scale is its E8M0 byte's E8M0Half, a
-// power of two. Q2_K, Q3_K and the float types stay on the float kernel.
+// power of two. The float types stay on the float kernel.
 #ifndef FOLIO_OPS_PACKED_MATMUL_H_
 #define FOLIO_OPS_PACKED_MATMUL_H_
 
