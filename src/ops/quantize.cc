@@ -11,8 +11,10 @@
 #include "folio/core/dtype.h"
 #include "folio/core/str_cat.h"
 #include "ops/block_layout.h"
+#include "ops/quantize_internal.h"
 
 namespace folio::ops {
+
 namespace {
 
 constexpr uint16_t kF16ExponentMask = 0x7c00;
@@ -25,9 +27,9 @@ void StoreU32(std::byte* p, uint32_t v) {
   for (size_t i = 0; i < 4; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
 }
 
-// Stores `v` as f16 at `p`; OutOfRange (naming `what`) when it rounds to
-// infinity, which no decoder could turn back into a weight.
-Status StoreF16Scale(std::byte* p, float v, std::string_view what, size_t block) {
+}  // namespace
+
+Status internal::StoreF16Scale(std::byte* p, float v, std::string_view what, size_t block) {
   const uint16_t bits = F32ToF16Bits(v);
   if ((bits & kF16ExponentMask) == kF16ExponentMask) {
     return Status::OutOfRange(
@@ -36,6 +38,12 @@ Status StoreF16Scale(std::byte* p, float v, std::string_view what, size_t block)
   StoreU16(p, bits);
   return Status::Ok();
 }
+
+namespace {
+
+using internal::kGroupMaxEps;
+using internal::NearestInt;
+using internal::StoreF16Scale;
 
 // 1/d as ggml computes it (0 for d = 0). Where 1/d overflows, d is below
 // f32's normal range and its f16 is 0, so the levels do not matter: 0 keeps
@@ -51,15 +59,6 @@ float Reciprocal(float d) {
 uint32_t TruncLevel(float t, uint32_t max_q) {
   if (t >= static_cast<float>(max_q)) return max_q;
   return t > 0.0f ? static_cast<uint32_t>(t) : 0;
-}
-
-// ggml's nearest_int: round half to even (its magic-number trick is exact
-// below 2^22 in magnitude). Arguments are bounded by construction; the
-// clamp only keeps a conversion defined.
-int NearestInt(float f) {
-  constexpr float kLimit = 4194303.0f;
-  if (!(std::fabs(f) <= kLimit)) return f > 0.0f ? 4194303 : -4194303;
-  return static_cast<int>(std::nearbyint(f));
 }
 
 // --- Element types. ---
@@ -163,279 +162,6 @@ Status EncodeLegacy(std::span<const float> in, std::byte* out) {
       qh |= ((q >> 4) & 1) << j;
     }
     if constexpr (kFiveBit) StoreU32(block + kQhAt, qh);
-  }
-  return Status::Ok();
-}
-
-// --- K-quants. ---
-
-// ggml's GROUP_MAX_EPS: a Q6_K group whose largest magnitude is below it
-// is all zeros.
-constexpr float kGroupMaxEps = 1e-15f;
-
-// ggml's make_qkx2_quants with squared error: levels L in [0, nmax], a
-// scale > 0 and a min <= 0 with x ~ scale * L + min, minimising sum w (scale
-// * L + min - x)^2. It starts from the grid spanning [min(x, 0), max(x)]
-// and tries nstep + 1 denser or sparser grids (nmax + rmin + rdelta * i
-// steps over [best min so far, max x]); for each, the best scale and min
-// for those levels come from the 2x2 normal equations (min clamped to 0 if
-// positive), kept if they lower the weighted error. Sums accumulate in f32
-// in index order, as ggml's. Returns the scale and writes -min to
-// `neg_min`.
-float FitScaleAndMin(const float* x, const float* w, int n, int nmax, float rmin, float rdelta,
-                     int nstep, uint8_t* levels, float& neg_min) {
-  float lo = x[0], hi = x[0];
-  float sum_w = w[0];
-  float sum_x = sum_w * x[0];
-  for (int i = 1; i < n; ++i) {
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
-    sum_w += w[i];
-    sum_x += w[i] * x[i];
-  }
-  lo = std::min(lo, 0.0f);
-  if (hi == lo) {
-    std::fill(levels, levels + n, uint8_t{0});
-    neg_min = -lo;
-    return 0.0f;
-  }
-  auto level = [nmax](float v) { return static_cast<uint8_t>(std::clamp(NearestInt(v), 0, nmax)); };
-  float iscale = static_cast<float>(nmax) / (hi - lo);
-  float scale = 1.0f / iscale;
-  float min = lo;
-  float best_error = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    levels[i] = level(iscale * (x[i] - lo));
-    const float diff = scale * levels[i] + lo - x[i];
-    best_error += w[i] * (diff * diff);
-  }
-  uint8_t trial[32];
-  for (int step = 0; step <= nstep; ++step) {
-    // As in ggml, each grid is laid from the best min found so far.
-    iscale = (rmin + rdelta * static_cast<float>(step) + static_cast<float>(nmax)) / (hi - min);
-    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      trial[i] = level(iscale * (x[i] - min));
-      const float l = trial[i];
-      sum_l += w[i] * l;
-      sum_l2 += w[i] * l * l;
-      sum_xl += w[i] * l * x[i];
-    }
-    const float det = sum_w * sum_l2 - sum_l * sum_l;
-    if (!(det > 0.0f)) continue;
-    float this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
-    float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
-    if (this_min > 0.0f) {
-      this_min = 0.0f;
-      this_scale = sum_xl / sum_l2;
-    }
-    float error = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      const float diff = this_scale * trial[i] + this_min - x[i];
-      error += w[i] * (diff * diff);
-    }
-    if (error < best_error) {
-      std::copy(trial, trial + n, levels);
-      best_error = error;
-      scale = this_scale;
-      min = this_min;
-    }
-  }
-  neg_min = -min;
-  return scale;
-}
-
-// ggml's make_qx_quants with weights x^2 (its rmse_type 1): a signed scale
-// with x ~ scale * (L - nmax), L in [0, 2 nmax), maximising the weighted
-// fit (sum w x l)^2 / sum w l^2 over the grids -(nmax + 0.1 i) / max, i in
-// [-9, 9]; max is the first element of largest magnitude. A group below
-// kGroupMaxEps is all zeros.
-float FitSignedScale(const float* x, int n, int nmax, int8_t* levels) {
-  float max = 0.0f, amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      max = x[i];
-    }
-  }
-  if (amax < kGroupMaxEps) {
-    std::fill(levels, levels + n, int8_t{0});
-    return 0.0f;
-  }
-  auto level = [nmax](float v) { return std::clamp(NearestInt(v), -nmax, nmax - 1); };
-  auto sums = [&](float iscale, float& sum_lx, float& sum_l2) {
-    sum_lx = sum_l2 = 0.0f;
-    for (int i = 0; i < n; ++i) {
-      const auto l = static_cast<float>(level(iscale * x[i]));
-      const float w = x[i] * x[i];
-      sum_lx += w * x[i] * l;
-      sum_l2 += w * l * l;
-    }
-  };
-  auto assign = [&](float iscale) {
-    for (int i = 0; i < n; ++i) levels[i] = static_cast<int8_t>(level(iscale * x[i]) + nmax);
-  };
-  float iscale = -static_cast<float>(nmax) / max;
-  float sum_lx = 0.0f, sum_l2 = 0.0f;
-  sums(iscale, sum_lx, sum_l2);
-  assign(iscale);
-  float scale = sum_l2 != 0.0f ? sum_lx / sum_l2 : 0.0f;
-  float best = scale * sum_lx;
-  for (int step = -9; step <= 9; ++step) {
-    if (step == 0) continue;
-    iscale = -(static_cast<float>(nmax) + 0.1f * static_cast<float>(step)) / max;
-    sums(iscale, sum_lx, sum_l2);
-    if (sum_l2 > 0.0f && sum_lx * sum_lx > best * sum_l2) {
-      assign(iscale);
-      scale = sum_lx / sum_l2;
-      best = scale * sum_lx;
-    }
-  }
-  return scale;
-}
-
-// ggml's quantize_row_q4_K_ref and _q5_K_ref. Per sub-block of 32: weights
-// w = rms(x) + |x| (large values matter more), FitScaleAndMin (Q4_K: 15
-// levels, grids nmax - 1 + 0.1 i, i <= 20; Q5_K: 31 levels, nmax - 0.5 +
-// 0.1 i, i <= 15). The eight scales and mins become 6-bit integers against
-// d = max scale / 63 and dmin = max min / 63, packed as ScaleMinK4 unpacks
-// them; then every element is requantized against the stored d * sc and
-// dmin * m (a sub-block whose scale rounds to 0 keeps its fitted levels,
-// which then decode to -dmin * m anyway). Layout as weight_type.cc's
-// DecodeQ4Q5K.
-template <WeightType kType>
-Status EncodeQ4Q5K(std::span<const float> in, std::byte* out) {
-  constexpr bool kFiveBit = kType == WeightType::kQ5_K;
-  constexpr int kNmax = kFiveBit ? 31 : 15;
-  constexpr float kRmin = kFiveBit ? -0.5f : -1.0f;
-  constexpr int kNstep = kFiveBit ? 15 : 20;
-  constexpr size_t kElems = TraitsOf(kType).block_size;
-  constexpr size_t kBytes = TraitsOf(kType).block_bytes;
-  constexpr size_t kScalesAt = 4;
-  constexpr size_t kQhAt = kScalesAt + 12;
-  constexpr size_t kQsAt = kQhAt + (kFiveBit ? kElems / 8 : 0);
-  static_assert(kElems == 256 && kQsAt + kElems / 2 == kBytes, "a Q4_K/Q5_K block's layout");
-  for (size_t b = 0; b < in.size() / kElems; ++b) {
-    const float* x = in.data() + b * kElems;
-    std::byte* block = out + b * kBytes;
-    uint8_t levels[kElems];
-    float scales[8], mins[8];
-    float max_scale = 0.0f, max_min = 0.0f;
-    for (size_t j = 0; j < 8; ++j) {
-      const float* xs = x + 32 * j;
-      float sum_x2 = 0.0f;
-      for (size_t l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
-      const float av_x = std::sqrt(sum_x2 / 32.0f);
-      float w[32];
-      for (size_t l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
-      scales[j] = FitScaleAndMin(xs, w, 32, kNmax, kRmin, 0.1f, kNstep, levels + 32 * j, mins[j]);
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    const float inv_scale = max_scale > 0.0f ? 63.0f / max_scale : 0.0f;
-    const float inv_min = max_min > 0.0f ? 63.0f / max_min : 0.0f;
-    // A scale or min that rounds below 0 is stored as 0 (ggml's uint8
-    // conversion would wrap it to 63 instead; fitted scales and mins are
-    // not negative in practice).
-    uint8_t packed[12] = {};
-    for (size_t j = 0; j < 8; ++j) {
-      const auto ls = static_cast<uint8_t>(std::clamp(NearestInt(inv_scale * scales[j]), 0, 63));
-      const auto lm = static_cast<uint8_t>(std::clamp(NearestInt(inv_min * mins[j]), 0, 63));
-      if (j < 4) {
-        packed[j] = ls;
-        packed[j + 4] = lm;
-      } else {
-        packed[j + 4] = static_cast<uint8_t>((ls & 0x0f) | (lm & 0x0f) << 4);
-        packed[j - 4] = static_cast<uint8_t>(packed[j - 4] | (ls >> 4) << 6);
-        packed[j] = static_cast<uint8_t>(packed[j] | (lm >> 4) << 6);
-      }
-    }
-    std::memcpy(block + kScalesAt, packed, 12);
-    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block, max_scale / 63.0f, "super-block scale d", b));
-    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block + 2, max_min / 63.0f, "super-block dmin", b));
-    uint16_t bits;
-    std::memcpy(&bits, block, 2);
-    const float d = F16BitsToF32(bits);
-    std::memcpy(&bits, block + 2, 2);
-    const float dmin = F16BitsToF32(bits);
-    for (size_t j = 0; j < 8; ++j) {
-      uint32_t sc, m;
-      internal::ScaleMinK4(j, block + kScalesAt, sc, m);
-      const float dl = d * static_cast<float>(sc);
-      if (dl == 0.0f) continue;
-      const float ml = dmin * static_cast<float>(m);
-      for (size_t l = 0; l < 32; ++l) {
-        levels[32 * j + l] =
-            static_cast<uint8_t>(std::clamp(NearestInt((x[32 * j + l] + ml) / dl), 0, kNmax));
-      }
-    }
-    // Sub-blocks 2k and 2k + 1 share qs[32k..32k + 31]: low and high nibble;
-    // Q5_K's fifth bit of sub-block g is bit g of qh[l].
-    if constexpr (kFiveBit) std::memset(block + kQhAt, 0, 32);
-    for (size_t k = 0; k < 4; ++k) {
-      for (size_t l = 0; l < 32; ++l) {
-        const uint32_t lo = levels[64 * k + l], hi = levels[64 * k + 32 + l];
-        block[kQsAt + 32 * k + l] = static_cast<std::byte>((lo & 0x0f) | (hi & 0x0f) << 4);
-        if constexpr (kFiveBit) {
-          const uint32_t bits_k = (lo >> 4) << (2 * k) | (hi >> 4) << (2 * k + 1);
-          block[kQhAt + l] |= static_cast<std::byte>(bits_k);
-        }
-      }
-    }
-  }
-  return Status::Ok();
-}
-
-// ggml's quantize_row_q6_K_ref: FitSignedScale per sub-block of 16 (levels
-// -32..31), the sixteen scales as int8 against d = -(largest-magnitude
-// scale) / 128, then every element requantized against d * sc. A
-// super-block whose scales are all below kGroupMaxEps is all zero bytes.
-// Layout as weight_type.cc's DecodeQ6K.
-Status EncodeQ6K(std::span<const float> in, std::byte* out) {
-  constexpr size_t kElems = TraitsOf(WeightType::kQ6_K).block_size;
-  constexpr size_t kBytes = TraitsOf(WeightType::kQ6_K).block_bytes;
-  constexpr size_t kQhAt = kElems / 2, kScalesAt = kQhAt + kElems / 4, kDAt = kScalesAt + 16;
-  static_assert(kElems == 256 && kDAt + 2 == kBytes, "a Q6_K block's layout");
-  for (size_t b = 0; b < in.size() / kElems; ++b) {
-    const float* x = in.data() + b * kElems;
-    std::byte* block = out + b * kBytes;
-    int8_t levels[kElems];
-    float scales[16];
-    float max_scale = 0.0f, max_abs_scale = 0.0f;
-    for (size_t j = 0; j < 16; ++j) {
-      scales[j] = FitSignedScale(x + 16 * j, 16, 32, levels + 16 * j);
-      if (std::fabs(scales[j]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
-    }
-    std::memset(block, 0, kBytes);
-    if (max_abs_scale < kGroupMaxEps) continue;
-    const float iscale = -128.0f / max_scale;
-    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block + kDAt, 1.0f / iscale, "super-block scale d", b));
-    uint16_t bits;
-    std::memcpy(&bits, block + kDAt, 2);
-    const float d = F16BitsToF32(bits);
-    for (size_t j = 0; j < 16; ++j) {
-      const auto sc = static_cast<int8_t>(std::min(127, NearestInt(iscale * scales[j])));
-      block[kScalesAt + j] = static_cast<std::byte>(sc);
-      const float dl = d * static_cast<float>(sc);
-      if (dl == 0.0f) continue;
-      for (size_t l = 0; l < 16; ++l) {
-        levels[16 * j + l] =
-            static_cast<int8_t>(std::clamp(NearestInt(x[16 * j + l] / dl), -32, 31) + 32);
-      }
-    }
-    for (size_t h = 0; h < 2; ++h) {
-      const int8_t* L = levels + 128 * h;
-      for (size_t l = 0; l < 32; ++l) {
-        const auto q = [&](size_t k) { return static_cast<uint32_t>(L[32 * k + l]); };
-        block[64 * h + l] = static_cast<std::byte>((q(0) & 0x0f) | (q(2) & 0x0f) << 4);
-        block[64 * h + 32 + l] = static_cast<std::byte>((q(1) & 0x0f) | (q(3) & 0x0f) << 4);
-        block[kQhAt + 32 * h + l] = static_cast<std::byte>((q(0) >> 4) | (q(1) >> 4) << 2 |
-                                                           (q(2) >> 4) << 4 | (q(3) >> 4) << 6);
-      }
-    }
   }
   return Status::Ok();
 }
@@ -631,11 +357,11 @@ Status QuantizeRow(WeightType type, std::span<const float> in, std::byte* out) {
     case WeightType::kQ5_1:
       return EncodeLegacy<WeightType::kQ5_1>(in, out);
     case WeightType::kQ4_K:
-      return EncodeQ4Q5K<WeightType::kQ4_K>(in, out);
+      return internal::EncodeQ4K(in, out);
     case WeightType::kQ5_K:
-      return EncodeQ4Q5K<WeightType::kQ5_K>(in, out);
+      return internal::EncodeQ5K(in, out);
     case WeightType::kQ6_K:
-      return EncodeQ6K(in, out);
+      return internal::EncodeQ6K(in, out);
     case WeightType::kIQ4_NL:
       return EncodeIq4<WeightType::kIQ4_NL>(in, out);
     case WeightType::kIQ4_XS:
