@@ -5,8 +5,9 @@
 #ifndef FOLIO_OPS_QUANTIZE_INTERNAL_H_
 #define FOLIO_OPS_QUANTIZE_INTERNAL_H_
 
-#include <cmath>
+#include <bit>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
 
@@ -18,13 +19,15 @@ namespace folio::ops::internal {
 // zeros (Q3_K, Q6_K, the IQ4 types).
 inline constexpr float kGroupMaxEps = 1e-15f;
 
-// ggml's nearest_int: round half to even (its magic-number trick is exact
-// below 2^22 in magnitude). Arguments are bounded by construction; the
-// clamp only keeps a conversion defined.
+// ggml's nearest_int, bit for bit for every float: f + 1.5 * 2^23 rounds f
+// to an integer (half to even) in the low 23 bits when |f| <= 2^22. Beyond
+// that ggml asserts in debug builds and, in the release builds
+// llama-quantize runs, returns those low bits anyway; Q3_K's level search
+// can get there (an element moved against a near-zero sum), so folio
+// returns the same bits rather than clamping.
 inline int NearestInt(float f) {
-  constexpr float kLimit = 4194303.0f;
-  if (!(std::fabs(f) <= kLimit)) return f > 0.0f ? 4194303 : -4194303;
-  return static_cast<int>(std::nearbyint(f));
+  const float shifted = f + 12582912.0f;
+  return static_cast<int>(std::bit_cast<uint32_t>(shifted) & 0x007fffff) - 0x00400000;
 }
 
 // Stores `v` as f16 at `p`; OutOfRange (naming `what` and the block) when it
