@@ -356,6 +356,10 @@ Status QuantizeRow(WeightType type, std::span<const float> in, std::byte* out) {
       return EncodeLegacy<WeightType::kQ5_0>(in, out);
     case WeightType::kQ5_1:
       return EncodeLegacy<WeightType::kQ5_1>(in, out);
+    case WeightType::kQ2_K:
+      return internal::EncodeQ2K(in, out);
+    case WeightType::kQ3_K:
+      return internal::EncodeQ3K(in, out);
     case WeightType::kQ4_K:
       return internal::EncodeQ4K(in, out);
     case WeightType::kQ5_K:
@@ -369,8 +373,6 @@ Status QuantizeRow(WeightType type, std::span<const float> in, std::byte* out) {
     case WeightType::kMXFP4:
       return EncodeMxfp4(in, out);
     case WeightType::kF64:
-    case WeightType::kQ2_K:
-    case WeightType::kQ3_K:
       break;
   }
   return Status::Unimplemented(StrCat("folio cannot quantize to ", WeightTypeName(type)));

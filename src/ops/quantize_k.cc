@@ -16,17 +16,21 @@
 namespace folio::ops::internal {
 namespace {
 
-// ggml's make_qkx2_quants with squared error: levels L in [0, nmax], a
-// scale > 0 and a min <= 0 with x ~ scale * L + min, minimising sum w (scale
-// * L + min - x)^2. It starts from the grid spanning [min(x, 0), max(x)]
-// and tries nstep + 1 denser or sparser grids (nmax + rmin + rdelta * i
-// steps over [best min so far, max x]); for each, the best scale and min
-// for those levels come from the 2x2 normal equations (min clamped to 0 if
+// How FitScaleAndMin judges a fit: ggml's use_mad.
+enum class FitError : uint8_t { kSquared, kAbsolute };
+
+// ggml's make_qkx2_quants: levels L in [0, nmax], a scale > 0 and a min <=
+// 0 with x ~ scale * L + min, minimising sum w (scale * L + min - x)^2
+// (kSquared) or sum w |scale * L + min - x| (kAbsolute). It starts from the
+// grid spanning [min(x, 0), max(x)] and tries nstep + 1 denser or sparser
+// grids (nmax + rmin + rdelta * i steps over [best min so far, max x]); for
+// each, the best scale and min for those levels come from the 2x2 normal
+// equations (least squares whatever the error judged; min clamped to 0 if
 // positive), kept if they lower the weighted error. Sums accumulate in f32
 // in index order, as ggml's. Returns the scale and writes -min to
 // `neg_min`.
 float FitScaleAndMin(const float* x, const float* w, int n, int nmax, float rmin, float rdelta,
-                     int nstep, uint8_t* levels, float& neg_min) {
+                     int nstep, FitError judge, uint8_t* levels, float& neg_min) {
   float lo = x[0], hi = x[0];
   float sum_w = w[0];
   float sum_x = sum_w * x[0];
@@ -43,6 +47,9 @@ float FitScaleAndMin(const float* x, const float* w, int n, int nmax, float rmin
     return 0.0f;
   }
   auto level = [nmax](float v) { return static_cast<uint8_t>(std::clamp(NearestInt(v), 0, nmax)); };
+  auto error_of = [judge](float diff) {
+    return judge == FitError::kAbsolute ? std::fabs(diff) : diff * diff;
+  };
   float iscale = static_cast<float>(nmax) / (hi - lo);
   float scale = 1.0f / iscale;
   float min = lo;
@@ -50,7 +57,7 @@ float FitScaleAndMin(const float* x, const float* w, int n, int nmax, float rmin
   for (int i = 0; i < n; ++i) {
     levels[i] = level(iscale * (x[i] - lo));
     const float diff = scale * levels[i] + lo - x[i];
-    best_error += w[i] * (diff * diff);
+    best_error += w[i] * error_of(diff);
   }
   uint8_t trial[32];
   for (int step = 0; step <= nstep; ++step) {
@@ -75,7 +82,7 @@ float FitScaleAndMin(const float* x, const float* w, int n, int nmax, float rmin
     float error = 0.0f;
     for (int i = 0; i < n; ++i) {
       const float diff = this_scale * trial[i] + this_min - x[i];
-      error += w[i] * (diff * diff);
+      error += w[i] * error_of(diff);
     }
     if (error < best_error) {
       std::copy(trial, trial + n, levels);
@@ -137,6 +144,67 @@ float FitSignedScale(const float* x, int n, int nmax, int8_t* levels) {
   return scale;
 }
 
+// ggml's make_q3_quants with its level search (do_rmse): a signed scale with
+// x ~ scale * l, l in [-nmax, nmax), weights w = x^2. The levels start on the
+// grid -nmax / max (max: the first element of largest magnitude, which lands
+// on -nmax); then, up to 5 sweeps in element order, each element is offered
+// the level nearest x / s, where s is the least-squares scale of the other
+// elements (sum w x l / sum w l^2 without it, tried only while that sum w x
+// l is > 0), and takes it when that raises the fit (sum w x l)^2 / sum w l^2
+// of the whole group. A sweep that moves nothing ends the search. Returns the
+// least-squares scale of the final levels and writes them biased by nmax.
+// A group below kGroupMaxEps is all zeros (its levels 0, as ggml writes
+// them).
+float FitSignedScaleByMoves(const float* x, int n, int nmax, int8_t* levels) {
+  constexpr int kSweeps = 5;
+  float max = 0.0f, amax = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      max = x[i];
+    }
+  }
+  if (amax < kGroupMaxEps) {
+    std::fill(levels, levels + n, int8_t{0});
+    return 0.0f;
+  }
+  auto level = [nmax](float v) { return std::clamp(NearestInt(v), -nmax, nmax - 1); };
+  const float iscale = -static_cast<float>(nmax) / max;
+  float sum_lx = 0.0f, sum_l2 = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int l = level(iscale * x[i]);
+    levels[i] = static_cast<int8_t>(l);
+    const float w = x[i] * x[i];
+    sum_lx += w * x[i] * static_cast<float>(l);
+    sum_l2 += w * static_cast<float>(l) * static_cast<float>(l);
+  }
+  for (int sweep = 0; sweep < kSweeps; ++sweep) {
+    int moved = 0;
+    for (int i = 0; i < n; ++i) {
+      const float w = x[i] * x[i];
+      const auto old_l = static_cast<float>(levels[i]);
+      float slx = sum_lx - w * x[i] * old_l;
+      if (!(slx > 0.0f)) continue;
+      float sl2 = sum_l2 - w * old_l * old_l;
+      const int l = level(x[i] * sl2 / slx);
+      if (l == levels[i]) continue;
+      slx += w * x[i] * static_cast<float>(l);
+      sl2 += w * static_cast<float>(l) * static_cast<float>(l);
+      // (slx / sl2) * slx > (sum_lx / sum_l2) * sum_lx, cross-multiplied in
+      // ggml's order.
+      if (sl2 > 0.0f && slx * slx * sum_l2 > sum_lx * sum_lx * sl2) {
+        levels[i] = static_cast<int8_t>(l);
+        sum_lx = slx;
+        sum_l2 = sl2;
+        ++moved;
+      }
+    }
+    if (moved == 0) break;
+  }
+  for (int i = 0; i < n; ++i) levels[i] = static_cast<int8_t>(levels[i] + nmax);
+  return sum_l2 > 0.0f ? sum_lx / sum_l2 : 0.0f;
+}
+
 // ggml's quantize_row_q4_K_ref and _q5_K_ref. Per sub-block of 32: weights
 // w = rms(x) + |x| (large values matter more), FitScaleAndMin (Q4_K: 15
 // levels, grids nmax - 1 + 0.1 i, i <= 20; Q5_K: 31 levels, nmax - 0.5 +
@@ -171,7 +239,8 @@ Status EncodeQ4Q5K(std::span<const float> in, std::byte* out) {
       const float av_x = std::sqrt(sum_x2 / 32.0f);
       float w[32];
       for (size_t l = 0; l < 32; ++l) w[l] = av_x + std::fabs(xs[l]);
-      scales[j] = FitScaleAndMin(xs, w, 32, kNmax, kRmin, 0.1f, kNstep, levels + 32 * j, mins[j]);
+      scales[j] = FitScaleAndMin(xs, w, 32, kNmax, kRmin, 0.1f, kNstep, FitError::kSquared,
+                                 levels + 32 * j, mins[j]);
       max_scale = std::max(max_scale, scales[j]);
       max_min = std::max(max_min, mins[j]);
     }
@@ -229,7 +298,141 @@ Status EncodeQ4Q5K(std::span<const float> in, std::byte* out) {
   return Status::Ok();
 }
 
+// Packs 256 2-bit values as Q2_K's and Q3_K's qs[64]: bits 2k, 2k + 1 of
+// qs[32n + l] hold element 128n + 32k + l.
+void StoreTwoBitLevels(const uint8_t* levels, std::byte* qs) {
+  for (size_t n = 0; n < 2; ++n) {
+    const uint8_t* L = levels + 128 * n;
+    for (size_t l = 0; l < 32; ++l) {
+      qs[32 * n + l] =
+          static_cast<std::byte>(L[l] | L[l + 32] << 2 | L[l + 64] << 4 | L[l + 96] << 6);
+    }
+  }
+}
+
 }  // namespace
+
+// ggml's quantize_row_q2_K_ref. Per sub-block of 16: weights w = |x|,
+// FitScaleAndMin with 3 levels over the grids nmax - 0.5 + 0.1 i, i <= 15,
+// judged by weighted absolute error. The sixteen scales and mins become
+// 4-bit integers against d = max scale / 15 and dmin = max min / 15 (scale
+// byte j: the scale in its low nibble, the min in its high); then every
+// element is requantized against the stored d * sc and dmin * m (a
+// sub-block whose scale rounds to 0 keeps its fitted levels, which decode
+// to -dmin * m anyway). A scale that would round below 0 is stored as 0,
+// as in EncodeQ4Q5K. Layout as weight_type.cc's DecodeQ2Q3K.
+Status EncodeQ2K(std::span<const float> in, std::byte* out) {
+  constexpr size_t kElems = TraitsOf(WeightType::kQ2_K).block_size;
+  constexpr size_t kBytes = TraitsOf(WeightType::kQ2_K).block_bytes;
+  constexpr size_t kQsAt = 16, kDAt = kQsAt + kElems / 4;
+  static_assert(kElems == 256 && kDAt + 4 == kBytes, "a Q2_K block's layout");
+  for (size_t b = 0; b < in.size() / kElems; ++b) {
+    const float* x = in.data() + b * kElems;
+    std::byte* block = out + b * kBytes;
+    uint8_t levels[kElems];
+    float scales[16], mins[16];
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (size_t j = 0; j < 16; ++j) {
+      const float* xs = x + 16 * j;
+      float w[16];
+      for (size_t l = 0; l < 16; ++l) w[l] = std::fabs(xs[l]);
+      scales[j] = FitScaleAndMin(xs, w, 16, 3, -0.5f, 0.1f, 15, FitError::kAbsolute,
+                                 levels + 16 * j, mins[j]);
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+    }
+    const float inv_scale = max_scale > 0.0f ? 15.0f / max_scale : 0.0f;
+    const float inv_min = max_min > 0.0f ? 15.0f / max_min : 0.0f;
+    for (size_t j = 0; j < 16; ++j) {
+      const int ls = std::clamp(NearestInt(inv_scale * scales[j]), 0, 15);
+      const int lm = std::clamp(NearestInt(inv_min * mins[j]), 0, 15);
+      block[j] = static_cast<std::byte>(ls | lm << 4);
+    }
+    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block + kDAt, max_scale / 15.0f, "super-block scale d", b));
+    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block + kDAt + 2, max_min / 15.0f, "super-block dmin", b));
+    uint16_t bits;
+    std::memcpy(&bits, block + kDAt, 2);
+    const float d = F16BitsToF32(bits);
+    std::memcpy(&bits, block + kDAt + 2, 2);
+    const float dmin = F16BitsToF32(bits);
+    for (size_t j = 0; j < 16; ++j) {
+      const auto s = std::to_integer<uint32_t>(block[j]);
+      const float dl = d * static_cast<float>(s & 0x0f);
+      if (dl == 0.0f) continue;
+      const float ml = dmin * static_cast<float>(s >> 4);
+      for (size_t l = 0; l < 16; ++l) {
+        levels[16 * j + l] =
+            static_cast<uint8_t>(std::clamp(NearestInt((x[16 * j + l] + ml) / dl), 0, 3));
+      }
+    }
+    StoreTwoBitLevels(levels, block + kQsAt);
+  }
+  return Status::Ok();
+}
+
+// ggml's quantize_row_q3_K_ref. Per sub-block of 16: FitSignedScaleByMoves
+// (levels -4..3). The sixteen scales become 6-bit signed integers against d
+// = -(the scale of largest magnitude) / 32, stored biased by 32 as
+// ScaleQ3K unpacks them, and d as the f16 of 1 / (-32 / that scale), as
+// ggml computes it; then every element is requantized against the stored
+// d * (sc - 32) (a sub-block whose scale rounds to 0 keeps its fitted
+// levels, which decode to 0 anyway). The third bit of each level goes to
+// hmask: set when the level is 4 or more (the decoder subtracts 4 where it
+// is clear). Layout as weight_type.cc's DecodeQ2Q3K.
+Status EncodeQ3K(std::span<const float> in, std::byte* out) {
+  constexpr size_t kElems = TraitsOf(WeightType::kQ3_K).block_size;
+  constexpr size_t kBytes = TraitsOf(WeightType::kQ3_K).block_bytes;
+  constexpr size_t kQsAt = kElems / 8, kScalesAt = kQsAt + kElems / 4, kDAt = kScalesAt + 12;
+  static_assert(kElems == 256 && kDAt + 2 == kBytes, "a Q3_K block's layout");
+  for (size_t b = 0; b < in.size() / kElems; ++b) {
+    const float* x = in.data() + b * kElems;
+    std::byte* block = out + b * kBytes;
+    int8_t levels[kElems];
+    float scales[16];
+    float max_scale = 0.0f, max_abs_scale = 0.0f;
+    for (size_t j = 0; j < 16; ++j) {
+      scales[j] = FitSignedScaleByMoves(x + 16 * j, 16, 4, levels + 16 * j);
+      if (std::fabs(scales[j]) > max_abs_scale) {
+        max_abs_scale = std::fabs(scales[j]);
+        max_scale = scales[j];
+      }
+    }
+    std::memset(block, 0, kBytes);
+    float d_f32 = 0.0f;
+    if (max_scale != 0.0f) {
+      const float iscale = -32.0f / max_scale;
+      for (size_t j = 0; j < 16; ++j) {
+        const auto sc =
+            static_cast<uint32_t>(std::clamp(NearestInt(iscale * scales[j]), -32, 31) + 32);
+        block[kScalesAt + j % 8] |= static_cast<std::byte>((sc & 0x0f) << (j < 8 ? 0 : 4));
+        block[kScalesAt + 8 + j % 4] |= static_cast<std::byte>((sc >> 4) << (2 * (j / 4)));
+      }
+      d_f32 = 1.0f / iscale;
+    }
+    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block + kDAt, d_f32, "super-block scale d", b));
+    uint16_t bits;
+    std::memcpy(&bits, block + kDAt, 2);
+    const float d = F16BitsToF32(bits);
+    for (size_t j = 0; j < 16; ++j) {
+      const auto sc = static_cast<int>(ScaleQ3K(j, block + kScalesAt)) - 32;
+      const float dl = d * static_cast<float>(sc);
+      if (dl == 0.0f) continue;
+      for (size_t l = 0; l < 16; ++l) {
+        levels[16 * j + l] =
+            static_cast<int8_t>(std::clamp(NearestInt(x[16 * j + l] / dl), -4, 3) + 4);
+      }
+    }
+    // Element e's third bit is bit e / 32 of hmask[e % 32].
+    uint8_t low[kElems];
+    for (size_t e = 0; e < kElems; ++e) {
+      const auto q = static_cast<uint8_t>(levels[e]);
+      if (q > 3) block[e % 32] |= static_cast<std::byte>(1u << (e / 32));
+      low[e] = q & 3;
+    }
+    StoreTwoBitLevels(low, block + kQsAt);
+  }
+  return Status::Ok();
+}
 
 Status EncodeQ4K(std::span<const float> in, std::byte* out) {
   return EncodeQ4Q5K<WeightType::kQ4_K>(in, out);

@@ -15,17 +15,18 @@
 namespace folio::ops {
 namespace {
 
-constexpr WeightType kQuantizable[] = {WeightType::kF32,    WeightType::kF16,  WeightType::kBF16,
-                                       WeightType::kQ8_0,   WeightType::kQ4_0, WeightType::kQ4_1,
-                                       WeightType::kQ5_0,   WeightType::kQ5_1, WeightType::kQ4_K,
-                                       WeightType::kQ5_K,   WeightType::kQ6_K, WeightType::kIQ4_NL,
-                                       WeightType::kIQ4_XS, WeightType::kMXFP4};
+constexpr WeightType kQuantizable[] = {
+    WeightType::kF32,  WeightType::kF16,    WeightType::kBF16,   WeightType::kQ8_0,
+    WeightType::kQ4_0, WeightType::kQ4_1,   WeightType::kQ5_0,   WeightType::kQ5_1,
+    WeightType::kQ2_K, WeightType::kQ3_K,   WeightType::kQ4_K,   WeightType::kQ5_K,
+    WeightType::kQ6_K, WeightType::kIQ4_NL, WeightType::kIQ4_XS, WeightType::kMXFP4};
 // Every type with a scale precise to f16 or better (MXFP4's is a power of
 // two, its elements 3 bits).
 bool F16Precise(WeightType type) { return type != WeightType::kMXFP4; }
 constexpr WeightType kLegacy[] = {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1,
                                   WeightType::kQ5_0, WeightType::kQ5_1};
-constexpr WeightType kKQuants[] = {WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K};
+constexpr WeightType kKQuants[] = {WeightType::kQ2_K, WeightType::kQ3_K, WeightType::kQ4_K,
+                                   WeightType::kQ5_K, WeightType::kQ6_K};
 
 // Seeded standard normal values (Box-Muller), times `scale`.
 std::vector<float> Gaussian(size_t n, uint64_t seed, float scale = 1.0f) {
@@ -134,31 +135,56 @@ TEST(QuantizeRow, LegacyTypesStayWithinTheirDerivedBounds) {
   }
 }
 
+// Sub-block j's levels as dl * l - ml, l in [0, nmax], from the stored
+// block: Q2_K d * (s & 15) and dmin * (s >> 4) of scale byte j; Q3_K d * sc
+// with ml = 4 dl (its levels -4..3); Q4_K / Q5_K ScaleMinK4's d * sc and
+// dmin * m; Q6_K d * sc with ml = 32 dl.
+struct SubBlockLevels {
+  double dl, ml;
+  int nmax;
+};
+SubBlockLevels LevelsOf(WeightType type, const std::byte* block, size_t j) {
+  switch (type) {
+    case WeightType::kQ2_K: {
+      const auto s = std::to_integer<uint32_t>(block[j]);
+      return {static_cast<double>(F16At(block + 80)) * (s & 15),
+              static_cast<double>(F16At(block + 82)) * (s >> 4), 3};
+    }
+    case WeightType::kQ3_K: {
+      const double dl = static_cast<double>(F16At(block + 108)) *
+                        (static_cast<int>(internal::ScaleQ3K(j, block + 96)) - 32);
+      return {dl, 4.0 * dl, 7};
+    }
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K: {
+      uint32_t sc, m;
+      internal::ScaleMinK4(j, block + 4, sc, m);
+      return {static_cast<double>(F16At(block)) * sc, static_cast<double>(F16At(block + 2)) * m,
+              type == WeightType::kQ4_K ? 15 : 31};
+    }
+    case WeightType::kQ6_K: {
+      const double dl =
+          static_cast<double>(F16At(block + 208)) * static_cast<int8_t>(block[192 + j]);
+      return {dl, 32.0 * dl, 63};
+    }
+    default:
+      ADD_FAILURE() << "not a K-quant";
+      return {0.0, 0.0, 0};
+  }
+}
+
 // Each element of a K-quant block decodes to the level of its sub-block
-// (d * sc * l - dmin * m, or d * sc * (l - 32) for Q6_K, over every l) that
-// is nearest to it: the encoder's last step requantizes against the stored
-// scales. Allowed slack: one f32 rounding of the decoded value.
+// that is nearest to it: the encoder's last step requantizes against the
+// stored scales. Allowed slack: one f32 rounding of the decoded value.
 void ExpectNearestLevels(WeightType type, const std::vector<float>& x) {
   std::vector<std::byte> bytes;
   const std::vector<float> y = RoundTrip(type, x, &bytes);
   const size_t block_bytes = TraitsOf(type).block_bytes;
-  const bool q6 = type == WeightType::kQ6_K;
-  const int sub = q6 ? 16 : 32;
-  const int nmax = type == WeightType::kQ4_K ? 15 : type == WeightType::kQ5_K ? 31 : 63;
+  const size_t sub = type == WeightType::kQ4_K || type == WeightType::kQ5_K ? 32 : 16;
   size_t failures = 0;
   for (size_t i = 0; i < x.size() && failures < 5; ++i) {
     const std::byte* block = bytes.data() + i / 256 * block_bytes;
-    const size_t j = i % 256 / static_cast<size_t>(sub);
-    double dl, ml = 0.0;
-    if (q6) {
-      dl = static_cast<double>(F16At(block + 208)) * static_cast<int8_t>(block[192 + j]);
-      ml = 32.0 * dl;
-    } else {
-      uint32_t sc, m;
-      internal::ScaleMinK4(j, block + 4, sc, m);
-      dl = static_cast<double>(F16At(block)) * sc;
-      ml = static_cast<double>(F16At(block + 2)) * m;
-    }
+    const auto [dl, ml, nmax] = LevelsOf(type, block, i % 256 / sub);
     double nearest = std::numeric_limits<double>::infinity();
     for (int l = 0; l <= nmax; ++l) nearest = std::min(nearest, std::fabs(x[i] - (dl * l - ml)));
     const double err = std::fabs(static_cast<double>(x[i]) - y[i]);
@@ -192,14 +218,16 @@ double RmsRelativeError(const std::vector<float>& x, const std::vector<float>& y
 // The error a uniform grid over each group's own range would make, rounding
 // to nearest: step / sqrt(12) per element, step = the group's range over
 // the number of steps (Q4_K: 32 elements over [min(x, 0), max x] in 15
-// steps; Q5_K: 31 steps; Q6_K: 16 elements over [-amax, amax] in 64 steps,
-// its grid -32..31 of amax / 32). The K-quant fits start from that naive
-// grid and keep another only where it fits better (by their weighted
-// squared error); storing the scales in 6 and 8 bits costs a little back,
-// not all of it (0.88, 0.92 and 0.92 of the naive error were measured on
-// Gaussian rows).
+// steps; Q5_K: 31 steps; Q2_K: 16 elements, 3 steps; Q6_K: 16 elements over
+// [-amax, amax] in 64 steps, its grid -32..31 of amax / 32; Q3_K: 8 steps,
+// -4..3 of amax / 4). The K-quant fits start from that naive grid and keep
+// another only where it fits better (by their weighted error); storing the
+// scales in 4, 6 and 8 bits costs a little back, not all of it (0.88, 0.92
+// and 0.92 of the naive error were measured on Gaussian rows for Q4_K,
+// Q5_K and Q6_K; 0.85 for Q2_K, 0.98 for Q3_K, whose 6-bit scales cost
+// more of its 3 bits).
 double IdealRms(WeightType type, const std::vector<float>& x) {
-  const size_t group = type == WeightType::kQ6_K ? 16 : 32;
+  const size_t group = type == WeightType::kQ4_K || type == WeightType::kQ5_K ? 32 : 16;
   double num = 0.0, den = 0.0;
   for (size_t g = 0; g < x.size() / group; ++g) {
     float lo = 0.0f, hi = x[g * group], amax = 0.0f;
@@ -210,9 +238,24 @@ double IdealRms(WeightType type, const std::vector<float>& x) {
       amax = std::max(amax, std::fabs(v));
       den += static_cast<double>(v) * v;
     }
-    const double step = type == WeightType::kQ4_K   ? (hi - lo) / 15.0
-                        : type == WeightType::kQ5_K ? (hi - lo) / 31.0
-                                                    : amax / 32.0;
+    double step = 0.0;
+    switch (type) {
+      case WeightType::kQ2_K:
+        step = (hi - lo) / 3.0;
+        break;
+      case WeightType::kQ3_K:
+        step = amax / 4.0;
+        break;
+      case WeightType::kQ4_K:
+        step = (hi - lo) / 15.0;
+        break;
+      case WeightType::kQ5_K:
+        step = (hi - lo) / 31.0;
+        break;
+      default:  // Q6_K
+        step = amax / 32.0;
+        break;
+    }
     num += group * step * step / 12.0;
   }
   return std::sqrt(num / den);
@@ -228,11 +271,14 @@ TEST(QuantizeRow, KQuantErrorIsNoWorseThanAUniformGridOverEachGroup) {
   }
 }
 
-// More bits, less error; and ggml's claim for the K-quants: Q4_K beats
+// More bits, less error (Q2_K 2.625 bits per weight, Q3_K 3.4375, Q4_0
+// 4.5); and ggml's claim for the K-quants: Q4_K beats
 // Q4_1 and Q5_K beats Q5_1 on Gaussian weights at fewer bits per weight.
 TEST(QuantizeRow, ErrorFallsWithBitsPerWeight) {
   const std::vector<float> x = Gaussian(1 << 16, 11);
   auto rms = [&](WeightType t) { return RmsRelativeError(x, RoundTrip(t, x)); };
+  EXPECT_LT(rms(WeightType::kQ3_K), rms(WeightType::kQ2_K));
+  EXPECT_LT(rms(WeightType::kQ4_0), rms(WeightType::kQ3_K));
   EXPECT_LT(rms(WeightType::kQ4_K), rms(WeightType::kQ4_1));
   EXPECT_LT(rms(WeightType::kQ4_1), rms(WeightType::kQ4_0));
   EXPECT_LT(rms(WeightType::kQ5_K), rms(WeightType::kQ5_1));
@@ -310,6 +356,40 @@ TEST(QuantizeRow, Iq4XsSubBlockScales) {
   };
   EXPECT_LT(rms(y, 0, 32), 1.5 * rms(nl, 0, 32));
   EXPECT_GT(rms(y, 32, 64), 2.0 * rms(nl, 32, 64));
+}
+
+// Q2_K and Q3_K quantize their sixteen sub-block scales against the
+// largest: Q2_K's largest scale and largest min become 15 (d = max / 15),
+// Q3_K's scale of largest magnitude -32 (d = -max / 32, stored biased as
+// 0). A sub-block 100x smaller keeps only a few of its scale's 4 (6) bits
+// and its elements lose their resolution.
+TEST(QuantizeRow, Q2KAndQ3KScalesSpanTheirBits) {
+  std::vector<float> x = Gaussian(256, 19, 1.0f);
+  for (size_t i = 48; i < 64; ++i) x[i] *= 0.01f;  // sub-block 3
+  std::vector<std::byte> q2;
+  const std::vector<float> y2 = RoundTrip(WeightType::kQ2_K, x, &q2);
+  uint32_t max_sc = 0, max_m = 0;
+  for (size_t j = 0; j < 16; ++j) {
+    max_sc = std::max(max_sc, std::to_integer<uint32_t>(q2[j]) & 15);
+    max_m = std::max(max_m, std::to_integer<uint32_t>(q2[j]) >> 4);
+  }
+  EXPECT_EQ(max_sc, 15u);
+  EXPECT_EQ(max_m, 15u);
+  EXPECT_LE(std::to_integer<uint32_t>(q2[3]) & 15, 1u);
+  std::vector<std::byte> q3;
+  const std::vector<float> y3 = RoundTrip(WeightType::kQ3_K, x, &q3);
+  int largest = 0;
+  for (size_t j = 0; j < 16; ++j) {
+    const int sc = static_cast<int>(internal::ScaleQ3K(j, q3.data() + 96)) - 32;
+    if (std::abs(sc) > std::abs(largest)) largest = sc;
+  }
+  EXPECT_EQ(largest, -32);
+  const auto rms = [&](const std::vector<float>& q, size_t from, size_t to) {
+    return RmsRelativeError(std::vector<float>(x.begin() + from, x.begin() + to),
+                            std::vector<float>(q.begin() + from, q.begin() + to));
+  };
+  EXPECT_LT(rms(y3, 0, 16), rms(y2, 0, 16));
+  EXPECT_GT(rms(y3, 48, 64), 2.0 * rms(y3, 0, 16));
 }
 
 TEST(QuantizeRow, ElementTypesRoundToNearestEven) {
@@ -426,10 +506,11 @@ TEST(QuantizeRow, OneHugeOutlier) {
     // MXFP4: 3000 is 2^11 * 1.46, whose nearest code is 6 * 2^9 = 3072.
     EXPECT_NEAR(y[77], F16Precise(type) ? 3000.0f : 3072.0f, 3000.0f * 0x1p-8)
         << WeightTypeName(type);
-    // Blocks without the outlier keep their resolution.
+    // Blocks without the outlier keep their resolution (Q2_K's is 0.3 on
+    // Gaussian rows, ErrorFallsWithBitsPerWeight).
     EXPECT_LT(RmsRelativeError(std::vector<float>(x.begin() + 256, x.end()),
                                std::vector<float>(y.begin() + 256, y.end())),
-              0.2)
+              type == WeightType::kQ2_K ? 0.35 : 0.2)
         << WeightTypeName(type);
   }
 }
@@ -477,11 +558,12 @@ TEST(QuantizeRow, ValuesOrScalesBeyondF16AreOutOfRange) {
   x[3] = std::numeric_limits<float>::max();  // rounds up past bf16's largest finite value
   EXPECT_EQ(QuantizeRow(WeightType::kBF16, x, out.data()).code(), StatusCode::kOutOfRange);
   // No block scale of 1e9 fits f16: Q8_0's 1e9 / 127, ..., Q6_K's 1e9 / 32
-  // / 128.
+  // / 128, Q2_K's 1e9 / 3 / 15.
   x[3] = 1e9f;
   for (WeightType type :
        {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_1, WeightType::kQ5_0,
-        WeightType::kQ5_1, WeightType::kQ4_K, WeightType::kQ5_K, WeightType::kQ6_K}) {
+        WeightType::kQ5_1, WeightType::kQ2_K, WeightType::kQ3_K, WeightType::kQ4_K,
+        WeightType::kQ5_K, WeightType::kQ6_K}) {
     std::vector<std::byte> q(WeightRowBytes(type, x.size()));
     s = QuantizeRow(type, x, q.data());
     EXPECT_EQ(s.code(), StatusCode::kOutOfRange) << WeightTypeName(type);
@@ -495,10 +577,10 @@ TEST(QuantizeRow, PartialBlocksAndTypesWithoutAQuantizerAreRefused) {
   EXPECT_EQ(QuantizeRow(WeightType::kQ8_0, std::span<const float>(x).first(40), out.data()).code(),
             StatusCode::kInvalidArgument);
   EXPECT_EQ(QuantizeRow(WeightType::kQ4_K, x, out.data()).code(), StatusCode::kInvalidArgument);
-  for (WeightType type : {WeightType::kF64, WeightType::kQ2_K, WeightType::kQ3_K}) {
-    EXPECT_FALSE(HasQuantizer(type));
-    EXPECT_EQ(QuantizeRow(type, {}, out.data()).code(), StatusCode::kUnimplemented);
-  }
+  EXPECT_FALSE(HasQuantizer(WeightType::kF64));
+  const Status f64 = QuantizeRow(WeightType::kF64, {}, out.data());
+  EXPECT_EQ(f64.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(f64.message().find("f64"), std::string::npos) << f64.message();
   for (WeightType type : kQuantizable) {
     EXPECT_TRUE(HasQuantizer(type));
     EXPECT_TRUE(QuantizeRow(type, {}, out.data()).ok()) << WeightTypeName(type);

@@ -9,10 +9,12 @@
 // ggml's reference quantizers without an importance matrix (what
 // llama-quantize runs without --imatrix): Q4_K and Q5_K fit a scale and a
 // min per 32 elements by weighted least squares over a sweep of grids
-// (ggml's make_qkx2_quants), Q6_K a signed scale per 16 elements
-// (make_qx_quants), then quantize those scales to 6 (8) bits against the
-// super-block's f16 d (and dmin) and requantize the elements against the
-// stored scales. The gguf Python package cannot quantize K-quants or the
+// (ggml's make_qkx2_quants), Q2_K the same per 16 elements judged by
+// weighted absolute error, Q6_K a signed scale per 16 elements
+// (make_qx_quants), Q3_K one per 16 elements by moving one level at a time
+// (make_q3_quants), then quantize those scales to 4, 6 or 8 bits against
+// the super-block's f16 d (and dmin) and requantize the elements against
+// the stored scales. The gguf Python package cannot quantize K-quants or the
 // IQ4 types; tests/python/test_quantize.py compares their bytes with
 // llama.cpp's own quantizer (ggml_quantize_chunk, through llama-cpp-python)
 // instead, and quantize_test.cc checks their error.
@@ -31,9 +33,8 @@
 namespace folio::ops {
 
 // Whether QuantizeRow writes `type`: f32, f16, bf16, Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4. f64 (folio
-// computes in f32), Q2_K and Q3_K (ggml wants an importance matrix for good
-// ones) have none.
+// Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS and MXFP4. f64
+// (folio computes in f32) has none.
 constexpr bool HasQuantizer(WeightType type) {
   switch (type) {
     case WeightType::kF32:
@@ -44,6 +45,8 @@ constexpr bool HasQuantizer(WeightType type) {
     case WeightType::kQ4_1:
     case WeightType::kQ5_0:
     case WeightType::kQ5_1:
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
     case WeightType::kQ4_K:
     case WeightType::kQ5_K:
     case WeightType::kQ6_K:
@@ -52,8 +55,6 @@ constexpr bool HasQuantizer(WeightType type) {
     case WeightType::kMXFP4:
       return true;
     case WeightType::kF64:
-    case WeightType::kQ2_K:
-    case WeightType::kQ3_K:
       return false;
   }
   return false;
@@ -73,7 +74,7 @@ constexpr bool HasQuantizer(WeightType type) {
 //     q = min(15 (31), trunc(x / d + 8.5 (16.5))).
 //   Q4_1 / Q5_1: d = (max - min) / 15 (/ 31), m = min, q = min(15 (31),
 //     trunc((x - min) / d + 0.5)).
-//   Q4_K / Q5_K / Q6_K: see the file comment.
+//   Q2_K / Q3_K / Q4_K / Q5_K / Q6_K: see the file comment.
 //   IQ4_NL / IQ4_XS: llama-quantize's search without an importance matrix
 //     (weights x^2): per 32 elements the least-squares scale on the 16
 //     non-uniform levels, best of 15 starting grids; IQ4_XS then stores
