@@ -275,19 +275,26 @@ WeightType WantedType(const model::ModelConfig& c, const QuantizeScheme& scheme,
     case QuantizeMix::kMxfp4Moe:
       return shape.size() == 3 && shape[0] > 1 ? WeightType::kMXFP4 : WeightType::kQ8_0;
     case QuantizeMix::kKM:
+    case QuantizeMix::kQ3KM:
       break;
   }
   if (head) return WeightType::kQ6_K;
   const uint64_t n = c.num_layers;
   const bool eight_experts = c.num_experts == 8;
+  const bool q3_k_m = scheme.mix == QuantizeMix::kQ3KM;
   if (std::optional<uint64_t> i = LayerOfAny(name, {"attn_v.weight", "attn_qkv.weight"})) {
     if (eight_experts) return WeightType::kQ8_0;
+    if (q3_k_m) return *i < 2 ? WeightType::kQ5_K : WeightType::kQ4_K;
     return MoreBitsLayer(*i, n) ? WeightType::kQ6_K : scheme.base;
   }
   if (eight_experts && LayerOf(name, "attn_k.weight")) return WeightType::kQ8_0;
-  if (eight_experts && LayerOf(name, "attn_output.weight")) return WeightType::kQ5_K;
+  if (LayerOf(name, "attn_output.weight")) {
+    if (eight_experts) return WeightType::kQ5_K;
+    if (q3_k_m) return WeightType::kQ4_K;
+  }
   if (std::optional<uint64_t> i =
           LayerOfAny(name, {"ffn_down.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight"})) {
+    if (q3_k_m) return *i < n / 16 ? WeightType::kQ5_K : WeightType::kQ4_K;
     return MoreBitsLayer(*i, n) ? WeightType::kQ6_K : scheme.base;
   }
   return scheme.base;

@@ -55,11 +55,11 @@ TEST(QuantizeScheme, EveryNameParsesAndOthersAreListed) {
     EXPECT_EQ(Scheme(s.name).base, s.base) << s.name;
     EXPECT_TRUE(ops::HasQuantizer(s.base)) << s.name;
   }
-  const Result<QuantizeScheme> bad = ParseQuantizeScheme("q3_k_m");
+  const Result<QuantizeScheme> bad = ParseQuantizeScheme("q3_k_l");
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.error().message().find("f32, f16, bf16, q8_0"), std::string::npos);
-  EXPECT_NE(bad.error().message().find("q4_k_m, q5_k_m"), std::string::npos);
+  EXPECT_NE(bad.error().message().find("q3_k_m, q4_k_m, q5_k_m"), std::string::npos);
 }
 
 TEST(QuantizePlan, FallbacksAreLlamaCppsThenF16) {
@@ -309,7 +309,8 @@ TEST(QuantizePlan, RoutersStayF32InEveryScheme) {
 
 // The _K_M mixes on experts: every ffn_down of a MoreBitsLayer layer (the
 // stack and the shared expert's) Q6_K; with exactly 8 experts attn_v and
-// attn_k Q8_0 and attn_output Q5_K.
+// attn_k Q8_0 and attn_output Q5_K. Q3_K_M keeps those 8-expert rules and
+// its own for the rest (ffn_down by the layer in the tensor's name).
 TEST(QuantizePlan, KMMixesFollowLlamaCppsExpertRules) {
   for (uint64_t experts : {4u, 8u}) {
     SCOPED_TRACE(experts);
@@ -334,6 +335,70 @@ TEST(QuantizePlan, KMMixesFollowLlamaCppsExpertRules) {
         want = WeightType::kQ5_K;
       } else if (t.name.find("ffn_down") != std::string::npos && more) {
         want = WeightType::kQ6_K;
+      }
+      EXPECT_EQ(t.type, want);
+    }
+  }
+}
+
+// Q3_K_M: the head Q6_K, attn_v of layers 0 and 1 Q5_K and of the others
+// Q4_K, attn_output Q4_K, ffn_down Q5_K in the first sixteenth of the
+// layers and Q4_K after, the rest (the untied embedding too) Q3_K.
+TEST(QuantizePlan, Q3KMRaisesAttentionAndFfnDownAsLlamaCppDoes) {
+  for (bool tied : {false, true}) {
+    SCOPED_TRACE(tied);
+    model::ModelConfig c = SmallConfig(model::Architecture::kLlama, tied);
+    c.num_layers = 40;  // n / 16 = 2
+    for (const TensorQuantization& t : PlanQuantization(c, Scheme("q3_k_m"))) {
+      SCOPED_TRACE(t.name);
+      EXPECT_FALSE(t.fallback());
+      const bool first_two = t.name.starts_with("blk.0.") || t.name.starts_with("blk.1.");
+      WeightType want = WeightType::kQ3_K;
+      if (t.shape.size() == 1) {
+        want = WeightType::kF32;
+      } else if (t.name == (tied ? "token_embd.weight" : "output.weight")) {
+        want = WeightType::kQ6_K;
+      } else if (t.name.ends_with("attn_v.weight") || t.name.ends_with("ffn_down.weight")) {
+        want = first_two ? WeightType::kQ5_K : WeightType::kQ4_K;
+      } else if (t.name.ends_with("attn_output.weight")) {
+        want = WeightType::kQ4_K;
+      }
+      EXPECT_EQ(t.type, want);
+    }
+  }
+  // 8 layers: n / 16 = 0, so every ffn_down is Q4_K; attn_v still counts
+  // from layer 0.
+  model::ModelConfig c = SmallConfig(model::Architecture::kLlama, false);
+  c.num_layers = 8;
+  const auto t = ByName(PlanQuantization(c, Scheme("q3_k_m")));
+  EXPECT_EQ(t.at("blk.0.ffn_down.weight").type, WeightType::kQ4_K);
+  EXPECT_EQ(t.at("blk.1.attn_v.weight").type, WeightType::kQ5_K);
+  EXPECT_EQ(t.at("blk.2.attn_v.weight").type, WeightType::kQ4_K);
+}
+
+TEST(QuantizePlan, Q3KMFollowsLlamaCppsExpertRules) {
+  for (uint64_t experts : {4u, 8u}) {
+    SCOPED_TRACE(experts);
+    model::ModelConfig c = MoeConfig(model::Architecture::kQwen2Moe, experts, false);
+    c.hidden_size = c.expert_ffn_size = c.shared_expert_ffn_size = 256;
+    c.num_layers = 32;  // n / 16 = 2
+    for (const TensorQuantization& t : PlanQuantization(c, Scheme("q3_k_m"))) {
+      SCOPED_TRACE(t.name);
+      EXPECT_FALSE(t.fallback());
+      const bool first_two = t.name.starts_with("blk.0.") || t.name.starts_with("blk.1.");
+      WeightType want = WeightType::kQ3_K;
+      if (t.shape.size() == 1 || t.name.find("ffn_gate_inp") != std::string::npos) {
+        want = WeightType::kF32;
+      } else if (t.name == "output.weight") {
+        want = WeightType::kQ6_K;
+      } else if (t.name.ends_with("attn_v.weight")) {
+        want = experts == 8 ? WeightType::kQ8_0 : first_two ? WeightType::kQ5_K : WeightType::kQ4_K;
+      } else if (t.name.ends_with("attn_k.weight") && experts == 8) {
+        want = WeightType::kQ8_0;
+      } else if (t.name.ends_with("attn_output.weight")) {
+        want = experts == 8 ? WeightType::kQ5_K : WeightType::kQ4_K;
+      } else if (t.name.find("ffn_down") != std::string::npos) {
+        want = first_two ? WeightType::kQ5_K : WeightType::kQ4_K;
       }
       EXPECT_EQ(t.type, want);
     }

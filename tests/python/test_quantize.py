@@ -42,24 +42,24 @@ FULL = os.environ.get("FOLIO_QUANTIZE_FULL") == "1"
 LAYERS = (0, 15, 29)  # the real layers the cut model keeps, as blk.0, blk.1, blk.2
 VOCAB = 4096  # the embedding rows it keeps
 
-TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k",
-         "iq4_nl", "iq4_xs", "q4_k_m", "q5_k_m", "mxfp4_moe"]
+TYPES = ["f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k",
+         "q5_k", "q6_k", "iq4_nl", "iq4_xs", "q3_k_m", "q4_k_m", "q5_k_m", "mxfp4_moe"]
 # Types gguf.quants.quantize writes: folio's bytes must equal its bytes.
 GGUF_QUANTIZES = {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1"}
 # Types only llama.cpp's own quantizer writes (ggml_quantize_chunk, as
 # llama-quantize runs it without an importance matrix): folio's bytes must
 # equal those, checked where llama-cpp-python is installed (make setup).
-GGML_QUANTIZES = {"q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs"}
+GGML_QUANTIZES = {"q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs"}
 GENERATES = ["q8_0", "q4_k_m", "f16"]
 BLOCK = {"f32": 1, "f16": 1, "bf16": 1, "q8_0": 32, "q4_0": 32, "q4_1": 32, "q5_0": 32,
-         "q5_1": 32, "q4_k": 256, "q5_k": 256, "q6_k": 256, "iq4_nl": 32, "iq4_xs": 256,
-         "mxfp4": 32}
+         "q5_1": 32, "q2_k": 256, "q3_k": 256, "q4_k": 256, "q5_k": 256, "q6_k": 256,
+         "iq4_nl": 32, "iq4_xs": 256, "mxfp4": 32}
 BLOCK_BYTES = {"f32": 4, "f16": 2, "bf16": 2, "q8_0": 34, "q4_0": 18, "q4_1": 20, "q5_0": 22,
-               "q5_1": 24, "q4_k": 144, "q5_k": 176, "q6_k": 210, "iq4_nl": 18, "iq4_xs": 136,
-               "mxfp4": 17}
+               "q5_1": 24, "q2_k": 84, "q3_k": 110, "q4_k": 144, "q5_k": 176, "q6_k": 210,
+               "iq4_nl": 18, "iq4_xs": 136, "mxfp4": 17}
 FILE_TYPE = {"f32": 0, "f16": 1, "bf16": 32, "q8_0": 7, "q4_0": 2, "q4_1": 3, "q5_0": 8,
-             "q5_1": 9, "q4_k": 14, "q5_k": 16, "q6_k": 18, "iq4_nl": 25, "iq4_xs": 30,
-             "q4_k_m": 15, "q5_k_m": 17, "mxfp4_moe": 38}
+             "q5_1": 9, "q2_k": 10, "q3_k": 11, "q4_k": 14, "q5_k": 16, "q6_k": 18, "iq4_nl": 25,
+             "iq4_xs": 30, "q3_k_m": 12, "q4_k_m": 15, "q5_k_m": 17, "mxfp4_moe": 38}
 
 SUMMARY = {}  # type -> the figures printed at the end
 
@@ -84,7 +84,17 @@ def wanted_type(scheme, name, shape, n_layers, tied, n_experts=0):
     if name == "output.weight" or (tied and name == "token_embd.weight"):
         return "q6_k"
     m = re.fullmatch(r"blk\.(\d+)\.(\w+)\.weight", name)
-    if m:
+    if m and scheme == "q3_k_m":
+        i, n, role = int(m.group(1)), n_layers, m.group(2)
+        if role in ("attn_v", "attn_qkv"):  # i: llama.cpp's count of attn_v met so far
+            return "q8_0" if n_experts == 8 else "q5_k" if i < 2 else "q4_k"
+        if n_experts == 8 and role == "attn_k":
+            return "q8_0"
+        if role == "attn_output":
+            return "q5_k" if n_experts == 8 else "q4_k"
+        if role.startswith("ffn_down"):
+            return "q5_k" if i < n // 16 else "q4_k"
+    elif m:
         i, n, role = int(m.group(1)), n_layers, m.group(2)
         more_bits = i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
         if role in ("attn_v", "attn_qkv"):
@@ -101,7 +111,8 @@ def wanted_type(scheme, name, shape, n_layers, tied, n_experts=0):
 def written_type(wanted, cols):
     if cols % BLOCK[wanted] == 0:
         return wanted
-    nxt = {"q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0", "iq4_xs": "iq4_nl"}.get(wanted, "f16")
+    nxt = {"q2_k": "q4_0", "q3_k": "q4_0", "q4_k": "q5_0", "q5_k": "q5_1", "q6_k": "q8_0",
+           "iq4_xs": "iq4_nl"}.get(wanted, "f16")
     return nxt if cols % BLOCK[nxt] == 0 else "f16"
 
 
@@ -347,7 +358,7 @@ def test_a_refused_type_and_a_missing_input_write_nothing(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "no model at" in bad.stderr
     model = smollm2.require()
-    bad = subprocess.run([FOLIO, "quantize", str(model), str(out), "--type", "q2_k"],
+    bad = subprocess.run([FOLIO, "quantize", str(model), str(out), "--type", "q3_k_l"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0 and "q4_k_m" in bad.stderr  # the list of names
     assert list(tmp_path.iterdir()) == []

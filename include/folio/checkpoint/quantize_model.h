@@ -18,16 +18,17 @@
 // blk.N.ffn_gate_inp_shexp.weight [1, hidden]. Shapes here are row-major
 // (GGUF lists them innermost first).
 //
-// Schemes (--type): f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k,
-// q5_k, q6_k, iq4_nl and iq4_xs put every matrix in that type, expert
-// stacks included (as llama-quantize --pure does; its default would also
-// raise the output head to Q6_K); q4_k_m and q5_k_m are llama.cpp's Q4_K_M
-// and Q5_K_M mixes, and mxfp4_moe its MXFP4_MOE (PlanQuantization). In
-// every scheme the routers (ffn_gate_inp, ffn_gate_inp_shexp) stay f32:
-// llama.cpp's converter writes them f32 and llama-quantize never quantizes
-// them (it skips ffn_gate_inp.weight by name, and ffn_gate_inp_shexp is one
-// row). folio writes them f32 from a GGUF source too, where llama-quantize
-// would keep the source's type: f32 holds any source type exactly.
+// Schemes (--type): f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k,
+// q3_k, q4_k, q5_k, q6_k, iq4_nl and iq4_xs put every matrix in that type,
+// expert stacks included (as llama-quantize --pure does; its default would
+// also raise the output head to Q6_K); q3_k_m, q4_k_m and q5_k_m are
+// llama.cpp's Q3_K_M, Q4_K_M and Q5_K_M mixes, and mxfp4_moe its MXFP4_MOE
+// (PlanQuantization). In every scheme the routers (ffn_gate_inp,
+// ffn_gate_inp_shexp) stay f32: llama.cpp's converter writes them f32 and
+// llama-quantize never quantizes them (it skips ffn_gate_inp.weight by
+// name, and ffn_gate_inp_shexp is one row). folio writes them f32 from a
+// GGUF source too, where llama-quantize would keep the source's type: f32
+// holds any source type exactly.
 //
 // Metadata: from a GGUF source every key is copied in order, with
 // general.file_type set to the scheme's llama.cpp file type and
@@ -58,7 +59,8 @@ namespace folio::checkpoint {
 // How a scheme varies the type from tensor to tensor.
 enum class QuantizeMix : uint8_t {
   kPure,  // every matrix in the base type
-  kKM,    // llama.cpp's _K_M mixes (PlanQuantization)
+  kKM,    // llama.cpp's Q4_K_M and Q5_K_M mixes (PlanQuantization)
+  kQ3KM,  // llama.cpp's Q3_K_M (PlanQuantization)
   // llama.cpp's MXFP4_MOE: expert stacks MXFP4, other matrices Q8_0
   // (PlanQuantization)
   kMxfp4Moe,
@@ -69,9 +71,10 @@ struct QuantizeScheme {
   ops::WeightType base;   // the type of (most) matrices
   QuantizeMix mix;
   // llama.cpp's LLAMA_FTYPE: ALL_F32 0, MOSTLY_F16 1, Q4_0 2, Q4_1 3, Q8_0
-  // 7, Q5_0 8, Q5_1 9, Q4_K_S 14, Q4_K_M 15, Q5_K_S 16, Q5_K_M 17, Q6_K
-  // 18, IQ4_NL 25, IQ4_XS 30, BF16 32, MXFP4_MOE 38. A pure q4_k or q5_k
-  // file says Q4_K_S or Q5_K_S, the llama.cpp types closest to it.
+  // 7, Q5_0 8, Q5_1 9, Q2_K 10, Q3_K_S 11, Q3_K_M 12, Q4_K_S 14, Q4_K_M 15,
+  // Q5_K_S 16, Q5_K_M 17, Q6_K 18, IQ4_NL 25, IQ4_XS 30, BF16 32,
+  // MXFP4_MOE 38. A pure q2_k, q3_k, q4_k or q5_k file says Q2_K, Q3_K_S,
+  // Q4_K_S or Q5_K_S, the llama.cpp types closest to it.
   uint32_t file_type;
 };
 
@@ -84,11 +87,14 @@ inline constexpr QuantizeScheme kQuantizeSchemes[] = {
     {"q4_1", ops::WeightType::kQ4_1, QuantizeMix::kPure, 3},
     {"q5_0", ops::WeightType::kQ5_0, QuantizeMix::kPure, 8},
     {"q5_1", ops::WeightType::kQ5_1, QuantizeMix::kPure, 9},
+    {"q2_k", ops::WeightType::kQ2_K, QuantizeMix::kPure, 10},
+    {"q3_k", ops::WeightType::kQ3_K, QuantizeMix::kPure, 11},
     {"q4_k", ops::WeightType::kQ4_K, QuantizeMix::kPure, 14},
     {"q5_k", ops::WeightType::kQ5_K, QuantizeMix::kPure, 16},
     {"q6_k", ops::WeightType::kQ6_K, QuantizeMix::kPure, 18},
     {"iq4_nl", ops::WeightType::kIQ4_NL, QuantizeMix::kPure, 25},
     {"iq4_xs", ops::WeightType::kIQ4_XS, QuantizeMix::kPure, 30},
+    {"q3_k_m", ops::WeightType::kQ3_K, QuantizeMix::kQ3KM, 12},
     {"q4_k_m", ops::WeightType::kQ4_K, QuantizeMix::kKM, 15},
     {"q5_k_m", ops::WeightType::kQ5_K, QuantizeMix::kKM, 17},
     {"mxfp4_moe", ops::WeightType::kMXFP4, QuantizeMix::kMxfp4Moe, 38},
@@ -142,10 +148,20 @@ bool MoreBitsLayer(uint64_t i, uint64_t n);
 // layers; every ffn_down of a MoreBitsLayer layer Q6_K: the dense
 // ffn_down, the experts' ffn_down_exps and the shared expert's
 // ffn_down_shexp alike (llama.cpp reads an MoE tensor's layer from its
-// name); the rest the base type. With exactly 8 experts (llama.cpp's
-// n_expert == 8 rules, written for Mixtral 8x7B): attn_v and attn_k Q8_0,
+// name); the rest the base type.
+//
+// q3_k_m (llama.cpp's Q3_K_M; base Q3_K): the output head Q6_K; attn_v
+// (and attn_qkv) of layers 0 and 1 Q5_K, of the others Q4_K (llama.cpp
+// counts the attn_v tensors it has met: the layer, in a file's order);
+// attn_output Q4_K; every ffn_down Q5_K in the first sixteenth of the
+// layers (i < n / 16), Q4_K after; the rest, the token embedding included,
+// Q3_K.
+//
+// With exactly 8 experts (llama.cpp's n_expert == 8 rules, written for
+// Mixtral 8x7B), in each of these mixes: attn_v and attn_k Q8_0,
 // attn_output Q5_K. folio leaves out llama.cpp's rule for 70B models
-// (attn_v Q5_K where Q4_K), which reads its model-size guess.
+// (attn_v Q5_K where Q3_K or Q4_K), which reads its model-size guess, and
+// its rules for Falcon, which folio does not read.
 std::vector<TensorQuantization> PlanQuantization(const model::ModelConfig& config,
                                                  const QuantizeScheme& scheme);
 
