@@ -14,6 +14,11 @@ every type on the whole model instead (about 2.5 minutes on two cores).
 The whole model is quantized to q8_0, q4_k_m and f16, read back, and must
 still say " Paris" after "The capital of France is".
 
+The types only llama.cpp's quantizer writes (the K-quants and IQ4) are
+also checked on hard rows (hard_rows: tiny and large scales, outliers,
+zeros, one-signed and near-zero sub-blocks) put in place of the cut
+model's ffn_down matrices: their bytes must equal ggml_quantize_chunk's.
+
 pytest -s prints each type's errors beside gguf's (docs/design.md quotes
 the whole model's).
 
@@ -123,10 +128,11 @@ def real():
     return path, gguf.GGUFReader(str(path))
 
 
-def write_cut_model(real_reader, path):
+def write_cut_model(real_reader, path, replace=None):
     """The real model's metadata (but its tokenizer) and the tensors of
     LAYERS, renumbered, with the first VOCAB embedding rows, bytes as
-    stored: a small GGUF file of real weights."""
+    stored: a small GGUF file of real weights. `replace` maps a tensor's
+    new name to f32 values written in its place."""
     import gguf
     w = gguf.GGUFWriter(str(path), "llama")
     for key, field in real_reader.fields.items():
@@ -147,7 +153,10 @@ def write_cut_model(real_reader, path):
             name = f"blk.{LAYERS.index(int(m.group(1)))}.{m.group(2)}"
         elif t.name == "token_embd.weight":
             data = data[:VOCAB]
-        w.add_tensor(name, data, raw_dtype=t.tensor_type)
+        if replace and name in replace:
+            w.add_tensor(name, replace[name])
+        else:
+            w.add_tensor(name, data, raw_dtype=t.tensor_type)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -299,6 +308,62 @@ def test_every_type_on_real_weights(scheme, source, tmp_path):
         pytest.skip(f"every check but one passed; {sorted(set(report['types']) & GGML_QUANTIZES)} "
                     "bytes not compared with llama.cpp's: llama-cpp-python is not installed "
                     "(make setup installs it)")
+
+
+def hard_rows(rows, cols, seed):
+    """Rows where a quantizer's search takes its rarer paths: Gaussian rows
+    of scales 1e-5 to 1e2 (d in f16's subnormal range at the small end),
+    some with an outlier every 97 elements, two thirds zeros, one sign
+    only, or sub-blocks of 16 near zero but for one element; an all-zero
+    row and an all-zero super-block among them."""
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((rows, cols)).astype(np.float32)
+    for r in range(rows):
+        w[r] *= np.float32(10.0 ** (r % 8 - 5))
+        kind = r % 6
+        if kind == 1:
+            w[r, ::97] *= 100
+        elif kind == 2:
+            w[r, np.arange(cols) % 3 != 0] = 0
+        elif kind == 3:
+            w[r] = np.abs(w[r])
+        elif kind == 4:
+            w[r] = -np.abs(w[r])
+        elif kind == 5:
+            w[r, np.arange(cols) % 16 != 3] *= np.float32(1e-6)
+    w[0] = 0
+    w[1, :256] = 0
+    return w
+
+
+@pytest.mark.parametrize("scheme", sorted(GGML_QUANTIZES))
+def test_k_quant_and_iq4_bytes_equal_ggml_on_hard_rows(scheme, real, tmp_path):
+    """The cut model with each ffn_down replaced by hard_rows (f32), in a
+    pure scheme: folio's bytes of those matrices equal
+    ggml_quantize_chunk's."""
+    import gguf
+    ggml = ggml_quantizer()
+    if ggml is None:
+        pytest.skip("llama-cpp-python is not installed (make setup installs it)")
+    _, reader = real
+    down = {t.name: (int(t.shape[1]), int(t.shape[0])) for t in reader.tensors
+            if t.name.endswith("ffn_down.weight")}
+    replace = {}
+    for i, layer in enumerate(LAYERS):
+        rows, cols = down[f"blk.{layer}.ffn_down.weight"]
+        replace[f"blk.{i}.ffn_down.weight"] = hard_rows(rows, cols, seed=i)
+    src = tmp_path / "hard.gguf"
+    write_cut_model(reader, src, replace)
+    _, out = quantize(src, tmp_path / f"{scheme}.gguf", scheme)
+    checked = 0
+    for t in out.tensors:
+        if t.name in replace:
+            assert t.tensor_type == qtype(scheme), t.name
+            mine = np.asarray(t.data).view(np.uint8).ravel()
+            differ = np.count_nonzero(mine != ggml(replace[t.name], t.tensor_type))
+            assert differ == 0, f"{t.name}: {differ} of folio's {scheme} bytes differ from ggml's"
+            checked += 1
+    assert checked == len(LAYERS)
 
 
 @pytest.mark.parametrize("scheme", GENERATES)
