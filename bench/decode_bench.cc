@@ -249,7 +249,7 @@ CLI::App* AddDecodeBenchCommand(CLI::App& bench, DecodeBenchOptions& o) {
   cmd->add_flag("--no-matmul-only", o.no_matmul_only, "skip timing one token's matmuls alone");
   cmd->add_option("--weight-type", o.weight_type,
                   "the synthetic model's matrices: bf16 (default), f32, f16, q8_0, q4_0, q4_1, "
-                  "q5_0, q5_1, q4_k, q5_k or q6_k");
+                  "q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, iq4_xs or mxfp4");
   cmd->add_option("--batch-sizes", o.batch_sizes,
                   "also time decode with this many sequences per step (e.g. 2,4,8)")
       ->delimiter(',');
