@@ -53,7 +53,7 @@ for i in "${!revs[@]}"; do
   show "${revs[$i]}" src/attention/paged_attention.cc | sed -E "s/\binternal::/internal_v$i::/g" \
     > "$dir/paged_attention.cc"
   names=(-I"$dir" -I"$root/src" -DPagedAttention=PagedAttentionV$i
-         -DValidatePagedAttention=ValidatePagedAttentionV$i)
+         -DValidatePagedAttention=ValidatePagedAttentionV$i -DPagedAttentionPlan=PagedAttentionPlanV$i)
   c++ "${flags[@]}" "${names[@]}" -c "$dir/attention/kernel.cc" -o "$dir/kernel.o" &
   c++ "${flags[@]}" "${names[@]}" -c "$dir/paged_attention.cc" -o "$dir/paged_attention.o" &
   wait
