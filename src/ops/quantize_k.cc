@@ -310,6 +310,16 @@ void StoreTwoBitLevels(const uint8_t* levels, std::byte* qs) {
   }
 }
 
+// The first of the scales with the largest magnitude (0 when all are 0),
+// sign kept: the super-block scale Q3_K and Q6_K derive, as ggml picks it.
+float LargestMagnitude(std::span<const float> scales) {
+  float largest = 0.0f;
+  for (const float s : scales) {
+    if (std::fabs(s) > std::fabs(largest)) largest = s;
+  }
+  return largest;
+}
+
 }  // namespace
 
 // ggml's quantize_row_q2_K_ref. Per sub-block of 16: weights w = |x|,
@@ -389,14 +399,10 @@ Status EncodeQ3K(std::span<const float> in, std::byte* out) {
     std::byte* block = out + b * kBytes;
     int8_t levels[kElems];
     float scales[16];
-    float max_scale = 0.0f, max_abs_scale = 0.0f;
     for (size_t j = 0; j < 16; ++j) {
       scales[j] = FitSignedScaleByMoves(x + 16 * j, 16, 4, levels + 16 * j);
-      if (std::fabs(scales[j]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
     }
+    const float max_scale = LargestMagnitude(scales);
     std::memset(block, 0, kBytes);
     float d_f32 = 0.0f;
     if (max_scale != 0.0f) {
@@ -456,16 +462,12 @@ Status EncodeQ6K(std::span<const float> in, std::byte* out) {
     std::byte* block = out + b * kBytes;
     int8_t levels[kElems];
     float scales[16];
-    float max_scale = 0.0f, max_abs_scale = 0.0f;
     for (size_t j = 0; j < 16; ++j) {
       scales[j] = FitSignedScale(x + 16 * j, 16, 32, levels + 16 * j);
-      if (std::fabs(scales[j]) > max_abs_scale) {
-        max_abs_scale = std::fabs(scales[j]);
-        max_scale = scales[j];
-      }
     }
+    const float max_scale = LargestMagnitude(scales);
     std::memset(block, 0, kBytes);
-    if (max_abs_scale < kGroupMaxEps) continue;
+    if (std::fabs(max_scale) < kGroupMaxEps) continue;
     const float iscale = -128.0f / max_scale;
     FOLIO_RETURN_IF_ERROR(StoreF16Scale(block + kDAt, 1.0f / iscale, "super-block scale d", b));
     uint16_t bits;
