@@ -7,6 +7,7 @@
 #include "folio/core/str_cat.h"
 #include "folio/engine/request_params.h"
 #include "folio/tokenizer/byte_tokenizer.h"
+#include "testing/case_names.h"
 
 namespace folio::server {
 namespace {
@@ -588,7 +589,12 @@ INSTANTIATE_TEST_SUITE_P(
                 "top_logprobs"},
         BadCase{kChat, std::string("{") + kMsgs + R"(, "max_completion_tokens": 0})",
                 "max_completion_tokens"},
-        BadCase{kChat, std::string("{") + kMsgs + R"(, "max_tokens": 1000})", "max_tokens"}));
+        BadCase{kChat, std::string("{") + kMsgs + R"(, "max_tokens": 1000})", "max_tokens"}),
+    // Case i, refused naming field f, is i_f (i_body when no field is
+    // named).
+    [](const testing::TestParamInfo<BadCase>& c) {
+      return test_support::CaseName(c.index, c.param.param.empty() ? "body" : c.param.param);
+    });
 
 TEST(ParseRequest, InvalidUtf8StringsAreRefusedNotCrashed) {
   ApiError e = Err(kC, std::string("{\"prompt\": \"\xff\xfe\"}"));

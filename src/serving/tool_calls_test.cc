@@ -9,6 +9,7 @@
 
 #include "folio/grammar/grammar.h"
 #include "folio/serving/chat_output.h"
+#include "testing/case_names.h"
 
 namespace folio::serving {
 namespace {
@@ -145,7 +146,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadTools{kOne, R"({"type": "function"})", "tool_choice"},
         BadTools{kOne, R"({"type": "function", "function": {"name": "f"}, "x": 1})", "tool_choice"},
         BadTools{"[]", R"("required")", "tool_choice"},
-        BadTools{"null", R"({"type": "function", "function": {"name": "f"}})", "tool_choice"}));
+        BadTools{"null", R"({"type": "function", "function": {"name": "f"}})", "tool_choice"}),
+    [](const testing::TestParamInfo<BadTools>& c) {
+      return test_support::CaseName(c.index, c.param.field);
+    });
 
 TEST(ParseChatTools, ParallelToolCallsMustBeABoolean) {
   EXPECT_EQ(Err(kTools, nullptr, "yes").field, "parallel_tool_calls");
