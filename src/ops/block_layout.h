@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "folio/ops/weight_type.h"
+
 namespace folio::ops::internal {
 
 // ggml's get_scale_min_k4: the 6-bit scale and min of sub-block j (of 8)
@@ -24,6 +26,46 @@ inline void ScaleMinK4(size_t j, const std::byte* s, uint32_t& sc, uint32_t& m) 
     m = (at(j + 4) >> 4) | (at(j) >> 6) << 4;
   }
 }
+
+// Where a K-quant super-block's fields start, in bytes, as ggml's
+// block_q{2,3,4,5,6}_K lays them out (256 elements each); 0 where a type
+// has no such field (its `has_*` says which):
+//   Q2_K (84):  scales[16] (scale | min << 4), qs[64], f16 d, f16 dmin
+//   Q3_K (110): hmask[32], qs[64], scales[12] (6-bit), f16 d
+//   Q4_K (144): f16 d, f16 dmin, scales[12] (6-bit scale and min), qs[128]
+//   Q5_K (176): f16 d, f16 dmin, scales[12], qh[32], qs[128]
+//   Q6_K (210): ql[128], qh[64], scales[16] (int8), f16 d
+// The decoder, the encoders, the float kernel's codecs and the packer all
+// read these, so each layout is written down once.
+struct KQuantFields {
+  size_t d, dmin, scales, high, low;  // high: Q3_K's hmask, Q5_K's and Q6_K's qh
+  bool has_dmin, has_high;
+};
+constexpr KQuantFields KQuantFieldsOf(WeightType type) {
+  switch (type) {
+    case WeightType::kQ2_K:
+      return {80, 82, 0, 0, 16, true, false};
+    case WeightType::kQ3_K:
+      return {108, 0, 96, 0, 32, false, true};
+    case WeightType::kQ4_K:
+      return {0, 2, 4, 0, 16, true, false};
+    case WeightType::kQ5_K:
+      return {0, 2, 4, 16, 48, true, true};
+    case WeightType::kQ6_K:
+      return {208, 0, 192, 128, 0, false, true};
+    default:
+      return {};
+  }
+}
+// Each layout ends where TraitsOf says the block does.
+static_assert(KQuantFieldsOf(WeightType::kQ2_K).dmin + 2 ==
+              TraitsOf(WeightType::kQ2_K).block_bytes);
+static_assert(KQuantFieldsOf(WeightType::kQ3_K).d + 2 == TraitsOf(WeightType::kQ3_K).block_bytes);
+static_assert(KQuantFieldsOf(WeightType::kQ4_K).low + 128 ==
+              TraitsOf(WeightType::kQ4_K).block_bytes);
+static_assert(KQuantFieldsOf(WeightType::kQ5_K).low + 128 ==
+              TraitsOf(WeightType::kQ5_K).block_bytes);
+static_assert(KQuantFieldsOf(WeightType::kQ6_K).d + 2 == TraitsOf(WeightType::kQ6_K).block_bytes);
 
 // Q3_K's 6-bit scale j (of 16) from its 12 scale bytes: low bits from the
 // low (j < 8) or high nibble of byte j % 8, bits 4-5 from bits 2 (j / 4)

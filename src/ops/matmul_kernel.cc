@@ -230,7 +230,7 @@ struct CodecQ45K {
   static constexpr size_t kSub = 32;
   static constexpr bool kHasBias = true;
   static constexpr bool kFiveBit = kT == WeightType::kQ5_K;
-  static constexpr size_t kQhAt = 16, kQsAt = kQhAt + (kFiveBit ? 32 : 0);
+  static constexpr KQuantFields kAt = KQuantFieldsOf(kT);
   struct Head {
     float scale[8], bias[8];
   };
@@ -238,7 +238,7 @@ struct CodecQ45K {
   // kmask shuffle): scales[g] and mins[g] as bytes, then in vectors.
   static HWY_INLINE void Open(const std::byte* b, Head& h) {
     uint32_t w[3];
-    std::memcpy(w, b + 4, 12);
+    std::memcpy(w, b + kAt.scales, 12);
     constexpr uint32_t kLow6 = 0x3f3f3f3f, kLow4 = 0x0f0f0f0f, kTop2 = 0x03030303;
     const uint32_t packed[4] = {w[0] & kLow6,                                   // scales 0-3
                                 (w[2] & kLow4) | (((w[0] >> 6) & kTop2) << 4),  // scales 4-7
@@ -246,14 +246,14 @@ struct CodecQ45K {
                                 ((w[2] >> 4) & kLow4) | (((w[1] >> 6) & kTop2) << 4)};  // mins 4-7
     uint8_t bytes[16];
     std::memcpy(bytes, packed, 16);
-    ScaleBytes<false>(bytes, 8, F16Scalar(b), h.scale);
-    ScaleBytes<false>(bytes + 8, 8, -F16Scalar(b + 2), h.bias);
+    ScaleBytes<false>(bytes, 8, F16Scalar(b + kAt.d), h.scale);
+    ScaleBytes<false>(bytes + 8, 8, -F16Scalar(b + kAt.dmin), h.bias);
   }
   static HWY_INLINE VF Q(const std::byte* b, size_t g, size_t v) {
     const size_t l = v * kLanes;
-    VI q = Nibbles(b + kQsAt + 32 * (g / 2) + l, g % 2 != 0);
+    VI q = Nibbles(b + kAt.low + 32 * (g / 2) + l, g % 2 != 0);
     if constexpr (kFiveBit) {
-      q = hn::Or(q, hn::ShiftLeft<4>(Bits(Bytes(b + kQhAt + l), static_cast<int>(g), 1)));
+      q = hn::Or(q, hn::ShiftLeft<4>(Bits(Bytes(b + kAt.high + l), static_cast<int>(g), 1)));
     }
     return Float(q);
   }
@@ -273,16 +273,18 @@ struct CodecQ6K {
   static constexpr WeightType kType = WeightType::kQ6_K;
   static constexpr size_t kSub = 16;
   static constexpr bool kHasBias = false;
+  static constexpr KQuantFields kAt = KQuantFieldsOf(kType);
   struct Head {
     float scale[16];
   };
   static HWY_INLINE void Open(const std::byte* b, Head& h) {
-    ScaleBytes<true>(reinterpret_cast<const uint8_t*>(b + 192), 16, F16Scalar(b + 208), h.scale);
+    ScaleBytes<true>(reinterpret_cast<const uint8_t*>(b + kAt.scales), 16, F16Scalar(b + kAt.d),
+                     h.scale);
   }
   static HWY_INLINE VF Q(const std::byte* b, size_t g, size_t v) {
     const size_t n = g / 8, k = g % 8 / 2, l = 16 * (g % 2) + v * kLanes;
-    const VI low = Nibbles(b + 64 * n + 32 * (k % 2) + l, k >= 2);
-    const VI high = Bits(Bytes(b + 128 + 32 * n + l), static_cast<int>(2 * k), 3);
+    const VI low = Nibbles(b + kAt.low + 64 * n + 32 * (k % 2) + l, k >= 2);
+    const VI high = Bits(Bytes(b + kAt.high + 32 * n + l), static_cast<int>(2 * k), 3);
     return Float(hn::Sub(hn::Or(low, hn::ShiftLeft<4>(high)), hn::Set(DI(), 32)));
   }
   static HWY_INLINE VF Scale(const std::byte*, const Head& h, size_t g) {
@@ -302,20 +304,20 @@ struct CodecQ23K {
   static constexpr size_t kSub = 16;
   static constexpr bool kQ3 = kT == WeightType::kQ3_K;
   static constexpr bool kHasBias = !kQ3;
-  static constexpr size_t kQsAt = kQ3 ? 32 : 16;
+  static constexpr KQuantFields kAt = KQuantFieldsOf(kT);
   struct Head {
     float scale[16], bias[16];
   };
   static HWY_INLINE void Open(const std::byte* b, Head& h) {
     if constexpr (kQ3) {
-      const float d = F16Scalar(b + 108);
+      const float d = F16Scalar(b + kAt.d);
       for (size_t g = 0; g < 16; ++g) {
-        h.scale[g] = d * static_cast<float>(static_cast<int>(ScaleQ3K(g, b + 96)) - 32);
+        h.scale[g] = d * static_cast<float>(static_cast<int>(ScaleQ3K(g, b + kAt.scales)) - 32);
       }
     } else {
-      const float d = F16Scalar(b + 80), dmin = F16Scalar(b + 82);
+      const float d = F16Scalar(b + kAt.d), dmin = F16Scalar(b + kAt.dmin);
       for (size_t g = 0; g < 16; ++g) {
-        const auto s = std::to_integer<uint32_t>(b[g]);
+        const auto s = std::to_integer<uint32_t>(b[kAt.scales + g]);
         h.scale[g] = d * static_cast<float>(s & 0x0f);
         h.bias[g] = -(dmin * static_cast<float>(s >> 4));
       }
@@ -323,9 +325,9 @@ struct CodecQ23K {
   }
   static HWY_INLINE VF Q(const std::byte* b, size_t g, size_t v) {
     const size_t n = g / 8, k = g % 8 / 2, l = 16 * (g % 2) + v * kLanes;
-    VI q = Bits(Bytes(b + kQsAt + 32 * n + l), static_cast<int>(2 * k), 3);
+    VI q = Bits(Bytes(b + kAt.low + 32 * n + l), static_cast<int>(2 * k), 3);
     if constexpr (kQ3) {
-      const VI set = Bits(Bytes(b + l), static_cast<int>(4 * n + k), 1);
+      const VI set = Bits(Bytes(b + kAt.high + l), static_cast<int>(4 * n + k), 1);
       q = hn::Sub(hn::Or(q, hn::ShiftLeft<2>(set)), hn::Set(DI(), 4));
     }
     return Float(q);

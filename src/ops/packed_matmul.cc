@@ -62,19 +62,20 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
     }
   };
   // Q4_K / Q5_K sub-block g % 8 of super-block g / 8.
-  const auto k_quant = [&](size_t block_bytes, bool five_bit) {
-    const std::byte* b = row + (g / 8) * block_bytes;
-    const size_t sub = g % 8, qs_at = five_bit ? 48 : 16;
+  const auto k_quant = [&](bool five_bit) {
+    const std::byte* b = row + (g / 8) * TraitsOf(type).block_bytes;
+    const internal::KQuantFields at = internal::KQuantFieldsOf(type);
+    const size_t sub = g % 8;
     uint32_t sc = 0, m = 0;
-    internal::ScaleMinK4(sub, b + 4, sc, m);
-    out.scale = internal::PackedF16(b);
-    out.bias = internal::PackedF16(b + 2);
+    internal::ScaleMinK4(sub, b + at.scales, sc, m);
+    out.scale = internal::PackedF16(b + at.d);
+    out.bias = internal::PackedF16(b + at.dmin);
     out.sub_scale = static_cast<uint8_t>(sc);
     out.sub_min = static_cast<uint8_t>(m);
     for (size_t l = 0; l < 32; ++l) {
-      const uint32_t q = byte(b + qs_at + 32 * (sub / 2), l);
+      const uint32_t q = byte(b + at.low + 32 * (sub / 2), l);
       uint32_t level = sub % 2 == 0 ? q & 0x0f : q >> 4;
-      if (five_bit) level |= ((byte(b + 16, l) >> sub) & 1) << 4;
+      if (five_bit) level |= ((byte(b + at.high, l) >> sub) & 1) << 4;
       out.level[l] = static_cast<uint8_t>(level);
     }
   };
@@ -100,23 +101,24 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
       legacy(24, true, true);
       break;
     case WeightType::kQ4_K:
-      k_quant(144, false);
+      k_quant(false);
       break;
     case WeightType::kQ5_K:
-      k_quant(176, true);
+      k_quant(true);
       break;
     case WeightType::kQ6_K: {
       // Sub-block g % 8 = 4h + k of super-block g / 8 holds elements 128h +
       // 32k + l (weight_type.cc's DecodeQ6K): ql, qh, scales[16], d.
-      const std::byte* b = row + (g / 8) * 210;
+      const std::byte* b = row + (g / 8) * TraitsOf(type).block_bytes;
+      const internal::KQuantFields at = internal::KQuantFieldsOf(type);
       const size_t h = g % 8 / 4, k = g % 4;
-      out.scale = internal::PackedF16(b + 208);
+      out.scale = internal::PackedF16(b + at.d);
       for (size_t part = 0; part < 2; ++part) {
-        out.part_scale[part] = static_cast<int8_t>(byte(b + 192, 8 * h + 2 * k + part));
+        out.part_scale[part] = static_cast<int8_t>(byte(b + at.scales, 8 * h + 2 * k + part));
       }
       for (size_t l = 0; l < 32; ++l) {
-        const uint32_t ql = byte(b, 64 * h + 32 * (k % 2) + l);
-        const uint32_t qh = byte(b + 128, 32 * h + l);
+        const uint32_t ql = byte(b + at.low, 64 * h + 32 * (k % 2) + l);
+        const uint32_t qh = byte(b + at.high, 32 * h + l);
         out.level[l] =
             static_cast<uint8_t>((k < 2 ? ql & 0x0f : ql >> 4) | ((qh >> (2 * k)) & 3) << 4);
       }
@@ -147,22 +149,22 @@ Group ReadGroup(WeightType type, const std::byte* row, uint64_t g) {
       // qs, d, dmin; Q3_K: hmask, qs, scales[12], d, and bit 4n + k of
       // hmask[16h + l] set means q, clear q - 4: the level is q + 4 * bit.
       const bool q3 = type == WeightType::kQ3_K;
-      const std::byte* b = row + (g / 8) * (q3 ? 110 : 84);
+      const std::byte* b = row + (g / 8) * TraitsOf(type).block_bytes;
+      const internal::KQuantFields at = internal::KQuantFieldsOf(type);
       const size_t n = g % 8 / 4, k = g % 4;
-      const size_t qs_at = q3 ? 32 : 16;
-      out.scale = internal::PackedF16(b + (q3 ? 108 : 80));
-      if (!q3) out.bias = internal::PackedF16(b + 82);
+      out.scale = internal::PackedF16(b + at.d);
+      if (!q3) out.bias = internal::PackedF16(b + at.dmin);
       for (size_t h = 0; h < 2; ++h) {
         const size_t sub = 8 * n + 2 * k + h;
         if (q3) {
           out.part_scale[h] =
-              static_cast<int8_t>(static_cast<int>(internal::ScaleQ3K(sub, b + 96)) - 32);
+              static_cast<int8_t>(static_cast<int>(internal::ScaleQ3K(sub, b + at.scales)) - 32);
         } else {
-          out.part_sm[h] = static_cast<uint8_t>(byte(b, sub));
+          out.part_sm[h] = static_cast<uint8_t>(byte(b + at.scales, sub));
         }
         for (size_t l = 0; l < 16; ++l) {
-          uint32_t level = (byte(b + qs_at, 32 * n + 16 * h + l) >> (2 * k)) & 3;
-          if (q3) level |= ((byte(b, 16 * h + l) >> (4 * n + k)) & 1) << 2;
+          uint32_t level = (byte(b + at.low, 32 * n + 16 * h + l) >> (2 * k)) & 3;
+          if (q3) level |= ((byte(b + at.high, 16 * h + l) >> (4 * n + k)) & 1) << 2;
           out.level[16 * h + l] = static_cast<uint8_t>(level);
         }
       }

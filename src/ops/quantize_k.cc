@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include "folio/core/dtype.h"
 #include "folio/ops/weight_type.h"
@@ -15,6 +16,15 @@
 
 namespace folio::ops::internal {
 namespace {
+
+// StoreF16Scale, returning the value stored: the K-quants requantize every
+// element against the scale a decoder will read, not the one they fitted.
+Result<float> StoreF16ScaleRead(std::byte* p, float v, std::string_view what, size_t block) {
+  FOLIO_RETURN_IF_ERROR(StoreF16Scale(p, v, what, block));
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return F16BitsToF32(bits);
+}
 
 // How FitScaleAndMin judges a fit: ggml's use_mad.
 enum class FitError : uint8_t { kSquared, kAbsolute };
@@ -222,10 +232,7 @@ Status EncodeQ4Q5K(std::span<const float> in, std::byte* out) {
   constexpr int kNstep = kFiveBit ? 15 : 20;
   constexpr size_t kElems = TraitsOf(kType).block_size;
   constexpr size_t kBytes = TraitsOf(kType).block_bytes;
-  constexpr size_t kScalesAt = 4;
-  constexpr size_t kQhAt = kScalesAt + 12;
-  constexpr size_t kQsAt = kQhAt + (kFiveBit ? kElems / 8 : 0);
-  static_assert(kElems == 256 && kQsAt + kElems / 2 == kBytes, "a Q4_K/Q5_K block's layout");
+  constexpr KQuantFields kAt = KQuantFieldsOf(kType);
   for (size_t b = 0; b < in.size() / kElems; ++b) {
     const float* x = in.data() + b * kElems;
     std::byte* block = out + b * kBytes;
@@ -262,17 +269,14 @@ Status EncodeQ4Q5K(std::span<const float> in, std::byte* out) {
         packed[j] = static_cast<uint8_t>(packed[j] | (lm >> 4) << 6);
       }
     }
-    std::memcpy(block + kScalesAt, packed, 12);
-    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block, max_scale / 63.0f, "super-block scale d", b));
-    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block + 2, max_min / 63.0f, "super-block dmin", b));
-    uint16_t bits;
-    std::memcpy(&bits, block, 2);
-    const float d = F16BitsToF32(bits);
-    std::memcpy(&bits, block + 2, 2);
-    const float dmin = F16BitsToF32(bits);
+    std::memcpy(block + kAt.scales, packed, 12);
+    FOLIO_ASSIGN_OR_RETURN(const float d, StoreF16ScaleRead(block + kAt.d, max_scale / 63.0f,
+                                                            "super-block scale d", b));
+    FOLIO_ASSIGN_OR_RETURN(const float dmin, StoreF16ScaleRead(block + kAt.dmin, max_min / 63.0f,
+                                                               "super-block dmin", b));
     for (size_t j = 0; j < 8; ++j) {
       uint32_t sc, m;
-      internal::ScaleMinK4(j, block + kScalesAt, sc, m);
+      internal::ScaleMinK4(j, block + kAt.scales, sc, m);
       const float dl = d * static_cast<float>(sc);
       if (dl == 0.0f) continue;
       const float ml = dmin * static_cast<float>(m);
@@ -283,14 +287,14 @@ Status EncodeQ4Q5K(std::span<const float> in, std::byte* out) {
     }
     // Sub-blocks 2k and 2k + 1 share qs[32k..32k + 31]: low and high nibble;
     // Q5_K's fifth bit of sub-block g is bit g of qh[l].
-    if constexpr (kFiveBit) std::memset(block + kQhAt, 0, 32);
+    if constexpr (kFiveBit) std::memset(block + kAt.high, 0, 32);
     for (size_t k = 0; k < 4; ++k) {
       for (size_t l = 0; l < 32; ++l) {
         const uint32_t lo = levels[64 * k + l], hi = levels[64 * k + 32 + l];
-        block[kQsAt + 32 * k + l] = static_cast<std::byte>((lo & 0x0f) | (hi & 0x0f) << 4);
+        block[kAt.low + 32 * k + l] = static_cast<std::byte>((lo & 0x0f) | (hi & 0x0f) << 4);
         if constexpr (kFiveBit) {
           const uint32_t bits_k = (lo >> 4) << (2 * k) | (hi >> 4) << (2 * k + 1);
-          block[kQhAt + l] |= static_cast<std::byte>(bits_k);
+          block[kAt.high + l] |= static_cast<std::byte>(bits_k);
         }
       }
     }
@@ -334,8 +338,7 @@ float LargestMagnitude(std::span<const float> scales) {
 Status EncodeQ2K(std::span<const float> in, std::byte* out) {
   constexpr size_t kElems = TraitsOf(WeightType::kQ2_K).block_size;
   constexpr size_t kBytes = TraitsOf(WeightType::kQ2_K).block_bytes;
-  constexpr size_t kQsAt = 16, kDAt = kQsAt + kElems / 4;
-  static_assert(kElems == 256 && kDAt + 4 == kBytes, "a Q2_K block's layout");
+  constexpr KQuantFields kAt = KQuantFieldsOf(WeightType::kQ2_K);
   for (size_t b = 0; b < in.size() / kElems; ++b) {
     const float* x = in.data() + b * kElems;
     std::byte* block = out + b * kBytes;
@@ -358,13 +361,10 @@ Status EncodeQ2K(std::span<const float> in, std::byte* out) {
       const int lm = std::clamp(NearestInt(inv_min * mins[j]), 0, 15);
       block[j] = static_cast<std::byte>(ls | lm << 4);
     }
-    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block + kDAt, max_scale / 15.0f, "super-block scale d", b));
-    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block + kDAt + 2, max_min / 15.0f, "super-block dmin", b));
-    uint16_t bits;
-    std::memcpy(&bits, block + kDAt, 2);
-    const float d = F16BitsToF32(bits);
-    std::memcpy(&bits, block + kDAt + 2, 2);
-    const float dmin = F16BitsToF32(bits);
+    FOLIO_ASSIGN_OR_RETURN(const float d, StoreF16ScaleRead(block + kAt.d, max_scale / 15.0f,
+                                                            "super-block scale d", b));
+    FOLIO_ASSIGN_OR_RETURN(const float dmin, StoreF16ScaleRead(block + kAt.dmin, max_min / 15.0f,
+                                                               "super-block dmin", b));
     for (size_t j = 0; j < 16; ++j) {
       const auto s = std::to_integer<uint32_t>(block[j]);
       const float dl = d * static_cast<float>(s & 0x0f);
@@ -375,7 +375,7 @@ Status EncodeQ2K(std::span<const float> in, std::byte* out) {
             static_cast<uint8_t>(std::clamp(NearestInt((x[16 * j + l] + ml) / dl), 0, 3));
       }
     }
-    StoreTwoBitLevels(levels, block + kQsAt);
+    StoreTwoBitLevels(levels, block + kAt.low);
   }
   return Status::Ok();
 }
@@ -392,8 +392,7 @@ Status EncodeQ2K(std::span<const float> in, std::byte* out) {
 Status EncodeQ3K(std::span<const float> in, std::byte* out) {
   constexpr size_t kElems = TraitsOf(WeightType::kQ3_K).block_size;
   constexpr size_t kBytes = TraitsOf(WeightType::kQ3_K).block_bytes;
-  constexpr size_t kQsAt = kElems / 8, kScalesAt = kQsAt + kElems / 4, kDAt = kScalesAt + 12;
-  static_assert(kElems == 256 && kDAt + 2 == kBytes, "a Q3_K block's layout");
+  constexpr KQuantFields kAt = KQuantFieldsOf(WeightType::kQ3_K);
   for (size_t b = 0; b < in.size() / kElems; ++b) {
     const float* x = in.data() + b * kElems;
     std::byte* block = out + b * kBytes;
@@ -410,17 +409,15 @@ Status EncodeQ3K(std::span<const float> in, std::byte* out) {
       for (size_t j = 0; j < 16; ++j) {
         const auto sc =
             static_cast<uint32_t>(std::clamp(NearestInt(iscale * scales[j]), -32, 31) + 32);
-        block[kScalesAt + j % 8] |= static_cast<std::byte>((sc & 0x0f) << (j < 8 ? 0 : 4));
-        block[kScalesAt + 8 + j % 4] |= static_cast<std::byte>((sc >> 4) << (2 * (j / 4)));
+        block[kAt.scales + j % 8] |= static_cast<std::byte>((sc & 0x0f) << (j < 8 ? 0 : 4));
+        block[kAt.scales + 8 + j % 4] |= static_cast<std::byte>((sc >> 4) << (2 * (j / 4)));
       }
       d_f32 = 1.0f / iscale;
     }
-    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block + kDAt, d_f32, "super-block scale d", b));
-    uint16_t bits;
-    std::memcpy(&bits, block + kDAt, 2);
-    const float d = F16BitsToF32(bits);
+    FOLIO_ASSIGN_OR_RETURN(const float d,
+                           StoreF16ScaleRead(block + kAt.d, d_f32, "super-block scale d", b));
     for (size_t j = 0; j < 16; ++j) {
-      const auto sc = static_cast<int>(ScaleQ3K(j, block + kScalesAt)) - 32;
+      const auto sc = static_cast<int>(ScaleQ3K(j, block + kAt.scales)) - 32;
       const float dl = d * static_cast<float>(sc);
       if (dl == 0.0f) continue;
       for (size_t l = 0; l < 16; ++l) {
@@ -432,10 +429,10 @@ Status EncodeQ3K(std::span<const float> in, std::byte* out) {
     uint8_t low[kElems];
     for (size_t e = 0; e < kElems; ++e) {
       const auto q = static_cast<uint8_t>(levels[e]);
-      if (q > 3) block[e % 32] |= static_cast<std::byte>(1u << (e / 32));
+      if (q > 3) block[kAt.high + e % 32] |= static_cast<std::byte>(1u << (e / 32));
       low[e] = q & 3;
     }
-    StoreTwoBitLevels(low, block + kQsAt);
+    StoreTwoBitLevels(low, block + kAt.low);
   }
   return Status::Ok();
 }
@@ -455,8 +452,7 @@ Status EncodeQ5K(std::span<const float> in, std::byte* out) {
 Status EncodeQ6K(std::span<const float> in, std::byte* out) {
   constexpr size_t kElems = TraitsOf(WeightType::kQ6_K).block_size;
   constexpr size_t kBytes = TraitsOf(WeightType::kQ6_K).block_bytes;
-  constexpr size_t kQhAt = kElems / 2, kScalesAt = kQhAt + kElems / 4, kDAt = kScalesAt + 16;
-  static_assert(kElems == 256 && kDAt + 2 == kBytes, "a Q6_K block's layout");
+  constexpr KQuantFields kAt = KQuantFieldsOf(WeightType::kQ6_K);
   for (size_t b = 0; b < in.size() / kElems; ++b) {
     const float* x = in.data() + b * kElems;
     std::byte* block = out + b * kBytes;
@@ -469,13 +465,11 @@ Status EncodeQ6K(std::span<const float> in, std::byte* out) {
     std::memset(block, 0, kBytes);
     if (std::fabs(max_scale) < kGroupMaxEps) continue;
     const float iscale = -128.0f / max_scale;
-    FOLIO_RETURN_IF_ERROR(StoreF16Scale(block + kDAt, 1.0f / iscale, "super-block scale d", b));
-    uint16_t bits;
-    std::memcpy(&bits, block + kDAt, 2);
-    const float d = F16BitsToF32(bits);
+    FOLIO_ASSIGN_OR_RETURN(
+        const float d, StoreF16ScaleRead(block + kAt.d, 1.0f / iscale, "super-block scale d", b));
     for (size_t j = 0; j < 16; ++j) {
       const auto sc = static_cast<int8_t>(std::min(127, NearestInt(iscale * scales[j])));
-      block[kScalesAt + j] = static_cast<std::byte>(sc);
+      block[kAt.scales + j] = static_cast<std::byte>(sc);
       const float dl = d * static_cast<float>(sc);
       if (dl == 0.0f) continue;
       for (size_t l = 0; l < 16; ++l) {
@@ -487,10 +481,11 @@ Status EncodeQ6K(std::span<const float> in, std::byte* out) {
       const int8_t* L = levels + 128 * h;
       for (size_t l = 0; l < 32; ++l) {
         const auto q = [&](size_t k) { return static_cast<uint32_t>(L[32 * k + l]); };
-        block[64 * h + l] = static_cast<std::byte>((q(0) & 0x0f) | (q(2) & 0x0f) << 4);
-        block[64 * h + 32 + l] = static_cast<std::byte>((q(1) & 0x0f) | (q(3) & 0x0f) << 4);
-        block[kQhAt + 32 * h + l] = static_cast<std::byte>((q(0) >> 4) | (q(1) >> 4) << 2 |
-                                                           (q(2) >> 4) << 4 | (q(3) >> 4) << 6);
+        block[kAt.low + 64 * h + l] = static_cast<std::byte>((q(0) & 0x0f) | (q(2) & 0x0f) << 4);
+        block[kAt.low + 64 * h + 32 + l] =
+            static_cast<std::byte>((q(1) & 0x0f) | (q(3) & 0x0f) << 4);
+        block[kAt.high + 32 * h + l] = static_cast<std::byte>((q(0) >> 4) | (q(1) >> 4) << 2 |
+                                                              (q(2) >> 4) << 4 | (q(3) >> 4) << 6);
       }
     }
   }

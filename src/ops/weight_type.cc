@@ -110,23 +110,20 @@ void DecodeQ4Q5K(const std::byte* src, std::span<Out> out) {
   constexpr bool kFiveBit = kType == WeightType::kQ5_K;
   constexpr size_t kElems = TraitsOf(kType).block_size;
   constexpr size_t kBytes = TraitsOf(kType).block_bytes;
-  constexpr size_t kScalesAt = 4;
-  constexpr size_t kQhAt = kScalesAt + 12;
-  constexpr size_t kQsAt = kQhAt + (kFiveBit ? kElems / 8 : 0);
-  static_assert(kElems == 256 && kQsAt + kElems / 2 == kBytes, "a Q4_K/Q5_K block's layout");
+  constexpr internal::KQuantFields kAt = internal::KQuantFieldsOf(kType);
   for (size_t b = 0; b < out.size() / kElems; ++b) {
     const std::byte* block = src + b * kBytes;
-    const float d = F16At(block);
-    const float dmin = F16At(block + 2);
+    const float d = F16At(block + kAt.d);
+    const float dmin = F16At(block + kAt.dmin);
     for (size_t g = 0; g < 8; ++g) {
       uint32_t sc, m;
-      internal::ScaleMinK4(g, block + kScalesAt, sc, m);
+      internal::ScaleMinK4(g, block + kAt.scales, sc, m);
       const float dl = d * static_cast<float>(sc);
       const float ml = dmin * static_cast<float>(m);
       for (size_t l = 0; l < 32; ++l) {
-        const uint32_t qs = ByteAt(block, kQsAt + 32 * (g / 2) + l);
+        const uint32_t qs = ByteAt(block, kAt.low + 32 * (g / 2) + l);
         uint32_t q = g % 2 == 0 ? qs & 0x0f : qs >> 4;
-        if constexpr (kFiveBit) q |= ((ByteAt(block, kQhAt + l) >> g) & 1) << 4;
+        if constexpr (kFiveBit) q |= ((ByteAt(block, kAt.high + l) >> g) & 1) << 4;
         out[b * kElems + 32 * g + l] = static_cast<Out>(dl * static_cast<float>(q) - ml);
       }
     }
@@ -144,18 +141,17 @@ template <typename Out>
 void DecodeQ6K(const std::byte* src, std::span<Out> out) {
   constexpr size_t kElems = TraitsOf(WeightType::kQ6_K).block_size;
   constexpr size_t kBytes = TraitsOf(WeightType::kQ6_K).block_bytes;
-  constexpr size_t kQhAt = kElems / 2, kScalesAt = kQhAt + kElems / 4, kDAt = kScalesAt + 16;
-  static_assert(kElems == 256 && kDAt + 2 == kBytes, "a Q6_K block's layout");
+  constexpr internal::KQuantFields kAt = internal::KQuantFieldsOf(WeightType::kQ6_K);
   for (size_t b = 0; b < out.size() / kElems; ++b) {
     const std::byte* block = src + b * kBytes;
-    const float d = F16At(block + kDAt);
+    const float d = F16At(block + kAt.d);
     for (size_t h = 0; h < 2; ++h) {
       for (size_t k = 0; k < 4; ++k) {
         for (size_t l = 0; l < 32; ++l) {
-          const uint32_t ql = ByteAt(block, 64 * h + 32 * (k % 2) + l);
-          const uint32_t qh = ByteAt(block, kQhAt + 32 * h + l);
+          const uint32_t ql = ByteAt(block, kAt.low + 64 * h + 32 * (k % 2) + l);
+          const uint32_t qh = ByteAt(block, kAt.high + 32 * h + l);
           const uint32_t q = (k < 2 ? ql & 0x0f : ql >> 4) | ((qh >> (2 * k)) & 3) << 4;
-          const auto sc = static_cast<int8_t>(block[kScalesAt + 8 * h + l / 16 + 2 * k]);
+          const auto sc = static_cast<int8_t>(block[kAt.scales + 8 * h + l / 16 + 2 * k]);
           const float dl = d * static_cast<float>(sc);
           out[b * kElems + 128 * h + 32 * k + l] =
               static_cast<Out>(dl * static_cast<float>(static_cast<int>(q) - 32));
@@ -182,30 +178,27 @@ void DecodeQ2Q3K(const std::byte* src, std::span<Out> out) {
   constexpr bool kQ3 = kType == WeightType::kQ3_K;
   constexpr size_t kElems = TraitsOf(kType).block_size;
   constexpr size_t kBytes = TraitsOf(kType).block_bytes;
-  constexpr size_t kQsAt = kQ3 ? kElems / 8 : kElems / 16;
-  constexpr size_t kScalesAt = kQ3 ? kQsAt + kElems / 4 : 0;
-  constexpr size_t kDAt = kQ3 ? kScalesAt + 12 : kQsAt + kElems / 4;
-  static_assert(kElems == 256 && kDAt + (kQ3 ? 2 : 4) == kBytes, "a Q2_K/Q3_K block's layout");
+  constexpr internal::KQuantFields kAt = internal::KQuantFieldsOf(kType);
   for (size_t b = 0; b < out.size() / kElems; ++b) {
     const std::byte* block = src + b * kBytes;
-    const float d = F16At(block + kDAt);
-    const float dmin = kQ3 ? 0.0f : F16At(block + kDAt + 2);
+    const float d = F16At(block + kAt.d);
+    const float dmin = kQ3 ? 0.0f : F16At(block + kAt.dmin);
     for (size_t j = 0; j < 16; ++j) {  // sub-block j = 8n + 2k + h
       const size_t n = j / 8, k = j % 8 / 2, h = j % 2;
       float dl, ml = 0.0f;
       if constexpr (kQ3) {
-        const uint32_t sc = internal::ScaleQ3K(j, block + kScalesAt);
+        const uint32_t sc = internal::ScaleQ3K(j, block + kAt.scales);
         dl = d * static_cast<float>(static_cast<int>(sc) - 32);
       } else {
-        const uint32_t s = ByteAt(block, kScalesAt + j);
+        const uint32_t s = ByteAt(block, kAt.scales + j);
         dl = d * static_cast<float>(s & 0x0f);
         ml = dmin * static_cast<float>(s >> 4);
       }
       for (size_t l = 0; l < 16; ++l) {
-        int q = static_cast<int>((ByteAt(block, kQsAt + 32 * n + 16 * h + l) >> (2 * k)) & 3);
+        int q = static_cast<int>((ByteAt(block, kAt.low + 32 * n + 16 * h + l) >> (2 * k)) & 3);
         float x;
         if constexpr (kQ3) {
-          if (((ByteAt(block, 16 * h + l) >> (4 * n + k)) & 1) == 0) q -= 4;
+          if (((ByteAt(block, kAt.high + 16 * h + l) >> (4 * n + k)) & 1) == 0) q -= 4;
           x = dl * static_cast<float>(q);
         } else {
           x = dl * static_cast<float>(q) - ml;
