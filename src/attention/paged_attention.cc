@@ -330,56 +330,33 @@ Status CheckPool(const kv::PagedKvView& kv) {
   return Status::Ok();
 }
 
-// The CSR batch metadata: sizes, indptr and query_indptr from 0 and never
-// decreasing, last_page_len in [1, page_size] for a sequence with pages (0
-// without), every page of a sequence in [0, num_pages) except pages wholly
-// before its first row's window, which may be kReleasedPage, no page twice
-// in one sequence, and a context that holds its query rows.
+// The CSR batch metadata: indptr and last_page_len as kv::BatchContexts
+// checks them, query_indptr from 0 and never decreasing, every page of a sequence in [0, num_pages)
+// except pages wholly before its first row's window, which may be kReleasedPage, no page twice in
+// one sequence, and a context that holds its query rows.
 Status CheckBatch(const PagedAttentionParams& p, const kv::PagedKvView& kv,
                   const kv::PagedBatchView& b) {
+  FOLIO_ASSIGN_OR_RETURN(const std::vector<uint64_t> contexts, kv::BatchContexts(b, kv.page_size));
   const uint64_t batch = b.batch();
-  const auto entries = [&](const char* name, size_t got) {
-    return Status::InvalidArgument(std::string(name) + " has " + std::to_string(got) +
+  if (b.query_indptr.size() != batch + 1) {
+    return Status::InvalidArgument("query_indptr has " + std::to_string(b.query_indptr.size()) +
                                    " entries; batch " + std::to_string(batch) +
                                    " (last_page_len's size) needs " + std::to_string(batch + 1));
-  };
-  if (b.indptr.size() != batch + 1) return entries("indptr", b.indptr.size());
-  if (b.query_indptr.size() != batch + 1) return entries("query_indptr", b.query_indptr.size());
-  if (b.indptr[0] != 0) {
-    return Status::InvalidArgument("indptr[0] must be 0 (got " + std::to_string(b.indptr[0]) + ")");
   }
   if (b.query_indptr[0] != 0) {
     return Status::InvalidArgument("query_indptr[0] must be 0 (got " +
                                    std::to_string(b.query_indptr[0]) + ")");
   }
   for (uint64_t s = 0; s < batch; ++s) {
-    if (b.indptr[s + 1] < b.indptr[s]) {
-      return Status::InvalidArgument("indptr decreases at " + std::to_string(s + 1) + " (" +
-                                     std::to_string(b.indptr[s]) + " to " +
-                                     std::to_string(b.indptr[s + 1]) + ")");
-    }
     if (b.query_indptr[s + 1] < b.query_indptr[s]) {
       return Status::InvalidArgument("query_indptr decreases at " + std::to_string(s + 1));
     }
-  }
-  if (static_cast<uint64_t>(b.indptr[batch]) != b.indices.size()) {
-    return Status::InvalidArgument("indptr[batch] = " + std::to_string(b.indptr[batch]) +
-                                   " but indices has " + std::to_string(b.indices.size()) +
-                                   " entries");
   }
   // One sequence's pages, sorted to find a repeat. Sized by the sequence,
   // not the pool: this runs for every layer of every step.
   std::vector<int32_t> live;
   uint64_t uniform_rows = 0;
   for (uint64_t s = 0; s < batch; ++s) {
-    const auto pages = static_cast<uint64_t>(b.indptr[s + 1] - b.indptr[s]);
-    const int32_t last = b.last_page_len[s];
-    if (pages == 0 ? last != 0 : last < 1 || static_cast<uint64_t>(last) > kv.page_size) {
-      return Status::InvalidArgument(
-          Seq(s) + "last_page_len " + std::to_string(last) + " with " + std::to_string(pages) +
-          (pages == 0 ? " pages must be 0"
-                      : " pages is outside [1, page_size " + std::to_string(kv.page_size) + "]"));
-    }
     const auto rows = static_cast<uint64_t>(b.query_indptr[s + 1] - b.query_indptr[s]);
     if (p.layout == QueryLayout::kHeadMajor) {
       if (s == 0) uniform_rows = rows;
@@ -389,13 +366,7 @@ Status CheckBatch(const PagedAttentionParams& p, const kv::PagedKvView& kv,
                                        std::to_string(uniform_rows) + ")");
       }
     }
-    // pages <= INT32_MAX, so only page_size can make the context overflow.
-    const auto full = CheckedMul(pages == 0 ? 0 : pages - 1, kv.page_size);
-    if (!full || *full > UINT64_MAX / 2) {
-      return Status::InvalidArgument(Seq(s) + std::to_string(pages) + " pages of " +
-                                     std::to_string(kv.page_size) + " slots overflow a context");
-    }
-    const uint64_t n = b.context_len(s, kv.page_size);
+    const uint64_t n = contexts[s];
     if (n > 0 && n < rows) {
       return Status::InvalidArgument(Seq(s) + "context " + std::to_string(n) +
                                      " is shorter than its " + std::to_string(rows) +
@@ -407,7 +378,7 @@ Status CheckBatch(const PagedAttentionParams& p, const kv::PagedKvView& kv,
         n == 0 ? 0 : internal::VisibleKeys(p, {n, 0, std::max<uint64_t>(rows, 1)}, 0).first;
     const std::span<const int32_t> row = b.pages(s);
     live.clear();
-    for (uint64_t i = 0; i < pages; ++i) {
+    for (uint64_t i = 0; i < row.size(); ++i) {
       const int32_t page = row[i];
       if (page == kv::kReleasedPage && (i + 1) * kv.page_size <= first_seen) continue;
       if (page < 0 || static_cast<uint64_t>(page) >= kv.num_pages) {

@@ -183,8 +183,7 @@ TEST(LayerGroups, BatchMetadataMarksReleasedPages) {
   const BatchMetadata m = *c.BuildBatchMetadata(std::vector<SeqId>{s}, &**plan, windowed);
   EXPECT_EQ(m.indptr, (std::vector<int32_t>{0, 6}));
   EXPECT_EQ(m.last_page_len, (std::vector<int32_t>{2}));
-  EXPECT_EQ(m.context_lens, (std::vector<int32_t>{22}));
-  EXPECT_EQ(ViewOf(m).context_len(0, 4), 22u);
+  EXPECT_EQ(*BatchContexts(ViewOf(m), 4), (std::vector<uint64_t>{22}));
   ASSERT_EQ(m.indices.size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
     if (i < 3) {

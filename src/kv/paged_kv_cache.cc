@@ -656,7 +656,6 @@ Result<BatchMetadata> PagedKvCache::BuildBatchMetadata(std::span<const SeqId> se
     m.indices.insert(m.indices.end(), table.begin(),
                      table.begin() + static_cast<std::ptrdiff_t>(pages));
     m.indptr.push_back(static_cast<int32_t>(m.indices.size()));
-    m.context_lens.push_back(static_cast<int32_t>(context));
     m.last_page_len.push_back(
         static_cast<int32_t>(context == 0 ? 0 : (context - 1) % page_size + 1));
     const auto slots =

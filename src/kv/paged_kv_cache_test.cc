@@ -646,7 +646,7 @@ TEST(PagedKvCache, BatchMetadataOnAHandWorkedExample) {
   AppendPlan plan = Prepare(c, {{s, 2}, {a, 1}});  // s grows into page 7
   auto m = *c.BuildBatchMetadata(std::vector<SeqId>{a, b, s}, &plan);
   EXPECT_EQ(m.batch, 3u);
-  EXPECT_EQ(m.context_lens, (std::vector<int32_t>{6, 0, 5}));
+  EXPECT_EQ(*BatchContexts(ViewOf(m), c.config().page_size), (std::vector<uint64_t>{6, 0, 5}));
   EXPECT_EQ(m.indptr, (std::vector<int32_t>{0, 2, 2, 4}));
   EXPECT_EQ(m.indices, (std::vector<int32_t>{0, 1, 6, 7}));
   EXPECT_EQ(m.last_page_len, (std::vector<int32_t>{2, 0, 1}));
@@ -655,7 +655,7 @@ TEST(PagedKvCache, BatchMetadataOnAHandWorkedExample) {
 
   auto before = *c.BuildBatchMetadata(std::vector<SeqId>{a, b, s}, nullptr);
   EXPECT_EQ(before.indices, (std::vector<int32_t>{0, 1, 6}));
-  EXPECT_EQ(before.context_lens, (std::vector<int32_t>{5, 0, 3}));
+  EXPECT_EQ(*BatchContexts(ViewOf(before), c.config().page_size), (std::vector<uint64_t>{5, 0, 3}));
   EXPECT_EQ(before.indptr, (std::vector<int32_t>{0, 2, 2, 3}));
   EXPECT_EQ(before.last_page_len, (std::vector<int32_t>{1, 0, 3}));
   EXPECT_EQ(before.query_indptr, (std::vector<int32_t>{0, 0, 0, 0}));

@@ -334,7 +334,7 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
     }
     const kv::BatchMetadata& meta = metas[0];
     for (const kv::BatchMetadata& m : metas) {
-      if (m.batch != meta.batch || m.context_lens != meta.context_lens ||
+      if (m.batch != meta.batch || m.last_page_len != meta.last_page_len ||
           m.query_indptr != meta.query_indptr ||
           m.slot_mapping.size() != meta.slot_mapping.size()) {
         return Status::InvalidArgument("the layer groups' batch metadata disagree");
@@ -374,11 +374,17 @@ Result<std::vector<float>> Decoder::Step(kv::PagedKvCache& cache,
       return Status::InvalidArgument("logit rows for " + std::to_string(rows.size()) +
                                      " sequences, the batch has " + std::to_string(batch));
     }
+    FOLIO_ASSIGN_OR_RETURN(const std::vector<uint64_t> contexts,
+                           kv::BatchContexts(kv::ViewOf(meta), kc.page_size));
+    if (contexts.size() != batch) {
+      return Status::InvalidArgument("last_page_len has " + std::to_string(contexts.size()) +
+                                     " entries; the batch has " + std::to_string(batch));
+    }
     std::vector<uint64_t> positions(tokens.size()), logit_rows, hidden_rows;
     for (uint64_t s = 0; s < batch; ++s) {
       const auto first = static_cast<uint64_t>(meta.query_indptr[s]);
       const auto last = static_cast<uint64_t>(meta.query_indptr[s + 1]);
-      const auto context = static_cast<uint64_t>(meta.context_lens[s]);
+      const uint64_t context = contexts[s];
       if (last - first > context) {
         return Status::InvalidArgument("sequence " + std::to_string(s) +
                                        " has more new tokens than context");

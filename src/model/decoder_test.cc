@@ -686,6 +686,35 @@ class PagedStep : public ::testing::Test {
   std::unique_ptr<kv::PagedKvCache> cache_;
 };
 
+// Positions come from the metadata's CSR pages (kv::BatchContexts), the
+// one source the kernels read too: metadata that cannot give a context is
+// refused by field, and the cache's plan is left to abort.
+TEST_F(PagedStep, MetadataWhoseContextsDoNotFollowIsRefused) {
+  const kv::SeqId a = cache_->AddSequence();
+  auto plan = cache_->PrepareAppend(std::vector<std::pair<kv::SeqId, uint64_t>>{{a, 3}});
+  ASSERT_TRUE(plan.ok() && plan->has_value());
+  const kv::BatchMetadata good = *cache_->BuildBatchMetadata(std::vector<kv::SeqId>{a}, &**plan);
+  const std::vector<int32_t> tokens = {0, 7, 8};
+  ASSERT_TRUE(Decoder(*model_).Step(*cache_, good, tokens).ok());
+  const auto refused = [&](kv::BatchMetadata m, const std::string& field) {
+    const auto r = Decoder(*model_).Step(*cache_, m, tokens);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(field), std::string::npos) << r.status().ToString();
+  };
+  kv::BatchMetadata m = good;
+  m.last_page_len[0] = 0;  // a sequence with pages and an empty last page
+  refused(m, "last_page_len");
+  m = good;
+  m.indptr.push_back(m.indptr.back());  // two sequences' pages for a batch of one
+  refused(m, "indptr");
+  m = good;
+  m.last_page_len.push_back(0);  // a second (empty) context for a batch of one
+  m.indptr.push_back(m.indptr.back());
+  refused(m, "last_page_len");
+  cache_->Abort(std::move(**plan));
+}
+
 TEST_F(PagedStep, MixedPrefillAndDecodeMatchSoloRuns) {
   const kv::SeqId a = cache_->AddSequence(), b = cache_->AddSequence();
   const std::vector<int32_t> pa = {0, 99, 100, 101, 102, 103, 104}, pb = {0, 7, 8};

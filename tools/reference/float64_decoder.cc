@@ -437,11 +437,17 @@ Result<std::vector<double>> Float64Decoder::Step(kv::PagedKvCache& cache,
       meta.slot_mapping.size() != tokens.size()) {
     return Status::InvalidArgument("tokens, query_indptr and slot_mapping disagree");
   }
+  FOLIO_ASSIGN_OR_RETURN(const std::vector<uint64_t> contexts,
+                         kv::BatchContexts(kv::ViewOf(meta), kc.page_size));
+  if (contexts.size() != batch) {
+    return Status::InvalidArgument("last_page_len has " + std::to_string(contexts.size()) +
+                                   " entries; the batch has " + std::to_string(batch));
+  }
   std::vector<uint64_t> positions(tokens.size()), logit_rows;
   for (uint64_t s = 0; s < batch; ++s) {
     const auto first = static_cast<uint64_t>(meta.query_indptr[s]);
     const auto last = static_cast<uint64_t>(meta.query_indptr[s + 1]);
-    const auto context = static_cast<uint64_t>(meta.context_lens[s]);
+    const uint64_t context = contexts[s];
     if (last - first > context) {
       return Status::InvalidArgument("sequence " + std::to_string(s) +
                                      " has more new tokens than context");

@@ -17,8 +17,8 @@
 // quantized ones zero codes under NaN scales), so a kernel that reads a
 // token slot no row was written to produces NaN. Pages are not re-poisoned
 // when they are reused: a reallocated page holds its previous owner's rows
-// until they are overwritten, and kernels must bound reads by context_lens
-// (they do).
+// until they are overwritten, and kernels must bound reads by each
+// sequence's context (they do).
 //
 // Quantized pages. With dtype i8 or f8e4m3 a page stores integers / FP8
 // codes, and every row (storage slot, role, page, K/V head, token slot:

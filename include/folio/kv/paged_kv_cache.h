@@ -400,7 +400,7 @@ class PagedKvCache {
                float* out) const;
 
   // Metadata for one step of the listed sequences, in that order, for the
-  // layers of one group. context_lens include the plan's new tokens;
+  // layers of one group. Contexts include the plan's new tokens;
   // CSR indptr / indices / last_page_len list every logical page (a
   // windowed group's released pages are kReleasedPage: the window never
   // reaches them); query_indptr counts each

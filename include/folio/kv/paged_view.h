@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "folio/core/dtype.h"
+#include "folio/core/status.h"
 #include "folio/kv/page_table.h"
 
 namespace folio::kv {
@@ -88,14 +89,13 @@ inline constexpr int32_t kReleasedPage = -1;
 // group, in CSR form (FlashInfer's paged_kv_t): sequence s owns the
 // logical pages indices[indptr[s] .. indptr[s + 1]), in order, and its last
 // page holds last_page_len[s] tokens, so its context is
-//   n = (pages - 1) * page_size + last_page_len[s]   (0 without pages).
-// context_lens repeats those n for callers that want them (the decoder's
-// positions); kernels read the CSR. slot_mapping [num_new_tokens] gives, for
-// every token written this step, its physical slot page * page_size +
-// offset.
+//   n = (pages - 1) * page_size + last_page_len[s]   (0 without pages;
+//   PagedBatchView::context_len), this step's tokens included: the one
+// source of a sequence's context, for the kernels and the decoder's
+// positions alike. slot_mapping [num_new_tokens] gives, for every token
+// written this step, its physical slot page * page_size + offset.
 struct BatchMetadata {
   uint64_t batch = 0;
-  std::vector<int32_t> context_lens;   // [batch], after this step's tokens
   std::vector<int32_t> indptr;         // [batch + 1]
   std::vector<int32_t> indices;        // [indptr[batch]], kReleasedPage allowed
   std::vector<int32_t> last_page_len;  // [batch], in [1, page_size] (0 if empty)
@@ -130,6 +130,14 @@ struct PagedBatchView {
 inline PagedBatchView ViewOf(const BatchMetadata& m) {
   return {m.indptr, m.indices, m.last_page_len, m.query_indptr};
 }
+
+// Every sequence's context (PagedBatchView::context_len), after checking
+// what that reads: indptr of batch + 1 entries, from 0, never decreasing,
+// ending at indices.size(); last_page_len in [1, page_size] for a sequence
+// with pages and 0 without; a context that fits 63 bits. InvalidArgument
+// naming the field otherwise. The kernels' validation and the decoders'
+// positions both start here, so the two cannot read different contexts.
+Result<std::vector<uint64_t>> BatchContexts(const PagedBatchView& b, uint64_t page_size);
 
 }  // namespace folio::kv
 

@@ -75,12 +75,11 @@ class Decoder {
 
   // One continuous-batching step over sequences of a PagedKvCache. `meta` comes from
   // cache.BuildBatchMetadata with the step's plan: sequence s contributes rows [query_indptr[s],
-  // query_indptr[s + 1]) of `tokens`, at logical positions context_lens[s] - L_s + i. K/V rows are
-  // written through meta.slot_mapping and attention reads the pages through
-  // the block tables, never a dense copy. Returns the logits of each
-  // sequence's last row ([batch, vocab]; kLast) or of every row (kAll).
-  // The caller commits or aborts the cache's plan. `path` replaces the
-  // direct page reads (null: direct).
+  // query_indptr[s + 1]) of `tokens`, at logical positions n_s - L_s + i, n_s its context
+  // (kv::PagedBatchView::context_len). K/V rows are written through meta.slot_mapping and
+  // attention reads the pages through the block tables, never a dense copy. Returns the logits of
+  // each sequence's last row ([batch, vocab]; kLast) or of every row (kAll). The caller commits or
+  // aborts the cache's plan. `path` replaces the direct page reads (null: direct).
   Result<std::vector<float>> Step(kv::PagedKvCache& cache, const kv::BatchMetadata& meta,
                                   std::span<const int32_t> tokens,
                                   LogitRows rows = LogitRows::kLast,
@@ -100,7 +99,7 @@ class Decoder {
     return Step(cache, std::span<const kv::BatchMetadata>(&meta, 1), tokens, rows, path, hidden);
   }
   // An encoder's sequences are bidirectional: each must bring every row of
-  // its context in the step (context_lens[s] = its rows; else
+  // its context in the step (its context = its rows; else
   // InvalidArgument), and take kHidden rows.
   // The same over a cache of any number of layer groups: metas[g] is
   // cache.BuildBatchMetadata(seqs, plan, g), one per group, and layer l
