@@ -353,7 +353,7 @@ Status CheckBatch(const PagedAttentionParams& p, const kv::PagedKvView& kv,
     }
   }
   // One sequence's pages, sorted to find a repeat. Sized by the sequence,
-  // not the pool: this runs for every layer of every step.
+  // not the pool: this runs for every step (every plan).
   std::vector<int32_t> live;
   uint64_t uniform_rows = 0;
   for (uint64_t s = 0; s < batch; ++s) {
