@@ -179,7 +179,8 @@ HWY_INLINE void LaneSums(hn::Vec<DF>* v, float* out) {
 #endif
 }
 
-// out[j * R + r] = dot(q[r], k[j]) for R rows and kAccs / R keys: each K
+// out[r * kKeys + j] = dot(q[r], k[j]) for R rows and kKeys = kAccs / R
+// keys (row-major, so that a row's scores scale as one vector): each K
 // vector is loaded once for the R rows and each query vector once for the
 // keys. A dot runs one accumulator over whole vectors in index order, the
 // lane-sum tree of LaneSums, then the scalar tail in order: the same
@@ -200,7 +201,9 @@ HWY_INLINE void ScoreBlock(const float* const* q, const S* const* k, size_t head
     prefetch.Step();
     for (size_t j = 0; j < kKeys; ++j) {
       const auto kv = LoadF(k[j] + i);
-      for (size_t r = 0; r < R; ++r) acc[j * R + r] = hn::MulAdd(qv[r], kv, acc[j * R + r]);
+      for (size_t r = 0; r < R; ++r) {
+        acc[r * kKeys + j] = hn::MulAdd(qv[r], kv, acc[r * kKeys + j]);
+      }
     }
   }
   // A copy for LaneSums to clobber: handing it acc itself made g++ keep acc
@@ -211,7 +214,7 @@ HWY_INLINE void ScoreBlock(const float* const* q, const S* const* k, size_t head
   for (; i < head_dim; ++i) {
     for (size_t j = 0; j < kKeys; ++j) {
       const float kf = ScalarF(k[j] + i);
-      for (size_t r = 0; r < R; ++r) out[j * R + r] += q[r][i] * kf;
+      for (size_t r = 0; r < R; ++r) out[r * kKeys + j] += q[r][i] * kf;
     }
   }
 }
@@ -230,15 +233,16 @@ HWY_INLINE void TileScores(const float* const* q, const S* const* krow, const fl
     for (size_t j = 0; j < kKeys; ++j) {
       k[j] = b + j >= s_begin && b + j < s_end ? krow[b + j] : krow[s_begin];
     }
-    float out[kAccs];
+    alignas(64) float out[kAccs];
     ScoreBlock<S, R>(q, k, head_dim, prefetch, out);
-    for (size_t j = 0; j < kKeys; ++j) {
-      for (size_t r = 0; r < R; ++r) {
-        if constexpr (kQuantized<S>) {
-          scores[r][b + j] = out[j * R + r] * kscale[b + j] * scale;
-        } else {
-          scores[r][b + j] = out[j * R + r] * scale;
-        }
+    // kscale and scores are 64-byte aligned rows and b a multiple of kKeys.
+    const hn::CappedTag<float, kKeys> dk;
+    const auto vscale = hn::Set(dk, scale);
+    for (size_t r = 0; r < R; ++r) {
+      for (size_t j = 0; j < kKeys; j += hn::Lanes(dk)) {
+        auto x = hn::Load(dk, out + r * kKeys + j);
+        if constexpr (kQuantized<S>) x = hn::Mul(x, hn::Load(dk, kscale + b + j));
+        hn::Store(hn::Mul(x, vscale), dk, scores[r] + b + j);
       }
     }
   }
