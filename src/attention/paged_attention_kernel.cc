@@ -4,12 +4,15 @@
 // Numeric choices, all fixed so that a row's bits depend only on its own
 // inputs (contract 3):
 // - accumulation is f32; K/V of narrower dtypes are widened exactly;
-// - quantized K/V (i8, f8e4m3) are widened to their codes' values and the
-//   row's scale is applied once per key, not per element: a key's score
-//   is dot(q, codes) * key scale * softmax scale, and a value row's weight
-//   p is multiplied by its value scale before the row is accumulated.
-//   f8e4m3 codes widen through f16 bits (exact, and subnormals stay out of
-//   f32 arithmetic) to their value / 256, and the 256 joins the scale;
+// - quantized K/V (i8, f8e4m3): a row's scale is applied once per key, not
+//   per element: a key's score is dot(q, codes) * key scale * softmax
+//   scale, and a value row's weight p is multiplied by its value scale
+//   before the row is accumulated. f8e4m3 codes widen through f16 bits
+//   (exact, and subnormals stay out of f32 arithmetic) to their value /
+//   256, and the 256 joins the scale. i8 runs in integers: the query row
+//   and a tile's weights are rounded to i16 codes (QueryCodes,
+//   WeightCodes) and both dot products accumulate exactly in i32, so
+//   their sums have the same bits on every target;
 // - a dot product runs over head_dim with one vector accumulator in index
 //   order, a balanced tree over adjacent lane pairs (LaneSums), then the
 //   scalar tail; a block of keys and rows shares every K and query load;
@@ -22,11 +25,13 @@
 //   tile holds anyway) but never read, and value rows it may not see are
 //   skipped, so other rows in the call (other query positions, other batch
 //   entries) cannot change its arithmetic.
+#define HWY_WANT_AVX3_DL
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
 #include "attention/paged_attention_internal.h"
 
@@ -39,7 +44,21 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#include <immintrin.h>
+#endif
+
+// Highway 1.0's AVX3_DL attributes name AVX-VNNI but not AVX512-VNNI, which
+// the i8 score path uses (vpdpwssd): GCC adds it to the pushed options;
+// clang keeps one target attribute per function, so it gets both in one.
+#if HWY_TARGET == HWY_AVX3_DL && defined(__clang__)
+HWY_PUSH_ATTRIBUTES(HWY_TARGET_STR ",avx512vnni")
+#else
 HWY_BEFORE_NAMESPACE();
+#endif
+#if HWY_TARGET == HWY_AVX3_DL && !defined(__clang__)
+#pragma GCC target("avx512vnni")
+#endif
 namespace folio::attention::internal {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
@@ -158,13 +177,13 @@ class TilePrefetch {
 // out[c] = the sum of v[c]'s lanes, for kCount vectors at once. Every sum
 // runs the same balanced tree of adjacent lane pairs, whichever vectors
 // share the call; v is clobbered.
-template <size_t kCount>
-HWY_INLINE void LaneSums(hn::Vec<DF>* v, float* out) {
+template <size_t kCount, class D = DF>
+HWY_INLINE void LaneSums(hn::Vec<D>* v, hn::TFromD<D>* out) {
 #if HWY_TARGET == HWY_SCALAR
   for (size_t c = 0; c < kCount; ++c) out[c] = hn::GetLane(v[c]);
 #else
-  const DF d;
-  constexpr size_t kLanes = hn::MaxLanes(DF());
+  const D d;
+  constexpr size_t kLanes = hn::MaxLanes(D());
   static_assert(kCount % kLanes == 0, "whole vectors of sums");
   // Each pass halves the partial sums per input: vector m takes inputs
   // 2m and 2m + 1, each summed over adjacent lane pairs.
@@ -248,6 +267,173 @@ HWY_INLINE void TileScores(const float* const* q, const S* const* krow, const fl
   }
 }
 
+// ---- i8 keys: scores in integers --------------------------------------------
+//
+// The integer i8 path relies on two x86 behaviours: ReorderWidenMulAccumulate
+// keeps every pair in its first accumulator, and InterleaveLower/Upper pair
+// columns within 128-bit blocks. x86's targets and the scalar one take it;
+// i8 on other architectures runs the f32 path that f8e4m3 runs.
+#undef FOLIO_I8_INTEGER
+#define FOLIO_I8_INTEGER (HWY_ARCH_X86 || HWY_TARGET == HWY_SCALAR)
+template <typename S>
+constexpr bool kIntegerPath = std::is_same_v<S, int8_t>&& FOLIO_I8_INTEGER;
+//
+// An i8 key's dot product with a query runs in integers: each query row is
+// quantized once per chunk to i16 codes with one scale (QueryCodes), and
+// dot(query codes, key codes) accumulates exactly in i32, two products a
+// lane (vpmaddwd; vpdpwssd with AVX512-VNNI). The sum is exact, so every
+// target and every order of terms give the same integer, and the score is
+// float(sum) * key scale * (query scale * softmax scale). The query's
+// rounding (half a step of max |q| / 32767) is far below the keys' own.
+
+// The i16 codes of a chunk's query rows (row r at codes + r * stride) and
+// each row's query scale times the softmax scale; NaN for a row with a
+// non-finite element, whose scores (and so output) are then NaN.
+struct QueryCodes {
+  const int16_t* codes = nullptr;
+  size_t stride = 0;
+  const float* factor = nullptr;
+};
+
+#if FOLIO_I8_INTEGER
+
+// The largest query code: 32767, or less where head_dim products of it and
+// 128 (the largest key code's magnitude) would overflow an i32.
+inline int32_t QueryCodeMax(size_t head_dim) {
+  return static_cast<int32_t>(std::min<uint64_t>(32767, 0x7fffffffu / (128 * head_dim)));
+}
+
+// codes = nearest(q * (code_max / max |q|)), saturated to i16, and factor =
+// max |q| / code_max * scale.
+HWY_INLINE void QuantizeQuery(const float* q, size_t head_dim, float scale, int16_t* codes,
+                              float* factor) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<int16_t, DF> d16;
+  const size_t lanes = hn::Lanes(d);
+  // One integer max over the bits of |q|: finite magnitudes order as their
+  // bits do, and inf and NaN lie above every finite pattern.
+  const auto magnitude = hn::Set(di, 0x7fffffff);
+  auto top_bits = hn::Zero(di);
+  size_t f = 0;
+  for (; f + lanes <= head_dim; f += lanes) {
+    top_bits = hn::Max(top_bits, hn::And(hn::BitCast(di, hn::LoadU(d, q + f)), magnitude));
+  }
+  int32_t bits = hn::GetLane(hn::MaxOfLanes(di, top_bits));
+  for (; f < head_dim; ++f) {
+    int32_t x;
+    std::memcpy(&x, q + f, sizeof(x));
+    bits = std::max(bits, x & 0x7fffffff);
+  }
+  constexpr int32_t kInfBits = 0x7f800000;
+  float top;
+  std::memcpy(&top, &bits, sizeof(top));
+  // Rows below 2^-100 (zeros included) score 0 against every key: their
+  // float scores would be as good as 0, and code_max / top must not
+  // overflow.
+  if (bits >= kInfBits || top < 0x1p-100f) {
+    std::fill_n(codes, head_dim, int16_t{0});
+    *factor = bits >= kInfBits ? std::numeric_limits<float>::quiet_NaN() : 0.0f;
+    return;
+  }
+  const auto code_max = static_cast<float>(QueryCodeMax(head_dim));
+  // q * inverse <= code_max * (1 + 2^-23)^2, which rounds to code_max.
+  const float inverse = code_max / top;
+  const auto vinverse = hn::Set(d, inverse);
+  for (f = 0; f + lanes <= head_dim; f += lanes) {
+    const auto c = hn::NearestInt(hn::Mul(hn::LoadU(d, q + f), vinverse));
+    hn::StoreU(hn::DemoteTo(d16, c), d16, codes + f);
+  }
+  for (; f < head_dim; ++f) {
+    codes[f] = static_cast<int16_t>(std::nearbyint(q[f] * inverse));
+  }
+  *factor = top / code_max * scale;
+}
+
+using DI32 = hn::ScalableTag<int32_t>;
+#if HWY_TARGET == HWY_SCALAR
+using DI16 = hn::Rebind<int16_t, DI32>;  // one lane, one product a step
+#else
+using DI16 = hn::Repartition<int16_t, DI32>;  // two i16 lanes per i32 lane
+#endif
+using DI8 = hn::Rebind<int8_t, DI16>;
+
+// acc + the pairwise products of q and k, lane by lane.
+HWY_INLINE hn::Vec<DI32> DotPairs(hn::Vec<DI32> acc, hn::Vec<DI16> q, hn::Vec<DI16> k) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return hn::Vec<DI32>{_mm512_dpwssd_epi32(acc.raw, q.raw, k.raw)};
+#else
+  // sum1 is untouched on x86 and the scalar target: one accumulator holds
+  // every pair.
+  hn::Vec<DI32> unused = hn::Zero(DI32());
+  return hn::ReorderWidenMulAccumulate(DI32(), q, k, acc, unused);
+#endif
+}
+
+// out[r * kKeys + j] = dot(q[r], k[j]) in integers, for R rows and kKeys =
+// kAccs / R keys (row-major, so that a row's scores convert as one
+// vector); each key vector is widened once for the R rows.
+template <size_t R>
+HWY_INLINE void ScoreBlockI8(const int16_t* const* q, const int8_t* const* k, size_t head_dim,
+                             TilePrefetch& prefetch, int32_t* out) {
+  const DI32 d32;
+  const DI16 d16;
+  const DI8 d8;
+  const size_t lanes = hn::Lanes(d16);
+  constexpr size_t kKeys = kAccs / R;
+  hn::Vec<DI32> acc[kAccs];
+  for (size_t a = 0; a < kAccs; ++a) acc[a] = hn::Zero(d32);
+  size_t i = 0;
+  for (; i + lanes <= head_dim; i += lanes) {
+    hn::Vec<DI16> qv[R];
+    for (size_t r = 0; r < R; ++r) qv[r] = hn::LoadU(d16, q[r] + i);
+    prefetch.Step();
+    for (size_t j = 0; j < kKeys; ++j) {
+      const auto kv = hn::PromoteTo(d16, hn::LoadU(d8, k[j] + i));
+      for (size_t r = 0; r < R; ++r) acc[r * kKeys + j] = DotPairs(acc[r * kKeys + j], qv[r], kv);
+    }
+  }
+  hn::Vec<DI32> sums[kAccs];
+  for (size_t a = 0; a < kAccs; ++a) sums[a] = acc[a];
+  LaneSums<kAccs, DI32>(sums, out);
+  for (; i < head_dim; ++i) {
+    for (size_t j = 0; j < kKeys; ++j) {
+      for (size_t r = 0; r < R; ++r) out[r * kKeys + j] += int32_t{q[r][i]} * int32_t{k[j][i]};
+    }
+  }
+}
+
+// TileScores for i8 keys: scores[r][s] = float(dot(codes of q[r], key
+// codes of slot s)) * kscale[s] * factor[r].
+template <size_t R>
+HWY_INLINE void TileScoresI8(const int16_t* const* q, const float* factor,
+                             const int8_t* const* krow, const float* kscale, size_t s_begin,
+                             size_t s_end, size_t head_dim, float (*scores)[kTileKeys],
+                             TilePrefetch& prefetch) {
+  constexpr size_t kKeys = kAccs / R;
+  static_assert(kTileKeys % kKeys == 0);
+  for (size_t b = s_begin - s_begin % kKeys; b < s_end; b += kKeys) {
+    const int8_t* k[kKeys];
+    for (size_t j = 0; j < kKeys; ++j) {
+      k[j] = b + j >= s_begin && b + j < s_end ? krow[b + j] : krow[s_begin];
+    }
+    alignas(64) int32_t out[kAccs];
+    ScoreBlockI8<R>(q, k, head_dim, prefetch, out);
+    // kscale and scores are 64-byte aligned rows and b a multiple of kKeys.
+    const hn::CappedTag<float, kKeys> dk;
+    const hn::RebindToSigned<decltype(dk)> dki;
+    for (size_t r = 0; r < R; ++r) {
+      const auto f = hn::Set(dk, factor[r]);
+      for (size_t j = 0; j < kKeys; j += hn::Lanes(dk)) {
+        const auto sum = hn::ConvertTo(dk, hn::Load(dki, out + r * kKeys + j));
+        hn::Store(hn::Mul(hn::Mul(sum, hn::Load(dk, kscale + b + j)), f), dk, scores[r] + b + j);
+      }
+    }
+  }
+}
+
+#endif  // FOLIO_I8_INTEGER
+
 // acc[r] = acc[r] * corr[r] + sum over slots s in [s_begin, s_end), in
 // order, of p[r][s] * value row s, for R rows that all see every one of
 // those slots; each value vector is loaded once for the R rows.
@@ -306,6 +492,190 @@ HWY_INLINE void TileValues(float* const* acc_rows, const float* corr, const floa
   }
 }
 
+#if FOLIO_I8_INTEGER
+// ---- i8 values: weighted sums in integers -----------------------------------
+//
+// A row's tile weights (p times the value row's scale, so 0 for slots the
+// row does not see) are quantized to i16 codes against the tile's largest
+// (WeightCodes), and sum_s code_s * v_s accumulates exactly in i32, two
+// slots a lane: a pair vector holds (v_s[c], v_{s+1}[c]) in each i32 lane
+// and a weight pair broadcasts (code_s, code_{s+1}). Per tile the row then
+// takes acc = acc * corr + float(sum) * step (WeightCodes): one rounding of
+// the sum, where the float path rounds once per slot.
+
+constexpr float kWeightCodeMax = 32767.0f;
+
+// A row's tile weights as i16 codes against their largest, max: code =
+// nearest(weight * 32767 / max). A code's value is factor * unboost, with
+// factor = max / 32767 (NaN when a weight is not finite, which then reaches
+// the whole row) and unboost 1; weights below 2^-100 are first raised by
+// 2^100, exactly, and unboost is 2^-100, so that neither 32767 / max
+// overflows nor the factor loses bits as a subnormal.
+struct WeightCodes {
+  alignas(64) int16_t codes[kTileKeys];
+  float factor;
+  float unboost;
+  // Slots 2m and 2m + 1 as one i32 (the even slot in the low half).
+  int32_t Pair(size_t m) const {
+    int32_t pair;
+    std::memcpy(&pair, codes + 2 * m, sizeof(pair));
+    return pair;
+  }
+};
+
+HWY_INLINE void QuantizeWeights(const float* w, WeightCodes& out) {
+  const DF d;
+  const hn::Rebind<int16_t, DF> d16;
+  const size_t lanes = hn::Lanes(d);
+  auto top = hn::Zero(d);
+  auto bad = hn::FirstN(d, 0);
+  for (size_t s = 0; s < kTileKeys; s += lanes) {
+    const auto x = hn::Load(d, w + s);
+    bad = hn::Or(bad, hn::Not(hn::IsFinite(x)));
+    top = hn::Max(top, x);
+  }
+  const float max = hn::GetLane(hn::MaxOfLanes(d, top));
+  if (!hn::AllFalse(d, bad) || max == 0) {
+    std::fill_n(out.codes, kTileKeys, int16_t{0});
+    out.factor = hn::AllFalse(d, bad) ? 0.0f : std::numeric_limits<float>::quiet_NaN();
+    out.unboost = 1.0f;
+    return;
+  }
+  // Weights below 2^-100: a tiny value scale, or a tile far below the row's
+  // max.
+  const float boost = max < 0x1p-100f ? 0x1p100f : 1.0f;
+  const auto vboost = hn::Set(d, boost);
+  const auto inverse = hn::Set(d, kWeightCodeMax / (max * boost));
+  for (size_t s = 0; s < kTileKeys; s += lanes) {
+    const auto c = hn::NearestInt(hn::Mul(hn::Mul(hn::Load(d, w + s), vboost), inverse));
+    hn::StoreU(hn::DemoteTo(d16, c), d16, out.codes + s);
+  }
+  out.factor = max * boost / kWeightCodeMax;
+  out.unboost = 1.0f / boost;
+}
+
+#if HWY_TARGET != HWY_SCALAR
+// InterleaveLower/Upper pair the columns of two i16 vectors within 128-bit
+// blocks: lane 4b + j of lo is column 8b + j, of hi column 8b + 4 + j.
+// first/second get the two i32 vectors of sums in column order.
+HWY_INLINE void PairSumsInOrder(hn::Vec<DI32> lo, hn::Vec<DI32> hi, hn::Vec<DI32>& first,
+                                hn::Vec<DI32>& second) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  const __m512i i0 = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
+  const __m512i i1 =
+      _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  first = hn::Vec<DI32>{_mm512_permutex2var_epi32(lo.raw, i0, hi.raw)};
+  second = hn::Vec<DI32>{_mm512_permutex2var_epi32(lo.raw, i1, hi.raw)};
+#elif HWY_TARGET == HWY_AVX2
+  first = hn::ConcatLowerLower(DI32(), hi, lo);
+  second = hn::ConcatUpperUpper(DI32(), hi, lo);
+#else
+  static_assert(hn::MaxLanes(DI32()) == 4, "one 128-bit block");
+  first = lo;
+  second = hi;
+#endif
+}
+#endif
+
+// Column vectors TileValuesI8 takes a step where the registers allow
+// (AVX-512's 32): the weights' broadcasts and the loop's bookkeeping serve
+// twice the work.
+constexpr size_t kValueVectorsI8 = kAccs >= 16 ? 2 : 1;
+
+#if HWY_TARGET != HWY_SCALAR
+// Columns [i, i + kC * Lanes(DI16)) of TileValuesI8, for the slot pairs
+// [m_begin, m_end) whose even and odd rows are even[m] and odd[m].
+template <size_t R, size_t kC>
+HWY_INLINE void ValueColumnsI8(float* const* acc_rows, const float* corr, const WeightCodes* w,
+                               const int8_t* const* even, const int8_t* const* odd, size_t m_begin,
+                               size_t m_end, size_t i, TilePrefetch& prefetch) {
+  const DF d;
+  const DI32 d32;
+  const DI16 d16;
+  const DI8 d8;
+  const size_t lanes = hn::Lanes(d16);
+  hn::Vec<DI32> lo[R][kC], hi[R][kC];
+  for (size_t r = 0; r < R; ++r) {
+    for (size_t c = 0; c < kC; ++c) lo[r][c] = hi[r][c] = hn::Zero(d32);
+  }
+  for (size_t m = m_begin; m < m_end; ++m) {
+    prefetch.Step();
+    hn::Vec<DI16> pair_lo[kC], pair_hi[kC];
+    for (size_t c = 0; c < kC; ++c) {
+      const auto a = hn::PromoteTo(d16, hn::LoadU(d8, even[m] + i + c * lanes));
+      const auto b = hn::PromoteTo(d16, hn::LoadU(d8, odd[m] + i + c * lanes));
+      pair_lo[c] = hn::InterleaveLower(d16, a, b);
+      pair_hi[c] = hn::InterleaveUpper(d16, a, b);
+    }
+    for (size_t r = 0; r < R; ++r) {
+      const auto wp = hn::BitCast(d16, hn::Set(d32, w[r].Pair(m)));
+      for (size_t c = 0; c < kC; ++c) {
+        lo[r][c] = DotPairs(lo[r][c], wp, pair_lo[c]);
+        hi[r][c] = DotPairs(hi[r][c], wp, pair_hi[c]);
+      }
+    }
+  }
+  const size_t half = hn::Lanes(d);
+  for (size_t r = 0; r < R; ++r) {
+    const auto cr = hn::Set(d, corr[r]), f = hn::Set(d, w[r].factor);
+    const auto unboost = hn::Set(d, w[r].unboost);
+    for (size_t c = 0; c < kC; ++c) {
+      hn::Vec<DI32> sums[2];
+      PairSumsInOrder(lo[r][c], hi[r][c], sums[0], sums[1]);
+      for (size_t k = 0; k < 2; ++k) {
+        float* at = acc_rows[r] + i + c * lanes + k * half;
+        const auto x = hn::Mul(hn::ConvertTo(d, sums[k]), f);
+        hn::StoreU(hn::MulAdd(x, unboost, hn::Mul(hn::LoadU(d, at), cr)), d, at);
+      }
+    }
+  }
+}
+#endif
+
+// TileValues for i8 values: acc[r] = acc[r] * corr[r] + float(sum over the
+// tile's slot pairs of codes * value codes) * step (WeightCodes), for R
+// rows whose weights are 0 outside [s_begin, s_end). Pairs are whole
+// even-odd slot pairs; a slot outside the range reads a stand-in row with
+// weight 0.
+// Integer sums are exact and every column takes the same float steps, so
+// which loop a column falls in never shows in its bits.
+template <size_t R>
+HWY_INLINE void TileValuesI8(float* const* acc_rows, const float* corr, const WeightCodes* w,
+                             const int8_t* const* vrow, size_t s_begin, size_t s_end,
+                             size_t head_dim, TilePrefetch& prefetch) {
+  const size_t m_begin = s_begin / 2, m_end = (s_end + 1) / 2;
+  const int8_t* even[kTileKeys / 2];
+  const int8_t* odd[kTileKeys / 2];
+  for (size_t m = m_begin; m < m_end; ++m) {
+    even[m] = 2 * m < s_begin ? vrow[s_begin] : vrow[2 * m];
+    odd[m] = 2 * m + 1 < s_end ? vrow[2 * m + 1] : vrow[s_begin];
+  }
+  size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR
+  const size_t lanes = hn::Lanes(DI16());
+  for (; i + kValueVectorsI8 * lanes <= head_dim; i += kValueVectorsI8 * lanes) {
+    ValueColumnsI8<R, kValueVectorsI8>(acc_rows, corr, w, even, odd, m_begin, m_end, i, prefetch);
+  }
+  for (; i + lanes <= head_dim; i += lanes) {
+    ValueColumnsI8<R, 1>(acc_rows, corr, w, even, odd, m_begin, m_end, i, prefetch);
+  }
+#else
+  (void)prefetch;
+#endif
+  for (; i < head_dim; ++i) {
+    for (size_t r = 0; r < R; ++r) {
+      int32_t sum = 0;
+      for (size_t m = m_begin; m < m_end; ++m) {
+        sum += int32_t{w[r].codes[2 * m]} * even[m][i] + int32_t{w[r].codes[2 * m + 1]} * odd[m][i];
+      }
+      acc_rows[r][i] =
+          std::fma(static_cast<float>(sum) * w[r].factor, w[r].unboost, acc_rows[r][i] * corr[r]);
+    }
+  }
+}
+
+#endif  // FOLIO_I8_INTEGER
+
 // One group of up to kGroup rows, all reading the K/V head whose rows of the
 // tile are krow/vrow (with scales kscale/vscale by tile slot when
 // quantized): the scores, the online-softmax update and the value
@@ -313,7 +683,8 @@ HWY_INLINE void TileValues(float* const* acc_rows, const float* corr, const floa
 template <typename S>
 HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t t0, uint64_t a0,
                           uint64_t t1, const S* const* krow, const S* const* vrow,
-                          const float* kscale, const float* vscale, TilePrefetch& prefetch) {
+                          const float* kscale, const float* vscale,
+                          [[maybe_unused]] const QueryCodes& codes, TilePrefetch& prefetch) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
   const uint64_t head_dim = t.kv.head_dim;
@@ -336,14 +707,33 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
   // Scores: one block of keys at a time, every row of the group against
   // every key the group sees (a row's scores for keys it may not see are
   // computed and never read).
-  const float* q[kGroup];
-  for (size_t r = 0; r < kGroup; ++r) q[r] = t.queries[g0 + std::min(r, rows - 1)];
-  if (rows == 1) {
-    TileScores<S, 1>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
-  } else if (rows == 2) {
-    TileScores<S, 2>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+  if constexpr (kIntegerPath<S>) {
+#if FOLIO_I8_INTEGER
+    const int16_t* q[kGroup];
+    float factor[kGroup];
+    for (size_t r = 0; r < kGroup; ++r) {
+      const uint64_t row = g0 + std::min(r, rows - 1);
+      q[r] = codes.codes + row * codes.stride;
+      factor[r] = codes.factor[row];
+    }
+    if (rows == 1) {
+      TileScoresI8<1>(q, factor, krow, kscale, s_begin, s_end, head_dim, scores, prefetch);
+    } else if (rows == 2) {
+      TileScoresI8<2>(q, factor, krow, kscale, s_begin, s_end, head_dim, scores, prefetch);
+    } else {
+      TileScoresI8<kGroup>(q, factor, krow, kscale, s_begin, s_end, head_dim, scores, prefetch);
+    }
+#endif
   } else {
-    TileScores<S, kGroup>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+    const float* q[kGroup];
+    for (size_t r = 0; r < kGroup; ++r) q[r] = t.queries[g0 + std::min(r, rows - 1)];
+    if (rows == 1) {
+      TileScores<S, 1>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+    } else if (rows == 2) {
+      TileScores<S, 2>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+    } else {
+      TileScores<S, kGroup>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+    }
   }
   if (t.softcap != 0) {
     // Gemma 2's soft-capping, scalar: cap * tanh(score / cap), on the
@@ -399,23 +789,43 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
     auto vsum = hn::Zero(d);
     for (size_t s = 0; s < kTileKeys; s += lanes) {
       const auto x = hn::Sub(hn::Load(d, scores[r] + s), vm);
-      const auto e = hn::IfThenElseZero(seen(r, s), hn::Exp(d, x));
-      hn::Store(e, d, p[r] + s);
+      const auto m = seen(r, s);
+      const auto e = hn::IfThenElseZero(m, hn::Exp(d, x));
+      // Quantized values: each weight takes its value row's scale, so the
+      // accumulation below reads codes as they are (and 0 where the row
+      // does not see the slot, whatever scale the slot holds).
+      if constexpr (kQuantized<S>) {
+        hn::Store(hn::IfThenElseZero(m, hn::Mul(e, hn::Load(d, vscale + s))), d, p[r] + s);
+      } else {
+        hn::Store(e, d, p[r] + s);
+      }
       vsum = hn::Add(vsum, e);
     }
     SoftmaxState& st = t.states[g0 + r];
     st.sum = st.sum * corr[r] + hn::GetLane(hn::SumOfLanes(d, vsum));
     st.max = new_max[r];
     if (poisoned[r]) st.sum = std::numeric_limits<float>::quiet_NaN();
-    // Quantized values: each weight takes its value row's scale, so the
-    // accumulation below reads codes as they are.
-    if constexpr (kQuantized<S>) {
-      for (size_t s = first[r]; s < last[r]; ++s) p[r][s] *= vscale[s];
-    }
   }
   // acc = acc * corr + sum_s p_s v_s per row, s ascending.
   float* acc_rows[kGroup];
   for (size_t r = 0; r < rows; ++r) acc_rows[r] = t.acc + (g0 + r) * head_dim;
+  if constexpr (kIntegerPath<S>) {
+#if FOLIO_I8_INTEGER
+    WeightCodes w[kGroup];
+    for (size_t r = 0; r < rows; ++r) {
+      if (first[r] < last[r]) QuantizeWeights(p[r], w[r]);
+    }
+    if (full && rows == kGroup) {
+      TileValuesI8<kGroup>(acc_rows, corr, w, vrow, s_begin, s_end, head_dim, prefetch);
+    } else {
+      for (size_t r = 0; r < rows; ++r) {
+        if (first[r] >= last[r]) continue;
+        TileValuesI8<1>(acc_rows + r, corr + r, w + r, vrow, first[r], last[r], head_dim, prefetch);
+      }
+    }
+#endif
+    return;
+  }
   if (full && rows == kGroup) {
     TileValues<S, kGroup>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim, prefetch);
   } else if (full && rows == 1) {
@@ -457,6 +867,22 @@ void RunChunkT(const ChunkTask& t) {
   }
   if (lo >= hi) return;
 
+  // i8 keys: the rows' query codes, once for the chunk.
+  QueryCodes codes;
+  if constexpr (kIntegerPath<S>) {
+#if FOLIO_I8_INTEGER
+    thread_local std::vector<int16_t> code_buffer;
+    thread_local std::vector<float> factor_buffer;
+    code_buffer.resize(t.num_rows() * head_dim);
+    factor_buffer.resize(t.num_rows());
+    for (uint64_t r = 0; r < t.num_rows(); ++r) {
+      QuantizeQuery(t.queries[r], head_dim, t.scale, code_buffer.data() + r * head_dim,
+                    &factor_buffer[r]);
+    }
+    codes = {code_buffer.data(), head_dim, factor_buffer.data()};
+#endif
+  }
+
   // Fills rows[0][s] (K) and rows[1][s] (V) of the task's first head for keys
   // [begin, end) of the tile at t0, reading each page's table entry once;
   // the task's head h has its rows h * stride_h further on. Quantized
@@ -488,8 +914,15 @@ void RunChunkT(const ChunkTask& t) {
   // and kCols vectors); what is left is issued when the head is done.
   const size_t row_bytes = head_dim * sizeof(S);
   const size_t tile_lines = kTileKeys * ((row_bytes + 63) / 64);
-  const size_t steps = kTileKeys / (kAccs / kGroup) * (head_dim / lanes) +
-                       kTileKeys * (head_dim / (kAccs / kGroup * lanes));
+  size_t score_lanes = lanes;
+  size_t value_steps = kTileKeys * (head_dim / (kAccs / kGroup * lanes));
+  if constexpr (kIntegerPath<S>) {
+#if FOLIO_I8_INTEGER
+    score_lanes = hn::Lanes(DI16());
+    value_steps = kTileKeys / 2 * (head_dim / (kValueVectorsI8 * hn::Lanes(DI16())));
+#endif
+  }
+  const size_t steps = kTileKeys / (kAccs / kGroup) * (head_dim / score_lanes) + value_steps;
   TilePrefetch prefetch(steps == 0 ? tile_lines : (tile_lines + steps - 1) / steps);
 
   // The first head's key ([0]) and value ([1]) rows of this tile and the
@@ -543,7 +976,7 @@ void RunChunkT(const ChunkTask& t) {
       for (uint64_t g0 = 0; g0 < t.rows_per_head; g0 += kGroup) {
         const auto rows = static_cast<size_t>(std::min<uint64_t>(kGroup, t.rows_per_head - g0));
         GroupTile<S>(t, row0 + g0, rows, t0, a0, t1, head_rows[0], head_rows[1], head_scales[0],
-                     head_scales[1], prefetch);
+                     head_scales[1], codes, prefetch);
       }
       prefetch.Finish();
     }

@@ -1,3 +1,6 @@
+// The kernel is also compiled for AVX3_DL (VNNI, the i8 score path), so
+// this test enumerates that target too.
+#define HWY_WANT_AVX3_DL
 #include "folio/attention/paged_attention.h"
 
 #include <gtest/gtest.h>
@@ -18,7 +21,7 @@ namespace folio::attention {
 namespace {
 
 // Runs fn once per SIMD target of the kernel that this CPU has (here
-// AVX-512, AVX2 and the baseline): each has its own block shapes and
+// AVX-512 with and without VNNI, AVX2 and the baseline): each has its own block shapes and
 // lane-sum trees, so each must match the reference and keep contract 3 on
 // its own. Bits may differ between targets.
 void ForEachTarget(const std::function<void()>& fn) {
@@ -209,6 +212,18 @@ double ReferenceTolerance(uint64_t head_dim, double scale, uint64_t context) {
   return eps * (2.0 * d * d * scale + 2.0 * static_cast<double>(context) + 16);
 }
 
+// What the i8 path's integer arithmetic adds (paged_attention_kernel.cc):
+// a query element moves by at most 1 / 65534 of the row's max |q| (1
+// here), so a score by delta = scale * D * 1.75 / 65534 and the output by
+// at most 4 * delta * 1.75; a weight moves by at most 1 / 65534 of its
+// tile's largest, so a tile's 16 weights, on values of at most 1.75, move
+// the output by at most 16 * 1.75 / 65534 of the row's weight sum.
+double I8Tolerance(uint64_t head_dim, double scale) {
+  const double vmax = 1.75, step = 1.0 / 65534;
+  const double delta = scale * static_cast<double>(head_dim) * vmax * step;
+  return 4 * delta * vmax + 16 * step * vmax;
+}
+
 // The kernel against the float64 reference, on fresh random content with
 // shuffled pages and NaN in every slot no sequence owns.
 TEST_P(PagedAttentionGrid, MatchesReference) {
@@ -226,7 +241,8 @@ TEST_P(PagedAttentionGrid, MatchesReference) {
   ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
   // Quantized K/V reach 1.75 in magnitude.
   const double tol =
-      ReferenceTolerance(c.head_dim, p.scale, c.context + 1) * (IsQuantized(c.dtype) ? 4.0 : 1.0);
+      ReferenceTolerance(c.head_dim, p.scale, c.context + 1) * (IsQuantized(c.dtype) ? 4.0 : 1.0) +
+      (c.dtype == DType::kI8 ? I8Tolerance(c.head_dim, p.scale) : 0.0);
   ForEachTarget([&] {
     const auto out = RunKernel(p, q, b);
     for (size_t i = 0; i < out.size(); ++i) {
@@ -259,6 +275,9 @@ std::vector<GridCase> Grid() {
     cases.push_back({5, 530, 37, 8, 2, 64, 100, q});
     cases.push_back({16, 530, 1, 8, 2, 128, 0, q});
   }
+  // i8 above head_dim 512, where the query codes stop short of 32767 so
+  // that no i32 sum can overflow.
+  cases.push_back({16, 100, 2, 4, 2, 640, 0, DType::kI8});
   return cases;
 }
 
@@ -284,8 +303,9 @@ void ExpectOptionMatchesReference(
     turn_on(c, p);
     std::vector<float> ref(q.size());
     ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
-    const double tol =
-        ReferenceTolerance(c.head_dim, p.scale, c.context + 1) * (IsQuantized(c.dtype) ? 4.0 : 1.0);
+    const double tol = ReferenceTolerance(c.head_dim, p.scale, c.context + 1) *
+                           (IsQuantized(c.dtype) ? 4.0 : 1.0) +
+                       (c.dtype == DType::kI8 ? I8Tolerance(c.head_dim, p.scale) : 0.0);
     ForEachTarget([&] {
       const auto out = RunKernel(p, q, b);
       EXPECT_NE(out, without);
@@ -628,6 +648,28 @@ TEST(PagedAttention, NonFiniteInputPropagatesAsIeee) {
           for (uint64_t f = 0; f < kD; ++f) EXPECT_NEAR(out[row * kD + f], ref[row * kD + f], tol);
         }
       }
+    }
+  });
+}
+
+// i8 weights below 2^-100 (here every value scale times 2^-118, so that
+// 32767 / max would overflow) are raised by 2^100 before their codes are
+// taken and their step stays a normal float: the output keeps its
+// relative precision.
+TEST(PagedAttention, I8TinyValueScalesKeepTheirPrecision) {
+  ForEachTarget([&] {
+    const std::vector<SeqSpec> seqs = {{100, 3, 21}};
+    PagedBatch b = Place(seqs, 2, 64, 16, DType::kI8, 5);
+    for (float& s : b.value_scales) s *= 0x1p-118f;
+    const auto q = Queries(seqs, 4, 64);
+    const auto p = Gqa(4, 64);
+    const auto out = RunKernel(p, q, b);
+    std::vector<float> ref(q.size());
+    ASSERT_TRUE(PagedAttentionReference(p, q, b.kv(), b.batch(), ref).ok());
+    const double tol = ReferenceTolerance(64, p.scale, 101) * 4 + I8Tolerance(64, p.scale);
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_NE(out[i], 0.0f) << i;
+      ASSERT_NEAR(double{out[i]} * 0x1p118, double{ref[i]} * 0x1p118, tol) << i;
     }
   });
 }
