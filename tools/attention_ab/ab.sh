@@ -9,13 +9,14 @@
 # with their internal namespace and entry points renamed per variant and
 # linked into harness.cc together with the current build's core, kv and bench
 # libraries (run `make build` first). Harness arguments: -b BATCH,
-# -c CONTEXT, -p PAGE_SIZE, -t THREADS, -d f32|bf16, -r ROUNDS, --huge (K/V
-# on transparent huge pages), --in-order (pages not shuffled), --short N (a
-# ragged batch: sequences after the first have N keys), --target-ab AVX2
-# (V0 on the best SIMD target against V0 on AVX2), --dense-ab (V0 on the
-# paged pool against V0 on the same rows laid out densely), --threads-ab
-# (V0 on -t threads against V0 on one thread). Defaults: the
-# out-of-cache decode shape, batch 8, 16384 tokens, f32, 2 threads.
+# -c CONTEXT, -p PAGE_SIZE, -t THREADS, -d f32|bf16|i8 (i8: codes and row
+# scales), -r ROUNDS, --huge (K/V on transparent huge pages), --in-order
+# (pages not shuffled), --short N (a ragged batch: sequences after the first
+# have N keys), --target-ab AVX2 (V0 on the best SIMD target against V0 on
+# AVX2), --dense-ab (V0 on the paged pool against V0 on the same rows laid
+# out densely; not i8), --threads-ab (V0 on -t threads against V0 on one
+# thread). Defaults: the out-of-cache decode shape, batch 8, 16384 tokens,
+# f32, 2 threads.
 #
 # Example: tools/attention_ab/ab.sh HEAD~1 HEAD -- -d bf16 --huge -r 7
 set -euo pipefail

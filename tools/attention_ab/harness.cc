@@ -5,7 +5,7 @@
 // and its per-round time relative to V0. Every variant's output is compared
 // with V0's bit for bit first.
 //
-//   harness [-b BATCH] [-c CONTEXT] [-p PAGE_SIZE] [-t THREADS] [-d f32|bf16]
+//   harness [-b BATCH] [-c CONTEXT] [-p PAGE_SIZE] [-t THREADS] [-d f32|bf16|i8]
 //           [-r ROUNDS] [--huge | --huge-ab] [--in-order] [--short N]
 //           [--target-ab TARGET | --dense-ab | --threads-ab]
 //
@@ -110,8 +110,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (dtype_name != "f32" && dtype_name != "bf16") {
-    std::fprintf(stderr, "-d takes f32 or bf16\n");
+  if (dtype_name != "f32" && dtype_name != "bf16" && dtype_name != "i8") {
+    std::fprintf(stderr, "-d takes f32, bf16 or i8\n");
     return 2;
   }
   // --target-ab: one version, dispatched to the CPU's best target (V0) and
@@ -127,6 +127,10 @@ int main(int argc, char** argv) {
                  "pick one\n");
     return 2;
   }
+  if (dense_ab && dtype_name == "i8") {
+    std::fprintf(stderr, "--dense-ab gathers rows without their scales: f32 or bf16 only\n");
+    return 2;
+  }
   if (!target_ab.empty() && pinned == 0) {
     std::fprintf(stderr, "--target-ab: %s is not a target this CPU and build have\n",
                  target_ab.c_str());
@@ -135,7 +139,9 @@ int main(int argc, char** argv) {
   const bool one_version = huge_ab || dense_ab || threads_ab || pinned != 0;
   const int variants = one_version ? 2 : FOLIO_AB_VARIANTS;
   const uint64_t kv_heads = 8, head_dim = 128, q_heads = 32;
-  const DType dtype = dtype_name == "f32" ? DType::kF32 : DType::kBF16;
+  const DType dtype = dtype_name == "f32"    ? DType::kF32
+                      : dtype_name == "bf16" ? DType::kBF16
+                                             : DType::kI8;
   const size_t esize = DTypeSize(dtype);
   const uint64_t pages_per_seq = (context + page - 1) / page, num_pages = pages_per_seq * batch;
   const size_t bytes = num_pages * kv_heads * page * head_dim * esize;
@@ -152,9 +158,25 @@ int main(int argc, char** argv) {
   std::byte* values = allocate(huge);
   std::mt19937_64 rng(1);
   std::uniform_real_distribution<float> uniform(-1, 1);
+  // i8: codes in [-127, 127] and one scale per row (its max |x| / 127).
+  std::vector<float> key_scales, value_scales;
   for (std::byte* pool : {keys, values}) {
-    for (size_t i = 0; i < bytes / esize; ++i) StoreElement(dtype, pool, i, uniform(rng));
+    for (size_t i = 0; i < bytes / esize; ++i) {
+      if (dtype == DType::kI8) {
+        pool[i] = static_cast<std::byte>(static_cast<int8_t>(std::lround(127 * uniform(rng))));
+      } else {
+        StoreElement(dtype, pool, i, uniform(rng));
+      }
+    }
   }
+  if (dtype == DType::kI8) {
+    for (auto* scales : {&key_scales, &value_scales}) {
+      scales->resize(bytes / head_dim);
+      for (float& x : *scales) x = (1.5f + uniform(rng)) / 127;
+    }
+  }
+  const float* kscales = key_scales.empty() ? nullptr : key_scales.data();
+  const float* vscales = value_scales.empty() ? nullptr : value_scales.data();
   std::vector<int32_t> table(num_pages);
   std::iota(table.begin(), table.end(), 0);
   if (shuffle) std::shuffle(table.begin(), table.end(), rng);
@@ -186,7 +208,8 @@ int main(int argc, char** argv) {
     page_indptr.push_back(static_cast<int32_t>(indices.size()));
     last_page_len[b] = static_cast<int32_t>(n == 0 ? 0 : (n - 1) % page + 1);
   }
-  const kv::PagedKvView view{keys, values, dtype, num_pages, kv_heads, page, head_dim};
+  const kv::PagedKvView view{keys,     values,   dtype,   num_pages, kv_heads,
+                             page,     head_dim, kscales, vscales};
   const kv::PagedBatchView batch_view{page_indptr, indices, last_page_len, indptr};
   ThreadPool pool(threads);
   ThreadPool one_thread(1);  // --threads-ab's second slot
@@ -209,8 +232,10 @@ int main(int argc, char** argv) {
   if (dense_ab) bench::GatherToDense(view, batch_view, context, second_keys, second_values, &pool);
   const kv::PagedKvView second_view =
       dense_ab
-          ? kv::PagedKvView{second_keys, second_values, dtype, batch, kv_heads, context, head_dim}
-          : kv::PagedKvView{second_keys, second_values, dtype, num_pages, kv_heads, page, head_dim};
+          ? kv::PagedKvView{second_keys, second_values, dtype,   batch,  kv_heads,
+                            context,     head_dim,      kscales, vscales}
+          : kv::PagedKvView{second_keys, second_values, dtype,   num_pages, kv_heads,
+                            page,        head_dim,      kscales, vscales};
   const kv::PagedBatchView second_batch =
       dense_ab ? kv::PagedBatchView{indptr, dense_table, lens, indptr} : batch_view;
   std::vector<float> q(batch * q_heads * head_dim), out(q.size()), want(q.size());
