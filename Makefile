@@ -77,7 +77,7 @@ abuse: build
 # Runtime row; bench/peer_logits.py's llama.cpp, built from the sdist for
 # this CPU, minutes once); never needed by make test.
 bench-setup: setup
-	python3 -m pip install --quiet onnxruntime onnx diskcache
+	python3 -m pip install --quiet onnxruntime onnx
 
 # llama.cpp's own benchmarks beside folio's on the same files; never part
 # of make test. The llama.cpp build is cached, so a second run builds nothing.

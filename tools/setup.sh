@@ -45,7 +45,7 @@ import sys
 from importlib.metadata import version
 import numpy, gguf, pytest, tokenizers, nanobind, tqdm, mypy, scikit_build_core, jinja2, ray, aiohttp
 import jsonschema, openai, torch, transformers, agents, selenium, llguidance, xgrammar
-import hypothesis, hypothesis_jsonschema, openai_harmony, quicktok
+import hypothesis, hypothesis_jsonschema, openai_harmony, quicktok, diskcache
 nb = tuple(int(x) for x in nanobind.__version__.split(".")[:2])
 sys.exit(tokenizers.__version__ != "0.23.3" or not (2, 4) <= nb < (4, 0)
          or int(transformers.__version__.split(".")[0]) < 5
@@ -64,7 +64,10 @@ fi
 # tests/python/test_quantize.py compares folio's K-quant and IQ4 bytes with
 # ggml_quantize_chunk of its libggml-base; bench/peer_logits.py runs it
 # beside folio. Native, so that the benchmarks see its fast kernels.
-# About 4.5 minutes on 2 cores, once (pip caches the wheel).
+# About 4.5 minutes on 2 cores, once (pip caches the wheel). Installed
+# without its dependencies, so the one it needs to import, diskcache, is in
+# requirements-test.txt: without it the import below fails, every set-up
+# rebuilds llama.cpp, and the oracle tests find no llama.cpp.
 if ! python3 -c "import llama_cpp" 2>/dev/null; then
   echo "setup: building llama-cpp-python 0.3.36 from its sdist (llama.cpp, the test oracle)"
   CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" \
