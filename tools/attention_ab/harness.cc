@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   bool huge = false, huge_ab = false, dense_ab = false, threads_ab = false, shuffle = true;
   uint64_t short_context = 0;  // 0: every sequence has `context` keys
   std::string target_ab;       // --target-ab NAME: V0 on the best target, V1 on NAME
+  std::string dtype_ab;        // --dtype-ab NAME: V0 on -d's pools, V1 on NAME's
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto next = [&] {
@@ -105,15 +106,22 @@ int main(int argc, char** argv) {
       short_context = std::stoull(next());
     else if (a == "--target-ab")
       target_ab = next();
+    else if (a == "--dtype-ab")
+      dtype_ab = next();
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
     }
   }
-  if (dtype_name != "f32" && dtype_name != "bf16" && dtype_name != "i8") {
-    std::fprintf(stderr, "-d takes f32, bf16 or i8\n");
-    return 2;
-  }
+  const auto parse_dtype = [](const std::string& name) {
+    if (name != "f32" && name != "bf16" && name != "i8") {
+      std::fprintf(stderr, "-d and --dtype-ab take f32, bf16 or i8, not %s\n", name.c_str());
+      std::exit(2);
+    }
+    return name == "f32" ? DType::kF32 : name == "bf16" ? DType::kBF16 : DType::kI8;
+  };
+  const DType dtype = parse_dtype(dtype_name);
+  const DType second_dtype = dtype_ab.empty() ? dtype : parse_dtype(dtype_ab);
   // --target-ab: one version, dispatched to the CPU's best target (V0) and
   // to the named one (V1), e.g. AVX2 to see what a machine without
   // AVX-512 would run.
@@ -121,10 +129,12 @@ int main(int argc, char** argv) {
   for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
     if (!target_ab.empty() && target_ab == hwy::TargetName(t)) pinned = t;
   }
-  if (int{huge_ab} + int{dense_ab} + int{threads_ab} + int{!target_ab.empty()} > 1) {
+  if (int{huge_ab} + int{dense_ab} + int{threads_ab} + int{!target_ab.empty()} +
+          int{!dtype_ab.empty()} >
+      1) {
     std::fprintf(stderr,
-                 "--huge-ab, --dense-ab, --threads-ab and --target-ab each take both slots; "
-                 "pick one\n");
+                 "--huge-ab, --dense-ab, --threads-ab, --target-ab and --dtype-ab each take both "
+                 "slots; pick one\n");
     return 2;
   }
   if (dense_ab && dtype_name == "i8") {
@@ -136,47 +146,50 @@ int main(int argc, char** argv) {
                  target_ab.c_str());
     return 2;
   }
-  const bool one_version = huge_ab || dense_ab || threads_ab || pinned != 0;
+  const bool one_version = huge_ab || dense_ab || threads_ab || pinned != 0 || !dtype_ab.empty();
   const int variants = one_version ? 2 : FOLIO_AB_VARIANTS;
   const uint64_t kv_heads = 8, head_dim = 128, q_heads = 32;
-  const DType dtype = dtype_name == "f32"    ? DType::kF32
-                      : dtype_name == "bf16" ? DType::kBF16
-                                             : DType::kI8;
   const size_t esize = DTypeSize(dtype);
   const uint64_t pages_per_seq = (context + page - 1) / page, num_pages = pages_per_seq * batch;
-  const size_t bytes = num_pages * kv_heads * page * head_dim * esize;
+  const uint64_t elements = num_pages * kv_heads * page * head_dim;
+  const size_t bytes = elements * esize;
 
   // K/V pools, on huge pages when asked (the hint must precede the first touch).
-  const auto allocate = [&](bool on_huge_pages) {
-    const size_t align = size_t{2} << 20, rounded = (bytes + align - 1) / align * align;
+  const auto allocate = [&](bool on_huge_pages, size_t size = 0) {
+    if (size == 0) size = bytes;
+    const size_t align = size_t{2} << 20, rounded = (size + align - 1) / align * align;
     auto* p = static_cast<std::byte*>(std::aligned_alloc(align, rounded));
     if (p == nullptr) std::exit(3);
     if (on_huge_pages) madvise(p, rounded, MADV_HUGEPAGE);
     return p;
   };
-  std::byte* keys = allocate(huge);
-  std::byte* values = allocate(huge);
   std::mt19937_64 rng(1);
   std::uniform_real_distribution<float> uniform(-1, 1);
-  // i8: codes in [-127, 127] and one scale per row (its max |x| / 127).
-  std::vector<float> key_scales, value_scales;
-  for (std::byte* pool : {keys, values}) {
-    for (size_t i = 0; i < bytes / esize; ++i) {
-      if (dtype == DType::kI8) {
+  // A pool pair of dtype dt; i8: codes in [-127, 127] and one scale per
+  // row (its max |x| / 127).
+  const auto fill = [&](DType dt, std::byte* pool, std::vector<float>& scales) {
+    for (uint64_t i = 0; i < elements; ++i) {
+      if (dt == DType::kI8) {
         pool[i] = static_cast<std::byte>(static_cast<int8_t>(std::lround(127 * uniform(rng))));
       } else {
-        StoreElement(dtype, pool, i, uniform(rng));
+        StoreElement(dt, pool, i, uniform(rng));
       }
     }
-  }
-  if (dtype == DType::kI8) {
-    for (auto* scales : {&key_scales, &value_scales}) {
-      scales->resize(bytes / head_dim);
-      for (float& x : *scales) x = (1.5f + uniform(rng)) / 127;
+    if (dt == DType::kI8) {
+      scales.resize(elements / head_dim);
+      for (float& x : scales) x = (1.5f + uniform(rng)) / 127;
     }
-  }
-  const float* kscales = key_scales.empty() ? nullptr : key_scales.data();
-  const float* vscales = value_scales.empty() ? nullptr : value_scales.data();
+  };
+  const auto data_or_null = [](const std::vector<float>& v) {
+    return v.empty() ? nullptr : v.data();
+  };
+  std::byte* keys = allocate(huge);
+  std::byte* values = allocate(huge);
+  std::vector<float> key_scales, value_scales;
+  fill(dtype, keys, key_scales);
+  fill(dtype, values, value_scales);
+  const float* kscales = data_or_null(key_scales);
+  const float* vscales = data_or_null(value_scales);
   std::vector<int32_t> table(num_pages);
   std::iota(table.begin(), table.end(), 0);
   if (shuffle) std::shuffle(table.begin(), table.end(), rng);
@@ -195,7 +208,10 @@ int main(int argc, char** argv) {
       table[b * pages_per_seq + j] = -1;
     }
   }
-  const double read_bytes = static_cast<double>(keys_read * kv_heads * head_dim * esize);
+  const auto read_bytes = [&](int v) {
+    return static_cast<double>(keys_read * kv_heads * head_dim *
+                               DTypeSize(v == 1 ? second_dtype : dtype));
+  };
 
   for (uint64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<int32_t>(b);
   // The CSR batch: each sequence's live pages of its table row.
@@ -208,17 +224,25 @@ int main(int argc, char** argv) {
     page_indptr.push_back(static_cast<int32_t>(indices.size()));
     last_page_len[b] = static_cast<int32_t>(n == 0 ? 0 : (n - 1) % page + 1);
   }
-  const kv::PagedKvView view{keys,     values,   dtype,   num_pages, kv_heads,
-                             page,     head_dim, kscales, vscales};
+  const kv::PagedKvView view{keys, values,   dtype,   num_pages, kv_heads,
+                             page, head_dim, kscales, vscales};
   const kv::PagedBatchView batch_view{page_indptr, indices, last_page_len, indptr};
   ThreadPool pool(threads);
   ThreadPool one_thread(1);  // --threads-ab's second slot
 
   // The second slot's pools: --huge-ab a copy on huge pages, --dense-ab the
   // same K/V rows gathered into the dense layout (one page of `context`
-  // slots per sequence, as the bench's contiguous mode).
+  // slots per sequence, as the bench's contiguous mode), --dtype-ab fresh
+  // content of the other dtype.
   std::byte* second_keys = nullptr;
   std::byte* second_values = nullptr;
+  std::vector<float> second_key_scales, second_value_scales;
+  if (!dtype_ab.empty()) {
+    second_keys = allocate(huge, elements * DTypeSize(second_dtype));
+    second_values = allocate(huge, elements * DTypeSize(second_dtype));
+    fill(second_dtype, second_keys, second_key_scales);
+    fill(second_dtype, second_values, second_value_scales);
+  }
   std::vector<int32_t> dense_table(batch);  // page b: sequence b's lens[b] keys
   std::iota(dense_table.begin(), dense_table.end(), 0);
   if (huge_ab || dense_ab) {
@@ -230,12 +254,14 @@ int main(int argc, char** argv) {
     std::memcpy(second_values, values, bytes);
   }
   if (dense_ab) bench::GatherToDense(view, batch_view, context, second_keys, second_values, &pool);
+  const float* second_kscales = dtype_ab.empty() ? kscales : data_or_null(second_key_scales);
+  const float* second_vscales = dtype_ab.empty() ? vscales : data_or_null(second_value_scales);
   const kv::PagedKvView second_view =
       dense_ab
           ? kv::PagedKvView{second_keys, second_values, dtype,   batch,  kv_heads,
                             context,     head_dim,      kscales, vscales}
-          : kv::PagedKvView{second_keys, second_values, dtype,   num_pages, kv_heads,
-                            page,        head_dim,      kscales, vscales};
+          : kv::PagedKvView{second_keys, second_values, second_dtype,   num_pages,     kv_heads,
+                            page,        head_dim,      second_kscales, second_vscales};
   const kv::PagedBatchView second_batch =
       dense_ab ? kv::PagedBatchView{indptr, dense_table, lens, indptr} : batch_view;
   std::vector<float> q(batch * q_heads * head_dim), out(q.size()), want(q.size());
@@ -258,7 +284,7 @@ int main(int argc, char** argv) {
 
   const auto run = [&](int v, std::vector<float>& dst) {
     if (pinned != 0) hwy::SetSupportedTargetsForTest(v == 0 ? 0 : pinned);
-    const bool second = v == 1 && (huge_ab || dense_ab);
+    const bool second = v == 1 && (huge_ab || dense_ab || !dtype_ab.empty());
     const Status s = kernels[one_version ? 0 : v](params, q, second ? second_view : view,
                                                   second ? second_batch : batch_view, dst,
                                                   v == 1 && threads_ab ? &one_thread : &pool);
@@ -272,10 +298,11 @@ int main(int argc, char** argv) {
   // "V0 huge" / "V0 dense" / "V0 1 thread" / "V0 AVX2".
   const auto label = [&](int v) {
     if (!one_version || v == 0) return "V" + std::to_string(v);
-    return "V0 " + (huge_ab      ? std::string("huge")
-                    : dense_ab   ? std::string("dense")
-                    : threads_ab ? std::string("1 thread")
-                                 : target_ab);
+    return "V0 " + (huge_ab            ? std::string("huge")
+                    : dense_ab         ? std::string("dense")
+                    : threads_ab       ? std::string("1 thread")
+                    : dtype_ab.empty() ? target_ab
+                                       : dtype_ab);
   };
   for (int v = 1; v < variants; ++v) {
     run(v, out);
@@ -309,11 +336,11 @@ int main(int argc, char** argv) {
     std::printf(
         "%s %s b%llu c%llu%s p%llu t%zu%s: median %.0f us [%.0f..%.0f], %.1f GB/s; "
         "time / V0 per round: median %.3f [%.3f..%.3f]\n",
-        label(v).c_str(), dtype_name.c_str(), static_cast<unsigned long long>(batch),
-        static_cast<unsigned long long>(context), ragged.c_str(),
-        static_cast<unsigned long long>(page), v == 1 && threads_ab ? size_t{1} : threads,
-        huge ? " huge" : "", median, *lo, *hi, 2.0 * read_bytes / median / 1e3, Median(ratio), *rlo,
-        *rhi);
+        label(v).c_str(), (v == 1 && !dtype_ab.empty() ? dtype_ab : dtype_name).c_str(),
+        static_cast<unsigned long long>(batch), static_cast<unsigned long long>(context),
+        ragged.c_str(), static_cast<unsigned long long>(page),
+        v == 1 && threads_ab ? size_t{1} : threads, huge ? " huge" : "", median, *lo, *hi,
+        2.0 * read_bytes(v) / median / 1e3, Median(ratio), *rlo, *rhi);
   }
   for (std::byte* p : {keys, values, second_keys, second_values}) std::free(p);
   return 0;
