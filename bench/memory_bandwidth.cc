@@ -1,5 +1,7 @@
 // Compiled once per Highway target, like the attention kernel, and
-// dispatched at run time.
+// dispatched at run time. AVX3_DL too, as the attention and packed matmul
+// kernels are, so that DispatchedSimdTarget names the target they run.
+#define HWY_WANT_AVX3_DL
 #include "bench/memory_bandwidth.h"
 
 #include <algorithm>

@@ -57,8 +57,10 @@ Result<BandwidthResult> MeasureReadBandwidth(const ReadProbe& probe, uint64_t pa
 Result<BandwidthResult> MeasureReadBandwidth(uint64_t buffer_bytes, uint64_t passes,
                                              ThreadPool& pool);
 
-// The Highway target the SIMD code of this binary dispatches to ("AVX3",
-// "AVX2", ...): the kernel's target too, since both are built the same way.
+// The best Highway target the SIMD code of this binary dispatches to
+// ("AVX3_DL", "AVX3", "AVX2", ...): the attention and packed matmul
+// kernels' (built with AVX3_DL, for VNNI); the float matmul kernels stop at
+// AVX3.
 std::string DispatchedSimdTarget();
 
 }  // namespace folio::bench
