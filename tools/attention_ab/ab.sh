@@ -16,8 +16,10 @@
 # AVX2), --dense-ab (V0 on the paged pool against V0 on the same rows laid
 # out densely; not i8), --threads-ab (V0 on -t threads against V0 on one
 # thread), --dtype-ab f32|bf16|i8 (V0 on -d's pools against V0 on pools of
-# the named dtype, fresh content of the same shape). Defaults: the
-# out-of-cache decode shape, batch 8, 16384 tokens, f32, 2 threads.
+# the named dtype, fresh content of the same shape), --target AVX2 (every
+# slot dispatched to that target, e.g. to time an AVX2 machine's path).
+# Defaults: the out-of-cache decode shape, batch 8, 16384 tokens, f32,
+# 2 threads.
 #
 # Example: tools/attention_ab/ab.sh HEAD~1 HEAD -- -d bf16 --huge -r 7
 set -euo pipefail

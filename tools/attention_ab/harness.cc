@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   bool huge = false, huge_ab = false, dense_ab = false, threads_ab = false, shuffle = true;
   uint64_t short_context = 0;  // 0: every sequence has `context` keys
   std::string target_ab;       // --target-ab NAME: V0 on the best target, V1 on NAME
+  std::string target;          // --target NAME: every slot dispatched to NAME
   std::string dtype_ab;        // --dtype-ab NAME: V0 on -d's pools, V1 on NAME's
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -106,6 +107,8 @@ int main(int argc, char** argv) {
       short_context = std::stoull(next());
     else if (a == "--target-ab")
       target_ab = next();
+    else if (a == "--target")
+      target = next();
     else if (a == "--dtype-ab")
       dtype_ab = next();
     else {
@@ -125,9 +128,10 @@ int main(int argc, char** argv) {
   // --target-ab: one version, dispatched to the CPU's best target (V0) and
   // to the named one (V1), e.g. AVX2 to see what a machine without
   // AVX-512 would run.
-  int64_t pinned = 0;
+  int64_t pinned = 0, pinned_all = 0;
   for (const int64_t t : hwy::SupportedAndGeneratedTargets()) {
     if (!target_ab.empty() && target_ab == hwy::TargetName(t)) pinned = t;
+    if (!target.empty() && target == hwy::TargetName(t)) pinned_all = t;
   }
   if (int{huge_ab} + int{dense_ab} + int{threads_ab} + int{!target_ab.empty()} +
           int{!dtype_ab.empty()} >
@@ -139,6 +143,11 @@ int main(int argc, char** argv) {
   }
   if (dense_ab && dtype_name == "i8") {
     std::fprintf(stderr, "--dense-ab gathers rows without their scales: f32 or bf16 only\n");
+    return 2;
+  }
+  if (!target.empty() && (pinned_all == 0 || !target_ab.empty())) {
+    std::fprintf(stderr, "--target: %s is not a target this CPU and build have%s\n", target.c_str(),
+                 target_ab.empty() ? "" : ", or --target-ab is given too");
     return 2;
   }
   if (!target_ab.empty() && pinned == 0) {
@@ -284,6 +293,7 @@ int main(int argc, char** argv) {
 
   const auto run = [&](int v, std::vector<float>& dst) {
     if (pinned != 0) hwy::SetSupportedTargetsForTest(v == 0 ? 0 : pinned);
+    if (pinned_all != 0) hwy::SetSupportedTargetsForTest(pinned_all);
     const bool second = v == 1 && (huge_ab || dense_ab || !dtype_ab.empty());
     const Status s = kernels[one_version ? 0 : v](params, q, second ? second_view : view,
                                                   second ? second_batch : batch_view, dst,
