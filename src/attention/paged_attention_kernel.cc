@@ -817,6 +817,10 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
     }
     if (full && rows == kGroup) {
       TileValuesI8<kGroup>(acc_rows, corr, w, vrow, s_begin, s_end, head_dim, prefetch);
+    } else if (full && rows == 3) {
+      TileValuesI8<3>(acc_rows, corr, w, vrow, s_begin, s_end, head_dim, prefetch);
+    } else if (full && rows == 2) {
+      TileValuesI8<2>(acc_rows, corr, w, vrow, s_begin, s_end, head_dim, prefetch);
     } else {
       for (size_t r = 0; r < rows; ++r) {
         if (first[r] >= last[r]) continue;
@@ -826,8 +830,14 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
 #endif
     return;
   }
+  // A group of 2 or 3 (GQA ratios 2, 3, 6, 7, ...) loads each value vector
+  // once for all its rows too; a row's bits are the same in any of these.
   if (full && rows == kGroup) {
     TileValues<S, kGroup>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim, prefetch);
+  } else if (full && rows == 3) {
+    TileValues<S, 3>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim, prefetch);
+  } else if (full && rows == 2) {
+    TileValues<S, 2>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim, prefetch);
   } else if (full && rows == 1) {
     TileValues<S, 1>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim, prefetch);
   } else {

@@ -408,16 +408,17 @@ TEST(PagedAttentionDeterminism, BatchCompositionDoesNotChangeBits) {
 }
 
 // Every row of a prefill equals the same position computed alone as a
-// decode step over its own context. GQA ratios 1, 2 and 4 group a decode's
-// rows differently from a prefill's (rows of several positions share K
-// loads there, and which rows share depends on the row); head dims below,
-// at and off a vector width take the kernel's vector and scalar paths; f16
-// and f32 K/V widen differently.
+// decode step over its own context. GQA ratios 1, 2, 3 and 7 group a
+// decode's rows differently from a prefill's (rows of several positions
+// share K loads there, and which rows share depends on the row; a decode
+// takes groups of 4, 3 and 2 rows whole); head dims below, at and off a
+// vector width take the kernel's vector and scalar paths; f16 and f32 K/V
+// widen differently, and i8 runs in integers.
 TEST(PagedAttentionDeterminism, DecodeRowEqualsPrefillRow) {
   ForEachTarget([&] {
     for (uint64_t head_dim : {64, 2, 67}) {
-      for (DType dtype : {DType::kF16, DType::kF32}) {
-        for (uint64_t q_heads : {2, 4, 8}) {
+      for (DType dtype : {DType::kF16, DType::kF32, DType::kI8}) {
+        for (uint64_t q_heads : {2, 4, 6, 14}) {
           for (uint64_t window : {0, 50}) {
             const uint64_t n = 530, rows = 41, width = q_heads * head_dim;
             const auto p = Gqa(q_heads, head_dim, window);
