@@ -9,7 +9,7 @@
 # with their internal namespace and entry points renamed per variant and
 # linked into harness.cc together with the current build's core, kv and bench
 # libraries (run `make build` first). Harness arguments: -b BATCH,
-# -c CONTEXT, -p PAGE_SIZE, -t THREADS, -d f32|bf16|i8 (i8: codes and row
+# -c CONTEXT, -g QUERY_HEADS (a multiple of the 8 K/V heads), -p PAGE_SIZE, -t THREADS, -d f32|bf16|i8 (i8: codes and row
 # scales), -r ROUNDS, --huge (K/V on transparent huge pages), --in-order
 # (pages not shuffled), --short N (a ragged batch: sequences after the first
 # have N keys), --target-ab AVX2 (V0 on the best SIMD target against V0 on

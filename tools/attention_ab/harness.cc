@@ -7,7 +7,8 @@
 //
 //   harness [-b BATCH] [-c CONTEXT] [-p PAGE_SIZE] [-t THREADS] [-d f32|bf16|i8]
 //           [-r ROUNDS] [--huge | --huge-ab] [--in-order] [--short N]
-//           [--target-ab TARGET | --dense-ab | --threads-ab]
+//           [--target-ab TARGET | --dense-ab | --threads-ab | --dtype-ab DTYPE]
+//           [--target TARGET] [-g QUERY_HEADS]
 //
 // --huge-ab times V0 alone on two copies of the K/V pools, the first on
 // 4 KiB pages and the second on transparent huge pages, reported as V0 and
@@ -63,7 +64,7 @@ double Median(std::vector<double> v) { return bench::Quantile(std::move(v), 0.5)
 }  // namespace
 
 int main(int argc, char** argv) {
-  uint64_t batch = 8, context = 16384, page = 16;
+  uint64_t batch = 8, context = 16384, page = 16, q_heads = 32;
   size_t threads = 2;
   int rounds = 5;
   std::string dtype_name = "f32";
@@ -85,6 +86,8 @@ int main(int argc, char** argv) {
       batch = std::stoull(next());
     else if (a == "-c")
       context = std::stoull(next());
+    else if (a == "-g")
+      q_heads = std::stoull(next());
     else if (a == "-p")
       page = std::stoull(next());
     else if (a == "-t")
@@ -157,7 +160,11 @@ int main(int argc, char** argv) {
   }
   const bool one_version = huge_ab || dense_ab || threads_ab || pinned != 0 || !dtype_ab.empty();
   const int variants = one_version ? 2 : FOLIO_AB_VARIANTS;
-  const uint64_t kv_heads = 8, head_dim = 128, q_heads = 32;
+  const uint64_t kv_heads = 8, head_dim = 128;
+  if (q_heads == 0 || q_heads % kv_heads != 0) {
+    std::fprintf(stderr, "-g takes a multiple of the 8 K/V heads\n");
+    return 2;
+  }
   const size_t esize = DTypeSize(dtype);
   const uint64_t pages_per_seq = (context + page - 1) / page, num_pages = pages_per_seq * batch;
   const uint64_t elements = num_pages * kv_heads * page * head_dim;
