@@ -198,7 +198,13 @@ HWY_INLINE void LaneSums(hn::Vec<D>* v, hn::TFromD<D>* out) {
 #endif
 }
 
-// out[r * kKeys + j] = dot(q[r], k[j]) for R rows and kKeys = kAccs / R
+// Keys a score block takes for R rows: kAccs / R, and for 3 rows as for 4
+// (the fourth row's accumulators stay 0), so that blocks tile a tile.
+template <size_t R>
+constexpr size_t kBlockKeys = kAccs / (R == 3 ? 4 : R);
+static_assert(kTileKeys % kBlockKeys<1> == 0 && kBlockKeys<kGroup> > 0);
+
+// out[r * kKeys + j] = dot(q[r], k[j]) for R rows and kKeys = kBlockKeys<R>
 // keys (row-major, so that a row's scores scale as one vector): each K
 // vector is loaded once for the R rows and each query vector once for the
 // keys. A dot runs one accumulator over whole vectors in index order, the
@@ -210,7 +216,7 @@ HWY_INLINE void ScoreBlock(const float* const* q, const S* const* k, size_t head
                            TilePrefetch& prefetch, float* out) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
-  constexpr size_t kKeys = kAccs / R;
+  constexpr size_t kKeys = kBlockKeys<R>;
   hn::Vec<DF> acc[kAccs];
   for (size_t a = 0; a < kAccs; ++a) acc[a] = hn::Zero(d);
   size_t i = 0;
@@ -245,7 +251,7 @@ template <typename S, size_t R>
 HWY_INLINE void TileScores(const float* const* q, const S* const* krow, const float* kscale,
                            size_t s_begin, size_t s_end, size_t head_dim, float scale,
                            float (*scores)[kTileKeys], TilePrefetch& prefetch) {
-  constexpr size_t kKeys = kAccs / R;
+  constexpr size_t kKeys = kBlockKeys<R>;
   static_assert(kTileKeys % kKeys == 0);
   for (size_t b = s_begin - s_begin % kKeys; b < s_end; b += kKeys) {
     const S* k[kKeys];
@@ -371,7 +377,7 @@ HWY_INLINE hn::Vec<DI32> DotPairs(hn::Vec<DI32> acc, hn::Vec<DI16> q, hn::Vec<DI
 }
 
 // out[r * kKeys + j] = dot(q[r], k[j]) in integers, for R rows and kKeys =
-// kAccs / R keys (row-major, so that a row's scores convert as one
+// kBlockKeys<R> keys (row-major, so that a row's scores convert as one
 // vector); each key vector is widened once for the R rows.
 template <size_t R>
 HWY_INLINE void ScoreBlockI8(const int16_t* const* q, const int8_t* const* k, size_t head_dim,
@@ -380,7 +386,7 @@ HWY_INLINE void ScoreBlockI8(const int16_t* const* q, const int8_t* const* k, si
   const DI16 d16;
   const DI8 d8;
   const size_t lanes = hn::Lanes(d16);
-  constexpr size_t kKeys = kAccs / R;
+  constexpr size_t kKeys = kBlockKeys<R>;
   hn::Vec<DI32> acc[kAccs];
   for (size_t a = 0; a < kAccs; ++a) acc[a] = hn::Zero(d32);
   size_t i = 0;
@@ -410,7 +416,7 @@ HWY_INLINE void TileScoresI8(const int16_t* const* q, const float* factor,
                              const int8_t* const* krow, const float* kscale, size_t s_begin,
                              size_t s_end, size_t head_dim, float (*scores)[kTileKeys],
                              TilePrefetch& prefetch) {
-  constexpr size_t kKeys = kAccs / R;
+  constexpr size_t kKeys = kBlockKeys<R>;
   static_assert(kTileKeys % kKeys == 0);
   for (size_t b = s_begin - s_begin % kKeys; b < s_end; b += kKeys) {
     const int8_t* k[kKeys];
@@ -720,6 +726,8 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
       TileScoresI8<1>(q, factor, krow, kscale, s_begin, s_end, head_dim, scores, prefetch);
     } else if (rows == 2) {
       TileScoresI8<2>(q, factor, krow, kscale, s_begin, s_end, head_dim, scores, prefetch);
+    } else if (rows == 3) {
+      TileScoresI8<3>(q, factor, krow, kscale, s_begin, s_end, head_dim, scores, prefetch);
     } else {
       TileScoresI8<kGroup>(q, factor, krow, kscale, s_begin, s_end, head_dim, scores, prefetch);
     }
@@ -731,6 +739,8 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
       TileScores<S, 1>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
     } else if (rows == 2) {
       TileScores<S, 2>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
+    } else if (rows == 3) {
+      TileScores<S, 3>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
     } else {
       TileScores<S, kGroup>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores, prefetch);
     }
