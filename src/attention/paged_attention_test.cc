@@ -21,9 +21,9 @@ namespace folio::attention {
 namespace {
 
 // Runs fn once per SIMD target of the kernel that this CPU has (here
-// AVX-512 with and without VNNI, AVX2 and the baseline): each has its own block shapes and
-// lane-sum trees, so each must match the reference and keep contract 3 on
-// its own. Bits may differ between targets.
+// AVX-512 with and without VNNI, AVX2 and the baseline): each has its own
+// block shapes and lane-sum trees, so each must match the reference and
+// keep contract 3 on its own. Bits may differ between targets.
 void ForEachTarget(const std::function<void()>& fn) {
   test_support::ForEachSimdTarget(internal::KernelTargetName, fn);
 }
