@@ -15,7 +15,7 @@
 //   activation rows, walked in chunks of kChunkCols columns. Each chunk of
 //   the block's weight rows is decoded once into a small buffer of f32 and
 //   then used by every activation row of the block through register tiles
-//   of kTileRows x kPrefillCols, whose accumulators persist in a buffer
+//   of kTileRows x PanelCols, whose accumulators persist in a buffer
 //   between chunks. A weight row is read from memory once per activation
 //   block (once per call up to kBlockAct rows), and everything a tile
 //   touches stays in L2.
@@ -78,20 +78,34 @@ static_assert(kMaxDecodeRows <= kDecodeCols, "a decode tile holds at least one w
 // ~0.88 of the streaming-read bandwidth (medians of 4 runs; 1024 and 4096
 // did worse).
 constexpr size_t kPrefetchBytes = 512;
-// Prefill register tile: 4 x 4 (16 accumulators) fits AVX-512's 32 vector
-// registers beside the 4 weight vectors; AVX2's 16 registers hold 2 x 4.
+// Prefill register tile: kTileRows activation rows x PanelCols<kSub>()
+// weight rows. AVX-512's 32 vector registers hold 4 x 6 accumulators beside
+// the 6 weight vectors and one activation vector: each activation vector
+// loaded (from L2) feeds 6 multiply-adds, where 4 x 4 fed 4 (F16 MatMul
+// calls of 512 rows 1.09-1.48x as fast, median 1.15, on SmolLM2's shapes
+// and 4096 x 4096, 1 and 2 threads, paired runs on the Intel Xeon VM,
+// 2026-12-07; performance-log.md). A factored panel (Q8_0 in f32 mode)
+// keeps a sub-block's activation vectors of all 4 rows live, so it takes
+// 4 x 4; AVX2's 16 registers hold 2 x 4.
 constexpr size_t kTileRows = HWY_MAX_BYTES >= 64 ? 4 : 2;
-constexpr size_t kPrefillCols = 4;
-// Prefill blocking: the widened chunk (32 x 1024 f32, 128 KiB), the
-// accumulators (128 x 32 vectors, 256 KiB on AVX-512) and the activation
-// chunk (128 x 1024 f32, 512 KiB) fit in a 1 MiB L2 together. Each weight
-// chunk is widened once per kBlockAct activation rows: 128 rather than 64
-// made SmolLM2 pp512 7% faster for F16 and Q4_1 in f32 mode (AMD EPYC,
-// 2 threads, 6 and 4 alternated pairs, 2026-12-07).
-constexpr size_t kBlockOut = 32;
+template <size_t kSub>
+constexpr size_t PanelCols() {
+  return HWY_MAX_BYTES >= 64 && kSub == 0 ? 6 : 4;
+}
+// Prefill blocking: the widened chunk (kBlockOut x 1024 f32, 96 KiB on
+// AVX-512, 128 KiB elsewhere), the accumulators (128 x kBlockOut vectors,
+// 192 KiB on AVX-512) and the activation chunk (128 x 1024 f32, 512 KiB)
+// fit in a 1 MiB L2 together. kBlockOut is a whole number of column tiles:
+// 24 = 4 x 6 on AVX-512 (48 was no faster on the Xeon VM and would not fit
+// 1 MiB), 32 elsewhere. Each weight chunk is widened once per kBlockAct
+// activation rows: 128 rather than 64 made SmolLM2 pp512 7% faster for F16
+// and Q4_1 in f32 mode (AMD EPYC, 2 threads, 6 and 4 alternated pairs,
+// 2026-12-07).
+constexpr size_t kBlockOut = HWY_MAX_BYTES >= 64 ? 24 : 32;
 constexpr size_t kBlockAct = 128;
 constexpr size_t kChunkCols = 1024;
-static_assert(kChunkCols % 256 == 0 && kBlockOut % kPrefillCols == 0);  // whole blocks per chunk
+static_assert(kChunkCols % 256 == 0);  // whole blocks per chunk
+static_assert(kBlockOut % PanelCols<0>() == 0 && kBlockOut % PanelCols<16>() == 0);
 
 // ------------------------------------------------------- block codecs
 //
@@ -732,9 +746,10 @@ void PanelBlock(const Panel& panel, size_t jn, const MatMulTask& t, uint64_t r0,
   };
   using Rows = std::integral_constant<size_t, kTileRows>;
   using One = std::integral_constant<size_t, 1>;
-  using Cols = std::integral_constant<size_t, kPrefillCols>;
+  constexpr size_t kCols = PanelCols<kSub>();
+  using Cols = std::integral_constant<size_t, kCols>;
   size_t c = 0;
-  for (; c + kPrefillCols <= jn; c += kPrefillCols) {
+  for (; c + kCols <= jn; c += kCols) {
     size_t r = 0;
     for (; r + kTileRows <= rn; r += kTileRows) tile(Rows(), Cols(), r, c);
     for (; r < rn; ++r) tile(One(), Cols(), r, c);
