@@ -50,6 +50,10 @@
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
 
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+#include <immintrin.h>
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace folio::ops::internal {
 namespace HWY_NAMESPACE {
@@ -454,17 +458,78 @@ HWY_INLINE float ScalarWide(const S* p) {
   }
 }
 
-// The lane sum of an accumulator, then (element types) the scalar tail in
-// order.
+// s plus (element types) the scalar tail of a row's product in order.
 template <typename K>
-HWY_INLINE float Finish(DF d, VF acc, const std::byte* w_row, const float* x, size_t cols) {
-  float s = hn::GetLane(hn::SumOfLanes(d, acc));
+HWY_INLINE float AddTail(float s, const std::byte* w_row, const float* x, size_t cols) {
   if constexpr (!kIsBlock<K>) {
     const auto* w = reinterpret_cast<const K*>(w_row);
     for (size_t i = cols - cols % kLanes; i < cols; ++i) s = std::fma(ScalarWide(w + i), x[i], s);
   }
   return s;
 }
+
+// The lane sum of an accumulator, then (element types) the scalar tail in
+// order.
+template <typename K>
+HWY_INLINE float Finish(DF d, VF acc, const std::byte* w_row, const float* x, size_t cols) {
+  return AddTail<K>(hn::GetLane(hn::SumOfLanes(d, acc)), w_row, x, cols);
+}
+
+#undef FOLIO_MATMUL_LANE_SUMS
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
+// Lane k of the result = the lane sum of v[k], for kLanes accumulators at
+// once, each by the tree SumOfLanes runs on these targets (GCC's
+// _mm512_reduce_add_ps, Highway's AVX2 SumOfLanes): lane i + N/2 added to
+// lane i, then i + N/4, and so on to one lane. Each step adds two
+// accumulators' halves in one vector op: about 3 ops a sum where a lone
+// tree takes 8 in a dependent chain, and each sum has Finish's bits.
+// (Addition commutes, so only a NaN's payload could tell the operand order
+// apart.)
+HWY_INLINE VF LaneSumsOf(const VF* v) {
+#if HWY_TARGET == HWY_AVX3
+  // Slot s takes v[4 (s % 4) + s / 4], so that the result's lanes come out
+  // in order: the last step leaves slot 4k + j's sum in lane 4j + k.
+  __m512 slot[16];
+  for (size_t s = 0; s < 16; ++s) slot[s] = v[4 * (s % 4) + s / 4].raw;
+  __m512 u[8], w[4], t[2];
+  for (size_t m = 0; m < 8; ++m) {  // lanes 8..15 onto 0..7, two slots a vector
+    u[m] = _mm512_add_ps(_mm512_shuffle_f32x4(slot[2 * m], slot[2 * m + 1], 0xEE),
+                         _mm512_shuffle_f32x4(slot[2 * m], slot[2 * m + 1], 0x44));
+  }
+  for (size_t m = 0; m < 4; ++m) {  // 4..7 onto 0..3: block j of w[m] is slot 4m + j
+    w[m] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * m], u[2 * m + 1], 0xDD),
+                         _mm512_shuffle_f32x4(u[2 * m], u[2 * m + 1], 0x88));
+  }
+  for (size_t m = 0; m < 2; ++m) {  // 2, 3 onto 0, 1
+    const __m512d a = _mm512_castps_pd(w[2 * m]), b = _mm512_castps_pd(w[2 * m + 1]);
+    t[m] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  return VF{_mm512_add_ps(_mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)))};
+#else
+  // Slot s takes v[4 (s % 2) + s / 2]: the last step leaves slot 2k + j's
+  // sum in lane 4j + k.
+  __m256 slot[8];
+  for (size_t s = 0; s < 8; ++s) slot[s] = v[4 * (s % 2) + s / 2].raw;
+  __m256 u[4], t[2];
+  for (size_t m = 0; m < 4; ++m) {  // lanes 4..7 onto 0..3: block j of u[m] is slot 2m + j
+    u[m] = _mm256_add_ps(_mm256_permute2f128_ps(slot[2 * m], slot[2 * m + 1], 0x31),
+                         _mm256_permute2f128_ps(slot[2 * m], slot[2 * m + 1], 0x20));
+  }
+  for (size_t m = 0; m < 2; ++m) {  // 2, 3 onto 0, 1
+    const __m256d a = _mm256_castps_pd(u[2 * m]), b = _mm256_castps_pd(u[2 * m + 1]);
+    t[m] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
+                         _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+  }
+  return VF{_mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)))};
+#endif
+}
+#define FOLIO_MATMUL_LANE_SUMS 1
+#else
+#define FOLIO_MATMUL_LANE_SUMS 0
+#endif
 
 // The order of a block type (matmul.h). Every type but Q8_0 decodes each
 // weight to f32 and goes on as f32 weights. Q8_0 is "factored": a block's
@@ -793,10 +858,28 @@ void Prefill(const MatMulTask& t) {
         PanelBlock<kPanelSub<K>>(panel, jn, t, r0, rn, k0, acc, k0 == 0);
       }
       for (size_t r = 0; r < rn; ++r) {
-        for (size_t c = 0; c < jn; ++c) {
-          const VF a = hn::Load(d, acc + (r * kBlockOut + c) * kLanes);
-          t.y[(r0 + r) * t.w.rows + j0 + c] =
-              Finish<K>(d, a, t.w.data + (j0 + c) * row_bytes, t.x + (r0 + r) * cols, cols);
+        float* y = t.y + (r0 + r) * t.w.rows + j0;
+        const float* x = t.x + (r0 + r) * cols;
+        const float* a = acc + r * kBlockOut * kLanes;
+        size_t c = 0;
+#if FOLIO_MATMUL_LANE_SUMS
+        // kLanes outputs at a time (the last group padded with zeros).
+        for (; c < jn; c += kLanes) {
+          const size_t n = std::min(kLanes, jn - c);
+          VF v[kLanes];
+          for (size_t k = 0; k < kLanes; ++k) {
+            v[k] = k < n ? hn::Load(d, a + (c + k) * kLanes) : hn::Zero(d);
+          }
+          alignas(64) float sums[kLanes];
+          hn::Store(LaneSumsOf(v), d, sums);
+          for (size_t k = 0; k < n; ++k) {
+            y[c + k] = AddTail<K>(sums[k], t.w.data + (j0 + c + k) * row_bytes, x, cols);
+          }
+        }
+#endif
+        for (; c < jn; ++c) {
+          y[c] =
+              Finish<K>(d, hn::Load(d, a + c * kLanes), t.w.data + (j0 + c) * row_bytes, x, cols);
         }
       }
     }
