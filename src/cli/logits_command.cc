@@ -32,8 +32,12 @@ CLI::App* AddLogitsCommand(CLI::App& app, LogitsFlags& f) {
   cmd->add_option("--max-context", f.max_context, "cache positions");
   cmd->add_option("--prefill-chunk", f.prefill_chunk,
                   "prefill the prompt this many tokens per step (0 = all at once)");
-  cmd->add_flag("--token-logprobs", f.token_logprobs,
-                "print each prompt token's log-probability (and their sum) instead of the logits");
+  CLI::Option* logprobs = cmd->add_flag(
+      "--token-logprobs", f.token_logprobs,
+      "print each prompt token's log-probability (and their sum) instead of the logits");
+  cmd->add_flag("--last-logits", f.last_logits,
+                "print only the last prompt position's logits (the next token's distribution)")
+      ->excludes(logprobs);
   return cmd;
 }
 
@@ -84,6 +88,7 @@ int RunLogits(const LogitsFlags& f) {
     }
   }
   greedy.resize(f.greedy);
+  if (f.last_logits && !rows.empty()) rows.erase(rows.begin(), rows.end() - 1);
   if (!f.token_logprobs) {
     std::cout << nlohmann::json{{"logits", rows}, {"greedy", greedy}}.dump() << "\n";
     return 0;

@@ -25,6 +25,10 @@ struct LogitsFlags {
   // (the first has none) instead of every logit: what perplexity needs,
   // without a large vocabulary's megabytes of JSON per row.
   bool token_logprobs = false;
+  // Print only the last prompt position's logits (the next token's
+  // distribution), as the one row of "logits": an oracle's step needs no
+  // more, and the whole prompt's rows are megabytes of JSON.
+  bool last_logits = false;
   // Prefill the prompt in steps of this many tokens (chunked prefill); 0 =
   // the whole prompt in one step.
   uint64_t prefill_chunk = 0;

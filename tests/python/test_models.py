@@ -136,6 +136,18 @@ def test_unknown_backend_is_refused_by_name(tmp_path):
     assert "--backend" in out.stderr and "cuda" in out.stderr
 
 
+def test_last_logits_prints_the_last_row_alone(tmp_path):
+    a = ck.Arch(name="llama")
+    ck.write_hf(tmp_path / "m", a, ck.random_weights(a, 1), "f32")
+    every, last = run_folio(tmp_path / "m"), run_folio(tmp_path / "m", "--last-logits")
+    assert len(every["logits"]) == len(PROMPT) and len(last["logits"]) == 1
+    assert last["logits"][0] == every["logits"][-1] and last["greedy"] == every["greedy"]
+    out = subprocess.run([FOLIO, "logits", "--model", str(tmp_path / "m"), "--tokens", "1,2",
+                          "--last-logits", "--token-logprobs"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "--last-logits" in out.stderr, out.stderr
+
+
 GGUF_CASES = [("llama", "q8_0"), ("llama", "f16"), ("qwen2", "f32"), ("qwen3", "bf16"),
               ("qwen3", "q8_0"), ("llama", "q4_0"), ("qwen2", "q4_1"), ("qwen3", "q5_0"),
               ("llama", "q5_1"), ("llama", "q4_k"), ("qwen3", "q5_k"), ("qwen2", "q6_k"),

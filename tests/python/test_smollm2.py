@@ -326,7 +326,7 @@ def test_an_unknown_matmul_mode_is_refused_by_name():
 
 @functools.lru_cache(maxsize=None)
 def last_logits(model, ids):
-    return folio_logits(model, list(ids), 0)["logits"][-1]
+    return folio_logits(model, list(ids), 0, "--last-logits")["logits"][-1]
 
 
 @pytest.mark.parametrize("beam", [
