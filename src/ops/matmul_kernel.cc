@@ -468,13 +468,6 @@ HWY_INLINE float AddTail(float s, const std::byte* w_row, const float* x, size_t
   return s;
 }
 
-// The lane sum of an accumulator, then (element types) the scalar tail in
-// order.
-template <typename K>
-HWY_INLINE float Finish(DF d, VF acc, const std::byte* w_row, const float* x, size_t cols) {
-  return AddTail<K>(hn::GetLane(hn::SumOfLanes(d, acc)), w_row, x, cols);
-}
-
 #undef FOLIO_MATMUL_LANE_SUMS
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX2
 // Lane k of the result = the lane sum of v[k], for kLanes accumulators at
@@ -482,7 +475,7 @@ HWY_INLINE float Finish(DF d, VF acc, const std::byte* w_row, const float* x, si
 // _mm512_reduce_add_ps, Highway's AVX2 SumOfLanes): lane i + N/2 added to
 // lane i, then i + N/4, and so on to one lane. Each step adds two
 // accumulators' halves in one vector op: about 3 ops a sum where a lone
-// tree takes 8 in a dependent chain, and each sum has Finish's bits.
+// tree takes 8 in a dependent chain, and each sum has SumOfLanes' bits.
 // (Addition commutes, so only a NaN's payload could tell the operand order
 // apart.)
 HWY_INLINE VF LaneSumsOf(const VF* v) {
@@ -530,6 +523,40 @@ HWY_INLINE VF LaneSumsOf(const VF* v) {
 #else
 #define FOLIO_MATMUL_LANE_SUMS 0
 #endif
+
+// sums[k] = the lane sum of v[k] for k < n <= kLanes, by SumOfLanes' tree
+// (LaneSumsOf, n at once, where the target has it).
+HWY_INLINE void LaneSums(const VF* v, size_t n, float* sums) {
+#if FOLIO_MATMUL_LANE_SUMS
+  VF all[kLanes];
+  for (size_t k = 0; k < kLanes; ++k) all[k] = k < n ? v[k] : hn::Zero(DF());
+  alignas(64) float out[kLanes];
+  hn::Store(LaneSumsOf(all), DF(), out);
+  std::copy_n(out, n, sums);
+#else
+  for (size_t k = 0; k < n; ++k) sums[k] = hn::GetLane(hn::SumOfLanes(DF(), v[k]));
+#endif
+}
+
+// y[r * y_stride + c] = the lane sum of acc[r][c] plus (element types) the
+// scalar tail of weight row c (at w_rows + c * row_bytes) times x row r.
+template <typename K, size_t kR, size_t kC>
+HWY_INLINE void StoreTileSums(const VF (&acc)[kR][kC], const std::byte* w_rows, size_t row_bytes,
+                              const float* x, size_t cols, float* y, size_t y_stride) {
+  constexpr size_t kN = kR * kC;
+  VF flat[kN];
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t c = 0; c < kC; ++c) flat[r * kC + c] = acc[r][c];
+  }
+  float sums[kN];
+  for (size_t k = 0; k < kN; k += kLanes) LaneSums(flat + k, std::min(kLanes, kN - k), sums + k);
+  for (size_t r = 0; r < kR; ++r) {
+    for (size_t c = 0; c < kC; ++c) {
+      y[r * y_stride + c] =
+          AddTail<K>(sums[r * kC + c], w_rows + c * row_bytes, x + r * cols, cols);
+    }
+  }
+}
 
 // The order of a block type (matmul.h). Every type but Q8_0 decodes each
 // weight to f32 and goes on as f32 weights. Q8_0 is "factored": a block's
@@ -613,9 +640,7 @@ HWY_NOINLINE void DecodeBlockTile(const std::byte* w_rows, size_t row_bytes, con
       }
     }
   }
-  for (size_t r = 0; r < kR; ++r) {
-    for (size_t c = 0; c < kC; ++c) y[r * y_stride + c] = hn::GetLane(hn::SumOfLanes(d, acc[r][c]));
-  }
+  StoreTileSums<C>(acc, w_rows, row_bytes, x, cols, y, y_stride);
 }
 
 // The same for an element type S.
@@ -649,11 +674,7 @@ HWY_NOINLINE void DecodeElementTile(const std::byte* w_rows, size_t row_bytes, c
     for (size_t k = 0; k < kLineSteps; ++k) step(i + k * kLanes);
   }
   for (; i < vec_end; i += kLanes) step(i);
-  for (size_t r = 0; r < kR; ++r) {
-    for (size_t c = 0; c < kC; ++c) {
-      y[r * y_stride + c] = Finish<S>(d, acc[r][c], w_rows + c * row_bytes, x + r * cols, cols);
-    }
-  }
+  StoreTileSums<S>(acc, w_rows, row_bytes, x, cols, y, y_stride);
 }
 
 // A decode-path task of kR activation rows: tiles of kC = kDecodeCols / kR
@@ -861,25 +882,16 @@ void Prefill(const MatMulTask& t) {
         float* y = t.y + (r0 + r) * t.w.rows + j0;
         const float* x = t.x + (r0 + r) * cols;
         const float* a = acc + r * kBlockOut * kLanes;
-        size_t c = 0;
-#if FOLIO_MATMUL_LANE_SUMS
-        // kLanes outputs at a time (the last group padded with zeros).
-        for (; c < jn; c += kLanes) {
+        // kLanes outputs' lane sums at a time.
+        for (size_t c = 0; c < jn; c += kLanes) {
           const size_t n = std::min(kLanes, jn - c);
           VF v[kLanes];
-          for (size_t k = 0; k < kLanes; ++k) {
-            v[k] = k < n ? hn::Load(d, a + (c + k) * kLanes) : hn::Zero(d);
-          }
-          alignas(64) float sums[kLanes];
-          hn::Store(LaneSumsOf(v), d, sums);
+          for (size_t k = 0; k < n; ++k) v[k] = hn::Load(d, a + (c + k) * kLanes);
+          float sums[kLanes];
+          LaneSums(v, n, sums);
           for (size_t k = 0; k < n; ++k) {
             y[c + k] = AddTail<K>(sums[k], t.w.data + (j0 + c + k) * row_bytes, x, cols);
           }
-        }
-#endif
-        for (; c < jn; ++c) {
-          y[c] =
-              Finish<K>(d, hn::Load(d, a + c * kLanes), t.w.data + (j0 + c) * row_bytes, x, cols);
         }
       }
     }
