@@ -524,17 +524,15 @@ HWY_INLINE VF LaneSumsOf(const VF* v) {
 #define FOLIO_MATMUL_LANE_SUMS 0
 #endif
 
-// sums[k] = the lane sum of v[k] for k < n <= kLanes, by SumOfLanes' tree
-// (LaneSumsOf, n at once, where the target has it).
-HWY_INLINE void LaneSums(const VF* v, size_t n, float* sums) {
+// Lane k = the lane sum of v[k], for the kLanes vectors v, by SumOfLanes'
+// tree (LaneSumsOf, all at once, where the target has it).
+HWY_INLINE VF LaneSums(const VF* v) {
 #if FOLIO_MATMUL_LANE_SUMS
-  VF all[kLanes];
-  for (size_t k = 0; k < kLanes; ++k) all[k] = k < n ? v[k] : hn::Zero(DF());
-  alignas(64) float out[kLanes];
-  hn::Store(LaneSumsOf(all), DF(), out);
-  std::copy_n(out, n, sums);
+  return LaneSumsOf(v);
 #else
-  for (size_t k = 0; k < n; ++k) sums[k] = hn::GetLane(hn::SumOfLanes(DF(), v[k]));
+  alignas(64) float sums[kLanes];
+  for (size_t k = 0; k < kLanes; ++k) sums[k] = hn::GetLane(hn::SumOfLanes(DF(), v[k]));
+  return hn::Load(DF(), sums);
 #endif
 }
 
@@ -544,12 +542,14 @@ template <typename K, size_t kR, size_t kC>
 HWY_INLINE void StoreTileSums(const VF (&acc)[kR][kC], const std::byte* w_rows, size_t row_bytes,
                               const float* x, size_t cols, float* y, size_t y_stride) {
   constexpr size_t kN = kR * kC;
-  VF flat[kN];
-  for (size_t r = 0; r < kR; ++r) {
-    for (size_t c = 0; c < kC; ++c) flat[r * kC + c] = acc[r][c];
+  alignas(64) float sums[(kN + kLanes - 1) / kLanes * kLanes];
+  for (size_t k = 0; k < kN; k += kLanes) {
+    VF v[kLanes];
+    for (size_t i = 0; i < kLanes; ++i) {
+      v[i] = k + i < kN ? acc[(k + i) / kC][(k + i) % kC] : hn::Zero(DF());
+    }
+    hn::Store(LaneSums(v), DF(), sums + k);
   }
-  float sums[kN];
-  for (size_t k = 0; k < kN; k += kLanes) LaneSums(flat + k, std::min(kLanes, kN - k), sums + k);
   for (size_t r = 0; r < kR; ++r) {
     for (size_t c = 0; c < kC; ++c) {
       y[r * y_stride + c] =
@@ -886,11 +886,18 @@ void Prefill(const MatMulTask& t) {
         for (size_t c = 0; c < jn; c += kLanes) {
           const size_t n = std::min(kLanes, jn - c);
           VF v[kLanes];
-          for (size_t k = 0; k < n; ++k) v[k] = hn::Load(d, a + (c + k) * kLanes);
-          float sums[kLanes];
-          LaneSums(v, n, sums);
+          for (size_t k = 0; k < kLanes; ++k) {
+            v[k] = k < n ? hn::Load(d, a + (c + k) * kLanes) : hn::Zero(d);
+          }
+          const VF sums = LaneSums(v);
+          if (vec_end == cols) {  // no scalar tail: one (masked) store
+            hn::BlendedStore(sums, hn::FirstN(d, n), d, y + c);
+            continue;
+          }
+          alignas(64) float lanes[kLanes];
+          hn::Store(sums, d, lanes);
           for (size_t k = 0; k < n; ++k) {
-            y[c + k] = AddTail<K>(sums[k], t.w.data + (j0 + c + k) * row_bytes, x, cols);
+            y[c + k] = AddTail<K>(lanes[k], t.w.data + (j0 + c + k) * row_bytes, x, cols);
           }
         }
       }
