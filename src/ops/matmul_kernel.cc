@@ -890,8 +890,13 @@ void Prefill(const MatMulTask& t) {
             v[k] = k < n ? hn::Load(d, a + (c + k) * kLanes) : hn::Zero(d);
           }
           const VF sums = LaneSums(v);
-          if (vec_end == cols) {  // no scalar tail: one (masked) store
-            hn::BlendedStore(sums, hn::FirstN(d, n), d, y + c);
+          if (vec_end == cols) {  // no scalar tail: one store, masked only when short
+            // (AVX2's masked store is microcoded on some AMD cores).
+            if (n == kLanes) {
+              hn::StoreU(sums, d, y + c);
+            } else {
+              hn::BlendedStore(sums, hn::FirstN(d, n), d, y + c);
+            }
             continue;
           }
           alignas(64) float lanes[kLanes];
