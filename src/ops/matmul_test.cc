@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "folio/core/aligned_buffer.h"
@@ -222,6 +223,44 @@ TEST(MatMul, BitsDoNotDependOnThreadCount) {
 // zeros, exact, so the kernel's widening must equal WidenRow bit for bit —
 // here over every finite f16 value (subnormals included) and random bf16 /
 // Q8_0 values.
+// matmul.h's order, emulated step by step for f32 weights: lane k of one
+// N-lane accumulator takes columns k, k + N, ... by fused multiply-add, the
+// lanes meet in the halves tree (lane i + N/2 onto lane i, then i + N/4,
+// ... as SumOfLanes does on AVX2 and AVX-512), then the scalar tail. Decode
+// and prefill must give exactly those bits.
+TEST(MatMul, F32FollowsTheStatedOrderBitForBit) {
+  ForEachTarget([&] {
+    const std::string target = internal::MatMulTargetName();
+    const size_t n = target.rfind("AVX3", 0) == 0 ? 16 : target == "AVX2" ? 8 : 0;
+    if (n == 0) return;  // the tree is stated for the x86 targets
+    const uint64_t rows = 29, cols = 6 * n + 5, vec_end = cols - cols % n;
+    const Matrix w = RandomMatrix(WeightType::kF32, rows, cols, 71);
+    const float* wf = reinterpret_cast<const float*>(w.view.data);
+    for (uint64_t num_rows : {1, 9}) {
+      const std::vector<float> x = RandomActivations(num_rows * cols, 72 + num_rows);
+      std::vector<float> y(num_rows * rows);
+      ASSERT_TRUE(MatMul(w.view, x, num_rows, y).ok());
+      for (uint64_t r = 0; r < num_rows; ++r) {
+        for (uint64_t j = 0; j < rows; ++j) {
+          std::vector<float> lane(n, 0.0f);
+          for (uint64_t i = 0; i < vec_end; ++i) {
+            lane[i % n] = std::fma(wf[j * cols + i], x[r * cols + i], lane[i % n]);
+          }
+          for (size_t h = n / 2; h >= 1; h /= 2) {
+            for (size_t i = 0; i < h; ++i) lane[i] = lane[i + h] + lane[i];
+          }
+          float want = lane[0];
+          for (uint64_t i = vec_end; i < cols; ++i) {
+            want = std::fma(wf[j * cols + i], x[r * cols + i], want);
+          }
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[r * rows + j]), std::bit_cast<uint32_t>(want))
+              << target << " num_rows " << num_rows << " row " << r << " output " << j;
+        }
+      }
+    }
+  });
+}
+
 TEST(MatMul, IdentityActivationsReproduceWidenedWeights) {
   ForEachTarget([&] {
     for (WeightType type : kKernelTypes) {
