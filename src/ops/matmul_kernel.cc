@@ -479,45 +479,40 @@ HWY_INLINE float AddTail(float s, const std::byte* w_row, const float* x, size_t
 // (Addition commutes, so only a NaN's payload could tell the operand order
 // apart.)
 HWY_INLINE VF LaneSumsOf(const VF* v) {
+  const DF d;
+  const hn::Repartition<double, DF> d64;
+  constexpr size_t kBlocks = kLanes / 4;  // 128-bit blocks: 4 on AVX-512, 2 on AVX2
+  // The steps below leave slot s's sum in lane (s & ~(2 kBlocks - 1)) |
+  // (s % kBlocks) << 1 | (s / kBlocks) % 2; slot s takes the v whose sum
+  // belongs there, so that lane k comes out as v[k]'s.
+  VF slot[kLanes];
+  for (size_t s = 0; s < kLanes; ++s) {
+    slot[s] = v[(s & ~(2 * kBlocks - 1)) | ((s % kBlocks) << 1) | ((s / kBlocks) % 2)];
+  }
+  // Lanes N/2 ... onto 0 ...: u[m] holds slot 2m's half and slot 2m + 1's.
+  VF u[kLanes / 2];
+  for (size_t m = 0; m < kLanes / 2; ++m) {
+    u[m] = hn::Add(hn::ConcatUpperUpper(d, slot[2 * m + 1], slot[2 * m]),
+                   hn::ConcatLowerLower(d, slot[2 * m + 1], slot[2 * m]));
+  }
+  const VF* quads = u;  // blocks of 4 lanes, one slot each
 #if HWY_TARGET == HWY_AVX3
-  // Slot s takes v[4 (s % 4) + s / 4], so that the result's lanes come out
-  // in order: the last step leaves slot 4k + j's sum in lane 4j + k.
-  __m512 slot[16];
-  for (size_t s = 0; s < 16; ++s) slot[s] = v[4 * (s % 4) + s / 4].raw;
-  __m512 u[8], w[4], t[2];
-  for (size_t m = 0; m < 8; ++m) {  // lanes 8..15 onto 0..7, two slots a vector
-    u[m] = _mm512_add_ps(_mm512_shuffle_f32x4(slot[2 * m], slot[2 * m + 1], 0xEE),
-                         _mm512_shuffle_f32x4(slot[2 * m], slot[2 * m + 1], 0x44));
+  // Lanes 4..7 onto 0..3: block j of w[m] is slot 4m + j.
+  VF w[4];
+  for (size_t m = 0; m < 4; ++m) {
+    w[m] = VF{_mm512_add_ps(_mm512_shuffle_f32x4(u[2 * m].raw, u[2 * m + 1].raw, 0xDD),
+                            _mm512_shuffle_f32x4(u[2 * m].raw, u[2 * m + 1].raw, 0x88))};
   }
-  for (size_t m = 0; m < 4; ++m) {  // 4..7 onto 0..3: block j of w[m] is slot 4m + j
-    w[m] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * m], u[2 * m + 1], 0xDD),
-                         _mm512_shuffle_f32x4(u[2 * m], u[2 * m + 1], 0x88));
-  }
-  for (size_t m = 0; m < 2; ++m) {  // 2, 3 onto 0, 1
-    const __m512d a = _mm512_castps_pd(w[2 * m]), b = _mm512_castps_pd(w[2 * m + 1]);
-    t[m] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-  }
-  return VF{_mm512_add_ps(_mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm512_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)))};
-#else
-  // Slot s takes v[4 (s % 2) + s / 2]: the last step leaves slot 2k + j's
-  // sum in lane 4j + k.
-  __m256 slot[8];
-  for (size_t s = 0; s < 8; ++s) slot[s] = v[4 * (s % 2) + s / 2].raw;
-  __m256 u[4], t[2];
-  for (size_t m = 0; m < 4; ++m) {  // lanes 4..7 onto 0..3: block j of u[m] is slot 2m + j
-    u[m] = _mm256_add_ps(_mm256_permute2f128_ps(slot[2 * m], slot[2 * m + 1], 0x31),
-                         _mm256_permute2f128_ps(slot[2 * m], slot[2 * m + 1], 0x20));
-  }
-  for (size_t m = 0; m < 2; ++m) {  // 2, 3 onto 0, 1
-    const __m256d a = _mm256_castps_pd(u[2 * m]), b = _mm256_castps_pd(u[2 * m + 1]);
-    t[m] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
-                         _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
-  }
-  return VF{_mm256_add_ps(_mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                          _mm256_shuffle_ps(t[0], t[1], _MM_SHUFFLE(3, 1, 3, 1)))};
+  quads = w;
 #endif
+  // Lanes 2, 3 onto 0, 1 of each block, then lane 1 onto 0.
+  VF t[2];
+  for (size_t m = 0; m < 2; ++m) {
+    const auto a = hn::BitCast(d64, quads[2 * m]), b = hn::BitCast(d64, quads[2 * m + 1]);
+    t[m] = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, a, b)),
+                   hn::BitCast(d, hn::InterleaveUpper(d64, a, b)));
+  }
+  return hn::Add(hn::ConcatEven(d, t[1], t[0]), hn::ConcatOdd(d, t[1], t[0]));
 }
 #define FOLIO_MATMUL_LANE_SUMS 1
 #else
