@@ -34,22 +34,17 @@
 //   header, kE8M0 scales (MXFP4; group_blocks = 1):
 //     e[8]           u8, each lane's E8M0 byte; the scale is E8M0Half(e),
 //                    a power of two (block_layout.h)
-//   levels, per block: 4-bit formats: 4 vectors of 32 bytes; vector v's
-//     byte 4 * lane + i holds column 4v + i in its low nibble and column
-//     16 + 4v + i in its high nibble. 5-bit formats (Q5_0, Q5_1, Q5_K):
-//     those 4 vectors hold the low 4 bits, then one vector the fifth: its
-//     byte 4 * lane + i holds that of column 16j + 4v + i at bit 4j + v.
-//     6-bit formats (Q6_K): the 4 vectors, then 2 vectors j = 0, 1 the high
-//     2 bits: byte 4 * lane + i of vector j holds those of column 16j + 4v
-//     + i at bits 2v, 2v + 1. 8-bit formats (Q8_0): 8 vectors; vector v's
-//     byte 4 * lane + i holds column 4v + i. 2-bit formats (Q2_K): 2
-//     vectors j = 0, 1 (the block's two parts); byte 4 * lane + i of vector
-//     j holds column 16j + 4v + i at bits 2v, 2v + 1. 3-bit formats (Q3_K):
-//     those 2 vectors hold the low 2 bits, then one vector the third, placed
-//     as a 5-bit format's fifth.
-// So vector v (nibbles: its low nibbles for v < 4, high nibbles as v + 4;
-// 2 bits: bits 2v, 2v + 1 of both vectors) pairs with activation bytes
-// 4v ... 4v + 3 of the block (and 16 + 4v ... for the second part).
+//   levels, per block: `bits` planes of 32 bytes. Byte 4 * lane + i of
+//     every plane belongs to the lane's columns 4s + i, s = 0 ... 7 (slot s
+//     of the block), and holds some of their 8 * bits level bits: SlotOf
+//     below says which, per width. 8-bit formats (Q8_0): plane s is slot s.
+//     4-bit: plane v's low nibble is slot v, its high nibble slot 4 + v.
+//     2-bit (Q2_K): bits 2v, 2v + 1 of plane j are slot 4j + v. 3-, 5-
+//     and 6-bit formats (Q3_K; Q5_0, Q5_1, Q5_K; Q6_K): each plane's low
+//     bits are one or two whole slots (unpacked by one AND, or a shift and
+//     an AND) and its spare high bits gather into the remaining slots.
+// So slot s pairs with activation bytes 4s ... 4s + 3 of the block, and
+// belongs to part s / 4 of a two-part block.
 // Lookup formats (IQ4_NL, IQ4_XS, MXFP4) store each element's 4-bit index
 // as a 4-bit format does; its level is the type's table value plus 128
 // (LookupLevels), unsigned like Q8_0's, with offset 128.
@@ -82,8 +77,7 @@ enum class PackedLookup : uint8_t { kNone, kIq4nl, kMxfp4 };
 // weight = scale * (level - offset) (offset formats) or scale * level + bias.
 // A structural type, so that the kernel can take it as a template argument.
 struct PackedFormat {
-  int bits = 0;  // 2, 3 (2-bit fields and a bit plane), 4 (nibbles), 5, 6 (nibbles and bit
-                 // planes) or 8 (bytes) per level
+  int bits = 0;  // per level: 2, 3, 4, 5, 6 or 8 (SlotOf)
   bool has_bias = false;
   int offset = 0;
   PackedScales scales = PackedScales::kF16;
@@ -194,34 +188,82 @@ constexpr size_t TileGroupBytes(PackedFormat f) { return LevelsAt(f, f.group_blo
 constexpr size_t PairAt(size_t at, size_t unit, size_t half) { return 2 * at + half * unit; }
 inline constexpr size_t kLevelVector = 32;
 
-// Where column c (< 32) of lane `lane` of block k of tile `half` lives in
-// its pair group: its byte, and its bit shift within it (nibble formats: 0
-// for columns below 16, 4 above; the low 4 bits for 5- and 6-bit formats;
-// 2- and 3-bit formats: 2v in vector c / 16, the low 2 bits for 3-bit).
-struct LevelSlot {
-  size_t byte;
-  int shift;
+// A run of a level's bits in its block's planes: `width` bits from bit
+// `shift` of plane `plane`'s byte, which are the level's bits dst ...
+// dst + width - 1.
+struct LevelPiece {
+  int plane = 0;
+  int shift = 0;
+  int width = 0;
+  int dst = 0;
 };
-// The bits of a level that LevelAt's slot holds: 2, 4 or 8.
-constexpr int LowBits(PackedFormat f) { return f.bits < 4 ? 2 : f.bits == 8 ? 8 : 4; }
-constexpr LevelSlot LevelAt(PackedFormat f, size_t k, size_t half, size_t lane, size_t c) {
-  if (LowBits(f) == 2) {
-    const size_t vector = LevelsAt(f, k) + (c / 16) * kLevelVector;
-    return {PairAt(vector, kLevelVector, half) + lane * 4 + c % 4,
-            static_cast<int>(c % 16 / 4 * 2)};
+// Where slot s (< 8) of a `bits`-bit format lives: one piece, or for the
+// slots gathered from spare high bits two or three.
+struct SlotLayout {
+  LevelPiece piece[3] = {};
+  int count = 0;
+};
+constexpr SlotLayout SlotOf(int bits, size_t slot) {
+  const int s = static_cast<int>(slot);
+  switch (bits) {
+    case 2:
+      return {{{s / 4, 2 * (s % 4), 2, 0}}, 1};
+    case 3:  // planes 0-2: slots 2j (bits 0-2), 2j + 1 (3-5); spare bits 6, 7
+      if (s < 6) return {{{s / 2, 3 * (s % 2), 3, 0}}, 1};
+      // Slot 6: bits 6, 7 of plane 0 and bit 6 of plane 2; slot 7: of plane 1, bit 7.
+      return {{{s - 6, 6, 2, 0}, {2, s, 1, 2}}, 2};
+    case 4:
+      return {{{s % 4, 4 * (s / 4), 4, 0}}, 1};
+    case 5:  // planes 0-4: slot j (bits 0-4); spare bits 5-7
+      if (s < 5) return {{{s, 0, 5, 0}}, 1};
+      if (s == 5) return {{{0, 5, 3, 0}, {1, 5, 2, 3}}, 2};
+      if (s == 6) return {{{1, 7, 1, 0}, {2, 5, 3, 1}, {3, 5, 1, 4}}, 3};
+      return {{{3, 6, 2, 0}, {4, 5, 3, 2}}, 2};
+    case 6:  // planes 0-5: slot j (bits 0-5); spare bits 6, 7
+      if (s < 6) return {{{s, 0, 6, 0}}, 1};
+      return {{{3 * (s - 6), 6, 2, 0}, {3 * (s - 6) + 1, 6, 2, 2}, {3 * (s - 6) + 2, 6, 2, 4}}, 3};
+    case 8:
+      return {{{s, 0, 8, 0}}, 1};
+    default:
+      return {};
   }
-  const bool nibbles = f.bits != 8;
-  const size_t col = nibbles ? c % 16 : c;
-  const size_t vector = LevelsAt(f, k) + (col / 4) * kLevelVector;
-  return {PairAt(vector, kLevelVector, half) + lane * 4 + col % 4, nibbles && c >= 16 ? 4 : 0};
 }
-// 3-, 5- and 6-bit formats: where column c's high bits (1 or 2) live.
-constexpr LevelSlot HighBitsAt(PackedFormat f, size_t k, size_t half, size_t lane, size_t c) {
-  const size_t v = c % 16 / 4, j = c / 16;
-  const size_t first = f.bits == 3 ? 2 : 4;  // the vectors of the low bits before them
-  const size_t vector = LevelsAt(f, k) + (f.bits == 6 ? first + j : first) * kLevelVector;
-  return {PairAt(vector, kLevelVector, half) + lane * 4 + c % 4,
-          static_cast<int>(f.bits == 6 ? 2 * v : 4 * j + v)};
+// Whether SlotOf gives every slot of a `bits`-bit level each of its bits
+// once, from plane bits no other slot uses, and every plane bit a use.
+constexpr bool SlotsTile(int bits) {
+  uint8_t plane_bits[8] = {};
+  for (size_t s = 0; s < 8; ++s) {
+    const SlotLayout slot = SlotOf(bits, s);
+    uint32_t level_bits = 0;
+    for (int i = 0; i < slot.count; ++i) {
+      const LevelPiece p = slot.piece[i];
+      if (p.plane < 0 || p.plane >= bits || p.width < 1 || p.shift < 0 || p.shift + p.width > 8 ||
+          p.dst < 0 || p.dst + p.width > bits) {
+        return false;
+      }
+      const uint32_t mask = (1u << p.width) - 1;
+      if ((uint32_t{plane_bits[p.plane]} >> p.shift & mask) != 0 ||
+          (level_bits >> p.dst & mask) != 0) {
+        return false;
+      }
+      plane_bits[p.plane] = static_cast<uint8_t>(plane_bits[p.plane] | mask << p.shift);
+      level_bits |= mask << p.dst;
+    }
+    if (level_bits != (1u << bits) - 1) return false;
+  }
+  for (int j = 0; j < bits; ++j) {
+    if (plane_bits[j] != 0xff) return false;
+  }
+  return true;
+}
+static_assert(SlotsTile(2) && SlotsTile(3) && SlotsTile(4) && SlotsTile(5) && SlotsTile(6) &&
+              SlotsTile(8));
+// Column c's byte in plane `plane` of lane `lane` of block k of tile
+// `half`, within its pair group.
+constexpr size_t PlaneByteAt(PackedFormat f, size_t k, size_t half, int plane, size_t lane,
+                             size_t c) {
+  const size_t vector = LevelsAt(f, k) + static_cast<size_t>(plane) * kLevelVector;
+  return PairAt(vector, kLevelVector, half) + lane * 4 + c % 4;
 }
 // Where lane `lane`'s f16 scale (or d) and bias (or dmin) lie, and its
 // sub-scale row `row` (block k, or block k's part p at 2k + p) and block
@@ -256,16 +298,15 @@ inline PackedBlock PackedBlockAt(const PackedMatrix& w, uint64_t tile, uint64_t 
 
 // Column c's level in lane `lane` of a block.
 inline uint32_t PackedLevel(PackedFormat f, PackedBlock block, size_t lane, size_t c) {
-  const auto bits = [&](LevelSlot at, uint32_t mask) {
-    return (std::to_integer<uint32_t>(block.group[at.byte]) >> at.shift) & mask;
-  };
-  const LevelSlot at = LevelAt(f, block.k, block.half, lane, c);
-  const int low_bits = LowBits(f);
-  const uint32_t low = bits(at, (1u << low_bits) - 1);
-  if (f.lookup != PackedLookup::kNone) return LookupLevels(f.lookup)[low];
-  if (f.bits == low_bits) return low;
-  const uint32_t high_mask = (1u << (f.bits - low_bits)) - 1;
-  return low | bits(HighBitsAt(f, block.k, block.half, lane, c), high_mask) << low_bits;
+  const SlotLayout slot = SlotOf(f.bits, c / 4);
+  uint32_t level = 0;
+  for (int i = 0; i < slot.count; ++i) {
+    const LevelPiece p = slot.piece[i];
+    const auto byte = std::to_integer<uint32_t>(
+        block.group[PlaneByteAt(f, block.k, block.half, p.plane, lane, c)]);
+    level |= (byte >> p.shift & ((1u << p.width) - 1)) << p.dst;
+  }
+  return f.lookup != PackedLookup::kNone ? LookupLevels(f.lookup)[level] : level;
 }
 
 inline float PackedF16(const std::byte* p) {

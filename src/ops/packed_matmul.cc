@@ -223,14 +223,12 @@ void WriteGroup(PackedFormat f, const Group& group, size_t k, size_t half, size_
           static_cast<std::byte>(group.part_scale[part]);
     }
   }
-  const int low_bits = internal::LowBits(f);
   for (size_t c = 0; c < 32; ++c) {
-    const uint8_t level = group.level[c];
-    const internal::LevelSlot slot = internal::LevelAt(f, k, half, lane, c);
-    pg[slot.byte] |= std::byte(level & ((1u << low_bits) - 1)) << slot.shift;
-    if (f.bits > low_bits) {
-      const internal::LevelSlot high = internal::HighBitsAt(f, k, half, lane, c);
-      pg[high.byte] |= std::byte(level >> low_bits) << high.shift;
+    const internal::SlotLayout slot = internal::SlotOf(f.bits, c / 4);
+    for (int i = 0; i < slot.count; ++i) {
+      const internal::LevelPiece piece = slot.piece[i];
+      const uint32_t bits = uint32_t{group.level[c]} >> piece.dst & ((1u << piece.width) - 1);
+      pg[internal::PlaneByteAt(f, k, half, piece.plane, lane, c)] |= std::byte(bits << piece.shift);
     }
   }
 }

@@ -299,6 +299,16 @@ HWY_INLINE typename V::I Broadcast4Bytes(const int8_t* p) {
   return V::Set1(v);
 }
 
+// Piece kP of a slot from the block's planes at `levels` (16-bit shifts:
+// the bits the mask keeps come from the same byte).
+template <typename V, LevelPiece kP>
+HWY_INLINE typename V::I SlotPiece(const std::byte* pg, size_t half, size_t levels) {
+  const typename V::I plane = V::Load(pg, half, levels + kLevelVector * kP.plane);
+  const typename V::I shifted = V::template ShiftBits<kP.dst - kP.shift>(plane);
+  if constexpr (kP.width == 8) return shifted;
+  return V::And(shifted, V::Bytes(static_cast<int8_t>(((1 << kP.width) - 1) << kP.dst)));
+}
+
 // Outputs of V::kTiles tiles for kR activation rows act[r] (num_groups *
 // kF.group_blocks blocks each): the tiles' first pair group at pg0 (groups
 // `stride` bytes apart), OneTile's tile `half` of it; y[r][lane] for lane
@@ -317,7 +327,6 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
   constexpr bool kLookup = kF.lookup != PackedLookup::kNone;
   F acc[kR];
   for (size_t r = 0; r < kR; ++r) acc[r] = V::ZeroF();
-  const I low4 = V::Bytes(0x0f);
   const I table = kLookup ? V::Table(LookupLevels(kF.lookup).data()) : V::Zero();
   for (size_t g = 0; g < num_groups; ++g) {
     const std::byte* pg = pg0 + g * stride;
@@ -336,84 +345,28 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
       for (size_t p = 0; p < kParts; ++p) {
         for (size_t r = 0; r < kR; ++r) sum[p][r] = V::Zero();
       }
-      if constexpr (kF.bits == 8) {
-        for (size_t v = 0; v < 8; ++v) {
-          const I levels = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * v);
-          for (size_t r = 0; r < kR; ++r) {
-            sum[0][r] = V::template Dot<kSigned>(sum[0][r], levels,
-                                                 Broadcast4Bytes<V>(act[r][b].q + 4 * v));
-          }
+      // Slot s (columns 4s ... 4s + 3; packed_layout.h): its pieces
+      // shifted into place, masked and joined.
+      const auto for_slot = [&]<size_t s>() FOLIO_PACKED_ATTR {
+        constexpr SlotLayout kSlot = SlotOf(kF.bits, s);
+        I level = SlotPiece<V, kSlot.piece[0]>(pg, half, LevelsAt(kF, k));
+        if constexpr (kSlot.count > 1) {
+          level = V::Or(level, SlotPiece<V, kSlot.piece[1]>(pg, half, LevelsAt(kF, k)));
         }
-      } else if constexpr (kF.bits < 4) {
-        // 2-bit fields: bits 2v, 2v + 1 of vector j are columns 16j + 4v
-        // ...; 3-bit formats add their third bits from one vector, placed
-        // as a 5-bit format's fifth (packed_layout.h).
-        const I parts[2] = {V::Load(pg, half, LevelsAt(kF, k)),
-                            V::Load(pg, half, LevelsAt(kF, k) + kLevelVector)};
-        const I high_bits =
-            kF.bits == 3 ? V::Load(pg, half, LevelsAt(kF, k) + 2 * kLevelVector) : V::Zero();
-        const I low2 = V::Bytes(0x03);
-        const auto for_v = [&]<size_t v>() FOLIO_PACKED_ATTR {
-          constexpr int kV = static_cast<int>(v);
-          // Shifts in 16-bit lanes: the bits kept come from the same byte.
-          I lo = V::And(V::template ShiftBits<-2 * kV>(parts[0]), low2);
-          I hi = V::And(V::template ShiftBits<-2 * kV>(parts[1]), low2);
-          if constexpr (kF.bits == 3) {  // bit v (low half), 4 + v (high) to bit 2
-            const I bit2 = V::Bytes(0x04);
-            lo = V::Or(lo, V::And(V::template ShiftBits<2 - kV>(high_bits), bit2));
-            hi = V::Or(hi, V::And(V::template ShiftBits<-2 - kV>(high_bits), bit2));
-          }
-          for (size_t r = 0; r < kR; ++r) {
-            sum[0][r] =
-                V::template Dot<kSigned>(sum[0][r], lo, Broadcast4Bytes<V>(act[r][b].q + 4 * v));
-            sum[1][r] = V::template Dot<kSigned>(sum[1][r], hi,
-                                                 Broadcast4Bytes<V>(act[r][b].q + 16 + 4 * v));
-          }
-        };
-        for_v.template operator()<0>();
-        for_v.template operator()<1>();
-        for_v.template operator()<2>();
-        for_v.template operator()<3>();
-      } else {
-        // Nibbles: vector v's low nibbles are columns 4v ..., its high ones
-        // 16 + 4v ...; 5-bit formats add their fifth bits from one vector,
-        // 6-bit formats their high 2 bits from 2 (packed_layout.h).
-        constexpr size_t kHighVectors = kF.bits == 6 ? 2 : kF.bits == 5 ? 1 : 0;
-        I high_bits[2] = {V::Zero(), V::Zero()};
-        for (size_t j = 0; j < kHighVectors; ++j) {
-          high_bits[j] = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * (4 + j));
+        if constexpr (kSlot.count > 2) {
+          level = V::Or(level, SlotPiece<V, kSlot.piece[2]>(pg, half, LevelsAt(kF, k)));
         }
-        constexpr size_t kHighPart = kParts - 1;
-        const auto for_v = [&]<size_t v>() FOLIO_PACKED_ATTR {
-          const I levels = V::Load(pg, half, LevelsAt(kF, k) + kLevelVector * v);
-          I lo = V::And(levels, low4);
-          I hi = V::And(V::template ShiftBits<-4>(levels), low4);
-          // Shifts in 16-bit lanes: the bits kept come from the same byte.
-          constexpr int kV = static_cast<int>(v);
-          if constexpr (kF.bits == 5) {  // bit v (low half), 4 + v (high) to bit 4
-            const I bit4 = V::Bytes(0x10);
-            lo = V::Or(lo, V::And(V::template ShiftBits<4 - kV>(high_bits[0]), bit4));
-            hi = V::Or(hi, V::And(V::template ShiftBits<-kV>(high_bits[0]), bit4));
-          } else if constexpr (kF.bits == 6) {  // bits 2v, 2v + 1 to bits 4, 5
-            const I bits45 = V::Bytes(0x30);
-            lo = V::Or(lo, V::And(V::template ShiftBits<4 - 2 * kV>(high_bits[0]), bits45));
-            hi = V::Or(hi, V::And(V::template ShiftBits<4 - 2 * kV>(high_bits[1]), bits45));
-          } else if constexpr (kLookup) {  // indices to levels (table + 128)
-            lo = V::Lookup(table, lo);
-            hi = V::Lookup(table, hi);
-          }
-          for (size_t r = 0; r < kR; ++r) {
-            sum[0][r] =
-                V::template Dot<kSigned>(sum[0][r], lo, Broadcast4Bytes<V>(act[r][b].q + 4 * v));
-            sum[kHighPart][r] = V::template Dot<kSigned>(
-                sum[kHighPart][r], hi, Broadcast4Bytes<V>(act[r][b].q + 16 + 4 * v));
-          }
-        };
-        for_v.template operator()<0>();
-        for_v.template operator()<1>();
-        for_v.template operator()<2>();
-        for_v.template operator()<3>();
+        if constexpr (kLookup) level = V::Lookup(table, level);  // indices to levels
+        constexpr size_t kPart = s * kParts / 8;
+        for (size_t r = 0; r < kR; ++r) {
+          sum[kPart][r] = V::template Dot<kSigned>(sum[kPart][r], level,
+                                                   Broadcast4Bytes<V>(act[r][b].q + 4 * s));
+        }
+      };
+      [&]<size_t... kS>(std::index_sequence<kS...>) FOLIO_PACKED_ATTR {
+        (for_slot.template operator()<kS>(), ...);
       }
+      (std::make_index_sequence<8>{});
       F scale[kParts], bias = neg_group_bias;
       [[maybe_unused]] F part_bias[kParts];
       scale[0] = group_scale;
