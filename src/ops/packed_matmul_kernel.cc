@@ -193,7 +193,6 @@ struct OneTile {
   }
   static I Bytes(int8_t v) { return _mm256_set1_epi8(v); }
   static I And(I a, I b) { return _mm256_and_si256(a, b); }
-  static I Sub(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I Zero() { return _mm256_setzero_si256(); }
   static F ZeroF() { return _mm256_setzero_ps(); }
   static F Set1F(float v) { return _mm256_set1_ps(v); }
@@ -277,7 +276,6 @@ struct TwoTiles {
   }
   static I Bytes(int8_t v) { return _mm512_set1_epi8(v); }
   static I And(I a, I b) { return _mm512_and_si512(a, b); }
-  static I Sub(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I Zero() { return _mm512_setzero_si512(); }
   static F ZeroF() { return _mm512_setzero_ps(); }
   static F Set1F(float v) { return _mm512_set1_ps(v); }
@@ -340,10 +338,14 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
     const F neg_group_bias = kSuper ? V::Mul(group_bias, V::Set1F(-1.0f)) : group_bias;
     for (size_t k = 0; k < kF.group_blocks; ++k) {
       const size_t b = g * kF.group_blocks + k;
-      // sum[p][r]: part p of the block (Q6_K's two 16-column halves).
+      // sum[p][r]: part p of the block (Q6_K's two 16-column halves),
+      // starting from the offset's share, -offset * the part's activation
+      // sum, so that the dot products leave the exact sum of the part.
       I sum[kParts][kR];
       for (size_t p = 0; p < kParts; ++p) {
-        for (size_t r = 0; r < kR; ++r) sum[p][r] = V::Zero();
+        for (size_t r = 0; r < kR; ++r) {
+          sum[p][r] = kSubtract != 0 ? V::Set1(-kSubtract * PartSum(kF, act[r][b], p)) : V::Zero();
+        }
       }
       // Slot s (columns 4s ... 4s + 3; packed_layout.h): its pieces
       // shifted into place, masked and joined.
@@ -392,9 +394,7 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
       for (size_t r = 0; r < kR; ++r) {
         const ActivationBlock& a = act[r][b];
         for (size_t p = 0; p < kParts; ++p) {
-          I s = sum[p][r];
-          if constexpr (kSubtract != 0) s = V::Sub(s, V::Set1(kSubtract * PartSum(kF, a, p)));
-          acc[r] = V::Fma(V::Mul(scale[p], V::Set1F(a.d)), V::ToFloat(s), acc[r]);
+          acc[r] = V::Fma(V::Mul(scale[p], V::Set1F(a.d)), V::ToFloat(sum[p][r]), acc[r]);
           if constexpr (kPartBiases) {
             const float e = a.d * static_cast<float>(PartSum(kF, a, p));
             acc[r] = V::Fma(part_bias[p], V::Set1F(e), acc[r]);
