@@ -424,6 +424,13 @@ void PackedRows(const PackedTask& task);
 void QuantizeActivationsSimd(const float* x, size_t num_blocks, ActivationBlock* out);
 // The target PackedRows dispatches to ("AVX3_DL", "AVX3", "AVX2", "EMU128").
 const char* PackedTargetName();
+// Whether the AVX2 target runs its dot products as AVX-VNNI's vpdpbusd:
+// the CPU has AVX-VNNI (CPUID, once) and no test has turned it off.
+bool AvxVnni();
+// Tests: turn the AVX-VNNI instantiation off (false) or back on where the
+// CPU has it (true), so that both AVX2 walks are checked on such a CPU.
+void SetAvxVnniForTest(bool allow);
+bool CpuHasAvxVnni();
 
 }  // namespace folio::ops::internal
 

@@ -3,12 +3,17 @@
 #include "folio/ops/packed_matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
 #include <vector>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include "folio/core/checked_math.h"
 #include "folio/core/dtype.h"
@@ -244,6 +249,25 @@ Status ValidateCall(const PackedMatrix& w, std::span<const float> x, uint64_t nu
 }  // namespace
 
 namespace internal {
+
+bool CpuHasAvxVnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  // CPUID leaf 7, sub-leaf 1: EAX bit 4 is AVX-VNNI. (The OS's saving of
+  // the YMM state is Highway's check before it dispatches to AVX2.)
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax >> 4 & 1) != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+namespace {
+std::atomic<bool> avx_vnni_allowed{true};
+}  // namespace
+bool AvxVnni() { return CpuHasAvxVnni() && avx_vnni_allowed.load(std::memory_order_relaxed); }
+void SetAvxVnniForTest(bool allow) { avx_vnni_allowed.store(allow, std::memory_order_relaxed); }
 
 // The scalar quantizer: the SIMD one (packed_matmul_kernel.cc) must give
 // these bits.

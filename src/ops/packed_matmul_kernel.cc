@@ -11,6 +11,9 @@
 //   AVX2, AVX3  vpmaddubsw + vpmaddwd (Q8_0's signed levels through the
 //            sign trick, since u8 * i8 pairs of full-range bytes would
 //            saturate 16 bits).
+//   AVX2 on CPUs with AVX-VNNI (AVX-512-less Intel cores since Alder Lake,
+//            Sierra Forest): the VEX vpdpbusd on 256-bit vectors, an
+//            instantiation PackedRowsImpl picks at run time (AvxVnni()).
 // Every other target runs PackedDot, the scalar chain. Integer sums are
 // exact, so all of these give the same bits (packed_matmul.h).
 //
@@ -135,8 +138,12 @@ constexpr bool kVnni = HWY_TARGET == HWY_AVX3_DL;
 // lane runs the same operations in the same order either way, so the bits
 // do not depend on which one runs. Loads take the pair group, which tile
 // of it (OneTile only) and the field's offset in one tile's layout.
-struct OneTile {
+// kDpbusd: Dot is one vpdpbusd (AVX512-VNNI's EVEX form on AVX3_DL,
+// AVX-VNNI's VEX form on AVX2).
+template <bool kDpbusd>
+struct OneTileT {
   static constexpr size_t kTiles = 1;
+  static constexpr bool kVnni = kDpbusd;
   using I = __m256i;
   using F = __m256;
   static I Load(const std::byte* pg, size_t half, size_t at) {
@@ -206,15 +213,19 @@ struct OneTile {
   // afterwards).
   template <bool kSigned>
   static I Dot(I acc, I w, I a) {
-    if constexpr (kVnni) {
+    if constexpr (kDpbusd) {
 #if HWY_TARGET == HWY_AVX3_DL
       // Highway 1.0.3 compiles AVX3_DL with AVX-VNNI enabled too, so GCC
       // would pick the shorter VEX form of _mm256_dpbusd_epi32 ({vex}
       // vpdpbusd), an illegal instruction on AVX-512 VNNI machines without
       // AVX-VNNI (Zen 4, Ice Lake). The EVEX form is what AVX3_DL promises.
       __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(a));
-      return acc;
+#else
+      // AVX2 is not compiled for AVX-VNNI: the assembler takes the VEX
+      // form, which only the AvxVnni() instantiation runs.
+      __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(w), "x"(a));
 #endif
+      return acc;
     } else {
       I pairs;
       if constexpr (kSigned) {
@@ -228,9 +239,12 @@ struct OneTile {
   }
 };
 
+using OneTile = OneTileT<kVnni>;
+
 #if HWY_TARGET == HWY_AVX3_DL
 struct TwoTiles {
   static constexpr size_t kTiles = 2;
+  static constexpr bool kVnni = true;
   using I = __m512i;
   using F = __m512;
   // Both tiles' fields lie side by side: PairAt(at, unit, 0) == 2 * at.
@@ -317,7 +331,7 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
   using I = typename V::I;
   using F = typename V::F;
   constexpr bool kSigned = kF.offset == 128;
-  constexpr int kSubtract = kSigned && !kVnni ? 0 : kF.offset;
+  constexpr int kSubtract = kSigned && !V::kVnni ? 0 : kF.offset;
   constexpr bool kSuper =
       kF.scales == PackedScales::kSuperBlock || kF.scales == PackedScales::kSuperHalves;
   constexpr size_t kParts = PartsOf(kF);
@@ -445,48 +459,51 @@ HWY_INLINE void PackedTiles(const PackedTask& t, uint64_t tile, uint64_t r0, uin
   }
 }
 
-template <PackedFormat kF>
+// kAvxVnni: the AVX2 target's one-tile walk on AVX-VNNI.
+template <PackedFormat kF, bool kAvxVnni>
 void PackedRowsT(const PackedTask& t) {
+  using Single = OneTileT<kVnni || kAvxVnni>;
   for (uint64_t r0 = 0; r0 < t.num_rows; r0 += kActBlock) {
     const uint64_t rn = std::min<uint64_t>(kActBlock, t.num_rows - r0);
     uint64_t tile = t.tile_begin;
 #if HWY_TARGET == HWY_AVX3_DL
     // Pairs as stored: (2p, 2p + 1).
-    if (tile % 2 == 1 && tile < t.tile_end) PackedTiles<OneTile, kF>(t, tile++, r0, rn);
+    if (tile % 2 == 1 && tile < t.tile_end) PackedTiles<Single, kF>(t, tile++, r0, rn);
     for (; tile + 2 <= t.tile_end; tile += 2) PackedTiles<TwoTiles, kF>(t, tile, r0, rn);
 #endif
-    for (; tile < t.tile_end; ++tile) PackedTiles<OneTile, kF>(t, tile, r0, rn);
+    for (; tile < t.tile_end; ++tile) PackedTiles<Single, kF>(t, tile, r0, rn);
   }
 }
 
-void PackedRowsImpl(const PackedTask& t) {
+template <bool kAvxVnni>
+void PackedRowsFor(const PackedTask& t) {
   switch (t.w->type()) {
     case WeightType::kQ4_0:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ4_0)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ4_0), kAvxVnni>(t);
     case WeightType::kQ4_1:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ4_1)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ4_1), kAvxVnni>(t);
     case WeightType::kQ4_K:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ4_K)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ4_K), kAvxVnni>(t);
     case WeightType::kQ5_0:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ5_0)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ5_0), kAvxVnni>(t);
     case WeightType::kQ5_1:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ5_1)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ5_1), kAvxVnni>(t);
     case WeightType::kQ5_K:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ5_K)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ5_K), kAvxVnni>(t);
     case WeightType::kQ8_0:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ8_0)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ8_0), kAvxVnni>(t);
     case WeightType::kQ6_K:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ6_K)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ6_K), kAvxVnni>(t);
     case WeightType::kIQ4_NL:
-      return PackedRowsT<PackedFormatOf(WeightType::kIQ4_NL)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kIQ4_NL), kAvxVnni>(t);
     case WeightType::kIQ4_XS:
-      return PackedRowsT<PackedFormatOf(WeightType::kIQ4_XS)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kIQ4_XS), kAvxVnni>(t);
     case WeightType::kMXFP4:
-      return PackedRowsT<PackedFormatOf(WeightType::kMXFP4)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kMXFP4), kAvxVnni>(t);
     case WeightType::kQ2_K:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ2_K)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ2_K), kAvxVnni>(t);
     case WeightType::kQ3_K:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ3_K)>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ3_K), kAvxVnni>(t);
     case WeightType::kF64:  // PackedMatrix::Pack accepts none of these
     case WeightType::kF32:
     case WeightType::kF16:
@@ -494,6 +511,13 @@ void PackedRowsImpl(const PackedTask& t) {
       break;
   }
   FOLIO_CHECK(false, "no packed kernel for ", WeightTypeName(t.w->type()));
+}
+
+void PackedRowsImpl(const PackedTask& t) {
+#if HWY_TARGET == HWY_AVX2
+  if (AvxVnni()) return PackedRowsFor<true>(t);
+#endif
+  PackedRowsFor<false>(t);
 }
 
 #else  // every other target: the scalar chain

@@ -33,8 +33,16 @@ using test_matrices::Unit;
 const std::vector<WeightType> kPackedTypes =
     test_matrices::TypesWhere([](const WeightTypeTraits& t) { return HasPackedKernel(t.type); });
 
+// Every target, and on a CPU with AVX-VNNI the AVX2 target's walk both with
+// and without it.
 void ForEachTarget(const std::function<void()>& fn) {
   test_support::ForEachSimdTarget(internal::PackedTargetName, fn);
+  if (internal::CpuHasAvxVnni()) {
+    SCOPED_TRACE("AVX-VNNI off");
+    internal::SetAvxVnniForTest(false);
+    test_support::ForEachSimdTarget(internal::PackedTargetName, fn);
+    internal::SetAvxVnniForTest(true);
+  }
 }
 
 PackedMatrix Pack(const Matrix& m) {
