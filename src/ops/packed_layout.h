@@ -424,13 +424,15 @@ void PackedRows(const PackedTask& task);
 void QuantizeActivationsSimd(const float* x, size_t num_blocks, ActivationBlock* out);
 // The target PackedRows dispatches to ("AVX3_DL", "AVX3", "AVX2", "EMU128").
 const char* PackedTargetName();
-// Whether the AVX2 target runs its dot products as AVX-VNNI's vpdpbusd:
-// the CPU has AVX-VNNI (CPUID, once) and no test has turned it off.
-bool AvxVnni();
-// Tests: turn the AVX-VNNI instantiation off (false) or back on where the
-// CPU has it (true), so that both AVX2 walks are checked on such a CPU.
-void SetAvxVnniForTest(bool allow);
-bool CpuHasAvxVnni();
+// Whether the AVX2 target (avx512 false) or the AVX3 target (true) runs
+// its dot products as vpdpbusd: the CPU has AVX-VNNI, or AVX512-VNNI
+// (CPUID, once), and no test has turned it off.
+bool RuntimeVnni(bool avx512);
+// Tests: turn those instantiations off (false) or back on where the CPU
+// has the instructions (true), so that both walks are checked there.
+void SetRuntimeVnniForTest(bool allow);
+// Whether the CPU has either.
+bool CpuHasRuntimeVnni();
 
 }  // namespace folio::ops::internal
 

@@ -250,24 +250,37 @@ Status ValidateCall(const PackedMatrix& w, std::span<const float> x, uint64_t nu
 
 namespace internal {
 
-bool CpuHasAvxVnni() {
-#if defined(__x86_64__) || defined(__i386__)
-  // CPUID leaf 7, sub-leaf 1: EAX bit 4 is AVX-VNNI. (The OS's saving of
-  // the YMM state is Highway's check before it dispatches to AVX2.)
-  static const bool has = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax >> 4 & 1) != 0;
-  }();
-  return has;
-#else
-  return false;
-#endif
-}
 namespace {
-std::atomic<bool> avx_vnni_allowed{true};
+struct CpuVnni {
+  bool avx = false;     // AVX-VNNI: CPUID leaf 7, sub-leaf 1, EAX bit 4
+  bool avx512 = false;  // AVX512-VNNI: leaf 7, sub-leaf 0, ECX bit 11
+};
+// (The OS's saving of the vector state is Highway's check before it
+// dispatches to AVX2 or AVX3.)
+CpuVnni ReadCpuVnni() {
+  CpuVnni out;
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0) out.avx512 = (ecx >> 11 & 1) != 0;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0) out.avx = (eax >> 4 & 1) != 0;
+#endif
+  return out;
+}
+const CpuVnni& Vnni() {
+  static const CpuVnni vnni = ReadCpuVnni();
+  return vnni;
+}
+std::atomic<bool> runtime_vnni_allowed{true};
 }  // namespace
-bool AvxVnni() { return CpuHasAvxVnni() && avx_vnni_allowed.load(std::memory_order_relaxed); }
-void SetAvxVnniForTest(bool allow) { avx_vnni_allowed.store(allow, std::memory_order_relaxed); }
+
+bool RuntimeVnni(bool avx512) {
+  return (avx512 ? Vnni().avx512 : Vnni().avx) &&
+         runtime_vnni_allowed.load(std::memory_order_relaxed);
+}
+void SetRuntimeVnniForTest(bool allow) {
+  runtime_vnni_allowed.store(allow, std::memory_order_relaxed);
+}
+bool CpuHasRuntimeVnni() { return Vnni().avx || Vnni().avx512; }
 
 // The scalar quantizer: the SIMD one (packed_matmul_kernel.cc) must give
 // these bits.

@@ -12,8 +12,10 @@
 //            sign trick, since u8 * i8 pairs of full-range bytes would
 //            saturate 16 bits).
 //   AVX2 on CPUs with AVX-VNNI (AVX-512-less Intel cores since Alder Lake,
-//            Sierra Forest): the VEX vpdpbusd on 256-bit vectors, an
-//            instantiation PackedRowsImpl picks at run time (AvxVnni()).
+//            Sierra Forest) and AVX3 on CPUs with AVX512-VNNI but not the
+//            rest of AVX3_DL (Cascade Lake): vpdpbusd (VEX on AVX2, EVEX on
+//            AVX3, with AVX3_DL's pairs of tiles) in a second instantiation
+//            that PackedRowsImpl picks at run time (RuntimeVnni()).
 // Every other target runs PackedDot, the scalar chain. Integer sums are
 // exact, so all of these give the same bits (packed_matmul.h).
 //
@@ -214,15 +216,15 @@ struct OneTileT {
   template <bool kSigned>
   static I Dot(I acc, I w, I a) {
     if constexpr (kDpbusd) {
-#if HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3
       // Highway 1.0.3 compiles AVX3_DL with AVX-VNNI enabled too, so GCC
       // would pick the shorter VEX form of _mm256_dpbusd_epi32 ({vex}
       // vpdpbusd), an illegal instruction on AVX-512 VNNI machines without
       // AVX-VNNI (Zen 4, Ice Lake). The EVEX form is what AVX3_DL promises.
       __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(a));
 #else
-      // AVX2 is not compiled for AVX-VNNI: the assembler takes the VEX
-      // form, which only the AvxVnni() instantiation runs.
+      // AVX2 (and AVX3) are not compiled for VNNI: the assembler takes the
+      // instruction, which only the RuntimeVnni() instantiation runs.
       __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(w), "x"(a));
 #endif
       return acc;
@@ -241,7 +243,8 @@ struct OneTileT {
 
 using OneTile = OneTileT<kVnni>;
 
-#if HWY_TARGET == HWY_AVX3_DL
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3
+// AVX3 runs it only where the CPU has AVX512-VNNI (RuntimeVnni()).
 struct TwoTiles {
   static constexpr size_t kTiles = 2;
   static constexpr bool kVnni = true;
@@ -299,7 +302,12 @@ struct TwoTiles {
   static void Store(float* p, F v) { _mm512_storeu_ps(p, v); }
   template <bool kSigned>
   static I Dot(I acc, I w, I a) {
+#if HWY_TARGET == HWY_AVX3_DL
     return _mm512_dpbusd_epi32(acc, w, a);
+#else
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(w), "v"(a));
+    return acc;
+#endif
   }
 };
 #endif
@@ -459,51 +467,52 @@ HWY_INLINE void PackedTiles(const PackedTask& t, uint64_t tile, uint64_t r0, uin
   }
 }
 
-// kAvxVnni: the AVX2 target's one-tile walk on AVX-VNNI.
-template <PackedFormat kF, bool kAvxVnni>
+// kRuntimeVnni: the AVX2 or AVX3 target's walk with vpdpbusd.
+template <PackedFormat kF, bool kRuntimeVnni>
 void PackedRowsT(const PackedTask& t) {
-  using Single = OneTileT<kVnni || kAvxVnni>;
+  using Single = OneTileT<kVnni || kRuntimeVnni>;
   for (uint64_t r0 = 0; r0 < t.num_rows; r0 += kActBlock) {
     const uint64_t rn = std::min<uint64_t>(kActBlock, t.num_rows - r0);
     uint64_t tile = t.tile_begin;
-#if HWY_TARGET == HWY_AVX3_DL
-    // Pairs as stored: (2p, 2p + 1).
-    if (tile % 2 == 1 && tile < t.tile_end) PackedTiles<Single, kF>(t, tile++, r0, rn);
-    for (; tile + 2 <= t.tile_end; tile += 2) PackedTiles<TwoTiles, kF>(t, tile, r0, rn);
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3
+    if constexpr (kVnni || kRuntimeVnni) {  // pairs as stored: (2p, 2p + 1)
+      if (tile % 2 == 1 && tile < t.tile_end) PackedTiles<Single, kF>(t, tile++, r0, rn);
+      for (; tile + 2 <= t.tile_end; tile += 2) PackedTiles<TwoTiles, kF>(t, tile, r0, rn);
+    }
 #endif
     for (; tile < t.tile_end; ++tile) PackedTiles<Single, kF>(t, tile, r0, rn);
   }
 }
 
-template <bool kAvxVnni>
+template <bool kRuntimeVnni>
 void PackedRowsFor(const PackedTask& t) {
   switch (t.w->type()) {
     case WeightType::kQ4_0:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ4_0), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ4_0), kRuntimeVnni>(t);
     case WeightType::kQ4_1:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ4_1), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ4_1), kRuntimeVnni>(t);
     case WeightType::kQ4_K:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ4_K), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ4_K), kRuntimeVnni>(t);
     case WeightType::kQ5_0:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ5_0), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ5_0), kRuntimeVnni>(t);
     case WeightType::kQ5_1:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ5_1), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ5_1), kRuntimeVnni>(t);
     case WeightType::kQ5_K:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ5_K), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ5_K), kRuntimeVnni>(t);
     case WeightType::kQ8_0:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ8_0), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ8_0), kRuntimeVnni>(t);
     case WeightType::kQ6_K:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ6_K), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ6_K), kRuntimeVnni>(t);
     case WeightType::kIQ4_NL:
-      return PackedRowsT<PackedFormatOf(WeightType::kIQ4_NL), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kIQ4_NL), kRuntimeVnni>(t);
     case WeightType::kIQ4_XS:
-      return PackedRowsT<PackedFormatOf(WeightType::kIQ4_XS), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kIQ4_XS), kRuntimeVnni>(t);
     case WeightType::kMXFP4:
-      return PackedRowsT<PackedFormatOf(WeightType::kMXFP4), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kMXFP4), kRuntimeVnni>(t);
     case WeightType::kQ2_K:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ2_K), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ2_K), kRuntimeVnni>(t);
     case WeightType::kQ3_K:
-      return PackedRowsT<PackedFormatOf(WeightType::kQ3_K), kAvxVnni>(t);
+      return PackedRowsT<PackedFormatOf(WeightType::kQ3_K), kRuntimeVnni>(t);
     case WeightType::kF64:  // PackedMatrix::Pack accepts none of these
     case WeightType::kF32:
     case WeightType::kF16:
@@ -514,8 +523,8 @@ void PackedRowsFor(const PackedTask& t) {
 }
 
 void PackedRowsImpl(const PackedTask& t) {
-#if HWY_TARGET == HWY_AVX2
-  if (AvxVnni()) return PackedRowsFor<true>(t);
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
+  if (RuntimeVnni(HWY_TARGET == HWY_AVX3)) return PackedRowsFor<true>(t);
 #endif
   PackedRowsFor<false>(t);
 }

@@ -33,15 +33,15 @@ using test_matrices::Unit;
 const std::vector<WeightType> kPackedTypes =
     test_matrices::TypesWhere([](const WeightTypeTraits& t) { return HasPackedKernel(t.type); });
 
-// Every target, and on a CPU with AVX-VNNI the AVX2 target's walk both with
-// and without it.
+// Every target, and on a CPU with AVX-VNNI or AVX512-VNNI the AVX2 and AVX3
+// targets' walks both with and without vpdpbusd.
 void ForEachTarget(const std::function<void()>& fn) {
   test_support::ForEachSimdTarget(internal::PackedTargetName, fn);
-  if (internal::CpuHasAvxVnni()) {
-    SCOPED_TRACE("AVX-VNNI off");
-    internal::SetAvxVnniForTest(false);
+  if (internal::CpuHasRuntimeVnni()) {
+    SCOPED_TRACE("run-time VNNI off");
+    internal::SetRuntimeVnniForTest(false);
     test_support::ForEachSimdTarget(internal::PackedTargetName, fn);
-    internal::SetAvxVnniForTest(true);
+    internal::SetRuntimeVnniForTest(true);
   }
 }
 
