@@ -21,11 +21,11 @@
 //
 // A task walks its tiles; for each tile all the tile's blocks for 1-4
 // activation rows at once (kR), so a tile's levels are unpacked once per
-// group of rows. AVX3_DL walks two tiles at once in 512-bit vectors (16
-// lanes), which halves the broadcasts, unpacking and scaling per product;
-// a task's odd last tile takes the 256-bit path. Prefill walks activation rows in blocks of
-// kActBlock so that those rows' quantized blocks stay in L2 while every tile of the task passes
-// over them.
+// group of rows. AVX3_DL (and AVX3 with VNNI) walks two tiles at once in
+// 512-bit vectors (16 lanes), which halves the broadcasts, unpacking and
+// scaling per product; a task's odd last tile takes the 256-bit path.
+// Prefill walks activation rows in blocks of kActBlock so that those rows'
+// quantized blocks stay in L2 while every tile of the task passes over them.
 #define HWY_WANT_AVX3_DL
 #include <algorithm>
 #include <cstddef>
@@ -140,8 +140,8 @@ constexpr bool kVnni = HWY_TARGET == HWY_AVX3_DL;
 // lane runs the same operations in the same order either way, so the bits
 // do not depend on which one runs. Loads take the pair group, which tile
 // of it (OneTile only) and the field's offset in one tile's layout.
-// kDpbusd: Dot is one vpdpbusd (AVX512-VNNI's EVEX form on AVX3_DL,
-// AVX-VNNI's VEX form on AVX2).
+// kDpbusd: Dot is one vpdpbusd (AVX512-VNNI's EVEX form on AVX3_DL and
+// AVX3, AVX-VNNI's VEX form on AVX2).
 template <bool kDpbusd>
 struct OneTileT {
   static constexpr size_t kTiles = 1;
