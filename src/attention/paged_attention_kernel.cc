@@ -16,6 +16,8 @@
 // - a dot product runs over head_dim with one vector accumulator in index
 //   order, a balanced tree over adjacent lane pairs (LaneSums), then the
 //   scalar tail; a block of keys and rows shares every K and query load;
+//   a prefill's many rows per K/V head run the same chains and tree from a
+//   transposed tile instead, with the same bits ("Shared tiles" below);
 // - keys are taken in tiles of kTileKeys at multiples of kTileKeys: per
 //   tile a row rescales its state once (one exp of the max difference),
 //   adds the tile's exp(s - m) as one lane sum with 0 for keys it may not
@@ -40,6 +42,7 @@
 // foreach_target.h re-includes this file once per target: it comes first.
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include "hwy/aligned_allocator.h"
 #include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
@@ -279,6 +282,144 @@ HWY_INLINE void TileScores(const float* const* q, const S* const* krow, const fl
         hn::Store(hn::Mul(x, vscale), dk, scores[r] + b + j);
       }
     }
+  }
+}
+
+// ---- Shared tiles: a tile's K/V widened once for many rows -------------------
+//
+// A prefill has many rows per K/V head (16 positions times the GQA group),
+// and ScoreBlock's horizontal sums cost about as many shuffles as its
+// multiply-adds. With that many rows the tile's keys are widened and
+// transposed once (kt: one vector of keys per element of head_dim), and
+// each row's scores for a vector of keys come from whole-vector FMAs:
+// ScoreBlock's lane c is the chain of FMAs over elements c, c + L, c + 2L,
+// ... (L lanes), and LaneSums adds the L chains in a balanced tree of
+// adjacent pairs; ChainSums runs the same chains with keys across the
+// lanes and adds them in the same tree, vector by vector. Every product,
+// sum and rounding is the same, so a row's bits do not depend on which
+// path its scores take (DecodeRowEqualsPrefillRow checks it). The tile's
+// value rows are widened once too, which the value loop would otherwise
+// redo for every group of rows.
+
+#if HWY_TARGET != HWY_SCALAR
+constexpr size_t kLanesF = hn::MaxLanes(DF());
+constexpr bool kSharedTiles = kTileKeys % kLanesF == 0;
+#else
+constexpr size_t kLanesF = 1;
+constexpr bool kSharedTiles = false;
+#endif
+
+// Rows per K/V head from which a tile is widened and transposed for them.
+// The transposition costs about what 6 rows' horizontal sums do; 8 rows (a
+// decode step with a GQA group of 8) measured the same time either way.
+constexpr uint64_t kSharedTileRows = 8;
+
+#if HWY_TARGET != HWY_SCALAR
+// v[c] = lane c of each of v[0], ..., v[L - 1], in order: a transposition
+// as log2(L) passes of unzipping adjacent pairs (each pass rotates the
+// bits of a (vector, lane) index right by one).
+HWY_INLINE void Transpose(hn::Vec<DF>* v) {
+  const DF d;
+  for (size_t pass = 1; pass < kLanesF; pass *= 2) {
+    hn::Vec<DF> w[kLanesF];
+    for (size_t m = 0; m < kLanesF / 2; ++m) {
+      w[m] = hn::ConcatEven(d, v[2 * m + 1], v[2 * m]);
+      w[m + kLanesF / 2] = hn::ConcatOdd(d, v[2 * m + 1], v[2 * m]);
+    }
+    for (size_t c = 0; c < kLanesF; ++c) v[c] = w[c];
+  }
+}
+#endif
+
+// kt[i * kTileKeys + s] = element i of the key in tile slot s, widened, for
+// every slot (slots without a key of [s_begin, s_end) repeat slot
+// s_begin's, so every score computed from kt is a real one, never read);
+// vt[s * head_dim + i] = element i of slot s's value row, for the slots
+// [s_begin, s_end). head_dim is a multiple of kLanesF.
+template <typename S>
+HWY_INLINE void WidenTile(const S* const* krow, const S* const* vrow, size_t s_begin, size_t s_end,
+                          size_t head_dim, float* HWY_RESTRICT kt, float* HWY_RESTRICT vt,
+                          TilePrefetch& prefetch) {
+#if HWY_TARGET != HWY_SCALAR
+  const DF d;
+  for (size_t s0 = 0; s0 < kTileKeys; s0 += kLanesF) {
+    const S* k[kLanesF];
+    for (size_t j = 0; j < kLanesF; ++j) {
+      k[j] = s0 + j >= s_begin && s0 + j < s_end ? krow[s0 + j] : krow[s_begin];
+    }
+    for (size_t i = 0; i < head_dim; i += kLanesF) {
+      prefetch.Step();
+      hn::Vec<DF> v[kLanesF];
+      for (size_t j = 0; j < kLanesF; ++j) v[j] = LoadF(k[j] + i);
+      Transpose(v);
+      for (size_t c = 0; c < kLanesF; ++c) hn::Store(v[c], d, kt + (i + c) * kTileKeys + s0);
+    }
+  }
+  if constexpr (!std::is_same_v<S, float>) {
+    for (size_t s = s_begin; s < s_end; ++s) {
+      for (size_t i = 0; i < head_dim; i += kLanesF) {
+        hn::Store(LoadF(vrow[s] + i), d, vt + s * head_dim + i);
+      }
+    }
+  }
+#else
+  (void)krow, (void)vrow, (void)s_begin, (void)s_end, (void)head_dim, (void)kt, (void)vt,
+      (void)prefetch;
+#endif
+}
+
+// out[r] = the chains [kFirst, kFirst + kWidth) of row r's scores against
+// the kLanesF keys of kt (the tile's transposed keys from the first of
+// them), added in LaneSums' tree. kDim is head_dim when it is one of the
+// common sizes (the chains then unroll), 0 otherwise.
+template <size_t R, size_t kFirst, size_t kWidth, size_t kDim>
+HWY_INLINE void ChainSums(const float* const* q, const float* HWY_RESTRICT kt, size_t head_dim,
+                          hn::Vec<DF>* out) {
+  const DF d;
+  if constexpr (kWidth == 1) {
+    const size_t dim = kDim != 0 ? kDim : head_dim;
+    for (size_t r = 0; r < R; ++r) out[r] = hn::Zero(d);
+    for (size_t i = kFirst; i < dim; i += kLanesF) {
+      const auto k = hn::Load(d, kt + i * kTileKeys);
+      for (size_t r = 0; r < R; ++r) out[r] = hn::MulAdd(hn::Set(d, q[r][i]), k, out[r]);
+    }
+  } else {
+    hn::Vec<DF> upper[R];
+    ChainSums<R, kFirst, kWidth / 2, kDim>(q, kt, head_dim, out);
+    ChainSums<R, kFirst + kWidth / 2, kWidth / 2, kDim>(q, kt, head_dim, upper);
+    for (size_t r = 0; r < R; ++r) out[r] = hn::Add(out[r], upper[r]);
+  }
+}
+
+// TileScores from a shared tile's transposed keys (WidenTile): every slot's
+// score, for R rows; kscale is null for unquantized keys. (With R up to 4,
+// a row's partial sums, one per level of the tree, fit AVX2's registers
+// too, near enough: 4 rows measured 1.15x 2 rows at a time there.)
+template <size_t R, size_t kDim>
+HWY_INLINE void SharedTileScoresFor(const float* const* q, const float* kt, const float* kscale,
+                                    size_t head_dim, float scale, float (*scores)[kTileKeys]) {
+  const DF d;
+  const auto vscale = hn::Set(d, scale);
+  for (size_t s0 = 0; s0 < kTileKeys; s0 += kLanesF) {
+    hn::Vec<DF> sum[R];
+    ChainSums<R, 0, kLanesF, kDim>(q, kt + s0, head_dim, sum);
+    for (size_t r = 0; r < R; ++r) {
+      auto x = sum[r];
+      if (kscale != nullptr) x = hn::Mul(x, hn::Load(d, kscale + s0));
+      hn::Store(hn::Mul(x, vscale), d, scores[r] + s0);
+    }
+  }
+}
+template <size_t R>
+HWY_NOINLINE void SharedTileScores(const float* const* q, const float* kt, const float* kscale,
+                                   size_t head_dim, float scale, float (*scores)[kTileKeys]) {
+  switch (head_dim) {
+    case 64:
+      return SharedTileScoresFor<R, 64>(q, kt, kscale, head_dim, scale, scores);
+    case 128:
+      return SharedTileScoresFor<R, 128>(q, kt, kscale, head_dim, scale, scores);
+    default:
+      return SharedTileScoresFor<R, 0>(q, kt, kscale, head_dim, scale, scores);
   }
 }
 
@@ -712,11 +853,14 @@ HWY_INLINE void ForRows(size_t rows, F&& fn) {
 // tile are krow/vrow (with scales kscale/vscale by tile slot when
 // quantized): the scores, the online-softmax update and the value
 // accumulation for the tile at t0 (keys [a0, t1) visible to some row).
+// A shared tile (WidenTile) gives kt, the transposed keys, and vwide, the
+// widened value rows by slot; both are null otherwise.
 template <typename S>
 HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t t0, uint64_t a0,
                           uint64_t t1, const S* const* krow, const S* const* vrow,
-                          const float* kscale, const float* vscale,
-                          [[maybe_unused]] const QueryCodes& codes, TilePrefetch& prefetch) {
+                          const float* kscale, const float* vscale, const float* kt,
+                          const float* const* vwide, [[maybe_unused]] const QueryCodes& codes,
+                          TilePrefetch& prefetch) {
   const DF d;
   const size_t lanes = hn::Lanes(d);
   const uint64_t head_dim = t.kv.head_dim;
@@ -756,10 +900,17 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
   } else {
     const float* q[kGroup];
     for (size_t r = 0; r < kGroup; ++r) q[r] = t.queries[g0 + std::min(r, rows - 1)];
-    ForRows(rows, [&](auto n) FOLIO_KERNEL_ATTR {
-      TileScores<S, decltype(n)::value>(q, krow, kscale, s_begin, s_end, head_dim, t.scale, scores,
-                                        prefetch);
-    });
+    if (kt != nullptr) {
+      ForRows(rows, [&](auto n) FOLIO_KERNEL_ATTR {
+        SharedTileScores<decltype(n)::value>(q, kt, kQuantized<S> ? kscale : nullptr, head_dim,
+                                             t.scale, scores);
+      });
+    } else {
+      ForRows(rows, [&](auto n) FOLIO_KERNEL_ATTR {
+        TileScores<S, decltype(n)::value>(q, krow, kscale, s_begin, s_end, head_dim, t.scale,
+                                          scores, prefetch);
+      });
+    }
   }
   if (t.softcap != 0) {
     // Gemma 2's soft-capping, scalar: cap * tanh(score / cap), on the
@@ -857,17 +1008,28 @@ HWY_INLINE void GroupTile(const ChunkTask& t, uint64_t g0, size_t rows, uint64_t
   }
   // A group of 2 or 3 (GQA ratios 2, 3, 6, 7, ...) loads each value vector
   // once for all its rows too; a row's bits are the same in any of these.
+  // Widened rows (a shared tile's, or an f32 pool's own) hold the values
+  // LoadF gives, so the sums are the same whichever rows are read.
+  const float* const* wide = vwide;
+  if constexpr (std::is_same_v<S, float>) wide = vrow;
+  const auto accumulate = [&](auto n, float* const* acc, const float* c, const float(*w)[kTileKeys],
+                              size_t begin, size_t end) FOLIO_KERNEL_ATTR {
+    if (wide != nullptr) {
+      TileValues<float, decltype(n)::value>(acc, c, w, wide, begin, end, head_dim, prefetch);
+    } else {
+      TileValues<S, decltype(n)::value>(acc, c, w, vrow, begin, end, head_dim, prefetch);
+    }
+  };
   if (full) {
-    ForRows(rows, [&](auto n) FOLIO_KERNEL_ATTR {
-      TileValues<S, decltype(n)::value>(acc_rows, corr, p, vrow, s_begin, s_end, head_dim,
-                                        prefetch);
-    });
+    ForRows(rows,
+            [&](auto n) FOLIO_KERNEL_ATTR { accumulate(n, acc_rows, corr, p, s_begin, s_end); });
   } else {
     // Rows that see different slots (a prefill's diagonal tile, a window's
     // edge): each row takes its own slots in the same order.
     for (size_t r = 0; r < rows; ++r) {
       if (first[r] >= last[r]) continue;
-      TileValues<S, 1>(acc_rows + r, corr + r, p + r, vrow, first[r], last[r], head_dim, prefetch);
+      accumulate(std::integral_constant<size_t, 1>(), acc_rows + r, corr + r, p + r, first[r],
+                 last[r]);
     }
   }
 }
@@ -974,6 +1136,30 @@ void RunChunkT(const ChunkTask& t) {
   const uint64_t first_t0 = lo - lo % kTileKeys;
   locate(first_t0, lo, std::min(first_t0 + kTileKeys, hi), cur, cur_scales);
 
+  // Enough rows per K/V head (a prefill's) share each tile widened once
+  // (WidenTile): kt its transposed keys, wide_rows[s] slot s's value row.
+  bool shared = false;
+  if constexpr (kSharedTiles && !kIntegerPath<S>) {
+    shared = t.rows_per_head >= kSharedTileRows && head_dim % kLanesF == 0;
+  }
+  thread_local hwy::AlignedFreeUniquePtr<float[]> shared_buffer;
+  thread_local size_t shared_floats = 0;
+  float* kt = nullptr;
+  float* vt = nullptr;
+  const float* wide_rows[kTileKeys] = {};
+  if (shared) {
+    const size_t floats = 2 * kTileKeys * head_dim;
+    if (shared_floats < floats) {
+      shared_buffer = hwy::AllocateAligned<float>(floats);
+      FOLIO_CHECK(shared_buffer != nullptr, "paged attention kernel: out of memory");
+      shared_floats = floats;
+    }
+    kt = shared_buffer.get();
+    vt = kt + kTileKeys * head_dim;
+    for (size_t s = 0; s < kTileKeys; ++s) wide_rows[s] = vt + s * head_dim;
+  }
+  const float* const* vwide = shared && !std::is_same_v<S, float> ? wide_rows : nullptr;
+
   // Page-major walk: every head of a tile before the next tile. In the
   // dense layout a page's heads are one contiguous block per pool, so the
   // walk reads num_kv_heads * page_size rows in a row, a stream the
@@ -1004,11 +1190,14 @@ void RunChunkT(const ChunkTask& t) {
       } else {
         prefetch.Start(next[0], next[1], n0 < n1 ? static_cast<size_t>(n1 - n0) : 0, 0, row_bytes);
       }
+      if (shared) {
+        WidenTile<S>(head_rows[0], head_rows[1], s_begin, s_end, head_dim, kt, vt, prefetch);
+      }
       const uint64_t row0 = h * t.rows_per_head;
       for (uint64_t g0 = 0; g0 < t.rows_per_head; g0 += kGroup) {
         const auto rows = static_cast<size_t>(std::min<uint64_t>(kGroup, t.rows_per_head - g0));
         GroupTile<S>(t, row0 + g0, rows, t0, a0, t1, head_rows[0], head_rows[1], head_scales[0],
-                     head_scales[1], codes, prefetch);
+                     head_scales[1], kt, vwide, codes, prefetch);
       }
       prefetch.Finish();
     }

@@ -411,13 +411,20 @@ TEST(PagedAttentionDeterminism, BatchCompositionDoesNotChangeBits) {
 // decode step over its own context. GQA ratios 1, 2, 3 and 7 group a
 // decode's rows differently from a prefill's (rows of several positions
 // share K loads there, and which rows share depends on the row; a decode
-// takes groups of 4, 3 and 2 rows whole); head dims below, at and off a
-// vector width take the kernel's vector and scalar paths; f16 and f32 K/V
-// widen differently, and i8 runs in integers.
+// takes groups of 4, 3 and 2 rows whole); a prefill's 16 or more rows per
+// K/V head take the shared-tile path (transposed keys, widened values),
+// a decode's never; head dims below, at and off a vector width take the
+// kernel's vector and scalar paths, and 48 and 128 the shared tile's
+// unrolled and looped chains; f16, bf16, f32 and f8e4m3 K/V widen
+// differently, and i8 runs in integers.
 TEST(PagedAttentionDeterminism, DecodeRowEqualsPrefillRow) {
   ForEachTarget([&] {
-    for (uint64_t head_dim : {64, 2, 67}) {
-      for (DType dtype : {DType::kF16, DType::kF32, DType::kI8}) {
+    for (uint64_t head_dim : {64, 2, 67, 48, 128}) {
+      std::vector<DType> dtypes = {DType::kF16, DType::kF32, DType::kI8};
+      if (head_dim == 64) dtypes.push_back(DType::kF8E4M3);
+      if (head_dim == 48) dtypes = {DType::kBF16};
+      if (head_dim == 128) dtypes = {DType::kF32};
+      for (DType dtype : dtypes) {
         for (uint64_t q_heads : {2, 4, 6, 14}) {
           for (uint64_t window : {0, 50}) {
             const uint64_t n = 530, rows = 41, width = q_heads * head_dim;

@@ -8,7 +8,11 @@
 //   harness [-b BATCH] [-c CONTEXT] [-p PAGE_SIZE] [-t THREADS] [-d f32|bf16|i8]
 //           [-r ROUNDS] [--huge | --huge-ab] [--in-order] [--short N]
 //           [--target-ab TARGET | --dense-ab | --threads-ab | --dtype-ab DTYPE]
-//           [--target TARGET] [-g QUERY_HEADS]
+//           [--target TARGET] [-g QUERY_HEADS] [--head-dim D] [--prefill N]
+//
+// --prefill N gives each sequence N query rows (its last N positions, causal)
+// instead of one: a prefill chunk's shape, whose many rows per K/V head take
+// the kernel's shared-tile path.
 //
 // --huge-ab times V0 alone on two copies of the K/V pools, the first on
 // 4 KiB pages and the second on transparent huge pages, reported as V0 and
@@ -70,9 +74,10 @@ int main(int argc, char** argv) {
   std::string dtype_name = "f32";
   bool huge = false, huge_ab = false, dense_ab = false, threads_ab = false, shuffle = true;
   uint64_t short_context = 0;  // 0: every sequence has `context` keys
-  std::string target_ab;       // --target-ab NAME: V0 on the best target, V1 on NAME
-  std::string target;          // --target NAME: every slot dispatched to NAME
-  std::string dtype_ab;        // --dtype-ab NAME: V0 on -d's pools, V1 on NAME's
+  uint64_t head_dim = 128, prefill = 1;
+  std::string target_ab;  // --target-ab NAME: V0 on the best target, V1 on NAME
+  std::string target;     // --target NAME: every slot dispatched to NAME
+  std::string dtype_ab;   // --dtype-ab NAME: V0 on -d's pools, V1 on NAME's
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const auto next = [&] {
@@ -114,6 +119,10 @@ int main(int argc, char** argv) {
       target = next();
     else if (a == "--dtype-ab")
       dtype_ab = next();
+    else if (a == "--head-dim")
+      head_dim = std::stoull(next());
+    else if (a == "--prefill")
+      prefill = std::stoull(next());
     else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;
@@ -160,7 +169,13 @@ int main(int argc, char** argv) {
   }
   const bool one_version = huge_ab || dense_ab || threads_ab || pinned != 0 || !dtype_ab.empty();
   const int variants = one_version ? 2 : FOLIO_AB_VARIANTS;
-  const uint64_t kv_heads = 8, head_dim = 128;
+  const uint64_t kv_heads = 8;
+  if (head_dim == 0 || prefill == 0 || prefill > context || (prefill > 1 && short_context != 0)) {
+    std::fprintf(stderr,
+                 "--head-dim and --prefill take 1 or more, --prefill at most -c, and "
+                 "not with --short\n");
+    return 2;
+  }
   if (q_heads == 0 || q_heads % kv_heads != 0) {
     std::fprintf(stderr, "-g takes a multiple of the 8 K/V heads\n");
     return 2;
@@ -229,7 +244,7 @@ int main(int argc, char** argv) {
                                DTypeSize(v == 1 ? second_dtype : dtype));
   };
 
-  for (uint64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<int32_t>(b);
+  for (uint64_t b = 0; b <= batch; ++b) indptr[b] = static_cast<int32_t>(b * prefill);
   // The CSR batch: each sequence's live pages of its table row.
   std::vector<int32_t> page_indptr{0}, indices, last_page_len(batch);
   for (uint64_t b = 0; b < batch; ++b) {
@@ -261,6 +276,8 @@ int main(int argc, char** argv) {
   }
   std::vector<int32_t> dense_table(batch);  // page b: sequence b's lens[b] keys
   std::iota(dense_table.begin(), dense_table.end(), 0);
+  std::vector<int32_t> dense_indptr(batch + 1);  // one page a sequence
+  std::iota(dense_indptr.begin(), dense_indptr.end(), 0);
   if (huge_ab || dense_ab) {
     second_keys = allocate(huge_ab || huge);
     second_values = allocate(huge_ab || huge);
@@ -279,8 +296,8 @@ int main(int argc, char** argv) {
           : kv::PagedKvView{second_keys, second_values, second_dtype,   num_pages,     kv_heads,
                             page,        head_dim,      second_kscales, second_vscales};
   const kv::PagedBatchView second_batch =
-      dense_ab ? kv::PagedBatchView{indptr, dense_table, lens, indptr} : batch_view;
-  std::vector<float> q(batch * q_heads * head_dim), out(q.size()), want(q.size());
+      dense_ab ? kv::PagedBatchView{dense_indptr, dense_table, lens, indptr} : batch_view;
+  std::vector<float> q(batch * prefill * q_heads * head_dim), out(q.size()), want(q.size());
   for (float& x : q) x = uniform(rng);
   attention::PagedAttentionParams params;
   params.num_q_heads = q_heads;
@@ -327,8 +344,8 @@ int main(int argc, char** argv) {
         "%s output %s V0's\n", label(v).c_str(),
         std::memcmp(out.data(), want.data(), out.size() * 4) == 0 ? "equals" : "differs from");
   }
-  // Calls per sample: at least ~0.1 GB of K+V read.
-  const int calls = std::max(1, static_cast<int>(1e8 / static_cast<double>(2 * bytes)));
+  // Calls per sample: at least ~0.1 GB of K+V read (by every query row).
+  const int calls = std::max(1, static_cast<int>(1e8 / static_cast<double>(2 * bytes * prefill)));
   std::vector<std::vector<double>> us(static_cast<size_t>(variants));
   for (int r = 0; r < rounds; ++r) {
     for (int k = 0; k < variants; ++k) {
