@@ -401,6 +401,9 @@ struct PackedTask {
   uint64_t y_stride;
   uint64_t tile_begin;
   uint64_t tile_end;
+  // The end of the task's tiles' bytes (the last pair group's end): the
+  // weight prefetch stays below it. Null: no software prefetch.
+  const std::byte* prefetch_end = nullptr;
 };
 
 // The sum of a quantized block's first 16 values.

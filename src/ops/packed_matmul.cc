@@ -476,10 +476,11 @@ Status PackedMatMuls(std::span<const PackedMatrix* const> ws, std::span<const fl
         static_cast<size_t>(std::upper_bound(first.begin(), first.end(), t) - first.begin()) - 1;
     const PackedMatrix& w = *ws[i];
     const internal::SplitTask task = internal::TaskOf(splits[i], t - first[i]);
+    const uint64_t tile_end = CeilDiv(task.out_end, PackedMatrix::kTileRows);
     internal::PackedRows({&w, act + task.row_begin * blocks, task.num_rows,
                           ys[i].data() + task.row_begin * w.rows(), w.rows(),
-                          task.out_begin / PackedMatrix::kTileRows,
-                          CeilDiv(task.out_end, PackedMatrix::kTileRows)});
+                          task.out_begin / PackedMatrix::kTileRows, tile_end,
+                          w.pair_group(CeilDiv(tile_end, 2), 0)});
   };
   if (pool == nullptr || first.back() <= 1) {
     for (uint64_t t = 0; t < first.back(); ++t) run(t);
