@@ -343,10 +343,10 @@ HWY_INLINE typename V::I SlotPiece(const std::byte* pg, size_t half, size_t leve
 // kF.group_blocks blocks each): the tiles' first pair group at pg0 (groups
 // `stride` bytes apart), OneTile's tile `half` of it; y[r][lane] for lane
 // < n_out (the tiles' outputs are consecutive in y).
-template <typename V, PackedFormat kF, size_t kR>
+template <typename V, PackedFormat kF, size_t kR, bool kPrefetch>
 HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, size_t num_groups,
                              const ActivationBlock* const* act, float* const* y, size_t n_out,
-                             const std::byte* prefetch_end) {
+                             [[maybe_unused]] const std::byte* prefetch_end) {
   using I = typename V::I;
   using F = typename V::F;
   constexpr bool kSigned = kF.offset == 128;
@@ -371,7 +371,7 @@ HWY_NOINLINE void PackedTile(const std::byte* pg0, size_t half, size_t stride, s
     const F neg_group_bias = kSuper ? V::Mul(group_bias, V::Set1F(-1.0f)) : group_bias;
     for (size_t k = 0; k < kF.group_blocks; ++k) {
       const size_t b = g * kF.group_blocks + k;
-      if (prefetch_end != nullptr) {
+      if constexpr (kPrefetch) {
         // This block's share of the pair group kPrefetchAhead bytes on.
         const size_t per = (stride + 64 * kF.group_blocks - 1) / (64 * kF.group_blocks) * 64;
         const auto room = static_cast<size_t>(prefetch_end - pg);
@@ -477,13 +477,19 @@ HWY_INLINE void PackedTiles(const PackedTask& t, uint64_t tile, uint64_t r0, uin
       act[k] = t.act + (r + k) * blocks;
       y[k] = t.y + (r + k) * t.y_stride + tile * PackedMatrix::kTileRows;
     }
-    // The first pass over the tiles brings their weights in; later passes
-    // (prefill's other rows) find them in cache.
-    const std::byte* ahead = r == r0 ? t.prefetch_end : nullptr;
+    // Decode's one pass over the tiles (a batch or a verify step of at
+    // most kMaxRows rows) prefetches their weights. Prefill's passes do
+    // not: its later row groups find the weights in cache, and carrying
+    // the prefetch through its tiles ran pp512 0.82x (synthetic 0.9B
+    // Q6_K, 3 pairs), so it has instantiations without.
+    const bool prefetch = rn <= kMaxRows && t.prefetch_end != nullptr;
     // PackedTile<kR> for kR = n, one instantiation per count up to kMaxRows.
     [&]<size_t... kIndex>(std::index_sequence<kIndex...>) FOLIO_PACKED_ATTR {
       (void)((n == kIndex + 1 &&
-              (PackedTile<V, kF, kIndex + 1>(pg0, half, stride, groups, act, y, n_out, ahead),
+              (prefetch ? PackedTile<V, kF, kIndex + 1, true>(pg0, half, stride, groups, act, y,
+                                                              n_out, t.prefetch_end)
+                        : PackedTile<V, kF, kIndex + 1, false>(pg0, half, stride, groups, act, y,
+                                                               n_out, nullptr),
                true)) ||
              ...);
     }
